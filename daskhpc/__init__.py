@@ -1,0 +1,42 @@
+"""daskhpc: communication-bound sparse HPC algorithms on Dask.
+
+Layers (data flows top to bottom, never back up)::
+
+    io          files -> scipy.sparse / sparse.COO / numpy
+    hypergraph  models and partitioners -> Hypergraph, Partition      (no dask)
+    comm        message plans and their cost -> Plan                  (no dask)
+    runtime     cluster, placement, pinned graphs, transfer ledger    (dask)
+    workflows   ssgd, spgemm, ... (register with the CLI as they land)
+
+Sub-packages are imported lazily so that ``import daskhpc.hypergraph`` does not
+pull in dask: a Plan for 1024 parts is computed on a laptop without a cluster.
+
+Examples
+--------
+>>> import daskhpc as dh
+>>> h = dh.hypergraph.column_net(dh.datasets.ratings().matrix)   # doctest: +SKIP
+>>> dh.hypergraph.partition(h, 4).metrics()                        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_SUBMODULES = ("io", "datasets", "hypergraph", "comm", "runtime", "cli", "testing")
+_RUNTIME_NAMES = ("connect", "Placement", "TransferLedger")
+
+__all__ = ["__version__", *_SUBMODULES, *_RUNTIME_NAMES]
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"daskhpc.{name}")
+    if name in _RUNTIME_NAMES:
+        return getattr(importlib.import_module("daskhpc.runtime"), name)
+    raise AttributeError(f"module 'daskhpc' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(__all__)

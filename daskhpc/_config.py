@@ -1,0 +1,74 @@
+"""daskhpc settings in ``dask.config``.
+
+Importing this module adds ``daskhpc/daskhpc.yaml`` to Dask's configuration
+defaults, the way ``distributed`` loads ``distributed.yaml``. Every key can then
+be overridden like any Dask setting: by ``dask.config.set``, a YAML file in
+``~/.config/dask/``, or an environment variable such as
+``DASK_DASKHPC__RUNTIME__WORKERS=3``. Environment variables are how a setting
+reaches every rank under dask-mpi.
+
+Only ``daskhpc.runtime`` (and the workflows above it) import this module:
+``daskhpc.hypergraph`` and ``daskhpc.comm`` must work without dask installed.
+
+Examples
+--------
+>>> from daskhpc import _config
+>>> _config.get("runtime.threads-per-worker")
+1
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dask.config
+import yaml
+
+__all__ = ["get"]
+
+_YAML = os.path.join(os.path.dirname(__file__), "daskhpc.yaml")
+
+with open(_YAML) as f:
+    _defaults = yaml.safe_load(f)
+
+# update_defaults keeps a value that is already in the config (read from the
+# environment or a user YAML file when dask was imported) over the new
+# default, so DASK_DASKHPC__... variables win without a dask.config.refresh().
+# We deliberately do not call refresh(): it would also wipe every
+# dask.config.set(...) the user made before importing daskhpc.runtime.
+dask.config.update_defaults(_defaults)
+
+_no_default = object()
+
+
+def get(key: str, default: Any = _no_default) -> Any:
+    """Read a daskhpc setting.
+
+    Parameters
+    ----------
+    key : str
+        Dotted key below ``daskhpc``, e.g. ``"runtime.workers"``; the leading
+        ``"daskhpc."`` may be given or left out. Hyphens and underscores are
+        interchangeable, as everywhere in ``dask.config``.
+    default : object, optional
+        Returned when the key is missing; without it a missing key raises
+        ``KeyError``.
+
+    Returns
+    -------
+    object
+        The current value, after environment and ``dask.config.set`` overrides.
+
+    Examples
+    --------
+    >>> get("runtime.workers")            # doctest: +SKIP
+    2
+    >>> get("daskhpc.comm.word-bytes")
+    8
+    """
+    if not key.startswith("daskhpc."):
+        key = "daskhpc." + key
+    if default is _no_default:
+        return dask.config.get(key)
+    return dask.config.get(key, default)

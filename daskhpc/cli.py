@@ -1,0 +1,232 @@
+"""The ``daskhpc`` command line (contract: ../shared/CLI.md).
+
+::
+
+    daskhpc partition <model> <input> --parts K [--partitioner ...] [--objective ...] ...
+    daskhpc plan <workflow> <inputs...> --parts K [workflow options] [--json OUT]
+    daskhpc run  <workflow> <inputs...> [--parts K] [--workers N | --scheduler-file F | ...]
+    daskhpc demo [--json OUT]
+    daskhpc info [--calibrate [--save]] [--json OUT]
+
+Exit status: 0 success; 2 bad input or options (one line naming file, line and problem);
+1 any other failure, with its cause (``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+
+from daskhpc import __version__, _workflows
+from daskhpc._errors import InputError
+from daskhpc._report import new_report, write_report
+
+
+# -- parsers --------------------------------------------------------------
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", metavar="OUT", help="write the JSON report here ('-' for stdout)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def _partition_parser(sub) -> None:
+    from daskhpc._partition_cmd import MODELS
+    from daskhpc.hypergraph import OBJECTIVES
+
+    p = sub.add_parser("partition", help="partition a matrix or tensor with a hypergraph model")
+    p.add_argument("model", choices=MODELS)
+    p.add_argument("input", help="MatrixMarket, SNAP, FROSTT .tns, LIBSVM or ratings file")
+    p.add_argument("--format", help="override the format detected from the extension")
+    p.add_argument("--parts", type=int, required=True, metavar="K")
+    p.add_argument("--partitioner", default="mtkahypar",
+                   choices=["mtkahypar", "kahypar", "random", "block", "graph"])
+    p.add_argument("--objective", default="km1", choices=OBJECTIVES)
+    p.add_argument("--epsilon", type=float, default=0.03)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="Mt-KaHyPar threads")
+    p.add_argument("--preset", default="deterministic",
+                   choices=["deterministic", "default", "quality", "large_k"],
+                   help="Mt-KaHyPar preset; deterministic gives the same partition per seed")
+    p.add_argument("--net-cost", type=int, default=1, help="cost of every net (F or R words)")
+    p.add_argument("--save-partition", metavar="FILE", help="one part id per line")
+    _common(p)
+
+
+def _workflow_parser(sub, mode: str) -> None:
+    helptext = {"plan": "communication plan of a workflow (no cluster)",
+                "run": "run a workflow on a Dask cluster"}[mode]
+    p = sub.add_parser(mode, help=helptext)
+    wsub = p.add_subparsers(dest="workflow", metavar="WORKFLOW")
+    wsub.required = True
+    for name in sorted(_workflows.available()):
+        try:
+            mod = _workflows.load(name)
+        except Exception as e:  # noqa: BLE001 - one broken plug-in must not break the CLI
+            broken = wsub.add_parser(name, help=f"(unavailable: {e})")
+            broken.set_defaults(broken=f"workflow {name!r} failed to load: {e}")
+            continue
+        w = wsub.add_parser(name, help=getattr(mod, "HELP", name))
+        w.add_argument("inputs", nargs="+", help="input file(s)")
+        w.add_argument("--parts", type=int, metavar="K", help="number of parts (workers)")
+        w.add_argument("--seed", type=int, default=0)
+        w.add_argument("--partition-file", metavar="FILE", help="use a saved partition")
+        if mode == "run":
+            w.add_argument("--workers", type=int, metavar="N", help="LocalCluster workers")
+            w.add_argument("--scheduler-file", metavar="F")
+            w.add_argument("--scheduler-address", metavar="A")
+            w.add_argument("--dashboard-address", metavar="ADDR")
+        mod.add_arguments(w, mode)
+        _common(w)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="daskhpc", description="Communication-bound sparse HPC algorithms on Dask.")
+    parser.add_argument("--version", action="version", version=f"daskhpc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _partition_parser(sub)
+    _workflow_parser(sub, "plan")
+    _workflow_parser(sub, "run")
+    d = sub.add_parser("demo", help="every landed workflow on bundled data (LocalCluster)")
+    d.add_argument("--parts", type=int, default=4, metavar="K")
+    d.add_argument("--workers", type=int, default=2, metavar="N")
+    d.add_argument("--no-cluster", action="store_true", help="only the partition comparison")
+    _common(d)
+    i = sub.add_parser("info", help="versions, partitioner backends, MPI")
+    i.add_argument("--calibrate", action="store_true",
+                   help="measure alpha and beta on a cluster (LocalCluster unless given one)")
+    i.add_argument("--save", action="store_true",
+                   help="with --calibrate: write them to ~/.config/dask/daskhpc-calibration.yaml")
+    i.add_argument("--workers", type=int, default=2, metavar="N")
+    i.add_argument("--scheduler-file", metavar="F")
+    i.add_argument("--scheduler-address", metavar="A")
+    _common(i)
+    return parser
+
+
+# -- commands ---------------------------------------------------------------
+def cmd_partition(args) -> dict:
+    from daskhpc._partition_cmd import format_table, partition_report
+    from daskhpc.io import read
+
+    data = read(args.input, format=args.format)
+    report, p = partition_report(args, data)
+    if args.save_partition:
+        p.save(args.save_partition)
+    m = report["partition"]
+    row = {"model": report["model"]["name"], "vertices": report["model"]["vertices"],
+           "nets": report["model"]["nets"], "parts": args.parts,
+           "partitioner": args.partitioner, "objective": args.objective,
+           "km1": m["km1"], "soed": m["soed"], "cut": m["cut"],
+           "imbalance": f"{m['imbalance']:.4f}", "balanced": m.get("balanced"),
+           "time_s": f"{report['timing']['partition_s']:.2f}"}
+    print(format_table([row], list(row)))
+    for note in m.get("balance_notes", []):
+        print(f"note: {note}")
+    return report
+
+
+def _client_for(args):
+    from daskhpc.runtime import connect
+
+    return connect(getattr(args, "scheduler_address", None),
+                   scheduler_file=getattr(args, "scheduler_file", None),
+                   n_workers=getattr(args, "workers", None),
+                   dashboard_address=getattr(args, "dashboard_address", None))
+
+
+def _workflow_module(args):
+    if getattr(args, "broken", None):
+        raise RuntimeError(args.broken)
+    return _workflows.load(args.workflow)
+
+
+def cmd_plan(args) -> dict:
+    return _workflow_module(args).plan(args)
+
+
+def cmd_run(args) -> dict:
+    mod = _workflow_module(args)
+    with _client_for(args) as client:
+        link = getattr(client, "dashboard_link", None)
+        if link:
+            print(f"dashboard: {link}", file=sys.stderr)
+        return mod.run(args, client)
+
+
+def cmd_demo(args) -> dict:
+    from daskhpc._partition_cmd import demo_partitions, format_table
+
+    t0 = time.perf_counter()
+    rows = demo_partitions(args.parts)
+    print(f"Partitioning the bundled data into {args.parts} parts (km1 objective):\n")
+    print(format_table(rows, ["data", "model", "partitioner", "km1", "km1/random", "soed",
+                              "cut", "imbalance", "time_s"]))
+    report = new_report("demo", parts=args.parts, partitions=rows, workflows={})
+    names = sorted(_workflows.available())
+    if names and not args.no_cluster:
+        from daskhpc.runtime import connect
+
+        with connect(n_workers=args.workers) as client:
+            print(f"\nLocalCluster: {args.workers} workers, dashboard {client.dashboard_link}")
+            for name in names:
+                print(f"\n== {name} ==")
+                report["workflows"][name] = _workflows.load(name).demo(client)
+    report["timing"] = {"run_s": round(time.perf_counter() - t0, 2)}
+    return report
+
+
+def cmd_info(args) -> dict:
+    from daskhpc._info import calibrate_and_save, collect_info, format_info
+
+    info = collect_info()
+    print(format_info(info))
+    if args.calibrate:
+        with _client_for(args) as client:
+            cal = calibrate_and_save(client, save=args.save)
+        info["calibration"] = cal
+        print(f"\nalpha = {cal['alpha']:.3e} s per message, beta = {cal['beta']:.3e} s per byte "
+              f"({1 / cal['beta'] / 1e9:.2f} GB/s) on {cal['workers']} workers")
+        if cal.get("saved_to"):
+            print(f"saved to {cal['saved_to']}")
+    return new_report("info", **info)
+
+
+COMMANDS = {"partition": cmd_partition, "plan": cmd_plan, "run": cmd_run,
+            "demo": cmd_demo, "info": cmd_info}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``daskhpc`` console script; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv or os.environ.get("DASKHPC_DEBUG")
+    try:
+        args = build_parser().parse_args(argv)
+        report = COMMANDS[args.command](args)
+        if getattr(args, "json", None) and report is not None:
+            write_report(report, args.json)
+        return 0
+    except SystemExit as e:  # argparse: 2 for bad options, 0 for --help
+        return int(e.code or 0)
+    except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        if debug:
+            traceback.print_exc()
+        print(f"daskhpc: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("daskhpc: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the CLI reports every other failure as status 1
+        if debug:
+            traceback.print_exc()
+        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        at = f" (at {os.path.basename(where.filename)}:{where.lineno})" if where else ""
+        print(f"daskhpc: failed: {type(e).__name__}: {e}{at}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""`partition()`: one entry point over a registry of partitioner backends, and its result.
+
+Backends live in their own modules with one signature,
+``backend(h, nparts, *, objective, epsilon, seed, threads, **options) -> parts``, and are
+imported only when used (``mtkahypar`` / ``kahypar`` load native libraries).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from daskhpc._errors import InputError
+
+from ._hypergraph import Hypergraph
+from ._metrics import metrics as _metrics
+
+OBJECTIVES = ("km1", "soed", "cut")
+
+# name -> "module:function"; a workflow or user can add entries with register_partitioner().
+_BACKENDS: dict[str, str] = {
+    "mtkahypar": "daskhpc.hypergraph._mtkahypar:partition_mtkahypar",
+    "kahypar": "daskhpc.hypergraph._kahypar:partition_kahypar",
+    "random": "daskhpc.hypergraph._simple:partition_random",
+    "block": "daskhpc.hypergraph._simple:partition_block",
+    "graph": "daskhpc.hypergraph._graphpart:partition_graph",
+}
+
+
+def register_partitioner(name: str, target) -> None:
+    """Add a backend: ``target`` is a callable or a ``"module:function"`` string."""
+    _BACKENDS[name] = target
+
+
+def partitioners() -> list[str]:
+    """Names of the registered backends."""
+    return sorted(_BACKENDS)
+
+
+def _resolve(name: str):
+    try:
+        target = _BACKENDS[name]
+    except KeyError:
+        raise InputError(f"unknown partitioner {name!r}; choose one of {partitioners()}") from None
+    if callable(target):
+        return target
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+@dataclass(eq=False)
+class Partition:
+    """A K-way vertex partition and how it was made.
+
+    ``parts[v]`` is the part of vertex v. :meth:`metrics` computes the cut metrics on the
+    hypergraph it was made for; :meth:`save` writes one part id per line.
+
+    Examples
+    --------
+    >>> h = Hypergraph.from_nets(4, [[0, 1], [1, 2, 3], [3]])
+    >>> p = partition(h, 2, partitioner="block")
+    >>> p.parts.tolist(), p.metrics()["km1"]
+    ([0, 0, 1, 1], 1)
+    """
+
+    parts: np.ndarray
+    nparts: int
+    partitioner: str = "given"
+    objective: str | None = None
+    epsilon: float | None = None
+    seed: int | None = None
+    hypergraph: Hypergraph | None = field(default=None, repr=False)
+    time_s: float = 0.0
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.parts = np.ascontiguousarray(self.parts, dtype=np.int64)
+        self._metrics = None
+
+    def metrics(self, hypergraph: Hypergraph | None = None) -> dict:
+        """Cut, km1, SOED, connectivity, part weights and imbalance (see ``_metrics``)."""
+        h = hypergraph if hypergraph is not None else self.hypergraph
+        if h is None:
+            raise ValueError("this partition has no hypergraph; pass one to metrics()")
+        if hypergraph is not None:
+            return _metrics(h, self.parts, self.nparts, self.epsilon)
+        if self._metrics is None:
+            self._metrics = _metrics(h, self.parts, self.nparts, self.epsilon)
+        return self._metrics
+
+    def report(self) -> dict:
+        """The ``partition`` section of the JSON report."""
+        m = self.metrics()
+        out = {k: m[k] for k in ("imbalance", "km1", "soed", "cut")}
+        out["imbalance_per_constraint"] = m["imbalance_per_constraint"]
+        if "balanced" in m:
+            out.update(epsilon=m["epsilon"], balanced=m["balanced"],
+                       balance_possible=m["balance_possible"])
+            if m["balance_notes"]:
+                out["balance_notes"] = m["balance_notes"]
+        return out
+
+    def save(self, path) -> None:
+        """One part id per line, in vertex order (the format ``--partition-file`` reads)."""
+        np.savetxt(path, self.parts, fmt="%d")
+
+    @classmethod
+    def load(cls, path, nparts: int | None = None, num_vertices: int | None = None) -> "Partition":
+        """Read a file written by :meth:`save` (or by PaToH / KaHyPar: one id per line)."""
+        from ._partfile import read_part_file
+
+        parts = read_part_file(path, num_vertices=num_vertices, nparts=nparts)
+        return cls(parts, int(nparts or (parts.max() + 1 if parts.size else 1)), "file",
+                   meta={"path": str(path)})
+
+    def part_sizes(self) -> np.ndarray:
+        return np.bincount(self.parts, minlength=self.nparts)
+
+    def __repr__(self):
+        head = (f"Partition({self.nparts} parts by {self.partitioner}"
+                f"{', ' + self.objective if self.objective else ''}, {self.parts.size} vertices")
+        if self.hypergraph is None:
+            return head + ")"
+        m = self.metrics()
+        return (head + f"; km1={m['km1']} soed={m['soed']} cut={m['cut']} "
+                f"imbalance={m['imbalance']:.3f})")
+
+    def __dask_tokenize__(self):
+        import hashlib
+
+        return ("daskhpc.Partition", self.nparts, hashlib.sha1(self.parts.tobytes()).hexdigest())
+
+
+def _trivial(h: Hypergraph, nparts: int, allow_empty: bool) -> np.ndarray | None:
+    """Answer the cases no backend should see: K = 1 and K >= |V|."""
+    if nparts < 1:
+        raise InputError(f"the number of parts must be at least 1, got {nparts}")
+    if h.num_vertices == 0:
+        raise InputError("cannot partition a hypergraph with no vertices")
+    if nparts == 1:
+        return np.zeros(h.num_vertices, dtype=np.int64)
+    if nparts > h.num_vertices:
+        if not allow_empty:
+            raise InputError(
+                f"more parts ({nparts}) than vertices ({h.num_vertices}): every part would not "
+                "get a vertex; use fewer parts (or allow_empty=True)")
+        return np.arange(h.num_vertices, dtype=np.int64)
+    if nparts == h.num_vertices:
+        return np.arange(h.num_vertices, dtype=np.int64)
+    return None
+
+
+def partition(h: Hypergraph, nparts: int, partitioner: str = "mtkahypar", *,
+              objective: str = "km1", epsilon: float = 0.03, seed: int = 0, threads: int = 1,
+              allow_empty: bool = False, **options) -> Partition:
+    """Partition ``h`` into ``nparts`` parts with the named backend.
+
+    Parameters
+    ----------
+    h : Hypergraph
+    nparts : int
+        K. More parts than vertices is an error unless ``allow_empty`` (then one vertex per part).
+    partitioner : {"mtkahypar", "kahypar", "random", "block", "graph"}
+        ``random`` and ``block`` ignore the objective; ``kahypar`` optimises SOED through the
+        recursive-bisection net-cost scheme of the SSGD paper (section V); ``graph``
+        partitions the clique-expanded or given graph (``graph=`` a symmetric scipy matrix).
+    objective : {"km1", "soed", "cut"}
+    epsilon : float
+        Allowed imbalance: every part weighs at most ``(1 + eps) * ceil(W / K)``.
+    seed, threads : int
+    options
+        Backend specific (``preset`` for Mt-KaHyPar, ``graph`` for the graph backend, ...).
+
+    Returns
+    -------
+    Partition
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from daskhpc.hypergraph import column_net
+    >>> A = sp.random_array((200, 300), density=0.02, random_state=0, format="csr")
+    >>> p = partition(column_net(A), 4, "random", seed=1)
+    >>> p.part_sizes().sum()
+    200
+    """
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}; choose one of {list(OBJECTIVES)}")
+    backend = _resolve(partitioner)
+    t0 = time.perf_counter()
+    parts = _trivial(h, nparts, allow_empty)
+    if parts is None:
+        parts = np.asarray(backend(h, nparts, objective=objective, epsilon=epsilon, seed=seed,
+                                   threads=threads, **options), dtype=np.int64)
+    elapsed = time.perf_counter() - t0
+    if parts.shape != (h.num_vertices,) or (parts.size and (parts.min() < 0 or parts.max() >= nparts)):
+        raise RuntimeError(f"partitioner {partitioner!r} returned an invalid partition")
+    return Partition(parts, nparts, partitioner, objective, epsilon, seed, h, elapsed)

@@ -1,0 +1,23 @@
+"""Readers: sparse input files -> scipy.sparse / sparse.COO / numpy.
+
+No dask here: reading a file must not need a cluster.
+
+Examples
+--------
+>>> from daskhpc.io import read
+>>> s = read("ratings.csv")                     # doctest: +SKIP
+>>> s.shape, s.nnz                              # doctest: +SKIP
+((610, 9724), 100836)
+"""
+
+from ._common import FORMATS, SparseInput
+from ._detect import detect_format, read
+from ._errors import ReadError
+from ._libsvm import read_libsvm
+from ._mtx import read_matrix_market
+from ._ratings import read_ratings
+from ._snap import read_snap
+from ._tns import read_tns
+
+__all__ = ["read", "detect_format", "read_matrix_market", "read_snap", "read_tns",
+           "read_libsvm", "read_ratings", "ReadError", "SparseInput", "FORMATS"]

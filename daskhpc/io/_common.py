@@ -1,0 +1,339 @@
+"""Shared plumbing for the readers: file bytes, a vectorised line index, results.
+
+Every reader works the same way:
+
+1. :func:`read_bytes` loads the whole file (un-gzipping when the content
+   starts with the gzip magic, whatever the extension says).
+2. :class:`Lines` indexes the bytes once with numpy: where each line starts
+   and ends, how many whitespace separated tokens it holds and its first
+   non-blank byte (to recognise comments).  No Python loop runs per line.
+3. The reader checks the token counts per line, hands the data lines to
+   :meth:`Lines.numbers` (one ``np.fromstring`` call over the block) and
+   validates the numbers as arrays.
+4. Only when a check fails does a slower per-line scan run, to name the
+   first offending line in the :class:`~daskhpc.io.ReadError`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._errors import ReadError
+
+if TYPE_CHECKING:  # pydata sparse pulls in numba: import it only where needed
+    import sparse
+
+__all__ = ["FORMATS", "SparseInput", "Lines", "read_bytes", "dense_ids", "as_int",
+           "check_finite", "csr", "parses"]
+
+FORMATS = ("mtx", "snap", "tns", "libsvm", "ratings")
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+# Integers above 2**53 do not survive the float64 parse exactly.
+_EXACT_INT = 2.0**53
+
+# ASCII whitespace, as both bytes.split() and np.fromstring(sep=" ") see it.
+_SPACE = np.zeros(256, dtype=bool)
+_SPACE[list(b" \t\n\r\v\f")] = True
+
+
+@dataclass(repr=False)
+class SparseInput:
+    """What a reader returns: the sparse data plus what the file said about it.
+
+    Exactly one of ``matrix`` (2-D formats) and ``tensor`` (``tns``) is set.
+
+    Attributes
+    ----------
+    path : str
+        The file read.
+    format : str
+        One of :data:`FORMATS`.
+    matrix : scipy.sparse.csr_array or None
+        float64, canonical (sorted indices, no duplicate entries).
+    tensor : sparse.COO or None
+        float64, 0-based coordinates.
+    labels : numpy.ndarray or None
+        float64 sample labels (``libsvm``).
+    index_maps : tuple
+        One entry per mode: an int64 array giving the ORIGINAL id of each
+        dense index (``index_maps[0][i]`` is the file id of row ``i``), or
+        None when the file's ids were already dense.
+    meta : dict
+        Format specific facts (symmetry, field, header_detected, ...).
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> s = SparseInput("x.mtx", "mtx", matrix=sp.csr_array(sp.eye(3)))
+    >>> s.shape, s.nnz, s.ndim
+    ((3, 3), 3, 2)
+    >>> s.describe()
+    {'path': 'x.mtx', 'shape': [3, 3], 'nnz': 3}
+    """
+
+    path: str
+    format: str
+    matrix: sp.csr_array | None = None
+    tensor: sparse.COO | None = None
+    labels: np.ndarray | None = None
+    index_maps: tuple = ()
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def data(self):
+        """The matrix, or the tensor when there is no matrix."""
+        return self.matrix if self.matrix is not None else self.tensor
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(n) for n in self.data.shape)
+
+    @property
+    def nnz(self) -> int:
+        """Stored entries (explicit zeros included)."""
+        return int(self.data.nnz)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.data.shape)
+
+    def describe(self) -> dict:
+        """JSON-ready summary for the report's "input" section."""
+        return {"path": self.path, "shape": list(self.shape), "nnz": self.nnz}
+
+    def __repr__(self) -> str:
+        return (f"SparseInput(path={self.path!r}, format={self.format!r}, "
+                f"shape={self.shape}, nnz={self.nnz})")
+
+
+def read_bytes(path) -> bytes:
+    """Return the file's bytes, un-gzipped when the content is gzip.
+
+    The gzip magic number decides, not the extension, so a mislabelled
+    file still reads.  A UTF-8 byte order mark is dropped and old Mac
+    ``\\r`` line ends become ``\\n``.
+
+    Raises
+    ------
+    ReadError
+        ``"truncated gzip"`` when the stream ends early, ``"corrupt gzip"``
+        when it does not decompress.
+    FileNotFoundError
+        As ``open`` raises it.
+
+    Examples
+    --------
+    >>> read_bytes("ratings.csv.gz")[:16]          # doctest: +SKIP
+    b'userId,movieId,r'
+    """
+    raw = Path(path).read_bytes()
+    if raw[:2] == _GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except EOFError:
+            raise ReadError(path, None, "truncated gzip (stream ends before "
+                            "its end marker)") from None
+        except (gzip.BadGzipFile, zlib.error) as e:
+            raise ReadError(path, None, f"corrupt gzip ({e})") from None
+    if raw[:3] == _UTF8_BOM:
+        raw = raw[3:]
+    if b"\r" in raw and b"\n" not in raw:
+        raw = raw.replace(b"\r", b"\n")
+    return raw
+
+
+class Lines:
+    """A vectorised index of a text's lines and whitespace separated tokens.
+
+    Line ``k`` (0-based; file line ``k + 1``) spans ``data[starts[k]:ends[k]]``
+    (``\\n`` excluded; a trailing ``\\r`` counts as whitespace), holds
+    ``ntok[k]`` tokens and begins with the byte ``first[k]`` once leading
+    blanks are skipped (0 for a blank line).
+
+    Examples
+    --------
+    >>> ln = Lines("t.txt", b"# c\\n1 2\\n\\n3\\t4 5\\r\\n")
+    >>> ln.ntok.tolist(), ln.data_lines(b"#").tolist()
+    ([2, 2, 0, 3], [1, 3])
+    >>> ln.numbers(ln.data_lines(b"#")).tolist()
+    [1.0, 2.0, 3.0, 4.0, 5.0]
+    """
+
+    def __init__(self, path, data: bytes):
+        self.path = str(path)
+        self.data = data
+        buf = np.frombuffer(data, dtype=np.uint8)
+        newline = np.flatnonzero(buf == ord("\n"))
+        starts = np.concatenate(([0], newline + 1))
+        ends = np.concatenate((newline, [buf.size]))
+        if starts.size > 1 and starts[-1] == buf.size:
+            # the text ends with "\n": no line after it
+            starts, ends = starts[:-1], ends[:-1]
+        word = ~_SPACE[buf]
+        begins = word.copy()
+        begins[1:] &= ~word[:-1]
+        count = np.zeros(buf.size + 1, dtype=np.int64 if buf.size >= 2**31 else np.int32)
+        np.cumsum(begins, out=count[1:])
+        self.starts, self.ends = starts, ends
+        self.ntok = (count[ends] - count[starts]).astype(np.int64)
+        self.first = np.zeros(starts.size, dtype=np.uint8)
+        has = self.ntok > 0
+        if has.any():
+            # a line's first token starts at the first token start after the
+            # line start (token starts are far fewer than non-blank bytes)
+            at = np.flatnonzero(begins)
+            self.first[has] = buf[at[np.searchsorted(at, starts[has])]]
+        self._buf = buf
+
+    def __len__(self) -> int:
+        return self.starts.size
+
+    def tokens(self, k: int) -> list[bytes]:
+        """The tokens of line ``k`` (0-based)."""
+        return self.data[self.starts[k]:self.ends[k]].split()
+
+    def data_lines(self, comments: bytes = b"#%") -> np.ndarray:
+        """Indices of the lines holding tokens and not starting a comment."""
+        keep = self.ntok > 0
+        if comments:
+            keep &= ~np.isin(self.first, np.frombuffer(comments, np.uint8))
+        return np.flatnonzero(keep)
+
+    def error(self, k: int, problem: str) -> ReadError:
+        """A ReadError for line ``k`` (0-based)."""
+        return ReadError(self.path, int(k) + 1, problem)
+
+    def join(self, idx: np.ndarray) -> bytes:
+        """The bytes of the lines ``idx``, still newline separated."""
+        keep = np.zeros(len(self), dtype=bool)
+        keep[idx] = True
+        dropped = np.flatnonzero(~keep & (self.ntok > 0))
+        if dropped.size == 0:
+            return self.data   # only blank lines left out: no copy needed
+        if idx.size == 0 or dropped[-1] < idx[0]:
+            return self.data[self.starts[idx[0]]:] if idx.size else b""   # a leading block
+        # Each line owns the bytes from its start to the next line's start
+        # (its newline included): repeat its keep flag over them.
+        owned = np.diff(np.append(self.starts, self._buf.size))
+        return self._buf[np.repeat(keep, owned)].tobytes()
+
+    def numbers(self, idx: np.ndarray) -> np.ndarray:
+        """Parse every token of the lines ``idx`` as float64, in file order.
+
+        One ``np.fromstring`` call parses the block; a token that is not a
+        number (it stops the parse, or it is counted short) raises a
+        ReadError naming its line.
+        """
+        expected = int(self.ntok[idx].sum())
+        if expected == 0:
+            # np.fromstring("  ") returns [-1.0]; never ask it
+            return np.empty(0, dtype=np.float64)
+        try:
+            values = np.fromstring(self.join(idx), dtype=np.float64, sep=" ")
+        except ValueError:
+            values = None
+        if values is None or values.size != expected:
+            raise self._bad_number(idx)
+        return values
+
+    def _bad_number(self, idx: np.ndarray) -> ReadError:
+        # Slow path, run only on failure: parse chunks of lines, then the
+        # lines of the first failing chunk, then its tokens one by one.
+        chunk = 4096
+        for lo in range(0, idx.size, chunk):
+            part = idx[lo:lo + chunk]
+            if parses(b"\n".join(self.data[self.starts[k]:self.ends[k]] for k in part),
+                       int(self.ntok[part].sum())):
+                continue
+            for k in part:
+                for tok in self.tokens(k):
+                    if not parses(tok, 1):
+                        shown = tok.decode("utf-8", errors="replace")
+                        return self.error(k, f"bad token {shown!r} (not a number)")
+        return ReadError(self.path, None, "could not parse the numbers")
+
+    def first_bad(self, idx: np.ndarray, bad: np.ndarray) -> int | None:
+        """The first line of ``idx[bad]`` (0-based), or None if none is bad."""
+        where = np.flatnonzero(bad)
+        return None if where.size == 0 else int(idx[where[0]])
+
+
+def parses(text: bytes, count: int) -> bool:
+    """Whether ``text`` holds exactly ``count`` numbers and nothing else."""
+    if count == 0:
+        return True
+    try:
+        return np.fromstring(text, dtype=np.float64, sep=" ").size == count
+    except ValueError:
+        return False
+
+
+def as_int(lines: Lines, idx: np.ndarray, values: np.ndarray, what: str) -> np.ndarray:
+    """``values`` (one per line ``idx``) as int64; a ReadError names a non-integer.
+
+    Examples
+    --------
+    >>> ln = Lines("t", b"1\\n2.5\\n")
+    >>> as_int(ln, ln.data_lines(), np.array([1.0, 2.5]), "id")
+    Traceback (most recent call last):
+    daskhpc.io._errors.ReadError: t:2: id 2.5 is not an integer
+    """
+    bad = ~(np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < _EXACT_INT))
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        v = values[r]
+        if np.isfinite(v) and v == np.round(v):
+            raise lines.error(idx[r], f"{what} {v:.0f} is too large (the limit is 2**53)")
+        raise lines.error(idx[r], f"{what} {_fmt(v)} is not an integer")
+    return values.astype(np.int64)
+
+
+def check_finite(lines: Lines, idx: np.ndarray, values: np.ndarray, what: str = "value") -> None:
+    """Raise a ReadError at the first NaN or infinite value (one per line)."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        raise lines.error(idx[r], f"{what} is {_fmt(values[r])} (NaN/inf not allowed)")
+
+
+def _fmt(v: float) -> str:
+    v = float(v)
+    return str(int(v)) if np.isfinite(v) and v == int(v) else repr(v)
+
+
+def dense_ids(ids: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """Re-index ids densely: sorted unique ids become ``0..n-1``.
+
+    Returns ``(id_map, dense)`` with ``id_map[dense] == ids``; ``id_map`` is
+    None when the ids already are ``0..n-1`` (then ``dense`` is ``ids``).
+
+    Examples
+    --------
+    >>> m, d = dense_ids(np.array([10, 3, 10, 7]))
+    >>> m.tolist(), d.tolist()
+    ([3, 7, 10], [2, 0, 2, 1])
+    >>> dense_ids(np.array([1, 0, 2]))[0] is None
+    True
+    """
+    uniq, dense = np.unique(ids, return_inverse=True)
+    dense = dense.astype(np.int64).reshape(-1)
+    if uniq.size == 0 or (uniq[0] == 0 and uniq[-1] == uniq.size - 1):
+        return None, ids.astype(np.int64)
+    return uniq.astype(np.int64), dense
+
+
+def csr(rows, cols, vals, shape) -> sp.csr_array:
+    """A canonical float64 CSR array; duplicates summed, explicit zeros kept."""
+    m = sp.coo_array((np.asarray(vals, dtype=np.float64), (rows, cols)), shape=shape).tocsr()
+    m.sum_duplicates()   # also sorts the indices
+    return m

@@ -1,0 +1,126 @@
+"""Pick a reader from the file name, or from the first lines when the name is silent."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from pathlib import Path
+
+from ._common import FORMATS, SparseInput
+from ._errors import ReadError
+from ._libsvm import read_libsvm
+from ._mtx import read_matrix_market
+from ._ratings import read_ratings
+from ._snap import read_snap
+from ._tns import read_tns
+
+__all__ = ["read", "detect_format"]
+
+_READERS = {"mtx": read_matrix_market, "snap": read_snap, "tns": read_tns,
+            "libsvm": read_libsvm, "ratings": read_ratings}
+
+_SUFFIXES = {".mtx": "mtx", ".tns": "tns",
+             ".txt": "snap", ".edges": "snap", ".el": "snap",
+             ".csv": "ratings", ".tsv": "ratings", ".dat": "ratings",
+             ".svm": "libsvm", ".libsvm": "libsvm", ".svmlight": "libsvm"}
+
+KNOWN = ("mtx (.mtx), snap (.txt, .edges, .el), tns (.tns), "
+         "libsvm (.svm, .libsvm, or lines 'label index:value ...'), "
+         "ratings (.csv, .tsv, .dat, ratings.*); any of them gzipped (.gz)")
+
+# "label index:value ..." with optional qid and trailing comment
+_LIBSVM_LINE = re.compile(rb"\s*[-+]?[0-9.][0-9.eE+-]*((\s+qid:\S+)|(\s+\d+:\S+))*\s*(#.*)?")
+_HEAD_BYTES = 1 << 16
+
+
+def read(path, format: str | None = None, **kw) -> SparseInput:
+    """Read a sparse input file, choosing the reader from its name.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.  gzip content is always detected and decompressed.
+    format : str, optional
+        One of ``FORMATS`` (``"mtx"``, ``"snap"``, ``"tns"``, ``"libsvm"``,
+        ``"ratings"``); by default taken from the name (see
+        :func:`detect_format`).
+    **kw
+        Passed to the reader, e.g. ``directed=False`` for snap,
+        ``n_features=123`` for libsvm, ``shape=`` for tns.
+
+    Returns
+    -------
+    SparseInput
+
+    Raises
+    ------
+    ReadError
+        The format cannot be told (the message lists the known ones), or
+        the reader rejects the file.
+
+    Examples
+    --------
+    >>> from daskhpc.io import read
+    >>> read("soc-Slashdot0902.txt.gz").shape       # doctest: +SKIP
+    (82168, 82168)
+    >>> read("a9a.t", n_features=123).shape         # doctest: +SKIP
+    (16281, 123)
+    """
+    if format is None:
+        format = detect_format(path)
+    elif format not in FORMATS:
+        raise ReadError(path, None, f"unknown format {format!r}; known formats: {KNOWN}")
+    return _READERS[format](path, **kw)
+
+
+def detect_format(path) -> str:
+    """The format of ``path``: by extension (``.gz`` ignored), else by content.
+
+    ``ratings.*`` names are ratings unless the extension names another
+    matrix format (``ratings.txt`` is ratings, ``ratings.mtx`` is mtx).  A name without
+    a known extension (e.g. LIBSVM's ``a9a``, ``a9a.t``) is sniffed: a
+    ``%%MatrixMarket`` banner means mtx, ``label index:value`` lines mean
+    libsvm.
+
+    Examples
+    --------
+    >>> detect_format("astro-ph.mtx.gz"), detect_format("ml/ratings.txt")
+    ('mtx', 'ratings')
+    """
+    name = Path(path).name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    fmt = _SUFFIXES.get(Path(name).suffix)
+    if name.startswith("ratings.") and fmt in (None, "snap"):
+        return "ratings"   # ratings.txt, ratings.list: not edge lists
+    if fmt is not None:
+        return fmt
+    sniffed = _sniff(path)
+    if sniffed is None:
+        raise ReadError(path, None, f"cannot tell the format from the name or the content; "
+                        f"known formats: {KNOWN}; pass format=")
+    return sniffed
+
+
+def _sniff(path) -> str | None:
+    with open(path, "rb") as f:
+        head = f.read(_HEAD_BYTES)
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with gzip.open(path, "rb") as f:
+                head = f.read(_HEAD_BYTES)
+        except EOFError:
+            raise ReadError(path, None, "truncated gzip (stream ends before its end "
+                            "marker)") from None
+        except (gzip.BadGzipFile, zlib.error) as e:
+            raise ReadError(path, None, f"corrupt gzip ({e})") from None
+    if head.lstrip(b"\xef\xbb\xbf")[:14].lower() == b"%%matrixmarket":
+        return "mtx"
+    lines = head.splitlines()
+    if len(head) == _HEAD_BYTES:
+        lines = lines[:-1]   # the last line may be cut by the read
+    rows = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith(b"#")][:20]
+    if rows and any(b":" in r for r in rows) and all(_LIBSVM_LINE.fullmatch(r) for r in rows):
+        return "libsvm"
+    return None

@@ -1,0 +1,173 @@
+"""MatrixMarket coordinate files (``.mtx``, ``.mtx.gz``).
+
+Reads ``%%MatrixMarket matrix coordinate <field> <symmetry>`` with field
+real/double/integer/pattern and symmetry general/symmetric/skew-symmetric.
+Dense ``array`` files, complex and hermitian matrices are refused with a
+clear ReadError rather than half supported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import Lines, SparseInput, as_int, check_finite, csr, read_bytes
+from ._errors import ReadError
+
+__all__ = ["read_matrix_market"]
+
+_FIELDS = ("real", "double", "integer", "pattern")
+_SYMMETRIES = ("general", "symmetric", "skew-symmetric")
+
+
+def read_matrix_market(path) -> SparseInput:
+    """Read a MatrixMarket coordinate matrix into a float64 CSR array.
+
+    Symmetric and skew-symmetric files store one triangle; both are
+    returned (the diagonal once, the mirror negated for skew-symmetric).
+    Pattern entries become 1.0.  Duplicate entries are summed, as the
+    format intends, except in pattern files where they stay 1.0.  Explicit
+    zeros are kept as stored entries.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; gzip content is detected and decompressed.
+
+    Returns
+    -------
+    SparseInput
+        ``matrix`` set; ``index_maps == (None, None)``; ``meta`` holds
+        ``field``, ``symmetry`` and ``stored_entries`` (the NNZ of the size
+        line, before expansion).
+
+    Raises
+    ------
+    ReadError
+        Missing or malformed banner, unsupported variant, bad size line,
+        fewer or more entries than the size line says, wrong column count,
+        bad token, index out of range, non-integer in an integer file,
+        NaN/inf, an entry stored on both sides of a symmetric diagonal.
+
+    Examples
+    --------
+    >>> s = read_matrix_market("bcsstk13.mtx")          # doctest: +SKIP
+    >>> s.shape, s.nnz, s.meta["symmetry"]              # doctest: +SKIP
+    ((2003, 2003), 83883, 'symmetric')
+    """
+    lines = Lines(path, read_bytes(path))
+    if not lines.ntok.any():
+        raise ReadError(path, None, "empty file")
+    field, symmetry = _banner(lines)
+
+    idx = lines.data_lines(b"%")
+    if idx.size == 0:
+        raise ReadError(path, None, "empty file: no size line after the banner")
+    n_rows, n_cols, n_entries = _size_line(lines, int(idx[0]))
+    if symmetry != "general" and n_rows != n_cols:
+        raise lines.error(idx[0], f"a {symmetry} matrix must be square, not "
+                          f"{n_rows} x {n_cols}")
+    entries = idx[1:]
+
+    width = 2 if field == "pattern" else 3
+    k = lines.first_bad(entries, lines.ntok[entries] != width)
+    if k is not None:
+        what = "row col" if width == 2 else "row col value"
+        raise lines.error(k, f"expected {width} columns ({what}), found {lines.ntok[k]}")
+    if entries.size < n_entries:
+        last = int(entries[-1]) if entries.size else int(idx[0])
+        raise lines.error(last, f"file ends after {entries.size} of the {n_entries} "
+                          "entries the size line announces (truncated?)")
+    if entries.size > n_entries:
+        raise lines.error(entries[n_entries], f"more entries than the {n_entries} "
+                          "the size line announces")
+
+    table = lines.numbers(entries).reshape(-1, width)
+    rows = _index(lines, entries, table[:, 0], n_rows, "row")
+    cols = _index(lines, entries, table[:, 1], n_cols, "column")
+    if field == "pattern":
+        vals = np.ones(entries.size)
+    else:
+        vals = table[:, 2]
+        check_finite(lines, entries, vals)
+        if field == "integer":
+            as_int(lines, entries, vals, "value")
+
+    if symmetry != "general":
+        rows, cols, vals = _expand(lines, entries, rows, cols, vals, n_rows, n_cols, symmetry)
+    matrix = csr(rows, cols, vals, (n_rows, n_cols))
+    if field == "pattern":
+        matrix.data[:] = 1.0   # a repeated pattern entry is still one edge
+    meta = {"field": field, "symmetry": symmetry, "stored_entries": n_entries}
+    return SparseInput(str(path), "mtx", matrix=matrix, index_maps=(None, None), meta=meta)
+
+
+def _banner(lines: Lines) -> tuple[str, str]:
+    words = [w.decode("ascii", errors="replace").lower() for w in lines.tokens(0)]
+    if not words or words[0] != "%%matrixmarket":
+        raise lines.error(0, "missing MatrixMarket banner (the first line must start "
+                          "with %%MatrixMarket)")
+    if len(words) != 5:
+        raise lines.error(0, "banner must read '%%MatrixMarket matrix coordinate "
+                          "<field> <symmetry>'")
+    _, obj, layout, field, symmetry = words
+    if obj != "matrix":
+        raise lines.error(0, f"object {obj!r} is not supported (only 'matrix')")
+    if layout == "array":
+        raise lines.error(0, "dense 'array' MatrixMarket files are not supported; "
+                          "only 'coordinate'")
+    if layout != "coordinate":
+        raise lines.error(0, f"unknown layout {layout!r} (expected 'coordinate')")
+    if field not in _FIELDS:
+        raise lines.error(0, f"field {field!r} is not supported (expected one of "
+                          f"{', '.join(_FIELDS)})")
+    if symmetry not in _SYMMETRIES:
+        raise lines.error(0, f"symmetry {symmetry!r} is not supported (expected one of "
+                          f"{', '.join(_SYMMETRIES)})")
+    if field == "pattern" and symmetry == "skew-symmetric":
+        raise lines.error(0, "a pattern matrix cannot be skew-symmetric")
+    return ("real" if field == "double" else field), symmetry
+
+
+def _size_line(lines: Lines, k: int) -> tuple[int, int, int]:
+    if lines.ntok[k] != 3:
+        raise lines.error(k, "size line must hold 3 integers (rows cols entries), "
+                          f"found {lines.ntok[k]} tokens")
+    one = np.array([k])
+    size = as_int(lines, one.repeat(3), lines.numbers(one), "size")
+    if (size < 0).any():
+        raise lines.error(k, "size line holds a negative number")
+    return int(size[0]), int(size[1]), int(size[2])
+
+
+def _index(lines, entries, column, n, what) -> np.ndarray:
+    """1-based file indices -> 0-based, checked against 1..n."""
+    index = as_int(lines, entries, column, f"{what} index")
+    bad = (index < 1) | (index > n)
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        raise lines.error(entries[r], f"{what} index {index[r]} out of range 1..{n}")
+    return index - 1
+
+
+def _expand(lines, entries, rows, cols, vals, n_rows, n_cols, symmetry):
+    """Add the mirror of each off-diagonal entry of a one-triangle file."""
+    diag = rows == cols
+    if symmetry == "skew-symmetric" and (vals[diag] != 0).any():
+        r = int(np.flatnonzero(diag & (vals != 0))[0])
+        raise lines.error(entries[r], "skew-symmetric matrix stores a nonzero diagonal entry")
+    # The spec stores each off-diagonal pair once.  Some writers use the upper
+    # triangle, which mirrors fine; a pair stored on both sides would be
+    # doubled silently, so refuse it.
+    upper, lower = rows < cols, rows > cols
+    if upper.any() and lower.any():
+        lower_keys = rows[lower] * n_cols + cols[lower]
+        both = np.zeros(rows.size, dtype=bool)
+        both[upper] = np.isin(cols[upper] * n_cols + rows[upper], lower_keys)
+        if both.any():
+            r = int(np.flatnonzero(both)[0])
+            raise lines.error(entries[r], f"entry ({rows[r] + 1}, {cols[r] + 1}) and its "
+                              f"mirror are both stored in a {symmetry} matrix")
+    off = ~diag
+    sign = -1.0 if symmetry == "skew-symmetric" else 1.0
+    return (np.concatenate((rows, cols[off])), np.concatenate((cols, rows[off])),
+            np.concatenate((vals, sign * vals[off])))

@@ -1,0 +1,152 @@
+"""Rating triplets: MovieLens style CSV, or ``user item rating [timestamp]``.
+
+Accepted layouts: comma separated with an optional header row
+(``userId,movieId,rating,timestamp``), tab or space separated without one,
+and MovieLens 1M's ``user::item::rating::timestamp``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ._common import (Lines, SparseInput, as_int, check_finite, csr, dense_ids, parses,
+                      read_bytes)
+from ._errors import ReadError
+
+__all__ = ["read_ratings"]
+
+# a comma at the start of a line, or followed by another comma or the line end
+_EMPTY_FIELD = re.compile(rb"(?m)^[ \t]*,|,[ \t]*(?=,|\r?$)")
+
+
+def read_ratings(path, *, header: bool | None = None) -> SparseInput:
+    """Read user-item ratings into a users x items CSR matrix and triplets.
+
+    User and item ids are re-indexed densely (sorted unique ids ->
+    ``0..n-1``); ``index_maps == (user_ids, item_ids)`` gives the file id of
+    each row and column (None for a mode whose ids already are ``0..n-1``).
+    A rating of 0 stays an explicit stored entry of the CSR matrix (it is
+    built without ``eliminate_zeros``), so ``nnz`` counts ratings.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; gzip content is detected and decompressed.
+    header : bool or None, default None
+        Whether the first data line is a header; by default it is when it
+        holds a token that is not a number.
+
+    Returns
+    -------
+    SparseInput
+        ``matrix`` (float64) plus ``meta``:
+
+        - ``rows``, ``cols`` (int64, dense indices) and ``vals`` (float64):
+          the ratings as COO triplets in FILE ORDER;
+        - ``timestamps`` (int64, aligned with ``rows``/``cols``/``vals``,
+          i.e. file order) when the file has a fourth column, else absent;
+        - ``header`` (list of column names or None), ``delimiter``.
+
+    Raises
+    ------
+    ReadError
+        Empty file, a line without 3 or 4 columns (or unlike the first
+        line), a bad token, a non-integer id or timestamp, a NaN/inf
+        rating, a second rating of the same (user, item) pair (naming the
+        line of the second occurrence).
+
+    Examples
+    --------
+    >>> r = read_ratings("ratings.csv")             # doctest: +SKIP
+    >>> r.shape, r.nnz, r.meta["header"][:2]        # doctest: +SKIP
+    ((610, 9724), 100836, ['userId', 'movieId'])
+    """
+    raw = read_bytes(path)
+    first = _first_data_line(raw)
+    if first is None:
+        raise ReadError(path, None, "empty file")
+    # Same-length replacements: byte offsets and line numbers do not move.
+    if b"," in first:
+        _no_empty_fields(path, raw)
+        delimiter, raw = ",", raw.replace(b",", b" ")
+    elif b"::" in first:
+        delimiter, raw = "::", raw.replace(b"::", b"  ")
+    else:
+        delimiter = "whitespace"
+    lines = Lines(path, raw)
+    idx = lines.data_lines(b"#%")
+
+    names = None
+    if header or (header is None and not all(parses(t, 1) for t in lines.tokens(idx[0]))):
+        names = [t.decode("utf-8", errors="replace") for t in lines.tokens(idx[0])]
+        idx = idx[1:]
+        if idx.size == 0:
+            raise ReadError(path, None, "empty file: a header but no ratings")
+
+    width = int(lines.ntok[idx[0]])
+    ntok = lines.ntok[idx]
+    k = lines.first_bad(idx, (ntok != width) | ((ntok != 3) & (ntok != 4)))
+    if k is not None:
+        found = int(lines.ntok[k])
+        if found in (3, 4) and width in (3, 4):
+            raise lines.error(k, f"expected {width} columns like line {idx[0] + 1}, "
+                              f"found {found}")
+        raise lines.error(k, f"expected 3 or 4 columns, found {found}")
+
+    table = lines.numbers(idx).reshape(-1, width)
+    users = as_int(lines, idx, table[:, 0], "user id")
+    items = as_int(lines, idx, table[:, 1], "item id")
+    vals = table[:, 2].copy()
+    check_finite(lines, idx, vals, "rating")
+    meta = {"header": names, "delimiter": delimiter}
+    if width == 4:
+        meta["timestamps"] = as_int(lines, idx, table[:, 3], "timestamp")
+
+    user_map, rows = dense_ids(users)
+    item_map, cols = dense_ids(items)
+    n_users = user_map.size if user_map is not None else int(users.max()) + 1
+    n_items = item_map.size if item_map is not None else int(items.max()) + 1
+    _no_duplicates(lines, idx, rows * n_items + cols, users, items)
+
+    meta.update(rows=rows, cols=cols, vals=vals)
+    matrix = csr(rows, cols, vals, (n_users, n_items))
+    return SparseInput(str(path), "ratings", matrix=matrix,
+                       index_maps=(user_map, item_map), meta=meta)
+
+
+def _no_empty_fields(path, raw: bytes) -> None:
+    """Refuse "1,,4.0": once commas become blanks it would shift the columns."""
+    for match in _EMPTY_FIELD.finditer(raw):
+        start = raw.rfind(b"\n", 0, match.start()) + 1
+        if raw[start:start + 1] in (b"#", b"%"):
+            continue   # a comment may hold anything
+        line = raw.count(b"\n", 0, start) + 1
+        raise ReadError(path, line, "empty field (two commas in a row, or a comma at "
+                        "the start or end of the line)")
+
+
+def _first_data_line(raw: bytes) -> bytes | None:
+    """The first non-blank, non-comment line, found without indexing the file."""
+    start = 0
+    while start < len(raw):
+        end = raw.find(b"\n", start)
+        end = len(raw) if end < 0 else end
+        line = raw[start:end].strip()
+        if line and line[:1] not in (b"#", b"%"):
+            return line
+        start = end + 1
+    return None
+
+
+def _no_duplicates(lines, idx, keys, users, items) -> None:
+    order = np.argsort(keys, kind="stable")
+    ranked = keys[order]
+    repeat = ranked[1:] == ranked[:-1]
+    if not repeat.any():
+        return
+    second = int(order[1:][repeat].min())   # earliest line that repeats a pair
+    first = int(order[np.searchsorted(ranked, keys[second])])
+    raise lines.error(idx[second], f"duplicate rating for user {users[second]}, item "
+                      f"{items[second]} (first rated on line {idx[first] + 1})")

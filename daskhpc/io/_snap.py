@@ -1,0 +1,115 @@
+"""SNAP style edge lists (``.txt``, ``.txt.gz``, ``.edges``, ``.el``).
+
+One ``source target`` pair of integer node ids per line, separated by tabs
+or spaces; ``#`` and ``%`` lines are comments; CRLF line ends are fine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import Lines, SparseInput, as_int, csr, dense_ids, read_bytes
+from ._errors import ReadError
+
+__all__ = ["read_snap"]
+
+
+def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
+              header: bool | None = None) -> SparseInput:
+    """Read an edge list into a square 0/1 CSR adjacency matrix.
+
+    Node ids are re-indexed densely: the sorted unique ids of both columns
+    become ``0..n-1`` and ``index_maps == (ids, ids)`` (one map for rows and
+    columns, it is a graph).  When the ids already are ``0..n-1`` the maps
+    are ``(None, None)``.  A repeated edge is stored once with value 1.0
+    (the matrix is a pattern, not a multigraph); self loops are kept.
+
+    Some files start with a ``n m`` line (node and edge COUNTS, e.g.
+    email-Enron's "36692 367662").  With ``header=None`` the first data line
+    is taken as such a header when it holds two integers ``n m``, exactly
+    ``m`` edge lines follow and every id is below ``n``; the graph then has
+    ``n`` nodes numbered as in the file (``index_maps == (None, None)``,
+    isolated nodes included) and ``meta["header_detected"]`` is True.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; gzip content is detected and decompressed.
+    directed : bool, default True
+        False reads each line as an undirected edge (stored both ways).
+    symmetrize : bool, default False
+        Also store the reverse of every arc; same as ``directed=False``.
+    header : bool or None, default None
+        Force (True) or forbid (False) reading the first line as ``n m``.
+
+    Returns
+    -------
+    SparseInput
+        ``matrix`` (n x n), ``index_maps``, and ``meta`` with
+        ``header_detected``, ``directed`` (False once symmetrized),
+        ``edge_lines`` and ``duplicate_edges`` (arcs seen more than once).
+
+    Raises
+    ------
+    ReadError
+        Empty file, a line without exactly two columns, a bad token, a
+        negative or non-integer id, a forced header that does not fit.
+
+    Examples
+    --------
+    >>> g = read_snap("email-Enron.txt.gz")                  # doctest: +SKIP
+    >>> g.shape, g.nnz, g.meta["header_detected"]            # doctest: +SKIP
+    ((36692, 36692), 367662, True)
+    """
+    lines = Lines(path, read_bytes(path))
+    idx = lines.data_lines(b"#%")
+    if idx.size == 0:
+        raise ReadError(path, None, "empty file")
+    k = lines.first_bad(idx, lines.ntok[idx] != 2)
+    if k is not None:
+        raise lines.error(k, f"expected 2 columns (source target), found {lines.ntok[k]}")
+    ids = as_int(lines, idx.repeat(2), lines.numbers(idx), "node id").reshape(-1, 2)
+    if (ids < 0).any():
+        r = int(np.flatnonzero((ids < 0).any(axis=1))[0])
+        raise lines.error(idx[r], "node ids must be non-negative integers")
+
+    has_header = _header(lines, idx, ids, header)
+    if has_header:
+        n = int(ids[0, 0])
+        src, dst = ids[1:, 0], ids[1:, 1]
+        id_map = None
+    else:
+        both = np.concatenate((ids[:, 0], ids[:, 1]))
+        id_map, dense = dense_ids(both)
+        src, dst = dense[:len(ids)], dense[len(ids):]
+        n = id_map.size if id_map is not None else int(both.max()) + 1
+
+    arcs = csr(src, dst, np.ones(src.size), (n, n))
+    duplicates = src.size - arcs.nnz
+    undirected = symmetrize or not directed
+    if undirected:
+        arcs = csr(np.concatenate((src, dst)), np.concatenate((dst, src)),
+                   np.ones(2 * src.size), (n, n))
+    arcs.data[:] = 1.0
+    meta = {"header_detected": has_header, "directed": not undirected,
+            "edge_lines": int(src.size), "duplicate_edges": int(duplicates)}
+    return SparseInput(str(path), "snap", matrix=arcs, index_maps=(id_map, id_map), meta=meta)
+
+
+def _header(lines: Lines, idx: np.ndarray, ids: np.ndarray, header: bool | None) -> bool:
+    """Whether the first data line is an ``n m`` count line (see read_snap)."""
+    if header is False:
+        return False
+    n, m = int(ids[0, 0]), int(ids[0, 1])
+    rest = ids[1:]
+    fits_count = rest.shape[0] == m
+    fits_ids = rest.size == 0 or int(rest.max()) < n
+    if header is None:
+        return n > 0 and fits_count and fits_ids
+    if not fits_count:
+        raise lines.error(idx[0], f"header announces {m} edges, the file holds {rest.shape[0]}")
+    if not fits_ids:
+        r = int(np.flatnonzero((rest >= n).any(axis=1))[0]) + 1
+        raise lines.error(idx[r], f"node id {int(ids[r].max())} is not below the "
+                          f"header's node count {n}")
+    return True

@@ -1,0 +1,40 @@
+"""Run daskhpc graphs on a Dask cluster: connect, place, pin, measure.
+
+- :func:`connect` starts (or joins) a cluster set up for pinned graphs;
+  :func:`worker_addresses` lists its workers in a stable order.
+- :class:`Placement` maps parts to workers and re-maps them when workers go.
+- :func:`pinned_graph` / :func:`submit_pinned` build and submit graphs whose
+  every task has a hard worker restriction.
+- :class:`TransferLedger` measures the bytes and messages that moved between
+  workers; :func:`calibrate` fits the alpha-beta message cost of the cluster.
+
+Examples
+--------
+>>> from operator import add
+>>> from daskhpc.runtime import connect, Placement, submit_pinned, TransferLedger
+>>> with connect(n_workers=2) as client:                          # doctest: +SKIP
+...     pl = Placement.from_client(client, nparts=2)
+...     tasks = {"x": (add, 1, 2), "y": (add, "x", 1)}
+...     with TransferLedger(client) as led:
+...         [y] = submit_pinned(client, tasks, {"x": pl.worker(0), "y": pl.worker(1)}, ["y"])
+...         y.result()
+...     led.report()
+{'inter_worker_bytes': 180, 'inter_worker_bytes_sizeof': 28, 'inter_worker_messages': 1}
+"""
+
+from daskhpc.runtime._calibrate import calibrate
+from daskhpc.runtime._connect import CLUSTER_CONFIG, connect, worker_addresses
+from daskhpc.runtime._graph import pinned_graph, submit_pinned
+from daskhpc.runtime._ledger import TransferLedger
+from daskhpc.runtime._placement import Placement
+
+__all__ = [
+    "CLUSTER_CONFIG",
+    "Placement",
+    "TransferLedger",
+    "calibrate",
+    "connect",
+    "pinned_graph",
+    "submit_pinned",
+    "worker_addresses",
+]

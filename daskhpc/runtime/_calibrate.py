@@ -1,0 +1,148 @@
+"""Measure the alpha-beta cost of one worker-to-worker message on this cluster.
+
+The comm layer prices a plan with the latency-bandwidth model
+``t(m) = alpha + beta * m`` for a message of ``m`` bytes. ``calibrate`` measures
+it: a chain of pinned tasks alternates between two workers (ping-pong), each
+task producing an array that the next one, on the other worker, consumes. The
+chain runs one transfer at a time, so nothing competes for the link.
+
+Each transfer is timed by the receiving worker: the ``start``/``stop`` of its
+``transfer_incoming_log`` entry span the request, the sender's serialisation,
+the wire and the deserialisation, i.e. the time a dependent task waits for its
+input. Client round trips and task run times do not enter.
+
+.. warning::
+   Reads ``Worker.transfer_incoming_log`` (fields ``keys``, ``start``,
+   ``stop``), and the outgoing logs through :class:`TransferLedger`: internals
+   of ``distributed`` 2026.8. The logged ``duration`` is clamped to at least
+   1 ms, so we use ``stop - start`` instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy.optimize import nnls
+
+from daskhpc.runtime._connect import worker_addresses
+from daskhpc.runtime._graph import submit_pinned
+from daskhpc.runtime._ledger import TransferLedger
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["calibrate"]
+
+
+def calibrate(
+    client: Client,
+    sizes: Sequence[int] = (8, 1 << 12, 1 << 16, 1 << 20, 1 << 22),
+    repeats: int = 5,
+    *,
+    workers: Sequence[str] | None = None,
+) -> dict:
+    """Fit ``t = alpha + beta * bytes`` to timed transfers between two workers.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A synchronous client with at least two workers.
+    sizes : sequence of int
+        Message payloads in bytes (``uint8`` arrays of exactly this size).
+    repeats : int
+        Timed transfers per size; one untimed warm-up transfer precedes them.
+    workers : pair of str, optional
+        The two workers to use; default the first two in stable order.
+
+    Returns
+    -------
+    dict
+        ``alpha`` (seconds per message), ``beta`` (seconds per byte) and
+        ``samples``: per size, ``bytes``, ``wire_bytes`` (bytes on the wire,
+        with framing), ``times`` (seconds, each transfer) and ``median``.
+
+    Notes
+    -----
+    The fit is least squares on the per-size medians, with residuals relative
+    to the median (rows scaled by ``1 / t``) so that the 8-byte messages, which
+    pin down alpha, weigh as much as the 4 MiB ones, which pin down beta; it is
+    solved with non-negative least squares, as a negative latency or bandwidth
+    cost has no meaning. Sizes far below ~64 KiB are latency-bound and sizes
+    far above ~1 MiB bandwidth-bound: give some of each.
+
+    Examples
+    --------
+    >>> fit = calibrate(client)                                    # doctest: +SKIP
+    >>> fit["alpha"], fit["beta"]                                  # doctest: +SKIP
+    (0.0009, 3.5e-10)
+    """
+    if workers is None:
+        workers = worker_addresses(client)
+    if len(workers) < 2:
+        raise ValueError(f"calibrate needs two workers, the cluster has {len(workers)}")
+    if repeats < 1:
+        raise ValueError("repeats must be >= 1")
+    a, b = workers[0], workers[1]
+
+    # Output j of the chain has size out_sizes[j]; task j+1, on the other
+    # worker, fetches it. The first transfer of each size is a warm-up.
+    out_sizes = [int(s) for s in sizes for _ in range(repeats + 1)]
+    name = f"daskhpc-calibrate-{uuid.uuid4().hex[:8]}"
+    keys = [f"{name}-{j}" for j in range(len(out_sizes) + 1)]
+    tasks = {keys[0]: (_payload, None, out_sizes[0])}
+    for j in range(1, len(out_sizes)):
+        tasks[keys[j]] = (_payload, keys[j - 1], out_sizes[j])
+    tasks[keys[-1]] = (_payload, keys[-2], 0)
+    where = {k: (a, b)[j % 2] for j, k in enumerate(keys)}
+    with TransferLedger(client) as ledger:
+        [last] = submit_pinned(client, tasks, where, [keys[-1]])
+        last.result()
+        del last
+
+    times = _received(client, set(keys[:-1]))
+    wire = {k: e["bytes"] for e in ledger.entries for k in e["keys"]}
+    samples = []
+    for i, size in enumerate(sizes):
+        timed = keys[i * (repeats + 1) + 1 : (i + 1) * (repeats + 1)]
+        t = [times[k] for k in timed]
+        samples.append(
+            {
+                "bytes": int(size),
+                "wire_bytes": int(np.median([wire[k] for k in timed])),
+                "times": t,
+                "median": float(np.median(t)),
+            }
+        )
+    alpha, beta = _fit([s["bytes"] for s in samples], [s["median"] for s in samples])
+    return {"alpha": alpha, "beta": beta, "samples": samples}
+
+
+def _payload(previous: np.ndarray | None, nbytes: int) -> np.ndarray:
+    # A fresh array each time: the consumer must receive a new value, and the
+    # value must not depend on the input, or the sizes would drift.
+    return np.ones(nbytes, dtype=np.uint8)
+
+
+def _fit(nbytes: Sequence[int], seconds: Sequence[float]) -> tuple[float, float]:
+    m = np.asarray(nbytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    # Minimise sum(((alpha + beta*m - t) / t)**2) with alpha, beta >= 0.
+    coef, _ = nnls(np.column_stack([1.0 / t, m / t]), np.ones_like(t))
+    return float(coef[0]), float(coef[1])
+
+
+def _received(client: Client, keys: set) -> dict:
+    """Seconds each of ``keys`` took to arrive, from the receivers' logs."""
+
+    def incoming(keys, dask_worker):
+        return [
+            (key, e["stop"] - e["start"])
+            for e in dask_worker.transfer_incoming_log
+            for key in e["keys"]
+            if key in keys
+        ]
+
+    return {k: t for found in client.run(incoming, keys).values() for k, t in found}

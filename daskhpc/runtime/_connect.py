@@ -1,0 +1,201 @@
+"""Connect to a Dask cluster configured for pinned, communication-bound runs.
+
+``connect()`` is the one place where daskhpc starts or finds a cluster. A cluster
+it starts itself is set up for our graphs before anything runs: no work stealing
+(pinned placement is the point), no task fusion, no active memory manager (it
+would drop replicas we made on purpose), and transfer logs long enough to cover
+a whole run (the :class:`~daskhpc.runtime.TransferLedger` reads them).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from typing import Any
+
+import dask.config
+from distributed import Client
+
+from daskhpc import _config
+
+__all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG"]
+
+#: Set before a cluster that ``connect()`` starts is built: the scheduler and the
+#: workers read these once, at start-up.
+CLUSTER_CONFIG: dict[str, Any] = {
+    # Stealing respects hard restrictions, but moves every unpinned task; our
+    # placement is the schedule, so nothing may move.
+    "distributed.scheduler.work-stealing": False,
+    # ReduceReplicas drops replicas that a broadcast made on purpose.
+    "distributed.scheduler.active-memory-manager.start": False,
+    # Fusion and annotation merging drop or intersect worker restrictions
+    # (see DASK_NOTES). They are client-side optimisations: submit_pinned never
+    # runs them, and this only covers code running on the workers.
+    "optimization.fuse.active": False,
+    "optimization.annotations.fuse": False,
+    # transfer_outgoing_log is a deque of this length (default 1000 entries);
+    # one entry per worker-to-worker batch, so a long run needs more.
+    "distributed.admin.low-level-log-length": 100_000,
+}
+
+MPI_CLIENT_ENV = "DASKHPC_MPI_CLIENT"
+
+
+def connect(
+    address: str | None = None,
+    *,
+    scheduler_file: str | None = None,
+    n_workers: int | None = None,
+    dashboard_address: str | None = None,
+    processes: bool = True,
+    **cluster_kwargs: Any,
+) -> Client:
+    """Return a Client, starting a local cluster unless told where one is.
+
+    Three ways to get a cluster, tried in this order:
+
+    1. ``DASKHPC_MPI_CLIENT=1`` in the environment (set by the daskhpc dask-mpi
+       launcher on the client rank after ``dask_mpi.initialize()``):
+       ``Client()`` joins the scheduler dask-mpi already started.
+    2. ``address`` or ``scheduler_file``: join that scheduler. Without them, a
+       ``scheduler-address`` in ``dask.config`` (``DASK_SCHEDULER_ADDRESS``) is
+       joined, as ``Client()`` does.
+    3. Otherwise start a ``LocalCluster`` of ``n_workers`` worker processes,
+       one thread each, over TCP, with :data:`CLUSTER_CONFIG` applied before
+       the scheduler and workers start.
+
+    Parameters
+    ----------
+    address : str, optional
+        Scheduler address, e.g. ``"tcp://10.0.0.1:8786"``.
+    scheduler_file : str, optional
+        Path to a scheduler file written by ``dask scheduler`` or ``dask-mpi``.
+    n_workers : int, optional
+        Local workers to start; default ``daskhpc.runtime.workers``.
+    dashboard_address : str, optional
+        Where the dashboard listens; default ``daskhpc.runtime.dashboard-address``.
+        If that port is taken, a free port on the same host is used instead.
+    processes : bool, default True
+        Worker processes (the default, and what measurements need: only real
+        TCP transfers report meaningful byte counts) or threads in this process.
+    **cluster_kwargs
+        Passed on to :class:`distributed.LocalCluster` (``threads_per_worker``,
+        ``protocol``, ``memory_limit``, ...).
+
+    Returns
+    -------
+    distributed.Client
+        A client that owns the local cluster it started: ``client.close()``, or
+        leaving ``with connect() as client:``, shuts the workers down too. The
+        cluster is ``client.cluster``.
+
+    Notes
+    -----
+    When joining a running scheduler from the environment (case 1, or case 2
+    through ``scheduler-address``), ``n_workers`` and cluster options are
+    ignored, so that one script runs on a laptop and under MPI; given together
+    with an explicit ``address`` or ``scheduler_file`` they are an error.
+    The settings in :data:`CLUSTER_CONFIG` cannot be applied to a scheduler that
+    is already running (cases 1 and 2). Whoever starts it sets them, e.g. with
+    ``DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING=False`` in the job environment.
+    Pinned tasks are safe either way: stealing respects hard restrictions.
+
+    Examples
+    --------
+    >>> from daskhpc.runtime import connect, worker_addresses
+    >>> with connect(n_workers=2) as client:          # doctest: +SKIP
+    ...     print(worker_addresses(client))
+    ['tcp://127.0.0.1:40181', 'tcp://127.0.0.1:43911']
+    """
+    if os.environ.get(MPI_CLIENT_ENV) == "1":
+        return Client()
+    if address is not None or scheduler_file is not None:
+        if n_workers is not None or cluster_kwargs:
+            raise TypeError(
+                "n_workers and cluster options only apply to a cluster that "
+                "connect() starts, not to an existing scheduler"
+            )
+        return Client(address, scheduler_file=scheduler_file)
+    if dask.config.get("scheduler-address", None):
+        # Client() joins a configured scheduler, and would then refuse our
+        # cluster options: join it without them.
+        return Client()
+
+    if n_workers is None:
+        n_workers = _config.get("runtime.workers")
+    if dashboard_address is None:
+        dashboard_address = _config.get("runtime.dashboard-address")
+    cluster_kwargs.setdefault("threads_per_worker", _config.get("runtime.threads-per-worker"))
+    cluster_kwargs.setdefault("protocol", _config.get("runtime.protocol"))
+    if processes and "worker_class" not in cluster_kwargs:
+        # A Nanny hands its config to the worker process it spawns. Passing it
+        # explicitly also covers workers added later by cluster.scale(), which
+        # are built after the dask.config.set below has been undone.
+        cluster_kwargs["config"] = {
+            **CLUSTER_CONFIG,
+            **cluster_kwargs.get("config", {}),
+        }
+    with dask.config.set(CLUSTER_CONFIG):
+        # Client(address=None, **kwargs) starts the LocalCluster itself and, as
+        # documented for Client.close, closes it again: no wrapper needed.
+        return Client(
+            n_workers=n_workers,
+            processes=processes,
+            dashboard_address=_free_dashboard_address(dashboard_address),
+            **cluster_kwargs,
+        )
+
+
+def worker_addresses(client: Client) -> list[str]:
+    """Addresses of the workers, in a stable order.
+
+    Sorted by worker name (numbers numerically, then strings), then address, so
+    that the same cluster gives the same order on every call and every rank:
+    LocalCluster names its workers 0, 1, 2, ... and dask-mpi by MPI rank.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A synchronous client.
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> worker_addresses(client)                      # doctest: +SKIP
+    ['tcp://127.0.0.1:40181', 'tcp://127.0.0.1:43911']
+    """
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    return sorted(workers, key=lambda addr: (_natural(workers[addr].get("name")), addr))
+
+
+def _natural(name: object) -> tuple:
+    # Worker names are ints (LocalCluster, dask-mpi) or strings ("gpu-3");
+    # compare digits as numbers so that worker 10 comes after worker 9.
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in re.split(r"(\d+)", str(name))
+        if part
+    )
+
+
+def _free_dashboard_address(address: str | None) -> str | None:
+    # LocalCluster falls back to a random port on its own, but with a
+    # UserWarning; test runs (warnings are errors) and parallel sessions must
+    # not collide, so probe first and ask for port 0 when the port is taken.
+    if not address:
+        return address
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return address
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Tornado binds with SO_REUSEADDR, so a port in TIME_WAIT is free to it.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host or "", int(port)))
+        except OSError:
+            return f"{host}:0"
+    return address

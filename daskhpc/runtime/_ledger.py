@@ -1,0 +1,306 @@
+"""Measure the bytes and messages that moved between workers.
+
+Every worker keeps a ``transfer_outgoing_log``: one entry per batch of keys it
+sent in answer to a ``get_data`` request. A worker fetching the inputs of its
+next task names itself in the request (``who`` is its address); the client and
+the scheduler do not (``who=None``). The ledger remembers where each worker's
+log ended when it was entered and, on exit, sums the entries written since whose
+``who`` is set: exactly the worker-to-worker traffic of the run.
+
+.. warning::
+   This reads ``Worker.transfer_outgoing_log`` and the entry fields
+   ``who``/``keys``/``total``/``compressed``/``start``/``stop`` of
+   ``distributed`` 2026.8; they are not a public API and may change. Transfers
+   of P2P shuffles go over their own channel and are not in these logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from daskhpc.runtime._connect import worker_addresses
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["TransferLedger"]
+
+
+class TransferLedger:
+    """Bytes and messages sent between workers while the ledger is open.
+
+    Two byte counts are kept for every message:
+
+    ``bytes`` (reported as ``inter_worker_bytes``)
+        What the sending worker wrote to the socket: the ``compressed`` field of
+        the log, i.e. all frames of the message plus their length headers. With
+        ``distributed.comm.compression: False`` (the default) this is the
+        uncompressed payload plus framing: a 1 MiB float64 array travels as
+        1,048,867 bytes over TCP (291 bytes of msgpack header and frame lengths).
+        Not counted: the receiver's small ``get_data`` request, the "OK" it sends
+        back, and TCP/IP headers.
+    ``sizeof``
+        Dask's ``sizeof`` estimate of the values sent (the log's ``total``
+        field), without framing: 1,048,576 for the same array.
+
+    A message is one log entry: one ``get_data`` batch, which may carry several
+    keys from the same sender to the same receiver.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A synchronous client.
+    settle : float, default 2.0
+        On exit, seconds to wait at most for transfers still being written.
+
+    Attributes
+    ----------
+    bytes_total, sizeof_total, messages_total : int
+        Totals over all worker pairs.
+    entries : list of dict
+        One record per message: ``sender``, ``receiver``, ``bytes``, ``sizeof``,
+        ``keys`` (``{key: nbytes}``), ``start``, ``stop`` (sender's clock).
+
+    Notes
+    -----
+    Transfers in flight when the ledger is entered are counted if they finish
+    after it. A worker that leaves before the exit takes its log with it: its
+    sends are lost and a ``RuntimeWarning`` says so. Workers that join are
+    counted from their start. If a log wrapped around (more messages than
+    ``distributed.admin.low-level-log-length``; ``connect()`` sets 100,000), the
+    totals are lower bounds and a ``RuntimeWarning`` is raised.
+
+    Examples
+    --------
+    >>> with TransferLedger(client) as led:                       # doctest: +SKIP
+    ...     client.gather(submit_pinned(client, tasks, workers, keys))
+    >>> led.report()                                              # doctest: +SKIP
+    {'inter_worker_bytes': 1048867, 'inter_worker_bytes_sizeof': 1048576,
+     'inter_worker_messages': 1}
+    >>> workers, bytes_src_dst = led.matrix()                     # doctest: +SKIP
+    """
+
+    def __init__(self, client: Client, *, settle: float = 2.0):
+        self.client = client
+        self.settle = settle
+        self._marks: dict[str, dict] | None = None
+        self._workers: list[str] = []
+        self.entries: list[dict] | None = None
+
+    # -- running -------------------------------------------------------------
+
+    def start(self) -> TransferLedger:
+        """Remember where every worker's log ends now (``__enter__`` calls this)."""
+        self._workers = worker_addresses(self.client)
+        self._marks = self.client.run(_log_mark)
+        self.entries = None
+        return self
+
+    def stop(self) -> TransferLedger:
+        """Collect the messages logged since :meth:`start` (``__exit__`` calls this)."""
+        if self._marks is None:
+            raise RuntimeError("TransferLedger.stop() before start()")
+        collected = self.client.run(_log_since, self._marks, self.settle)
+        lost = sorted(set(self._marks) - set(collected))
+        if lost:
+            warnings.warn(
+                f"workers left during the measurement, their sends are not counted: {lost}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        wrapped = sorted(w for w, got in collected.items() if got["wrapped"])
+        if wrapped:
+            warnings.warn(
+                f"transfer logs wrapped around on {wrapped}; totals are lower bounds "
+                "(raise distributed.admin.low-level-log-length)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        now = worker_addresses(self.client)
+        self._workers = self._workers + [w for w in now if w not in self._workers]
+        self.entries = [
+            {"sender": sender, **entry}
+            for sender in sorted(collected, key=self._order)
+            for entry in collected[sender]["entries"]
+        ]
+        return self
+
+    def __enter__(self) -> TransferLedger:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- results -------------------------------------------------------------
+
+    @property
+    def bytes_total(self) -> int:
+        return sum(e["bytes"] for e in self._done())
+
+    @property
+    def sizeof_total(self) -> int:
+        return sum(e["sizeof"] for e in self._done())
+
+    @property
+    def messages_total(self) -> int:
+        return len(self._done())
+
+    def matrix(self, what: str = "bytes") -> tuple[list[str], np.ndarray]:
+        """Traffic between every pair of workers.
+
+        Parameters
+        ----------
+        what : {"bytes", "sizeof", "messages"}
+            Wire bytes, sizeof bytes, or message counts.
+
+        Returns
+        -------
+        workers : list of str
+            Row and column order: workers in stable order (those that joined
+            during the run last, and any sender/receiver no longer known).
+        counts : numpy.ndarray of int64, shape (K, K)
+            ``counts[src, dst]``; the diagonal is zero.
+
+        Examples
+        --------
+        >>> workers, m = led.matrix()                                # doctest: +SKIP
+        >>> m.sum() == led.bytes_total                               # doctest: +SKIP
+        True
+        """
+        if what not in ("bytes", "sizeof", "messages"):
+            raise ValueError(f"what must be 'bytes', 'sizeof' or 'messages', not {what!r}")
+        entries = self._done()
+        workers = list(self._workers)
+        for e in entries:
+            for w in (e["sender"], e["receiver"]):
+                if w not in workers:
+                    workers.append(w)
+        index = {w: i for i, w in enumerate(workers)}
+        counts = np.zeros((len(workers), len(workers)), dtype=np.int64)
+        for e in entries:
+            counts[index[e["sender"]], index[e["receiver"]]] += (
+                1 if what == "messages" else e[what]
+            )
+        return workers, counts
+
+    def by_worker(self) -> dict[str, dict[str, int]]:
+        """Per worker: ``sent_bytes``, ``received_bytes``, ``sent_messages``,
+        ``received_messages`` (wire bytes).
+
+        Examples
+        --------
+        >>> led.by_worker()["tcp://127.0.0.1:40181"]["sent_bytes"]   # doctest: +SKIP
+        1048867
+        """
+        workers, nbytes = self.matrix("bytes")
+        _, nmsgs = self.matrix("messages")
+        return {
+            w: {
+                "sent_bytes": int(nbytes[i].sum()),
+                "received_bytes": int(nbytes[:, i].sum()),
+                "sent_messages": int(nmsgs[i].sum()),
+                "received_messages": int(nmsgs[:, i].sum()),
+            }
+            for i, w in enumerate(workers)
+        }
+
+    def report(self) -> dict[str, int]:
+        """The measured section of a run report.
+
+        Returns
+        -------
+        dict
+            ``inter_worker_bytes`` (wire bytes), ``inter_worker_bytes_sizeof``
+            (sizeof estimate, no framing), ``inter_worker_messages``.
+        """
+        return {
+            "inter_worker_bytes": self.bytes_total,
+            "inter_worker_bytes_sizeof": self.sizeof_total,
+            "inter_worker_messages": self.messages_total,
+        }
+
+    def __repr__(self) -> str:
+        if self.entries is None:
+            state = "running" if self._marks is not None else "not started"
+            return f"<TransferLedger {state}>"
+        return (
+            f"<TransferLedger {self.messages_total} messages, "
+            f"{self.bytes_total:,} bytes between {len(self._workers)} workers>"
+        )
+
+    def _done(self) -> list[dict]:
+        if self.entries is None:
+            raise RuntimeError("the ledger has not been stopped yet: leave the with-block first")
+        return self.entries
+
+    def _order(self, worker: str) -> tuple:
+        return (0, self._workers.index(worker)) if worker in self._workers else (1, worker)
+
+
+# -- run on the workers (through client.run) ----------------------------------
+
+
+def _fingerprint(entry: dict) -> tuple:
+    # start/stop are time() floats: no two entries of one worker share them.
+    return (entry["start"], entry["stop"], entry["who"], entry["total"])
+
+
+def _after(entries: list[dict], last: tuple | None) -> list[dict] | None:
+    """Entries after the one with fingerprint ``last``; None if it is gone."""
+    if last is None:
+        return entries
+    for i in range(len(entries) - 1, -1, -1):
+        if _fingerprint(entries[i]) == last:
+            return entries[i + 1 :]
+    return None
+
+
+def _log_mark(dask_worker) -> dict:
+    log = dask_worker.transfer_outgoing_log
+    return {
+        "last": _fingerprint(log[-1]) if log else None,
+        "count": dask_worker.transfer_outgoing_count_total,
+    }
+
+
+async def _log_since(marks: dict, settle: float, dask_worker) -> dict:
+    # The receiver's task can finish, and the client see it, a moment before
+    # the sender appends its log entry (it does so after the receiver's "OK").
+    # transfer_outgoing_count drops in the same step as the append.
+    deadline = time.monotonic() + settle
+    while dask_worker.transfer_outgoing_count and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+    entries = list(dask_worker.transfer_outgoing_log)
+    maxlen = dask_worker.transfer_outgoing_log.maxlen
+    mark = marks.get(dask_worker.address)
+    if mark is None:  # joined after start: everything it logged is new
+        new, calls = entries, dask_worker.transfer_outgoing_count_total
+    else:
+        calls = dask_worker.transfer_outgoing_count_total - mark["count"]
+        new = _after(entries, mark["last"])
+        if new is None:  # the mark itself was pushed out of the deque
+            new, calls = entries, float("inf")
+    # Every get_data call that got this far appends one entry; more calls than
+    # the deque holds means the oldest new entries are gone.
+    wrapped = maxlen is not None and calls > maxlen
+    return {
+        "wrapped": wrapped,
+        "entries": [
+            {
+                "receiver": e["who"],
+                "bytes": int(e["compressed"]),
+                "sizeof": int(e["total"]),
+                "keys": dict(e["keys"]),
+                "start": e["start"],
+                "stop": e["stop"],
+            }
+            for e in new
+            # who=None: a client or scheduler gather, not worker-to-worker.
+            if e["who"] is not None
+        ],
+    }

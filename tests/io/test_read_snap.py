@@ -1,0 +1,192 @@
+"""SNAP edge list reader: real graphs, header detection both ways, malformations."""
+
+import gzip
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from daskhpc.io import ReadError, read, read_snap
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared data not present")
+
+
+def write(tmp_path, text, name="g.txt", gz=False):
+    path = tmp_path / name
+    raw = text.encode() if isinstance(text, str) else text
+    path.write_bytes(gzip.compress(raw) if gz else raw)
+    return path
+
+
+def independent_edges(path):
+    """Edges parsed with plain Python, comment lines dropped."""
+    text = gzip.decompress(path.read_bytes()).decode()
+    body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
+    return np.array(body.split(), dtype=np.int64).reshape(-1, 2)
+
+
+def edge_set(s):
+    coo = s.matrix.tocoo()
+    m = s.index_maps[0]
+    r, c = (coo.row, coo.col) if m is None else (m[coo.row], m[coo.col])
+    return set(zip(r.tolist(), c.tolist()))
+
+
+# -- real files ---------------------------------------------------------------
+
+@needs_data
+def test_slashdot_directed_no_duplicates():
+    path = DATA / "graphs" / "soc-Slashdot0902.txt.gz"
+    t = time.perf_counter()
+    s = read(path)
+    elapsed = time.perf_counter() - t
+    assert elapsed < 10, f"reading 948k edges took {elapsed:.1f}s"
+    assert s.format == "snap" and s.shape == (82168, 82168)
+    assert s.nnz == 948464 and s.meta["duplicate_edges"] == 0
+    assert s.meta == {"header_detected": False, "directed": True, "edge_lines": 948464,
+                      "duplicate_edges": 0}
+    assert s.index_maps == (None, None)   # ids are 0..82167 already
+    assert s.matrix.diagonal().sum() == 78303   # self loops kept
+    assert set(np.unique(s.matrix.data)) == {1.0}
+    edges = independent_edges(path)
+    assert len(edges) == 948464
+    assert edge_set(s) == set(map(tuple, edges.tolist()))
+
+
+@needs_data
+def test_enron_count_line_is_a_header():
+    path = DATA / "graphs" / "email-Enron.txt.gz"
+    s = read(path)
+    assert s.meta["header_detected"] is True
+    assert s.shape == (36692, 36692) and s.nnz == 367662
+    assert s.index_maps == (None, None)
+    edges = independent_edges(path)
+    assert edges[0].tolist() == [36692, 367662]
+    assert edge_set(s) == set(map(tuple, edges[1:].tolist()))
+
+
+# -- variants -------------------------------------------------------------------
+
+def test_comments_tabs_spaces_crlf(tmp_path):
+    text = "# c1\r\n% c2\r\n0\t1\r\n  1  2 \r\n\r\n2\t 0\r\n# end\r\n"
+    s = read_snap(write(tmp_path, text))
+    assert s.shape == (3, 3)
+    assert s.matrix.toarray().tolist() == [[0, 1, 0], [0, 0, 1], [1, 0, 0]]
+    assert s.meta["header_detected"] is False
+
+
+def test_sparse_ids_reindexed_with_one_map(tmp_path):
+    s = read_snap(write(tmp_path, "10 20\n20 5\n5 10\n10 10\n"))
+    ids, same = s.index_maps
+    assert ids.tolist() == [5, 10, 20] and same is ids and ids.dtype == np.int64
+    assert s.shape == (3, 3)
+    assert edge_set(s) == {(10, 20), (20, 5), (5, 10), (10, 10)}
+
+
+def test_duplicate_edges_stay_one(tmp_path):
+    s = read_snap(write(tmp_path, "0 1\n0 1\n1 0\n0 1\n"))
+    assert s.matrix.toarray().tolist() == [[0, 1], [1, 0]]
+    assert s.meta["duplicate_edges"] == 2
+
+
+@pytest.mark.parametrize("kw", [{"directed": False}, {"symmetrize": True}])
+def test_undirected(tmp_path, kw):
+    s = read_snap(write(tmp_path, "0 1\n1 2\n2 1\n3 3\n"), **kw)
+    assert s.matrix.toarray().tolist() == [[0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 0],
+                                           [0, 0, 0, 1]]
+    assert s.meta["directed"] is False
+
+
+def test_header_detected_gives_isolated_nodes(tmp_path):
+    s = read_snap(write(tmp_path, "# comment\n6 3\n0 1\n1 2\n2 0\n"))
+    assert s.meta["header_detected"] is True
+    assert s.shape == (6, 6) and s.nnz == 3 and s.index_maps == (None, None)
+
+
+@pytest.mark.parametrize("text, why", [
+    ("3 2\n0 1\n1 2\n2 0\n", "three edges follow, not two"),
+    ("3 2\n0 1\n1 5\n", "id 5 is not below 3"),
+    ("0 2\n0 1\n1 0\n", "zero nodes"),
+])
+def test_two_int_first_line_that_is_not_a_header_stays_an_edge(tmp_path, text, why):
+    s = read_snap(write(tmp_path, text))
+    first = tuple(int(v) for v in text.split()[:2])
+    assert s.meta["header_detected"] is False, why
+    assert first in edge_set(s)
+
+
+def test_header_can_be_forced_either_way(tmp_path):
+    path = write(tmp_path, "3 2\n0 1\n1 2\n")
+    assert read_snap(path).meta["header_detected"] is True
+    s = read_snap(path, header=False)
+    assert s.meta["header_detected"] is False and (3, 2) in edge_set(s)
+    forced = read_snap(write(tmp_path, "4 1\n0 1\n", name="h.txt"), header=True)
+    assert forced.shape == (4, 4)
+
+
+@pytest.mark.parametrize("text, line, problem", [
+    ("3 5\n0 1\n", 1, "header announces 5 edges, the file holds 1"),
+    ("3 2\n0 1\n1 3\n", 3, "node id 3 is not below the header's node count 3"),
+])
+def test_forced_header_that_does_not_fit(tmp_path, text, line, problem):
+    path = write(tmp_path, text)
+    with pytest.raises(ReadError) as info:
+        read_snap(path, header=True)
+    assert info.value.line == line and problem in info.value.problem
+
+
+def test_gzip(tmp_path):
+    s = read(write(tmp_path, "# x\n1 2\n2 3\n", name="g.txt.gz", gz=True))
+    assert s.shape == (3, 3) and s.index_maps[0].tolist() == [1, 2, 3]
+
+
+# -- malformed input --------------------------------------------------------------
+
+MALFORMED = {
+    "bad token": ("0 1\n1 two\n", 2, "bad token 'two'"),
+    "three columns": ("# h\n0 1\n1 2 3\n", 3, "expected 2 columns (source target), found 3"),
+    "one column": ("0 1\n\n7\n", 3, "expected 2 columns (source target), found 1"),
+    "negative id": ("0 1\n-1 2\n", 2, "non-negative"),
+    "non-integer id": ("0 1\n1 2.5\n", 2, "node id 2.5 is not an integer"),
+    "nan id": ("0 1\nnan 2\n", 2, "node id nan is not an integer"),
+    "inf id": ("0 1\n1 inf\n", 2, "node id inf is not an integer"),
+    "huge id": ("0 1\n1 18014398509481984\n", 2, "node id 18014398509481984 is too large"),
+    "comma separated": ("0,1\n", 1, "expected 2 columns"),
+}
+
+
+@pytest.mark.parametrize("text, line, problem", MALFORMED.values(), ids=MALFORMED.keys())
+def test_malformed(tmp_path, text, line, problem):
+    path = write(tmp_path, text)
+    with pytest.raises(ReadError) as info:
+        read_snap(path)
+    e = info.value
+    assert (e.path, e.line) == (str(path), line)
+    assert problem in e.problem, e.problem
+
+
+def test_bad_token_deep_in_a_large_file_is_located(tmp_path):
+    lines = [f"{i} {i + 1}" for i in range(20000)]
+    lines[15321] = "15321 1x"
+    path = write(tmp_path, "# big\n" + "\n".join(lines) + "\n")
+    with pytest.raises(ReadError, match="bad token '1x'") as info:
+        read_snap(path)
+    assert info.value.line == 15323
+
+
+@pytest.mark.parametrize("text", ["", "# only\n% comments\n", "\r\n\r\n"])
+def test_empty_file(tmp_path, text):
+    path = write(tmp_path, text)
+    with pytest.raises(ReadError, match="empty file") as info:
+        read_snap(path)
+    assert info.value.path == str(path) and info.value.line is None
+
+
+def test_truncated_gzip(tmp_path):
+    whole = gzip.compress("".join(f"{i} {i + 1}\n" for i in range(5000)).encode())
+    path = write(tmp_path, whole[:-20], name="g.txt.gz")
+    with pytest.raises(ReadError, match="truncated gzip") as info:
+        read(path)
+    assert info.value.path == str(path) and info.value.line is None

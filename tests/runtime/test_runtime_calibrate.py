@@ -1,0 +1,38 @@
+"""calibrate(): alpha-beta from ping-pong transfers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daskhpc.runtime import calibrate
+from daskhpc.runtime._calibrate import _fit
+
+
+def test_fit_recovers_a_known_model():
+    m = np.array([8, 1 << 12, 1 << 16, 1 << 20, 1 << 22])
+    alpha, beta = _fit(m, 5e-4 + 2e-10 * m)
+    assert alpha == pytest.approx(5e-4, rel=1e-6)
+    assert beta == pytest.approx(2e-10, rel=1e-6)
+
+
+def test_fit_never_goes_negative():
+    # Noisy times that fall with size would give a negative beta unconstrained.
+    alpha, beta = _fit([8, 1 << 20], [2e-3, 1e-3])
+    assert alpha > 0 and beta >= 0
+
+
+def test_calibrate_on_two_workers(client3, workers3):
+    fit = calibrate(client3, workers=workers3[1:])
+    assert fit["alpha"] > 0
+    assert 1e-12 < fit["beta"] < 1e-6
+    assert [s["bytes"] for s in fit["samples"]] == [8, 1 << 12, 1 << 16, 1 << 20, 1 << 22]
+    for s in fit["samples"]:
+        assert len(s["times"]) == 5 and all(t > 0 for t in s["times"])
+        assert s["median"] == np.median(s["times"])
+        assert s["bytes"] < s["wire_bytes"] < s["bytes"] + 1024
+
+
+def test_calibrate_needs_two_workers(client3):
+    with pytest.raises(ValueError, match="two workers"):
+        calibrate(client3, workers=["tcp://127.0.0.1:1"])

@@ -1,0 +1,65 @@
+"""daskhpc.yaml in dask.config, overridable from the environment."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import dask.config
+import pytest
+
+from daskhpc import _config
+
+
+def test_defaults_loaded():
+    assert _config.get("runtime.threads-per-worker") == 1
+    assert _config.get("daskhpc.runtime.protocol") == "tcp"
+    assert _config.get("comm.word_bytes") == 8
+    assert dask.config.get("daskhpc.partitioner.epsilon") == 0.03
+
+
+def test_missing_key():
+    with pytest.raises(KeyError):
+        _config.get("runtime.no-such-key")
+    assert _config.get("runtime.no-such-key", None) is None
+
+
+def test_dask_config_set_wins():
+    with dask.config.set({"daskhpc.runtime.workers": 7}):
+        assert _config.get("runtime.workers") == 7
+
+
+def test_environment_variable_overrides_default():
+    code = "from daskhpc import _config; print(_config.get('runtime.threads-per-worker'))"
+    env = {"DASK_DASKHPC__RUNTIME__THREADS_PER_WORKER": "4", "PATH": ""}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.strip() == "4"
+
+
+def test_hypergraph_and_comm_do_not_need_dask():
+    # _config imports dask; the layers below runtime must not import it.
+    import ast
+    import pathlib
+
+    import daskhpc
+
+    root = pathlib.Path(daskhpc.__file__).parent
+    for sub in ("hypergraph", "comm"):
+        for path in (root / sub).glob("*.py"):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")
+                    assert top[0] not in ("dask", "distributed"), (path, name)
+                    assert top[:2] not in (["daskhpc", "_config"], ["daskhpc", "runtime"]), (
+                        path,
+                        name,
+                    )

@@ -1,0 +1,128 @@
+"""connect(): the LocalCluster it starts, joining existing schedulers, shutdown."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import dask.config
+import psutil
+import pytest
+from distributed import Client
+
+import daskhpc.runtime
+from daskhpc.runtime import CLUSTER_CONFIG, connect, worker_addresses
+
+
+def test_public_namespace_is_pinned():
+    assert sorted(daskhpc.runtime.__all__) == [
+        "CLUSTER_CONFIG",
+        "Placement",
+        "TransferLedger",
+        "calibrate",
+        "connect",
+        "pinned_graph",
+        "submit_pinned",
+        "worker_addresses",
+    ]
+    for name in daskhpc.runtime.__all__:
+        assert getattr(daskhpc.runtime, name) is not None
+
+
+def scheduler_settings(dask_scheduler):
+    return {
+        "stealing": "stealing" in dask_scheduler.extensions,
+        "amm": dask_scheduler.extensions["amm"].running,
+    }
+
+
+def worker_settings(dask_worker):
+    return {
+        "nthreads": dask_worker.state.nthreads,
+        "log": dask_worker.transfer_outgoing_log.maxlen,
+        "pid": os.getpid(),
+    }
+
+
+def test_local_cluster_is_configured_and_leaves_nothing_behind():
+    with connect(n_workers=3, dashboard_address=":0") as client:
+        addresses = worker_addresses(client)
+        assert len(addresses) == 3
+        assert all(a.startswith("tcp://") for a in addresses)
+        info = client.scheduler_info()["workers"]
+        assert [info[a]["name"] for a in addresses] == [0, 1, 2]
+        assert client.scheduler.address.startswith("tcp://")
+        assert client.run_on_scheduler(scheduler_settings) == {
+            "stealing": False,
+            "amm": False,
+        }
+        workers = client.run(worker_settings)
+        assert {w["nthreads"] for w in workers.values()} == {1}
+        assert {w["log"] for w in workers.values()} == {100_000}
+        pids = [w["pid"] for w in workers.values()]
+        assert os.getpid() not in pids  # processes, not threads
+        cluster = client.cluster
+        # connect() scoped its settings to the cluster it built.
+        assert dask.config.get("distributed.scheduler.work-stealing") is True
+    assert cluster.status.name == "closed"
+    deadline = time.monotonic() + 10
+    while any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids):
+        assert time.monotonic() < deadline, "worker processes outlived the client"
+        time.sleep(0.05)
+
+
+def test_default_worker_count_from_config_and_scaled_workers_keep_settings():
+    with dask.config.set({"daskhpc.runtime.workers": 1}):
+        client = connect(dashboard_address=":0")
+    with client:
+        assert len(worker_addresses(client)) == 1
+        client.cluster.scale(2)
+        client.wait_for_workers(2, timeout=30)
+        # The new worker was built after connect() returned, from the config
+        # its Nanny was given.
+        assert {w["log"] for w in client.run(worker_settings).values()} == {100_000}
+
+
+def test_taken_dashboard_port_falls_back_to_a_free_one():
+    with socket.socket() as busy:
+        busy.bind(("localhost", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with connect(n_workers=1, dashboard_address=f"localhost:{port}") as client:
+            link = client.dashboard_link
+            assert f":{port}/" not in link
+            assert "localhost" in link or "127.0.0.1" in link
+
+
+def test_join_existing_scheduler_by_address_file_and_mpi_env(tmp_path, monkeypatch):
+    with connect(n_workers=1, dashboard_address=":0") as owner:
+        address = owner.scheduler.address
+        with connect(address) as other:
+            assert worker_addresses(other) == worker_addresses(owner)
+        scheduler_file = tmp_path / "scheduler.json"
+        owner.write_scheduler_file(str(scheduler_file))
+        with connect(scheduler_file=str(scheduler_file)) as other:
+            assert worker_addresses(other) == worker_addresses(owner)
+        with pytest.raises(TypeError, match="only apply"):
+            connect(address, n_workers=2)
+        # DASK_SCHEDULER_ADDRESS (or the config) names a scheduler to join.
+        with dask.config.set({"scheduler-address": address}):
+            with connect(n_workers=5) as other:
+                assert worker_addresses(other) == worker_addresses(owner)
+        # What dask_mpi.initialize() leaves behind on the client rank; cluster
+        # options are ignored so that one script runs on a laptop and under MPI.
+        monkeypatch.setenv("DASKHPC_MPI_CLIENT", "1")
+        with dask.config.set({"scheduler-address": address}):
+            with connect(n_workers=5, dashboard_address="nonsense") as other:
+                assert isinstance(other, Client)
+                assert worker_addresses(other) == worker_addresses(owner)
+        # Joining never shuts the owner's cluster down.
+        assert len(worker_addresses(owner)) == 1
+
+
+def test_cluster_config_is_what_we_document():
+    assert CLUSTER_CONFIG["distributed.scheduler.work-stealing"] is False
+    assert CLUSTER_CONFIG["optimization.fuse.active"] is False
+    assert CLUSTER_CONFIG["distributed.scheduler.active-memory-manager.start"] is False
+    assert CLUSTER_CONFIG["distributed.admin.low-level-log-length"] >= 100_000

@@ -1,0 +1,131 @@
+"""The command line: reports, exit statuses and one-line errors (contract: ../shared/CLI.md)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from daskhpc.cli import main
+
+
+def run_cli(capsys, *argv):
+    status = main(list(map(str, argv)))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_partition_report(shared_data, tmp_path, capsys):
+    out_json, saved = tmp_path / "out.json", tmp_path / "parts.txt"
+    status, out, err = run_cli(
+        capsys, "partition", "column-net", shared_data / "ratings/ml-latest-small/ratings.csv",
+        "--parts", 4, "--objective", "soed", "--json", out_json, "--save-partition", saved)
+    assert status == 0, err
+    assert "km1" in out and "soed" in out and "imbalance" in out
+    report = json.loads(out_json.read_text())
+    assert report["workflow"] == "partition" and report["version"] == "0.1.0"
+    assert report["input"] == {"path": str(shared_data / "ratings/ml-latest-small/ratings.csv"),
+                               "shape": [610, 9724], "nnz": 100836}
+    assert report["parts"] == 4 and report["partitioner"] == "mtkahypar"
+    assert report["objective"] == "soed" and report["seed"] == 0
+    part = report["partition"]
+    assert {"imbalance", "km1", "soed", "cut"} <= set(part) and part["balanced"]
+    assert part["soed"] == part["km1"] + part["cut"]  # SOED = km1 + cut for unit costs
+    assert len(saved.read_text().split()) == 610
+
+
+@pytest.mark.parametrize("partitioner", ["mtkahypar", "random", "graph"])
+def test_partition_slashdot(shared_data, tmp_path, capsys, partitioner):
+    """The issue's command on soc-Slashdot0902 (the fast preset keeps the test short)."""
+    out_json = tmp_path / "out.json"
+    extra = ["--preset", "default"] if partitioner == "mtkahypar" else []
+    status, out, err = run_cli(capsys, "partition", "column-net",
+                               shared_data / "graphs/soc-Slashdot0902.txt.gz", "--parts", 8,
+                               "--partitioner", partitioner, "--json", out_json, *extra)
+    assert status == 0, err
+    part = json.loads(out_json.read_text())["partition"]
+    assert part["balanced"] and part["km1"] > 0
+    assert out.count("\n") == 3  # header, rule, one row
+
+
+@pytest.mark.slow
+def test_partition_slashdot_exact_issue_command(shared_data, tmp_path):
+    out_json = tmp_path / "out.json"
+    subprocess.run(["daskhpc", "partition", "column-net",
+                    str(shared_data / "graphs/soc-Slashdot0902.txt.gz"), "--parts", "8",
+                    "--json", str(out_json)], check=True)
+    assert json.loads(out_json.read_text())["partition"]["balanced"]
+
+
+def test_tensor_models(shared_data, tmp_path, capsys):
+    for model in ["tensor-fine", "tensor-coarse"]:
+        out_json = tmp_path / f"{model}.json"
+        status, _, err = run_cli(capsys, "partition", model,
+                                 shared_data / "tensors/umls_head_rel_tail.tns", "--parts", 3,
+                                 "--json", out_json)
+        assert status == 0, err
+        report = json.loads(out_json.read_text())
+        assert report["model"]["name"] == model
+    assert "fine_grain_volume" in json.loads((tmp_path / "tensor-fine.json").read_text())["partition"]
+    coarse = json.loads((tmp_path / "tensor-coarse.json").read_text())
+    assert len(coarse["partition"]["imbalance_per_constraint"]) == 3
+
+
+def test_graph_model_is_edge_cut(shared_data, tmp_path, capsys):
+    out_json = tmp_path / "g.json"
+    status, _, err = run_cli(capsys, "partition", "graph", shared_data / "matrices/bcsstk13.mtx",
+                             "--parts", 4, "--partitioner", "graph", "--json", out_json)
+    assert status == 0, err
+    part = json.loads(out_json.read_text())["partition"]
+    assert part["cut"] == part["km1"]  # 2-pin nets: cut net count equals connectivity - 1
+
+
+def test_bad_input_exits_2_with_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.mtx"
+    bad.write_text("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n4 1 2.0\n")
+    status, out, err = run_cli(capsys, "partition", "column-net", bad, "--parts", 2)
+    assert status == 2
+    assert err.startswith("daskhpc: error: ") and f"{bad}:4:" in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["partition", "column-net", "{tns}", "--parts", "2"], "needs a matrix input"),
+    (["partition", "tensor-fine", "{mtx}", "--parts", "2"], "needs a tensor"),
+    (["partition", "column-net", "{mtx}", "--parts", "5000"], "more parts (5000) than vertices"),
+    (["partition", "column-net", "{missing}", "--parts", "2"], "No such file"),
+    (["plan", "nosuchworkflow", "x"], "invalid choice"),
+    (["partition", "hyper", "{mtx}", "--parts", "2"], "invalid choice"),
+])
+def test_usage_errors_exit_2(shared_data, tmp_path, capsys, argv, message):
+    subst = {"{tns}": str(shared_data / "tensors/nations_head_rel_tail.tns"),
+             "{mtx}": str(shared_data / "matrices/bcsstk13.mtx"),
+             "{missing}": str(tmp_path / "missing.mtx")}
+    status, out, err = run_cli(capsys, *[subst.get(a, a) for a in argv])
+    assert status == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_info_json(tmp_path, capsys):
+    out_json = tmp_path / "info.json"
+    status, out, _ = run_cli(capsys, "info", "--json", out_json)
+    assert status == 0 and "partitioners: mtkahypar, kahypar" in out
+    info = json.loads(out_json.read_text())
+    assert info["partitioners"]["mtkahypar"] and info["packages"]["numpy"]
+
+
+def test_demo_partition_table(capsys, tmp_path):
+    out_json = tmp_path / "demo.json"
+    status, out, err = run_cli(capsys, "demo", "--no-cluster", "--json", out_json)
+    assert status == 0, err
+    rows = json.loads(out_json.read_text())["partitions"]
+    assert {r["partitioner"] for r in rows} == {"mtkahypar", "kahypar", "graph", "random", "block"}
+    by = {(r["data"], r["partitioner"]): r for r in rows}
+    for data in ["ratings (ml-latest-small)", "cora", "umls tensor"]:
+        assert by[data, "mtkahypar"]["km1"] < by[data, "random"]["km1"]
+
+
+def test_console_script_is_installed():
+    out = subprocess.run([sys.executable, "-m", "daskhpc.cli", "--version"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "daskhpc 0.1.0"
