@@ -1,0 +1,44 @@
+"""Memory-constrained batched 2D/3D sparse SUMMA SpGEMM (BatchedSumma3D) on Dask.
+
+C = A·B on a ``q x q x l`` grid of cells placed on Dask workers, in ``b``
+batches of C's columns chosen by Symbolic3D from a per-worker memory budget;
+a scheduler plugin admits batch ``t + w`` only once batch ``t`` has been
+consumed (kept, written, reduced or pruned).
+
+Examples
+--------
+>>> import daskhpc as dh
+>>> from daskhpc import spgemm
+>>> client = dh.connect(n_workers=2)                                # doctest: +SKIP
+>>> A = dh.datasets.cora().adjacency
+>>> res = spgemm.multiply(A, client=client, grid="1x1x2", consume="count",
+...                       memory_per_worker="64MB")                   # doctest: +SKIP
+>>> res.value["nnz"] == (A @ A).nnz                                  # doctest: +SKIP
+True
+>>> spgemm.plan(A, A, grid="16x16x4", memory_per_worker="1GB")["batches"]   # doctest: +SKIP
+1
+
+References
+----------
+Hussain, Selvitopi, Buluç, Azad. Communication-Avoiding and Memory-Constrained
+Sparse Matrix-Matrix Multiplication at Extreme Scale. IPDPS 2021.
+"""
+
+from daskhpc.spgemm._apps import aat, column_stochastic, mcl_step, triangle_count
+from daskhpc.spgemm._block import CscBlock
+from daskhpc.spgemm._consumers import (Consumer, Count, Keep, MaskedSum, Prune, Write,
+                                       load_batch, parse_consumer)
+from daskhpc.spgemm._driver import multiply
+from daskhpc.spgemm._grid import Grid, Layout
+from daskhpc.spgemm._local import local_multiply, local_symbolic, merge
+from daskhpc.spgemm._planning import plan
+from daskhpc.spgemm._policy import BatchPolicy
+from daskhpc.spgemm._result import SpgemmResult
+from daskhpc.spgemm._symbolic import batch_count, batch_lower_bound, grid_symbolic
+
+__all__ = [
+    "BatchPolicy", "Consumer", "Count", "CscBlock", "Grid", "Keep", "Layout", "MaskedSum",
+    "Prune", "SpgemmResult", "Write", "aat", "batch_count", "batch_lower_bound",
+    "column_stochastic", "grid_symbolic", "load_batch", "local_multiply", "local_symbolic",
+    "mcl_step", "merge", "multiply", "parse_consumer", "plan", "triangle_count",
+]

@@ -1,0 +1,278 @@
+"""BatchedSumma3D on a Dask cluster (Algorithm 4), from scipy inputs to a result.
+
+Steps of :func:`multiply`:
+
+1. check the inputs; permute rows and columns at random (load balance, as
+   CombBLAS does; the result is mapped back to the original ids);
+2. cut A and B into cell blocks (Fig. 1) and scatter each to its cell's worker;
+3. Symbolic3D on the cluster (Algorithm 3) gives b unless ``batches`` is given;
+4. submit every batch at once; the batch-admission plugin holds batch t + w
+   until batch t is consumed;
+5. collect the consumer's value, the batch timeline, the bytes that moved per
+   step (next to the plan for the actual nnz) and the workers' peak memory.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc._errors import InputError
+from daskhpc.runtime import Placement, TransferLedger, submit_pinned, worker_addresses
+from daskhpc.spgemm import _memory, _plugin
+from daskhpc.spgemm._block import CscBlock
+from daskhpc.spgemm._consumers import Consumer, Keep, assemble, parse_consumer
+from daskhpc.spgemm._graph import batch_graph, step_of_key, symbolic_graph
+from daskhpc.spgemm._grid import Grid, Layout
+from daskhpc.spgemm._plan import placed_volume, step_plans, table2
+from daskhpc.spgemm._prep import check_inputs, permutations
+from daskhpc.spgemm._symbolic import BYTES_PER_UNMERGED, batches_for, grid_symbolic
+
+__all__ = ["multiply"]
+
+
+def multiply(a, b=None, *, client, grid: str | Grid | None = None,
+             memory_per_worker=None, batches="auto", consume="keep", window: int = 1,
+             seed: int | None = 0, r: float = BYTES_PER_UNMERGED, plan: bool = True,
+             measure_memory: bool = True, mask=None, local: str = "staged"):
+    """C = A·B with BatchedSumma3D on a Dask cluster, consumed batch by batch.
+
+    Parameters
+    ----------
+    a, b : scipy sparse (or dense array)
+        A (m x k) and B (k x n); ``b=None`` squares A.
+    client : distributed.Client
+    grid : "QxQxL" or Grid, optional
+        Default: one cell per worker, one layer (the worker count must be a square).
+        More cells than workers are dealt round robin (several cells per worker).
+    memory_per_worker : bytes or str like "512MB", optional
+        Budget M/W of Algorithm 3; required for ``batches="auto"`` to batch.
+    batches : "auto" or int
+        ``auto``: b from Symbolic3D (line 12); an int forces b.
+    consume : str or Consumer
+        ``keep``, ``count``, ``write:DIR``, ``prune:K``, ``threshold:X`` or an object.
+    window : int
+        w, batches in flight.
+    seed : int or None
+        Random permutation for load balance; None keeps the given order.
+    r : float
+        Bytes per nonzero in the memory model (Algorithm 3's r).
+    plan : bool
+        Also compute the plan for the actual nnz (client side) for the report.
+    mask : scipy sparse, optional
+        For :class:`MaskedSum`-like consumers: permuted with C and cut per cell.
+    local : {"staged", "fused"}
+        ``staged`` (the paper): Local-Multiply per SUMMA stage, then Merge-Layer.
+        ``fused``: all stages into one hash table per column, no partials
+        (faster; the same transfers; needs every stage's inputs at once).
+
+    Returns
+    -------
+    SpgemmResult
+
+    Examples
+    --------
+    >>> from daskhpc.spgemm import multiply
+    >>> res = multiply(A, client=client, grid="2x2x1", consume="count")   # doctest: +SKIP
+    >>> res.value["nnz"] == (A @ A).nnz                                  # doctest: +SKIP
+    True
+
+    References
+    ----------
+    Hussain, Selvitopi, Buluç, Azad. Communication-Avoiding and Memory-Constrained
+    Sparse Matrix-Matrix Multiplication at Extreme Scale. IPDPS 2021, Algorithm 4.
+    """
+    from daskhpc.spgemm._result import SpgemmResult
+
+    t_start = time.perf_counter()
+    a, b = check_inputs(a, a if b is None else b)
+    consumer = consume if isinstance(consume, Consumer) else parse_consumer(consume)
+    if local not in ("staged", "fused"):
+        raise InputError(f"local must be 'staged' or 'fused', not {local!r}")
+    workers = worker_addresses(client)
+    g = _grid(grid, len(workers))
+    if batches != "auto":
+        batches = int(batches)
+        if batches < 1:
+            raise InputError(f"--batches must be auto or a positive integer, not {batches}")
+    mem = None if memory_per_worker is None else _memory.parse_bytes(memory_per_worker)
+    shape = (a.shape[0], a.shape[1], b.shape[1])
+    pr, pk, pc = permutations(shape, seed)
+    ap = a[pr][:, pk]
+    bp = b[pk][:, pc]
+    run = uuid.uuid4().hex[:10]
+    place = Placement(g.p, workers)
+    owner = {cell: place.worker(g.rank(*cell)) for cell in g.cells()}
+    cells_per_worker = max(len(place.parts_of(w)) for w in workers)
+    lay1 = Layout(g, shape, 1)
+    a_blocks, b_blocks = _cut(ap, bp, lay1)
+    nnz_a = max(x.nnz for x in a_blocks.values())
+    nnz_b = max(x.nnz for x in b_blocks.values())
+    mem_cell = None if mem is None else mem / cells_per_worker
+    if mem_cell is not None:           # fail before any work if inputs alone do not fit
+        batches_for(0, nnz_a, nnz_b, mem_cell, r, str(g))
+    t_prep = time.perf_counter()
+
+    baseline = {}
+    client.run(_memory.warm_up)   # load the numba kernels before anything is timed
+    if measure_memory:
+        baseline = client.run(_memory.reset_peak)
+    a_futs = _scatter(client, a_blocks, owner, f"spgemmA-{run}")
+    b_futs = _scatter(client, b_blocks, owner, f"spgemmB-{run}")
+    a_keys = a_futs   # tasks take the Futures: their keys are outside the graph
+    b_keys = b_futs
+    operand_keys, m_futs = None, {}
+    del a_blocks, b_blocks
+
+    sym_info = {}
+    with TransferLedger(client, settle=0.5) as ledger:
+        t0 = time.perf_counter()
+        if batches == "auto" and mem_cell is not None:
+            tasks, where, totals = symbolic_graph(run, lay1, owner, a_keys, b_keys)
+            futs = submit_pinned(client, tasks, where, list(totals.values()))
+            max_c = max(client.gather(futs))
+            del futs
+            nb = batches_for(max_c, nnz_a, nnz_b, mem_cell, r, str(g))
+            sym_info = {"max_nnz_c": max_c, "max_nnz_a": nnz_a, "max_nnz_b": nnz_b,
+                        "memory_per_cell": mem_cell, "r": r, "batches": nb}
+        else:
+            nb = 1 if batches == "auto" else batches
+        t_sym = time.perf_counter()
+        lay = Layout(g, shape, nb)
+        if mask is not None:
+            mp = sp.csc_array(sp.csr_array(mask)[pr][:, pc])
+            m_futs = _scatter(client, _operands(consumer, mp, lay), owner, f"spgemmM-{run}")
+            operand_keys = m_futs
+        ids = {"rows": [pr[slice(*lay.rows(i))] for i in range(g.q)], "cols": pc,
+               "shape": (shape[0], shape[2])}
+        tasks, where, done_keys, kept_keys = batch_graph(
+            run, lay, owner, a_keys, b_keys, consumer, ids, operand_keys, local)
+        _plugin.ensure_plugin(client)
+        _plugin.register_run(client, run, nb, window)
+        futs = submit_pinned(client, tasks, where, done_keys + kept_keys)
+        summaries = client.gather(futs[:len(done_keys)])
+        t_run = time.perf_counter()
+    kept = futs[len(done_keys):]
+    peaks = client.run(_memory.read_peak) if measure_memory else {}
+    timeline = _plugin.fetch_timeline(client, run)
+    # dropping the last references releases the inputs on the workers
+    a_futs = b_futs = m_futs = a_keys = b_keys = operand_keys = tasks = futs = None
+
+    value, matrix, t_gather = None, None, 0.0
+    if consumer.keeps:
+        tg = time.perf_counter()
+        matrix = assemble(client.gather(kept), (shape[0], shape[2]))
+        kept = None
+        t_gather = time.perf_counter() - tg
+        value = matrix
+    else:
+        value = consumer.finalize(summaries, [])
+
+    res = SpgemmResult(value=value, matrix=matrix, grid=str(g), nbatches=nb,
+                       timeline=timeline, symbolic=sym_info)
+    res.timing = {"prepare_s": t_prep - t_start, "symbolic_s": t_sym - t0,
+                  "run_s": t_run - t0, "batches_s": t_run - t_sym, "gather_s": t_gather}
+    res.memory = _memory_section(baseline, peaks, mem, workers)
+    res.measured = _measured(ledger)
+    res.quality = {"batches": nb, "window": window,
+                   "nnz_c": int(matrix.nnz) if matrix is not None and isinstance(consumer, Keep)
+                   else _nnz_from(summaries)}
+    if plan:
+        tp = time.perf_counter()
+        sym = grid_symbolic(ap, bp, g, nb)
+        res.plan, res.measured["expected"] = _plan_section(sym, owner, g)
+        res.quality.update({"nnz_c": sym.nnz_c, "flops": sym.flops,
+                            "compression_factor": sym.flops / max(sym.nnz_c, 1),
+                            "max_unmerged_per_cell": sym.max_unmerged})
+        res.timing["plan_s"] = time.perf_counter() - tp
+    return res
+
+
+def _grid(grid, nworkers: int) -> Grid:
+    if grid is None:
+        return Grid.for_workers(nworkers, 1)
+    return grid if isinstance(grid, Grid) else Grid.parse(grid)
+
+
+def _cut(ap, bp, lay: Layout) -> tuple[dict, dict]:
+    """Cell blocks: A(i, j, k) = A[rows_i, inner_(j,k)], B(i, j, k) = B[inner_(i,k), cols_j]."""
+    g = lay.grid
+    a_blocks, b_blocks = {}, {}
+    for i in range(g.q):
+        a_i = sp.csc_array(ap[slice(*lay.rows(i))])
+        for j in range(g.q):
+            for k in range(g.l):
+                a_blocks[(i, j, k)] = CscBlock.from_scipy(a_i[:, slice(*lay.inner(j, k))])
+    bc = sp.csc_array(bp)
+    for j in range(g.q):
+        b_j = sp.csr_array(bc[:, slice(*lay.cols(j))])
+        for i in range(g.q):
+            for k in range(g.l):
+                b_blocks[(i, j, k)] = CscBlock.from_scipy(b_j[slice(*lay.inner(i, k))])
+    return a_blocks, b_blocks
+
+
+def _operands(consumer, mp, lay: Layout) -> dict:
+    out = {}
+    for (i, j, k) in lay.grid.cells():
+        cols = np.concatenate([lay.batch_columns(t, j, k) for t in range(lay.b)])
+        out[(i, j, k)] = consumer.operand(mp, np.arange(*lay.rows(i)), cols)
+    return out
+
+
+def _scatter(client, blocks: dict, owner: dict, prefix: str) -> dict:
+    """Send each block to its cell's worker once; returns cell -> key."""
+    keys, by_worker = {}, {}
+    for cell, blk in blocks.items():
+        keys[cell] = f"{prefix}-{cell[0]}-{cell[1]}-{cell[2]}"
+        by_worker.setdefault(owner[cell], {})[keys[cell]] = blk
+    futures = {}
+    for w, data in by_worker.items():
+        futures.update(client.scatter(data, workers=[w], broadcast=False, hash=False))
+    # the caller holds the futures (and so the data) until the run is over
+    return {cell: futures[key] for cell, key in keys.items()}
+
+
+def _nnz_from(summaries) -> int | None:
+    if summaries and all(isinstance(s, dict) and "nnz" in s for s in summaries):
+        return int(sum(s["nnz"] for s in summaries))
+    return None
+
+
+def _measured(ledger: TransferLedger) -> dict:
+    per_step: dict[str, dict] = {}
+    for e in ledger.entries:
+        steps = {step_of_key(k) for k in e["keys"]}
+        step = steps.pop() if len(steps) == 1 else "mixed"
+        d = per_step.setdefault(step, {"bytes": 0, "messages": 0})
+        d["bytes"] += e["bytes"]
+        d["messages"] += 1
+    return {**ledger.report(), "per_step": per_step}
+
+
+def _plan_section(sym, owner: dict, g: Grid) -> tuple[dict, dict]:
+    plans = step_plans(sym)
+    cells = g.cells()
+    workers = sorted(set(owner.values()))
+    where = np.zeros(g.p, np.int64)
+    for cell in cells:
+        where[g.rank(*cell)] = workers.index(owner[cell])
+    section = {name: pl.report() for name, pl in plans.items()}
+    section["table2"] = table2(sym)
+    expected = {name: placed_volume(pl, where, dedupe_phase_src=(name != "fiber"))
+                for name, pl in plans.items()}
+    return section, expected
+
+
+def _memory_section(baseline: dict, peaks: dict, budget, workers) -> dict:
+    if not peaks or any(v is None for v in peaks.values()):
+        return {}
+    used = {w: int(peaks[w] - (baseline.get(w) or 0)) for w in workers if w in peaks}
+    out = {"peak_increase_per_worker": used, "max_peak_increase": max(used.values())}
+    if budget is not None:
+        out["budget_per_worker"] = int(budget)
+        out["within_budget"] = bool(max(used.values()) <= budget)
+    return out

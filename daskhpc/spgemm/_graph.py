@@ -1,0 +1,194 @@
+"""The Dask graphs of Symbolic3D and BatchedSumma3D: one pinned task per step and cell.
+
+Every task runs on the worker of the grid cell it belongs to (``owner[cell]``),
+so the only transfers are the ones the algorithms prescribe:
+
+==============  ===========================================  ======================
+step            task (key ``("spgemm-<run>-<step>", t, ...)``)  worker
+==============  ===========================================  ======================
+A-Broadcast     ``sendA`` (t, i, s, k): A(i,s,k) for batch t    owner of (i, s, k)
+B-Broadcast     ``bpiece`` (t, s, j, k): B~(s,j,k)[t]            owner of (s, j, k)
+Local-Multiply  ``mult`` (t, i, j, k, s)                         owner of (i, j, k)
+Merge-Layer     ``layer`` (t, i, j, k)  (``cblock`` when l = 1)   owner of (i, j, k)
+AllToAll-Fiber  ``part`` (t, i, j, k, k2): columns for layer k2   owner of (i, j, k)
+Merge-Fiber     ``cblock`` (t, i, j, k)                          owner of (i, j, k)
+consume         ``consume`` (t, i, j, k), ``combine`` (t, j, k)   owner of (i, j, k)
+batch done      ``done`` (t,)                                   owner of (0, 0, 0)
+==============  ===========================================  ======================
+
+A receiver reads ``sendA`` and ``bpiece`` keys, which exist for one batch only,
+so their replicas are dropped after the batch and A is sent again in the next
+(Table II: A-Broadcast happens b times).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskhpc.spgemm import _tasks as T
+from daskhpc.spgemm._grid import Layout
+from daskhpc.spgemm._plugin import step_key
+
+__all__ = ["symbolic_graph", "batch_graph", "step_of_key"]
+
+#: ledger key name -> communicating step of the report
+_STEP_OF = {"sendA": "a_bcast", "bpiece": "b_bcast", "part": "fiber",
+            "symA": "symbolic", "symB": "symbolic"}
+
+
+def step_of_key(key) -> str:
+    """Which step a transferred key belongs to (``other`` for consumers etc.)."""
+    name = key[0] if isinstance(key, tuple) else str(key)
+    return _STEP_OF.get(name.rsplit("-", 1)[-1], "other")
+
+
+def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict):
+    """Algorithm 3, lines 2-8: per cell, the sum over stages of LocalSymbolic.
+
+    Returns ``(tasks, workers, total_keys)`` with one total per cell.
+    """
+    q = lay.grid.q
+    tasks, where, totals = {}, {}, {}
+
+    def put(key, task, cell):
+        tasks[key] = task
+        where[key] = owner[cell]
+
+    for cell in lay.grid.cells():
+        i, j, k = cell
+        put((f"spgemmsym-{run}-symA", i, j, k), (T.send, a_keys[cell]), cell)
+        put((f"spgemmsym-{run}-symB", i, j, k), (T.send, b_keys[cell]), cell)
+    for cell in lay.grid.cells():
+        i, j, k = cell
+        stages = []
+        for s in range(q):
+            key = (f"spgemmsym-{run}-stage", i, j, k, s)
+            put(key, (T.stage_symbolic, (f"spgemmsym-{run}-symA", i, s, k),
+                      (f"spgemmsym-{run}-symB", s, j, k)), cell)
+            stages.append(key)
+        totals[cell] = (f"spgemmsym-{run}-total", i, j, k)
+        put(totals[cell], (T.cell_total, *stages), cell)
+    return tasks, where, totals
+
+
+def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
+                consumer, ids: dict, operand_keys: dict | None = None,
+                local: str = "staged"):
+    """Algorithm 4: every batch of BatchedSumma3D with its consumer tasks.
+
+    Parameters
+    ----------
+    ids : dict
+        ``rows[i]``: original row ids of row block i; ``cols``: original id of
+        every column (the run may permute); ``shape``: C's shape.
+    local : {"staged", "fused"}
+        ``staged``: a ``mult`` task per SUMMA stage, then Merge-Layer (the paper).
+        ``fused``: one ``layer`` task multiplies all stages into one hash table
+        per column (:func:`~daskhpc.spgemm._local.fused_multiply`); same
+        transfers, no partial products.
+
+    Returns
+    -------
+    tasks, workers : dict
+    done_keys : list
+        One per batch (the plugin admits the next batch when it finishes).
+    kept_keys : list
+        Consumer outputs that stay on the workers (``consumer.keeps``).
+    """
+    g = lay.grid
+    q, l, b = g.q, g.l, lay.b
+    tasks, where = {}, {}
+    done_keys, kept_keys = [], []
+
+    def put(step, t, rest, task, cell):
+        key = step_key(run, step, t, *rest)
+        tasks[key] = task
+        where[key] = owner[cell]
+        return key
+
+    col_offsets = _operand_offsets(lay)
+    for t in range(b):
+        for cell in g.cells():
+            i, j, k = cell
+            put("sendA", t, cell, (T.send, a_keys[cell]), cell)
+            bcols = lay.batch_columns(t, j) - lay.col_bounds[j]
+            put("bpiece", t, cell, (T.b_piece, b_keys[cell], bcols), cell)
+        finals, prev = {}, None
+        for cell in g.cells():
+            i, j, k = cell
+            a_in = [step_key(run, "sendA", t, i, s, k) for s in range(q)]
+            b_in = [step_key(run, "bpiece", t, s, j, k) for s in range(q)]
+            if local == "fused":
+                layer = put("cblock" if l == 1 else "layer", t, cell,
+                            (T.fused_layer, consumer.sort and l == 1, q, *a_in, *b_in), cell)
+                if l == 1:
+                    continue
+            else:
+                mults = [put("mult", t, (*cell, s), (T.stage_multiply, a_in[s], b_in[s]), cell)
+                         for s in range(q)]
+                if l == 1:
+                    put("cblock", t, cell, (T.merge_fiber, consumer.sort, *mults), cell)
+                    continue
+                layer = put("layer", t, cell, (T.merge_layer, *mults), cell)
+            off = lay.part_offsets(t, j)
+            for k2 in range(l):
+                put("part", t, (*cell, k2), (T.fiber_part, layer, int(off[k2]),
+                                             int(off[k2 + 1])), cell)
+        for cell in g.cells():
+            i, j, k = cell
+            if l > 1:
+                parts = [step_key(run, "part", t, i, j, k2, k) for k2 in range(l)]
+                put("cblock", t, cell, (T.merge_fiber, consumer.sort, *parts), cell)
+            info = {"batch": t, "cell": cell, "rows": ids["rows"][i],
+                    "cols": ids["cols"][lay.batch_columns(t, j, k)], "shape": ids["shape"],
+                    "operand_cols": (int(col_offsets[cell][t]), int(col_offsets[cell][t + 1]))}
+            operand = operand_keys[cell] if operand_keys else None
+            finals[cell] = put("consume", t, cell, (T.consume, consumer,
+                                                    step_key(run, "cblock", t, *cell),
+                                                    info, operand, prev), cell)
+            if consumer.chained:
+                prev = finals[cell]
+        if consumer.columnwise:
+            combined = {}
+            for j in range(q):
+                for k in range(l):
+                    cols = [finals[(i, j, k)] for i in range(q)]
+                    combined[(0, j, k)] = put("combine", t, (j, k),
+                                              (_combine, consumer, *cols), (0, j, k))
+            finals = combined
+        if consumer.keeps:
+            # the done task needs only sizes: a summary next to each kept block
+            kept_keys.extend(finals.values())
+            smalls = []
+            for key in finals.values():
+                skey = (f"spgemm-{run}-summary", t, *key[2:])
+                tasks[skey] = (_summary, key)
+                where[skey] = where[key]
+                smalls.append(skey)
+        else:
+            smalls = list(finals.values())
+        done_keys.append(put("done", t, (), (T.batch_done, consumer, t, *smalls), (0, 0, 0)))
+    return tasks, where, done_keys, kept_keys
+
+
+def _combine(consumer, *parts):
+    return consumer.combine(list(parts), {})
+
+
+def _summary(kept) -> tuple:
+    """What the batch's done task needs of a kept block: its size only."""
+    return (_Nnz(kept[0].nnz),)
+
+
+class _Nnz:
+    def __init__(self, nnz):
+        self.nnz = int(nnz)
+
+
+def _operand_offsets(lay: Layout) -> dict:
+    """Per cell: where batch t's columns start in the cell's operand (all batches)."""
+    out = {}
+    for (i, j, k) in lay.grid.cells():
+        widths = [lay.batch_columns(t, j, k).size for t in range(lay.b)]
+        out[(i, j, k)] = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    return out

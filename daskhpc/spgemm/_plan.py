@@ -1,0 +1,148 @@
+"""Communication plan of BatchedSumma3D, step by step, next to Table II.
+
+Steps that communicate (section IV-C): Symbolic (once), A-Broadcast and
+B-Broadcast (every SUMMA stage of every batch), AllToAll-Fiber (every batch).
+Each step is one volume-only :class:`~daskhpc.comm.Plan` whose phases are its
+stages or batches, so ``report()["sum_max_vol"]`` is the step's critical path
+and ``phases`` its count (b*q for the broadcasts, b for the fiber).
+
+Units are nonzeros; one nonzero is ``words_per_unit = 3`` words of
+``word_bytes = 4``: an int32 row index and a float64 value, exactly what a
+:class:`~daskhpc.spgemm._block.CscBlock` sends (its column pointers are extra,
+8 bytes per column, and are reported separately as ``pointer_bytes``).
+
+A broadcast is modelled flat, as Dask does it: every receiver fetches the block
+(from the owner or from any worker that already holds a replica).
+
+No dask here.
+
+Examples
+--------
+>>> import scipy.sparse as sp
+>>> from daskhpc.spgemm._symbolic import grid_symbolic
+>>> from daskhpc.spgemm._grid import Grid
+>>> a = sp.random(40, 40, density=0.1, random_state=0, format="csr")
+>>> steps = step_plans(grid_symbolic(a, a, Grid(2, 1), nbatches=2))
+>>> sorted(steps), steps["a_bcast"].nphases
+(['a_bcast', 'b_bcast', 'fiber', 'symbolic'], 4)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from daskhpc.comm import Plan
+from daskhpc.spgemm._symbolic import GridSymbolic
+
+__all__ = ["step_plans", "table2", "placed_volume", "WORDS_PER_UNIT", "WORD_BYTES"]
+
+WORDS_PER_UNIT = 3
+WORD_BYTES = 4
+STEPS = ("symbolic", "a_bcast", "b_bcast", "fiber")
+
+
+def _plan(p, phase, src, dst, vol, nphases, name) -> Plan:
+    return Plan(p, np.asarray(phase, np.int64), np.asarray(src, np.int64),
+                np.asarray(dst, np.int64), volume=np.asarray(vol, np.int64),
+                nphases=nphases, unit="nonzeros", words_per_unit=WORDS_PER_UNIT,
+                word_bytes=WORD_BYTES, name=name)
+
+
+def _bcast(sym: GridSymbolic, nnz_blocks, batches: int, along: str) -> tuple:
+    """Messages of stage s in every layer: A(i,s,k) to P(i,:,k) or B(s,j,k) to P(:,j,k).
+
+    ``nnz_blocks[t, x, y, k]`` is the block owned by cell (x, y, k) in batch t.
+    Returns (phase, src, dst, volume) lists; the phase is ``t * q + s``.
+    """
+    g = sym.grid
+    q, l = g.q, g.l
+    phase, src, dst, vol = [], [], [], []
+    for t in range(batches):
+        for s in range(q):
+            for k in range(l):
+                for x in range(q):          # the fixed row (A) or column (B)
+                    owner = g.rank(x, s, k) if along == "row" else g.rank(s, x, k)
+                    v = nnz_blocks[t, x, s, k] if along == "row" else nnz_blocks[t, s, x, k]
+                    for y in range(q):
+                        if y == s:
+                            continue
+                        phase.append(t * q + s)
+                        src.append(owner)
+                        dst.append(g.rank(x, y, k) if along == "row" else g.rank(y, x, k))
+                        vol.append(v)
+    return phase, src, dst, vol
+
+
+def step_plans(sym: GridSymbolic) -> dict[str, Plan]:
+    """One Plan per communicating step of BatchedSumma3D (Algorithms 2-4)."""
+    g, b = sym.grid, sym.nbatches
+    a_once = sym.nnz_a[None]                              # A is the same in every batch
+    sa = _bcast(sym, a_once, 1, "row")
+    sb = _bcast(sym, sym.nnz_b[None], 1, "col")
+    plans = {
+        # Algorithm 3 lines 6-7: whole A and B blocks, once, q stages
+        "symbolic": _plan(g.p, *(x + y for x, y in zip(sa, sb)), g.q, "Symbolic"),
+        # Algorithm 1 lines 5-6 inside Algorithm 4 line 6: A again in every batch
+        "a_bcast": _plan(g.p, *_bcast(sym, np.repeat(a_once, b, axis=0), b, "row"),
+                         b * g.q, "A-Broadcast"),
+        "b_bcast": _plan(g.p, *_bcast(sym, sym.nnz_b_batch, b, "col"), b * g.q,
+                         "B-Broadcast"),
+    }
+    # AllToAll-Fiber (Algorithm 2 line 5): D~(i,j,k)[k2] goes to P(i,j,k2)
+    phase, src, dst, vol = [], [], [], []
+    for t in range(b):
+        for (i, j, k) in g.cells():
+            for k2 in range(g.l):
+                if k2 != k:
+                    phase.append(t)
+                    src.append(g.rank(i, j, k))
+                    dst.append(g.rank(i, j, k2))
+                    vol.append(sym.layer[t, i, j, k, k2])
+    plans["fiber"] = _plan(g.p, phase, src, dst, vol, b, "AllToAll-Fiber")
+    return plans
+
+
+def table2(sym: GridSymbolic) -> dict[str, dict[str, float]]:
+    """Table II's bandwidth and latency terms for the actual nnz, per step.
+
+    ``per_process`` is the data one process sends in one operation, ``times`` how
+    often, ``total_bandwidth`` their product in nonzeros (what each process
+    sends over the run: the quantity to hold next to a plan's ``max_vol``), and
+    ``latency_terms`` the message count factor of the alpha term.
+    """
+    p, l, b = sym.grid.p, sym.grid.l, sym.nbatches
+    nnz_a, nnz_b, flops = int(sym.nnz_a.sum()), int(sym.nnz_b.sum()), sym.flops
+    c = math.sqrt(p / l)
+    lg = math.log2(p / l) if p > l else 0.0
+    rows = {
+        "a_bcast": (nnz_a / p, b * c, b * nnz_a / math.sqrt(p * l), b * c * lg),
+        "b_bcast": (nnz_b / (b * p), b * c, nnz_b / math.sqrt(p * l), b * c * lg),
+        "fiber": (flops / (b * p), b, flops / p, b * l),
+    }
+    out = {k: {"per_process": v[0], "times": v[1], "total_bandwidth": v[2],
+               "latency_terms": v[3]} for k, v in rows.items()}
+    # the tighter AllToAll-Fiber bound of section IV-C: sum_k nnz(D^(k)) / p
+    out["fiber"]["total_bandwidth_tight"] = sym.sum_layer_nnz / p
+    return out
+
+
+def placed_volume(plan: Plan, owner: np.ndarray, dedupe_phase_src: bool) -> dict:
+    """Units that cross between workers when cell ``c`` lives on worker ``owner[c]``.
+
+    A Dask worker fetches a key once however many of its cells need it, so
+    broadcast messages are counted once per (phase, sender, receiving worker)
+    (``dedupe_phase_src``); fiber pieces are distinct keys and all count.
+    """
+    sw, dw = owner[plan.src], owner[plan.dst]
+    cross = sw != dw
+    if dedupe_phase_src:
+        keys = np.stack([plan.phase[cross], plan.src[cross], dw[cross]], axis=1)
+        _, first = np.unique(keys, axis=0, return_index=True) if keys.size else (None, [])
+        sel = np.flatnonzero(cross)[np.asarray(first, dtype=np.int64)]
+    else:
+        sel = np.flatnonzero(cross)
+    units = int(plan.volume[sel].sum())
+    return {"units": units, "messages": int(sel.size),
+            "bytes": units * plan.words_per_unit * plan.word_bytes}

@@ -1,0 +1,95 @@
+"""Batch admission as a plain object: which batches may run, and when they did.
+
+The policy knows nothing of Dask. The scheduler plugin
+(:mod:`daskhpc.spgemm._plugin`) tells it when a batch's first task was sent to a
+worker, when its last compute task finished, and when its output was consumed;
+the policy answers with the batches that may now be admitted. Batch ``t + w`` is
+admitted only after batch ``t`` has been consumed (``w`` = ``window``, batches in
+flight), so that at most ``w`` batches hold memory at once: the budget
+Symbolic3D (Algorithm 3) divided among ``b`` batches.
+
+Examples
+--------
+>>> pol = BatchPolicy(nbatches=3, window=1)
+>>> pol.admitted()
+[0]
+>>> pol.started(0, now=1.0); pol.finished(0, now=2.0)
+>>> pol.consumed(0, now=3.0)
+[1]
+>>> pol.timeline()[0]["consumed"], pol.timeline()[1]["admitted"]
+(3.0, 3.0)
+>>> pol.check()
+[]
+"""
+
+from __future__ import annotations
+
+__all__ = ["BatchPolicy"]
+
+
+class BatchPolicy:
+    """Admit batch ``t + window`` once batch ``t`` has been consumed.
+
+    Parameters
+    ----------
+    nbatches : int
+        b.
+    window : int, default 1
+        Batches allowed in flight.
+    now : float, optional
+        Time the run was registered (batches ``0 .. window-1`` are admitted then).
+    """
+
+    def __init__(self, nbatches: int, window: int = 1, now: float = 0.0):
+        if nbatches < 1 or window < 1:
+            raise ValueError(f"need nbatches >= 1 and window >= 1, got {nbatches}, {window}")
+        self.nbatches = int(nbatches)
+        self.window = int(window)
+        self._events = [dict.fromkeys(("admitted", "started", "finished", "consumed"))
+                        for _ in range(self.nbatches)]
+        for t in range(min(self.window, self.nbatches)):
+            self._events[t]["admitted"] = now
+
+    def is_admitted(self, t: int) -> bool:
+        return self._events[t]["admitted"] is not None
+
+    def admitted(self) -> list[int]:
+        return [t for t in range(self.nbatches) if self.is_admitted(t)]
+
+    def started(self, t: int, now: float) -> None:
+        """The first task of batch ``t`` was sent to a worker."""
+        if self._events[t]["started"] is None:
+            self._events[t]["started"] = now
+
+    def finished(self, t: int, now: float) -> None:
+        """The last product task of batch ``t`` (Merge-Fiber) finished."""
+        self._events[t]["finished"] = now
+
+    def consumed(self, t: int, now: float) -> list[int]:
+        """Batch ``t``'s output was consumed; returns the batches admitted now."""
+        self._events[t]["consumed"] = now
+        nxt = t + self.window
+        if nxt < self.nbatches and not self.is_admitted(nxt):
+            self._events[nxt]["admitted"] = now
+            return [nxt]
+        return []
+
+    def done(self) -> bool:
+        return all(e["consumed"] is not None for e in self._events)
+
+    def timeline(self) -> list[dict]:
+        """One record per batch: ``batch``, ``admitted``, ``started``, ``finished``,
+        ``consumed`` (seconds on the scheduler's clock; None if not yet)."""
+        return [{"batch": t, **e} for t, e in enumerate(self._events)]
+
+    def check(self) -> list[str]:
+        """Violations of the admission rule found in the timeline (empty if none)."""
+        bad = []
+        for t in range(self.window, self.nbatches):
+            before = self._events[t - self.window]["consumed"]
+            for what in ("admitted", "started"):
+                at = self._events[t][what]
+                if at is not None and (before is None or at < before):
+                    bad.append(f"batch {t} {what} at {at} before batch "
+                               f"{t - self.window} was consumed ({before})")
+        return bad

@@ -1,0 +1,52 @@
+"""Input checks and the load-balancing permutation, shared by run and plan.
+
+No dask here.
+
+Examples
+--------
+>>> import scipy.sparse as sp
+>>> check_inputs(sp.eye(3), sp.eye(4))
+Traceback (most recent call last):
+...
+daskhpc._errors.InputError: dimension mismatch: A is 3 x 3, B is 4 x 4; A's columns must equal B's rows
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc._errors import InputError
+
+__all__ = ["check_inputs", "permutations"]
+
+
+def check_inputs(a, b) -> tuple[sp.csr_array, sp.csr_array]:
+    """float64 CSR copies of A and B, or an InputError saying what is wrong."""
+    out = []
+    for name, m in (("A", a), ("B", b)):
+        if not sp.issparse(m):
+            m = np.asarray(m)
+            if m.ndim != 2:
+                raise InputError(f"{name} must be a 2-D matrix, got {m.ndim} dimension(s)")
+        m = sp.csr_array(m, dtype=np.float64)
+        if m.shape[0] == 0 or m.shape[1] == 0 or m.nnz == 0:
+            raise InputError(f"{name} is empty ({m.shape[0]} x {m.shape[1]}, {m.nnz} nonzeros)")
+        if not np.isfinite(m.data).all():
+            raise InputError(f"{name} holds NaN or infinite values")
+        m.sum_duplicates()
+        out.append(m)
+    if out[0].shape[1] != out[1].shape[0]:
+        raise InputError(f"dimension mismatch: A is {out[0].shape[0]} x {out[0].shape[1]}, "
+                         f"B is {out[1].shape[0]} x {out[1].shape[1]}; "
+                         f"A's columns must equal B's rows")
+    return out[0], out[1]
+
+
+def permutations(shape, seed: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row, inner and column permutations (identity when ``seed`` is None)."""
+    m, kk, n = shape
+    if seed is None:
+        return np.arange(m), np.arange(kk), np.arange(n)
+    rng = np.random.default_rng(seed)
+    return rng.permutation(m), rng.permutation(kk), rng.permutation(n)

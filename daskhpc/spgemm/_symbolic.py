@@ -1,0 +1,237 @@
+"""Symbolic3D without a cluster: per-cell nonzeros for any grid, and the batch count b.
+
+:func:`grid_symbolic` runs LocalSymbolic for every cell and SUMMA stage of a
+``q x q x l`` grid in one pass over the flops (numba), so ``daskhpc plan spgemm``
+reproduces Algorithm 3 for thousands of cells on a laptop. It also counts what
+the distributed run does not need to know in advance but the report compares
+with: the nonzeros of every Merge-Layer output piece that crosses the fiber
+(AllToAll-Fiber volume) and of every final C block.
+
+:func:`batch_count` is Algorithm 3, line 12::
+
+    b = ceil( r * maxnnzC / (M/p - r * (maxnnzA + maxnnzB)) )
+
+and :func:`batch_lower_bound` is equation (2)::
+
+    b >= ceil( mem(C) / (M - r * (nnz(A) + nnz(B))) ),   mem(C) = r * sum_k nnz(D^(k))
+
+No dask here.
+
+Examples
+--------
+>>> import scipy.sparse as sp
+>>> a = sp.random(60, 60, density=0.1, random_state=1, format="csr")
+>>> s = grid_symbolic(a, a, Grid(2, 1))
+>>> int(s.unmerged.sum()) >= int(s.nnz_c)
+True
+>>> batch_count(s, memory_total=4 * 200_000, r=24)
+1
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from daskhpc._errors import InputError
+from daskhpc.spgemm._grid import Grid, Layout
+
+__all__ = ["GridSymbolic", "grid_symbolic", "batch_count", "batches_for", "batch_lower_bound",
+           "cell_input_nnz", "BYTES_PER_UNMERGED"]
+
+#: r of Algorithm 3: bytes per stored nonzero in the memory model. 12 bytes hold
+#: a nonzero (int32 row, float64 value); every step that makes a new block (a
+#: merge's output, a received broadcast copy, a fiber piece) keeps its input
+#: alive while it writes, so a nonzero can need a second 12 bytes at the peak.
+BYTES_PER_UNMERGED = 24
+
+
+@dataclass
+class GridSymbolic:
+    """What LocalSymbolic found on every cell (arrays indexed [t, i, j, k, ...]).
+
+    Attributes
+    ----------
+    unmerged : int64 (b, q, q, l)
+        Nonzeros a cell stores after its SUMMA stages, summed over stages (the
+        ``nnz[i,j,k]`` of Algorithm 3 line 8, per batch).
+    layer : int64 (b, q, q, l, l)
+        Nonzeros of the cell's Merge-Layer output D~ going to layer k2.
+    final : int64 (b, q, q, l)
+        Nonzeros of the final C block of cell (i, j, k) in batch t.
+    flops : int64 (b, q, q, l)
+    nnz_a, nnz_b : int64 (q, q, l)
+        Nonzeros of the A and B block each cell owns.
+    nnz_b_batch : int64 (b, q, q, l)
+        Nonzeros of each cell's B piece in batch t (Algorithm 4 line 4).
+    """
+
+    grid: Grid
+    layout: Layout
+    unmerged: np.ndarray
+    layer: np.ndarray
+    final: np.ndarray
+    flops_cell: np.ndarray
+    nnz_a: np.ndarray
+    nnz_b: np.ndarray
+    nnz_b_batch: np.ndarray
+
+    @property
+    def nbatches(self) -> int:
+        return self.layout.b
+
+    @property
+    def flops(self) -> int:
+        return int(self.flops_cell.sum())
+
+    @property
+    def nnz_c(self) -> int:
+        return int(self.final.sum())
+
+    @property
+    def max_unmerged(self) -> int:
+        """maxnnzC of Algorithm 3 line 9 (over all batches together)."""
+        return int(self.unmerged.sum(axis=0).max())
+
+    @property
+    def max_batch_unmerged(self) -> int:
+        """Largest per-cell unmerged count of any single batch."""
+        return int(self.unmerged.max())
+
+    @property
+    def sum_layer_nnz(self) -> int:
+        """``sum_k nnz(D^(k))``: the tighter fiber bound of section IV-C."""
+        return int(self.layer.sum())
+
+
+@njit(cache=True, nogil=True)
+def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, in_s, in_k, col_block, col_batch,
+               col_layer, q, l, nb, m):
+    unmerged = np.zeros((nb, q, q, l), np.int64)
+    layer = np.zeros((nb, q, q, l, l), np.int64)
+    final = np.zeros((nb, q, q, l), np.int64)
+    flops = np.zeros((nb, q, q, l), np.int64)
+    mark_s = np.full(m, -1, np.int64)       # stamp of (column, stage, layer)
+    mark_d = np.full(m * l, -1, np.int64)   # stamp of column, one row per layer
+    mark_c = np.full(m, -1, np.int64)       # stamp of column
+    for c in range(b_ptr.size - 1):
+        j = col_block[c]
+        t = col_batch[c]
+        k2 = col_layer[c]
+        for e in range(b_ptr[c], b_ptr[c + 1]):
+            r_in = b_idx[e]
+            s = in_s[r_in]
+            k = in_k[r_in]
+            # B's column is sorted, slices (s, k) are contiguous: one stamp each
+            stamp = (c * q + s) * l + k
+            for t_a in range(a_ptr[r_in], a_ptr[r_in + 1]):
+                row = a_idx[t_a]
+                i = row_block[row]
+                flops[t, i, j, k] += 1
+                if mark_s[row] != stamp:
+                    mark_s[row] = stamp
+                    unmerged[t, i, j, k] += 1
+                if mark_d[k * m + row] != c:
+                    mark_d[k * m + row] = c
+                    layer[t, i, j, k, k2] += 1
+                if mark_c[row] != c:
+                    mark_c[row] = c
+                    final[t, i, j, k2] += 1
+    return unmerged, layer, final, flops
+
+
+def grid_symbolic(a, b, grid: Grid, nbatches: int = 1) -> GridSymbolic:
+    """Symbolic3D (Algorithm 3, lines 2-8) for every cell, computed in one process.
+
+    Parameters
+    ----------
+    a, b : scipy sparse
+        A (m x kk) and B (kk x n).
+    grid : Grid
+    nbatches : int
+        b; the per-batch counts use the block-cyclic split of Fig. 1(i).
+
+    Returns
+    -------
+    GridSymbolic
+    """
+    lay = Layout(grid, (a.shape[0], a.shape[1], b.shape[1]), nbatches)
+    ac, bc = _csc(a), _csc(b)
+    col_block, col_batch, col_layer = lay.column_maps()
+    in_s, in_k = lay.inner_slice_of()
+    unmerged, layer, final, flops = _grid_pass(
+        ac.indptr, ac.indices, bc.indptr, bc.indices, lay.row_block_of(), in_s, in_k,
+        col_block, col_batch, col_layer, grid.q, grid.l, lay.b, max(a.shape[0], 1))
+    nnz_a, nnz_b = cell_input_nnz(ac, bc, lay)
+    bcoo = sp.coo_array(bc)
+    nnz_b_batch = np.zeros((lay.b, grid.q, grid.q, grid.l), np.int64)
+    np.add.at(nnz_b_batch, (col_batch[bcoo.col], in_s[bcoo.row], col_block[bcoo.col],
+                            in_k[bcoo.row]), 1)
+    return GridSymbolic(grid, lay, unmerged, layer, final, flops, nnz_a, nnz_b, nnz_b_batch)
+
+
+def cell_input_nnz(ac, bc, lay: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """Nonzeros of the A and B block of every cell, shape (q, q, l) each.
+
+    Cell (i, j, k) owns ``A[rows_i, inner_(j,k)]`` and ``B[inner_(i,k), cols_j]``.
+    """
+    q, l = lay.grid.q, lay.grid.l
+    in_s, in_k = lay.inner_slice_of()
+    ac, bc = sp.coo_array(ac), sp.coo_array(bc)
+    rb = lay.row_block_of()
+    nnz_a = np.zeros((q, q, l), np.int64)
+    np.add.at(nnz_a, (rb[ac.row], in_s[ac.col], in_k[ac.col]), 1)
+    cb = np.repeat(np.arange(q), np.diff(lay.col_bounds))
+    nnz_b = np.zeros((q, q, l), np.int64)
+    np.add.at(nnz_b, (in_s[bc.row], cb[bc.col], in_k[bc.row]), 1)
+    return nnz_a, nnz_b
+
+
+def batch_count(sym: GridSymbolic, memory_total: float, r: float = BYTES_PER_UNMERGED) -> int:
+    """Algorithm 3, line 12 for total memory ``M`` bytes (``M/p`` per cell)."""
+    return batches_for(sym.max_unmerged, int(sym.nnz_a.max()), int(sym.nnz_b.max()),
+                       memory_total / sym.grid.p, r, str(sym.grid))
+
+
+def batches_for(max_c: int, max_a: int, max_b: int, mem_per_cell: float,
+                r: float = BYTES_PER_UNMERGED, grid: str = "") -> int:
+    """Algorithm 3, line 12: ``b = ceil(r maxnnzC / (M/p - r (maxnnzA + maxnnzB)))``.
+
+    At least 1. Raises :class:`~daskhpc._errors.InputError` when the input
+    blocks alone do not fit, naming the memory they need.
+    """
+    free = mem_per_cell - r * (max_a + max_b)
+    if free <= 0:
+        need = r * (max_a + max_b)
+        raise InputError(
+            f"memory budget {_fmt(mem_per_cell)} per grid cell is below what the input "
+            f"blocks alone need{' on a ' + grid + ' grid' if grid else ''}: "
+            f"{_fmt(need)} per cell ({r} bytes x (maxnnzA {max_a:,} + maxnnzB {max_b:,})); "
+            f"give more memory per worker, more workers or a finer grid")
+    return max(1, math.ceil(r * max_c / free))
+
+
+def batch_lower_bound(sym: GridSymbolic, memory_total: float,
+                      r: float = BYTES_PER_UNMERGED) -> int:
+    """Equation (2): ``ceil(mem(C) / (M - r (nnz(A) + nnz(B))))`` with the grid's D."""
+    free = memory_total - r * (int(sym.nnz_a.sum()) + int(sym.nnz_b.sum()))
+    if free <= 0:
+        return 0
+    return max(1, math.ceil(r * sym.sum_layer_nnz / free))
+
+
+def _csc(m) -> sp.csc_array:
+    c = sp.csc_array(m)
+    c.sum_duplicates()   # canonical: sorted rows in every column (_grid_pass needs it)
+    return c
+
+
+def _fmt(nbytes: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes:.0f} B"

@@ -1,0 +1,92 @@
+"""Functions the BatchedSumma3D graph runs on the workers (one per task kind).
+
+Each is small and pure; the graph builder (:mod:`daskhpc.spgemm._graph`) pins
+every call on the worker of its grid cell. Importing this module registers a
+``dask.sizeof`` for :class:`CscBlock`, so the scheduler's memory accounting and
+the transfer ledger's sizeof figures are right.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from dask.sizeof import sizeof
+
+from daskhpc.spgemm import _local
+from daskhpc.spgemm._block import CscBlock
+
+__all__ = ["send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total",
+           "merge_layer", "fiber_part", "merge_fiber", "consume", "batch_done"]
+
+
+@sizeof.register(CscBlock)
+def _sizeof_block(block: CscBlock) -> int:
+    return block.nbytes + 64
+
+
+def send(block: CscBlock) -> CscBlock:
+    """A fresh key for a block about to be broadcast in one batch.
+
+    Returns the same object (no copy on the owner). Receivers depend on this key,
+    not on the long-lived input key, so their replicas are released when the
+    batch is done and A is broadcast again in the next batch (Table II: b times).
+    """
+    return block
+
+
+def b_piece(block: CscBlock, cols: np.ndarray) -> CscBlock:
+    """B~[batch] (Algorithm 4 line 4): the batch's columns of the cell's B block."""
+    if cols.size == block.shape[1] and (cols.size == 0 or (
+            cols[0] == 0 and cols[-1] == cols.size - 1)):
+        return block      # b = 1: the whole block, no copy (columns are ascending)
+    return _local.select_columns(block, cols)
+
+
+def stage_symbolic(a: CscBlock, b: CscBlock) -> int:
+    """LocalSymbolic (Algorithm 3 line 8): nonzeros of one stage's product."""
+    counts, _ = _local.local_symbolic(a, b)
+    return int(counts.sum())
+
+
+def cell_total(*counts: int) -> int:
+    """nnz[i,j,k] of Algorithm 3: the sum over the stages."""
+    return int(sum(counts))
+
+
+def stage_multiply(a: CscBlock, b: CscBlock) -> CscBlock:
+    """Local-Multiply (Algorithm 1 line 7), unsorted hash."""
+    return _local.local_multiply(a, b)
+
+
+def fused_layer(sort: bool, nstages: int, *blocks: CscBlock) -> CscBlock:
+    """Local-Multiply of every stage and Merge-Layer in one hash pass (``fused``)."""
+    return _local.fused_multiply(blocks[:nstages], blocks[nstages:], sort=sort)
+
+
+def merge_layer(*partials: CscBlock) -> CscBlock:
+    """Merge-Layer (Algorithm 1 line 8): hash merge of the stage products, unsorted."""
+    return _local.merge(partials)
+
+
+def fiber_part(d: CscBlock, lo: int, hi: int) -> CscBlock:
+    """ColSplit (Algorithm 2 line 4): columns ``lo:hi`` of D~ as views (no copy)."""
+    ptr = d.ptr[lo:hi + 1] - d.ptr[lo]
+    a, z = int(d.ptr[lo]), int(d.ptr[hi])
+    return CscBlock(ptr, d.idx[a:z], d.val[a:z], (d.shape[0], hi - lo), d.sorted)
+
+
+def merge_fiber(sort: bool, *parts: CscBlock) -> CscBlock:
+    """Merge-Fiber (Algorithm 2 line 6); sorted only if the consumer needs it."""
+    return _local.merge(parts, sort=sort)
+
+
+def consume(consumer, block: CscBlock, info: dict, operand=None, prev=None):
+    """Hand one cell's C block of one batch to the consumer."""
+    if operand is not None:
+        lo, hi = info["operand_cols"]
+        operand = fiber_part(operand, lo, hi)
+    return consumer.cell(block, info, operand)
+
+
+def batch_done(consumer, t: int, *results):
+    """The batch's last task: a small summary; its completion admits the next batch."""
+    return consumer.batch(t, list(results))

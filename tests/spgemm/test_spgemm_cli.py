@@ -1,0 +1,86 @@
+"""The CLI plug-in (plan / run / demo) and the public namespace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import pytest
+import scipy.io
+import scipy.sparse as sp
+from spgemm_helpers import random_matrix
+
+import daskhpc.spgemm
+from daskhpc import _workflows
+from daskhpc._errors import InputError
+from daskhpc._report import to_json
+from daskhpc.spgemm import _cli
+
+
+def _args(mode, argv):
+    # the lead's CLI adds these common options; mirror them here
+    p = argparse.ArgumentParser()
+    p.add_argument("inputs", nargs="+")
+    p.add_argument("--parts", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--json")
+    _cli.add_arguments(p, mode)
+    return p.parse_args(argv)
+
+
+@pytest.fixture
+def mtx(tmp_path):
+    a = random_matrix(60, 60, 0.08, 21)
+    a.data = abs(a.data)
+    path = tmp_path / "a.mtx"
+    scipy.io.mmwrite(path, sp.coo_matrix(a))
+    return str(path), a
+
+
+def test_registered():
+    assert _workflows.load("spgemm") is _cli
+
+
+def test_plan_report(mtx):
+    path, a = mtx
+    rep = _cli.plan(_args("plan", [path, "--grid", "4x4x4", "--memory-per-worker", "1MB"]))
+    json.loads(to_json(rep))
+    assert rep["workflow"] == "spgemm" and rep["parts"] == 64
+    assert rep["quality"]["nnz_c"] == (a @ a).nnz
+    assert {"a_bcast", "b_bcast", "fiber", "symbolic"} == set(rep["plan"]["steps"])
+    with pytest.raises(InputError, match="square"):
+        _cli.plan(_args("plan", [path, "--grid", "2x3x1"]))
+    with pytest.raises(InputError, match="square"):
+        _cli.plan(_args("plan", [path, "--parts", "3"]))
+
+
+def test_run_report_with_serial_check(client2, mtx, tmp_path):
+    path, a = mtx
+    rep = _cli.run(_args("run", [path, "--aat", "--grid", "2x2x1", "--batches", "2",
+                                 "--check-serial"]), client2)
+    assert rep["serial_check"]["identical"] is True
+    assert rep["batches"] == 2 and rep["quality"]["nnz_c"] == (a @ a.T).nnz
+    json.loads(to_json(rep))
+    rep = _cli.run(_args("run", [path, "--grid", "1x1x2", "--consume", "count",
+                                 "--check-serial"]), client2)
+    assert rep["serial_check"]["identical"] is True
+    with pytest.raises(InputError, match="--batches"):
+        _cli.run(_args("run", [path, "--grid", "1x1x1", "--batches", "zero"]), client2)
+
+
+def test_demo_is_quick_and_right(client2):
+    t0 = time.perf_counter()
+    rep = _cli.demo(client2)
+    assert time.perf_counter() - t0 < 20
+    assert rep["serial_check"]["identical"] and rep["batches"] > 1
+    assert rep["timeline"]["violations"] == []
+
+
+def test_public_namespace_is_pinned():
+    assert set(daskhpc.spgemm.__all__) == {
+        "BatchPolicy", "Consumer", "Count", "CscBlock", "Grid", "Keep", "Layout", "MaskedSum",
+        "Prune", "SpgemmResult", "Write", "aat", "batch_count", "batch_lower_bound",
+        "column_stochastic", "grid_symbolic", "load_batch", "local_multiply",
+        "local_symbolic", "mcl_step", "merge", "multiply", "parse_consumer", "plan",
+        "triangle_count"}
