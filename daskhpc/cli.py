@@ -144,8 +144,37 @@ def _workflow_module(args):
     return _workflows.load(args.workflow)
 
 
+def summarize(report: dict) -> str:
+    """Human-readable lines for a workflow report: scalars of its main sections.
+
+    A workflow module may define ``summary(report) -> str`` to print its own instead.
+    """
+    head = [f"{report.get('workflow')}: {report['input']['path']} "
+            f"{tuple(report['input']['shape'])}, nnz {report['input']['nnz']}"] \
+        if "input" in report else [str(report.get("workflow"))]
+    for section in ("partition", "plan", "measured", "timing", "quality", "serial_check"):
+        values = report.get(section)
+        if not isinstance(values, dict):
+            continue
+        flat = {k: v for k, v in values.items() if isinstance(v, (int, float, str, bool))}
+        if flat:
+            head.append(f"{section}: " + ", ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in flat.items()))
+    return "\n".join(head)
+
+
+def _print_summary(mod, report: dict, args) -> None:
+    if getattr(args, "json", None) == "-":
+        return  # stdout carries the JSON
+    text = mod.summary(report) if hasattr(mod, "summary") else summarize(report)
+    print(text)
+
+
 def cmd_plan(args) -> dict:
-    return _workflow_module(args).plan(args)
+    mod = _workflow_module(args)
+    report = mod.plan(args)
+    _print_summary(mod, report, args)
+    return report
 
 
 def cmd_run(args) -> dict:
@@ -154,7 +183,9 @@ def cmd_run(args) -> dict:
         link = getattr(client, "dashboard_link", None)
         if link:
             print(f"dashboard: {link}", file=sys.stderr)
-        return mod.run(args, client)
+        report = mod.run(args, client)
+    _print_summary(mod, report, args)
+    return report
 
 
 def cmd_demo(args) -> dict:

@@ -129,3 +129,11 @@ def test_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "daskhpc.cli", "--version"], capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "daskhpc 0.1.0"
+
+
+def test_summarize_lists_scalar_sections():
+    from daskhpc.cli import summarize
+
+    text = summarize({"workflow": "x", "input": {"path": "a.mtx", "shape": [2, 3], "nnz": 4},
+                      "plan": {"tot_vol": 5, "steps": {"a": 1}}, "timing": {"run_s": 0.5}})
+    assert text.splitlines() == ["x: a.mtx (2, 3), nnz 4", "plan: tot_vol=5", "timing: run_s=0.5"]
