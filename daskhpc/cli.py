@@ -205,7 +205,9 @@ def cmd_demo(args) -> dict:
             print(f"\nLocalCluster: {args.workers} workers, dashboard {client.dashboard_link}")
             for name in names:
                 print(f"\n== {name} ==")
-                report["workflows"][name] = _workflows.load(name).demo(client)
+                mod = _workflows.load(name)
+                report["workflows"][name] = mod.demo(client)
+                _print_summary(mod, report["workflows"][name], args)
     report["timing"] = {"run_s": round(time.perf_counter() - t0, 2)}
     return report
 
@@ -230,13 +232,19 @@ COMMANDS = {"partition": cmd_partition, "plan": cmd_plan, "run": cmd_run,
             "demo": cmd_demo, "info": cmd_info}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``daskhpc`` console script; returns the exit status."""
+def main(argv: list[str] | None = None, *, report_hook=None) -> int:
+    """Entry point of the ``daskhpc`` console script; returns the exit status.
+
+    ``report_hook(report) -> report`` may add to the report before it is written
+    (``python -m daskhpc.mpi`` adds its ``mpi`` section this way).
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv or os.environ.get("DASKHPC_DEBUG")
     try:
         args = build_parser().parse_args(argv)
         report = COMMANDS[args.command](args)
+        if report_hook is not None and report is not None:
+            report = report_hook(report)
         if getattr(args, "json", None) and report is not None:
             write_report(report, args.json)
         return 0

@@ -36,8 +36,9 @@ def pinned_graph(tasks: Mapping[Any, Any], workers: Mapping[Any, str]) -> HighLe
     ----------
     tasks : mapping
         ``{key: task}``. A task is an old-style tuple ``(func, arg, ...)`` whose
-        arguments may be other keys of the graph, keys of data the same client
-        already holds (a Future's key), or Futures; a ``dask._task_spec.Task``
+        arguments may be other keys of the graph or Futures (pass the Future
+        itself: a bare string naming data the client already holds is *not*
+        resolved, the task receives the string); a ``dask._task_spec.Task``
         (with ``TaskRef`` arguments) or a ``DataNode`` also work, as does any
         literal value. Keys are str or tuples like ``("spmv", 3)``.
     workers : mapping
