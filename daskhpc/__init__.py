@@ -24,7 +24,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("io", "datasets", "hypergraph", "comm", "runtime", "cli", "testing")
+_SUBMODULES = ("io", "datasets", "hypergraph", "comm", "runtime", "dashboard", "ssgd", "spgemm",
+               "cli", "testing")
 _RUNTIME_NAMES = ("connect", "Placement", "TransferLedger")
 
 __all__ = ["__version__", *_SUBMODULES, *_RUNTIME_NAMES]

@@ -182,7 +182,8 @@ def cmd_run(args) -> dict:
     with _client_for(args) as client:
         link = getattr(client, "dashboard_link", None)
         if link:
-            print(f"dashboard: {link}", file=sys.stderr)
+            pages = link.rsplit("/", 1)[0] + "/daskhpc"
+            print(f"dashboard: {link} (daskhpc pages: {pages})", file=sys.stderr)
         report = mod.run(args, client)
     _print_summary(mod, report, args)
     return report

@@ -27,6 +27,7 @@ from daskhpc.runtime._connect import CLUSTER_CONFIG, connect, worker_addresses
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
+from daskhpc.runtime._progress import progress
 
 __all__ = [
     "CLUSTER_CONFIG",
@@ -35,6 +36,7 @@ __all__ = [
     "calibrate",
     "connect",
     "pinned_graph",
+    "progress",
     "submit_pinned",
     "worker_addresses",
 ]

@@ -40,6 +40,7 @@ CLUSTER_CONFIG: dict[str, Any] = {
 }
 
 MPI_CLIENT_ENV = "DASKHPC_MPI_CLIENT"
+DASHBOARD_PRELOAD = "daskhpc.dashboard.preload"
 
 
 def connect(
@@ -63,7 +64,8 @@ def connect(
        joined, as ``Client()`` does.
     3. Otherwise start a ``LocalCluster`` of ``n_workers`` worker processes,
        one thread each, over TCP, with :data:`CLUSTER_CONFIG` applied before
-       the scheduler and workers start.
+       the scheduler and workers start, and the daskhpc dashboard pages
+       (scheduler preload :mod:`daskhpc.dashboard.preload`).
 
     Parameters
     ----------
@@ -136,7 +138,12 @@ def connect(
             **CLUSTER_CONFIG,
             **cluster_kwargs.get("config", {}),
         }
-    with dask.config.set(CLUSTER_CONFIG):
+    # The scheduler imports this while it is built: the daskhpc dashboard pages
+    # are served with Dask's own, and their data plugin is installed.
+    preload = list(dask.config.get("distributed.scheduler.preload", None) or [])
+    if DASHBOARD_PRELOAD not in preload:
+        preload.append(DASHBOARD_PRELOAD)
+    with dask.config.set({**CLUSTER_CONFIG, "distributed.scheduler.preload": preload}):
         # Client(address=None, **kwargs) starts the LocalCluster itself and, as
         # documented for Client.close, closes it again: no wrapper needed.
         return Client(

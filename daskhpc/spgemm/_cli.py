@@ -39,6 +39,9 @@ def add_arguments(parser, mode: str) -> None:
     parser.add_argument("--consume", default="keep",
                         help="keep | count | write:DIR | prune:K | threshold:X")
     parser.add_argument("--window", type=int, default=1, help="batches in flight")
+    parser.add_argument("--local", choices=["fused", "staged"], default="fused",
+                        help="fused: one accumulator over all stages (default); "
+                             "staged: the paper's Local-Multiply per stage + Merge-Layer")
     parser.add_argument("--check-serial", action="store_true",
                         help="compare with scipy's single-threaded product")
 
@@ -111,6 +114,7 @@ def run(args, client) -> dict:
     a, b, info = _inputs(args)
     grid = _grid_arg(args, len(worker_addresses(client)))
     res = multiply(a, b, client=client, grid=grid, memory_per_worker=args.memory_per_worker,
+                   local=args.local,
                    batches=_batches(args.batches), consume=args.consume, window=args.window,
                    seed=_seed(args))
     sections = res.report()

@@ -20,15 +20,17 @@ import uuid
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc import dashboard
 from daskhpc._errors import InputError
 from daskhpc.runtime import Placement, TransferLedger, submit_pinned, worker_addresses
+from daskhpc.runtime._progress import progress
 from daskhpc.spgemm import _memory, _plugin
 from daskhpc.spgemm._block import CscBlock
 from daskhpc.spgemm._consumers import Consumer, Keep, assemble, parse_consumer
 from daskhpc.spgemm._graph import batch_graph, step_of_key, symbolic_graph
 from daskhpc.spgemm._grid import Grid, Layout
 from daskhpc.spgemm._plan import placed_volume, step_plans, table2
-from daskhpc.spgemm._prep import check_inputs, permutations
+from daskhpc.spgemm._prep import check_inputs, localize, permutations
 from daskhpc.spgemm._symbolic import BYTES_PER_UNMERGED, batches_for, grid_symbolic
 
 __all__ = ["multiply"]
@@ -37,7 +39,7 @@ __all__ = ["multiply"]
 def multiply(a, b=None, *, client, grid: str | Grid | None = None,
              memory_per_worker=None, batches="auto", consume="keep", window: int = 1,
              seed: int | None = 0, r: float = BYTES_PER_UNMERGED, plan: bool = True,
-             measure_memory: bool = True, mask=None, local: str = "staged"):
+             measure_memory: bool = True, mask=None, local: str = "fused"):
     """C = A·B with BatchedSumma3D on a Dask cluster, consumed batch by batch.
 
     Parameters
@@ -57,17 +59,21 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
     window : int
         w, batches in flight.
     seed : int or None
-        Random permutation for load balance; None keeps the given order.
+        Random permutation for load balance; None keeps the given order. The
+        permutation picks the rows, inner indices and columns of every block at
+        random; inside a block they keep their given order (locality).
     r : float
         Bytes per nonzero in the memory model (Algorithm 3's r).
     plan : bool
         Also compute the plan for the actual nnz (client side) for the report.
     mask : scipy sparse, optional
         For :class:`MaskedSum`-like consumers: permuted with C and cut per cell.
-    local : {"staged", "fused"}
-        ``staged`` (the paper): Local-Multiply per SUMMA stage, then Merge-Layer.
-        ``fused``: all stages into one hash table per column, no partials
-        (faster; the same transfers; needs every stage's inputs at once).
+    local : {"fused", "staged"}
+        ``fused`` (default): all stages into one accumulator per column, no partial
+        products (the same transfers as the paper; measured 1.1-1.6x faster and
+        less memory, see docs/benchmarks-spgemm.md; needs every stage's inputs at once).
+        ``staged`` (the paper's Algorithm 1): Local-Multiply per SUMMA stage, then
+        Merge-Layer.
 
     Returns
     -------
@@ -100,14 +106,22 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
             raise InputError(f"--batches must be auto or a positive integer, not {batches}")
     mem = None if memory_per_worker is None else _memory.parse_bytes(memory_per_worker)
     shape = (a.shape[0], a.shape[1], b.shape[1])
+    lay1 = Layout(g, shape, 1)
     pr, pk, pc = permutations(shape, seed)
+    if seed is not None:
+        # keep the input's order inside every block (locality), the random sets
+        # of the blocks for balance; columns down to the sub-blocks when b is known
+        pr = localize(pr, lay1.row_bounds)
+        pk = localize(pk, lay1.inner_bounds)
+        known_b = batches if batches != "auto" else (1 if mem is None else None)
+        if known_b is not None:
+            pc = localize(pc, np.unique(np.concatenate(Layout(g, shape, known_b).sub_bounds)))
     ap = a[pr][:, pk]
     bp = b[pk][:, pc]
     run = uuid.uuid4().hex[:10]
     place = Placement(g.p, workers)
     owner = {cell: place.worker(g.rank(*cell)) for cell in g.cells()}
     cells_per_worker = max(len(place.parts_of(w)) for w in workers)
-    lay1 = Layout(g, shape, 1)
     a_blocks, b_blocks = _cut(ap, bp, lay1)
     nnz_a = max(x.nnz for x in a_blocks.values())
     nnz_b = max(x.nnz for x in b_blocks.values())
@@ -120,6 +134,9 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
     client.run(_memory.warm_up)   # load the numba kernels before anything is timed
     if measure_memory:
         baseline = client.run(_memory.reset_peak)
+    # dashboard pages: the run starts here (measured bytes count from now)
+    dashboard.publish(client, "run", name=f"spgemm {run}", workflow="spgemm", workers=workers)
+    dashboard.publish(client, "memory", budget=mem, baseline=baseline)
     a_futs = _scatter(client, a_blocks, owner, f"spgemmA-{run}")
     b_futs = _scatter(client, b_blocks, owner, f"spgemmB-{run}")
     a_keys = a_futs   # tasks take the Futures: their keys are outside the graph
@@ -153,20 +170,28 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
         _plugin.ensure_plugin(client)
         _plugin.register_run(client, run, nb, window)
         futs = submit_pinned(client, tasks, where, done_keys + kept_keys)
-        summaries = client.gather(futs[:len(done_keys)])
+        with progress(futs[:len(done_keys)], "spgemm batches"):
+            summaries = client.gather(futs[:len(done_keys)])
         t_run = time.perf_counter()
     kept = futs[len(done_keys):]
     peaks = client.run(_memory.read_peak) if measure_memory else {}
     timeline = _plugin.fetch_timeline(client, run)
+    dashboard.publish(client, "batches", run=run, timeline=timeline)
+    dashboard.publish(client, "memory", budget=mem, baseline=baseline, peak=peaks)
     # dropping the last references releases the inputs on the workers
     a_futs = b_futs = m_futs = a_keys = b_keys = operand_keys = tasks = futs = None
 
-    value, matrix, t_gather = None, None, 0.0
+    value, matrix, t_gather, t_assemble = None, None, 0.0, 0.0
     if consumer.keeps:
         tg = time.perf_counter()
-        matrix = assemble(client.gather(kept), (shape[0], shape[2]))
+        # straight from the workers: the default gather relays every byte through
+        # the scheduler (two TCP hops and the scheduler's CPU; 2-3x slower for C)
+        blocks = client.gather(kept, direct=True)
         kept = None
-        t_gather = time.perf_counter() - tg
+        ta = time.perf_counter()
+        matrix = assemble(blocks, (shape[0], shape[2]))
+        blocks = None
+        t_gather, t_assemble = ta - tg, time.perf_counter() - ta
         value = matrix
     else:
         value = consumer.finalize(summaries, [])
@@ -174,7 +199,8 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
     res = SpgemmResult(value=value, matrix=matrix, grid=str(g), nbatches=nb,
                        timeline=timeline, symbolic=sym_info)
     res.timing = {"prepare_s": t_prep - t_start, "symbolic_s": t_sym - t0,
-                  "run_s": t_run - t0, "batches_s": t_run - t_sym, "gather_s": t_gather}
+                  "run_s": t_run - t0, "batches_s": t_run - t_sym, "gather_s": t_gather,
+                  "assemble_s": t_assemble}
     res.memory = _memory_section(baseline, peaks, mem, workers)
     res.measured = _measured(ledger)
     res.quality = {"batches": nb, "window": window,
@@ -188,6 +214,7 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
                             "compression_factor": sym.flops / max(sym.nnz_c, 1),
                             "max_unmerged_per_cell": sym.max_unmerged})
         res.timing["plan_s"] = time.perf_counter() - tp
+        _publish_plan(client, sym, owner, g, workers, symbolic=bool(sym_info))
     return res
 
 
@@ -265,6 +292,21 @@ def _plan_section(sym, owner: dict, g: Grid) -> tuple[dict, dict]:
     expected = {name: placed_volume(pl, where, dedupe_phase_src=(name != "fiber"))
                 for name, pl in plans.items()}
     return section, expected
+
+
+def _publish_plan(client, sym, owner: dict, g: Grid, workers: list, symbolic: bool) -> None:
+    """Planned bytes between workers and flops per worker, for the dashboard pages."""
+    where = np.zeros(g.p, np.int64)
+    for cell in g.cells():
+        where[g.rank(*cell)] = workers.index(owner[cell])
+    matrix = sum(dashboard.plan_matrix(pl, where, len(workers), dedupe_phase_src=(name != "fiber"))
+                 for name, pl in step_plans(sym).items() if symbolic or name != "symbolic")
+    flops = np.zeros(len(workers))
+    per_cell = sym.flops_cell.sum(axis=0)
+    for cell in g.cells():
+        flops[where[g.rank(*cell)]] += per_cell[cell]
+    dashboard.publish(client, "plan", matrix=matrix, workers=workers, unit="bytes")
+    dashboard.publish(client, "load", planned=dict(zip(workers, flops)), unit="flops")
 
 
 def _memory_section(baseline: dict, peaks: dict, budget, workers) -> dict:

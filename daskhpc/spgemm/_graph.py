@@ -11,6 +11,7 @@ B-Broadcast     ``bpiece`` (t, s, j, k): B~(s,j,k)[t]            owner of (s, j,
 Local-Multiply  ``mult`` (t, i, j, k, s)                         owner of (i, j, k)
 Merge-Layer     ``layer`` (t, i, j, k)  (``cblock`` when l = 1)   owner of (i, j, k)
 AllToAll-Fiber  ``part`` (t, i, j, k, k2): columns for layer k2   owner of (i, j, k)
+                ``recv`` (t, i, j, k, k2): fetches it early       owner of (i, j, k2)
 Merge-Fiber     ``cblock`` (t, i, j, k)                          owner of (i, j, k)
 consume         ``consume`` (t, i, j, k), ``combine`` (t, j, k)   owner of (i, j, k)
 batch done      ``done`` (t,)                                   owner of (0, 0, 0)
@@ -73,7 +74,7 @@ def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dic
 
 def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                 consumer, ids: dict, operand_keys: dict | None = None,
-                local: str = "staged"):
+                local: str = "fused"):
     """Algorithm 4: every batch of BatchedSumma3D with its consumer tasks.
 
     Parameters
@@ -83,9 +84,12 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
         every column (the run may permute); ``shape``: C's shape.
     local : {"staged", "fused"}
         ``staged``: a ``mult`` task per SUMMA stage, then Merge-Layer (the paper).
-        ``fused``: one ``layer`` task multiplies all stages into one hash table
-        per column (:func:`~daskhpc.spgemm._local.fused_multiply`); same
-        transfers, no partial products.
+        ``fused``: all stages go into one accumulator per column
+        (:func:`~daskhpc.spgemm._local.fused_multiply`); same transfers, no
+        partial products. With l > 1 each fiber piece bound for another layer
+        is its own ``part`` task, computed first; Merge-Fiber (``cblock``)
+        multiplies the piece that stays into the same accumulator as the
+        pieces received (no separate merge pass, no stored own piece).
 
     Returns
     -------
@@ -118,11 +122,20 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
             i, j, k = cell
             a_in = [step_key(run, "sendA", t, i, s, k) for s in range(q)]
             b_in = [step_key(run, "bpiece", t, s, j, k) for s in range(q)]
+            off = lay.part_offsets(t, j)
             if local == "fused":
-                layer = put("cblock" if l == 1 else "layer", t, cell,
-                            (T.fused_layer, consumer.sort and l == 1, q, *a_in, *b_in), cell)
                 if l == 1:
+                    put("cblock", t, cell, (T.fused_layer, consumer.sort, q, *a_in, *b_in), cell)
                     continue
+                # one task per fiber piece that leaves the cell (the piece that
+                # stays is computed by Merge-Fiber itself, below)
+                after = None
+                for k2 in range(l):
+                    if k2 != k:
+                        after = put("part", t, (*cell, k2),
+                                    (T.fused_part, q, int(off[k2]), int(off[k2 + 1]), after,
+                                     *a_in, *b_in), cell)
+                continue
             else:
                 mults = [put("mult", t, (*cell, s), (T.stage_multiply, a_in[s], b_in[s]), cell)
                          for s in range(q)]
@@ -130,15 +143,32 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                     put("cblock", t, cell, (T.merge_fiber, consumer.sort, *mults), cell)
                     continue
                 layer = put("layer", t, cell, (T.merge_layer, *mults), cell)
-            off = lay.part_offsets(t, j)
             for k2 in range(l):
                 put("part", t, (*cell, k2), (T.fiber_part, layer, int(off[k2]),
                                              int(off[k2 + 1])), cell)
         for cell in g.cells():
             i, j, k = cell
             if l > 1:
-                parts = [step_key(run, "part", t, i, j, k2, k) for k2 in range(l)]
-                put("cblock", t, cell, (T.merge_fiber, consumer.sort, *parts), cell)
+                # a worker fetches a task's inputs only once the task is ready, so
+                # Merge-Fiber alone would fetch the other layers' pieces after the
+                # last one (its own) is done; a receive task per incoming piece
+                # starts each fetch as soon as the piece exists (overlapping it
+                # with the computation of the rest)
+                recvs = [put("recv", t, (i, j, k2, k), (T.send, step_key(run, "part", t, i, j,
+                                                                         k2, k)), cell)
+                         for k2 in range(l) if k2 != k]
+                if local == "fused":
+                    # Merge-Fiber fused with the multiply of the piece that stays:
+                    # the received pieces go into the same accumulator
+                    off = lay.part_offsets(t, j)
+                    a_in = [step_key(run, "sendA", t, i, s, k) for s in range(q)]
+                    b_in = [step_key(run, "bpiece", t, s, j, k) for s in range(q)]
+                    put("cblock", t, cell, (T.fused_own, consumer.sort, q, int(off[k]),
+                                            int(off[k + 1]), len(recvs), *recvs, *a_in,
+                                            *b_in), cell)
+                else:
+                    parts = recvs[:k] + [step_key(run, "part", t, i, j, k, k)] + recvs[k:]
+                    put("cblock", t, cell, (T.merge_fiber, consumer.sort, *parts), cell)
             info = {"batch": t, "cell": cell, "rows": ids["rows"][i],
                     "cols": ids["cols"][lay.batch_columns(t, j, k)], "shape": ids["shape"],
                     "operand_cols": (int(col_offsets[cell][t]), int(col_offsets[cell][t + 1]))}

@@ -2,9 +2,24 @@
 
 * :func:`local_symbolic` - LocalSymbolic of Algorithm 3 (line 8): nonzeros per
   output column and flops, without forming the product.
-* :func:`local_multiply` - Local-Multiply of Algorithm 1 (line 7), unsorted hash.
+* :func:`local_multiply` - Local-Multiply of Algorithm 1 (line 7).
+* :func:`fused_multiply` - every SUMMA stage of a cell into one accumulator.
 * :func:`merge` - Merge-Layer (Algorithm 1 line 8) and Merge-Fiber (Algorithm 2
-  line 6), unsorted hash merge; ``sort=True`` only where the final output needs it.
+  line 6); ``sort=True`` only where the final output needs it.
+
+Multiply and merge are one pass (no symbolic pre-pass, see :mod:`._kernels`)
+and pick their accumulator by :func:`choose_accumulator`:
+
+* ``dense`` (Gustavson's sparse accumulator, what scipy uses) while the block
+  has at most :data:`DENSE_ROWS` rows and the accumulator is no bigger than
+  the work (``nrows <= DENSE_WORK_FACTOR * flops``);
+* ``hash`` (section IV-D) otherwise: tall blocks, where the per-row array
+  falls out of cache (random rows, 80-1200 products per column, this machine:
+  equal up to 2**20 rows, hash 1.3x faster at 2**20 rows with sparse columns,
+  2-4x at 2**22-2**24 rows) or would cost more to allocate than the product.
+
+Both leave rows unsorted within a column. ``accumulator="dense"|"hash"``
+forces one.
 
 No dask here.
 
@@ -19,67 +34,131 @@ True
 
 from __future__ import annotations
 
+import os
+
+import numba
 import numpy as np
 from numba.typed import List
 
 from daskhpc.spgemm import _kernels as K
 from daskhpc.spgemm._block import CscBlock
 
-__all__ = ["local_symbolic", "local_multiply", "fused_multiply", "merge", "sort", "select_columns", "topk"]
+__all__ = ["local_symbolic", "local_multiply", "fused_multiply", "merge", "sort", "select_columns",
+           "topk", "choose_accumulator", "DENSE_ROWS", "DENSE_WORK_FACTOR", "RESERVE_BYTES"]
 
 
-#: Up to this many rows LocalSymbolic marks rows in a dense int32 array (measured
-#: 1.3-1.5x faster than the hash table on email-Enron and soc-Slashdot0902);
-#: above it, a hash table per column keeps the working set small.
-DENSE_SYMBOLIC_ROWS = 1 << 22
+#: The dense accumulator is used for blocks of up to this many rows (4 bytes
+#: per row: 2**19 rows = 2 MiB of int32, about one core's L2 on the benchmark
+#: machine; beyond it random rows miss the cache and hashing wins).
+DENSE_ROWS = 1 << 19
+
+#: ... and only while ``nrows <= DENSE_WORK_FACTOR * flops``: a block with very
+#: few products per row (a tall, nearly empty block) would spend more on
+#: allocating the per-row array than on the product.
+DENSE_WORK_FACTOR = 4
 
 
-def local_symbolic(a: CscBlock, b: CscBlock) -> tuple[np.ndarray, np.ndarray]:
+def _reserve_bytes() -> int:
+    """How much address space an output may reserve beyond what it fills.
+
+    The one-pass kernels allocate the output at an upper bound and fill a
+    prefix; untouched pages are never backed by memory unless the kernel runs
+    under strict overcommit accounting (``vm.overcommit_memory = 2``), where
+    the reservation itself counts - then always count exactly first.
+    """
+    try:
+        with open("/proc/sys/vm/overcommit_memory") as f:
+            if f.read().strip() == "2":
+                return 0
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 30
+
+
+#: An output whose upper bound (12 bytes per possible nonzero) exceeds this is
+#: sized exactly by a symbolic pass first (two passes, as scipy does) instead of
+#: being reserved at the bound. Default: the machine's physical memory.
+RESERVE_BYTES = _reserve_bytes()
+
+
+def choose_accumulator(nrows: int, flops: int) -> str:
+    """The accumulator for an output of ``nrows`` rows formed from ``flops`` products.
+
+    >>> choose_accumulator(82_168, 117_126_458), choose_accumulator(10**8, 10**6)
+    ('dense', 'hash')
+    """
+    if nrows <= DENSE_ROWS and nrows <= DENSE_WORK_FACTOR * max(int(flops), 1):
+        return "dense"
+    return "hash"
+
+
+def local_symbolic(a: CscBlock, b: CscBlock, *, accumulator: str = "auto"
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Nonzeros and flops of every column of ``a @ b`` (int64 arrays)."""
     _check(a, b)
-    flops = K.column_flops(a.ptr, b.ptr, b.idx)
-    if a.shape[0] <= DENSE_SYMBOLIC_ROWS and b.shape[1] < 2**31:
-        return K.symbolic_dense(a.ptr, a.idx, b.ptr, b.idx, a.shape[0]), flops
-    return K.symbolic(a.ptr, a.idx, b.ptr, b.idx, flops), flops
+    ap, ai, bp, bi = _lists([a.ptr], [a.idx], [b.ptr], [b.idx])
+    flops = K.column_flops(ap, bp, bi, b.shape[1])
+    acc = _pick(accumulator, a.shape[0], flops)
+    return _symbolic(ap, ai, bp, bi, a.shape[0], flops, acc), flops
 
 
-def local_multiply(a: CscBlock, b: CscBlock, *, sort: bool = False) -> CscBlock:
-    """``a @ b`` with a hash accumulator per column; rows unsorted unless ``sort``."""
-    counts, _ = local_symbolic(a, b)
-    ptr = np.zeros(b.shape[1] + 1, np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    idx, val = K.multiply(a.ptr, a.idx, a.val, b.ptr, b.idx, b.val, ptr)
-    out = CscBlock(ptr, idx, val, (a.shape[0], b.shape[1]), False)
-    return sort_block(out) if sort else out
+def local_multiply(a: CscBlock, b: CscBlock, *, sort: bool = False,
+                   accumulator: str = "auto") -> CscBlock:
+    """``a @ b`` in one pass; rows unsorted within a column unless ``sort``."""
+    return fused_multiply([a], [b], sort=sort, accumulator=accumulator)
 
 
-def fused_multiply(a_blocks, b_blocks, *, sort: bool = False) -> CscBlock:
-    """``sum_s a_blocks[s] @ b_blocks[s]`` in one hash pass (no partial products).
+def fused_multiply(a_blocks, b_blocks, *, add=(), sort: bool = False,
+                   accumulator: str = "auto") -> CscBlock:
+    """``sum(add) + sum_s a_blocks[s] @ b_blocks[s]`` in one accumulator.
 
     The fused form of Local-Multiply per stage followed by Merge-Layer
     (Algorithm 1 lines 4-8) for when a cell holds every stage's operands anyway,
-    as a Dask worker does once the stage inputs have been fetched.
+    as a Dask worker does once the stage inputs have been fetched: no partial
+    products. ``add``: blocks of the output's shape summed in on the way (the
+    fiber pieces other layers sent: Merge-Fiber fused into the multiply).
     """
     a_blocks, b_blocks = list(a_blocks), list(b_blocks)
+    if not a_blocks or len(a_blocks) != len(b_blocks):
+        raise ValueError(f"need as many A as B blocks (>= 1), got {len(a_blocks)} and "
+                         f"{len(b_blocks)}")
     for a, b in zip(a_blocks, b_blocks):
         _check(a, b)
-    if len(a_blocks) == 1:
-        return local_multiply(a_blocks[0], b_blocks[0], sort=sort)
     m, n = a_blocks[0].shape[0], b_blocks[0].shape[1]
-    lists = [List() for _ in range(6)]
-    for a, b in zip(a_blocks, b_blocks):
-        for lst, arr in zip(lists, (a.ptr, a.idx, a.val, b.ptr, b.idx, b.val)):
-            lst.append(arr)
-    counts = K.stages_symbolic(lists[0], lists[1], lists[3], lists[4], m, n)
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    idx, val = K.stages_multiply(*lists, ptr)
-    out = CscBlock(ptr, idx, val, (m, n), False)
-    return sort_block(out) if sort else out
+    add = list(add)
+    if any(a.shape[0] != m for a in a_blocks) or any(b.shape[1] != n for b in b_blocks):
+        raise ValueError("the stages' products have different shapes")
+    if any(p.shape != (m, n) for p in add):
+        raise ValueError(f"blocks to add must be {m} x {n}, got {[p.shape for p in add]}")
+    ap, ai, av = _lists([a.ptr for a in a_blocks], [a.idx for a in a_blocks],
+                        [a.val for a in a_blocks])
+    bp, bi, bv = _lists([b.ptr for b in b_blocks], [b.idx for b in b_blocks],
+                        [b.val for b in b_blocks])
+    pp, pi, pv = _lists([p.ptr for p in add], [p.idx for p in add], [p.val for p in add],
+                        dtypes=(np.int64, np.int32, np.float64))
+    flops = K.column_flops(ap, bp, bi, n)
+    added = sum((np.diff(p.ptr) for p in add), np.zeros(n, np.int64))
+    bound, cap = K.column_bounds(flops + added, m)
+    acc = _pick(accumulator, m, flops + added)
+    if cap * 12 > RESERVE_BYTES:       # not worth reserving: count exactly first
+        cap = int(_symbolic(ap, ai, bp, bi, m, flops, acc).sum()) + int(added.sum())
+    ptr, idx, val = _outputs(n, cap)
+    if acc == "dense":
+        K.spa_multiply(ap, ai, av, bp, bi, bv, pp, pi, pv, _where(m, cap), ptr, idx, val)
+    else:
+        K.hash_multiply(ap, ai, av, bp, bi, bv, pp, pi, pv, bound, ptr, idx, val)
+    return _finish(ptr, idx, val, (m, n), sort)
 
 
-def merge(blocks, *, sort: bool = False) -> CscBlock:
-    """Sum of same-shape blocks by hash merge (Merge-Layer / Merge-Fiber)."""
+def merge(blocks, *, sort: bool = False, accumulator: str = "auto") -> CscBlock:
+    """Sum of same-shape blocks in one pass (Merge-Layer / Merge-Fiber).
+
+    The output is reserved at the inputs' total nonzeros, which are in memory
+    already, so no exact pre-count is ever needed.
+    """
     blocks = list(blocks)
     if not blocks:
         raise ValueError("nothing to merge")
@@ -89,17 +168,18 @@ def merge(blocks, *, sort: bool = False) -> CscBlock:
     if len(blocks) == 1:
         out = blocks[0]
         return sort_block(out) if sort and not out.sorted else out
-    ptrs, idxs, vals = List(), List(), List()
-    for b in blocks:
-        ptrs.append(b.ptr)
-        idxs.append(b.idx)
-        vals.append(b.val)
-    counts = K.merge_symbolic(ptrs, idxs, shape[1])
-    ptr = np.zeros(shape[1] + 1, np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    idx, val = K.merge_numeric(ptrs, idxs, vals, ptr)
-    out = CscBlock(ptr, idx, val, shape, False)
-    return sort_block(out) if sort else out
+    m, n = shape
+    ptrs, idxs, vals = _lists([b.ptr for b in blocks], [b.idx for b in blocks],
+                              [b.val for b in blocks])
+    bound, cap = K.merge_bounds(ptrs, n, m)
+    acc = accumulator if accumulator != "auto" else choose_accumulator(m, cap)
+    _valid(acc)
+    ptr, idx, val = _outputs(n, cap)
+    if acc == "dense":
+        K.spa_merge(ptrs, idxs, vals, _where(m, cap), ptr, idx, val)
+    else:
+        K.hash_merge(ptrs, idxs, vals, bound, ptr, idx, val)
+    return _finish(ptr, idx, val, shape, sort)
 
 
 def sort_block(block: CscBlock) -> CscBlock:
@@ -129,3 +209,56 @@ def topk(block: CscBlock, k: int) -> CscBlock:
 def _check(a: CscBlock, b: CscBlock) -> None:
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"inner dimensions differ: {a.shape} @ {b.shape}")
+
+
+def _valid(acc: str) -> None:
+    if acc not in ("dense", "hash"):
+        raise ValueError(f"accumulator must be 'auto', 'dense' or 'hash', not {acc!r}")
+
+
+def _pick(accumulator: str, nrows: int, flops: np.ndarray) -> str:
+    acc = choose_accumulator(nrows, int(flops.sum())) if accumulator == "auto" else accumulator
+    _valid(acc)
+    return acc
+
+
+def _lists(*groups, dtypes=None) -> list:
+    """One ``numba.typed.List`` per group of arrays (one array per stage or part);
+    ``dtypes`` types the lists of groups that may be empty."""
+    out = []
+    for g, arrays in enumerate(groups):
+        if dtypes is not None:
+            lst = List.empty_list(numba.from_dtype(np.dtype(dtypes[g]))[::1])
+        else:
+            lst = List()
+        for x in arrays:
+            lst.append(x)
+        out.append(lst)
+    return out
+
+
+def _symbolic(ap, ai, bp, bi, nrows: int, flops: np.ndarray, acc: str) -> np.ndarray:
+    if acc == "dense" and flops.size < 2**31:
+        return K.symbolic_dense(ap, ai, bp, bi, nrows, flops.size)
+    bound, _ = K.column_bounds(flops, nrows)
+    return K.symbolic_hash(ap, ai, bp, bi, bound)
+
+
+def _where(nrows: int, cap: int) -> np.ndarray:
+    """The dense accumulator's row -> output position array (int32 while it fits)."""
+    return np.full(nrows, -1, np.int32 if cap < 2**31 else np.int64)
+
+
+def _outputs(ncols: int, cap: int):
+    """Output arrays for up to ``cap`` nonzeros, allocated by numpy (not numba):
+    numpy asks the kernel for transparent huge pages on large arrays, which
+    makes the first touch of every page (most of a product's cost beyond the
+    arithmetic) several times cheaper. Untouched pages stay unbacked."""
+    return np.empty(ncols + 1, np.int64), np.empty(cap, np.int32), np.empty(cap, np.float64)
+
+
+def _finish(ptr, idx, val, shape, sort: bool) -> CscBlock:
+    nnz = int(ptr[-1])
+    # views of the first nnz entries: the reserved tail was never touched
+    out = CscBlock(ptr, idx[:nnz], val[:nnz], shape, False)
+    return sort_block(out) if sort else out

@@ -71,9 +71,13 @@ def warm_up() -> None:
     from daskhpc.spgemm._block import CscBlock
 
     a = CscBlock.from_scipy(sp.random(8, 8, density=0.5, random_state=0))
-    c = _local.local_multiply(a, a)
-    _local.merge([c, c], sort=True)
-    _local.fused_multiply([a, a], [a, a])
+    for acc in ("dense", "hash"):
+        c = _local.local_multiply(a, a, accumulator=acc)
+        _local.merge([c, c], sort=True, accumulator=acc)
+        _local.fused_multiply([a, a], [a, a], accumulator=acc)
+        _local.local_symbolic(a, a, accumulator=acc)
     _local.topk(c, 2)
     _local.select_columns(c, np.arange(2))
     _consumers._masked_dot(c.ptr, c.idx, c.val, a.ptr, a.idx, a.val, 8)
+    _consumers._count_sum(c.val)
+    _consumers.assemble([(c, np.arange(8), np.arange(8))], (8, 8))

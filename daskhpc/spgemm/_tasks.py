@@ -14,8 +14,9 @@ from dask.sizeof import sizeof
 from daskhpc.spgemm import _local
 from daskhpc.spgemm._block import CscBlock
 
-__all__ = ["send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total",
-           "merge_layer", "fiber_part", "merge_fiber", "consume", "batch_done"]
+__all__ = ["send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total", "fused_layer",
+           "fused_part", "fused_own", "merge_layer", "fiber_part", "merge_fiber", "consume",
+           "batch_done"]
 
 
 @sizeof.register(CscBlock)
@@ -60,6 +61,27 @@ def stage_multiply(a: CscBlock, b: CscBlock) -> CscBlock:
 def fused_layer(sort: bool, nstages: int, *blocks: CscBlock) -> CscBlock:
     """Local-Multiply of every stage and Merge-Layer in one hash pass (``fused``)."""
     return _local.fused_multiply(blocks[:nstages], blocks[nstages:], sort=sort)
+
+
+def fused_part(nstages: int, lo: int, hi: int, after, *blocks: CscBlock) -> CscBlock:
+    """Columns ``lo:hi`` of the fused layer product: one fiber piece, computed directly.
+
+    With ``fused`` and l > 1 a cell computes each piece of its layer product
+    that goes to another layer as its own task (``after``: the previous piece,
+    only to keep them in order), so that AllToAll-Fiber can start at once.
+    """
+    b_cols = [fiber_part(b, lo, hi) for b in blocks[nstages:]]
+    return _local.fused_multiply(blocks[:nstages], b_cols)
+
+
+def fused_own(sort: bool, nstages: int, lo: int, hi: int, nrecv: int, *blocks) -> CscBlock:
+    """Merge-Fiber fused with the multiply of the piece of the layer product that
+    stays (columns ``lo:hi``): the ``nrecv`` pieces other layers sent are summed
+    into the same accumulator."""
+    received = blocks[:nrecv]
+    a_blocks = blocks[nrecv:nrecv + nstages]
+    b_cols = [fiber_part(b, lo, hi) for b in blocks[nrecv + nstages:]]
+    return _local.fused_multiply(a_blocks, b_cols, add=received, sort=sort)
 
 
 def merge_layer(*partials: CscBlock) -> CscBlock:

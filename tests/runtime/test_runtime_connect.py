@@ -23,6 +23,7 @@ def test_public_namespace_is_pinned():
         "calibrate",
         "connect",
         "pinned_graph",
+        "progress",
         "submit_pinned",
         "worker_addresses",
     ]

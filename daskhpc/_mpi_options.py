@@ -1,0 +1,97 @@
+"""Options of ``python -m daskhpc.mpi``, checked on every rank before start-up.
+
+What rank 1 will run (:class:`Job`: a workflow as ``daskhpc run`` runs it, or a
+script), parsed the way the CLI will parse it, so that a typo ends the job
+before any scheduler or worker exists. Only one rank prints the complaint.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+
+__all__ = ["BadOptions", "Job", "env_rank", "quiet_unless", "resolve"]
+
+
+class BadOptions(Exception):
+    """Options that cannot work; the job ends with status 2 before start-up."""
+
+
+class Job:
+    """What rank 1 will run: a workflow (``run_argv`` for the CLI) or a script."""
+
+    def __init__(self, kind: str, target: str, args: list[str]):
+        self.kind, self.target, self.args = kind, target, args
+        self.run_argv = ["run", target, *args] if kind == "workflow" else None
+        self.scheduler_file: str | None = None
+        self.dashboard_address: str | None = None
+
+
+def resolve(opts) -> Job:
+    """The job the launcher's parsed options describe.
+
+    Examples
+    --------
+    >>> from daskhpc.mpi import build_parser
+    >>> job = resolve(build_parser().parse_args(["spgemm", "a.mtx", "--aat"]))
+    >>> job.kind, job.run_argv, job.dashboard_address
+    ('workflow', ['run', 'spgemm', 'a.mtx', '--aat'], ':8787')
+    """
+    from daskhpc import _workflows
+
+    target = opts.target
+    if target in _workflows.available():
+        job = Job("workflow", target, list(opts.args))
+        job.scheduler_file, job.dashboard_address = check_workflow_args(job.run_argv)
+    elif target.endswith(".py"):
+        if not os.path.isfile(target):
+            raise BadOptions(f"{target}: no such script")
+        job = Job("script", target, list(opts.args))
+    else:
+        known = ", ".join(sorted(_workflows.available())) or "none"
+        raise BadOptions(f"{target!r} is neither a workflow ({known}) nor a .py script")
+    # launcher-level options win over the same options given to the workflow
+    job.scheduler_file = opts.scheduler_file or job.scheduler_file
+    job.dashboard_address = opts.dashboard_address or job.dashboard_address or ":8787"
+    return job
+
+
+def check_workflow_args(run_argv: list[str]) -> tuple[str | None, str | None]:
+    """Parse ``daskhpc run ...`` as the CLI will, before any cluster exists."""
+    from daskhpc import cli
+
+    args = cli.build_parser().parse_args(run_argv)  # SystemExit(2) on a bad option
+    if getattr(args, "broken", None):
+        raise BadOptions(args.broken)
+    for opt in ("workers", "scheduler_address"):
+        if getattr(args, opt, None) is not None:
+            raise BadOptions(f"--{opt.replace('_', '-')} does not apply under mpiexec: the "
+                              "workers are the ranks from 2 on")
+    return args.scheduler_file, args.dashboard_address
+
+
+class quiet_unless:
+    """Silence stdout/stderr on ranks that must not repeat rank 0's messages."""
+
+    def __init__(self, loud: bool):
+        self.loud = loud
+
+    def __enter__(self):
+        if not self.loud:
+            self.saved = sys.stdout, sys.stderr
+            sys.stdout = sys.stderr = io.StringIO()
+        return self
+
+    def __exit__(self, *exc):
+        if not self.loud:
+            sys.stdout, sys.stderr = self.saved
+
+
+def env_rank() -> int | None:
+    # The rank before MPI is initialised, from the launcher's environment
+    # (Hydra/MPICH, Open MPI, SLURM srun, PMIx); None when run without one.
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return None

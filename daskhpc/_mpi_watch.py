@@ -1,0 +1,125 @@
+"""Watch an MPI job's Dask cluster and carry its exit status to every rank.
+
+Under ``mpiexec`` there is no fault tolerance: a rank that is gone stays gone,
+and pinned tasks that needed it wait in ``no-worker`` forever (DASK_NOTES).
+So the launcher (:mod:`daskhpc.mpi`) ends the job as soon as a rank is lost,
+rather than letting it hang until the wall-clock limit:
+
+- :class:`JobWatch`, a scheduler plugin on rank 0 (installed by this module's
+  ``dask_setup``, listed in ``distributed.scheduler.preload``), aborts the MPI
+  job with :data:`LOST_RANK` and a message naming the rank when a worker
+  leaves, or when the client rank disconnects, before the client said the job
+  is over.
+- :func:`record_status` is how the client rank tells the scheduler and the
+  workers the job's exit status before it shuts the cluster down; each rank
+  exits with it (:func:`received_status`). A rank whose cluster closed without
+  that word exits with :data:`LOST_RANK`.
+
+We do not use an MPI collective for the exit status: a collective hangs when a
+peer is gone, which is exactly the case it would have to report.
+
+Examples
+--------
+>>> watch = JobWatch(abort=lambda code, msg: print(code, msg))
+>>> watch.closing
+False
+>>> record_status(0)
+>>> received_status()
+0
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+__all__ = ["JobWatch", "LOST_RANK", "NAME", "dask_setup", "received_status", "record_status"]
+
+NAME = "daskhpc-mpi-watch"
+#: Exit status of a job that lost a rank (0 success, 1 failure, 2 bad options).
+LOST_RANK = 3
+#: Seconds between printing why the job ends and aborting it.
+ABORT_GRACE = 0.5
+
+_status: dict[str, int | None] = {"code": None}
+
+
+def _mpi_abort(code: int, message: str) -> None:
+    print(f"daskhpc.mpi: {message}", file=sys.stderr, flush=True)
+    # mpiexec kills every rank as soon as one aborts; give its output forwarding
+    # a moment, or the one line that says why the job ended can be lost.
+    time.sleep(ABORT_GRACE)
+    from mpi4py import MPI
+
+    # Abort, not sys.exit: the other ranks may be blocked in the event loop or
+    # waiting on a task that can never run; mpiexec kills them all.
+    MPI.COMM_WORLD.Abort(code)
+
+
+class JobWatch(SchedulerPlugin):
+    """End the MPI job when a rank leaves the cluster before the job is over.
+
+    Parameters
+    ----------
+    abort : callable, optional
+        ``abort(code, message)``; default prints the message and calls
+        ``MPI.COMM_WORLD.Abort(code)``.
+
+    Examples
+    --------
+    >>> scheduler.add_plugin(JobWatch())                   # doctest: +SKIP
+    >>> client.run_on_scheduler(watch_client, client.id)   # doctest: +SKIP
+    """
+
+    name = NAME
+
+    def __init__(self, abort=None):
+        self.abort = abort or _mpi_abort
+        self.closing = False
+        self.job_client: str | None = None
+        self.names: dict[str, object] = {}
+
+    def add_worker(self, scheduler, worker: str) -> None:
+        # remember the rank now: in remove_worker the WorkerState is gone
+        ws = scheduler.workers.get(worker)
+        self.names[worker] = ws.name if ws is not None else None
+
+    def remove_worker(self, scheduler, worker: str, **kwargs) -> None:
+        if self.closing:
+            return
+        rank = self.names.get(worker)
+        self.abort(LOST_RANK, f"worker rank {rank} ({worker}) left the cluster before the job "
+                              "finished; under mpiexec a lost rank ends the job "
+                              f"(exit status {LOST_RANK})")
+
+    def remove_client(self, scheduler, client: str) -> None:
+        if self.closing or client != self.job_client:
+            return
+        self.abort(LOST_RANK, "the client rank (1) disconnected before the job finished; "
+                              f"ending the job (exit status {LOST_RANK})")
+
+
+def dask_setup(scheduler) -> None:
+    """Preload hook: install :class:`JobWatch` on the scheduler."""
+    scheduler.add_plugin(JobWatch(), idempotent=True)
+
+
+# -- called from the client rank through run_on_scheduler / run -----------------------
+
+def watch_client(client_id: str, dask_scheduler=None) -> None:
+    """Tell the watch which client is the job's (its disconnect ends the job)."""
+    dask_scheduler.plugins[NAME].job_client = client_id
+
+
+def record_status(code: int, dask_scheduler=None, dask_worker=None) -> None:
+    """Store the job's exit status in this process; on the scheduler also stand the watch down."""
+    _status["code"] = int(code)
+    if dask_scheduler is not None and NAME in dask_scheduler.plugins:
+        dask_scheduler.plugins[NAME].closing = True
+
+
+def received_status() -> int | None:
+    """The exit status the client rank sent, or None if it never did."""
+    return _status["code"]

@@ -1,0 +1,62 @@
+"""daskhpc pages in the Dask dashboard.
+
+Served by the scheduler's own dashboard server next to Dask's pages, linked as
+"Daskhpc" in its navigation bar, and the single plots listed under "More..." and
+for the JupyterLab Dask extension:
+
+================================  ========================================================
+``/daskhpc``                      all of the below on one page
+``/individual-daskhpc-comm``      K x K heatmaps of planned bytes and measured bytes so far
+``/individual-daskhpc-load``      per worker: planned share of the work vs compute share
+``/individual-daskhpc-spgemm``    SpGEMM batch admission timeline, memory vs the budget
+``/individual-daskhpc-strata``    SSGD strata timeline: sub-epochs per worker over time
+================================  ========================================================
+
+The pages update every half second from a scheduler plugin
+(:class:`DashboardPlugin`) that workflows feed with :func:`publish`, that counts
+the bytes workers send each other (:class:`TransferCounter`, with the
+heartbeats), and that reads the timelines of the workflows' own scheduler
+plugins. ``daskhpc.connect()`` and ``python -m daskhpc.mpi`` set all of this up;
+for any other scheduler, preload :mod:`daskhpc.dashboard.preload`.
+
+Examples
+--------
+>>> import daskhpc as dh
+>>> from daskhpc import dashboard
+>>> client = dh.connect(n_workers=2)                    # doctest: +SKIP
+>>> client.dashboard_link.replace("status", "daskhpc")  # doctest: +SKIP
+'http://127.0.0.1:8787/daskhpc'
+>>> dashboard.publish(client, "run", name="my run",
+...                   workers=dh.runtime.worker_addresses(client))   # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+from daskhpc.dashboard._install import install, serve
+from daskhpc.dashboard._plugin import PLUGIN_NAME, DashboardPlugin, TransferCounter
+from daskhpc.dashboard._publish import ensure_plugin, plan_matrix, publish
+from daskhpc.dashboard._state import TOPICS, DashboardState
+
+__all__ = [
+    "DashboardPlugin",
+    "DashboardState",
+    "PAGES",
+    "PLUGIN_NAME",
+    "TOPICS",
+    "TransferCounter",
+    "ensure_plugin",
+    "install",
+    "plan_matrix",
+    "publish",
+    "serve",
+]
+
+
+def __getattr__(name: str):
+    # PAGES needs bokeh; importing daskhpc.dashboard (to publish) must not.
+    if name == "PAGES":
+        from daskhpc.dashboard._pages import PAGES
+
+        return PAGES
+    raise AttributeError(f"module 'daskhpc.dashboard' has no attribute {name!r}")

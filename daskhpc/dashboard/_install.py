@@ -1,0 +1,96 @@
+"""Put the daskhpc pages on a scheduler's dashboard server.
+
+Two ways, because schedulers are born in two ways:
+
+- :func:`install` adds the pages to ``distributed.dashboard.scheduler.applications``
+  in this process. A scheduler built afterwards serves them with its own pages,
+  lists the ``/individual-daskhpc-*`` ones under "More..." and for JupyterLab
+  (``/individual-plots.json``). ``connect()`` (before it starts a LocalCluster)
+  and the preload module (imported while the scheduler is being built, under
+  dask-mpi or ``dask scheduler --preload daskhpc.dashboard.preload``) call it.
+- :func:`serve` adds them at run time to a scheduler that is already running
+  without them (a scheduler someone else started, joined by address), as a second
+  Bokeh application on the same HTTP server. Those pages work but are not
+  listed for JupyterLab (that list reads the first Bokeh application only).
+
+Either way :func:`serve` adds a "Daskhpc" link to the navigation bar.
+
+.. warning::
+   The navigation link appends to the list memoised by
+   ``distributed.dashboard.scheduler.template_variables`` (``distributed``
+   2026.8); if that changes, the pages are still served, only the link is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+__all__ = ["install", "serve", "served"]
+
+logger = logging.getLogger(__name__)
+NAV_PAGE = "daskhpc"
+
+
+def install() -> None:
+    """Make every scheduler started later in this process serve the daskhpc pages.
+
+    Idempotent. Must run before the scheduler is built.
+
+    Examples
+    --------
+    >>> from daskhpc.dashboard import install
+    >>> install()
+    >>> from distributed.dashboard.scheduler import applications
+    >>> "/individual-daskhpc-comm" in applications
+    True
+    """
+    try:
+        from distributed.dashboard.scheduler import applications
+
+        from daskhpc.dashboard._pages import PAGES
+    except ImportError as e:   # no bokeh: the scheduler must still start
+        logger.warning("daskhpc dashboard pages unavailable: %s", e)
+        return
+
+    for url, fn in PAGES.items():
+        applications.setdefault(url, fn)
+
+
+def served(scheduler) -> bool:
+    """Does this scheduler's HTTP server already serve the daskhpc pages?"""
+    from bokeh.server.tornado import BokehTornado
+
+    app = getattr(scheduler, "http_application", None)
+    return any(isinstance(a, BokehTornado) and "/daskhpc" in a.app_paths
+               for a in getattr(app, "applications", ()))
+
+
+def serve(scheduler) -> None:
+    """Serve the pages on a running scheduler (if it does not yet) and link them.
+
+    Examples
+    --------
+    >>> serve(dask_scheduler)          # doctest: +SKIP
+    """
+    if getattr(scheduler, "http_application", None) is None:
+        return   # started with dashboard=False
+    from distributed.dashboard.scheduler import template_variables
+
+    variables = template_variables(scheduler)
+    if not served(scheduler):
+        from distributed.dashboard.core import BokehApplication
+        from tornado.ioloop import IOLoop
+
+        from daskhpc.dashboard._pages import PAGES
+
+        # The scheduler does not keep its http_prefix: pages added late live at
+        # the root (the default, and what dask-mpi and LocalCluster use).
+        app = BokehApplication(PAGES, scheduler, prefix="", template_variables=variables)
+        scheduler.http_application.add_application(app)
+        app.initialize(IOLoop.current())
+        app.start()
+    try:
+        if NAV_PAGE not in variables["pages"]:
+            variables["pages"].append(NAV_PAGE)
+    except (KeyError, TypeError, AttributeError):   # internals changed: no link, pages still there
+        logger.debug("could not add the daskhpc link to the dashboard navigation")

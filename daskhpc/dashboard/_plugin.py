@@ -1,0 +1,188 @@
+"""The scheduler plugin behind the daskhpc pages, and its worker-side partner.
+
+:class:`DashboardPlugin` keeps a :class:`~daskhpc.dashboard._state.DashboardState`
+on the scheduler and fills it from four places:
+
+- what workflows publish (:func:`daskhpc.dashboard.publish`, through
+  ``client.run_on_scheduler``);
+- the bytes each worker sent to each other worker, counted on the workers by
+  :class:`TransferCounter` and carried to the scheduler with every heartbeat
+  (``Worker.metrics``; DASK_NOTES, "Measuring bytes");
+- compute time per worker, from the ``processing -> memory`` transitions;
+- every :data:`SAMPLE_MS`, the workers' process memory and the timelines of
+  other scheduler plugins that follow one of the two documented interfaces:
+
+  *strata timeline*: a plugin attribute ``timeline`` that is a **list** of dict
+  rows with ``worker`` (address), ``start``, ``stop`` (``time.time()`` seconds;
+  ``stop`` None while running) and the sub-step as ``substep`` (or ``subepoch``),
+  optionally ``task`` or ``key``, ``run``, ``epoch``, ``messages``, ``bytes``
+  (SSGD's stratum-order plugin records such rows). Sampling can miss the last
+  rows of a run the plugin forgets right away: a workflow should also publish
+  its final rows (topic ``strata``);
+
+  *batch timeline*: a plugin with a ``policies`` dict of runs and a method
+  ``timeline(run)`` returning ``{"window", "batches": [{"batch", "admitted",
+  "started", "finished", "consumed"}], "violations"}`` (SpGEMM's batch admission).
+
+On ``start`` it also installs :class:`TransferCounter` on every worker, present
+and future, and serves the pages if the scheduler was started without them.
+
+.. warning::
+   Reads ``Worker.transfer_outgoing_log`` (fields ``who`` and ``compressed``),
+   ``WorkerState.metrics`` and ``WorkerState.memory`` of ``distributed`` 2026.8.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
+
+from daskhpc.dashboard._state import DashboardState
+
+__all__ = ["DashboardPlugin", "TransferCounter", "PLUGIN_NAME", "SENT_METRIC"]
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_NAME = "daskhpc-dashboard"
+#: Key of the per-destination sent-bytes dict in a worker's heartbeat metrics.
+SENT_METRIC = "daskhpc-sent"
+#: Short runs (a few hundred ms per epoch) must still be caught while they run.
+SAMPLE_MS = 200
+
+
+class TransferCounter(WorkerPlugin):
+    """Count the bytes this worker sent to each other worker, for the heartbeat.
+
+    Every ``get_data`` reply a worker sends is one entry of its
+    ``transfer_outgoing_log``; entries with ``who`` set went to a worker (the
+    client's gathers have ``who=None``). Each heartbeat, the new entries are
+    added to running totals, so nothing is lost when the deque wraps between
+    two heartbeats less often than it holds entries.
+
+    Examples
+    --------
+    >>> client.register_plugin(TransferCounter())                  # doctest: +SKIP
+    >>> client.run(lambda dask_worker: dask_worker.metrics[SENT_METRIC](dask_worker))
+    ... # doctest: +SKIP
+    {'tcp://127.0.0.1:40181': {'tcp://127.0.0.1:43911': 1048867}, ...}
+    """
+
+    name = "daskhpc-transfer-counter"
+    idempotent = True
+
+    def setup(self, worker) -> None:
+        self._last = None
+        self._sent: dict[str, int] = {}
+        worker.metrics[SENT_METRIC] = self.sample
+
+    def teardown(self, worker) -> None:
+        worker.metrics.pop(SENT_METRIC, None)
+
+    def sample(self, worker) -> dict[str, int]:
+        """Cumulative wire bytes sent per receiving worker."""
+        log = worker.transfer_outgoing_log
+        new = []
+        for entry in reversed(log):   # newest first, back to the last one counted
+            if entry is self._last:
+                break
+            new.append(entry)
+        for entry in new:
+            who = entry.get("who")
+            if who:
+                self._sent[who] = self._sent.get(who, 0) + int(entry.get("compressed") or 0)
+        if log:
+            self._last = log[-1]
+        return dict(self._sent)
+
+
+class DashboardPlugin(SchedulerPlugin):
+    """Hold what the daskhpc pages show; see the module docstring for the sources.
+
+    Examples
+    --------
+    >>> client.register_plugin(DashboardPlugin())             # doctest: +SKIP
+    >>> publish(client, "run", name="demo", workers=workers)  # doctest: +SKIP
+    """
+
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self):
+        self.state = DashboardState()
+        self.scheduler = None
+        self._sampler = None
+        self._seen_lists: dict[str, tuple[int, int]] = {}
+
+    async def start(self, scheduler) -> None:
+        from distributed.protocol.pickle import dumps
+        from tornado.ioloop import PeriodicCallback
+
+        self.scheduler = scheduler
+        await scheduler.register_worker_plugin(
+            None, dumps(TransferCounter()), name=TransferCounter.name, idempotent=True)
+        try:
+            from daskhpc.dashboard._install import serve
+
+            serve(scheduler)
+        except ImportError as e:   # bokeh missing: the data is still collected
+            logger.warning("daskhpc dashboard pages unavailable: %s", e)
+        self._sampler = PeriodicCallback(self.sample, SAMPLE_MS)
+        self._sampler.start()
+
+    async def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.stop()
+
+    # -- called through client.run_on_scheduler ------------------------------------------
+    def publish(self, topic: str, data: dict, sent: dict | None = None) -> None:
+        """Store a workflow's data (see :data:`~daskhpc.dashboard.TOPICS`).
+
+        ``sent``, for ``run``: the workers' byte counters right now (default: as
+        of their last heartbeats).
+        """
+        if topic == "run" and sent is None:
+            sent = self.sent()
+        self.state.publish(topic, data, sent=sent if topic == "run" else None)
+
+    # -- read by the pages ---------------------------------------------------------------
+    def sent(self) -> dict[str, dict[str, int]]:
+        """``{src: {dst: cumulative bytes}}`` from the workers' last heartbeats."""
+        if self.scheduler is None:
+            return {}
+        return {addr: dict(ws.metrics.get(SENT_METRIC) or {})
+                for addr, ws in self.scheduler.workers.items()}
+
+    # -- scheduler hooks -----------------------------------------------------------------
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if start != "processing" or finish != "memory":
+            return
+        worker = kwargs.get("worker")
+        spans = kwargs.get("startstops") or ()
+        seconds = sum(s["stop"] - s["start"] for s in spans if s.get("action") == "compute")
+        if worker:
+            self.state.record_task(worker, seconds)
+
+    def sample(self) -> None:
+        """Memory peaks and other plugins' timelines (every :data:`SAMPLE_MS`)."""
+        s = self.scheduler
+        try:
+            for addr, ws in s.workers.items():
+                self.state.record_memory(addr, ws.memory.process)
+            for name, plugin in list(s.plugins.items()):
+                if plugin is not self:
+                    self._read_timeline(name, plugin)
+        except Exception:  # noqa: BLE001 - a sampler must never take the scheduler down
+            logger.exception("daskhpc dashboard sampler failed")
+
+    def _read_timeline(self, name: str, plugin) -> None:
+        tl = getattr(plugin, "timeline", None)
+        if isinstance(tl, list):
+            # strata-timeline interface; skip the merge when nothing was appended
+            mark = (id(tl), len(tl))
+            if tl and self._seen_lists.get(name) != mark:
+                self.state.merge_rows(name, tl)
+                self._seen_lists[name] = mark
+        elif callable(tl) and isinstance(getattr(plugin, "policies", None), dict):
+            for run in list(plugin.policies):
+                self.state.merge_batches(str(run), tl(run))

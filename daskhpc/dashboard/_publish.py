@@ -1,0 +1,148 @@
+"""Client side: send a workflow's numbers to the dashboard pages.
+
+Workflows call :func:`publish` at a few points of a run (it starts, its plan is
+known, it finished); each call is one ``run_on_scheduler`` round trip that
+stores the data in the scheduler's :class:`~daskhpc.dashboard.DashboardPlugin`,
+registering the plugin first if the scheduler has none. Publishing never fails
+a run: if the scheduler cannot take it, a warning is logged and the run goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from daskhpc.dashboard._plugin import PLUGIN_NAME, SENT_METRIC, DashboardPlugin
+from daskhpc.dashboard._state import TOPICS
+
+__all__ = ["publish", "ensure_plugin", "plan_matrix"]
+
+logger = logging.getLogger(__name__)
+
+
+def publish(client, topic: str, **data) -> bool:
+    """Show ``data`` on the daskhpc dashboard pages under ``topic``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    topic : str
+        ``run`` (a run starts: ``name``, ``workflow``, ``workers``; the measured
+        matrix and compute times count from here), ``plan`` (``matrix``: K x K
+        planned bytes, ``workers``: their order), ``load`` (``planned``:
+        ``{worker: amount}``, ``unit``), ``memory`` (``budget`` bytes per worker,
+        ``baseline``/``peak``: ``{worker: RSS bytes}``), ``batches`` (``run``,
+        ``timeline``), ``strata`` (``rows``). See :data:`TOPICS`.
+    **data
+        The topic's fields; numpy arrays and scalars are converted.
+
+    Returns
+    -------
+    bool
+        Whether the scheduler stored it.
+
+    Examples
+    --------
+    >>> from daskhpc.dashboard import publish, plan_matrix
+    >>> workers = worker_addresses(client)                                  # doctest: +SKIP
+    >>> publish(client, "run", name="ssgd 3 parts", workflow="ssgd", workers=workers)
+    ... # doctest: +SKIP
+    True
+    >>> publish(client, "plan", matrix=plan_matrix(plan, owner), workers=workers)
+    ... # doctest: +SKIP
+    True
+    """
+    if topic not in TOPICS:
+        raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
+    try:
+        # A run's zero is read from the workers themselves: the heartbeats may not
+        # yet carry the bytes of whatever ran just before.
+        baseline = client.run(_sent_now) if topic == "run" else None
+        return bool(client.run_on_scheduler(_store, topic, _plain(data), baseline))
+    except Exception as e:  # noqa: BLE001 - the dashboard must never fail a run
+        logger.warning("daskhpc dashboard: could not publish %r: %s", topic, e)
+        return False
+
+
+def ensure_plugin(client) -> None:
+    """Register the dashboard plugin on the client's scheduler unless it has one.
+
+    Examples
+    --------
+    >>> ensure_plugin(client)                                    # doctest: +SKIP
+    """
+    client.run_on_scheduler(_ensure)
+
+
+def plan_matrix(plan, owner, nworkers: int | None = None,
+                dedupe_phase_src: bool = False) -> np.ndarray:
+    """Planned bytes between workers, from a part-level :class:`~daskhpc.comm.Plan`.
+
+    Parameters
+    ----------
+    plan : daskhpc.comm.Plan
+        Messages between parts (``src``, ``dst``, ``volume`` in units).
+    owner : array of int
+        ``owner[part]`` = index of the worker that holds the part.
+    nworkers : int, optional
+        Size of the result; default ``max(owner) + 1``.
+    dedupe_phase_src : bool
+        Count a part's message once per (phase, receiving worker): a Dask worker
+        fetches a key once however many of its parts need it (broadcasts).
+
+    Returns
+    -------
+    numpy.ndarray, shape (nworkers, nworkers)
+        Bytes from row worker to column worker; messages between parts on the
+        same worker cost nothing and are left out.
+
+    Examples
+    --------
+    >>> from daskhpc.comm import Plan
+    >>> p = Plan.from_messages(3, [(0, 0, 1, [4, 5]), (0, 2, 1, [6])], word_bytes=8)
+    >>> plan_matrix(p, owner=[0, 1, 1]).tolist()        # part 2 lives with part 1
+    [[0.0, 16.0], [0.0, 0.0]]
+    """
+    owner = np.asarray(owner, dtype=np.int64)
+    k = int(nworkers if nworkers is not None else owner.max() + 1)
+    sw, dw = owner[plan.src], owner[plan.dst]
+    sel = np.flatnonzero(sw != dw)
+    if dedupe_phase_src and sel.size:
+        keys = np.stack([plan.phase[sel], plan.src[sel], dw[sel]], axis=1)
+        _, first = np.unique(keys, axis=0, return_index=True)
+        sel = sel[np.sort(first)]
+    out = np.zeros((k, k))
+    np.add.at(out, (sw[sel], dw[sel]), plan.volume[sel].astype(np.float64) * plan.unit_bytes)
+    return out
+
+
+# -- on the scheduler (through run_on_scheduler) ---------------------------------------
+
+async def _ensure(dask_scheduler=None) -> None:
+    if PLUGIN_NAME not in dask_scheduler.plugins:
+        await dask_scheduler.register_scheduler_plugin(DashboardPlugin(), idempotent=True)
+
+
+async def _store(topic: str, data: dict, baseline=None, dask_scheduler=None) -> bool:
+    await _ensure(dask_scheduler=dask_scheduler)
+    dask_scheduler.plugins[PLUGIN_NAME].publish(topic, data, sent=baseline)
+    return True
+
+
+def _sent_now(dask_worker=None) -> dict:
+    # the worker's cumulative sent bytes per receiver, counted up to this moment
+    sample = dask_worker.metrics.get(SENT_METRIC)
+    return sample(dask_worker) if sample is not None else {}
+
+
+def _plain(obj):
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj

@@ -1,0 +1,244 @@
+"""What the daskhpc dashboard pages show, as a plain object (no Dask, no Bokeh).
+
+The scheduler plugin (:mod:`daskhpc.dashboard._plugin`) feeds it: what the
+workflows published, the bytes every worker has sent to every other worker
+(streamed with the workers' heartbeats), compute time per worker, memory
+samples, and timelines copied from the workflows' scheduler plugins. The pages
+(:mod:`daskhpc.dashboard._pages`) only read it. Keeping it free of Dask makes
+the arithmetic testable without a cluster, like the batch and stratum policies.
+
+Examples
+--------
+>>> st = DashboardState()
+>>> st.publish("run", {"name": "demo", "workers": ["a", "b"]}, now=0.0,
+...            sent={"a": {"b": 100}})
+>>> st.publish("plan", {"matrix": [[0, 40], [10, 0]], "workers": ["a", "b"]})
+>>> workers, m = st.measured_matrix({"a": {"b": 160}, "b": {"a": 10}})
+>>> workers, m.tolist()
+(['a', 'b'], [[0, 60], [10, 0]])
+>>> st.planned_matrix()[1].tolist()
+[[0, 40], [10, 0]]
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DashboardState", "TOPICS"]
+
+#: Topics a workflow may publish, with the fields each one takes.
+TOPICS: dict[str, str] = {
+    "run": "name, workflow, workers: a run starts (measured counters start from zero)",
+    "plan": "matrix (K x K planned bytes, src row, dst column), workers (row order), unit",
+    "load": "planned ({worker: amount}), unit (what the amount counts: flops, nnz, rows)",
+    "memory": "budget (bytes per worker), baseline ({worker: RSS before}), peak ({worker: RSS})",
+    "batches": "run, timeline (the batch-admission timeline: window, batches, violations)",
+    "strata": "rows (strata-timeline rows: task, worker, substep, start, stop)",
+}
+
+#: Fields a topic cannot do without.
+REQUIRED: dict[str, tuple[str, ...]] = {"plan": ("matrix", "workers"), "load": ("planned",),
+                                        "batches": ("run", "timeline"), "strata": ("rows",)}
+
+#: Timeline rows kept per source; older rows are dropped first.
+MAX_ROWS = 20_000
+
+
+class DashboardState:
+    """The data behind the daskhpc pages, kept on the scheduler.
+
+    Attributes
+    ----------
+    run : dict
+        The current run: ``name``, ``workflow``, ``workers``, ``started``.
+    topics : dict
+        The last value published under each topic of :data:`TOPICS`.
+    busy : dict
+        ``{worker: seconds}`` of task compute time since the run started.
+    tasks_done : dict
+        ``{worker: count}`` of tasks finished since the run started.
+    memory_peak : dict
+        ``{worker: bytes}``, the largest process memory seen since the run started.
+    batches : dict
+        ``{run: timeline}``: batch-admission timelines, live or final.
+    strata : dict
+        ``{row id: row}``: strata-timeline rows from every source (a plugin read
+        live, or rows a workflow published), one copy per ``(run, key or task)``.
+    updated : float
+        Time of the last change, for pages to skip redrawing.
+    """
+
+    def __init__(self):
+        self.run: dict[str, Any] = {}
+        self.topics: dict[str, dict] = {}
+        self._baseline: dict[str, dict[str, int]] = {}
+        self.busy: dict[str, float] = {}
+        self.tasks_done: dict[str, int] = {}
+        self.memory_peak: dict[str, int] = {}
+        self.batches: dict[str, dict] = {}
+        self.batches_seen: dict[str, float] = {}
+        self.strata: dict[tuple, dict] = {}
+        self.updated = 0.0
+
+    # -- input ---------------------------------------------------------------------------
+    def publish(self, topic: str, data: dict, *, now: float | None = None,
+                sent: dict[str, dict[str, int]] | None = None) -> None:
+        """Store what a workflow published.
+
+        Parameters
+        ----------
+        topic : str
+            One of :data:`TOPICS`.
+        data : dict
+            The topic's fields.
+        now : float, optional
+            Scheduler time (for ``run``).
+        sent : dict, optional
+            For ``run``: the workers' cumulative sent bytes now, the zero of the
+            measured matrix.
+        """
+        if topic not in TOPICS:
+            raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
+        missing = [f for f in REQUIRED.get(topic, ()) if f not in data]
+        if missing:
+            raise ValueError(f"dashboard topic {topic!r} needs {', '.join(missing)}")
+        if topic == "plan" and np.shape(data["matrix"]) != (len(data["workers"]),) * 2:
+            raise ValueError(f"plan matrix of shape {np.shape(data['matrix'])} for "
+                             f"{len(data['workers'])} workers")
+        now = time.time() if now is None else now
+        if topic == "run":
+            # a new run: what earlier runs planned, measured or timed no longer applies
+            self.run = {**data, "started": now}
+            self._baseline = {w: dict(d) for w, d in (sent or {}).items()}
+            self.topics = {}
+            self.busy, self.tasks_done, self.memory_peak = {}, {}, {}
+            # strata rows stay: they carry their own run id (see strata_rows)
+            self.batches, self.batches_seen = {}, {}
+        elif topic == "batches":
+            self.batches[str(data["run"])] = data["timeline"]
+        elif topic == "strata":
+            self.merge_rows("published", data["rows"])
+        self.topics[topic] = dict(data)
+        self.updated = now
+
+    def record_task(self, worker: str, seconds: float) -> None:
+        """A task finished on ``worker`` after ``seconds`` of compute."""
+        self.busy[worker] = self.busy.get(worker, 0.0) + float(seconds)
+        self.tasks_done[worker] = self.tasks_done.get(worker, 0) + 1
+
+    def record_memory(self, worker: str, process_bytes: int | None) -> None:
+        """A sample of a worker's process memory (RSS)."""
+        if process_bytes is not None and process_bytes > self.memory_peak.get(worker, -1):
+            self.memory_peak[worker] = int(process_bytes)
+
+    def merge_rows(self, source: str, rows) -> bool:
+        """Merge timeline rows read from ``source``; returns True if anything changed.
+
+        Rows are identified by ``(run, key or task)``; a row seen again replaces
+        the old copy (a running step gets its ``stop``). Sources may forget rows
+        once their run is fetched: rows already seen are kept, so the page still
+        shows the finished run.
+        """
+        have = self.strata
+        changed = False
+        for r in rows:
+            rid = _row_id(r)
+            if have.get(rid) != r:
+                have[rid] = dict(r)
+                changed = True
+        while len(have) > MAX_ROWS:
+            del have[next(iter(have))]
+        if changed:
+            self.updated = time.time()
+        return changed
+
+    def strata_rows(self) -> list[dict]:
+        """The strata-timeline rows of the latest run (the run of the row that started
+        last), all sources together."""
+        rows = list(self.strata.values())
+        started = [r for r in rows if r.get("start") is not None]
+        if not started:
+            return rows
+        latest = max(started, key=lambda r: r["start"]).get("run")
+        return [r for r in rows if r.get("run") == latest]
+
+    def merge_batches(self, run: str, timeline: dict, now: float | None = None) -> None:
+        """The live batch-admission timeline of ``run``, read at ``now``."""
+        now = time.time() if now is None else now
+        self.batches_seen[run] = now
+        if self.batches.get(run) != timeline:
+            self.batches[run] = timeline
+            self.updated = now
+
+    def batches_clock(self, run: str, now: float, stale: float = 2.0) -> float:
+        """The time up to which unfinished batches of ``run`` are drawn: now while
+        its plugin still reports it, else when it was last seen (a run that was
+        dropped without its final timeline must not grow forever)."""
+        seen = self.batches_seen.get(run)
+        return now if seen is None or now - seen < stale else seen
+
+    # -- output --------------------------------------------------------------------------
+    def workers(self, extra=()) -> list[str]:
+        """Row order of the matrices: the run's workers, then the plan's, then others."""
+        order: list[str] = []
+        for group in (self.run.get("workers", ()), self.topics.get("plan", {}).get("workers", ()),
+                      sorted(extra)):
+            order.extend(w for w in group if w not in order)
+        return order
+
+    def planned_matrix(self) -> tuple[list[str], np.ndarray | None]:
+        """``(workers, K x K)`` planned bytes, in :meth:`workers` order (None if no plan)."""
+        plan = self.topics.get("plan")
+        if not plan:
+            return self.workers(), None
+        order = self.workers()
+        index = {w: i for i, w in enumerate(order)}
+        src = np.asarray(plan["matrix"], dtype=np.float64)
+        out = np.zeros((len(order), len(order)))
+        pos = [index[w] for w in plan["workers"]]
+        out[np.ix_(pos, pos)] = src
+        return order, out
+
+    def measured_matrix(self, sent: dict[str, dict[str, int]]) -> tuple[list[str], np.ndarray]:
+        """``(workers, K x K)`` bytes sent since the run started (src row, dst column).
+
+        Parameters
+        ----------
+        sent : dict
+            ``{src: {dst: cumulative bytes}}`` as the workers report them now.
+        """
+        peers = set(sent) | {d for row in sent.values() for d in row}
+        order = self.workers(peers)
+        index = {w: i for i, w in enumerate(order)}
+        out = np.zeros((len(order), len(order)))
+        for src, row in sent.items():
+            base = self._baseline.get(src, {})
+            for dst, total in row.items():
+                if dst in index and dst != src:
+                    out[index[src], index[dst]] = max(0, total - base.get(dst, 0))
+        return order, out
+
+    def load(self, workers: list[str]) -> dict[str, list]:
+        """Per worker: planned amount, its share, compute seconds, their share, tasks."""
+        planned = self.topics.get("load", {}).get("planned", {})
+        p = np.array([float(planned.get(w, 0)) for w in workers])
+        b = np.array([self.busy.get(w, 0.0) for w in workers])
+        return {"worker": list(workers), "planned": p.tolist(),
+                "planned_share": _share(p).tolist(), "busy": b.tolist(),
+                "busy_share": _share(b).tolist(),
+                "tasks": [self.tasks_done.get(w, 0) for w in workers]}
+
+
+def _share(x: np.ndarray) -> np.ndarray:
+    total = x.sum()
+    return x / total if total > 0 else np.zeros_like(x)
+
+
+def _row_id(row: dict) -> tuple:
+    key = row.get("key", row.get("task"))
+    if isinstance(key, list):   # a tuple key that travelled through msgpack
+        key = tuple(key)
+    return (str(row.get("run")), str(key))

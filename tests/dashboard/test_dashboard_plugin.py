@@ -1,0 +1,77 @@
+"""The dashboard plugin on a real cluster: measured bytes, publishing, late serving."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from daskhpc import dashboard
+from daskhpc.runtime import TransferLedger, submit_pinned, worker_addresses
+
+
+def _state(dask_scheduler):
+    plugin = dask_scheduler.plugins[dashboard.PLUGIN_NAME]
+    workers, m = plugin.state.measured_matrix(plugin.sent())
+    return {"workers": workers, "measured": m.tolist(), "busy": dict(plugin.state.busy),
+            "run": dict(plugin.state.run), "plugins": sorted(dask_scheduler.plugins)}
+
+
+def test_measured_matrix_equals_the_transfer_ledger(dash_client):
+    client = dash_client
+    w0, w1 = worker_addresses(client)
+    assert dashboard.publish(client, "run", name="ledger check", workers=[w0, w1])
+    tasks = {"x": (np.ones, 100_000), "y": (np.add, "x", 1), "z": (np.add, "y", "x"),
+             "t": (np.sum, "z")}
+    where = {"x": w0, "y": w1, "z": w0, "t": w1}
+    with TransferLedger(client) as ledger:
+        client.gather(submit_pinned(client, tasks, where, ["t"]))
+    workers, expected = ledger.matrix("bytes")
+    assert workers == [w0, w1] and expected[0, 1] > 800_000 and expected[1, 0] > 800_000
+    deadline = time.monotonic() + 10   # the counts come with the next heartbeats
+    while time.monotonic() < deadline:
+        got = client.run_on_scheduler(_state)
+        if np.array_equal(got["measured"], expected):
+            break
+        time.sleep(0.1)
+    assert got["workers"] == [w0, w1]
+    assert got["measured"] == expected.tolist()
+    assert set(got["busy"]) == {w0, w1}          # compute time per worker since the run
+    assert got["run"]["name"] == "ledger check"
+
+
+def test_publish_registers_the_plugin_and_serve_adds_pages_late():
+    # A scheduler built without the daskhpc pages (as one started elsewhere would be):
+    # publishing installs the plugin, whose start() serves the pages at run time.
+    from distributed.dashboard.scheduler import applications
+
+    ours = {url: applications.pop(url) for url in list(applications) if "daskhpc" in url}
+    try:
+        cluster = LocalCluster(n_workers=1, processes=False, protocol="tcp", host="127.0.0.1",
+                               dashboard_address="127.0.0.1:0")
+    finally:
+        applications.update(ours)
+    with cluster, Client(cluster) as client:
+        base = client.dashboard_link.rsplit("/", 1)[0]
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(base + "/individual-daskhpc-comm", timeout=10)
+        assert dashboard.publish(client, "run", name="late", workers=worker_addresses(client))
+        assert dashboard.PLUGIN_NAME in client.run_on_scheduler(_state)["plugins"]
+        with urllib.request.urlopen(base + "/individual-daskhpc-comm", timeout=10) as r:
+            assert r.status == 200 and b"bokeh" in r.read().lower()
+        with urllib.request.urlopen(base + "/status", timeout=10) as r:
+            assert b'href="daskhpc"' in r.read()      # linked in the navigation bar
+        # the worker-side counter was installed with the plugin
+        assert client.run(lambda dask_worker: "daskhpc-sent" in dask_worker.metrics)
+
+
+def test_publish_never_fails_a_run(dash_client, caplog):
+    with pytest.raises(ValueError, match="unknown dashboard topic"):
+        dashboard.publish(dash_client, "nope")
+    # a value the scheduler cannot take is logged, not raised
+    assert dashboard.publish(dash_client, "plan", matrix=[[0]]) is False
+    assert "could not publish 'plan'" in caplog.text

@@ -1,0 +1,225 @@
+"""``python -m daskhpc.mpi`` under a real ``mpiexec -n 5`` (the mpich wheel's).
+
+Every registered workflow runs on bundled data with the arguments its CLI module
+gives in ``MPI_TEST_ARGS`` (a list, or a callable returning one: the arguments
+after the workflow name, for 3 workers, a few seconds); failures, lost ranks and
+bad options must end every rank quickly with the documented exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from daskhpc import _workflows, datasets
+
+MPIEXEC = os.path.join(sys.prefix, "bin", "mpiexec")
+RANKS = 5
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(MPIEXEC), reason=f"no mpiexec at {MPIEXEC} (pip install '.[mpi]')")
+
+# Workflows whose CLI module does not (yet) define MPI_TEST_ARGS.
+FALLBACK_ARGS = {
+    "spgemm": lambda: [datasets.path("ratings"), "--aat", "--grid", "1x1x3", "--batches", "3",
+                       "--consume", "count", "--check-serial"],
+}
+
+
+def mpirun(*args, n: int = RANKS, env: dict | None = None, timeout: float = 120):
+    """Run the launcher under mpiexec; returns (CompletedProcess, seconds)."""
+    # the loopback interface: the scheduler, workers and dashboard stay on this machine
+    cmd = [MPIEXEC, "-n", str(n), sys.executable, "-m", "daskhpc.mpi", "--interface", "lo", *args]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    return proc, time.monotonic() - t0
+
+
+def workflow_args(name: str):
+    mod = _workflows.load(name)
+    args = getattr(mod, "MPI_TEST_ARGS", None) or FALLBACK_ARGS.get(name)
+    if args is None:
+        pytest.skip(f"workflow {name!r} has no MPI_TEST_ARGS")
+    return list(args() if callable(args) else args)
+
+
+@pytest.mark.parametrize("name", sorted(_workflows.available()))
+def test_workflow_runs_under_mpiexec(name, tmp_path):
+    out = tmp_path / "report.json"
+    proc, seconds = mpirun("--dashboard-address", "127.0.0.1:0", name, *workflow_args(name),
+                           "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr
+    assert "dashboard: http://" in proc.stderr       # printed before the work starts
+    report = json.loads(out.read_text())
+    assert report["workflow"] == name
+    assert report["mpi"] == {"ranks": RANKS, "scheduler_rank": 0, "client_rank": 1,
+                             "workers": RANKS - 2}
+    assert report.get("workers", RANKS - 2) == RANKS - 2
+    assert report["command"].startswith("python -m daskhpc.mpi")
+    if "serial_check" in report:
+        assert report["serial_check"]["identical"] is True, report["serial_check"]
+    print(f"{name}: mpiexec -n {RANKS} took {seconds:.1f} s")
+
+
+SCRIPT = textwrap.dedent("""
+    import json, sys, urllib.request
+    import dask
+    import daskhpc as dh
+    from daskhpc.runtime import worker_addresses
+
+    client = dh.connect()                       # joins the job's scheduler
+    key = "daskhpc.partitioner.default"
+    def sched(dask_scheduler):
+        amm = dask_scheduler.extensions.get("amm")
+        return {"config": dask.config.get(key), "stealing": "stealing" in dask_scheduler.extensions,
+                "amm": bool(amm and amm.running), "plugins": sorted(dask_scheduler.plugins)}
+    def worker(dask_worker):
+        return {"config": dask.config.get(key),
+                "log_length": dask_worker.transfer_outgoing_log.maxlen,
+                "metrics": sorted(dask_worker.metrics)}
+    base = client.dashboard_link.rsplit("/", 1)[0]
+    page = urllib.request.urlopen(base + "/individual-daskhpc-comm", timeout=10)
+    with open(sys.argv[1]) as f:
+        scheduler_file = json.load(f)
+    out = {"argv": sys.argv[1:], "workers": len(worker_addresses(client)),
+           "client": dask.config.get(key), "scheduler": client.run_on_scheduler(sched),
+           "workers_seen": list(client.run(worker).values()), "page": page.status,
+           "scheduler_file": scheduler_file["address"] == client.scheduler.address,
+           "dashboard": client.dashboard_link}
+    with open(sys.argv[2], "w") as f:
+        json.dump(out, f)
+""")
+
+
+def test_script_sees_cluster_config_and_settings(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(SCRIPT)
+    sched_file, out = tmp_path / "scheduler.json", tmp_path / "probe.json"
+    proc, _ = mpirun("--scheduler-file", str(sched_file), "--dashboard-address", "127.0.0.1:0",
+                     str(script), str(sched_file), str(out),
+                     env={"DASK_DASKHPC__PARTITIONER__DEFAULT": "random"})
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    got = json.loads(out.read_text())
+    assert got["workers"] == RANKS - 2
+    assert got["argv"] == [str(sched_file), str(out)]
+    # daskhpc settings from the environment reach every rank
+    assert got["client"] == got["scheduler"]["config"] == "random"
+    assert [w["config"] for w in got["workers_seen"]] == ["random"] * (RANKS - 2)
+    # the cluster config connect() gives a LocalCluster, on every rank
+    assert got["scheduler"]["stealing"] is False and got["scheduler"]["amm"] is False
+    assert {w["log_length"] for w in got["workers_seen"]} == {100_000}
+    # dashboard pages and their data plugin, the rank watch, the byte counters
+    assert {"daskhpc-dashboard", "daskhpc-mpi-watch"} <= set(got["scheduler"]["plugins"])
+    assert all("daskhpc-sent" in w["metrics"] for w in got["workers_seen"])
+    assert got["page"] == 200 and got["dashboard"].startswith("http://127.0.0.1:")
+    assert got["scheduler_file"] is True
+    assert not sched_file.exists()   # removed when the job ends
+
+
+def test_workflow_failure_ends_every_rank_quickly(tmp_path):
+    # the consumer fails on the workers: the error comes back, every rank exits
+    proc, seconds = mpirun("spgemm", datasets.path("ratings"), "--aat", "--grid", "1x1x3",
+                           "--consume", "write:/proc/daskhpc-no-such-dir")
+    assert proc.returncode == 2, proc.stderr
+    assert "daskhpc: error:" in proc.stderr and "no-such-dir" in proc.stderr
+    assert seconds < 60
+
+
+def test_script_error_is_status_1_with_its_traceback(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("import daskhpc as dh\nclient = dh.connect()\nraise ValueError('boom')\n")
+    proc, seconds = mpirun(str(script))
+    assert proc.returncode == 1
+    assert "ValueError: boom" in proc.stderr
+    assert seconds < 60
+
+
+def test_bad_options_exit_2_before_start_up():
+    proc, seconds = mpirun("spgemm", "x.mtx", "--no-such-option")
+    assert proc.returncode == 2
+    assert proc.stderr.count("unrecognized arguments: --no-such-option") == 1   # rank 0 only
+    proc, _ = mpirun("spgemm", "x.mtx", "--workers", "3")
+    assert proc.returncode == 2 and "--workers does not apply under mpiexec" in proc.stderr
+    proc, _ = mpirun("no-such-workflow")
+    assert proc.returncode == 2 and "neither a workflow" in proc.stderr
+    proc, _ = mpirun(datasets.path("ratings"))     # a data file is not a script
+    assert proc.returncode == 2 and "nor a .py script" in proc.stderr
+    proc, _ = mpirun("spgemm", "x.mtx", n=2)
+    assert proc.returncode == 2 and "needs at least 3 MPI ranks" in proc.stderr
+
+
+LOSE_A_WORKER = textwrap.dedent("""
+    import os, signal, sys
+    import daskhpc as dh
+    from daskhpc.runtime import worker_addresses
+
+    client = dh.connect()
+    last = worker_addresses(client)[-1]
+    if sys.argv[1] == "kill":         # the rank dies (OOM killer, node failure)
+        pid = client.run(os.getpid, workers=[last])[last]
+        os.kill(pid, signal.SIGKILL)
+    else:                             # the worker leaves, its process lives on
+        client.run(lambda dask_worker: dask_worker.loop.add_callback(dask_worker.close),
+                   workers=[last])
+    # a task pinned to the lost worker would wait forever
+    print(client.submit(sum, [1, 2], workers=[last], allow_other_workers=False).result())
+""")
+
+
+def test_killed_worker_rank_ends_the_job(tmp_path):
+    script = tmp_path / "lose.py"
+    script.write_text(LOSE_A_WORKER)
+    proc, seconds = mpirun("--timeout", "100", str(script), "kill")
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    # ours, if the scheduler rank got there first, and mpiexec's own
+    assert "left the cluster" in out or "BAD TERMINATION" in out, out
+    assert seconds < 60
+
+
+def test_worker_leaving_ends_the_job_with_status_3(tmp_path):
+    script = tmp_path / "lose.py"
+    script.write_text(LOSE_A_WORKER)
+    proc, seconds = mpirun("--timeout", "100", str(script), "leave")
+    assert proc.returncode == 3, proc.stderr
+    assert f"worker rank {RANKS - 1} (tcp://127.0.0.1:" in proc.stderr
+    assert "left the cluster before the job finished" in proc.stderr
+    assert seconds < 60
+
+
+def test_timeout_ends_a_job_that_runs_too_long(tmp_path):
+    script = tmp_path / "slow.py"
+    script.write_text("import time\ntime.sleep(120)\n")
+    proc, seconds = mpirun("--timeout", "2", str(script))
+    assert proc.returncode == 1
+    assert "ran longer than --timeout 2 s" in proc.stderr
+    assert seconds < 60
+
+
+JOBS = os.path.join(os.path.dirname(__file__), "..", "..", "workflows", "jobs")
+
+
+def test_job_scripts(tmp_path):
+    for script in ("slurm-spgemm.sh", "pbs-spgemm.sh"):
+        subprocess.run(["bash", "-n", os.path.join(JOBS, script)], check=True)
+    # the SLURM script itself, as sbatch would start it on one node with 5 tasks
+    env = {**os.environ, "SLURM_NTASKS": str(RANKS), "SLURM_JOB_ID": "42", "LAYERS": "3",
+           "PATH": os.path.dirname(MPIEXEC) + os.pathsep + os.environ.get("PATH", ""),
+           "DASKHPC_MPI_ARGS": "--interface lo --dashboard-address 127.0.0.1:0",
+           "EXTRA_ARGS": "--check-serial"}
+    proc = subprocess.run(["bash", os.path.join(JOBS, "slurm-spgemm.sh")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "spgemm-42.json").read_text())
+    assert report["workers"] == RANKS - 2 and report["grid"] == "1x1x3"
+    assert report["serial_check"]["identical"] is True
+    assert not (tmp_path / "scheduler-42.json").exists()
