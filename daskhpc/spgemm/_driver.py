@@ -71,7 +71,7 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
     local : {"fused", "staged"}
         ``fused`` (default): all stages into one accumulator per column, no partial
         products (the same transfers as the paper; measured 1.1-1.6x faster and
-        less memory, see docs/benchmarks-spgemm.md; needs every stage's inputs at once).
+        less memory, see docs/benchmarks.md; needs every stage's inputs at once).
         ``staged`` (the paper's Algorithm 1): Local-Multiply per SUMMA stage, then
         Merge-Layer.
 
