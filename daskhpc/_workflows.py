@@ -19,7 +19,7 @@ import importlib
 from importlib.metadata import entry_points
 
 BUILTIN: dict[str, str] = {
-    # "ssgd": "daskhpc.ssgd._cli",
+    "ssgd": "daskhpc.ssgd._cli",
     "spgemm": "daskhpc.spgemm._cli",
 }
 

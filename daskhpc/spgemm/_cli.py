@@ -21,6 +21,14 @@ NAME = "spgemm"
 HELP = "batched 2D/3D sparse SUMMA SpGEMM (C = A·B, A·Aᵀ) with a memory budget"
 
 
+def MPI_TEST_ARGS():  # noqa: N802 - the launcher tests' convention (docs/hpc.md)
+    """Arguments after ``spgemm`` for a few-second run on 3 workers under mpiexec."""
+    from daskhpc import datasets
+
+    return [datasets.path("ratings"), "--aat", "--grid", "1x1x3", "--batches", "3",
+            "--consume", "count", "--check-serial"]
+
+
 def add_arguments(parser, mode: str) -> None:
     """Options of ``plan spgemm`` and ``run spgemm`` (the lead's CLI adds the common ones)."""
     parser.add_argument("--b", dest="b_path", metavar="B", help="second factor (default: A)")

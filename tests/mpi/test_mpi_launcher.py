@@ -25,13 +25,6 @@ RANKS = 5
 pytestmark = pytest.mark.skipif(
     not os.path.exists(MPIEXEC), reason=f"no mpiexec at {MPIEXEC} (pip install '.[mpi]')")
 
-# Workflows whose CLI module does not (yet) define MPI_TEST_ARGS.
-FALLBACK_ARGS = {
-    "spgemm": lambda: [datasets.path("ratings"), "--aat", "--grid", "1x1x3", "--batches", "3",
-                       "--consume", "count", "--check-serial"],
-}
-
-
 def mpirun(*args, n: int = RANKS, env: dict | None = None, timeout: float = 120):
     """Run the launcher under mpiexec; returns (CompletedProcess, seconds)."""
     # the loopback interface: the scheduler, workers and dashboard stay on this machine
@@ -44,7 +37,7 @@ def mpirun(*args, n: int = RANKS, env: dict | None = None, timeout: float = 120)
 
 def workflow_args(name: str):
     mod = _workflows.load(name)
-    args = getattr(mod, "MPI_TEST_ARGS", None) or FALLBACK_ARGS.get(name)
+    args = getattr(mod, "MPI_TEST_ARGS", None)
     if args is None:
         pytest.skip(f"workflow {name!r} has no MPI_TEST_ARGS")
     return list(args() if callable(args) else args)

@@ -1,0 +1,132 @@
+"""Who owns what: the row partition (rows of R and W) and the column blocks (columns of H).
+
+* Rows: ``"random"`` (seeded, balanced by nonzeros) or ``"hp"``: the column-net hypergraph
+  of section V (vertex = row with weight nnz, net = column with cost F) partitioned for
+  SOED, eq. (14), which is the P2P volume of one epoch.
+* Columns: random and balanced: a seeded permutation dealt round robin, so block sizes
+  differ by at most one (section VI-A).
+* Or both from a partition file in the paper code's format: the row part ids, a line
+  ``-``, the column block ids; a file with only the row part ids keeps random columns
+  (the public code's ``-d``).
+
+Examples
+--------
+>>> import numpy as np
+>>> from daskhpc.ssgd._problem import as_ratings
+>>> r = as_ratings((np.array([0, 1, 2, 3]), np.array([0, 1, 2, 0]), np.ones(4)))
+>>> a = assign(r, 2, partition="random", seed=0)
+>>> np.bincount(a.row_parts).tolist(), np.bincount(a.col_blocks).tolist()
+([2, 2], [2, 1])
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from daskhpc._errors import InputError
+from daskhpc.hypergraph import column_net, partition as hg_partition, read_pair_file
+from daskhpc.hypergraph._partfile import read_part_file
+
+from ._problem import Ratings
+
+__all__ = ["Assignment", "assign", "random_col_blocks", "partition_report", "PARTITIONS"]
+
+PARTITIONS = ("hp", "random")
+
+
+@dataclass(eq=False)
+class Assignment:
+    """Row part of every row, column block of every column, and how they were made."""
+
+    row_parts: np.ndarray
+    col_blocks: np.ndarray
+    nparts: int
+    method: str
+    partitioner: str | None = None
+    report: dict = field(default_factory=dict)
+    time_s: float = 0.0
+
+    def __post_init__(self):
+        self.row_parts = np.ascontiguousarray(self.row_parts, dtype=np.int64)
+        self.col_blocks = np.ascontiguousarray(self.col_blocks, dtype=np.int64)
+
+
+def random_col_blocks(ncols: int, nparts: int, seed: int = 0) -> np.ndarray:
+    """Seeded random column blocks whose sizes differ by at most one."""
+    perm = np.random.default_rng([int(seed), 0xC01]).permutation(ncols)
+    blocks = np.empty(ncols, dtype=np.int64)
+    blocks[perm] = np.arange(ncols) % nparts
+    return blocks
+
+
+def assign(train: Ratings, nparts: int, *, partition: str = "hp",
+           partitioner: str = "mtkahypar", rank: int = 16, epsilon: float = 0.03,
+           seed: int = 0, partition_file=None) -> Assignment:
+    """Partition the rows of ``train`` into K parts and its columns into K blocks.
+
+    Parameters
+    ----------
+    train : Ratings
+        The training ratings (the matrix whose epochs are planned).
+    nparts : int
+        K.
+    partition : {"hp", "random"}
+        How rows are partitioned when no ``partition_file`` is given.
+    partitioner : str
+        Backend of :func:`daskhpc.hypergraph.partition` for ``hp`` (``mtkahypar`` direct
+        k-way SOED, ``kahypar`` recursive bisection with the 2F/F net costs of
+        section V, ...).
+    rank : int
+        F, the net cost (so the partition's SOED is the P2P volume in words).
+    epsilon : float
+        Allowed imbalance of the row blocks' nonzero counts.
+    seed : int
+    partition_file : path, optional
+        Row part ids, ``-``, column block ids (or only row part ids).
+
+    Returns
+    -------
+    Assignment
+    """
+    if partition not in PARTITIONS:
+        raise InputError(f"unknown --partition {partition!r}; choose one of {list(PARTITIONS)}")
+    N, M = train.shape
+    t0 = time.perf_counter()
+    if partition_file is not None:
+        rows, cols = _read_file(partition_file, N, M, nparts)
+        if cols is None:
+            cols = random_col_blocks(M, nparts, seed)
+        method, backend = "file", None
+    else:
+        cols = random_col_blocks(M, nparts, seed)
+        h = column_net(train.matrix(), net_cost=int(rank))
+        method, backend = partition, (partitioner if partition == "hp" else "random")
+        rows = hg_partition(h, nparts, backend, objective="soed", epsilon=epsilon,
+                            seed=seed).parts
+    return Assignment(rows, cols, nparts, method, backend, {}, time.perf_counter() - t0)
+
+
+def partition_report(a: Assignment, train: Ratings, pins_col: np.ndarray, rank: int) -> dict:
+    """imbalance, km1, soed and cut of the row partition (net cost F), from the pins.
+
+    The same numbers as ``daskhpc.hypergraph.Partition.report()`` on the column-net
+    model, computed from the (column, part) pairs the plan needs anyway.
+    """
+    K = a.nparts
+    lam = np.bincount(pins_col, minlength=train.shape[1])
+    w = np.bincount(a.row_parts[train.rows], minlength=K)
+    cut = lam > 1
+    return {"imbalance": float(w.max() / (w.sum() / K) - 1.0) if w.sum() else 0.0,
+            "km1": int(rank) * int(np.maximum(lam - 1, 0).sum()),
+            "soed": int(rank) * int(lam[cut].sum()), "cut": int(rank) * int(cut.sum())}
+
+
+def _read_file(path, N: int, M: int, K: int) -> tuple[np.ndarray, np.ndarray | None]:
+    with open(path, encoding="utf-8") as f:
+        has_sep = any(line.strip() == "-" for line in f)
+    if has_sep:
+        return read_pair_file(path, num_rows=N, num_cols=M, nparts=K)
+    return read_part_file(path, num_vertices=N, nparts=K), None

@@ -1,0 +1,143 @@
+"""Cut a prepared run (:class:`~daskhpc.ssgd._setup.Setup`) into per-part static data.
+
+For part p: its W rows, the H rows it holds in each block (P2P/H&C: the columns it has
+ratings in; DSGD: the whole block, which travels), its block ratings in local indices
+(same order as the serial reference), and, for every message it sends or receives,
+where the message's rows come from or go to in its local arrays.
+
+Examples
+--------
+>>> from daskhpc import datasets
+>>> from daskhpc.ssgd._setup import prepare
+>>> s = prepare(datasets.ratings(), 2, partition="random", epochs=1, strategy="p2p")
+>>> d = part_data(s, 0)
+>>> d.rows.size + part_data(s, 1).rows.size
+610
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._dgap import unique
+from ._kernel import learning_rate
+from ._runplan import holders
+from ._setup import Setup
+from ._tasks import PartData
+
+__all__ = ["part_data", "all_part_data"]
+
+
+def _held_columns(s: Setup, p: int) -> list[np.ndarray]:
+    lay = s.layout
+    if s.options.strategy == "dsgd":
+        return [lay.block_cols[lay.block_ptr[b]:lay.block_ptr[b + 1]] for b in range(s.K)]
+    mine = lay.pins_col[lay.pins_part == p]           # ascending
+    blk = lay.col_blocks[mine]
+    return [mine[blk == b] for b in range(s.K)]
+
+
+def part_data(s: Setup, p: int, owner=None) -> PartData:
+    """The :class:`~daskhpc.ssgd._tasks.PartData` of part ``p``.
+
+    ``owner[q]`` names the worker of part q (any hashable); messages from a part with
+    the same owner are read from that part's state, so p keeps the sender's positions.
+    """
+    K, o, lay = s.K, s.options, s.layout
+    N = s.train.shape[0]
+    rows = np.flatnonzero(lay.row_parts == p)
+    local_row = np.full(N, -1, np.int64)
+    local_row[rows] = np.arange(rows.size)
+    cols = _held_columns(s, p)
+    ptr, idx = s.blocks()
+    tr = s.train
+    bli, blj, bval = [], [], []
+    for b in range(K):
+        sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
+        bli.append(local_row[tr.rows[sel]])
+        blj.append(np.searchsorted(cols[b], tr.cols[sel]))
+        bval.append(tr.vals[sel])
+    E = o.epochs
+    blocks = np.array([[int(s.strata.block(p, k, e)) for k in range(K)] for e in range(E)],
+                      np.int64)
+    whole = o.strategy == "dsgd"
+    d = PartData(part=p, K=K, F=o.rank, whole=whole, seed=o.seed,
+                 init_scale=s.init_scale,
+                 lr=np.array([learning_rate(o.lr, e) for e in range(E)]), reg=o.reg,
+                 blocks=blocks, rows=rows, cols=cols,
+                 init_blocks=(int(blocks[0, 0]),) if whole else tuple(range(K)),
+                 bli=bli, blj=blj, bval=bval, clip=s.clip,
+                 eval_epochs=frozenset(s.runplan.eval_epochs.tolist()))
+    _messages(s, p, d, owner)
+    if s.runplan.eval_patterns:
+        _evaluation(s, p, d, local_row)
+    fh = holders(lay, s.strata, o.strategy, E - 1)
+    d.final_held = [(b, np.flatnonzero(fh[cols[b]] == p)) for b in range(K)]
+    d.final_held = [(b, pos) for b, pos in d.final_held if pos.size]
+    return d
+
+
+def _send_spec(rp, q: int, m: int, cols) -> list:
+    pat = rp.patterns[q]
+    return [(int(pat.seg_block[sg]), np.searchsorted(cols[pat.seg_block[sg]],
+                                                     rp.segment_rows(q, sg)))
+            for sg in range(pat.seg_ptr[m], pat.seg_ptr[m + 1])]
+
+
+def _messages(s: Setup, p: int, d: PartData, owner=None) -> None:
+    """Send and receive specs of every message pattern p takes part in."""
+    rp = s.runplan
+    held = {}
+    for q, pat in enumerate(rp.patterns):
+        for m in np.flatnonzero((pat.src == p) | (pat.dst == p)):
+            lo0 = pat.col_ptr[pat.seg_ptr[m]] if not pat.whole else 0
+            segs = range(pat.seg_ptr[m], pat.seg_ptr[m + 1])
+            if pat.src[m] == p:
+                d.send[(q, int(m))] = _send_spec(rp, q, m, d.cols)
+            if pat.dst[m] == p:
+                src = int(pat.src[m])
+                if owner is not None and owner[src] == owner[p]:
+                    if src not in held:
+                        held[src] = _held_columns(s, src)
+                    d.local[(q, int(m))] = _send_spec(rp, q, m, held[src])
+                spec = []
+                for sg in segs:
+                    b = int(pat.seg_block[sg])
+                    rows = rp.segment_rows(q, sg)
+                    lo = 0 if pat.whole else int(pat.col_ptr[sg] - lo0)
+                    spec.append((int(pat.seg_ty[sg]), b, lo, lo + rows.size,
+                                 np.searchsorted(d.cols[b], rows)))
+                d.recv[(q, int(m))] = spec
+
+
+def _evaluation(s: Setup, p: int, d: PartData, local_row: np.ndarray) -> None:
+    """Test ratings of p and where the newest copy of each of their H rows is."""
+    rp, lay = s.runplan, s.layout
+    t = s.test
+    sel = s.test_of(p)
+    d.test_cols = unique(t.cols[sel])
+    d.test_li = local_row[t.rows[sel]]
+    d.test_lj = np.searchsorted(d.test_cols, t.cols[sel])
+    d.test_val = t.vals[sel]
+    for q, ev in enumerate(rp.eval_patterns):
+        epoch = 0 if ev["epoch"] is None else ev["epoch"]
+        hold = holders(lay, s.strata, s.options.strategy, epoch)[d.test_cols]
+        d.ev_init[q] = np.flatnonzero(hold < 0)
+        local = []
+        for b in range(s.K):
+            pos = np.flatnonzero((hold == p) & (lay.col_blocks[d.test_cols] == b))
+            if pos.size:
+                local.append((b, np.searchsorted(d.cols[b], d.test_cols[pos]), pos))
+        d.ev_local[q] = local
+        for m in np.flatnonzero((ev["src"] == p) | (ev["dst"] == p)):
+            c = ev["cols"][ev["ptr"][m]:ev["ptr"][m + 1]]
+            if ev["src"][m] == p:
+                blk = lay.col_blocks[c]
+                d.ev_send[(q, int(m))] = [(int(b), np.searchsorted(d.cols[b], c[blk == b]))
+                                          for b in unique(blk)]
+            if ev["dst"][m] == p:
+                d.ev_recv[(q, int(m))] = np.searchsorted(d.test_cols, c)
+
+
+def all_part_data(s: Setup, owner=None) -> list[PartData]:
+    return [part_data(s, p, owner) for p in range(s.K)]

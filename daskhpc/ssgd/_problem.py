@@ -1,0 +1,199 @@
+"""The ratings a run trains on: validated triplets, and a seeded train/test split.
+
+Everything downstream (partition, strata, plans, kernels) sees one :class:`Ratings`
+object: COO triplets in a fixed order plus the matrix shape. Input mistakes a user can
+fix (NaN ratings, empty rows or columns, more parts than rows) raise
+:class:`~daskhpc._errors.InputError` with a message that says what and where.
+
+Examples
+--------
+>>> import numpy as np
+>>> r = as_ratings((np.array([0, 1, 1]), np.array([1, 0, 1]), np.array([4.0, 3.0, 5.0])))
+>>> r.shape, r.nnz
+((2, 2), 3)
+>>> train, test = split(r, 1 / 3, seed=0)
+>>> train.nnz, test.nnz
+(2, 1)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc._errors import InputError
+
+__all__ = ["Ratings", "as_ratings", "split", "check_parts"]
+
+
+@dataclass(eq=False)
+class Ratings:
+    """Rating triplets ``(rows[t], cols[t], vals[t])`` of an ``N x M`` matrix.
+
+    Attributes
+    ----------
+    rows, cols : int64 arrays
+    vals : float64 array
+    shape : (int, int)
+        ``(N, M)``: users x items. Rows and columns without a rating are allowed here
+        (a train split may lose some); :func:`as_ratings` refuses them in the input.
+    source : dict
+        What the ratings came from (the report's ``input`` section).
+    """
+
+    rows: np.ndarray
+    cols: np.ndarray
+    vals: np.ndarray
+    shape: tuple[int, int]
+    source: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.rows = np.ascontiguousarray(self.rows, dtype=np.int64)
+        self.cols = np.ascontiguousarray(self.cols, dtype=np.int64)
+        self.vals = np.ascontiguousarray(self.vals, dtype=np.float64)
+        self.shape = (int(self.shape[0]), int(self.shape[1]))
+
+    @property
+    def nnz(self) -> int:
+        return int(self.vals.size)
+
+    def matrix(self) -> sp.csr_array:
+        """The ratings as an ``N x M`` CSR array (explicit zeros kept)."""
+        return sp.csr_array((self.vals, (self.rows, self.cols)), shape=self.shape)
+
+    def subset(self, take: np.ndarray) -> "Ratings":
+        """The ratings at positions ``take`` (same shape, order of ``take``)."""
+        return Ratings(self.rows[take], self.cols[take], self.vals[take], self.shape,
+                       dict(self.source))
+
+    def mean(self) -> float:
+        return float(self.vals.mean()) if self.nnz else 0.0
+
+    def __repr__(self):
+        return f"Ratings({self.shape[0]} x {self.shape[1]}, {self.nnz} ratings)"
+
+
+def as_ratings(data) -> Ratings:
+    """Validate ``data`` and return it as :class:`Ratings`.
+
+    Parameters
+    ----------
+    data : path, SparseInput, scipy.sparse matrix/array, Ratings or (rows, cols, vals[, shape])
+        A file any :func:`daskhpc.io.read` reader accepts (ratings CSV, MatrixMarket...),
+        what a reader returned, a sparse matrix (stored entries are ratings, explicit
+        zeros included), or COO triplets.
+
+    Raises
+    ------
+    InputError
+        No ratings, a NaN or infinite rating, a row (user) or column (item) without any
+        rating, or negative / out-of-range indices.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> as_ratings(sp.csr_array([[1.0, 0], [0, 2.0]])).nnz
+    2
+    >>> as_ratings(sp.csr_array([[1.0, 0], [0, 0]]))
+    Traceback (most recent call last):
+    ...
+    daskhpc._errors.InputError: input: row 1 has no ratings (1 of 2 rows are empty); ...
+    """
+    if isinstance(data, Ratings):
+        r = data
+    elif isinstance(data, (str, os.PathLike)):
+        from daskhpc.io import read
+
+        r = _from_input(read(data))
+    elif hasattr(data, "matrix") and hasattr(data, "describe"):
+        r = _from_input(data)
+    elif sp.issparse(data):
+        coo = sp.coo_array(data)
+        order = np.lexsort((coo.col, coo.row))
+        r = Ratings(coo.row[order], coo.col[order], coo.data[order], coo.shape,
+                    {"shape": list(coo.shape), "nnz": int(coo.nnz)})
+    elif isinstance(data, tuple) and len(data) in (3, 4):
+        rows, cols, vals = (np.asarray(a) for a in data[:3])
+        if rows.size and (rows.min() < 0 or cols.min() < 0):
+            raise InputError("row and column indices must be non-negative")
+        shape = data[3] if len(data) == 4 else (
+            int(rows.max()) + 1 if rows.size else 0, int(cols.max()) + 1 if cols.size else 0)
+        r = Ratings(rows, cols, vals, shape, {"shape": [int(shape[0]), int(shape[1])],
+                                              "nnz": int(np.size(vals))})
+    else:
+        raise InputError(f"cannot use {type(data).__name__} as ratings: give a file, a "
+                         "scipy.sparse matrix or (rows, cols, vals) triplets")
+    _validate(r)
+    return r
+
+
+def _from_input(s) -> Ratings:
+    if s.matrix is None:
+        raise InputError(f"{s.path}: SSGD needs a ratings matrix, the file holds a "
+                         f"{len(s.shape)}-way tensor")
+    m = s.meta
+    if "rows" in m and "cols" in m and "vals" in m:  # ratings reader: file order
+        return Ratings(m["rows"], m["cols"], m["vals"], s.shape, s.describe())
+    coo = sp.coo_array(s.matrix)
+    return Ratings(coo.row, coo.col, coo.data, s.shape, s.describe())
+
+
+def _validate(r: Ratings) -> None:
+    where = r.source.get("path", "input")
+    if r.nnz == 0:
+        raise InputError(f"{where}: no ratings")
+    if r.rows.shape != r.vals.shape or r.cols.shape != r.vals.shape:
+        raise InputError(f"{where}: rows, cols and vals must have one entry per rating")
+    N, M = r.shape
+    if r.rows.max() >= N or r.cols.max() >= M:
+        raise InputError(f"{where}: an index lies outside the {N} x {M} shape")
+    bad = np.flatnonzero(~np.isfinite(r.vals))
+    if bad.size:
+        t = int(bad[0])
+        raise InputError(f"{where}: rating {r.vals[t]} at (row {r.rows[t]}, column "
+                         f"{r.cols[t]}) is not a finite number ({bad.size} such ratings)")
+    for axis, idx, n in (("row", r.rows, N), ("column", r.cols, M)):
+        empty = np.flatnonzero(np.bincount(idx, minlength=n) == 0)
+        if empty.size:
+            raise InputError(
+                f"{where}: {axis} {int(empty[0])} has no ratings ({empty.size} of {n} "
+                f"{axis}s are empty); SSGD needs at least one rating per user and item: "
+                f"drop the empty {axis}s first")
+
+
+def check_parts(nparts: int, r: Ratings) -> None:
+    """Refuse a part count SSGD cannot use (K < 1, or more parts than users)."""
+    if int(nparts) != nparts or nparts < 1:
+        raise InputError(f"--parts must be a positive integer, got {nparts}")
+    if nparts > r.shape[0]:
+        raise InputError(f"--parts {nparts} is larger than the number of rows (users), "
+                         f"{r.shape[0]}: every part needs at least one row")
+
+
+def split(r: Ratings, test_fraction: float, seed: int = 0) -> tuple[Ratings, Ratings]:
+    """Hold out a seeded random ``test_fraction`` of the ratings.
+
+    Both halves keep the input's order (the test set is a sorted random sample), so the
+    same seed always gives the same split. Users or items that end up only in the test
+    set are predicted from their initial factors (cold start).
+
+    Examples
+    --------
+    >>> r = as_ratings((np.arange(10) % 3, np.arange(10) % 4, np.ones(10)))
+    >>> [x.nnz for x in split(r, 0.2, seed=1)]
+    [8, 2]
+    """
+    if not 0.0 <= test_fraction < 1.0:
+        raise InputError(f"--test-fraction must lie in [0, 1), got {test_fraction}")
+    n_test = int(round(test_fraction * r.nnz))
+    if n_test == 0:
+        return r, r.subset(np.zeros(0, np.int64))
+    if n_test >= r.nnz:
+        raise InputError(f"--test-fraction {test_fraction} leaves no training ratings")
+    rng = np.random.default_rng([int(seed), 0x55D])
+    is_test = np.zeros(r.nnz, dtype=bool)
+    is_test[rng.choice(r.nnz, size=n_test, replace=False)] = True
+    return r.subset(np.flatnonzero(~is_test)), r.subset(np.flatnonzero(is_test))

@@ -1,0 +1,211 @@
+"""A whole run's messages: the epoch patterns of :mod:`._plans` laid out over E epochs.
+
+A fixed ring repeats one pattern every epoch; random strata get a pattern per epoch. An
+*instance* is message m of pattern q sent in epoch e, at absolute sub-epoch
+``e * K + ts[m]``; its segments are consumed at ``e * K + seg_ty``. Instances whose every
+segment would be consumed after the last epoch are left out, and nothing arrives from
+before the first epoch (every part starts from the same seeded initial H), so the run
+sends exactly the instances listed here: :meth:`RunPlan.run_plan` is what the transfer
+ledger is compared against.
+
+Evaluation. The test RMSE after epoch e needs, for each test rating (i, j), the row h_j
+as its last updater left it. That row is fetched from the part holding the final copy
+(for DSGD the block's last updater) by one extra message per (holder, part) pair and
+epoch, planned here separately (:meth:`RunPlan.eval_plan`), never mixed into the
+section VI metrics. Training-loss numbers need no messages (see ``_kernel``).
+
+Examples
+--------
+>>> import numpy as np
+>>> from daskhpc.ssgd._strata import RingStrata
+>>> from daskhpc.ssgd._plans import Layout
+>>> lay = Layout.build(np.array([0, 1, 1, 0]), np.array([0, 0, 1, 1]),
+...                    row_parts=np.array([0, 1]), col_blocks=np.array([0, 1]), nparts=2)
+>>> rp = RunPlan.build(lay, RingStrata(2), "p2p", epochs=3)
+>>> rp.epoch_plan().report()["tot_vol"], rp.run_plan().report()["tot_vol"]
+(4, 10)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from daskhpc.comm import Plan
+
+from ._dgap import unique
+from ._plans import Layout, Pattern, epoch_pattern
+from ._strata import RingStrata
+
+__all__ = ["RunPlan", "holders", "Instances"]
+
+
+@dataclass(eq=False)
+class Instances:
+    """Messages of the run: pattern id, message id, epoch, absolute send time."""
+
+    pattern: np.ndarray
+    message: np.ndarray
+    epoch: np.ndarray
+    send: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.pattern.size)
+
+
+def holders(lay: Layout, strata: RingStrata, strategy: str, epoch: int) -> np.ndarray:
+    """Part holding the newest copy of every H row at the end of ``epoch`` (-1: none).
+
+    P2P and H&C: the row's last updater in the epoch. DSGD: the last updater of its
+    block, which received the whole block. Rows nobody updates keep their initial value.
+    """
+    K = lay.nparts
+    M = lay.col_blocks.size
+    if strategy == "dsgd":
+        return strata.updater(lay.col_blocks, K - 1, epoch).astype(np.int64)
+    out = np.full(M, -1, dtype=np.int64)
+    c, p = lay.pins_col, lay.pins_part
+    t = strata.subepoch(p, lay.col_blocks[c], epoch)
+    o = np.lexsort((t, c))           # per column, the latest update last
+    out[c[o]] = p[o]                 # later writes win
+    return out
+
+
+@dataclass(eq=False)
+class RunPlan:
+    """Epoch patterns, their instances over the run, and the evaluation messages.
+
+    Attributes
+    ----------
+    patterns : list of Pattern
+        One (fixed ring) or one per epoch (random strata); ``patterns[q].epoch`` is None
+        for a pattern that repeats.
+    instances : Instances
+    eval_patterns : list of dict
+        Per epoch (or one, repeated): ``src``, ``dst`` per message and, per message, the
+        columns it carries (``ptr``, ``cols``), sorted by block then column.
+    """
+
+    layout: Layout
+    strata: RingStrata
+    strategy: str
+    epochs: int
+    rank: int
+    patterns: list[Pattern]
+    eval_patterns: list[dict] = field(default_factory=list)
+    eval_epochs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    _instances: Instances | None = None
+
+    @classmethod
+    def build(cls, lay: Layout, strata: RingStrata, strategy: str, epochs: int,
+              rank: int = 1, test=None, eval_every: int | None = 1,
+              method: str = "bitwise"):
+        E = int(epochs)
+        if strata.fixed:
+            patterns = [epoch_pattern(lay, strata, strategy, 0, method)]
+        else:
+            patterns = [epoch_pattern(lay, strata, strategy, e, method) for e in range(E)]
+        rp = cls(lay, strata, strategy, E, int(rank), patterns)
+        if test is not None and test.nnz and eval_every is not None and eval_every >= 0:
+            # every ``eval_every``-th epoch and always the last; 0: the last one only
+            rp.eval_epochs = np.array([e for e in range(E) if e == E - 1 or (
+                eval_every and (e + 1) % eval_every == 0)], np.int64)
+            fixed = strata.fixed
+            rp.eval_patterns = [rp._eval_pattern(test, 0 if fixed else e)
+                                for e in ([0] if fixed else range(E))]
+        return rp
+
+    @property
+    def instances(self) -> Instances:
+        """The messages of the run (built on first use: E x messages-per-epoch rows)."""
+        if self._instances is None:
+            self._instances = self._instantiate()
+        return self._instances
+
+    def _instantiate(self) -> Instances:
+        K, E = self.layout.nparts, self.epochs
+        parts = []
+        for q, pat in enumerate(self.patterns):
+            eps = np.arange(E) if pat.epoch is None else np.array([pat.epoch])
+            first_ty = pat.seg_ty[pat.seg_ptr[:-1]] if pat.num_messages else \
+                np.zeros(0, np.int64)       # segments are sorted by ty: the first is earliest
+            m = np.tile(np.arange(pat.num_messages), eps.size)
+            e = np.repeat(eps, pat.num_messages)
+            keep = e * K + first_ty[m] < E * K
+            parts.append((np.full(int(keep.sum()), q), m[keep], e[keep],
+                          (e * K + pat.ts[m])[keep]))
+        return Instances(*(np.concatenate([p[i] for p in parts]).astype(np.int64)
+                           for i in range(4)))
+
+    # -- evaluation messages ------------------------------------------------------
+    def _eval_pattern(self, test, epoch: int) -> dict:
+        lay = self.layout
+        K = lay.nparts
+        need = unique(test.cols * K + lay.row_parts[test.rows])   # (column, part) pairs
+        col, part = need // K, need % K
+        src = holders(lay, self.strata, self.strategy, epoch)[col]
+        move = (src >= 0) & (src != part)
+        col, part, src = col[move], part[move], src[move]
+        o = np.lexsort((col, lay.col_blocks[col], part, src))
+        col, part, src = col[o], part[o], src[o]
+        new = np.ones(o.size, dtype=bool)
+        if o.size:
+            new[1:] = (src[1:] != src[:-1]) | (part[1:] != part[:-1])
+        first = np.flatnonzero(new)
+        return {"src": src[first], "dst": part[first],
+                "ptr": np.concatenate([first, [o.size]]).astype(np.int64), "cols": col,
+                "epoch": None if self.strata.fixed else epoch}
+
+    def eval_pattern(self, epoch: int) -> dict:
+        return self.eval_patterns[0 if self.strata.fixed else epoch]
+
+    # -- Plans ------------------------------------------------------------------------
+    def epoch_plan(self, epoch: int | None = None) -> Plan:
+        """The section VI plan of one epoch (the steady-state one for random strata)."""
+        if epoch is None:
+            epoch = 0 if self.strata.fixed else min(1, self.epochs - 1)
+        pat = self.patterns[0 if self.strata.fixed else epoch]
+        return pat.plan(self.rank, name=f"ssgd-{self.strategy}")
+
+    def run_plan(self) -> Plan:
+        """Every message the run sends (phases = absolute sub-epochs)."""
+        inst = self.instances
+        cols = {"send": [], "src": [], "dst": [], "vol": []}
+        for q, pat in enumerate(self.patterns):
+            mask = inst.pattern == q
+            m = inst.message[mask]
+            cols["send"].append(inst.send[mask])
+            cols["src"].append(pat.src[m])
+            cols["dst"].append(pat.dst[m])
+            cols["vol"].append(pat.volume()[m])
+        send, src, dst, vol = (np.concatenate(cols[k]) for k in ("send", "src", "dst", "vol"))
+        return Plan(self.layout.nparts, send, src, dst, volume=vol,
+                    nphases=self.epochs * self.layout.nparts, unit="rows",
+                    words_per_unit=self.rank, name=f"ssgd-{self.strategy}-run")
+
+    def eval_plan(self) -> Plan | None:
+        """The evaluation messages of all evaluated epochs (phase = epoch)."""
+        if not self.eval_patterns or not self.eval_epochs.size:
+            return None
+        src, dst, vol, ph = [], [], [], []
+        for e in self.eval_epochs:
+            ev = self.eval_pattern(int(e))
+            src.append(ev["src"])
+            dst.append(ev["dst"])
+            vol.append(np.diff(ev["ptr"]))
+            ph.append(np.full(ev["src"].size, e))
+        return Plan(self.layout.nparts, np.concatenate(ph), np.concatenate(src),
+                    np.concatenate(dst), volume=np.concatenate(vol), nphases=self.epochs,
+                    unit="rows", words_per_unit=self.rank, name="ssgd-eval")
+
+    def segment_rows(self, q: int, s: int) -> np.ndarray:
+        """Global columns of segment ``s`` of pattern ``q`` (a whole block for DSGD)."""
+        pat = self.patterns[q]
+        if pat.whole:
+            b = pat.seg_block[s]
+            lay = self.layout
+            return lay.block_cols[lay.block_ptr[b]:lay.block_ptr[b + 1]]
+        return pat.cols[pat.col_ptr[s]:pat.col_ptr[s + 1]]
+

@@ -1,0 +1,92 @@
+"""A seeded power-law ratings matrix, for plans and benchmarks at scale.
+
+Users and items are drawn independently with Zipf-like weights ``(i + 1) ** -alpha``
+(a few very active users, a few blockbuster items, a long tail of both), until exactly
+``nnz`` distinct (user, item) pairs exist; users and items that drew nothing are dropped,
+so every row and column has a rating. Values come from a low-rank model plus noise,
+rounded to half stars in [0.5, 5]: there is signal for SGD to find.
+
+Examples
+--------
+>>> r = power_law_ratings(20_000, seed=1)
+>>> r.nnz, bool(r.vals.min() >= 0.5), bool(r.vals.max() <= 5.0)
+(20000, True, True)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._dgap import unique
+from ._problem import Ratings
+
+__all__ = ["power_law_ratings", "write_ratings_csv"]
+
+
+def power_law_ratings(nnz: int = 10_000_000, n_users: int | None = None,
+                      n_items: int | None = None, alpha_users: float = 0.6,
+                      alpha_items: float = 0.9, rank: int = 8, noise: float = 0.5,
+                      seed: int = 0) -> Ratings:
+    """Draw a power-law ratings matrix with exactly ``nnz`` ratings.
+
+    Parameters
+    ----------
+    nnz : int
+        Number of distinct ratings.
+    n_users, n_items : int, optional
+        Candidate users and items (default nnz / 50 and nnz / 200); unused ones are
+        dropped, so the final shape can be slightly smaller.
+    alpha_users, alpha_items : float
+        Zipf exponents of user activity and item popularity.
+    rank, noise : int, float
+        The low-rank model behind the values and the noise added to it.
+    seed : int
+
+    Returns
+    -------
+    Ratings
+        Triplets sorted by user then item.
+    """
+    rng = np.random.default_rng([int(seed), 0x9A7])
+    N = int(n_users or max(nnz // 50, 10))
+    M = int(n_items or max(nnz // 200, 10))
+    if nnz > N * M // 2:
+        raise ValueError(f"{nnz} ratings do not fit a sparse {N} x {M} matrix")
+    pu = (np.arange(N) + 1.0) ** -alpha_users
+    pi = (np.arange(M) + 1.0) ** -alpha_items
+    cu, ci = np.cumsum(pu / pu.sum()), np.cumsum(pi / pi.sum())
+    keys = np.zeros(0, np.int64)
+    while keys.size < nnz:
+        want = int((nnz - keys.size) * 1.3) + 1000
+        u = np.minimum(np.searchsorted(cu, rng.random(want)), N - 1)
+        i = np.minimum(np.searchsorted(ci, rng.random(want)), M - 1)
+        keys = unique(np.concatenate([keys, u * M + i]))
+    keys = rng.choice(keys, size=nnz, replace=False)
+    keys.sort()
+    users, items = keys // M, keys % M
+    # Shuffle ids so popularity is not sorted by index, then drop unused ids.
+    users = rng.permutation(N)[users]
+    items = rng.permutation(M)[items]
+    uid, rows = np.unique(users, return_inverse=True)
+    iid, cols = np.unique(items, return_inverse=True)
+    U = rng.normal(0.0, 1.0 / np.sqrt(rank), (uid.size, rank))
+    V = rng.normal(0.0, 1.0, (iid.size, rank))
+    vals = 3.5 + np.einsum("ir,ir->i", U[rows], V[cols]) + rng.normal(0.0, noise, nnz)
+    vals = np.clip(np.round(vals * 2.0) / 2.0, 0.5, 5.0)
+    o = np.lexsort((cols, rows))
+    return Ratings(rows[o], cols[o], vals[o], (uid.size, iid.size),
+                   {"path": f"power-law(nnz={nnz}, seed={seed})",
+                    "shape": [int(uid.size), int(iid.size)], "nnz": int(nnz)})
+
+
+def write_ratings_csv(path, r: Ratings, chunk: int = 1_000_000) -> None:
+    """Write ``user,item,rating`` lines with a header (what ``daskhpc.io`` reads back)."""
+    with open(path, "w", encoding="ascii") as f:
+        f.write("userId,movieId,rating\n")
+        for a in range(0, r.nnz, chunk):
+            b = min(a + chunk, r.nnz)
+            lines = np.char.add(np.char.add(np.char.add(r.rows[a:b].astype(str), ","),
+                                            np.char.add(r.cols[a:b].astype(str), ",")),
+                                np.char.mod("%.1f", r.vals[a:b]))
+            f.write("\n".join(lines.tolist()))
+            f.write("\n")

@@ -1,0 +1,244 @@
+"""What runs on the workers: a part's static data, its state, and the task functions.
+
+A part's :class:`PartData` (its W rows, the H rows it holds per block, its block ratings,
+where each message's rows come from and go to) is scattered once to the part's worker.
+Its :class:`PartState` lives in a registry in that worker process for the whole run
+(W never leaves the worker; the state is not a Dask value, so it is never copied,
+spilled or sent).
+
+One sub-epoch of a part is a *group* of tasks with the same inputs (the previous group's
+first task, and the messages the part consumes now): one task per message the part sends
+after this sub-epoch, or a single task if it sends none. Whichever task of the group runs
+first performs the SGD sweep; every task then returns the rows of its own message. This
+puts the sweep and its sends in one scheduler round trip (a separate "extract" task per
+message would add a second one per sub-epoch; docs/ssgd.md has the measurements).
+
+H blocks are versioned: a sweep of block b at sub-epoch T appends a new array, and the
+last three versions are kept, so a send task that runs late still reads the rows as they
+were after its send sub-epoch (and fails loudly if it ran more than two visits late).
+
+.. warning::
+   Tasks act on worker-side state, so they must not be re-run: a lost worker fails the
+   run (no lineage recomputation), and Dask's task retries must stay off.
+
+Examples
+--------
+>>> st = PartState(np.zeros((1, 2)), [[(-1, np.ones((2, 2)))]])
+>>> version(st, 0, 5).shape
+(2, 2)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._kernel import block_seed, init_rows, sgd_block, sse_block
+
+__all__ = ["PartData", "PartState", "init", "work", "eval_send", "evaluate", "final",
+           "warm_up", "cleanup", "version"]
+
+KEEP_VERSIONS = 3
+_REGISTRY: dict = {}   # (token, part) -> PartState, in each worker process
+
+
+@dataclass(eq=False)
+class PartData:
+    """Everything static about one part (built on the client, scattered once)."""
+
+    part: int
+    K: int
+    F: int
+    whole: bool                      # DSGD: a block travels as a whole
+    seed: int
+    init_scale: float
+    lr: np.ndarray                   # learning rate per epoch
+    reg: float
+    blocks: np.ndarray               # (epochs, K): block updated in (epoch, sub-epoch)
+    rows: np.ndarray                 # global ids of the part's W rows
+    cols: list                       # per block: global ids of the H rows held, ascending
+    init_blocks: tuple               # blocks whose initial rows the part starts with
+    bli: list                        # per block: local W row of each rating
+    blj: list                        # per block: local H row of each rating
+    bval: list                       # per block: the ratings, in block order
+    send: dict = field(default_factory=dict)      # (q, m) -> [(block, positions)]
+    recv: dict = field(default_factory=dict)      # (q, m) -> [(ty, block, lo, hi, pos)]
+    local: dict = field(default_factory=dict)     # (q, m) -> sender's [(block, positions)]
+                                                  # for senders on the same worker
+    eval_epochs: frozenset = frozenset()
+    test_cols: np.ndarray | None = None
+    test_li: np.ndarray | None = None
+    test_lj: np.ndarray | None = None
+    test_val: np.ndarray | None = None
+    clip: tuple = (-np.inf, np.inf)
+    ev_send: dict = field(default_factory=dict)   # (q, m) -> [(block, positions)]
+    ev_recv: dict = field(default_factory=dict)   # (q, m) -> positions in test_cols
+    ev_local: dict = field(default_factory=dict)  # q -> [(block, local pos, test pos)]
+    ev_init: dict = field(default_factory=dict)   # q -> test positions of unheld rows
+    final_held: list = field(default_factory=list)  # [(block, local positions)]
+    progress: str | None = None      # event topic for the client's progress bar
+
+
+class PartState:
+    """W (updated in place), versions of the held H blocks, losses, step log."""
+
+    def __init__(self, W, H):
+        self.W = W
+        self.H = H              # per block: [(sub-epoch of the sweep, array), ...]
+        self.T = -1             # last sub-epoch swept
+        self.loss: dict = {}    # epoch -> sum over its sub-epochs (in order)
+        self.log: list = []     # (epoch, sub-epoch, block, start, stop)
+        self.W_end: dict = {}   # epoch -> copy of W after it (evaluated epochs)
+
+
+def version(state: PartState, b: int, T: int) -> np.ndarray:
+    """Block b as it was after sub-epoch T (the newest version swept at or before T)."""
+    for t, arr in reversed(state.H[b]):
+        if t <= T:
+            return arr
+    raise RuntimeError(f"block {b} rows for sub-epoch {T} are gone (kept versions "
+                       f"{[t for t, _ in state.H[b]]}): a send task ran too late")
+
+
+def warm_up() -> bool:
+    """Load the compiled kernels (numba cache) before anything is timed."""
+    W = np.zeros((1, 2))
+    H = np.zeros((1, 2))
+    i = np.zeros(1, np.int64)
+    sgd_block(W, H, i, i, np.ones(1), 0.1, 0.1, block_seed(0, 0, 0, 0))
+    sse_block(W, H, i, i, np.ones(1), 0.0, 1.0)
+    init_rows(0, 0, i, 2, 1.0)
+    return True
+
+
+def init(team: list, token: str) -> None:
+    """Create the states of the worker's parts from the seeded initial factors."""
+    for d in team:
+        W = init_rows(d.seed, 0, d.rows, d.F, d.init_scale)
+        H = [[(-1, init_rows(d.seed, 1, d.cols[b], d.F, d.init_scale))]
+             if b in d.init_blocks else [] for b in range(d.K)]
+        _REGISTRY[(token, d.part)] = PartState(W, H)
+
+
+def _rows(spec, st: PartState, T: int, whole: bool) -> np.ndarray:
+    """A message's rows from a sender's state as they were after sub-epoch T."""
+    if whole:
+        return version(st, spec[0][0], T)
+    if len(spec) == 1:
+        b, pos = spec[0]
+        return version(st, b, T)[pos]
+    return np.concatenate([version(st, b, T)[pos] for b, pos in spec])
+
+
+def _inbox(d: PartData, token: str, inputs):
+    """(q, m, e, message rows) of the part's inputs: fetched messages as they are;
+    messages from a part on this worker read from its state at their send time."""
+    for (_, q, m, ei, src, ts, _slot), arr in inputs:
+        if src >= 0:
+            arr = _rows(d.local[(q, m)], _REGISTRY[(token, src)], ts, d.whole)
+        yield q, m, ei, arr
+
+
+def _sweep(st: PartState, d: PartData, token: str, T: int, inputs) -> None:
+    t0 = time.time()
+    e, k = divmod(T, d.K)
+    b = int(d.blocks[e, k])
+    inbox = list(_inbox(d, token, inputs))
+    if d.whole and inbox:
+        Hb = inbox[0][3].copy()              # DSGD: the block arrives whole
+    else:
+        Hb = st.H[b][-1][1].copy()
+        for q, m, ei, arr in inbox:
+            for ty, _blk, lo, hi, pos in d.recv[(q, m)]:
+                if ei * d.K + ty == T:       # the segment meant for this sub-epoch
+                    Hb[pos] = arr[lo:hi]
+    loss = sgd_block(st.W, Hb, d.bli[b], d.blj[b], d.bval[b], d.lr[e], d.reg,
+                     block_seed(d.seed, e, d.part, b))
+    st.H[b] = (st.H[b] + [(T, Hb)])[-KEEP_VERSIONS:]
+    st.loss[e] = st.loss[e] + loss if k else loss
+    if k == d.K - 1 and e in d.eval_epochs:
+        st.W_end[e] = st.W.copy()
+    st.T = T
+    st.log.append((e, k, b, t0, time.time()))
+    if d.progress and k == d.K - 1:
+        from distributed import get_worker
+
+        get_worker().log_event(d.progress, {"part": d.part, "epoch": e})
+
+
+def work(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray, chain,
+         *msgs):
+    """Sub-epoch T of every part of the worker (unless a task of the group did it),
+    then send ``bundle``: the messages ``(q, m, src)`` for one other worker, as a list
+    of row arrays, or the array itself for a single message (empty bundle: a group of
+    one task that sends nothing).
+
+    ``meta`` has a row ``(dst, q_i, m_i, e_i, src_i, ts_i, slot_i)`` per input of the
+    group's parts: message m_i of pattern q_i for epoch e_i, for part dst. With
+    ``src_i = -1`` the next value of ``msgs`` is the bundle holding it at ``slot_i``;
+    otherwise the sender is part src_i on this worker, nothing was sent, and the rows
+    are read from its state as they were after sub-epoch ts_i. ``chain`` is the
+    previous group's first task: a dependency only, for order.
+    """
+    it = iter(msgs)
+    inputs = [(row, None if row[4] >= 0 else _slot(next(it), row[6])) for row in meta.tolist()]
+    for d in team:
+        st = _REGISTRY[(token, d.part)]
+        if st.T == T - 1:
+            _sweep(st, d, token, T, [x for x in inputs if x[0][0] == d.part])
+        elif st.T < T - 1:
+            raise RuntimeError(f"part {d.part}: sub-epoch {T} before {T - 1}")
+    if not bundle.size:
+        return None
+    by_part = {d.part: d for d in team}
+    out = [_rows(by_part[src].send[(q, m)], _REGISTRY[(token, src)], T, by_part[src].whole)
+           for q, m, src in bundle.tolist()]
+    return out[0] if len(out) == 1 else out     # a lone message travels as a bare array
+
+
+def _slot(value, slot: int) -> np.ndarray:
+    return value[slot] if isinstance(value, list) else value
+
+
+def eval_send(d: PartData, token: str, e: int, q: int, m: int, chain) -> np.ndarray:
+    """Rows a holder sends for another part's test error (as epoch e left them)."""
+    st = _REGISTRY[(token, d.part)]
+    T = (e + 1) * d.K - 1
+    return np.concatenate([version(st, b, T)[pos] for b, pos in d.ev_send[(q, m)]])
+
+
+def evaluate(d: PartData, token: str, e: int, q: int, ids: np.ndarray, chain, *msgs) -> float:
+    """Squared test error of the part's ratings with W and H as epoch e left them."""
+    st = _REGISTRY[(token, d.part)]
+    T = (e + 1) * d.K - 1
+    Ht = np.empty((d.test_cols.size, d.F))
+    unheld = d.ev_init[q]
+    if unheld.size:
+        Ht[unheld] = init_rows(d.seed, 1, d.test_cols[unheld], d.F, d.init_scale)
+    for b, local, pos in d.ev_local[q]:
+        Ht[pos] = version(st, b, T)[local]
+    for m, arr in zip(ids.tolist(), msgs):
+        Ht[d.ev_recv[(q, m)]] = arr
+    return sse_block(st.W_end.pop(e), Ht, d.test_li, d.test_lj, d.test_val, *d.clip)
+
+
+def final(d: PartData, token: str, chain) -> dict:
+    """After the last sub-epoch: W, the H rows the part holds the newest copy of, the
+    per-epoch loss partial sums and the step log."""
+    st = _REGISTRY[(token, d.part)]
+    cols = [d.cols[b][pos] for b, pos in d.final_held]
+    rows = [st.H[b][-1][1][pos] for b, pos in d.final_held]
+    return {"W": st.W,
+            "cols": np.concatenate(cols) if cols else np.zeros(0, np.int64),
+            "rows": np.concatenate(rows) if rows else np.zeros((0, d.F)),
+            "loss": dict(st.loss), "log": list(st.log)}
+
+
+def cleanup(token: str) -> int:
+    """Drop the run's states from this worker's registry (through ``client.run``)."""
+    mine = [key for key in _REGISTRY if key[0] == token]
+    for key in mine:
+        del _REGISTRY[key]
+    return len(mine)

@@ -1,0 +1,102 @@
+"""Bad input and options give clear InputErrors; splits and assignments are seeded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from daskhpc._errors import InputError
+from daskhpc.hypergraph import write_pair_file
+from daskhpc.ssgd import plan
+from daskhpc.ssgd._assign import random_col_blocks
+from daskhpc.ssgd._problem import as_ratings, split
+
+
+def test_empty_row_is_refused():
+    A = sp.csr_array(np.array([[1.0, 2.0], [0.0, 0.0], [3.0, 0.0]]))
+    with pytest.raises(InputError, match=r"row 1 has no ratings \(1 of 3 rows are empty\)"):
+        plan(A, 2)
+
+
+def test_empty_column_is_refused(tmp_path):
+    f = tmp_path / "r.mtx"
+    f.write_text("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 4\n2 1 3\n3 2 5\n")
+    with pytest.raises(InputError, match="column 2 has no ratings"):
+        plan(str(f), 2)
+
+
+def test_nan_rating_is_refused(tmp_path, tiny):
+    rows, cols, vals, shape = tiny
+    vals = vals.copy()
+    vals[4] = np.nan
+    with pytest.raises(InputError, match=r"rating nan at \(row \d+, column \d+\) is not a finite"):
+        plan((rows, cols, vals, shape), 2)
+    f = tmp_path / "r.csv"
+    f.write_text("userId,movieId,rating\n1,1,4.0\n2,1,nan\n")
+    with pytest.raises(InputError, match="r.csv:3"):     # the reader names the line
+        plan(str(f), 1)
+
+
+def test_more_parts_than_rows(tiny):
+    with pytest.raises(InputError, match="--parts 13 is larger than the number of rows"):
+        plan(tiny, 13)
+    with pytest.raises(InputError, match="--parts must be a positive integer"):
+        plan(tiny, 0)
+
+
+def test_partition_file_of_the_wrong_length(tmp_path, tiny):
+    rows, cols, vals, shape = tiny
+    f = tmp_path / "p.txt"
+    write_pair_file(f, np.zeros(11, int), np.zeros(8, int))
+    with pytest.raises(InputError, match="11 row part ids for 12 rows"):
+        plan(tiny, 2, partition_file=f)
+    write_pair_file(f, np.zeros(12, int), np.zeros(9, int))
+    with pytest.raises(InputError, match="9 column part ids for 8 columns"):
+        plan(tiny, 2, partition_file=f)
+    write_pair_file(f, np.full(12, 2), np.zeros(8, int))
+    with pytest.raises(InputError, match=r"part id 2 out of range \[0, 2\)"):
+        plan(tiny, 2, partition_file=f)
+
+
+def test_rows_only_partition_file_keeps_random_columns(tmp_path, tiny):
+    f = tmp_path / "rows.txt"
+    f.write_text("\n".join(str(i % 2) for i in range(12)) + "\n")
+    rep = plan(tiny, 2, partition_file=f, test_fraction=0.0)
+    assert rep["partition_method"] == "file" and rep["plan"]["tot_msgs"] > 0
+
+
+@pytest.mark.parametrize("opt,msg", [({"strategy": "mpi"}, "unknown --strategy"),
+                                     ({"partition": "metis"}, "unknown --partition"),
+                                     ({"strata": "diagonal"}, "unknown strata"),
+                                     ({"rank": 0}, "--rank must be at least 1"),
+                                     ({"lr": -1.0}, "--lr must be a positive"),
+                                     ({"test_fraction": 1.0}, "--test-fraction")])
+def test_bad_options(tiny, opt, msg):
+    with pytest.raises(InputError, match=msg):
+        plan(tiny, 2, **opt)
+
+
+def test_not_ratings():
+    with pytest.raises(InputError, match="cannot use list as ratings"):
+        as_ratings([1, 2, 3])
+
+
+def test_split_is_seeded_and_keeps_order(ml_small):
+    r = as_ratings(ml_small)
+    a_tr, a_te = split(r, 0.1, seed=7)
+    b_tr, b_te = split(r, 0.1, seed=7)
+    assert np.array_equal(a_te.vals, b_te.vals) and a_te.nnz == 10084
+    assert a_tr.nnz + a_te.nnz == r.nnz
+    # both halves keep the input order: their positions in the input are increasing
+    where = {k: i for i, k in enumerate((r.rows * r.shape[1] + r.cols).tolist())}
+    for part in (a_tr, a_te):
+        pos = [where[k] for k in (part.rows * r.shape[1] + part.cols).tolist()]
+        assert np.all(np.diff(pos) > 0)
+
+
+def test_random_column_blocks_are_balanced():
+    b = random_col_blocks(103, 8, seed=1)
+    counts = np.bincount(b, minlength=8)
+    assert counts.max() - counts.min() <= 1
+    assert np.array_equal(b, random_col_blocks(103, 8, seed=1))
