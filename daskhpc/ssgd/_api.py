@@ -155,9 +155,12 @@ def plan(data, nparts: int, *, partition_file=None, command=None, **options) -> 
     >>> rep["plan"]["tot_vol"], rep["plan"]["tot_msgs"]
     (19448, 4)
     """
+    from daskhpc._report import new_report
+
     options.setdefault("eval_every", None)
     s = prepare(data, nparts, partition_file=partition_file, **options)
-    return sections(s, None, command=command)
+    info = sections(s, None, command=command)
+    return new_report("ssgd", command=info.pop("command"), **info)
 
 
 def sections(s: Setup, history, W=None, H=None, command=None) -> dict:

@@ -74,6 +74,7 @@ def test_cli_plan(ml_small):
     args = parser("plan").parse_args([ml_small.path, "--parts", "4", "--strategy", "p2p",
                                       "--partition", "random", "--test-fraction", "0"])
     rep = _cli.plan(args)
+    assert rep["workflow"] == "ssgd" and rep["version"] and "command" in rep
     assert rep["plan"]["tot_vol"] < 4 * 9724 and rep["parts"] == 4
     assert rep["partitioner"] == "random" and "objective" not in rep
 
