@@ -171,6 +171,27 @@ def symbolic_hash(a_ptrs, a_idxs, b_ptrs, b_idxs, bound):
     return counts
 
 
+@njit(inline="always", **_OPTS)
+def _hash_add(keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cover - numba
+    """Add v to row r of the open-addressing table (linear probing, section IV-D).
+
+    A new row takes output position ``pos``; returns the next free position.
+    """
+    h = (r * _HASH) & mask
+    while True:
+        k = keys[h]
+        if k == r:
+            c_val[slot[h]] += v
+            return pos
+        if k == _EMPTY:
+            keys[h] = r
+            slot[h] = pos
+            c_idx[pos] = r
+            c_val[pos] = v
+            return pos + 1
+        h = (h + 1) & mask
+
+
 @njit(**_OPTS)
 def spa_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs, p_vals,
                  where, c_ptr, c_idx, c_val):
@@ -258,20 +279,7 @@ def hash_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs
             vx = p_vals[m]
             for t in range(p_[j], p_[j + 1]):
                 r = ix[t]
-                h = (r * _HASH) & mask
-                while True:
-                    k = keys[h]
-                    if k == r:
-                        c_val[slot[h]] += vx[t]
-                        break
-                    if k == _EMPTY:
-                        keys[h] = r
-                        slot[h] = pos
-                        c_idx[pos] = r
-                        c_val[pos] = vx[t]
-                        pos += 1
-                        break
-                    h = (h + 1) & mask
+                pos = _hash_add(keys, slot, mask, r, vx[t], c_idx, c_val, pos)
         for s in range(len(a_ptrs)):
             a_ptr = a_ptrs[s]
             a_idx = a_idxs[s]
@@ -284,20 +292,7 @@ def hash_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs
                 bv = b_val[q]
                 for t in range(a_ptr[i], a_ptr[i + 1]):
                     r = a_idx[t]
-                    h = (r * _HASH) & mask
-                    while True:
-                        k = keys[h]
-                        if k == r:
-                            c_val[slot[h]] += a_val[t] * bv
-                            break
-                        if k == _EMPTY:
-                            keys[h] = r
-                            slot[h] = pos
-                            c_idx[pos] = r
-                            c_val[pos] = a_val[t] * bv
-                            pos += 1
-                            break
-                        h = (h + 1) & mask
+                    pos = _hash_add(keys, slot, mask, r, a_val[t] * bv, c_idx, c_val, pos)
         c_ptr[j + 1] = pos
     return pos
 
@@ -352,20 +347,7 @@ def hash_merge(ptrs, idxs, vals, bound, c_ptr, c_idx, c_val):
             vx = vals[m]
             for t in range(p_[j], p_[j + 1]):
                 r = ix[t]
-                h = (r * _HASH) & mask
-                while True:
-                    k = keys[h]
-                    if k == r:
-                        c_val[slot[h]] += vx[t]
-                        break
-                    if k == _EMPTY:
-                        keys[h] = r
-                        slot[h] = pos
-                        c_idx[pos] = r
-                        c_val[pos] = vx[t]
-                        pos += 1
-                        break
-                    h = (h + 1) & mask
+                pos = _hash_add(keys, slot, mask, r, vx[t], c_idx, c_val, pos)
         c_ptr[j + 1] = pos
     return pos
 
