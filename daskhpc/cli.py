@@ -77,6 +77,14 @@ def _workflow_parser(sub, mode: str) -> None:
             w.add_argument("--scheduler-file", metavar="F")
             w.add_argument("--scheduler-address", metavar="A")
             w.add_argument("--dashboard-address", metavar="ADDR")
+            if getattr(mod, "CHECKPOINTS", False):
+                w.add_argument("--checkpoint", metavar="DIR",
+                               help="write a checkpoint after every epoch/batch to DIR (a "
+                                    "directory all workers see) and recover from it when a "
+                                    "worker is lost")
+                w.add_argument("--resume", action="store_true",
+                               help="continue from the last checkpoint in --checkpoint DIR "
+                                    "(a fresh start if there is none)")
         mod.add_arguments(w, mode)
         _common(w)
 
@@ -152,7 +160,8 @@ def summarize(report: dict) -> str:
     head = [f"{report.get('workflow')}: {report['input']['path']} "
             f"{tuple(report['input']['shape'])}, nnz {report['input']['nnz']}"] \
         if "input" in report else [str(report.get("workflow"))]
-    for section in ("partition", "plan", "measured", "timing", "quality", "serial_check"):
+    for section in ("partition", "plan", "measured", "timing", "quality", "serial_check",
+                    "recovery"):
         values = report.get(section)
         if not isinstance(values, dict):
             continue
@@ -179,6 +188,8 @@ def cmd_plan(args) -> dict:
 
 def cmd_run(args) -> dict:
     mod = _workflow_module(args)
+    if getattr(args, "resume", False) and not getattr(args, "checkpoint", None):
+        raise InputError("--resume needs --checkpoint DIR (the directory to resume from)")
     with _client_for(args) as client:
         link = getattr(client, "dashboard_link", None)
         if link:

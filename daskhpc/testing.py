@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from distributed.diagnostics.plugin import WorkerPlugin
+
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["assert_placement", "inter_worker_bytes"]
+__all__ = ["assert_placement", "inter_worker_bytes", "KillOnce", "TaskKey"]
 
 
 def assert_placement(
@@ -105,3 +107,71 @@ def inter_worker_bytes(client: Client) -> int:
 
     logs = client.run(_log_since, {}, 2.0)
     return sum(e["bytes"] for log in logs.values() for e in log["entries"])
+
+
+class KillOnce(WorkerPlugin):
+    """A worker plugin that kills its worker process when a matching task starts, once.
+
+    For fault-tolerance tests: the process dies for real (SIGKILL, as an out-of-memory
+    kill or a failed node would end it), mid-run, at a chosen task. A nanny then starts
+    a new worker process on a new address; that process gets the plugin too, so the
+    ``marker`` file (created atomically by the killer) makes sure only one process dies.
+
+    Parameters
+    ----------
+    match : callable
+        ``match(key) -> bool``, evaluated on each worker for every task that starts
+        executing.
+    marker : str
+        Path of a file that must not exist yet; created just before the kill.
+
+    Examples
+    --------
+    >>> plugin = KillOnce(lambda k: isinstance(k, tuple) and k[2:4] == (1, 2),
+    ...                   str(tmp_path / "killed"))                 # doctest: +SKIP
+    >>> client.register_plugin(plugin, name="kill-once")            # doctest: +SKIP
+    """
+
+    def __init__(self, match, marker: str):
+        self.match = match
+        self.marker = marker
+
+    def setup(self, worker) -> None:
+        self.worker = worker
+
+    def transition(self, key, start, finish, **kwargs) -> None:
+        import os
+        import signal
+
+        if finish != "executing" or not self.match(key):
+            return
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(fd, f"{self.worker.address} {key!r}\n".encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class TaskKey:
+    """A picklable key predicate for :class:`KillOnce`: tuple keys whose first item
+    starts with ``prefix`` and whose items at the given positions have the given values.
+
+    Examples
+    --------
+    >>> match = TaskKey("ssgd-step", {2: 3, 3: 1})      # epoch 3, sub-epoch 1
+    >>> match(("ssgd-step-ab12", "0", 3, 1, "2", 0)), match(("ssgd-step-ab12", "0", 3, 2))
+    (True, False)
+    """
+
+    def __init__(self, prefix: str, at: dict | None = None):
+        self.prefix = prefix
+        self.at = dict(at or {})
+
+    def __call__(self, key) -> bool:
+        if isinstance(key, str):
+            return not self.at and key.startswith(self.prefix)
+        if not isinstance(key, tuple) or not key or not str(key[0]).startswith(self.prefix):
+            return False
+        return all(i < len(key) and key[i] == v for i, v in self.at.items())

@@ -5,6 +5,9 @@
 - :class:`Placement` maps parts to workers and re-maps them when workers go.
 - :func:`pinned_graph` / :func:`submit_pinned` build and submit graphs whose
   every task has a hard worker restriction.
+- :class:`WorkerWatch` / :func:`gather_watching` notice a lost worker instead of
+  hanging on its pinned tasks, :func:`replace_lost` re-places its parts, and
+  :class:`CheckpointDir` holds the per-step checkpoints a run resumes from.
 - :class:`TransferLedger` measures the bytes and messages that moved between
   workers; :func:`calibrate` fits the alpha-beta message cost of the cluster.
 
@@ -23,7 +26,9 @@ Examples
 """
 
 from daskhpc.runtime._calibrate import calibrate
+from daskhpc.runtime._checkpoint import CheckpointDir, load_arrays, save_arrays
 from daskhpc.runtime._connect import CLUSTER_CONFIG, connect, worker_addresses
+from daskhpc.runtime._fault import WorkerLost, WorkerWatch, gather_watching, replace_lost
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
@@ -31,12 +36,19 @@ from daskhpc.runtime._progress import progress
 
 __all__ = [
     "CLUSTER_CONFIG",
+    "CheckpointDir",
     "Placement",
     "TransferLedger",
+    "WorkerLost",
+    "WorkerWatch",
     "calibrate",
     "connect",
+    "gather_watching",
+    "load_arrays",
     "pinned_graph",
     "progress",
+    "replace_lost",
+    "save_arrays",
     "submit_pinned",
     "worker_addresses",
 ]

@@ -134,7 +134,17 @@ class TransferLedger:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        if exc[0] is None:
+            self.stop()
+            return
+        # the body failed (a lost worker, say): collect what there is, without the
+        # warning about departed workers, and let the body's exception through
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            try:
+                self.stop()
+            except Exception:  # noqa: BLE001 - never mask the body's exception
+                pass
 
     # -- results -------------------------------------------------------------
 

@@ -28,7 +28,8 @@ __all__ = ["fit", "serial_fit", "plan"]
 
 def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = False,
         progress: bool = False, order_plugin: bool = True, low_latency: bool = True,
-        placement=None, partition_file=None, command=None, **options) -> SSGDResult:
+        placement=None, partition_file=None, checkpoint=None, resume: bool = False,
+        max_restarts: int = 3, command=None, **options) -> SSGDResult:
     """Factorise a ratings matrix with distributed stratified SGD on a Dask cluster.
 
     Parameters
@@ -52,6 +53,15 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
     placement : daskhpc.runtime.Placement, optional
     partition_file : path, optional
         Row parts, ``-``, column blocks (the SSGD paper code's format).
+    checkpoint : path, optional
+        Directory (seen by every worker) for a checkpoint after every epoch; a lost
+        worker then costs only the epochs since the last one (see ``_checkpoint``).
+        Without it a lost worker restarts the run from the start (same result).
+    resume : bool
+        Continue from the newest complete epoch in ``checkpoint`` (with its saved
+        partition); a fresh start if it holds none.
+    max_restarts : int
+        Lost-worker recoveries before the run gives up with an error.
     **options
         ``rank`` (16), ``epochs`` (20), ``strategy`` ("hc", "p2p" or "dsgd"),
         ``partition`` ("hp" or "random"), ``partitioner`` ("mtkahypar"), ``strata``
@@ -81,11 +91,25 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
         client = get_client()
     if nparts is None:
         nparts = len(client.scheduler_info(n_workers=-1)["workers"])
+    ck = None
+    if checkpoint is not None and resume and partition_file is None:
+        from ._checkpoint import partition_path
+
+        partition_file = partition_path(checkpoint)    # the blocks of the first job
     s = prepare(data, nparts, partition_file=partition_file, **options)
+    if checkpoint is not None:
+        from ._checkpoint import SSGDCheckpoint
+
+        ck = SSGDCheckpoint.open(checkpoint, s, resume=resume)
     out = run_distributed(client, s, progress=progress, placement=placement,
-                          order_plugin=order_plugin, low_latency=low_latency)
-    history = _attribute_bytes(s, out["history"], out["ledger"],
-                               [out["placement"][p] for p in range(s.K)])
+                          order_plugin=order_plugin, low_latency=low_latency,
+                          checkpoint=ck, max_restarts=max_restarts)
+    run = out["setup"]                   # the last attempt: what the ledger measured
+    owner = [out["placement"][p] for p in range(s.K)]
+    n_before = len(out["history"]) - run.E
+    history = out["history"][:n_before]
+    if out["ledger"] is not None:
+        history += _attribute_bytes(run, out["history"][n_before:], out["ledger"], owner)
     check = None
     if check_serial:
         from ._serial import run_serial
@@ -100,19 +124,25 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
         check = {"done": True, "identical": same, "max_abs_diff": diff,
                  "history_identical": same_hist}
     measured = dict(out["measured"])
-    owner = [out["placement"][p] for p in range(s.K)]
-    run, ev = s.runplan.run_plan(), s.runplan.eval_plan()
-    measured["planned_bytes"] = _cross(run, owner) + (_cross(ev, owner) if ev else 0)
-    measured["planned_bytes_training"] = _cross(run, owner)
-    msgs = measured["inter_worker_messages"]
-    if msgs:
-        measured["framing_bytes_per_message"] = \
-            (measured["inter_worker_bytes"] - measured["planned_bytes"]) / msgs
+    if out["ledger"] is not None:
+        # planned for the epochs the last attempt ran (all of them without a restart)
+        rplan, ev = run.runplan.run_plan(), run.runplan.eval_plan()
+        measured["planned_bytes"] = _cross(rplan, owner) + (_cross(ev, owner) if ev else 0)
+        measured["planned_bytes_training"] = _cross(rplan, owner)
+        measured["epochs_measured"] = run.E
+        msgs = measured["inter_worker_messages"]
+        if msgs:
+            measured["framing_bytes_per_message"] = \
+                (measured["inter_worker_bytes"] - measured["planned_bytes"]) / msgs
     measured["parts_per_worker"] = s.K / len(set(owner))
     info = sections(s, history, W=out["W"], H=out["H"], command=command)
     info["measured"] = measured
     info["timing"]["run_s"] = out["run_s"]
     info["placement"] = {str(p): w for p, w in out["placement"].items()}
+    info["recovery"] = {"recoveries": out["recoveries"], "max_restarts": max_restarts,
+                        "checkpoint": None if ck is None else ck.path,
+                        "resumed_from_epoch": out["resumed_from"],
+                        "epochs_saved": None if ck is None else ck.latest()}
     if check:
         info["serial_check"] = check
     return SSGDResult(out["W"], out["H"], history, info, out["timeline"])
@@ -228,7 +258,7 @@ def _attribute_bytes(s: Setup, history, ledger, owner) -> list[dict]:
     """Planned (between workers) and measured wire bytes of each epoch's sends."""
     from ._driver import STEP
 
-    K, E = s.K, s.options.epochs
+    K, E = s.K, s.E
     plan = s.runplan.run_plan()
     owner = np.asarray([str(w) for w in owner])
     cross = owner[plan.src] != owner[plan.dst]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from daskhpc._errors import InputError
 
 NAME = "ssgd"
+CHECKPOINTS = True      # daskhpc.cli adds --checkpoint DIR and --resume to `run ssgd`
 HELP = "matrix completion by stratified SGD (DSGD, P2P, Hold-and-Combine)"
 
 
@@ -120,7 +121,9 @@ def run(args, client) -> dict:
               partition_file=getattr(args, "partition_file", None),
               check_serial=bool(getattr(args, "check_serial", False)),
               order_plugin=not getattr(args, "no_order_plugin", False),
-              progress=bool(getattr(args, "progress", False)), **_options(args))
+              progress=bool(getattr(args, "progress", False)),
+              checkpoint=getattr(args, "checkpoint", None),
+              resume=bool(getattr(args, "resume", False)), **_options(args))
     return res.report()
 
 

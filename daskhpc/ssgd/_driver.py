@@ -48,7 +48,7 @@ __all__ = ["run_distributed", "build_graph", "ring_placement", "STEP"]
 STEP = "ssgd-step"
 
 
-def build_graph(s: Setup, where_part, data, token: str):
+def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None):
     """The run's tasks, their workers, and the keys the client follows.
 
     Parameters
@@ -60,17 +60,19 @@ def build_graph(s: Setup, where_part, data, token: str):
         Each part's scattered :class:`~daskhpc.ssgd._tasks.PartData` (a Future).
     token : str
         Makes the keys of this run unique (and names its worker-side states).
+    ckpt_paths : dict, optional
+        ``{(p, e): path}``: part p writes its checkpoint of epoch e there.
 
     Returns
     -------
     tasks, workers : dict
     follow : dict
-        ``eval[(p, e)]`` and ``final[p]`` keys.
+        ``eval[(p, e)]``, ``ckpt[(p, e)]`` and ``final[p]`` keys.
     """
-    K, E = s.K, s.options.epochs
+    K, E = s.K, s.E
     rp = s.runplan
     tasks, where = {}, {}
-    name = {x: f"ssgd-{x}-{token}" for x in ("init", "evsend", "eval", "final")}
+    name = {x: f"ssgd-{x}-{token}" for x in ("init", "evsend", "eval", "ckpt", "final")}
     step_name = f"{STEP}-{token}"
     team: dict[str, list[int]] = {}                 # worker -> its parts, ascending
     for p in range(K):
@@ -157,12 +159,23 @@ def build_graph(s: Setup, where_part, data, token: str):
                           *[k for _, k in got])
             where[key] = where_part(p)
             evals[(p, e)] = key
-    follow = {"eval": evals, "final": {p: (name["final"], p) for p in range(K)}}
+    ckpts = {}
+    for (p, e), path in (ckpt_paths or {}).items():
+        # after the part's last sub-epoch of e; nothing waits for it (off the critical
+        # path), and it reads H versions that stay for two more visits of each block
+        key = (name["ckpt"], p, e)
+        tasks[key] = (_tasks.checkpoint, data[p], token, e, path, first(p, (e + 1) * K - 1),
+                      *([evals[(p, e)]] if (p, e) in evals else []))
+        where[key] = where_part(p)
+        ckpts[(p, e)] = key
+    follow = {"eval": evals, "ckpt": ckpts,
+              "final": {p: (name["final"], p) for p in range(K)}}
     return tasks, where, follow
 
 
 def run_distributed(client, s: Setup, *, progress: bool = False, placement=None,
-                    order_plugin: bool = True, low_latency: bool = True) -> dict:
+                    order_plugin: bool = True, low_latency: bool = True, checkpoint=None,
+                    max_restarts: int = 3) -> dict:
     """Run the prepared SSGD on ``client``; see the module docstring.
 
     Parameters
@@ -177,45 +190,120 @@ def run_distributed(client, s: Setup, *, progress: bool = False, placement=None,
         Register the stratum-order scheduler plugin (``_plugin``) and return its timeline.
     low_latency : bool
         Unbatch the scheduler <-> worker control messages during the run (``_latency``).
+    checkpoint : SSGDCheckpoint, optional
+        Write a checkpoint after every epoch and start from its newest complete epoch
+        (``--resume``); a lost worker then costs the epochs since that one.
+    max_restarts : int
+        Lost-worker recoveries before the run gives up.
 
     Returns
     -------
     dict
-        ``W``, ``H``, ``history`` (per epoch: lr, train_loss, test_rmse, time_s),
-        ``measured`` (transfer ledger report), ``ledger``, ``timeline``, ``run_s``,
-        ``placement``.
+        ``W``, ``H``, ``history`` (per epoch of the run: lr, train_loss, test_rmse,
+        time_s), ``measured`` (transfer ledger report of the last attempt), ``ledger``,
+        ``timeline``, ``run_s``, ``placement``, ``setup`` (of the last attempt: its epochs
+        are the ones the ledger measured), ``recoveries``, ``resumed_from``.
+
+    Notes
+    -----
+    A worker lost mid-run is noticed from the scheduler's events (``WorkerWatch``);
+    the attempt is cancelled, its parts are re-placed (``replace_lost``: the nanny's
+    new worker first) and the run starts again from the newest complete checkpoint, or
+    from the start without one. The remaining epochs use the same strata, learning
+    rates and update orders, so W and H are those of an undisturbed run bit for bit.
     """
-    K, E = s.K, s.options.epochs
-    placement = placement or ring_placement(K, worker_addresses(client))
-    token = uuid.uuid4().hex[:10]
+    from daskhpc.runtime import WorkerLost, replace_lost
+
+    placement = placement or ring_placement(s.K, worker_addresses(client))
     if order_plugin:
         from ._plugin import register
 
         register(client)
     client.run(_tasks.warm_up)
-    datas = all_part_data(s, [placement.worker(p) for p in range(K)])
+    run, before, resumed_from = s, [], None
+    if checkpoint is not None:
+        checkpoint.catch_up(s)         # a job that died may have written more than it marked
+    if checkpoint is not None and checkpoint.latest() is not None:
+        run, before = checkpoint.restore(s)
+        resumed_from = run.epoch0
+    recoveries: list[dict] = []
+    if run.E == 0:          # the checkpoint is already at the last epoch: nothing to run
+        W, H = run.start
+        return {"W": W.copy(), "H": H.copy(), "history": before, "measured": {},
+                "ledger": None, "timeline": None, "run_s": 0.0, "token": None,
+                "placement": placement.as_dict(), "setup": run, "recoveries": recoveries,
+                "resumed_from": resumed_from}
+    t0 = time.perf_counter()
+    while True:
+        try:
+            out = _attempt(client, run, placement, progress, order_plugin, low_latency,
+                           checkpoint)
+            break
+        except WorkerLost as lost:
+            t_lost = time.perf_counter()
+            if len(recoveries) >= max_restarts:
+                raise RuntimeError(f"ssgd: {lost}; gave up after {max_restarts} "
+                                   "recoveries") from lost
+            placement = replace_lost(client, placement, lost.lost)
+            if checkpoint is not None:
+                checkpoint.catch_up(s)     # epochs whose files were all written in time
+            if checkpoint is not None and checkpoint.latest() is not None:
+                run, before = checkpoint.restore(s)
+            else:
+                run, before = s, []
+            recoveries.append({"lost": sorted(lost.lost), "restart_epoch": run.epoch0,
+                               "after_s": round(t_lost - t0, 3),
+                               "replace_s": round(time.perf_counter() - t_lost, 3),
+                               "placement": {str(p): w for p, w in
+                                             placement.as_dict().items()}})
+    out["history"] = before + out["history"]
+    out.update(setup=run, recoveries=recoveries, resumed_from=resumed_from,
+               run_s=time.perf_counter() - t0)
+    return out
+
+
+def _attempt(client, s: Setup, placement, progress: bool, order_plugin: bool,
+             low_latency: bool, checkpoint) -> dict:
+    """One try at the (rest of the) run on ``placement``; raises ``WorkerLost``."""
+    from daskhpc.runtime import WorkerWatch, gather_watching
+
+    K, E = s.K, s.E
+    token = uuid.uuid4().hex[:10]
+    ck_epochs = range(E) if checkpoint is not None else ()
+    datas = all_part_data(s, [placement.worker(p) for p in range(K)], ck_epochs)
     topic = f"ssgd-progress-{token}" if progress else None
     for d in datas:
         d.progress = topic
     futures = [client.scatter(d, workers=[placement.worker(p)], hash=False)
                for p, d in enumerate(datas)]
+    paths = {(p, e): checkpoint.part_file(s.epoch0 + e, p)
+             for p in range(K) for e in ck_epochs}
     # Futures (not their keys) in the tasks: the graph then knows they are data.
-    tasks, where, follow = build_graph(s, placement.worker, futures, token)
-    wanted = [*follow["eval"].values(), *follow["final"].values()]
+    tasks, where, follow = build_graph(s, placement.worker, futures, token, paths)
+    wanted = [*follow["eval"].values(), *follow["ckpt"].values(), *follow["final"].values()]
     _publish(client, s, placement, f"ssgd {s.options.strategy} K={K} ({token})", None)
     bar = _Bar(E, K) if progress else None
     if bar:
         client.subscribe_topic(topic, bar)
+    owners = {placement.worker(p) for p in range(K)}
+    futs = []
     t0 = time.perf_counter()
     try:
-        with _maybe_low_latency(client, low_latency), TransferLedger(client) as ledger:
+        with _maybe_low_latency(client, low_latency), TransferLedger(client) as ledger, \
+                WorkerWatch(client, owners) as watch:
             futs = submit_pinned(client, tasks, where, wanted)
-            values = dict(zip(wanted, client.gather(futs)))
+            # an epoch is complete when all its part files exist (written atomically)
+            saver = (lambda: checkpoint.catch_up(s)) if checkpoint is not None else None
+            values = dict(zip(wanted, gather_watching(client, futs, watch, on_poll=saver)))
+            if saver:
+                saver()
         run_s = time.perf_counter() - t0
     finally:
         if bar:
             client.unsubscribe_topic(topic)
             bar.close()
+        if futs:
+            client.cancel(futs)       # after a loss: stop what still runs elsewhere
         client.run(_tasks.cleanup, token)
     timeline = None
     if order_plugin:
@@ -303,7 +391,7 @@ class _Bar:
 def _history(s: Setup, finals: dict, evals: dict) -> list[dict]:
     """Per epoch: training loss (summed per part, then over parts, as the serial run
     does), test RMSE where evaluated, and the epoch's wall time from the step log."""
-    K, E = s.K, s.options.epochs
+    K, E = s.K, s.E
     hist = []
     prev_end = None
     for e in range(E):
@@ -313,7 +401,8 @@ def _history(s: Setup, finals: dict, evals: dict) -> list[dict]:
         spans = [(t0, t1) for p in range(K) for (ee, _, _, t0, t1) in finals[p]["log"] if ee == e]
         end = max(t1 for _, t1 in spans)
         begin = min(t0 for t0, _ in spans) if prev_end is None else prev_end
-        row = {"epoch": e, "lr": learning_rate(s.options.lr, e), "train_loss": loss,
+        row = {"epoch": s.epoch0 + e, "lr": learning_rate(s.options.lr, s.epoch0 + e),
+               "train_loss": loss,
                "time_s": end - begin}
         if (0, e) in evals:
             sse = 0.0

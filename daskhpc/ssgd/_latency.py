@@ -57,5 +57,13 @@ def low_latency(client, interval: float = 0.0):
     finally:
         if sched_old is not None:
             client.run_on_scheduler(_scheduler, None, sched_old)
+            # only workers still there: a run on a lost worker's address would wait
+            # for the connect timeout (30 s) before failing
+            alive = set(client.scheduler_info(n_workers=-1)["workers"])
             for addr, old in work_old.items():
-                client.run(_worker, old, workers=[addr])
+                if addr not in alive:
+                    continue
+                try:
+                    client.run(_worker, old, workers=[addr])
+                except Exception:  # noqa: BLE001 - the worker is gone (a lost worker)
+                    pass

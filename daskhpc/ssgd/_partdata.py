@@ -37,11 +37,13 @@ def _held_columns(s: Setup, p: int) -> list[np.ndarray]:
     return [mine[blk == b] for b in range(s.K)]
 
 
-def part_data(s: Setup, p: int, owner=None) -> PartData:
+def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
     """The :class:`~daskhpc.ssgd._tasks.PartData` of part ``p``.
 
     ``owner[q]`` names the worker of part q (any hashable); messages from a part with
     the same owner are read from that part's state, so p keeps the sender's positions.
+    ``checkpoint_epochs`` (local epoch numbers) are those after which p saves its W and
+    the H rows it holds the newest copy of.
     """
     K, o, lay = s.K, s.options, s.layout
     N = s.train.shape[0]
@@ -57,24 +59,39 @@ def part_data(s: Setup, p: int, owner=None) -> PartData:
         bli.append(local_row[tr.rows[sel]])
         blj.append(np.searchsorted(cols[b], tr.cols[sel]))
         bval.append(tr.vals[sel])
-    E = o.epochs
+    E, e0 = s.E, s.epoch0
     blocks = np.array([[int(s.strata.block(p, k, e)) for k in range(K)] for e in range(E)],
                       np.int64)
     whole = o.strategy == "dsgd"
     d = PartData(part=p, K=K, F=o.rank, whole=whole, seed=o.seed,
                  init_scale=s.init_scale,
-                 lr=np.array([learning_rate(o.lr, e) for e in range(E)]), reg=o.reg,
+                 lr=np.array([learning_rate(o.lr, e0 + e) for e in range(E)]), reg=o.reg,
+                 epoch0=e0,
                  blocks=blocks, rows=rows, cols=cols,
                  init_blocks=(int(blocks[0, 0]),) if whole else tuple(range(K)),
                  bli=bli, blj=blj, bval=bval, clip=s.clip,
                  eval_epochs=frozenset(s.runplan.eval_epochs.tolist()))
+    if s.start is not None:          # resuming: start from the checkpointed values
+        d.W0 = s.start[0][rows]
+        d.H0 = {b: s.start[1][cols[b]] for b in d.init_blocks}
     _messages(s, p, d, owner)
     if s.runplan.eval_patterns:
         _evaluation(s, p, d, local_row)
-    fh = holders(lay, s.strata, o.strategy, E - 1)
-    d.final_held = [(b, np.flatnonzero(fh[cols[b]] == p)) for b in range(K)]
-    d.final_held = [(b, pos) for b, pos in d.final_held if pos.size]
+    d.final_held = _newest_held(s, p, cols, E - 1)
+    if checkpoint_epochs:
+        d.ckpt_epochs = frozenset(int(e) for e in checkpoint_epochs)
+        # a fixed ring leaves the same holders after every epoch: one entry, key -1
+        d.ckpt_held = {-1: _newest_held(s, p, cols, 0)} if s.strata.fixed else \
+            {e: _newest_held(s, p, cols, e) for e in d.ckpt_epochs}
     return d
+
+
+def _newest_held(s: Setup, p: int, cols, epoch: int) -> list:
+    """``[(block, local positions)]`` of the H rows whose newest copy p holds after
+    ``epoch`` (what p contributes to the assembled H, or to a checkpoint)."""
+    fh = holders(s.layout, s.strata, s.options.strategy, epoch)
+    held = [(b, np.flatnonzero(fh[cols[b]] == p)) for b in range(s.K)]
+    return [(b, pos) for b, pos in held if pos.size]
 
 
 def _send_spec(rp, q: int, m: int, cols) -> list:
@@ -139,5 +156,5 @@ def _evaluation(s: Setup, p: int, d: PartData, local_row: np.ndarray) -> None:
                 d.ev_recv[(q, int(m))] = np.searchsorted(d.test_cols, c)
 
 
-def all_part_data(s: Setup, owner=None) -> list[PartData]:
-    return [part_data(s, p, owner) for p in range(s.K)]
+def all_part_data(s: Setup, owner=None, checkpoint_epochs=()) -> list[PartData]:
+    return [part_data(s, p, owner, checkpoint_epochs) for p in range(s.K)]

@@ -108,6 +108,13 @@ class SSGDResult:
         if "final_test_rmse" in q and "global_mean_rmse" in q:
             lines.append(f"final test RMSE {q['final_test_rmse']:.4f} vs global mean "
                          f"{q['global_mean_rmse']:.4f}")
+        rec = self.info.get("recovery") or {}
+        if rec.get("resumed_from_epoch") is not None:
+            lines.append(f"resumed from the checkpoint after epoch {rec['resumed_from_epoch']}"
+                         " (earlier rows from the checkpoint)")
+        for r in rec.get("recoveries", []):
+            lines.append(f"lost {', '.join(r['lost'])} after {r['after_s']:.1f} s; "
+                         f"restarted from epoch {r['restart_epoch']}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:

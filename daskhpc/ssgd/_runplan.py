@@ -101,7 +101,10 @@ class RunPlan:
     @classmethod
     def build(cls, lay: Layout, strata: RingStrata, strategy: str, epochs: int,
               rank: int = 1, test=None, eval_every: int | None = 1,
-              method: str = "bitwise"):
+              method: str = "bitwise", epoch0: int = 0):
+        """Epochs are numbered from 0 here; ``epoch0`` (the run's epochs before this
+        plan, when it continues a checkpoint) only shifts which ones are evaluated:
+        every ``eval_every``-th epoch of the whole run, and the last."""
         E = int(epochs)
         if strata.fixed:
             patterns = [epoch_pattern(lay, strata, strategy, 0, method)]
@@ -111,7 +114,7 @@ class RunPlan:
         if test is not None and test.nnz and eval_every is not None and eval_every >= 0:
             # every ``eval_every``-th epoch and always the last; 0: the last one only
             rp.eval_epochs = np.array([e for e in range(E) if e == E - 1 or (
-                eval_every and (e + 1) % eval_every == 0)], np.int64)
+                eval_every and (epoch0 + e + 1) % eval_every == 0)], np.int64)
             fixed = strata.fixed
             rp.eval_patterns = [rp._eval_pattern(test, 0 if fixed else e)
                                 for e in ([0] if fixed else range(E))]

@@ -30,7 +30,9 @@ __all__ = ["run_serial", "initial_factors"]
 
 
 def initial_factors(s: Setup) -> tuple[np.ndarray, np.ndarray]:
-    """The seeded initial W and H every part starts from."""
+    """The W and H every part starts from: seeded, or the state a run resumes from."""
+    if s.start is not None:
+        return s.start[0].copy(), s.start[1].copy()
     N, M = s.train.shape
     F, seed = s.options.rank, s.options.seed
     return (init_rows(seed, 0, np.arange(N), F, s.init_scale),
@@ -56,17 +58,18 @@ def run_serial(s: Setup) -> dict:
     rows, cols, vals = tr.rows, tr.cols, tr.vals
     history = []
     evaluate = set(s.runplan.eval_epochs.tolist())
-    for e in range(o.epochs):
+    for e in range(s.E):              # epoch e here is epoch s.epoch0 + e of the run
         t0 = time.perf_counter()
-        lr = learning_rate(o.lr, e)
+        ge = s.epoch0 + e
+        lr = learning_rate(o.lr, ge)
         loss = np.zeros((K, K))
         for k in range(K):
             for p in range(K):
                 b = int(s.strata.block(p, k, e))
                 sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
                 loss[p, k] = sgd_block(W, H, rows[sel], cols[sel], vals[sel], lr, o.reg,
-                                       block_seed(o.seed, e, p, b))
-        row = {"epoch": e, "lr": lr, "train_loss": _sum_by_part(loss),
+                                       block_seed(o.seed, ge, p, b))
+        row = {"epoch": ge, "lr": lr, "train_loss": _sum_by_part(loss),
                "time_s": time.perf_counter() - t0}
         if e in evaluate:
             sse = test_sse_by_part(s, W, H)

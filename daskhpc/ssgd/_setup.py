@@ -13,7 +13,7 @@ Examples
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -91,10 +91,38 @@ class Setup:
     clip: tuple[float, float]
     timing: dict = field(default_factory=dict)
     _blocks: tuple | None = None
+    epoch0: int = 0                  # epochs done before this setup's first one
+    start: tuple | None = None       # (W, H) after epoch0 epochs; None: seeded initial
 
     @property
     def K(self) -> int:
         return self.nparts
+
+    @property
+    def E(self) -> int:
+        """Epochs this setup runs (the run's epochs minus those done before)."""
+        return self.options.epochs - self.epoch0
+
+    def resumed(self, epoch0: int, W: np.ndarray, H: np.ndarray) -> Setup:
+        """The rest of the run, from W and H as they were after ``epoch0`` epochs.
+
+        Same partition, blocks and options; the strata, learning rates and update
+        orders of the remaining epochs are those of the uninterrupted run (they depend
+        on the run's epoch number, not on where a run started), so the result is the
+        same bit for bit. Used by checkpoint recovery and ``--resume``.
+        """
+        o = self.options
+        if not 0 <= epoch0 < o.epochs:
+            raise ValueError(f"cannot resume after epoch {epoch0} of {o.epochs}")
+        if W.shape != (self.train.shape[0], o.rank) or H.shape != (self.train.shape[1], o.rank):
+            raise InputError(f"checkpoint factors of shapes {W.shape} and {H.shape} do not "
+                             f"fit a {self.train.shape} matrix at rank {o.rank}")
+        strata = self.strata.shifted(epoch0 - self.epoch0)
+        rp = RunPlan.build(self.layout, strata, o.strategy, o.epochs - epoch0, o.rank,
+                           test=self.test, eval_every=o.eval_every, method=o.method,
+                           epoch0=epoch0)
+        return replace(self, strata=strata, runplan=rp, epoch0=int(epoch0),
+                       start=(W, H), timing=dict(self.timing))
 
     def blocks(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ptr, idx)``: training ratings of block (p, b) are

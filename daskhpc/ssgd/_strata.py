@@ -50,15 +50,20 @@ class RingStrata:
         The seed of a fixed ring (0, as in the paper's code).
     seed : int
         Seeds the per-epoch draws of ``random``.
+    offset : int
+        Epoch 0 of this schedule is epoch ``offset`` of the run (a run resumed after
+        ``offset`` epochs draws the same per-epoch rings as the uninterrupted run).
     """
 
-    def __init__(self, nparts: int, kind: str = "ring", ring_seed: int = 0, seed: int = 0):
+    def __init__(self, nparts: int, kind: str = "ring", ring_seed: int = 0, seed: int = 0,
+                 offset: int = 0):
         if kind not in STRATA:
             raise InputError(f"unknown strata {kind!r}; choose one of {list(STRATA)}")
         self.K = int(nparts)
         self.kind = kind
         self.ring_seed = int(ring_seed) % max(self.K, 1)
         self.seed = int(seed)
+        self.offset = int(offset)
         self._seeds: dict[int, int] = {}
 
     @property
@@ -71,7 +76,7 @@ class RingStrata:
         if self.fixed:
             return self.ring_seed
         if epoch not in self._seeds:
-            rng = np.random.default_rng([self.seed, 0x5EED, int(epoch)])
+            rng = np.random.default_rng([self.seed, 0x5EED, int(epoch) + self.offset])
             self._seeds[epoch] = int(rng.integers(self.K))
         return self._seeds[epoch]
 
@@ -101,6 +106,10 @@ class RingStrata:
         p = np.arange(self.K)[:, None]
         k = np.arange(self.K)[None, :]
         return self.block(p, k, epoch)
+
+    def shifted(self, offset: int) -> RingStrata:
+        """The same schedule starting ``offset`` epochs later."""
+        return RingStrata(self.K, self.kind, self.ring_seed, self.seed, self.offset + offset)
 
     def describe(self) -> dict:
         return {"strata": self.kind, "ring_seed": self.ring_seed}

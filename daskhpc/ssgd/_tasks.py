@@ -18,8 +18,9 @@ last three versions are kept, so a send task that runs late still reads the rows
 were after its send sub-epoch (and fails loudly if it ran more than two visits late).
 
 .. warning::
-   Tasks act on worker-side state, so they must not be re-run: a lost worker fails the
-   run (no lineage recomputation), and Dask's task retries must stay off.
+   Tasks act on worker-side state, so they must not be re-run: Dask's task retries must
+   stay off. A lost worker ends the attempt; the driver re-places the parts and runs
+   again from the last checkpoint (``_driver``), never re-running single tasks.
 
 Examples
 --------
@@ -37,7 +38,8 @@ import numpy as np
 
 from ._kernel import block_seed, init_rows, sgd_block, sse_block
 
-__all__ = ["PartData", "PartState", "init", "work", "eval_send", "evaluate", "final",
+__all__ = ["PartData", "PartState", "init", "work", "eval_send", "evaluate", "checkpoint",
+           "final",
            "warm_up", "cleanup", "version"]
 
 KEEP_VERSIONS = 3
@@ -79,6 +81,11 @@ class PartData:
     ev_init: dict = field(default_factory=dict)   # q -> test positions of unheld rows
     final_held: list = field(default_factory=list)  # [(block, local positions)]
     progress: str | None = None      # event topic for the client's progress bar
+    epoch0: int = 0                  # epochs of the run before this setup's epoch 0
+    W0: np.ndarray | None = None     # resuming: the W rows to start from
+    H0: dict | None = None           # resuming: block -> the held H rows to start from
+    ckpt_epochs: frozenset = frozenset()   # epochs after which the part checkpoints
+    ckpt_held: dict = field(default_factory=dict)  # epoch (-1: every) -> [(block, pos)]
 
 
 class PartState:
@@ -91,6 +98,7 @@ class PartState:
         self.loss: dict = {}    # epoch -> sum over its sub-epochs (in order)
         self.log: list = []     # (epoch, sub-epoch, block, start, stop)
         self.W_end: dict = {}   # epoch -> copy of W after it (evaluated epochs)
+        self.W_ckpt: dict = {}  # epoch -> copy of W after it (checkpointed epochs)
 
 
 def version(state: PartState, b: int, T: int) -> np.ndarray:
@@ -116,9 +124,13 @@ def warm_up() -> bool:
 def init(team: list, token: str) -> None:
     """Create the states of the worker's parts from the seeded initial factors."""
     for d in team:
-        W = init_rows(d.seed, 0, d.rows, d.F, d.init_scale)
-        H = [[(-1, init_rows(d.seed, 1, d.cols[b], d.F, d.init_scale))]
-             if b in d.init_blocks else [] for b in range(d.K)]
+        if d.W0 is not None:         # resuming from a checkpoint
+            W = d.W0.copy()
+            H = [[(-1, d.H0[b].copy())] if b in d.init_blocks else [] for b in range(d.K)]
+        else:
+            W = init_rows(d.seed, 0, d.rows, d.F, d.init_scale)
+            H = [[(-1, init_rows(d.seed, 1, d.cols[b], d.F, d.init_scale))]
+                 if b in d.init_blocks else [] for b in range(d.K)]
         _REGISTRY[(token, d.part)] = PartState(W, H)
 
 
@@ -155,11 +167,13 @@ def _sweep(st: PartState, d: PartData, token: str, T: int, inputs) -> None:
                 if ei * d.K + ty == T:       # the segment meant for this sub-epoch
                     Hb[pos] = arr[lo:hi]
     loss = sgd_block(st.W, Hb, d.bli[b], d.blj[b], d.bval[b], d.lr[e], d.reg,
-                     block_seed(d.seed, e, d.part, b))
+                     block_seed(d.seed, d.epoch0 + e, d.part, b))
     st.H[b] = (st.H[b] + [(T, Hb)])[-KEEP_VERSIONS:]
     st.loss[e] = st.loss[e] + loss if k else loss
     if k == d.K - 1 and e in d.eval_epochs:
         st.W_end[e] = st.W.copy()
+    if k == d.K - 1 and e in d.ckpt_epochs:
+        st.W_ckpt[e] = st.W.copy()     # the next sweep updates W in place
     st.T = T
     st.log.append((e, k, b, t0, time.time()))
     if d.progress and k == d.K - 1:
@@ -222,6 +236,26 @@ def evaluate(d: PartData, token: str, e: int, q: int, ids: np.ndarray, chain, *m
     for m, arr in zip(ids.tolist(), msgs):
         Ht[d.ev_recv[(q, m)]] = arr
     return sse_block(st.W_end.pop(e), Ht, d.test_li, d.test_lj, d.test_val, *d.clip)
+
+
+def checkpoint(d: PartData, token: str, e: int, path: str, chain, sse=None) -> str:
+    """Write the part's state as epoch e left it to ``path``: W, the H rows it holds the
+    newest copy of, and what the epoch's history row needs (the loss partial sum, the
+    step times, the test error ``sse`` when the epoch is evaluated). The file is all a
+    step needs: a step whose files all exist is complete, whatever the client saw."""
+    from daskhpc.runtime import save_arrays
+
+    st = _REGISTRY[(token, d.part)]
+    T = (e + 1) * d.K - 1
+    held = d.ckpt_held.get(e, d.ckpt_held.get(-1, []))
+    cols = [d.cols[b][pos] for b, pos in held]
+    rows = [version(st, b, T)[pos] for b, pos in held]
+    log = np.array([x[3:] for x in st.log if x[0] == e], np.float64).reshape(-1, 2)
+    return save_arrays(path, W=st.W_ckpt.pop(e),
+                       cols=np.concatenate(cols) if cols else np.zeros(0, np.int64),
+                       rows=np.concatenate(rows) if rows else np.zeros((0, d.F)),
+                       loss=np.float64(st.loss[e]), times=log,
+                       sse=np.float64(np.nan if sse is None else sse))
 
 
 def final(d: PartData, token: str, chain) -> dict:

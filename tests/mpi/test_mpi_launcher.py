@@ -216,3 +216,38 @@ def test_job_scripts(tmp_path):
     assert report["workers"] == RANKS - 2 and report["grid"] == "1x1x3"
     assert report["serial_check"]["identical"] is True
     assert not (tmp_path / "scheduler-42.json").exists()
+
+
+KILLED_MID_RUN = textwrap.dedent("""
+    import sys
+    import daskhpc as dh
+    from daskhpc.testing import KillOnce, TaskKey
+
+    client = dh.connect()
+    # the worker holding part 2 dies when it starts sub-epoch 1 of epoch 3
+    client.register_plugin(KillOnce(TaskKey("ssgd-step", {1: 2, 2: 3, 3: 1}), sys.argv[2]),
+                           name="kill")
+    dh.ssgd.fit(sys.argv[1], 3, client=client, epochs=6, partition="random",
+                checkpoint=sys.argv[3])
+""")
+
+
+def test_resume_in_a_new_job_after_a_rank_died(tmp_path):
+    """A dead rank ends the job; a new job with --resume finishes from the checkpoint
+    and ends with the serial reference's W and H of the whole run."""
+    script, ck, out = tmp_path / "job1.py", tmp_path / "ck", tmp_path / "r.json"
+    script.write_text(KILLED_MID_RUN)
+    ratings = datasets.path("ratings")
+    proc, _ = mpirun("--timeout", "100", str(script), ratings, str(tmp_path / "killed"),
+                     str(ck))
+    assert proc.returncode != 0 and (tmp_path / "killed").exists(), proc.stderr
+    saved = json.loads((ck / "manifest.json").read_text())["complete"]
+    assert 1 <= len(saved) < 6
+    proc, _ = mpirun("ssgd", ratings, "--parts", "3", "--epochs", "6", "--partition",
+                     "random", "--checkpoint", str(ck), "--resume", "--check-serial",
+                     "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(out.read_text())
+    assert rep["recovery"]["resumed_from_epoch"] >= len(saved)
+    assert rep["serial_check"]["identical"] and rep["serial_check"]["history_identical"]
+    assert rep["quality"]["test_rmse_epochs"] == list(range(6))

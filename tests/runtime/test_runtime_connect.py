@@ -18,12 +18,19 @@ from daskhpc.runtime import CLUSTER_CONFIG, connect, worker_addresses
 def test_public_namespace_is_pinned():
     assert sorted(daskhpc.runtime.__all__) == [
         "CLUSTER_CONFIG",
+        "CheckpointDir",
         "Placement",
         "TransferLedger",
+        "WorkerLost",
+        "WorkerWatch",
         "calibrate",
         "connect",
+        "gather_watching",
+        "load_arrays",
         "pinned_graph",
         "progress",
+        "replace_lost",
+        "save_arrays",
         "submit_pinned",
         "worker_addresses",
     ]

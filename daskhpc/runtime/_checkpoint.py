@@ -1,0 +1,180 @@
+"""A checkpoint directory that long runs write step by step and resume from.
+
+Layout of ``DIR`` (``--checkpoint DIR`` on ``daskhpc run``)::
+
+    manifest.json      workflow, fingerprint of the run, the completed steps (+ metadata)
+    step-000004/       what the workers wrote for step 4 (one file per part, say)
+    ...                (the newest ``keep`` complete steps are kept)
+
+Workers write the step files themselves (:func:`save_arrays`, atomic: a temporary
+file renamed into place), so factors never travel to the client to be saved; ``DIR``
+must therefore be on a file system every worker and the client see (any directory on a
+LocalCluster; a shared file system on an HPC allocation). A step counts only once the
+client has seen all its files written and calls :meth:`CheckpointDir.complete`, which
+rewrites the manifest atomically: a run killed at any moment leaves the previous
+complete step usable.
+
+The fingerprint names everything that changes the numbers of the run (input, parts,
+seeds, hyper-parameters). A directory holding a different run's checkpoint is refused;
+so is a directory with a checkpoint when ``resume`` is off (it would be overwritten).
+
+Examples
+--------
+>>> import tempfile
+>>> ck = CheckpointDir(tempfile.mkdtemp(), "demo", {"seed": 0})
+>>> _ = save_arrays(ck.file(3, "part-0.npz"), x=np.arange(3))
+>>> ck.complete(3, loss=1.5)
+>>> ck.latest()
+(3, {'step': 3, 'loss': 1.5})
+>>> load_arrays(ck.file(3, "part-0.npz"))["x"]
+array([0, 1, 2])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from daskhpc._errors import InputError
+
+__all__ = ["CheckpointDir", "save_arrays", "load_arrays"]
+
+MANIFEST = "manifest.json"
+
+
+class CheckpointDir:
+    """The checkpoint of one run in ``path`` (see the module docstring).
+
+    Parameters
+    ----------
+    path : str or Path
+        Created if missing.
+    workflow : str
+    fingerprint : dict
+        JSON-serialisable; must equal the stored one to continue.
+    resume : bool
+        Continue from a checkpoint found in ``path``; without it a non-empty
+        checkpoint is refused.
+    keep : int
+        Complete steps to keep on disk (older step directories are removed).
+    """
+
+    def __init__(self, path, workflow: str, fingerprint: dict, *, resume: bool = False,
+                 keep: int = 2):
+        self.path = os.path.abspath(os.fspath(path))
+        self.workflow = workflow
+        self.fingerprint = json.loads(json.dumps(fingerprint))   # as stored
+        self.keep = max(int(keep), 1)
+        try:
+            os.makedirs(self.path, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"{self.path}: cannot create the checkpoint directory: "
+                             f"{e.strerror}") from e
+        self.manifest = self._read()
+        if self.manifest is None:
+            self.manifest = {"workflow": workflow, "fingerprint": self.fingerprint,
+                             "complete": []}
+            self._write()
+            return
+        where = os.path.join(self.path, MANIFEST)
+        if self.manifest.get("workflow") != workflow:
+            raise InputError(f"{where}: a checkpoint of workflow "
+                             f"{self.manifest.get('workflow')!r}, not {workflow!r}")
+        old = self.manifest.get("fingerprint", {})
+        diff = sorted(k for k in set(old) | set(self.fingerprint)
+                      if old.get(k) != self.fingerprint.get(k))
+        if diff:
+            shown = "; ".join(f"{k}: {old.get(k)!r} there, {self.fingerprint.get(k)!r} now"
+                              for k in diff[:4])
+            raise InputError(f"{where}: the checkpoint is of a different run ({shown}); "
+                             "use another --checkpoint directory")
+        if self.manifest["complete"] and not resume:
+            raise InputError(f"{where}: holds a checkpoint at step "
+                             f"{self.manifest['complete'][-1]['step']}; pass --resume to "
+                             "continue from it, or use an empty directory")
+
+    # -- reading --------------------------------------------------------------------
+    def _read(self) -> dict | None:
+        where = os.path.join(self.path, MANIFEST)
+        if not os.path.exists(where):
+            return None
+        try:
+            with open(where) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            raise InputError(f"{where}: unreadable checkpoint manifest: {e}") from e
+        if not isinstance(data, dict) or not isinstance(data.get("complete"), list):
+            raise InputError(f"{where}: not a daskhpc checkpoint manifest")
+        return data
+
+    def latest(self) -> tuple[int, dict] | None:
+        """``(step, metadata)`` of the newest complete step, or None."""
+        done = self.manifest["complete"]
+        return (int(done[-1]["step"]), dict(done[-1])) if done else None
+
+    def steps(self) -> list[dict]:
+        """Metadata of every complete step, oldest first (including removed ones)."""
+        return [dict(d) for d in self.manifest["complete"]]
+
+    def file(self, step: int, name: str) -> str:
+        """Path of file ``name`` of ``step`` (its directory is created)."""
+        d = os.path.join(self.path, f"step-{int(step):06d}")
+        os.makedirs(d, exist_ok=True)
+        return os.path.join(d, name)
+
+    def extra(self, name: str) -> str:
+        """Path of a run-wide file (e.g. the partition) next to the manifest."""
+        return os.path.join(self.path, name)
+
+    # -- writing --------------------------------------------------------------------
+    def complete(self, step: int, **meta) -> None:
+        """Record ``step`` as complete (all its files written) and prune old steps."""
+        self.manifest["complete"].append({"step": int(step), **meta})
+        self._write()
+        kept = {int(d["step"]) for d in self.manifest["complete"][-self.keep:]}
+        for name in os.listdir(self.path):
+            if name.startswith("step-") and name[5:].isdigit() and int(name[5:]) not in kept \
+                    and int(name[5:]) < int(step):
+                shutil.rmtree(os.path.join(self.path, name), ignore_errors=True)
+
+    def _write(self) -> None:
+        _atomic_write(os.path.join(self.path, MANIFEST),
+                      json.dumps(self.manifest, indent=1).encode())
+
+
+def save_arrays(path: str, **arrays) -> str:
+    """Write ``arrays`` to ``path`` (.npz) atomically; returns ``path``."""
+    d = os.path.dirname(path)
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".npz")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_arrays(path: str) -> dict:
+    """The arrays of a file written by :func:`save_arrays`."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: unreadable checkpoint file: {e}") from e
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,181 @@
+"""Notice lost workers while a pinned graph runs, and re-place their parts.
+
+A pinned task (hard worker restriction) whose worker dies does not fail: the scheduler
+parks it as *no-worker* and waits for a worker of that address to come back, which a
+nanny never brings (it restarts the process on a new port). Waiting on such futures
+would hang. :class:`WorkerWatch` subscribes to the scheduler's ``remove-worker`` events
+and :func:`gather_watching` waits on futures in short slices, raising
+:class:`WorkerLost` as soon as a watched worker is gone. The workflow then cancels the
+attempt, re-maps the parts with :meth:`Placement.remap <daskhpc.runtime.Placement.remap>`
+(:func:`replace_lost`) and restarts from its last checkpoint (or from the start).
+
+Examples
+--------
+>>> with WorkerWatch(client, placement.workers) as watch:          # doctest: +SKIP
+...     values = gather_watching(client, futures, watch)
+... # WorkerLost: worker(s) lost during the run: tcp://127.0.0.1:40125
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from daskhpc.runtime._connect import worker_addresses
+
+__all__ = ["WorkerLost", "WorkerWatch", "gather_watching", "replace_lost"]
+
+
+class WorkerLost(RuntimeError):
+    """Workers that owned parts of the run left the cluster.
+
+    Attributes
+    ----------
+    lost : frozenset of str
+        Their addresses.
+    """
+
+    def __init__(self, lost):
+        self.lost = frozenset(lost)
+        super().__init__("worker(s) lost during the run: " + ", ".join(sorted(self.lost)))
+
+
+class WorkerWatch:
+    """Record the departure of any of ``workers`` (a context manager).
+
+    Subscribes to the scheduler's ``all`` event topic, where the scheduler logs a
+    ``remove-worker`` event for every worker it removes (distributed 2026.8,
+    ``Scheduler.remove_worker``). On entry it also compares the list with the workers
+    alive now, so a worker lost before the subscription is not missed.
+    """
+
+    def __init__(self, client, workers):
+        self.client = client
+        self.workers = frozenset(workers)
+        self._lost: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _on_event(self, event) -> None:
+        _, msg = event
+        if isinstance(msg, dict) and msg.get("action") == "remove-worker":
+            addr = msg.get("worker")
+            if addr in self.workers:
+                with self._lock:
+                    self._lost.add(addr)
+
+    def __enter__(self) -> WorkerWatch:
+        self.client.subscribe_topic("all", self._on_event)
+        self.refresh()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.client.unsubscribe_topic("all")
+        except Exception:  # noqa: BLE001 - a closed client has nothing to unsubscribe
+            pass
+
+    @property
+    def lost(self) -> frozenset:
+        with self._lock:
+            return frozenset(self._lost)
+
+    def refresh(self) -> None:
+        """Compare with the workers alive now (a fallback to the events)."""
+        gone = self.workers - set(worker_addresses(self.client))
+        if gone:
+            with self._lock:
+                self._lost |= gone
+
+    def check(self) -> None:
+        """Raise :class:`WorkerLost` if a watched worker has gone."""
+        lost = self.lost
+        if lost:
+            raise WorkerLost(lost)
+
+
+def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
+                    on_poll=None) -> list:
+    """``client.gather(futures)`` that raises :class:`WorkerLost` instead of hanging.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    futures : list of Future
+    watch : WorkerWatch
+        Entered (subscribed) by the caller.
+    poll : float
+        Seconds between checks while futures are pending.
+    on_poll : callable, optional
+        Called after every slice (e.g. to record finished checkpoint tasks).
+
+    Returns
+    -------
+    list
+        The futures' values, in order.
+    """
+    from distributed import wait
+
+    pending = list(futures)
+    last = time.monotonic()
+    while pending:
+        if time.monotonic() - last > 1.0:    # the subscription is asynchronous: a loss
+            watch.refresh()                   # just before it took effect is seen here
+            last = time.monotonic()
+        watch.check()
+        try:
+            wait(pending, timeout=poll, return_when="ALL_COMPLETED")
+        except TimeoutError:
+            pass
+        except Exception:
+            # A lost worker takes scattered data with it and the scheduler forgets the
+            # tasks that needed it (their futures are cancelled): report the loss, the
+            # cause, rather than the dependents' cancellation, once its event is in.
+            _settle(watch, poll)
+            raise
+        if any(f.status in ("error", "cancelled") for f in pending):
+            _settle(watch, poll)
+        if on_poll is not None:
+            on_poll()
+        pending = [f for f in pending if not f.done()]
+    watch.check()
+    return client.gather(list(futures))
+
+
+def _settle(watch: WorkerWatch, poll: float, grace: float = 2.0) -> None:
+    """Raise WorkerLost if the failure just seen comes from a lost worker (waiting up
+    to ``grace`` s for the scheduler's event); return otherwise."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        watch.check()
+        time.sleep(poll)
+    watch.refresh()
+    watch.check()
+
+
+def replace_lost(client, placement, lost, *, wait_s: float = 5.0):
+    """The placement with the parts of ``lost`` workers moved to workers alive now.
+
+    Waits up to ``wait_s`` seconds for the cluster to get back to its size before the
+    loss (a nanny restarts a killed worker in a second or two, on a new address); new
+    workers then take the orphaned parts first (:meth:`Placement.remap`). If they do
+    not come, the survivors share the parts.
+
+    Raises
+    ------
+    RuntimeError
+        No worker is left.
+    """
+    want = len(set(placement.workers))
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = [w for w in worker_addresses(client) if w not in lost]
+        if len(alive) >= want or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    if not alive:
+        raise RuntimeError(f"no worker left after losing {sorted(lost)}")
+    # survivors first, in their old order, so that kept parts keep their place;
+    # new workers after them in stable order
+    old = [w for w in placement.workers if w in alive]
+    new = [w for w in alive if w not in old]
+    return placement.remap(old + new)

@@ -1,0 +1,106 @@
+"""Lost workers are noticed (never a hang) and their parts re-placed; checkpoint
+directories refuse what would lose or mix up progress."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from daskhpc._errors import InputError
+from daskhpc.runtime import (CheckpointDir, Placement, WorkerLost, WorkerWatch,
+                             gather_watching, load_arrays, replace_lost, save_arrays,
+                             submit_pinned, worker_addresses)
+
+
+def _slow(x, seconds):
+    time.sleep(seconds)
+    return x + 1
+
+
+def test_killed_worker_raises_worker_lost_instead_of_hanging(make_client):
+    client = make_client(2)
+    a, b = worker_addresses(client)
+    tasks = {"first": (_slow, 1, 0.0), "second": (_slow, "first", 30.0),
+             "third": (_slow, "second", 0.0)}
+    where = {"first": a, "second": b, "third": a}
+    futs = submit_pinned(client, tasks, where, ["third"])
+    t0 = time.monotonic()
+    with WorkerWatch(client, [a, b]) as watch:
+        time.sleep(0.5)                             # "second" is running on b
+        os.kill(client.run(os.getpid, workers=[b])[b], signal.SIGKILL)
+        with pytest.raises(WorkerLost) as err:
+            gather_watching(client, futs, watch)
+    assert err.value.lost == {b}
+    assert time.monotonic() - t0 < 15                # not the 30 s task, not forever
+    # the nanny brings a new worker; the lost one's parts go to it, the others stay
+    pl = Placement(4, [a, b])
+    new = replace_lost(client, pl, err.value.lost, wait_s=20)
+    alive = set(worker_addresses(client))
+    assert b not in alive and len(alive) == 2
+    assert new.parts_of(a) == [0, 2]
+    (fresh,) = alive - {a}
+    assert new.parts_of(fresh) == [1, 3]
+    # and the re-placed graph runs
+    tasks = {"x": (_slow, 1, 0.0), "y": (_slow, "x", 0.0)}
+    futs = submit_pinned(client, tasks, {"x": new.worker(0), "y": new.worker(1)}, ["y"])
+    with WorkerWatch(client, new.workers) as watch:
+        assert gather_watching(client, futs, watch) == [3]
+
+
+def test_a_task_error_is_raised_as_itself(client3, workers3):
+    futs = submit_pinned(client3, {"bad": (int, "x")}, {"bad": workers3[0]}, ["bad"])
+    with WorkerWatch(client3, workers3) as watch, pytest.raises(ValueError, match="'x'"):
+        gather_watching(client3, futs, watch)
+
+
+def test_replace_lost_without_a_replacement_uses_the_survivors(client3, workers3):
+    pl = Placement(6, workers3)
+    new = replace_lost(client3, pl, {workers3[1]}, wait_s=0.2)
+    assert new.parts_of(workers3[0]) == [0, 1, 3] and new.parts_of(workers3[2]) == [2, 4, 5]
+    assert workers3[1] not in new.workers
+
+
+# -- the checkpoint directory ---------------------------------------------------------
+
+def test_checkpoint_steps_prune_and_resume(tmp_path):
+    ck = CheckpointDir(tmp_path, "w", {"seed": 1, "n": [1, 2]})
+    assert ck.latest() is None
+    for step in (1, 2, 3):
+        save_arrays(ck.file(step, "p0.npz"), x=np.full(3, step))
+        ck.complete(step, loss=float(step))
+    assert ck.latest() == (3, {"step": 3, "loss": 3.0})
+    assert sorted(os.listdir(tmp_path)) == ["manifest.json", "step-000002", "step-000003"]
+    assert not [n for n in os.listdir(tmp_path / "step-000003") if n.startswith(".tmp")]
+    assert load_arrays(ck.file(3, "p0.npz"))["x"].tolist() == [3, 3, 3]
+    again = CheckpointDir(tmp_path, "w", {"seed": 1, "n": [1, 2]}, resume=True)
+    assert again.latest()[0] == 3 and [d["step"] for d in again.steps()] == [1, 2, 3]
+
+
+def test_checkpoint_refuses_overwrite_and_other_runs(tmp_path):
+    ck = CheckpointDir(tmp_path, "w", {"seed": 1})
+    ck.complete(1)
+    with pytest.raises(InputError, match=r"manifest.json: holds a checkpoint at step 1; "
+                                         r"pass --resume"):
+        CheckpointDir(tmp_path, "w", {"seed": 1})
+    with pytest.raises(InputError, match=r"different run \(seed: 1 there, 2 now\)"):
+        CheckpointDir(tmp_path, "w", {"seed": 2}, resume=True)
+    with pytest.raises(InputError, match="a checkpoint of workflow 'w', not 'v'"):
+        CheckpointDir(tmp_path, "v", {"seed": 1}, resume=True)
+
+
+def test_checkpoint_bad_files_are_named(tmp_path):
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(InputError, match="manifest.json: unreadable checkpoint manifest"):
+        CheckpointDir(tmp_path, "w", {})
+    (tmp_path / "manifest.json").write_text(json.dumps([1, 2]))
+    with pytest.raises(InputError, match="not a daskhpc checkpoint manifest"):
+        CheckpointDir(tmp_path, "w", {})
+    bad = tmp_path / "x.npz"
+    bad.write_bytes(b"garbage")
+    with pytest.raises(InputError, match="x.npz: unreadable checkpoint file"):
+        load_arrays(str(bad))
