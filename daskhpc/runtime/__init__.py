@@ -8,6 +8,8 @@
 - :class:`WorkerWatch` / :func:`gather_watching` notice a lost worker instead of
   hanging on its pinned tasks, :func:`replace_lost` re-places its parts, and
   :class:`CheckpointDir` holds the per-step checkpoints a run resumes from.
+- :func:`low_latency` unbatches the scheduler <-> worker control messages for the
+  duration of a run of short dependent tasks.
 - :class:`TransferLedger` measures the bytes and messages that moved between
   workers; :func:`calibrate` fits the alpha-beta message cost of the cluster.
 
@@ -30,6 +32,7 @@ from daskhpc.runtime._checkpoint import CheckpointDir, load_arrays, save_arrays
 from daskhpc.runtime._connect import CLUSTER_CONFIG, connect, worker_addresses
 from daskhpc.runtime._fault import WorkerLost, WorkerWatch, gather_watching, replace_lost
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
+from daskhpc.runtime._latency import low_latency
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
@@ -45,6 +48,7 @@ __all__ = [
     "connect",
     "gather_watching",
     "load_arrays",
+    "low_latency",
     "pinned_graph",
     "progress",
     "replace_lost",

@@ -189,7 +189,8 @@ def run_distributed(client, s: Setup, *, progress: bool = False, placement=None,
     order_plugin : bool
         Register the stratum-order scheduler plugin (``_plugin``) and return its timeline.
     low_latency : bool
-        Unbatch the scheduler <-> worker control messages during the run (``_latency``).
+        Unbatch the scheduler <-> worker control messages during the run
+        (:func:`daskhpc.runtime.low_latency`).
     checkpoint : SSGDCheckpoint, optional
         Write a checkpoint after every epoch and start from its newest complete epoch
         (``--resume``); a lost worker then costs the epochs since that one.
@@ -340,7 +341,7 @@ def ring_placement(nparts: int, workers) -> Placement:
 
 def _maybe_low_latency(client, on: bool):
     if on:
-        from ._latency import low_latency
+        from daskhpc.runtime import low_latency
 
         return low_latency(client)
     return contextlib.nullcontext()

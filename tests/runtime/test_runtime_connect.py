@@ -27,6 +27,7 @@ def test_public_namespace_is_pinned():
         "connect",
         "gather_watching",
         "load_arrays",
+        "low_latency",
         "pinned_graph",
         "progress",
         "replace_lost",

@@ -102,7 +102,7 @@ def test_cli_run_with_check_serial(client4, ml_small):
 @pytest.mark.parametrize("module", ["_problem", "_strata", "_assign", "_dgap", "_plans",
                                     "_runplan", "_kernel", "_setup", "_serial", "_partdata",
                                     "_tasks", "_policy", "_result", "_synthetic", "_cli",
-                                    "_api", "_driver", "_latency", "_plugin"])
+                                    "_api", "_driver", "_plugin", "_checkpoint"])
 def test_docstring_examples(module):
     import doctest
     import importlib
@@ -110,22 +110,3 @@ def test_docstring_examples(module):
     mod = importlib.import_module(f"daskhpc.ssgd.{module}")
     res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert res.failed == 0
-
-
-def _sched_intervals(dask_scheduler=None):
-    return sorted(bs.interval for bs in dask_scheduler.stream_comms.values())
-
-
-def _worker_interval(dask_worker=None):
-    return dask_worker.batched_stream.interval
-
-
-def test_low_latency_sets_and_restores_the_batching(client4):
-    from daskhpc.ssgd._latency import low_latency
-
-    before = client4.run_on_scheduler(_sched_intervals), client4.run(_worker_interval)
-    assert before[0] and min(before[0]) > 0
-    with low_latency(client4):
-        assert set(client4.run_on_scheduler(_sched_intervals)) == {0.0}
-        assert set(client4.run(_worker_interval).values()) == {0.0}
-    assert (client4.run_on_scheduler(_sched_intervals), client4.run(_worker_interval)) == before

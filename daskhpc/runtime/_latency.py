@@ -1,4 +1,4 @@
-"""Shorter batching of Dask's control messages while an SSGD run is in flight.
+"""Shorter batching of Dask's control messages while a latency-bound run is in flight.
 
 The scheduler talks to each worker through a ``BatchedSend`` that sends at most once per
 5 ms, and each worker reports back through one that sends at most once per 2 ms
@@ -7,7 +7,8 @@ most one task per ~5-7 ms per worker, whatever the tasks cost: measured on the 2
 development machine, 5.6-6.5 ms per dependent task with the defaults, 1.5 ms (same
 worker) and 2.6 ms (alternating workers, with a 13 kB transfer) with both intervals at
 0. An SSGD epoch is K such hops in a row (one per sub-epoch), so for small, latency-bound
-epochs this is the largest single cost. :func:`low_latency` sets the intervals of the
+epochs this is the largest single cost; any workflow made of short dependent pinned tasks
+pays it the same way. :func:`low_latency` sets the intervals of the
 running streams for the duration of a run and restores them afterwards; more, smaller
 control messages are the price.
 
