@@ -336,17 +336,23 @@ class StrataTimeline(_Component):
         st = self.state
         if st is None:
             return
-        rows = [r for r in st.strata_rows() if r.get("start") is not None and r.get("worker")]
+        # The scheduler's clock (``sent`` to the worker, result ``done``) where the row
+        # has it: one clock for every task. The workers' ``start``/``stop`` arrive
+        # shifted by the scheduler's per-worker latency estimate, which was off by up to
+        # 1.7 s on a loaded machine, enough to draw sub-epochs out of order.
+        rows = [(r.get("sent", r.get("start")), r.get("done", r.get("stop")), r)
+                for r in st.strata_rows() if r.get("worker")]
+        rows = [x for x in rows if x[0] is not None]
         if not rows:
             return
-        t0 = min(r["start"] for r in rows)
+        t0 = min(begin for begin, _, _ in rows)
         now = time.time()
         data = {k: [] for k in self.source.data}
-        for r in rows:
+        for begin, end, r in rows:
             sub = r.get("substep", r.get("subepoch", 0))
             data["worker"].append(_label(self.scheduler, r["worker"]))
-            data["left"].append(r["start"] - t0)
-            data["right"].append((r["stop"] if r.get("stop") is not None else now) - t0)
+            data["left"].append(begin - t0)
+            data["right"].append((end if end is not None else now) - t0)
             data["substep"].append(str(sub))
             data["task"].append(str(r.get("task", r.get("key", ""))))
             data["epoch"].append(str(r.get("epoch", "")))
