@@ -127,7 +127,8 @@ def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None):
             deps = [c for c, _ in inbox if c is not None]
             group = list(bundles.get((w, T), {}).values()) or [(group_key(w, T), [])]
             for key, items in group:
-                tasks[key] = (_tasks.work, mine, token, T,
+                # the step runs in the worker's event loop (see _tasks.work_in_loop)
+                tasks[key] = (_tasks.work_in_loop, mine, token, T,
                               np.array(items, np.int64).reshape(-1, 3), meta,
                               group_key(w, T - 1), *deps)
                 where[key] = w
