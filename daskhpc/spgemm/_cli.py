@@ -4,6 +4,7 @@
 
     daskhpc run spgemm A.mtx [--b B.mtx | --aat] --grid QxQxL --memory-per-worker 512MB
                        --batches auto|N --consume keep|write:DIR|count|prune:K --json OUT
+                       [--checkpoint DIR [--resume]]
     daskhpc plan spgemm A.mtx --grid 32x32x4 --memory-per-worker 1GB --json OUT
 """
 
@@ -19,6 +20,9 @@ from daskhpc._report import new_report
 
 NAME = "spgemm"
 HELP = "batched 2D/3D sparse SUMMA SpGEMM (C = A·B, A·Aᵀ) with a memory budget"
+#: ``daskhpc run spgemm`` takes ``--checkpoint DIR`` and ``--resume`` (the lead's CLI
+#: adds them): every finished batch is recorded in DIR, a resumed run skips them.
+CHECKPOINTS = True
 
 
 def MPI_TEST_ARGS():  # noqa: N802 - the launcher tests' convention (docs/hpc.md)
@@ -124,7 +128,8 @@ def run(args, client) -> dict:
     res = multiply(a, b, client=client, grid=grid, memory_per_worker=args.memory_per_worker,
                    local=args.local,
                    batches=_batches(args.batches), consume=args.consume, window=args.window,
-                   seed=_seed(args))
+                   seed=_seed(args), checkpoint=getattr(args, "checkpoint", None),
+                   resume=bool(getattr(args, "resume", False)))
     sections = res.report()
     serial = _serial_check(a, b, res, args.consume) if args.check_serial else None
     return new_report(NAME, input=info, parts=grid.p, seed=_seed(args),
@@ -147,6 +152,24 @@ def demo(client) -> dict:
                              "nnz": int(a.nnz)},
                       serial_check={"done": True, "identical": bool(ok)},
                       demo_s=time.perf_counter() - t0, **res.report())
+
+
+def summary(report: dict) -> str:
+    """The CLI's generic lines, plus one per recovered loss and the checkpoint."""
+    from daskhpc.cli import summarize
+
+    lines = [summarize(report)]
+    for rec in report.get("recoveries", []):
+        where = (f"batch {rec['batch']}" if rec.get("batch") is not None
+                 else rec.get("phase", "?"))
+        lines.append(f"recovered: lost {', '.join(rec['lost'])} in {where}; re-ran "
+                     f"{rec.get('rerun')}; {rec.get('time_lost_s', 0.0):.2f} s lost")
+    ck = report.get("checkpoint")
+    if ck:
+        lines.append(f"checkpoint: {ck['dir']}: {len(ck['batches_loaded'])} batch(es) "
+                     f"resumed, {ck['batches_run']} computed, "
+                     f"{len(ck['batches_written'])} written")
+    return "\n".join(lines)
 
 
 def _batches(text):

@@ -126,7 +126,10 @@ class Write(Consumer):
         arrays = {f"{c}_indptr": block.ptr, f"{c}_rows": info["rows"][block.idx],
                   f"{c}_data": block.val, f"{c}_cols": info["cols"],
                   "shape": np.asarray(info["shape"], np.int64)}
-        with zipfile.ZipFile(path, mode="a", compression=zipfile.ZIP_STORED,
+        # the first cell of the batch starts the file: a batch computed again
+        # (after a lost worker) must not append to what the lost attempt wrote
+        mode = "w" if info.get("first") else "a"
+        with zipfile.ZipFile(path, mode=mode, compression=zipfile.ZIP_STORED,
                              allowZip64=True) as zf:
             names = set(zf.namelist())
             for name, arr in arrays.items():

@@ -5,29 +5,34 @@ Steps of :func:`multiply`:
 1. check the inputs; permute rows and columns at random (load balance, as
    CombBLAS does; the result is mapped back to the original ids);
 2. cut A and B into cell blocks (Fig. 1) and scatter each to its cell's worker;
-3. Symbolic3D on the cluster (Algorithm 3) gives b unless ``batches`` is given;
+3. Symbolic3D on the cluster (Algorithm 3) gives b unless ``batches`` is given
+   (or a checkpoint being resumed holds it);
 4. submit every batch at once; the batch-admission plugin holds batch t + w
-   until batch t is consumed;
+   until batch t is consumed; a lost worker ends the attempt, the cells are
+   re-placed and only the batches whose results were lost run again
+   (:mod:`daskhpc.spgemm._recovery`);
 5. collect the consumer's value, the batch timeline, the bytes that moved per
-   step (next to the plan for the actual nnz) and the workers' peak memory.
+   step (next to the plan for the actual nnz), the workers' peak memory, the
+   recoveries and the checkpoint.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 
 from daskhpc import dashboard
 from daskhpc._errors import InputError
-from daskhpc.runtime import Placement, TransferLedger, submit_pinned, worker_addresses
-from daskhpc.runtime._progress import progress
+from daskhpc.runtime import CheckpointDir, Placement, TransferLedger, worker_addresses
 from daskhpc.spgemm import _memory, _plugin
+from daskhpc.spgemm import _recovery as R
 from daskhpc.spgemm._block import CscBlock
 from daskhpc.spgemm._consumers import Consumer, Keep, assemble, parse_consumer
-from daskhpc.spgemm._graph import batch_graph, step_of_key, symbolic_graph
+from daskhpc.spgemm._graph import step_of_key
 from daskhpc.spgemm._grid import Grid, Layout
 from daskhpc.spgemm._plan import placed_volume, step_plans, table2
 from daskhpc.spgemm._prep import check_inputs, localize, permutations
@@ -39,7 +44,8 @@ __all__ = ["multiply"]
 def multiply(a, b=None, *, client, grid: str | Grid | None = None,
              memory_per_worker=None, batches="auto", consume="keep", window: int = 1,
              seed: int | None = 0, r: float = BYTES_PER_UNMERGED, plan: bool = True,
-             measure_memory: bool = True, mask=None, local: str = "fused"):
+             measure_memory: bool = True, mask=None, local: str = "fused",
+             checkpoint=None, resume: bool = False, max_restarts: int = 3):
     """C = A·B with BatchedSumma3D on a Dask cluster, consumed batch by batch.
 
     Parameters
@@ -74,6 +80,19 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
         less memory, see docs/benchmarks.md; needs every stage's inputs at once).
         ``staged`` (the paper's Algorithm 1): Local-Multiply per SUMMA stage, then
         Merge-Layer.
+    checkpoint : str or Path, optional
+        Directory on a file system every worker and the client see: each batch,
+        once done, is recorded there (its summary, and the blocks a ``keep`` /
+        ``prune`` consumer keeps, written by the workers themselves). A worker
+        lost later then costs only the batches not yet done.
+    resume : bool
+        Continue the run recorded in ``checkpoint`` (same inputs and options, see
+        :func:`~daskhpc.spgemm._recovery.fingerprint`): complete batches are not
+        computed again, their blocks are read from the files. Without it, a
+        directory holding a checkpoint is refused.
+    max_restarts : int
+        Lost workers the run survives (each: re-place the cells, compute again
+        what was lost); one more raises :class:`~daskhpc.runtime.WorkerLost`.
 
     Returns
     -------
@@ -85,6 +104,10 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
     >>> res = multiply(A, client=client, grid="2x2x1", consume="count")   # doctest: +SKIP
     >>> res.value["nnz"] == (A @ A).nnz                                  # doctest: +SKIP
     True
+    >>> res = multiply(A, client=client, grid="2x2x1", batches=4,
+    ...                checkpoint="ck/", resume=True)                     # doctest: +SKIP
+    >>> res.recoveries, res.checkpoint["batches_loaded"]                  # doctest: +SKIP
+    ([], [0, 1])
 
     References
     ----------
@@ -118,9 +141,20 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
             pc = localize(pc, np.unique(np.concatenate(Layout(g, shape, known_b).sub_bounds)))
     ap = a[pr][:, pk]
     bp = b[pk][:, pc]
+    if max_restarts < 0:
+        raise InputError(f"max_restarts must be >= 0, not {max_restarts}")
+    if resume and checkpoint is None:
+        raise InputError("resume needs a checkpoint directory (--checkpoint DIR)")
+    ck = None
+    if checkpoint is not None:
+        # refused before any work if the directory holds another run's checkpoint;
+        # every batch stays on disk (together they are C), so nothing is pruned
+        fp = R.fingerprint(a, b, grid=str(g), batches=batches, memory=mem, r=r, seed=seed,
+                           consumer=consumer, local=local,
+                           mask=None if mask is None else sp.csr_array(mask))
+        ck = CheckpointDir(checkpoint, "spgemm", fp, resume=resume, keep=2**31)
     run = uuid.uuid4().hex[:10]
     place = Placement(g.p, workers)
-    owner = {cell: place.worker(g.rank(*cell)) for cell in g.cells()}
     cells_per_worker = max(len(place.parts_of(w)) for w in workers)
     a_blocks, b_blocks = _cut(ap, bp, lay1)
     nnz_a = max(x.nnz for x in a_blocks.values())
@@ -137,61 +171,72 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
     # dashboard pages: the run starts here (measured bytes count from now)
     dashboard.publish(client, "run", name=f"spgemm {run}", workflow="spgemm", workers=workers)
     dashboard.publish(client, "memory", budget=mem, baseline=baseline)
-    a_futs = _scatter(client, a_blocks, owner, f"spgemmA-{run}")
-    b_futs = _scatter(client, b_blocks, owner, f"spgemmB-{run}")
-    a_keys = a_futs   # tasks take the Futures: their keys are outside the graph
-    b_keys = b_futs
-    operand_keys, m_futs = None, {}
+    # the client keeps the blocks until the run is over: a lost worker's cells are
+    # scattered again to their new worker
+    inputs = R.CellInputs(client, g, place, run, warm_up=_memory.warm_up)
+    inputs.add("A", a_blocks)
+    inputs.add("B", b_blocks)
     del a_blocks, b_blocks
+    stored = R.stored_batches(ck) if ck is not None else None
 
     sym_info = {}
-    with TransferLedger(client, settle=0.5) as ledger:
+    with warnings.catch_warnings(), TransferLedger(client, settle=0.5) as ledger:
+        # a worker that died took its transfer log along; the report says so
+        # (measured["workers_lost"]) instead of a warning
+        warnings.filterwarnings("ignore", message="workers left during the measurement")
         t0 = time.perf_counter()
-        if batches == "auto" and mem_cell is not None:
-            tasks, where, totals = symbolic_graph(run, lay1, owner, a_keys, b_keys)
-            futs = submit_pinned(client, tasks, where, list(totals.values()))
-            max_c = max(client.gather(futs))
-            del futs
+        recoveries = R.Recoveries(max_restarts, t0)
+        if stored is not None:
+            # a restart of this job or a resumed one: the batches the checkpoint's
+            # files were cut into, whatever the budget per cell is now
+            nb, sym_info = int(stored["batches"]), dict(stored.get("symbolic") or {})
+        elif batches == "auto" and mem_cell is not None:
+            max_c = R.run_symbolic(client, inputs, lay1, run, recoveries)
             nb = batches_for(max_c, nnz_a, nnz_b, mem_cell, r, str(g))
             sym_info = {"max_nnz_c": max_c, "max_nnz_a": nnz_a, "max_nnz_b": nnz_b,
                         "memory_per_cell": mem_cell, "r": r, "batches": nb}
         else:
             nb = 1 if batches == "auto" else batches
+        if ck is not None and stored is None:
+            R.store_batches(ck, nb, sym_info)
         t_sym = time.perf_counter()
         lay = Layout(g, shape, nb)
         if mask is not None:
             mp = sp.csc_array(sp.csr_array(mask)[pr][:, pc])
-            m_futs = _scatter(client, _operands(consumer, mp, lay), owner, f"spgemmM-{run}")
-            operand_keys = m_futs
+            inputs.add("M", _operands(consumer, mp, lay))
         ids = {"rows": [pr[slice(*lay.rows(i))] for i in range(g.q)], "cols": pc,
                "shape": (shape[0], shape[2])}
-        tasks, where, done_keys, kept_keys = batch_graph(
-            run, lay, owner, a_keys, b_keys, consumer, ids, operand_keys, local)
         _plugin.ensure_plugin(client)
-        _plugin.register_run(client, run, nb, window)
-        futs = submit_pinned(client, tasks, where, done_keys + kept_keys)
-        with progress(futs[:len(done_keys)], "spgemm batches"):
-            summaries = client.gather(futs[:len(done_keys)])
-        t_run = time.perf_counter()
-    kept = futs[len(done_keys):]
-    peaks = client.run(_memory.read_peak) if measure_memory else {}
-    timeline = _plugin.fetch_timeline(client, run)
+        runner = R.BatchRunner(client, inputs, lay, consumer, ids, local, window, run,
+                               recoveries, ck)
+        if ck is not None and resume:
+            runner.resume()
+        after = {}
+
+        def batches_done():
+            # every batch is safe: the end of the compute (the kept blocks' gather
+            # that follows is not part of it, nor of the memory peaks)
+            after["t_run"] = time.perf_counter()
+            after["peaks"] = client.run(_memory.read_peak) if measure_memory else {}
+
+        runner.run(batches_done)
+    t_run, peaks = after["t_run"], after["peaks"]
+    owner = inputs.owner            # the final placement (after any recovery)
+    final_workers = inputs.place.workers
+    summaries = runner.summaries()
+    timeline = runner.merged_timeline()
     dashboard.publish(client, "batches", run=run, timeline=timeline)
     dashboard.publish(client, "memory", budget=mem, baseline=baseline, peak=peaks)
     # dropping the last references releases the inputs on the workers
-    a_futs = b_futs = m_futs = a_keys = b_keys = operand_keys = tasks = futs = None
+    inputs.release()
 
     value, matrix, t_gather, t_assemble = None, None, 0.0, 0.0
     if consumer.keeps:
-        tg = time.perf_counter()
-        # straight from the workers: the default gather relays every byte through
-        # the scheduler (two TCP hops and the scheduler's CPU; 2-3x slower for C)
-        blocks = client.gather(kept, direct=True)
-        kept = None
         ta = time.perf_counter()
+        blocks, runner.blocks = runner.blocks, []
         matrix = assemble(blocks, (shape[0], shape[2]))
         blocks = None
-        t_gather, t_assemble = ta - tg, time.perf_counter() - ta
+        t_gather, t_assemble = runner.gather_s, time.perf_counter() - ta
         value = matrix
     else:
         value = consumer.finalize(summaries, [])
@@ -203,6 +248,18 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
                   "assemble_s": t_assemble}
     res.memory = _memory_section(baseline, peaks, mem, workers)
     res.measured = _measured(ledger)
+    lost = sorted({w for rec in recoveries.records for w in rec["lost"]})
+    if lost:
+        res.measured["workers_lost"] = lost       # their sends are not counted
+    res.recoveries = recoveries.records
+    res.attempts = runner.attempts
+    if ck is not None:
+        res.checkpoint = {"dir": ck.path, "resumed": bool(resume),
+                          "batches_loaded": sorted(runner.loaded),
+                          "batches_written": sorted(runner.written),
+                          "batches_run": sum(len(x["completed"]) for x in runner.attempts),
+                          "nbatches_from": "checkpoint" if stored is not None else
+                          ("symbolic" if sym_info else "argument")}
     res.quality = {"batches": nb, "window": window,
                    "nnz_c": int(matrix.nnz) if matrix is not None and isinstance(consumer, Keep)
                    else _nnz_from(summaries)}
@@ -214,7 +271,7 @@ def multiply(a, b=None, *, client, grid: str | Grid | None = None,
                             "compression_factor": sym.flops / max(sym.nnz_c, 1),
                             "max_unmerged_per_cell": sym.max_unmerged})
         res.timing["plan_s"] = time.perf_counter() - tp
-        _publish_plan(client, sym, owner, g, workers, symbolic=bool(sym_info))
+        _publish_plan(client, sym, owner, g, list(final_workers), symbolic=bool(sym_info))
     return res
 
 
@@ -248,19 +305,6 @@ def _operands(consumer, mp, lay: Layout) -> dict:
         cols = np.concatenate([lay.batch_columns(t, j, k) for t in range(lay.b)])
         out[(i, j, k)] = consumer.operand(mp, np.arange(*lay.rows(i)), cols)
     return out
-
-
-def _scatter(client, blocks: dict, owner: dict, prefix: str) -> dict:
-    """Send each block to its cell's worker once; returns cell -> key."""
-    keys, by_worker = {}, {}
-    for cell, blk in blocks.items():
-        keys[cell] = f"{prefix}-{cell[0]}-{cell[1]}-{cell[2]}"
-        by_worker.setdefault(owner[cell], {})[keys[cell]] = blk
-    futures = {}
-    for w, data in by_worker.items():
-        futures.update(client.scatter(data, workers=[w], broadcast=False, hash=False))
-    # the caller holds the futures (and so the data) until the run is over
-    return {cell: futures[key] for cell, key in keys.items()}
 
 
 def _nnz_from(summaries) -> int | None:

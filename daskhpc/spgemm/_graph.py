@@ -14,6 +14,7 @@ AllToAll-Fiber  ``part`` (t, i, j, k, k2): columns for layer k2   owner of (i, j
                 ``recv`` (t, i, j, k, k2): fetches it early       owner of (i, j, k2)
 Merge-Fiber     ``cblock`` (t, i, j, k)                          owner of (i, j, k)
 consume         ``consume`` (t, i, j, k), ``combine`` (t, j, k)   owner of (i, j, k)
+kept size       ``summary`` or, with a checkpoint, ``ckpt``      where the block is kept
 batch done      ``done`` (t,)                                   owner of (0, 0, 0)
 ==============  ===========================================  ======================
 
@@ -30,7 +31,7 @@ from daskhpc.spgemm import _tasks as T
 from daskhpc.spgemm._grid import Layout
 from daskhpc.spgemm._plugin import step_key
 
-__all__ = ["symbolic_graph", "batch_graph", "step_of_key"]
+__all__ = ["symbolic_graph", "batch_graph", "step_of_key", "kept_name"]
 
 #: ledger key name -> communicating step of the report
 _STEP_OF = {"sendA": "a_bcast", "bpiece": "b_bcast", "part": "fiber",
@@ -74,7 +75,7 @@ def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dic
 
 def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                 consumer, ids: dict, operand_keys: dict | None = None,
-                local: str = "fused"):
+                local: str = "fused", batches=None, save=None, topic=None):
     """Algorithm 4: every batch of BatchedSumma3D with its consumer tasks.
 
     Parameters
@@ -90,6 +91,17 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
         is its own ``part`` task, computed first; Merge-Fiber (``cblock``)
         multiplies the piece that stays into the same accumulator as the
         pieces received (no separate merge pass, no stored own piece).
+    batches : sequence of int, optional
+        The batches to build, in this order (default all ``lay.b``): a run that
+        lost a worker computes again only the batches whose results were lost.
+    save : callable, optional
+        ``save(t, name) -> path``: with a consumer that keeps its blocks, every
+        kept block is also written to ``path`` (the checkpoint) by a ``ckpt``
+        task on its own worker, and the batch's ``done`` task waits for the
+        writes, so a finished batch is a batch on disk.
+    topic : str, optional
+        The ``done`` task of every batch also sends its summary to the clients
+        subscribed to this event topic (:func:`~daskhpc.spgemm._tasks.batch_done_reported`).
 
     Returns
     -------
@@ -111,7 +123,7 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
         return key
 
     col_offsets = _operand_offsets(lay)
-    for t in range(b):
+    for t in (range(b) if batches is None else batches):
         for cell in g.cells():
             i, j, k = cell
             put("sendA", t, cell, (T.send, a_keys[cell]), cell)
@@ -171,7 +183,10 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                     put("cblock", t, cell, (T.merge_fiber, consumer.sort, *parts), cell)
             info = {"batch": t, "cell": cell, "rows": ids["rows"][i],
                     "cols": ids["cols"][lay.batch_columns(t, j, k)], "shape": ids["shape"],
-                    "operand_cols": (int(col_offsets[cell][t]), int(col_offsets[cell][t + 1]))}
+                    "operand_cols": (int(col_offsets[cell][t]), int(col_offsets[cell][t + 1])),
+                    # the first cell of a chained batch starts its output afresh
+                    # (a batch computed again after a lost worker overwrites it)
+                    "first": consumer.chained and prev is None}
             operand = operand_keys[cell] if operand_keys else None
             finals[cell] = put("consume", t, cell, (T.consume, consumer,
                                                     step_key(run, "cblock", t, *cell),
@@ -191,14 +206,27 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
             kept_keys.extend(finals.values())
             smalls = []
             for key in finals.values():
-                skey = (f"spgemm-{run}-summary", t, *key[2:])
-                tasks[skey] = (_summary, key)
+                if save is None:
+                    skey = (f"spgemm-{run}-summary", t, *key[2:])
+                    tasks[skey] = (_summary, key)
+                else:
+                    # the same summary, once the block is in the checkpoint
+                    skey = (f"spgemm-{run}-ckpt", t, *key[2:])
+                    tasks[skey] = (T.save_kept, save(t, kept_name(key)), key)
                 where[skey] = where[key]
                 smalls.append(skey)
         else:
             smalls = list(finals.values())
-        done_keys.append(put("done", t, (), (T.batch_done, consumer, t, *smalls), (0, 0, 0)))
+        done = ((T.batch_done, consumer, t, *smalls) if topic is None else
+                (T.batch_done_reported, topic, consumer, t, *smalls))
+        done_keys.append(put("done", t, (), done, (0, 0, 0)))
     return tasks, where, done_keys, kept_keys
+
+
+def kept_name(key) -> str:
+    """File name of a kept block in the checkpoint: ``kept-<step>-<cell or column>.npz``."""
+    step = key[0].rsplit("-", 1)[-1]
+    return "kept-{}-{}.npz".format(step, "-".join(str(int(x)) for x in key[2:]))
 
 
 def _combine(consumer, *parts):

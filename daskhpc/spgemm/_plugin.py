@@ -72,8 +72,8 @@ class BatchAdmission(SchedulerPlugin):
         self.scheduler = scheduler
 
     # -- called through client.run_on_scheduler ---------------------------------
-    def register_run(self, run: str, nbatches: int, window: int) -> None:
-        self.policies[run] = BatchPolicy(nbatches, window, now=time.time())
+    def register_run(self, run: str, nbatches: int, window: int, batches=None) -> None:
+        self.policies[run] = BatchPolicy(nbatches, window, now=time.time(), batches=batches)
         self._held[run] = {}
 
     def timeline(self, run: str) -> dict:
@@ -132,10 +132,17 @@ def ensure_plugin(client) -> None:
         client.register_plugin(BatchAdmission(), name=PLUGIN_NAME)
 
 
-def register_run(client, run: str, nbatches: int, window: int) -> None:
-    """Tell the plugin about a run before its graph is submitted."""
-    def reg(dask_scheduler, run=run, nbatches=nbatches, window=window):
-        dask_scheduler.plugins[PLUGIN_NAME].register_run(run, nbatches, window)
+def register_run(client, run: str, nbatches: int, window: int, batches=None) -> None:
+    """Tell the plugin about a run before its graph is submitted.
+
+    ``batches``: the batch numbers the run's graph holds, in admission order
+    (default all ``nbatches``); a run restarted after a lost worker holds only
+    the batches whose results were lost, under a new ``run`` id.
+    """
+    order = None if batches is None else [int(t) for t in batches]
+
+    def reg(dask_scheduler, run=run, nbatches=nbatches, window=window, order=order):
+        dask_scheduler.plugins[PLUGIN_NAME].register_run(run, nbatches, window, order)
 
     client.run_on_scheduler(reg)
 

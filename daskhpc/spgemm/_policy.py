@@ -37,24 +37,41 @@ class BatchPolicy:
     window : int, default 1
         Batches allowed in flight.
     now : float, optional
-        Time the run was registered (batches ``0 .. window-1`` are admitted then).
+        Time the run was registered (the first ``window`` batches are admitted then).
+    batches : sequence of int, optional
+        The batches this run computes, in the order they are admitted (default
+        ``0 .. nbatches-1``). A run that recovers from a lost worker computes
+        only the batches whose results were lost, e.g. ``[1, 3]``: the window
+        then counts positions in this order, so batch 3 waits for batch 1.
+
+    Examples
+    --------
+    >>> pol = BatchPolicy(4, window=1, batches=[1, 3])
+    >>> pol.admitted(), pol.consumed(1, now=1.0)
+    ([1], [3])
     """
 
-    def __init__(self, nbatches: int, window: int = 1, now: float = 0.0):
+    def __init__(self, nbatches: int, window: int = 1, now: float = 0.0, batches=None):
         if nbatches < 1 or window < 1:
             raise ValueError(f"need nbatches >= 1 and window >= 1, got {nbatches}, {window}")
         self.nbatches = int(nbatches)
         self.window = int(window)
-        self._events = [dict.fromkeys(("admitted", "started", "finished", "consumed"))
-                        for _ in range(self.nbatches)]
-        for t in range(min(self.window, self.nbatches)):
+        order = list(range(self.nbatches)) if batches is None else [int(t) for t in batches]
+        if len(set(order)) != len(order) or any(not 0 <= t < self.nbatches for t in order):
+            raise ValueError(f"batches must be distinct numbers in 0..{self.nbatches - 1}, "
+                             f"got {order}")
+        self.order = order
+        self._pos = {t: u for u, t in enumerate(order)}
+        self._events = {t: dict.fromkeys(("admitted", "started", "finished", "consumed"))
+                        for t in order}
+        for t in order[:self.window]:
             self._events[t]["admitted"] = now
 
     def is_admitted(self, t: int) -> bool:
         return self._events[t]["admitted"] is not None
 
     def admitted(self) -> list[int]:
-        return [t for t in range(self.nbatches) if self.is_admitted(t)]
+        return [t for t in self.order if self.is_admitted(t)]
 
     def started(self, t: int, now: float) -> None:
         """The first task of batch ``t`` was sent to a worker."""
@@ -68,28 +85,31 @@ class BatchPolicy:
     def consumed(self, t: int, now: float) -> list[int]:
         """Batch ``t``'s output was consumed; returns the batches admitted now."""
         self._events[t]["consumed"] = now
-        nxt = t + self.window
-        if nxt < self.nbatches and not self.is_admitted(nxt):
+        u = self._pos[t] + self.window
+        if u < len(self.order) and not self.is_admitted(self.order[u]):
+            nxt = self.order[u]
             self._events[nxt]["admitted"] = now
             return [nxt]
         return []
 
     def done(self) -> bool:
-        return all(e["consumed"] is not None for e in self._events)
+        return all(e["consumed"] is not None for e in self._events.values())
 
     def timeline(self) -> list[dict]:
-        """One record per batch: ``batch``, ``admitted``, ``started``, ``finished``,
-        ``consumed`` (seconds on the scheduler's clock; None if not yet)."""
-        return [{"batch": t, **e} for t, e in enumerate(self._events)]
+        """One record per batch of the run, in admission order: ``batch``,
+        ``admitted``, ``started``, ``finished``, ``consumed`` (seconds on the
+        scheduler's clock; None if not yet)."""
+        return [{"batch": t, **self._events[t]} for t in self.order]
 
     def check(self) -> list[str]:
         """Violations of the admission rule found in the timeline (empty if none)."""
         bad = []
-        for t in range(self.window, self.nbatches):
-            before = self._events[t - self.window]["consumed"]
+        for u in range(self.window, len(self.order)):
+            t, prev = self.order[u], self.order[u - self.window]
+            before = self._events[prev]["consumed"]
             for what in ("admitted", "started"):
                 at = self._events[t][what]
                 if at is not None and (before is None or at < before):
                     bad.append(f"batch {t} {what} at {at} before batch "
-                               f"{t - self.window} was consumed ({before})")
+                               f"{prev} was consumed ({before})")
         return bad

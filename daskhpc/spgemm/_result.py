@@ -35,6 +35,21 @@ class SpgemmResult:
         ``admitted``, ``started``, ``finished``, ``consumed``) and ``violations``.
     quality, measured, plan, timing, memory, symbolic : dict
         Sections of the JSON report (see ../shared/CLI.md).
+    recoveries : list of dict
+        One per lost worker the run survived: ``lost`` (addresses), ``phase``
+        (``symbolic``, ``batches`` or ``gather``), ``attempt`` and ``batch`` (the
+        lowest batch in flight) where it was noticed, ``batches_safe``,
+        ``batches_invalidated`` (done, but their kept blocks died),
+        ``batches_from_checkpoint``, ``rerun`` (the next attempt's batches),
+        ``cells_moved``, ``new_workers``, and the time lost: ``wasted_s`` (work in
+        flight), ``invalidated_s``, ``recovery_s`` (waiting for a replacement,
+        re-placing, re-scattering) and their sum ``time_lost_s``. Empty: no loss.
+    attempts : list of dict
+        ``attempt``, ``batches`` submitted, ``completed`` (in order of completion).
+    checkpoint : dict
+        With ``checkpoint=DIR``: ``dir``, ``resumed``, ``batches_loaded`` (complete
+        in the checkpoint at the start), ``batches_written``, ``batches_run``
+        (batch computations of this call) and ``nbatches_from``.
     """
 
     value: Any = None
@@ -48,14 +63,21 @@ class SpgemmResult:
     timing: dict = field(default_factory=dict)
     memory: dict = field(default_factory=dict)
     symbolic: dict = field(default_factory=dict)
+    recoveries: list = field(default_factory=list)
+    attempts: list = field(default_factory=list)
+    checkpoint: dict = field(default_factory=dict)
 
     def report(self) -> dict:
-        """The workflow-specific sections of the JSON report (empty ones omitted)."""
+        """The workflow-specific sections of the JSON report (empty ones omitted,
+        except ``recoveries``: an empty list says that no worker was lost)."""
         out = {"grid": self.grid, "batches": self.nbatches, "quality": self.quality,
                "plan": self.plan, "measured": self.measured, "timing": self.timing,
                "memory": self.memory, "symbolic": self.symbolic,
-               "timeline": self.timeline}
-        return {k: v for k, v in out.items() if v not in (None, {}, [])}
+               "timeline": self.timeline, "attempts": self.attempts,
+               "checkpoint": self.checkpoint}
+        out = {k: v for k, v in out.items() if v not in (None, {}, [])}
+        out["recoveries"] = self.recoveries
+        return out
 
     def __repr__(self) -> str:
         q = self.quality
@@ -66,6 +88,8 @@ class SpgemmResult:
                              else f"{key}={q[key]:.3g}")
         if "run_s" in self.timing:
             parts.append(f"run_s={self.timing['run_s']:.3f}")
+        if self.recoveries:
+            parts.append(f"recoveries={len(self.recoveries)}")
         return f"SpgemmResult({', '.join(parts)})"
 
     def _repr_html_(self) -> str:

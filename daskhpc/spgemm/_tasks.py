@@ -11,12 +11,14 @@ from __future__ import annotations
 import numpy as np
 from dask.sizeof import sizeof
 
+from daskhpc.runtime._checkpoint import load_arrays, save_arrays
+
 from daskhpc.spgemm import _local
 from daskhpc.spgemm._block import CscBlock
 
 __all__ = ["send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total", "fused_layer",
            "fused_part", "fused_own", "merge_layer", "fiber_part", "merge_fiber", "consume",
-           "batch_done"]
+           "batch_done", "batch_done_reported", "save_kept", "load_kept"]
 
 
 @sizeof.register(CscBlock)
@@ -112,3 +114,60 @@ def consume(consumer, block: CscBlock, info: dict, operand=None, prev=None):
 def batch_done(consumer, t: int, *results):
     """The batch's last task: a small summary; its completion admits the next batch."""
     return consumer.batch(t, list(results))
+
+
+def batch_done_reported(topic: str, consumer, t: int, *results):
+    """:func:`batch_done` that also sends the summary to the client as an event.
+
+    The event leaves the worker before the task's completion does, so it reaches
+    the client before batch t + w is admitted, and before the news that this
+    worker died (one ordered stream from the scheduler). The client thus learns
+    of a finished batch even if the worker holding the ``done`` result dies
+    before the client could fetch it; the batch then need not run again.
+
+    .. warning::
+       Relies on the message order of distributed 2026.8: ``Worker.log_event``
+       from a task thread queues the event on the worker's loop before the task's
+       completion is reported, and the scheduler forwards events and task reports
+       to a client over one ordered stream. If that changed, the client would only
+       learn of fewer finished batches (it also reads the ``done`` results), never
+       of wrong ones.
+    """
+    summary = consumer.batch(t, list(results))
+    try:
+        from distributed import get_worker
+
+        get_worker().log_event(topic, {"t": int(t), "summary": summary})
+    except (ValueError, TypeError):
+        pass    # not on a worker, or not msgpack-able: the client fetches the result
+    return summary
+
+
+def save_kept(path: str, kept):
+    """Write a kept ``(block, row ids, column ids)`` to the checkpoint, on its worker.
+
+    The block goes straight from the worker's memory to ``path`` (atomically:
+    a reader sees the whole file or none), so C never travels through the
+    client to be saved. Returns what the batch's ``done`` task needs of the
+    block (its size), like the summary task it replaces.
+    """
+    from daskhpc.spgemm._graph import _summary
+
+    block, rows, cols = kept
+    arrays = {"ptr": block.ptr, "idx": block.idx, "val": block.val,
+              "shape": np.asarray(block.shape, np.int64),
+              "sorted": np.asarray(bool(block.sorted)), "cols": np.asarray(cols)}
+    if isinstance(rows, np.ndarray):     # else the rows are already original ids
+        arrays["rows"] = rows
+    save_arrays(path, **arrays)
+    return _summary(kept)
+
+
+def load_kept(path: str) -> tuple:
+    """The ``(block, row ids, column ids)`` that :func:`save_kept` wrote."""
+    from daskhpc.spgemm._consumers import _IDENTITY
+
+    z = load_arrays(path)
+    block = CscBlock(z["ptr"], z["idx"], z["val"], tuple(int(x) for x in z["shape"]),
+                     bool(z["sorted"]))
+    return block, z.get("rows", _IDENTITY), z["cols"]

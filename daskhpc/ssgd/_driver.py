@@ -304,8 +304,11 @@ def _attempt(client, s: Setup, placement, progress: bool, order_plugin: bool,
         if bar:
             client.unsubscribe_topic(topic)
             bar.close()
-        if futs:
-            client.cancel(futs)       # after a loss: stop what still runs elsewhere
+        # after a loss: drop our interest, and the scheduler forgets what still waits or
+        # runs elsewhere (release, not client.cancel: in distributed 2026.8 cancelling a
+        # key whose dependent nobody wants can break the client's scheduler stream)
+        for f in futs:
+            f.release()
         client.run(_tasks.cleanup, token)
     timeline = None
     if order_plugin:
