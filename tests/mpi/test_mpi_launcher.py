@@ -208,7 +208,7 @@ def test_job_scripts(tmp_path):
     env = {**os.environ, "SLURM_NTASKS": str(RANKS), "SLURM_JOB_ID": "42", "LAYERS": "3",
            "PATH": os.path.dirname(MPIEXEC) + os.pathsep + os.environ.get("PATH", ""),
            "DASKHPC_MPI_ARGS": "--interface lo --dashboard-address 127.0.0.1:0",
-           "EXTRA_ARGS": "--check-serial"}
+           "EXTRA_ARGS": "--check-serial", "CHECKPOINT": str(tmp_path / "ck")}
     proc = subprocess.run(["bash", os.path.join(JOBS, "slurm-spgemm.sh")], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -216,6 +216,15 @@ def test_job_scripts(tmp_path):
     assert report["workers"] == RANKS - 2 and report["grid"] == "1x1x3"
     assert report["serial_check"]["identical"] is True
     assert not (tmp_path / "scheduler-42.json").exists()
+    # resubmitted: the same script resumes from the checkpoint and has nothing left to do
+    proc = subprocess.run(["bash", os.path.join(JOBS, "slurm-spgemm.sh")], cwd=tmp_path,
+                          env={**env, "SLURM_JOB_ID": "43"}, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads((tmp_path / "spgemm-43.json").read_text())
+    assert again["checkpoint"]["batches_run"] == 0, again["checkpoint"]
+    assert again["quality"]["nnz_c"] == report["quality"]["nnz_c"]
+    assert again["serial_check"]["identical"] is True
 
 
 KILLED_MID_RUN = textwrap.dedent("""

@@ -24,6 +24,11 @@ JOB=${JOB%%.*}
 INPUT=${INPUT:-$(python -c 'from daskhpc import datasets; print(datasets.path("ratings"))')}
 LAYERS=${LAYERS:-2}
 MEMORY=${MEMORY_PER_WORKER:-2GB}
+# CHECKPOINT=DIR (on a file system every node sees): one checkpoint per batch, and a
+# resubmitted job continues from the last complete batch (--resume starts afresh when
+# DIR holds nothing, so the same script serves the first job and its resubmissions).
+CKPT_ARGS=()
+if [ -n "${CHECKPOINT:-}" ]; then CKPT_ARGS=(--checkpoint "$CHECKPOINT" --resume); fi
 
 export DASK_DASKHPC__PARTITIONER__SEED=${DASK_DASKHPC__PARTITIONER__SEED:-0}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
@@ -34,11 +39,11 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THRE
 mpiexec -f "$NODEFILE" -n "$NP" python -m daskhpc.mpi ${DASKHPC_MPI_ARGS:-} \
     --scheduler-file "scheduler-$JOB.json" --local-directory "${TMPDIR:-/tmp}" \
     spgemm "$INPUT" --aat --layers "$LAYERS" --memory-per-worker "$MEMORY" \
-    --consume count --json "spgemm-$JOB.json" ${EXTRA_ARGS:-}
+    --consume count --json "spgemm-$JOB.json" "${CKPT_ARGS[@]}" ${EXTRA_ARGS:-}
 status=$?
 case $status in
   0) echo "daskhpc: report in spgemm-$JOB.json" ;;
-  3) echo "daskhpc: a rank was lost (see above); resubmit the job" >&2 ;;
+  3) echo "daskhpc: a rank was lost (see above); resubmit the job${CHECKPOINT:+ (it resumes from $CHECKPOINT)}" >&2 ;;
   *) echo "daskhpc: failed with status $status" >&2 ;;
 esac
 exit $status

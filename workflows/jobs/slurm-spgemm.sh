@@ -23,6 +23,11 @@ JOB=${SLURM_JOB_ID:-local}
 INPUT=${INPUT:-$(python -c 'from daskhpc import datasets; print(datasets.path("ratings"))')}
 LAYERS=${LAYERS:-2}                       # grid q x q x LAYERS, q*q*LAYERS = workers
 MEMORY=${MEMORY_PER_WORKER:-2GB}          # Symbolic3D picks the batch count from this
+# CHECKPOINT=DIR (on a file system every node sees): one checkpoint per batch, and a
+# resubmitted job continues from the last complete batch (--resume starts afresh when
+# DIR holds nothing, so the same script serves the first job and its resubmissions).
+CKPT_ARGS=()
+if [ -n "${CHECKPOINT:-}" ]; then CKPT_ARGS=(--checkpoint "$CHECKPOINT" --resume); fi
 
 # daskhpc settings reach every rank through the environment (or ~/.config/dask/*.yaml).
 export DASK_DASKHPC__PARTITIONER__SEED=${DASK_DASKHPC__PARTITIONER__SEED:-0}
@@ -36,11 +41,11 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THRE
 mpiexec -n "$NTASKS" python -m daskhpc.mpi ${DASKHPC_MPI_ARGS:-} \
     --scheduler-file "scheduler-$JOB.json" --local-directory "${TMPDIR:-/tmp}" \
     spgemm "$INPUT" --aat --layers "$LAYERS" --memory-per-worker "$MEMORY" \
-    --consume count --json "spgemm-$JOB.json" ${EXTRA_ARGS:-}
+    --consume count --json "spgemm-$JOB.json" "${CKPT_ARGS[@]}" ${EXTRA_ARGS:-}
 status=$?
 case $status in
   0) echo "daskhpc: report in spgemm-$JOB.json" ;;
-  3) echo "daskhpc: a rank was lost (see above); resubmit the job" >&2 ;;
+  3) echo "daskhpc: a rank was lost (see above); resubmit the job${CHECKPOINT:+ (it resumes from $CHECKPOINT)}" >&2 ;;
   *) echo "daskhpc: failed with status $status" >&2 ;;
 esac
 exit $status
