@@ -112,7 +112,7 @@ class DashboardPlugin(SchedulerPlugin):
         self.state = DashboardState()
         self.scheduler = None
         self._sampler = None
-        self._seen_lists: dict[str, tuple[int, int]] = {}
+        self._seen_lists: dict[str, tuple[list, int]] = {}
 
     async def start(self, scheduler) -> None:
         from distributed.protocol.pickle import dumps
@@ -178,11 +178,16 @@ class DashboardPlugin(SchedulerPlugin):
     def _read_timeline(self, name: str, plugin) -> None:
         tl = getattr(plugin, "timeline", None)
         if isinstance(tl, list):
-            # strata-timeline interface; skip the merge when nothing was appended
-            mark = (id(tl), len(tl))
-            if tl and self._seen_lists.get(name) != mark:
-                self.state.merge_rows(name, tl)
-                self._seen_lists[name] = mark
+            # strata-timeline interface: an append-only list (a source may replace it by
+            # a new list when a run is fetched). Merge only the rows appended since the
+            # last sample: re-reading the whole list every 200 ms grew with the run and
+            # took most of the scheduler's CPU on long SSGD runs (py-spy, K = 4).
+            prev = self._seen_lists.get(name)
+            new = tl[prev[1]:] if prev is not None and prev[0] is tl else tl
+            if new:
+                self.state.merge_rows(name, new)
+            # the list itself, not its id: holding it means its id cannot be reused
+            self._seen_lists[name] = (tl, len(tl))
         elif callable(tl) and isinstance(getattr(plugin, "policies", None), dict):
             for run in list(plugin.policies):
                 self.state.merge_batches(str(run), tl(run))

@@ -75,3 +75,28 @@ def test_publish_never_fails_a_run(dash_client, caplog):
     # a value the scheduler cannot take is logged, not raised
     assert dashboard.publish(dash_client, "plan", matrix=[[0]]) is False
     assert "could not publish 'plan'" in caplog.text
+
+
+def test_timeline_rows_are_read_incrementally():
+    """Each sample merges only the rows appended since the last one (re-reading the
+    whole list grew with the run); a replaced list is read from its start."""
+    from daskhpc.dashboard._plugin import DashboardPlugin
+
+    class Source:
+        timeline: list = []
+
+    merged = []
+    plugin = DashboardPlugin()
+    real = plugin.state.merge_rows
+    plugin.state.merge_rows = lambda name, rows: merged.append(len(rows)) or real(name, rows)
+    src = Source()
+    src.timeline = [{"run": "r", "key": f"k{i}", "worker": "w", "start": i, "stop": i + 1}
+                    for i in range(5)]
+    plugin._read_timeline("src", src)
+    plugin._read_timeline("src", src)                       # nothing new: no merge
+    src.timeline += [{"run": "r", "key": "k5", "worker": "w", "start": 5, "stop": 6}]
+    plugin._read_timeline("src", src)
+    src.timeline = src.timeline[:2]                         # fetched: a new list
+    plugin._read_timeline("src", src)
+    assert merged == [5, 1, 2]
+    assert len(plugin.state.strata_rows()) == 6
