@@ -80,7 +80,7 @@ def partition_report(args, data) -> tuple[dict, hg.Partition]:
                      epsilon=args.epsilon, seed=args.seed, **options)
     report = new_report(
         "partition", input=data.describe(), model=model_summary(h), parts=args.parts,
-        partitioner=args.partitioner, objective=args.objective, epsilon=args.epsilon,
+        partitioner=p.partitioner, objective=args.objective, epsilon=args.epsilon,
         seed=args.seed, partition=p.report(),
         timing={"model_s": round(t_model, 4), "partition_s": round(p.time_s, 4)})
     if h.name == "tensor-fine":

@@ -41,7 +41,9 @@ def _partition_parser(sub) -> None:
     p.add_argument("--format", help="override the format detected from the extension")
     p.add_argument("--parts", type=int, required=True, metavar="K")
     p.add_argument("--partitioner", default="mtkahypar",
-                   choices=["mtkahypar", "kahypar", "random", "block", "graph"])
+                   choices=["mtkahypar", "kahypar", "random", "block", "graph", "lp", "auto"],
+                   help="backend; auto picks Mt-KaHyPar or lp by the instance's size "
+                        "(docs/partitioning.md)")
     p.add_argument("--objective", default="km1", choices=OBJECTIVES)
     p.add_argument("--epsilon", type=float, default=0.03)
     p.add_argument("--seed", type=int, default=0)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._unique import unique_sorted
+
 
 @dataclass(eq=False)
 class Hypergraph:
@@ -87,7 +89,7 @@ class Hypergraph:
         """Build from (net, vertex) pairs; duplicate pairs are merged."""
         net_of_pin = np.asarray(net_of_pin, dtype=np.int64)
         vertex_of_pin = np.asarray(vertex_of_pin, dtype=np.int64)
-        key = np.unique(net_of_pin * np.int64(num_vertices) + vertex_of_pin)
+        key = unique_sorted(net_of_pin * np.int64(num_vertices) + vertex_of_pin)
         nets, verts = np.divmod(key, np.int64(max(num_vertices, 1)))
         net_ptr = np.zeros(num_nets + 1, dtype=np.int64)
         np.cumsum(np.bincount(nets, minlength=num_nets), out=net_ptr[1:])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._hypergraph import Hypergraph
+from ._unique import unique_sorted
 
 
 def _check_parts(h: Hypergraph, parts: np.ndarray, nparts: int) -> np.ndarray:
@@ -41,7 +42,7 @@ def connectivity_sets(h: Hypergraph, parts, nparts: int) -> tuple[np.ndarray, np
     parts = _check_parts(h, parts, nparts)
     # One key per (net, part) pair a pin creates; unique keys are the connectivity sets,
     # already sorted by net then part.
-    keys = np.unique(h.net_of_pin() * np.int64(nparts) + parts[h.pins])
+    keys = unique_sorted(h.net_of_pin() * np.int64(nparts) + parts[h.pins])
     nets, lam_parts = np.divmod(keys, np.int64(nparts))
     lam_ptr = np.zeros(h.num_nets + 1, dtype=np.int64)
     np.cumsum(np.bincount(nets, minlength=h.num_nets), out=lam_ptr[1:])

@@ -39,25 +39,47 @@ def _context(init, nparts, objective, epsilon, preset):
     return ctx
 
 
+def capped_weights(weights: np.ndarray, nparts: int) -> np.ndarray:
+    """Vertex weights capped at the average part weight ``ceil(W / K)``.
+
+    A vertex heavier than that overloads its part in every partition, so no partition
+    meets Mt-KaHyPar's balance bound; Mt-KaHyPar then keeps trying to rebalance (on the
+    1M-rating power-law matrix at K = 1024: 127 s and SOED 9.18M uncapped, 92 s and 8.72M
+    capped). Capped, such a vertex fills its part alone, which is the best any partition
+    can do, and the instance is feasible. Weights below the cap are unchanged, so
+    instances without such vertices (all our small ones) get exactly the same input.
+    """
+    cap = -(-int(weights.sum()) // max(int(nparts), 1))
+    return np.minimum(weights, cap) if weights.size and weights.max() > cap else weights
+
+
 def partition_mtkahypar(h: Hypergraph, nparts: int, *, objective: str = "km1",
                         epsilon: float = 0.03, seed: int = 0, threads: int = 1,
                         preset: str = "deterministic", **_) -> np.ndarray:
-    """Partition with Mt-KaHyPar (``preset``: deterministic, default, quality, large_k).
+    """Partition with Mt-KaHyPar.
 
-    ``deterministic`` (our default) gives the same partition for the same seed; Mt-KaHyPar's
-    ``default`` preset is about 3.5x faster with the same km1 on our data but differs run to run.
+    ``preset``: ``deterministic`` (our default) gives the same partition for the same seed
+    (and thread count); ``default`` is about 4x faster with about the same quality on our
+    data but differs run to run; ``quality``, ``large_k``; ``auto`` picks deterministic or
+    default by ``pins * sqrt(K)`` (:func:`daskhpc.hypergraph._auto.mtkahypar_preset`).
 
     Nets with fewer than two pins are left out (they cannot be cut); several weight
-    constraints are combined into one (see ``combined_weights``).
+    constraints are combined into one (see ``combined_weights``), and vertices heavier
+    than the average part are capped (see :func:`capped_weights`).
     """
     import mtkahypar
 
+    if preset == "auto":
+        from ._auto import mtkahypar_preset
+
+        preset = mtkahypar_preset(h, nparts)
     init = _initializer(threads)
     ctx = _context(init, nparts, objective, epsilon, preset)
     mtkahypar.set_seed(int(seed))
     nets = cuttable_nets(h)
     hg = init.create_hypergraph(ctx, h.num_vertices, int(nets.size), nets_as_lists(h, nets),
-                                combined_weights(h).tolist(), h.net_costs[nets].tolist())
+                                capped_weights(combined_weights(h), nparts).tolist(),
+                                h.net_costs[nets].tolist())
     return np.asarray(hg.partition(ctx).get_partition(), dtype=np.int64)
 
 

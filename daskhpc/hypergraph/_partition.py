@@ -27,7 +27,10 @@ _BACKENDS: dict[str, str] = {
     "random": "daskhpc.hypergraph._simple:partition_random",
     "block": "daskhpc.hypergraph._simple:partition_block",
     "graph": "daskhpc.hypergraph._graphpart:partition_graph",
+    "lp": "daskhpc.hypergraph._refine:partition_lp",
 }
+# Not a backend: partition(h, K, "auto") picks one of the above (see _auto.py).
+AUTO = "auto"
 
 
 def register_partitioner(name: str, target) -> None:
@@ -36,7 +39,7 @@ def register_partitioner(name: str, target) -> None:
 
 
 def partitioners() -> list[str]:
-    """Names of the registered backends."""
+    """Names of the registered backends (``partition`` also takes ``"auto"``)."""
     return sorted(_BACKENDS)
 
 
@@ -96,6 +99,8 @@ class Partition:
         m = self.metrics()
         out = {k: m[k] for k in ("imbalance", "km1", "soed", "cut")}
         out["imbalance_per_constraint"] = m["imbalance_per_constraint"]
+        if "auto" in self.meta:
+            out["auto"] = {k: self.meta["auto"][k] for k in ("backend", "options", "rule")}
         if "balanced" in m:
             out.update(epsilon=m["epsilon"], balanced=m["balanced"],
                        balance_possible=m["balance_possible"])
@@ -163,10 +168,13 @@ def partition(h: Hypergraph, nparts: int, partitioner: str = "mtkahypar", *,
     h : Hypergraph
     nparts : int
         K. More parts than vertices is an error unless ``allow_empty`` (then one vertex per part).
-    partitioner : {"mtkahypar", "kahypar", "random", "block", "graph"}
+    partitioner : {"mtkahypar", "kahypar", "random", "block", "graph", "lp", "auto"}
         ``random`` and ``block`` ignore the objective; ``kahypar`` optimises SOED through the
         recursive-bisection net-cost scheme of the SSGD paper (section V); ``graph``
-        partitions the clique-expanded or given graph (``graph=`` a symmetric scipy matrix).
+        partitions the clique-expanded or given graph (``graph=`` a symmetric scipy matrix);
+        ``lp`` refines a random partition by label propagation; ``auto`` chooses Mt-KaHyPar
+        (deterministic or default preset) or ``lp`` by the instance's size (``_auto.py``):
+        the result's ``partitioner`` is the chosen backend and ``meta["auto"]`` says why.
     objective : {"km1", "soed", "cut"}
     epsilon : float
         Allowed imbalance: every part weighs at most ``(1 + eps) * ceil(W / K)``.
@@ -184,11 +192,18 @@ def partition(h: Hypergraph, nparts: int, partitioner: str = "mtkahypar", *,
     >>> from daskhpc.hypergraph import column_net
     >>> A = sp.random_array((200, 300), density=0.02, random_state=0, format="csr")
     >>> p = partition(column_net(A), 4, "random", seed=1)
-    >>> p.part_sizes().sum()
+    >>> int(p.part_sizes().sum())
     200
     """
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; choose one of {list(OBJECTIVES)}")
+    meta = {}
+    if partitioner == AUTO:
+        from ._auto import choose_partitioner
+
+        meta["auto"] = choose_partitioner(h, nparts)
+        partitioner = meta["auto"]["backend"]
+        options = {**meta["auto"]["options"], **options}  # explicit options win
     backend = _resolve(partitioner)
     t0 = time.perf_counter()
     parts = _trivial(h, nparts, allow_empty)
@@ -198,4 +213,4 @@ def partition(h: Hypergraph, nparts: int, partitioner: str = "mtkahypar", *,
     elapsed = time.perf_counter() - t0
     if parts.shape != (h.num_vertices,) or (parts.size and (parts.min() < 0 or parts.max() >= nparts)):
         raise RuntimeError(f"partitioner {partitioner!r} returned an invalid partition")
-    return Partition(parts, nparts, partitioner, objective, epsilon, seed, h, elapsed)
+    return Partition(parts, nparts, partitioner, objective, epsilon, seed, h, elapsed, meta)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._hypergraph import Hypergraph
+from ._unique import unique_sorted
 
 
 def combined_weights(h: Hypergraph) -> np.ndarray:
@@ -52,7 +53,7 @@ def place_free_vertices(h: Hypergraph, parts: np.ndarray, free: np.ndarray) -> n
     K = int(parts.max()) + 1
     # every (net, part) pair among placed pins: the parts each net already touches
     pair_net, pair_part = np.divmod(
-        np.unique(net_of_pin[placed] * K + parts[h.pins[placed]]), K)
+        unique_sorted(net_of_pin[placed] * K + parts[h.pins[placed]]), K)
     free_pins = np.flatnonzero(is_free[h.pins])
     if free_pins.size:
         # for every free pin, all parts its net touches -> count (vertex, part) votes
@@ -64,7 +65,7 @@ def place_free_vertices(h: Hypergraph, parts: np.ndarray, free: np.ndarray) -> n
         votes_v = np.repeat(h.pins[free_pins], counts)
         idx = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(counts.sum())
         votes_p = pair_part[idx]
-        keys, n = np.unique(votes_v * K + votes_p, return_counts=True)
+        keys, n = unique_sorted(votes_v * K + votes_p, return_counts=True)
         vv, pp = np.divmod(keys, K)
         best = np.lexsort((-n, vv))  # per vertex, most votes first
         first = np.concatenate([[True], vv[best][1:] != vv[best][:-1]])

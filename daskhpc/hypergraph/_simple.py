@@ -13,6 +13,7 @@ import numpy as np
 
 from ._hypergraph import Hypergraph
 from ._prepare import combined_weights
+from ._unique import unique_sorted
 
 
 def _split_by_weight(weights: np.ndarray, nparts: int) -> np.ndarray:
@@ -24,7 +25,7 @@ def _split_by_weight(weights: np.ndarray, nparts: int) -> np.ndarray:
     parts = np.clip(parts, 0, nparts - 1)
     # Never leave a part empty when there are enough vertices: with unit weights this is the
     # usual n // K split; with skewed weights fall back to an equal vertex count.
-    if np.unique(parts).size < nparts <= weights.size:
+    if unique_sorted(parts).size < nparts <= weights.size:
         parts = (np.arange(weights.size) * nparts) // weights.size
     return parts
 

@@ -2,7 +2,11 @@
 
 * Rows: ``"random"`` (seeded, balanced by nonzeros) or ``"hp"``: the column-net hypergraph
   of section V (vertex = row with weight nnz, net = column with cost F) partitioned for
-  SOED, eq. (14), which is the P2P volume of one epoch.
+  SOED, eq. (14), which is the P2P volume of one epoch. With the default partitioner
+  (``auto``) the backend is chosen by the instance's size
+  (:mod:`daskhpc.hypergraph._auto`): Mt-KaHyPar's deterministic preset for small
+  instances, its default preset for medium ones, and label propagation from the random
+  partition where Mt-KaHyPar would take many minutes (the 10M-rating matrix at K = 1024).
 * Columns: random and balanced: a seeded permutation dealt round robin, so block sizes
   differ by at most one (section VI-A).
 * Or both from a partition file in the paper code's format: the row part ids, a line
@@ -48,6 +52,7 @@ class Assignment:
     partitioner: str | None = None
     report: dict = field(default_factory=dict)
     time_s: float = 0.0
+    choice: dict | None = None  # how ``auto`` chose the backend (hp rows only)
 
     def __post_init__(self):
         self.row_parts = np.ascontiguousarray(self.row_parts, dtype=np.int64)
@@ -63,7 +68,7 @@ def random_col_blocks(ncols: int, nparts: int, seed: int = 0) -> np.ndarray:
 
 
 def assign(train: Ratings, nparts: int, *, partition: str = "hp",
-           partitioner: str = "mtkahypar", rank: int = 16, epsilon: float = 0.03,
+           partitioner: str = "auto", rank: int = 16, epsilon: float = 0.03,
            seed: int = 0, partition_file=None) -> Assignment:
     """Partition the rows of ``train`` into K parts and its columns into K blocks.
 
@@ -76,9 +81,11 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
     partition : {"hp", "random"}
         How rows are partitioned when no ``partition_file`` is given.
     partitioner : str
-        Backend of :func:`daskhpc.hypergraph.partition` for ``hp`` (``mtkahypar`` direct
-        k-way SOED, ``kahypar`` recursive bisection with the 2F/F net costs of
-        section V, ...).
+        Backend of :func:`daskhpc.hypergraph.partition` for ``hp``. ``auto`` (the
+        default) applies the size rule of :mod:`daskhpc.hypergraph._auto` (Mt-KaHyPar
+        direct k-way SOED where it is fast enough, else ``lp``); other names are used as
+        given (``mtkahypar``: its deterministic preset at any size; ``kahypar``:
+        recursive bisection with the 2F/F net costs of section V; ``lp``, ...).
     rank : int
         F, the net cost (so the partition's SOED is the P2P volume in words).
     epsilon : float
@@ -95,6 +102,7 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
         raise InputError(f"unknown --partition {partition!r}; choose one of {list(PARTITIONS)}")
     N, M = train.shape
     t0 = time.perf_counter()
+    choice = None
     if partition_file is not None:
         rows, cols = _read_file(partition_file, N, M, nparts)
         if cols is None:
@@ -104,9 +112,13 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
         cols = random_col_blocks(M, nparts, seed)
         h = column_net(train.matrix(), net_cost=int(rank))
         method, backend = partition, (partitioner if partition == "hp" else "random")
-        rows = hg_partition(h, nparts, backend, objective="soed", epsilon=epsilon,
-                            seed=seed).parts
-    return Assignment(rows, cols, nparts, method, backend, {}, time.perf_counter() - t0)
+        # The default ``auto`` must stay usable at K = 1024 on 10M ratings, where every
+        # Mt-KaHyPar preset takes many minutes: the size rule picks the backend. A named
+        # backend is used as named.
+        p = hg_partition(h, nparts, backend, objective="soed", epsilon=epsilon, seed=seed)
+        rows, backend, choice = p.parts, p.partitioner, p.meta.get("auto")
+    return Assignment(rows, cols, nparts, method, backend, {}, time.perf_counter() - t0,
+                      choice)
 
 
 def partition_report(a: Assignment, train: Ratings, pins_col: np.ndarray, rank: int) -> dict:
@@ -119,9 +131,12 @@ def partition_report(a: Assignment, train: Ratings, pins_col: np.ndarray, rank: 
     lam = np.bincount(pins_col, minlength=train.shape[1])
     w = np.bincount(a.row_parts[train.rows], minlength=K)
     cut = lam > 1
-    return {"imbalance": float(w.max() / (w.sum() / K) - 1.0) if w.sum() else 0.0,
-            "km1": int(rank) * int(np.maximum(lam - 1, 0).sum()),
-            "soed": int(rank) * int(lam[cut].sum()), "cut": int(rank) * int(cut.sum())}
+    out = {"imbalance": float(w.max() / (w.sum() / K) - 1.0) if w.sum() else 0.0,
+           "km1": int(rank) * int(np.maximum(lam - 1, 0).sum()),
+           "soed": int(rank) * int(lam[cut].sum()), "cut": int(rank) * int(cut.sum())}
+    if a.choice is not None:
+        out["auto"] = {k: a.choice[k] for k in ("backend", "options", "rule")}
+    return out
 
 
 def _read_file(path, N: int, M: int, K: int) -> tuple[np.ndarray, np.ndarray | None]:

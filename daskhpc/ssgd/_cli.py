@@ -55,7 +55,8 @@ def add_arguments(parser, mode: str) -> None:
     g.add_argument("--partition", choices=("hp", "random"), default=d.partition,
                    help="row partition: hypergraph (SOED) or seeded random (hp)")
     g.add_argument("--partitioner", default=d.partitioner,
-                   help="hypergraph partitioner backend for --partition hp (mtkahypar)")
+                   help="hypergraph partitioner for --partition hp: auto (Mt-KaHyPar, or label "
+                        "propagation where Mt-KaHyPar would take minutes), mtkahypar, kahypar, lp")
     g.add_argument("--epsilon", type=float, default=d.epsilon,
                    help="allowed nonzero imbalance of the row blocks (0.03)")
     g.add_argument("--strata", choices=("ring", "random"), default=d.strata,

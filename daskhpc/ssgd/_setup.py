@@ -42,7 +42,7 @@ class Options:
     epochs: int = 20
     strategy: str = "hc"
     partition: str = "hp"
-    partitioner: str = "mtkahypar"
+    partitioner: str = "auto"       # Mt-KaHyPar or lp by size (hypergraph._auto)
     epsilon: float = 0.03
     strata: str = "ring"
     ring_seed: int = 0

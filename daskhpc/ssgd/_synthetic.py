@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dgap import unique
+from daskhpc.hypergraph._unique import unique_sorted
+
 from ._problem import Ratings
 
 __all__ = ["power_law_ratings", "write_ratings_csv"]
@@ -60,15 +61,15 @@ def power_law_ratings(nnz: int = 10_000_000, n_users: int | None = None,
         want = int((nnz - keys.size) * 1.3) + 1000
         u = np.minimum(np.searchsorted(cu, rng.random(want)), N - 1)
         i = np.minimum(np.searchsorted(ci, rng.random(want)), M - 1)
-        keys = unique(np.concatenate([keys, u * M + i]))
+        keys = unique_sorted(np.concatenate([keys, u * M + i]))
     keys = rng.choice(keys, size=nnz, replace=False)
     keys.sort()
     users, items = keys // M, keys % M
     # Shuffle ids so popularity is not sorted by index, then drop unused ids.
     users = rng.permutation(N)[users]
     items = rng.permutation(M)[items]
-    uid, rows = np.unique(users, return_inverse=True)
-    iid, cols = np.unique(items, return_inverse=True)
+    uid, rows = unique_sorted(users, return_inverse=True)
+    iid, cols = unique_sorted(items, return_inverse=True)
     U = rng.normal(0.0, 1.0 / np.sqrt(rank), (uid.size, rank))
     V = rng.normal(0.0, 1.0, (iid.size, rank))
     vals = 3.5 + np.einsum("ir,ir->i", U[rows], V[cols]) + rng.normal(0.0, noise, nnz)
