@@ -1,6 +1,7 @@
 """The command line: reports, exit statuses and one-line errors (contract: ../shared/CLI.md)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -51,7 +52,9 @@ def test_partition_slashdot(shared_data, tmp_path, capsys, partitioner):
 @pytest.mark.slow
 def test_partition_slashdot_exact_issue_command(shared_data, tmp_path):
     out_json = tmp_path / "out.json"
-    subprocess.run(["daskhpc", "partition", "column-net",
+    # the console script of this environment (its bin/ need not be on PATH)
+    exe = os.path.join(os.path.dirname(sys.executable), "daskhpc")
+    subprocess.run([exe, "partition", "column-net",
                     str(shared_data / "graphs/soc-Slashdot0902.txt.gz"), "--parts", "8",
                     "--json", str(out_json)], check=True)
     assert json.loads(out_json.read_text())["partition"]["balanced"]
