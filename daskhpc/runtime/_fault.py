@@ -47,6 +47,9 @@ class WorkerWatch:
     ``remove-worker`` event for every worker it removes (distributed 2026.8,
     ``Scheduler.remove_worker``). On entry it also compares the list with the workers
     alive now, so a worker lost before the subscription is not missed.
+
+    A client keeps one handler per topic: two watches open at once on one client
+    would replace each other's handler (our workflows open one at a time).
     """
 
     def __init__(self, client, workers):
