@@ -28,9 +28,10 @@ Examples
 """
 
 from daskhpc.runtime._calibrate import calibrate
-from daskhpc.runtime._checkpoint import CheckpointDir, load_arrays, save_arrays
+from daskhpc.runtime._checkpoint import CheckpointDir, array_digest, load_arrays, save_arrays
 from daskhpc.runtime._connect import CLUSTER_CONFIG, connect, worker_addresses
-from daskhpc.runtime._fault import WorkerLost, WorkerWatch, gather_watching, replace_lost
+from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
+                                    replace_lost)
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
 from daskhpc.runtime._latency import low_latency
 from daskhpc.runtime._ledger import TransferLedger
@@ -44,6 +45,7 @@ __all__ = [
     "TransferLedger",
     "WorkerLost",
     "WorkerWatch",
+    "array_digest",
     "calibrate",
     "connect",
     "gather_watching",
@@ -51,6 +53,7 @@ __all__ = [
     "low_latency",
     "pinned_graph",
     "progress",
+    "release_futures",
     "replace_lost",
     "save_arrays",
     "submit_pinned",

@@ -32,6 +32,7 @@ array([0, 1, 2])
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -41,7 +42,7 @@ import numpy as np
 
 from daskhpc._errors import InputError
 
-__all__ = ["CheckpointDir", "save_arrays", "load_arrays"]
+__all__ = ["CheckpointDir", "save_arrays", "load_arrays", "array_digest"]
 
 MANIFEST = "manifest.json"
 
@@ -131,6 +132,12 @@ class CheckpointDir:
         return os.path.join(self.path, name)
 
     # -- writing --------------------------------------------------------------------
+    def write_extra(self, name: str, data: dict) -> str:
+        """Write a run-wide JSON file next to the manifest, atomically; returns its path."""
+        path = self.extra(name)
+        _atomic_write(path, json.dumps(data).encode())
+        return path
+
     def complete(self, step: int, **meta) -> None:
         """Record ``step`` as complete (all its files written) and prune old steps."""
         self.manifest["complete"].append({"step": int(step), **meta})
@@ -144,6 +151,14 @@ class CheckpointDir:
     def _write(self) -> None:
         _atomic_write(os.path.join(self.path, MANIFEST),
                       json.dumps(self.manifest, indent=1).encode())
+
+
+def array_digest(*arrays) -> str:
+    """A hash of the arrays' bytes (for a fingerprint: the same data, the same text)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
+    return h.hexdigest()
 
 
 def save_arrays(path: str, **arrays) -> str:

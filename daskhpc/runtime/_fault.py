@@ -23,7 +23,7 @@ import time
 
 from daskhpc.runtime._connect import worker_addresses
 
-__all__ = ["WorkerLost", "WorkerWatch", "gather_watching", "replace_lost"]
+__all__ = ["WorkerLost", "WorkerWatch", "gather_watching", "replace_lost", "release_futures"]
 
 
 class WorkerLost(RuntimeError):
@@ -182,3 +182,19 @@ def replace_lost(client, placement, lost, *, wait_s: float = 5.0):
     old = [w for w in placement.workers if w in alive]
     new = [w for w in alive if w not in old]
     return placement.remap(old + new)
+
+
+def release_futures(futures) -> None:
+    """Drop the client's claim on ``futures`` now, whoever else still holds them.
+
+    How an attempt ends after a loss (the scheduler then forgets what still waits or
+    runs for it). Not ``client.cancel``: in distributed 2026.8, cancelling a key that
+    has a dependent no client wants fails an assertion in the scheduler's
+    ``stimulus_cancel``, which ends the scheduler's handling of this client's stream:
+    the client reconnects and every key it held is lost. Releasing is what a
+    garbage-collected Future does, so it has no such edge; doing it explicitly
+    matters because distributed's own exception reference cycles keep Futures alive
+    until the next ``gc``.
+    """
+    for f in futures:
+        f.release()

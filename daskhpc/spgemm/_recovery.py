@@ -33,7 +33,6 @@ recovered run gives exactly the matrix of an undisturbed one.
 from __future__ import annotations
 
 import concurrent.futures
-import hashlib
 import json
 import os
 import time
@@ -41,46 +40,28 @@ import time
 import numpy as np
 
 from daskhpc._errors import InputError
-from daskhpc.runtime import (WorkerLost, WorkerWatch, gather_watching, replace_lost,
-                             submit_pinned)
-from daskhpc.runtime._checkpoint import _atomic_write
+from daskhpc.runtime import (WorkerLost, WorkerWatch, array_digest, gather_watching,
+                             release_futures, replace_lost, submit_pinned)
 from daskhpc.runtime._progress import progress
 from daskhpc.spgemm import _plugin
 from daskhpc.spgemm import _tasks as T
 from daskhpc.spgemm._graph import batch_graph, kept_name, symbolic_graph
 
 __all__ = ["CellInputs", "Recoveries", "BatchRunner", "fingerprint", "run_symbolic",
-           "stored_batches", "store_batches", "release", "RUN_FILE"]
+           "stored_batches", "store_batches", "RUN_FILE"]
 
 #: Run-wide facts next to the manifest: b and Symbolic3D's numbers (a restart or
 #: a resumed job must use the b the checkpoint's batches were cut with).
 RUN_FILE = "spgemm-run.json"
 
 
-def release(futures) -> None:
-    """Drop the client's claim on ``futures`` now, whoever else still holds them.
-
-    Not ``client.cancel``: in distributed 2026.8, cancelling a key that has a
-    dependent no client wants (a kept block's size task, say) fails an assertion
-    in the scheduler's ``stimulus_cancel``, which ends the scheduler's handling of
-    this client's stream: the client reconnects and every key it held is lost.
-    Releasing is what a garbage-collected Future does, so it has no such edge;
-    doing it explicitly matters because distributed's own exception reference
-    cycles (``sync``'s stored error) keep Futures alive until the next ``gc``.
-    """
-    for f in futures:
-        f.release()
-
-
 # -- the fingerprint of a run ---------------------------------------------------------
 
 def matrix_digest(m) -> dict:
     """Shape, nnz and a SHA-256 of a canonical CSR matrix (what identifies an input)."""
-    h = hashlib.sha256()
-    for arr in (m.indptr.astype(np.int64), m.indices.astype(np.int64),
-                np.ascontiguousarray(m.data, dtype=np.float64)):
-        h.update(memoryview(arr).cast("B"))
-    return {"shape": [int(x) for x in m.shape], "nnz": int(m.nnz), "sha256": h.hexdigest()}
+    return {"shape": [int(x) for x in m.shape], "nnz": int(m.nnz),
+            "sha256": array_digest(m.indptr.astype(np.int64), m.indices.astype(np.int64),
+                                   np.asarray(m.data, dtype=np.float64))}
 
 
 def fingerprint(a, b, *, grid: str, batches, memory, r: float, seed, consumer, local: str,
@@ -161,8 +142,7 @@ def store_batches(ck, nb: int, symbolic: dict) -> None:
     complete is resumed with the same b, whatever the new cluster's budget per
     cell would give.
     """
-    _atomic_write(ck.extra(RUN_FILE), json.dumps({"batches": int(nb),
-                                                  "symbolic": symbolic}).encode())
+    ck.write_extra(RUN_FILE, {"batches": int(nb), "symbolic": symbolic})
 
 
 # -- the cell blocks and where they live ------------------------------------------------
@@ -256,7 +236,7 @@ class CellInputs:
             if not moved:
                 break
             # the old futures of moved cells point at data that died with its worker
-            release(self.futures[name][c] for c in moved)
+            release_futures(self.futures[name][c] for c in moved)
             fresh = self._scatter(name, {c: blocks[c] for c in moved}, after)
             self.futures[name].update(fresh)
         return moved, new
@@ -264,7 +244,7 @@ class CellInputs:
     def release(self) -> None:
         """Drop the futures (the workers free the blocks); keep nothing on the client."""
         for futs in self.futures.values():
-            release(futs.values())
+            release_futures(futs.values())
         self.futures = {}
         self.blocks = {}
 
@@ -316,7 +296,7 @@ def run_symbolic(client, inputs: CellInputs, lay1, run: str, recoveries: Recover
                 return max(gather_watching(client, futs, watch))
         except WorkerLost as e:
             t_notice = time.perf_counter()
-            release(futs)
+            release_futures(futs)
             rec = recoveries.begin(e, phase="symbolic", attempt=attempt)
             moved, new = inputs.recover(e.lost)
             rec.update(rerun="symbolic", cells_moved=[list(c) for c in moved],
@@ -470,12 +450,12 @@ class BatchRunner:
         except WorkerLost:
             record()     # what finished before the loss was noticed is not lost
             # drop what is not safe: it waits for the dead worker for ever
-            release(x[0] for t in todo if t not in self.summary for x in kept[t])
+            release_futures(x[0] for t in todo if t not in self.summary for x in kept[t])
             raise
         finally:
             # the summaries are here; without the done keys, a kept block has no
             # dependent left on the scheduler (see _gather_direct)
-            release(done.values())
+            release_futures(done.values())
             done.clear()
             kept.clear()
             try:
@@ -532,7 +512,7 @@ class BatchRunner:
                 continue
             del self.kept[t]
             # the batch is read from disk or computed again, in full
-            release(f for f, _ in pairs)
+            release_futures(f for f, _ in pairs)
             if t in self.on_disk:
                 from_disk.append(t)
                 continue
@@ -575,8 +555,8 @@ def _gather_direct(client, pairs: list) -> list:
     worker died waits for it to be computed again, which a pinned task never is;
     so the gather runs in a thread while this one watches the workers, and on a
     loss cancels the lost futures (the gather then ends) and raises. Cancelling
-    is safe here (see :func:`release`): the attempts released their ``done``
-    keys before, so no task depends on a kept block any more.
+    is safe here (see :func:`~daskhpc.runtime.release_futures`): the attempts
+    released their ``done`` keys before, so no task depends on a kept block any more.
     """
     futures = [f for f, _ in pairs]
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spgemm-gather")

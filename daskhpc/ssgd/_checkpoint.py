@@ -23,13 +23,12 @@ Examples
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import replace
 
 import numpy as np
 
-from daskhpc.runtime import CheckpointDir, load_arrays
+from daskhpc.runtime import CheckpointDir, array_digest, load_arrays
 
 from ._kernel import learning_rate
 from ._serial import initial_factors
@@ -46,21 +45,14 @@ def partition_path(path) -> str | None:
     return p if os.path.exists(p) else None
 
 
-def _digest(*arrays) -> str:
-    h = hashlib.blake2b(digest_size=12)
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()
-
-
 def fingerprint(s: Setup) -> dict:
     """What must not change between a run and its resumption."""
     o, r = s.options, s.ratings
-    return {"ratings": _digest(r.rows, r.cols, r.vals), "shape": list(r.shape),
+    return {"ratings": array_digest(r.rows, r.cols, r.vals), "shape": list(r.shape),
             "parts": s.K, "rank": o.rank, "seed": o.seed, "lr": o.lr, "reg": o.reg,
             "init_scale": s.init_scale, "test_fraction": o.test_fraction,
             "strata": o.strata, "ring_seed": o.ring_seed,
-            "partition": _digest(s.assignment.row_parts, s.assignment.col_blocks)}
+            "partition": array_digest(s.assignment.row_parts, s.assignment.col_blocks)}
 
 
 class SSGDCheckpoint:

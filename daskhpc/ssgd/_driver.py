@@ -267,7 +267,7 @@ def run_distributed(client, s: Setup, *, progress: bool = False, placement=None,
 def _attempt(client, s: Setup, placement, progress: bool, order_plugin: bool,
              low_latency: bool, checkpoint) -> dict:
     """One try at the (rest of the) run on ``placement``; raises ``WorkerLost``."""
-    from daskhpc.runtime import WorkerWatch, gather_watching
+    from daskhpc.runtime import WorkerWatch, gather_watching, release_futures
 
     K, E = s.K, s.E
     token = uuid.uuid4().hex[:10]
@@ -305,10 +305,8 @@ def _attempt(client, s: Setup, placement, progress: bool, order_plugin: bool,
             client.unsubscribe_topic(topic)
             bar.close()
         # after a loss: drop our interest, and the scheduler forgets what still waits or
-        # runs elsewhere (release, not client.cancel: in distributed 2026.8 cancelling a
-        # key whose dependent nobody wants can break the client's scheduler stream)
-        for f in futs:
-            f.release()
+        # runs elsewhere (release_futures says why not client.cancel)
+        release_futures(futs)
         client.run(_tasks.cleanup, token)
     timeline = None
     if order_plugin:

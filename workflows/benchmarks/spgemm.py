@@ -136,6 +136,19 @@ def bench_ours(client, a, grid, consume, local, repeat):
     return out
 
 
+def time_local(a32, blk, rows) -> None:
+    """One timing each of scipy's ``A @ A`` and our local kernel, appended to
+    ``rows["scipy"]`` and ``rows["kernel"]`` (seconds; each product freed at once)."""
+    t0 = time.perf_counter()
+    c = a32 @ a32
+    rows["scipy"].append(time.perf_counter() - t0)
+    del c
+    t0 = time.perf_counter()
+    c = local_multiply(blk, blk)
+    rows["kernel"].append(time.perf_counter() - t0)
+    del c
+
+
 def paired(client, a, a32, repeat, grids=("2x2x1", "1x1x1", "1x1x2")):
     """scipy, the kernel and ours back to back in every repeat, so that all see the
     same load (the machine is shared): per-repeat times and scipy/ours ratios."""
@@ -145,14 +158,7 @@ def paired(client, a, a32, repeat, grids=("2x2x1", "1x1x1", "1x1x2")):
                  measure_memory=False)
     rows = defaultdict(list)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        c = a32 @ a32
-        rows["scipy"].append(time.perf_counter() - t0)
-        del c
-        t0 = time.perf_counter()
-        c = local_multiply(blk, blk)
-        rows["kernel"].append(time.perf_counter() - t0)
-        del c
+        time_local(a32, blk, rows)
         for grid in grids:
             res = multiply(a, client=client, grid=grid, consume="count", local="fused",
                            plan=False, measure_memory=False)

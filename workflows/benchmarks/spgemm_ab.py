@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +30,7 @@ from daskhpc.runtime import connect
 from daskhpc.spgemm import local_multiply, multiply
 from daskhpc.spgemm._block import CscBlock
 
-from spgemm import MATRICES  # the full benchmark's data sets (this folder's spgemm.py)
+from spgemm import MATRICES, time_local  # this folder's spgemm.py: data sets, local timing
 
 
 def stats(times) -> dict:
@@ -57,14 +56,7 @@ def main(argv=None):
             local_multiply(blk, blk)
             rows = {"scipy": [], "kernel": []}
             for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                c = a32 @ a32
-                rows["scipy"].append(time.perf_counter() - t0)
-                del c
-                t0 = time.perf_counter()
-                c = local_multiply(blk, blk)
-                rows["kernel"].append(time.perf_counter() - t0)
-                del c
+                time_local(a32, blk, rows)
             for grid in ("1x1x1", "2x2x1", "1x1x2"):
                 multiply(a, client=client, grid=grid, consume="count", local="fused", plan=False)
                 key = f"ours_{grid}_fused_count"
