@@ -11,8 +11,8 @@ import time
 import numpy as np
 
 from daskhpc import hypergraph as hg
-from daskhpc._errors import InputError
-from daskhpc._report import new_report
+from daskhpc.errors import InputError
+from daskhpc.report import new_report
 
 MODELS = ("column-net", "row-net", "graph", "tensor-fine", "tensor-coarse", "stochastic")
 

@@ -34,7 +34,7 @@ def available() -> dict[str, str]:
 
 def load(name: str):
     """Import the CLI module of workflow ``name``."""
-    from daskhpc._errors import InputError
+    from daskhpc.errors import InputError
 
     mods = available()
     if name not in mods:

@@ -21,8 +21,8 @@ import time
 import traceback
 
 from daskhpc import __version__, _workflows
-from daskhpc._errors import InputError
-from daskhpc._report import new_report, write_report
+from daskhpc.errors import InputError
+from daskhpc.report import new_report, write_report
 
 
 # -- parsers --------------------------------------------------------------

@@ -175,3 +175,80 @@ class TaskKey:
         if not isinstance(key, tuple) or not key or not str(key[0]).startswith(self.prefix):
             return False
         return all(i < len(key) and key[i] == v for i, v in self.at.items())
+
+
+# -- a small program for tests of the runtime frame -----------------------------------
+
+def _toy_init(ctx, start):
+    import numpy as np
+
+    if start is not None:
+        ctx.state["x"] = np.array(start["x"])
+        return
+    rng = np.random.default_rng(ctx.part)
+    ctx.state["x"] = rng.standard_normal(ctx.static)
+
+
+def _toy_send(ctx, delay):
+    import time
+
+    if delay:
+        time.sleep(delay)
+    return {(ctx.part + 1) % ctx.nparts: ctx.state["x"]}
+
+
+def _toy_mix(ctx):
+    (src, other), = ctx.inbox.items()
+    ctx.state["x"] = 0.5 * ctx.state["x"] + 0.25 * other + 0.01 * ctx.unit
+
+
+def _toy_get(ctx):
+    return ctx.state["x"]
+
+
+def _toy_put(ctx, total):
+    import numpy as np
+
+    ctx.report(norm=float(np.linalg.norm(total)), first=float(ctx.state["x"][0]))
+
+
+def _toy_save(ctx):
+    return {"x": ctx.state["x"]}
+
+
+def _toy_final(ctx):
+    return ctx.state["x"]
+
+
+def toy_program(nparts: int, units: int, *, length: int = 100, first_unit: int = 0,
+                delay: float = 0.0):
+    """A Program over ``nparts`` parts for tests of the frame: per unit a ring exchange of
+    a ``length``-vector, a mix, a dense allreduce whose norm every part reports.
+
+    Examples
+    --------
+    >>> from daskhpc.comm import run_local
+    >>> finals, reports = run_local(toy_program(3, 2), [100] * 3)
+    >>> len(reports), sorted(reports[0])
+    (2, [0, 1, 2])
+    """
+    from daskhpc.comm import Plan, Program
+
+    K = nparts
+    prog = Program(K, "toy", init=_toy_init, final=_toy_final, save=_toy_save,
+                   first_unit=first_unit)
+    ring = Plan.from_messages(K, [(0, p, (p + 1) % K, [0]) for p in range(K)],
+                              words_per_unit=length) if K > 1 else None
+    for _ in range(first_unit, units):
+        if ring is not None:
+            prog.step(_toy_send, delay, sends=ring, label="send")
+            prog.step(_toy_mix, label="mix")
+        prog.allreduce(_toy_get, _toy_put, words=length, report=True, label="norm")
+    return prog
+
+
+def toy_row(unit: int, reports: dict) -> dict:
+    """History row of :func:`toy_program`: the norm (equal on every part) and part 0's x[0]."""
+    norms = {v["norm"] for v in reports.values()}
+    assert len(norms) == 1, f"parts disagree on the allreduce: {norms}"
+    return {"norm": norms.pop(), "first": reports[0]["first"]}

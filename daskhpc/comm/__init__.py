@@ -1,5 +1,13 @@
 """Communication plans: who sends which units to whom in which phase, and what it costs.
 
+* :class:`Plan`: the messages (flat arrays) and the papers' metrics; ``placed`` projects
+  it onto workers;
+* :func:`expand_plan` / :func:`fold_plan`: owners to the parts of a connectivity set and
+  back (CP-ALS, GCN);
+* :class:`AllreduceSchedule` / :func:`tree_sum`: a deterministic dense allreduce;
+* :class:`Program` / :func:`run_local`: a bulk-synchronous program of steps over parts,
+  each step with its Plan; ``daskhpc.runtime`` runs the same program on a cluster.
+
 No dask here: a Plan for K = 1024 parts is computed and reported without a cluster.
 
 Examples
@@ -10,7 +18,12 @@ Examples
 (3, 384)
 """
 
+from ._allreduce import AllreduceSchedule, tree_sum
+from ._builders import expand_plan, fold_plan, row_volume
 from ._cost import CostModel
 from ._plan import Plan
+from ._program import Context, PlanMismatch, Program, Step, run_local
 
-__all__ = ["Plan", "CostModel"]
+__all__ = ["Plan", "CostModel", "expand_plan", "fold_plan", "row_volume",
+           "AllreduceSchedule", "tree_sum", "Program", "Step", "Context", "PlanMismatch",
+           "run_local"]

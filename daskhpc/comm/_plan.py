@@ -12,6 +12,13 @@ Metrics (SSGD paper, section VI; the other papers use the same words):
 * sum-max vol / sum-max msgs: per phase, the largest per-part send; summed over phases
   (the bulk-synchronous critical path).
 * max-max vol / max-max msgs: the largest per-part send in any single phase.
+
+Rows of different widths (GCN sends d_k-wide rows in layer k; a CP-ALS step sends factor
+rows and a Gram matrix) are given per message by ``words`` (or per phase by
+``phase_words``); everything in bytes then uses each message's own width.
+:meth:`Plan.placed` projects a part-level plan onto workers (what crosses between worker
+processes, bundled as the runtime sends it): the one projection that planned-vs-measured
+comparisons and the dashboard use.
 """
 
 from __future__ import annotations
@@ -44,6 +51,11 @@ class Plan:
         Words per unit (F for SSGD rows, R for CP-ALS, 1 for nonzeros + index words...).
     word_bytes : int
         Bytes per word (8 for float64).
+    words : int array (one per message), optional
+        Words per unit of each message, where widths differ (``words_per_unit`` is then
+        only the default width shown in the report).
+    phase_words : int array (len = nphases), optional
+        The same, per phase (converted to ``words``).
     name : str
 
     Examples
@@ -68,6 +80,8 @@ class Plan:
     word_bytes: int = 8
     name: str = ""
     meta: dict = field(default_factory=dict)
+    words: np.ndarray | None = None
+    phase_words: np.ndarray | None = None
 
     def __post_init__(self):
         self.nparts = int(self.nparts)
@@ -98,6 +112,16 @@ class Plan:
                 raise ValueError("phases must be non-negative")
         top = int(self.phase.max()) + 1 if m else 0
         self.nphases = max(int(self.nphases if self.nphases is not None else top), top)
+        if self.phase_words is not None:
+            w = np.asarray(self.phase_words, dtype=np.int64)
+            if w.shape != (self.nphases,):
+                raise ValueError(f"phase_words needs one entry per phase ({self.nphases}), "
+                                 f"got {w.shape}")
+            self.words, self.phase_words = w[self.phase], None
+        if self.words is not None:
+            self.words = np.ascontiguousarray(self.words, dtype=np.int64)
+            if self.words.shape != (m,):
+                raise ValueError("words needs one entry per message")
 
     # -- construction -----------------------------------------------------
     @classmethod
@@ -116,16 +140,37 @@ class Plan:
         """Plans one after another: phases of the second follow those of the first."""
         plans = list(plans)
         offs = np.cumsum([0] + [p.nphases for p in plans[:-1]])
+        return cls._joined(plans, offs, nparts, kw)
+
+    @classmethod
+    def merge(cls, plans, nparts: int | None = None, **kw) -> "Plan":
+        """Plans side by side: their messages in the same phases (union of the messages).
+
+        Examples
+        --------
+        >>> a = Plan.from_messages(2, [(0, 0, 1, [1])])
+        >>> b = Plan.from_messages(2, [(1, 1, 0, [2])])
+        >>> Plan.merge([a, b]).phase.tolist(), Plan.concat([a, b]).phase.tolist()
+        ([0, 1], [0, 2])
+        """
+        plans = list(plans)
+        kw.setdefault("nphases", max(p.nphases for p in plans))
+        return cls._joined(plans, np.zeros(len(plans), np.int64), nparts, kw)
+
+    @classmethod
+    def _joined(cls, plans, offs, nparts, kw) -> "Plan":
         has_idx = all(p.indices is not None for p in plans)
         first = plans[0]
         kw = {"unit": first.unit, "words_per_unit": first.words_per_unit,
               "word_bytes": first.word_bytes, **kw}
+        if any(p.words is not None or p.words_per_unit != kw["words_per_unit"] for p in plans):
+            kw.setdefault("words", np.concatenate([p.message_words() for p in plans]))
         args = dict(
             nparts=nparts or max(p.nparts for p in plans),
             phase=np.concatenate([p.phase + o for p, o in zip(plans, offs)]),
             src=np.concatenate([p.src for p in plans]),
             dst=np.concatenate([p.dst for p in plans]),
-            nphases=int(sum(p.nphases for p in plans)), **kw)
+            **{"nphases": int(sum(p.nphases for p in plans)), **kw})
         if has_idx:
             args["indices"] = np.concatenate([p.indices for p in plans])
             args["ptr"] = np.concatenate([[0], np.cumsum(np.concatenate([p.volume for p in plans]))])
@@ -151,7 +196,104 @@ class Plan:
 
     @property
     def unit_bytes(self) -> int:
+        """Bytes of one unit (in plans with ``phase_words``: of the default width)."""
         return self.words_per_unit * self.word_bytes
+
+    def message_words(self) -> np.ndarray:
+        """Words per unit of every message."""
+        if self.words is not None:
+            return self.words
+        return np.full(self.num_messages, self.words_per_unit, dtype=np.int64)
+
+    def message_bytes(self) -> np.ndarray:
+        """Planned payload bytes of every message (volume x its width x word bytes)."""
+        return self.volume * self.message_words() * self.word_bytes
+
+    def rephased(self, phase: int, nphases: int | None = None) -> "Plan":
+        """Every message moved to ``phase`` (a program step that sends them all at once)."""
+        return Plan(self.nparts, np.full(self.num_messages, phase, np.int64), self.src,
+                    self.dst, self.ptr, self.indices,
+                    None if self.indices is not None else self.volume,
+                    phase + 1 if nphases is None else nphases, self.unit,
+                    self.words_per_unit, self.word_bytes, self.name, dict(self.meta),
+                    self.message_words())
+
+    # -- derived plans ---------------------------------------------------------------
+    def reversed(self, name: str | None = None) -> "Plan":
+        """The same messages in the opposite direction (a fold is an expand reversed).
+
+        Examples
+        --------
+        >>> p = Plan.from_messages(3, [(0, 0, 1, [4, 5]), (0, 0, 2, [5])])
+        >>> [(s, d, i.tolist()) for _, s, d, i in p.reversed().messages()]
+        [(1, 0, [4, 5]), (2, 0, [5])]
+        """
+        return Plan(self.nparts, self.phase, self.dst, self.src, self.ptr, self.indices,
+                    None if self.indices is not None else self.volume, self.nphases,
+                    self.unit, self.words_per_unit, self.word_bytes,
+                    self.name if name is None else name, dict(self.meta), self.words)
+
+    def placed(self, owner, nworkers: int | None = None, *, broadcast: bool = False) -> "Plan":
+        """The plan between workers when part p lives on worker ``owner[p]``.
+
+        Messages between parts of one worker never leave it and are dropped; the others
+        are bundled as the runtime sends them: one message per (phase, sending worker,
+        receiving worker) carrying the sum of their units. With ``broadcast`` a message
+        stands for a key the receiver fetches (SpGEMM's block broadcasts): one worker
+        fetches a key once however many of its parts need it, so messages of the same
+        (phase, source part, receiving worker) count once before bundling.
+
+        Parameters
+        ----------
+        owner : sequence of int
+            Worker index of every part.
+        nworkers : int, optional
+            Default ``max(owner) + 1``.
+
+        Returns
+        -------
+        Plan
+            Over ``nworkers`` "parts" (the workers), volume only.
+
+        Examples
+        --------
+        >>> p = Plan.from_messages(3, [(0, 0, 1, [4, 5]), (0, 0, 2, [6]), (0, 2, 1, [7])])
+        >>> w = p.placed([0, 1, 1])
+        >>> w.src.tolist(), w.dst.tolist(), w.volume.tolist()
+        ([0], [1], [3])
+        """
+        owner = np.asarray(owner, dtype=np.int64)
+        k = int(nworkers if nworkers is not None else (owner.max() + 1 if owner.size else 0))
+        sw, dw = owner[self.src], owner[self.dst]
+        sel = np.flatnonzero(sw != dw)
+        if broadcast and sel.size:
+            key = np.stack([self.phase[sel], self.src[sel], dw[sel]], axis=1)
+            _, first = np.unique(key, axis=0, return_index=True)
+            sel = sel[np.sort(first)]
+        key = (self.phase[sel] * k + sw[sel]) * k + dw[sel]
+        groups, inv = np.unique(key, return_inverse=True)
+        # bundled units may differ in width: the bundle carries their words (one unit of
+        # as many words), so bytes stay exact
+        words = np.bincount(inv, weights=self.volume[sel] * self.message_words()[sel],
+                            minlength=groups.size)
+        vol = np.bincount(inv, weights=self.volume[sel], minlength=groups.size)
+        phase, rest = np.divmod(groups, k * k) if k else (groups, groups)
+        src, dst = np.divmod(rest, k) if k else (rest, rest)
+        vol = np.rint(vol).astype(np.int64)
+        per_unit = np.divide(np.rint(words), np.maximum(vol, 1))
+        uniform = bool(np.all(per_unit == np.rint(per_unit)))
+        plan = Plan(k, phase, src, dst, volume=vol if uniform else np.rint(words).astype(np.int64),
+                    nphases=self.nphases, unit=self.unit if uniform else "words",
+                    words_per_unit=self.words_per_unit if uniform else 1,
+                    word_bytes=self.word_bytes, name=f"{self.name} on workers".strip(),
+                    words=np.rint(per_unit).astype(np.int64) if uniform else None)
+        return plan
+
+    def bytes_matrix(self) -> np.ndarray:
+        """``nparts x nparts`` planned bytes from row part to column part."""
+        out = np.zeros((self.nparts, self.nparts), dtype=np.int64)
+        np.add.at(out, (self.src, self.dst), self.message_bytes())
+        return out
 
     # -- metrics ------------------------------------------------------------
     def _per_phase_part(self, values) -> np.ndarray:
@@ -205,7 +347,7 @@ class Plan:
             "unit": self.unit,
             "words_per_unit": int(self.words_per_unit),
             "word_bytes": int(self.word_bytes),
-            "planned_bytes": int(self.volume.sum()) * self.unit_bytes,
+            "planned_bytes": int(self.message_bytes().sum()),
         }
 
     def per_phase(self) -> dict:
@@ -222,7 +364,7 @@ class Plan:
         pays latency per message and bandwidth per byte it sends, and the phase ends when the
         slowest part is done. The sum over phases is the estimate.
         """
-        per_part = alpha * self.send_messages() + beta * self.unit_bytes * self.send_volume()
+        per_part = alpha * self.send_messages() + beta * self._per_phase_part(self.message_bytes())
         return float(per_part.max(axis=1).sum()) if per_part.size else 0.0
 
     def __repr__(self):
@@ -242,7 +384,7 @@ class Plan:
         import hashlib
 
         d = hashlib.sha1()
-        for a in (self.phase, self.src, self.dst, self.volume):
+        for a in (self.phase, self.src, self.dst, self.volume, self.message_words()):
             d.update(a.tobytes())
         if self.indices is not None:
             d.update(self.indices.tobytes())

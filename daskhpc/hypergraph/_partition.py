@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 
 from ._hypergraph import Hypergraph
 from ._metrics import metrics as _metrics

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 
 __all__ = ["ReadError"]
 
@@ -10,7 +10,7 @@ __all__ = ["ReadError"]
 class ReadError(InputError):
     """A file could not be read; names the file, the line and the problem.
 
-    Subclasses :class:`daskhpc._errors.InputError` (a ``ValueError``) so callers that already catch bad input keep
+    Subclasses :class:`daskhpc.errors.InputError` (a ``ValueError``) so callers that already catch bad input keep
     working.  ``str(e)`` is ``"path:line: problem"`` (``"path: problem"``
     when the problem is not tied to a line), the format compilers use, so
     editors and terminals can jump to the offending line.

@@ -12,6 +12,11 @@
   duration of a run of short dependent tasks.
 - :class:`TransferLedger` measures the bytes and messages that moved between
   workers; :func:`calibrate` fits the alpha-beta message cost of the cluster.
+- The workflow frame: :func:`run_job` runs a :class:`Job` (a workflow's dask-free pieces:
+  a :class:`~daskhpc.comm.Program` or an attempt-graph builder, per-part data, history
+  rows) with placement, part data kept on workers (:class:`PartStore`), attempts with
+  lost-worker recovery, checkpoints, unit reports (:func:`send_report`), progress, and
+  measured-vs-planned bytes; :class:`ProgramRunner` is the Program engine under it.
 
 Examples
 --------
@@ -28,20 +33,33 @@ Examples
 """
 
 from daskhpc.runtime._calibrate import calibrate
-from daskhpc.runtime._checkpoint import CheckpointDir, array_digest, load_arrays, save_arrays
+from daskhpc.runtime._checkpoint import (CheckpointDir, array_digest, load_arrays, save_arrays,
+                                         step_file)
 from daskhpc.runtime._connect import CLUSTER_CONFIG, connect, worker_addresses
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
                                     replace_lost)
+from daskhpc.runtime._engine import ProgramRunner
+from daskhpc.runtime._frame import Attempt, AttemptGraph, GaveUp, Job, Outcome, run_job
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
 from daskhpc.runtime._latency import low_latency
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
+from daskhpc.runtime._reports import ReportInbox, send_report
+from daskhpc.runtime._store import PartStore
 
 __all__ = [
+    "Attempt",
+    "AttemptGraph",
     "CLUSTER_CONFIG",
     "CheckpointDir",
+    "GaveUp",
+    "Job",
+    "Outcome",
+    "PartStore",
     "Placement",
+    "ProgramRunner",
+    "ReportInbox",
     "TransferLedger",
     "WorkerLost",
     "WorkerWatch",
@@ -55,7 +73,10 @@ __all__ = [
     "progress",
     "release_futures",
     "replace_lost",
+    "run_job",
     "save_arrays",
+    "send_report",
+    "step_file",
     "submit_pinned",
     "worker_addresses",
 ]

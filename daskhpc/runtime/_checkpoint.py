@@ -40,9 +40,9 @@ import tempfile
 
 import numpy as np
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 
-__all__ = ["CheckpointDir", "save_arrays", "load_arrays", "array_digest"]
+__all__ = ["CheckpointDir", "save_arrays", "load_arrays", "array_digest", "step_file"]
 
 MANIFEST = "manifest.json"
 
@@ -123,9 +123,7 @@ class CheckpointDir:
 
     def file(self, step: int, name: str) -> str:
         """Path of file ``name`` of ``step`` (its directory is created)."""
-        d = os.path.join(self.path, f"step-{int(step):06d}")
-        os.makedirs(d, exist_ok=True)
-        return os.path.join(d, name)
+        return step_file(self.path, step, name)
 
     def extra(self, name: str) -> str:
         """Path of a run-wide file (e.g. the partition) next to the manifest."""
@@ -151,6 +149,14 @@ class CheckpointDir:
     def _write(self) -> None:
         _atomic_write(os.path.join(self.path, MANIFEST),
                       json.dumps(self.manifest, indent=1).encode())
+
+
+def step_file(path: str, step: int, name: str) -> str:
+    """Path of file ``name`` of ``step`` in checkpoint directory ``path`` (created); what a
+    worker writes to without a :class:`CheckpointDir` of its own."""
+    d = os.path.join(path, f"step-{int(step):06d}")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, name)
 
 
 def array_digest(*arrays) -> str:

@@ -5,6 +5,12 @@ A workflow wraps the wait for its per-step futures::
     with progress(batch_futures, "spgemm batches"):
         client.gather(batch_futures)
 
+or, when steps are counted another way (the frame counts completed units from their
+reports), gives the total and advances it::
+
+    with progress(20, "cpals iterations") as bar:
+        ...; bar.advance()
+
 and, depending on where it runs, the user sees
 
 - in a Jupyter notebook: Dask's progress widget (``distributed.progress``);
@@ -44,8 +50,9 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
 
     Parameters
     ----------
-    futures : list of distributed.Future
-        One per step (batch, epoch); completion of each one is a step done.
+    futures : list of distributed.Future, or int
+        One per step (batch, epoch); completion of each one is a step done. An int is
+        the number of steps, counted by :meth:`advance`.
     label : str
         What the steps are, e.g. ``"spgemm batches"``.
     mode : {"auto", "notebook", "bar", "lines", "off"}, optional
@@ -64,12 +71,15 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
 
     def __init__(self, futures, label: str, *, mode: str | None = None, file=None,
                  interval: float = 2.0):
-        self.futures = list(futures)
+        counted = isinstance(futures, int)
+        self.futures = [] if counted else list(futures)
         self.label = label
         self.file = file if file is not None else sys.stderr
         self.mode = _resolve(mode, self.file)
+        if counted and self.mode == "notebook":
+            self.mode = "bar"          # the widget follows futures only
         self.interval = interval
-        self.total = len(self.futures)
+        self.total = int(futures) if counted else len(self.futures)
         self.done = 0
         self._lock = threading.Lock()
         self._t0 = 0.0
@@ -78,7 +88,7 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
 
     def __enter__(self) -> progress:
         self._t0 = time.perf_counter()
-        if self.mode == "off" or not self.futures:
+        if self.mode == "off" or not self.total:
             return self
         if self.mode == "notebook":
             try:
@@ -93,10 +103,16 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
-        if self.mode in ("bar", "lines") and self.futures:
+        if self.mode in ("bar", "lines") and self.total:
             with self._lock:
                 self._closing = True   # end the bar's line even if the run failed
                 self._print(final=exc_type is None)
+
+    def advance(self, n: int = 1) -> None:
+        """``n`` more steps are done (when counting without futures)."""
+        if self.mode in ("bar", "lines"):
+            for _ in range(n):
+                self._one_done(None)
 
     def _one_done(self, _future) -> None:
         # runs on a thread of the client: one step finished

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.spgemm._consumers import MaskedSum, Prune
 from daskhpc.spgemm._driver import multiply
 

@@ -15,8 +15,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc._errors import InputError
-from daskhpc._report import new_report
+from daskhpc.errors import InputError
+from daskhpc.report import new_report
 
 NAME = "spgemm"
 HELP = "batched 2D/3D sparse SUMMA SpGEMM (C = A·B, A·Aᵀ) with a memory budget"

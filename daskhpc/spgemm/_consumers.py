@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from numba import njit
 from numba.typed import List
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.spgemm import _local
 from daskhpc.spgemm._block import CscBlock
 

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from daskhpc import dashboard
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.runtime import CheckpointDir, Placement, TransferLedger, worker_addresses
 from daskhpc.spgemm import _memory, _plugin
 from daskhpc.spgemm import _recovery as R

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 
 __all__ = ["Grid", "Layout", "bounds"]
 

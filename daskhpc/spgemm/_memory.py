@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 
 __all__ = ["parse_bytes", "reset_peak", "read_peak"]
 

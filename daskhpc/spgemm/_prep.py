@@ -8,7 +8,7 @@ Examples
 >>> check_inputs(sp.eye(3), sp.eye(4))
 Traceback (most recent call last):
 ...
-daskhpc._errors.InputError: dimension mismatch: A is 3 x 3, B is 4 x 4; A's columns must equal B's rows
+daskhpc.errors.InputError: dimension mismatch: A is 3 x 3, B is 4 x 4; A's columns must equal B's rows
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 
 __all__ = ["check_inputs", "permutations", "localize"]
 

@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.runtime import (WorkerLost, WorkerWatch, array_digest, gather_watching,
                              release_futures, replace_lost, submit_pinned)
 from daskhpc.runtime._progress import progress

@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.spgemm._grid import Grid, Layout
 
 __all__ = ["GridSymbolic", "grid_symbolic", "batch_count", "batches_for", "batch_lower_bound",
@@ -201,7 +201,7 @@ def batches_for(max_c: int, max_a: int, max_b: int, mem_per_cell: float,
                 r: float = BYTES_PER_UNMERGED, grid: str = "") -> int:
     """Algorithm 3, line 12: ``b = ceil(r maxnnzC / (M/p - r (maxnnzA + maxnnzB)))``.
 
-    At least 1. Raises :class:`~daskhpc._errors.InputError` when the input
+    At least 1. Raises :class:`~daskhpc.errors.InputError` when the input
     blocks alone do not fit, naming the memory they need.
     """
     free = mem_per_cell - r * (max_a + max_b)

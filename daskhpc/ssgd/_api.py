@@ -185,7 +185,7 @@ def plan(data, nparts: int, *, partition_file=None, command=None, **options) -> 
     >>> rep["plan"]["tot_vol"], rep["plan"]["tot_msgs"]
     (19448, 4)
     """
-    from daskhpc._report import new_report
+    from daskhpc.report import new_report
 
     options.setdefault("eval_every", None)
     s = prepare(data, nparts, partition_file=partition_file, **options)

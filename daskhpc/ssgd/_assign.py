@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.hypergraph import column_net, partition as hg_partition, read_pair_file
 from daskhpc.hypergraph._partfile import read_part_file
 

@@ -19,7 +19,7 @@ Examples
 
 from __future__ import annotations
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 
 NAME = "ssgd"
 CHECKPOINTS = True      # daskhpc.cli adds --checkpoint DIR and --resume to `run ssgd`

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.comm import Plan
 
 from ._dgap import dgap_successors, pins_of, successors_by_connectivity

@@ -3,7 +3,7 @@
 Everything downstream (partition, strata, plans, kernels) sees one :class:`Ratings`
 object: COO triplets in a fixed order plus the matrix shape. Input mistakes a user can
 fix (NaN ratings, empty rows or columns, more parts than rows) raise
-:class:`~daskhpc._errors.InputError` with a message that says what and where.
+:class:`~daskhpc.errors.InputError` with a message that says what and where.
 
 Examples
 --------
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 
 __all__ = ["Ratings", "as_ratings", "split", "check_parts"]
 
@@ -100,7 +100,7 @@ def as_ratings(data) -> Ratings:
     >>> as_ratings(sp.csr_array([[1.0, 0], [0, 0]]))
     Traceback (most recent call last):
     ...
-    daskhpc._errors.InputError: input: row 1 has no ratings (1 of 2 rows are empty); ...
+    daskhpc.errors.InputError: input: row 1 has no ratings (1 of 2 rows are empty); ...
     """
     if isinstance(data, Ratings):
         r = data

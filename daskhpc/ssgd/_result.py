@@ -72,8 +72,8 @@ class SSGDResult:
         return np.einsum("if,if->i", self.W[np.asarray(rows)], self.H[np.asarray(cols)])
 
     def report(self) -> dict:
-        """The JSON report (../shared/CLI.md), ready for ``daskhpc._report.write_report``."""
-        from daskhpc._report import new_report
+        """The JSON report (../shared/CLI.md), ready for ``daskhpc.report.write_report``."""
+        from daskhpc.report import new_report
 
         info = dict(self.info)
         return new_report("ssgd", command=info.pop("command", None), **info)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 
 from ._assign import Assignment, assign, partition_report
 from ._plans import STRATEGIES, Layout

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 
 __all__ = ["RingStrata", "STRATA"]
 

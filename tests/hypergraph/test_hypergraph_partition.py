@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 import daskhpc.hypergraph as hg
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.hypergraph._prepare import place_free_vertices
 from daskhpc.io import read
 

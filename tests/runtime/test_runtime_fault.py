@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.runtime import (CheckpointDir, Placement, WorkerLost, WorkerWatch,
                              gather_watching, load_arrays, replace_lost, save_arrays,
                              submit_pinned, worker_addresses)

@@ -13,8 +13,8 @@ from spgemm_helpers import random_matrix
 
 import daskhpc.spgemm
 from daskhpc import _workflows
-from daskhpc._errors import InputError
-from daskhpc._report import to_json
+from daskhpc.errors import InputError
+from daskhpc.report import to_json
 from daskhpc.spgemm import _cli
 
 

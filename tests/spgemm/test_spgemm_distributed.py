@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from spgemm_helpers import assert_same_product, random_matrix
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.datasets import cora
 from daskhpc.io import read
 from daskhpc.spgemm import (Prune, aat, column_stochastic, load_batch, mcl_step, multiply,

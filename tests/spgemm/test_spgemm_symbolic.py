@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from spgemm_helpers import random_matrix
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.datasets import cora
 from daskhpc.spgemm import Grid, batch_count, batch_lower_bound, grid_symbolic, plan
 from daskhpc.spgemm._grid import Layout

@@ -9,8 +9,8 @@ import pytest
 
 import daskhpc.ssgd as ssgd
 from daskhpc import _workflows
-from daskhpc._errors import InputError
-from daskhpc._report import to_json
+from daskhpc.errors import InputError
+from daskhpc.report import to_json
 from daskhpc.ssgd import _cli
 
 

@@ -17,7 +17,7 @@ import pytest
 
 import daskhpc as dh
 from daskhpc import cli, datasets
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.ssgd._serial import run_serial
 from daskhpc.ssgd._setup import prepare
 from daskhpc.testing import KillOnce, TaskKey

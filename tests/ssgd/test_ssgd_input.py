@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from daskhpc._errors import InputError
+from daskhpc.errors import InputError
 from daskhpc.hypergraph import write_pair_file
 from daskhpc.ssgd import plan
 from daskhpc.ssgd._assign import random_col_blocks

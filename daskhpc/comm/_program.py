@@ -1,0 +1,317 @@
+"""A bulk-synchronous program over K parts: the common shape of the point-to-point workflows.
+
+A :class:`Program` is a list of *steps*. In step ``t`` every part ``p`` runs the step's
+function on its own state, with the messages other parts sent it in step ``t - 1`` (its
+*inbox*), and returns the messages it sends now (its *outbox*, delivered in step
+``t + 1``). Which part sends to which part in which step is fixed before anything runs:
+each step carries the :class:`~daskhpc.comm.Plan` of its messages, and a part's outbox
+must name exactly the parts that plan says (else the step fails, naming both), so what a
+run sends is what its plan says, message for message.
+
+The same program runs two ways, with the same functions in the same order per part:
+
+* :func:`run_local` here, in one process (the *partition-aware serial reference*);
+* ``daskhpc.runtime`` on a Dask cluster, each part on its worker (pushed as pinned tasks,
+  messages between workers as transfers). Results are therefore equal bit for bit, as
+  long as the step functions depend only on the part's state and inbox (iterate over the
+  inbox in its order: ascending sender id).
+
+Step functions, ``init``, ``final`` and ``save`` must be picklable (module-level
+functions, or ``functools.partial`` of them); payloads are any picklable values (numpy
+arrays, tuples of them) and are read-only to the receiver (a message between two parts
+of one worker is the sender's object itself). Report values travel as Dask events:
+numbers, strings, lists of them.
+
+No dask here.
+
+Examples
+--------
+>>> from daskhpc.comm import Plan
+>>> def init(ctx, start):
+...     ctx.state["x"] = float(ctx.static)
+>>> def ring(ctx):                       # send x to the next part, add what arrives
+...     for src, v in ctx.inbox.items():
+...         ctx.state["x"] += v
+...     return {(ctx.part + 1) % ctx.nparts: ctx.state["x"]}
+>>> def last(ctx):
+...     ctx.state["x"] += sum(ctx.inbox.values())
+...     ctx.report(x=ctx.state["x"])
+>>> prog = Program(3, "ring", init=init, final=lambda ctx: ctx.state["x"])
+>>> sends = Plan.from_messages(3, [(0, 0, 1, [0]), (0, 1, 2, [0]), (0, 2, 0, [0])])
+>>> _ = prog.step(ring, sends=sends); _ = prog.step(last, report=True)
+>>> finals, reports = run_local(prog, [1, 2, 3])
+>>> finals, reports[0][0]["x"]
+([4.0, 3.0, 5.0], 4.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ._allreduce import AllreduceSchedule
+from ._plan import Plan
+
+__all__ = ["Program", "Step", "Context", "run_local", "PlanMismatch"]
+
+
+class PlanMismatch(RuntimeError):
+    """A step sent to other parts than its plan says."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: ``fn(ctx, *args) -> outbox``; ``sends``: the Plan of its messages."""
+
+    fn: Callable
+    args: tuple = ()
+    sends: Plan | None = None
+    report: bool = False
+    label: str = ""
+
+
+class Context:
+    """What a step function sees of its part.
+
+    Attributes
+    ----------
+    part, nparts : int
+    step : int
+        Index of the step in the program.
+    unit : int
+        The iteration (epoch, batch) the step belongs to: reported steps end one;
+        numbered from the program's ``first_unit``.
+    static : object
+        The part's static data (what the workflow gave for this part; it never changes).
+    state : dict
+        The part's own mutable state, kept between steps (on its worker).
+    inbox : dict
+        ``{sender part: payload}`` of the messages sent to this part in the previous
+        step, ascending by sender.
+    """
+
+    __slots__ = ("part", "nparts", "step", "unit", "static", "state", "inbox", "reported")
+
+    def __init__(self, part: int, nparts: int, static, state: dict):
+        self.part, self.nparts = part, nparts
+        self.static, self.state = static, state
+        self.step, self.unit = -1, 0
+        self.inbox: dict = {}
+        self.reported: dict = {}
+
+    def report(self, **values) -> None:
+        """Values of this part for the current unit (a reported step delivers them)."""
+        self.reported.update(values)
+
+
+class Program:
+    """The steps of a run over ``nparts`` parts (see the module docstring).
+
+    Parameters
+    ----------
+    nparts : int
+    name : str
+        Used in task keys and reports.
+    init : callable, optional
+        ``init(ctx, start)``: fill ``ctx.state`` from ``ctx.static`` and ``start`` (None,
+        or the part's arrays from a checkpoint) before the first step.
+    final : callable, optional
+        ``final(ctx) -> value``: the part's result after the last step.
+    save : callable, optional
+        ``save(ctx) -> {name: array}``: the part's checkpoint, written after every
+        reported step when the run checkpoints (read back as ``start``).
+    first_unit : int
+        Number of the first unit (a program that resumes a run after ``u`` units).
+    """
+
+    def __init__(self, nparts: int, name: str = "program", *, init: Callable | None = None,
+                 final: Callable | None = None, save: Callable | None = None,
+                 first_unit: int = 0):
+        if nparts < 1:
+            raise ValueError(f"a program needs at least one part, got {nparts}")
+        self.nparts = int(nparts)
+        self.name = name
+        self.init, self.final, self.save = init, final, save
+        self.first_unit = int(first_unit)
+        self.steps: list[Step] = []
+        self._dests: dict[int, dict] = {}
+        self._plan: Plan | None = None
+
+    # -- building ----------------------------------------------------------------------
+    def step(self, fn: Callable, *args, sends: Plan | list | None = None,
+             report: bool = False, label: str = "") -> int:
+        """Append a step; returns its index.
+
+        Parameters
+        ----------
+        fn : callable
+            ``fn(ctx, *args) -> {dst part: payload}`` (or None when the part sends nothing).
+        sends : Plan or list of Plan, optional
+            The messages of this step (their phases are ignored: all are sent now). Several
+            plans are merged (e.g. an expand and an allreduce round): a part then sends one
+            payload per receiver, combining what the plans send it.
+        report : bool
+            The step ends a unit: every part's ``ctx.report(...)`` values go to the run.
+        label : str
+            Shown in timelines ("fold-0", "expand-2", ...).
+        """
+        if isinstance(sends, (list, tuple)):
+            plans = [p for p in sends if p is not None]
+            sends = Plan.merge([p.rephased(0) for p in plans]) if plans else None
+        label = label or getattr(fn, "__name__", None) or getattr(fn, "func", fn).__name__
+        if sends is not None and sends.nparts != self.nparts:
+            raise ValueError(f"step {label!r}: its plan is over {sends.nparts} parts, the "
+                             f"program over {self.nparts}")
+        self.steps.append(Step(fn, tuple(args), sends, bool(report), label))
+        self._plan = None
+        return len(self.steps) - 1
+
+    def allreduce(self, get: Callable, put: Callable, *, words: int, label: str = "allreduce",
+                  report: bool = False) -> int:
+        """Append the steps of a dense allreduce (:class:`AllreduceSchedule`).
+
+        ``get(ctx) -> array`` is each part's contribution (taken in the first step);
+        ``put(ctx, total)`` hands every part the sum, identical on all parts and equal to
+        :func:`~daskhpc.comm.tree_sum` of the contributions, in the last step (``report``
+        makes that step a reported one). ``words``: length of the array (for the plan).
+        Returns the index of the last step.
+        """
+        sched = AllreduceSchedule(self.nparts)
+        whole = sched.plan(words, name=label)
+        rounds = sched.rounds
+        for i in range(len(rounds) + 1):
+            sends = None
+            if i < len(rounds):
+                sel = whole.phase == i
+                sends = Plan(self.nparts, np.zeros(int(sel.sum()), np.int64), whole.src[sel],
+                             whole.dst[sel], volume=whole.volume[sel], unit="vectors",
+                             words_per_unit=int(words), name=label)
+            last = self.step(_allreduce_round, label, i, get if i == 0 else None,
+                             put if i == len(rounds) else None, sends=sends,
+                             report=report and i == len(rounds), label=f"{label}-{i}")
+        return last
+
+    # -- reading -------------------------------------------------------------------------
+    @property
+    def nsteps(self) -> int:
+        return len(self.steps)
+
+    @property
+    def unit_steps(self) -> list[int]:
+        """Indices of the reported steps (unit u ends at ``unit_steps[u - first_unit]``)."""
+        return [t for t, s in enumerate(self.steps) if s.report]
+
+    def unit_of(self, t: int) -> int:
+        """The unit step ``t`` belongs to."""
+        ends = self.unit_steps
+        return self.first_unit + int(np.searchsorted(ends, t))
+
+    def dests(self, t: int) -> dict[int, list[int]]:
+        """``{part: [receivers]}`` of step ``t`` (parts that send nothing are absent)."""
+        if t not in self._dests:
+            out: dict[int, list[int]] = {}
+            plan = self.steps[t].sends
+            if plan is not None:
+                for s, d in sorted(set(zip(plan.src.tolist(), plan.dst.tolist()))):
+                    out.setdefault(s, []).append(d)
+            self._dests[t] = out
+        return self._dests[t]
+
+    def plan(self) -> Plan:
+        """Every message of the program, phase = step index (what a run must send)."""
+        if self._plan is None:
+            parts = [s.sends.rephased(t, self.nsteps) for t, s in enumerate(self.steps)
+                     if s.sends is not None]
+            empty = Plan(self.nparts, [], [], [], volume=[], nphases=self.nsteps)
+            self._plan = Plan.merge([empty, *parts], name=self.name)
+        return self._plan
+
+    def check_outbox(self, t: int, part: int, outbox) -> dict:
+        """``outbox`` as a dict, or :class:`PlanMismatch` if it is not what the plan says."""
+        want = self.dests(t).get(part, [])
+        got = {} if outbox is None else outbox
+        if sorted(got) != want:
+            raise PlanMismatch(f"{self.name} step {t} ({self.steps[t].label}): part {part} "
+                               f"sent to parts {sorted(got)}, its plan says {want}")
+        return got
+
+    def __repr__(self) -> str:
+        return (f"Program({self.name}: {self.nparts} parts, {self.nsteps} steps, "
+                f"{len(self.unit_steps)} units)")
+
+
+def _allreduce_round(ctx: Context, label: str, i: int, get, put):
+    """Round i of :meth:`Program.allreduce`: receive round i - 1, send round i."""
+    sched = AllreduceSchedule(ctx.nparts)
+    key = ("allreduce", label)
+    if get is not None:
+        ctx.state[key] = get(ctx)
+    value = ctx.state[key]
+    if i > 0:
+        rnd = sched.rounds[i - 1]
+        if ctx.part in rnd.receives():
+            value = sched.combine(rnd, ctx.part, value, ctx.inbox[rnd.receives()[ctx.part]])
+            ctx.state[key] = value
+    if put is not None:
+        del ctx.state[key]
+        put(ctx, value)
+        return None
+    q = sched.rounds[i].sends.get(ctx.part)
+    return None if q is None else {q: value}
+
+
+# -- the local executor ------------------------------------------------------------------
+
+def run_local(program: Program, statics, starts=None, *, on_report=None):
+    """Run ``program`` in this process, every part in turn (see the module docstring).
+
+    Parameters
+    ----------
+    program : Program
+    statics : sequence
+        The static data of every part.
+    starts : sequence, optional
+        Per part, what ``init`` gets as ``start`` (default None).
+    on_report : callable, optional
+        ``on_report(unit, {part: values})`` after every reported step.
+
+    Returns
+    -------
+    finals : list
+        ``final(ctx)`` of every part (None without ``final``).
+    reports : list of dict
+        Per unit of the program, ``{part: values}``.
+    """
+    K = program.nparts
+    if len(statics) != K:
+        raise ValueError(f"{len(statics)} parts' data for a program over {K} parts")
+    ctxs = [Context(p, K, statics[p], {}) for p in range(K)]
+    if program.init is not None:
+        for p, ctx in enumerate(ctxs):
+            program.init(ctx, None if starts is None else starts[p])
+    reports = []
+    outboxes: list[dict] = [{} for _ in range(K)]
+    unit = program.first_unit
+    for t, st in enumerate(program.steps):
+        inboxes: list[dict] = [{} for _ in range(K)]
+        for src in range(K):
+            for dst, payload in outboxes[src].items():
+                inboxes[dst][src] = payload
+        new = []
+        for p, ctx in enumerate(ctxs):
+            ctx.step, ctx.unit, ctx.inbox = t, unit, inboxes[p]
+            new.append(program.check_outbox(t, p, st.fn(ctx, *st.args)))
+            ctx.inbox = {}
+        outboxes = new
+        if st.report:
+            got = {p: dict(ctx.reported) for p, ctx in enumerate(ctxs)}
+            for ctx in ctxs:
+                ctx.reported = {}
+            reports.append(got)
+            if on_report is not None:
+                on_report(unit, got)
+            unit += 1
+    finals = [program.final(ctx) if program.final is not None else None for ctx in ctxs]
+    return finals, reports

@@ -1,0 +1,246 @@
+"""The JSON report of every command (contract: ../shared/CLI.md) and the result base class.
+
+Every workflow's result derives from :class:`WorkflowResult`: ``report()`` is always the
+full report (the fixed head, top-level plan totals, ``measured``, ``timing``,
+``quality``, ``serial_check``; keys that do not apply are omitted, never filled with
+zeros), ``summary()`` the few lines the CLI prints, ``repr`` a table of the per-iteration
+history, ``_repr_html_`` the same in notebooks and ``plot()`` a bokeh figure of it.
+
+No dask here.
+
+Examples
+--------
+>>> r = WorkflowResult({"input": {"path": "x.tns", "shape": [3, 3, 3], "nnz": 3},
+...                     "parts": 2, "quality": {"fit": 0.5}},
+...                    history=[{"iteration": 0, "fit": 0.5, "time_s": 0.01}])
+>>> r.report()["quality"], r.report()["parts"]
+({'fit': 0.5}, 2)
+>>> print(r)
+WorkflowResult(parts=2)
+iteration  fit     time ms
+        0  0.5000     10.0
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shlex
+import sys
+
+import numpy as np
+
+from daskhpc import __version__
+
+__all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize"]
+
+#: Report sections in the order of ../shared/CLI.md (others follow).
+SECTIONS = ("input", "parts", "partitioner", "objective", "seed", "partition", "plan",
+            "measured", "timing", "quality", "serial_check")
+
+
+def new_report(workflow: str, command: list[str] | str | None = None, **sections) -> dict:
+    """A report with the fixed head (workflow, version, command) and the given sections."""
+    if command is None:
+        command = ["daskhpc", *sys.argv[1:]]
+    cmd = command if isinstance(command, str) else shlex.join(command)
+    report = {"workflow": workflow, "version": __version__, "command": cmd}
+    ordered = [k for k in SECTIONS if k in sections] + [k for k in sections if k not in SECTIONS]
+    report.update({k: sections[k] for k in ordered if sections[k] is not None})
+    return report
+
+
+def _plain(obj):
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _plain(obj.tolist())
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    return obj
+
+
+def to_json(report: dict) -> str:
+    return json.dumps(_plain(report), indent=2)
+
+
+def write_report(report: dict, path) -> None:
+    """Write ``report`` as JSON to ``path`` (``-`` for standard output)."""
+    text = to_json(report) + "\n"
+    if str(path) == "-":
+        sys.stdout.write(text)
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def summarize(report: dict) -> str:
+    """Human-readable lines for a report: what ran, planned vs measured, quality, check."""
+    lines = []
+    inp = report.get("input")
+    head = str(report.get("workflow"))
+    if isinstance(inp, dict) and "shape" in inp:
+        where = inp.get("path", "")
+        head += f": {where} {tuple(inp['shape'])}, nnz {inp.get('nnz')}"
+    if "parts" in report:
+        head += f", {report['parts']} parts"
+    lines.append(head)
+    for section in ("partition", "plan", "measured", "timing", "quality", "serial_check",
+                    "recovery"):
+        values = report.get(section)
+        if not isinstance(values, dict):
+            continue
+        flat = {k: v for k, v in values.items() if isinstance(v, (int, float, str, bool))}
+        if flat:
+            lines.append(f"{section}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in flat.items()))
+    return "\n".join(lines)
+
+
+class WorkflowResult:
+    """The outcome of a workflow run: report sections and a per-iteration history.
+
+    Parameters
+    ----------
+    info : dict
+        Report sections (``input``, ``parts``, ``partition``, ``plan``, ``measured``,
+        ``timing``, ``quality``, ``serial_check``, workflow-specific ones, and
+        ``command``).
+    history : list of dict, optional
+        One row per iteration (epoch, batch): whatever the workflow records, usually
+        with ``time_s`` and, for distributed runs, ``planned_bytes``/``measured_bytes``.
+
+    Subclasses set :attr:`workflow`, :attr:`COLUMNS` (history columns shown by ``repr``:
+    ``(key, title, format)``) and :attr:`PLOT` (keys drawn by ``plot``: left axis, then
+    right axis), and add their own attributes (factors, predictions, ...).
+    """
+
+    workflow = "workflow"
+    #: (history key, column title, format); columns absent from every row are skipped.
+    COLUMNS: tuple = (("iteration", "iteration", "{:>9d}"), ("epoch", "epoch", "{:>6d}"),
+                      ("fit", "fit", "{:<8.4f}"), ("loss", "loss", "{:<#.6g}"),
+                      ("time_s", "time ms", "{:>8.1f}"),
+                      ("planned_bytes", "planned B", "{:>10d}"),
+                      ("measured_bytes", "measured B", "{:>11d}"))
+    #: history keys drawn by :meth:`plot`: (left axis keys, right axis keys)
+    PLOT: tuple = (("fit", "loss"), ())
+    #: report keys shown in the title line of ``repr``
+    TITLE: tuple = ("parts",)
+
+    def __init__(self, info: dict | None = None, history: list | None = None):
+        self.info = dict(info or {})
+        self.history = list(history or [])
+
+    # -- the report ----------------------------------------------------------------------
+    def report(self) -> dict:
+        """The full JSON report of ../shared/CLI.md (``daskhpc.report.write_report`` writes it)."""
+        info = dict(self.info)
+        return new_report(self.workflow, command=info.pop("command", None), **info)
+
+    def summary(self) -> str:
+        """The lines the CLI prints after a run or a plan."""
+        return summarize(self.report())
+
+    # -- display -------------------------------------------------------------------------
+    def _cell(self, row: dict, col) -> str:
+        key, _, fmt = col
+        v = row.get(key)
+        if v is None:
+            return ""
+        if key == "time_s":
+            v = 1000.0 * v
+        return fmt.format(int(v) if fmt.endswith("d}") else float(v)).strip()
+
+    def _table(self):
+        cols = [c for c in self.COLUMNS if any(c[0] in h for h in self.history)]
+        return cols, [[self._cell(h, c) for c in cols] for h in self.history]
+
+    def _title(self) -> str:
+        head = ", ".join(f"{k}={self.info[k]}" for k in self.TITLE if k in self.info)
+        return f"{type(self).__name__}({head})"
+
+    def _notes(self) -> list[str]:
+        """Lines under the table (subclasses add theirs)."""
+        out = []
+        rec = self.info.get("recovery") or {}
+        if rec.get("resumed_from") is not None:
+            out.append(f"resumed from the checkpoint after iteration {rec['resumed_from']}")
+        for r in rec.get("recoveries", []):
+            out.append(f"lost {', '.join(r['lost'])} after {r.get('after_s', 0):.1f} s; "
+                       f"restarted from {r.get('restart', '?')}")
+        check = self.info.get("serial_check")
+        if isinstance(check, dict) and check.get("done"):
+            out.append(f"serial check: identical={check.get('identical')}, max abs diff "
+                       f"{check.get('max_abs_diff', 0.0):.3g}")
+        return out
+
+    def __repr__(self) -> str:
+        cols, rows = self._table()
+        widths = [max([len(c[1])] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
+
+        def line(cells):
+            return "  ".join(x.rjust(w) if c[2].startswith("{:>") else x.ljust(w)
+                             for x, w, c in zip(cells, widths, cols)).rstrip()
+
+        out = [self._title()]
+        if cols:
+            out += [line([c[1] for c in cols])] + [line(r) for r in rows]
+        return "\n".join(out + self._notes())
+
+    def _repr_html_(self) -> str:
+        cols, rows = self._table()
+        head = "".join(f"<th>{html.escape(t)}</th>" for _, t, _ in cols)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in r) + "</tr>"
+                       for r in rows)
+        notes = "".join(f"<div>{html.escape(n)}</div>" for n in self._notes())
+        return (f"<div><b>{html.escape(self._title())}</b><table><thead><tr>{head}</tr>"
+                f"</thead><tbody>{body}</tbody></table>{notes}</div>")
+
+    def plot(self):
+        """The history as a bokeh figure (left-axis keys, and right-axis keys if any).
+
+        Returns
+        -------
+        bokeh.plotting.figure
+            Show it with ``bokeh.plotting.show(fig)`` (``bokeh.io.output_notebook()`` first
+            in Jupyter).
+        """
+        from bokeh.models import LinearAxis, Range1d
+        from bokeh.plotting import figure
+
+        xkey = next((k for k in ("iteration", "epoch", "batch") if self.history and
+                     k in self.history[0]), None)
+        xs = [h.get(xkey, i) for i, h in enumerate(self.history)]
+        left, right = self.PLOT
+        left = [k for k in left if any(k in h for h in self.history)]
+        right = [k for k in right if any(k in h for h in self.history)]
+        fig = figure(title=self._title(), x_axis_label=xkey or "step",
+                     y_axis_label=", ".join(left), width=600, height=350)
+        colors = ("navy", "firebrick", "darkgreen", "darkorange")
+        for i, key in enumerate(left):
+            pts = [(x, h[key]) for x, h in zip(xs, self.history) if key in h]
+            fig.line([p[0] for p in pts], [p[1] for p in pts], legend_label=key,
+                     line_width=2, color=colors[i % 4])
+        if right:
+            vals = [h[k] for h in self.history for k in right if k in h]
+            lo, hi = min(vals), max(vals)
+            pad = 0.05 * (hi - lo or 1.0)
+            fig.extra_y_ranges = {"right": Range1d(lo - pad, hi + pad)}
+            fig.add_layout(LinearAxis(y_range_name="right", axis_label=", ".join(right)),
+                           "right")
+            for i, key in enumerate(right):
+                pts = [(x, h[key]) for x, h in zip(xs, self.history) if key in h]
+                fig.line([p[0] for p in pts], [p[1] for p in pts], y_range_name="right",
+                         legend_label=key, line_width=2, color=colors[(i + len(left)) % 4])
+        return fig

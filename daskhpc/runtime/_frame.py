@@ -1,0 +1,551 @@
+"""The workflow frame: one run loop for every workflow.
+
+A workflow describes its run as a :class:`Job` (dask-free pieces: the per-part static
+data, the :class:`~daskhpc.comm.Program` of the remaining iterations or a function that
+builds one attempt's graph, how reports become history rows, a fingerprint) and
+:func:`run_job` does the rest, the same way for everybody:
+
+* place the parts (:class:`Placement`) and keep their data on the workers (:class:`PartStore`);
+* run *attempts*: submit the program (in windows of units when the job can stop early),
+  collect the units' reports as they arrive (history rows, progress, the user's callback,
+  the dashboard), mark checkpoint steps complete;
+* notice a lost worker (:class:`WorkerWatch`), release the attempt, re-place its parts
+  (the nanny's replacement first), re-send only moved data, and start again from the
+  newest checkpoint (ordered jobs) or with the units that are not safe (unordered ones),
+  up to ``max_restarts``; one error when it gives up, one record per recovery;
+* measure the bytes between workers (:class:`TransferLedger`) next to the plan projected
+  on the same workers, per run and per unit.
+
+Examples
+--------
+>>> job = Job("demo", nparts=4, units=10, program=make_program, statics=statics,
+...           row=lambda u, rep: {"loss": sum(v["loss"] for v in rep.values())})
+>>> out = run_job(client, job, checkpoint="ck/", resume=True)      # doctest: +SKIP
+>>> out.history[-1]["loss"], out.measured["inter_worker_bytes"]    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from daskhpc.runtime._checkpoint import CheckpointDir, load_arrays
+from daskhpc.runtime._connect import worker_addresses
+from daskhpc.runtime._engine import ProgramRunner, step_of_key
+from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
+                                    replace_lost)
+from daskhpc.runtime._graph import submit_pinned
+from daskhpc.runtime._ledger import TransferLedger
+from daskhpc.runtime._placement import Placement
+from daskhpc.runtime._progress import progress
+from daskhpc.runtime._reports import ReportInbox
+from daskhpc.runtime._steps import cleanup
+
+__all__ = ["Job", "Attempt", "AttemptGraph", "Outcome", "run_job", "GaveUp"]
+
+
+class GaveUp(WorkerLost):
+    """More workers were lost than the run may recover from (``max_restarts``)."""
+
+
+@dataclass
+class Job:
+    """What a workflow hands :func:`run_job` (see the module docstring).
+
+    Parameters
+    ----------
+    name : str
+        The workflow ("cpals"): checkpoint manifests, keys, progress label.
+    nparts : int
+    units : int
+        Iterations of the whole run (epochs, ALS iterations, batches).
+    row : callable
+        ``row(unit, {reporter: values}) -> dict``: the history row of a complete unit.
+    fingerprint : dict
+        What must be equal to continue a checkpoint (inputs, parts, seeds, options).
+    program : callable, optional
+        ``program(first_unit) -> Program`` of units ``first_unit .. units - 1``.
+    statics : dict or list, optional
+        Per part, its static data (scattered once to its worker).
+    assemble : callable, optional
+        ``assemble(finals) -> value`` from the parts' ``final`` values (in part order).
+    attempt : callable, optional
+        Instead of ``program``: ``attempt(Attempt) -> AttemptGraph`` builds one attempt's
+        graph (workflows whose graphs are not bulk-synchronous programs).
+    restore : callable, optional
+        ``restore(checkpoint, n) -> start`` after ``n`` complete units (default for
+        programs: every part's ``part-<p>.npz`` of step n).
+    reporters : callable, optional
+        ``reporters(unit) -> set``: who must report a unit (default every part).
+    ordered : bool
+        Units build on each other: a restart continues from the newest checkpoint. If
+        False (independent batches) only units that are not *safe* run again.
+    lost : callable, optional
+        Unordered jobs: ``lost(workers, safe_units) -> units`` whose results died.
+    stop : callable, optional
+        ``stop(history) -> bool`` after every unit: end the run early (convergence). The
+        program is then submitted one window of ``window`` units at a time.
+    window : int, optional
+        Units per submission (default: all at once, or 1 with ``stop``).
+    placement : callable, optional
+        ``placement(workers) -> Placement`` (default round robin).
+    part_of : callable, optional
+        Part of a static-data key (default: keys are parts).
+    plan : Plan, optional
+        The part-level messages of the run, for planned bytes (programs: their own plan).
+    unit_of_phase, unit_of_key : callable, optional
+        Where a plan phase / a transferred key belongs (programs: from their steps).
+    broadcast : bool
+        Count the plan's messages as keys fetched once per receiving worker (SpGEMM).
+    warm_up : callable, optional
+        Run on every worker before anything is timed (load compiled kernels).
+    in_loop : bool
+        Programs: run steps in the workers' event loops (short steps).
+    """
+
+    name: str
+    nparts: int
+    units: int
+    row: Callable[[int, dict], dict]
+    fingerprint: dict = field(default_factory=dict)
+    program: Callable | None = None
+    statics: Any = None
+    assemble: Callable | None = None
+    attempt: Callable | None = None
+    restore: Callable | None = None
+    reporters: Callable | None = None
+    ordered: bool = True
+    lost: Callable | None = None
+    stop: Callable | None = None
+    window: int | None = None
+    placement: Callable | None = None
+    part_of: Callable | None = None
+    plan: Any = None
+    unit_of_phase: Callable | None = None
+    unit_of_key: Callable | None = None
+    broadcast: bool = False
+    warm_up: Callable | None = None
+    in_loop: bool = False
+
+
+@dataclass
+class Attempt:
+    """What a graph-building job gets for one attempt."""
+
+    client: Any
+    number: int
+    token: str
+    placement: Placement
+    store: Any
+    topic: str
+    todo: list
+    start: Any = None
+    checkpoint: CheckpointDir | None = None
+
+
+@dataclass
+class AttemptGraph:
+    """One attempt's graph: tasks, their workers, the keys to wait on; ``collect(values)``
+    turns those keys' values into the attempt's result; ``cleanup()`` runs afterwards."""
+
+    tasks: dict
+    where: dict
+    wanted: list
+    collect: Callable | None = None
+    cleanup: Callable | None = None
+
+
+@dataclass
+class Outcome:
+    """What :func:`run_job` returns."""
+
+    value: Any
+    history: list
+    measured: dict
+    timing: dict
+    recovery: dict
+    placement: Placement
+    ledger: TransferLedger | None = None
+
+
+class _Book:
+    """Reports per unit, the rows of complete units, what the checkpoint holds."""
+
+    def __init__(self, job: Job, ck: CheckpointDir | None, t0: float):
+        self.job, self.ck, self.t0 = job, ck, t0
+        self.reports: dict[int, dict] = {}
+        self.saved: dict[int, set] = {}
+        self.spans: dict[int, list] = {}
+        self.rows: dict[int, dict] = {}
+        self.durable: set[int] = set()
+        self.new_rows: list[dict] = []
+        if ck is not None:
+            for meta in ck.steps():
+                u = int(meta["step"]) - 1
+                self.rows[u] = dict(meta.get("row", {}))
+                self.durable.add(u)
+
+    def want(self, u: int) -> set:
+        return self.job.reporters(u) if self.job.reporters else set(range(self.job.nparts))
+
+    def add(self, msg: dict) -> None:
+        u = int(msg["unit"])
+        got = self.reports.setdefault(u, {})
+        got.update(msg["reports"])
+        if msg.get("saved"):
+            self.saved.setdefault(u, set()).update(msg["reports"])
+        self.spans.setdefault(u, []).append((msg["start"], msg["stop"]))
+        want = self.want(u)
+        if u not in self.rows and want <= set(got):
+            row = {"unit": u, **self.job.row(u, {r: got[r] for r in sorted(want, key=str)})}
+            spans = self.spans[u]
+            prev = self.rows.get(u - 1, {}).get("_end")
+            end = max(s for _, s in spans)
+            begin = prev if prev is not None else min(s for s, _ in spans)
+            row["time_s"] = end - begin
+            row["_end"] = end
+            self.rows[u] = row
+            self.new_rows.append(row)
+        if self.ck is not None and u in self.rows and u not in self.durable and \
+                want <= self.saved.get(u, set()):
+            self.durable.add(u)
+            self.ck.complete(u + 1, row=_public(self.rows[u]))
+
+    def restart_unit(self) -> int:
+        """Ordered jobs: where an attempt starts (after the newest durable unit)."""
+        done = [u for u in self.durable]
+        return max(done) + 1 if done else 0
+
+    def forget_from(self, u0: int) -> None:
+        for store in (self.reports, self.saved, self.spans):
+            for u in [u for u in store if u >= u0]:
+                del store[u]
+        for u in [u for u in self.rows if u >= u0 and u not in self.durable]:
+            del self.rows[u]
+
+    def history(self) -> list[dict]:
+        return [_public(self.rows[u]) for u in sorted(self.rows)]
+
+
+def _public(row: dict) -> dict:
+    return {k: v for k, v in row.items() if not k.startswith("_")}
+
+
+def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
+            max_restarts: int = 3, callback: Callable | None = None,
+            progress_bar: bool | None = None, low_latency: bool = True,
+            placement: Placement | None = None) -> Outcome:
+    """Run ``job`` on ``client``'s cluster (see the module docstring).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    job : Job
+    checkpoint : path, optional
+        A directory every worker and the client see: each part writes its state there
+        after every unit, and a lost worker costs only the units since the newest one.
+    resume : bool
+        Continue the run recorded in ``checkpoint`` (same fingerprint).
+    max_restarts : int
+        Lost workers survived; one more raises :class:`GaveUp`.
+    callback : callable, optional
+        ``callback(row)`` for every unit as it completes (history rows).
+    progress_bar : bool, optional
+        Force the progress display on/off (default: ``daskhpc.runtime.progress``).
+    low_latency : bool
+        Unbatch scheduler <-> worker control messages during the run.
+    placement : Placement, optional
+        Override ``job.placement``.
+
+    Returns
+    -------
+    Outcome
+    """
+    if max_restarts < 0:
+        raise ValueError(f"max_restarts must be >= 0, not {max_restarts}")
+    t_start = time.perf_counter()
+    workers = worker_addresses(client)
+    if placement is None:
+        placement = job.placement(workers) if job.placement else Placement(job.nparts, workers)
+    run_id = uuid.uuid4().hex[:10]
+    from daskhpc.runtime._store import PartStore
+
+    store = PartStore(client, placement, run_id, part_of=job.part_of)
+    if job.statics is not None:
+        statics = job.statics if isinstance(job.statics, dict) else dict(enumerate(job.statics))
+        store.put("static", statics)
+    ck = None
+    if checkpoint is not None:
+        ck = CheckpointDir(checkpoint, job.name, job.fingerprint, resume=resume)
+    elif resume:
+        from daskhpc.errors import InputError
+
+        raise InputError("resume needs a checkpoint directory (--checkpoint DIR)")
+    book = _Book(job, ck, t_start)
+    resumed_from = book.restart_unit() if job.ordered and book.durable else None
+    if job.warm_up is not None:
+        client.run(job.warm_up)
+    _publish_start(client, job, placement)
+    recoveries: list[dict] = []
+    attempts = 0
+    mode = None if progress_bar is None else ("auto" if progress_bar else "off")
+    t0 = time.perf_counter()
+    value, ledger = None, None
+    with progress(job.units, f"{job.name} units", mode=mode) as bar, \
+            _maybe_low_latency(client, low_latency):
+        bar.advance(len(book.rows))
+        while True:
+            todo = _todo(job, book)
+            token = f"{run_id}a{attempts}"
+            try:
+                with warnings.catch_warnings():
+                    # a worker that died took its transfer log along (the recovery says so)
+                    warnings.filterwarnings("ignore", message="workers left during")
+                    with TransferLedger(client, settle=0.5) as ledger:
+                        value = _attempt(client, job, book, store, ck, token, attempts, todo,
+                                         callback, bar)
+                break
+            except WorkerLost as lost:
+                t_lost = time.perf_counter()
+                if len(recoveries) >= max_restarts:
+                    raise GaveUp(lost.lost) from lost
+                old = store.placement
+                new_placement = replace_lost(client, old, lost.lost)
+                moved = store.move(new_placement)
+                if job.warm_up is not None:
+                    fresh = [w for w in new_placement.workers if w not in old.workers]
+                    if fresh:
+                        with contextlib.suppress(Exception):
+                            client.run(job.warm_up, workers=fresh)
+                invalid = _invalidate(job, book, lost.lost)
+                recoveries.append({
+                    "lost": sorted(lost.lost), "attempt": attempts,
+                    "restart": _todo(job, book)[:1] or None, "invalidated": invalid,
+                    "moved": [int(m) if isinstance(m, (int, np.integer)) else list(m)
+                              for m in moved],
+                    "new_workers": [w for w in new_placement.workers if w not in old.workers],
+                    "after_s": round(t_lost - t0, 3),
+                    "replace_s": round(time.perf_counter() - t_lost, 3)})
+                attempts += 1
+    run_s = time.perf_counter() - t0
+    history = book.history()
+    measured = _measure(job, ledger, store.placement, book, todo_first=todo[0] if todo else 0)
+    for row in history:
+        row.update(measured["per_unit"].get(row["unit"], {}))
+    measured.pop("per_unit")
+    store.release()
+    timing = {"run_s": run_s, "per_iteration_s": [r.get("time_s") for r in history],
+              "setup_s": t0 - t_start}
+    recovery = {"recoveries": recoveries, "max_restarts": max_restarts, "attempts": attempts + 1,
+                "checkpoint": None if ck is None else ck.path, "resumed_from": resumed_from}
+    return Outcome(value, history, measured, timing, recovery, store.placement, ledger)
+
+
+def _todo(job: Job, book: _Book) -> list[int]:
+    if job.ordered:
+        return list(range(book.restart_unit(), job.units))
+    return [u for u in range(job.units) if u not in book.rows]
+
+
+def _invalidate(job: Job, book: _Book, lost) -> list[int]:
+    """After a loss: which complete units must run again."""
+    if job.ordered:
+        start = book.restart_unit()
+        gone = sorted(u for u in book.rows if u >= start)
+        book.forget_from(start)
+        return gone
+    safe = set(book.rows)
+    gone = sorted(job.lost(set(lost), safe - book.durable) if job.lost else ())
+    for u in gone:
+        book.rows.pop(u, None)
+        for store in (book.reports, book.saved, book.spans):
+            store.pop(u, None)
+    return gone
+
+
+def _attempt(client, job: Job, book: _Book, store, ck, token: str, number: int, todo: list,
+             callback, bar):
+    """One attempt; returns the job's value or raises WorkerLost."""
+    topic = f"daskhpc-{token}"
+    owners = set(store.placement.workers)
+
+    def drain():
+        for msg in inbox.drain():
+            book.add(msg)
+        for row in book.new_rows:
+            bar.advance()
+            if callback is not None:
+                callback(_public(row))
+        book.new_rows = []
+
+    futures: list = []
+    with ReportInbox(client, topic) as inbox, WorkerWatch(client, owners) as watch:
+        try:
+            if job.program is not None:
+                return _run_program(client, job, book, store, ck, token, topic, todo, watch,
+                                    drain, futures)
+            start = None
+            if job.ordered and todo and todo[0] > 0 and ck is not None:
+                start = job.restore(ck, todo[0]) if job.restore else None
+            g = job.attempt(Attempt(client, number, token, store.placement, store, topic,
+                                    todo, start, ck))
+            futures[:] = submit_pinned(client, g.tasks, g.where, g.wanted)
+            values = gather_watching(client, futures, watch, on_poll=drain)
+            _settle(book, todo, drain)
+            return g.collect(values) if g.collect else values
+        except WorkerLost:
+            # reports the workers sent before the loss may still be on their way (the
+            # loss can be seen first by polling): take them, so the restart is as late
+            # as the checkpoints allow
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:
+                drain()
+                time.sleep(0.02)
+            raise
+        finally:
+            release_futures(futures)
+            drain()
+            if job.program is not None:
+                with contextlib.suppress(Exception):
+                    client.run(cleanup, token)
+
+
+def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain, futures):
+    """An attempt of a program job: windows of units, then the final values."""
+    if not todo:
+        return None
+    first = todo[0]
+    prog = job.program(first)
+    starts = None
+    if first > 0:
+        starts = (job.restore(ck, first) if job.restore else
+                  {p: load_arrays(ck.file(first, f"part-{p}.npz")) for p in range(job.nparts)})
+        starts = store.put("start", starts)
+    runner = ProgramRunner(client, prog, store.placement, store["static"], starts=starts,
+                           token=token, topic=topic,
+                           checkpoint=None if ck is None else ck.path, in_loop=job.in_loop)
+    futures += runner.frontier()
+    ends = prog.unit_steps
+    if len(ends) != len(todo):
+        raise RuntimeError(f"{job.name}: the program for units {todo[0]}..{todo[-1]} has "
+                           f"{len(ends)} reported steps")
+    window = job.window or (1 if job.stop else len(ends))
+    # windows of units; without a stop rule the next window is submitted before the
+    # previous one is waited for (the workers never idle between windows)
+    bounds = [(i, min(i + window, len(ends))) for i in range(0, len(ends), window)]
+    pending, ran = None, len(ends)
+    for i, j in bounds:
+        futs = runner.submit(range(ends[i - 1] + 1 if i else 0, ends[j - 1] + 1))
+        futures += futs
+        if job.stop is None:
+            if pending is not None:
+                gather_watching(client, pending, watch, on_poll=drain)
+            pending = futs
+            continue
+        gather_watching(client, futs, watch, on_poll=drain)
+        _settle(book, todo[i:j], drain)
+        if job.stop(book.history()):
+            ran = j
+            break
+    if ran == len(ends) and ends[-1] + 1 < prog.nsteps:     # steps after the last report
+        futures += runner.submit(range(ends[-1] + 1, prog.nsteps))
+    fin = runner.finish()
+    futures += fin
+    values = gather_watching(client, fin, watch, on_poll=drain)
+    _settle(book, todo[:ran], drain)
+    finals = ProgramRunner.finals(values, job.nparts)
+    return job.assemble(finals) if job.assemble else finals
+
+
+def _settle(book: _Book, units, drain, grace: float = 5.0) -> None:
+    """Wait (briefly) until every unit of ``units`` has its row: reports travel as events
+    and may trail the futures by a moment."""
+    deadline = time.monotonic() + grace
+    while True:
+        drain()
+        missing = [u for u in units if u not in book.rows]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{book.job.name}: no complete report for unit(s) "
+                               f"{missing[:5]} although their tasks finished")
+        time.sleep(0.01)
+
+
+def _measure(job: Job, ledger, placement: Placement, book: _Book, todo_first: int) -> dict:
+    """Measured bytes of the last attempt next to the plan on the same workers."""
+    if ledger is None or ledger.entries is None:
+        return {"per_unit": {}}
+    workers = list(placement.workers)
+    owner = [workers.index(placement.worker(p)) for p in range(job.nparts)]
+    out = dict(ledger.report())
+    per_unit: dict[int, dict] = {}
+    unit_of_key = job.unit_of_key
+    if job.program is not None and todo_first < job.units:
+        prog = job.program(todo_first)
+        plan = prog.plan()
+
+        def unit_of_phase(ph):
+            return prog.unit_of(int(ph))
+
+        def unit_of_key(key):       # noqa: F811 - the program's keys carry their step
+            t = step_of_key(key)
+            return None if t is None else prog.unit_of(t)
+    else:
+        plan = job.plan
+        unit_of_phase = job.unit_of_phase
+    if plan is not None:
+        placed = plan.placed(owner, len(workers), broadcast=job.broadcast)
+        units = [None if unit_of_phase is None else unit_of_phase(ph)
+                 for ph in placed.phase.tolist()]
+        # what the units that ran should have sent (a run that stopped early ran fewer)
+        ran = np.array([u is None or u in book.rows for u in units], dtype=bool)
+        b = placed.message_bytes()
+        out["planned_bytes"] = int(b[ran].sum())
+        out["planned_messages"] = int(ran.sum())
+        msgs = out["inter_worker_messages"]
+        if msgs:
+            out["framing_bytes_per_message"] = (out["inter_worker_bytes"] -
+                                                out["planned_bytes"]) / msgs
+        for u, nbytes in zip(units, b.tolist()):
+            if u is not None:
+                d = per_unit.setdefault(u, {"planned_bytes": 0, "measured_bytes": 0})
+                d["planned_bytes"] += int(nbytes)
+    if unit_of_key is not None:
+        for e in ledger.entries:
+            total = sum(e["keys"].values()) or 1
+            for key, nbytes in e["keys"].items():
+                key = tuple(key) if isinstance(key, list) else key
+                u = unit_of_key(key)
+                if u is None:
+                    continue
+                d = per_unit.setdefault(u, {"planned_bytes": 0, "measured_bytes": 0})
+                d["measured_bytes"] += e["bytes"] * nbytes / total
+        for d in per_unit.values():
+            d["measured_bytes"] = int(round(d["measured_bytes"]))
+    out["per_unit"] = per_unit
+    return out
+
+
+def _maybe_low_latency(client, on: bool):
+    if on:
+        from daskhpc.runtime._latency import low_latency
+
+        return low_latency(client)
+    return contextlib.nullcontext()
+
+
+def _publish_start(client, job: Job, placement: Placement) -> None:
+    """Tell the dashboard pages a run starts (never fails the run)."""
+    try:
+        from daskhpc.dashboard import publish
+    except ImportError:                                   # pragma: no cover
+        return
+    publish(client, "run", name=f"{job.name} K={job.nparts}", workflow=job.name,
+            workers=list(placement.workers))

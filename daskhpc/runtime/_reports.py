@@ -1,0 +1,85 @@
+"""Unit reports: what workers tell the client at the end of each iteration, as Dask events.
+
+A task that finishes a *unit* (an epoch, an iteration, a batch) of some of the run's
+parts calls :func:`send_report` with their values (loss partial sums, a fit, ...). The
+event travels worker -> scheduler -> client on the streams Dask already has (no task, no
+transfer), in order with the task's completion, and before the news of that worker's
+death if it dies right after: the client learns what finished even when the futures it
+waits on will never come. :class:`ReportInbox` collects them on the client.
+
+A report names its *reporters* (part ids, or strings such as ``"eval-3"``); the frame
+knows which reporters make a unit complete. ``saved`` says the reporters' checkpoint
+files of this unit were written before the report left.
+
+Examples
+--------
+>>> inbox = ReportInbox(client, "daskhpc-ab12")                     # doctest: +SKIP
+>>> with inbox:                                                     # doctest: +SKIP
+...     ...                    # tasks call send_report("daskhpc-ab12", unit, {0: {...}})
+...     for msg in inbox.drain(): print(msg["unit"], msg["reports"])
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+__all__ = ["send_report", "ReportInbox"]
+
+
+def send_report(topic: str, unit: int, values: dict, *, start: float | None = None,
+                stop: float | None = None, saved: bool = False) -> None:
+    """Send ``{reporter: values}`` of ``unit`` to the clients subscribed to ``topic``.
+
+    Values must be msgpack-able (numbers, strings, lists, dicts with string keys).
+    Outside a worker (a local run) this does nothing.
+    """
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except ValueError:
+        return
+    now = time.time()
+    worker.log_event(topic, {"unit": int(unit), "worker": worker.address,
+                             "reports": [[r, v] for r, v in values.items()],
+                             "start": now if start is None else float(start),
+                             "stop": now if stop is None else float(stop),
+                             "saved": bool(saved)})
+
+
+def _key(reporter):
+    return tuple(reporter) if isinstance(reporter, list) else reporter
+
+
+class ReportInbox:
+    """The reports of one attempt, as they arrive (a context manager that subscribes)."""
+
+    def __init__(self, client, topic: str):
+        self.client, self.topic = client, topic
+        self._lock = threading.Lock()
+        self._new: list[dict] = []
+
+    def _on_event(self, event) -> None:
+        _, msg = event
+        if not isinstance(msg, dict) or "unit" not in msg:
+            return
+        msg = dict(msg, reports={_key(r): v for r, v in msg["reports"]})
+        with self._lock:
+            self._new.append(msg)
+
+    def __enter__(self) -> ReportInbox:
+        self.client.subscribe_topic(self.topic, self._on_event)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.client.unsubscribe_topic(self.topic)
+        except Exception:  # noqa: BLE001 - a closed client has nothing to unsubscribe
+            pass
+
+    def drain(self) -> list[dict]:
+        """The reports that arrived since the last call, oldest first."""
+        with self._lock:
+            out, self._new = self._new, []
+        return out

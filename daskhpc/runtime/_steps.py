@@ -1,0 +1,170 @@
+"""What runs on the workers when a :class:`~daskhpc.comm.Program` runs on a cluster.
+
+Each worker process keeps, per run (``token``), a :class:`~daskhpc.comm.Context` for every
+part it owns (its state lives there for the whole attempt: never a Dask value, so never
+copied, spilled or sent) and the messages its parts sent and nobody consumed yet.
+
+Step ``t`` of the worker's parts is a *group* of tasks with the same inputs (the group of
+step ``t - 1`` and the bundles other workers sent for step ``t``): one task per receiving
+worker, or one task when the parts send nothing to other workers. Whichever task of the
+group runs first runs the step for every part of the worker (ascending); each task then
+returns its bundle, ``{(src, dst): payload}`` for one receiving worker. Messages between
+two parts of the worker stay in the registry (nothing moves). One group per step means one
+scheduler round trip per step and one transfer per communicating worker pair, as the
+plan's :meth:`~daskhpc.comm.Plan.placed` projection counts them.
+
+.. warning::
+   Tasks act on worker-side state: they must not be re-run one by one (Dask's retries
+   stay off). A lost worker ends the attempt; the frame re-places the parts and starts
+   again from the newest checkpoint (``_frame``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from daskhpc.comm import Context
+
+__all__ = ["ProgramCode", "init_group", "step_group", "step_group_in_loop", "final_group",
+           "cleanup", "registry_size"]
+
+_CONTEXTS: dict = {}    # (token, part) -> Context
+_LOCAL: dict = {}       # (token, t, dst part) -> {src part: payload}
+_REMOTE: dict = {}      # (token, t, worker label) -> {(src, dst): payload}
+_DONE: dict = {}        # (token, worker label) -> last step run
+_UNIT_START: dict = {}  # (token, worker label) -> time the worker began its current unit
+
+
+class ProgramCode:
+    """The parts of a Program the workers need (no plans): scattered once per attempt.
+
+    ``dests[t]`` maps a part to the receivers its plan names at step ``t``; ``where``
+    maps a part to the label of its worker; ``topic`` is where reports go and ``ckpt``
+    the checkpoint directory (or None).
+    """
+
+    def __init__(self, program, where: dict, topic: str | None, ckpt: str | None):
+        self.name = program.name
+        self.where = where               # part -> label of its worker
+        self.nparts = program.nparts
+        self.steps = [(s.fn, s.args, s.report, s.label) for s in program.steps]
+        self.dests = [program.dests(t) for t in range(program.nsteps)]
+        self.init, self.final, self.save = program.init, program.final, program.save
+        self.unit_of_step = [program.unit_of(t) for t in range(program.nsteps)]
+        self.topic = topic
+        self.ckpt = ckpt
+
+
+def init_group(code: ProgramCode, token: str, label: str, parts: tuple, statics: list,
+               starts: list | None):
+    """Create the contexts of the worker's parts and run ``init`` on them."""
+    for i, p in enumerate(parts):
+        ctx = Context(p, code.nparts, statics[i], {})
+        if code.init is not None:
+            code.init(ctx, None if starts is None else starts[i])
+        _CONTEXTS[(token, p)] = ctx
+    _DONE[(token, label)] = -1
+    _UNIT_START[(token, label)] = time.time()
+    return None
+
+
+def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
+              bundles) -> None:
+    """Step t for every part of the worker; outboxes to the registry."""
+    from daskhpc.comm import PlanMismatch
+
+    fn, args, report, step_label = code.steps[t]
+    remote_in: dict[int, dict] = {}
+    for bundle in bundles:
+        if bundle:
+            for (src, dst), payload in bundle.items():
+                remote_in.setdefault(dst, {})[src] = payload
+    unit = code.unit_of_step[t]
+    for p in parts:
+        ctx = _CONTEXTS[(token, p)]
+        inbox = _LOCAL.pop((token, t - 1, p), {})
+        inbox.update(remote_in.get(p, {}))
+        ctx.step, ctx.unit = t, unit
+        ctx.inbox = dict(sorted(inbox.items()))
+        out = fn(ctx, *args)
+        ctx.inbox = {}
+        want = code.dests[t].get(p, [])
+        got = {} if out is None else out
+        if sorted(got) != want:
+            raise PlanMismatch(f"{code.name} step {t} ({step_label}): part {p} sent to parts "
+                               f"{sorted(got)}, its plan says {want}")
+        for dst, payload in got.items():
+            w = code.where[dst]
+            if w == label:
+                _LOCAL.setdefault((token, t, dst), {})[p] = payload
+            else:
+                _REMOTE.setdefault((token, t, w), {})[(p, dst)] = payload
+    if report:
+        _report(code, token, label, t, parts, unit)
+    _DONE[(token, label)] = t
+
+
+def _report(code: ProgramCode, token: str, label: str, t: int, parts: tuple, unit: int):
+    """Checkpoint (if the run keeps one) and send the parts' values of ``unit``."""
+    values, saved = {}, False
+    for p in parts:
+        ctx = _CONTEXTS[(token, p)]
+        if code.ckpt is not None and code.save is not None:
+            from daskhpc.runtime._checkpoint import save_arrays, step_file
+
+            save_arrays(step_file(code.ckpt, unit + 1, f"part-{p}.npz"), **code.save(ctx))
+            saved = True
+        values[p] = ctx.reported
+        ctx.reported = {}
+    now = time.time()
+    start = _UNIT_START.get((token, label), now)
+    _UNIT_START[(token, label)] = now
+    if code.topic is not None:
+        from daskhpc.runtime._reports import send_report
+
+        send_report(code.topic, unit, {p: values[p] for p in parts}, start=start, stop=now,
+                    saved=saved)
+
+
+def step_group(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
+               for_worker: str | None, chain, *bundles):
+    """A task of step t's group on this worker: run the step unless a task of the group
+    already did, then return the bundle for worker ``for_worker`` (None: no bundle)."""
+    if _DONE[(token, label)] < t:
+        _run_step(code, token, label, t, parts, bundles)
+    if for_worker is None:
+        return None
+    return _REMOTE.pop((token, t, for_worker))
+
+
+async def step_group_in_loop(code, token, label, t, parts, for_worker, chain, *bundles):
+    """:func:`step_group` run by the worker's event loop instead of its thread pool.
+
+    Dask runs a coroutine-function task in the event loop; a short step costs less there
+    than the hand-off to a thread and back (measured for SSGD's sub-epochs). The worker
+    still counts it against its threads, so it never overlaps another task of the worker.
+    Long steps block the loop (and the heartbeats) while they run: programs choose.
+    """
+    return step_group(code, token, label, t, parts, for_worker, chain, *bundles)
+
+
+def final_group(code: ProgramCode, token: str, label: str, parts: tuple, chain) -> dict:
+    """``{part: final(ctx)}`` of the worker's parts after the last step."""
+    if code.final is None:
+        return {p: None for p in parts}
+    return {p: code.final(_CONTEXTS[(token, p)]) for p in parts}
+
+
+def cleanup(token: str) -> int:
+    """Forget every context and message of run ``token`` (through ``client.run``)."""
+    n = 0
+    for reg in (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START):
+        for key in [k for k in reg if k[0] == token]:
+            del reg[key]
+            n += 1
+    return n
+
+
+def registry_size() -> int:
+    """Entries held for all runs in this process (tests check nothing leaks)."""
+    return sum(len(r) for r in (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START))

@@ -1,0 +1,94 @@
+"""Part data on the workers: scattered once, scattered again only where parts moved.
+
+A run's static data (each part's nonzeros, index maps, ...) goes to the worker of its part
+once and stays for the whole run, across attempts: :meth:`PartStore.move` (after a lost
+worker, with the new placement) re-sends only the parts whose worker changed. The client
+keeps its copy for that purpose until :meth:`PartStore.release`.
+
+Examples
+--------
+>>> store = PartStore(client, placement, "ab12")                   # doctest: +SKIP
+>>> futs = store.put("static", {p: data[p] for p in range(K)})     # doctest: +SKIP
+>>> moved = store.move(new_placement)                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from daskhpc.runtime._fault import release_futures
+
+__all__ = ["PartStore"]
+
+
+class PartStore:
+    """Named per-part data sets on the workers of a placement.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    placement : Placement
+    run : str
+        Run id (the scattered keys' names).
+    part_of : callable, optional
+        The part a data key belongs to (default: keys are part numbers; SpGEMM keys its
+        blocks by grid cell and maps a cell to its rank).
+    """
+
+    def __init__(self, client, placement, run: str, part_of=None):
+        self.client, self.placement, self.run = client, placement, run
+        self.part_of = part_of or int
+        self.data: dict[str, dict] = {}       # name -> part -> value (client copy)
+        self.futures: dict[str, dict] = {}    # name -> part -> Future
+        self.generation = 0
+
+    def put(self, name: str, values: dict) -> dict:
+        """Scatter ``{part: value}`` to the parts' workers; returns ``{part: Future}``."""
+        self.data[name] = dict(values)
+        self.futures[name] = self._scatter(name, self.data[name])
+        return self.futures[name]
+
+    def __getitem__(self, name: str) -> dict:
+        return self.futures[name]
+
+    def get(self, name: str):
+        return self.futures.get(name)
+
+    def _scatter(self, name: str, values: dict) -> dict:
+        gen = f"g{self.generation}" if self.generation else ""
+        by_worker: dict[str, dict] = {}
+        keys = {}
+        for p, v in values.items():
+            keys[p] = f"daskhpc-{name}-{self.run}{gen}-{_label(p)}"
+            by_worker.setdefault(self.placement.worker(self.part_of(p)), {})[keys[p]] = v
+        futures = {}
+        for w, data in by_worker.items():
+            futures.update(self.client.scatter(data, workers=[w], broadcast=False, hash=False))
+        return {p: futures[k] for p, k in keys.items()}
+
+    def move(self, placement) -> list:
+        """Adopt ``placement``; scatter again the data of parts whose worker changed.
+
+        Returns the parts (keys of the data sets) that moved.
+        """
+        before, self.placement = self.placement, placement
+        self.generation += 1
+        moved_all = set()
+        for name, values in self.data.items():
+            moved = [p for p in values if placement.worker(self.part_of(p)) !=
+                     before.worker(self.part_of(p))]
+            if not moved:
+                continue
+            # the old futures point at data that died with its worker
+            release_futures(self.futures[name][p] for p in moved)
+            self.futures[name].update(self._scatter(name, {p: values[p] for p in moved}))
+            moved_all.update(moved)
+        return sorted(moved_all, key=_label)
+
+    def release(self) -> None:
+        """Drop the futures (the workers free the data) and the client's copies."""
+        for futs in self.futures.values():
+            release_futures(futs.values())
+        self.futures, self.data = {}, {}
+
+
+def _label(key) -> str:
+    return "-".join(str(int(x)) for x in key) if isinstance(key, tuple) else str(int(key))

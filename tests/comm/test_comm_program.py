@@ -1,0 +1,136 @@
+"""The kit's dask-free pieces: expand/fold plans, the dense allreduce, Program + run_local."""
+
+import functools
+import math
+
+import numpy as np
+import pytest
+
+from daskhpc.comm import (AllreduceSchedule, Plan, PlanMismatch, Program, expand_plan,
+                          fold_plan, row_volume, run_local, tree_sum)
+
+
+def random_sets(n, K, seed):
+    rng = np.random.default_rng(seed)
+    owner = rng.integers(0, K, n)
+    sets = [sorted(set(rng.choice(K, rng.integers(0, K + 1), replace=True).tolist()))
+            for _ in range(n)]
+    ptr = np.concatenate([[0], np.cumsum([len(s) for s in sets])])
+    parts = np.array([p for s in sets for p in s], np.int64)
+    return owner, ptr, parts, sets
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_expand_and_fold_match_a_brute_force_count(seed):
+    K, n = 5, 40
+    owner, ptr, parts, sets = random_sets(n, K, seed)
+    # from the definition: row i goes from its owner to every other part of its set
+    want = {}
+    for i, s in enumerate(sets):
+        for q in s:
+            if q != owner[i]:
+                want.setdefault((int(owner[i]), q), []).append(i)
+    ex = expand_plan(owner, ptr, parts, K, words_per_unit=7)
+    got = {(s, d): idx.tolist() for _, s, d, idx in ex.messages()}
+    assert got == want
+    fo = fold_plan(owner, ptr, parts, K)
+    assert {(s, d): idx.tolist() for _, s, d, idx in fo.messages()} == \
+        {(d, s): v for (s, d), v in want.items()}
+    vol = row_volume(owner, ptr, parts)
+    assert vol.tolist() == [len(set(s) | {int(owner[i])}) - 1 for i, s in enumerate(sets)]
+    assert ex.report()["tot_vol"] == fo.report()["tot_vol"] == vol.sum()
+    assert ex.report()["planned_bytes"] == vol.sum() * 7 * 8
+
+
+def test_message_widths_and_placement():
+    a = Plan.from_messages(3, [(0, 0, 1, [1, 2]), (0, 2, 1, [3])], words_per_unit=4)
+    b = Plan.from_messages(3, [(0, 0, 1, [0])], words_per_unit=9)
+    c = Plan.concat([a, b])
+    assert c.message_bytes().tolist() == [64, 32, 72]
+    assert c.report()["planned_bytes"] == 168
+    # parts 0 and 2 on worker 0, part 1 on worker 1: everything is 0 -> 1, bundled by phase
+    w = c.placed([0, 1, 0])
+    assert w.nparts == 2 and w.num_messages == 2
+    assert w.message_bytes().sum() == 168 and w.phase.tolist() == [0, 1]
+    same = c.placed([0, 0, 0])
+    assert same.num_messages == 0
+    # a broadcast key fetched once per receiving worker
+    bc = Plan(3, [0, 0], [0, 0], [1, 2], volume=[5, 5])
+    assert bc.placed([0, 1, 1], broadcast=True).volume.tolist() == [5]
+    assert bc.placed([0, 1, 1]).volume.tolist() == [10]
+
+
+@pytest.mark.parametrize("P", [1, 2, 3, 4, 5, 6, 7, 8, 13])
+def test_allreduce_schedule_sums_every_part_identically(P):
+    sched = AllreduceSchedule(P)
+    rng = np.random.default_rng(P)
+    vals = [rng.standard_normal(6) for _ in range(P)]
+    held = list(vals)
+    for rnd in sched.rounds:
+        held = [sched.combine(rnd, q, held[q], held[rnd.receives()[q]])
+                if q in rnd.receives() else held[q] for q in range(P)]
+    assert all(np.array_equal(h, held[0]) for h in held)
+    assert np.array_equal(tree_sum(vals), held[0])
+    assert np.allclose(held[0], np.sum(vals, axis=0), rtol=1e-13)
+    p2 = 1 << (P.bit_length() - 1)
+    extra = 2 if P != p2 else 0
+    assert len(sched.rounds) == int(math.log2(p2)) + extra
+    rep = sched.plan(words=6).report()
+    assert rep["tot_msgs"] == p2 * int(math.log2(p2)) + 2 * (P - p2)
+    assert rep["planned_bytes"] == rep["tot_msgs"] * 6 * 8
+
+
+def _init(ctx, start):
+    ctx.state["x"] = np.array([float(ctx.static)])
+
+
+def _get(ctx):
+    return ctx.state["x"] * 1.0
+
+
+def _put(ctx, total):
+    ctx.state["total"] = total
+    ctx.report(total=float(total[0]))
+
+
+def _shift(ctx, k):
+    for src, v in ctx.inbox.items():
+        ctx.state["x"] = ctx.state["x"] + v
+    return {(ctx.part + k) % ctx.nparts: ctx.state["x"]}
+
+
+def _final(ctx):
+    return ctx.state["total"]
+
+
+def ring(K, k=1):
+    return Plan.from_messages(K, [(0, p, (p + k) % K, [0]) for p in range(K)])
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 5])
+def test_program_with_allreduce_runs_locally(K):
+    prog = Program(K, "t", init=_init, final=_final)
+    if K > 1:
+        prog.step(_shift, 1, sends=ring(K))
+        prog.step(_shift, 2 % K or 1, sends=ring(K, 2 % K or 1))
+    prog.allreduce(_get, _put, words=1, report=True)
+    finals, reports = run_local(prog, list(range(1, K + 1)))
+    assert len(reports) == 1 and sorted(reports[0]) == list(range(K))
+    assert all(np.array_equal(f, finals[0]) for f in finals)
+    assert prog.plan().num_messages == (2 * K if K > 1 else 0) + \
+        AllreduceSchedule(K).plan(1).num_messages
+    assert prog.unit_steps == [prog.nsteps - 1]
+
+
+def test_a_step_that_breaks_its_plan_is_refused():
+    prog = Program(3, "bad", init=_init)
+    prog.step(_shift, 2, sends=ring(3, 1))        # plan says p -> p+1, the step sends p -> p+2
+    with pytest.raises(PlanMismatch, match="part 0 sent to parts \\[2\\], its plan says \\[1\\]"):
+        run_local(prog, [1, 2, 3])
+
+
+def test_merged_plans_in_one_step():
+    prog = Program(2, "merge", init=_init)
+    prog.step(functools.partial(_shift, k=1), sends=[ring(2), ring(2)])
+    assert prog.dests(0) == {0: [1], 1: [0]}
+    assert prog.plan().num_messages == 4

@@ -1,0 +1,111 @@
+"""The workflow frame on real clusters: a Program run by run_job equals run_local bit for bit,
+sends what its plan says, checkpoints, resumes, survives a killed worker, stops early."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from daskhpc.comm import run_local
+from daskhpc.runtime import GaveUp, Job, Placement, run_job, worker_addresses
+from daskhpc.testing import KillOnce, TaskKey, toy_program, toy_row
+
+LENGTH = 200
+
+
+def job(K, units, **kw):
+    return Job("toy", K, units, row=toy_row, fingerprint={"K": K, "length": LENGTH},
+               program=functools.partial(_prog, K, units, kw.pop("delay", 0.0)),
+               statics=[LENGTH] * K, **kw)
+
+
+def _prog(K, units, delay, first_unit):
+    return toy_program(K, units, length=LENGTH, first_unit=first_unit, delay=delay)
+
+
+def reference(K, units):
+    finals, reports = run_local(toy_program(K, units, length=LENGTH), [LENGTH] * K)
+    return finals, [toy_row(u, r) for u, r in enumerate(reports)]
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 5])
+def test_program_equals_run_local(client3, K):
+    want, rows = reference(K, 4)
+    out = run_job(client3, job(K, 4))
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, want))
+    assert [(r["norm"], r["first"]) for r in out.history] == \
+        [(r["norm"], r["first"]) for r in rows]
+    assert [r["unit"] for r in out.history] == [0, 1, 2, 3]
+    assert all(r["time_s"] >= 0 for r in out.history)
+    # what moved between workers is the plan on the same workers, one transfer per
+    # communicating worker pair and step, each with a constant framing overhead
+    m = out.measured
+    assert m["inter_worker_messages"] == m.get("planned_messages", 0)
+    if K > 1:
+        assert m["inter_worker_bytes_sizeof"] >= m["planned_bytes"]
+        assert 0 < m["framing_bytes_per_message"] < 2000
+        for r in out.history:
+            assert r["measured_bytes"] >= r["planned_bytes"] > 0
+    out2 = run_job(client3, job(K, 4))       # the same run twice: the same bits
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, out2.value))
+
+
+def test_checkpoint_and_resume(client3, tmp_path):
+    want, rows = reference(3, 6)
+    first = run_job(client3, job(3, 3), checkpoint=tmp_path)       # 3 of 6 units
+    assert first.recovery["resumed_from"] is None
+    with pytest.raises(Exception, match="pass --resume"):
+        run_job(client3, job(3, 6), checkpoint=tmp_path)
+    rest = run_job(client3, job(3, 6), checkpoint=tmp_path, resume=True)
+    assert rest.recovery["resumed_from"] == 3
+    assert [r["unit"] for r in rest.history] == list(range(6))
+    assert [r["norm"] for r in rest.history] == [r["norm"] for r in rows]
+    assert all(np.array_equal(a, b) for a, b in zip(rest.value, want))
+
+
+def test_stop_rule_ends_the_run_early(client3):
+    out = run_job(client3, _with(job(2, 10), stop=lambda h: len(h) >= 3))
+    assert [r["unit"] for r in out.history] == [0, 1, 2]
+    want, _ = reference(2, 3)
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, want))
+
+
+def _with(j, **kw):
+    for k, v in kw.items():
+        setattr(j, k, v)
+    return j
+
+
+def test_placement_with_more_parts_than_workers(client3):
+    workers = worker_addresses(client3)
+    pl = Placement(5, workers[:2])
+    want, _ = reference(5, 2)
+    out = run_job(client3, job(5, 2), placement=pl)
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, want))
+
+
+@pytest.mark.parametrize("with_checkpoint", [False, True])
+def test_a_killed_worker_costs_nothing_but_time(make_client, tmp_path, with_checkpoint):
+    client = make_client(3)
+    want, rows = reference(3, 6)
+    marker = str(tmp_path / "killed")
+    # kill the worker that runs step 2 of unit 3
+    per_unit = toy_program(3, 1).nsteps
+    client.register_plugin(KillOnce(TaskKey("toy-", {2: 3 * per_unit + 2}), marker),
+                           name="kill")
+    out = run_job(client, job(3, 6, delay=0.02), max_restarts=2,
+                  checkpoint=tmp_path / "ck" if with_checkpoint else None)
+    rec = out.recovery["recoveries"]
+    assert len(rec) == 1 and rec[0]["lost"]
+    assert rec[0]["restart"] == ([3] if with_checkpoint else [0])
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, want))
+    assert [r["norm"] for r in out.history] == [r["norm"] for r in rows]
+
+
+def test_giving_up(make_client, tmp_path):
+    client = make_client(3)
+    client.register_plugin(KillOnce(TaskKey("toy-", {2: 4}), str(tmp_path / "k")), name="kill")
+    with pytest.raises(GaveUp, match="lost"):
+        run_job(client, job(3, 3, delay=0.02), max_restarts=0)
