@@ -32,7 +32,8 @@ import numpy as np
 
 from daskhpc import __version__
 
-__all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize"]
+__all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
+           "compare_arrays"]
 
 #: Report sections in the order of ../shared/CLI.md (others follow).
 SECTIONS = ("input", "parts", "partitioner", "objective", "seed", "partition", "plan",
@@ -78,6 +79,44 @@ def write_report(report: dict, path) -> None:
         return
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+def compare_arrays(pairs, *, rtol: float | None = None) -> dict:
+    """The ``serial_check`` section: are the distributed arrays the serial ones?
+
+    Parameters
+    ----------
+    pairs : iterable of (array, array)
+        (distributed, serial reference).
+    rtol : float, optional
+        Where the arithmetic differs (another summation order), the stated tolerance:
+        ``within_tolerance`` says whether every pair agrees to it, relative to the
+        reference's largest magnitude.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> compare_arrays([(np.ones(3), np.ones(3))])
+    {'done': True, 'identical': True, 'max_abs_diff': 0.0}
+    >>> compare_arrays([(np.ones(2), np.ones(2) + 1e-12)], rtol=1e-9)["within_tolerance"]
+    True
+    """
+    same, diff, ok = True, 0.0, True
+    for a, b in pairs:
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return {"done": True, "identical": False, "max_abs_diff": float("inf"),
+                    **({"within_tolerance": False, "rtol": rtol} if rtol is not None else {})}
+        same = same and bool(np.array_equal(a, b))
+        d = float(np.max(np.abs(a - b), initial=0.0)) if a.size else 0.0
+        diff = max(diff, d)
+        if rtol is not None:
+            scale = float(np.max(np.abs(b), initial=0.0)) if b.size else 0.0
+            ok = ok and d <= rtol * max(scale, np.finfo(float).tiny)
+    out = {"done": True, "identical": same, "max_abs_diff": diff}
+    if rtol is not None:
+        out.update(within_tolerance=bool(ok), rtol=rtol)
+    return out
 
 
 def _fmt(v) -> str:

@@ -160,10 +160,16 @@ class Plan:
     @classmethod
     def _joined(cls, plans, offs, nparts, kw) -> "Plan":
         has_idx = all(p.indices is not None for p in plans)
-        first = plans[0]
+        # the format of the first plan that has messages (an empty head only carries phases)
+        first = next((p for p in plans if p.num_messages), plans[0])
         kw = {"unit": first.unit, "words_per_unit": first.words_per_unit,
               "word_bytes": first.word_bytes, **kw}
-        if any(p.words is not None or p.words_per_unit != kw["words_per_unit"] for p in plans):
+        if any(p.word_bytes != kw["word_bytes"] for p in plans if p.num_messages):
+            # words of different sizes: count bytes (one byte a word) so sizes stay exact
+            kw["word_bytes"] = 1
+            kw["words"] = np.concatenate([p.message_words() * p.word_bytes for p in plans])
+        elif any(p.words is not None or p.words_per_unit != kw["words_per_unit"]
+                 for p in plans):
             kw.setdefault("words", np.concatenate([p.message_words() for p in plans]))
         args = dict(
             nparts=nparts or max(p.nparts for p in plans),

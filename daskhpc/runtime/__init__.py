@@ -8,6 +8,8 @@
 - :class:`WorkerWatch` / :func:`gather_watching` notice a lost worker instead of
   hanging on its pinned tasks, :func:`replace_lost` re-places its parts, and
   :class:`CheckpointDir` holds the per-step checkpoints a run resumes from.
+- :class:`HoldingPlugin` is the engine under scheduler plugins that hold tasks back
+  until a pure policy releases them (SSGD's stratum order, SpGEMM's batch admission).
 - :func:`low_latency` unbatches the scheduler <-> worker control messages for the
   duration of a run of short dependent tasks.
 - :class:`TransferLedger` measures the bytes and messages that moved between
@@ -41,6 +43,7 @@ from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, re
 from daskhpc.runtime._engine import ProgramRunner
 from daskhpc.runtime._frame import Attempt, AttemptGraph, GaveUp, Job, Outcome, run_job
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
+from daskhpc.runtime._holding import PARKED, HoldingPlugin, call, install, take
 from daskhpc.runtime._latency import low_latency
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
@@ -54,8 +57,10 @@ __all__ = [
     "CLUSTER_CONFIG",
     "CheckpointDir",
     "GaveUp",
+    "HoldingPlugin",
     "Job",
     "Outcome",
+    "PARKED",
     "PartStore",
     "Placement",
     "ProgramRunner",
@@ -65,8 +70,10 @@ __all__ = [
     "WorkerWatch",
     "array_digest",
     "calibrate",
+    "call",
     "connect",
     "gather_watching",
+    "install",
     "load_arrays",
     "low_latency",
     "pinned_graph",
@@ -78,5 +85,6 @@ __all__ = [
     "send_report",
     "step_file",
     "submit_pinned",
+    "take",
     "worker_addresses",
 ]

@@ -83,6 +83,9 @@ class Job:
         programs: every part's ``part-<p>.npz`` of step n).
     reporters : callable, optional
         ``reporters(unit) -> set``: who must report a unit (default every part).
+    savers : callable, optional
+        ``savers(unit) -> set``: the reporters whose ``saved`` reports make the unit's
+        checkpoint complete (default: all of ``reporters``).
     ordered : bool
         Units build on each other: a restart continues from the newest checkpoint. If
         False (independent batches) only units that are not *safe* run again.
@@ -97,14 +100,11 @@ class Job:
         ``placement(workers) -> Placement`` (default round robin).
     part_of : callable, optional
         Part of a static-data key (default: keys are parts).
-    plan : Plan, optional
-        The part-level messages of the run, for planned bytes (programs: their own plan).
-    unit_of_phase, unit_of_key : callable, optional
-        Where a plan phase / a transferred key belongs (programs: from their steps).
-    broadcast : bool
-        Count the plan's messages as keys fetched once per receiving worker (SpGEMM).
     warm_up : callable, optional
         Run on every worker before anything is timed (load compiled kernels).
+    opened : callable, optional
+        ``opened(checkpoint)`` once the checkpoint directory is accepted (write run-wide
+        files next to its manifest, e.g. the partition).
     in_loop : bool
         Programs: run steps in the workers' event loops (short steps).
     """
@@ -120,17 +120,15 @@ class Job:
     attempt: Callable | None = None
     restore: Callable | None = None
     reporters: Callable | None = None
+    savers: Callable | None = None
     ordered: bool = True
     lost: Callable | None = None
     stop: Callable | None = None
     window: int | None = None
     placement: Callable | None = None
     part_of: Callable | None = None
-    plan: Any = None
-    unit_of_phase: Callable | None = None
-    unit_of_key: Callable | None = None
-    broadcast: bool = False
     warm_up: Callable | None = None
+    opened: Callable | None = None
     in_loop: bool = False
 
 
@@ -151,14 +149,24 @@ class Attempt:
 
 @dataclass
 class AttemptGraph:
-    """One attempt's graph: tasks, their workers, the keys to wait on; ``collect(values)``
-    turns those keys' values into the attempt's result; ``cleanup()`` runs afterwards."""
+    """One attempt's graph and how to read it.
+
+    ``tasks``/``where``: the pinned graph; ``wanted``: the keys to wait on;
+    ``collect(values)`` turns their values into the run's value; ``cleanup()`` runs after
+    the attempt, failed or not. For planned-vs-measured bytes: ``plans``, a list of
+    ``(Plan, unit_of_phase)`` (part-level plans of what the attempt sends, a phase mapped
+    to its unit), ``unit_of_key(key)`` (the unit of a transferred key, or None) and
+    ``broadcast`` (plan messages are keys fetched once per receiving worker).
+    """
 
     tasks: dict
     where: dict
     wanted: list
     collect: Callable | None = None
     cleanup: Callable | None = None
+    plans: list = field(default_factory=list)
+    unit_of_key: Callable | None = None
+    broadcast: bool = False
 
 
 @dataclass
@@ -188,7 +196,7 @@ class _Book:
         if ck is not None:
             for meta in ck.steps():
                 u = int(meta["step"]) - 1
-                self.rows[u] = dict(meta.get("row", {}))
+                self.rows[u] = dict(meta.get("history", {}))
                 self.durable.add(u)
 
     def want(self, u: int) -> set:
@@ -212,10 +220,11 @@ class _Book:
             row["_end"] = end
             self.rows[u] = row
             self.new_rows.append(row)
+        savers = self.job.savers(u) if self.job.savers else want
         if self.ck is not None and u in self.rows and u not in self.durable and \
-                want <= self.saved.get(u, set()):
+                savers <= self.saved.get(u, set()):
             self.durable.add(u)
-            self.ck.complete(u + 1, row=_public(self.rows[u]))
+            self.ck.complete(u + 1, history=_public(self.rows[u]))
 
     def restart_unit(self) -> int:
         """Ordered jobs: where an attempt starts (after the newest durable unit)."""
@@ -283,6 +292,8 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
     ck = None
     if checkpoint is not None:
         ck = CheckpointDir(checkpoint, job.name, job.fingerprint, resume=resume)
+        if job.opened is not None:
+            job.opened(ck)
     elif resume:
         from daskhpc.errors import InputError
 
@@ -297,6 +308,7 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
     mode = None if progress_bar is None else ("auto" if progress_bar else "off")
     t0 = time.perf_counter()
     value, ledger = None, None
+    meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
     with progress(job.units, f"{job.name} units", mode=mode) as bar, \
             _maybe_low_latency(client, low_latency):
         bar.advance(len(book.rows))
@@ -309,7 +321,7 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
                     warnings.filterwarnings("ignore", message="workers left during")
                     with TransferLedger(client, settle=0.5) as ledger:
                         value = _attempt(client, job, book, store, ck, token, attempts, todo,
-                                         callback, bar)
+                                         callback, bar, meter)
                 break
             except WorkerLost as lost:
                 t_lost = time.perf_counter()
@@ -326,7 +338,7 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
                 invalid = _invalidate(job, book, lost.lost)
                 recoveries.append({
                     "lost": sorted(lost.lost), "attempt": attempts,
-                    "restart": _todo(job, book)[:1] or None, "invalidated": invalid,
+                    "restart": (_todo(job, book) or [None])[0], "invalidated": invalid,
                     "moved": [int(m) if isinstance(m, (int, np.integer)) else list(m)
                               for m in moved],
                     "new_workers": [w for w in new_placement.workers if w not in old.workers],
@@ -335,7 +347,7 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
                 attempts += 1
     run_s = time.perf_counter() - t0
     history = book.history()
-    measured = _measure(job, ledger, store.placement, book, todo_first=todo[0] if todo else 0)
+    measured = _measure(job, ledger, store.placement, book, meter)
     for row in history:
         row.update(measured["per_unit"].get(row["unit"], {}))
     measured.pop("per_unit")
@@ -343,7 +355,8 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
     timing = {"run_s": run_s, "per_iteration_s": [r.get("time_s") for r in history],
               "setup_s": t0 - t_start}
     recovery = {"recoveries": recoveries, "max_restarts": max_restarts, "attempts": attempts + 1,
-                "checkpoint": None if ck is None else ck.path, "resumed_from": resumed_from}
+                "checkpoint": None if ck is None else ck.path, "resumed_from": resumed_from,
+                "saved": None if ck is None else (ck.latest() or (None,))[0]}
     return Outcome(value, history, measured, timing, recovery, store.placement, ledger)
 
 
@@ -370,7 +383,7 @@ def _invalidate(job: Job, book: _Book, lost) -> list[int]:
 
 
 def _attempt(client, job: Job, book: _Book, store, ck, token: str, number: int, todo: list,
-             callback, bar):
+             callback, bar, meter: dict):
     """One attempt; returns the job's value or raises WorkerLost."""
     topic = f"daskhpc-{token}"
     owners = set(store.placement.workers)
@@ -387,14 +400,19 @@ def _attempt(client, job: Job, book: _Book, store, ck, token: str, number: int, 
     futures: list = []
     with ReportInbox(client, topic) as inbox, WorkerWatch(client, owners) as watch:
         try:
+            meter.clear()
             if job.program is not None:
                 return _run_program(client, job, book, store, ck, token, topic, todo, watch,
-                                    drain, futures)
-            start = None
-            if job.ordered and todo and todo[0] > 0 and ck is not None:
-                start = job.restore(ck, todo[0]) if job.restore else None
+                                    drain, futures, meter)
+            start, first = None, todo[0] if todo else job.units
+            if job.ordered and first > 0 and ck is not None and job.restore is not None:
+                start = job.restore(ck, first)
             g = job.attempt(Attempt(client, number, token, store.placement, store, topic,
                                     todo, start, ck))
+            meter.update(plans=g.plans, unit_of_key=g.unit_of_key, broadcast=g.broadcast,
+                         cleanup=g.cleanup)
+            if not g.tasks:
+                return g.collect([]) if g.collect else None
             futures[:] = submit_pinned(client, g.tasks, g.where, g.wanted)
             values = gather_watching(client, futures, watch, on_poll=drain)
             _settle(book, todo, drain)
@@ -414,19 +432,32 @@ def _attempt(client, job: Job, book: _Book, store, ck, token: str, number: int, 
             if job.program is not None:
                 with contextlib.suppress(Exception):
                     client.run(cleanup, token)
+            elif meter.get("cleanup") is not None:
+                with contextlib.suppress(Exception):
+                    meter["cleanup"]()
 
 
-def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain, futures):
+def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain, futures,
+                 meter):
     """An attempt of a program job: windows of units, then the final values."""
-    if not todo:
-        return None
-    first = todo[0]
-    prog = job.program(first)
+    first = todo[0] if todo else job.units
     starts = None
     if first > 0:
         starts = (job.restore(ck, first) if job.restore else
                   {p: load_arrays(ck.file(first, f"part-{p}.npz")) for p in range(job.nparts)})
-        starts = store.put("start", starts)
+    prog = job.program(first)
+    if not todo:
+        # the checkpoint is at the end: the parts' final values from their saved state
+        from daskhpc.comm import run_local
+
+        statics = [store.data["static"][p] for p in range(job.nparts)]
+        finals, _ = run_local(prog, statics, [starts[p] for p in range(job.nparts)])
+        return job.assemble(finals) if job.assemble else finals
+    meter.update(plans=[(prog.plan(), prog.unit_of)], broadcast=False,
+                 unit_of_key=lambda key: None if step_of_key(key) is None else
+                 prog.unit_of(step_of_key(key)))
+    if starts is not None:
+        starts = store.put("start", starts, transient=True)
     runner = ProgramRunner(client, prog, store.placement, store["static"], starts=starts,
                            token=token, topic=topic,
                            checkpoint=None if ck is None else ck.path, in_loop=job.in_loop)
@@ -478,57 +509,46 @@ def _settle(book: _Book, units, drain, grace: float = 5.0) -> None:
         time.sleep(0.01)
 
 
-def _measure(job: Job, ledger, placement: Placement, book: _Book, todo_first: int) -> dict:
-    """Measured bytes of the last attempt next to the plan on the same workers."""
+def _measure(job: Job, ledger, placement: Placement, book: _Book, meter: dict) -> dict:
+    """Measured bytes of the last attempt next to its plans on the same workers, per run
+    and per unit (only the units that ran: a run that stopped early ran fewer)."""
     if ledger is None or ledger.entries is None:
         return {"per_unit": {}}
     workers = list(placement.workers)
     owner = [workers.index(placement.worker(p)) for p in range(job.nparts)]
     out = dict(ledger.report())
     per_unit: dict[int, dict] = {}
-    unit_of_key = job.unit_of_key
-    if job.program is not None and todo_first < job.units:
-        prog = job.program(todo_first)
-        plan = prog.plan()
 
-        def unit_of_phase(ph):
-            return prog.unit_of(int(ph))
+    def unit(u):
+        return per_unit.setdefault(u, {"planned_bytes": 0, "measured_bytes": 0.0})
 
-        def unit_of_key(key):       # noqa: F811 - the program's keys carry their step
-            t = step_of_key(key)
-            return None if t is None else prog.unit_of(t)
-    else:
-        plan = job.plan
-        unit_of_phase = job.unit_of_phase
-    if plan is not None:
-        placed = plan.placed(owner, len(workers), broadcast=job.broadcast)
-        units = [None if unit_of_phase is None else unit_of_phase(ph)
-                 for ph in placed.phase.tolist()]
-        # what the units that ran should have sent (a run that stopped early ran fewer)
-        ran = np.array([u is None or u in book.rows for u in units], dtype=bool)
-        b = placed.message_bytes()
-        out["planned_bytes"] = int(b[ran].sum())
-        out["planned_messages"] = int(ran.sum())
-        msgs = out["inter_worker_messages"]
-        if msgs:
-            out["framing_bytes_per_message"] = (out["inter_worker_bytes"] -
-                                                out["planned_bytes"]) / msgs
-        for u, nbytes in zip(units, b.tolist()):
-            if u is not None:
-                d = per_unit.setdefault(u, {"planned_bytes": 0, "measured_bytes": 0})
-                d["planned_bytes"] += int(nbytes)
+    plans = meter.get("plans") or []
+    if plans:
+        total, count = 0, 0
+        for plan, unit_of_phase in plans:
+            placed = plan.placed(owner, len(workers), broadcast=meter.get("broadcast", False))
+            units = [None if unit_of_phase is None else unit_of_phase(int(ph))
+                     for ph in placed.phase.tolist()]
+            for u, nbytes in zip(units, placed.message_bytes().tolist()):
+                if u is None or u in book.rows:
+                    total += int(nbytes)
+                    count += 1
+                    if u is not None:
+                        unit(u)["planned_bytes"] += int(nbytes)
+        out["planned_bytes"], out["planned_messages"] = total, count
+        if out["inter_worker_messages"]:
+            out["framing_bytes_per_message"] = (out["inter_worker_bytes"] - total) / \
+                out["inter_worker_messages"]
+    unit_of_key = meter.get("unit_of_key")
     if unit_of_key is not None:
         for e in ledger.entries:
             total = sum(e["keys"].values()) or 1
             for key, nbytes in e["keys"].items():
-                key = tuple(key) if isinstance(key, list) else key
-                u = unit_of_key(key)
-                if u is None:
-                    continue
-                d = per_unit.setdefault(u, {"planned_bytes": 0, "measured_bytes": 0})
-                d["measured_bytes"] += e["bytes"] * nbytes / total
-        for d in per_unit.values():
-            d["measured_bytes"] = int(round(d["measured_bytes"]))
+                u = unit_of_key(tuple(key) if isinstance(key, list) else key)
+                if u is not None:
+                    unit(u)["measured_bytes"] += e["bytes"] * nbytes / total
+    for d in per_unit.values():
+        d["measured_bytes"] = int(round(d["measured_bytes"]))
     out["per_unit"] = per_unit
     return out
 

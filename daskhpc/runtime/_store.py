@@ -39,9 +39,19 @@ class PartStore:
         self.data: dict[str, dict] = {}       # name -> part -> value (client copy)
         self.futures: dict[str, dict] = {}    # name -> part -> Future
         self.generation = 0
+        self.transient: set[str] = set()      # names an attempt puts anew (not moved)
 
-    def put(self, name: str, values: dict) -> dict:
-        """Scatter ``{part: value}`` to the parts' workers; returns ``{part: Future}``."""
+    def put(self, name: str, values: dict, *, transient: bool = False) -> dict:
+        """Scatter ``{part: value}`` to the parts' workers; returns ``{part: Future}``.
+
+        Putting a name again replaces its data (new keys: a scatter to a key that exists
+        would keep the old value). ``transient`` data belongs to one attempt: a move
+        drops it instead of sending it again (the next attempt puts its own)."""
+        if transient:
+            self.transient.add(name)
+        old = self.futures.pop(name, None)
+        if old:
+            release_futures(old.values())
         self.data[name] = dict(values)
         self.futures[name] = self._scatter(name, self.data[name])
         return self.futures[name]
@@ -53,11 +63,11 @@ class PartStore:
         return self.futures.get(name)
 
     def _scatter(self, name: str, values: dict) -> dict:
-        gen = f"g{self.generation}" if self.generation else ""
+        self.generation += 1
         by_worker: dict[str, dict] = {}
         keys = {}
         for p, v in values.items():
-            keys[p] = f"daskhpc-{name}-{self.run}{gen}-{_label(p)}"
+            keys[p] = f"daskhpc-{name}-{self.run}-{self.generation}-{_label(p)}"
             by_worker.setdefault(self.placement.worker(self.part_of(p)), {})[keys[p]] = v
         futures = {}
         for w, data in by_worker.items():
@@ -70,8 +80,10 @@ class PartStore:
         Returns the parts (keys of the data sets) that moved.
         """
         before, self.placement = self.placement, placement
-        self.generation += 1
         moved_all = set()
+        for name in [n for n in self.data if n in self.transient]:
+            release_futures(self.futures.pop(name, {}).values())
+            del self.data[name]
         for name, values in self.data.items():
             moved = [p for p in values if placement.worker(self.part_of(p)) !=
                      before.worker(self.part_of(p))]

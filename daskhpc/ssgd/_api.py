@@ -20,16 +20,18 @@ import time
 
 import numpy as np
 
+from ._checkpoint import fingerprint, restore, save_partition
+from ._kernel import learning_rate
 from ._result import SSGDResult
 from ._setup import Setup, prepare
 
-__all__ = ["fit", "serial_fit", "plan"]
+__all__ = ["fit", "serial_fit", "plan", "ssgd_job"]
 
 
 def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = False,
-        progress: bool = False, order_plugin: bool = True, low_latency: bool = True,
+        progress: bool | None = None, order_plugin: bool = True, low_latency: bool = True,
         placement=None, partition_file=None, checkpoint=None, resume: bool = False,
-        max_restarts: int = 3, command=None, **options) -> SSGDResult:
+        max_restarts: int = 3, callback=None, command=None, **options) -> SSGDResult:
     """Factorise a ratings matrix with distributed stratified SGD on a Dask cluster.
 
     Parameters
@@ -38,18 +40,18 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
         The ratings (users x items).
     nparts : int, optional
         K: row blocks, column blocks and sub-epochs per epoch. Default: the number of
-        workers. Parts are placed round robin on the workers.
+        workers. Consecutive parts share a worker (``ring_placement``).
     client : distributed.Client, optional
         Default: the current client (``daskhpc.connect()`` makes one).
     check_serial : bool
         Also run the serial reference and report whether W and H are bit-identical.
-    progress : bool
-        Progress bar on standard error.
+    progress : bool, optional
+        Progress bar on standard error (default: ``daskhpc.runtime.progress``).
     order_plugin : bool
         Enforce and record the stratum order with the scheduler plugin.
     low_latency : bool
         Send Dask's scheduler <-> worker control messages unbatched during the run
-        (the default 2-5 ms batching dominates small epochs; see ``_latency``).
+        (the default 2-5 ms batching dominates small epochs; see ``runtime._latency``).
     placement : daskhpc.runtime.Placement, optional
     partition_file : path, optional
         Row parts, ``-``, column blocks (the SSGD paper code's format).
@@ -62,6 +64,8 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
         partition); a fresh start if it holds none.
     max_restarts : int
         Lost-worker recoveries before the run gives up with an error.
+    callback : callable, optional
+        ``callback(row)`` with every epoch's history row as the epoch completes.
     **options
         ``rank`` (16), ``epochs`` (20), ``strategy`` ("hc", "p2p" or "dsgd"),
         ``partition`` ("hp" or "random"), ``partitioner`` ("mtkahypar"), ``strata``
@@ -83,7 +87,7 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
     >>> res = fit("ratings.csv", 4, client=client, strategy="p2p")   # doctest: +SKIP
     >>> res.report()["measured"]["inter_worker_bytes"]               # doctest: +SKIP
     """
-    from ._driver import run_distributed
+    from daskhpc.runtime import run_job
 
     if client is None:
         from distributed import get_client
@@ -91,61 +95,101 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
         client = get_client()
     if nparts is None:
         nparts = len(client.scheduler_info(n_workers=-1)["workers"])
-    ck = None
     if checkpoint is not None and resume and partition_file is None:
         from ._checkpoint import partition_path
 
         partition_file = partition_path(checkpoint)    # the blocks of the first job
     s = prepare(data, nparts, partition_file=partition_file, **options)
-    if checkpoint is not None:
-        from ._checkpoint import SSGDCheckpoint
-
-        ck = SSGDCheckpoint.open(checkpoint, s, resume=resume)
-    out = run_distributed(client, s, progress=progress, placement=placement,
-                          order_plugin=order_plugin, low_latency=low_latency,
-                          checkpoint=ck, max_restarts=max_restarts)
-    run = out["setup"]                   # the last attempt: what the ledger measured
-    owner = [out["placement"][p] for p in range(s.K)]
-    n_before = len(out["history"]) - run.E
-    history = out["history"][:n_before]
-    if out["ledger"] is not None:
-        history += _attribute_bytes(run, out["history"][n_before:], out["ledger"], owner)
-    check = None
+    timeline: list = []
+    job = ssgd_job(s, checkpointing=checkpoint is not None, order_plugin=order_plugin,
+                   timeline=timeline)
+    out = run_job(client, job, checkpoint=checkpoint, resume=resume,
+                  max_restarts=max_restarts, callback=callback, progress_bar=progress,
+                  low_latency=low_latency, placement=placement)
+    W, H = out.value
+    info = sections(s, out.history, W=W, H=H, command=command)
+    measured = dict(out.measured)
+    if "planned_bytes" in measured:
+        measured["epochs_measured"] = sum(1 for h in out.history if "measured_bytes" in h)
+    owner = [out.placement.worker(p) for p in range(s.K)]
+    measured["parts_per_worker"] = s.K / len(set(owner))
+    info["measured"] = measured
+    info["timing"].update(run_s=out.timing["run_s"],
+                          per_iteration_s=out.timing["per_iteration_s"])
+    info["placement"] = {str(p): w for p, w in enumerate(owner)}
+    rec = dict(out.recovery)
+    rec["recoveries"] = [{**r, "restart_epoch": r["restart"]} for r in rec["recoveries"]]
+    rec.update(resumed_from_epoch=rec["resumed_from"], epochs_saved=rec["saved"])
+    info["recovery"] = rec
     if check_serial:
+        from daskhpc.report import compare_arrays
+
         from ._serial import run_serial
 
         ser = run_serial(s)
-        same = bool(np.array_equal(ser["W"], out["W"]) and np.array_equal(ser["H"], out["H"]))
-        diff = max(float(np.max(np.abs(ser["W"] - out["W"]), initial=0.0)),
-                   float(np.max(np.abs(ser["H"] - out["H"]), initial=0.0)))
-        same_hist = all(a.get("train_loss") == b.get("train_loss") and
-                        a.get("test_rmse") == b.get("test_rmse")
-                        for a, b in zip(ser["history"], out["history"]))
-        check = {"done": True, "identical": same, "max_abs_diff": diff,
-                 "history_identical": same_hist}
-    measured = dict(out["measured"])
-    if out["ledger"] is not None:
-        # planned for the epochs the last attempt ran (all of them without a restart)
-        rplan, ev = run.runplan.run_plan(), run.runplan.eval_plan()
-        measured["planned_bytes"] = _cross(rplan, owner) + (_cross(ev, owner) if ev else 0)
-        measured["planned_bytes_training"] = _cross(rplan, owner)
-        measured["epochs_measured"] = run.E
-        msgs = measured["inter_worker_messages"]
-        if msgs:
-            measured["framing_bytes_per_message"] = \
-                (measured["inter_worker_bytes"] - measured["planned_bytes"]) / msgs
-    measured["parts_per_worker"] = s.K / len(set(owner))
-    info = sections(s, history, W=out["W"], H=out["H"], command=command)
-    info["measured"] = measured
-    info["timing"]["run_s"] = out["run_s"]
-    info["placement"] = {str(p): w for p, w in out["placement"].items()}
-    info["recovery"] = {"recoveries": out["recoveries"], "max_restarts": max_restarts,
-                        "checkpoint": None if ck is None else ck.path,
-                        "resumed_from_epoch": out["resumed_from"],
-                        "epochs_saved": None if ck is None else ck.latest()}
-    if check:
+        check = compare_arrays([(W, ser["W"]), (H, ser["H"])])
+        check["history_identical"] = all(
+            a.get("train_loss") == b.get("train_loss") and a.get("test_rmse") == b.get("test_rmse")
+            for a, b in zip(ser["history"], out.history))
         info["serial_check"] = check
-    return SSGDResult(out["W"], out["H"], history, info, out["timeline"])
+    return SSGDResult(W, H, out.history, info, timeline or None)
+
+
+def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,
+             placement=None, timeline: list | None = None) -> Job:
+    """The frame's Job for the run prepared in ``s`` (epochs are its units).
+
+    ``timeline``, if given, receives the stratum-order plugin's rows of the last attempt.
+    """
+    K, o = s.K, s.options
+    evaluated = set(s.runplan.eval_epochs.tolist())
+
+    def reporters(e):
+        out = set(range(K))
+        if e in evaluated:
+            out |= {("eval", p) for p in range(K)}
+        if checkpointing:
+            out |= {("ckpt", p) for p in range(K)}
+        return out
+
+    def row(e, rep):
+        loss = 0.0
+        for p in range(K):                 # per part, then over parts: the serial order
+            loss += rep[p]["loss"]
+        out = {"epoch": e, "lr": learning_rate(o.lr, e), "train_loss": loss}
+        if e in evaluated:
+            total = 0.0
+            for p in range(K):
+                total += rep[("eval", p)]["sse"]
+            out["test_rmse"] = float(np.sqrt(total / s.test.nnz))
+        return out
+
+    def attempt(ctx):
+        from ._driver import attempt_graph
+
+        return attempt_graph(s, ctx, order_plugin, timeline)
+
+    from daskhpc.runtime import Job
+
+    return Job("ssgd", K, o.epochs, row, fingerprint(s), attempt=attempt,
+               restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
+               savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
+               placement=placement or _ring(K), warm_up=_warm_up,
+               opened=lambda ck: save_partition(s, ck))
+
+
+def _ring(K):
+    def place(workers):
+        from ._driver import ring_placement
+
+        return ring_placement(K, workers)
+    return place
+
+
+def _warm_up():
+    from ._tasks import warm_up
+
+    return warm_up()
 
 
 def serial_fit(data, nparts: int = 1, *, partition_file=None, command=None,
@@ -244,34 +288,3 @@ def _quality(s: Setup, history, W, H) -> dict:
             q["final_test_rmse"] = rm[-1]
             q["improvement_over_mean"] = 1.0 - rm[-1] / q["global_mean_rmse"]
     return q
-
-
-def _cross(plan, owner) -> int:
-    """Planned bytes of the messages between parts on different workers (the rest never
-    leave their worker)."""
-    owner = np.asarray([str(w) for w in owner])
-    cross = owner[plan.src] != owner[plan.dst]
-    return int(plan.volume[cross].sum()) * plan.unit_bytes
-
-
-def _attribute_bytes(s: Setup, history, ledger, owner) -> list[dict]:
-    """Planned (between workers) and measured wire bytes of each epoch's sends."""
-    from ._driver import STEP
-
-    K, E = s.K, s.E
-    plan = s.runplan.run_plan()
-    owner = np.asarray([str(w) for w in owner])
-    cross = owner[plan.src] != owner[plan.dst]
-    planned = np.zeros(E, np.int64)
-    np.add.at(planned, plan.phase[cross] // K, plan.volume[cross] * plan.unit_bytes)
-    measured = np.zeros(E, np.float64)
-    for entry in ledger.entries:
-        total = sum(entry["keys"].values()) or 1
-        for key, nbytes in entry["keys"].items():
-            key = tuple(key) if isinstance(key, list) else key
-            if isinstance(key, tuple) and str(key[0]).startswith(STEP):
-                measured[int(key[2])] += entry["bytes"] * nbytes / total
-    out = []
-    for h, p, m in zip(history, planned, measured):
-        out.append({**h, "planned_bytes": int(p), "measured_bytes": int(round(m))})
-    return out

@@ -1,10 +1,12 @@
-"""Per-epoch checkpoints of an SSGD run (``--checkpoint DIR``, ``--resume``).
+"""Per-epoch checkpoints of an SSGD run (``--checkpoint DIR``, ``--resume``): what is
+SSGD's own; the directory, its manifest and the completed steps are the frame's
+(``daskhpc.runtime.CheckpointDir``, ``run_job``).
 
 Step n of the checkpoint is the state after n epochs: one file per part, written by the
 part's worker at the end of epoch n-1 (``_tasks.checkpoint``): its W rows and the H rows
 it holds the newest copy of (together the parts hold every H row that has been
 updated; the others are still initial). The manifest keeps each complete epoch's
-history row (loss, test RMSE, time), so a resumed run reports the whole run.
+history row, so a resumed run reports the whole run.
 
 The row partition is saved next to the manifest in the SSGD pair format on first use
 and read back on ``--resume``: a resumed job uses the same blocks even where the
@@ -15,9 +17,8 @@ strategies compute the same W and H; more epochs continue the same schedule).
 
 Examples
 --------
->>> ck = SSGDCheckpoint.open(tmpdir, setup)                       # doctest: +SKIP
->>> run, history = ck.restore(setup)                              # doctest: +SKIP
->>> run.epoch0                                                    # doctest: +SKIP
+>>> W, H = restore(setup, checkpoint_dir, 7)                       # doctest: +SKIP
+>>> setup.resumed(7, W, H).epoch0                                  # doctest: +SKIP
 7
 """
 
@@ -26,15 +27,10 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-import numpy as np
-
-from daskhpc.runtime import CheckpointDir, array_digest, load_arrays
-
-from ._kernel import learning_rate
 from ._serial import initial_factors
 from ._setup import Setup
 
-__all__ = ["SSGDCheckpoint", "fingerprint", "partition_path"]
+__all__ = ["fingerprint", "partition_path", "save_partition", "restore"]
 
 PARTITION = "partition.txt"
 
@@ -47,6 +43,8 @@ def partition_path(path) -> str | None:
 
 def fingerprint(s: Setup) -> dict:
     """What must not change between a run and its resumption."""
+    from daskhpc.runtime import array_digest
+
     o, r = s.options, s.ratings
     return {"ratings": array_digest(r.rows, r.cols, r.vals), "shape": list(r.shape),
             "parts": s.K, "rank": o.rank, "seed": o.seed, "lr": o.lr, "reg": o.reg,
@@ -55,97 +53,21 @@ def fingerprint(s: Setup) -> dict:
             "partition": array_digest(s.assignment.row_parts, s.assignment.col_blocks)}
 
 
-class SSGDCheckpoint:
-    """The checkpoint directory of one SSGD run (see the module docstring)."""
+def save_partition(s: Setup, ck) -> None:
+    """Write the row parts and column blocks next to the manifest (once)."""
+    from daskhpc.hypergraph import write_pair_file
 
-    def __init__(self, store: CheckpointDir):
-        self.store = store
-
-    @classmethod
-    def open(cls, path, s: Setup, *, resume: bool = False) -> SSGDCheckpoint:
-        """Open (or start) the checkpoint of the run prepared in ``s``."""
-        from daskhpc.hypergraph import write_pair_file
-
-        store = CheckpointDir(path, "ssgd", fingerprint(s), resume=resume)
-        if partition_path(path) is None:
-            write_pair_file(store.extra(PARTITION), s.assignment.row_parts,
-                            s.assignment.col_blocks)
-        return cls(store)
-
-    @property
-    def path(self) -> str:
-        return self.store.path
-
-    def latest(self) -> int | None:
-        """Epochs done in the newest complete step (None: nothing saved yet)."""
-        got = self.store.latest()
-        return None if got is None else got[0]
-
-    def part_file(self, epoch: int, part: int) -> str:
-        """Where part ``part`` writes its state after (run) epoch ``epoch``."""
-        return self.store.file(epoch + 1, f"part-{part}.npz")
-
-    def complete(self, step: int, history: dict) -> None:
-        self.store.complete(step, history=history)
-
-    def catch_up(self, s: Setup) -> int:
-        """Mark complete every next step whose part files all exist; returns how many.
-
-        The history row of epoch n - 1 (step n) is made from the files: the loss partial
-        sums added in part order (as the driver adds them, so the numbers are the same),
-        the test RMSE from the parts' squared errors, the time from the first step start
-        to the last step end of the epoch.
-        """
-        done = 0
-        n = (self.latest() or 0) + 1
-        while n <= s.options.epochs:
-            d = os.path.join(self.path, f"step-{n:06d}")
-            files = [os.path.join(d, f"part-{p}.npz") for p in range(s.K)]
-            if not all(os.path.exists(f) for f in files):
-                break
-            loss, sse, t0, t1 = 0.0, [], [], []
-            for f in files:
-                with np.load(f) as z:          # only the small arrays are read
-                    loss += float(z["loss"])
-                    sse.append(float(z["sse"]))
-                    t0.append(z["times"][:, 0].min(initial=np.inf))
-                    t1.append(z["times"][:, 1].max(initial=-np.inf))
-            e = n - 1
-            row = {"epoch": e, "lr": learning_rate(s.options.lr, e), "train_loss": loss,
-                   "time_s": float(max(t1) - min(t0))}
-            if not np.isnan(sse).any():
-                total = 0.0
-                for v in sse:
-                    total += v
-                row["test_rmse"] = float(np.sqrt(total / s.test.nnz))
-            self.complete(n, row)
-            done += 1
-            n += 1
-        return done
-
-    def restore(self, s: Setup) -> tuple[Setup, list[dict]]:
-        """The rest of the run from the newest complete step, and the history before it.
-
-        Returns ``s`` itself (and no history) when nothing is saved yet.
-        """
-        n = self.latest()
-        if n is None:
-            return s, []
-        W, H = initial_factors(replace(s, start=None, epoch0=0))
-        for p in range(s.K):
-            got = load_arrays(os.path.join(self.path, f"step-{n:06d}", f"part-{p}.npz"))
-            W[s.layout.row_parts == p] = got["W"]
-            H[got["cols"]] = got["rows"]
-        before = [r for r in _dedupe([d["history"] for d in self.store.steps()
-                                      if "history" in d]) if r["epoch"] < n]
-        if n >= s.options.epochs:       # nothing left to run: the saved state is the end
-            return replace(s, epoch0=s.options.epochs, start=(W, H)), before
-        return s.resumed(n, W, H), before
+    if partition_path(ck.path) is None:
+        write_pair_file(ck.extra(PARTITION), s.assignment.row_parts, s.assignment.col_blocks)
 
 
-def _dedupe(rows: list[dict]) -> list[dict]:
-    """One row per epoch, the last written (a restart re-completes epochs it redid)."""
-    by_epoch = {}
-    for r in rows:
-        by_epoch[int(r["epoch"])] = r
-    return [by_epoch[e] for e in sorted(by_epoch)]
+def restore(s: Setup, ck, n: int):
+    """W and H after ``n`` epochs, from the parts' files of step n."""
+    from daskhpc.runtime import load_arrays
+
+    W, H = initial_factors(replace(s, start=None, epoch0=0))
+    for p in range(s.K):
+        got = load_arrays(ck.file(n, f"part-{p}.npz"))
+        W[s.layout.row_parts == p] = got["W"]
+        H[got["cols"]] = got["rows"]
+    return W, H

@@ -79,7 +79,7 @@ class PartData:
     ev_local: dict = field(default_factory=dict)  # q -> [(block, local pos, test pos)]
     ev_init: dict = field(default_factory=dict)   # q -> test positions of unheld rows
     final_held: list = field(default_factory=list)  # [(block, local positions)]
-    progress: str | None = None      # event topic for the client's progress bar
+    topic: str | None = None         # event topic of the unit reports (runtime.send_report)
     epoch0: int = 0                  # epochs of the run before this setup's epoch 0
     W0: np.ndarray | None = None     # resuming: the W rows to start from
     H0: dict | None = None           # resuming: block -> the held H rows to start from
@@ -175,10 +175,10 @@ def _sweep(st: PartState, d: PartData, token: str, T: int, inputs) -> None:
         st.W_ckpt[e] = st.W.copy()     # the next sweep updates W in place
     st.T = T
     st.log.append((e, k, b, t0, time.time()))
-    if d.progress and k == d.K - 1:
-        from distributed import get_worker
-
-        get_worker().log_event(d.progress, {"part": d.part, "epoch": e})
+    if d.topic and k == d.K - 1:
+        # the part's epoch is done: its loss partial sum and the span of its sweeps
+        spans = [x for x in st.log if x[0] == e]
+        _report(d, e, d.part, {"loss": st.loss[e]}, start=spans[0][3], stop=spans[-1][4])
 
 
 def work(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray, chain,
@@ -224,6 +224,12 @@ async def work_in_loop(team: list, token: str, T: int, bundle: np.ndarray, meta:
     return work(team, token, T, bundle, meta, chain, *msgs)
 
 
+def _report(d: PartData, e: int, reporter, values: dict, **kw) -> None:
+    from daskhpc.runtime import send_report
+
+    send_report(d.topic, d.epoch0 + e, {reporter: values}, **kw)
+
+
 def _slot(value, slot: int) -> np.ndarray:
     return value[slot] if isinstance(value, list) else value
 
@@ -247,7 +253,10 @@ def evaluate(d: PartData, token: str, e: int, q: int, ids: np.ndarray, chain, *m
         Ht[pos] = version(st, b, T)[local]
     for m, arr in zip(ids.tolist(), msgs):
         Ht[d.ev_recv[(q, m)]] = arr
-    return sse_block(st.W_end.pop(e), Ht, d.test_li, d.test_lj, d.test_val, *d.clip)
+    sse = sse_block(st.W_end.pop(e), Ht, d.test_li, d.test_lj, d.test_val, *d.clip)
+    if d.topic:
+        _report(d, e, ("eval", d.part), {"sse": float(sse)})
+    return sse
 
 
 def checkpoint(d: PartData, token: str, e: int, path: str, chain, sse=None) -> str:
@@ -263,11 +272,14 @@ def checkpoint(d: PartData, token: str, e: int, path: str, chain, sse=None) -> s
     cols = [d.cols[b][pos] for b, pos in held]
     rows = [version(st, b, T)[pos] for b, pos in held]
     log = np.array([x[3:] for x in st.log if x[0] == e], np.float64).reshape(-1, 2)
-    return save_arrays(path, W=st.W_ckpt.pop(e),
-                       cols=np.concatenate(cols) if cols else np.zeros(0, np.int64),
-                       rows=np.concatenate(rows) if rows else np.zeros((0, d.F)),
-                       loss=np.float64(st.loss[e]), times=log,
-                       sse=np.float64(np.nan if sse is None else sse))
+    save_arrays(path, W=st.W_ckpt.pop(e),
+                cols=np.concatenate(cols) if cols else np.zeros(0, np.int64),
+                rows=np.concatenate(rows) if rows else np.zeros((0, d.F)),
+                loss=np.float64(st.loss[e]), times=log,
+                sse=np.float64(np.nan if sse is None else sse))
+    if d.topic:        # after the file is whole: the epoch is on disk for this part
+        _report(d, e, ("ckpt", d.part), {}, saved=True)
+    return path
 
 
 def final(d: PartData, token: str, chain) -> dict:

@@ -134,3 +134,13 @@ def test_merged_plans_in_one_step():
     prog.step(functools.partial(_shift, k=1), sends=[ring(2), ring(2)])
     assert prog.dests(0) == {0: [1], 1: [0]}
     assert prog.plan().num_messages == 4
+
+
+def test_merged_plans_keep_their_bytes_whatever_their_word_size():
+    a = Plan.from_messages(2, [(0, 0, 1, [1, 2])], words_per_unit=3)                 # 48 B
+    b = Plan(2, [0], [1], [0], volume=[5], words_per_unit=12, word_bytes=1)        # 60 B
+    m = Plan.merge([Plan(2, [], [], [], volume=[], nphases=1), a, b])
+    assert m.message_bytes().tolist() == [48, 60]
+    prog = Program(2, "p")
+    prog.step(_shift, 1, sends=b)
+    assert prog.plan().report()["planned_bytes"] == 60 and prog.plan().word_bytes == 1

@@ -59,10 +59,14 @@ def test_checkpoint_and_resume(client3, tmp_path):
     with pytest.raises(Exception, match="pass --resume"):
         run_job(client3, job(3, 6), checkpoint=tmp_path)
     rest = run_job(client3, job(3, 6), checkpoint=tmp_path, resume=True)
-    assert rest.recovery["resumed_from"] == 3
+    assert rest.recovery["resumed_from"] == 3 and rest.recovery["saved"] == 6
     assert [r["unit"] for r in rest.history] == list(range(6))
     assert [r["norm"] for r in rest.history] == [r["norm"] for r in rows]
     assert all(np.array_equal(a, b) for a, b in zip(rest.value, want))
+    # at the end: resuming runs nothing and gives the same (read from the checkpoint)
+    again = run_job(client3, job(3, 6), checkpoint=tmp_path, resume=True)
+    assert all(np.array_equal(a, b) for a, b in zip(again.value, want))
+    assert [r["norm"] for r in again.history] == [r["norm"] for r in rows]
 
 
 def test_stop_rule_ends_the_run_early(client3):
@@ -99,7 +103,7 @@ def test_a_killed_worker_costs_nothing_but_time(make_client, tmp_path, with_chec
                   checkpoint=tmp_path / "ck" if with_checkpoint else None)
     rec = out.recovery["recoveries"]
     assert len(rec) == 1 and rec[0]["lost"]
-    assert rec[0]["restart"] == ([3] if with_checkpoint else [0])
+    assert rec[0]["restart"] == (3 if with_checkpoint else 0)
     assert all(np.array_equal(a, b) for a, b in zip(out.value, want))
     assert [r["norm"] for r in out.history] == [r["norm"] for r in rows]
 
