@@ -6,7 +6,7 @@ Layers (data flows top to bottom, never back up)::
     hypergraph  models and partitioners -> Hypergraph, Partition      (no dask)
     comm        message plans and their cost -> Plan                  (no dask)
     runtime     cluster, placement, pinned graphs, transfer ledger    (dask)
-    workflows   ssgd, spgemm, ... (register with the CLI as they land)
+    workflows   ssgd, spgemm, cpals, gcn, allreduce, linear (entry points, see _workflows)
 
 Sub-packages are imported lazily so that ``import daskhpc.hypergraph`` does not
 pull in dask: a Plan for 1024 parts is computed on a laptop without a cluster.
@@ -24,15 +24,22 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("io", "datasets", "hypergraph", "comm", "runtime", "dashboard", "ssgd", "spgemm",
-               "cli", "testing")
+_SUBMODULES = ("io", "datasets", "hypergraph", "comm", "runtime", "dashboard", "report",
+               "errors", "cli", "testing")
 _RUNTIME_NAMES = ("connect", "Placement", "TransferLedger")
 
 __all__ = ["__version__", *_SUBMODULES, *_RUNTIME_NAMES]
 
 
+def _workflow_packages() -> list[str]:
+    # every registered workflow is reachable as dh.<name> (dh.ssgd, dh.cpals, ...)
+    from daskhpc._workflows import available
+
+    return sorted({v.split(".")[1] for v in available().values() if v.startswith("daskhpc.")})
+
+
 def __getattr__(name: str):
-    if name in _SUBMODULES:
+    if name in _SUBMODULES or (not name.startswith("_") and name in _workflow_packages()):
         return importlib.import_module(f"daskhpc.{name}")
     if name in _RUNTIME_NAMES:
         return getattr(importlib.import_module("daskhpc.runtime"), name)
@@ -40,4 +47,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(__all__)
+    return sorted({*__all__, *_workflow_packages()})

@@ -64,8 +64,8 @@ def get(key: str, default: Any = _no_default) -> Any:
     --------
     >>> get("runtime.workers")            # doctest: +SKIP
     2
-    >>> get("daskhpc.comm.word-bytes")
-    8
+    >>> get("daskhpc.comm.alpha") > 0
+    True
     """
     if not key.startswith("daskhpc."):
         key = "daskhpc." + key

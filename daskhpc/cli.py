@@ -22,13 +22,21 @@ import traceback
 
 from daskhpc import __version__, _workflows
 from daskhpc.errors import InputError
-from daskhpc.report import new_report, write_report
+from daskhpc.report import new_report, summarize, write_report
 
 
 # -- parsers --------------------------------------------------------------
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="OUT", help="write the JSON report here ('-' for stdout)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def _partition_defaults() -> dict:
+    """``daskhpc.partitioner.*`` from dask.config (daskhpc.yaml, environment)."""
+    from daskhpc import _config
+
+    return {k: _config.get(f"partitioner.{k}") for k in
+            ("default", "epsilon", "seed", "threads", "preset")}
 
 
 def _partition_parser(sub) -> None:
@@ -40,15 +48,16 @@ def _partition_parser(sub) -> None:
     p.add_argument("input", help="MatrixMarket, SNAP, FROSTT .tns, LIBSVM or ratings file")
     p.add_argument("--format", help="override the format detected from the extension")
     p.add_argument("--parts", type=int, required=True, metavar="K")
-    p.add_argument("--partitioner", default="mtkahypar",
+    d = _partition_defaults()
+    p.add_argument("--partitioner", default=d["default"],
                    choices=["mtkahypar", "kahypar", "random", "block", "graph", "lp", "auto"],
                    help="backend; auto picks Mt-KaHyPar or lp by the instance's size "
                         "(docs/partitioning.md)")
     p.add_argument("--objective", default="km1", choices=OBJECTIVES)
-    p.add_argument("--epsilon", type=float, default=0.03)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="Mt-KaHyPar threads")
-    p.add_argument("--preset", default="deterministic",
+    p.add_argument("--epsilon", type=float, default=d["epsilon"])
+    p.add_argument("--seed", type=int, default=d["seed"])
+    p.add_argument("--threads", type=int, default=d["threads"], help="Mt-KaHyPar threads")
+    p.add_argument("--preset", default=d["preset"],
                    choices=["deterministic", "default", "quality", "large_k"],
                    help="Mt-KaHyPar preset; deterministic gives the same partition per seed")
     p.add_argument("--net-cost", type=int, default=1, help="cost of every net (F or R words)")
@@ -152,26 +161,6 @@ def _workflow_module(args):
     if getattr(args, "broken", None):
         raise RuntimeError(args.broken)
     return _workflows.load(args.workflow)
-
-
-def summarize(report: dict) -> str:
-    """Human-readable lines for a workflow report: scalars of its main sections.
-
-    A workflow module may define ``summary(report) -> str`` to print its own instead.
-    """
-    head = [f"{report.get('workflow')}: {report['input']['path']} "
-            f"{tuple(report['input']['shape'])}, nnz {report['input']['nnz']}"] \
-        if "input" in report else [str(report.get("workflow"))]
-    for section in ("partition", "plan", "measured", "timing", "quality", "serial_check",
-                    "recovery"):
-        values = report.get(section)
-        if not isinstance(values, dict):
-            continue
-        flat = {k: v for k, v in values.items() if isinstance(v, (int, float, str, bool))}
-        if flat:
-            head.append(f"{section}: " + ", ".join(
-                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in flat.items()))
-    return "\n".join(head)
 
 
 def _print_summary(mod, report: dict, args) -> None:

@@ -200,12 +200,12 @@ def _start(opts, job: Job, rank: int) -> bool:
     from dask_mpi import initialize
 
     from daskhpc import _config
-    from daskhpc.runtime._connect import _free_dashboard_address
+    from daskhpc.runtime import free_dashboard_address
 
     dashboard = job.dashboard_address
     if rank == SCHEDULER_RANK:
         # a taken port would make the scheduler warn and pick another one
-        dashboard = _free_dashboard_address(dashboard)
+        dashboard = free_dashboard_address(dashboard)
     return initialize(
         exit=False,
         dashboard=True,

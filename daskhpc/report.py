@@ -144,6 +144,15 @@ def summarize(report: dict) -> str:
         flat = {k: v for k, v in values.items() if isinstance(v, (int, float, str, bool))}
         if flat:
             lines.append(f"{section}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in flat.items()))
+    recs = report.get("recoveries") or (report.get("recovery") or {}).get("recoveries") or []
+    for r in recs:
+        again = r.get("rerun") if r.get("rerun") is not None else r.get("restart")
+        lines.append(f"recovered: lost {', '.join(r['lost'])}; ran again from {again}; "
+                     f"{r.get('time_lost_s', 0.0):.2f} s lost")
+    ck = report.get("checkpoint")
+    if isinstance(ck, dict) and "dir" in ck:
+        lines.append("checkpoint: " + ", ".join(f"{k}={_fmt(v)}" for k, v in ck.items()
+                                                if not isinstance(v, (dict, list))))
     return "\n".join(lines)
 
 

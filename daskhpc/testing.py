@@ -18,7 +18,33 @@ from distributed.diagnostics.plugin import WorkerPlugin
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["assert_placement", "inter_worker_bytes", "KillOnce", "TaskKey"]
+__all__ = ["assert_placement", "inter_worker_bytes", "KillOnce", "TaskKey", "VALIDATE",
+           "validated_client", "toy_program", "toy_row"]
+
+#: Both state machines check their invariants after every transition.
+VALIDATE = {"distributed.scheduler.validate": True, "distributed.worker.validate": True}
+
+
+def validated_client(n_workers: int, **kwargs):
+    """A client owning a fresh LocalCluster (worker processes under nannies, TCP,
+    dashboard on a free local port) with the scheduler and workers validating every
+    transition: the cluster every daskhpc test runs on. Use it as a context manager.
+
+    Workers a nanny restarts after a kill are not validated (they read the config of
+    their nanny's start).
+
+    Examples
+    --------
+    >>> with validated_client(2) as client:                        # doctest: +SKIP
+    ...     assert len(client.scheduler_info()["workers"]) == 2
+    """
+    import dask.config
+
+    from daskhpc.runtime import connect
+
+    kwargs.setdefault("dashboard_address", "127.0.0.1:0")
+    with dask.config.set(VALIDATE):
+        return connect(n_workers=n_workers, **kwargs)
 
 
 def assert_placement(
@@ -103,10 +129,9 @@ def inter_worker_bytes(client: Client) -> int:
     >>> inter_worker_bytes(client) - before                         # doctest: +SKIP
     1048867
     """
-    from daskhpc.runtime._ledger import _log_since
+    from daskhpc.runtime import logged_transfers
 
-    logs = client.run(_log_since, {}, 2.0)
-    return sum(e["bytes"] for log in logs.values() for e in log["entries"])
+    return sum(e["bytes"] for e in logged_transfers(client))
 
 
 class KillOnce(WorkerPlugin):

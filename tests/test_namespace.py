@@ -15,13 +15,15 @@ def test_hypergraph_namespace():
         "symmetric_graph", "assign_factor_rows", "fine_grain_volume", "recursive_bisection",
         "metrics", "connectivity", "connectivity_sets", "part_weights", "imbalance",
         "max_part_weight", "balance_report", "read_part_file", "read_pair_file",
-        "write_pair_file"}
+        "write_pair_file", "choose_partitioner"}
     for name in daskhpc.hypergraph.__all__:
         assert hasattr(daskhpc.hypergraph, name)
 
 
 def test_comm_namespace():
-    assert set(daskhpc.comm.__all__) == {"Plan", "CostModel"}
+    assert set(daskhpc.comm.__all__) == {
+        "Plan", "CostModel", "expand_plan", "fold_plan", "row_volume", "AllreduceSchedule",
+        "tree_sum", "Program", "Step", "Context", "PlanMismatch", "run_local"}
 
 
 def test_top_level_lazy():

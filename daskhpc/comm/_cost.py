@@ -38,5 +38,21 @@ class CostModel:
         """Bulk-synchronous estimate of a Plan (see :meth:`Plan.estimate_time`)."""
         return plan.estimate_time(self.alpha, self.beta)
 
+    @classmethod
+    def from_config(cls) -> "CostModel":
+        """alpha and beta from ``daskhpc.comm.alpha`` / ``daskhpc.comm.beta`` in
+        ``dask.config`` (what ``daskhpc info --calibrate --save`` writes; environment
+        variables ``DASK_DASKHPC__COMM__ALPHA`` work too), else the defaults above.
+
+        Reads dask's configuration only when called: ``daskhpc.comm`` itself stays free
+        of dask (a plan on a laptop without it uses the defaults).
+        """
+        try:
+            from daskhpc import _config
+        except ImportError:                 # no dask installed
+            return cls()
+        return cls(float(_config.get("comm.alpha", DEFAULT_ALPHA)),
+                   float(_config.get("comm.beta", DEFAULT_BETA)))
+
     def as_dict(self) -> dict:
         return {"alpha_s": self.alpha, "beta_s_per_byte": self.beta}

@@ -276,6 +276,7 @@ class Plan:
             key = np.stack([self.phase[sel], self.src[sel], dw[sel]], axis=1)
             _, first = np.unique(key, axis=0, return_index=True)
             sel = sel[np.sort(first)]
+        fetches = int(sel.size)     # before bundling: one per message (per key, broadcast)
         key = (self.phase[sel] * k + sw[sel]) * k + dw[sel]
         groups, inv = np.unique(key, return_inverse=True)
         # bundled units may differ in width: the bundle carries their words (one unit of
@@ -292,7 +293,8 @@ class Plan:
                     nphases=self.nphases, unit=self.unit if uniform else "words",
                     words_per_unit=self.words_per_unit if uniform else 1,
                     word_bytes=self.word_bytes, name=f"{self.name} on workers".strip(),
-                    words=np.rint(per_unit).astype(np.int64) if uniform else None)
+                    words=np.rint(per_unit).astype(np.int64) if uniform else None,
+                    meta={"fetches": fetches})
         return plan
 
     def bytes_matrix(self) -> np.ndarray:

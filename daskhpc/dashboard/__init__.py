@@ -10,6 +10,7 @@ for the JupyterLab Dask extension:
 ``/individual-daskhpc-load``      per worker: planned share of the work vs compute share
 ``/individual-daskhpc-spgemm``    SpGEMM batch admission timeline, memory vs the budget
 ``/individual-daskhpc-strata``    SSGD strata timeline: sub-epochs per worker over time
+``/individual-daskhpc-<key>``     any workflow's own panels (its ``DASHBOARD`` module)
 ================================  ========================================================
 
 The pages update every half second from a scheduler plugin
@@ -33,18 +34,26 @@ True
 
 from __future__ import annotations
 
+from daskhpc.dashboard._base import (EMPTY, UPDATE_MS, Component, format_bytes, update_source,
+                                     worker_label)
 from daskhpc.dashboard._install import install, serve
-from daskhpc.dashboard._plugin import PLUGIN_NAME, DashboardPlugin, TransferCounter
+from daskhpc.dashboard._plugin import DashboardPlugin, TransferCounter
 from daskhpc.dashboard._publish import ensure_plugin, plan_matrix, publish
-from daskhpc.dashboard._state import TOPICS, DashboardState
+from daskhpc.dashboard._state import PLUGIN_NAME, TOPICS, DashboardState
 
 __all__ = [
+    "Component",
+    "EMPTY",
+    "UPDATE_MS",
     "DashboardPlugin",
     "DashboardState",
     "PAGES",
     "PLUGIN_NAME",
     "TOPICS",
     "TransferCounter",
+    "format_bytes",
+    "update_source",
+    "worker_label",
     "ensure_plugin",
     "install",
     "plan_matrix",

@@ -47,12 +47,12 @@ def install() -> None:
     try:
         from distributed.dashboard.scheduler import applications
 
-        from daskhpc.dashboard._pages import PAGES
+        from daskhpc.dashboard._pages import pages
     except ImportError as e:   # no bokeh: the scheduler must still start
         logger.warning("daskhpc dashboard pages unavailable: %s", e)
         return
 
-    for url, fn in PAGES.items():
+    for url, fn in pages().items():
         applications.setdefault(url, fn)
 
 
@@ -81,11 +81,11 @@ def serve(scheduler) -> None:
         from distributed.dashboard.core import BokehApplication
         from tornado.ioloop import IOLoop
 
-        from daskhpc.dashboard._pages import PAGES
+        from daskhpc.dashboard._pages import pages
 
         # The scheduler does not keep its http_prefix: pages added late live at
         # the root (the default, and what dask-mpi and LocalCluster use).
-        app = BokehApplication(PAGES, scheduler, prefix="", template_variables=variables)
+        app = BokehApplication(pages(), scheduler, prefix="", template_variables=variables)
         scheduler.http_application.add_application(app)
         app.initialize(IOLoop.current())
         app.start()

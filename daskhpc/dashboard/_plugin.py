@@ -38,13 +38,12 @@ import logging
 
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
-from daskhpc.dashboard._state import DashboardState
+from daskhpc.dashboard._state import PLUGIN_NAME, DashboardState
 
 __all__ = ["DashboardPlugin", "TransferCounter", "PLUGIN_NAME", "SENT_METRIC"]
 
 logger = logging.getLogger(__name__)
 
-PLUGIN_NAME = "daskhpc-dashboard"
 #: Key of the per-destination sent-bytes dict in a worker's heartbeat metrics.
 SENT_METRIC = "daskhpc-sent"
 #: Short runs (a few hundred ms per epoch) must still be caught while they run.

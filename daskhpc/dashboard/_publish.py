@@ -13,8 +13,8 @@ import logging
 
 import numpy as np
 
-from daskhpc.dashboard._plugin import PLUGIN_NAME, SENT_METRIC, DashboardPlugin
-from daskhpc.dashboard._state import TOPICS
+from daskhpc.dashboard._plugin import SENT_METRIC, DashboardPlugin
+from daskhpc.dashboard._state import PLUGIN_NAME, TOPICS
 
 __all__ = ["publish", "ensure_plugin", "plan_matrix"]
 
@@ -104,17 +104,8 @@ def plan_matrix(plan, owner, nworkers: int | None = None,
     >>> plan_matrix(p, owner=[0, 1, 1]).tolist()        # part 2 lives with part 1
     [[0.0, 16.0], [0.0, 0.0]]
     """
-    owner = np.asarray(owner, dtype=np.int64)
-    k = int(nworkers if nworkers is not None else owner.max() + 1)
-    sw, dw = owner[plan.src], owner[plan.dst]
-    sel = np.flatnonzero(sw != dw)
-    if dedupe_phase_src and sel.size:
-        keys = np.stack([plan.phase[sel], plan.src[sel], dw[sel]], axis=1)
-        _, first = np.unique(keys, axis=0, return_index=True)
-        sel = sel[np.sort(first)]
-    out = np.zeros((k, k))
-    np.add.at(out, (sw[sel], dw[sel]), plan.volume[sel].astype(np.float64) * plan.unit_bytes)
-    return out
+    placed = plan.placed(owner, nworkers, broadcast=dedupe_phase_src)
+    return placed.bytes_matrix().astype(np.float64)
 
 
 # -- on the scheduler (through run_on_scheduler) ---------------------------------------

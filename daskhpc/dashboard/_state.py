@@ -27,7 +27,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DashboardState", "TOPICS"]
+__all__ = ["DashboardState", "TOPICS", "PLUGIN_NAME"]
+
+#: Name of the scheduler plugin that holds the state.
+PLUGIN_NAME = "daskhpc-dashboard"
 
 #: Topics a workflow may publish, with the fields each one takes.
 TOPICS: dict[str, str] = {

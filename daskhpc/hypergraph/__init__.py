@@ -13,6 +13,7 @@ Examples
 ['balance_notes', 'balance_possible', 'balanced']
 """
 
+from ._auto import choose_partitioner
 from ._finegrain import assign_factor_rows, fine_grain_volume
 from ._hypergraph import Hypergraph
 from ._metrics import (balance_report, connectivity, connectivity_sets, imbalance,
@@ -28,5 +29,5 @@ __all__ = [
     "assign_factor_rows", "fine_grain_volume", "recursive_bisection",
     "metrics", "connectivity", "connectivity_sets", "part_weights", "imbalance",
     "max_part_weight", "balance_report",
-    "read_part_file", "read_pair_file", "write_pair_file",
+    "read_part_file", "read_pair_file", "write_pair_file", "choose_partitioner",
 ]

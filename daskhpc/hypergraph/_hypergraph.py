@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._unique import unique_sorted
+from daskhpc.arrays import unique_sorted
 
 
 @dataclass(eq=False)

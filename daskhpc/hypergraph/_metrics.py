@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._hypergraph import Hypergraph
-from ._unique import unique_sorted
+from daskhpc.arrays import unique_sorted
 
 
 def _check_parts(h: Hypergraph, parts: np.ndarray, nparts: int) -> np.ndarray:

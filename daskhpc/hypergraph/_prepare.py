@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._hypergraph import Hypergraph
-from ._unique import unique_sorted
+from daskhpc.arrays import unique_sorted
 
 
 def combined_weights(h: Hypergraph) -> np.ndarray:

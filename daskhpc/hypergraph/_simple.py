@@ -13,7 +13,7 @@ import numpy as np
 
 from ._hypergraph import Hypergraph
 from ._prepare import combined_weights
-from ._unique import unique_sorted
+from daskhpc.arrays import unique_sorted
 
 
 def _split_by_weight(weights: np.ndarray, nparts: int) -> np.ndarray:

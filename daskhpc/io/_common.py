@@ -326,7 +326,7 @@ def dense_ids(ids: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
     True
     """
     # by sorting: numpy 2.4's np.unique is ~100x slower on millions of int64 ids
-    from daskhpc.hypergraph._unique import unique_sorted
+    from daskhpc.arrays import unique_sorted
 
     uniq, dense = unique_sorted(ids, return_inverse=True)
     dense = dense.astype(np.int64).reshape(-1)

@@ -37,15 +37,16 @@ Examples
 from daskhpc.runtime._calibrate import calibrate
 from daskhpc.runtime._checkpoint import (CheckpointDir, array_digest, load_arrays, save_arrays,
                                          step_file)
-from daskhpc.runtime._connect import CLUSTER_CONFIG, connect, worker_addresses
-from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
-                                    replace_lost)
+from daskhpc.runtime._connect import (CLUSTER_CONFIG, connect, free_dashboard_address,
+                                      worker_addresses)
+from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gather_watching,
+                                    release_futures, replace_lost)
 from daskhpc.runtime._engine import ProgramRunner
 from daskhpc.runtime._frame import Attempt, AttemptGraph, GaveUp, Job, Outcome, run_job
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
 from daskhpc.runtime._holding import PARKED, HoldingPlugin, call, install, take
 from daskhpc.runtime._latency import low_latency
-from daskhpc.runtime._ledger import TransferLedger
+from daskhpc.runtime._ledger import TransferLedger, logged_transfers
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
 from daskhpc.runtime._reports import ReportInbox, send_report
@@ -72,9 +73,12 @@ __all__ = [
     "calibrate",
     "call",
     "connect",
+    "free_dashboard_address",
+    "gather_direct",
     "gather_watching",
     "install",
     "load_arrays",
+    "logged_transfers",
     "low_latency",
     "pinned_graph",
     "progress",

@@ -19,7 +19,7 @@ from distributed import Client
 
 from daskhpc import _config
 
-__all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG"]
+__all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG", "free_dashboard_address"]
 
 #: Set before a cluster that ``connect()`` starts is built: the scheduler and the
 #: workers read these once, at start-up.
@@ -149,7 +149,7 @@ def connect(
         return Client(
             n_workers=n_workers,
             processes=processes,
-            dashboard_address=_free_dashboard_address(dashboard_address),
+            dashboard_address=free_dashboard_address(dashboard_address),
             **cluster_kwargs,
         )
 
@@ -189,7 +189,9 @@ def _natural(name: object) -> tuple:
     )
 
 
-def _free_dashboard_address(address: str | None) -> str | None:
+def free_dashboard_address(address: str | None) -> str | None:
+    """``address``, or the same host with port 0 if its port is taken (the launcher's
+    scheduler and ``connect``'s LocalCluster would otherwise warn and pick one)."""
     # LocalCluster falls back to a random port on its own, but with a
     # UserWarning; test runs (warnings are errors) and parallel sessions must
     # not collide, so probe first and ask for port 0 when the port is taken.

@@ -53,6 +53,11 @@ __all__ = ["Job", "Attempt", "AttemptGraph", "Outcome", "run_job", "GaveUp"]
 class GaveUp(WorkerLost):
     """More workers were lost than the run may recover from (``max_restarts``)."""
 
+    def __init__(self, lost, recovered: int, max_restarts: int):
+        super().__init__(lost)
+        self.args = (f"{self.args[0]} (the run had recovered {recovered} time(s) already; "
+                     f"max_restarts={max_restarts})",)
+
 
 @dataclass
 class Job:
@@ -90,7 +95,13 @@ class Job:
         Units build on each other: a restart continues from the newest checkpoint. If
         False (independent batches) only units that are not *safe* run again.
     lost : callable, optional
-        Unordered jobs: ``lost(workers, safe_units) -> units`` whose results died.
+        Unordered jobs: ``lost(workers, safe_units, durable_units) -> dict`` with
+        ``invalidated`` (the units whose results died with the workers) and any fields the
+        job wants in the recovery record.
+    entry : callable, optional
+        ``entry(unit, row) -> (step, meta)``: how a complete unit is recorded in the
+        checkpoint manifest (default: step ``unit + 1``, "state after unit + 1 units",
+        with the row as ``history``); ``unentry(meta) -> (unit, row)`` reads it back.
     stop : callable, optional
         ``stop(history) -> bool`` after every unit: end the run early (convergence). The
         program is then submitted one window of ``window`` units at a time.
@@ -102,6 +113,8 @@ class Job:
         Part of a static-data key (default: keys are parts).
     warm_up : callable, optional
         Run on every worker before anything is timed (load compiled kernels).
+    unit_name : str
+        What a unit is ("epochs", "iterations", "batches"): progress and messages.
     opened : callable, optional
         ``opened(checkpoint)`` once the checkpoint directory is accepted (write run-wide
         files next to its manifest, e.g. the partition).
@@ -123,11 +136,14 @@ class Job:
     savers: Callable | None = None
     ordered: bool = True
     lost: Callable | None = None
+    entry: Callable | None = None
+    unentry: Callable | None = None
     stop: Callable | None = None
     window: int | None = None
     placement: Callable | None = None
     part_of: Callable | None = None
     warm_up: Callable | None = None
+    unit_name: str = "units"
     opened: Callable | None = None
     in_loop: bool = False
 
@@ -154,9 +170,13 @@ class AttemptGraph:
     ``tasks``/``where``: the pinned graph; ``wanted``: the keys to wait on;
     ``collect(values)`` turns their values into the run's value; ``cleanup()`` runs after
     the attempt, failed or not. For planned-vs-measured bytes: ``plans``, a list of
-    ``(Plan, unit_of_phase)`` (part-level plans of what the attempt sends, a phase mapped
-    to its unit), ``unit_of_key(key)`` (the unit of a transferred key, or None) and
-    ``broadcast`` (plan messages are keys fetched once per receiving worker).
+    ``(Plan, unit_of_phase)`` or ``(Plan, unit_of_phase, broadcast)`` (part-level plans of
+    what the attempt sends, a phase mapped to its unit; ``broadcast``: its messages are
+    keys fetched once per receiving worker, default ``broadcast`` below) and
+    ``unit_of_key(key)`` (the unit of a transferred key, or None).
+    ``hold``: keys whose futures outlive the attempt (results a later step needs, such as
+    SpGEMM's kept blocks): submitted with the graph, handed to ``held({key: Future})``,
+    and never released by the frame.
     """
 
     tasks: dict
@@ -167,6 +187,8 @@ class AttemptGraph:
     plans: list = field(default_factory=list)
     unit_of_key: Callable | None = None
     broadcast: bool = False
+    hold: list = field(default_factory=list)
+    held: Callable | None = None
 
 
 @dataclass
@@ -193,10 +215,13 @@ class _Book:
         self.rows: dict[int, dict] = {}
         self.durable: set[int] = set()
         self.new_rows: list[dict] = []
+        self.done_at: dict[int, float] = {}     # perf_counter time a unit completed
+        self.attempt_t0 = t0
         if ck is not None:
             for meta in ck.steps():
-                u = int(meta["step"]) - 1
-                self.rows[u] = dict(meta.get("history", {}))
+                u, row = job.unentry(meta) if job.unentry else \
+                    (int(meta["step"]) - 1, dict(meta.get("history", {})))
+                self.rows[u] = {"unit": u, **row}
                 self.durable.add(u)
 
     def want(self, u: int) -> set:
@@ -220,11 +245,20 @@ class _Book:
             row["_end"] = end
             self.rows[u] = row
             self.new_rows.append(row)
+            self.done_at[u] = time.perf_counter()
         savers = self.job.savers(u) if self.job.savers else want
         if self.ck is not None and u in self.rows and u not in self.durable and \
                 savers <= self.saved.get(u, set()):
             self.durable.add(u)
-            self.ck.complete(u + 1, history=_public(self.rows[u]))
+            step, meta = self.job.entry(u, _public(self.rows[u])) if self.job.entry else \
+                (u + 1, {"history": _public(self.rows[u])})
+            self.ck.complete(step, **meta)
+
+    def complete_silent(self, units) -> None:
+        """Units nobody reports (``reporters`` empty) are complete when the attempt is."""
+        for u in units:
+            if u not in self.rows and not self.want(u):
+                self.add({"unit": u, "reports": {}, "start": time.time(), "stop": time.time()})
 
     def restart_unit(self) -> int:
         """Ordered jobs: where an attempt starts (after the newest durable unit)."""
@@ -249,16 +283,18 @@ def _public(row: dict) -> dict:
 def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
             max_restarts: int = 3, callback: Callable | None = None,
             progress_bar: bool | None = None, low_latency: bool = True,
-            placement: Placement | None = None) -> Outcome:
+            placement: Placement | None = None, store=None,
+            recoveries: list | None = None, announce: bool = True) -> Outcome:
     """Run ``job`` on ``client``'s cluster (see the module docstring).
 
     Parameters
     ----------
     client : distributed.Client
     job : Job
-    checkpoint : path, optional
+    checkpoint : path or CheckpointDir, optional
         A directory every worker and the client see: each part writes its state there
-        after every unit, and a lost worker costs only the units since the newest one.
+        after every unit, and a lost worker costs only the units since the newest one
+        (an already opened :class:`CheckpointDir` is used as it is).
     resume : bool
         Continue the run recorded in ``checkpoint`` (same fingerprint).
     max_restarts : int
@@ -271,6 +307,15 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
         Unbatch scheduler <-> worker control messages during the run.
     placement : Placement, optional
         Override ``job.placement``.
+    store : PartStore, optional
+        Part data already on the workers (a run of several jobs shares it; its placement
+        is used and kept up to date across recoveries). Default: a new one, released at
+        the end.
+    recoveries : list, optional
+        Recovery records are appended here (several jobs of one run share the budget).
+    announce : bool
+        Tell the dashboard a run starts (its measured counters start from zero). A
+        workflow that runs several jobs announces once itself.
 
     Returns
     -------
@@ -279,18 +324,24 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
     if max_restarts < 0:
         raise ValueError(f"max_restarts must be >= 0, not {max_restarts}")
     t_start = time.perf_counter()
-    workers = worker_addresses(client)
-    if placement is None:
-        placement = job.placement(workers) if job.placement else Placement(job.nparts, workers)
     run_id = uuid.uuid4().hex[:10]
-    from daskhpc.runtime._store import PartStore
+    own_store = store is None
+    if own_store:
+        from daskhpc.runtime._store import PartStore
 
-    store = PartStore(client, placement, run_id, part_of=job.part_of)
+        if placement is None:
+            workers = worker_addresses(client)
+            placement = job.placement(workers) if job.placement else \
+                Placement(job.nparts, workers)
+        store = PartStore(client, placement, run_id, part_of=job.part_of)
+    placement = store.placement
     if job.statics is not None:
         statics = job.statics if isinstance(job.statics, dict) else dict(enumerate(job.statics))
         store.put("static", statics)
     ck = None
-    if checkpoint is not None:
+    if isinstance(checkpoint, CheckpointDir):
+        ck = checkpoint
+    elif checkpoint is not None:
         ck = CheckpointDir(checkpoint, job.name, job.fingerprint, resume=resume)
         if job.opened is not None:
             job.opened(ck)
@@ -302,14 +353,16 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
     resumed_from = book.restart_unit() if job.ordered and book.durable else None
     if job.warm_up is not None:
         client.run(job.warm_up)
-    _publish_start(client, job, placement)
-    recoveries: list[dict] = []
+    if announce:
+        _publish_start(client, job, placement)
+    recoveries = [] if recoveries is None else recoveries
+    budget_used = len(recoveries)
     attempts = 0
     mode = None if progress_bar is None else ("auto" if progress_bar else "off")
     t0 = time.perf_counter()
     value, ledger = None, None
     meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
-    with progress(job.units, f"{job.name} units", mode=mode) as bar, \
+    with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
             _maybe_low_latency(client, low_latency):
         bar.advance(len(book.rows))
         while True:
@@ -326,7 +379,13 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
             except WorkerLost as lost:
                 t_lost = time.perf_counter()
                 if len(recoveries) >= max_restarts:
-                    raise GaveUp(lost.lost) from lost
+                    raise GaveUp(lost.lost, len(recoveries), max_restarts) from lost
+                in_flight = _todo(job, book)
+                since = max([book.done_at.get(u, 0.0) for u in todo] + [book.attempt_t0])
+                rec = {"lost": sorted(lost.lost), "attempt": attempts,
+                       "in_flight": in_flight, "after_s": round(t_lost - t0, 3),
+                       "wasted_s": max(t_lost - since, 0.0) if in_flight else 0.0}
+                rec.update(_invalidate(job, book, lost.lost))
                 old = store.placement
                 new_placement = replace_lost(client, old, lost.lost)
                 moved = store.move(new_placement)
@@ -335,15 +394,15 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
                     if fresh:
                         with contextlib.suppress(Exception):
                             client.run(job.warm_up, workers=fresh)
-                invalid = _invalidate(job, book, lost.lost)
-                recoveries.append({
-                    "lost": sorted(lost.lost), "attempt": attempts,
-                    "restart": (_todo(job, book) or [None])[0], "invalidated": invalid,
-                    "moved": [int(m) if isinstance(m, (int, np.integer)) else list(m)
-                              for m in moved],
-                    "new_workers": [w for w in new_placement.workers if w not in old.workers],
-                    "after_s": round(t_lost - t0, 3),
-                    "replace_s": round(time.perf_counter() - t_lost, 3)})
+                after = _todo(job, book)
+                rec.update(
+                    restart=(after or [None])[0], rerun=after,
+                    moved=[int(m) if isinstance(m, (int, np.integer)) else list(m)
+                           for m in moved],
+                    new_workers=[w for w in new_placement.workers if w not in old.workers],
+                    recovery_s=time.perf_counter() - t_lost)
+                rec["time_lost_s"] = rec["wasted_s"] + rec["invalidated_s"] + rec["recovery_s"]
+                recoveries.append(rec)
                 attempts += 1
     run_s = time.perf_counter() - t0
     history = book.history()
@@ -351,10 +410,12 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
     for row in history:
         row.update(measured["per_unit"].get(row["unit"], {}))
     measured.pop("per_unit")
-    store.release()
+    if own_store:
+        store.release()
     timing = {"run_s": run_s, "per_iteration_s": [r.get("time_s") for r in history],
               "setup_s": t0 - t_start}
-    recovery = {"recoveries": recoveries, "max_restarts": max_restarts, "attempts": attempts + 1,
+    recovery = {"recoveries": recoveries[budget_used:], "max_restarts": max_restarts,
+                "attempts": attempts + 1,
                 "checkpoint": None if ck is None else ck.path, "resumed_from": resumed_from,
                 "saved": None if ck is None else (ck.latest() or (None,))[0]}
     return Outcome(value, history, measured, timing, recovery, store.placement, ledger)
@@ -366,20 +427,24 @@ def _todo(job: Job, book: _Book) -> list[int]:
     return [u for u in range(job.units) if u not in book.rows]
 
 
-def _invalidate(job: Job, book: _Book, lost) -> list[int]:
-    """After a loss: which complete units must run again."""
+def _invalidate(job: Job, book: _Book, lost) -> dict:
+    """After a loss: forget the complete units whose results died; what to record."""
     if job.ordered:
         start = book.restart_unit()
         gone = sorted(u for u in book.rows if u >= start)
-        book.forget_from(start)
-        return gone
-    safe = set(book.rows)
-    gone = sorted(job.lost(set(lost), safe - book.durable) if job.lost else ())
+        extra = {}
+    else:
+        extra = dict(job.lost(set(lost), set(book.rows) - book.durable, set(book.durable))
+                     if job.lost else {})
+        gone = sorted(extra.pop("invalidated", ()))
+    wasted = sum(book.rows[u].get("time_s", 0.0) for u in gone if u in book.rows)
+    if job.ordered:
+        book.forget_from(book.restart_unit())
     for u in gone:
         book.rows.pop(u, None)
         for store in (book.reports, book.saved, book.spans):
             store.pop(u, None)
-    return gone
+    return {"invalidated": gone, "invalidated_s": wasted, **extra}
 
 
 def _attempt(client, job: Job, book: _Book, store, ck, token: str, number: int, todo: list,
@@ -387,6 +452,7 @@ def _attempt(client, job: Job, book: _Book, store, ck, token: str, number: int, 
     """One attempt; returns the job's value or raises WorkerLost."""
     topic = f"daskhpc-{token}"
     owners = set(store.placement.workers)
+    book.attempt_t0 = time.perf_counter()
 
     def drain():
         for msg in inbox.drain():
@@ -401,6 +467,7 @@ def _attempt(client, job: Job, book: _Book, store, ck, token: str, number: int, 
     with ReportInbox(client, topic) as inbox, WorkerWatch(client, owners) as watch:
         try:
             meter.clear()
+            meter["units"] = set(todo)
             if job.program is not None:
                 return _run_program(client, job, book, store, ck, token, topic, todo, watch,
                                     drain, futures, meter)
@@ -413,8 +480,12 @@ def _attempt(client, job: Job, book: _Book, store, ck, token: str, number: int, 
                          cleanup=g.cleanup)
             if not g.tasks:
                 return g.collect([]) if g.collect else None
-            futures[:] = submit_pinned(client, g.tasks, g.where, g.wanted)
+            submitted = submit_pinned(client, g.tasks, g.where, g.wanted + g.hold)
+            futures[:] = submitted[:len(g.wanted)]
+            if g.hold:
+                g.held(dict(zip(g.hold, submitted[len(g.wanted):])))
             values = gather_watching(client, futures, watch, on_poll=drain)
+            book.complete_silent(todo)
             _settle(book, todo, drain)
             return g.collect(values) if g.collect else values
         except WorkerLost:
@@ -525,12 +596,15 @@ def _measure(job: Job, ledger, placement: Placement, book: _Book, meter: dict) -
     plans = meter.get("plans") or []
     if plans:
         total, count = 0, 0
-        for plan, unit_of_phase in plans:
-            placed = plan.placed(owner, len(workers), broadcast=meter.get("broadcast", False))
+        ran = meter.get("units", set()) & set(book.rows)
+        for entry in plans:
+            plan, unit_of_phase = entry[0], entry[1]
+            bcast = entry[2] if len(entry) > 2 else meter.get("broadcast", False)
+            placed = plan.placed(owner, len(workers), broadcast=bcast)
             units = [None if unit_of_phase is None else unit_of_phase(int(ph))
                      for ph in placed.phase.tolist()]
             for u, nbytes in zip(units, placed.message_bytes().tolist()):
-                if u is None or u in book.rows:
+                if u is None or u in ran:
                     total += int(nbytes)
                     count += 1
                     if u is not None:

@@ -28,7 +28,7 @@ from daskhpc.runtime._connect import worker_addresses
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["TransferLedger"]
+__all__ = ["TransferLedger", "logged_transfers"]
 
 
 class TransferLedger:
@@ -314,3 +314,11 @@ async def _log_since(marks: dict, settle: float, dask_worker) -> dict:
             if e["who"] is not None
         ],
     }
+
+
+def logged_transfers(client, settle: float = 2.0) -> list[dict]:
+    """Every worker-to-worker transfer still in the workers' logs (since they started, as
+    far as the logs reach), one entry per message, with ``sender``; for before/after
+    differences in tests (a run's traffic: use :class:`TransferLedger`)."""
+    logs = client.run(_log_since, {}, settle)
+    return [{"sender": w, **e} for w, log in logs.items() for e in log["entries"]]

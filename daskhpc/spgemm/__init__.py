@@ -18,27 +18,33 @@ True
 >>> spgemm.plan(A, A, grid="16x16x4", memory_per_worker="1GB")["batches"]   # doctest: +SKIP
 1
 
+* :func:`multiply` runs on a Dask cluster (``check_serial=True`` compares with
+  :func:`serial_multiply`, scipy's product); :func:`plan` is Symbolic3D and every
+  step's volume without a cluster; :func:`prepare` builds the dask-free :class:`Setup`
+  both share. ``import daskhpc.spgemm`` loads no dask.
+
 References
 ----------
 Hussain, Selvitopi, Buluç, Azad. Communication-Avoiding and Memory-Constrained
 Sparse Matrix-Matrix Multiplication at Extreme Scale. IPDPS 2021.
 """
 
-from daskhpc.spgemm._apps import aat, column_stochastic, mcl_step, triangle_count
-from daskhpc.spgemm._block import CscBlock
-from daskhpc.spgemm._consumers import (Consumer, Count, Keep, MaskedSum, Prune, Write,
-                                       load_batch, parse_consumer)
-from daskhpc.spgemm._driver import multiply
-from daskhpc.spgemm._grid import Grid, Layout
-from daskhpc.spgemm._local import local_multiply, local_symbolic, merge
-from daskhpc.spgemm._planning import plan
-from daskhpc.spgemm._policy import BatchPolicy
-from daskhpc.spgemm._result import SpgemmResult
-from daskhpc.spgemm._symbolic import batch_count, batch_lower_bound, grid_symbolic
+from ._api import multiply, plan, serial_multiply
+from ._apps import aat, column_stochastic, mcl_step, triangle_count
+from ._block import CscBlock
+from ._consumers import (Consumer, Count, Keep, MaskedSum, Prune, Write, load_batch,
+                         parse_consumer)
+from ._grid import Grid, Layout
+from ._local import local_multiply, local_symbolic, merge
+from ._policy import BatchPolicy
+from ._result import SpgemmResult
+from ._setup import Setup, prepare
+from ._symbolic import batch_count, batch_lower_bound, grid_symbolic
 
 __all__ = [
     "BatchPolicy", "Consumer", "Count", "CscBlock", "Grid", "Keep", "Layout", "MaskedSum",
     "Prune", "SpgemmResult", "Write", "aat", "batch_count", "batch_lower_bound",
     "column_stochastic", "grid_symbolic", "load_batch", "local_multiply", "local_symbolic",
     "mcl_step", "merge", "multiply", "parse_consumer", "plan", "triangle_count",
+    "serial_multiply", "prepare", "Setup",
 ]

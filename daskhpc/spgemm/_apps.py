@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 from daskhpc.spgemm._consumers import MaskedSum, Prune
-from daskhpc.spgemm._driver import multiply
+from daskhpc.spgemm._api import multiply
 
 __all__ = ["aat", "triangle_count", "mcl_step", "column_stochastic"]
 

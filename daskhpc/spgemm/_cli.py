@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import scipy.sparse as sp
 
 from daskhpc.errors import InputError
@@ -23,6 +22,7 @@ HELP = "batched 2D/3D sparse SUMMA SpGEMM (C = A·B, A·Aᵀ) with a memory budg
 #: ``daskhpc run spgemm`` takes ``--checkpoint DIR`` and ``--resume`` (the lead's CLI
 #: adds them): every finished batch is recorded in DIR, a resumed run skips them.
 CHECKPOINTS = True
+DASHBOARD = "daskhpc.spgemm._dashboard"      # its panels on the dashboard (PANELS)
 
 
 def MPI_TEST_ARGS():  # noqa: N802 - the launcher tests' convention (docs/hpc.md)
@@ -103,7 +103,7 @@ def _seed(args):
 
 def plan(args) -> dict:
     """Symbolic only: b, per-step volumes, Table II, alpha-beta estimate; no cluster."""
-    from daskhpc.spgemm._planning import plan as make_plan
+    from daskhpc.spgemm._api import plan as make_plan
 
     a, b, info = _inputs(args)
     nparts = args.parts or 1
@@ -121,55 +121,33 @@ def plan(args) -> dict:
 def run(args, client) -> dict:
     """Multiply on the connected cluster and report."""
     from daskhpc.runtime import worker_addresses
-    from daskhpc.spgemm._driver import multiply
+    from daskhpc.spgemm._api import multiply
 
     a, b, info = _inputs(args)
     grid = _grid_arg(args, len(worker_addresses(client)))
     res = multiply(a, b, client=client, grid=grid, memory_per_worker=args.memory_per_worker,
-                   local=args.local,
-                   batches=_batches(args.batches), consume=args.consume, window=args.window,
-                   seed=_seed(args), checkpoint=getattr(args, "checkpoint", None),
-                   resume=bool(getattr(args, "resume", False)))
-    sections = res.report()
-    serial = _serial_check(a, b, res, args.consume) if args.check_serial else None
-    return new_report(NAME, input=info, parts=grid.p, seed=_seed(args),
-                      workers=len(worker_addresses(client)), serial_check=serial, **sections)
+                   local=args.local, batches=_batches(args.batches), consume=args.consume,
+                   window=args.window, seed=_seed(args),
+                   checkpoint=getattr(args, "checkpoint", None),
+                   resume=bool(getattr(args, "resume", False)),
+                   check_serial=bool(args.check_serial))
+    res.info["input"] = info
+    return res.report()
 
 
 def demo(client) -> dict:
     """Cora (bundled, 2,708 nodes): A·A on a 1x1x2 grid in 2 batches, counted, checked."""
     from daskhpc.datasets import cora
-    from daskhpc.spgemm._driver import multiply
+    from daskhpc.spgemm._api import multiply
 
     a = cora().adjacency
     t0 = time.perf_counter()
     res = multiply(a, a, client=client, grid="1x1x2", memory_per_worker="700kB",
-                   consume="count")
-    ref = a @ a
-    ok = res.value["nnz"] == ref.nnz and np.isclose(res.value["sum"], ref.sum(), rtol=1e-12)
-    return new_report(NAME, command=["daskhpc", "demo"],
-                      input={"path": "daskhpc.datasets.cora", "shape": list(a.shape),
-                             "nnz": int(a.nnz)},
-                      serial_check={"done": True, "identical": bool(ok)},
-                      demo_s=time.perf_counter() - t0, **res.report())
-
-
-def summary(report: dict) -> str:
-    """The CLI's generic lines, plus one per recovered loss and the checkpoint."""
-    from daskhpc.cli import summarize
-
-    lines = [summarize(report)]
-    for rec in report.get("recoveries", []):
-        where = (f"batch {rec['batch']}" if rec.get("batch") is not None
-                 else rec.get("phase", "?"))
-        lines.append(f"recovered: lost {', '.join(rec['lost'])} in {where}; re-ran "
-                     f"{rec.get('rerun')}; {rec.get('time_lost_s', 0.0):.2f} s lost")
-    ck = report.get("checkpoint")
-    if ck:
-        lines.append(f"checkpoint: {ck['dir']}: {len(ck['batches_loaded'])} batch(es) "
-                     f"resumed, {ck['batches_run']} computed, "
-                     f"{len(ck['batches_written'])} written")
-    return "\n".join(lines)
+                   consume="count", check_serial=True)
+    res.info.update(command="daskhpc demo", demo_s=time.perf_counter() - t0,
+                    input={"path": "daskhpc.datasets.cora", "shape": list(a.shape),
+                           "nnz": int(a.nnz)})
+    return res.report()
 
 
 def _batches(text):
@@ -182,21 +160,3 @@ def _batches(text):
     if n < 1:
         raise InputError(f"--batches must be auto or a positive integer, not {text!r}")
     return n
-
-
-def _serial_check(a, b, res, consume: str) -> dict:
-    ref = sp.csr_array(a @ b)
-    ref.sum_duplicates()
-    if res.matrix is not None and consume == "keep":
-        c = res.matrix
-        same = c.shape == ref.shape and c.nnz == ref.nnz and bool(
-            (c.indptr == ref.indptr).all() and (c.indices == ref.indices).all())
-        scale = max(float(abs(ref.data).max()), 1e-300) if ref.nnz else 1.0
-        diff = float(abs(c.data - ref.data).max()) if same and c.nnz else 0.0
-        return {"done": True, "identical": same and diff <= 1e-12 * scale,
-                "same_pattern": same, "max_abs_diff": diff}
-    if isinstance(res.value, dict) and "nnz" in res.value:
-        ok = res.value["nnz"] == ref.nnz and np.isclose(res.value.get("sum", ref.sum()),
-                                                        ref.sum(), rtol=1e-12)
-        return {"done": True, "identical": bool(ok), "nnz_ref": int(ref.nnz)}
-    return {"done": False}

@@ -27,11 +27,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from daskhpc.spgemm import _tasks as T
-from daskhpc.spgemm._grid import Layout
-from daskhpc.spgemm._plugin import step_key
+from . import _tasks as T
+from ._grid import Layout
+from ._tasks import summary
 
-__all__ = ["symbolic_graph", "batch_graph", "step_of_key", "kept_name"]
+__all__ = ["symbolic_graph", "batch_graph", "step_of_key", "kept_name", "step_key"]
+
+
+def step_key(run: str, step: str, t: int, *rest) -> tuple:
+    """The key of a task of batch ``t``: ``("spgemm-<run>-<step>", t, *rest)`` (the
+    batch-admission plugin reads the run, the step and t from it)."""
+    return (f"spgemm-{run}-{step}", int(t), *rest)
 
 #: ledger key name -> communicating step of the report
 _STEP_OF = {"sendA": "a_bcast", "bpiece": "b_bcast", "part": "fiber",
@@ -75,7 +81,8 @@ def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dic
 
 def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                 consumer, ids: dict, operand_keys: dict | None = None,
-                local: str = "fused", batches=None, save=None, topic=None):
+                local: str = "fused", batches=None, save=None, topic=None,
+                checkpointed: bool = False):
     """Algorithm 4: every batch of BatchedSumma3D with its consumer tasks.
 
     Parameters
@@ -100,8 +107,11 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
         task on its own worker, and the batch's ``done`` task waits for the
         writes, so a finished batch is a batch on disk.
     topic : str, optional
-        The ``done`` task of every batch also sends its summary to the clients
+        The ``done`` task of every batch also reports its summary to the clients
         subscribed to this event topic (:func:`~daskhpc.spgemm._tasks.batch_done_reported`).
+    checkpointed : bool
+        The run keeps a checkpoint: the report says the batch is saved (its summary goes
+        to the manifest; kept blocks were written before, see ``save``).
 
     Returns
     -------
@@ -208,7 +218,7 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
             for key in finals.values():
                 if save is None:
                     skey = (f"spgemm-{run}-summary", t, *key[2:])
-                    tasks[skey] = (_summary, key)
+                    tasks[skey] = (summary, key)
                 else:
                     # the same summary, once the block is in the checkpoint
                     skey = (f"spgemm-{run}-ckpt", t, *key[2:])
@@ -218,7 +228,7 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
         else:
             smalls = list(finals.values())
         done = ((T.batch_done, consumer, t, *smalls) if topic is None else
-                (T.batch_done_reported, topic, consumer, t, *smalls))
+                (T.batch_done_reported, topic, consumer, t, checkpointed, *smalls))
         done_keys.append(put("done", t, (), done, (0, 0, 0)))
     return tasks, where, done_keys, kept_keys
 
@@ -231,16 +241,6 @@ def kept_name(key) -> str:
 
 def _combine(consumer, *parts):
     return consumer.combine(list(parts), {})
-
-
-def _summary(kept) -> tuple:
-    """What the batch's done task needs of a kept block: its size only."""
-    return (_Nnz(kept[0].nnz),)
-
-
-class _Nnz:
-    def __init__(self, nnz):
-        self.nnz = int(nnz)
 
 
 def _operand_offsets(lay: Layout) -> dict:

@@ -36,7 +36,8 @@ import numpy as np
 from daskhpc.comm import Plan
 from daskhpc.spgemm._symbolic import GridSymbolic
 
-__all__ = ["step_plans", "table2", "placed_volume", "WORDS_PER_UNIT", "WORD_BYTES"]
+__all__ = ["step_plans", "run_plan", "table2", "plan_sections", "placed_volume",
+           "WORDS_PER_UNIT", "WORD_BYTES"]
 
 WORDS_PER_UNIT = 3
 WORD_BYTES = 4
@@ -104,6 +105,25 @@ def step_plans(sym: GridSymbolic) -> dict[str, Plan]:
     return plans
 
 
+def run_plan(plans: dict[str, Plan]) -> Plan:
+    """Every step's messages one after another (the top-level plan totals of a report)."""
+    return Plan.concat([plans[name] for name in STEPS], name="BatchedSumma3D")
+
+
+def plan_sections(sym: GridSymbolic, cost) -> tuple[dict, dict]:
+    """The report's ``plan`` section (run totals, then ``steps``, ``table2``,
+    ``estimate_s``) and ``quality`` section, for the actual nnz."""
+    plans = step_plans(sym)
+    est = {name: cost.plan_time(pl) for name, pl in plans.items()}
+    plan = {**run_plan(plans).report(), "steps": {n: pl.report() for n, pl in plans.items()},
+            "table2": table2(sym), "estimate_s": {**est, "total": sum(est.values()),
+                                                  **cost.as_dict()}}
+    quality = {"nnz_c": sym.nnz_c, "flops": sym.flops,
+               "compression_factor": sym.flops / max(sym.nnz_c, 1),
+               "max_unmerged_per_cell": sym.max_unmerged, "sum_layer_nnz": sym.sum_layer_nnz}
+    return plan, quality
+
+
 def table2(sym: GridSymbolic) -> dict[str, dict[str, float]]:
     """Table II's bandwidth and latency terms for the actual nnz, per step.
 
@@ -129,20 +149,11 @@ def table2(sym: GridSymbolic) -> dict[str, dict[str, float]]:
 
 
 def placed_volume(plan: Plan, owner: np.ndarray, dedupe_phase_src: bool) -> dict:
-    """Units that cross between workers when cell ``c`` lives on worker ``owner[c]``.
-
-    A Dask worker fetches a key once however many of its cells need it, so
-    broadcast messages are counted once per (phase, sender, receiving worker)
-    (``dedupe_phase_src``); fiber pieces are distinct keys and all count.
-    """
-    sw, dw = owner[plan.src], owner[plan.dst]
-    cross = sw != dw
-    if dedupe_phase_src:
-        keys = np.stack([plan.phase[cross], plan.src[cross], dw[cross]], axis=1)
-        _, first = np.unique(keys, axis=0, return_index=True) if keys.size else (None, [])
-        sel = np.flatnonzero(cross)[np.asarray(first, dtype=np.int64)]
-    else:
-        sel = np.flatnonzero(cross)
-    units = int(plan.volume[sel].sum())
-    return {"units": units, "messages": int(sel.size),
-            "bytes": units * plan.words_per_unit * plan.word_bytes}
+    """Units, fetches and bytes that cross between workers when cell ``c`` lives on
+    worker ``owner[c]`` (:meth:`Plan.placed`; a Dask worker fetches a key once however
+    many of its cells need it, so broadcasts are counted once per receiving worker with
+    ``dedupe_phase_src``; fiber pieces are distinct keys and all count)."""
+    w = plan.placed(owner, broadcast=dedupe_phase_src)
+    return {"units": int(w.volume.sum()) if w.words is None else
+            int(w.message_bytes().sum() // plan.unit_bytes),
+            "messages": w.meta["fetches"], "bytes": int(w.message_bytes().sum())}

@@ -1,22 +1,23 @@
-"""What :func:`daskhpc.spgemm.multiply` returns: the value, the batches, the numbers.
+"""What :func:`daskhpc.spgemm.multiply` returns: the value, the batches, the report.
 
 Examples
 --------
->>> r = SpgemmResult(value={"nnz": 10}, grid="1x1x1", nbatches=1, quality={"nnz_c": 10})
->>> r.report()["quality"]["nnz_c"]
-10
+>>> r = SpgemmResult(value={"nnz": 10}, info={"grid": "1x1x1", "batches": 1,
+...                  "quality": {"nnz_c": 10}})
+>>> r.report()["quality"]["nnz_c"], r.nbatches
+(10, 1)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from daskhpc.report import WorkflowResult, new_report
 
 __all__ = ["SpgemmResult"]
 
 
-@dataclass
-class SpgemmResult:
+class SpgemmResult(WorkflowResult):
     """The outcome of a batched SpGEMM run.
 
     Attributes
@@ -26,73 +27,71 @@ class SpgemmResult:
         "sum"}`` (``count``), the written paths (``write``), a float (masked sum).
     matrix : scipy.sparse.csr_array or None
         C (or the pruned C) when the consumer keeps it.
-    grid : str
-        ``QxQxL``.
-    nbatches : int
-        b.
+    grid, nbatches
+        ``QxQxL`` and b.
     timeline : dict
         The admission plugin's batch timeline: ``window``, ``batches`` (per batch
         ``admitted``, ``started``, ``finished``, ``consumed``) and ``violations``.
-    quality, measured, plan, timing, memory, symbolic : dict
+    quality, measured, plan, timing, memory, symbolic, checkpoint : dict
         Sections of the JSON report (see ../shared/CLI.md).
     recoveries : list of dict
-        One per lost worker the run survived: ``lost`` (addresses), ``phase``
-        (``symbolic``, ``batches`` or ``gather``), ``attempt`` and ``batch`` (the
-        lowest batch in flight) where it was noticed, ``batches_safe``,
-        ``batches_invalidated`` (done, but their kept blocks died),
-        ``batches_from_checkpoint``, ``rerun`` (the next attempt's batches),
-        ``cells_moved``, ``new_workers``, and the time lost: ``wasted_s`` (work in
-        flight), ``invalidated_s``, ``recovery_s`` (waiting for a replacement,
-        re-placing, re-scattering) and their sum ``time_lost_s``. Empty: no loss.
+        One per lost worker the run survived: ``lost``, ``phase`` (``symbolic``,
+        ``batches`` or ``gather``), ``attempt``, ``batch`` (the lowest batch in flight),
+        ``batches_safe``, ``batches_invalidated``, ``batches_from_checkpoint``, ``rerun``,
+        ``cells_moved``, ``new_workers`` and the time lost (``wasted_s``,
+        ``invalidated_s``, ``recovery_s``, ``time_lost_s``). Empty: no loss.
     attempts : list of dict
         ``attempt``, ``batches`` submitted, ``completed`` (in order of completion).
-    checkpoint : dict
-        With ``checkpoint=DIR``: ``dir``, ``resumed``, ``batches_loaded`` (complete
-        in the checkpoint at the start), ``batches_written``, ``batches_run``
-        (batch computations of this call) and ``nbatches_from``.
+    history : list of dict
+        Per batch: ``batch``, ``summary``, ``time_s``, planned and measured bytes.
     """
 
-    value: Any = None
-    matrix: Any = None
-    grid: str = ""
-    nbatches: int = 1
-    timeline: dict = field(default_factory=dict)
-    quality: dict = field(default_factory=dict)
-    measured: dict = field(default_factory=dict)
-    plan: dict = field(default_factory=dict)
-    timing: dict = field(default_factory=dict)
-    memory: dict = field(default_factory=dict)
-    symbolic: dict = field(default_factory=dict)
-    recoveries: list = field(default_factory=list)
-    attempts: list = field(default_factory=list)
-    checkpoint: dict = field(default_factory=dict)
+    workflow = "spgemm"
+    COLUMNS = (("batch", "batch", "{:>5d}"), ("time_s", "time ms", "{:>8.1f}"),
+               ("planned_bytes", "planned B", "{:>10d}"),
+               ("measured_bytes", "measured B", "{:>11d}"))
+    PLOT = (("time_s",), ("measured_bytes",))
+    TITLE = ("grid", "batches")
+
+    def __init__(self, value: Any = None, matrix: Any = None, info: dict | None = None,
+                 history: list | None = None):
+        super().__init__(info, history)
+        self.value, self.matrix = value, matrix
+
+    def _get(self, key, default):
+        return self.info.get(key, default)
+
+    grid = property(lambda self: self._get("grid", ""))
+    nbatches = property(lambda self: self._get("batches", 1))
+    timeline = property(lambda self: self._get("timeline", {}))
+    quality = property(lambda self: self._get("quality", {}))
+    measured = property(lambda self: self._get("measured", {}))
+    plan = property(lambda self: self._get("plan", {}))
+    timing = property(lambda self: self._get("timing", {}))
+    memory = property(lambda self: self._get("memory", {}))
+    symbolic = property(lambda self: self._get("symbolic", {}))
+    recoveries = property(lambda self: self._get("recoveries", []))
+    attempts = property(lambda self: self._get("attempts", []))
+    checkpoint = property(lambda self: self._get("checkpoint", {}))
 
     def report(self) -> dict:
-        """The workflow-specific sections of the JSON report (empty ones omitted,
-        except ``recoveries``: an empty list says that no worker was lost)."""
-        out = {"grid": self.grid, "batches": self.nbatches, "quality": self.quality,
-               "plan": self.plan, "measured": self.measured, "timing": self.timing,
-               "memory": self.memory, "symbolic": self.symbolic,
-               "timeline": self.timeline, "attempts": self.attempts,
-               "checkpoint": self.checkpoint}
-        out = {k: v for k, v in out.items() if v not in (None, {}, [])}
-        out["recoveries"] = self.recoveries
-        return out
+        """The full JSON report (empty sections omitted, except ``recoveries``: an empty
+        list says that no worker was lost)."""
+        info = {k: v for k, v in self.info.items() if v not in ({}, [])}
+        info["recoveries"] = self.recoveries
+        return new_report(self.workflow, command=info.pop("command", None), **info)
 
-    def __repr__(self) -> str:
+    def _notes(self) -> list[str]:
         q = self.quality
-        parts = [f"grid={self.grid}", f"batches={self.nbatches}"]
-        for key in ("nnz_c", "flops", "compression_factor"):
-            if key in q:
-                parts.append(f"{key}={q[key]:,}" if isinstance(q[key], int)
-                             else f"{key}={q[key]:.3g}")
-        if "run_s" in self.timing:
-            parts.append(f"run_s={self.timing['run_s']:.3f}")
-        if self.recoveries:
-            parts.append(f"recoveries={len(self.recoveries)}")
-        return f"SpgemmResult({', '.join(parts)})"
-
-    def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>"
-                       for k, v in {**self.quality, **self.timing}.items())
-        return f"<b>{self!r}</b><table>{rows}</table>"
+        out = [", ".join(f"{k}={q[k]:,}" if isinstance(q[k], int) else f"{k}={q[k]:.3g}"
+                         for k in ("nnz_c", "flops", "compression_factor") if k in q)]
+        for r in self.recoveries:
+            where = f"batch {r['batch']}" if r.get("batch") is not None else r.get("phase")
+            out.append(f"recovered: lost {', '.join(r['lost'])} in {where}; re-ran "
+                       f"{r.get('rerun')}; {r.get('time_lost_s', 0.0):.2f} s lost")
+        ck = self.checkpoint
+        if ck:
+            out.append(f"checkpoint: {ck['dir']}: {len(ck['batches_loaded'])} batch(es) "
+                       f"resumed, {ck['batches_run']} computed, "
+                       f"{len(ck['batches_written'])} written")
+        return [x for x in out if x] + WorkflowResult._notes(self)

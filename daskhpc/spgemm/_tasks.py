@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 from dask.sizeof import sizeof
 
-from daskhpc.runtime._checkpoint import load_arrays, save_arrays
+from daskhpc.runtime import load_arrays, save_arrays, send_report
 
-from daskhpc.spgemm import _local
-from daskhpc.spgemm._block import CscBlock
+from . import _local
+from ._block import CscBlock
 
-__all__ = ["send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total", "fused_layer",
+__all__ = ["summary", "send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total", "fused_layer",
            "fused_part", "fused_own", "merge_layer", "fiber_part", "merge_fiber", "consume",
            "batch_done", "batch_done_reported", "save_kept", "load_kept"]
 
@@ -116,31 +116,32 @@ def batch_done(consumer, t: int, *results):
     return consumer.batch(t, list(results))
 
 
-def batch_done_reported(topic: str, consumer, t: int, *results):
-    """:func:`batch_done` that also sends the summary to the client as an event.
+def batch_done_reported(topic: str, consumer, t: int, saved: bool, *results):
+    """:func:`batch_done` that also reports the summary to the client (unit ``t``,
+    reporter ``"done"``; ``saved``: the batch's kept blocks are in the checkpoint, the
+    task ran after their writes).
 
-    The event leaves the worker before the task's completion does, so it reaches
-    the client before batch t + w is admitted, and before the news that this
-    worker died (one ordered stream from the scheduler). The client thus learns
-    of a finished batch even if the worker holding the ``done`` result dies
-    before the client could fetch it; the batch then need not run again.
-
-    .. warning::
-       Relies on the message order of distributed 2026.8: ``Worker.log_event``
-       from a task thread queues the event on the worker's loop before the task's
-       completion is reported, and the scheduler forwards events and task reports
-       to a client over one ordered stream. If that changed, the client would only
-       learn of fewer finished batches (it also reads the ``done`` results), never
-       of wrong ones.
+    The report leaves the worker before the task's completion does, so it reaches the
+    client before batch t + w is admitted, and before the news that this worker died:
+    the client learns of a finished batch even if the worker holding the ``done`` result
+    dies before the client could fetch it; the batch then need not run again.
     """
-    summary = consumer.batch(t, list(results))
+    out = consumer.batch(t, list(results))
     try:
-        from distributed import get_worker
-
-        get_worker().log_event(topic, {"t": int(t), "summary": summary})
+        send_report(topic, t, {"done": {"summary": out}}, saved=saved)
     except (ValueError, TypeError):
-        pass    # not on a worker, or not msgpack-able: the client fetches the result
-    return summary
+        pass    # not msgpack-able: the client reads the result instead
+    return out
+
+
+def summary(kept) -> tuple:
+    """What the batch's done task needs of a kept block: its size only."""
+    return (_Nnz(kept[0].nnz),)
+
+
+class _Nnz:
+    def __init__(self, nnz):
+        self.nnz = int(nnz)
 
 
 def save_kept(path: str, kept):
@@ -151,8 +152,6 @@ def save_kept(path: str, kept):
     client to be saved. Returns what the batch's ``done`` task needs of the
     block (its size), like the summary task it replaces.
     """
-    from daskhpc.spgemm._graph import _summary
-
     block, rows, cols = kept
     arrays = {"ptr": block.ptr, "idx": block.idx, "val": block.val,
               "shape": np.asarray(block.shape, np.int64),
@@ -160,7 +159,7 @@ def save_kept(path: str, kept):
     if isinstance(rows, np.ndarray):     # else the rows are already original ids
         arrays["rows"] = rows
     save_arrays(path, **arrays)
-    return _summary(kept)
+    return summary(kept)
 
 
 def load_kept(path: str) -> tuple:

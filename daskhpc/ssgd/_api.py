@@ -136,7 +136,7 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
 
 
 def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,
-             placement=None, timeline: list | None = None) -> Job:
+             placement=None, timeline: list | None = None):
     """The frame's Job for the run prepared in ``s`` (epochs are its units).
 
     ``timeline``, if given, receives the stratum-order plugin's rows of the last attempt.
@@ -174,7 +174,7 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
     return Job("ssgd", K, o.epochs, row, fingerprint(s), attempt=attempt,
                restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
                savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
-               placement=placement or _ring(K), warm_up=_warm_up,
+               placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
                opened=lambda ck: save_partition(s, ck))
 
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from daskhpc.errors import InputError
 from daskhpc.hypergraph import column_net, partition as hg_partition, read_pair_file
-from daskhpc.hypergraph._partfile import read_part_file
+from daskhpc.hypergraph import read_part_file
 
 from ._problem import Ratings
 

@@ -23,6 +23,7 @@ from daskhpc.errors import InputError
 
 NAME = "ssgd"
 CHECKPOINTS = True      # daskhpc.cli adds --checkpoint DIR and --resume to `run ssgd`
+DASHBOARD = "daskhpc.ssgd._dashboard"      # its panels on the dashboard (PANELS)
 HELP = "matrix completion by stratified SGD (DSGD, P2P, Hold-and-Combine)"
 
 

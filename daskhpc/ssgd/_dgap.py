@@ -35,7 +35,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from daskhpc.hypergraph._unique import unique_sorted
+from daskhpc.arrays import unique_sorted
 
 __all__ = ["dgap_successors", "successors_by_connectivity", "pins_of", "unique"]
 

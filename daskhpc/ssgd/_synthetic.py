@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from daskhpc.hypergraph._unique import unique_sorted
+from daskhpc.arrays import unique_sorted
 
 from ._problem import Ratings
 

@@ -12,8 +12,9 @@ from daskhpc.dashboard import TOPICS, DashboardState, plan_matrix
 
 def test_public_namespace_is_pinned():
     assert sorted(daskhpc.dashboard.__all__) == [
-        "DashboardPlugin", "DashboardState", "PAGES", "PLUGIN_NAME", "TOPICS",
-        "TransferCounter", "ensure_plugin", "install", "plan_matrix", "publish", "serve"]
+        "Component", "DashboardPlugin", "DashboardState", "EMPTY", "PAGES", "PLUGIN_NAME",
+        "TOPICS", "TransferCounter", "UPDATE_MS", "ensure_plugin", "format_bytes", "install",
+        "plan_matrix", "publish", "serve", "update_source", "worker_label"]
     for name in daskhpc.dashboard.__all__:
         assert getattr(daskhpc.dashboard, name) is not None
     assert set(daskhpc.dashboard.PAGES) == {

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from daskhpc.hypergraph._unique import unique_sorted
+from daskhpc.arrays import unique_sorted
 
 
 @pytest.mark.parametrize("case", ["random", "few", "empty", "one", "negative", "int32", "2d"])

@@ -14,7 +14,7 @@ from daskhpc import _config
 def test_defaults_loaded():
     assert _config.get("runtime.threads-per-worker") == 1
     assert _config.get("daskhpc.runtime.protocol") == "tcp"
-    assert _config.get("comm.word_bytes") == 8
+    assert _config.get("comm.alpha") == 8.0e-4
     assert dask.config.get("daskhpc.partitioner.epsilon") == 0.03
 
 

@@ -83,4 +83,4 @@ def test_public_namespace_is_pinned():
         "Prune", "SpgemmResult", "Write", "aat", "batch_count", "batch_lower_bound",
         "column_stochastic", "grid_symbolic", "load_batch", "local_multiply",
         "local_symbolic", "mcl_step", "merge", "multiply", "parse_consumer", "plan",
-        "triangle_count"}
+        "triangle_count", "serial_multiply", "prepare", "Setup"}

@@ -16,7 +16,6 @@ import sys
 import textwrap
 import time
 
-import dask.config
 import numpy as np
 import pytest
 import scipy.io
@@ -24,13 +23,12 @@ import scipy.sparse as sp
 from spgemm_helpers import assert_same_product
 
 from daskhpc import cli
-from daskhpc.runtime import Placement, WorkerLost, connect, worker_addresses
+from daskhpc.runtime import Placement, WorkerLost, worker_addresses
 from daskhpc.spgemm import Grid, multiply
-from daskhpc.testing import KillOnce
+from daskhpc.testing import KillOnce, validated_client
 
 NWORKERS = 3
 PLUGIN = "spgemm-kill-once"
-VALIDATE = {"distributed.scheduler.validate": True, "distributed.worker.validate": True}
 
 
 def _matrix(m, n, density, seed):
@@ -49,9 +47,7 @@ REF = A @ B
 @pytest.fixture(scope="module")
 def cluster():
     # validated scheduler and workers (the workers a nanny restarts are not validated)
-    with dask.config.set(VALIDATE):
-        client = connect(n_workers=NWORKERS, dashboard_address=":0")
-    with client:
+    with validated_client(NWORKERS) as client:
         yield client
 
 

@@ -1,15 +1,11 @@
-"""Fixtures for SSGD tests: small inputs, and one real cluster (worker processes, TCP)."""
+"""Fixtures for SSGD tests: small inputs (the clusters are tests/conftest.py's)."""
 
 from __future__ import annotations
 
-import dask.config
 import numpy as np
 import pytest
 
 from daskhpc import datasets
-
-# Both state machines check their invariants after every transition.
-VALIDATE = {"distributed.scheduler.validate": True, "distributed.worker.validate": True}
 
 
 @pytest.fixture(scope="session")
@@ -32,13 +28,3 @@ def tiny():
     key = np.unique(np.array(rows) * 8 + np.array(cols))
     r, c = key // 8, key % 8
     return r, c, rng.integers(1, 6, r.size).astype(float), (12, 8)
-
-
-@pytest.fixture(scope="session")
-def client4():
-    """Four single-threaded worker processes over TCP, validated, shared by the session."""
-    from daskhpc.runtime import connect
-
-    with dask.config.set(VALIDATE):
-        with connect(n_workers=4, dashboard_address=":0") as client:
-            yield client

@@ -26,9 +26,9 @@ from daskhpc.testing import KillOnce, TaskKey
 @pytest.fixture(scope="module")
 def nanny_client():
     """Three single-threaded worker processes under nannies (TCP), for killing."""
-    from daskhpc.runtime import connect
+    from daskhpc.testing import validated_client
 
-    with connect(n_workers=3, dashboard_address=":0") as client:
+    with validated_client(3) as client:
         yield client
 
 

@@ -1,4 +1,5 @@
-"""Distinct values of an integer array by sorting, instead of ``np.unique``.
+"""Array helpers every layer shares (numpy only): distinct values of an integer array by
+sorting, instead of ``np.unique``.
 
 numpy 2.4's ``np.unique`` takes a hash-table path for integer arrays that is far slower
 than sorting when the values are many and mostly distinct, which is exactly our case:

@@ -1,0 +1,89 @@
+"""The base of every daskhpc dashboard panel, for the generic pages and the workflows' own.
+
+A panel (:class:`Component`) has a ``root`` (a Bokeh layout) and an ``update()`` that a
+periodic callback runs on the scheduler's event loop; ``update()`` only reads the
+scheduler's :class:`~daskhpc.dashboard.DashboardState` (``self.state``) and worker
+table, so it is cheap. Each data source has a ``name`` (``daskhpc-...``) and a ``total``
+column that the browser tests read to know the plot has data.
+
+A workflow adds panels of its own: its registration module names a module
+(``DASHBOARD = "daskhpc.ssgd._dashboard"``) whose ``PANELS`` maps a page key to
+``(Component subclass, title)``; the page is ``/individual-daskhpc-<key>`` and the panel
+joins ``/daskhpc`` while a run of that workflow is the current one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskhpc.dashboard._state import PLUGIN_NAME
+
+__all__ = ["Component", "update_source", "worker_label", "format_bytes", "EMPTY", "UPDATE_MS"]
+
+UPDATE_MS = 500
+EMPTY = "<i>No daskhpc run on this scheduler yet.</i>"
+
+
+def _plugin(scheduler):
+    return scheduler.plugins.get(PLUGIN_NAME)
+
+
+def worker_label(scheduler, addr: str) -> str:
+    ws = scheduler.workers.get(addr)
+    name = ws.name if ws is not None else None
+    return f"w{name}" if isinstance(name, int) or str(name).isdigit() else str(name or addr)
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n}"  # pragma: no cover
+
+
+class Component:
+    """A panel: subclasses build ``root`` and implement ``update()``."""
+
+    def __init__(self, scheduler, sizing_mode: str = "stretch_both", height: int | None = None):
+        self.scheduler = scheduler
+        # figures get the height; layouts only stretch, so titles and axes fit
+        self.layout = {"sizing_mode": sizing_mode}
+        self.sizing = {"sizing_mode": sizing_mode}
+        if height is not None:
+            self.sizing["height"] = height
+
+    @property
+    def plugin(self):
+        """The scheduler's DashboardPlugin (None before it is installed)."""
+        return _plugin(self.scheduler)
+
+    @property
+    def state(self):
+        plugin = _plugin(self.scheduler)
+        return None if plugin is None else plugin.state
+
+
+def update_source(source, data: dict) -> None:
+    """Replace a source's data only if it changed: every assignment ships all of
+    it to each open browser (a K x K image for K = 1024 is 8 MB)."""
+    old = source.data
+    if set(old) == set(data) and all(_same(old[k], v) for k, v in data.items()):
+        return
+    source.data = data
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and \
+            a.shape == b.shape and bool(np.array_equal(a, b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _pad(m: np.ndarray, k: int) -> np.ndarray:
+    out = np.zeros((k, k))
+    n = min(k, m.shape[0])
+    out[:n, :n] = m[:n, :n]
+    return out

@@ -1,0 +1,381 @@
+"""The public functions: ``multiply`` (distributed), ``serial_multiply`` (reference), ``plan``.
+
+Examples
+--------
+>>> import scipy.sparse as sp
+>>> a = sp.random(200, 200, density=0.05, random_state=0, format="csr")
+>>> out = plan(a, a, grid="2x2x2", memory_per_worker="1MB")
+>>> out["batches"], sorted(out["steps"])
+(1, ['a_bcast', 'b_bcast', 'fiber', 'symbolic'])
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.comm import CostModel
+from daskhpc.errors import InputError
+
+from ._plan import plan_sections, step_plans
+from ._result import SpgemmResult
+from ._setup import Setup, fingerprint, prepare
+from ._symbolic import BYTES_PER_UNMERGED, batch_lower_bound, batches_for, grid_symbolic
+
+__all__ = ["multiply", "plan", "serial_multiply"]
+
+
+def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batches="auto",
+             consume="keep", window: int = 1, seed: int | None = 0,
+             r: float = BYTES_PER_UNMERGED, plan: bool = True, measure_memory: bool = True,
+             mask=None, local: str = "fused", checkpoint=None, resume: bool = False,
+             max_restarts: int = 3, check_serial: bool = False, callback=None,
+             progress: bool | None = None) -> SpgemmResult:
+    """C = A·B with BatchedSumma3D on a Dask cluster, consumed batch by batch.
+
+    Parameters
+    ----------
+    a, b : scipy sparse (or dense array)
+        A (m x k) and B (k x n); ``b=None`` squares A.
+    client : distributed.Client, optional
+        Default: the current client.
+    grid : "QxQxL" or Grid, optional
+        Default: one cell per worker, one layer (the worker count must be a square).
+        More cells than workers are dealt round robin (several cells per worker).
+    memory_per_worker : bytes or str like "512MB", optional
+        Budget M/W of Algorithm 3; required for ``batches="auto"`` to batch.
+    batches : "auto" or int
+        ``auto``: b from Symbolic3D (line 12); an int forces b.
+    consume : str or Consumer
+        ``keep``, ``count``, ``write:DIR``, ``prune:K``, ``threshold:X`` or an object.
+    window : int
+        w, batches in flight.
+    seed : int or None
+        Random permutation for load balance; None keeps the given order (inside a block
+        rows, inner indices and columns keep their given order: locality).
+    r : float
+        Bytes per nonzero in the memory model (Algorithm 3's r).
+    plan : bool
+        Compute the plan for the actual nnz (client side) before the batches run: the
+        report's plan totals, the dashboard's planned matrix, planned-vs-measured bytes.
+    mask : scipy sparse, optional
+        For :class:`MaskedSum`-like consumers: permuted with C and cut per cell.
+    local : {"fused", "staged"}
+        ``fused`` (default): all stages into one accumulator per column; ``staged`` (the
+        paper's Algorithm 1): Local-Multiply per SUMMA stage, then Merge-Layer.
+    checkpoint : str or Path, optional
+        Directory every worker and the client see: each batch, once done, is recorded
+        there (its summary, and the blocks a ``keep``/``prune`` consumer keeps, written by
+        the workers). A worker lost later costs only the batches not yet done.
+    resume : bool
+        Continue the run recorded in ``checkpoint`` (same inputs and options).
+    max_restarts : int
+        Lost workers the run survives; one more raises ``WorkerLost``.
+    check_serial : bool
+        Compare with scipy's single-threaded product (``serial_multiply``).
+    callback : callable, optional
+        ``callback(row)`` with every batch's row as the batch completes.
+
+    Returns
+    -------
+    SpgemmResult
+
+    Examples
+    --------
+    >>> res = multiply(A, client=client, grid="2x2x1", consume="count")   # doctest: +SKIP
+    >>> res.value["nnz"] == (A @ A).nnz                                  # doctest: +SKIP
+    True
+
+    References
+    ----------
+    Hussain, Selvitopi, Buluç, Azad. Communication-Avoiding and Memory-Constrained
+    Sparse Matrix-Matrix Multiplication at Extreme Scale. IPDPS 2021, Algorithm 4.
+    """
+    from daskhpc.runtime import worker_addresses
+
+    if client is None:
+        from distributed import get_client
+
+        client = get_client()
+    t_start = time.perf_counter()
+    if max_restarts < 0:
+        raise InputError(f"max_restarts must be >= 0, not {max_restarts}")
+    if resume and checkpoint is None:
+        raise InputError("resume needs a checkpoint directory (--checkpoint DIR)")
+    s = prepare(a, b, grid=grid, nworkers=len(worker_addresses(client)),
+                memory_per_worker=memory_per_worker, batches=batches, consume=consume,
+                window=window, seed=seed, r=r, local=local, mask=mask)
+    res = _run(client, s, plan=plan, measure_memory=measure_memory, checkpoint=checkpoint,
+               resume=resume, max_restarts=max_restarts, callback=callback, progress=progress,
+               t_start=t_start)
+    if check_serial:
+        res.info["serial_check"] = serial_check(s, res)
+    return res
+
+
+def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_restarts,
+         callback, progress, t_start) -> SpgemmResult:
+    from daskhpc import dashboard
+    from daskhpc.runtime import CheckpointDir, PartStore, Placement, run_job, worker_addresses
+
+    from . import _driver as D
+    from ._plugin import ensure_plugin
+
+    g = s.grid
+    workers = worker_addresses(client)
+    ck = None if checkpoint is None else \
+        CheckpointDir(checkpoint, "spgemm", fingerprint(s), resume=resume, keep=2**31)
+    stored = D.stored_batches(ck) if ck is not None else None
+    store = PartStore(client, Placement(g.p, workers), uuid.uuid4().hex[:10],
+                      part_of=lambda c: g.rank(*c))
+    t_prep = time.perf_counter()
+    client.run(_memory_warm_up)   # load the numba kernels before anything is timed
+    baseline = client.run(_memory_reset) if measure_memory else {}
+    # dashboard pages: the run starts here (measured bytes count from now)
+    dashboard.publish(client, "run", name=f"spgemm {str(g)}", workflow="spgemm",
+                      workers=workers)
+    dashboard.publish(client, "memory", budget=s.memory, baseline=baseline)
+    store.put("A", s.a_blocks)
+    store.put("B", s.b_blocks)
+    recoveries: list = []
+    t0 = time.perf_counter()
+    sym_info, ledgers = {}, []
+    if stored is not None:
+        # a restart of this job or a resumed one: the b the checkpoint's files were cut
+        # into, whatever the budget per cell is now
+        nb, sym_info = int(stored["batches"]), dict(stored.get("symbolic") or {})
+    elif s.batches == "auto" and s.mem_cell is not None:
+        out = run_job(client, D.symbolic_job(s), store=store, max_restarts=max_restarts,
+                      recoveries=recoveries, progress_bar=False, low_latency=False,
+                      announce=False)
+        ledgers.append(out.ledger)
+        for rec in out.recovery["recoveries"]:
+            rec.update(phase="symbolic", rerun="symbolic")
+        max_c = out.value
+        nb = batches_for(max_c, s.nnz_a, s.nnz_b, s.mem_cell, s.r, str(g))
+        sym_info = {"max_nnz_c": max_c, "max_nnz_a": s.nnz_a, "max_nnz_b": s.nnz_b,
+                    "memory_per_cell": s.mem_cell, "r": s.r, "batches": nb}
+    else:
+        nb = 1 if s.batches == "auto" else int(s.batches)
+    if ck is not None and stored is None:
+        D.store_batches(ck, nb, sym_info)
+    t_sym = time.perf_counter()
+    lay = s.layout(nb)
+    if s.mask is not None:
+        store.put("M", s.mask_operands(lay))
+    info = {"input": {"shape": list(s.a.shape), "nnz": int(s.a.nnz)}, "parts": g.p,
+            "seed": s.seed, "grid": str(g), "batches": nb, "workers": len(workers)}
+    plans, sym = None, None
+    if plan:                                         # plan first, then run
+        tp = time.perf_counter()
+        sym = grid_symbolic(s.ap, s.bp, g, nb)
+        plans = step_plans(sym)
+        info["plan"], info["quality"] = plan_sections(sym, CostModel.from_config())
+        info["plan_s"] = time.perf_counter() - tp
+        _publish_plan(client, s, sym, plans, store.placement, symbolic=bool(sym_info))
+    ensure_plugin(client)
+    runner = D.Batches(client, s, lay, ck, plans, measure_memory)
+    out = run_job(client, runner.job(fingerprint(s)), checkpoint=ck, store=store,
+                  max_restarts=max_restarts, recoveries=recoveries, callback=callback,
+                  progress_bar=progress, low_latency=False, announce=False)
+    ledgers.append(out.ledger)
+    for rec in out.recovery["recoveries"]:
+        flight = rec.get("in_flight") or []
+        rec.update(phase="batches" if flight else "gather",
+                   batch=min(flight) if flight else None,
+                   batches_invalidated=rec["invalidated"])
+    for rec in recoveries:
+        rec.update(cells_moved=rec.get("moved", []), workers=len(store.placement.workers))
+    final_place = store.placement
+    store.release()
+    timeline = runner.merged_timeline()
+    peaks = runner.after.get("peaks", {})
+    dashboard.publish(client, "batches", run=out.recovery.get("checkpoint") or "spgemm",
+                      timeline=timeline)
+    dashboard.publish(client, "memory", budget=s.memory, baseline=baseline, peak=peaks)
+    matrix, value, t_assemble = None, None, 0.0
+    if s.consumer.keeps:
+        from ._consumers import assemble
+
+        ta = time.perf_counter()
+        matrix = value = assemble(out.value or [], (s.shape[0], s.shape[2]))
+        t_assemble = time.perf_counter() - ta
+    else:
+        value = s.consumer.finalize(runner.summaries(), [])
+    t_run = runner.after.get("t_run", time.perf_counter())
+    info["timing"] = {"prepare_s": t_prep - t_start, "symbolic_s": t_sym - t0,
+                      "run_s": t_run - t0, "batches_s": t_run - t_sym,
+                      "gather_s": runner.after.get("gather_s", 0.0),
+                      "assemble_s": t_assemble,
+                      "per_iteration_s": [h.get("time_s") for h in out.history]}
+    if "plan_s" in info:
+        info["timing"]["plan_s"] = info.pop("plan_s")
+    measured = {k: v for k, v in out.measured.items()}
+    measured["per_step"] = D.measured_steps(ledgers)
+    if plans is not None:
+        from ._plan import placed_volume
+
+        _, owner = D.worker_owner(s, final_place)
+        owner = np.asarray(owner)
+        measured["expected"] = {n: placed_volume(pl, owner, dedupe_phase_src=(n != "fiber"))
+                                for n, pl in plans.items()}
+    lost = sorted({w for rec in recoveries for w in rec["lost"]})
+    if lost:
+        measured["workers_lost"] = lost       # their sends are not counted
+    quality = dict(info.get("quality", {}))
+    quality.update(batches=nb, window=s.window)
+    if matrix is not None and type(s.consumer).__name__ == "Keep":
+        quality["nnz_c"] = int(matrix.nnz)
+    elif "nnz_c" not in quality:
+        nnz = _nnz_from(runner.summaries())
+        if nnz is not None:
+            quality["nnz_c"] = nnz
+    info.update(quality=quality, measured=measured, timeline=timeline,
+                memory=_memory_section(baseline, peaks, s.memory, workers),
+                symbolic=sym_info, attempts=runner.attempts, recoveries=recoveries)
+    if ck is not None:
+        info["checkpoint"] = {
+            "dir": ck.path, "resumed": bool(resume), "batches_loaded": sorted(runner.loaded),
+            "batches_written": sorted(set(runner.files) - set(runner.loaded)) if
+            s.consumer.keeps else sorted(set(runner.summary) - set(runner.loaded)),
+            "batches_run": sum(len(x["completed"]) for x in runner.attempts),
+            "nbatches_from": "checkpoint" if stored is not None else
+            ("symbolic" if sym_info else "argument")}
+    return SpgemmResult(value=value, matrix=matrix, info=info, history=out.history)
+
+
+def _memory_warm_up():
+    from ._memory import warm_up
+
+    return warm_up()
+
+
+def _memory_reset():
+    from ._memory import reset_peak
+
+    return reset_peak()
+
+
+def _nnz_from(summaries) -> int | None:
+    if summaries and all(isinstance(s, dict) and "nnz" in s for s in summaries):
+        return int(sum(s["nnz"] for s in summaries))
+    return None
+
+
+def _memory_section(baseline: dict, peaks: dict, budget, workers) -> dict:
+    if not peaks or any(v is None for v in peaks.values()):
+        return {}
+    used = {w: int(peaks[w] - (baseline.get(w) or 0)) for w in workers if w in peaks}
+    out = {"peak_increase_per_worker": used, "max_peak_increase": max(used.values())}
+    if budget is not None:
+        out["budget_per_worker"] = int(budget)
+        out["within_budget"] = bool(max(used.values()) <= budget)
+    return out
+
+
+def _publish_plan(client, s: Setup, sym, plans, placement, symbolic: bool) -> None:
+    """Planned bytes between workers and flops per worker, for the dashboard pages."""
+    from daskhpc import dashboard
+
+    from ._driver import worker_owner
+
+    workers, owner = worker_owner(s, placement)
+    matrix = sum(pl.placed(owner, len(workers), broadcast=(name != "fiber")).bytes_matrix()
+                 for name, pl in plans.items() if symbolic or name != "symbolic")
+    flops = np.zeros(len(workers))
+    per_cell = sym.flops_cell.sum(axis=0)
+    for cell in s.grid.cells():
+        flops[owner[s.grid.rank(*cell)]] += per_cell[cell]
+    dashboard.publish(client, "plan", matrix=matrix, workers=workers, unit="bytes")
+    dashboard.publish(client, "load", planned=dict(zip(workers, flops)), unit="flops")
+
+
+def serial_multiply(a, b=None) -> sp.csr_array:
+    """The serial reference: scipy's single-threaded product, canonical CSR."""
+    from ._prep import check_inputs
+
+    a, b = check_inputs(a, a if b is None else b)
+    ref = sp.csr_array(a @ b)
+    ref.sum_duplicates()
+    return ref
+
+
+def serial_check(s: Setup, res: SpgemmResult) -> dict:
+    """The ``serial_check`` section: the run's C (or its count) against scipy's."""
+    ref = serial_multiply(s.a, s.b)
+    if res.matrix is not None and type(s.consumer).__name__ == "Keep":
+        c = res.matrix
+        same = c.shape == ref.shape and c.nnz == ref.nnz and bool(
+            (c.indptr == ref.indptr).all() and (c.indices == ref.indices).all())
+        scale = max(float(abs(ref.data).max()), 1e-300) if ref.nnz else 1.0
+        diff = float(abs(c.data - ref.data).max()) if same and c.nnz else 0.0
+        return {"done": True, "identical": same and diff <= 1e-12 * scale,
+                "same_pattern": same, "max_abs_diff": diff}
+    if isinstance(res.value, dict) and "nnz" in res.value:
+        ok = res.value["nnz"] == ref.nnz and np.isclose(res.value.get("sum", ref.sum()),
+                                                        ref.sum(), rtol=1e-12)
+        return {"done": True, "identical": bool(ok), "nnz_ref": int(ref.nnz)}
+    return {"done": False}
+
+
+def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None = None,
+         batches="auto", seed: int | None = 0, r: float = BYTES_PER_UNMERGED,
+         alpha: float | None = None, beta: float | None = None) -> dict:
+    """The batch count and per-step communication of BatchedSumma3D, without a cluster.
+
+    Parameters
+    ----------
+    a, b : scipy sparse
+        A and B (``b=None``: A·A).
+    grid : "QxQxL" or Grid
+        Any size: thousands of cells are fine.
+    memory_per_worker : bytes or "512MB", optional
+        Without it b = 1 (unless ``batches`` is given).
+    workers : int, optional
+        Workers the cells are dealt to; default one cell per worker.
+    batches : "auto" or int
+    seed : int or None
+        The random permutation the run would use.
+    alpha, beta : float, optional
+        Message latency (s) and inverse bandwidth (s/byte); default
+        :meth:`~daskhpc.comm.CostModel.from_config` (the calibrated values).
+
+    Returns
+    -------
+    dict
+        The top-level plan totals of the whole run (``tot_vol``, ``sum_max_vol``, ...),
+        ``grid``, ``p``, ``batches`` (Algorithm 3 line 12), ``batches_lower_bound``
+        (eq. (2)), ``steps`` (one Plan report per step), ``table2``, ``estimate_s``
+        (alpha-beta time per step and in total) and ``quality``.
+    """
+    from ._grid import Grid
+
+    g = grid if isinstance(grid, Grid) else Grid.parse(grid)
+    s = prepare(a, b, grid=g, nworkers=g.p if workers is None else int(workers),
+                memory_per_worker=memory_per_worker, batches=batches, seed=seed, r=r,
+                consume="count")
+    sym = grid_symbolic(s.ap, s.bp, g, 1)
+    out = {"grid": str(g), "p": g.p, "workers": s.nworkers}
+    if s.batches == "auto":
+        nb = 1 if s.memory is None else batches_for(
+            sym.max_unmerged, int(sym.nnz_a.max()), int(sym.nnz_b.max()), s.mem_cell, r,
+            str(g))
+    else:
+        nb = int(s.batches)
+    if s.memory is not None:
+        out["memory_per_worker"] = s.memory
+        out["batches_lower_bound"] = batch_lower_bound(sym, s.memory * s.nworkers, r)
+    out["symbolic"] = {"max_nnz_c": sym.max_unmerged, "max_nnz_a": int(sym.nnz_a.max()),
+                       "max_nnz_b": int(sym.nnz_b.max()), "r": r}
+    if nb > 1:
+        sym = grid_symbolic(s.ap, s.bp, g, nb)
+    out["batches"] = nb
+    cost = CostModel(alpha, beta) if alpha is not None and beta is not None else \
+        CostModel.from_config()
+    sections, quality = plan_sections(sym, cost)
+    out.update(sections)          # unit "nonzeros": WORDS_PER_UNIT words of WORD_BYTES
+    out["quality"] = quality
+    return out

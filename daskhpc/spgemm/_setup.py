@@ -1,0 +1,198 @@
+"""Everything a BatchedSumma3D run is made of, built once on the client and shared by
+``plan``, the serial reference and ``multiply``: the checked inputs, the grid, the
+load-balancing permutations, the cell blocks, the memory budget per cell.
+
+No dask here.
+
+Examples
+--------
+>>> import scipy.sparse as sp
+>>> a = sp.random(60, 60, density=0.1, random_state=0, format="csr")
+>>> s = prepare(a, grid="2x2x1", nworkers=4, batches=2)
+>>> sorted(s.a_blocks)[:2], s.layout(2).b
+([(0, 0, 0), (0, 1, 0)], 2)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.errors import InputError
+
+from ._block import CscBlock
+from ._consumers import Consumer, parse_consumer
+from ._grid import Grid, Layout
+from ._memory import parse_bytes
+from ._prep import check_inputs, localize, permutations
+from ._symbolic import BYTES_PER_UNMERGED, batches_for
+
+__all__ = ["Setup", "prepare", "fingerprint", "matrix_digest"]
+
+
+@dataclass(eq=False)
+class Setup:
+    """The prepared product C = A B (see the module docstring).
+
+    ``ap``/``bp`` are A and B with rows, inner indices and columns permuted (``pr``,
+    ``pk``, ``pc``); ``a_blocks``/``b_blocks`` their cell blocks ``(i, j, k) -> CscBlock``
+    for one batch; ``memory`` the budget per worker in bytes, ``mem_cell`` per cell.
+    """
+
+    a: sp.csr_array
+    b: sp.csr_array
+    grid: Grid
+    nworkers: int
+    memory: int | None
+    batches: object            # "auto" or an int
+    consumer: Consumer
+    window: int
+    seed: int | None
+    r: float
+    local: str
+    mask: sp.csr_array | None
+    pr: np.ndarray
+    pk: np.ndarray
+    pc: np.ndarray
+    ap: sp.csr_array
+    bp: sp.csr_array
+    a_blocks: dict = field(default_factory=dict)
+    b_blocks: dict = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.a.shape[0], self.a.shape[1], self.b.shape[1])
+
+    @property
+    def cells_per_worker(self) -> int:
+        return -(-self.grid.p // self.nworkers)
+
+    @property
+    def mem_cell(self) -> float | None:
+        return None if self.memory is None else self.memory / self.cells_per_worker
+
+    @property
+    def nnz_a(self) -> int:
+        return max(x.nnz for x in self.a_blocks.values())
+
+    @property
+    def nnz_b(self) -> int:
+        return max(x.nnz for x in self.b_blocks.values())
+
+    def layout(self, nbatches: int) -> Layout:
+        return Layout(self.grid, self.shape, nbatches)
+
+    def ids(self, lay: Layout) -> dict:
+        """Original row ids per row block, original id of every column, C's shape."""
+        return {"rows": [self.pr[slice(*lay.rows(i))] for i in range(self.grid.q)],
+                "cols": self.pc, "shape": (self.shape[0], self.shape[2])}
+
+    def mask_operands(self, lay: Layout) -> dict:
+        """The mask's piece of every cell (permuted like C), for masked consumers."""
+        mp = sp.csc_array(self.mask[self.pr][:, self.pc])
+        out = {}
+        for (i, j, k) in self.grid.cells():
+            cols = np.concatenate([lay.batch_columns(t, j, k) for t in range(lay.b)])
+            out[(i, j, k)] = self.consumer.operand(mp, np.arange(*lay.rows(i)), cols)
+        return out
+
+
+def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
+            batches="auto", consume="keep", window: int = 1, seed: int | None = 0,
+            r: float = BYTES_PER_UNMERGED, local: str = "fused", mask=None) -> Setup:
+    """Check the inputs and options and cut the blocks of a run on ``nworkers`` workers.
+
+    Parameters are those of :func:`daskhpc.spgemm.multiply`; ``grid=None`` means one
+    cell per worker on one layer (the worker count must then be a square).
+    """
+    a, b = check_inputs(a, a if b is None else b)
+    consumer = consume if isinstance(consume, Consumer) else parse_consumer(consume)
+    if local not in ("staged", "fused"):
+        raise InputError(f"local must be 'staged' or 'fused', not {local!r}")
+    if int(window) < 1:
+        raise InputError(f"--window must be at least 1, not {window}")
+    g = Grid.for_workers(nworkers, 1) if grid is None else \
+        grid if isinstance(grid, Grid) else Grid.parse(grid)
+    if batches != "auto":
+        try:
+            batches = int(batches)
+        except (TypeError, ValueError):
+            batches = 0
+        if batches < 1:
+            raise InputError(f"--batches must be auto or a positive integer, not {batches}")
+    mem = None if memory_per_worker is None else parse_bytes(memory_per_worker)
+    shape = (a.shape[0], a.shape[1], b.shape[1])
+    lay1 = Layout(g, shape, 1)
+    pr, pk, pc = permutations(shape, seed)
+    if seed is not None:
+        # keep the input's order inside every block (locality), the random sets of the
+        # blocks for balance; columns down to the sub-blocks when b is known
+        pr = localize(pr, lay1.row_bounds)
+        pk = localize(pk, lay1.inner_bounds)
+        known_b = batches if batches != "auto" else (1 if mem is None else None)
+        if known_b is not None:
+            pc = localize(pc, np.unique(np.concatenate(Layout(g, shape, known_b).sub_bounds)))
+    ap, bp = a[pr][:, pk], b[pk][:, pc]
+    s = Setup(a, b, g, int(nworkers), mem, batches, consumer, int(window), seed, float(r),
+              local, None if mask is None else sp.csr_array(mask), pr, pk, pc, ap, bp)
+    s.a_blocks, s.b_blocks = _cut(ap, bp, lay1)
+    if s.mem_cell is not None:           # fail before any work if inputs alone do not fit
+        batches_for(0, s.nnz_a, s.nnz_b, s.mem_cell, r, str(g))
+    return s
+
+
+def _cut(ap, bp, lay: Layout) -> tuple[dict, dict]:
+    """Cell blocks: A(i, j, k) = A[rows_i, inner_(j,k)], B(i, j, k) = B[inner_(i,k), cols_j]."""
+    g = lay.grid
+    a_blocks, b_blocks = {}, {}
+    for i in range(g.q):
+        a_i = sp.csc_array(ap[slice(*lay.rows(i))])
+        for j in range(g.q):
+            for k in range(g.l):
+                a_blocks[(i, j, k)] = CscBlock.from_scipy(a_i[:, slice(*lay.inner(j, k))])
+    bc = sp.csc_array(bp)
+    for j in range(g.q):
+        b_j = sp.csr_array(bc[:, slice(*lay.cols(j))])
+        for i in range(g.q):
+            for k in range(g.l):
+                b_blocks[(i, j, k)] = CscBlock.from_scipy(b_j[slice(*lay.inner(i, k))])
+    return a_blocks, b_blocks
+
+
+def matrix_digest(m) -> dict:
+    """Shape, nnz and a SHA-256 of a canonical CSR matrix (what identifies an input)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for arr in (m.indptr.astype(np.int64), m.indices.astype(np.int64),
+                np.asarray(m.data, dtype=np.float64)):
+        h.update(memoryview(np.ascontiguousarray(arr)).cast("B"))
+    return {"shape": [int(x) for x in m.shape], "nnz": int(m.nnz), "sha256": h.hexdigest()}
+
+
+def fingerprint(s: Setup) -> dict:
+    """What changes the numbers of a run (a checkpoint of another run is refused).
+
+    The inputs (by content), the grid (it decides the blocks and the order of the sums),
+    b when forced, else the budget that Symbolic3D turns into b, the permutation seed,
+    the consumer and the local variant. Not the workers, the window or the placement:
+    they change where and when, not what is computed.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> fp = fingerprint(prepare(sp.eye(3, format="csr"), grid="1x1x1", batches=2,
+    ...                          consume="count"))
+    >>> fp["a"]["nnz"], fp["batches"], fp["consume"]
+    (3, 2, 'Count()')
+    """
+    fp = {"a": matrix_digest(s.a), "b": matrix_digest(s.b), "grid": str(s.grid),
+          "batches": s.batches, "seed": s.seed, "consume": repr(s.consumer), "local": s.local}
+    if s.batches == "auto":
+        fp["memory_per_worker"] = s.memory
+        fp["r"] = s.r
+    if s.mask is not None:
+        fp["mask"] = matrix_digest(s.mask)
+    return fp

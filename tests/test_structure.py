@@ -1,0 +1,128 @@
+"""The package's import structure: no cycles, nothing imports a higher layer, and no
+module imports another package's private module (every import counted, also those
+inside functions)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import daskhpc
+
+ROOT = pathlib.Path(daskhpc.__file__).parent
+
+#: Layers from the bottom (docs/architecture.md): a module may import its own layer and
+#: the ones below. Keys are the first name under ``daskhpc``.
+LAYERS = [
+    {"__init__", "arrays", "errors", "report", "_config", "_workflows"},
+    {"io"},
+    {"datasets", "hypergraph"},
+    {"comm"},
+    {"dashboard"},
+    {"runtime"},
+    {"ssgd", "spgemm", "cpals", "gcn", "allreduce", "linear"},
+    {"testing", "cli", "mpi", "_mpi_options", "_mpi_watch", "_info", "_partition_cmd"},
+]
+RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def modules() -> dict[str, pathlib.Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = ["daskhpc", *rel.parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(name: str, path: pathlib.Path, known: set) -> set[str]:
+    """daskhpc modules ``name`` imports (resolving relative imports and ``from x import y``
+    where y is a module)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")
+                up = up[:len(up) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:
+                t = t.rsplit(".", 1)[0] if "." in t else ""
+            if t and t != name:
+                found.add(t)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {m: imports(m, p, known) for m, p in mods.items()}
+
+
+def top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_module_has_a_layer():
+    missing = sorted({top(m) for m in modules()} - set(RANK))
+    assert not missing, f"modules of no layer (add them to LAYERS): {missing}"
+
+
+def test_no_import_cycles():
+    g = graph()
+    index, low, stack, on, cycles = {}, {}, [], set(), []
+
+    def visit(v):        # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    # a package's __init__ re-exports its modules: the package itself is not a cycle
+    cycles = [c for c in cycles if not all(m.startswith(c[0]) for m in c)]
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_nothing_imports_a_higher_layer():
+    bad = [(m, t) for m, ts in graph().items() for t in ts if RANK[top(t)] > RANK[top(m)]]
+    assert not bad, f"imports that run back up: {bad}"
+
+
+def test_no_private_module_of_another_package():
+    bad = []
+    for m, ts in graph().items():
+        for t in ts:
+            mine, theirs = top(m), top(t)
+            private = [p for p in t.split(".")[2:] if p.startswith("_")]
+            # the root package's own internals (_config, _workflows) are shared
+            if theirs != mine and private and theirs not in LAYERS[0]:
+                bad.append((m, t))
+    assert not bad, f"private modules of other packages imported: {bad}"

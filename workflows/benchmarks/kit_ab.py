@@ -1,0 +1,103 @@
+"""Before/after the workflow kit: SSGD epochs (K = 2 and 4) and SpGEMM 2x2x1 on email-Enron,
+two source trees measured in turn (A B A B ...) in fresh processes on the same machine.
+
+::
+
+    python workflows/benchmarks/kit_ab.py --other /path/to/old/checkout --rounds 5 --out ab.json
+
+Each round runs this file's ``--one`` measurement once with the current tree (``PYTHONPATH``
+= this checkout) and once with the other tree, alternating which goes first; every
+measurement starts its own LocalCluster. Figures per measurement:
+
+ssgd-k2   median epoch time of a 20-epoch H&C fit, K = 2 on 2 workers (hp rows, ml-latest-small)
+ssgd-k4   the same, K = 4 on 4 workers (one part per worker)
+spgemm    wall time of C = A·A, email-Enron, grid 2x2x1 on 4 workers, count consumer
+          (median of 3 after one warm-up product)
+
+Only public API is used (``dh.ssgd.fit``, ``dh.spgemm.multiply``), so the same file times
+both trees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(os.environ.get("DASKHPC_SHARED_DATA", ROOT.parent / "shared" / "data"))
+QUIET = {"distributed.worker.profile.enabled": False,
+         "distributed.admin.system-monitor.gil.enabled": False}
+
+
+def one(which: str) -> dict:
+    import dask.config
+
+    import daskhpc as dh
+    from daskhpc.runtime import connect
+
+    out = {}
+    with dask.config.set(QUIET):
+        if which.startswith("ssgd"):
+            K = 2 if which == "ssgd-k2" else 4
+            ratings = dh.datasets.ratings()
+            with connect(n_workers=K, dashboard_address=":0") as client:
+                dh.ssgd.fit(ratings, K, client=client, strategy="hc", epochs=2)   # warm-up
+                res = dh.ssgd.fit(ratings, K, client=client, strategy="hc", epochs=20)
+                out["epoch_s"] = statistics.median(h["time_s"] for h in res.history)
+        else:
+            a = dh.io.read(DATA / "graphs" / "email-Enron.txt.gz").matrix
+            with connect(n_workers=4, dashboard_address=":0") as client:
+                dh.spgemm.multiply(a, client=client, grid="2x2x1", consume="count", plan=False)
+                ts = []
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    dh.spgemm.multiply(a, client=client, grid="2x2x1", consume="count",
+                                       plan=False)
+                    ts.append(time.perf_counter() - t0)
+                out["multiply_s"] = statistics.median(ts)
+    return out
+
+
+def run_tree(tree: Path, which: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    got = subprocess.run([sys.executable, __file__, "--one", which], env=env, cwd=tree,
+                         capture_output=True, text=True, check=True)
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    p.add_argument("--other", type=Path, help="the checkout to compare with (before)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--only", nargs="*", default=["ssgd-k2", "ssgd-k4", "spgemm"])
+    p.add_argument("--out")
+    args = p.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one)))
+        return
+    result = {}
+    for which in args.only:
+        now, before = [], []
+        for r in range(args.rounds):
+            order = [("now", ROOT), ("before", args.other)]
+            for name, tree in (order if r % 2 == 0 else order[::-1]):
+                v = next(iter(run_tree(tree, which).values()))
+                (now if name == "now" else before).append(v)
+        ratios = [a / b for a, b in zip(now, before)]
+        result[which] = {"now": now, "before": before, "median_now": statistics.median(now),
+                         "median_before": statistics.median(before),
+                         "median_ratio_now_over_before": statistics.median(ratios)}
+        print(which, json.dumps(result[which]), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
