@@ -79,7 +79,7 @@ def _workflow_parser(sub, mode: str) -> None:
             broken.set_defaults(broken=f"workflow {name!r} failed to load: {e}")
             continue
         w = wsub.add_parser(name, help=getattr(mod, "HELP", name))
-        w.add_argument("inputs", nargs="+", help="input file(s)")
+        w.add_argument("inputs", nargs="*", help="input file(s)")
         w.add_argument("--parts", type=int, metavar="K", help="number of parts (workers)")
         w.add_argument("--seed", type=int, default=0)
         w.add_argument("--partition-file", metavar="FILE", help="use a saved partition")
@@ -207,8 +207,10 @@ def cmd_demo(args) -> dict:
         with connect(n_workers=args.workers) as client:
             print(f"\nLocalCluster: {args.workers} workers, dashboard {client.dashboard_link}")
             for name in names:
-                print(f"\n== {name} ==")
                 mod = _workflows.load(name)
+                if not hasattr(mod, "demo"):
+                    continue
+                print(f"\n== {name} ==")
                 report["workflows"][name] = mod.demo(client)
                 _print_summary(mod, report["workflows"][name], args)
     report["timing"] = {"run_s": round(time.perf_counter() - t0, 2)}

@@ -15,7 +15,7 @@ def test_hypergraph_namespace():
         "symmetric_graph", "assign_factor_rows", "fine_grain_volume", "recursive_bisection",
         "metrics", "connectivity", "connectivity_sets", "part_weights", "imbalance",
         "max_part_weight", "balance_report", "read_part_file", "read_pair_file",
-        "write_pair_file", "choose_partitioner"}
+        "write_pair_file", "choose_partitioner", "refine"}
     for name in daskhpc.hypergraph.__all__:
         assert hasattr(daskhpc.hypergraph, name)
 

@@ -50,7 +50,13 @@ def _pairs(owner, lam_ptr, lam_parts, nparts: int):
 
 def _grouped(nparts, src, dst, rows, phase, **kw) -> Plan:
     """One message per (src, dst) pair, its rows ascending."""
-    order = np.lexsort((rows, dst, src))
+    # one composite key instead of a three-key lexsort (several times faster at K = 1024)
+    n = int(rows.max()) + 1 if rows.size else 1
+    pair = src * np.int64(nparts) + dst
+    if nparts * nparts * n < 2**62:
+        order = np.argsort(pair * np.int64(n) + rows, kind="stable")
+    else:
+        order = np.lexsort((rows, dst, src))
     src, dst, rows = src[order], dst[order], rows[order]
     new = np.ones(src.size, dtype=bool)
     new[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])

@@ -160,13 +160,33 @@ class Program:
         if isinstance(sends, (list, tuple)):
             plans = [p for p in sends if p is not None]
             sends = Plan.merge([p.rephased(0) for p in plans]) if plans else None
-        label = label or getattr(fn, "__name__", None) or getattr(fn, "func", fn).__name__
+        label = label or _name(fn)
         if sends is not None and sends.nparts != self.nparts:
             raise ValueError(f"step {label!r}: its plan is over {sends.nparts} parts, the "
                              f"program over {self.nparts}")
         self.steps.append(Step(fn, tuple(args), sends, bool(report), label))
         self._plan = None
         return len(self.steps) - 1
+
+    def fuse(self, fn: Callable, *args, sends: Plan | list | None = None,
+             report: bool = False, label: str = "") -> int:
+        """Append a step that runs inside the last one, right after it: one round of tasks
+        less (an SGD update and the next gradient, say). The last step must send nothing
+        and not report; both functions see the same inbox. Returns the step's index.
+        """
+        if not self.steps:
+            return self.step(fn, *args, sends=sends, report=report, label=label)
+        prev = self.steps[-1]
+        if (prev.sends is not None and prev.sends.num_messages) or prev.report:
+            raise ValueError(f"step {prev.label!r} sends or reports: nothing can be fused "
+                             "into it")
+        t = self.step(_chained, (prev.fn, prev.args), (fn, tuple(args)), sends=sends,
+                      report=report, label=f"{prev.label}+{label or _name(fn)}")
+        self.steps[t - 1] = self.steps.pop()       # the new step takes the last one's place
+        self._dests.pop(t - 1, None)
+        self._dests.pop(t, None)
+        self._plan = None
+        return t - 1
 
     def allreduce(self, get: Callable, put: Callable, *, words: int, label: str = "allreduce",
                   report: bool = False) -> int:
@@ -240,6 +260,19 @@ class Program:
     def __repr__(self) -> str:
         return (f"Program({self.name}: {self.nparts} parts, {self.nsteps} steps, "
                 f"{len(self.unit_steps)} units)")
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__name__", None) or getattr(fn, "func", fn).__name__
+
+
+def _chained(ctx: Context, first, second):
+    """A fused step (:meth:`Program.fuse`): ``first`` (which sends nothing), then ``second``."""
+    fn, args = first
+    if fn(ctx, *args):
+        raise PlanMismatch(f"step {ctx.step}: the first half of a fused step sent messages")
+    fn, args = second
+    return fn(ctx, *args)
 
 
 def _allreduce_round(ctx: Context, label: str, i: int, get, put):

@@ -40,10 +40,13 @@ TOPICS: dict[str, str] = {
     "memory": "budget (bytes per worker), baseline ({worker: RSS before}), peak ({worker: RSS})",
     "batches": "run, timeline (the batch-admission timeline: window, batches, violations)",
     "strata": "rows (strata-timeline rows: task, worker, substep, start, stop)",
+    "history": "rows (a run's completed units, as the frame records them: unit, time_s, "
+               "planned_bytes, measured_bytes, and the workflow's own values)",
 }
 
 #: Fields a topic cannot do without.
 REQUIRED: dict[str, tuple[str, ...]] = {"plan": ("matrix", "workers"), "load": ("planned",),
+                                        "history": ("rows",),
                                         "batches": ("run", "timeline"), "strata": ("rows",)}
 
 #: Timeline rows kept per source; older rows are dropped first.
@@ -67,6 +70,8 @@ class DashboardState:
         ``{worker: bytes}``, the largest process memory seen since the run started.
     batches : dict
         ``{run: timeline}``: batch-admission timelines, live or final.
+    history : list of dict
+        The current run's completed units (topic ``history``): what workflow panels plot.
     strata : dict
         ``{row id: row}``: strata-timeline rows from every source (a plugin read
         live, or rows a workflow published), one copy per ``(run, key or task)``.
@@ -84,6 +89,7 @@ class DashboardState:
         self.batches: dict[str, dict] = {}
         self.batches_seen: dict[str, float] = {}
         self.strata: dict[tuple, dict] = {}
+        self.history: list[dict] = []
         self.updated = 0.0
 
     # -- input ---------------------------------------------------------------------------
@@ -120,10 +126,13 @@ class DashboardState:
             self.busy, self.tasks_done, self.memory_peak = {}, {}, {}
             # strata rows stay: they carry their own run id (see strata_rows)
             self.batches, self.batches_seen = {}, {}
+            self.history = []
         elif topic == "batches":
             self.batches[str(data["run"])] = data["timeline"]
         elif topic == "strata":
             self.merge_rows("published", data["rows"])
+        elif topic == "history":
+            self.history = (self.history + list(data["rows"]))[-MAX_ROWS:]
         self.topics[topic] = dict(data)
         self.updated = now
 

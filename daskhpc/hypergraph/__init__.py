@@ -22,6 +22,7 @@ from ._models import column_net, row_net, stochastic, symmetric_graph, tensor_co
 from ._partfile import read_pair_file, read_part_file, write_pair_file
 from ._partition import OBJECTIVES, Partition, partition, partitioners, register_partitioner
 from ._recursive import recursive_bisection
+from ._refine import refine
 
 __all__ = [
     "Hypergraph", "Partition", "partition", "partitioners", "register_partitioner", "OBJECTIVES",
@@ -29,5 +30,5 @@ __all__ = [
     "assign_factor_rows", "fine_grain_volume", "recursive_bisection",
     "metrics", "connectivity", "connectivity_sets", "part_weights", "imbalance",
     "max_part_weight", "balance_report",
-    "read_part_file", "read_pair_file", "write_pair_file", "choose_partitioner",
+    "read_part_file", "read_pair_file", "write_pair_file", "choose_partitioner", "refine",
 ]

@@ -457,11 +457,14 @@ def _attempt(client, job: Job, book: _Book, store, ck, token: str, number: int, 
     def drain():
         for msg in inbox.drain():
             book.add(msg)
-        for row in book.new_rows:
+        rows = [_public(row) for row in book.new_rows]
+        book.new_rows = []
+        for row in rows:
             bar.advance()
             if callback is not None:
-                callback(_public(row))
-        book.new_rows = []
+                callback(row)
+        if rows:
+            _publish(client, "history", rows=rows)
 
     futures: list = []
     with ReportInbox(client, topic) as inbox, WorkerWatch(client, owners) as watch:
@@ -524,6 +527,7 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
         statics = [store.data["static"][p] for p in range(job.nparts)]
         finals, _ = run_local(prog, statics, [starts[p] for p in range(job.nparts)])
         return job.assemble(finals) if job.assemble else finals
+    _publish_plan(client, job, store.placement, prog.plan())
     meter.update(plans=[(prog.plan(), prog.unit_of)], broadcast=False,
                  unit_of_key=lambda key: None if step_of_key(key) is None else
                  prog.unit_of(step_of_key(key)))
@@ -635,11 +639,23 @@ def _maybe_low_latency(client, on: bool):
     return contextlib.nullcontext()
 
 
+def _publish(client, topic: str, **data) -> None:
+    """Feed the dashboard pages (``publish`` never fails a run: it logs instead)."""
+    from daskhpc.dashboard import publish
+
+    publish(client, topic, **data)
+
+
 def _publish_start(client, job: Job, placement: Placement) -> None:
-    """Tell the dashboard pages a run starts (never fails the run)."""
-    try:
-        from daskhpc.dashboard import publish
-    except ImportError:                                   # pragma: no cover
-        return
-    publish(client, "run", name=f"{job.name} K={job.nparts}", workflow=job.name,
-            workers=list(placement.workers))
+    """Tell the dashboard pages a run starts (the measured matrix counts from here)."""
+    _publish(client, "run", name=f"{job.name} K={job.nparts}", workflow=job.name,
+             workers=list(placement.workers))
+
+
+def _publish_plan(client, job: Job, placement: Placement, plan) -> None:
+    """The attempt's planned bytes between workers, for the whole attempt (what the
+    measured matrix adds up to when it is over)."""
+    workers = list(placement.workers)
+    owner = [workers.index(placement.worker(p)) for p in range(job.nparts)]
+    matrix = plan.placed(owner, len(workers)).bytes_matrix()
+    _publish(client, "plan", matrix=matrix, workers=workers, unit="bytes per run")

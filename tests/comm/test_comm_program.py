@@ -144,3 +144,25 @@ def test_merged_plans_keep_their_bytes_whatever_their_word_size():
     prog = Program(2, "p")
     prog.step(_shift, 1, sends=b)
     assert prog.plan().report()["planned_bytes"] == 60 and prog.plan().word_bytes == 1
+
+
+def _noop(ctx):
+    ctx.state["seen"] = ctx.state.get("seen", 0) + 1
+
+
+def test_fuse_runs_a_step_inside_the_last_one():
+    plain = Program(3, "plain", init=_init, final=_final)
+    plain.step(_noop)
+    plain.step(_shift, 1, sends=ring(3))
+    plain.step(_noop)
+    plain.allreduce(_get, _put, words=1, report=True)
+    fused = Program(3, "fused", init=_init, final=_final)
+    fused.step(_noop)
+    assert fused.fuse(_shift, 1, sends=ring(3)) == 0
+    fused.step(_noop)
+    fused.allreduce(_get, _put, words=1, report=True)
+    assert fused.nsteps == plain.nsteps - 1 and fused.dests(0) == plain.dests(1)
+    a, b = run_local(plain, [1, 2, 3]), run_local(fused, [1, 2, 3])
+    assert all(np.array_equal(x, y) for x, y in zip(a[0], b[0])) and a[1] == b[1]
+    with pytest.raises(ValueError, match="sends or reports"):
+        fused.fuse(_noop)

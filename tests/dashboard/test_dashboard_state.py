@@ -103,4 +103,4 @@ def test_plan_matrix_counts_cross_worker_bytes_and_dedupes_broadcasts():
     m = plan_matrix(p, owner=[0, 0, 1], dedupe_phase_src=True)
     assert m.tolist() == [[0, 0], [16, 0]]
     assert np.array_equal(plan_matrix(p, owner=[0, 1, 2]).sum(), 5 * 8 * 1.0)
-    assert set(TOPICS) == {"run", "plan", "load", "memory", "batches", "strata"}
+    assert set(TOPICS) == {"run", "plan", "load", "memory", "batches", "strata", "history"}
