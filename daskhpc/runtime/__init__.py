@@ -42,7 +42,8 @@ from daskhpc.runtime._connect import (CLUSTER_CONFIG, connect, free_dashboard_ad
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gather_watching,
                                     release_futures, replace_lost)
 from daskhpc.runtime._engine import ProgramRunner
-from daskhpc.runtime._frame import Attempt, AttemptGraph, GaveUp, Job, Outcome, run_job
+from daskhpc.runtime._frame import run_job
+from daskhpc.runtime._job import Attempt, AttemptGraph, GaveUp, Job, Outcome
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
 from daskhpc.runtime._holding import PARKED, HoldingPlugin, call, install, take
 from daskhpc.runtime._latency import low_latency

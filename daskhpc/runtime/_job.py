@@ -1,0 +1,173 @@
+"""What a workflow hands the frame (:class:`Job`), and what it gets back (:class:`Outcome`).
+
+A :class:`Job` is dask-free data and callables: the per-part static data, the units and how
+their reports become history rows, and either a :class:`~daskhpc.comm.Program` of the
+remaining units or a function that builds one attempt's graph (:class:`Attempt` in,
+:class:`AttemptGraph` out). :func:`~daskhpc.runtime.run_job` runs it (``_frame``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from daskhpc.runtime._checkpoint import CheckpointDir
+from daskhpc.runtime._fault import WorkerLost
+from daskhpc.runtime._ledger import TransferLedger
+from daskhpc.runtime._placement import Placement
+
+__all__ = ["Job", "Attempt", "AttemptGraph", "Outcome", "GaveUp"]
+
+
+class GaveUp(WorkerLost):
+    """More workers were lost than the run may recover from (``max_restarts``)."""
+
+    def __init__(self, lost, recovered: int, max_restarts: int):
+        super().__init__(lost)
+        self.args = (f"{self.args[0]} (the run had recovered {recovered} time(s) already; "
+                     f"max_restarts={max_restarts})",)
+
+
+@dataclass
+class Job:
+    """What a workflow hands :func:`run_job` (see the module docstring).
+
+    Parameters
+    ----------
+    name : str
+        The workflow ("cpals"): checkpoint manifests, keys, progress label.
+    nparts : int
+    units : int
+        Iterations of the whole run (epochs, ALS iterations, batches).
+    row : callable
+        ``row(unit, {reporter: values}) -> dict``: the history row of a complete unit.
+    fingerprint : dict
+        What must be equal to continue a checkpoint (inputs, parts, seeds, options).
+    program : callable, optional
+        ``program(first_unit) -> Program`` of units ``first_unit .. units - 1``.
+    statics : dict or list, optional
+        Per part, its static data (scattered once to its worker).
+    assemble : callable, optional
+        ``assemble(finals) -> value`` from the parts' ``final`` values (in part order).
+    attempt : callable, optional
+        Instead of ``program``: ``attempt(Attempt) -> AttemptGraph`` builds one attempt's
+        graph (workflows whose graphs are not bulk-synchronous programs).
+    restore : callable, optional
+        ``restore(checkpoint, n) -> start`` after ``n`` complete units (default for
+        programs: every part's ``part-<p>.npz`` of step n).
+    reporters : callable, optional
+        ``reporters(unit) -> set``: who must report a unit (default every part).
+    savers : callable, optional
+        ``savers(unit) -> set``: the reporters whose ``saved`` reports make the unit's
+        checkpoint complete (default: all of ``reporters``).
+    ordered : bool
+        Units build on each other: a restart continues from the newest checkpoint. If
+        False (independent batches) only units that are not *safe* run again.
+    lost : callable, optional
+        Unordered jobs: ``lost(workers, safe_units, durable_units) -> dict`` with
+        ``invalidated`` (the units whose results died with the workers) and any fields the
+        job wants in the recovery record.
+    entry : callable, optional
+        ``entry(unit, row) -> (step, meta)``: how a complete unit is recorded in the
+        checkpoint manifest (default: step ``unit + 1``, "state after unit + 1 units",
+        with the row as ``history``); ``unentry(meta) -> (unit, row)`` reads it back.
+    stop : callable, optional
+        ``stop(history) -> bool`` after every unit: end the run early (convergence). The
+        program is then submitted one window of ``window`` units at a time.
+    window : int, optional
+        Units per submission (default: all at once, or 1 with ``stop``).
+    placement : callable, optional
+        ``placement(workers) -> Placement`` (default round robin).
+    part_of : callable, optional
+        Part of a static-data key (default: keys are parts).
+    warm_up : callable, optional
+        Run on every worker before anything is timed (load compiled kernels).
+    unit_name : str
+        What a unit is ("epochs", "iterations", "batches"): progress and messages.
+    opened : callable, optional
+        ``opened(checkpoint)`` once the checkpoint directory is accepted (write run-wide
+        files next to its manifest, e.g. the partition).
+    in_loop : bool
+        Programs: run steps in the workers' event loops (short steps).
+    """
+
+    name: str
+    nparts: int
+    units: int
+    row: Callable[[int, dict], dict]
+    fingerprint: dict = field(default_factory=dict)
+    program: Callable | None = None
+    statics: Any = None
+    assemble: Callable | None = None
+    attempt: Callable | None = None
+    restore: Callable | None = None
+    reporters: Callable | None = None
+    savers: Callable | None = None
+    ordered: bool = True
+    lost: Callable | None = None
+    entry: Callable | None = None
+    unentry: Callable | None = None
+    stop: Callable | None = None
+    window: int | None = None
+    placement: Callable | None = None
+    part_of: Callable | None = None
+    warm_up: Callable | None = None
+    unit_name: str = "units"
+    opened: Callable | None = None
+    in_loop: bool = False
+
+
+@dataclass
+class Attempt:
+    """What a graph-building job gets for one attempt."""
+
+    client: Any
+    number: int
+    token: str
+    placement: Placement
+    store: Any
+    topic: str
+    todo: list
+    start: Any = None
+    checkpoint: CheckpointDir | None = None
+
+
+@dataclass
+class AttemptGraph:
+    """One attempt's graph and how to read it.
+
+    ``tasks``/``where``: the pinned graph; ``wanted``: the keys to wait on;
+    ``collect(values)`` turns their values into the run's value; ``cleanup()`` runs after
+    the attempt, failed or not. For planned-vs-measured bytes: ``plans``, a list of
+    ``(Plan, unit_of_phase)`` or ``(Plan, unit_of_phase, broadcast)`` (part-level plans of
+    what the attempt sends, a phase mapped to its unit; ``broadcast``: its messages are
+    keys fetched once per receiving worker, default ``broadcast`` below) and
+    ``unit_of_key(key)`` (the unit of a transferred key, or None).
+    ``hold``: keys whose futures outlive the attempt (results a later step needs, such as
+    SpGEMM's kept blocks): submitted with the graph, handed to ``held({key: Future})``,
+    and never released by the frame.
+    """
+
+    tasks: dict
+    where: dict
+    wanted: list
+    collect: Callable | None = None
+    cleanup: Callable | None = None
+    plans: list = field(default_factory=list)
+    unit_of_key: Callable | None = None
+    broadcast: bool = False
+    hold: list = field(default_factory=list)
+    held: Callable | None = None
+
+
+@dataclass
+class Outcome:
+    """What :func:`run_job` returns."""
+
+    value: Any
+    history: list
+    measured: dict
+    timing: dict
+    recovery: dict
+    placement: Placement
+    ledger: TransferLedger | None = None
