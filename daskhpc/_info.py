@@ -68,11 +68,14 @@ def format_info(info: dict) -> str:
 
 def calibrate_and_save(client, save: bool = False) -> dict:
     """Measure alpha and beta on ``client``'s cluster; optionally persist them for dask.config."""
-    from daskhpc.runtime import calibrate, worker_addresses
+    from daskhpc.runtime import calibrate, calibrate_exchange, worker_addresses
 
     cal = calibrate(client)
     out = {"alpha": float(cal["alpha"]), "beta": float(cal["beta"]),
            "workers": len(worker_addresses(client))}
+    # what a message costs a Program in each exchange mode (ping-pong inside a run)
+    out["exchange"] = {mode: {k: float(v) for k, v in calibrate_exchange(client, mode).items()
+                              if k in ("alpha", "beta")} for mode in ("graph", "direct")}
     if save:
         import yaml
 
@@ -80,6 +83,7 @@ def calibrate_and_save(client, save: bool = False) -> dict:
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, "daskhpc-calibration.yaml")
         with open(path, "w", encoding="utf-8") as f:
-            yaml.safe_dump({"daskhpc": {"comm": {"alpha": out["alpha"], "beta": out["beta"]}}}, f)
+            yaml.safe_dump({"daskhpc": {"comm": {"alpha": out["alpha"], "beta": out["beta"],
+                                                 "exchange": out["exchange"]}}}, f)
         out["saved_to"] = path
     return out

@@ -227,7 +227,10 @@ def cmd_info(args) -> dict:
             cal = calibrate_and_save(client, save=args.save)
         info["calibration"] = cal
         print(f"\nalpha = {cal['alpha']:.3e} s per message, beta = {cal['beta']:.3e} s per byte "
-              f"({1 / cal['beta'] / 1e9:.2f} GB/s) on {cal['workers']} workers")
+              f"({1 / cal['beta'] / 1e9:.2f} GB/s) on {cal['workers']} workers (a Dask transfer)")
+        for mode, fit in cal["exchange"].items():
+            print(f"  program messages, {mode} exchange: alpha = {fit['alpha']:.3e} s, "
+                  f"beta = {fit['beta']:.3e} s/byte")
         if cal.get("saved_to"):
             print(f"saved to {cal['saved_to']}")
     return new_report("info", **info)

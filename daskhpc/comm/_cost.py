@@ -39,10 +39,12 @@ class CostModel:
         return plan.estimate_time(self.alpha, self.beta)
 
     @classmethod
-    def from_config(cls) -> "CostModel":
+    def from_config(cls, exchange: str | None = None) -> "CostModel":
         """alpha and beta from ``daskhpc.comm.alpha`` / ``daskhpc.comm.beta`` in
         ``dask.config`` (what ``daskhpc info --calibrate --save`` writes; environment
-        variables ``DASK_DASKHPC__COMM__ALPHA`` work too), else the defaults above.
+        variables ``DASK_DASKHPC__COMM__ALPHA`` work too), else the defaults above. With
+        ``exchange`` ("graph" or "direct"), the calibration of a Program's messages in that
+        mode (``daskhpc.comm.exchange.<mode>``) where there is one.
 
         Reads dask's configuration only when called: ``daskhpc.comm`` itself stays free
         of dask (a plan on a laptop without it uses the defaults).
@@ -51,6 +53,10 @@ class CostModel:
             from daskhpc import _config
         except ImportError:                 # no dask installed
             return cls()
+        if exchange is not None:
+            fit = _config.get(f"comm.exchange.{exchange}", None)
+            if fit:
+                return cls(float(fit["alpha"]), float(fit["beta"]))
         return cls(float(_config.get("comm.alpha", DEFAULT_ALPHA)),
                    float(_config.get("comm.beta", DEFAULT_BETA)))
 

@@ -92,7 +92,11 @@ class TransferCounter(WorkerPlugin):
                 self._sent[who] = self._sent.get(who, 0) + int(entry.get("compressed") or 0)
         if log:
             self._last = log[-1]
-        return dict(self._sent)
+        out = dict(self._sent)
+        ext = worker.plugins.get("daskhpc-exchange")      # direct pushes (runtime)
+        for who, nbytes in (getattr(ext, "sent", None) or {}).items():
+            out[who] = out.get(who, 0) + nbytes
+        return out
 
 
 class DashboardPlugin(SchedulerPlugin):

@@ -34,7 +34,7 @@ Examples
 {'inter_worker_bytes': 180, 'inter_worker_bytes_sizeof': 28, 'inter_worker_messages': 1}
 """
 
-from daskhpc.runtime._calibrate import calibrate
+from daskhpc.runtime._calibrate import calibrate, calibrate_exchange
 from daskhpc.runtime._checkpoint import (CheckpointDir, array_digest, load_arrays, save_arrays,
                                          step_file)
 from daskhpc.runtime._connect import (CLUSTER_CONFIG, connect, free_dashboard_address,
@@ -72,6 +72,7 @@ __all__ = [
     "WorkerWatch",
     "array_digest",
     "calibrate",
+    "calibrate_exchange",
     "call",
     "connect",
     "free_dashboard_address",

@@ -34,7 +34,7 @@ from daskhpc.runtime._ledger import TransferLedger
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["calibrate"]
+__all__ = ["calibrate", "calibrate_exchange"]
 
 
 def calibrate(
@@ -146,3 +146,48 @@ def _received(client: Client, keys: set) -> dict:
         ]
 
     return {k: t for found in client.run(incoming, keys).values() for k, t in found}
+
+
+def calibrate_exchange(client: Client, exchange: str = "direct",
+                       sizes: Sequence[int] = (8, 1 << 12, 1 << 16, 1 << 20),
+                       steps: int = 40, workers: Sequence[str] | None = None) -> dict:
+    """Fit ``t = alpha + beta * bytes`` to the messages of a Program in ``exchange`` mode.
+
+    A ping-pong :func:`~daskhpc.runtime._pingpong.pingpong_program` between two workers
+    (one message per step, each waiting for the previous): per size, one unit of ``steps``
+    steps, timed by the workers; its time over ``steps + 1`` is what one message costs a
+    Program (scheduling included in the graph mode, none in the direct mode), a first unit
+    warms up. This is the alpha and beta the workflows' plans should be priced with.
+
+    Returns
+    -------
+    dict
+        ``alpha``, ``beta``, ``exchange``, ``samples`` (``bytes``, ``seconds`` per message).
+    """
+    import functools
+
+    from daskhpc.runtime._frame import run_job
+    from daskhpc.runtime._job import Job
+    from daskhpc.runtime._pingpong import pingpong_program, pingpong_row
+    from daskhpc.runtime._placement import Placement
+
+    workers = list(workers or worker_addresses(client))[:2]
+    if len(workers) < 2:
+        raise ValueError(f"calibrate needs two workers, the cluster has {len(workers)}")
+    samples = []
+    for size in sizes:
+        job = Job("pingpong", 2, 2, row=pingpong_row, statics=[int(size)] * 2,
+                  program=functools.partial(_pingpong, int(steps), int(size)),
+                  exchange=exchange, in_loop=True)
+        out = run_job(client, job, placement=Placement(2, workers), progress_bar=False,
+                      announce=False)
+        samples.append({"bytes": int(size),
+                        "seconds": out.history[-1]["time_s"] / (steps + 1)})
+    alpha, beta = _fit([x["bytes"] for x in samples], [x["seconds"] for x in samples])
+    return {"alpha": alpha, "beta": beta, "exchange": exchange, "samples": samples}
+
+
+def _pingpong(steps: int, nbytes: int, first_unit: int):
+    from daskhpc.runtime._pingpong import pingpong_program
+
+    return pingpong_program(steps, nbytes, units=2, first_unit=first_unit)

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._steps import (ProgramCode, final_group, init_group, step_group,
-                                    step_group_in_loop)
+                                    step_group_in_loop, steps_direct)
+
+#: How messages travel between workers: as task dependencies, or pushed (``_exchange``).
+EXCHANGES = ("graph", "direct")
 
 __all__ = ["ProgramRunner", "step_of_key"]
 
@@ -56,11 +59,20 @@ class ProgramRunner:
         Directory where parts write their state after each reported step.
     in_loop : bool
         Run the steps in the workers' event loops (short steps) instead of their threads.
+    exchange : {"graph", "direct"}
+        ``graph``: messages between workers are task results the receiver fetches (one
+        task per receiving worker and step); ``direct``: one task per worker and unit
+        that runs the unit's steps in a loop, messages pushed by the sender
+        (:mod:`._exchange`), so a step costs no scheduler round trip. The same results
+        either way.
     """
 
     def __init__(self, client, program, placement, statics: dict, *, starts=None,
                  token: str, topic: str | None = None, checkpoint: str | None = None,
-                 in_loop: bool = False):
+                 in_loop: bool = False, exchange: str = "graph"):
+        if exchange not in EXCHANGES:
+            raise ValueError(f"exchange must be one of {EXCHANGES}, not {exchange!r}")
+        self.direct = exchange == "direct"
         self.client, self.program, self.token = client, program, token
         self.name = f"{program.name}-{token}"
         workers = [w for w in placement.workers if placement.parts_of(w)]
@@ -69,7 +81,12 @@ class ProgramRunner:
         self.parts = {self.label[w]: tuple(placement.parts_of(w)) for w in workers}
         where = {p: self.label[placement.worker(p)] for p in range(program.nparts)}
         self.where = where
-        code = ProgramCode(program, where, topic, checkpoint)
+        code = ProgramCode(program, where, topic, checkpoint, address=self.address,
+                           in_loop=in_loop)
+        if self.direct:
+            from daskhpc.runtime._exchange import NAME, Exchange
+
+            client.register_plugin(Exchange(), name=NAME)    # idempotent
         # one copy per worker, each scattered to its worker: a broadcast scatter would
         # replicate, and distributed 2026.8 then logs a "replicate" event holding
         # WorkerState objects on the "all" topic, which breaks the stream of every client
@@ -86,13 +103,15 @@ class ProgramRunner:
         """Keys of worker ``lab``'s group at step t (the chain first)."""
         if t < 0:
             return [(f"{self.program.name}-init-{self.token}", lab)]
+        if self.direct:
+            return [(self.name, lab, t, "")]
         recv = sorted({self.where[d] for p in self.parts[lab]
                        for d in self.program.dests(t).get(p, [])} - {lab})
         return [(self.name, lab, t, r) for r in recv] or [(self.name, lab, t, "")]
 
     def _incoming(self, lab: str, t: int) -> list[tuple]:
         """Bundles other workers send to ``lab`` at step t."""
-        if t < 0:
+        if t < 0 or self.direct:
             return []
         senders = {self.where[s] for s, dsts in self.program.dests(t).items()
                    for d in dsts if self.where[d] == lab} - {lab}
@@ -120,7 +139,21 @@ class ProgramRunner:
         def ref(key):
             return self._frontier.get(key, key)   # a Future from an earlier window
 
-        for t in steps:
+        if self.direct:
+            # one task per worker and segment (a unit's steps, or what is left of them):
+            # the steps run in a loop on the worker, messages pushed in between
+            ends = sorted({t for t in self.program.unit_steps if t in steps} | {steps[-1]})
+            lo = steps.start
+            for hi in ends:
+                for lab, parts in self.parts.items():
+                    chain = ref(self._group(lab, lo - 1)[0])
+                    [key] = self._group(lab, hi)
+                    tasks[key] = (steps_direct, self.code[lab], self.token, lab, lo, hi + 1,
+                                  parts, chain)
+                    where[key] = self.address[lab]
+                lo = hi + 1
+            steps = range(steps.start, ends[-1] + 1)
+        for t in ([] if self.direct else steps):
             for lab, parts in self.parts.items():
                 chain = ref(self._group(lab, t - 1)[0])
                 bundles = [ref(k) for k in self._incoming(lab, t - 1)]

@@ -89,6 +89,11 @@ class Job:
         files next to its manifest, e.g. the partition).
     in_loop : bool
         Programs: run steps in the workers' event loops (short steps).
+    exchange : {"direct", "graph"}
+        Programs: messages pushed directly by the sender, one task per worker and unit
+        (``runtime._exchange``; the default: a message costs no scheduler round trip), or
+        as task dependencies, one task group per worker and step (the reference); the
+        results are the same bit for bit.
     """
 
     name: str
@@ -115,6 +120,7 @@ class Job:
     unit_name: str = "units"
     opened: Callable | None = None
     in_loop: bool = False
+    exchange: str = "direct"
 
 
 @dataclass

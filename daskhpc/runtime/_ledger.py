@@ -270,12 +270,19 @@ def _after(entries: list[dict], last: tuple | None) -> list[dict] | None:
     return None
 
 
+def _logs(dask_worker) -> list[tuple]:
+    """(entries deque, count of appends ever) of the worker's two outgoing logs: Dask's
+    ``get_data`` replies and the direct pushes of the exchange extension (``_exchange``)."""
+    out = [(dask_worker.transfer_outgoing_log, dask_worker.transfer_outgoing_count_total)]
+    ext = dask_worker.plugins.get("daskhpc-exchange")
+    if ext is not None and hasattr(ext, "log"):
+        out.append((ext.log, ext.count))
+    return out
+
+
 def _log_mark(dask_worker) -> dict:
-    log = dask_worker.transfer_outgoing_log
-    return {
-        "last": _fingerprint(log[-1]) if log else None,
-        "count": dask_worker.transfer_outgoing_count_total,
-    }
+    return {"marks": [{"last": _fingerprint(log[-1]) if log else None, "count": count}
+                      for log, count in _logs(dask_worker)]}
 
 
 async def _log_since(marks: dict, settle: float, dask_worker) -> dict:
@@ -285,19 +292,22 @@ async def _log_since(marks: dict, settle: float, dask_worker) -> dict:
     deadline = time.monotonic() + settle
     while dask_worker.transfer_outgoing_count and time.monotonic() < deadline:
         await asyncio.sleep(0.005)
-    entries = list(dask_worker.transfer_outgoing_log)
-    maxlen = dask_worker.transfer_outgoing_log.maxlen
     mark = marks.get(dask_worker.address)
-    if mark is None:  # joined after start: everything it logged is new
-        new, calls = entries, dask_worker.transfer_outgoing_count_total
-    else:
-        calls = dask_worker.transfer_outgoing_count_total - mark["count"]
-        new = _after(entries, mark["last"])
-        if new is None:  # the mark itself was pushed out of the deque
-            new, calls = entries, float("inf")
-    # Every get_data call that got this far appends one entry; more calls than
-    # the deque holds means the oldest new entries are gone.
-    wrapped = maxlen is not None and calls > maxlen
+    wrapped, new = False, []
+    for i, (log, count) in enumerate(_logs(dask_worker)):
+        entries = list(log)
+        m = None if mark is None or i >= len(mark["marks"]) else mark["marks"][i]
+        if m is None:  # joined (or the log appeared) after start: all of it is new
+            got, calls = entries, count
+        else:
+            calls = count - m["count"]
+            got = _after(entries, m["last"])
+            if got is None:  # the mark itself was pushed out of the deque
+                got, calls = entries, float("inf")
+        # Every call that got this far appends one entry; more calls than the deque
+        # holds means the oldest new entries are gone.
+        wrapped = wrapped or (log.maxlen is not None and calls > log.maxlen)
+        new += got
     return {
         "wrapped": wrapped,
         "entries": [

@@ -21,12 +21,13 @@ plan's :meth:`~daskhpc.comm.Plan.placed` projection counts them.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from daskhpc.comm import Context
 
-__all__ = ["ProgramCode", "init_group", "step_group", "step_group_in_loop", "final_group",
-           "cleanup", "registry_size"]
+__all__ = ["ProgramCode", "init_group", "step_group", "step_group_in_loop", "steps_direct",
+           "final_group", "cleanup", "registry_size"]
 
 _CONTEXTS: dict = {}    # (token, part) -> Context
 _LOCAL: dict = {}       # (token, t, dst part) -> {src part: payload}
@@ -43,9 +44,12 @@ class ProgramCode:
     the checkpoint directory (or None).
     """
 
-    def __init__(self, program, where: dict, topic: str | None, ckpt: str | None):
+    def __init__(self, program, where: dict, topic: str | None, ckpt: str | None,
+                 address: dict | None = None, in_loop: bool = False):
         self.name = program.name
         self.where = where               # part -> label of its worker
+        self.address = address or {}     # label -> worker address (direct mode)
+        self.in_loop = in_loop           # direct mode: compute in the event loop
         self.nparts = program.nparts
         self.steps = [(s.fn, s.args, s.report, s.label) for s in program.steps]
         self.dests = [program.dests(t) for t in range(program.nsteps)]
@@ -53,6 +57,15 @@ class ProgramCode:
         self.unit_of_step = [program.unit_of(t) for t in range(program.nsteps)]
         self.topic = topic
         self.ckpt = ckpt
+        # direct mode: per step, the (src, dst) messages each worker receives from others
+        self.incoming = []
+        for t in range(program.nsteps):
+            inc: dict = {}
+            for src, dsts in self.dests[t].items():
+                for dst in dsts:
+                    if where[src] != where[dst]:
+                        inc.setdefault(where[dst], []).append((src, dst))
+            self.incoming.append({lab: sorted(v) for lab, v in inc.items()})
 
 
 def init_group(code: ProgramCode, token: str, label: str, parts: tuple, statics: list,
@@ -148,6 +161,32 @@ async def step_group_in_loop(code, token, label, t, parts, for_worker, chain, *b
     return step_group(code, token, label, t, parts, for_worker, chain, *bundles)
 
 
+async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: int,
+                       parts: tuple, chain):
+    """Steps ``t0 .. t1 - 1`` of the worker's parts in the direct exchange mode
+    (``_exchange``): for each, wait for the messages the plan says arrive from other
+    workers, run the step, push what it sends to other workers (one push per receiving
+    worker, awaited before the next step: a sender never runs ahead of delivery)."""
+    from distributed import get_worker
+
+    from daskhpc.runtime._exchange import extension
+
+    ext = extension(get_worker())
+    for t in range(t0, t1):
+        inbox = await ext.wait(token, t - 1, code.incoming[t - 1].get(label, [])) if t else {}
+        if code.in_loop:
+            _run_step(code, token, label, t, parts, [inbox])
+        else:   # off the event loop, which keeps receiving pushes (the context is copied)
+            await asyncio.to_thread(_run_step, code, token, label, t, parts, [inbox])
+        outgoing = [(k[2], _REMOTE.pop(k)) for k in [k for k in _REMOTE if k[:2] == (token, t)]]
+        if outgoing:
+            await asyncio.gather(*[
+                ext.push(token, t, code.address[w], (f"{code.name}-{token}", label, t, w),
+                         [(src, dst, payload) for (src, dst), payload in msgs.items()])
+                for w, msgs in outgoing])
+    return None
+
+
 def final_group(code: ProgramCode, token: str, label: str, parts: tuple, chain) -> dict:
     """``{part: final(ctx)}`` of the worker's parts after the last step."""
     if code.final is None:
@@ -155,9 +194,15 @@ def final_group(code: ProgramCode, token: str, label: str, parts: tuple, chain) 
     return {p: code.final(_CONTEXTS[(token, p)]) for p in parts}
 
 
-def cleanup(token: str) -> int:
+def cleanup(token: str, dask_worker=None) -> int:
     """Forget every context and message of run ``token`` (through ``client.run``)."""
     n = 0
+    if dask_worker is not None:
+        from daskhpc.runtime._exchange import extension
+
+        ext = extension(dask_worker)
+        if ext is not None:
+            ext.forget(token)
     for reg in (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START):
         for key in [k for k in reg if k[0] == token]:
             del reg[key]

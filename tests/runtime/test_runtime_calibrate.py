@@ -36,3 +36,14 @@ def test_calibrate_on_two_workers(client3, workers3):
 def test_calibrate_needs_two_workers(client3):
     with pytest.raises(ValueError, match="two workers"):
         calibrate(client3, workers=["tcp://127.0.0.1:1"])
+
+
+def test_program_messages_cost_less_pushed_than_scheduled(client3):
+    from daskhpc.runtime import calibrate_exchange, worker_addresses
+
+    pair = worker_addresses(client3)[:2]
+    graph = calibrate_exchange(client3, "graph", sizes=(1024,), steps=30, workers=pair)
+    direct = calibrate_exchange(client3, "direct", sizes=(1024,), steps=30, workers=pair)
+    g, d = graph["samples"][0]["seconds"], direct["samples"][0]["seconds"]
+    # a pushed message skips the scheduler round trip and the get_data request
+    assert 0 < d < g, (d, g)

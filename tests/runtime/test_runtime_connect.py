@@ -35,6 +35,7 @@ def test_public_namespace_is_pinned():
         "WorkerWatch",
         "array_digest",
         "calibrate",
+        "calibrate_exchange",
         "call",
         "connect",
         "free_dashboard_address",

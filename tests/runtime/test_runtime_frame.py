@@ -30,10 +30,11 @@ def reference(K, units):
     return finals, [toy_row(u, r) for u, r in enumerate(reports)]
 
 
+@pytest.mark.parametrize("exchange", ["graph", "direct"])
 @pytest.mark.parametrize("K", [1, 2, 3, 5])
-def test_program_equals_run_local(client3, K):
+def test_program_equals_run_local(client3, K, exchange):
     want, rows = reference(K, 4)
-    out = run_job(client3, job(K, 4))
+    out = run_job(client3, job(K, 4, exchange=exchange))
     assert all(np.array_equal(a, b) for a, b in zip(out.value, want))
     assert [(r["norm"], r["first"]) for r in out.history] == \
         [(r["norm"], r["first"]) for r in rows]
@@ -48,7 +49,7 @@ def test_program_equals_run_local(client3, K):
         assert 0 < m["framing_bytes_per_message"] < 2000
         for r in out.history:
             assert r["measured_bytes"] >= r["planned_bytes"] > 0
-    out2 = run_job(client3, job(K, 4))       # the same run twice: the same bits
+    out2 = run_job(client3, job(K, 4, exchange=exchange))   # the same run twice: same bits
     assert all(np.array_equal(a, b) for a, b in zip(out.value, out2.value))
 
 
@@ -90,16 +91,18 @@ def test_placement_with_more_parts_than_workers(client3):
     assert all(np.array_equal(a, b) for a, b in zip(out.value, want))
 
 
-@pytest.mark.parametrize("with_checkpoint", [False, True])
-def test_a_killed_worker_costs_nothing_but_time(make_client, tmp_path, with_checkpoint):
+@pytest.mark.parametrize("with_checkpoint,exchange", [(False, "graph"), (True, "graph"),
+                                                     (True, "direct")])
+def test_a_killed_worker_costs_nothing_but_time(make_client, tmp_path, with_checkpoint,
+                                                exchange):
     client = make_client(3)
     want, rows = reference(3, 6)
     marker = str(tmp_path / "killed")
-    # kill the worker that runs step 2 of unit 3
+    # kill the worker that runs step 2 of unit 3 (direct: the task of unit 3's steps)
     per_unit = toy_program(3, 1).nsteps
-    client.register_plugin(KillOnce(TaskKey("toy-", {2: 3 * per_unit + 2}), marker),
-                           name="kill")
-    out = run_job(client, job(3, 6, delay=0.02), max_restarts=2,
+    step = 3 * per_unit + (2 if exchange == "graph" else per_unit - 1)
+    client.register_plugin(KillOnce(TaskKey("toy-", {2: step}), marker), name="kill")
+    out = run_job(client, job(3, 6, delay=0.02, exchange=exchange), max_restarts=2,
                   checkpoint=tmp_path / "ck" if with_checkpoint else None)
     rec = out.recovery["recoveries"]
     assert len(rec) == 1 and rec[0]["lost"]
@@ -110,6 +113,8 @@ def test_a_killed_worker_costs_nothing_but_time(make_client, tmp_path, with_chec
 
 def test_giving_up(make_client, tmp_path):
     client = make_client(3)
-    client.register_plugin(KillOnce(TaskKey("toy-", {2: 4}), str(tmp_path / "k")), name="kill")
+    last = toy_program(3, 1).nsteps - 1        # unit 0's last step (a task in both modes)
+    client.register_plugin(KillOnce(TaskKey("toy-", {2: last}), str(tmp_path / "k")),
+                           name="kill")
     with pytest.raises(GaveUp, match="lost"):
         run_job(client, job(3, 3, delay=0.02), max_restarts=0)

@@ -1,0 +1,127 @@
+"""Direct worker-to-worker exchange: a Program's messages pushed to their receiver.
+
+In the *graph* mode (the reference) a message between workers is a task result that the
+receiving worker fetches (a ``get_data`` round trip, scheduled by the scheduler: two
+scheduler messages and a request per transfer). In the *direct* mode, in the spirit of
+distributed's P2P shuffle, the sending worker pushes every message of a step to its
+receiver as soon as the step has computed it: one RPC per (step, sending worker,
+receiving worker), carrying all the parts' payloads for that worker (coalesced), straight
+over the workers' own connections. The receiver keeps it in a mailbox; the receiver's
+next step waits (without holding a thread) until every message the plan says it gets has
+arrived. The scheduler sees one task per worker and step, chained, and no per-message
+dependency at all.
+
+Deadlock-free by construction: a step's sends happen after its receives and are never
+waited for (pushes are fire-and-await-delivery, not rendezvous), the plan says exactly
+which messages each step waits for, and every message of step t is sent by a step t task
+that depends only on its own worker's chain; so the wait-for relation follows the step
+order, which has no cycle. One task at a time per worker (the worker's single thread)
+keeps the part states consistent, as in the graph mode.
+
+Bytes: every push is logged like a ``get_data`` reply (``who`` = receiver, ``keys`` = the
+graph mode's bundle key, ``total`` = payload sizeof, ``compressed`` = serialized frame
+bytes), so :class:`~daskhpc.runtime.TransferLedger` and the dashboard count it.
+
+.. warning::
+   Registers an RPC handler (``daskhpc_push``) on the worker's server and uses
+   ``Worker.rpc`` and ``distributed.protocol.serialize`` of ``distributed`` 2026.8.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+__all__ = ["Exchange", "NAME", "extension"]
+
+NAME = "daskhpc-exchange"
+#: Seconds between checks of a waiting step for a cancelled run.
+POLL_S = 0.5
+
+
+class Exchange(WorkerPlugin):
+    """The mailbox of one worker (see the module docstring)."""
+
+    name = NAME
+    idempotent = True
+
+    def setup(self, worker) -> None:
+        self.worker = worker
+        self.box: dict = {}              # (token, t) -> {(src, dst): payload}
+        self.dead: set = set()           # tokens of runs that are over
+        self.log: deque = deque(maxlen=100_000)   # like transfer_outgoing_log
+        self.count = 0                   # pushes ever logged (wrap detection)
+        self.sent: dict = {}             # receiver address -> wire bytes, cumulative
+        self._arrived = None             # asyncio.Condition, made on the worker's loop
+        worker.handlers["daskhpc_push"] = self.receive
+
+    def teardown(self, worker) -> None:
+        worker.handlers.pop("daskhpc_push", None)
+
+    def _cond(self) -> asyncio.Condition:
+        if self._arrived is None:
+            self._arrived = asyncio.Condition()
+        return self._arrived
+
+    # -- receiving --------------------------------------------------------------------
+    async def receive(self, token: str, t: int, msgs: list) -> str:
+        """RPC handler: ``msgs`` = ``[(src, dst, payload), ...]`` of step t of run token."""
+        if token in self.dead:
+            return "dropped"
+        got = self.box.setdefault((token, t), {})
+        for src, dst, payload in msgs:
+            got[(src, dst)] = payload
+        async with self._cond():
+            self._cond().notify_all()
+        return "OK"
+
+    async def wait(self, token: str, t: int, expected: list) -> dict:
+        """Every ``(src, dst)`` of ``expected`` sent at step t, once all have arrived."""
+        if not expected:
+            return {}
+        cond = self._cond()
+        async with cond:
+            while True:
+                got = self.box.get((token, t), {})
+                if all(k in got for k in expected):
+                    break
+                if token in self.dead:
+                    raise RuntimeError(f"run {token} ended while step {t + 1} waited for "
+                                       f"{len(expected) - len(got)} message(s)")
+                try:
+                    await asyncio.wait_for(cond.wait(), POLL_S)
+                except asyncio.TimeoutError:
+                    pass
+        got = self.box.pop((token, t))
+        return {k: got.pop(k) for k in expected}
+
+    # -- sending ----------------------------------------------------------------------
+    async def push(self, token: str, t: int, address: str, key, msgs: list) -> None:
+        """Send ``msgs`` of step t to the worker at ``address``; log it under ``key``."""
+        from dask.sizeof import sizeof
+        from distributed.protocol.serialize import Serialized, serialize
+
+        header, frames = serialize(msgs, on_error="raise")
+        wire = sum(memoryview(f).nbytes for f in frames)
+        start = time.time()
+        await self.worker.rpc(address).daskhpc_push(token=token, t=t,
+                                                    msgs=Serialized(header, frames))
+        total = sum(sizeof(m[2]) for m in msgs)
+        self.log.append({"who": address, "keys": {key: total}, "total": total,
+                         "compressed": wire, "start": start, "stop": time.time()})
+        self.count += 1
+        self.sent[address] = self.sent.get(address, 0) + wire
+
+    def forget(self, token: str) -> None:
+        """The run is over: drop its mail and wake its waiters (they fail)."""
+        self.dead.add(token)
+        for k in [k for k in self.box if k[0] == token]:
+            del self.box[k]
+
+
+def extension(worker) -> Exchange | None:
+    """The worker's :class:`Exchange`, if installed."""
+    return worker.plugins.get(NAME)

@@ -1,0 +1,54 @@
+"""Ping-pong inside a run: the per-message cost of each exchange mode.
+
+A Program over two parts on two workers where, in every step, one part sends an ``n``-byte
+payload to the other, which answers in the next step: a chain of dependent messages, one
+per step, nothing else. The time of a unit of ``steps`` steps divided by ``steps`` is the
+cost of one message as a Program pays it (scheduling the step, moving the payload, running
+an empty step): the alpha of that exchange mode. :func:`daskhpc.runtime.calibrate` fits
+alpha and beta over several sizes with it.
+
+Examples
+--------
+>>> prog = pingpong_program(steps=4, nbytes=1024, units=1)
+>>> prog.nsteps, prog.plan().report()["planned_bytes"]
+(5, 4096)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskhpc.comm import Plan, Program
+
+__all__ = ["pingpong_program", "pingpong_row"]
+
+
+def _init(ctx, start):
+    ctx.state["buf"] = np.ones(int(ctx.static), dtype=np.uint8)
+
+
+def _bounce(ctx, sender: int):
+    if ctx.part != sender:
+        return None
+    return {1 - ctx.part: ctx.state["buf"]}
+
+
+def _lap(ctx):
+    ctx.report(done=1)
+
+
+def pingpong_program(steps: int, nbytes: int, units: int = 1, first_unit: int = 0) -> Program:
+    """``units`` units of ``steps`` messages each, alternating direction, then a reported
+    step that sends nothing."""
+    prog = Program(2, "pingpong", init=_init, first_unit=first_unit)
+    plans = [Plan(2, [0], [p], [1 - p], volume=[int(nbytes)], unit="bytes",
+                  words_per_unit=1, word_bytes=1) for p in (0, 1)]
+    for _ in range(first_unit, units):
+        for i in range(steps):
+            prog.step(_bounce, i % 2, sends=plans[i % 2], label="bounce")
+        prog.step(_lap, report=True, label="lap")
+    return prog
+
+
+def pingpong_row(unit: int, reports: dict) -> dict:
+    return {"done": sum(v["done"] for v in reports.values())}
