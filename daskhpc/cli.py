@@ -96,6 +96,11 @@ def _workflow_parser(sub, mode: str) -> None:
                 w.add_argument("--resume", action="store_true",
                                help="continue from the last checkpoint in --checkpoint DIR "
                                     "(a fresh start if there is none)")
+            if getattr(mod, "EXCHANGE", False):
+                w.add_argument("--exchange", choices=["direct", "graph"],
+                               help="messages between workers pushed by the sender (direct, "
+                                    "the default: daskhpc.runtime.exchange) or as task "
+                                    "dependencies (graph, the reference); the same numbers")
         mod.add_arguments(w, mode)
         _common(w)
 

@@ -21,7 +21,8 @@ LAYERS = [
     {"dashboard"},
     {"runtime"},
     {"ssgd", "spgemm", "cpals", "gcn", "allreduce", "linear"},
-    {"testing", "cli", "mpi", "_mpi_options", "_mpi_watch", "_info", "_partition_cmd"},
+    {"testing", "cli", "mpi", "_mpi_options", "_mpi_watch", "_mpi_security", "_info",
+     "_partition_cmd"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

@@ -14,6 +14,10 @@ libsvm         LIBSVM a9a (UCI Adult), training split      :func:`libsvm`
 libsvm-test    LIBSVM a9a.t, test split                    ``libsvm("test")``
 =============  ==========================================  ====================
 
+Loaders of graph data kept outside the package (../shared/data/graphs in the repository):
+:func:`planetoid` (Cora/PubMed npz layout) and :func:`facebook` (SNAP musae Facebook
+page-page directory: ``edges.csv``, ``features.json``, ``target.csv``).
+
 Examples
 --------
 >>> from daskhpc import datasets
@@ -34,9 +38,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc.io import SparseInput, read_libsvm, read_ratings, read_tns
+from daskhpc.io import (SparseInput, read_edge_csv, read_libsvm, read_node_features,
+                        read_node_labels, read_ratings, read_tns)
 
-__all__ = ["names", "path", "ratings", "cora", "tensor", "libsvm", "GraphData"]
+__all__ = ["names", "path", "ratings", "cora", "tensor", "libsvm", "GraphData", "planetoid",
+           "facebook", "class_split"]
 
 _FILES = {
     "ratings": "ml-latest-small-ratings.csv.gz",
@@ -173,7 +179,24 @@ def cora() -> GraphData:
     >>> g.adjacency.shape, g.adjacency.nnz, g.features.shape
     ((2708, 2708), 10556, (2708, 1433))
     """
-    with np.load(path("cora")) as z:
+    return planetoid(path("cora"), name="cora")
+
+
+def planetoid(file, name: str | None = None) -> GraphData:
+    """A graph in the Planetoid npz layout of ``cora.npz`` / ``pubmed.npz``.
+
+    Keys: CSR adjacency ``adj_indptr/adj_indices/adj_shape``, CSR features
+    ``feat_indptr/feat_indices/feat_data/feat_shape``, ``labels``, ``idx_train``,
+    ``idx_val``, ``idx_test`` (Kipf & Welling's node order and split).
+
+    Examples
+    --------
+    >>> g = planetoid("../shared/data/graphs/pubmed.npz")          # doctest: +SKIP
+    >>> g.adjacency.shape, g.idx_train.size                        # doctest: +SKIP
+    ((19717, 19717), 60)
+    """
+    name = name or Path(str(file)).name.split(".")[0]
+    with np.load(file) as z:
         adj_indices = z["adj_indices"]
         adjacency = sp.csr_array((np.ones(adj_indices.size), adj_indices, z["adj_indptr"]),
                                  shape=tuple(int(n) for n in z["adj_shape"]))
@@ -184,4 +207,59 @@ def cora() -> GraphData:
                          labels=z["labels"].astype(np.int64),
                          idx_train=z["idx_train"].astype(np.int64),
                          idx_val=z["idx_val"].astype(np.int64),
-                         idx_test=z["idx_test"].astype(np.int64), name="cora")
+                         idx_test=z["idx_test"].astype(np.int64), name=name)
+
+
+def class_split(labels, per_class: int = 20, val: int = 500, test: int = 1000,
+                seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A Planetoid-style split: ``per_class`` training nodes of every class, then
+    ``val`` validation and ``test`` test nodes, drawn with ``default_rng(seed)``.
+
+    One permutation of the nodes is drawn; the training nodes are the first
+    ``per_class`` of each class in it, validation and test the next nodes of the
+    permutation that are not training nodes. Each index array is sorted.
+
+    Examples
+    --------
+    >>> tr, va, te = class_split(np.arange(3000) % 4)
+    >>> tr.size, va.size, te.size, np.bincount(np.arange(3000)[tr] % 4).tolist()
+    (80, 500, 1000, [20, 20, 20, 20])
+    """
+    labels = np.asarray(labels)
+    perm = np.random.default_rng(seed).permutation(labels.size)
+    ranked = labels[perm]
+    # rank of each node within its class, in permutation order
+    order = np.argsort(ranked, kind="stable")
+    first = np.searchsorted(ranked[order], ranked[order], side="left")
+    rank = np.empty(labels.size, np.int64)
+    rank[order] = np.arange(labels.size) - first
+    is_train = rank < per_class
+    rest = perm[~is_train]
+    return (np.sort(perm[is_train]), np.sort(rest[:val]), np.sort(rest[val:val + test]))
+
+
+def facebook(directory) -> GraphData:
+    """SNAP musae Facebook page-page: 22,470 pages, 170,823 mutual likes, 4 page types.
+
+    Reads ``edges.csv`` (symmetrised: the links are mutual), ``features.json`` (4,714
+    binary features) and ``target.csv`` (``page_type``). There is no standard split:
+    :func:`class_split` draws 20 training nodes per class, 500 validation and 1,000 test
+    nodes with ``numpy.random.default_rng(0)``.
+
+    Examples
+    --------
+    >>> g = facebook("../shared/data/graphs/facebook_page_page")   # doctest: +SKIP
+    >>> g.adjacency.shape, g.features.shape, g.idx_train.size      # doctest: +SKIP
+    ((22470, 22470), (22470, 4714), 80)
+    """
+    d = Path(directory)
+    labels, classes = read_node_labels(d / "target.csv", id_column="id",
+                                       label_column="page_type")
+    n = labels.size
+    adjacency = read_edge_csv(d / "edges.csv", symmetrize=True, num_nodes=n).matrix
+    features = read_node_features(d / "features.json", num_nodes=n)
+    tr, va, te = class_split(labels, 20, 500, 1000, seed=0)
+    g = GraphData(adjacency=adjacency, features=features, labels=labels, idx_train=tr,
+                  idx_val=va, idx_test=te, name="facebook")
+    g.classes = classes
+    return g

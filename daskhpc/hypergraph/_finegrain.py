@@ -51,10 +51,14 @@ def assign_factor_rows(h: Hypergraph, nnz_parts, nparts: int, epsilon: float = 0
 
     Examples
     --------
+    Nonzeros (0, 0), (1, 0), (1, 1) in parts 0, 1, 1. Mode 0: row 0 is touched by part 0
+    only, row 1 by part 1 only. Mode 1: column 0 by parts {0, 1} (visited first, key 2;
+    both empty, the lower id wins) and column 1 by part 1 only, so no row is displaced:
+
     >>> from daskhpc.hypergraph import tensor_fine
     >>> h = tensor_fine(([[0, 1, 1], [0, 0, 1]], (2, 2)))
     >>> [m.tolist() for m in assign_factor_rows(h, [0, 1, 1], 2)]
-    [[0, 1], [1, 0]]
+    [[0, 1], [0, 1]]
     """
     offsets = np.asarray(h.meta["offsets"], dtype=np.int64)
     lam_ptr, lam_parts = connectivity_sets(h, nnz_parts, nparts)

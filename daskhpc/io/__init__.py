@@ -12,12 +12,15 @@ Examples
 
 from ._common import FORMATS, SparseInput
 from ._detect import detect_format, read
+from ._edgecsv import read_edge_csv
 from ._errors import ReadError
 from ._libsvm import read_libsvm
 from ._mtx import read_matrix_market
+from ._nodes import read_node_features, read_node_labels
 from ._ratings import read_ratings
 from ._snap import read_snap
 from ._tns import read_tns
 
 __all__ = ["read", "detect_format", "read_matrix_market", "read_snap", "read_tns",
-           "read_libsvm", "read_ratings", "ReadError", "SparseInput", "FORMATS"]
+           "read_libsvm", "read_ratings", "read_edge_csv", "read_node_features",
+           "read_node_labels", "ReadError", "SparseInput", "FORMATS"]

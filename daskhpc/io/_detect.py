@@ -7,7 +7,8 @@ import re
 import zlib
 from pathlib import Path
 
-from ._common import FORMATS, SparseInput
+from ._common import SparseInput
+from ._edgecsv import read_edge_csv
 from ._errors import ReadError
 from ._libsvm import read_libsvm
 from ._mtx import read_matrix_market
@@ -18,7 +19,7 @@ from ._tns import read_tns
 __all__ = ["read", "detect_format"]
 
 _READERS = {"mtx": read_matrix_market, "snap": read_snap, "tns": read_tns,
-            "libsvm": read_libsvm, "ratings": read_ratings}
+            "libsvm": read_libsvm, "ratings": read_ratings, "edges": read_edge_csv}
 
 _SUFFIXES = {".mtx": "mtx", ".tns": "tns",
              ".txt": "snap", ".edges": "snap", ".el": "snap",
@@ -27,7 +28,8 @@ _SUFFIXES = {".mtx": "mtx", ".tns": "tns",
 
 KNOWN = ("mtx (.mtx), snap (.txt, .edges, .el), tns (.tns), "
          "libsvm (.svm, .libsvm, or lines 'label index:value ...'), "
-         "ratings (.csv, .tsv, .dat, ratings.*); any of them gzipped (.gz)")
+         "ratings (.csv, .tsv, .dat, ratings.*), edges (.csv of two columns source,target); "
+         "any of them gzipped (.gz)")
 
 # "label index:value ..." with optional qid and trailing comment
 _LIBSVM_LINE = re.compile(rb"\s*[-+]?[0-9.][0-9.eE+-]*((\s+qid:\S+)|(\s+\d+:\S+))*\s*(#.*)?")
@@ -43,8 +45,8 @@ def read(path, format: str | None = None, **kw) -> SparseInput:
         The file.  gzip content is always detected and decompressed.
     format : str, optional
         One of ``FORMATS`` (``"mtx"``, ``"snap"``, ``"tns"``, ``"libsvm"``,
-        ``"ratings"``); by default taken from the name (see
-        :func:`detect_format`).
+        ``"ratings"``) or ``"edges"`` (CSV edge list); by default taken from the name
+        (see :func:`detect_format`).
     **kw
         Passed to the reader, e.g. ``directed=False`` for snap,
         ``n_features=123`` for libsvm, ``shape=`` for tns.
@@ -69,7 +71,7 @@ def read(path, format: str | None = None, **kw) -> SparseInput:
     """
     if format is None:
         format = detect_format(path)
-    elif format not in FORMATS:
+    elif format not in _READERS:
         raise ReadError(path, None, f"unknown format {format!r}; known formats: {KNOWN}")
     return _READERS[format](path, **kw)
 
@@ -94,6 +96,8 @@ def detect_format(path) -> str:
     fmt = _SUFFIXES.get(Path(name).suffix)
     if name.startswith("ratings.") and fmt in (None, "snap"):
         return "ratings"   # ratings.txt, ratings.list: not edge lists
+    if fmt == "ratings" and Path(name).suffix == ".csv" and _two_fields(path):
+        return "edges"   # edges.csv: source,target (ratings have 3 or 4 fields)
     if fmt is not None:
         return fmt
     sniffed = _sniff(path)
@@ -101,6 +105,22 @@ def detect_format(path) -> str:
         raise ReadError(path, None, f"cannot tell the format from the name or the content; "
                         f"known formats: {KNOWN}; pass format=")
     return sniffed
+
+
+def _two_fields(path) -> bool:
+    """Whether the first non-comment line of a CSV file has exactly two fields."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as f:
+                head = f.read(_HEAD_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return False   # let the reader name the problem
+    for line in head.lstrip(b"\xef\xbb\xbf").splitlines():
+        if line.strip() and not line.lstrip().startswith((b"#", b"%")):
+            return b'"' not in line and len(line.split(b",")) == 2
+    return False
 
 
 def _sniff(path) -> str | None:

@@ -41,9 +41,10 @@ from daskhpc.runtime._connect import (CLUSTER_CONFIG, connect, free_dashboard_ad
                                       worker_addresses)
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gather_watching,
                                     release_futures, replace_lost)
-from daskhpc.runtime._engine import ProgramRunner
+from daskhpc.runtime._engine import ProgramRunner, step_of_key
+from daskhpc.runtime._exchange import Exchange
 from daskhpc.runtime._frame import run_job
-from daskhpc.runtime._job import Attempt, AttemptGraph, GaveUp, Job, Outcome
+from daskhpc.runtime._job import Attempt, AttemptGraph, GaveUp, Job, Outcome, exchange_mode
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
 from daskhpc.runtime._holding import PARKED, HoldingPlugin, call, install, take
 from daskhpc.runtime._latency import low_latency
@@ -58,6 +59,7 @@ __all__ = [
     "AttemptGraph",
     "CLUSTER_CONFIG",
     "CheckpointDir",
+    "Exchange",
     "GaveUp",
     "HoldingPlugin",
     "Job",
@@ -76,6 +78,7 @@ __all__ = [
     "call",
     "connect",
     "free_dashboard_address",
+    "exchange_mode",
     "gather_direct",
     "gather_watching",
     "install",
@@ -90,6 +93,7 @@ __all__ = [
     "save_arrays",
     "send_report",
     "step_file",
+    "step_of_key",
     "submit_pinned",
     "take",
     "worker_addresses",

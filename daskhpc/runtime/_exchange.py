@@ -50,7 +50,7 @@ class Exchange(WorkerPlugin):
 
     def setup(self, worker) -> None:
         self.worker = worker
-        self.box: dict = {}              # (token, t) -> {(src, dst): payload}
+        self.box: dict = {}              # token -> {mail id: payload}
         self.dead: set = set()           # tokens of runs that are over
         self.log: deque = deque(maxlen=100_000)   # like transfer_outgoing_log
         self.count = 0                   # pushes ever logged (wrap detection)
@@ -67,49 +67,58 @@ class Exchange(WorkerPlugin):
         return self._arrived
 
     # -- receiving --------------------------------------------------------------------
-    async def receive(self, token: str, t: int, msgs: list) -> str:
-        """RPC handler: ``msgs`` = ``[(src, dst, payload), ...]`` of step t of run token."""
+    async def receive(self, token: str, msgs: list) -> str:
+        """RPC handler: ``msgs`` = ``[(mail id, payload), ...]`` for run ``token``."""
         if token in self.dead:
             return "dropped"
-        got = self.box.setdefault((token, t), {})
-        for src, dst, payload in msgs:
-            got[(src, dst)] = payload
+        got = self.box.setdefault(token, {})
+        for mid, payload in msgs:
+            got[mid] = payload
         async with self._cond():
             self._cond().notify_all()
         return "OK"
 
-    async def wait(self, token: str, t: int, expected: list) -> dict:
-        """Every ``(src, dst)`` of ``expected`` sent at step t, once all have arrived."""
-        if not expected:
+    async def wait(self, token: str, ids: list, keep: bool = False) -> dict:
+        """``{mail id: payload}`` of every id in ``ids``, once all have arrived (taken
+        out of the mailbox unless ``keep``: a message several steps read)."""
+        if not ids:
             return {}
         cond = self._cond()
         async with cond:
             while True:
-                got = self.box.get((token, t), {})
-                if all(k in got for k in expected):
+                got = self.box.get(token, {})
+                missing = [i for i in ids if i not in got]
+                if not missing:
                     break
                 if token in self.dead:
-                    raise RuntimeError(f"run {token} ended while step {t + 1} waited for "
-                                       f"{len(expected) - len(got)} message(s)")
+                    raise RuntimeError(f"run {token} ended while waiting for "
+                                       f"{len(missing)} message(s), e.g. {missing[0]}")
                 try:
                     await asyncio.wait_for(cond.wait(), POLL_S)
                 except asyncio.TimeoutError:
                     pass
-        got = self.box.pop((token, t))
-        return {k: got.pop(k) for k in expected}
+        got = self.box[token]
+        return {i: got[i] for i in ids} if keep else {i: got.pop(i) for i in ids}
+
+    def discard(self, token: str, ids) -> None:
+        """Drop messages read for the last time (after ``wait(..., keep=True)``)."""
+        got = self.box.get(token, {})
+        for i in ids:
+            got.pop(i, None)
 
     # -- sending ----------------------------------------------------------------------
-    async def push(self, token: str, t: int, address: str, key, msgs: list) -> None:
-        """Send ``msgs`` of step t to the worker at ``address``; log it under ``key``."""
+    async def push(self, token: str, address: str, key, msgs: list) -> None:
+        """Send ``msgs`` (``[(mail id, payload)]``) to the worker at ``address``, in one
+        message; log it as a transfer of ``key``."""
         from dask.sizeof import sizeof
         from distributed.protocol.serialize import Serialized, serialize
 
         header, frames = serialize(msgs, on_error="raise")
         wire = sum(memoryview(f).nbytes for f in frames)
         start = time.time()
-        await self.worker.rpc(address).daskhpc_push(token=token, t=t,
+        await self.worker.rpc(address).daskhpc_push(token=token,
                                                     msgs=Serialized(header, frames))
-        total = sum(sizeof(m[2]) for m in msgs)
+        total = sum(sizeof(m[1]) for m in msgs)
         self.log.append({"who": address, "keys": {key: total}, "total": total,
                          "compressed": wire, "start": start, "stop": time.time()})
         self.count += 1
@@ -118,8 +127,7 @@ class Exchange(WorkerPlugin):
     def forget(self, token: str) -> None:
         """The run is over: drop its mail and wake its waiters (they fail)."""
         self.dead.add(token)
-        for k in [k for k in self.box if k[0] == token]:
-            del self.box[k]
+        self.box.pop(token, None)
 
 
 def extension(worker) -> Exchange | None:

@@ -41,7 +41,7 @@ from daskhpc.runtime._engine import ProgramRunner, step_of_key
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
                                     replace_lost)
 from daskhpc.runtime._graph import submit_pinned
-from daskhpc.runtime._job import Attempt, GaveUp, Job, Outcome
+from daskhpc.runtime._job import Attempt, GaveUp, Job, Outcome, exchange_mode
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
@@ -292,7 +292,7 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
     runner = ProgramRunner(client, prog, store.placement, store["static"], starts=starts,
                            token=token, topic=topic,
                            checkpoint=None if ck is None else ck.path, in_loop=job.in_loop,
-                           exchange=job.exchange)
+                           exchange=exchange_mode(job.exchange))
     futures += runner.frontier()
     ends = prog.unit_steps
     if len(ends) != len(todo):

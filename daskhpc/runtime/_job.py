@@ -16,7 +16,22 @@ from daskhpc.runtime._fault import WorkerLost
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
 
-__all__ = ["Job", "Attempt", "AttemptGraph", "Outcome", "GaveUp"]
+__all__ = ["Job", "Attempt", "AttemptGraph", "Outcome", "GaveUp", "exchange_mode"]
+
+EXCHANGES = ("direct", "graph")
+
+
+def exchange_mode(exchange: str | None = None) -> str:
+    """``exchange``, or the configured default (``daskhpc.runtime.exchange``), checked."""
+    if exchange is None:
+        from daskhpc import _config
+
+        exchange = _config.get("runtime.exchange", "direct")
+    if exchange not in EXCHANGES:
+        from daskhpc.errors import InputError
+
+        raise InputError(f"--exchange must be direct or graph, not {exchange!r}")
+    return exchange
 
 
 class GaveUp(WorkerLost):
@@ -89,11 +104,11 @@ class Job:
         files next to its manifest, e.g. the partition).
     in_loop : bool
         Programs: run steps in the workers' event loops (short steps).
-    exchange : {"direct", "graph"}
+    exchange : {"direct", "graph"}, optional
         Programs: messages pushed directly by the sender, one task per worker and unit
-        (``runtime._exchange``; the default: a message costs no scheduler round trip), or
-        as task dependencies, one task group per worker and step (the reference); the
-        results are the same bit for bit.
+        (``runtime._exchange``: a message costs no scheduler round trip), or as task
+        dependencies, one task group per worker and step (the reference); the results
+        are the same bit for bit. Default ``daskhpc.runtime.exchange`` (direct).
     """
 
     name: str
@@ -120,7 +135,7 @@ class Job:
     unit_name: str = "units"
     opened: Callable | None = None
     in_loop: bool = False
-    exchange: str = "direct"
+    exchange: str | None = None
 
 
 @dataclass

@@ -173,7 +173,9 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
 
     ext = extension(get_worker())
     for t in range(t0, t1):
-        inbox = await ext.wait(token, t - 1, code.incoming[t - 1].get(label, [])) if t else {}
+        got = await ext.wait(token, [(t - 1, *m) for m in code.incoming[t - 1].get(label, [])]
+                             ) if t else {}
+        inbox = {mid[1:]: payload for mid, payload in got.items()}
         if code.in_loop:
             _run_step(code, token, label, t, parts, [inbox])
         else:   # off the event loop, which keeps receiving pushes (the context is copied)
@@ -181,8 +183,8 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
         outgoing = [(k[2], _REMOTE.pop(k)) for k in [k for k in _REMOTE if k[:2] == (token, t)]]
         if outgoing:
             await asyncio.gather(*[
-                ext.push(token, t, code.address[w], (f"{code.name}-{token}", label, t, w),
-                         [(src, dst, payload) for (src, dst), payload in msgs.items()])
+                ext.push(token, code.address[w], (f"{code.name}-{token}", label, t, w),
+                         [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
                 for w, msgs in outgoing])
     return None
 

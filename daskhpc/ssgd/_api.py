@@ -31,7 +31,8 @@ __all__ = ["fit", "serial_fit", "plan", "ssgd_job"]
 def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = False,
         progress: bool | None = None, order_plugin: bool = True, low_latency: bool = True,
         placement=None, partition_file=None, checkpoint=None, resume: bool = False,
-        max_restarts: int = 3, callback=None, command=None, **options) -> SSGDResult:
+        max_restarts: int = 3, callback=None, exchange: str | None = None, command=None,
+        **options) -> SSGDResult:
     """Factorise a ratings matrix with distributed stratified SGD on a Dask cluster.
 
     Parameters
@@ -66,6 +67,11 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
         Lost-worker recoveries before the run gives up with an error.
     callback : callable, optional
         ``callback(row)`` with every epoch's history row as the epoch completes.
+    exchange : {"direct", "graph"}, optional
+        ``direct`` (default ``daskhpc.runtime.exchange``): a task per worker and epoch,
+        bundles pushed to their receivers (``daskhpc.runtime.Exchange``); ``graph``: a
+        task group per sub-epoch, bundles fetched by their receivers, the stratum-order
+        plugin in the scheduler. Bit-identical.
     **options
         ``rank`` (16), ``epochs`` (20), ``strategy`` ("hc", "p2p" or "dsgd"),
         ``partition`` ("hp" or "random"), ``partitioner`` ("mtkahypar"), ``strata``
@@ -101,8 +107,11 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
         partition_file = partition_path(checkpoint)    # the blocks of the first job
     s = prepare(data, nparts, partition_file=partition_file, **options)
     timeline: list = []
+    from daskhpc.runtime import exchange_mode
+
+    exchange = exchange_mode(exchange)
     job = ssgd_job(s, checkpointing=checkpoint is not None, order_plugin=order_plugin,
-                   timeline=timeline)
+                   timeline=timeline, exchange=exchange)
     out = run_job(client, job, checkpoint=checkpoint, resume=resume,
                   max_restarts=max_restarts, callback=callback, progress_bar=progress,
                   low_latency=low_latency, placement=placement)
@@ -117,6 +126,7 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
     info["timing"].update(run_s=out.timing["run_s"],
                           per_iteration_s=out.timing["per_iteration_s"])
     info["placement"] = {str(p): w for p, w in enumerate(owner)}
+    info["exchange"] = exchange
     rec = dict(out.recovery)
     rec["recoveries"] = [{**r, "restart_epoch": r["restart"]} for r in rec["recoveries"]]
     rec.update(resumed_from_epoch=rec["resumed_from"], epochs_saved=rec["saved"])
@@ -136,7 +146,7 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
 
 
 def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,
-             placement=None, timeline: list | None = None):
+             placement=None, timeline: list | None = None, exchange: str = "graph"):
     """The frame's Job for the run prepared in ``s`` (epochs are its units).
 
     ``timeline``, if given, receives the stratum-order plugin's rows of the last attempt.
@@ -167,7 +177,7 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
     def attempt(ctx):
         from ._driver import attempt_graph
 
-        return attempt_graph(s, ctx, order_plugin, timeline)
+        return attempt_graph(s, ctx, order_plugin, timeline, exchange)
 
     from daskhpc.runtime import Job
 

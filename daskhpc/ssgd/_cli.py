@@ -24,6 +24,7 @@ from daskhpc.errors import InputError
 NAME = "ssgd"
 CHECKPOINTS = True      # daskhpc.cli adds --checkpoint DIR and --resume to `run ssgd`
 DASHBOARD = "daskhpc.ssgd._dashboard"      # its panels on the dashboard (PANELS)
+EXCHANGE = True         # daskhpc.cli adds --exchange direct|graph to `run ssgd`
 HELP = "matrix completion by stratified SGD (DSGD, P2P, Hold-and-Combine)"
 
 
@@ -125,7 +126,8 @@ def run(args, client) -> dict:
               order_plugin=not getattr(args, "no_order_plugin", False),
               progress=bool(getattr(args, "progress", False)),
               checkpoint=getattr(args, "checkpoint", None),
-              resume=bool(getattr(args, "resume", False)), **_options(args))
+              resume=bool(getattr(args, "resume", False)),
+              exchange=getattr(args, "exchange", None), **_options(args))
     return res.report()
 
 

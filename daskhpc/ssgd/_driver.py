@@ -44,8 +44,14 @@ from ._setup import Setup
 __all__ = ["attempt_graph", "ring_placement"]
 
 
-def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None) -> AttemptGraph:
-    """The graph of the epochs ``ctx.todo`` on ``ctx.placement`` (from ``ctx.start``)."""
+def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
+                  exchange: str = "graph") -> AttemptGraph:
+    """The graph of the epochs ``ctx.todo`` on ``ctx.placement`` (from ``ctx.start``).
+
+    ``exchange``: ``graph`` (a task group per sub-epoch, bundles fetched; the stratum-order
+    plugin orders and records them) or ``direct`` (a task per worker and epoch, bundles
+    pushed; the timeline comes from the parts' own step logs)."""
+    direct = exchange == "direct"
     if not ctx.todo:                   # the checkpoint is at the end: nothing to run
         return AttemptGraph({}, {}, [], collect=lambda _: ctx.start)
     run = s if ctx.start is None else s.resumed(ctx.todo[0], *ctx.start)
@@ -59,8 +65,13 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None) -> A
              for p in range(K) for e in ck_epochs}
     # Futures (not their keys) in the tasks: the graph then knows they are data.
     tasks, where, follow = build_graph(run, pl.worker, [futures[p] for p in range(K)],
-                                       ctx.token, paths)
+                                       ctx.token, paths, direct=direct)
     wanted = [*follow["eval"].values(), *follow["ckpt"].values(), *follow["final"].values()]
+    if direct:
+        from daskhpc.runtime import Exchange
+
+        ctx.client.register_plugin(Exchange(), name=Exchange.name)      # idempotent
+        order_plugin = False
     if order_plugin:
         from ._plugin import register
 
@@ -69,7 +80,10 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None) -> A
 
     def collect(values):
         got = dict(zip(wanted, values))
-        return _assemble(run, {p: got[k] for p, k in follow["final"].items()})
+        finals = {p: got[k] for p, k in follow["final"].items()}
+        if direct and timeline is not None:
+            timeline[:] = _step_log_timeline(finals, pl, f"{STEP}-{ctx.token}", K)
+        return _assemble(run, finals)
 
     def cleanup():
         ctx.client.run(_tasks.cleanup, ctx.token)
@@ -129,6 +143,16 @@ def _publish(client, s: Setup, placement, timeline) -> None:
     owner = [workers.index(placement.worker(p)) for p in range(s.K)]
     matrix = s.runplan.epoch_plan().placed(owner, len(workers)).bytes_matrix()
     publish(client, "plan", matrix=matrix, workers=workers, unit="bytes per epoch")
+
+
+def _step_log_timeline(finals: dict, placement, run: str, K: int) -> list[dict]:
+    """Timeline rows (as the stratum-order plugin records them) from the parts' own step
+    logs, for the direct mode: worker clocks, fine on one machine and for the order check
+    of :func:`~daskhpc.ssgd.check_timeline` (one clock per worker)."""
+    return [{"run": run, "part": p, "epoch": e, "subepoch": k, "T": (e, k), "block": b,
+             "worker": placement.worker(p), "start": t0, "stop": t1, "held": False,
+             "state": "memory"}
+            for p, f in sorted(finals.items()) for e, k, b, t0, t1 in f["log"]]
 
 
 def _assemble(s: Setup, finals: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,8 @@ __all__ = ["build_graph", "STEP"]
 STEP = "ssgd-step"
 
 
-def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None):
+def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None,
+                direct: bool = False):
     """The run's tasks, their workers, and the keys the client follows.
 
     Parameters
@@ -33,6 +34,11 @@ def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None):
         Makes the keys of this run unique (and names its worker-side states).
     ckpt_paths : dict, optional
         ``{(p, e): path}``: part p writes its checkpoint of epoch e there.
+    direct : bool
+        The direct exchange mode (``daskhpc.runtime._exchange``): one task per worker and
+        epoch runs its K sub-epochs in a loop (:func:`~daskhpc.ssgd._tasks.epoch_direct`)
+        and pushes every bundle to its receiving worker, instead of a task group per
+        sub-epoch whose bundles the receivers fetch. The same sweeps, the same numbers.
 
     Returns
     -------
@@ -88,10 +94,21 @@ def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None):
             if T < E * K:
                 consumers.setdefault((dst, T), []).append((key, ids))
 
+    def epoch_key(w, e):
+        return (f"ssgd-epoch-{token}", label(team[w]), e) if e >= 0 else group_key(w, -1)
+
     for w, parts in team.items():
         mine = [data[p] for p in parts]
         tasks[group_key(w, -1)] = (_tasks.init, mine, token)
         where[group_key(w, -1)] = w
+        if direct:
+            _direct_epochs(tasks, where, w, parts, mine, token, K, E, consumers, bundles,
+                           epoch_key)
+            key = epoch_key(w, E - 1)
+            for p in parts:
+                tasks[(name["final"], p)] = (_tasks.final, data[p], token, key)
+                where[(name["final"], p)] = w
+            continue
         for T in range(E * K):
             inbox = [c for p in parts for c in consumers.get((p, T), [])]
             meta = np.array([ids for _, ids in inbox], np.int64).reshape(-1, 7)
@@ -109,7 +126,8 @@ def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None):
             where[key] = w
 
     def first(p, T):
-        return group_key(where_part(p), T)
+        w = where_part(p)
+        return epoch_key(w, T // K) if direct else group_key(w, T)
 
     evals = {}
     for e in rp.eval_epochs.tolist():
@@ -140,6 +158,44 @@ def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None):
                       *([evals[(p, e)]] if (p, e) in evals else []))
         where[key] = where_part(p)
         ckpts[(p, e)] = key
+    if direct:
+        # a worker's next epoch waits for the test-error sends it hosts, and for the test
+        # error and checkpoint of its parts' last epoch: they read H as the epoch left it
+        # (a whole epoch of sweeps later the versions they need would be gone; the graph
+        # mode's per-sub-epoch tasks interleave with them instead), and a send left
+        # behind a running epoch task would never run: that task holds the worker's
+        # thread while it waits for pushes from a worker that waits for this send
+        after = [*evals.items(), *ckpts.items()]
+        after += [((int(rp.eval_pattern(k[3])["src"][k[2]]), k[3]), k) for k in tasks
+                  if isinstance(k, tuple) and k[0] == name["evsend"]]
+        for (p, e), key in after:
+            nxt = epoch_key(where_part(p), e + 1)
+            if nxt in tasks:
+                tasks[nxt] = (*tasks[nxt], key)
     follow = {"eval": evals, "ckpt": ckpts,
               "final": {p: (name["final"], p) for p in range(K)}}
     return tasks, where, follow
+
+
+def _direct_epochs(tasks, where, w, parts, mine, token, K, E, consumers, bundles, epoch_key):
+    """One task per epoch on worker w: per sub-epoch, what it waits for (the bundle keys
+    of its inputs from other workers, in ``meta`` order), what it may then drop (bundles
+    read for the last time), and the bundles it pushes ``(receiver, key, items)``."""
+    uses: dict = {}
+    per_T = []
+    for T in range(E * K):
+        inbox = [c for p in parts for c in consumers.get((p, T), [])]
+        meta = np.array([ids for _, ids in inbox], np.int64).reshape(-1, 7)
+        waits = [c for c, _ in inbox if c is not None]
+        for c in waits:
+            uses[c] = T
+        out = [(wd, key, np.array(items, np.int64).reshape(-1, 3))
+               for wd, (key, items) in bundles.get((w, T), {}).items()]
+        per_T.append((T, meta, waits, out))
+    for e in range(E):
+        steps = []
+        for T, meta, waits, out in per_T[e * K:(e + 1) * K]:
+            drop = sorted({c for c in waits if uses[c] == T}, key=str)
+            steps.append((T, meta, waits, drop, out))
+        tasks[epoch_key(w, e)] = (_tasks.epoch_direct, mine, token, steps, epoch_key(w, e - 1))
+        where[epoch_key(w, e)] = w

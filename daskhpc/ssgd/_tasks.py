@@ -38,7 +38,8 @@ import numpy as np
 
 from ._kernel import block_seed, init_rows, sgd_block, sse_block
 
-__all__ = ["PartData", "PartState", "init", "work", "work_in_loop", "eval_send", "evaluate",
+__all__ = ["PartData", "PartState", "init", "work", "work_in_loop", "epoch_direct", "eval_send",
+           "evaluate",
            "checkpoint", "final", "warm_up", "cleanup", "version"]
 
 KEEP_VERSIONS = 3
@@ -230,6 +231,38 @@ def _report(d: PartData, e: int, reporter, values: dict, **kw) -> None:
     send_report(d.topic, d.epoch0 + e, {reporter: values}, **kw)
 
 
+async def epoch_direct(team: list, token: str, steps: list, chain, *after):
+    """One epoch of the worker's parts in the direct exchange mode: for each sub-epoch
+    ``(T, meta, waits, drop, out)``: wait until the bundles ``waits`` (keys) pushed by
+    other workers are here, sweep (:func:`work`), push each bundle of ``out``
+    ``(receiver, key, items)`` to its receiver. Bundles stay until their last reader
+    (``drop``). Runs in the worker's event loop: sub-epochs are short."""
+    import asyncio
+
+    from distributed import get_worker
+
+    from daskhpc.runtime import Exchange
+
+    ext = get_worker().plugins[Exchange.name]
+    by_part = {d.part: d for d in team}
+    for T, meta, waits, drop, out in steps:
+        got = await ext.wait(token, sorted(set(waits), key=str), keep=True)
+        work(team, token, T, _NOTHING, meta, None, *[got[k] for k in waits])
+        ext.discard(token, drop)
+        pushes = []
+        for receiver, key, items in out:
+            rows = [_rows(by_part[src].send[(q, m)], _REGISTRY[(token, src)], T,
+                          by_part[src].whole) for q, m, src in items.tolist()]
+            value = rows[0] if len(rows) == 1 else rows
+            pushes.append(ext.push(token, receiver, key, [(key, value)]))
+        if pushes:
+            await asyncio.gather(*pushes)
+    return None
+
+
+_NOTHING = np.zeros((0, 3), np.int64)
+
+
 def _slot(value, slot: int) -> np.ndarray:
     return value[slot] if isinstance(value, list) else value
 
@@ -294,8 +327,12 @@ def final(d: PartData, token: str, chain) -> dict:
             "loss": dict(st.loss), "log": list(st.log)}
 
 
-def cleanup(token: str) -> int:
-    """Drop the run's states from this worker's registry (through ``client.run``)."""
+def cleanup(token: str, dask_worker=None) -> int:
+    """Drop the run's states from this worker's registry (through ``client.run``), and its
+    mail if the run exchanged directly."""
+    ext = None if dask_worker is None else dask_worker.plugins.get("daskhpc-exchange")
+    if ext is not None:
+        ext.forget(token)
     mine = [key for key in _REGISTRY if key[0] == token]
     for key in mine:
         del _REGISTRY[key]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask.config
 import numpy as np
 import pytest
 
@@ -28,3 +29,11 @@ def tiny():
     key = np.unique(np.array(rows) * 8 + np.array(cols))
     r, c = key // 8, key % 8
     return r, c, rng.integers(1, 6, r.size).astype(float), (12, 8)
+
+
+@pytest.fixture(params=["direct", "graph"])
+def exchange(request):
+    """Both exchange modes (daskhpc.runtime.exchange): every distributed SSGD test must hold
+    in each, with the same numbers."""
+    with dask.config.set({"daskhpc.runtime.exchange": request.param}):
+        yield request.param

@@ -8,6 +8,8 @@ import pytest
 from daskhpc.ssgd import check_timeline, fit, serial_fit
 from daskhpc.ssgd._setup import prepare
 
+pytestmark = pytest.mark.usefixtures("exchange")
+
 
 @pytest.mark.parametrize("K", [2, 4])
 @pytest.mark.parametrize("strategy", ["dsgd", "p2p", "hc"])

@@ -33,17 +33,18 @@ def nanny_client():
 
 
 @pytest.fixture
-def kill_at(nanny_client, tmp_path):
+def kill_at(nanny_client, tmp_path, exchange):
     """``kill_at(epoch, subepoch, part)`` arms a one-shot SIGKILL of the worker that
-    starts that SSGD step; yields the marker file written by the dying worker."""
+    starts that SSGD step (in the direct mode: that epoch, whose task runs its
+    sub-epochs); yields the marker file written by the dying worker."""
     marker = tmp_path / "killed"
     names = []
 
     def arm(epoch: int, subepoch: int, part: int):
         name = f"kill-{epoch}-{subepoch}-{part}"
-        nanny_client.register_plugin(
-            KillOnce(TaskKey("ssgd-step", {1: part, 2: epoch, 3: subepoch}),
-                     str(marker)), name=name)
+        key = TaskKey("ssgd-step", {1: part, 2: epoch, 3: subepoch}) if exchange == "graph" \
+            else TaskKey("ssgd-epoch", {1: part, 2: epoch})
+        nanny_client.register_plugin(KillOnce(key, str(marker)), name=name)
         names.append(name)
         return marker
 
@@ -93,7 +94,7 @@ def test_resumed_setup_plans_only_the_remaining_epochs(ml_small):
 
 # -- checkpoints on a cluster ---------------------------------------------------------
 
-def test_checkpoint_then_resume_with_more_epochs(nanny_client, tmp_path):
+def test_checkpoint_then_resume_with_more_epochs(nanny_client, tmp_path, exchange):
     ck = tmp_path / "ck"
     first = dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, checkpoint=ck,
                         **{**OPTS, "epochs": 3})

@@ -6,8 +6,11 @@ two source trees measured in turn (A B A B ...) in fresh processes on the same m
     python workflows/benchmarks/kit_ab.py --other /path/to/old/checkout --rounds 5 --out ab.json
 
 Each round runs this file's ``--one`` measurement once with the current tree (``PYTHONPATH``
-= this checkout) and once with the other tree, alternating which goes first; every
-measurement starts its own LocalCluster. Figures per measurement:
+= this checkout) in each exchange mode of ``--modes`` (SSGD only; ``direct`` is the
+default, ``graph`` the task-graph reference; chosen through the environment variable
+``DASK_DASKHPC__RUNTIME__EXCHANGE``, which the old tree ignores) and once with the other
+tree, rotating which goes first; every measurement starts its own LocalCluster. Figures
+per measurement:
 
 ssgd-k2   median epoch time of a 20-epoch H&C fit, K = 2 on 2 workers (hp rows, ml-latest-small)
 ssgd-k4   the same, K = 4 on 4 workers (one part per worker)
@@ -64,8 +67,10 @@ def one(which: str) -> dict:
     return out
 
 
-def run_tree(tree: Path, which: str) -> dict:
+def run_tree(tree: Path, which: str, exchange: str | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    if exchange:
+        env["DASK_DASKHPC__RUNTIME__EXCHANGE"] = exchange
     got = subprocess.run([sys.executable, __file__, "--one", which], env=env, cwd=tree,
                          capture_output=True, text=True, check=True)
     return json.loads(got.stdout.strip().splitlines()[-1])
@@ -77,6 +82,8 @@ def main() -> None:
     p.add_argument("--other", type=Path, help="the checkout to compare with (before)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--only", nargs="*", default=["ssgd-k2", "ssgd-k4", "spgemm"])
+    p.add_argument("--modes", nargs="*", default=["direct", "graph"],
+                   help="exchange modes of the current tree to time (SSGD)")
     p.add_argument("--out")
     args = p.parse_args()
     if args.one:
@@ -84,17 +91,21 @@ def main() -> None:
         return
     result = {}
     for which in args.only:
-        now, before = [], []
+        modes = args.modes if which.startswith("ssgd") else [None]
+        runs = [(f"now-{m}" if m else "now", ROOT, m) for m in modes]
+        runs.append(("before", args.other, None))
+        times: dict[str, list[float]] = {name: [] for name, _, _ in runs}
         for r in range(args.rounds):
-            order = [("now", ROOT), ("before", args.other)]
-            for name, tree in (order if r % 2 == 0 else order[::-1]):
-                v = next(iter(run_tree(tree, which).values()))
-                (now if name == "now" else before).append(v)
-        ratios = [a / b for a, b in zip(now, before)]
-        result[which] = {"now": now, "before": before, "median_now": statistics.median(now),
-                         "median_before": statistics.median(before),
-                         "median_ratio_now_over_before": statistics.median(ratios)}
-        print(which, json.dumps(result[which]), flush=True)
+            k = r % len(runs)
+            for name, tree, mode in runs[k:] + runs[:k]:
+                times[name].append(next(iter(run_tree(tree, which, mode).values())))
+        row = {name: {"runs": v, "median": statistics.median(v)} for name, v in times.items()}
+        for name in times:
+            if name != "before":
+                row[name]["median_ratio_over_before"] = statistics.median(
+                    a / b for a, b in zip(times[name], times["before"]))
+        result[which] = row
+        print(which, json.dumps(row), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
 

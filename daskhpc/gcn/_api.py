@@ -1,0 +1,300 @@
+"""The public functions: ``fit`` (on a Dask cluster), ``serial_fit`` (reference),
+``local_fit`` (the distributed program run in one process) and ``plan``.
+
+Examples
+--------
+>>> r = plan("cora", 4, partition="rp")
+>>> r["plan"]["tot_msgs"], r["volume"]["symmetric"]
+(48, True)
+>>> res = fit("cora", nparts=4, client=client, epochs=30)          # doctest: +SKIP
+>>> res.report()["measured"]["inter_worker_messages"]              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from daskhpc.errors import InputError
+
+from ._result import GCNResult
+from ._setup import Setup, prepare
+
+__all__ = ["fit", "serial_fit", "local_fit", "plan", "sections", "best_val"]
+
+
+
+def fit(graph, features=None, labels=None, split=None, nparts: int | None = None, *,
+        layers=(16,), partition: str = "hp", epochs: int = 200, optimizer: str = "adam",
+        dropout: float = 0.5, seed: int = 0, client=None, check_serial: bool = False,
+        minibatch=None, callback=None, checkpoint=None, resume: bool = False,
+        max_restarts: int = 3, progress: bool | None = None, in_loop="auto",
+        exchange: str | None = None, partition_file=None, command=None,
+        **options) -> GCNResult:
+    """Train a GCN on a Dask cluster, one row block of A_hat per part (Algorithms 1-2).
+
+    Parameters
+    ----------
+    graph, features, labels, split
+        As :func:`serial_fit`: ``"cora"``, a Planetoid ``.npz``, a Facebook-style
+        directory, a graph file (seeded random node data), a GraphData, or a scipy
+        matrix with ``features``, ``labels`` and ``split`` ((train, val, test) indices
+        or masks).
+    nparts : int, optional
+        K, the row blocks. Default: the number of workers. Parts are dealt to workers
+        round robin; messages between parts of one worker never leave it.
+    layers, partition, epochs, optimizer, dropout, seed
+        Hidden widths ((16,): 2 layers), the row partition (``hp``, ``gp``, ``rp``,
+        ``random``), epochs, ``adam`` or ``sgd``, dropout, seed.
+    client : distributed.Client, optional
+        Default: the current client (``daskhpc.connect()`` makes one).
+    check_serial : bool
+        Also run the partition-aware serial reference (the same Program in this process:
+        ``serial_check.identical`` says the weights and logits are the same bits) and the
+        plain serial reference (``serial_check.textbook``: weights within 1e-10
+        relative, identical predictions; the dW sums are taken in another order).
+    minibatch : bool or dict, optional
+        Mini-batch training (section 4.3.3): ``True`` or ``{"batch_size": 0.5 (a fraction
+        of the nodes, or a count), "steps": 200, "sampler": "node" or "uniform",
+        "shp": True}``; one batch per unit, each exchanging along its own plan, on the
+        SHP partition (Algorithm 3) unless ``shp`` is False.
+    callback : callable, optional
+        ``callback(row)`` with every epoch's history row as the epoch completes.
+    checkpoint : path, optional
+        Directory every worker sees: the weights and Adam state after every epoch, and
+        the row partition. A lost worker then costs only the epochs since the newest
+        one; without it the run restarts from the start (same result).
+    resume : bool
+        Continue the run recorded in ``checkpoint`` (with its saved partition).
+    max_restarts : int
+        Lost-worker recoveries before the run gives up with an error.
+    progress : bool, optional
+        Progress bar on standard error (default: ``daskhpc.runtime.progress``).
+    in_loop : bool or "auto"
+        Run the steps in the workers' event loops (short steps; ``auto`` decides from the
+        part's share of the work, ``_job.short_steps``).
+    exchange : {"direct", "graph"}, optional
+        How messages travel between workers: pushed by the sender, one task per worker
+        and epoch (``direct``; the default is the config key ``daskhpc.runtime.exchange``), or as task results, one task group per
+        worker and step (``graph``, the reference). The same bits either way.
+    partition_file : path, optional
+        One part id per line (``daskhpc partition ... --save-partition``).
+    **options
+        The other :class:`~daskhpc.gcn._setup.Options`: ``lr``, ``weight_decay``,
+        ``bias``, ``order``, ``eval_every``, ``partitioner``, ``epsilon``,
+        ``symmetrize``, ``random_features``, ``random_classes``.
+
+    Returns
+    -------
+    GCNResult
+        Weights, predictions, logits, the history (per epoch: losses and accuracies,
+        ``time_s``, ``planned_bytes``, ``measured_bytes``) and the full report.
+
+    References
+    ----------
+    Demirci, Haldar, Ferhatosmanoglu, "Scalable Graph Convolutional Network Training on
+    Distributed-Memory Systems", PVLDB 16(4), 2022 (Algorithms 1-3).
+
+    Examples
+    --------
+    >>> res = fit("cora", nparts=4, client=client, epochs=30, check_serial=True)  # doctest: +SKIP
+    >>> res.report()["serial_check"]["identical"]                      # doctest: +SKIP
+    True
+    """
+    from daskhpc.runtime import exchange_mode, run_job, worker_addresses
+
+    from ._job import gcn_job, short_steps, steps_per_epoch
+    from ._run import minibatch_info, plan_info, prepare_run, rows, serial_check
+
+    if isinstance(features, (int, np.integer)) and not isinstance(features, bool):
+        raise InputError(f"features must be an array, not {features!r}: pass the number "
+                         "of parts as nparts=")
+    if max_restarts < 0:
+        raise InputError(f"max_restarts must be >= 0, not {max_restarts}")
+    if in_loop not in ("auto", True, False):
+        raise InputError(f"in_loop must be 'auto', True or False, not {in_loop!r}")
+    exchange = exchange_mode(exchange)
+    if client is None:
+        from distributed import get_client
+
+        client = get_client()
+    workers = len(worker_addresses(client))
+    s = prepare_run(graph, features, labels, split, nparts or workers, minibatch,
+                     checkpoint, resume, partition_file,
+                     dict(options, layers=layers, partition=partition, epochs=epochs,
+                          optimizer=optimizer, dropout=dropout, seed=seed))
+    loop = short_steps(s, workers) if in_loop == "auto" else bool(in_loop)
+    out = run_job(client, gcn_job(s, in_loop=loop, exchange=exchange), checkpoint=checkpoint,
+                  resume=resume, max_restarts=max_restarts, callback=callback,
+                  progress_bar=progress)
+    value, history = out.value, rows(out.history)
+    info = sections(s, command=command)
+    info.update(plan_info(s))
+    info["measured"] = dict(out.measured)
+    owners = {out.placement.worker(p) for p in range(s.K)}
+    info["measured"]["parts_per_worker"] = s.K / len(owners)
+    steps = steps_per_epoch(s)
+    per = [h["time_s"] for h in history if h.get("time_s") is not None]
+    info["timing"].update(run_s=out.timing["run_s"], setup_s=out.timing["setup_s"],
+                          per_iteration_s=out.timing["per_iteration_s"],
+                          steps_per_epoch=steps, in_loop=loop, exchange=exchange)
+    if len(per) > 1:
+        med = float(np.median(per[1:]))
+        info["timing"].update(median_epoch_s=med, median_step_s=med / steps)
+    info["placement"] = {str(p): out.placement.worker(p) for p in range(s.K)}
+    info["recovery"] = dict(out.recovery)
+    final = {k: v for k, v in (history[-1] if history else {}).items()
+             if k.startswith("final_")}
+    info["quality"] = _quality(s, history, final)
+    if s.batches:
+        info["minibatch"] = minibatch_info(s)
+    if check_serial:
+        info["serial_check"] = serial_check(s, value)
+    return GCNResult(value["params"], value["predictions"], history, info, value["logits"])
+
+
+def serial_fit(graph, features=None, labels=None, split=None, *, command=None, callback=None,
+               **options) -> GCNResult:
+    """Full-batch GCN training on the whole graph in this process (the textbook reference).
+
+    Parameters
+    ----------
+    graph
+        ``"cora"``, a Planetoid ``.npz``, a Facebook-style directory, a graph file
+        (structure only: seeded random node data), a GraphData, or a scipy matrix with
+        ``features``, ``labels`` and ``split`` ((train, val, test) node indices or masks).
+    callback : callable, optional
+        ``callback(row)`` after every epoch.
+    **options
+        :class:`~daskhpc.gcn._setup.Options`: ``layers`` ((16,)), ``epochs`` (200),
+        ``optimizer`` ("adam" or "sgd"), ``lr`` (0.01), ``weight_decay`` (5e-4, layer 1),
+        ``dropout`` (0.5), ``bias`` (True), ``eval_every`` (1), ``symmetrize``, ``seed``.
+
+    Returns
+    -------
+    GCNResult
+
+    References
+    ----------
+    Kipf & Welling, ICLR 2017 (the model); Demirci, Haldar, Ferhatosmanoglu, "Scalable
+    Graph Convolutional Network Training on Distributed-Memory Systems", PVLDB 16(4), 2022
+    (eqs. 1-5).
+
+    Examples
+    --------
+    >>> res = serial_fit("cora", epochs=5)
+    >>> len(res.history), res.predictions.shape
+    (5, (2708,))
+    """
+    from ._serial import run_serial
+
+    s = prepare(graph, 1, features, labels, split, partition="rp", **options)
+    t0 = time.perf_counter()
+    out = run_serial(s, callback=callback)
+    info = sections(s, command=command, partitioned=False)
+    info["timing"]["run_s"] = time.perf_counter() - t0
+    info["timing"]["per_iteration_s"] = [h["time_s"] for h in out["history"]]
+    info["quality"] = _quality(s, out["history"], out["final"])
+    return GCNResult(out["params"], out["predictions"], out["history"], info, out["logits"])
+
+
+def local_fit(graph, nparts: int, features=None, labels=None, split=None, *, command=None,
+              partition_file=None, **options) -> GCNResult:
+    """The distributed program (``_program``) run part by part in this process.
+
+    The partition-aware serial reference: what ``fit`` computes on a cluster, bit for
+    bit; its weights equal :func:`serial_fit`'s to about 1e-14 (the dW sums are taken in
+    part order) and its predictions are the same.
+
+    Examples
+    --------
+    >>> res = local_fit("cora", 2, partition="rp", epochs=3)
+    >>> res.info["parts"], len(res.history)
+    (2, 3)
+    """
+    from daskhpc.comm import run_local
+
+    from ._program import assemble, program, row, statics
+
+    s = prepare(graph, nparts, features, labels, split, partition_file=partition_file,
+                **options)
+    t0 = time.perf_counter()
+    finals, reports = run_local(program(s), statics(s))
+    history = [row(s, u, r) for u, r in enumerate(reports)]
+    out = assemble(s, finals)
+    info = sections(s, command=command)
+    info["timing"]["run_s"] = time.perf_counter() - t0
+    final = {k: v for k, v in history[-1].items() if k.startswith("final_")}
+    info["quality"] = _quality(s, history, final)
+    return GCNResult(out["params"], out["predictions"], history, info, out["logits"])
+
+
+def plan(graph, nparts: int, features=None, labels=None, split=None, *, command=None,
+         partition_file=None, compare_rp: bool = True, **options) -> dict:
+    """The messages of one epoch and the paper's metrics, without a cluster.
+
+    Returns the JSON report: ``plan`` (the epoch's Plan report: rows, per-message words
+    d_{k-1} forward and d_k backward), ``volume`` (km1 of the forward and backward
+    patterns and the formula sum_k (d_{k-1} + d_k) km1), ``per_part`` (Table 2's avg/max
+    volume in words and messages), ``allreduce`` (the dW reduction, apart),
+    ``graph_model`` (the GP estimate next to the true rows), ``vs_rp`` (ratios to the
+    paper's random rows, and Table 2's numbers where the paper has the graph).
+
+    Examples
+    --------
+    >>> r = plan("cora", 8, partition="hp")
+    >>> r["vs_rp"]["avg_vol"] < 0.5
+    True
+    """
+    from daskhpc.report import new_report
+
+    from ._plan import plan_sections
+
+    t0 = time.perf_counter()
+    s = prepare(graph, nparts, features, labels, split, partition_file=partition_file,
+                **options)
+    t1 = time.perf_counter()
+    info = sections(s, command=command)
+    info.update(plan_sections(s, compare_rp=compare_rp))
+    info["timing"]["plan_s"] = time.perf_counter() - t1
+    info["timing"]["total_s"] = time.perf_counter() - t0
+    return new_report("gcn", command=info.pop("command"), **info)
+
+
+def sections(s: Setup, command=None, partitioned: bool = True) -> dict:
+    """Report sections shared by ``plan``, ``serial_fit`` and ``fit``."""
+    o, a, g = s.options, s.assignment, s.graph
+    out = {"command": command,
+           "input": {**g.source, "shape": [g.n, g.n], "nnz": int(g.A.nnz)},
+           "graph": g.name, "parts": s.K, "seed": o.seed, "epochs": o.epochs,
+           "layers": list(s.dims), "optimizer": o.optimizer, "symmetrize": o.symmetrize}
+    if partitioned:
+        out.update(partition_method=a.method, partitioner=a.partitioner,
+                   objective={"hp": "km1", "gp": "cut"}.get(a.method), partition=a.report)
+        out["partition"] = dict(a.report)
+    out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
+    return out
+
+
+def best_val(history) -> dict:
+    """Model selection as PyG's GCN example reports it: the test accuracy of the evaluated
+    epoch with the best validation accuracy (the first such epoch)."""
+    ev = [h for h in history if "val_acc" in h and "test_acc" in h]
+    if not ev:
+        return {}
+    best = max(ev, key=lambda h: h["val_acc"])
+    return {"best_val_acc": best["val_acc"], "best_val_epoch": best["epoch"],
+            "test_acc_at_best_val": best["test_acc"]}
+
+
+def _quality(s: Setup, history, final) -> dict:
+    q = {"train_loss": [h["train_loss"] for h in history]}
+    for key in ("val_acc", "test_acc"):
+        vals = [h[key] for h in history if key in h]
+        if vals:
+            q[key] = vals
+    q.update(final)
+    q.update(best_val(history))
+    q["counts"] = {k: int(np.count_nonzero(v)) for k, v in s.graph.masks.items()}
+    return q

@@ -1,0 +1,132 @@
+"""The 1D row partition of A_hat (GCN paper, section 4.3) and its models.
+
+* ``hp``: the column-net hypergraph of A_hat (vertex i = row i with weight = its nonzeros,
+  net j = column j with pins {i : a_ij != 0}, eq. (10)), partitioned for connectivity-1
+  (km1): the forward volume of one layer exactly (section 4.3.2).
+* ``gp``: the graph model (section 4.3.1): the symmetrised graph without self loops,
+  unit edge costs, the same vertex weights, partitioned for edge cut (our ``graph``
+  backend: Mt-KaHyPar's graph mode; the paper used METIS).
+* ``rp``: the paper's RP: rows dealt to parts uniformly at random, evenly (a seeded
+  permutation cut into K parts whose row counts differ by at most one).
+* ``random``: our balanced random (heaviest rows first onto the lightest part).
+
+Examples
+--------
+>>> from daskhpc.gcn._data import as_graph
+>>> a = assign(as_graph("cora"), 4, partition="rp")
+>>> np.bincount(a.parts).tolist()
+[677, 677, 677, 677]
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import daskhpc.hypergraph as hg
+from daskhpc.errors import InputError
+
+__all__ = ["Assignment", "assign", "paper_random", "hp_backend", "PARTITIONS"]
+
+PARTITIONS = ("hp", "gp", "rp", "random")
+
+
+@dataclass(eq=False)
+class Assignment:
+    """Part of every row (= vertex), how it was made, and the partition's report."""
+
+    parts: np.ndarray
+    nparts: int
+    method: str
+    partitioner: str | None = None
+    time_s: float = 0.0
+    report: dict = field(default_factory=dict)
+    choice: dict | None = None
+
+    def __post_init__(self):
+        self.parts = np.ascontiguousarray(self.parts, dtype=np.int64)
+
+
+def paper_random(n: int, nparts: int, seed: int = 0) -> np.ndarray:
+    """RP: a seeded permutation of the rows dealt round robin (row counts differ by <= 1)."""
+    perm = np.random.default_rng([int(seed), 0x52B]).permutation(n)
+    parts = np.empty(n, np.int64)
+    parts[perm] = np.arange(n) % nparts
+    return parts
+
+
+def hp_backend(h, nparts: int) -> dict:
+    """``auto`` for HP: the hypergraph size rule (:mod:`daskhpc.hypergraph._auto`), except
+    that where it falls back to label propagation at K >= 64, Mt-KaHyPar's ``large_k``
+    preset is used, then refined by label propagation: on soc-Slashdot0902 at K = 512
+    large_k reaches km1 0.718-0.728 of RP's in 50-60 s on one idle thread, where label
+    propagation alone stops at 0.731-0.736 and the default preset takes 3+ minutes
+    (docs/gcn.md)."""
+    from daskhpc.hypergraph import choose_partitioner
+
+    c = choose_partitioner(h, nparts)
+    if c["backend"] == "lp" and nparts >= 64:
+        c = {"backend": "mtkahypar", "options": {"preset": "large_k"}, "work": c["work"],
+             "rule": f"pins*sqrt(K) = {c['work']:.3g} and K >= 64: Mt-KaHyPar large_k preset"}
+    return c
+
+
+def assign(graph, nparts: int, *, partition: str = "hp", partitioner: str = "auto",
+           epsilon: float = 0.03, seed: int = 0, partition_file=None) -> Assignment:
+    """Partition the rows of A_hat into ``nparts`` parts (see the module docstring).
+
+    Parameters
+    ----------
+    graph : daskhpc.gcn._data.Graph
+    nparts : int
+    partition : {"hp", "gp", "rp", "random"}
+    partitioner : str
+        Backend for ``hp`` (``auto``: Mt-KaHyPar, or label propagation where Mt-KaHyPar
+        would take minutes; see :mod:`daskhpc.hypergraph._auto`).
+    epsilon : float
+        Allowed imbalance of the rows' nonzero counts (the paper used 0.01).
+    partition_file : path, optional
+        One part id per line; overrides ``partition``.
+    """
+    if partition not in PARTITIONS:
+        raise InputError(f"unknown --partition {partition!r}; choose one of {list(PARTITIONS)}")
+    n = graph.n
+    h = hg.column_net(graph.A)
+    t0 = time.perf_counter()
+    choice = None
+    if partition_file is not None:
+        parts = hg.read_part_file(partition_file, num_vertices=n, nparts=nparts)
+        method, backend = "file", None
+    elif partition == "rp":
+        parts, method, backend = paper_random(n, nparts, seed), "rp", "uniform random rows"
+    elif partition == "random":
+        p = hg.partition(h, nparts, "random", seed=seed)
+        parts, method, backend = p.parts, "random", "random"
+    elif partition == "gp":
+        p = hg.partition(h, nparts, "graph", objective="cut", epsilon=epsilon, seed=seed,
+                         graph=hg.symmetric_graph(graph.A))
+        parts, method, backend = p.parts, "gp", "graph"
+    else:
+        options = {}
+        if partitioner == "auto":
+            choice = hp_backend(h, nparts)
+            partitioner, options = choice["backend"], choice["options"]
+        p = hg.partition(h, nparts, partitioner, objective="km1", epsilon=epsilon, seed=seed,
+                         **options)
+        parts, method, backend = p.parts, "hp", p.partitioner
+        if options.get("preset") == "large_k":
+            # a few seconds of label propagation on top (km1 0.728 -> 0.723 of RP's on
+            # soc-Slashdot0902 at K = 512): large_k leaves easy moves behind
+            from daskhpc.hypergraph import refine
+
+            parts = refine(h, parts, nparts, objective="km1", epsilon=epsilon, seed=seed)
+            backend = "mtkahypar large_k + lp"
+    dt = time.perf_counter() - t0
+    a = Assignment(parts, nparts, method, backend, dt, choice=choice)
+    part = hg.Partition(parts, nparts, backend or "file", "km1", epsilon, seed, h)
+    a.report = part.report()
+    if choice is not None:
+        a.report["auto"] = {k: choice[k] for k in ("backend", "options", "rule")}
+    return a

@@ -1,0 +1,99 @@
+"""The GCN panel of the daskhpc dashboard (registered through ``daskhpc.gcn._cli.DASHBOARD``):
+accuracy per split and the training loss per epoch, from the history rows the frame
+publishes while the run goes (topic ``history``). The generic pages already show the
+planned and measured bytes between workers.
+
+Examples
+--------
+>>> from daskhpc.dashboard import DashboardState
+>>> st = DashboardState()
+>>> st.publish("run", {"name": "gcn K=2", "workflow": "gcn", "workers": []})
+>>> st.publish("history", {"rows": [{"unit": 0, "epoch": 0, "train_loss": 1.9,
+...                                  "val_acc": 0.3, "test_acc": 0.31}]})
+>>> curves(st)["val_acc"]
+[0.3]
+"""
+
+from __future__ import annotations
+
+from bokeh.layouts import column, row
+from bokeh.models import ColumnDataSource, Div, HoverTool
+from bokeh.plotting import figure
+from distributed.utils import log_errors
+
+from daskhpc.dashboard import Component, update_source
+
+__all__ = ["AccuracyCurve", "PANELS", "curves"]
+
+SPLITS = (("train_acc", "train", "navy"), ("val_acc", "validation", "darkorange"),
+          ("test_acc", "test", "firebrick"))
+KEYS = ("epoch", "train_acc", "val_acc", "test_acc", "train_loss", "val_loss", "time_ms")
+
+
+def curves(state) -> dict:
+    """The columns the panel draws, from ``state.history`` of the current GCN run
+    (NaN where an epoch was not evaluated)."""
+    nan = float("nan")
+    out: dict = {k: [] for k in KEYS}
+    if state is None or state.run.get("workflow") != "gcn":
+        return out
+    for r in state.history:
+        out["epoch"].append(int(r.get("epoch", r.get("unit", len(out["epoch"])))))
+        for k in KEYS[1:-1]:
+            v = r.get(k)
+            out[k].append(float(v) if v is not None else nan)
+        t = r.get("time_s")
+        out["time_ms"].append(1000.0 * t if t is not None else nan)
+    return out
+
+
+class AccuracyCurve(Component):
+    """Accuracy per split and the training loss per epoch of the current GCN run."""
+
+    def __init__(self, scheduler, **kw):
+        super().__init__(scheduler, **kw)
+        self.source = ColumnDataSource({**{k: [] for k in KEYS}, "total": []},
+                                       name="daskhpc-gcn")
+        tools = "xwheel_zoom,xpan,save,reset"
+        self.acc = figure(title="GCN accuracy (no dropout, weights at the epoch's start)",
+                          x_axis_label="epoch", y_axis_label="accuracy", tools=tools,
+                          toolbar_location="above", **self.sizing)
+        for key, label, color in SPLITS:
+            self.acc.line("epoch", key, source=self.source, legend_label=label,
+                          line_width=2, color=color)
+        self.acc.legend.location = "bottom_right"
+        self.loss = figure(title="training loss (dropout pass) per epoch",
+                           x_axis_label="epoch", y_axis_label="loss", tools=tools,
+                           toolbar_location="above", **self.sizing)
+        self.loss.line("epoch", "train_loss", source=self.source, line_width=2,
+                       color="black", legend_label="train")
+        self.loss.line("epoch", "val_loss", source=self.source, line_width=2,
+                       color="darkorange", legend_label="validation")
+        for fig in (self.acc, self.loss):
+            fig.add_tools(HoverTool(tooltips=[("epoch", "@epoch"), ("train", "@train_acc"),
+                                              ("val", "@val_acc"), ("test", "@test_acc"),
+                                              ("loss", "@train_loss"),
+                                              ("time", "@time_ms{0.0} ms")]))
+        self.summary = Div(text="<i>No GCN run yet.</i>", name="daskhpc-gcn-summary")
+        self.root = column(self.summary, row(self.acc, self.loss, **self.layout),
+                           **self.layout)
+
+    @log_errors
+    def update(self) -> None:
+        data = curves(self.state)
+        if not data["epoch"]:
+            return
+        n = len(data["epoch"])
+        update_source(self.source, {**data, "total": [n] * n})
+        last = {k: data[k][-1] for k in KEYS}
+        ev = [i for i in range(n) if data["val_acc"][i] == data["val_acc"][i]]
+        text = f"<b>GCN</b>: {n} epochs, training loss {last['train_loss']:.4f}"
+        if ev:
+            i = ev[-1]
+            text += (f"; epoch {data['epoch'][i]}: validation accuracy "
+                     f"{data['val_acc'][i]:.4f}, test {data['test_acc'][i]:.4f}")
+        self.summary.text = text
+
+
+#: page key -> (panel, title): ``/individual-daskhpc-gcn``
+PANELS = {"gcn": (AccuracyCurve, "GCN accuracy")}

@@ -1,0 +1,256 @@
+"""The graph a GCN trains on: A_hat, row-normalised features, labels, split; all checked.
+
+:func:`as_graph` accepts a :class:`~daskhpc.datasets.GraphData`, a name (``"cora"``), a
+Planetoid ``.npz``, a Facebook-style directory (``edges.csv``, ``features.json``,
+``target.csv``), any graph file :func:`daskhpc.io.read` reads (SNAP edge lists: structure
+only, so seeded random features and labels are drawn, as the paper's Table 2 does), or a
+scipy matrix with ``features``, ``labels`` and ``split`` given.
+
+:func:`normalized_adjacency` is eq. (1)'s A_hat = D^-1/2 (A + I) D^-1/2 with the
+diagonal of A + I set to 1 (a graph that already has self loops gets 1, not 2), D the row
+sums of A + I. Row i of A lists the nodes row i aggregates from (Z = A_hat H W).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.errors import InputError
+
+__all__ = ["Graph", "as_graph", "normalized_adjacency", "row_normalize", "random_node_data"]
+
+
+@dataclass(eq=False)
+class Graph:
+    """A checked node-classification problem (what ``prepare`` works on).
+
+    Attributes
+    ----------
+    A : scipy.sparse.csr_array
+        A_hat (n x n, float64, sorted indices, diagonal present).
+    X : scipy.sparse.csr_array
+        Row-normalised features (n x d_0).
+    y : numpy.ndarray
+        int64 labels in ``[0, num_classes)``.
+    masks : dict
+        ``{"train", "val", "test"}`` -> bool arrays of length n.
+    num_classes : int
+    name : str
+    symmetric : bool
+        Whether A_hat is symmetric (then the backward pass uses the forward pattern).
+    source : dict
+        For the report's ``input`` section.
+    """
+
+    A: sp.csr_array
+    X: sp.csr_array
+    y: np.ndarray
+    masks: dict
+    num_classes: int
+    name: str = ""
+    symmetric: bool = True
+    source: dict = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return int(self.A.shape[0])
+
+    @property
+    def AT(self) -> sp.csr_array:
+        """A_hat^T as CSR (the backward pass of eq. (3) on a directed graph)."""
+        if self.symmetric:
+            return self.A
+        t = sp.csr_array(self.A.T)
+        t.sort_indices()
+        return t
+
+
+def normalized_adjacency(A) -> sp.csr_array:
+    """A_hat = D^-1/2 (A + I) D^-1/2 with diag(A + I) = 1 (eq. (1)); the pattern of A only.
+
+    Examples
+    --------
+    >>> A = sp.csr_array(np.array([[0, 1], [1, 1.0]]))
+    >>> normalized_adjacency(A).toarray().round(4).tolist()
+    [[0.5, 0.5], [0.5, 0.5]]
+    """
+    A = sp.csr_array(A)
+    n = A.shape[0]
+    P = sp.csr_array((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)
+    P.sum_duplicates()
+    P.data[:] = 1.0
+    P = sp.csr_array(P + sp.eye_array(n, format="csr"))
+    P.data[:] = 1.0                           # an existing self loop gets 1, not 2
+    P.sort_indices()
+    deg = np.diff(P.indptr).astype(np.float64)
+    s = 1.0 / np.sqrt(deg)
+    rows = np.repeat(np.arange(n), np.diff(P.indptr))
+    P.data = s[rows] * s[P.indices]
+    return P
+
+
+def row_normalize(X) -> sp.csr_array:
+    """Every row divided by its sum (rows summing to 0 stay as they are; PyG's
+    ``NormalizeFeatures``)."""
+    X = sp.csr_array(X, dtype=np.float64)
+    X.sum_duplicates()
+    X.sort_indices()
+    s = np.asarray(X.sum(axis=1)).ravel()
+    s[s == 0] = 1.0
+    X.data = X.data / np.repeat(s, np.diff(X.indptr))
+    return X
+
+
+def random_node_data(n: int, features: int = 64, classes: int = 8, seed: int = 0):
+    """Seeded uniform features (n x features), labels and a 20-per-class split.
+
+    For graphs without node data (SNAP edge lists), as the GCN paper's Table 2 runs do.
+    """
+    from daskhpc.datasets import class_split
+
+    rng = np.random.default_rng([int(seed), 0x6C4])
+    X = rng.random((n, features))
+    y = rng.integers(0, classes, n)
+    return X, y, class_split(y, 20, min(500, n // 4), min(1000, n // 2), seed=seed)
+
+
+def _masks(n, split) -> dict:
+    names = ("train", "val", "test")
+    if isinstance(split, dict):
+        parts = [split.get(k, ()) for k in names]
+    else:
+        parts = list(split)
+        if len(parts) != 3:
+            raise InputError(f"split must be (train, val, test) node indices, got {len(parts)} "
+                             "arrays")
+    out = {}
+    for name, idx in zip(names, parts):
+        idx = np.asarray(idx)
+        if idx.dtype == bool:
+            if idx.shape != (n,):
+                raise InputError(f"the {name} mask has {idx.size} entries for {n} nodes")
+            out[name] = idx.copy()
+            continue
+        idx = idx.astype(np.int64, copy=False).ravel() if idx.size else np.zeros(0, np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            bad = int(idx[(idx < 0) | (idx >= n)][0])
+            raise InputError(f"the {name} split names node {bad}, outside [0, {n})")
+        m = np.zeros(n, bool)
+        m[idx] = True
+        out[name] = m
+    if not out["train"].any():
+        raise InputError("the split has no training node")
+    return out
+
+
+def _load(source, seed: int, features: int, classes: int):
+    """(adjacency, features, labels, split, name, source-dict) from a name or path."""
+    from daskhpc import datasets
+
+    if isinstance(source, datasets.GraphData):
+        g = source
+        return (g.adjacency, g.features, g.labels, (g.idx_train, g.idx_val, g.idx_test),
+                g.name, {"name": g.name})
+    if isinstance(source, str) and source == "cora":
+        g = datasets.cora()
+        return _load(g, seed, features, classes)[:5] + ({"path": datasets.path("cora"),
+                                                        "name": "cora"},)
+    path = Path(source)
+    if not path.exists():
+        raise InputError(f"{source}: no such file or directory (or data set name; known: cora)")
+    if path.is_dir():
+        if not (path / "edges.csv").exists():
+            raise InputError(f"{source}: a graph directory needs edges.csv, features.json and "
+                             "target.csv")
+        g = datasets.facebook(path)
+    elif path.name.endswith(".npz"):
+        try:
+            g = datasets.planetoid(path)
+        except KeyError as e:
+            raise InputError(f"{source}: not a Planetoid npz (missing {e})") from None
+    else:
+        from daskhpc.io import read
+
+        A = read(path).matrix
+        if A.shape[0] != A.shape[1]:
+            raise InputError(f"{source}: a graph needs a square adjacency, got {A.shape}")
+        X, y, split = random_node_data(A.shape[0], features, classes, seed)
+        return A, X, y, split, path.name.split(".")[0], {"path": str(path), "random_node_data": {
+            "features": features, "classes": classes, "seed": seed}}
+    return _load(g, seed, features, classes)[:5] + ({"path": str(path), "name": g.name},)
+
+
+def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool = False,
+             seed: int = 0, random_features: int = 64, random_classes: int = 8) -> Graph:
+    """Check the input and build the :class:`Graph` (A_hat, normalised X, masks).
+
+    Parameters
+    ----------
+    source : GraphData, str, path or scipy.sparse matrix
+        See the module docstring.
+    features, labels, split : optional
+        With a matrix ``source``: node features (n x d_0, sparse or dense), int labels
+        (n), and (train, val, test) index arrays or boolean masks. With other sources they
+        replace what the source has.
+    symmetrize : bool
+        Use the pattern of A + A^T (the graph as undirected).
+    seed, random_features, random_classes
+        Random node data for graphs without any (SNAP edge lists).
+
+    Raises
+    ------
+    InputError
+        An empty graph, a non-square adjacency, features or labels not matching the node
+        count, labels out of range, a split without a training node.
+    """
+    if isinstance(source, Graph) and features is None and labels is None and split is None \
+            and not symmetrize:
+        return source
+    if sp.issparse(source):
+        A, name, src = source, "graph", {}
+        X0, y0, split0 = None, None, None
+    else:
+        A, X0, y0, split0, name, src = _load(source, seed, random_features, random_classes)
+    X = X0 if features is None else features
+    y = y0 if labels is None else labels
+    split = split0 if split is None else split
+    A = sp.csr_array(A)
+    n = A.shape[0]
+    if A.shape[0] != A.shape[1]:
+        raise InputError(f"the adjacency must be square, got {A.shape[0]} x {A.shape[1]}")
+    if n == 0 or A.nnz == 0:
+        raise InputError(f"empty graph ({n} nodes, {A.nnz} edges)")
+    if X is None or y is None or split is None:
+        raise InputError("a matrix graph needs features=, labels= and split=")
+    X = sp.csr_array(X) if sp.issparse(X) else sp.csr_array(np.atleast_2d(np.asarray(X, float)))
+    if X.shape[0] != n:
+        raise InputError(f"features have {X.shape[0]} rows for {n} nodes")
+    if X.nnz and not np.all(np.isfinite(X.data)):
+        raise InputError("features hold NaN or infinite values")
+    y = np.asarray(y)
+    if y.shape != (n,):
+        raise InputError(f"labels have {y.size} entries for {n} nodes")
+    if y.size and not np.issubdtype(y.dtype, np.integer):
+        if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
+            raise InputError("labels must be integers (class ids)")
+    y = y.astype(np.int64)
+    if y.min() < 0:
+        raise InputError(f"label {int(y.min())} out of range (class ids start at 0)")
+    num_classes = int(y.max()) + 1
+    if num_classes < 2:
+        raise InputError("labels name a single class; a classifier needs at least two")
+    masks = _masks(n, split)
+    if symmetrize:
+        P = sp.csr_array((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)
+        A = sp.csr_array(P + P.T)
+    Ahat = normalized_adjacency(A)
+    diff = Ahat - Ahat.T
+    symmetric = bool(abs(diff).max() == 0) if diff.nnz else True
+    src = dict(src)
+    src.update(nodes=n, arcs=int(A.nnz), features=int(X.shape[1]), classes=num_classes,
+               directed=not symmetric)
+    return Graph(Ahat, row_normalize(X), y, masks, num_classes, name, symmetric, src)

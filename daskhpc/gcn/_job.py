@@ -1,0 +1,155 @@
+"""The frame's :class:`~daskhpc.runtime.Job` of a GCN run, and what its checkpoint holds.
+
+Units are epochs (mini-batch steps with ``minibatch=``). The Job hands the frame the
+per-part static data (``_parts.statics``), the Program of the remaining epochs
+(``_program.program``), how the parts' reports become a history row (``_program.row``)
+and the assembled result (``_program.assemble``). A checkpoint's step n is every part's
+weights and Adam state after n epochs (``_program._save``), written by the part's worker;
+the row partition is saved next to the manifest on first use (``opened``) and read back
+on ``--resume``, so a resumed job uses the same rows even where the partitioner is not
+reproducible run to run (Mt-KaHyPar ``large_k`` at K >= 64, docs/gcn.md).
+
+The fingerprint covers what changes the numbers: the graph, features, labels and split,
+the parts and the partition, the model and optimiser options, the order of SpMM and GEMM,
+the seed and the mini-batch sampler. ``epochs`` (mini-batch ``steps``) and
+``eval_every`` may change on resume: epoch e computes the same whatever the run's length.
+
+No dask here (the frame imports it).
+
+Examples
+--------
+>>> from daskhpc.gcn._setup import prepare
+>>> job = gcn_job(prepare("cora", 2, partition="rp", epochs=3))
+>>> job.units, job.unit_name, sorted(fingerprint(prepare("cora", 2, partition="rp")))[:3]
+(3, 'epochs', ['bias', 'dims', 'dropout'])
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import numpy as np
+
+from ._program import assemble, program, row, statics
+from ._serial import epochs_of
+
+__all__ = ["gcn_job", "fingerprint", "partition_path", "save_partition", "saved_method",
+           "steps_per_epoch", "warm_up", "short_steps"]
+
+PARTITION = "partition.txt"
+PARTITION_INFO = "partition.json"
+
+
+def _digest(*arrays) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str((a.dtype.str, a.shape)).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def fingerprint(s) -> dict:
+    """What must not change between a run and its resumption (see the module docstring)."""
+    g, o = s.graph, s.options
+    m = g.masks
+    fp = {"graph": _digest(g.A.indptr, g.A.indices, g.A.data),
+          "features": _digest(g.X.indptr, g.X.indices, g.X.data),
+          "labels": _digest(g.y, m["train"], m["val"], m["test"]),
+          "parts": s.K, "partition": _digest(s.assignment.parts),
+          "dims": list(s.dims), "order": list(s.transform), "optimizer": o.optimizer,
+          "lr": o.lr, "weight_decay": o.weight_decay, "dropout": o.dropout, "bias": o.bias,
+          "seed": o.seed}
+    mb = s.batches
+    if mb:
+        fp["minibatch"] = {"batch_size": mb["batch_size"], "sampler": mb["sampler"]}
+    return fp
+
+
+def partition_path(path) -> str | None:
+    """The partition saved in checkpoint directory ``path``, if there is one."""
+    p = os.path.join(os.fspath(path), PARTITION)
+    return p if os.path.exists(p) else None
+
+
+def save_partition(s, ck) -> None:
+    """Write the row partition (one part id per line) and how it was made, once."""
+    if partition_path(ck.path) is None:
+        a = s.assignment
+        np.savetxt(ck.extra(PARTITION), a.parts, fmt="%d")
+        ck.write_extra(PARTITION_INFO, {"method": a.method, "partitioner": a.partitioner})
+
+
+def saved_method(path) -> dict:
+    """``{"method", "partitioner"}`` of the partition saved in checkpoint ``path``."""
+    try:
+        with open(os.path.join(os.fspath(path), PARTITION_INFO)) as f:
+            return dict(json.load(f))
+    except (OSError, ValueError):
+        return {}
+
+
+def steps_per_epoch(s) -> int:
+    """Program steps of one training epoch (2L - 1 exchanges and layer steps, then the
+    allreduce's rounds plus its update step; the next epoch's first exchange is fused
+    into the update)."""
+    from daskhpc.comm import AllreduceSchedule
+
+    return 2 * s.L - 1 + len(AllreduceSchedule(s.K).rounds) + 1
+
+
+def short_steps(s, workers: int) -> bool:
+    """``in_loop="auto"``: run the steps in the workers' event loops when a part's step is
+    short. A step's work is about the part's share of nnz(A_hat) x the widest exchanged
+    row plus its features' nonzeros x d_1 (the layer-1 GEMM); below ~2e6 multiply-adds
+    (~2 ms on this machine) the hand-off to a worker thread and back is a noticeable part
+    of the step (measured: docs/gcn.md)."""
+    parts_per_worker = max(1, -(-s.K // max(int(workers), 1)))
+    g = s.graph
+    work = (g.A.nnz * max(s.widths + (s.dims[-1],)) + g.X.nnz * s.dims[1]) / s.K
+    return work * parts_per_worker < 2e6
+
+
+def gcn_job(s, *, in_loop: bool = False, exchange: str | None = None):
+    """The frame's Job for the run prepared in ``s`` (epochs, or mini-batch steps, are its
+    units). ``exchange``: ``"direct"`` (messages pushed by the sender, one task per worker
+    and epoch) or ``"graph"`` (one task group per worker and step); default the kit's."""
+    from daskhpc.runtime import Job
+
+    extra = {} if exchange is None else {"exchange": exchange}
+    return Job("gcn", s.K, epochs_of(s), row=functools.partial(_row, s),
+               fingerprint=fingerprint(s), program=functools.partial(program, s),
+               statics=statics(s), assemble=functools.partial(assemble, s),
+               warm_up=warm_up, unit_name="steps" if s.batches else "epochs",
+               opened=functools.partial(save_partition, s), in_loop=bool(in_loop), **extra)
+
+
+def _row(s, unit, reports):
+    return row(s, unit, reports)
+
+
+def warm_up() -> bool:
+    """Prepare a worker before anything is timed: load the numba
+    kernels (from numba's cache): a tiny directed graph with sparse features through two
+    epochs of the program in both orders of SpMM and GEMM. Run on every worker by the
+    frame."""
+    import scipy.sparse as sp
+
+    from daskhpc.comm import run_local
+
+    from ._setup import prepare
+
+    rng = np.random.default_rng(0)
+    n = 12
+    A = sp.csr_array(sp.random(n, n, density=0.3, random_state=1) + sp.eye(n, k=1))
+    X = sp.csr_array(sp.random(n, 6, density=0.5, random_state=2))
+    y = rng.integers(0, 3, n)
+    split = (np.arange(6), np.arange(6, 9), np.arange(9, 12))
+    for order in ("aggregate", "transform"):
+        s = prepare(A, 2, X, y, split, partition="rp", epochs=2, layers=(4,), order=order)
+        run_local(program(s), statics(s))
+    return True

@@ -1,0 +1,190 @@
+"""The GCN's pieces on a block of rows, shared by the serial reference and the parts.
+
+A block is ``rows`` (global ids, ascending) of A_hat (or A_hat^T) whose column indices
+point into an *extended* input block (the block's own rows, then the rows received);
+entries stay in global column order, so every kernel sums exactly as the serial
+reference does (``_kernels``).
+
+* :func:`init_params`: Glorot-uniform weights from the seed, zero biases (PyG's GCNConv).
+* :func:`dropout`: the input of layer k with entries dropped by the (seed, epoch, k, row,
+  col) hash and survivors scaled by 1 / (1 - p).
+* :func:`layer`: Z = A_hat H W + b for the block (eqs. (1) and (7)), summing (A_hat H)
+  first; :func:`layer_input` / :func:`layer_output` split a layer around its exchange in
+  either order (section 4.4: the order of SpMM and GEMM does not change the pattern).
+* :func:`head`: softmax cross-entropy over the training rows: the loss, G^L (eq. (2)),
+  and the metric sums.
+* :func:`update`: Adam (PyTorch's arithmetic) or plain gradient descent (eq. (5)), with
+  L2 weight decay on layer 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _kernels as kn
+
+__all__ = ["init_params", "dropout", "layer", "layer_input", "layer_output", "head",
+           "backward", "update", "pack", "unpack", "NMETRICS", "Csr"]
+
+NMETRICS = 7      # train loss (dropout pass); per split: eval loss sum, correct count
+BETAS, EPS = (0.9, 0.999), 1e-8
+
+
+class Csr(tuple):
+    """(indptr, indices, data) of a sparse block of rows."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, M) -> "Csr":
+        M = sp.csr_array(M)
+        return cls((M.indptr.astype(np.int64), M.indices.astype(np.int64),
+                    M.data.astype(np.float64)))
+
+    @property
+    def nrows(self) -> int:
+        return self[0].size - 1
+
+    def take(self, local) -> "Csr":
+        """Rows ``local`` (in that order)."""
+        ptr, idx, val = self
+        local = np.asarray(local, np.int64)
+        lens = ptr[local + 1] - ptr[local]
+        newptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        pos = np.repeat(ptr[local] - newptr[:-1], lens) + np.arange(newptr[-1])
+        return Csr((newptr, idx[pos], val[pos]))
+
+    @staticmethod
+    def stack(blocks) -> "Csr":
+        blocks = list(blocks)
+        ptrs, off = [np.zeros(1, np.int64)], 0
+        for b in blocks:
+            ptrs.append(b[0][1:] + off)
+            off += int(b[0][-1])
+        return Csr((np.concatenate(ptrs), np.concatenate([b[1] for b in blocks]),
+                    np.concatenate([b[2] for b in blocks])))
+
+
+def init_params(dims, seed: int, bias: bool = True) -> list:
+    """[W^1, b^1, ..., W^L, b^L]: Glorot uniform, zeros; identical on every part."""
+    rng = np.random.default_rng([int(seed), 0x6C1])
+    out = []
+    for k in range(1, len(dims)):
+        a = np.sqrt(6.0 / (dims[k - 1] + dims[k]))
+        out.append(rng.uniform(-a, a, (dims[k - 1], dims[k])))
+        out.append(np.zeros(dims[k]) if bias else np.zeros(0))
+    return out
+
+
+def dropout(H, rows, seed, epoch, k, p):
+    """Layer k's input block with dropout (``H``: dense array or :class:`Csr`)."""
+    if p == 0:
+        return H
+    rows = np.asarray(rows, np.int64)
+    if isinstance(H, Csr):
+        ptr, idx, val = H
+        keep = kn.keep_csr(seed, epoch, k, rows, ptr, idx, p)
+        kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
+        return Csr((kept[ptr], idx[keep], val[keep] * (1.0 / (1.0 - p))))
+    return kn.dropout_dense(np.ascontiguousarray(H), rows, seed, epoch, k, p)
+
+
+def layer(A, H, W, b):
+    """Z = A H W + b for a block (``A``: Csr with extended column ids)."""
+    b = b if b.size else np.zeros(W.shape[1])
+    if isinstance(H, Csr):
+        return kn.spmm_gemm_csr(*A, *H, W, b)
+    return kn.spmm_gemm(*A, np.ascontiguousarray(H), W, b)
+
+
+def layer_input(H, W, transform: bool):
+    """What layer k exchanges for its input rows: H itself (aggregate first, the paper's
+    order: d_{k-1} words per row) or Y = H W (transform first: d_k words per row)."""
+    if not transform:
+        return H
+    if isinstance(H, Csr):
+        return kn.csr_gemm(*H, W)
+    return kn.gemm(np.ascontiguousarray(H), W)
+
+
+def layer_output(A, ext, W, b, transform: bool):
+    """Z = A_hat (H W) + b from the extended block of :func:`layer_input`'s rows."""
+    if not transform:
+        return layer(A, ext, W, b)
+    Z = kn.spmm(*A, ext)
+    return Z + b if b.size else Z
+
+
+def head(Z, y, train, val, test, n_train, evaluate: bool):
+    """Loss, G^L and metric sums of a block of logits ``Z``.
+
+    Returns ``(G, sums)``: G = (softmax(Z) - onehot(y)) / n_train on training rows (0
+    elsewhere); ``sums`` = [training loss sum] when not ``evaluate`` (the dropout pass),
+    or [loss sum, correct count] for train, val, test (the evaluation pass).
+    """
+    loss, prob = kn.softmax_xent(Z, y)
+    if evaluate:
+        right = Z.argmax(axis=1) == y
+        sums = []
+        for m in (train, val, test):
+            sums += [float(np.sum(loss[m])), float(np.count_nonzero(right[m]))]
+        return None, sums
+    G = prob
+    G[np.arange(y.size), y] -= 1.0
+    G[~train] = 0.0
+    G /= n_train
+    return G, [float(np.sum(loss[train])) if train.any() else 0.0]
+
+
+def backward(AT, Gext, G, Hin, W, with_input: bool):
+    """Layer k's backward on a block: P = A_hat^T G (eq. (3), ``Gext``: the block's rows
+    of G^k then those received), dW = H^T P (eq. (4)), db = column sums of the block's
+    own rows ``G``, and dH = P W^T when the layer below needs it."""
+    P = kn.spmm(*AT, Gext)
+    if isinstance(Hin, Csr):
+        dW = kn.tgemm_csr(*Hin, P, W.shape[0])
+    else:
+        dW = kn.tgemm(np.ascontiguousarray(Hin), P)
+    db = G.sum(axis=0)
+    dH = kn.gemm_t(P, W) if with_input else None
+    return dW, db, dH
+
+
+def pack(grads, metrics) -> np.ndarray:
+    """One vector for the allreduce: every gradient, then the metric sums."""
+    return np.concatenate([g.ravel() for g in grads] + [np.asarray(metrics, float)])
+
+
+def unpack(vec, params) -> tuple[list, np.ndarray]:
+    out, off = [], 0
+    for p in params:
+        out.append(vec[off:off + p.size].reshape(p.shape))
+        off += p.size
+    return out, vec[off:]
+
+
+def update(params, grads, state, opts) -> None:
+    """One optimiser step on every parameter, in place (identical on every part).
+
+    ``state``: {"t": steps done, "m": [...], "v": [...]} (Adam moments). Weight decay
+    adds ``wd * p`` to the gradients of layer 1 (PyTorch's Adam ``weight_decay`` on the
+    first layer's parameter group, as PyG's GCN example).
+    """
+    wd = opts.weight_decay
+    grads = [g + wd * p if (i < 2 and wd) else g for i, (p, g) in enumerate(zip(params, grads))]
+    if opts.optimizer == "sgd":
+        for p, g in zip(params, grads):
+            p -= opts.lr * g
+        return
+    b1, b2 = BETAS
+    state["t"] += 1
+    t = state["t"]
+    c1, c2 = 1.0 - b1 ** t, 1.0 - b2 ** t
+    for p, g, m, v in zip(params, grads, state["m"], state["v"]):
+        m *= b1
+        m += (1.0 - b1) * g
+        v *= b2
+        v += (1.0 - b2) * (g * g)
+        denom = np.sqrt(v) / np.sqrt(c2) + EPS
+        p -= (opts.lr / c1) * (m / denom)

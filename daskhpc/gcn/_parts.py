@@ -1,0 +1,97 @@
+"""Per-part static data of the GCN program: each part's rows of A_hat (and A_hat^T) with
+column ids into its extended input block, its send lists, features and labels; the same
+for every mini-batch step.
+
+The extended input block of part m is its own rows, then the rows received from each
+sender in ascending sender order (the inbox order), each message's rows ascending; the
+A_hat block keeps every row's entries in global column order, so the kernels sum them in
+the serial reference's order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.comm import Plan
+
+from ._model import Csr
+from ._plan import exchange_plans
+
+__all__ = ["statics"]
+
+
+def _block(M, own, ext_global, loc):
+    """Own rows of M (entries in global column order) with columns -> extended ids."""
+    loc[ext_global] = np.arange(ext_global.size)
+    B = Csr.of(M[own])
+    idx = loc[B[1]]
+    loc[ext_global] = -1
+    if idx.size and idx.min() < 0:
+        raise AssertionError("a row needs an input row its plan does not deliver")
+    return Csr((B[0], idx, B[2]))
+
+
+def _pattern(plan: Plan, M, parts, K):
+    """Per part: the block of M, and {dst: local rows to send}, for one exchange."""
+    n = parts.size
+    loc = np.full(n, -1, np.int64)
+    owns = [np.flatnonzero(parts == p) for p in range(K)]
+    blocks, sends = [], []
+    for p in range(K):
+        got = [plan.message(int(m))[3] for m in np.flatnonzero(plan.dst == p)]  # src asc.
+        ext = np.concatenate([owns[p]] + got)
+        blocks.append(_block(M, owns[p], ext, loc))
+        out = {}
+        for m in np.flatnonzero(plan.src == p):
+            _, _, dst, rows = plan.message(int(m))
+            out[int(dst)] = np.searchsorted(owns[p], rows).astype(np.int64)
+        sends.append(out)
+    return owns, blocks, sends
+
+
+def _part_blocks(plans, A, AT, symmetric, parts, K):
+    """Per part: (own rows, A block, A^T block, forward sends, backward sends)."""
+    owns, Ab, fsend = _pattern(plans["forward"], A, parts, K)
+    if symmetric:
+        ATb, bsend = Ab, fsend
+    else:
+        _, ATb, bsend = _pattern(plans["backward"], AT, parts, K)
+    return owns, Ab, ATb, fsend, bsend
+
+
+def statics(setup) -> list[dict]:
+    """Per part: its rows, A_hat and A_hat^T blocks, send lists, features, labels (and,
+    for mini-batch training, the same of every batch, in ``"batches"``)."""
+    g, K, o = setup.graph, setup.K, setup.options
+    parts = setup.assignment.parts
+    owns, A, AT, fsend, bsend = _part_blocks(exchange_plans(setup), g.A, g.AT, g.symmetric,
+                                             parts, K)
+    n_train = int(g.masks["train"].sum())
+    X = Csr.of(g.X)
+    out = []
+    for p in range(K):
+        r = owns[p]
+        out.append({"rows": r, "A": A[p], "AT": AT[p], "fsend": fsend[p], "bsend": bsend[p],
+                    "X": X.take(r), "y": g.y[r], "train": g.masks["train"][r],
+                    "val": g.masks["val"][r], "test": g.masks["test"][r],
+                    "n_train": n_train, "dims": setup.dims, "transform": setup.transform,
+                    "options": o})
+    mb = setup.batches
+    if mb:
+        for p in range(K):
+            out[p]["batches"] = []
+        for e, nodes in enumerate(mb["nodes"]):
+            Ab = mb["A"][e]
+            ow, Bl, BTl, fs, bs = _part_blocks(mb["plans"][e], Ab, sp.csr_array(Ab.T),
+                                               g.symmetric, parts[nodes], K)
+            none = np.zeros(0, bool)
+            for p in range(K):
+                r = nodes[ow[p]]                 # global ids of the part's batch rows
+                out[p]["batches"].append({
+                    "rows": r, "A": Bl[p], "AT": BTl[p], "fsend": fs[p], "bsend": bs[p],
+                    "X": X.take(r), "y": g.y[r], "train": g.masks["train"][r],
+                    "val": np.zeros(r.size, bool) if r.size else none,
+                    "test": np.zeros(r.size, bool) if r.size else none,
+                    "n_train": mb["n_train"][e]})
+    return out

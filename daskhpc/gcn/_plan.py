@@ -1,0 +1,157 @@
+"""The messages of one GCN epoch (section 4, Algorithms 1-2) and the ``plan`` report.
+
+Forward, layer k (Algorithm 1 lines 3-9): the owner of row j of H^{k-1} sends it once to
+every other part whose rows of A_hat have a nonzero in column j: the send sets X_mn of
+eq. (8) and receive sets R_m of eq. (9) are the connectivity sets of the column-net
+hypergraph of A_hat (net j = column j), so layer k moves d_{k-1} x km1 words. Backward,
+layer k (Algorithm 2 lines 4-10): rows of G^k, d_k words each, along A_hat^T (the exact
+gradient on a directed graph; the column-net of A_hat^T is the row-net of A_hat). For a
+symmetric A_hat both patterns are the same and one epoch moves
+
+    sum_k (d_{k-1} + d_k) x km1 words in 2 L x (communicating pairs) messages.
+
+(Eq. (11)'s factor 2 counts every net twice; the sum above is the volume.) The dW
+allreduces (Algorithm 2 line 13) are a separate dense recursive doubling, reported apart.
+
+Examples
+--------
+>>> from daskhpc.gcn._setup import prepare
+>>> s = prepare("cora", 4, partition="rp")
+>>> p = epoch_plan(s)
+>>> p.nphases, p.report()["tot_msgs"] == 2 * 2 * 12
+(4, True)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import daskhpc.hypergraph as hg
+from daskhpc.comm import AllreduceSchedule, Plan, expand_plan
+
+__all__ = ["patterns", "exchange_plans", "epoch_plan", "allreduce_words", "plan_sections",
+           "graph_model_rows"]
+
+# Table 2 of the paper (P = 512): HP and GP normalised by RP (avg/max volume and messages).
+PAPER_TABLE2 = {
+    "soc-Slashdot0902": {"hp": {"avg_vol": 0.74, "max_vol": 0.69, "avg_msgs": 0.86,
+                                "max_msgs": 0.92},
+                         "gp": {"avg_vol": 0.85, "max_vol": 4.38, "avg_msgs": 0.93,
+                                "max_msgs": 1.00}},
+}
+
+
+def _sets(A, parts, K):
+    h = hg.column_net(A)
+    lam_ptr, lam_parts = hg.connectivity_sets(h, parts, K)
+    return lam_ptr, lam_parts
+
+
+def patterns(setup) -> dict:
+    """Connectivity sets (CSR over rows j) of the forward and backward exchanges."""
+    g, K, parts = setup.graph, setup.K, setup.assignment.parts
+    fwd = _sets(g.A, parts, K)
+    bwd = fwd if g.symmetric else _sets(g.AT, parts, K)
+    return {"forward": fwd, "backward": bwd}
+
+
+def exchange_plans(setup) -> dict:
+    """The two exchange patterns as Plans of one phase and one word per row."""
+    pat = setup.patterns()
+    if "plans" not in pat:
+        K, parts = setup.K, setup.assignment.parts
+        fwd = expand_plan(parts, *pat["forward"], K, name="forward H rows")
+        bwd = fwd if setup.graph.symmetric else expand_plan(parts, *pat["backward"], K,
+                                                            name="backward G rows")
+        pat["plans"] = {"forward": fwd, "backward": bwd}
+    return pat["plans"]
+
+
+def epoch_plan(setup) -> Plan:
+    """One training epoch: L forward phases (w_k words per row: d_{k-1} in the paper's
+    aggregate-first order, d_k transform-first), then L backward phases k = L .. 1 (d_k
+    words per row)."""
+    d, L = setup.dims, setup.L
+    ex = exchange_plans(setup)
+    phases = [ex["forward"].rephased(0)] * L + [ex["backward"].rephased(0)] * L
+    words = list(setup.widths) + [d[k] for k in range(L, 0, -1)]
+    p = Plan.concat(phases, words=np.concatenate(
+        [np.full(q.num_messages, w, np.int64) for q, w in zip(phases, words)]))
+    p.name = "gcn epoch"
+    p.meta["phase_words"] = words
+    return p
+
+
+def allreduce_words(setup) -> int:
+    """Length of the reduced vector: every dW^k and b^k, plus 7 metric sums."""
+    d = setup.dims
+    return int(sum(d[k - 1] * d[k] + (d[k] if setup.options.bias else 0)
+                   for k in range(1, len(d)))) + 7
+
+
+def graph_model_rows(A, parts) -> int:
+    """The graph model's estimate of rows moved per exchange: 2 x cut edges of the
+    symmetrised graph (section 4.3.1: every cut edge counted both ways)."""
+    G = hg.symmetric_graph(A)          # both directions of every edge are stored
+    rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
+    parts = np.asarray(parts)
+    return int(np.count_nonzero(parts[rows] != parts[G.indices]))
+
+
+def _exact(setup) -> dict:
+    """km1 of both patterns and the volume they imply (independent of the Plan arrays)."""
+    pat = setup.patterns()
+    k_f = int((np.diff(pat["forward"][0]) - 1).clip(0).sum())
+    k_b = int((np.diff(pat["backward"][0]) - 1).clip(0).sum())
+    d, L = setup.dims, setup.L
+    return {"km1_forward": k_f, "km1_backward": k_b,
+            "words_forward": sum(setup.widths) * k_f,
+            "words_backward": sum(d[k] for k in range(1, L + 1)) * k_b}
+
+
+def _summary(plan: Plan) -> dict:
+    """Per-part average/max volume (words) and messages over the epoch (Table 2's units)."""
+    vol = np.zeros(plan.nparts)
+    np.add.at(vol, plan.src, plan.message_bytes() / plan.word_bytes)
+    msg = np.bincount(plan.src, minlength=plan.nparts)
+    return {"avg_vol": float(vol.mean()), "max_vol": float(vol.max()),
+            "avg_msgs": float(msg.mean()), "max_msgs": float(msg.max())}
+
+
+def plan_sections(setup, *, compare_rp: bool = True) -> dict:
+    """The report sections of ``daskhpc plan gcn`` (no cluster)."""
+    plan = epoch_plan(setup)
+    rep = plan.report()
+    rep["unit"], rep["words_per_unit"] = "rows", int(max(setup.dims))
+    rep["phase_words"] = plan.meta["phase_words"]
+    rep["order"] = ["transform" if t else "aggregate" for t in setup.transform]
+    rep["words"] = int((plan.message_bytes() // plan.word_bytes).sum())
+    ex = _exact(setup)
+    ex["symmetric"] = setup.graph.symmetric
+    ex["formula_words"] = ex["words_forward"] + ex["words_backward"]
+    per = _summary(plan)
+    ar = AllreduceSchedule(setup.K).plan(allreduce_words(setup), name="dW allreduce")
+    out = {"plan": rep, "volume": ex, "per_part": per,
+           "allreduce": {**ar.report(), "algorithm": "recursive doubling (dense)"}}
+    gm = graph_model_rows(setup.graph.A, setup.assignment.parts)
+    d = setup.dims
+    out["graph_model"] = {
+        "cut_edges": gm // 2, "rows_per_exchange": gm,
+        "words": gm * (sum(setup.widths) + sum(d[1:])),
+        "true_rows_forward": ex["km1_forward"], "true_rows_backward": ex["km1_backward"],
+        "note": "section 4.3.1: every cut edge of the symmetrised graph counted both ways; "
+                "over-counts the true volume (km1)"}
+    if compare_rp and setup.assignment.method != "rp":
+        from dataclasses import replace
+
+        from ._assign import Assignment, paper_random
+
+        a = Assignment(paper_random(setup.graph.n, setup.K, setup.options.seed), setup.K, "rp")
+        rp_setup = replace(setup, assignment=a, _patterns=None)
+        base = _summary(epoch_plan(rp_setup))
+        out["vs_rp"] = {k: (per[k] / base[k] if base[k] else None) for k in per}
+        out["vs_rp"]["rp"] = base
+        paper = PAPER_TABLE2.get(setup.graph.name, {}).get(setup.assignment.method)
+        if paper:
+            out["vs_rp"]["paper_table2"] = paper
+    return out

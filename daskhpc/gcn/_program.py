@@ -1,0 +1,290 @@
+"""The distributed GCN epoch as a :class:`daskhpc.comm.Program` (Algorithms 1-2).
+
+Part m owns rows ``rows_m`` of A_hat, H^k, Z^k and G^k; the weights (and Adam's moments)
+are replicated. Steps of epoch e (L layers, R allreduce rounds; 2L + R per epoch):
+
+1. ``forward k`` (k = 1 .. L): receive the rows of layer k's input that its A_hat rows
+   need (eq. (9)), Z_m = (A_mm H_m + sum_n A_mn H_nm) W^k + b^k (eq. (7)); for k < L
+   send the rows of dropout(ReLU(Z)) other parts need (eq. (8)); for k = L the loss and
+   G^L (eq. (2)), and send G^L's rows along A_hat^T.
+   The first forward exchange (dropout(X)) is sent by the previous epoch's last step.
+2. ``backward k`` (k = L .. 2): receive G^k rows, P = (A_hat^T)_m G^k, the part's dW^k,
+   db^k (eq. (4)), G^{k-1} = dropout'(P W^T) * ReLU'(Z^{k-1}) (eq. (3)); send its rows.
+3. ``allreduce i`` (i = 0 .. R): step 0 receives G^1 and does layer 1's backward, then
+   the vector [every dW, db, the metric sums] goes through the kit's recursive doubling
+   (summed in part-id order, identical on every part); the last step updates the
+   weights (Adam), reports the epoch, and sends the next epoch's first exchange.
+
+On evaluated epochs the forward steps also carry the rows of the pass without dropout
+(same weights): the messages are twice as wide, the step count is the same. After the
+last epoch a forward pass without dropout gives the predictions (L more steps).
+
+``run_local(program(setup), statics(setup))`` is the partition-aware serial reference.
+
+Examples
+--------
+>>> from daskhpc.comm import run_local
+>>> from daskhpc.gcn._setup import prepare
+>>> s = prepare("cora", 2, partition="rp", epochs=2)
+>>> finals, reports = run_local(program(s), statics(s))
+>>> len(reports), assemble(s, finals)["predictions"].shape
+(2, (2708,))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskhpc.comm import AllreduceSchedule, Plan, Program
+
+from ._model import (NMETRICS, Csr, backward, dropout, head, init_params, layer_input,
+                     layer_output, pack, unpack, update)
+from ._parts import statics
+from ._plan import allreduce_words, exchange_plans
+from ._serial import epochs_of, final_row, metrics_row
+
+__all__ = ["statics", "program", "row", "assemble"]
+
+
+# -- step functions (module level: they are pickled to workers) ---------------------------
+
+def _init(ctx, start):
+    s = ctx.static
+    o = s["options"]
+    params = init_params(s["dims"], o.seed, o.bias)
+    adam = {"t": 0, "m": [np.zeros_like(q) for q in params],
+            "v": [np.zeros_like(q) for q in params]}
+    if start is not None:
+        params = [np.array(start[f"p{i}"]) for i in range(len(params))]
+        n = len(params)
+        adam = {"t": int(start["t"][0]), "m": [np.array(start[f"m{i}"]) for i in range(n)],
+                "v": [np.array(start[f"v{i}"]) for i in range(n)]}
+    ctx.state.update(params=params, adam=adam)
+
+
+def _save(ctx):
+    st = ctx.state
+    out = {f"p{i}": p for i, p in enumerate(st["params"])}
+    out.update({f"m{i}": m for i, m in enumerate(st["adam"]["m"])})
+    out.update({f"v{i}": v for i, v in enumerate(st["adam"]["v"])})
+    out["t"] = np.array([st["adam"]["t"]], np.int64)
+    return out
+
+
+def _final(ctx):
+    st = ctx.state
+    return {"rows": ctx.static["rows"], "logits": st["logits"], "params": st["params"]}
+
+
+def _blk(static, epoch):
+    """The part's data of ``epoch``: its mini-batch (``static["batches"]``, one per step)
+    or the whole graph (full batch, and the final evaluation)."""
+    batches = static.get("batches")
+    return batches[epoch] if batches is not None and epoch < len(batches) else static
+
+
+def _take(block, idx):
+    return block.take(idx) if isinstance(block, Csr) else block[idx]
+
+
+def _outbox(send, blocks):
+    """{dst: tuple of the rows ``send[dst]`` of every block}."""
+    return {dst: tuple(_take(b, idx) for b in blocks) for dst, idx in send.items()}
+
+
+def _extend(own, received):
+    if isinstance(own, Csr):
+        return Csr.stack([own, *received])
+    return np.vstack([own, *received]) if received else own
+
+
+def _start(ctx, epoch, train, evaluate):
+    """Layer 1's input rows of ``epoch``: from dropout(X) (train) and X (evaluate)."""
+    s, st, blk = ctx.static, ctx.state, _blk(ctx.static, epoch)
+    o = s["options"]
+    W1, tf = st["params"][0], s["transform"][0]
+    st["inputs"] = [dropout(blk["X"], blk["rows"], o.seed, epoch, 0, o.dropout)] if train else []
+    st["xin"] = layer_input(st["inputs"][0], W1, tf) if train else None
+    st["xin_eval"] = layer_input(blk["X"], W1, tf) if evaluate else None
+    st["Z"] = []
+    blocks = [b for b in (st["xin"], st["xin_eval"]) if b is not None]
+    return _outbox(blk["fsend"], blocks)
+
+
+def _forward(ctx, k, epoch, train, evaluate):
+    s, st, blk = ctx.static, ctx.state, _blk(ctx.static, epoch)
+    o, L = s["options"], len(s["dims"]) - 1
+    W, b, tf = st["params"][2 * k - 2], st["params"][2 * k - 1], s["transform"][k - 1]
+    got = list(ctx.inbox.values())
+    blocks = []
+    if train:
+        Z = layer_output(blk["A"], _extend(st["xin"], [m[0] for m in got]), W, b, tf)
+        st["Z"].append(Z)
+    if evaluate:
+        j = 1 if train else 0
+        Ze = layer_output(blk["A"], _extend(st["xin_eval"], [m[j] for m in got]), W, b, tf)
+    if k < L:
+        W2, tf2 = st["params"][2 * k], s["transform"][k]
+        if train:
+            Ht = dropout(np.maximum(Z, 0.0), blk["rows"], o.seed, epoch, k, o.dropout)
+            st["inputs"].append(Ht)
+            st["xin"] = layer_input(Ht, W2, tf2)
+            blocks.append(st["xin"])
+        if evaluate:
+            st["xin_eval"] = layer_input(np.maximum(Ze, 0.0), W2, tf2)
+            blocks.append(st["xin_eval"])
+        return _outbox(blk["fsend"], blocks)
+    y, tr, va, te = blk["y"], blk["train"], blk["val"], blk["test"]
+    ev = head(Ze, y, tr, va, te, blk["n_train"], True)[1] if evaluate else [0.0] * 6
+    if not train:                                   # the final evaluation
+        st["logits"] = Ze
+        ctx.report(final=ev)
+        return None
+    G, sums = head(Z, y, tr, va, te, blk["n_train"], False)
+    st["G"], st["sums"] = G, sums + ev
+    st["grads"] = [None] * (2 * L)
+    return _outbox(blk["bsend"], [G])
+
+
+def _backward_layer(ctx, k, epoch):
+    """Layer k's backward from the received G^k rows; returns G^{k-1}'s own rows."""
+    s, st, blk = ctx.static, ctx.state, _blk(ctx.static, epoch)
+    o = s["options"]
+    Gext = _extend(st["G"], [m[0] for m in ctx.inbox.values()])
+    W = st["params"][2 * k - 2]
+    dW, db, dH = backward(blk["AT"], Gext, st["G"], st["inputs"][k - 1], W, k > 1)
+    st["grads"][2 * k - 2], st["grads"][2 * k - 1] = dW, db if o.bias else np.zeros(0)
+    if k == 1:
+        return None
+    G = dropout(dH, blk["rows"], o.seed, epoch, k - 1, o.dropout) * (st["Z"][k - 2] > 0)
+    st["G"] = G
+    return G
+
+
+def _backward(ctx, k, epoch):
+    G = _backward_layer(ctx, k, epoch)
+    return _outbox(_blk(ctx.static, epoch)["bsend"], [G])
+
+
+def _reduce(ctx, i, epoch, nxt):
+    """Allreduce step i (``Program.allreduce``'s rounds, fused with the work around them)."""
+    s, st = ctx.static, ctx.state
+    sched = AllreduceSchedule(ctx.nparts)
+    if i == 0:
+        _backward_layer(ctx, 1, epoch)
+        st["ar"] = pack(st.pop("grads"), st.pop("sums"))
+        st.pop("G", None)
+    else:
+        rnd = sched.rounds[i - 1]
+        frm = rnd.receives().get(ctx.part)
+        if frm is not None:
+            st["ar"] = sched.combine(rnd, ctx.part, st["ar"], ctx.inbox[frm])
+    if i < len(sched.rounds):
+        q = sched.rounds[i].sends.get(ctx.part)
+        return None if q is None else {q: st["ar"]}
+    grads, sums = unpack(st.pop("ar"), st["params"])
+    update(st["params"], grads, st["adam"], s["options"])
+    ctx.report(epoch=int(epoch), sums=[float(v) for v in sums])
+    st["inputs"] = st["Z"] = st["xin"] = st["xin_eval"] = None
+    if nxt is None:
+        return None
+    return _start(ctx, *nxt)
+
+
+# -- the program ---------------------------------------------------------------------------
+
+def _words(plan: Plan, words: int, name: str) -> Plan:
+    return Plan(plan.nparts, plan.phase, plan.src, plan.dst, plan.ptr, plan.indices,
+                nphases=1, words_per_unit=int(words), name=name)
+
+
+def program(setup, first_unit: int = 0) -> Program:
+    """The steps of epochs (or mini-batch steps) ``first_unit`` .. E-1 and the final
+    evaluation on the whole graph. A mini-batch step exchanges along its own batch's plan."""
+    o, K, d, L = setup.options, setup.K, setup.dims, setup.L
+    E = epochs_of(setup)
+    mb = setup.batches
+    w = (None, *setup.widths)          # w[k]: words per row of layer k's forward exchange
+    full = exchange_plans(setup)
+
+    def plans(e):
+        return mb["plans"][e] if mb and e < E else full
+
+    def evaluates(e):
+        return o.evaluates(e) and not mb
+    sched = AllreduceSchedule(K)
+    R = len(sched.rounds)
+    nvec = allreduce_words(setup)
+    whole = sched.plan(nvec, name="dW allreduce")
+    rounds = [Plan(K, np.zeros(int((whole.phase == i).sum()), np.int64),
+                   whole.src[whole.phase == i], whole.dst[whole.phase == i],
+                   volume=whole.volume[whole.phase == i], unit="vectors",
+                   words_per_unit=nvec, name="dW allreduce") for i in range(R)]
+
+    def fwd(e, width, what):
+        return _words(plans(e)["forward"], width, what)
+
+    def bwd(e, width, what):
+        return _words(plans(e)["backward"], width, what)
+
+    prog = Program(K, "gcn", init=_init, final=_final, save=_save, first_unit=first_unit)
+    if first_unit >= E:
+        # every epoch is done (a checkpoint at the end): only the final evaluation
+        prog.step(_start, E, False, True, sends=fwd(E, w[1], "layer-1 rows"), label="start")
+        for k in range(1, L + 1):
+            prog.step(_forward, k, E, False, True,
+                      sends=fwd(E, w[k + 1], f"layer-{k + 1} rows") if k < L else None,
+                      report=k == L, label=f"final-{k}")
+        return prog
+    ev0 = evaluates(first_unit)
+    prog.step(_start, first_unit, True, ev0,
+              sends=fwd(first_unit, w[1] * (1 + ev0), "layer-1 rows"), label="start")
+    for e in range(first_unit, E):
+        ev = evaluates(e)
+        for k in range(1, L + 1):
+            sends = fwd(e, w[k + 1] * (1 + ev), f"layer-{k + 1} rows") if k < L else \
+                bwd(e, d[L], f"G{L} rows")
+            prog.step(_forward, k, e, True, ev, sends=sends, label=f"forward-{k}")
+        for k in range(L, 1, -1):
+            prog.step(_backward, k, e, sends=bwd(e, d[k - 1], f"G{k - 1} rows"),
+                      label=f"backward-{k}")
+        last = e == E - 1
+        nev = (not last) and evaluates(e + 1)
+        nxt = (e + 1, False, True) if last else (e + 1, True, nev)
+        for i in range(R + 1):
+            if i < R:
+                sends = rounds[i]
+            else:
+                sends = fwd(e + 1, w[1] * (1 + nev) if not last else w[1], "layer-1 rows")
+            prog.step(_reduce, i, e, nxt if i == R else None, sends=sends,
+                      report=(i == R and not last), label=f"allreduce-{i}")
+        if last:
+            for k in range(1, L + 1):
+                prog.step(_forward, k, E, False, True,
+                          sends=fwd(E, w[k + 1], f"layer-{k + 1} rows") if k < L else None,
+                          report=k == L, label=f"final-{k}")
+    return prog
+
+
+def row(setup, unit: int, reports: dict) -> dict:
+    """The history row of epoch ``unit`` from the parts' reports (part 0's reduced sums;
+    the final evaluation summed over parts in part order)."""
+    first = reports[min(reports)]
+    out = metrics_row(setup, unit, np.asarray(first["sums"], float)[:NMETRICS],
+                      setup.options.evaluates(unit) and not setup.batches)
+    if "final" in first:
+        tot = np.zeros(6)
+        for p in sorted(reports):
+            tot = tot + np.asarray(reports[p]["final"], float)
+        out.update(final_row(setup, tot))
+    return out
+
+
+def assemble(setup, finals) -> dict:
+    """Weights (part 0's copy; every part holds the same), logits and predictions."""
+    n, C = setup.graph.n, setup.dims[-1]
+    logits = np.empty((n, C))
+    for f in finals:
+        logits[f["rows"]] = f["logits"]
+    return {"params": finals[0]["params"], "logits": logits,
+            "predictions": logits.argmax(axis=1)}

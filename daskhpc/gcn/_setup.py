@@ -1,0 +1,184 @@
+"""Everything a GCN run is made of, built once: options, the checked graph, the row
+partition and the exchange patterns. Shared by ``plan``, ``serial_fit``, ``run_local`` and
+``fit``.
+
+Examples
+--------
+>>> s = prepare("cora", 4, partition="rp", epochs=2)
+>>> s.dims, s.assignment.parts.size
+((1433, 16, 7), 2708)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from daskhpc.errors import InputError
+
+from ._assign import PARTITIONS, Assignment, assign
+from ._data import Graph, as_graph
+
+__all__ = ["Options", "Setup", "prepare", "DEFAULTS"]
+
+
+@dataclass
+class Options:
+    """Run options (the CLI flags of the same names; docs/gcn.md).
+
+    Defaults are PyG's GCN example: 2 layers, 16 hidden, Adam lr 0.01, weight decay
+    5e-4 on the first layer, dropout 0.5, 200 epochs.
+    """
+
+    layers: tuple = (16,)            # hidden widths d_1 .. d_{L-1}
+    epochs: int = 200
+    optimizer: str = "adam"          # "adam" or "sgd" (plain gradient descent, eq. (5))
+    lr: float = 0.01
+    weight_decay: float = 5e-4       # on the first layer (weight and bias), as PyG's example
+    dropout: float = 0.5
+    bias: bool = True
+    order: str = "auto"              # per layer: aggregate (paper), transform, auto
+    eval_every: int = 1              # evaluate (no dropout) every N epochs; 0: only at the end
+    partition: str = "hp"            # hp, gp, rp (paper's random), random (balanced)
+    partitioner: str = "auto"        # backend for hp (daskhpc.hypergraph.partition)
+    epsilon: float = 0.03
+    symmetrize: bool = False
+    seed: int = 0
+    random_features: int = 64        # node data drawn for structure-only graphs
+    random_classes: int = 8
+
+    def check(self) -> None:
+        try:
+            layers = (self.layers,) if isinstance(self.layers, int) else self.layers
+            self.layers = tuple(int(d) for d in layers)
+        except (TypeError, ValueError):
+            raise InputError(f"--layers must be hidden widths like 16 or 32,16, got "
+                             f"{self.layers!r}") from None
+        if any(d < 1 for d in self.layers):
+            raise InputError(f"--layers widths must be at least 1, got {self.layers}")
+        if int(self.epochs) < 1:
+            raise InputError(f"--epochs must be at least 1, got {self.epochs}")
+        if self.optimizer not in ("adam", "sgd"):
+            raise InputError(f"unknown --optimizer {self.optimizer!r}; choose adam or sgd")
+        if not (self.lr > 0 and np.isfinite(self.lr)):
+            raise InputError(f"--lr must be a positive number, got {self.lr}")
+        if not (self.weight_decay >= 0 and np.isfinite(self.weight_decay)):
+            raise InputError(f"--weight-decay must be >= 0, got {self.weight_decay}")
+        if not 0 <= self.dropout < 1:
+            raise InputError(f"--dropout must lie in [0, 1), got {self.dropout}")
+        if self.order not in ORDERS:
+            raise InputError(f"unknown --order {self.order!r}; choose one of {list(ORDERS)}")
+        if int(self.eval_every) < 0:
+            raise InputError(f"--eval-every must be >= 0, got {self.eval_every}")
+        if self.partition not in PARTITIONS:
+            raise InputError(f"unknown --partition {self.partition!r}; choose one of "
+                             f"{list(PARTITIONS)}")
+        if not 0 <= self.epsilon < 10:
+            raise InputError(f"--epsilon must lie in [0, 10), got {self.epsilon}")
+        if int(self.random_features) < 1 or int(self.random_classes) < 2:
+            raise InputError("--random-features must be >= 1 and --random-classes >= 2")
+
+    def evaluates(self, epoch: int) -> bool:
+        """Whether epoch ``epoch`` also runs the evaluation forward pass."""
+        e = int(self.eval_every)
+        return e > 0 and epoch % e == 0
+
+
+DEFAULTS = Options()
+ORDERS = ("auto", "aggregate", "transform")
+
+
+@dataclass(eq=False)
+class Setup:
+    """The prepared run (see the module docstring)."""
+
+    options: Options
+    nparts: int
+    graph: Graph
+    assignment: Assignment
+    timing: dict = field(default_factory=dict)
+    _patterns: dict | None = None
+    batches: dict | None = None      # mini-batch steps (``_minibatch.attach_batches``)
+
+    @property
+    def K(self) -> int:
+        return self.nparts
+
+    @property
+    def dims(self) -> tuple:
+        """(d_0, d_1, ..., d_L): input features, hidden widths, classes."""
+        return (int(self.graph.X.shape[1]), *self.options.layers, self.graph.num_classes)
+
+    @property
+    def L(self) -> int:
+        return len(self.dims) - 1
+
+    @property
+    def transform(self) -> tuple:
+        """Per layer k = 1..L: whether Y = H W is formed before the exchange (its rows,
+        d_k words, are sent) instead of H's rows (d_{k-1} words, the paper's order).
+        ``auto`` transforms first where d_k < d_{k-1} (DGL's rule)."""
+        d, o = self.dims, self.options.order
+        return tuple(o == "transform" or (o == "auto" and d[k] < d[k - 1])
+                     for k in range(1, len(d)))
+
+    @property
+    def widths(self) -> tuple:
+        """Words per row of layer k's forward exchange (k = 1..L)."""
+        d = self.dims
+        return tuple(d[k] if t else d[k - 1] for k, t in zip(range(1, len(d)), self.transform))
+
+    def patterns(self) -> dict:
+        """Connectivity sets of the forward (column-net of A_hat) and backward (column-net
+        of A_hat^T = row-net of A_hat) exchanges (``_plan.patterns``)."""
+        if self._patterns is None:
+            from ._plan import patterns
+
+            self._patterns = patterns(self)
+        return self._patterns
+
+    def describe(self) -> dict:
+        o = asdict(self.options)
+        o["layers"] = list(self.options.layers)
+        return {"options": o, "parts": self.K, "dims": list(self.dims)}
+
+
+def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
+            partition_file=None, **options) -> Setup:
+    """Check the input and options and build the setup of a run.
+
+    Parameters
+    ----------
+    graph
+        Anything :func:`daskhpc.gcn._data.as_graph` accepts (``"cora"``, a path,
+        GraphData, a scipy matrix with ``features``, ``labels``, ``split``).
+    nparts : int
+        K, the number of row blocks (parts).
+    partition_file : path, optional
+        One part id per line (``--save-partition`` of ``daskhpc partition``).
+    **options
+        Fields of :class:`Options`.
+    """
+    unknown = set(options) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown GCN option(s): {sorted(unknown)}")
+    opts = Options(**options)
+    opts.check()
+    try:
+        K = int(nparts)
+    except (TypeError, ValueError):
+        raise InputError(f"--parts must be an integer, got {nparts!r}") from None
+    if K < 1:
+        raise InputError(f"--parts must be at least 1, got {K}")
+    t0 = time.perf_counter()
+    g = as_graph(graph, features, labels, split, symmetrize=opts.symmetrize, seed=opts.seed,
+                 random_features=opts.random_features, random_classes=opts.random_classes)
+    if K > g.n:
+        raise InputError(f"more parts ({K}) than nodes ({g.n})")
+    t1 = time.perf_counter()
+    a = assign(g, K, partition=opts.partition, partitioner=opts.partitioner,
+               epsilon=opts.epsilon, seed=opts.seed, partition_file=partition_file)
+    t2 = time.perf_counter()
+    return Setup(opts, K, g, a, {"read_s": t1 - t0, "partition_s": t2 - t1})

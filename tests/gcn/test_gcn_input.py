@@ -1,0 +1,111 @@
+"""Bad input and options: one-line InputError; the CLI plug-in; no dask on import."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from daskhpc.errors import InputError
+from daskhpc.gcn import _cli
+from daskhpc.gcn._setup import prepare
+
+A = sp.csr_array(np.array([[0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0.0]]))
+X = np.eye(4)
+Y = np.array([0, 1, 0, 1])
+SPLIT = ([0, 1], [2], [3])
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(features=np.eye(3)), "features have 3 rows for 4 nodes"),
+    (dict(labels=[0, 1, 0]), "labels have 3 entries for 4 nodes"),
+    (dict(labels=[0, -1, 0, 1]), "label -1 out of range"),
+    (dict(labels=[0.5, 1, 0, 1]), "labels must be integers"),
+    (dict(split=([], [2], [3])), "no training node"),
+    (dict(split=([0, 9], [2], [3])), "names node 9, outside"),
+    (dict(features=np.full((4, 2), np.nan)), "NaN"),
+])
+def test_bad_node_data(kw, message):
+    args = {**dict(features=X, labels=Y, split=SPLIT), **kw}
+    with pytest.raises(InputError, match=message) as e:
+        prepare(A, 2, **args)
+    assert "\n" not in str(e.value)
+
+
+def test_empty_graph_and_bad_shapes():
+    with pytest.raises(InputError, match="empty graph"):
+        prepare(sp.csr_array((4, 4)), 1, features=X, labels=Y, split=SPLIT)
+    with pytest.raises(InputError, match="empty graph"):
+        prepare(sp.csr_array((0, 0)), 1, features=np.zeros((0, 1)), labels=[], split=SPLIT)
+    with pytest.raises(InputError, match="square"):
+        prepare(sp.csr_array(np.ones((3, 4))), 1, features=X, labels=Y, split=SPLIT)
+    with pytest.raises(InputError, match="more parts"):
+        prepare(A, 5, features=X, labels=Y, split=SPLIT)
+
+
+@pytest.mark.parametrize("opts, message", [
+    (dict(epochs=0), "--epochs"), (dict(dropout=1.0), "--dropout"),
+    (dict(lr=-1), "--lr"), (dict(optimizer="rmsprop"), "--optimizer"),
+    (dict(partition="metis"), "--partition"), (dict(layers=(16, 0)), "--layers"),
+    (dict(eval_every=-1), "--eval-every"), (dict(order="fast"), "--order"),
+])
+def test_bad_options(opts, message):
+    with pytest.raises(InputError, match=message):
+        prepare(A, 1, features=X, labels=Y, split=SPLIT, **opts)
+
+
+def test_missing_file():
+    with pytest.raises(InputError, match="no such file"):
+        prepare("nowhere/graph.txt", 2)
+
+
+def parser(mode="plan"):
+    p = argparse.ArgumentParser()
+    p.add_argument("inputs", nargs="+")
+    p.add_argument("--parts", type=int)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--partition-file")
+    _cli.add_arguments(p, mode)
+    return p
+
+
+def test_cli_plan_report_on_cora():
+    rep = _cli.plan(parser().parse_args(["cora", "--parts", "4", "--partition", "gp"]))
+    assert rep["workflow"] == "gcn" and rep["parts"] == 4 and rep["partition_method"] == "gp"
+    p, v = rep["plan"], rep["volume"]
+    # default order: transform first where the layer narrows (rows of H W are sent)
+    assert p["phase_words"] == [16, 7, 7, 16] and p["order"] == ["transform", "transform"]
+    assert p["words"] == v["formula_words"] == (16 + 7 + 7 + 16) * v["km1_forward"]
+    paper = _cli.plan(parser().parse_args(["cora", "--parts", "4", "--partition", "gp",
+                                           "--order", "aggregate"]))
+    assert paper["plan"]["phase_words"] == [1433, 16, 7, 16]
+    assert paper["plan"]["words"] == (1433 + 16 + 16 + 7) * v["km1_forward"]
+    assert rep["graph_model"]["rows_per_exchange"] >= v["km1_forward"]
+    assert 0 < rep["vs_rp"]["avg_vol"] < 1
+    text = _cli.summary(rep)
+    assert "vs RP" in text and "graph model" in text
+    with pytest.raises(InputError, match="--layers"):
+        _cli.plan(parser().parse_args(["cora", "--parts", "2", "--layers", "a,b"]))
+    with pytest.raises(InputError, match="--parts is required"):
+        _cli.plan(parser().parse_args(["cora"]))
+
+
+def test_import_does_not_pull_in_dask():
+    code = ("import sys, daskhpc.gcn as g\n"
+            "g.plan('cora', 2, partition='rp')\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_public_namespace():
+    import daskhpc.gcn as g
+
+    assert set(g.__all__) == {"fit", "serial_fit", "local_fit", "plan", "GCNResult",
+                              "minibatch_plan", "hoeffding_nets", "minibatch_fit"}
+    for name in g.__all__:
+        assert hasattr(g, name)
