@@ -1,8 +1,9 @@
 """Options of ``python -m daskhpc.mpi``, checked on every rank before start-up.
 
 What rank 1 will run (:class:`Job`: a workflow as ``daskhpc run`` runs it, or a
-script), parsed the way the CLI will parse it, so that a typo ends the job
-before any scheduler or worker exists. Only one rank prints the complaint.
+script), parsed the way the CLI will parse it, and how the cluster listens
+(protocol, TLS, dashboard), so that a typo ends the job before any scheduler or
+worker exists. Only one rank prints the complaint.
 """
 
 from __future__ import annotations
@@ -18,14 +19,21 @@ class BadOptions(Exception):
     """Options that cannot work; the job ends with status 2 before start-up."""
 
 
+#: The dashboard's default: this node's loopback only (docs/hpc.md shows the ssh tunnel).
+DASHBOARD_ADDRESS = "localhost:8787"
+
+
 class Job:
-    """What rank 1 will run: a workflow (``run_argv`` for the CLI) or a script."""
+    """What rank 1 will run (a workflow, ``run_argv`` for the CLI, or a script) and how
+    the cluster listens (``protocol``, ``secure``: TLS with per-job credentials)."""
 
     def __init__(self, kind: str, target: str, args: list[str]):
         self.kind, self.target, self.args = kind, target, args
         self.run_argv = ["run", target, *args] if kind == "workflow" else None
         self.scheduler_file: str | None = None
         self.dashboard_address: str | None = None
+        self.secure = True
+        self.protocol = "tls"
 
 
 def resolve(opts) -> Job:
@@ -35,10 +43,10 @@ def resolve(opts) -> Job:
     --------
     >>> from daskhpc.mpi import build_parser
     >>> job = resolve(build_parser().parse_args(["spgemm", "a.mtx", "--aat"]))
-    >>> job.kind, job.run_argv, job.dashboard_address
-    ('workflow', ['run', 'spgemm', 'a.mtx', '--aat'], ':8787')
+    >>> job.kind, job.run_argv, job.dashboard_address, job.protocol
+    ('workflow', ['run', 'spgemm', 'a.mtx', '--aat'], 'localhost:8787', 'tls')
     """
-    from daskhpc import _workflows
+    from daskhpc import _config, _mpi_security, _workflows
 
     target = opts.target
     if target in _workflows.available():
@@ -53,7 +61,22 @@ def resolve(opts) -> Job:
         raise BadOptions(f"{target!r} is neither a workflow ({known}) nor a .py script")
     # launcher-level options win over the same options given to the workflow
     job.scheduler_file = opts.scheduler_file or job.scheduler_file
-    job.dashboard_address = opts.dashboard_address or job.dashboard_address or ":8787"
+    job.dashboard_address = opts.dashboard_address or job.dashboard_address or DASHBOARD_ADDRESS
+    protocol = opts.protocol or _config.get("runtime.protocol")
+    job.secure = not opts.insecure
+    if job.secure:
+        try:
+            job.protocol = _mpi_security.tls_protocol(protocol)
+        except _mpi_security.SecurityError as e:
+            raise BadOptions(str(e)) from None
+        if not _mpi_security.available():
+            raise BadOptions("a private cluster (the default) needs the `cryptography` package: "
+                             "pip install cryptography, or pass --insecure on a network "
+                             "secured otherwise")
+    elif protocol == "tls":
+        raise BadOptions(f"--protocol {protocol} needs the job's TLS credentials: drop --insecure")
+    else:
+        job.protocol = protocol
     return job
 
 

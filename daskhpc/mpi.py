@@ -23,7 +23,12 @@ dask-mpi's own shutdown prints ``CommClosedError`` tracebacks on clean runs
   workflow failed, 2 bad options, 3 a rank was lost (a worker left, the client
   disconnected, or workers did not join in time); the message names the cause;
 - a rank that leaves during the run ends the job at once (``MPI_Abort``) instead
-  of leaving pinned tasks waiting for it forever.
+  of leaving pinned tasks waiting for it forever;
+- the cluster is private (:mod:`daskhpc._mpi_security`): rank 1 makes TLS
+  credentials for this job and broadcasts them over MPI, every rank speaks
+  ``tls://`` with them, so a client without them is refused; the dashboard
+  listens on rank 0's loopback only. ``--insecure`` (plain TCP) and
+  ``--dashboard-address`` undo either.
 
 Examples
 --------
@@ -53,6 +58,7 @@ import threading
 import time
 import traceback
 
+from daskhpc import _mpi_security
 from daskhpc._mpi_options import BadOptions, Job, env_rank, quiet_unless, resolve
 
 __all__ = ["build_parser", "main"]
@@ -82,14 +88,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler-file", metavar="F",
                    help="write the scheduler's address here, for other clients to join")
     p.add_argument("--dashboard-address", metavar="ADDR",
-                   help="where the scheduler serves the dashboard (default :8787; "
-                        "a free port if that one is taken)")
+                   help="where the scheduler serves the dashboard (default localhost:8787, "
+                        "rank 0's node only: see docs/hpc.md for the ssh tunnel; :8787 for "
+                        "every interface; a free port if that one is taken)")
+    p.add_argument("--insecure", action="store_true",
+                   help="plain TCP without TLS: anyone who reaches the nodes can join the "
+                        "cluster and run code as you; only on a network secured otherwise "
+                        "(default: TLS with credentials made for this job)")
     p.add_argument("--nthreads", type=int, metavar="T",
                    help="threads per worker (default daskhpc.runtime.threads-per-worker)")
     p.add_argument("--memory-limit", default="auto", metavar="BYTES",
                    help="per-worker memory limit (e.g. 4GB, auto, 0 for none)")
     p.add_argument("--interface", metavar="IF", help="network interface, e.g. ib0")
-    p.add_argument("--protocol", metavar="P", help="tcp (default daskhpc.runtime.protocol), ucx")
+    p.add_argument("--protocol", metavar="P",
+                   help="tcp (default daskhpc.runtime.protocol; runs as tls unless "
+                        "--insecure); others (ucx) only with --insecure")
     p.add_argument("--local-directory", metavar="DIR", help="worker scratch directory")
     p.add_argument("--startup-timeout", type=float, default=120.0, metavar="S",
                    help="seconds to wait for all workers to join (default 120)")
@@ -149,7 +162,26 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
         return BAD_OPTIONS
 
+    # The client rank makes the job's TLS credentials while the other ranks import
+    # (rank 0's imports and scheduler are the start-up's critical path; rank 1
+    # only waits for the scheduler); all ranks then receive them over MPI.
+    offered = _mpi_security.offer() if job.secure and rank == CLIENT_RANK else None
     _configure(opts, job, rank)
+    creds = None
+    if job.secure:
+        try:
+            creds = _mpi_security.share(comm, offered, root=CLIENT_RANK)
+        except _mpi_security.SecurityError as e:
+            if rank == SCHEDULER_RANK:
+                print(f"daskhpc.mpi: error: {e}", file=sys.stderr)
+            return BAD_OPTIONS
+        # dask_mpi.initialize() passes no `security` to the Scheduler: the job's
+        # credentials reach it, the workers, and every Client() on rank 1
+        # (daskhpc.connect() too) as the default Security() read from config.
+        # Set for the whole process, before the scheduler and workers exist.
+        import dask.config
+
+        dask.config.set(_mpi_security.config(creds))
     try:
         is_client = _start(opts, job, rank)
     except KeyboardInterrupt:   # Ctrl-C: mpiexec sends SIGINT to every rank
@@ -161,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         return FAILED  # pragma: no cover - Abort does not return
 
     if is_client:
-        return _client_rank(opts, job, argv, size)
+        return _client_rank(opts, job, argv, size, creds)
     # scheduler or worker rank: its event loop has ended
     from daskhpc import _mpi_watch
 
@@ -193,6 +225,8 @@ def _configure(opts, job: Job, rank: int) -> None:
     if rank == CLIENT_RANK and dask.config.get("daskhpc.runtime.progress", None) is None:
         # a batch job's output is a file: progress as lines, not only on a TTY
         dask.config.set({"daskhpc.runtime.progress": True})
+    if rank == CLIENT_RANK:
+        _mpi_security.link_dashboard_host(job.dashboard_address)
     logging.getLogger("distributed").setLevel(opts.log_level.upper())
 
 
@@ -213,7 +247,7 @@ def _start(opts, job: Job, rank: int) -> bool:
         nthreads=opts.nthreads or _config.get("runtime.threads-per-worker"),
         memory_limit=_memory_limit(opts.memory_limit),
         interface=opts.interface,
-        protocol=opts.protocol or _config.get("runtime.protocol"),
+        protocol=job.protocol,
         local_directory=opts.local_directory,
     )
 
@@ -224,13 +258,16 @@ def _memory_limit(text: str):
 
 # -- rank 1 --------------------------------------------------------------------------
 
-def _client_rank(opts, job: Job, argv: list[str], size: int) -> int:
+def _client_rank(opts, job: Job, argv: list[str], size: int, creds: dict | None) -> int:
     from distributed import Client
 
     from daskhpc import _mpi_watch
 
     nworkers = size - 2
     os.environ["DASKHPC_MPI_CLIENT"] = "1"   # daskhpc.connect() joins this cluster
+    if job.scheduler_file:
+        # removed when the job ends (stale ones from a killed job included)
+        _JOB_FILES.extend([job.scheduler_file, _mpi_security.credentials_path(job.scheduler_file)])
     status, client = FAILED, None
     timer = _deadline(opts.timeout)
     try:
@@ -245,7 +282,15 @@ def _client_rank(opts, job: Job, argv: list[str], size: int) -> int:
             return status
         client.run_on_scheduler(_mpi_watch.watch_client, client.id)
         if job.scheduler_file:
+            if creds is not None:
+                # for clients outside the job; before the scheduler file, which
+                # is what they wait for
+                _mpi_security.write_credentials(
+                    _mpi_security.credentials_path(job.scheduler_file), creds)
             client.write_scheduler_file(job.scheduler_file)
+        hint = _mpi_security.tunnel_hint(client, job.dashboard_address)
+        if hint:
+            print(hint, file=sys.stderr, flush=True)
         if job.kind == "workflow":
             status = _run_workflow(job, argv, size, nworkers)
         else:
@@ -266,8 +311,7 @@ def _client_rank(opts, job: Job, argv: list[str], size: int) -> int:
         sys.stdout.flush()
         if client is not None:
             _shutdown(client, status)
-        if job.scheduler_file and os.path.exists(job.scheduler_file):
-            os.remove(job.scheduler_file)
+        _remove_job_files()
         if client is None:
             # no client, no orderly shutdown: the scheduler and workers would wait forever
             _abort(status)
@@ -305,9 +349,24 @@ def _run_script(job: Job) -> int:
         sys.argv, sys.path[:] = saved
 
 
+#: Files the client rank wrote for this job (scheduler file, credentials): removed at
+#: its end, also when the client rank aborts the job.
+_JOB_FILES: list[str] = []
+
+
+def _remove_job_files() -> None:
+    while _JOB_FILES:
+        path = _JOB_FILES.pop()
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
 def _abort(status: int) -> None:
     from mpi4py import MPI
 
+    _remove_job_files()
     sys.stderr.flush()
     time.sleep(0.5)   # let mpiexec forward the last lines before it kills every rank
     MPI.COMM_WORLD.Abort(status)

@@ -18,10 +18,10 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-from ._result import GCNResult
-from ._setup import Setup, prepare
+from ._result import GCNResult, quality, sections
+from ._setup import prepare
 
-__all__ = ["fit", "serial_fit", "local_fit", "plan", "sections", "best_val"]
+__all__ = ["fit", "serial_fit", "local_fit", "plan"]
 
 
 
@@ -146,7 +146,7 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
     info["recovery"] = dict(out.recovery)
     final = {k: v for k, v in (history[-1] if history else {}).items()
              if k.startswith("final_")}
-    info["quality"] = _quality(s, history, final)
+    info["quality"] = quality(s, history, final)
     if s.batches:
         info["minibatch"] = minibatch_info(s)
     if check_serial:
@@ -195,7 +195,7 @@ def serial_fit(graph, features=None, labels=None, split=None, *, command=None, c
     info = sections(s, command=command, partitioned=False)
     info["timing"]["run_s"] = time.perf_counter() - t0
     info["timing"]["per_iteration_s"] = [h["time_s"] for h in out["history"]]
-    info["quality"] = _quality(s, out["history"], out["final"])
+    info["quality"] = quality(s, out["history"], out["final"])
     return GCNResult(out["params"], out["predictions"], out["history"], info, out["logits"])
 
 
@@ -226,7 +226,7 @@ def local_fit(graph, nparts: int, features=None, labels=None, split=None, *, com
     info = sections(s, command=command)
     info["timing"]["run_s"] = time.perf_counter() - t0
     final = {k: v for k, v in history[-1].items() if k.startswith("final_")}
-    info["quality"] = _quality(s, history, final)
+    info["quality"] = quality(s, history, final)
     return GCNResult(out["params"], out["predictions"], history, info, out["logits"])
 
 
@@ -260,41 +260,3 @@ def plan(graph, nparts: int, features=None, labels=None, split=None, *, command=
     info["timing"]["plan_s"] = time.perf_counter() - t1
     info["timing"]["total_s"] = time.perf_counter() - t0
     return new_report("gcn", command=info.pop("command"), **info)
-
-
-def sections(s: Setup, command=None, partitioned: bool = True) -> dict:
-    """Report sections shared by ``plan``, ``serial_fit`` and ``fit``."""
-    o, a, g = s.options, s.assignment, s.graph
-    out = {"command": command,
-           "input": {**g.source, "shape": [g.n, g.n], "nnz": int(g.A.nnz)},
-           "graph": g.name, "parts": s.K, "seed": o.seed, "epochs": o.epochs,
-           "layers": list(s.dims), "optimizer": o.optimizer, "symmetrize": o.symmetrize}
-    if partitioned:
-        out.update(partition_method=a.method, partitioner=a.partitioner,
-                   objective={"hp": "km1", "gp": "cut"}.get(a.method), partition=a.report)
-        out["partition"] = dict(a.report)
-    out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
-    return out
-
-
-def best_val(history) -> dict:
-    """Model selection as PyG's GCN example reports it: the test accuracy of the evaluated
-    epoch with the best validation accuracy (the first such epoch)."""
-    ev = [h for h in history if "val_acc" in h and "test_acc" in h]
-    if not ev:
-        return {}
-    best = max(ev, key=lambda h: h["val_acc"])
-    return {"best_val_acc": best["val_acc"], "best_val_epoch": best["epoch"],
-            "test_acc_at_best_val": best["test_acc"]}
-
-
-def _quality(s: Setup, history, final) -> dict:
-    q = {"train_loss": [h["train_loss"] for h in history]}
-    for key in ("val_acc", "test_acc"):
-        vals = [h[key] for h in history if key in h]
-        if vals:
-            q[key] = vals
-    q.update(final)
-    q.update(best_val(history))
-    q["counts"] = {k: int(np.count_nonzero(v)) for k, v in s.graph.masks.items()}
-    return q

@@ -219,8 +219,7 @@ def minibatch_fit(graph, nparts: int = 1, features=None, labels=None, split=None
     >>> len(res.history), res.predictions.shape
     (3, (2708,))
     """
-    from ._api import sections
-    from ._result import GCNResult
+    from ._result import GCNResult, sections
     from ._serial import run_serial
     from ._setup import prepare
 

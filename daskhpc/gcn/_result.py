@@ -12,9 +12,11 @@ epoch  train loss  val acc  test acc  time ms
 
 from __future__ import annotations
 
+import numpy as np
+
 from daskhpc.report import WorkflowResult
 
-__all__ = ["GCNResult"]
+__all__ = ["GCNResult", "sections", "quality", "best_val"]
 
 
 class GCNResult(WorkflowResult):
@@ -65,3 +67,43 @@ class GCNResult(WorkflowResult):
                        f"val acc {q.get('final_val_acc', float('nan')):.4f}, "
                        f"test acc {q['final_test_acc']:.4f}")
         return out + super()._notes()
+
+
+def sections(s, command=None, partitioned: bool = True) -> dict:
+    """Report sections shared by ``plan``, ``serial_fit`` and ``fit``."""
+    o, a, g = s.options, s.assignment, s.graph
+    out = {"command": command,
+           "input": {**g.source, "shape": [g.n, g.n], "nnz": int(g.A.nnz)},
+           "graph": g.name, "parts": s.K, "seed": o.seed, "epochs": o.epochs,
+           "layers": list(s.dims), "optimizer": o.optimizer, "symmetrize": o.symmetrize}
+    if partitioned:
+        out.update(partition_method=a.method, partitioner=a.partitioner,
+                   objective={"hp": "km1", "gp": "cut"}.get(a.method), partition=a.report)
+        out["partition"] = dict(a.report)
+    out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
+    return out
+
+
+def best_val(history) -> dict:
+    """Model selection as PyG's GCN example reports it: the test accuracy of the evaluated
+    epoch with the best validation accuracy (the first such epoch)."""
+    ev = [h for h in history if "val_acc" in h and "test_acc" in h]
+    if not ev:
+        return {}
+    best = max(ev, key=lambda h: h["val_acc"])
+    return {"best_val_acc": best["val_acc"], "best_val_epoch": best["epoch"],
+            "test_acc_at_best_val": best["test_acc"]}
+
+
+def quality(s, history, final) -> dict:
+    """The report's ``quality`` section: losses and accuracies per epoch, the final
+    numbers and the model selection of :func:`best_val`."""
+    q = {"train_loss": [h["train_loss"] for h in history]}
+    for key in ("val_acc", "test_acc"):
+        vals = [h[key] for h in history if key in h]
+        if vals:
+            q[key] = vals
+    q.update(final)
+    q.update(best_val(history))
+    q["counts"] = {k: int(np.count_nonzero(v)) for k, v in s.graph.masks.items()}
+    return q

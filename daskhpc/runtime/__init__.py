@@ -38,7 +38,7 @@ from daskhpc.runtime._calibrate import calibrate, calibrate_exchange
 from daskhpc.runtime._checkpoint import (CheckpointDir, array_digest, load_arrays, save_arrays,
                                          step_file)
 from daskhpc.runtime._connect import (CLUSTER_CONFIG, connect, free_dashboard_address,
-                                      worker_addresses)
+                                      scheduler_file_security, worker_addresses)
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gather_watching,
                                     release_futures, replace_lost)
 from daskhpc.runtime._engine import ProgramRunner, step_of_key
@@ -91,6 +91,7 @@ __all__ = [
     "replace_lost",
     "run_job",
     "save_arrays",
+    "scheduler_file_security",
     "send_report",
     "step_file",
     "step_of_key",

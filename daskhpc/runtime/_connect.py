@@ -19,7 +19,8 @@ from distributed import Client
 
 from daskhpc import _config
 
-__all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG", "free_dashboard_address"]
+__all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG", "free_dashboard_address",
+           "scheduler_file_security"]
 
 #: Set before a cluster that ``connect()`` starts is built: the scheduler and the
 #: workers read these once, at start-up.
@@ -57,6 +58,7 @@ def connect(
     n_workers: int | None = None,
     dashboard_address: str | None = None,
     processes: bool = True,
+    security: Any = None,
     **cluster_kwargs: Any,
 ) -> Client:
     """Return a Client, starting a local cluster unless told where one is.
@@ -85,6 +87,10 @@ def connect(
     dashboard_address : str, optional
         Where the dashboard listens; default ``daskhpc.runtime.dashboard-address``.
         If that port is taken, a free port on the same host is used instead.
+    security : distributed.security.Security, optional
+        Credentials for a TLS scheduler. By default, with ``scheduler_file=F``, those
+        that ``python -m daskhpc.mpi --scheduler-file F`` leaves beside it
+        (:func:`scheduler_file_security`); otherwise Dask's config.
     processes : bool, default True
         Worker processes (the default, and what measurements need: only real
         TCP transfers report meaningful byte counts) or threads in this process.
@@ -125,7 +131,9 @@ def connect(
                 "n_workers and cluster options only apply to a cluster that "
                 "connect() starts, not to an existing scheduler"
             )
-        return Client(address, scheduler_file=scheduler_file)
+        if security is None and scheduler_file is not None:
+            security = scheduler_file_security(scheduler_file)
+        return Client(address, scheduler_file=scheduler_file, security=security)
     if dask.config.get("scheduler-address", None):
         # Client() joins a configured scheduler, and would then refuse our
         # cluster options: join it without them.
@@ -137,6 +145,8 @@ def connect(
         dashboard_address = _config.get("runtime.dashboard-address")
     cluster_kwargs.setdefault("threads_per_worker", _config.get("runtime.threads-per-worker"))
     cluster_kwargs.setdefault("protocol", _config.get("runtime.protocol"))
+    if security is not None:
+        cluster_kwargs["security"] = security
     if processes and "worker_class" not in cluster_kwargs:
         # A Nanny hands its config to the worker process it spawns. Passing it
         # explicitly also covers workers added later by cluster.scale(), which
@@ -159,6 +169,47 @@ def connect(
             dashboard_address=free_dashboard_address(dashboard_address),
             **cluster_kwargs,
         )
+
+
+#: ``python -m daskhpc.mpi --scheduler-file F`` writes its job's TLS key and certificate
+#: (one PEM file, mode 0600) to ``F`` + this.
+CREDENTIALS_SUFFIX = ".tls.pem"
+
+
+def scheduler_file_security(scheduler_file: str):
+    """The client Security for the TLS credentials beside ``scheduler_file``, or None.
+
+    Examples
+    --------
+    >>> scheduler_file_security("/nonexistent/scheduler.json") is None
+    True
+    """
+    pem = str(scheduler_file) + CREDENTIALS_SUFFIX
+    if not os.path.exists(pem):
+        _plain_scheduler(scheduler_file, pem)
+        return None
+    from distributed.security import Security
+
+    return Security(tls_ca_file=pem, tls_client_cert=pem, require_encryption=True)
+
+
+def _plain_scheduler(scheduler_file, pem: str) -> None:
+    # A TLS scheduler without credentials would fail deep in distributed (a TypeError
+    # about ssl_context): say what is missing instead.
+    import json
+
+    try:
+        with open(scheduler_file) as f:
+            address = json.load(f).get("address", "")
+    except (OSError, ValueError, AttributeError):
+        return          # Client() reports a missing or broken scheduler file itself
+    if str(address).startswith("tls://") and not dask.config.get(
+            "distributed.comm.tls.client.cert", None):
+        from daskhpc.errors import InputError
+
+        raise InputError(f"{scheduler_file}: the scheduler at {address} needs TLS "
+                         f"credentials and {pem} is not there (pass security=, or run the "
+                         "job with --insecure)")
 
 
 def worker_addresses(client: Client) -> list[str]:

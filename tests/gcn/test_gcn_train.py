@@ -149,7 +149,7 @@ def test_sgd_option_trains():
 def test_accuracy_over_ten_seeds(graphs, name, target, capsys):
     """200 epochs, 10 seeds: the final model's mean test accuracy (and, as PyG's example
     reports it, the test accuracy at the best validation epoch)."""
-    from daskhpc.gcn._api import best_val
+    from daskhpc.gcn._result import best_val
 
     g = graphs(name)
     final, selected = [], []

@@ -86,7 +86,8 @@ SCRIPT = textwrap.dedent("""
            "client": dask.config.get(key), "scheduler": client.run_on_scheduler(sched),
            "workers_seen": list(client.run(worker).values()), "page": page.status,
            "scheduler_file": scheduler_file["address"] == client.scheduler.address,
-           "dashboard": client.dashboard_link}
+           "dashboard": client.dashboard_link, "address": client.scheduler.address,
+           "worker_addresses": worker_addresses(client)}
     with open(sys.argv[2], "w") as f:
         json.dump(out, f)
 """)
@@ -116,6 +117,10 @@ def test_script_sees_cluster_config_and_settings(tmp_path):
     assert got["page"] == 200 and got["dashboard"].startswith("http://127.0.0.1:")
     assert got["scheduler_file"] is True
     assert not sched_file.exists()   # removed when the job ends
+    assert not os.path.exists(str(sched_file) + ".tls.pem")   # the credentials too
+    # private by default: daskhpc.connect() on rank 1 joined over TLS
+    assert got["address"].startswith("tls://")
+    assert all(a.startswith("tls://") for a in got["worker_addresses"])
 
 
 def test_workflow_failure_ends_every_rank_quickly(tmp_path):
@@ -184,7 +189,7 @@ def test_worker_leaving_ends_the_job_with_status_3(tmp_path):
     script.write_text(LOSE_A_WORKER)
     proc, seconds = mpirun("--timeout", "100", str(script), "leave")
     assert proc.returncode == 3, proc.stderr
-    assert f"worker rank {RANKS - 1} (tcp://127.0.0.1:" in proc.stderr
+    assert f"worker rank {RANKS - 1} (tls://127.0.0.1:" in proc.stderr
     assert "left the cluster before the job finished" in proc.stderr
     assert seconds < 60
 
@@ -216,6 +221,7 @@ def test_job_scripts(tmp_path):
     assert report["workers"] == RANKS - 2 and report["grid"] == "1x1x3"
     assert report["serial_check"]["identical"] is True
     assert not (tmp_path / "scheduler-42.json").exists()
+    assert not (tmp_path / "scheduler-42.json.tls.pem").exists()
     # resubmitted: the same script resumes from the checkpoint and has nothing left to do
     proc = subprocess.run(["bash", os.path.join(JOBS, "slurm-spgemm.sh")], cwd=tmp_path,
                           env={**env, "SLURM_JOB_ID": "43"}, capture_output=True, text=True,
@@ -233,9 +239,11 @@ KILLED_MID_RUN = textwrap.dedent("""
     from daskhpc.testing import KillOnce, TaskKey
 
     client = dh.connect()
-    # the worker holding part 2 dies when it starts sub-epoch 1 of epoch 3
-    client.register_plugin(KillOnce(TaskKey("ssgd-step", {1: 2, 2: 3, 3: 1}), sys.argv[2]),
-                           name="kill")
+    # the worker holding part 2 dies when it starts epoch 3 (direct exchange: one task
+    # per part and epoch) or sub-epoch 1 of epoch 3 (graph: one task per step)
+    key = (TaskKey("ssgd-epoch", {1: 2, 2: 3}) if dh.runtime.exchange_mode() == "direct"
+           else TaskKey("ssgd-step", {1: 2, 2: 3, 3: 1}))
+    client.register_plugin(KillOnce(key, sys.argv[2]), name="kill")
     dh.ssgd.fit(sys.argv[1], 3, client=client, epochs=6, partition="random",
                 checkpoint=sys.argv[3])
 """)

@@ -53,6 +53,7 @@ def test_public_namespace_is_pinned():
         "replace_lost",
         "run_job",
         "save_arrays",
+        "scheduler_file_security",
         "send_report",
         "step_file",
         "step_of_key",
@@ -160,3 +161,20 @@ def test_cluster_config_is_what_we_document():
     assert CLUSTER_CONFIG["optimization.fuse.active"] is False
     assert CLUSTER_CONFIG["distributed.scheduler.active-memory-manager.start"] is False
     assert CLUSTER_CONFIG["distributed.admin.low-level-log-length"] >= 100_000
+
+
+def test_a_tls_scheduler_file_without_credentials_is_a_clear_error(tmp_path):
+    """A scheduler file of a private job (tls://) whose credentials file is missing: one
+    line naming the file, not distributed's TypeError about ssl_context."""
+    import json
+
+    from daskhpc.errors import InputError
+    from daskhpc.runtime import connect, scheduler_file_security
+
+    f = tmp_path / "scheduler.json"
+    f.write_text(json.dumps({"address": "tls://127.0.0.1:1", "type": "Scheduler"}))
+    with pytest.raises(InputError, match=r"scheduler.json: the scheduler at tls://127.0.0.1:1 "
+                                         r"needs TLS credentials and .*scheduler.json.tls.pem"):
+        connect(scheduler_file=str(f))
+    f.write_text(json.dumps({"address": "tcp://127.0.0.1:1", "type": "Scheduler"}))
+    assert scheduler_file_security(str(f)) is None

@@ -34,13 +34,17 @@ export DASK_DASKHPC__PARTITIONER__SEED=${DASK_DASKHPC__PARTITIONER__SEED:-0}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 
 # Hydra reads the node list from the PBS node file (-f); DASKHPC_MPI_ARGS adds
-# launcher options such as "--interface ib0".
+# launcher options such as "--interface ib0". The cluster is private (TLS, credentials
+# made for this job; "--insecure" turns that off); the dashboard is on rank 0's node
+# only, and the job output prints the ssh tunnel that reaches it.
 # shellcheck disable=SC2086
 mpiexec -f "$NODEFILE" -n "$NP" python -m daskhpc.mpi ${DASKHPC_MPI_ARGS:-} \
     --scheduler-file "scheduler-$JOB.json" --local-directory "${TMPDIR:-/tmp}" \
     spgemm "$INPUT" --aat --layers "$LAYERS" --memory-per-worker "$MEMORY" \
     --consume count --json "spgemm-$JOB.json" "${CKPT_ARGS[@]}" ${EXTRA_ARGS:-}
 status=$?
+# left behind only if rank 0 aborted the job (lost rank) or a signal killed it
+rm -f "scheduler-$JOB.json" "scheduler-$JOB.json.tls.pem"
 case $status in
   0) echo "daskhpc: report in spgemm-$JOB.json" ;;
   3) echo "daskhpc: a rank was lost (see above); resubmit the job${CHECKPOINT:+ (it resumes from $CHECKPOINT)}" >&2 ;;

@@ -36,13 +36,17 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THRE
 
 # Hydra (the mpich wheel's mpiexec) starts the ranks on every node through srun.
 # DASKHPC_MPI_ARGS: more launcher options, e.g. "--interface ib0" for InfiniBand.
-# The dashboard link is printed to the job output: ssh -L 8787:<node>:8787 <login>.
+# The cluster is private (TLS, credentials made for this job; scheduler-$JOB.json.tls.pem,
+# mode 0600, lets a notebook of yours join); "--insecure" turns that off. The dashboard
+# is on rank 0's node only; the job output prints the ssh tunnel that reaches it.
 # shellcheck disable=SC2086
 mpiexec -n "$NTASKS" python -m daskhpc.mpi ${DASKHPC_MPI_ARGS:-} \
     --scheduler-file "scheduler-$JOB.json" --local-directory "${TMPDIR:-/tmp}" \
     spgemm "$INPUT" --aat --layers "$LAYERS" --memory-per-worker "$MEMORY" \
     --consume count --json "spgemm-$JOB.json" "${CKPT_ARGS[@]}" ${EXTRA_ARGS:-}
 status=$?
+# left behind only if rank 0 aborted the job (lost rank) or a signal killed it
+rm -f "scheduler-$JOB.json" "scheduler-$JOB.json.tls.pem"
 case $status in
   0) echo "daskhpc: report in spgemm-$JOB.json" ;;
   3) echo "daskhpc: a rank was lost (see above); resubmit the job${CHECKPOINT:+ (it resumes from $CHECKPOINT)}" >&2 ;;

@@ -1,0 +1,245 @@
+"""A private Dask cluster for an MPI job: per-job TLS credentials, handed over MPI.
+
+Under ``python -m daskhpc.mpi`` anyone who can reach the scheduler can submit
+pickled tasks, which run as the job's owner. So by default (``--insecure``
+turns it off) one rank makes one credential per job (:func:`offer`), an ECDSA
+P-256 key and a self-signed certificate that is also the job's only trusted CA,
+and broadcasts it to the other ranks over the job's MPI communicator
+(:func:`share`): it is never written to a file unless ``--scheduler-file``
+asks for one (:func:`write_credentials`, mode 0600). Every rank then puts it
+in its Dask config (:func:`config`), so every ``Security()`` built in the job's processes,
+the scheduler's, the workers' and the client rank's ``Client()`` /
+``daskhpc.connect()`` alike, speaks ``tls://``, requires encryption and
+demands a certificate signed by the job's CA from both ends. A client without
+it fails the TLS handshake.
+
+ECDSA rather than ``distributed.security.Security.temporary()`` (RSA 2048):
+the key takes ~0.1 ms instead of 100-700 ms. The launcher has the client rank
+make it while rank 0 imports and builds the scheduler, so that importing
+``cryptography`` (~50-100 ms) is off the start-up's critical path.
+
+Examples
+--------
+>>> creds = new_credentials()
+>>> sorted(creds)
+['cert', 'key']
+>>> sec = security(creds)
+>>> sec.require_encryption, sec.tls_ca_file == sec.tls_worker_cert == creds["cert"]
+(True, True)
+>>> tls_protocol("tcp")
+'tls'
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import os
+
+__all__ = ["SecurityError", "available", "config", "credentials_path", "link_dashboard_host",
+           "load_credentials", "new_credentials", "offer", "security", "share", "tls_protocol",
+           "tunnel_hint", "write_credentials"]
+
+#: Transports that can carry TLS, and the secure scheme each one becomes.
+TLS_SCHEMES = {"tcp": "tls", "tls": "tls"}
+#: Roles of distributed's TLS config; one credential serves all three.
+ROLES = ("scheduler", "worker", "client")
+#: Validity: from a day back (clocks of the job's nodes may disagree) to a year
+#: ahead (longer than any wall-clock limit).
+NOT_BEFORE = datetime.timedelta(days=1)
+NOT_AFTER = datetime.timedelta(days=365)
+
+
+class SecurityError(Exception):
+    """The job's cluster cannot be made private (the message says how to proceed)."""
+
+
+def available() -> bool:
+    """Whether ``cryptography`` (needed to make credentials) is installed; no import."""
+    return importlib.util.find_spec("cryptography") is not None
+
+
+def new_credentials() -> dict[str, str]:
+    """A fresh key and self-signed certificate (PEM text), valid for one job.
+
+    Returns
+    -------
+    dict
+        ``{"cert": PEM, "key": PEM}``; the certificate is its own CA.
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "daskhpc-mpi-job")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)   # self-signed: the job's CA and its only certificate
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - NOT_BEFORE)
+        .not_valid_after(now + NOT_AFTER)
+        # distributed turns hostname checks off (peers are IP addresses); the
+        # name is only there for tools that want one
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("daskhpc-mpi-job")]),
+                       critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return {
+        "cert": cert.public_bytes(serialization.Encoding.PEM).decode(),
+        "key": key.private_bytes(serialization.Encoding.PEM,
+                                 serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption()).decode(),
+    }
+
+
+def offer() -> tuple[str, object]:
+    """On the rank that makes them: ``("ok", credentials)`` or ``("error", message)``.
+
+    A failure is broadcast like the credentials (:func:`share`), so that no rank
+    waits for credentials that will never come.
+    """
+    try:
+        return ("ok", new_credentials())
+    except ImportError as e:
+        return ("error", (f"a private cluster needs the `cryptography` package ({e}); "
+                          "pip install cryptography, or pass --insecure on a network "
+                          "secured otherwise"))
+    except Exception as e:  # noqa: BLE001 - every rank must hear of it
+        return ("error", f"could not make the job's TLS credentials: {type(e).__name__}: {e}")
+
+
+def share(comm, offered: tuple | None, root: int) -> dict[str, str]:
+    """Broadcast what :func:`offer` gave on ``root`` to every rank (``MPI_Bcast``).
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm
+        The job's communicator (``MPI.COMM_WORLD``); every rank calls this once.
+    offered : tuple or None
+        ``offer()`` on ``root``, ignored elsewhere.
+
+    Raises
+    ------
+    SecurityError
+        On every rank, if ``root`` could not make them.
+
+    Examples
+    --------
+    >>> from mpi4py import MPI                                        # doctest: +SKIP
+    >>> comm = MPI.COMM_WORLD                                         # doctest: +SKIP
+    >>> creds = share(comm, offer() if comm.rank == 1 else None, 1)   # doctest: +SKIP
+    """
+    kind, value = comm.bcast(offered, root=root)
+    if kind != "ok":
+        raise SecurityError(value)
+    return value
+
+
+def config(creds: dict[str, str]) -> dict:
+    """Dask config that makes every default ``Security()`` in this process use ``creds``."""
+    out = {"distributed.comm.require-encryption": True,
+           "distributed.comm.tls.ca-file": creds["cert"]}
+    for role in ROLES:
+        out[f"distributed.comm.tls.{role}.cert"] = creds["cert"]
+        out[f"distributed.comm.tls.{role}.key"] = creds["key"]
+    return out
+
+
+def security(creds: dict[str, str]):
+    """A :class:`distributed.security.Security` for any role, from ``creds``."""
+    from distributed.security import Security
+
+    kwargs = {"tls_ca_file": creds["cert"]}
+    for role in ROLES:
+        kwargs[f"tls_{role}_cert"] = creds["cert"]
+        kwargs[f"tls_{role}_key"] = creds["key"]
+    return Security(require_encryption=True, **kwargs)
+
+
+def tls_protocol(protocol: str) -> str:
+    """The TLS scheme for ``--protocol`` (``tcp`` -> ``tls``); SecurityError for others
+    (``ucx``; ``ws``/``wss`` could carry TLS too but are untested here)."""
+    try:
+        return TLS_SCHEMES[protocol]
+    except KeyError:
+        raise SecurityError(
+            f"--protocol {protocol} cannot carry the job's TLS credentials: use tcp (it "
+            "becomes tls), or add --insecure on a network secured otherwise") from None
+
+
+# -- the dashboard, on rank 0's loopback by default --------------------------------------
+
+DEFAULT_LINK = "{scheme}://{host}:{port}/status"
+LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def link_dashboard_host(address: str | None) -> None:
+    """Make ``Client.dashboard_link`` name the host the dashboard listens on.
+
+    The link takes its host from the scheduler's address, which is wrong when
+    the dashboard listens elsewhere (by default on localhost only). A site's own
+    ``distributed.dashboard.link`` template is left alone.
+    """
+    import dask.config
+
+    host = (address or "").rpartition(":")[0]
+    if host and host != "0.0.0.0" and dask.config.get("distributed.dashboard.link") == DEFAULT_LINK:
+        dask.config.set({"distributed.dashboard.link": "{scheme}://" + host + ":{port}/status"})
+
+
+def tunnel_hint(client, address: str | None) -> str | None:
+    """How to reach a dashboard that listens on rank 0's loopback only (else None)."""
+    if (address or "").rpartition(":")[0] not in LOOPBACK:
+        return None
+    import socket
+
+    node = client.run_on_scheduler(socket.gethostname)
+    port = client.scheduler_info(n_workers=0).get("services", {}).get("dashboard")
+    return (f"daskhpc.mpi: the dashboard listens on {node}'s loopback only; from your "
+            f"machine: ssh -L {port}:localhost:{port} -J <login node> {node}, then open "
+            f"http://localhost:{port}/status")
+
+
+# -- for clients outside the job (--scheduler-file) ------------------------------------
+
+def credentials_path(scheduler_file: str) -> str:
+    """Where the job writes its credentials for ``--scheduler-file F``: ``F.tls.pem``
+    (where :func:`daskhpc.runtime.scheduler_file_security` looks)."""
+    return scheduler_file + ".tls.pem"     # = runtime._connect.CREDENTIALS_SUFFIX
+
+
+def write_credentials(path: str, creds: dict[str, str]) -> None:
+    """Write ``creds`` as one PEM file (key, then certificate) readable by its owner only.
+
+    Created afresh with mode 0600 (``O_EXCL``: never through a file or link
+    someone else put there); a stale file of ours from a killed job is replaced.
+    """
+    if os.path.lexists(path):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(creds["key"] + creds["cert"])
+
+
+def load_credentials(path: str):
+    """A client :class:`~distributed.security.Security` from a file :func:`write_credentials` wrote.
+
+    Examples
+    --------
+    >>> from distributed import Client                    # doctest: +SKIP
+    >>> F = "scheduler-42.json"                           # doctest: +SKIP
+    >>> Client(scheduler_file=F,                          # doctest: +SKIP
+    ...        security=load_credentials(credentials_path(F)))
+    """
+    with open(path) as f:
+        text = f.read()
+    begin_cert = text.find("-----BEGIN CERTIFICATE-----")
+    if begin_cert < 0 or "PRIVATE KEY-----" not in text[:begin_cert]:
+        raise SecurityError(f"{path}: not a daskhpc.mpi credentials file (key, then certificate)")
+    return security({"key": text[:begin_cert], "cert": text[begin_cert:]})
