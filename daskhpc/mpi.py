@@ -262,6 +262,7 @@ def _client_rank(opts, job: Job, argv: list[str], size: int, creds: dict | None)
     from distributed import Client
 
     from daskhpc import _mpi_watch
+    from daskhpc.runtime import worker_addresses
 
     nworkers = size - 2
     os.environ["DASKHPC_MPI_CLIENT"] = "1"   # daskhpc.connect() joins this cluster
@@ -275,7 +276,7 @@ def _client_rank(opts, job: Job, argv: list[str], size: int, creds: dict | None)
         try:
             client.wait_for_workers(nworkers, timeout=opts.startup_timeout)
         except TimeoutError:
-            have = len(client.scheduler_info(n_workers=-1)["workers"])
+            have = len(worker_addresses(client))
             print(f"daskhpc.mpi: only {have} of {nworkers} workers joined within "
                   f"{opts.startup_timeout:g} s (--startup-timeout)", file=sys.stderr)
             status = LOST_RANK

@@ -233,7 +233,10 @@ def worker_addresses(client: Client) -> list[str]:
     >>> worker_addresses(client)                      # doctest: +SKIP
     ['tcp://127.0.0.1:40181', 'tcp://127.0.0.1:43911']
     """
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    # Not client.scheduler_info(): it returns the client's shared cache, which the
+    # client's own periodic refresh (n_workers=0: no workers) may overwrite between the
+    # fetch and the read; on a loaded machine that made every worker look lost.
+    workers = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
     return sorted(workers, key=lambda addr: (_natural(workers[addr].get("name")), addr))
 
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from daskhpc.runtime._connect import worker_addresses
+
 __all__ = ["low_latency"]
 
 
@@ -60,7 +62,7 @@ def low_latency(client, interval: float = 0.0):
             client.run_on_scheduler(_scheduler, None, sched_old)
             # only workers still there: a run on a lost worker's address would wait
             # for the connect timeout (30 s) before failing
-            alive = set(client.scheduler_info(n_workers=-1)["workers"])
+            alive = set(worker_addresses(client))
             for addr, old in work_old.items():
                 if addr not in alive:
                     continue

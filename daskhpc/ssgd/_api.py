@@ -93,14 +93,14 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
     >>> res = fit("ratings.csv", 4, client=client, strategy="p2p")   # doctest: +SKIP
     >>> res.report()["measured"]["inter_worker_bytes"]               # doctest: +SKIP
     """
-    from daskhpc.runtime import run_job
+    from daskhpc.runtime import run_job, worker_addresses
 
     if client is None:
         from distributed import get_client
 
         client = get_client()
     if nparts is None:
-        nparts = len(client.scheduler_info(n_workers=-1)["workers"])
+        nparts = len(worker_addresses(client))
     if checkpoint is not None and resume and partition_file is None:
         from ._checkpoint import partition_path
 

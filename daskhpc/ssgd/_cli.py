@@ -117,9 +117,11 @@ def plan(args) -> dict:
 
 def run(args, client) -> dict:
     """``daskhpc run ssgd RATINGS [--parts K] ...`` on a connected client."""
+    from daskhpc.runtime import worker_addresses
+
     from ._api import fit
 
-    nworkers = len(client.scheduler_info(n_workers=-1)["workers"])
+    nworkers = len(worker_addresses(client))
     res = fit(_input(args), _parts(args, nworkers), client=client,
               partition_file=getattr(args, "partition_file", None),
               check_serial=bool(getattr(args, "check_serial", False)),

@@ -71,9 +71,14 @@ def run_tree(tree: Path, which: str, exchange: str | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     if exchange:
         env["DASK_DASKHPC__RUNTIME__EXCHANGE"] = exchange
-    got = subprocess.run([sys.executable, __file__, "--one", which], env=env, cwd=tree,
-                         capture_output=True, text=True, check=True)
-    return json.loads(got.stdout.strip().splitlines()[-1])
+    for attempt in (1, 2):     # a loaded machine occasionally times a cluster start out
+        got = subprocess.run([sys.executable, __file__, "--one", which], env=env, cwd=tree,
+                             capture_output=True, text=True)
+        if got.returncode == 0:
+            return json.loads(got.stdout.strip().splitlines()[-1])
+        print(f"{which} in {tree} failed (attempt {attempt}):",
+              got.stderr.strip().splitlines()[-1:], file=sys.stderr, flush=True)
+    raise RuntimeError(f"{which} failed twice in {tree}")
 
 
 def main() -> None:
