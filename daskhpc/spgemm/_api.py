@@ -122,13 +122,14 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     from daskhpc.runtime import CheckpointDir, PartStore, Placement, run_job, worker_addresses
 
     from . import _driver as D
+    from ._checkpoint import store_batches, stored_batches
     from ._plugin import ensure_plugin
 
     g = s.grid
     workers = worker_addresses(client)
     ck = None if checkpoint is None else \
         CheckpointDir(checkpoint, "spgemm", fingerprint(s), resume=resume, keep=2**31)
-    stored = D.stored_batches(ck) if ck is not None else None
+    stored = stored_batches(ck) if ck is not None else None
     store = PartStore(client, Placement(g.p, workers), uuid.uuid4().hex[:10],
                       part_of=lambda c: g.rank(*c))
     t_prep = time.perf_counter()
@@ -161,7 +162,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     else:
         nb = 1 if s.batches == "auto" else int(s.batches)
     if ck is not None and stored is None:
-        D.store_batches(ck, nb, sym_info)
+        store_batches(ck, nb, sym_info)
     t_sym = time.perf_counter()
     lay = s.layout(nb)
     if s.mask is not None:

@@ -28,12 +28,7 @@ from ._graph import batch_graph, kept_name, step_of_key, symbolic_graph
 from ._plugin import fetch_timeline, register_run
 from ._tasks import load_kept
 
-__all__ = ["symbolic_job", "Batches", "stored_batches", "store_batches", "RUN_FILE"]
-
-#: Run-wide facts next to the manifest: b and Symbolic3D's numbers (a restart or a
-#: resumed job must use the b the checkpoint's batches were cut with).
-RUN_FILE = "spgemm-run.json"
-
+__all__ = ["symbolic_job", "Batches", "measured_steps", "worker_owner"]
 
 def _owner(s, placement) -> dict:
     return {cell: placement.worker(s.grid.rank(*cell)) for cell in s.grid.cells()}
@@ -210,26 +205,6 @@ class Batches:
         return {"window": self.s.window,
                 "batches": [self.timeline[t] for t in sorted(self.timeline)],
                 "violations": list(self.violations), "attempts": len(self.attempts)}
-
-
-def stored_batches(ck) -> dict | None:
-    """The run facts (``batches``, ``symbolic``) stored in checkpoint ``ck``, or None."""
-    path = ck.extra(RUN_FILE)
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path) as f:
-            data = json.load(f)
-        int(data["batches"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise InputError(f"{path}: unreadable spgemm checkpoint facts: {e}") from e
-    return data
-
-
-def store_batches(ck, nb: int, symbolic: dict) -> None:
-    """Record b (and Symbolic3D's numbers) before the first batch runs: a job that dies
-    before any batch is complete resumes with the same b."""
-    ck.write_extra(RUN_FILE, {"batches": int(nb), "symbolic": symbolic})
 
 
 def measured_steps(ledgers) -> dict:

@@ -1,0 +1,169 @@
+"""The public functions: ``plan`` (no cluster), ``allreduce_local`` (the Program run in
+this process: the partition-aware serial reference) and ``serial_allreduce``.
+
+``allreduce(vectors, client=...)`` on a Dask cluster comes with the workflow kit.
+
+Examples
+--------
+>>> import numpy as np
+>>> r = allreduce_local([np.array([1, 0, 2]), np.array([0, 0, 5])], algorithm="ssar_rec_dbl")
+>>> r.total.tolist(), r.history[0]["sent_bytes"]
+([1, 0, 7], 36)
+>>> plan(N=2**20, nparts=8, density=0.01, algorithm="ssar_rec_dbl")["plan"]["tot_msgs"]
+24
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from daskhpc.comm import run_local
+from daskhpc.report import new_report
+
+from ._plan import plan_sections
+from ._program import assemble, program, row, statics
+from ._result import AllreduceResult
+from ._serial import serial_allreduce
+from ._setup import Setup, prepare
+from ._synthetic import uniform_vectors
+
+__all__ = ["plan", "allreduce_local", "sections", "setup_of"]
+
+
+def setup_of(vectors=None, nparts=None, *, N=None, density=None, seed=0, dtype="float64",
+             **options) -> Setup:
+    """``prepare`` on the given vectors, or on the uniform model (N, nparts, density)."""
+    if vectors is None:
+        from daskhpc.errors import InputError
+
+        if N is None or nparts is None or density is None:
+            raise InputError("without vectors give N, the number of parts and a density "
+                             "(the thesis's uniform model)")
+        if not 0.0 <= float(density) <= 1.0:
+            raise InputError(f"--density must lie in [0, 1], got {density}")
+        if int(nparts) < 1:
+            raise InputError(f"--parts must be at least 1, got {nparts}")
+        if not 1 <= int(N) <= 2 ** 32:
+            raise InputError(f"--N must lie in [1, 2^32], got {N}")
+        vectors = uniform_vectors(int(N), int(nparts), float(density), seed=seed, dtype=dtype)
+        src = {"model": "uniform", "N": int(N), "density": float(density), "seed": int(seed),
+               "dtype": str(np.dtype(dtype))}
+        return prepare(vectors, nparts, N=int(N), source=src, **options)
+    return prepare(vectors, nparts, N=N, **options)
+
+
+def sections(s: Setup, history=None, command=None) -> dict:
+    """Report sections shared by ``plan`` and the runs."""
+    k = [s.N if st.dense else st.nitems for st in s.streams]
+    inp = {**s.source, "shape": [s.nparts, s.N], "nnz": int(sum(k)),
+           "k_max": int(max(k)), "density_max": max(k) / s.N, "dtype": s.fmt.dtype.name}
+    out = {"command": command, "input": inp, "parts": s.nparts, "algorithm": s.algo.name,
+           "N": s.N, "isize": s.fmt.isize, "index_bytes": s.fmt.c,
+           "dense_threshold_items": s.fmt.phi(s.N)}
+    if s.choice is not None:
+        out["choice"] = s.choice
+    out.update(plan_sections(s.plan))
+    out["plan"]["estimate_s"] = s.plan.estimate_time(s.choice["alpha"], s.choice["beta"]) \
+        if s.choice else None
+    out["timing"] = {k2: round(v, 6) for k2, v in s.timing.items()}
+    if history is not None:
+        out["timing"]["per_iteration_s"] = [h["time_s"] for h in history]
+    return out
+
+
+def plan(vectors=None, nparts=None, *, N=None, density=None, seed=0, dtype="float64",
+         command=None, **options) -> dict:
+    """The plan of one call (messages, items, bytes per stage and rank), no cluster.
+
+    Give ``vectors`` (one per rank), or ``N``, ``nparts`` and ``density`` for the
+    thesis's uniform model (seeded). ``algorithm="auto"`` adds the choice and every
+    candidate's Table 3.1 prediction.
+
+    Examples
+    --------
+    >>> r = plan(N=1000, nparts=4, density=0.01, algorithm="auto", alpha=1e-3, beta=1e-9)
+    >>> r["algorithm"], r["plan"]["phases"]
+    ('ssar_rec_dbl', 2)
+    """
+    s = setup_of(vectors, nparts, N=N, density=density, seed=seed, dtype=dtype, **options)
+    info = sections(s, command=command)
+    return new_report("allreduce", command=info.pop("command"), **info)
+
+
+def allreduce_local(vectors=None, algorithm: str = "auto", *, nparts=None, N=None,
+                    density=None, seed=0, dtype="float64", check_serial: bool = False,
+                    command=None, **options) -> AllreduceResult:
+    """Run the allreduce Program in this process (``run_local``): every rank's total.
+
+    Parameters
+    ----------
+    vectors : sequence, optional
+        One vector per rank (dense array, ``(indices, values)`` or scipy sparse);
+        default the uniform model of ``N``, ``nparts``, ``density``, ``seed``.
+    algorithm : str
+        ``auto`` or one of :data:`~daskhpc.allreduce.ALGORITHMS`.
+    check_serial : bool
+        Compare with the dense rank-order sum: integers must be equal; floats within
+        the reassociation bound (P - 1) u sum_i |v_i|.
+    **options
+        ``group`` (early switch), ``alpha``, ``beta`` (for ``auto``), ``repeat``.
+
+    Returns
+    -------
+    AllreduceResult
+
+    References
+    ----------
+    C. Renggli, "Efficient Sparse AllReduce For Scalable Machine Learning", Master's
+    thesis, ETH Zurich, 2017 (chapter 3, Table 3.1; chapter 4).
+    """
+    s = setup_of(vectors, nparts, N=N, density=density, seed=seed, dtype=dtype,
+                 algorithm=algorithm, **options)
+    prog = program(s)
+    times, t0 = [], [time.perf_counter()]
+
+    def tick(unit, reports):
+        now = time.perf_counter()
+        times.append(now - t0[0])
+        t0[0] = now
+
+    finals, reports = run_local(prog, statics(s), on_report=tick)
+    history = [{**row(s, u, rep), "time_s": t} for u, (rep, t) in
+               enumerate(zip(reports, times))]
+    streams = assemble(s, finals)
+    info = sections(s, history, command=command)
+    info["timing"]["run_s"] = float(sum(times))
+    info["quality"] = {"ranks_identical": _identical(streams),
+                       "result_items": streams[0].nitems,
+                       "result_dense": bool(streams[0].dense)}
+    if check_serial:
+        info["serial_check"] = _check(s, streams[0].to_dense())
+    return AllreduceResult(streams, info, history, s.plan, s.choice)
+
+
+def _identical(streams) -> bool:
+    a = streams[0]
+    for b in streams[1:]:
+        if a.dense != b.dense or not np.array_equal(a.val, b.val) or \
+                (not a.dense and not np.array_equal(a.idx, b.idx)):
+            return False
+    return True
+
+
+def _check(s: Setup, got: np.ndarray) -> dict:
+    vecs = [(st.idx, st.val) if not st.dense else st.val for st in s.streams]
+    want = serial_allreduce(vecs, s.N)
+    diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)),
+                        initial=0.0))
+    out = {"done": True, "identical": bool(np.array_equal(got, want)), "max_abs_diff": diff}
+    if s.fmt.dtype.kind == "f":
+        absum = np.zeros(s.N, np.float64)
+        for st in s.streams:
+            absum += np.abs(st.to_dense())
+        u = np.finfo(s.fmt.dtype).eps / 2
+        out["bound"] = "(P - 1) u sum_i |v_i| per element"
+        out["within_bound"] = bool(np.all(np.abs(got - want) <= 2 * (s.nparts - 1) * u * absum))
+        out["bound_note"] = "2x: both the run and the serial sum are rounded"
+    return out

@@ -1,0 +1,76 @@
+"""The allreduce panel of the daskhpc dashboard (registered through
+``daskhpc.allreduce._cli.DASHBOARD``): bytes per stage of the current algorithm and the
+time of every call, from the run's history rows (topic ``history``).
+"""
+
+from __future__ import annotations
+
+from bokeh.layouts import column, row
+from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool
+from bokeh.plotting import figure
+from distributed.utils import log_errors
+
+from daskhpc.dashboard import EMPTY, Component, format_bytes, update_source
+
+__all__ = ["AllreduceStages", "PANELS"]
+
+
+class AllreduceStages(Component):
+    """Planned payload bytes per stage (sum over ranks) and milliseconds per call."""
+
+    def __init__(self, scheduler, **kw):
+        super().__init__(scheduler, **kw)
+        self.stage_source = ColumnDataSource({"stage": [], "bytes": [], "total": []},
+                                             name="daskhpc-allreduce-stages")
+        self.stages = figure(title="Bytes per stage (all ranks)", x_range=FactorRange(),
+                             tools="hover,save,reset", toolbar_location="above",
+                             y_axis_label="bytes", **self.sizing)
+        self.stages.vbar(x="stage", top="bytes", width=0.8, source=self.stage_source)
+        self.stages.select_one(HoverTool).tooltips = [("stage", "@stage"),
+                                                      ("bytes", "@bytes{0,0}")]
+        self.call_source = ColumnDataSource({"call": [], "ms": [], "measured": [], "total": []},
+                                            name="daskhpc-allreduce-calls")
+        self.calls = figure(title="Time per call (ms)", tools="hover,save,reset",
+                            toolbar_location="above", x_axis_label="call",
+                            y_axis_label="ms", **self.sizing)
+        self.calls.line(x="call", y="ms", source=self.call_source)
+        self.calls.scatter(x="call", y="ms", source=self.call_source, size=6)
+        self.calls.select_one(HoverTool).tooltips = [("call", "@call"), ("ms", "@ms{0.0}"),
+                                                     ("measured bytes", "@measured{0,0}")]
+        self.summary = Div(text=EMPTY, name="daskhpc-allreduce-summary")
+        self.root = column(self.summary, row(self.stages, self.calls, **self.layout),
+                           **self.layout)
+
+    @log_errors
+    def update(self) -> None:
+        st = self.state
+        if st is None:
+            return
+        if st.run.get("workflow") != "allreduce":         # another workflow's run: show nothing
+            st = None
+        rows = [r for r in st.history if "stage_bytes" in r] if st is not None else []
+        if not rows:
+            for src in (self.stage_source, self.call_source):
+                update_source(src, {k: [] for k in src.data})
+            return
+        last = rows[-1]
+        labels = [f"{i}" for i in range(len(last["stage_bytes"]))]
+        self.stages.x_range.factors = labels
+        update_source(self.stage_source, {"stage": labels,
+                                          "bytes": list(last["stage_bytes"]),
+                                          "total": [len(labels)] * len(labels)})
+        update_source(self.call_source, {
+            "call": [r.get("call", r.get("unit", i)) for i, r in enumerate(rows)],
+            "ms": [1e3 * r.get("time_s", 0.0) for r in rows],
+            "measured": [r.get("measured_bytes", 0) for r in rows],
+            "total": [len(rows)] * len(rows)})
+        times = sorted(r.get("time_s", 0.0) for r in rows)
+        self.summary.text = (
+            f"<b>allreduce</b> {last.get('algorithm', '')}: {len(rows)} calls, median "
+            f"{1e3 * times[len(times) // 2]:.1f} ms, "
+            f"{format_bytes(sum(last['stage_bytes']))} per call in "
+            f"{len(last['stage_bytes'])} stages")
+
+
+#: page key -> (panel, title): ``/individual-daskhpc-allreduce``
+PANELS = {"allreduce": (AllreduceStages, "allreduce stages")}

@@ -1,0 +1,89 @@
+"""What an allreduce run measured: bytes and messages between workers per call and per
+stage (from the :class:`~daskhpc.runtime.TransferLedger`'s entries, attributed by task
+key) next to the call's plan projected on the same workers (:meth:`Plan.placed`), the
+history rows, and what the dashboard is told.
+
+The plan counts payload bytes (``n (c + isize)`` sparse, ``d isize`` dense); a Dask
+transfer adds its framing (message header, frame lengths, pickled tuple: a few hundred
+bytes per message, ``framing_bytes_per_message``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["owner_index", "measure", "call_rows", "publish_start", "publish"]
+
+
+def owner_index(owner, workers):
+    """Worker index of every rank (workers in stable order) and the workers used."""
+    order = sorted(set(owner), key=workers.index) if workers else sorted(set(owner))
+    return [order.index(w) for w in owner], order
+
+
+def measure(s, entries, owner, workers, stage_of, calls) -> dict:
+    """Measured bytes and messages (per call and stage) next to the plan on the workers."""
+    idx, order = owner_index(owner, workers)
+    placed = s.plan.placed(idx, len(order))
+    pb = placed.message_bytes()
+    plan_stage = {int(t): (int(pb[placed.phase == t].sum()), int((placed.phase == t).sum()))
+                  for t in range(s.algo.nstages)}
+    stages: dict = {t: {"planned_worker_bytes": b * calls, "planned_worker_messages": m * calls,
+                        "measured_bytes": 0, "measured_messages": 0}
+                    for t, (b, m) in plan_stage.items()}
+    per_call: dict = {}
+    total_b = total_m = 0
+    for e in entries:
+        hits = [ct for ct in map(stage_of, e["keys"]) if ct is not None]
+        if not hits:                    # not a message of these calls
+            continue
+        total_b += e["bytes"]
+        total_m += 1
+        c, t = hits[0]                  # a message carries keys of one call and stage
+        stages.setdefault(t, {"measured_bytes": 0, "measured_messages": 0})
+        stages[t]["measured_bytes"] += e["bytes"]
+        stages[t]["measured_messages"] += 1
+        per_call[c] = per_call.get(c, 0) + e["bytes"]
+    planned_b = sum(b for b, _ in plan_stage.values()) * calls
+    planned_m = sum(m for _, m in plan_stage.values()) * calls
+    summary = {"inter_worker_bytes": total_b, "inter_worker_messages": total_m,
+               "planned_bytes": planned_b, "planned_messages": planned_m, "calls": calls,
+               "workers": len(order)}
+    if total_m:
+        summary["framing_bytes_per_message"] = (total_b - planned_b) / total_m
+    return {"summary": summary, "stages": stages, "per_call": per_call,
+            "planned_call_bytes": sum(b for b, _ in plan_stage.values())}
+
+
+def call_rows(s, times, m) -> list[dict]:
+    """History rows of the direct engine's calls (the program engine's come from ``row``)."""
+    rep = s.plan.report()
+    per_stage = [int(x) for x in np.bincount(s.plan.phase, weights=s.plan.message_bytes(),
+                                              minlength=s.algo.nstages)]
+    out = []
+    for u, t in enumerate(times):
+        out.append({"unit": u, "call": u, "algorithm": s.algo.name, "time_s": t,
+                    "sent_bytes": int(rep["planned_bytes"]), "messages": int(rep["tot_msgs"]),
+                    "stage_bytes": per_stage,
+                    "planned_bytes": m["planned_call_bytes"],
+                    "measured_bytes": int(m["per_call"].get(u, 0))})
+    return out
+
+
+def publish_start(client, s, owner, workers):
+    """Tell the dashboard a run starts, with the call's planned bytes between workers."""
+    from daskhpc.dashboard import plan_matrix
+    from daskhpc.dashboard import publish as publish_
+
+    idx, order = owner_index(owner, workers)
+    publish_(client, "run", name=f"allreduce {s.algo.name} P={s.nparts}",
+            workflow="allreduce", workers=order)
+    publish_(client, "plan", matrix=plan_matrix(s.plan, idx), workers=order,
+            unit="bytes per call")
+
+
+def publish(client, topic, **data):
+    """Feed the dashboard (never fails a run)."""
+    from daskhpc.dashboard import publish as publish_
+
+    publish_(client, topic, **data)

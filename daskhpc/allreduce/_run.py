@@ -1,0 +1,323 @@
+"""``allreduce(vectors, client=...)``: the call on a Dask cluster, planned, run, measured.
+
+Two engines run the same per-rank step functions (so both equal ``run_local`` bit for
+bit):
+
+* ``engine="direct"`` (default): one small pinned graph per call (``_direct``): S + 1
+  rounds of tasks, the vectors' futures as inputs, the totals left on the ranks' workers;
+* ``engine="program"``: the call's :class:`~daskhpc.comm.Program` through the workflow
+  frame (:func:`daskhpc.runtime.run_job`: ``repeat`` calls pipelined as units, lost
+  workers recovered); what :func:`append_allreduce` embeds in other workflows.
+
+Both measure what moved between workers (:class:`~daskhpc.runtime.TransferLedger`), per
+call and per stage, next to the plan projected on the same workers.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+
+import numpy as np
+
+from ._api import _check, _identical, sections, setup_of
+from ._direct import call_graph, describe_task, forget, input_task, short_stages
+from ._measure import call_rows, measure, publish, publish_start
+from ._program import assemble, program, row, statics
+from ._result import AllreduceResult
+from ._setup import finish, options_of
+from ._stream import Format, Stream, from_payload
+
+__all__ = ["allreduce", "warm_up"]
+
+
+def warm_up():
+    """Load the numba kernels on a worker (before anything is timed)."""
+    from ._kernels import merge_sum, merge_union
+
+    for dt in (np.float64, np.int64, np.float32):
+        i = np.array([1], np.uint32)
+        v = np.ones(1, dt)
+        merge_sum(i, v, i, v)
+    merge_union(i, i)
+
+
+def allreduce(vectors=None, algorithm: str = "auto", *, client=None, N=None, nparts=None,
+              density=None, seed=0, dtype="float64", engine: str = "direct", gather=None,
+              exchange: str | None = None, check_serial: bool = False, callback=None,
+              progress=None, command=None, **options) -> AllreduceResult:
+    """Sum per-rank vectors on a Dask cluster; every rank ends with the same total.
+
+    Parameters
+    ----------
+    vectors : sequence, optional
+        One vector per rank: arrays on the client (dense 1-D, ``(indices, values)`` or
+        scipy sparse), or ``distributed.Future``s of them on the workers (each rank runs
+        where its future lives). Default: the thesis's uniform model of ``N``,
+        ``nparts``, ``density``, ``seed`` (section 5.1).
+    algorithm : str
+        ``auto`` (Table 3.1 with the calibrated alpha and beta and k = max_i |H_i|) or
+        one of :data:`~daskhpc.allreduce.ALGORITHMS`.
+    client : distributed.Client, optional
+        Default: the current client.
+    engine : {"direct", "program"}
+        See the module docstring; ``program`` takes client-side vectors only.
+    gather : bool, optional
+        Bring every rank's total to the client (default: yes for client-side vectors,
+        no for futures: the totals stay on the workers, ``result.futures``).
+    exchange : {"direct", "graph"}, optional
+        ``engine="program"`` only: how the Program's messages travel (default
+        ``daskhpc.runtime.exchange``; see :class:`daskhpc.runtime.Job`). Bit-identical.
+    check_serial : bool
+        Compare with the dense rank-order sum: integers equal, floats within the
+        reassociation bound (P - 1) u sum_i |v_i|.
+    callback : callable, optional
+        ``callback(row)`` after every call.
+    **options
+        ``repeat`` (calls, each a history row), ``group``, ``alpha``, ``beta``.
+
+    Returns
+    -------
+    AllreduceResult
+        ``streams`` (gathered totals), ``futures`` (per rank, on its worker), ``plan``,
+        ``choice``, ``history`` (per call: time, planned and measured bytes per stage).
+
+    Examples
+    --------
+    >>> client = dh.connect(n_workers=4)                                  # doctest: +SKIP
+    >>> futs = [client.submit(make_gradient, r, workers=[w]) for r, w in ...]  # doctest: +SKIP
+    >>> r = allreduce(futs, N=10**7, client=client)                       # doctest: +SKIP
+    >>> r.futures[2].result()       # rank 2's total, a stream payload    # doctest: +SKIP
+
+    References
+    ----------
+    C. Renggli, "Efficient Sparse AllReduce For Scalable Machine Learning", Master's
+    thesis, ETH Zurich, 2017 (chapters 3-4, Table 3.1).
+    """
+    from daskhpc.runtime import worker_addresses
+
+    if client is None:
+        from distributed import get_client
+
+        client = get_client()
+    if engine not in ("direct", "program"):
+        from daskhpc.errors import InputError
+
+        raise InputError(f"unknown engine {engine!r}; choose direct or program")
+    t_start = time.perf_counter()
+    workers = worker_addresses(client)
+    futures_in = vectors is not None and _are_futures(vectors)
+    inputs = None
+    if futures_in:
+        if engine != "direct":
+            raise ValueError("engine='program' takes vectors on the client; futures run "
+                             "with engine='direct'")
+        s, inputs, owner = _from_futures(client, vectors, N, dict(algorithm=algorithm,
+                                                                 **options))
+    else:
+        s = setup_of(vectors, nparts, N=N, density=density, seed=seed, dtype=dtype,
+                     algorithm=algorithm, **options)
+        owner = [workers[r % len(workers)] for r in range(s.nparts)]
+    gather = (not futures_in) if gather is None else bool(gather)
+    client.run(warm_up)
+    if engine == "program":
+        from daskhpc.runtime import exchange_mode
+
+        exchange = exchange_mode(exchange)
+        out = _run_program(client, s, owner, callback, progress, exchange)
+    else:
+        out = _run_direct(client, s, owner, inputs, callback)
+    history, finals, measured, timing = out
+    futures = finals if engine == "direct" else []
+    streams = [] if engine == "direct" else finals
+    if futures and (gather or check_serial):
+        streams = [from_payload(p, 0, s.N) for p in client.gather(futures)]
+    info = sections(s, history, command=command)
+    info["engine"] = engine
+    if engine == "program":
+        info["exchange"] = exchange
+    info["measured"] = measured.pop("summary")
+    for st in info["stages"]:
+        st.update(measured["stages"].get(st["stage"], {}))
+    info["timing"].update(timing)
+    times = [h["time_s"] for h in history]
+    info["timing"]["call_s_median"] = float(np.median(times))
+    info["timing"]["total_s"] = time.perf_counter() - t_start
+    q = {"result_items": None, "engine": engine}
+    if streams:
+        q.update(ranks_identical=_identical(streams), result_items=streams[0].nitems,
+                 result_dense=bool(streams[0].dense))
+    if s.choice:
+        q["predicted_s"] = s.choice["predicted_s"]
+    q["measured_call_s"] = float(np.median(times))
+    info["quality"] = {k: v for k, v in q.items() if v is not None}
+    if check_serial:
+        vs = s if not futures_in else _with_values(client, s, inputs)
+        info["serial_check"] = _check(vs, streams[0].to_dense())
+    return AllreduceResult(streams if gather else [], info, history, s.plan, s.choice,
+                           futures=futures)
+
+
+def _are_futures(vectors) -> bool:
+    from distributed import Future
+
+    vs = list(vectors) if not isinstance(vectors, np.ndarray) else []
+    return bool(vs) and all(isinstance(v, Future) for v in vs)
+
+
+def _from_futures(client, futures, N, options):
+    """Inputs made canonical where they live; their index sets planned on the client."""
+    from distributed import wait
+
+    from daskhpc.errors import InputError
+    from daskhpc.runtime import submit_pinned
+
+    t0 = time.perf_counter()
+    opts = options_of(options)
+    futures = list(futures)
+    wait(futures)                                  # the vectors exist (not gathered)
+    for f in futures:
+        if f.status != "finished":
+            f.result()                             # raises the task's error
+    who = client.who_has(futures)
+    owner = [sorted(who[f.key])[0] for f in futures]
+    tok = uuid.uuid4().hex[:10]
+    tasks, where = {}, {}
+    for r, f in enumerate(futures):
+        k_in, k_d = (f"allreduce-input-{tok}", r), (f"allreduce-describe-{tok}", r)
+        tasks[k_in] = (input_task, f, N, r)
+        tasks[k_d] = (describe_task, k_in)
+        where[k_in] = where[k_d] = owner[r]
+    keys = [k for k in tasks if k[0].startswith("allreduce-input")]
+    got = submit_pinned(client, tasks, where, keys + [k for k in tasks if k not in keys])
+    inputs = dict(enumerate(got[:len(futures)]))
+    desc = client.gather(got[len(futures):])
+    Ns = {d["N"] for d in desc}
+    if len(Ns) > 1:
+        raise InputError(f"the vectors have different lengths: {sorted(Ns)}")
+    dts = {d["dtype"] for d in desc}
+    if len(dts) > 1:
+        raise InputError(f"the vectors have different value types {sorted(dts)}: cast them "
+                         "to one first")
+    Nv = Ns.pop()
+    fmt = Format(np.dtype(dts.pop()))
+    streams = [Stream(0, Nv, None if d["idx"] is None else d["idx"], None) for d in desc]
+    s = finish(opts, streams, Nv, fmt, {"futures": len(futures)}, t0)
+    return s, inputs, owner
+
+
+def _with_values(client, s, inputs):
+    """A copy of the setup whose streams carry the inputs' values (for the serial check)."""
+    import copy
+
+    vs = copy.copy(s)
+    vs.streams = [from_payload(d["payload"], 0, s.N)
+                  for d in client.gather([inputs[r] for r in range(s.nparts)])]
+    return vs
+
+
+def _run_direct(client, s, owner, inputs, callback):
+    from distributed import wait
+
+    from daskhpc.runtime import (
+        PartStore,
+        Placement,
+        TransferLedger,
+        WorkerWatch,
+        low_latency,
+        release_futures,
+        submit_pinned,
+        worker_addresses,
+    )
+
+    workers = worker_addresses(client)
+    t0 = time.perf_counter()
+    store = None
+    if inputs is None:
+        store = PartStore(client, Placement(s.nparts, workers, owner), uuid.uuid4().hex[:10])
+        inputs = store.put("input", {r: {"N": s.N, "payload": st["input"]}
+                                     for r, st in enumerate(statics(s))})
+    t_setup = time.perf_counter() - t0
+    publish_start(client, s, owner, workers)
+    history, finals, tokens, times = [], None, [], []
+    with TransferLedger(client, settle=0.5) as led, WorkerWatch(client, set(owner)) as watch, \
+            low_latency(client):         # the 2-5 ms batching of control messages per hop
+        for u in range(s.options.repeat):
+            tok = uuid.uuid4().hex[:10]
+            tasks, where, results = call_graph(s.algo, tok, inputs, owner,
+                                               in_loop=short_stages(s.algo))
+            t1 = time.perf_counter()
+            futs = submit_pinned(client, tasks, where, results)
+            try:
+                _wait(futs, watch, wait)
+            except BaseException:
+                client.run(forget, tok)
+                raise
+            times.append(time.perf_counter() - t1)
+            tokens.append(tok)
+            if finals is not None:
+                release_futures(finals)
+            finals = futs
+    if store is not None:
+        store.release()
+
+    def stage_of(key):
+        if isinstance(key, (tuple, list)) and len(key) == 4 and str(key[0]).startswith(
+                "allreduce-") and key[0][len("allreduce-"):] in tokens:
+            return tokens.index(key[0][len("allreduce-"):]), int(key[2])
+        return None
+
+    m = measure(s, led.entries, owner, workers, stage_of, len(tokens))
+    rows = call_rows(s, times, m)
+    for r in rows:
+        history.append(r)
+        if callback is not None:
+            callback(r)
+    publish(client, "history", rows=rows)
+    return history, finals, m, {"run_s": float(sum(times)), "setup_s": t_setup,
+                                "per_iteration_s": times}
+
+
+def _wait(futs, watch, wait):
+    pending = list(futs)
+    while pending:
+        watch.check()
+        try:
+            wait(pending, timeout=0.2)
+        except TimeoutError:
+            pass
+        pending = [f for f in pending if not f.done()]
+        bad = [f for f in futs if f.status in ("error", "cancelled")]
+        if bad:
+            watch.check()
+            bad[0].result()
+    watch.check()
+
+
+def _run_program(client, s, owner, callback, progress, exchange):
+    from daskhpc.runtime import Job, Placement, run_job, worker_addresses
+
+    workers = worker_addresses(client)
+    S = s.algo.nstages
+    job = Job("allreduce", s.nparts, s.options.repeat, row=functools.partial(row, s),
+              fingerprint={}, program=functools.partial(program, s), statics=statics(s),
+              assemble=functools.partial(assemble, s),
+              warm_up=warm_up, unit_name="calls", in_loop=short_stages(s.algo),
+              placement=lambda ws: Placement(s.nparts, ws, owner), exchange=exchange)
+    out = run_job(client, job, callback=callback, progress_bar=progress)
+    pname = f"allreduce-{s.algo.name}-"
+
+    def stage_of(key):
+        if isinstance(key, (tuple, list)) and len(key) == 4 and isinstance(key[2], int) \
+                and str(key[0]).startswith(pname):
+            return divmod(int(key[2]), S + 1)
+        return None
+
+    m = measure(s, out.ledger.entries if out.ledger else [], owner, workers, stage_of,
+                 len(out.history))
+    summary = dict(out.measured)
+    summary.update(calls=len(out.history), workers=m["summary"]["workers"])
+    m["summary"] = summary
+    timing = dict(out.timing)
+    return out.history, out.value, m, timing   # value: every rank's total (assemble)

@@ -1,0 +1,225 @@
+"""Everything an allreduce call is made of, built once: inputs, algorithm, plan, choice.
+
+``prepare`` validates the per-rank vectors (a user mistake is an
+:class:`~daskhpc.errors.InputError`, one line), converts them to canonical streams,
+resolves ``algorithm="auto"`` from Table 3.1 with the measured k = max_i |H_i|, and
+computes the call's exact plan from the index sets. ``plan``, ``allreduce_local`` and
+(phase 2) ``allreduce`` share it.
+
+Examples
+--------
+>>> import numpy as np
+>>> a, b = np.zeros(8), np.zeros(8)
+>>> a[[1, 2]], b[5] = 1.0, 2.0
+>>> s = prepare([a, b], algorithm="ssar_rec_dbl")
+>>> s.N, s.nparts, s.plan.volume.tolist()
+(8, 2, [2, 1])
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from daskhpc.errors import InputError
+
+from ._algorithms import Algorithm
+from ._cost import CANDIDATES, choose, cost_model
+from ._plan import call_plan
+from ._registry import ALGORITHMS, DEFAULT_GROUP, make
+from ._stream import Format, Stream, canon
+
+__all__ = ["Options", "Setup", "prepare", "as_vectors", "check_vector", "stream_of", "finish",
+           "options_of", "one_vector"]
+
+MAX_N = 2 ** 32          # uint32 indices (section 4.1.1)
+
+
+@dataclass
+class Options:
+    """Call options (the CLI flags of the same names)."""
+
+    algorithm: str = "auto"
+    group: int = DEFAULT_GROUP
+    alpha: float | None = None       # s per message; default: calibrated or CostModel's
+    beta: float | None = None        # s per byte
+    repeat: int = 1                  # calls in one run (timing; each call is a unit)
+
+    def check(self) -> None:
+        if self.algorithm != "auto" and self.algorithm not in ALGORITHMS:
+            raise InputError(f"unknown --algorithm {self.algorithm!r}; choose auto or one "
+                             f"of {sorted(ALGORITHMS)}")
+        g = int(self.group)
+        if g < 1 or g & (g - 1):
+            raise InputError(f"--group must be a power of two, got {self.group}")
+        for name in ("alpha", "beta"):
+            v = getattr(self, name)
+            if v is not None and not (np.isfinite(v) and v >= 0):
+                raise InputError(f"--{name} must be a non-negative number, got {v}")
+        if int(self.repeat) < 1:
+            raise InputError(f"--repeat must be at least 1, got {self.repeat}")
+
+
+@dataclass(eq=False)
+class Setup:
+    """The prepared call."""
+
+    options: Options
+    nparts: int
+    N: int
+    fmt: Format
+    streams: list            # per rank, the canonical input Stream (with values)
+    algo: Algorithm
+    plan: object             # daskhpc.comm.Plan of one call
+    choice: dict | None      # the auto decision (None for a fixed algorithm)
+    source: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)
+
+    @property
+    def k(self) -> int:
+        """max_i |H_i| (the thesis's k)."""
+        return max((s.nitems if not s.dense else self.N) for s in self.streams)
+
+    def index_sets(self) -> list:
+        return [None if s.dense else s.idx for s in self.streams]
+
+    def describe(self) -> dict:
+        return {"options": asdict(self.options), "parts": self.nparts, "N": self.N}
+
+
+def one_vector(v, N, r):
+    """(idx, val) of one rank's vector, validated."""
+    import scipy.sparse as sp
+
+    if sp.issparse(v):
+        c = sp.coo_array(v)
+        if c.ndim == 2 and 1 not in c.shape:
+            raise InputError(f"vector {r}: a sparse matrix of shape {c.shape}, not a vector")
+        flat = c.coords[-1] if c.ndim == 1 or c.shape[0] == 1 else c.coords[0]
+        idx, val, n = np.asarray(flat, np.int64), np.asarray(c.data), max(c.shape)
+    elif isinstance(v, tuple):
+        if len(v) != 2:
+            raise InputError(f"vector {r}: a sparse vector is a pair (indices, values)")
+        idx, val, n = np.asarray(v[0]), np.asarray(v[1]), N
+        if idx.ndim != 1 or val.shape != idx.shape:
+            raise InputError(f"vector {r}: {idx.size} indices but values of shape {val.shape}")
+        if idx.size and idx.dtype.kind not in "iu":
+            raise InputError(f"vector {r}: indices must be integers, got {idx.dtype}")
+    else:
+        a = np.asarray(v)
+        if a.ndim != 1:
+            raise InputError(f"vector {r}: expected a 1-D array, got shape {a.shape}")
+        idx = np.flatnonzero(a)
+        val, n = a[idx], a.size
+    if N is not None and n is not None and n != N:
+        raise InputError(f"vector {r} has length {n}, the others {N}")
+    return idx.astype(np.int64, copy=False), val, n
+
+
+def check_vector(idx, val, N: int, r: int, dtype) -> None:
+    """The per-vector checks: indices in range and unique, finite float values."""
+    if idx.size and (idx.min() < 0 or idx.max() >= N):
+        raise InputError(f"vector {r}: index {int(idx.max() if idx.max() >= N else idx.min())}"
+                         f" outside [0, {N})")
+    if np.dtype(dtype).kind == "f" and not np.all(np.isfinite(val)):
+        raise InputError(f"vector {r}: NaN or infinite value at index "
+                         f"{int(idx[np.flatnonzero(~np.isfinite(val))[0]])}")
+    srt = np.sort(idx)
+    dup = srt[1:][np.diff(srt) == 0]
+    if dup.size:
+        raise InputError(f"vector {r}: index {int(dup[0])} given twice")
+
+
+def as_vectors(vectors, N: int | None = None):
+    """Validate per-rank vectors; returns (N, dtype, [(idx int64, val)])."""
+    if isinstance(vectors, np.ndarray) and vectors.ndim == 2:
+        vectors = list(vectors)
+    vectors = list(vectors)
+    if not vectors:
+        raise InputError("an allreduce needs at least one vector")
+    out = []
+    for r, v in enumerate(vectors):
+        idx, val, n = one_vector(v, N, r)
+        N = n if N is None else N
+        out.append((idx, val))
+    if N is None:
+        raise InputError("sparse (indices, values) vectors need N, the vector length")
+    N = int(N)
+    if not 1 <= N <= MAX_N:
+        raise InputError(f"vector length N must lie in [1, 2^32] (uint32 indices), got {N}")
+    kinds = {val.dtype.kind for _, val in out if val.size}
+    if kinds - set("iuf"):
+        raise InputError(f"values must be integers or floats, got {sorted(kinds)} kinds")
+    dtype = np.result_type(*[val.dtype for _, val in out]) if out else np.float64
+    if dtype.kind not in "iuf":
+        dtype = np.dtype(np.float64)
+    for r, (idx, val) in enumerate(out):
+        check_vector(idx, val, N, r, dtype)
+    return N, np.dtype(dtype), out
+
+
+def stream_of(idx, val, N: int, fmt: Format) -> Stream:
+    """A rank's canonical input stream: sorted uint32 indices, values of the call's type,
+    dense iff ``n (c + isize) >= N isize``."""
+    order = np.argsort(idx, kind="stable")
+    return canon(Stream(0, N, np.asarray(idx)[order].astype(np.uint32),
+                        np.asarray(val, fmt.dtype)[order]), fmt)
+
+
+def prepare(vectors, nparts: int | None = None, *, N: int | None = None, source=None,
+            **options) -> Setup:
+    """Validate the inputs and options and build the call.
+
+    Parameters
+    ----------
+    vectors : sequence
+        One vector per rank: a dense 1-D array (its nonzeros are the index set), an
+        ``(indices, values)`` pair (explicit zeros count as items), or a scipy sparse
+        vector. A 2-D array is one vector per row.
+    nparts : int, optional
+        Must equal ``len(vectors)`` when given.
+    N : int, optional
+        Vector length (needed for ``(indices, values)`` pairs).
+    **options
+        Fields of :class:`Options`.
+    """
+    opts = options_of(options)
+    t0 = time.perf_counter()
+    N, dtype, pairs = as_vectors(vectors, N)
+    if nparts is not None and int(nparts) != len(pairs):
+        raise InputError(f"--parts {nparts} but {len(pairs)} vectors")
+    fmt = Format(dtype)
+    streams = [stream_of(idx, val, N, fmt) for idx, val in pairs]
+    return finish(opts, streams, N, fmt, source, t0)
+
+
+def options_of(options: dict) -> Options:
+    """Checked :class:`Options` from keyword arguments."""
+    unknown = set(options) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown allreduce option(s): {sorted(unknown)}")
+    opts = Options(**options)
+    opts.check()
+    return opts
+
+
+def finish(opts: Options, streams: list, N: int, fmt: Format, source, t0: float) -> Setup:
+    """The call of these canonical streams (with values, or index-only): the ``auto``
+    choice from k = max_i |H_i| (Table 3.1), the algorithm and its exact plan."""
+    P = len(streams)
+    choice = None
+    name = opts.algorithm
+    if name == "auto":
+        k = max(s.nitems for s in streams)
+        choice = choose(P, N, k, fmt.isize, cost_model(opts.alpha, opts.beta),
+                        group=opts.group, candidates=CANDIDATES)
+        name = choice["algorithm"]
+    algo = make(name, P, N, fmt, opts.group)
+    t1 = time.perf_counter()
+    plan = call_plan(algo, streams)
+    t2 = time.perf_counter()
+    src = dict(source or {"vectors": P})
+    return Setup(opts, P, N, fmt, streams, algo, plan, choice, src,
+                 {"prepare_s": t1 - t0, "plan_s": t2 - t1})

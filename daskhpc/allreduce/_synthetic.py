@@ -1,0 +1,39 @@
+"""The thesis's synthetic inputs: k = round(d N) indices per rank, uniform (section 5.1).
+
+"Based on the defined density, k indices out of N are selected uniformly at random at
+each node. For every selected index, a random value is chosen." Indices are drawn
+without replacement, independently per rank, so P(j in H_i) = k / N exactly and the
+expected union is f(k, N, P) of section 3.2.1. Values: standard normal for float
+types, integers in [-1000, 1000] for integer types (zero allowed: an explicit zero is
+still an item). Seeded per rank from one seed.
+
+Examples
+--------
+>>> vs = uniform_vectors(1000, 3, 0.01, seed=0)
+>>> [v[0].size for v in vs], vs[0][0].dtype.name
+([10, 10, 10], 'uint32')
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["uniform_vectors"]
+
+
+def uniform_vectors(N: int, nparts: int, density: float, *, seed: int = 0,
+                    dtype="float64") -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per rank ``(idx, val)``: ``round(density N)`` sorted uniform indices and values."""
+    N, P = int(N), int(nparts)
+    k = int(round(float(density) * N))
+    dt = np.dtype(dtype)
+    out = []
+    for child in np.random.SeedSequence(int(seed)).spawn(P):
+        rng = np.random.default_rng(child)
+        idx = np.sort(rng.choice(N, size=k, replace=False)).astype(np.uint32)
+        if dt.kind == "f":
+            val = rng.standard_normal(k).astype(dt)
+        else:
+            val = rng.integers(-1000, 1001, size=k).astype(dt)
+        out.append((idx, val))
+    return out

@@ -1,0 +1,40 @@
+"""Data-parallel linear classifiers and Top-k SGD over the sparse allreduce.
+
+Logistic regression and linear SVMs (Renggli 2017, section 2.2) trained by mini-batch
+SGD (Algorithm 1): each of P parts owns rows of X, computes its batch gradient, the
+parts' gradients are summed with :mod:`daskhpc.allreduce` (sparse: the union of the
+batch rows' features), and every part applies the same update to its copy of the
+model. Top-k SGD (Algorithm 2: the k largest |residual + gradient|, the rest kept as
+residual; without error feedback as an option) and approximate Top-k (section 2.4.1,
+k items in expectation) enforce sparsity when it is not natural.
+
+* :func:`fit` - the Program on a Dask cluster (epochs as units, checkpoints, lost
+  workers recovered, bytes measured next to the plan);
+* :func:`fit_local` - the same Program in this process (the partition-aware serial
+  reference);
+* :func:`serial_fit` - plain serial SGD with the same batches;
+* :func:`plan` - steps, messages and bytes per epoch, without a cluster;
+* :class:`LinearResult` - ``predict``, ``score``, ``decision_function``, history.
+
+Examples
+--------
+>>> from daskhpc import datasets
+>>> import daskhpc.linear as lin
+>>> r = lin.fit_local(datasets.libsvm(), nparts=4, batch=256, epochs=1,
+...                   test=datasets.libsvm("test"))
+>>> r.history[0]["test_accuracy"] > 0.8
+True
+
+References
+----------
+C. Renggli, "Efficient Sparse AllReduce For Scalable Machine Learning", Master's thesis,
+ETH Zurich, 2017.
+"""
+
+from ._api import fit_local, plan, serial_fit
+from ._fit import fit
+from ._result import LinearResult
+from ._topk import approx_probabilities, topk_approx, topk_exact
+
+__all__ = ["fit", "fit_local", "serial_fit", "plan", "LinearResult", "topk_exact", "topk_approx",
+           "approx_probabilities"]

@@ -1,0 +1,153 @@
+"""The public functions: ``fit_local`` (the Program in this process: the partition-aware
+serial reference), ``serial_fit`` (plain serial SGD, same batches) and ``plan``.
+
+``fit(X, y, ..., client=)`` (the same Program on a Dask cluster) is in ``_fit``.
+
+Examples
+--------
+>>> from daskhpc import datasets
+>>> r = fit_local(datasets.libsvm(), nparts=4, batch=512, epochs=1)
+>>> r.history[0]["train_accuracy"] > 0.8
+True
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import numpy as np
+
+from daskhpc.comm import Plan, run_local
+from daskhpc.report import new_report
+
+from ._program import assemble, program, row, statics
+from ._result import LinearResult
+from ._serial import run_serial
+from ._setup import Setup, prepare
+
+__all__ = ["fit_local", "serial_fit", "plan", "sections"]
+
+
+def sections(s: Setup, history=None, command=None, epochs=None) -> dict:
+    """Report sections shared by ``plan`` and the runs."""
+    o = s.options
+    out = {"command": command, "input": dict(s.data.source), "parts": s.nparts,
+           "loss": o.loss, "topk": o.topk, "error_feedback": o.error_feedback,
+           "allreduce": o.allreduce, "seed": o.seed,
+           "options": {k: getattr(o, k) for k in o.__dataclass_fields__}}
+    out["steps"] = {"iterations_per_epoch": s.T}
+    if s.data.notes:
+        out["notes"] = list(s.data.notes)
+    eps = range(o.epochs) if epochs is None else epochs
+    algos, per_epoch = Counter(), []
+    for e in eps:
+        calls = s.calls(e)
+        algos.update(a.name for a, _, _ in calls)
+        per_epoch.append({"epoch": e, "steps": sum(a.nstages for a, _, _ in calls) + 1,
+                          "planned_bytes": int(sum(p.message_bytes().sum() for _, p, _ in calls)),
+                          "messages": int(sum(p.num_messages for _, p, _ in calls))})
+    first = per_epoch[0]
+    e0 = eps[0] if len(eps) else 0
+    # the paper's metrics of one epoch: its calls one after the other (a stage a phase)
+    epoch = Plan.concat([p for _, p, _ in s.calls(e0)]).report()
+    out["plan"] = {**epoch, "per_epoch": per_epoch, "algorithms": dict(algos),
+                   "planned_bytes_per_epoch": first["planned_bytes"],
+                   "messages_per_epoch": first["messages"], "steps_per_epoch": first["steps"],
+                   "exact": s.k is None,
+                   "note": None if s.k is None else "Top-k: dense-bound plans (no message "
+                   "is larger); measured sends are in the history"}
+    choice = next((c for _, _, c in s.calls(eps[0] if epochs else 0) if c), None)
+    if choice:
+        out["choice"] = {"example": choice, "alpha": choice["alpha"], "beta": choice["beta"]}
+    out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
+    if history is not None:
+        out["timing"]["per_iteration_s"] = [h["time_s"] for h in history]
+        last = history[-1]
+        out["quality"] = {k: last[k] for k in ("train_loss", "train_accuracy", "test_loss",
+                                               "test_accuracy") if k in last}
+    return out
+
+
+def plan(X, y=None, nparts: int = 4, *, test=None, epochs_shown: int = 1, command=None,
+         **options) -> dict:
+    """Communication of training (per epoch: steps, messages, bytes), no cluster.
+
+    Without Top-k the plans are exact (from the batches' feature sets); with Top-k they
+    are the dense bound.
+    """
+    s = prepare(X, y, nparts, test=test, **options)
+    t0 = time.perf_counter()
+    info = sections(s, command=command, epochs=range(min(epochs_shown, s.options.epochs)))
+    info["timing"]["plan_s"] = round(time.perf_counter() - t0, 6)
+    return new_report("linear", command=info.pop("command"), **info)
+
+
+def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = False,
+              command=None, **options) -> LinearResult:
+    """Train with the Program run in this process (``run_local``).
+
+    Parameters
+    ----------
+    X, y
+        Training data: a LIBSVM path or SparseInput (labels included), or a matrix and
+        labels (two values; the larger is the positive class).
+    nparts : int
+        P: each part owns a seeded balanced share of the rows.
+    test : path, SparseInput or (X_test, y_test), optional
+        Test data for the per-epoch test loss and accuracy.
+    check_serial : bool
+        Also run :func:`serial_fit` and report the largest difference of w.
+    **options
+        ``loss`` ("log" or "hinge"), ``batch`` (B per part, 8), ``epochs`` (5), ``lr``,
+        ``lr_decay``, ``reg``, ``topk`` (None, k or "approx" with ``k``),
+        ``error_feedback`` (True), ``allreduce`` ("auto" or an algorithm), ``group``,
+        ``alpha``, ``beta``, ``fit_intercept``, ``seed``.
+
+    References
+    ----------
+    C. Renggli, "Efficient Sparse AllReduce For Scalable Machine Learning", ETH Zurich,
+    2017: Algorithms 1-2, sections 2.2 and 2.4, chapter 5.3.
+    """
+    s = prepare(X, y, nparts, test=test, **options)
+    t0 = time.perf_counter()
+    prog = program(s)
+    s.timing["program_s"] = time.perf_counter() - t0
+    times, last = [], [time.perf_counter()]
+
+    def tick(unit, reports):
+        now = time.perf_counter()
+        times.append(now - last[0])
+        last[0] = now
+
+    finals, reports = run_local(prog, statics(s), on_report=tick)
+    history = [{**row(s, u, rep), "time_s": t} for u, (rep, t) in
+               enumerate(zip(reports, times))]
+    w = assemble(s, finals)
+    info = sections(s, history, command=command)
+    info["timing"]["run_s"] = float(sum(times))
+    info["steps"]["total"] = prog.nsteps
+    if check_serial:
+        ref = run_serial(s)["w"]
+        diff = float(np.max(np.abs(ref - w)))
+        info["serial_check"] = {"done": True, "identical": bool(np.array_equal(ref, w)),
+                                "max_abs_diff": diff,
+                                "max_rel_diff": diff / max(float(np.max(np.abs(ref))), 1e-300)}
+    return LinearResult(w, s.data.classes, fit_intercept=s.data.fit_intercept,
+                        history=history, info=info)
+
+
+def serial_fit(X, y=None, nparts: int = 4, *, test=None, command=None,
+               **options) -> LinearResult:
+    """Plain serial SGD with the same batches (no streams, no allreduce)."""
+    s = prepare(X, y, nparts, test=test, **options)
+    t0 = time.perf_counter()
+    out = run_serial(s)
+    hist = [{**h, "time_s": 0.0} for h in out["history"]]
+    info = {"command": command, "input": dict(s.data.source), "parts": s.nparts,
+            "loss": s.options.loss, "topk": s.options.topk,
+            "timing": {"run_s": time.perf_counter() - t0}}
+    if hist:
+        info["quality"] = {k: v for k, v in hist[-1].items() if k not in ("epoch", "time_s")}
+    return LinearResult(out["w"], s.data.classes, fit_intercept=s.data.fit_intercept,
+                        history=hist, info=info)

@@ -1,0 +1,123 @@
+"""Training and test data for the linear classifiers: LIBSVM files or arrays, +-1 labels.
+
+* labels: any two values; the larger is +1 (as sklearn's ``classes_[1]``), the other -1;
+* an intercept is a constant-1 feature appended as the last column (not regularised);
+* a test set narrower than the training set is padded with empty columns (a9a.t uses
+  122 of a9a's 123 features); columns beyond the training width are dropped and
+  counted in ``notes`` (their weights would be 0: no training row has them).
+
+Examples
+--------
+>>> import numpy as np
+>>> d = load(np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([0, 1]))
+>>> d.X.shape, d.y.tolist(), d.classes.tolist()
+((2, 3), [-1.0, 1.0], [0, 1])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.errors import InputError
+
+__all__ = ["LinearData", "load", "features", "labels"]
+
+
+@dataclass(eq=False)
+class LinearData:
+    X: sp.csr_array               # M x (F + intercept), float64
+    y: np.ndarray                 # +-1
+    X_test: sp.csr_array | None
+    y_test: np.ndarray | None
+    classes: np.ndarray           # original labels of -1 and +1
+    n_features: int               # F (without the intercept column)
+    fit_intercept: bool
+    source: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+
+def _read(x, what):
+    from daskhpc.io import read
+
+    if isinstance(x, (str, bytes)) or hasattr(x, "__fspath__"):
+        s = read(x, format="libsvm")
+        return s.matrix, s.labels, {"path": str(x)}
+    if hasattr(x, "matrix") and hasattr(x, "labels"):          # a SparseInput
+        return x.matrix, x.labels, {"path": getattr(x, "path", what)}
+    return x, None, {}
+
+
+def features(X, width: int | None, what: str, notes: list) -> sp.csr_array:
+    """X as float64 CSR, finite, narrowed or padded to ``width`` columns."""
+    if sp.issparse(X):
+        X = sp.csr_array(X, dtype=np.float64)
+    else:
+        a = np.asarray(X)
+        if a.ndim != 2 or a.dtype.kind not in "biuf":
+            raise InputError(f"{what}: expected a 2-D numeric matrix, got shape {a.shape}")
+        X = sp.csr_array(a.astype(np.float64))
+    if not np.all(np.isfinite(X.data)):
+        raise InputError(f"{what}: NaN or infinite feature values")
+    X.sum_duplicates()
+    if width is not None and X.shape[1] != width:
+        if X.shape[1] > width:
+            extra = int(sp.csr_array(X[:, width:]).nnz)
+            notes.append(f"{what}: {X.shape[1] - width} columns beyond the training width "
+                         f"dropped ({extra} nonzeros)")
+            X = sp.csr_array(X[:, :width])
+        else:
+            X = sp.csr_array((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
+    return X
+
+
+def labels(y, n: int, what: str, classes=None):
+    y = np.asarray(y).ravel()
+    if y.shape != (n,):
+        raise InputError(f"{what}: {y.size} labels for {n} rows")
+    if classes is None:
+        classes = np.unique(y)
+        if classes.size != 2:
+            raise InputError(f"{what}: binary classification needs exactly two label "
+                             f"values, got {classes.size}: {classes[:5].tolist()}")
+    bad = ~np.isin(y, classes)
+    if bad.any():
+        raise InputError(f"{what}: label {y[bad][0]!r} is neither {classes[0]!r} nor "
+                         f"{classes[1]!r}")
+    return np.where(y == classes[1], 1.0, -1.0), classes
+
+
+def _with_intercept(X):
+    ones = sp.csr_array(np.ones((X.shape[0], 1)))
+    return sp.csr_array(sp.hstack([X, ones], format="csr"))
+
+
+def load(X, y=None, test=None, *, fit_intercept: bool = True) -> LinearData:
+    """Training data (``X``, ``y``; or a LIBSVM path / SparseInput) and optional test data
+    (a path, a SparseInput, or ``(X_test, y_test)``)."""
+    notes: list = []
+    X, y_file, src = _read(X, "X")
+    y = y_file if y is None else y
+    if y is None:
+        raise InputError("give labels y (or a LIBSVM file, which carries them)")
+    X = features(X, None, "X", notes)
+    if X.shape[0] == 0:
+        raise InputError("X has no rows")
+    yy, classes = labels(y, X.shape[0], "y")
+    F = X.shape[1]
+    Xt = yt = None
+    if test is not None:
+        if isinstance(test, tuple):
+            Xt, yt, tsrc = test[0], test[1], {}
+        else:
+            Xt, yt, tsrc = _read(test, "test")
+        Xt = features(Xt, F, "test", notes)
+        yt, _ = labels(yt, Xt.shape[0], "test labels", classes)
+        src["test"] = tsrc.get("path", "arrays")
+    if fit_intercept:
+        X = _with_intercept(X)
+        Xt = _with_intercept(Xt) if Xt is not None else None
+    src.update(shape=[int(X.shape[0]), F], nnz=int(X.nnz - (X.shape[0] if fit_intercept else 0)))
+    return LinearData(X, yy, Xt, yt, classes, F, fit_intercept, src, notes)

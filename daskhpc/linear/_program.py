@@ -1,0 +1,182 @@
+"""Data-parallel SGD as a :class:`daskhpc.comm.Program` (the kit runs it; ``run_local``
+is the partition-aware serial reference).
+
+Per iteration one allreduce call (Algorithm 1 line 10, Algorithm 2 line 15): its first
+step computes the part's batch gradient (and Top-k selection) in ``get``, its last step
+applies the update in ``put``; the last step of one call and the first of the next are
+one step, so an iteration costs S steps (S = the algorithm's stages: 2 for SSAR_Rec_Dbl
+at P = 4). The last iteration of an epoch also evaluates and reports (a reported step
+sends nothing, so a checkpoint after it holds no message in flight); each epoch is a unit.
+
+Update (every part, same bits): ``w <- w - eta_e (G / n_i + reg * w_masked)`` with G the
+allreduced gradient sum, n_i the global batch size, ``eta_e = lr / (1 + lr_decay e)``
+and the intercept not regularised. Top-k (Algorithm 2): ``g_hat = r + g``; the selected
+items are sent; with error feedback the rest stays in r (lines 10-12).
+
+No dask here.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from daskhpc.allreduce import append_allreduce
+from daskhpc.comm import Program
+
+from ._kernels import LOSSES, batch_gradient, coefficients, losses, margins
+from ._setup import permutation
+from ._topk import topk_approx, topk_exact
+
+__all__ = ["statics", "program", "row", "assemble"]
+
+
+def statics(setup) -> list[dict]:
+    """Per part: its rows (CSR pieces), labels, test rows, and the run's constants."""
+    o, d = setup.options, setup.data
+    out = []
+    for p in range(setup.nparts):
+        X = d.X[setup.rows[p]]
+        st = {"X": (X.indptr, X.indices, X.data), "y": d.y[setup.rows[p]],
+              "nrows": [int(r.size) for r in setup.rows], "N": setup.N,
+              "loss": LOSSES[o.loss], "batch": o.batch, "lr": o.lr, "lr_decay": o.lr_decay,
+              "reg": o.reg, "topk": o.topk, "k": setup.k, "ef": o.error_feedback,
+              "seed": o.seed, "intercept": o.fit_intercept}
+        if d.X_test is not None:
+            Xt = d.X_test[setup.test_rows[p]]
+            st["Xt"], st["yt"] = (Xt.indptr, Xt.indices, Xt.data), d.y_test[setup.test_rows[p]]
+        out.append(st)
+    return out
+
+
+def _init(ctx, start):
+    S = ctx.static
+    w = np.zeros(S["N"]) if start is None else np.array(start["w"], np.float64)
+    ctx.state["w"] = w
+    if S["topk"] is not None:
+        ctx.state["r"] = np.zeros(S["N"]) if start is None else np.array(start["r"])
+    mask = np.ones(S["N"])
+    if S["intercept"]:
+        mask[-1] = 0.0
+    ctx.state["mask"] = mask
+
+
+def _save(ctx):
+    out = {"w": ctx.state["w"]}
+    if "r" in ctx.state:
+        out["r"] = ctx.state["r"]
+    return out
+
+
+def _final(ctx):
+    return ctx.state["w"]
+
+
+def _batch(ctx, epoch, it):
+    S, st = ctx.static, ctx.state
+    if st.get("perm_epoch") != epoch:
+        st["perm"] = permutation(S["seed"], epoch, ctx.part, S["y"].size)
+        st["perm_epoch"] = epoch
+    B = S["batch"]
+    return st["perm"][it * B:(it + 1) * B]
+
+
+def _grad(ctx, epoch, it):
+    """``get``: the part's batch gradient (Algorithm 1 line 8 / Algorithm 2 lines 8-12)."""
+    S, st = ctx.static, ctx.state
+    indptr, indices, data = S["X"]
+    rows = _batch(ctx, epoch, it)
+    m = margins(indptr, indices, data, rows, st["w"])
+    coef = coefficients(m, S["y"][rows], S["loss"])
+    idx, val = batch_gradient(indptr, indices, data, rows, coef)
+    if S["topk"] is None:
+        return idx, val
+    ghat = st["r"].copy()                     # line 8: g_hat = r + sum of gradients
+    ghat[idx] += val
+    if S["topk"] == "approx":                  # section 2.4.1, seeded per call
+        rng = np.random.default_rng([S["seed"], 29, epoch, ctx.part, it])
+        sel = topk_approx(ghat, S["k"], rng)
+    else:
+        sel = topk_exact(ghat, S["k"])         # line 9 (ties: lowest index)
+    send = (sel.astype(np.uint32), ghat[sel])
+    if S["ef"]:
+        ghat[sel] = 0.0                        # lines 10-12: the rest is the residual
+        st["r"] = ghat
+    return send
+
+
+def global_batch(nrows, batch, it) -> int:
+    return int(sum(max(0, min(batch, n - it * batch)) for n in nrows))
+
+
+def _update(ctx, total, epoch, it, last):
+    """``put``: the update every part applies to its copy of w (Algorithm 1 line 10)."""
+    S, st = ctx.static, ctx.state
+    n = global_batch(S["nrows"], S["batch"], it)
+    eta = S["lr"] / (1.0 + S["lr_decay"] * epoch)
+    w = st["w"]
+    st["w"] = w - eta * (total.to_dense() / n + S["reg"] * (w * st["mask"]))
+    if last:
+        _evaluate(ctx)
+
+
+def _evaluate(ctx):
+    S, st = ctx.static, ctx.state
+    w = st["w"]
+    vals = {}
+    for tag, X, y in (("train", S["X"], S["y"]), ("test", S.get("Xt"), S.get("yt"))):
+        if X is None:
+            continue
+        rows = np.arange(y.size)
+        m = margins(*X, rows, w)
+        vals[f"{tag}_loss_sum"] = float(losses(m, y, S["loss"]).sum())
+        vals[f"{tag}_correct"] = int(np.sum(np.where(m > 0, 1.0, -1.0) == y))
+        vals[f"{tag}_n"] = int(y.size)
+    sent = st.pop("allreduce_sent", {"bytes": 0, "messages": 0, "items": 0})
+    ctx.report(sent_bytes=sent["bytes"], messages=sent["messages"], items=sent["items"],
+               w_norm2=float(np.dot(w * st["mask"], w * st["mask"])), **vals)
+
+
+def program(setup, first_unit: int = 0) -> Program:
+    """Epochs ``first_unit .. epochs - 1``: T calls each, the last one reported."""
+    prog = Program(setup.nparts, "linear", init=_init, final=_final, save=_save,
+                   first_unit=first_unit)
+    for e in range(first_unit, setup.options.epochs):
+        for i, (algo, plan, _) in enumerate(setup.calls(e)):
+            last = i == setup.T - 1
+            append_allreduce(prog, functools.partial(_grad, epoch=e, it=i),
+                             functools.partial(_update, epoch=e, it=i, last=last),
+                             algorithm=algo, plan=plan, fuse=i > 0, report=last,
+                             count=True, label=f"e{e}i{i}")
+    return prog
+
+
+def row(setup, unit: int, reports: dict) -> dict:
+    """History row of epoch ``unit``: loss, accuracy (train, test), bytes sent."""
+    parts = [reports[p] for p in sorted(reports)]
+    reg = setup.options.reg
+    out = {"epoch": unit}
+    for tag in ("train", "test"):
+        if f"{tag}_n" not in parts[0]:
+            continue
+        n = sum(r[f"{tag}_n"] for r in parts)
+        loss = sum(r[f"{tag}_loss_sum"] for r in parts) / n
+        out[f"{tag}_loss"] = loss + (0.5 * reg * parts[0]["w_norm2"] if tag == "train" else 0)
+        out[f"{tag}_accuracy"] = sum(r[f"{tag}_correct"] for r in parts) / n
+    out["sent_bytes"] = int(sum(r["sent_bytes"] for r in parts))
+    out["messages"] = int(sum(r["messages"] for r in parts))
+    out["items"] = int(sum(r["items"] for r in parts))
+    if setup.k is None:     # the parts' payload bytes the plans say (the frame adds the
+        # worker-level planned_bytes / measured_bytes of the run)
+        out["planned_sent_bytes"] = int(sum(p.message_bytes().sum()
+                                            for _, p, _ in setup.calls(unit)))
+    return out
+
+
+def assemble(setup, finals) -> np.ndarray:
+    """The model w (every part holds the same bits)."""
+    w = finals[0]
+    if any(not np.array_equal(w, f) for f in finals[1:]):
+        raise AssertionError("the parts' models differ")
+    return w

@@ -1,0 +1,75 @@
+"""What training returns: the model, sklearn-style prediction, per-epoch history, report.
+
+Examples
+--------
+>>> import numpy as np
+>>> r = LinearResult(np.array([1.0, -1.0, 0.5]), np.array([0, 1]), fit_intercept=True,
+...                  history=[{"epoch": 0, "train_loss": 0.4, "train_accuracy": 0.8,
+...                            "sent_bytes": 1000, "time_s": 0.5}], info={"parts": 4})
+>>> r.coef_.tolist(), r.intercept_, r.predict(np.array([[1.0, 0.0], [0.0, 2.0]])).tolist()
+([1.0, -1.0], 0.5, [1, 0])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.report import WorkflowResult
+
+__all__ = ["LinearResult"]
+
+
+class LinearResult(WorkflowResult):
+    """A trained linear classifier (logistic regression or linear SVM).
+
+    Attributes
+    ----------
+    w : numpy.ndarray
+        The model (features, then the intercept when fitted).
+    coef_, intercept_, classes_
+        As sklearn's linear classifiers.
+    history : list of dict
+        Per epoch: train/test loss and accuracy, ``sent_bytes`` (allreduce payload the
+        parts sent), ``planned_sent_bytes`` (from the calls' plans, without Top-k),
+        ``time_s``; on a cluster also ``planned_bytes`` and ``measured_bytes`` between
+        workers.
+    """
+
+    workflow = "linear"
+    COLUMNS = (("epoch", "epoch", "{:>5d}"), ("train_loss", "train loss", "{:<#.6g}"),
+               ("train_accuracy", "train acc", "{:<9.4f}"),
+               ("test_accuracy", "test acc", "{:<8.4f}"), ("sent_bytes", "sent B", "{:>10d}"),
+               ("time_s", "time ms", "{:>9.1f}"), ("measured_bytes", "measured B", "{:>11d}"))
+    PLOT = (("train_accuracy", "test_accuracy"), ("train_loss",))
+    TITLE = ("parts", "loss", "topk")
+
+    def __init__(self, w, classes, *, fit_intercept=True, history=None, info=None):
+        super().__init__(info, history)
+        self.w = np.asarray(w)
+        self.classes_ = np.asarray(classes)
+        self.fit_intercept = fit_intercept
+
+    @property
+    def coef_(self) -> np.ndarray:
+        return self.w[:-1] if self.fit_intercept else self.w
+
+    @property
+    def intercept_(self) -> float:
+        return float(self.w[-1]) if self.fit_intercept else 0.0
+
+    def decision_function(self, X) -> np.ndarray:
+        """``X @ coef_ + intercept_`` (X narrower than the model is padded with zeros)."""
+        F = self.coef_.size
+        X = sp.csr_array(X) if sp.issparse(X) else np.asarray(X, np.float64)
+        if X.shape[1] > F:
+            raise ValueError(f"X has {X.shape[1]} features, the model {F}")
+        return X @ self.coef_[:X.shape[1]] + self.intercept_
+
+    def predict(self, X) -> np.ndarray:
+        """``classes_[1]`` where the decision function is positive, else ``classes_[0]``."""
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def score(self, X, y) -> float:
+        """Mean accuracy."""
+        return float(np.mean(self.predict(X) == np.asarray(y)))

@@ -1,0 +1,213 @@
+"""Everything a training run is made of, built once: data, parts, batches, calls, plans.
+
+Data parallel (Renggli 2017, Algorithm 1): part p owns the rows ``rows[p]`` (a seeded
+balanced split). In epoch e it visits them in the order ``perm(e, p)`` (seeded by
+(seed, e, p), so a resumed run and the serial reference see the same batches) and in
+iteration i takes the B rows ``perm[i B:(i + 1) B]``; an epoch has
+T = ceil(max_p |rows_p| / B) iterations (short parts contribute empty batches at the
+end). Iteration i's batch gradients are summed by one allreduce call.
+
+Without Top-k the index set a part contributes is the union of its batch rows' features
+(the natural sparsity of section 5.3.4), known before training: every call's algorithm
+(``auto`` per call, from Table 3.1 with the measured k) and its exact plan follow from
+the data. With Top-k the sets depend on the values: one algorithm for all calls (from k)
+and the dense-bound plan.
+
+Examples
+--------
+>>> from daskhpc import datasets
+>>> s = prepare(datasets.libsvm(), nparts=4, batch=8, epochs=1)
+>>> s.T, s.N, [r.size for r in s.rows]
+(1018, 124, [8141, 8140, 8140, 8140])
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from daskhpc.allreduce import (
+    ALGORITHMS,
+    CANDIDATES,
+    DEFAULT_GROUP,
+    Format,
+    call_plan,
+    choose,
+    cost_model,
+    dense_bound_plan,
+    make,
+)
+from daskhpc.errors import InputError
+
+from ._data import LinearData, load
+from ._kernels import LOSSES, batch_gradient
+
+__all__ = ["Options", "Setup", "prepare", "permutation"]
+
+
+@dataclass
+class Options:
+    """Training options (the CLI flags of the same names); defaults: docs/linear.md."""
+
+    loss: str = "log"
+    batch: int = 8                   # B, rows per part and iteration
+    epochs: int = 5
+    lr: float = 0.5                  # eta; epoch e uses lr / (1 + lr_decay e)
+    lr_decay: float = 1.0
+    reg: float = 1e-4                # L2, applied by every part to its copy of w
+    topk: int | str | None = None    # None, k, or "approx"
+    k: int | None = None             # k of topk="approx"
+    error_feedback: bool = True
+    allreduce: str = "auto"
+    group: int = DEFAULT_GROUP
+    alpha: float | None = None
+    beta: float | None = None
+    fit_intercept: bool = True
+    seed: int = 0
+
+    def check(self) -> None:
+        if self.loss not in LOSSES:
+            raise InputError(f"unknown --loss {self.loss!r}; choose one of {list(LOSSES)}")
+        for name in ("batch", "epochs"):
+            if int(getattr(self, name)) < 1:
+                raise InputError(f"--{name} must be at least 1, got {getattr(self, name)}")
+        if not (np.isfinite(self.lr) and self.lr > 0):
+            raise InputError(f"--lr must be a positive number, got {self.lr}")
+        for name in ("lr_decay", "reg"):
+            v = getattr(self, name)
+            if not (np.isfinite(v) and v >= 0):
+                raise InputError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
+        if self.allreduce != "auto" and self.allreduce not in ALGORITHMS:
+            raise InputError(f"unknown --allreduce {self.allreduce!r}; choose auto or one "
+                             f"of {sorted(ALGORITHMS)}")
+        t = self.topk
+        if t is not None and t != "approx" and not (isinstance(t, (int, np.integer)) and t >= 1):
+            raise InputError(f"--topk must be a positive integer or 'approx', got {t!r}")
+        if t == "approx" and not (self.k is not None and self.k >= 1):
+            raise InputError("--topk approx needs --k, the expected number of items")
+
+
+@dataclass(eq=False)
+class Setup:
+    """The prepared run: see the module docstring."""
+
+    options: Options
+    nparts: int
+    data: LinearData
+    rows: list                        # per part: global row ids it owns
+    test_rows: list                   # per part: test rows it evaluates
+    T: int                            # iterations per epoch
+    fmt: Format
+    cost: object
+    timing: dict = field(default_factory=dict)
+    _calls: dict = field(default_factory=dict)
+    _algos: dict = field(default_factory=dict)
+
+    @property
+    def N(self) -> int:
+        """Model length (features + intercept)."""
+        return int(self.data.X.shape[1])
+
+    @property
+    def k(self) -> int | None:
+        o = self.options
+        return None if o.topk is None else int(o.k if o.topk == "approx" else o.topk)
+
+    def batch_sizes(self, i: int) -> list[int]:
+        B = self.options.batch
+        return [max(0, min(B, r.size - i * B)) for r in self.rows]
+
+    def local_batch(self, e: int, i: int, p: int) -> np.ndarray:
+        """Positions (in part p's rows) of its batch in iteration i of epoch e."""
+        B = self.options.batch
+        key = ("perm", e, p)
+        if key not in self._algos:
+            self._algos = {k: v for k, v in self._algos.items()
+                           if not (k[0] == "perm" and k[1] != e)}
+            self._algos[key] = permutation(self.options.seed, e, p, self.rows[p].size)
+        return self._algos[key][i * B:(i + 1) * B]
+
+    def algo(self, name: str):
+        if name not in self._algos:
+            self._algos[name] = make(name, self.nparts, self.N, self.fmt, self.options.group)
+        return self._algos[name]
+
+    def calls(self, e: int) -> list[tuple]:
+        """Per iteration of epoch e: (algorithm, plan, choice or None)."""
+        if e not in self._calls:
+            self._calls[e] = [self._call(e, i) for i in range(self.T)]
+        return self._calls[e]
+
+    def _call(self, e: int, i: int):
+        o, P = self.options, self.nparts
+        if self.k is not None:           # Top-k: k items per part (in expectation)
+            choice = self._choose(min(self.k, self.N)) if o.allreduce == "auto" else None
+            name = choice["algorithm"] if choice else o.allreduce
+            key = ("bound", name)
+            if key not in self._algos:
+                self._algos[key] = dense_bound_plan(self.algo(name))
+            return self.algo(name), self._algos[key], choice
+        X = self.data.X
+        sets = []
+        for p in range(P):
+            rows = self.rows[p][self.local_batch(e, i, p)]
+            idx, _ = batch_gradient(X.indptr, X.indices, X.data, rows, np.ones(rows.size))
+            sets.append(idx)
+        choice = self._choose(max(s.size for s in sets)) if o.allreduce == "auto" else None
+        name = choice["algorithm"] if choice else o.allreduce
+        algo = self.algo(name)
+        return algo, call_plan(algo, sets), choice
+
+    def _choose(self, k):
+        key = ("choice", int(k))
+        if key not in self._algos:
+            self._algos[key] = choose(self.nparts, self.N, k, self.fmt.isize, self.cost,
+                                      group=self.options.group, candidates=CANDIDATES)
+        return self._algos[key]
+
+    def describe(self) -> dict:
+        return {"options": asdict(self.options), "parts": self.nparts}
+
+
+def permutation(seed: int, epoch: int, part: int, n: int) -> np.ndarray:
+    """Part ``part``'s visiting order of its n rows in ``epoch`` (Algorithm 1, line 3)."""
+    return np.random.default_rng([int(seed), 17, int(epoch), int(part)]).permutation(n)
+
+
+def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
+    """Validate data and options, split rows over parts, and set up the calls.
+
+    Parameters
+    ----------
+    X : path, SparseInput, scipy.sparse or 2-D array
+        Training samples (a LIBSVM path or SparseInput carries the labels).
+    y : array, optional
+    nparts : int
+        P, the data-parallel parts.
+    test : path, SparseInput or (X_test, y_test), optional
+    **options
+        Fields of :class:`Options`.
+    """
+    unknown = set(options) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown linear option(s): {sorted(unknown)}")
+    opts = Options(**options)
+    opts.check()
+    t0 = time.perf_counter()
+    data = load(X, y, test, fit_intercept=opts.fit_intercept)
+    P = int(nparts)
+    M = data.X.shape[0]
+    if not 1 <= P <= M:
+        raise InputError(f"--parts must lie in [1, {M}] (rows), got {nparts}")
+    perm = np.random.default_rng([int(opts.seed), 3]).permutation(M)
+    rows = [np.sort(c) for c in np.array_split(perm, P)]
+    nt = 0 if data.X_test is None else data.X_test.shape[0]
+    test_rows = np.array_split(np.arange(nt), P)
+    T = math.ceil(max(r.size for r in rows) / opts.batch)
+    fmt = Format(np.float64)
+    s = Setup(opts, P, data, rows, test_rows, T, fmt, cost_model(opts.alpha, opts.beta))
+    s.timing["prepare_s"] = time.perf_counter() - t0
+    return s
