@@ -23,7 +23,8 @@ def test_hypergraph_namespace():
 def test_comm_namespace():
     assert set(daskhpc.comm.__all__) == {
         "Plan", "CostModel", "expand_plan", "fold_plan", "row_volume", "AllreduceSchedule",
-        "tree_sum", "Program", "Step", "Context", "PlanMismatch", "run_local"}
+        "tree_sum", "Program", "Step", "Context", "PlanMismatch", "run_local",
+        "run_local_history"}
 
 
 def test_top_level_lazy():

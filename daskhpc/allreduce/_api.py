@@ -15,11 +15,10 @@ Examples
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
-from daskhpc.comm import run_local
+from daskhpc.comm import run_local_history
 from daskhpc.report import new_report
 
 from ._plan import plan_sections
@@ -122,16 +121,8 @@ def allreduce_local(vectors=None, algorithm: str = "auto", *, nparts=None, N=Non
     s = setup_of(vectors, nparts, N=N, density=density, seed=seed, dtype=dtype,
                  algorithm=algorithm, **options)
     prog = program(s)
-    times, t0 = [], [time.perf_counter()]
-
-    def tick(unit, reports):
-        now = time.perf_counter()
-        times.append(now - t0[0])
-        t0[0] = now
-
-    finals, reports = run_local(prog, statics(s), on_report=tick)
-    history = [{**row(s, u, rep), "time_s": t} for u, (rep, t) in
-               enumerate(zip(reports, times))]
+    finals, history = run_local_history(prog, statics(s), lambda u, rep: row(s, u, rep))
+    times = [h["time_s"] for h in history]
     streams = assemble(s, finals)
     info = sections(s, history, command=command)
     info["timing"]["run_s"] = float(sum(times))

@@ -348,3 +348,35 @@ def run_local(program: Program, statics, starts=None, *, on_report=None):
             unit += 1
     finals = [program.final(ctx) if program.final is not None else None for ctx in ctxs]
     return finals, reports
+
+
+def run_local_history(program: Program, statics, row, starts=None):
+    """:func:`run_local` with the history a workflow reports: ``row(unit, reports)`` of
+    every unit plus ``time_s``, the unit's wall time in this process.
+
+    Returns
+    -------
+    finals : list
+    history : list of dict
+
+    Examples
+    --------
+    >>> from daskhpc.comm import Program
+    >>> prog = Program(2)
+    >>> prog.step(lambda ctx: ctx.report(part=ctx.part) or {}, report=True)  # doctest: +SKIP
+    >>> finals, hist = run_local_history(prog, [None, None],
+    ...                                  lambda u, r: {"unit": u})           # doctest: +SKIP
+    """
+    import time
+
+    times, last = [], [time.perf_counter()]
+
+    def tick(unit, reports):
+        now = time.perf_counter()
+        times.append(now - last[0])
+        last[0] = now
+
+    finals, reports = run_local(program, statics, starts, on_report=tick)
+    history = [{**row(u, rep), "time_s": t}
+               for u, (rep, t) in enumerate(zip(reports, times))]
+    return finals, history

@@ -18,7 +18,7 @@ from collections import Counter
 
 import numpy as np
 
-from daskhpc.comm import Plan, run_local
+from daskhpc.comm import Plan, run_local_history
 from daskhpc.report import new_report
 
 from ._program import assemble, program, row, statics
@@ -113,16 +113,8 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     t0 = time.perf_counter()
     prog = program(s)
     s.timing["program_s"] = time.perf_counter() - t0
-    times, last = [], [time.perf_counter()]
-
-    def tick(unit, reports):
-        now = time.perf_counter()
-        times.append(now - last[0])
-        last[0] = now
-
-    finals, reports = run_local(prog, statics(s), on_report=tick)
-    history = [{**row(s, u, rep), "time_s": t} for u, (rep, t) in
-               enumerate(zip(reports, times))]
+    finals, history = run_local_history(prog, statics(s), lambda u, rep: row(s, u, rep))
+    times = [h["time_s"] for h in history]
     w = assemble(s, finals)
     info = sections(s, history, command=command)
     info["timing"]["run_s"] = float(sum(times))

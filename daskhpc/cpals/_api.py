@@ -1,0 +1,256 @@
+"""The public functions: ``fit`` (distributed, on the workflow frame), ``serial_fit`` (the
+plain serial reference) and ``plan`` (no cluster).
+
+``fit`` builds on the same ``prepare`` as the others, and hands the frame the Job of
+``_job`` (``statics``, ``program``, ``row``, ``stop``, ``assemble`` of ``_program``).
+
+Examples
+--------
+>>> from daskhpc import datasets
+>>> rep = plan(datasets.path("tensor"), 4, grain="fine", partition="random", rank=10)
+>>> rep["plan"]["unit"], rep["plan"]["words_per_unit"], len(rep["modes"])
+('rows', 10, 3)
+>>> res = serial_fit(datasets.path("tensor"), 4, iters=3, tol=0)
+>>> len(res.history), [f.shape for f in res.factors]
+(3, [(135, 4), (46, 4), (135, 4)])
+"""
+
+from __future__ import annotations
+
+import time
+
+from daskhpc.comm import AllreduceSchedule
+
+from ._result import CPResult
+from ._setup import Options, Setup, prepare
+from ._tensor import as_tensor
+
+__all__ = ["fit", "serial_fit", "plan", "sections"]
+
+
+def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
+        partition: str = "hp", iters: int = 20, tol: float = 1e-4, seed: int = 0,
+        client=None, check_serial: bool = False, checkpoint=None, resume: bool = False,
+        callback=None, partitioner: str = "auto", epsilon: float = 0.03,
+        partition_file=None, max_restarts: int = 3, progress: bool | None = None,
+        in_loop: bool | None = None, exchange: str | None = None,
+        command=None) -> CPResult:
+    """CP-ALS on a Dask cluster: the tensor's parts on their workers, Algorithm 3 (coarse
+    grain) or 4 (fine grain) per mode, factor rows moved as the plan says.
+
+    Parameters
+    ----------
+    X : path, sparse.COO, SparseInput, or (coords, values, shape)
+        A sparse tensor of order >= 3.
+    rank : int
+        R, the number of rank-one components.
+    nparts : int, optional
+        K, the number of parts (default: one per worker); parts are dealt round robin
+        over the workers.
+    grain, partition : str
+        ``fine`` (``hp`` or ``random``) or ``coarse`` (``hp`` or ``block``).
+    iters, tol : int, float
+        At most ``iters`` iterations; with ``tol > 0`` stop once the fit changes by less
+        than ``tol`` (then every iteration is waited for before the next is submitted;
+        ``tol=0`` submits them all at once, see docs/cpals.md for what that saves).
+    seed : int
+        Initial factors (a function of seed, mode, row, column) and random partitions.
+    client : distributed.Client, optional
+        Default: the current client (``daskhpc.connect()`` makes one).
+    check_serial : bool
+        Also run the partition-aware reference (bit for bit) and the plain serial one
+        (to 1e-9 relative): the report's ``serial_check``.
+    checkpoint : path, optional
+        Directory (seen by every worker) for a checkpoint after every iteration; a lost
+        worker then costs only the iterations since the last one.
+    resume : bool
+        Continue the run recorded in ``checkpoint`` (same tensor, parts, rank, seed; its
+        saved distribution is reused). ``iters`` may grow.
+    callback : callable, optional
+        ``callback(row)`` with every iteration's history row (iteration, fit, time_s).
+    partitioner, epsilon, partition_file
+        As for :func:`plan`.
+    max_restarts : int
+        Lost workers survived before the run gives up.
+    progress : bool, optional
+        Progress bar on standard error (default: ``daskhpc.runtime.progress``).
+    in_loop : bool, optional
+        Run steps in the workers' event loops (default: with the graph exchange when
+        they are short, ``_job.in_loop_default``; never with the direct exchange, where
+        it measured slower).
+    exchange : {"direct", "graph"}, optional
+        How messages travel between workers: pushed by the sender with one task per
+        worker and iteration (``direct``, the frame's default) or as task results with
+        one task group per worker and step (``graph``); the same bits either way.
+
+    Returns
+    -------
+    CPResult
+        ``weights``, ``factors``, the history (fit, time, planned and measured bytes
+        per iteration) and the full report.
+
+    References
+    ----------
+    O. Kaya and B. Ucar, "Scalable sparse tensor decompositions in distributed memory
+    systems", Inria RR-8722, 2015 (Algorithms 3 and 4).
+
+    Examples
+    --------
+    >>> import daskhpc as dh
+    >>> client = dh.connect(n_workers=2)                              # doctest: +SKIP
+    >>> res = dh.cpals.fit("umls.tns", 10, 4, client=client, tol=0)  # doctest: +SKIP
+    >>> res.fit[-1], res.report()["measured"]["inter_worker_bytes"]   # doctest: +SKIP
+    """
+    from daskhpc.runtime import run_job, worker_addresses
+
+    from ._checkpoint import distribution_path, load_distribution
+    from ._job import cpals_job, measured_section, serial_check
+
+    if client is None:
+        from distributed import get_client
+
+        client = get_client()
+    if nparts is None:
+        nparts = len(worker_addresses(client))
+    options = dict(rank=rank, grain=grain, partition=partition, iters=iters, tol=tol,
+                   seed=seed, partitioner=partitioner, epsilon=epsilon)
+    saved = distribution_path(checkpoint) if checkpoint is not None and resume else None
+    if saved is not None:
+        Options(**options).check()
+        X = as_tensor(X)
+        d = load_distribution(saved, X, nparts)
+        s = prepare(X, nparts, distribution=d, **options)
+    else:
+        s = prepare(X, nparts, partition_file=partition_file, **options)
+    job = cpals_job(s, in_loop=in_loop, exchange=exchange)
+    out = run_job(client, job, checkpoint=checkpoint, resume=resume,
+                  max_restarts=max_restarts, callback=callback, progress_bar=progress)
+    lam, factors = out.value
+    info = sections(s, out.history, command=command)
+    # graph mode: the messages of the last step that ran are fetched only by the next
+    # step, which a run stopped by the tol rule never submits (direct mode pushes them)
+    measured = measured_section(s, out, job.exchange == "graph" and job.stop is not None
+                                and len(out.history) < s.options.iters)
+    info["measured"] = measured
+    info["timing"].update(run_s=out.timing["run_s"], setup_s=out.timing.get("setup_s"),
+                          per_iteration_s=out.timing["per_iteration_s"])
+    info["execution"] = {"exchange": job.exchange, "in_loop": job.in_loop,
+                         "stop_rule": job.stop is not None,
+                         "workers": len(out.placement.workers)}
+    info["placement"] = {str(p): out.placement.worker(p) for p in range(s.K)}
+    info["recovery"] = out.recovery
+    if check_serial:
+        info["serial_check"] = serial_check(s, lam, factors, out.history)
+    return CPResult(lam, factors, out.history, info)
+
+
+def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed: int = 0,
+               callback=None, command=None) -> CPResult:
+    """CP-ALS in one process on the whole tensor: the plain serial reference.
+
+    Parameters
+    ----------
+    data : path, sparse.COO, SparseInput, or (coords, values, shape)
+        A sparse tensor of order >= 3 (a FROSTT ``.tns`` file, ...).
+    rank : int
+        R, the number of rank-one components.
+    iters, tol : int, float
+        At most ``iters`` iterations; stop when the fit changes by less than ``tol``
+        (``tol=0``: run all of them).
+    seed : int
+        Initial factors are uniform [0, 1) numbers drawn from (seed, mode, row, column).
+    callback : callable, optional
+        ``callback(row)`` after every iteration (``row``: iteration, fit, time_s).
+
+    Returns
+    -------
+    CPResult
+
+    References
+    ----------
+    O. Kaya and B. Ucar, "Scalable sparse tensor decompositions in distributed memory
+    systems", Inria RR-8722, 2015 (Algorithms 1 and 2); B. W. Bader, T. G. Kolda et al.,
+    Tensor Toolbox (normalisation, fit and stop rule of ``cp_als``).
+
+    Examples
+    --------
+    >>> res = serial_fit(([[0], [1], [2]], [2.0], (3, 3, 3)), 3, iters=3, tol=0)
+    >>> res.fit[-1] > 1 - 1e-7                       # a one-nonzero tensor: exact
+    True
+    """
+    from ._serial import run_serial
+
+    opts = Options(rank=rank, iters=iters, tol=tol, seed=seed)
+    opts.check()
+    X = as_tensor(data)
+    t0 = time.perf_counter()
+    out = run_serial(X, opts.rank, opts.iters, opts.tol, opts.seed, callback=callback)
+    info = {"command": command, "input": X.describe(), "rank": opts.rank,
+            "iters": opts.iters, "tol": opts.tol, "seed": opts.seed,
+            "timing": {"run_s": time.perf_counter() - t0,
+                       "per_iteration_s": [h["time_s"] for h in out["history"]]},
+            "quality": _quality(out["history"])}
+    return CPResult(out["lam"], out["factors"], out["history"], info)
+
+
+def plan(data, nparts: int, *, rank: int = 10, grain: str = "fine", partition: str = "hp",
+         partitioner: str = "auto", epsilon: float = 0.03, seed: int = 0,
+         partition_file=None, command=None) -> dict:
+    """The communication of one CP-ALS iteration on ``nparts`` parts, without a cluster.
+
+    Returns the JSON report (../shared/CLI.md): ``plan`` (tot/max/sum-max/max-max volume
+    and messages of the point-to-point phases, in factor rows of ``words_per_unit`` = R
+    words), ``allreduce`` (the R x R Gram all-reduces, reported separately),
+    ``modes`` (per mode the columns of the paper's Table 2: computational load, volume
+    and messages, max and average over parts), ``partition`` (balance per mode, km1,
+    displaced rows), ``timing``.
+
+    Examples
+    --------
+    >>> from daskhpc import datasets
+    >>> r = plan(datasets.path("tensor"), 8, grain="coarse", partition="block")
+    >>> r["modes"][0]["msgs_max"] <= 7
+    True
+    """
+    from daskhpc.report import new_report
+
+    s = prepare(data, nparts, partition_file=partition_file, rank=rank, grain=grain,
+                partition=partition, partitioner=partitioner, epsilon=epsilon, seed=seed)
+    info = sections(s, command=command)
+    return new_report("cpals", command=info.pop("command"), **info)
+
+
+def steps_per_iteration(s: Setup) -> int:
+    """Program steps (rounds of Dask tasks) of one iteration (``_program``)."""
+    L = len(AllreduceSchedule(s.K).rounds)
+    if s.K == 1:
+        return s.N
+    return s.N * (L + 1) if s.dist.grain == "fine" else s.N * L
+
+
+def sections(s: Setup, history=None, command=None) -> dict:
+    """Report sections shared by ``plan`` and ``fit``."""
+    from ._plan import mode_table, partition_section
+
+    o, d = s.options, s.dist
+    out = {"command": command, "input": s.tensor.describe(), "parts": s.K,
+           "partitioner": d.partitioner if d.method == "hp" else d.method,
+           "objective": "km1" if d.method == "hp" else None, "seed": o.seed,
+           "grain": d.grain, "partition_method": d.method, "rank": s.R}
+    out["partition"] = partition_section(s.tensor, d, s.plans, o.epsilon)
+    out["plan"] = s.iteration_plan().report()
+    out["allreduce"] = s.allreduce_plan().report()
+    out["modes"] = mode_table(s.tensor, d, s.plans)
+    out["steps_per_iteration"] = steps_per_iteration(s)
+    out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
+    if history is not None:
+        out["iters"], out["tol"] = o.iters, o.tol
+        out["timing"]["per_iteration_s"] = [h.get("time_s") for h in history]
+        out["quality"] = _quality(history)
+    return out
+
+
+def _quality(history) -> dict:
+    fits = [h["fit"] for h in history]
+    return {"fit": fits, "final_fit": fits[-1] if fits else None,
+            "iterations": len(fits)}

@@ -1,0 +1,80 @@
+"""What a CP-ALS checkpoint holds besides the frame's per-iteration part files: the
+distribution (who owns which nonzeros and factor rows), so a resumed run uses the same
+parts even where the partitioner is not deterministic (Mt-KaHyPar's default preset, label
+propagation).
+
+The frame writes every part's rows, Grams and lambda after each iteration
+(``_program._save``, ``step-<n>/part-<p>.npz``); the distribution is written once, next to
+the manifest, when the checkpoint directory is opened, and read back by ``fit(...,
+resume=True)`` before ``prepare`` (whose fingerprint covers it).
+
+Examples
+--------
+>>> import tempfile
+>>> from daskhpc.cpals._setup import prepare
+>>> s = prepare(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)),
+...             2, grain="fine", partition="random", rank=2)
+>>> path = tempfile.mkdtemp() + "/d.npz"
+>>> d = load_distribution(write_distribution(s.dist, path), s.tensor, 2)
+>>> d.method, [o.tolist() for o in d.owners] == [o.tolist() for o in s.dist.owners]
+('random', True)
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from daskhpc.errors import InputError
+
+from ._partition import Distribution
+from ._tensor import Tensor
+
+__all__ = ["DISTRIBUTION", "distribution_path", "write_distribution", "save_distribution",
+           "load_distribution"]
+
+DISTRIBUTION = "distribution.npz"
+
+
+def distribution_path(path) -> str | None:
+    """The distribution saved in checkpoint directory ``path``, if there is one."""
+    p = os.path.join(os.fspath(path), DISTRIBUTION)
+    return p if os.path.exists(p) else None
+
+
+def write_distribution(d: Distribution, path: str) -> str:
+    """Write ``d`` (grain, method, partitioner, owners per mode, nonzero parts) to ``path``."""
+    from daskhpc.runtime import save_arrays
+
+    arrays = {f"owners{m}": np.asarray(o, np.int64) for m, o in enumerate(d.owners)}
+    if d.nnz_parts is not None:
+        arrays["nnz_parts"] = np.asarray(d.nnz_parts, np.int64)
+    return save_arrays(path, grain=np.array(d.grain), method=np.array(d.method),
+                       partitioner=np.array(d.partitioner or ""),
+                       nparts=np.array(d.nparts), **arrays)
+
+
+def save_distribution(s, ck) -> None:
+    """The checkpoint's ``opened`` hook: write the distribution once."""
+    if distribution_path(ck.path) is None:
+        write_distribution(s.dist, ck.extra(DISTRIBUTION))
+
+
+def load_distribution(path: str, X: Tensor, nparts: int) -> Distribution:
+    """The distribution saved at ``path``, checked against the tensor and part count."""
+    from daskhpc.runtime import load_arrays
+
+    z = load_arrays(path)
+    K = int(z["nparts"])
+    if K != int(nparts):
+        raise InputError(f"{path}: the checkpoint's run has {K} parts, not {nparts}; "
+                         f"resume with --parts {K}")
+    owners = [z[f"owners{m}"] for m in range(X.order) if f"owners{m}" in z]
+    if [o.size for o in owners] != list(X.shape):
+        raise InputError(f"{path}: the saved distribution does not fit a tensor of shape "
+                         f"{X.shape}")
+    d = Distribution(str(z["grain"]), str(z["method"]), K, owners,
+                     nnz_parts=z.get("nnz_parts"), partitioner=str(z["partitioner"]) or None)
+    d.meta["loaded_from"] = path
+    return d

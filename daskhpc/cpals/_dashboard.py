@@ -1,0 +1,87 @@
+"""The CP-ALS panel of the daskhpc dashboard (registered through
+``daskhpc.cpals._cli.DASHBOARD``): the fit after every iteration and the iteration's time,
+live, from the history rows the frame publishes (topic ``history``).
+
+The generic pages already show planned vs measured bytes between workers
+(``/individual-daskhpc-comm``); this panel is ``/individual-daskhpc-cpals-fit`` and joins
+``/daskhpc`` while a CP-ALS run is the current one.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bokeh.layouts import column
+from bokeh.models import ColumnDataSource, DataRange1d, Div, HoverTool, LinearAxis
+from bokeh.plotting import figure
+from distributed.utils import log_errors
+
+from daskhpc.dashboard import Component, update_source
+
+__all__ = ["FitCurve", "PANELS", "fit_rows"]
+
+EMPTY = "<i>No CP-ALS run yet (daskhpc run cpals, or dh.cpals.fit).</i>"
+
+
+def fit_rows(run: dict, history: list) -> dict:
+    """The panel's columns from the current run and its history rows (empty unless the
+    run is a CP-ALS one): iteration, fit, time per iteration in ms."""
+    data = {"iteration": [], "fit": [], "time_ms": [], "total": []}
+    if (run or {}).get("workflow") != "cpals":
+        return data
+    rows = sorted((r for r in history if "fit" in r),
+                  key=lambda r: r.get("iteration", r.get("unit", 0)))
+    for r in rows:
+        data["iteration"].append(int(r.get("iteration", r.get("unit", 0))))
+        data["fit"].append(float(r["fit"]))
+        t = r.get("time_s")
+        data["time_ms"].append(float("nan") if t is None else 1e3 * float(t))
+    data["total"] = [len(rows)] * len(rows)
+    return data
+
+
+class FitCurve(Component):
+    """Fit per iteration (left axis) and milliseconds per iteration (right axis)."""
+
+    def __init__(self, scheduler, **kw):
+        super().__init__(scheduler, **kw)
+        self.source = ColumnDataSource({"iteration": [], "fit": [], "time_ms": [],
+                                        "total": []}, name="daskhpc-cpals-fit")
+        self.fig = figure(title="CP-ALS: fit per iteration", x_axis_label="iteration",
+                          y_axis_label="fit", tools="hover,xwheel_zoom,xpan,save,reset",
+                          toolbar_location="above", **self.sizing)
+        self.fig.line("iteration", "fit", source=self.source, line_width=2, color="navy",
+                      legend_label="fit")
+        self.fig.scatter("iteration", "fit", source=self.source, size=5, color="navy")
+        self.fig.extra_y_ranges = {"time": DataRange1d()}
+        self.fig.add_layout(LinearAxis(y_range_name="time", axis_label="ms per iteration"),
+                            "right")
+        t = self.fig.scatter("iteration", "time_ms", source=self.source, y_range_name="time",
+                             size=5, color="firebrick", marker="square",
+                             legend_label="ms per iteration")
+        self.fig.extra_y_ranges["time"].renderers = [t]
+        self.fig.legend.location = "bottom_right"
+        self.fig.select_one(HoverTool).tooltips = [
+            ("iteration", "@iteration"), ("fit", "@fit{0.000000}"),
+            ("time", "@time_ms{0.0} ms")]
+        self.summary = Div(text=EMPTY, name="daskhpc-cpals-summary")
+        self.root = column(self.summary, self.fig, **self.layout)
+
+    @log_errors
+    def update(self) -> None:
+        st = self.state
+        if st is None:
+            return
+        data = fit_rows(st.run, st.history)
+        update_source(self.source, data)
+        if not data["fit"]:
+            self.summary.text = EMPTY
+            return
+        times = sorted(x for x in data["time_ms"] if not math.isnan(x))
+        med = f", median {times[len(times) // 2]:.1f} ms per iteration" if times else ""
+        self.summary.text = (f"<b>{st.run.get('name', 'cpals')}</b>: {len(data['fit'])} "
+                             f"iterations, fit {data['fit'][-1]:.6f}{med}")
+
+
+#: page key -> (panel, title): ``/individual-daskhpc-cpals-fit``
+PANELS = {"cpals-fit": (FitCurve, "CP-ALS fit")}

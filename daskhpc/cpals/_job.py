@@ -1,0 +1,221 @@
+"""The pieces ``fit`` hands the workflow frame (``daskhpc.runtime.run_job``), and the
+checks it runs on what comes back.
+
+* :func:`cpals_job`: the frame's ``Job``: iterations are its units, the Program of
+  ``_program`` (from any first iteration: checkpoints resume), the per-part statics, the
+  history row (iteration, fit), the fingerprint, the Tensor Toolbox stop rule when
+  ``tol > 0`` (the frame then submits one iteration at a time), a warm-up that loads the
+  numba kernels on every worker, and whether steps run in the workers' event loops
+  (graph exchange, short steps) or their threads;
+* :func:`serial_check`: the ``serial_check`` section: the distributed result against the
+  partition-aware reference (``run_local`` of the same program: bit for bit) and against
+  the plain serial reference (``_serial``: to ``rtol``, another summation order);
+* :func:`measured_section`: the frame's measured bytes and messages, with messages per
+  iteration, and without the messages of the last step of a run that stopped early
+  (nobody fetched them: the frame's plan counts them, the wire did not carry them).
+
+Examples
+--------
+>>> from daskhpc.cpals._setup import prepare
+>>> s = prepare(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)),
+...             2, grain="fine", partition="random", rank=2, iters=4, tol=0)
+>>> job = cpals_job(s)
+>>> job.units, job.unit_name, job.stop is None, job.in_loop, job.exchange
+(4, 'iterations', True, False, 'direct')
+>>> cpals_job(s, exchange="graph").in_loop       # short steps, graph exchange: the loop
+True
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+import numpy as np
+
+from . import _program as P
+
+__all__ = ["cpals_job", "warm_up", "serial_check", "measured_section", "last_program",
+           "in_loop_default", "IN_LOOP_WORK"]
+
+#: Steps run in the workers' event loops (no thread hand-off) when a worker's MTTKRP work
+#: per mode, nonzeros x R, is at most this (about 1-2 ms of compute, measured); longer
+#: steps would block the loop, and the heartbeats, for their whole duration.
+IN_LOOP_WORK = 2_000_000
+
+
+def in_loop_default(s) -> bool:
+    """Short steps: the largest part's nonzeros per mode x R <= :data:`IN_LOOP_WORK`
+    (the graph exchange's default; the direct exchange runs steps in threads)."""
+    load = max(int(s.dist.loads(s.tensor, n).max()) for n in range(s.N))
+    return load * s.R <= IN_LOOP_WORK
+
+
+def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
+              exchange: str | None = None):
+    """The frame's Job for the run prepared in ``s``.
+
+    ``stop``: apply the tol rule between iterations (default: when ``tol > 0``); the frame
+    then waits for every iteration before it submits the next one. ``exchange``: how
+    messages travel between workers (``"direct"``: pushed by the sender, one task per
+    worker and iteration; ``"graph"``: task results, one task group per worker and step;
+    default: the configured ``daskhpc.runtime.exchange``, resolved here so that the
+    report names it).
+    """
+    from daskhpc.runtime import Job, exchange_mode
+
+    from ._checkpoint import save_distribution
+
+    use_stop = s.options.tol > 0 if stop is None else bool(stop)
+    mode = exchange_mode(exchange)
+    if in_loop is None:
+        # direct exchange: worker threads (in the event loop a step blocks the receipt
+        # of the messages pushed meanwhile; measured 1.5-1.8x slower per iteration on
+        # mlsmall, docs/cpals.md); graph exchange: the loop for short steps
+        in_loop = mode == "graph" and in_loop_default(s)
+    return Job("cpals", s.K, s.options.iters,
+               row=functools.partial(_row, s), fingerprint=P.fingerprint(s),
+               program=functools.partial(_program, s), statics=P.statics(s),
+               assemble=functools.partial(P.assemble, s),
+               stop=functools.partial(P.stop, s) if use_stop else None,
+               warm_up=functools.partial(warm_up, s.N), unit_name="iterations",
+               opened=functools.partial(save_distribution, s),
+               in_loop=bool(in_loop), exchange=mode)     # resolved: the report says which
+
+
+def _row(s, unit, reports):
+    return P.row(s, unit, reports)
+
+
+def _program(s, first):
+    return P.program(s, first)
+
+
+def warm_up(order: int = 3) -> int:
+    """Load every numba kernel a CP-ALS step calls (from numba's cache, or compile it)
+    with the argument types a run uses, so the first iteration is not timed with it."""
+    from ._kernels import mttkrp_into, slices
+    from ._rows import col_absmax, col_inner, init_rows, scatter_rows, sum_rows_into
+
+    R, n = 2, 4
+    coords = np.array([[i % n for i in range(16)], [i // n for i in range(16)]] +
+                      [[0] * 16] * (order - 2), dtype=np.int64)
+    vals = np.ones(16)
+    U = [init_rows(0, m, np.arange(n), R) for m in range(order)]
+    M = np.empty((n, R))
+    for mode in (0, 2):
+        for fibers in (False, True):
+            mttkrp_into(slices(coords, vals, mode, (n,) * order, fibers=fibers), U, M)
+    col_absmax(M)
+    col_inner(M, M)
+    ro = M[:2].copy()
+    sum_rows_into(M, np.arange(2, dtype=np.int64), ro)
+    ro.flags.writeable = False              # received messages may be read-only buffers
+    sum_rows_into(M, np.arange(2, dtype=np.int64), ro)
+    scatter_rows(M, np.arange(2, dtype=np.int64), M[:2].copy())
+    return order
+
+
+def serial_check(s, lam, factors, history, *, rtol: float = 1e-9) -> dict:
+    """The ``serial_check`` section of ``fit``'s report.
+
+    ``identical``/``max_abs_diff``: against the partition-aware reference (the same
+    Program in one process, ``run_local``, for as many iterations as the run made): the
+    same arithmetic, so equal bit for bit. ``plain_serial``: against the textbook serial
+    CP-ALS (``_serial.run_serial``, same options and stop rule), which sums in another
+    order: within ``rtol`` of each array's largest magnitude (factors, lambda, fits).
+    """
+    from daskhpc.comm import run_local
+    from daskhpc.report import compare_arrays
+
+    from ._serial import run_serial
+
+    n = len(history)
+    fits = np.array([h["fit"] for h in history])
+    s_n = replace(s, options=replace(s.options, iters=n))
+    finals, reports = run_local(P.program(s_n), P.statics(s_n))
+    lam_pa, fac_pa = P.assemble(s_n, finals)
+    fits_pa = np.array([P.row(s_n, u, r)["fit"] for u, r in enumerate(reports)])
+    out = compare_arrays([(lam, lam_pa), *zip(factors, fac_pa), (fits, fits_pa)])
+    out["reference"] = "partition-aware serial (run_local of the same program)"
+    o = s.options
+    ser = run_serial(s.tensor, o.rank, o.iters, o.tol, o.seed)
+    fits_s = np.array([h["fit"] for h in ser["history"]])
+    plain = compare_arrays([(lam, ser["lam"]), *zip(factors, ser["factors"])], rtol=rtol)
+    if fits_s.size == fits.size:
+        f = compare_arrays([(fits, fits_s)], rtol=rtol)
+        plain["within_tolerance"] = bool(plain["within_tolerance"] and f["within_tolerance"])
+        plain["fit_max_abs_diff"] = f["max_abs_diff"]
+    else:
+        plain["within_tolerance"] = False
+    plain["iterations"] = [int(fits.size), int(fits_s.size)]
+    plain["max_rel_diff"] = max(
+        [_rel(a, b) for a, b in zip(factors, ser["factors"])] + [_rel(lam, ser["lam"])] +
+        ([_rel(fits, fits_s)] if fits_s.size == fits.size else []))
+    out["plain_serial"] = plain
+    return out
+
+
+def _rel(a, b) -> float:
+    scale = float(np.max(np.abs(b), initial=0.0))
+    return float(np.max(np.abs(np.asarray(a) - b), initial=0.0) / scale) if scale else 0.0
+
+
+def measured_section(s, out, undelivered: bool) -> dict:
+    """The report's ``measured`` section from the frame's outcome, with messages per
+    iteration added to the history rows (``planned_messages``, ``measured_messages``:
+    transfers between workers, each one bundle of a step's messages between two workers).
+
+    ``undelivered``: the run stopped early (tol rule) in the graph exchange mode, so the
+    messages of its last reported step (they start the next iteration, which never ran)
+    were never fetched: they leave the planned counts.
+    """
+    measured = dict(out.measured)
+    rows = {h["unit"]: h for h in out.history}
+    prog = last_program(s, out.recovery)
+    pl = out.placement
+    workers = list(pl.workers)
+    owner = [workers.index(pl.worker(p)) for p in range(s.K)]
+    placed = prog.plan().placed(owner, len(workers))
+    last = max(rows) if rows else None
+    cut = prog.unit_steps[last - prog.first_unit] if undelivered and last is not None \
+        else None
+    planned: dict = {}
+    dropped_msgs, dropped_bytes = 0, 0
+    for t, nbytes in zip(placed.phase.tolist(), placed.message_bytes().tolist()):
+        if t == cut:
+            dropped_msgs, dropped_bytes = dropped_msgs + 1, dropped_bytes + int(nbytes)
+            continue
+        u = prog.unit_of(int(t))
+        planned[u] = planned.get(u, 0) + 1
+    got: dict = {}
+    from daskhpc.runtime import step_of_key
+
+    for e in (out.ledger.entries or []) if out.ledger is not None else []:
+        steps = [step_of_key(k) for k in e["keys"]]
+        steps = [t for t in steps if t is not None]
+        if steps:
+            u = prog.unit_of(min(steps))
+            got[u] = got.get(u, 0) + 1
+    for u, h in rows.items():
+        if u >= prog.first_unit:
+            h["planned_messages"] = planned.get(u, 0)
+            h["measured_messages"] = got.get(u, 0)
+    if cut is not None and "planned_bytes" in measured:
+        measured["planned_messages"] -= dropped_msgs
+        measured["planned_bytes"] -= dropped_bytes
+        rows[last]["planned_bytes"] = rows[last].get("planned_bytes", 0) - dropped_bytes
+        if measured.get("inter_worker_messages"):
+            measured["framing_bytes_per_message"] = (
+                measured["inter_worker_bytes"] - measured["planned_bytes"]) / \
+                measured["inter_worker_messages"]
+    measured["iterations_measured"] = sum(1 for h in out.history if "measured_bytes" in h)
+    return measured
+
+
+def last_program(s, recovery: dict):
+    """The program of the run's last attempt (from the iteration it started at)."""
+    recs = recovery.get("recoveries") or []
+    first = recs[-1]["restart"] if recs and recs[-1].get("restart") is not None else \
+        (recovery.get("resumed_from") or 0)
+    return P.program(s, first)

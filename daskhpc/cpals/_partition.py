@@ -1,0 +1,264 @@
+"""Who does what: the four partitions of the hypertensor paper's experiments.
+
+* **coarse-hp** (section 3.1): the coarse-grain hypergraph (:func:`hypergraph.tensor_coarse`,
+  one vertex and one net per index of every mode, N weight constraints) partitioned for
+  connectivity-1, so km1 is exactly the rows an iteration sends. Our partitioners take
+  one combined weight, so the per-mode balance is reported, not guaranteed.
+* **coarse-block** (DFacTo-like baseline): each mode's slices cut into consecutive
+  ranges of about equal nonzeros.
+* **fine-hp** (section 3.2, the single-constraint alternative): the nonzeros partitioned
+  on :func:`hypergraph.tensor_fine`, then factor rows placed by the paper's post-pass
+  (:func:`hypergraph.assign_factor_rows`).
+* **fine-random** (baseline): nonzeros and the rows of every mode dealt at random,
+  balanced to one.
+
+``owners[m][i]`` (mu_m) owns row i of U_m. In the fine grain, nonzero e is processed by
+``nnz_parts[e]`` in every mode; in the coarse grain, by ``owners[n][i_n]`` in mode n (the
+nonzero is replicated on the owners of its N slices).
+
+Examples
+--------
+>>> from daskhpc.cpals._tensor import as_tensor
+>>> X = as_tensor(([[0, 1, 2], [1, 2, 0], [2, 0, 1]], [1.0, 1.0, 1.0], (3, 3, 3)))
+>>> d = distribute(X, 3, grain="coarse", partition="block")
+>>> [o.tolist() for o in d.owners]
+[[0, 1, 2], [0, 1, 2], [0, 1, 2]]
+>>> d.work_parts(X, 0).tolist()
+[0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+
+from daskhpc import hypergraph as hg
+from daskhpc.errors import InputError
+
+from ._tensor import Tensor
+
+__all__ = ["Distribution", "distribute", "GRAINS", "PARTITIONS", "block_slices",
+           "random_parts", "pairs_csr"]
+
+GRAINS = ("fine", "coarse")
+PARTITIONS = {"fine": ("hp", "random"), "coarse": ("hp", "block")}
+
+
+@dataclass(eq=False)
+class Distribution:
+    """A partition of the work and the factor rows of a tensor over K parts."""
+
+    grain: str
+    method: str
+    nparts: int
+    owners: list
+    nnz_parts: np.ndarray | None = None
+    partitioner: str | None = None
+    time_s: float = 0.0
+    choice: dict | None = None
+    km1: int | None = None            # of the hypergraph the method partitioned (rows)
+    meta: dict = field(default_factory=dict)
+
+    def work_parts(self, X: Tensor, mode: int) -> np.ndarray:
+        """The part that computes each nonzero's Hadamard product in ``mode``."""
+        if self.grain == "fine":
+            return self.nnz_parts
+        return self.owners[mode][X.coords[mode]]
+
+    def loads(self, X: Tensor, mode: int) -> np.ndarray:
+        """Nonzeros each part processes in ``mode`` (the paper's computational load)."""
+        return np.bincount(self.work_parts(X, mode), minlength=self.nparts)
+
+    def connectivity(self, X: Tensor, mode: int) -> tuple[np.ndarray, np.ndarray]:
+        """Lambda_i of every row of mode ``mode`` as CSR (ptr over rows, sorted parts).
+
+        Fine grain: the parts holding a nonzero of slice i (they produce partial
+        M(i, :) rows and need the new U(i, :)). Coarse grain: the parts computing, in
+        another mode m, a nonzero of slice i (they need U(i, :)).
+        """
+        K, N = self.nparts, X.order
+        if self.grain == "fine":
+            rows, parts = X.coords[mode], self.nnz_parts
+        else:
+            others = [m for m in range(N) if m != mode]
+            rows = np.tile(X.coords[mode], len(others))
+            parts = np.concatenate([self.owners[m][X.coords[m]] for m in others])
+        return pairs_csr(rows, parts, X.shape[mode], K)
+
+
+@numba.njit(cache=True)
+def _row_parts(rows, parts, nrows, nparts):  # pragma: no cover - numba
+    # bucket the entries by row (counting sort), then keep each part once per row with a
+    # stamp array: O(entries + K), no global sort of the (row, part) keys
+    ptr = np.zeros(nrows + 1, np.int64)
+    for e in range(rows.size):
+        ptr[rows[e] + 1] += 1
+    for i in range(nrows):
+        ptr[i + 1] += ptr[i]
+    cur = ptr[:-1].copy()
+    byrow = np.empty(rows.size, np.int64)
+    for e in range(rows.size):
+        byrow[cur[rows[e]]] = parts[e]
+        cur[rows[e]] += 1
+    stamp = np.full(nparts, -1, np.int64)
+    out_ptr = np.zeros(nrows + 1, np.int64)
+    out = np.empty(rows.size, np.int64)
+    k = 0
+    for i in range(nrows):
+        start = k
+        for t in range(ptr[i], ptr[i + 1]):
+            p = byrow[t]
+            if stamp[p] != i:
+                stamp[p] = i
+                out[k] = p
+                k += 1
+        out[start:k].sort()
+        out_ptr[i + 1] = k
+    return out_ptr, out[:k].copy()
+
+
+def pairs_csr(rows, parts, nrows: int, nparts: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (row, part) pairs as CSR over rows, parts ascending.
+
+    Examples
+    --------
+    >>> ptr, ps = pairs_csr(np.array([1, 0, 1, 1]), np.array([2, 0, 0, 2]), 3, 3)
+    >>> ptr.tolist(), ps.tolist()
+    ([0, 1, 3, 3], [0, 0, 2])
+    """
+    return _row_parts(np.ascontiguousarray(rows, dtype=np.int64),
+                      np.ascontiguousarray(parts, dtype=np.int64), int(nrows), int(nparts))
+
+
+def block_slices(slice_nnz, nparts: int) -> np.ndarray:
+    """Consecutive slices with about equal nonzeros per part: slice i goes to the part
+    whose share ``[k nnz / K, (k + 1) nnz / K)`` holds the midpoint of its nonzeros.
+
+    Examples
+    --------
+    >>> block_slices(np.array([5, 1, 1, 1, 1, 1]), 2).tolist()
+    [0, 1, 1, 1, 1, 1]
+    """
+    w = np.asarray(slice_nnz, dtype=np.float64)
+    total = w.sum()
+    mid = np.cumsum(w) - w / 2.0
+    return np.clip(np.floor(mid * nparts / total), 0, nparts - 1).astype(np.int64)
+
+
+def random_parts(n: int, nparts: int, seed: int, stream: int) -> np.ndarray:
+    """A seeded permutation of ``n`` items dealt round robin (part sizes differ by <= 1)."""
+    perm = np.random.default_rng([int(seed), 0xC9A15, int(stream)]).permutation(n)
+    out = np.empty(n, dtype=np.int64)
+    out[perm] = np.arange(n, dtype=np.int64) % nparts
+    return out
+
+
+def coarse_block(X: Tensor, nparts: int) -> np.ndarray:
+    """coarse-block as parts of the coarse model's vertices (mode 1's indices first)."""
+    return np.concatenate([block_slices(np.bincount(X.coords[m], minlength=X.shape[m]),
+                                        nparts) for m in range(X.order)])
+
+
+def fine_start(X: Tensor, nparts: int) -> np.ndarray:
+    """Nonzeros in contiguous blocks of equal size, ordered by the mode whose slices a
+    random partition spreads most (sum_i min(|slice i|, K) - 1): that mode's rows then
+    cost almost nothing, a far better start for label propagation than random parts."""
+    K = nparts
+    spread = [int((np.minimum(np.bincount(X.coords[m]), K) - 1).sum()) for m in range(X.order)]
+    m = int(np.argmax(spread))
+    order = np.argsort(X.coords[m], kind="stable")
+    parts = np.empty(X.nnz, np.int64)
+    parts[order] = (np.arange(X.nnz, dtype=np.int64) * K) // X.nnz
+    return parts
+
+
+def _hp(d: Distribution, h, K: int, partitioner: str, epsilon: float, seed: int, start,
+        **kw) -> np.ndarray:
+    """``hg.partition`` for km1; where ``auto`` falls back to label propagation (instances
+    too large for Mt-KaHyPar), the propagation starts from ``start()`` (the grain's block
+    partition) instead of a random one, so hp is never worse than that baseline."""
+    if partitioner == "auto":
+        from daskhpc.hypergraph import choose_partitioner
+
+        choice = choose_partitioner(h, K)
+        if choice["backend"] == "lp" and K > 1:
+            from daskhpc.hypergraph import refine
+
+            d.partitioner, d.choice = "lp", {**choice, "rule": choice["rule"] +
+                                             ", from the block partition"}
+            return refine(h, start(), K, objective="km1", epsilon=epsilon, seed=seed,
+                          **choice["options"])
+    p = hg.partition(h, K, partitioner, objective="km1", epsilon=epsilon, seed=seed, **kw)
+    d.partitioner, d.choice = p.partitioner, p.meta.get("auto")
+    return p.parts
+
+
+def distribute(X: Tensor, nparts: int, *, grain: str = "fine", partition: str = "hp",
+               partitioner: str = "auto", epsilon: float = 0.03, seed: int = 0,
+               partition_file=None) -> Distribution:
+    """Partition ``X``'s work and factor rows over ``nparts`` parts.
+
+    Parameters
+    ----------
+    X : Tensor
+    nparts : int
+    grain : {"fine", "coarse"}
+    partition : {"hp", "random", "block"}
+        fine: ``hp`` or ``random``; coarse: ``hp`` or ``block``.
+    partitioner : str
+        Backend for ``hp`` (``auto`` picks Mt-KaHyPar's deterministic or default preset,
+        or label propagation, by size: :mod:`daskhpc.hypergraph._auto`).
+    epsilon : float
+        Allowed imbalance (hp partitions and the fine-grain row post-pass).
+    seed : int
+    partition_file : path, optional
+        One part id per line: per nonzero (fine; rows are then placed by the post-pass)
+        or per vertex of the coarse model (coarse: the indices of mode 1, then mode 2,
+        ...), as ``daskhpc partition tensor-fine|tensor-coarse --save-partition`` writes.
+    """
+    if grain not in GRAINS:
+        raise InputError(f"unknown --grain {grain!r}; choose one of {list(GRAINS)}")
+    if partition_file is None and partition not in PARTITIONS[grain]:
+        other = "coarse" if grain == "fine" else "fine"
+        hint = (f" ({partition!r} is a {other}-grain partition; add --grain {other})"
+                if partition in PARTITIONS[other] else "")
+        raise InputError(f"--partition {partition!r} does not apply to the {grain} grain; "
+                         f"choose one of {list(PARTITIONS[grain])}{hint}")
+    K, N = int(nparts), X.order
+    t0 = time.perf_counter()
+    d = Distribution(grain, "file" if partition_file is not None else partition, K, [])
+    offsets = np.concatenate([[0], np.cumsum(X.shape)]).astype(np.int64)
+    if grain == "coarse":
+        if partition_file is not None:
+            from daskhpc.hypergraph import read_part_file
+
+            parts = read_part_file(partition_file, num_vertices=int(offsets[-1]), nparts=K)
+        elif partition == "block":
+            parts = coarse_block(X, K)
+        else:
+            h = hg.tensor_coarse((X.coords, X.shape))
+            parts = _hp(d, h, K, partitioner, epsilon, seed, lambda: coarse_block(X, K),
+                        allow_empty=True)
+            d.km1 = int(hg.metrics(h, parts, K)["km1"])
+        d.owners = [np.ascontiguousarray(parts[offsets[m]:offsets[m + 1]]) for m in range(N)]
+    else:
+        h = None
+        if partition_file is not None:
+            from daskhpc.hypergraph import read_part_file
+
+            d.nnz_parts = read_part_file(partition_file, num_vertices=X.nnz, nparts=K)
+        elif partition == "random":
+            d.nnz_parts = random_parts(X.nnz, K, seed, N)
+            d.owners = [random_parts(X.shape[m], K, seed, m) for m in range(N)]
+        else:
+            h = hg.tensor_fine((X.coords, X.shape))
+            d.nnz_parts = _hp(d, h, K, partitioner, epsilon, seed, lambda: fine_start(X, K))
+        if not d.owners:
+            # the paper's post-pass: decreasing connectivity, least-loaded part of Lambda_i
+            h = h if h is not None else hg.tensor_fine((X.coords, X.shape))
+            d.owners = hg.assign_factor_rows(h, d.nnz_parts, K, epsilon)
+    d.time_s = time.perf_counter() - t0
+    return d

@@ -1,0 +1,138 @@
+"""The messages of one CP-ALS iteration, and the report sections of ``plan``.
+
+Per mode n (0-based), with Lambda_i the connectivity set of row i
+(:meth:`Distribution.connectivity`) and mu(i) its owner:
+
+* coarse grain (Algorithm 3 line 3): one *expand*: mu(i) sends U_n(i, :) to every other
+  part of Lambda_i; row i costs ``|Lambda_i U {mu(i)}| - 1``, i.e. ``lambda(n_n^i) - 1``
+  of the coarse hypergraph, and the iteration's total is its km1.
+* fine grain (Algorithm 4): a *fold* (lines 2-3: partial M_n(i, :) rows from Lambda_i to
+  mu(i)) then an *expand* (lines 5-6: the new U_n(i, :) back), the same rows with the
+  messages reversed; the iteration's total is 2 (km1 + displaced rows).
+
+Messages to one part are combined (one message per pair and phase); a unit is one factor
+row of R words. The R x R Gram all-reduce of every mode (Algorithm 3 line 4, Algorithm 4
+line 7) is a separate plan: recursive doubling (:class:`daskhpc.comm.AllreduceSchedule`)
+of R^2 + R words (the Gram and the column norms; + R for the fit after the last mode).
+
+Examples
+--------
+>>> from daskhpc.cpals._tensor import as_tensor
+>>> from daskhpc.cpals._partition import Distribution
+>>> X = as_tensor(([[0, 1, 2], [1, 2, 0], [2, 0, 1]], [1.0, 1.0, 1.0], (3, 3, 3)))
+>>> d = Distribution("coarse", "given", 3, [np.full(3, p) for p in range(3)])  # mu_A=0 ...
+>>> iteration_plan(X, d, rank=10).report()["tot_vol"]      # the paper's Figure 1
+18
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskhpc.comm import AllreduceSchedule, Plan, expand_plan, row_volume
+
+from ._partition import Distribution
+from ._tensor import Tensor
+
+__all__ = ["mode_plans", "iteration_plan", "allreduce_plan", "allreduce_words",
+           "mode_table", "partition_section"]
+
+
+def mode_plans(X: Tensor, d: Distribution, rank: int) -> list[dict]:
+    """Per mode: ``{"fold": Plan or None, "expand": Plan, "lam": (ptr, parts)}``."""
+    out = []
+    for n in range(X.order):
+        lam = d.connectivity(X, n)
+        expand = expand_plan(d.owners[n], *lam, d.nparts, name=f"expand-{n}", unit="rows",
+                             words_per_unit=int(rank))
+        # the fold moves the same rows between the same parts the other way (Algorithm 4
+        # lines 2-3 are the duals of lines 5-6): fold_plan(...) == expand.reversed()
+        fold = expand.reversed(name=f"fold-{n}") if d.grain == "fine" else None
+        out.append({"fold": fold, "lam": lam, "expand": expand})
+    return out
+
+
+def iteration_plan(X: Tensor, d: Distribution, rank: int, plans=None) -> Plan:
+    """Point-to-point messages of one iteration, one phase per fold/expand, mode order."""
+    plans = plans if plans is not None else mode_plans(X, d, rank)
+    seq = [p for mp in plans for p in (mp["fold"], mp["expand"]) if p is not None]
+    out = Plan.concat(seq, nparts=d.nparts, unit="rows", words_per_unit=int(rank))
+    out.name = f"cpals {d.grain} iteration"
+    return out
+
+
+def allreduce_words(rank: int, mode: int, order: int) -> int:
+    """Words of mode ``mode``'s all-reduce: the Gram of the new, unnormalised factor
+    (R^2; its diagonal gives the 2-norms), its column maxima (R; the max-norm), and
+    after the last mode the partial inner products of the fit (R)."""
+    R = int(rank)
+    return R * R + R + (R if mode == order - 1 else 0)
+
+
+def allreduce_plan(nparts: int, rank: int, order: int) -> Plan:
+    """The all-reduces of one iteration (one per mode), reported beside the p2p plan."""
+    sched = AllreduceSchedule(nparts)
+    plans = [sched.plan(allreduce_words(rank, n, order), name=f"allreduce-{n}")
+             for n in range(order)]
+    out = Plan.concat(plans, nparts=nparts)
+    out.name = "cpals gram allreduce"
+    return out
+
+
+def mode_table(X: Tensor, d: Distribution, plans) -> list[dict]:
+    """The columns of the paper's Table 2, per mode: computational load (nonzeros
+    processed), volume (rows sent) and messages sent, max and average over parts."""
+    K = d.nparts
+    rows = []
+    for n, mp in enumerate(plans):
+        load = d.loads(X, n)
+        vol = np.zeros(K, np.int64)
+        msgs = np.zeros(K, np.int64)
+        for p in (mp["fold"], mp["expand"]):
+            if p is not None:
+                np.add.at(vol, p.src, p.volume)
+                np.add.at(msgs, p.src, 1)
+        rows.append({"mode": n + 1, "load_max": int(load.max()), "load_avg": float(load.mean()),
+                     "vol_max": int(vol.max()), "vol_avg": float(vol.mean()),
+                     "msgs_max": int(msgs.max()), "msgs_avg": float(msgs.mean()),
+                     "vol_total": int(vol.sum())})
+    return rows
+
+
+def _imbalance(w: np.ndarray) -> float:
+    avg = w.sum() / w.size
+    return float(w.max() / avg - 1.0) if avg > 0 else 0.0
+
+
+def partition_section(X: Tensor, d: Distribution, plans, epsilon: float) -> dict:
+    """The ``partition`` section: balance of every mode and the cut it implies."""
+    K, N = d.nparts, X.order
+    out = {"grain": d.grain, "method": d.method}
+    if d.grain == "fine":
+        # connectivity-1 of the fine-grain hypergraph (nets = rows, pins = nonzeros)
+        km1 = int(sum(np.maximum(np.diff(mp["lam"][0]) - 1, 0).sum() for mp in plans))
+        load = np.bincount(d.nnz_parts, minlength=K)
+        displaced = 0
+        for n, mp in enumerate(plans):
+            ptr, parts = mp["lam"]
+            row = np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
+            has_owner = np.zeros(ptr.size - 1, bool)
+            has_owner[row[parts == d.owners[n][row]]] = True
+            displaced += int(np.count_nonzero(~has_owner & (np.diff(ptr) > 0)))
+        out.update(imbalance=_imbalance(load), km1=km1, displaced_rows=displaced,
+                   nonzeros_max=int(load.max()),
+                   row_imbalance_per_mode=[_imbalance(np.bincount(o, minlength=K))
+                                           for o in d.owners])
+    else:
+        # connectivity-1 of the coarse-grain hypergraph: the owner's vertex t_n^i is a pin
+        # of n_n^i, so lambda(n_n^i) = |Lambda_i U {mu(i)}|
+        km1 = int(sum(row_volume(d.owners[n], *mp["lam"]).sum() for n, mp in enumerate(plans)))
+        per_mode = [_imbalance(d.loads(X, n)) for n in range(N)]
+        out.update(imbalance=max(per_mode), imbalance_per_mode=per_mode, km1=km1)
+    if d.method == "hp":
+        out["partitioner"] = d.partitioner
+        out["epsilon"] = float(epsilon)
+        if d.choice is not None:
+            out["auto"] = {k: d.choice[k] for k in ("backend", "options", "rule")}
+    out["time_s"] = round(d.time_s, 6)
+    return out

@@ -1,0 +1,88 @@
+"""What a CP-ALS run returns: lambda, the factors, the fit history and the report.
+
+Examples
+--------
+>>> import numpy as np
+>>> r = CPResult(np.array([2.0]), [np.ones((2, 1)), np.ones((3, 1)), np.ones((2, 1))],
+...              history=[{"iteration": 0, "fit": 0.5, "time_s": 0.002}],
+...              info={"rank": 1, "parts": 2})
+>>> print(r)
+CPResult(parts=2, rank=1)
+iteration  fit       time ms
+        0  0.500000      2.0
+>>> r.reconstruct([[0, 1], [2, 0], [1, 1]]).tolist()
+[2.0, 2.0]
+>>> weights, factors = r.to_tensorly()
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskhpc.report import WorkflowResult
+
+__all__ = ["CPResult"]
+
+
+class CPResult(WorkflowResult):
+    """Outcome of a CP-ALS run: ``X ~ sum_r weights[r] * outer(factors[0][:, r], ...)``.
+
+    Attributes
+    ----------
+    weights : numpy.ndarray (R,)
+        lambda, the column norms of the last normalisation.
+    factors : list of numpy.ndarray (I_n x R)
+        Normalised factor matrices, one per mode.
+    history : list of dict
+        Per iteration: ``iteration``, ``fit``, ``time_s`` (and, for distributed runs,
+        ``planned_bytes`` / ``measured_bytes``).
+    info : dict
+        The report's sections (:meth:`report`).
+    """
+
+    workflow = "cpals"
+    COLUMNS = (("iteration", "iteration", "{:>9d}"), ("fit", "fit", "{:<9.6f}"),
+               ("time_s", "time ms", "{:>8.1f}"), ("planned_bytes", "planned B", "{:>10d}"),
+               ("measured_bytes", "measured B", "{:>11d}"))
+    PLOT = (("fit",), ())
+    TITLE = ("grain", "partition_method", "parts", "rank")
+
+    def __init__(self, weights, factors, history=None, info=None):
+        super().__init__(info, history)
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.factors = [np.asarray(f, dtype=np.float64) for f in factors]
+
+    @property
+    def rank(self) -> int:
+        return int(self.weights.size)
+
+    @property
+    def fit(self) -> list[float]:
+        """The fit after every iteration (Tensor Toolbox definition)."""
+        return [h["fit"] for h in self.history]
+
+    @property
+    def iteration_times(self) -> list[float]:
+        """Seconds per iteration."""
+        return [h["time_s"] for h in self.history if "time_s" in h]
+
+    def to_tensorly(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``(weights, factors)``: what ``tensorly.cp_tensor.CPTensor`` takes."""
+        return self.weights.copy(), [f.copy() for f in self.factors]
+
+    def reconstruct(self, coords) -> np.ndarray:
+        """Model values at coordinates ``coords`` (N x n, 0-based)."""
+        coords = np.asarray(coords, dtype=np.int64)
+        if coords.ndim != 2 or coords.shape[0] != len(self.factors):
+            raise ValueError(f"coords must have shape ({len(self.factors)}, n), got "
+                             f"{coords.shape}")
+        prod = np.broadcast_to(self.weights, (coords.shape[1], self.rank)).copy()
+        for m, F in enumerate(self.factors):
+            prod *= F[coords[m]]
+        return prod.sum(axis=1)
+
+    def full(self) -> np.ndarray:
+        """The dense model tensor (small shapes only)."""
+        letters = "abcdefghijklmnopq"[:len(self.factors)]
+        spec = ",".join(f"{c}r" for c in letters) + ",r->" + letters
+        return np.einsum(spec, *self.factors, self.weights)

@@ -1,0 +1,170 @@
+"""Everything a run is made of, built once and shared by ``plan``, the serial references
+and ``fit``: the validated options, the tensor, its distribution over parts and the
+per-mode plans.
+
+Examples
+--------
+>>> from daskhpc.cpals._tensor import as_tensor
+>>> X = as_tensor(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)))
+>>> s = prepare(X, 2, grain="fine", partition="random", rank=4)
+>>> s.nparts, s.options.grain, s.iteration_plan().report()["phases"]
+(2, 'fine', 6)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from daskhpc.errors import InputError
+
+from ._partition import GRAINS, Distribution, distribute
+from ._plan import allreduce_plan, iteration_plan, mode_plans
+from ._tensor import Tensor, as_tensor
+
+__all__ = ["Options", "Setup", "prepare", "DEFAULTS"]
+
+
+@dataclass
+class Options:
+    """Run options (the CLI flags of the same names).
+
+    ``rank`` defaults to the paper's R = 10; ``iters`` and ``tol`` follow the Tensor
+    Toolbox's ``cp_als`` stop rule (at most ``iters`` iterations; stop when the fit
+    changes by less than ``tol``; ``tol = 0`` runs all of them).
+    """
+
+    rank: int = 10
+    iters: int = 20
+    tol: float = 1e-4
+    grain: str = "fine"
+    partition: str = "hp"
+    partitioner: str = "auto"
+    epsilon: float = 0.03
+    seed: int = 0
+
+    def check(self) -> None:
+        """Every bad option -> one-line :class:`InputError`."""
+        for name in ("rank", "iters"):
+            v = getattr(self, name)
+            if not _is_int(v) or v < 1:
+                raise InputError(f"--{name} must be a positive integer, got {v!r}")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise InputError(f"--seed must be a non-negative integer, got {self.seed!r}")
+        for name in ("tol", "epsilon"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.number)):
+                raise InputError(f"--{name} must be a number, got {v!r}")
+        if not (np.isfinite(self.tol) and self.tol >= 0):
+            raise InputError(f"--tol must be a non-negative number, got {self.tol}")
+        if self.grain not in GRAINS:
+            raise InputError(f"unknown --grain {self.grain!r}; choose one of {list(GRAINS)}")
+        if not (np.isfinite(self.epsilon) and self.epsilon >= 0):
+            raise InputError(f"--epsilon must be a non-negative number, got {self.epsilon}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+DEFAULTS = Options()
+
+
+@dataclass(eq=False)
+class Setup:
+    """The prepared run (see the module docstring)."""
+
+    options: Options
+    nparts: int
+    tensor: Tensor
+    dist: Distribution
+    plans: list
+    timing: dict = field(default_factory=dict)
+    _grams: list | None = None
+    _iteration_plan: object = None
+
+    @property
+    def K(self) -> int:
+        return self.nparts
+
+    @property
+    def R(self) -> int:
+        return int(self.options.rank)
+
+    @property
+    def N(self) -> int:
+        return self.tensor.order
+
+    def iteration_plan(self):
+        """Point-to-point messages of one iteration (:func:`._plan.iteration_plan`)."""
+        if self._iteration_plan is None:
+            self._iteration_plan = iteration_plan(self.tensor, self.dist, self.R, self.plans)
+        return self._iteration_plan
+
+    def allreduce_plan(self):
+        return allreduce_plan(self.K, self.R, self.N)
+
+    def initial_grams(self) -> list[np.ndarray]:
+        """Grams of the seeded initial factors (every part starts from these)."""
+        if self._grams is None:
+            from ._rows import gram
+            from ._serial import initial_factors
+
+            self._grams = [gram(U) for U in initial_factors(self.tensor.shape, self.R,
+                                                            self.options.seed)]
+        return self._grams
+
+    def describe(self) -> dict:
+        return {"options": asdict(self.options), "parts": self.K}
+
+
+def check_parts(nparts, X: Tensor) -> int:
+    """Refuse a part count CP-ALS cannot use."""
+    if not _is_int(nparts) or nparts < 1:
+        raise InputError(f"--parts must be a positive integer, got {nparts}")
+    if nparts > X.nnz:
+        raise InputError(f"--parts {nparts} is more than the tensor's {X.nnz} nonzeros: "
+                         "every part needs work; use fewer parts")
+    return int(nparts)
+
+
+def prepare(data, nparts: int, *, partition_file=None, distribution=None, **options) -> Setup:
+    """Validate the input and options, distribute the tensor and plan an iteration.
+
+    Parameters
+    ----------
+    data
+        Anything :func:`daskhpc.cpals._tensor.as_tensor` accepts.
+    nparts : int
+        K, the number of parts.
+    partition_file : path, optional
+        See :func:`daskhpc.cpals._partition.distribute`.
+    distribution : Distribution, optional
+        Use this distribution (a resumed run's, ``_checkpoint.load_distribution``) instead
+        of partitioning again; it must be of the same grain.
+    **options
+        Fields of :class:`Options`.
+    """
+    unknown = set(options) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown CP-ALS option(s): {sorted(unknown)}")
+    opts = Options(**options)
+    opts.check()
+    X = as_tensor(data)
+    K = check_parts(nparts, X)
+    t0 = time.perf_counter()
+    if distribution is not None:
+        d = distribution
+        if d.grain != opts.grain or d.nparts != K:
+            raise InputError(f"the saved distribution is {d.grain}-grain over {d.nparts} "
+                             f"parts, the run {opts.grain}-grain over {K}")
+    else:
+        d = distribute(X, K, grain=opts.grain, partition=opts.partition,
+                       partitioner=opts.partitioner, epsilon=opts.epsilon, seed=opts.seed,
+                       partition_file=partition_file)
+    t1 = time.perf_counter()
+    plans = mode_plans(X, d, opts.rank)
+    t2 = time.perf_counter()
+    return Setup(opts, K, X, d, plans, {"partition_s": t1 - t0, "plan_s": t2 - t1})

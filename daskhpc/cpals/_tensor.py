@@ -1,0 +1,194 @@
+"""The tensor a CP-ALS run factors: validated COO coordinates, values and shape.
+
+Everything downstream (partitions, plans, kernels, serial and distributed runs) sees one
+:class:`Tensor`: ``coords`` (N x nnz, int64, 0-based) in canonical order (lexicographic,
+duplicates summed, as ``sparse.COO`` keeps them), ``vals`` (float64) and ``shape``. A
+mistake a user can fix raises :class:`~daskhpc.errors.InputError` with one line saying
+what and where.
+
+Examples
+--------
+>>> t = as_tensor(([[0, 1, 1], [2, 0, 0], [1, 1, 1]], [1.0, 2.0, 3.0], (2, 3, 2)))
+>>> t.shape, t.nnz, t.order
+((2, 3, 2), 2, 3)
+>>> t.vals.tolist()                     # (1, 0, 1) appeared twice: summed
+[1.0, 5.0]
+>>> as_tensor(([[0, 1], [1, 0]], [1.0, 1.0], (2, 2)))
+Traceback (most recent call last):
+...
+daskhpc.errors.InputError: input: CP-ALS needs a tensor of order 3 or more, got a matrix (order 2)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from daskhpc.errors import InputError
+
+__all__ = ["Tensor", "as_tensor"]
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A sparse tensor in coordinate form.
+
+    Attributes
+    ----------
+    coords : int64 array (N, nnz)
+        0-based index of every nonzero in every mode, lexicographically sorted, no
+        duplicates (explicit zeros are kept: they are part of the sparsity pattern).
+    vals : float64 array (nnz,)
+    shape : tuple of int
+    source : dict
+        The report's ``input`` section (path, shape, nnz).
+    """
+
+    coords: np.ndarray
+    vals: np.ndarray
+    shape: tuple
+    source: dict = field(default_factory=dict)
+
+    @property
+    def order(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.vals.size)
+
+    def norm2(self) -> float:
+        """``||X||^2``, summed in nonzero order (the serial and distributed runs share it)."""
+        return float(np.dot(self.vals, self.vals))
+
+    def to_dense(self) -> np.ndarray:
+        """The dense array (small tensors only: tests and examples)."""
+        out = np.zeros(self.shape)
+        out[tuple(self.coords)] = self.vals
+        return out
+
+    def describe(self) -> dict:
+        out = {"shape": list(self.shape), "nnz": self.nnz}
+        if "path" in self.source:
+            out = {"path": self.source["path"], **out}
+        return out
+
+    def __repr__(self):
+        return f"Tensor({' x '.join(map(str, self.shape))}, {self.nnz} nonzeros)"
+
+
+def as_tensor(data) -> Tensor:
+    """Validate ``data`` and return it as a canonical :class:`Tensor`.
+
+    Parameters
+    ----------
+    data : path, SparseInput, sparse.COO, Tensor, dense ndarray, or (coords, values, shape)
+        A FROSTT ``.tns`` file (any reader :func:`daskhpc.io.read` knows), what a reader
+        returned, a ``sparse.COO`` of order >= 3, a dense numpy array of order >= 3
+        (its nonzeros), or coordinates ``(N, nnz)`` with values and shape.
+
+    Raises
+    ------
+    InputError
+        A matrix (order < 3) where a tensor is needed; no nonzeros or only zero values;
+        a NaN or infinite value; a negative index or one beyond the shape; a mode with a
+        single slice (a dimension of size 1: drop that mode instead).
+    """
+    where = "input"
+    if isinstance(data, Tensor):
+        return data
+    if isinstance(data, (str, os.PathLike)):
+        from daskhpc.io import read
+
+        data = read(data)
+    if hasattr(data, "describe") and hasattr(data, "tensor"):   # a reader's SparseInput
+        where = data.path
+        if data.tensor is None:
+            raise InputError(f"{where}: CP-ALS needs a tensor (.tns), the file holds a "
+                             f"{' x '.join(map(str, data.shape))} matrix")
+        data = data.tensor
+    if hasattr(data, "coords") and hasattr(data, "data") and hasattr(data, "shape"):
+        coords, vals, shape = np.asarray(data.coords), np.asarray(data.data), data.shape
+    elif isinstance(data, np.ndarray):
+        if data.ndim < 3:
+            raise InputError(f"{where}: CP-ALS needs a tensor of order 3 or more, got a "
+                             f"{data.ndim}-D array")
+        coords = np.asarray(np.nonzero(data))
+        vals, shape = data[tuple(coords)], data.shape
+    elif isinstance(data, tuple) and len(data) == 3:
+        coords, vals, shape = np.asarray(data[0]), np.asarray(data[1]), data[2]
+    elif hasattr(data, "shape") and len(getattr(data, "shape", ())) == 2:
+        raise InputError(f"{where}: CP-ALS needs a tensor of order 3 or more, got a "
+                         f"{data.shape[0]} x {data.shape[1]} matrix")
+    else:
+        raise InputError(f"cannot use {type(data).__name__} as a tensor: give a .tns file, "
+                         "a sparse.COO or (coords, values, shape)")
+    return _canonical(coords, vals, shape, where)
+
+
+def _canonical(coords, vals, shape, where: str) -> Tensor:
+    try:
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: shape {shape!r} is not a sequence of integers") from None
+    N = len(shape)
+    if N < 3:
+        raise InputError(f"{where}: CP-ALS needs a tensor of order 3 or more, got a "
+                         f"{'matrix' if N == 2 else 'vector'} (order {N})")
+    coords = np.asarray(coords)
+    if coords.ndim != 2 or coords.shape[0] != N:
+        raise InputError(f"{where}: coords must have shape (order, nnz) = ({N}, nnz), got "
+                         f"{coords.shape}")
+    if coords.size and not np.issubdtype(coords.dtype, np.integer):
+        if not np.all(coords == np.round(coords)):
+            raise InputError(f"{where}: coordinates must be integers")
+    coords = coords.astype(np.int64)
+    vals = np.asarray(vals, dtype=np.float64).ravel()
+    if vals.size != coords.shape[1]:
+        raise InputError(f"{where}: {coords.shape[1]} coordinates but {vals.size} values")
+    if vals.size == 0:
+        raise InputError(f"{where}: the tensor has no nonzeros")
+    for m, n in enumerate(shape):
+        if n < 2:
+            raise InputError(f"{where}: mode {m + 1} has a single slice (size {n}); drop "
+                             "that mode and factor the lower-order tensor")
+        lo, hi = int(coords[m].min()), int(coords[m].max())
+        if lo < 0 or hi >= n:
+            bad = lo if lo < 0 else hi
+            raise InputError(f"{where}: index {bad} in mode {m + 1} lies outside [0, {n})")
+    bad = np.flatnonzero(~np.isfinite(vals))
+    if bad.size:
+        e = int(bad[0])
+        raise InputError(f"{where}: value {vals[e]} at {tuple(int(c) for c in coords[:, e])} "
+                         f"is not a finite number ({bad.size} such values)")
+    coords, vals = _sum_duplicates(coords, vals)
+    if not np.any(vals != 0.0):
+        raise InputError(f"{where}: the tensor is all zeros; there is nothing to factor")
+    return Tensor(np.ascontiguousarray(coords), np.ascontiguousarray(vals), shape,
+                  {"shape": list(shape), "nnz": int(vals.size),
+                   **({"path": where} if where != "input" else {})})
+
+
+def _sum_duplicates(coords: np.ndarray, vals: np.ndarray):
+    """Lexicographic order, equal coordinates merged by summing (COO semantics)."""
+    if coords.shape[1] > 1:
+        d = coords[:, 1:] - coords[:, :-1]
+        first = np.argmax(d != 0, axis=0)        # first mode where neighbours differ
+        ordered = bool(np.all(d[first, np.arange(d.shape[1])] >= 0))
+    else:
+        ordered = True
+    if ordered:      # readers and sparse.COO hand us sorted data: skip the sort
+        c, v = coords, vals
+    else:
+        order = np.lexsort(coords[::-1])
+        c, v = coords[:, order], vals[order]
+    if c.shape[1] > 1:
+        new = np.ones(c.shape[1], dtype=bool)
+        new[1:] = np.any(c[:, 1:] != c[:, :-1], axis=0)
+        if not new.all():
+            starts = np.flatnonzero(new)
+            v = np.add.reduceat(v, starts)
+            c = c[:, starts]
+    return c, v
