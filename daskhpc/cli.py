@@ -15,10 +15,12 @@ Exit status: 0 success; 2 bad input or options (one line naming file, line and p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
 import traceback
+import warnings
 
 from daskhpc import __version__, _workflows
 from daskhpc.errors import InputError
@@ -54,7 +56,9 @@ def _partition_parser(sub) -> None:
                    help="backend; auto picks Mt-KaHyPar or lp by the instance's size "
                         "(docs/partitioning.md)")
     p.add_argument("--objective", default="km1", choices=OBJECTIVES)
-    p.add_argument("--epsilon", type=float, default=d["epsilon"])
+    p.add_argument("--epsilon", type=float, default=None,
+                   help=f"allowed imbalance ({d['epsilon']}); given explicitly, a partition "
+                        "that does not meet it is an error (exit 1)")
     p.add_argument("--seed", type=int, default=d["seed"])
     p.add_argument("--threads", type=int, default=d["threads"], help="Mt-KaHyPar threads")
     p.add_argument("--preset", default=d["preset"],
@@ -83,6 +87,10 @@ def _workflow_parser(sub, mode: str) -> None:
         w.add_argument("--parts", type=int, metavar="K", help="number of parts (workers)")
         w.add_argument("--seed", type=int, default=0)
         w.add_argument("--partition-file", metavar="FILE", help="use a saved partition")
+        w.add_argument("--format", metavar="FMT",
+                       help="format of the input file(s), instead of the one the name "
+                            "says: mtx, snap, tns, libsvm, ratings, edges; snap:weights "
+                            "reads a third column as edge values (default snap:ignore)")
         if mode == "run":
             w.add_argument("--workers", type=int, metavar="N", help="LocalCluster workers")
             w.add_argument("--scheduler-file", metavar="F")
@@ -124,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure alpha and beta on a cluster (LocalCluster unless given one)")
     i.add_argument("--save", action="store_true",
                    help="with --calibrate: write them to ~/.config/dask/daskhpc-calibration.yaml")
-    i.add_argument("--workers", type=int, default=2, metavar="N")
+    i.add_argument("--workers", type=int, metavar="N",
+                   help="LocalCluster workers (default daskhpc.runtime.workers)")
     i.add_argument("--scheduler-file", metavar="F")
     i.add_argument("--scheduler-address", metavar="A")
     _common(i)
@@ -136,6 +145,13 @@ def cmd_partition(args) -> dict:
     from daskhpc._partition_cmd import format_table, partition_report
     from daskhpc.io import read
 
+    _check_parts(args)
+    asked = args.epsilon is not None            # a promise the partition must keep
+    if not asked:
+        args.epsilon = _partition_defaults()["epsilon"]
+    if not args.epsilon >= 0:
+        raise InputError(f"--epsilon must be a number >= 0 (an allowed imbalance such as "
+                         f"0.03), not {args.epsilon}")
     data = read(args.input, format=args.format)
     report, p = partition_report(args, data)
     if args.save_partition:
@@ -150,11 +166,64 @@ def cmd_partition(args) -> dict:
     print(format_table([row], list(row)))
     for note in m.get("balance_notes", []):
         print(f"note: {note}")
+    if m.get("balanced") is False:
+        per = m.get("imbalance_per_constraint") or [m["imbalance"]]
+        c = max(range(len(per)), key=per.__getitem__)
+        what = f"constraint {c}: imbalance {per[c]:.3f}" if len(per) > 1 else \
+            f"imbalance {per[c]:.3f}"
+        text = (f"the partition is not balanced ({what} > epsilon {args.epsilon:g}; "
+                f"{args.partitioner} did not meet it)")
+        if asked:
+            raise Unbalanced(f"{text}; a larger --epsilon, another --partitioner or fewer "
+                             "--parts", report)
+        print(f"daskhpc: warning: {text}; --epsilon makes this an error", file=sys.stderr)
     return report
+
+
+class Unbalanced(RuntimeError):
+    """An explicit ``--epsilon`` the partition does not meet (exit 1, report written)."""
+
+    one_line = True
+
+    def __init__(self, message: str, report: dict):
+        super().__init__(message)
+        self.report = report
+
+
+def _check_parts(args) -> None:
+    """``--parts`` below 1 is an error (never "the default"): exit 2 before any work."""
+    parts = getattr(args, "parts", None)
+    if parts is not None and parts < 1:
+        raise InputError(f"--parts must be at least 1, not {parts}")
+
+
+def _check_cluster_args(args) -> None:
+    """The cluster options, checked before anything is read or started (exit 2)."""
+    if os.environ.get("DASKHPC_MPI_CLIENT") == "1":
+        return      # python -m daskhpc.mpi checked them (its --scheduler-file is written)
+    workers = getattr(args, "workers", None)
+    joins = [o for o, v in (("--scheduler-file", getattr(args, "scheduler_file", None)),
+                            ("--scheduler-address", getattr(args, "scheduler_address", None)))
+             if v]
+    if len(joins) == 2:
+        raise InputError("give --scheduler-file or --scheduler-address, not both")
+    if workers is not None and joins:
+        raise InputError(f"--workers starts a local cluster; {joins[0]} joins a running one "
+                         "(its workers are the job's): drop one of them")
+    if getattr(args, "dashboard_address", None) and joins:
+        raise InputError(f"--dashboard-address applies to a local cluster, not to {joins[0]} "
+                         "(the running scheduler has its dashboard already)")
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be at least 1, not {workers}")
+    from daskhpc.runtime import check_dashboard_address
+
+    check_dashboard_address(getattr(args, "dashboard_address", None))
 
 
 def _client_for(args):
     from daskhpc.runtime import connect
+
+    _check_cluster_args(args)
 
     return connect(getattr(args, "scheduler_address", None),
                    scheduler_file=getattr(args, "scheduler_file", None),
@@ -175,9 +244,20 @@ def _print_summary(mod, report: dict, args) -> None:
     print(text)
 
 
+def _formats(args):
+    """``--format`` for the command's input files, checked before any work starts."""
+    from daskhpc.io import formats_of
+
+    return formats_of(getattr(args, "inputs", None) or (), getattr(args, "format", None))
+
+
 def cmd_plan(args) -> dict:
     mod = _workflow_module(args)
-    report = mod.plan(args)
+    _check_parts(args)
+    with _formats(args):
+        if hasattr(mod, "check"):     # options and inputs first (exit 2, one line)
+            mod.check(args)
+        report = mod.plan(args)
     _print_summary(mod, report, args)
     return report
 
@@ -186,7 +266,12 @@ def cmd_run(args) -> dict:
     mod = _workflow_module(args)
     if getattr(args, "resume", False) and not getattr(args, "checkpoint", None):
         raise InputError("--resume needs --checkpoint DIR (the directory to resume from)")
-    with _client_for(args) as client:
+    _check_parts(args)
+    _check_cluster_args(args)
+    with _formats(args):
+        if hasattr(mod, "check"):     # read and validate before the cluster starts
+            mod.check(args)
+    with _formats(args), _client_for(args) as client:
         link = getattr(client, "dashboard_link", None)
         if link:
             pages = link.rsplit("/", 1)[0] + "/daskhpc"
@@ -199,6 +284,9 @@ def cmd_run(args) -> dict:
 def cmd_demo(args) -> dict:
     from daskhpc._partition_cmd import demo_partitions, format_table
 
+    _check_parts(args)
+    if not args.no_cluster:
+        _check_cluster_args(args)
     t0 = time.perf_counter()
     rows = demo_partitions(args.parts)
     print(f"Partitioning the bundled data into {args.parts} parts (km1 objective):\n")
@@ -253,6 +341,27 @@ def main(argv: list[str] | None = None, *, report_hook=None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv or os.environ.get("DASKHPC_DEBUG")
+    with _one_line_warnings(debug):
+        return _main(argv, debug, report_hook)
+
+
+@contextlib.contextmanager
+def _one_line_warnings(debug):
+    """Warnings a user should read (a damaged checkpoint step, ...) as one line each."""
+    if debug:
+        yield
+        return
+    saved = warnings.formatwarning
+    warnings.formatwarning = lambda message, category, *a, **k: \
+        f"daskhpc: warning: {message}\n"
+    try:
+        yield
+    finally:
+        warnings.formatwarning = saved
+
+
+def _main(argv, debug, report_hook) -> int:
+    args = None
     try:
         args = build_parser().parse_args(argv)
         report = COMMANDS[args.command](args)
@@ -274,6 +383,13 @@ def main(argv: list[str] | None = None, *, report_hook=None) -> int:
     except Exception as e:  # noqa: BLE001 - the CLI reports every other failure as status 1
         if debug:
             traceback.print_exc()
+        report = getattr(e, "report", None)     # a finished run that failed its promise
+        if report is not None and getattr(args, "json", None):
+            with contextlib.suppress(Exception):
+                write_report(report, args.json)
+        if getattr(e, "one_line", False):      # the message says it all (no scheduler, ...)
+            print(f"daskhpc: failed: {e}", file=sys.stderr)
+            return 1
         where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
         at = f" (at {os.path.basename(where.filename)}:{where.lineno})" if where else ""
         print(f"daskhpc: failed: {type(e).__name__}: {e}{at}", file=sys.stderr)

@@ -33,7 +33,17 @@ import numpy as np
 from daskhpc import __version__
 
 __all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
-           "compare_arrays"]
+           "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES"]
+
+#: The one meaning of ``planned_bytes`` in a report, a history row and the dashboard.
+PLANNED_BYTES = (
+    "bytes the plan sends between workers: the workflow's comm.Plan projected on the run's "
+    "workers (Plan.placed: messages between parts of one worker cost nothing), over the run "
+    "(measured.planned_bytes) or one unit (a history row's planned_bytes); measured bytes "
+    "are what the workers wrote to the wire over the same span")
+
+#: Sections that hold a part-level ``comm.Plan.report()`` (every part its own worker).
+PLAN_SECTIONS = ("plan", "run_plan", "eval_plan")
 
 #: Report sections in the order of ../shared/CLI.md (others follow).
 SECTIONS = ("input", "parts", "partitioner", "objective", "seed", "partition", "plan",
@@ -46,9 +56,68 @@ def new_report(workflow: str, command: list[str] | str | None = None, **sections
         command = ["daskhpc", *sys.argv[1:]]
     cmd = command if isinstance(command, str) else shlex.join(command)
     report = {"workflow": workflow, "version": __version__, "command": cmd}
+    sections = _one_planned_bytes(sections)
     ordered = [k for k in SECTIONS if k in sections] + [k for k in sections if k not in SECTIONS]
     report.update({k: sections[k] for k in ordered if sections[k] is not None})
     return report
+
+
+def _one_planned_bytes(sections: dict) -> dict:
+    """A run's report keeps ``planned_bytes`` for :data:`PLANNED_BYTES` only.
+
+    Next to measured bytes, the part-level totals of the plan sections (a
+    ``comm.Plan.report()``: between parts, one epoch or the whole run) are named
+    ``part_bytes``: with several parts on a worker they are not what the wire carries.
+    A plan-only report (no ``measured``) keeps the plan's ``planned_bytes``: there every
+    part is its own worker and the two meanings coincide."""
+    measured = sections.get("measured")
+    if not (isinstance(measured, dict) and "planned_bytes" in measured):
+        return sections
+    out = dict(sections)
+    for name in PLAN_SECTIONS:
+        sec = out.get(name)
+        if isinstance(sec, dict) and "planned_bytes" in sec:
+            out[name] = {("part_bytes" if k == "planned_bytes" else k): v
+                         for k, v in sec.items()}
+    return out
+
+
+def bytes_side_by_side(measured: dict, history: list, unit: str = "unit") -> dict:
+    """Planned and measured bytes between workers per run and per unit (one definition,
+    :data:`PLANNED_BYTES`), for the ``measured`` section of a run's report.
+
+    Parameters
+    ----------
+    measured : dict
+        The frame's ``measured`` (``planned_bytes``, ``inter_worker_bytes``).
+    history : list of dict
+        Rows with ``planned_bytes`` / ``measured_bytes`` per unit.
+    unit : str
+        What a unit is (``epoch``, ``iteration``, ``batch``).
+
+    Returns
+    -------
+    dict
+        ``{"per_run": {"planned_bytes", "measured_bytes", "ratio"}, "per_unit": {"unit",
+        "planned_bytes": [...], "measured_bytes": [...]}}`` (keys without data omitted).
+
+    Examples
+    --------
+    >>> bytes_side_by_side({"planned_bytes": 200, "inter_worker_bytes": 210},
+    ...                    [{"planned_bytes": 100, "measured_bytes": 104},
+    ...                     {"planned_bytes": 100, "measured_bytes": 106}], "epoch")
+    {'per_run': {'planned_bytes': 200, 'measured_bytes': 210, 'ratio': 1.05}, 'per_unit': {'unit': 'epoch', 'planned_bytes': [100, 100], 'measured_bytes': [104, 106]}}
+    """
+    out: dict = {}
+    if "planned_bytes" in measured and "inter_worker_bytes" in measured:
+        p, m = int(measured["planned_bytes"]), int(measured["inter_worker_bytes"])
+        out["per_run"] = {"planned_bytes": p, "measured_bytes": m,
+                          **({"ratio": round(m / p, 4)} if p else {})}
+    rows = [h for h in history or () if "planned_bytes" in h and "measured_bytes" in h]
+    if rows:
+        out["per_unit"] = {"unit": unit, "planned_bytes": [int(h["planned_bytes"]) for h in rows],
+                           "measured_bytes": [int(h["measured_bytes"]) for h in rows]}
+    return out
 
 
 def _plain(obj):
@@ -185,6 +254,9 @@ class WorkflowResult:
     PLOT: tuple = (("fit", "loss"), ())
     #: report keys shown in the title line of ``repr``
     TITLE: tuple = ("parts",)
+    #: what one history row is (``measured.bytes.per_unit.unit`` in the report; by default
+    #: the first of epoch/iteration/batch the rows carry)
+    UNIT: str = "unit"
 
     def __init__(self, info: dict | None = None, history: list | None = None):
         self.info = dict(info or {})
@@ -194,6 +266,14 @@ class WorkflowResult:
     def report(self) -> dict:
         """The full JSON report of ../shared/CLI.md (``daskhpc.report.write_report`` writes it)."""
         info = dict(self.info)
+        measured = info.get("measured")
+        if isinstance(measured, dict) and "planned_bytes" in measured and \
+                "bytes" not in measured:
+            unit = self.UNIT if self.UNIT != "unit" or not self.history else next(
+                (k for k in ("epoch", "iteration", "batch") if k in self.history[0]), "unit")
+            side = bytes_side_by_side(measured, self.history, unit)
+            if side:
+                info["measured"] = {**measured, "bytes": side}
         return new_report(self.workflow, command=info.pop("command", None), **info)
 
     def summary(self) -> str:

@@ -5,7 +5,7 @@ Served by the scheduler's own dashboard server next to Dask's pages, linked as
 for the JupyterLab Dask extension:
 
 ================================  ========================================================
-``/daskhpc``                      all of the below on one page
+``/daskhpc``                      what runs, and its panels (generic and its own)
 ``/individual-daskhpc-comm``      K x K heatmaps of planned bytes and measured bytes so far
 ``/individual-daskhpc-load``      per worker: planned share of the work vs compute share
 ``/individual-daskhpc-spgemm``    SpGEMM batch admission timeline, memory vs the budget
@@ -34,11 +34,11 @@ True
 
 from __future__ import annotations
 
-from daskhpc.dashboard._base import (EMPTY, UPDATE_MS, Component, format_bytes, update_source,
-                                     worker_label)
+from daskhpc.dashboard._base import (EMPTY, UPDATE_MS, Component, bytes_text, format_bytes,
+                                     update_source, worker_label)
 from daskhpc.dashboard._install import install, serve
 from daskhpc.dashboard._plugin import DashboardPlugin, TransferCounter
-from daskhpc.dashboard._publish import ensure_plugin, plan_matrix, publish
+from daskhpc.dashboard._publish import ensure_plugin, plan_fields, plan_matrix, publish
 from daskhpc.dashboard._state import PLUGIN_NAME, TOPICS, DashboardState
 
 __all__ = [
@@ -51,11 +51,13 @@ __all__ = [
     "PLUGIN_NAME",
     "TOPICS",
     "TransferCounter",
+    "bytes_text",
     "format_bytes",
     "update_source",
     "worker_label",
     "ensure_plugin",
     "install",
+    "plan_fields",
     "plan_matrix",
     "publish",
     "serve",

@@ -18,7 +18,8 @@ import numpy as np
 
 from daskhpc.dashboard._state import PLUGIN_NAME
 
-__all__ = ["Component", "update_source", "worker_label", "format_bytes", "EMPTY", "UPDATE_MS"]
+__all__ = ["Component", "update_source", "worker_label", "format_bytes", "bytes_text", "EMPTY",
+           "UPDATE_MS"]
 
 UPDATE_MS = 500
 EMPTY = "<i>No daskhpc run on this scheduler yet.</i>"
@@ -40,6 +41,25 @@ def format_bytes(n: float) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1000
     return f"{n}"  # pragma: no cover
+
+
+def bytes_text(d: dict, unit_name: str | None = None) -> str:
+    """Planned vs measured bytes per run and per unit, as the pages print them."""
+    unit = unit_name or "unit"
+    n, total = d["units_done"], d["units_total"]
+    if d["scope"] is None:
+        return f"measured {format_bytes(d['measured_so_far'])} (no plan published)"
+    done = f"{n}/{total}" if total else f"{n}"
+    ratio = f" ({d['ratio']:.2f} x planned)" if d["ratio"] else ""
+    run = (f"per run: planned {format_bytes(d['planned_run'])}"
+           if d["planned_run"] is not None else "per run: planned ? (unit count unknown)")
+    text = (f"{run}; after {done} {unit}s: planned {format_bytes(d['planned_so_far'])}, "
+            f"measured {format_bytes(d['measured_so_far'])}{ratio}")
+    if d["planned_per_unit"] is not None:
+        text += f"; per {unit}: planned {format_bytes(d['planned_per_unit'])}"
+        if d["measured_per_unit"] is not None:
+            text += f", measured {format_bytes(d['measured_per_unit'])}"
+    return text
 
 
 class Component:

@@ -3,7 +3,7 @@
 ================================  =====================================================
 page                              shows
 ================================  =====================================================
-``/daskhpc``                      the panels below, then every workflow's own
+``/daskhpc``                      what runs, the panels below and the running workflow's own
 ``/individual-daskhpc-comm``      K x K heatmaps: planned bytes, measured bytes so far
 ``/individual-daskhpc-load``      per worker: planned share of the work, compute share
 ``/individual-daskhpc-<key>``     a workflow's panel (SSGD ``strata``, SpGEMM ``spgemm``)
@@ -24,10 +24,10 @@ from bokeh.plotting import figure
 from distributed.dashboard.components.scheduler import BOKEH_THEME, env
 from distributed.utils import log_errors
 
-from daskhpc.dashboard._base import (EMPTY, UPDATE_MS, Component, format_bytes, update_source,
-                                     worker_label)
+from daskhpc.dashboard._base import (EMPTY, UPDATE_MS, Component, bytes_text, format_bytes,
+                                     update_source, worker_label)
 
-__all__ = ["CommMatrix", "WorkerLoad", "PAGES", "workflow_panels"]
+__all__ = ["CommMatrix", "WorkerLoad", "PAGES", "workflow_panels", "heading_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,13 @@ class CommMatrix(Component):
             return
         if planned is None or planned.shape[0] != k:
             planned = np.zeros((k, k)) if planned is None else _pad(planned, k)
+        d = st.bytes_summary(float(measured.sum()))
+        # the planned heatmap is the plan of the units done so far (a per-unit plan times
+        # the units done, a run plan in proportion), so both share one scale all along
+        if d["scope"] == "unit":
+            planned = planned * d["units_done"]
+        elif d["planned_run"] and d["units_total"]:
+            planned = planned * (d["planned_so_far"] / d["planned_run"])
         self.mapper.high = max(float(planned.max()), float(measured.max()), 1.0)
         labels = {i + 0.5: worker_label(self.scheduler, w) for i, w in enumerate(workers)}
         for which, m in (("planned", planned), ("measured", measured)):
@@ -89,11 +96,8 @@ class CommMatrix(Component):
                 for axis in (fig.xaxis[0], fig.yaxis[0]):
                     axis.ticker = list(labels)
                     axis.major_label_overrides = labels
-        ptotal, mtotal = planned.sum(), measured.sum()
-        ratio = f" ({mtotal / ptotal:.2f} x planned)" if ptotal else ""
-        self.summary.text = (f"<b>{st.run.get('name', 'run')}</b>: {k} workers; planned "
-                             f"{format_bytes(ptotal)}, measured {format_bytes(mtotal)}{ratio}")
-
+        self.summary.text = f"<b>{st.run.get('name', 'run')}</b>: {k} workers; " + \
+            bytes_text(d, st.unit_name())
 
 
 def _pad(m: np.ndarray, k: int) -> np.ndarray:
@@ -131,7 +135,7 @@ class WorkerLoad(Component):
         if not workers:
             return
         d = st.load(workers)
-        unit = st.topics.get("load", {}).get("unit", "work")
+        unit = st.load_unit()
         kinds = [(f"planned ({unit})", "planned", "planned_share", Category10_10[0]),
                  ("compute seconds", "busy", "busy_share", Category10_10[1])]
         data = {"x": [], "share": [], "value": [], "kind": [], "color": [], "total": []}
@@ -184,31 +188,59 @@ def _individual(cls, title: str):
     return doc_fn
 
 
+def heading_text(state, scheduler=None) -> str:
+    """What runs, for the top of ``/daskhpc``."""
+    if state is None or not state.run:
+        return EMPTY
+    run = state.run
+    nworkers = len(run.get("workers") or ())
+    n, total = len(state.units_done()), state.units_total()
+    unit = state.unit_name()
+    done = f"{n}/{total}" if total else f"{n}"
+    return (f"<h3 style='margin:4px 0'>Running: <b>{run.get('workflow', 'a workflow')}</b>"
+            f" &mdash; {run.get('name', '')} on {nworkers} workers; {done} {unit}s done</h3>")
+
+
 def overview_doc(scheduler, extra, doc):
-    """``/daskhpc``: the generic panels, then every registered workflow's, with the
-    dashboard's navigation bar and a heading that says what runs."""
+    """``/daskhpc``: the generic panels and the running workflow's own (every registered
+    workflow's panels are built, only the running one's are visible), under a heading
+    that says what runs."""
     with log_errors():
         heading = Div(text=EMPTY, name="daskhpc-heading")
-        comps = [CommMatrix(scheduler, sizing_mode="stretch_width", height=380),
-                 WorkerLoad(scheduler, sizing_mode="stretch_width", height=300)]
-        comps += [cls(scheduler, sizing_mode="stretch_width", height=320)
-                  for _, cls, _ in workflow_panels().values()]
+        generic = [CommMatrix(scheduler, sizing_mode="stretch_width", height=380),
+                   WorkerLoad(scheduler, sizing_mode="stretch_width", height=300)]
+        own = [(name, cls(scheduler, sizing_mode="stretch_width", height=320))
+               for name, cls, _ in workflow_panels().values()]
+        for key, (_, comp) in zip(workflow_panels(), own):
+            comp.root.visible = False
+            comp.root.name = f"daskhpc-panel-{key}"
 
         def update():
-            st = comps[0].state
-            if st is not None and st.run:
-                heading.text = (f"<b>{st.run.get('workflow', 'run')}</b>: "
-                                f"{st.run.get('name', '')}")
-            for comp in comps:
+            st = generic[0].state
+            heading.text = heading_text(st, scheduler)
+            running = (st.run.get("workflow") if st is not None and st.run else None)
+            for comp in generic:
                 comp.update()
+            for name, comp in own:
+                show = running is not None and _runs(name, running)
+                if comp.root.visible != show:
+                    comp.root.visible = show
+                if show:
+                    comp.update()
 
         update()
         doc.add_periodic_callback(update, UPDATE_MS)
-        doc.add_root(column(heading, *[c.root for c in comps], sizing_mode="stretch_width"))
+        doc.add_root(column(heading, *[c.root for c in generic], *[c.root for _, c in own],
+                            sizing_mode="stretch_width"))
         doc.title = "Dask: daskhpc"
         doc.template = env.get_template("simple.html")
         doc.template_variables.update(extra)
         doc.theme = BOKEH_THEME
+
+
+def _runs(workflow: str, running: str) -> bool:
+    """Is ``running`` (a run's ``workflow`` field) this registered workflow?"""
+    return running == workflow or str(running).startswith(f"{workflow}-")
 
 
 def pages() -> dict:

@@ -16,7 +16,7 @@ import numpy as np
 from daskhpc.dashboard._plugin import SENT_METRIC, DashboardPlugin
 from daskhpc.dashboard._state import PLUGIN_NAME, TOPICS
 
-__all__ = ["publish", "ensure_plugin", "plan_matrix"]
+__all__ = ["publish", "ensure_plugin", "plan_matrix", "plan_fields"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +106,43 @@ def plan_matrix(plan, owner, nworkers: int | None = None,
     """
     placed = plan.placed(owner, nworkers, broadcast=dedupe_phase_src)
     return placed.bytes_matrix().astype(np.float64)
+
+
+def plan_fields(plans, owner, nworkers: int, units: int) -> dict:
+    """The ``plan`` topic's fields for a whole run: ``matrix`` (the run's planned bytes
+    between workers), ``per_unit`` (planned bytes of every unit), ``units``, ``scope``.
+
+    Parameters
+    ----------
+    plans : list of (Plan, unit_of_phase) or (Plan, unit_of_phase, broadcast)
+        The run's part-level plans and the unit each phase belongs to (None: no unit),
+        as the frame measures them.
+    owner : array of int
+        Worker index of every part.
+    nworkers : int
+    units : int
+        The run's unit count.
+
+    Examples
+    --------
+    >>> from daskhpc.comm import Plan
+    >>> p = Plan.from_messages(2, [(0, 0, 1, [0]), (1, 1, 0, [0, 1])], word_bytes=8)
+    >>> f = plan_fields([(p, lambda ph: ph)], [0, 1], 2, units=2)
+    >>> f["per_unit"], f["matrix"].tolist(), f["scope"]
+    ([8, 16], [[0.0, 8.0], [16.0, 0.0]], 'run')
+    """
+    matrix = np.zeros((nworkers, nworkers))
+    per_unit = [0] * int(units)
+    for entry in plans:
+        plan, unit_of = entry[0], entry[1]
+        bcast = entry[2] if len(entry) > 2 else False
+        placed = plan.placed(owner, nworkers, broadcast=bcast)
+        matrix += placed.bytes_matrix()
+        for ph, nbytes in zip(placed.phase.tolist(), placed.message_bytes().tolist()):
+            u = None if unit_of is None else unit_of(int(ph))
+            if u is not None and 0 <= u < len(per_unit):
+                per_unit[u] += int(nbytes)
+    return {"matrix": matrix, "per_unit": per_unit, "units": int(units), "scope": "run"}
 
 
 # -- on the scheduler (through run_on_scheduler) ---------------------------------------

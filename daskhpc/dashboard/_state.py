@@ -15,9 +15,9 @@ Examples
 >>> st.publish("plan", {"matrix": [[0, 40], [10, 0]], "workers": ["a", "b"]})
 >>> workers, m = st.measured_matrix({"a": {"b": 160}, "b": {"a": 10}})
 >>> workers, m.tolist()
-(['a', 'b'], [[0, 60], [10, 0]])
+(['a', 'b'], [[0.0, 60.0], [10.0, 0.0]])
 >>> st.planned_matrix()[1].tolist()
-[[0, 40], [10, 0]]
+[[0.0, 40.0], [10.0, 0.0]]
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ PLUGIN_NAME = "daskhpc-dashboard"
 
 #: Topics a workflow may publish, with the fields each one takes.
 TOPICS: dict[str, str] = {
-    "run": "name, workflow, workers: a run starts (measured counters start from zero)",
-    "plan": "matrix (K x K planned bytes, src row, dst column), workers (row order), unit",
+    "run": "name, workflow, workers, units (optional, the run's unit count), unit_name: a run "
+           "starts (measured counters start from zero)",
+    "plan": "matrix (K x K planned bytes, src row, dst column), workers (row order), unit, "
+            "scope ('run': the matrix is the whole run's; 'unit': one unit's), units "
+            "(the run's unit count), per_unit (planned bytes of every unit)",
     "load": "planned ({worker: amount}), unit (what the amount counts: flops, nnz, rows)",
     "memory": "budget (bytes per worker), baseline ({worker: RSS before}), peak ({worker: RSS})",
     "batches": "run, timeline (the batch-admission timeline: window, batches, violations)",
@@ -48,6 +51,9 @@ TOPICS: dict[str, str] = {
 REQUIRED: dict[str, tuple[str, ...]] = {"plan": ("matrix", "workers"), "load": ("planned",),
                                         "history": ("rows",),
                                         "batches": ("run", "timeline"), "strata": ("rows",)}
+
+#: Words that end a plan ``unit`` text meaning "one unit's plan" ("bytes per epoch").
+UNIT_WORDS = ("epoch", "iteration", "batch", "unit", "step")
 
 #: Timeline rows kept per source; older rows are dropped first.
 MAX_ROWS = 20_000
@@ -233,15 +239,129 @@ class DashboardState:
                     out[index[src], index[dst]] = max(0, total - base.get(dst, 0))
         return order, out
 
+    # -- planned vs measured bytes: ONE definition, per run and per unit ----------------
+    def plan_scope(self) -> str | None:
+        """What the published plan matrix covers: ``"run"`` or ``"unit"`` (None: no plan).
+
+        Publishers say it with ``scope``; without it, a ``unit`` text ending in "per
+        epoch", "per iteration", "per batch" or "per unit" means one unit."""
+        plan = self.topics.get("plan")
+        if not plan:
+            return None
+        if plan.get("scope") in ("run", "unit"):
+            return plan["scope"]
+        text = str(plan.get("unit", "")).lower()
+        return "unit" if any(text.endswith(f"per {w}") for w in UNIT_WORDS) else "run"
+
+    def units_total(self) -> int | None:
+        """The run's number of units, if a publisher said it."""
+        for topic in ("plan", "run"):
+            n = self.topics.get(topic, {}).get("units")
+            if n is not None:
+                return int(n)
+        return None
+
+    def unit_name(self) -> str:
+        """What a unit is: the run's ``unit_name``, else the first of epoch, iteration,
+        batch the history rows carry."""
+        if self.run.get("unit_name"):
+            return str(self.run["unit_name"]).rstrip("s")
+        first = self.history[0] if self.history else {}
+        return next((k for k in ("epoch", "iteration", "batch") if k in first), "unit")
+
+    def units_done(self) -> list[int]:
+        """Units whose history rows arrived, ascending."""
+        return sorted({int(r["unit"]) for r in self.history if r.get("unit") is not None})
+
+    def bytes_summary(self, measured: float) -> dict:
+        """Planned and measured bytes between workers, per run and per unit, side by side.
+
+        The definition (the report's, :data:`daskhpc.report.PLANNED_BYTES`): planned
+        bytes are the plan's messages projected on the run's workers (messages between
+        parts of one worker cost nothing); measured bytes are what the workers wrote to
+        the wire since the run started. ``planned_so_far`` is the plan of the units done,
+        so that ``measured / planned_so_far`` is about 1 all along the run (framing aside).
+
+        Parameters
+        ----------
+        measured : float
+            Bytes measured since the run started (the measured matrix's sum).
+
+        Returns
+        -------
+        dict
+            ``units_done``, ``units_total`` (None if unknown), ``planned_run`` (None if
+            unknown), ``planned_so_far``, ``measured_so_far``, ``planned_per_unit`` and
+            ``measured_per_unit`` (means over the units done; None before the first),
+            ``ratio`` (measured / planned so far, None without a plan).
+
+        Examples
+        --------
+        >>> st = DashboardState()
+        >>> st.publish("run", {"workers": ["a", "b"]})
+        >>> st.publish("plan", {"matrix": [[0, 100], [0, 0]], "workers": ["a", "b"],
+        ...                     "unit": "bytes per epoch"})
+        >>> st.publish("history", {"rows": [{"unit": 0}, {"unit": 1}]})
+        >>> d = st.bytes_summary(210.0)
+        >>> d["planned_so_far"], d["planned_per_unit"], d["measured_per_unit"], d["ratio"]
+        (200.0, 100.0, 105.0, 1.05)
+        """
+        plan = self.topics.get("plan") or {}
+        scope = self.plan_scope()
+        done = self.units_done()
+        n, total = len(done), self.units_total()
+        matrix_sum = float(np.sum(plan["matrix"])) if plan else 0.0
+        per_unit = plan.get("per_unit")
+        rows_planned = [r["planned_bytes"] for r in self.history if "planned_bytes" in r]
+        if per_unit is not None:
+            per = [float(x) for x in per_unit]
+            planned_run = float(sum(per))
+            planned_so_far = float(sum(per[u] for u in done if 0 <= u < len(per)))
+        elif scope == "unit":
+            planned_run = matrix_sum * total if total is not None else None
+            planned_so_far = matrix_sum * n
+        elif scope == "run":
+            planned_run = matrix_sum
+            planned_so_far = matrix_sum * min(n, total) / total if total else \
+                (matrix_sum if n else 0.0)
+        else:
+            planned_run, planned_so_far = None, 0.0
+        if rows_planned and len(rows_planned) == n:      # the frame's own per-unit numbers
+            planned_so_far = float(sum(rows_planned))
+        rows_measured = [r["measured_bytes"] for r in self.history if "measured_bytes" in r]
+        return {
+            "scope": scope, "units_done": n, "units_total": total,
+            "planned_run": planned_run, "planned_so_far": planned_so_far,
+            "measured_so_far": float(measured),
+            "planned_per_unit": planned_so_far / n if n else
+            (matrix_sum if scope == "unit" else None),
+            "measured_per_unit": (float(np.mean(rows_measured)) if rows_measured and
+                                  len(rows_measured) == n else float(measured) / n)
+            if n else None,
+            "ratio": float(measured) / planned_so_far if planned_so_far else None}
+
     def load(self, workers: list[str]) -> dict[str, list]:
-        """Per worker: planned amount, its share, compute seconds, their share, tasks."""
-        planned = self.topics.get("load", {}).get("planned", {})
+        """Per worker: planned amount, its share, compute seconds, their share, tasks.
+
+        Without a ``load`` topic the planned amount is what the plan has each worker
+        send (the row sums of the planned matrix; :meth:`load_unit` says so)."""
+        planned = self.topics.get("load", {}).get("planned")
+        if planned is None:
+            order, m = self.planned_matrix()
+            planned = {} if m is None else dict(zip(order, m.sum(axis=1).tolist()))
         p = np.array([float(planned.get(w, 0)) for w in workers])
         b = np.array([self.busy.get(w, 0.0) for w in workers])
         return {"worker": list(workers), "planned": p.tolist(),
                 "planned_share": _share(p).tolist(), "busy": b.tolist(),
                 "busy_share": _share(b).tolist(),
                 "tasks": [self.tasks_done.get(w, 0) for w in workers]}
+
+
+    def load_unit(self) -> str:
+        """What the planned amounts of :meth:`load` count."""
+        if "load" in self.topics:
+            return str(self.topics["load"].get("unit", "work"))
+        return "bytes to send" if "plan" in self.topics else "work"
 
 
 def _share(x: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ Examples
 """
 
 from ._common import FORMATS, SparseInput
-from ._detect import detect_format, read
+from ._detect import detect_format, formats_of, read
 from ._edgecsv import read_edge_csv
 from ._errors import ReadError
 from ._libsvm import read_libsvm
@@ -21,6 +21,6 @@ from ._ratings import read_ratings
 from ._snap import read_snap
 from ._tns import read_tns
 
-__all__ = ["read", "detect_format", "read_matrix_market", "read_snap", "read_tns",
+__all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_snap", "read_tns",
            "read_libsvm", "read_ratings", "read_edge_csv", "read_node_features",
            "read_node_labels", "ReadError", "SparseInput", "FORMATS"]

@@ -65,9 +65,10 @@ class SparseInput:
     labels : numpy.ndarray or None
         float64 sample labels (``libsvm``).
     index_maps : tuple
-        One entry per mode: an int64 array giving the ORIGINAL id of each
-        dense index (``index_maps[0][i]`` is the file id of row ``i``), or
-        None when the file's ids were already dense.
+        One entry per mode: an array giving the ORIGINAL id of each dense
+        index (``index_maps[0][i]`` is the file id of row ``i``): int64 for
+        integer ids, str for string ids (ratings), or None when the file's ids
+        were already dense.
     meta : dict
         Format specific facts (symmetry, field, header_detected, ...).
 

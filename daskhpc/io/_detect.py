@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gzip
+import os
 import re
 import zlib
 from pathlib import Path
@@ -16,7 +19,7 @@ from ._ratings import read_ratings
 from ._snap import read_snap
 from ._tns import read_tns
 
-__all__ = ["read", "detect_format"]
+__all__ = ["read", "detect_format", "formats_of", "parse_format"]
 
 _READERS = {"mtx": read_matrix_market, "snap": read_snap, "tns": read_tns,
             "libsvm": read_libsvm, "ratings": read_ratings, "edges": read_edge_csv}
@@ -36,6 +39,62 @@ _LIBSVM_LINE = re.compile(rb"\s*[-+]?[0-9.][0-9.eE+-]*((\s+qid:\S+)|(\s+\d+:\S+)
 _HEAD_BYTES = 1 << 16
 
 
+#: ``{path: format}`` the command line set for the user's inputs (``--format``).
+_CLI_FORMATS: contextvars.ContextVar[dict] = contextvars.ContextVar("daskhpc_formats",
+                                                                     default={})
+
+#: Options a format spec may carry after a colon (``--format snap:weights``).
+_FORMAT_OPTIONS = {"snap": ("values", ("ignore", "weights"))}
+
+
+def _key(path) -> str:
+    return os.path.abspath(os.fspath(path))
+
+
+@contextlib.contextmanager
+def formats_of(paths, format: str | None):
+    """Within the block, :func:`read` of any of ``paths`` without a ``format=`` uses
+    ``format`` (the CLI's ``--format`` for the command's inputs; None: no change).
+
+    Examples
+    --------
+    >>> with formats_of(["edges.dat"], "snap"):      # doctest: +SKIP
+    ...     read("edges.dat").format
+    'snap'
+    """
+    if not format:
+        yield
+        return
+    parse_format(format, "--format")
+    token = _CLI_FORMATS.set({**_CLI_FORMATS.get(), **{_key(p): format for p in paths}})
+    try:
+        yield
+    finally:
+        _CLI_FORMATS.reset(token)
+
+
+def parse_format(spec: str, where="--format") -> tuple[str, dict]:
+    """``"snap:weights"`` -> ``("snap", {"values": "weights"})``; errors name ``where``.
+
+    Examples
+    --------
+    >>> parse_format("snap:weights")
+    ('snap', {'values': 'weights'})
+    >>> parse_format("mtx")
+    ('mtx', {})
+    """
+    name, _, option = str(spec).partition(":")
+    if name not in _READERS:
+        raise ReadError(where, None, f"unknown format {name!r}; known formats: {KNOWN}")
+    if not option:
+        return name, {}
+    key, allowed = _FORMAT_OPTIONS.get(name, (None, ()))
+    if option not in allowed:
+        choices = ", ".join(f"{name}:{a}" for a in allowed) or f"none for {name}"
+        raise ReadError(where, None, f"unknown format option {spec!r}; options: {choices}")
+    return name, {key: option}
+
+
 def read(path, format: str | None = None, **kw) -> SparseInput:
     """Read a sparse input file, choosing the reader from its name.
 
@@ -45,8 +104,10 @@ def read(path, format: str | None = None, **kw) -> SparseInput:
         The file.  gzip content is always detected and decompressed.
     format : str, optional
         One of ``FORMATS`` (``"mtx"``, ``"snap"``, ``"tns"``, ``"libsvm"``,
-        ``"ratings"``) or ``"edges"`` (CSV edge list); by default taken from the name
-        (see :func:`detect_format`).
+        ``"ratings"``) or ``"edges"`` (CSV edge list), optionally with a reader option
+        after a colon (``"snap:weights"``: a third column gives the edge values); by
+        default the CLI's ``--format`` for this path, else taken from the name (see
+        :func:`detect_format`).
     **kw
         Passed to the reader, e.g. ``directed=False`` for snap,
         ``n_features=123`` for libsvm, ``shape=`` for tns.
@@ -70,10 +131,11 @@ def read(path, format: str | None = None, **kw) -> SparseInput:
     (16281, 123)
     """
     if format is None:
-        format = detect_format(path)
-    elif format not in _READERS:
-        raise ReadError(path, None, f"unknown format {format!r}; known formats: {KNOWN}")
-    return _READERS[format](path, **kw)
+        format = _CLI_FORMATS.get().get(_key(path))
+    if format is None:
+        return _READERS[detect_format(path)](path, **kw)
+    name, options = parse_format(format, path)
+    return _READERS[name](path, **{**options, **kw})
 
 
 def detect_format(path) -> str:
@@ -103,7 +165,8 @@ def detect_format(path) -> str:
     sniffed = _sniff(path)
     if sniffed is None:
         raise ReadError(path, None, f"cannot tell the format from the name or the content; "
-                        f"known formats: {KNOWN}; pass format=")
+                        f"known formats: {KNOWN}; give it with --format NAME "
+                        f"(format= in Python)")
     return sniffed
 
 

@@ -2,7 +2,10 @@
 
 Accepted layouts: comma separated with an optional header row
 (``userId,movieId,rating,timestamp``), tab or space separated without one,
-and MovieLens 1M's ``user::item::rating::timestamp``.
+and MovieLens 1M's ``user::item::rating::timestamp``. User and item ids are
+integers or any other token without blanks or the delimiter (``alice``,
+``tt0111161``, ``A1B2C3``): either way they are re-indexed densely and the
+original ids are kept in ``index_maps``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ def read_ratings(path, *, header: bool | None = None) -> SparseInput:
 
     User and item ids are re-indexed densely (sorted unique ids ->
     ``0..n-1``); ``index_maps == (user_ids, item_ids)`` gives the file id of
-    each row and column (None for a mode whose ids already are ``0..n-1``).
+    each row and column (None for a mode whose ids already are ``0..n-1``): an
+    int64 array for integer ids, a str array for string ids (sorted as strings;
+    like SNAP ids, a mode is either all integers or taken as strings).
     A rating of 0 stays an explicit stored entry of the CSR matrix (it is
     built without ``eliminate_zeros``), so ``nnz`` counts ratings.
 
@@ -79,7 +84,11 @@ def read_ratings(path, *, header: bool | None = None) -> SparseInput:
     idx = lines.data_lines(b"#%")
 
     names = None
-    if header or (header is None and not all(parses(t, 1) for t in lines.tokens(idx[0]))):
+    # a header names the columns: its rating (third) token is not a number (ids may be
+    # strings, so the first two tokens do not tell)
+    first_tokens = lines.tokens(idx[0])
+    if header or (header is None and not all(parses(t, 1) for t in first_tokens[2:3] or
+                                             first_tokens)):
         names = [t.decode("utf-8", errors="replace") for t in lines.tokens(idx[0])]
         idx = idx[1:]
         if idx.size == 0:
@@ -95,17 +104,30 @@ def read_ratings(path, *, header: bool | None = None) -> SparseInput:
                               f"found {found}")
         raise lines.error(k, f"expected 3 or 4 columns, found {found}")
 
-    table = lines.numbers(idx).reshape(-1, width)
-    users = as_int(lines, idx, table[:, 0], "user id")
-    items = as_int(lines, idx, table[:, 1], "item id")
-    vals = table[:, 2].copy()
-    check_finite(lines, idx, vals, "rating")
+    try:
+        table = lines.numbers(idx).reshape(-1, width)
+    except ReadError:
+        table = None            # a token that is not a number: string ids, or an error
     meta = {"header": names, "delimiter": delimiter}
-    if width == 4:
-        meta["timestamps"] = as_int(lines, idx, table[:, 3], "timestamp")
-
-    user_map, rows = dense_ids(users)
-    item_map, cols = dense_ids(items)
+    if table is not None:
+        users = as_int(lines, idx, table[:, 0], "user id")
+        items = as_int(lines, idx, table[:, 1], "item id")
+        vals = table[:, 2].copy()
+        if width == 4:
+            meta["timestamps"] = as_int(lines, idx, table[:, 3], "timestamp")
+        user_map, rows = dense_ids(users)
+        item_map, cols = dense_ids(items)
+    else:
+        tok = np.array(lines.join(idx).split()).reshape(-1, width)
+        vals = _floats(lines, idx, tok[:, 2], "rating")
+        if width == 4:
+            meta["timestamps"] = as_int(lines, idx, _floats(lines, idx, tok[:, 3],
+                                                            "timestamp"), "timestamp")
+        (user_map, rows, users), (item_map, cols, items) = (
+            _ids(lines, idx, tok[:, c], what) for c, what in ((0, "user id"), (1, "item id")))
+        meta["string_ids"] = [bool(m is not None and m.dtype.kind == "U")
+                              for m in (user_map, item_map)]
+    check_finite(lines, idx, vals, "rating")
     n_users = user_map.size if user_map is not None else int(users.max()) + 1
     n_items = item_map.size if item_map is not None else int(items.max()) + 1
     _no_duplicates(lines, idx, rows * n_items + cols, users, items)
@@ -114,6 +136,34 @@ def read_ratings(path, *, header: bool | None = None) -> SparseInput:
     matrix = csr(rows, cols, vals, (n_users, n_items))
     return SparseInput(str(path), "ratings", matrix=matrix,
                        index_maps=(user_map, item_map), meta=meta)
+
+
+def _floats(lines, idx, col: np.ndarray, what: str) -> np.ndarray:
+    """A column of byte tokens as float64; a ReadError names the first bad token."""
+    try:
+        return col.astype(np.float64)
+    except ValueError:
+        pass
+    for r, t in enumerate(col):      # slow path, on failure only: find the line
+        if not parses(bytes(t), 1):
+            shown = bytes(t).decode("utf-8", errors="replace")
+            raise lines.error(idx[r], f"bad {what} {shown!r} (not a number)")
+    raise ReadError(lines.path, None, f"could not parse the {what}s")   # pragma: no cover
+
+
+def _ids(lines, idx, col: np.ndarray, what: str):
+    """``(id_map, dense, ids)`` of an id column: integers as :func:`dense_ids` does,
+    anything else as strings (sorted unique strings -> ``0..n-1``)."""
+    try:
+        ints = as_int(lines, idx, col.astype(np.float64), what)
+    except (ValueError, ReadError):
+        ints = None
+    if ints is not None:
+        m, dense = dense_ids(ints)
+        return m, dense, ints
+    names = np.char.decode(col, "utf-8", errors="replace")
+    uniq, dense = np.unique(names, return_inverse=True)
+    return uniq, dense.astype(np.int64).reshape(-1), names
 
 
 def _no_empty_fields(path, raw: bytes) -> None:

@@ -1,21 +1,27 @@
 """SNAP style edge lists (``.txt``, ``.txt.gz``, ``.edges``, ``.el``).
 
 One ``source target`` pair of integer node ids per line, separated by tabs
-or spaces; ``#`` and ``%`` lines are comments; CRLF line ends are fine.
+or spaces, optionally with a third column (a weight, or a timestamp as in SNAP's
+temporal networks, e.g. CollegeMsg's ``SRC DST UNIXTS``); ``#`` and ``%`` lines
+are comments; CRLF line ends are fine.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._common import Lines, SparseInput, as_int, csr, dense_ids, read_bytes
+from ._common import Lines, SparseInput, as_int, check_finite, csr, dense_ids, read_bytes
 from ._errors import ReadError
 
-__all__ = ["read_snap"]
+__all__ = ["read_snap", "VALUES"]
+
+
+#: What ``values=`` may do with a third column.
+VALUES = ("ignore", "weights")
 
 
 def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
-              header: bool | None = None) -> SparseInput:
+              header: bool | None = None, values: str = "ignore") -> SparseInput:
     """Read an edge list into a square 0/1 CSR adjacency matrix.
 
     Node ids are re-indexed densely: the sorted unique ids of both columns
@@ -41,19 +47,27 @@ def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
         Also store the reverse of every arc; same as ``directed=False``.
     header : bool or None, default None
         Force (True) or forbid (False) reading the first line as ``n m``.
+    values : {"ignore", "weights"}
+        What a third column means. ``"ignore"`` (default): the matrix stays a 0/1
+        pattern (timestamps, as in SNAP's temporal networks) and the column is kept in
+        ``meta["third_column"]`` (file order); ``"weights"``: the matrix values are the
+        third column, repeated edges summed (a message count when the column is 1).
+        The CLI spells it ``--format snap:weights``.
 
     Returns
     -------
     SparseInput
         ``matrix`` (n x n), ``index_maps``, and ``meta`` with
         ``header_detected``, ``directed`` (False once symmetrized),
-        ``edge_lines`` and ``duplicate_edges`` (arcs seen more than once).
+        ``edge_lines``, ``duplicate_edges`` (arcs seen more than once), ``columns``
+        (2 or 3) and, with 3 columns, ``values`` and ``third_column``.
 
     Raises
     ------
     ReadError
-        Empty file, a line without exactly two columns, a bad token, a
-        negative or non-integer id, a forced header that does not fit.
+        Empty file, a line without two or three columns (or unlike the others), a
+        bad token, a negative or non-integer id, a NaN/inf weight, a forced header
+        that does not fit.
 
     Examples
     --------
@@ -61,19 +75,54 @@ def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
     >>> g.shape, g.nnz, g.meta["header_detected"]            # doctest: +SKIP
     ((36692, 36692), 367662, True)
     """
+    if values not in VALUES:
+        raise ReadError(path, None, f"unknown edge values {values!r}; choose one of "
+                        f"{', '.join(VALUES)}")
     lines = Lines(path, read_bytes(path))
     idx = lines.data_lines(b"#%")
     if idx.size == 0:
         raise ReadError(path, None, "empty file")
-    k = lines.first_bad(idx, lines.ntok[idx] != 2)
+    ntok = lines.ntok[idx]
+    # the width is the second line's: the first may be an "n m" count line
+    width = int(ntok[1]) if idx.size > 1 and ntok[1] in (2, 3) else int(ntok[0])
+    bad = (ntok != width) | ((ntok != 2) & (ntok != 3))
+    lead = width == 3 and ntok[0] == 2 and header is not False
+    if lead:
+        bad[0] = False             # checked as a header below
+    k = lines.first_bad(idx, bad)
     if k is not None:
-        raise lines.error(k, f"expected 2 columns (source target), found {lines.ntok[k]}")
-    ids = as_int(lines, idx.repeat(2), lines.numbers(idx), "node id").reshape(-1, 2)
+        found = int(lines.ntok[k])
+        if width in (2, 3) and found in (2, 3):
+            like = idx[1] if idx.size > 1 and k != idx[1] else idx[0]
+            raise lines.error(k, f"expected {width} columns like line {like + 1}, found "
+                              f"{found}")
+        raise lines.error(k, f"expected 2 or 3 columns (source target [weight or "
+                          f"timestamp]), found {found}")
+    third = None
+    if width == 3:
+        body = idx[1:] if lead else idx
+        table = lines.numbers(body).reshape(-1, 3)
+        pairs = table[:, :2]
+        third = table[:, 2].copy()
+        if lead:
+            pairs = np.concatenate((lines.numbers(idx[:1]).reshape(1, 2), pairs))
+        ids = as_int(lines, idx.repeat(2), pairs.reshape(-1), "node id").reshape(-1, 2)
+        if lead:
+            third = np.concatenate(([np.nan], third))
+    else:
+        ids = as_int(lines, idx.repeat(2), lines.numbers(idx), "node id").reshape(-1, 2)
     if (ids < 0).any():
         r = int(np.flatnonzero((ids < 0).any(axis=1))[0])
         raise lines.error(idx[r], "node ids must be non-negative integers")
 
     has_header = _header(lines, idx, ids, header)
+    if lead and not has_header:
+        raise lines.error(idx[0], f"expected 3 columns like line {idx[1] + 1}, found 2 "
+                          f"(and not an 'n m' count line)")
+    if third is not None:
+        third = third[1:] if has_header else third
+        if values == "weights":
+            check_finite(lines, idx[1:] if has_header else idx, third, "edge weight")
     if has_header:
         n = int(ids[0, 0])
         src, dst = ids[1:, 0], ids[1:, 1]
@@ -84,15 +133,20 @@ def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
         src, dst = dense[:len(ids)], dense[len(ids):]
         n = id_map.size if id_map is not None else int(both.max()) + 1
 
-    arcs = csr(src, dst, np.ones(src.size), (n, n))
+    weights = third if values == "weights" and third is not None else np.ones(src.size)
+    arcs = csr(src, dst, weights, (n, n))
     duplicates = src.size - arcs.nnz
     undirected = symmetrize or not directed
     if undirected:
         arcs = csr(np.concatenate((src, dst)), np.concatenate((dst, src)),
-                   np.ones(2 * src.size), (n, n))
-    arcs.data[:] = 1.0
+                   np.concatenate((weights, weights)), (n, n))
+    if weights is not third:
+        arcs.data[:] = 1.0
     meta = {"header_detected": has_header, "directed": not undirected,
-            "edge_lines": int(src.size), "duplicate_edges": int(duplicates)}
+            "edge_lines": int(src.size), "duplicate_edges": int(duplicates),
+            "columns": width}
+    if third is not None:
+        meta.update(values=values, third_column=third)
     return SparseInput(str(path), "snap", matrix=arcs, index_maps=(id_map, id_map), meta=meta)
 
 

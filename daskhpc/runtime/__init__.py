@@ -35,16 +35,18 @@ Examples
 """
 
 from daskhpc.runtime._calibrate import calibrate, calibrate_exchange
-from daskhpc.runtime._checkpoint import (CheckpointDir, array_digest, load_arrays, save_arrays,
-                                         step_file)
-from daskhpc.runtime._connect import (CLUSTER_CONFIG, connect, free_dashboard_address,
-                                      scheduler_file_security, worker_addresses)
+from daskhpc.runtime._checkpoint import (CheckpointDir, CheckpointWarning, array_digest,
+                                         load_arrays, save_arrays, step_file)
+from daskhpc.runtime._connect import (CLUSTER_CONFIG, NoScheduler, check_dashboard_address,
+                                      connect, free_dashboard_address, scheduler_file_security,
+                                      worker_addresses)
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gather_watching,
                                     release_futures, replace_lost)
 from daskhpc.runtime._engine import ProgramRunner, step_of_key
 from daskhpc.runtime._exchange import Exchange
 from daskhpc.runtime._frame import run_job
-from daskhpc.runtime._job import Attempt, AttemptGraph, GaveUp, Job, Outcome, exchange_mode
+from daskhpc.runtime._job import (Attempt, AttemptGraph, Diverged, GaveUp, Job, Outcome,
+                                  exchange_mode)
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
 from daskhpc.runtime._holding import PARKED, HoldingPlugin, call, install, take
 from daskhpc.runtime._latency import low_latency
@@ -59,10 +61,13 @@ __all__ = [
     "AttemptGraph",
     "CLUSTER_CONFIG",
     "CheckpointDir",
+    "CheckpointWarning",
+    "Diverged",
     "Exchange",
     "GaveUp",
     "HoldingPlugin",
     "Job",
+    "NoScheduler",
     "Outcome",
     "PARKED",
     "PartStore",
@@ -76,6 +81,7 @@ __all__ = [
     "calibrate",
     "calibrate_exchange",
     "call",
+    "check_dashboard_address",
     "connect",
     "free_dashboard_address",
     "exchange_mode",

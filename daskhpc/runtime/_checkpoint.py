@@ -15,8 +15,13 @@ rewrites the manifest atomically: a run killed at any moment leaves the previous
 complete step usable.
 
 The fingerprint names everything that changes the numbers of the run (input, parts,
-seeds, hyper-parameters). A directory holding a different run's checkpoint is refused;
-so is a directory with a checkpoint when ``resume`` is off (it would be overwritten).
+seeds, hyper-parameters). A directory holding a different run's checkpoint is refused
+(the message shows both fingerprints where they differ); so is a directory with a
+checkpoint when ``resume`` is off (it would be overwritten), and one with step folders
+but no manifest (not ours, or its manifest was lost: never silently started afresh).
+On resume the newest complete step's files are checked first (every ``.npz`` read
+through): a truncated or missing file is named in a :class:`CheckpointWarning` and the
+run falls back to the newest intact step before it.
 
 Examples
 --------
@@ -37,14 +42,26 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
+import zipfile
+import zlib
 
 import numpy as np
 
 from daskhpc.errors import InputError
 
-__all__ = ["CheckpointDir", "save_arrays", "load_arrays", "array_digest", "step_file"]
+__all__ = ["CheckpointDir", "CheckpointWarning", "save_arrays", "load_arrays", "array_digest",
+           "step_file", "check_step"]
 
 MANIFEST = "manifest.json"
+
+#: What a damaged file raises when it is read (np.load of a truncated .npz: BadZipFile,
+#: EOFError, a zlib error, KeyError for a missing member, ValueError for a bad header).
+_DAMAGED = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error)
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint step was damaged and the run falls back to an older one."""
 
 
 class CheckpointDir:
@@ -76,7 +93,14 @@ class CheckpointDir:
             raise InputError(f"{self.path}: cannot create the checkpoint directory: "
                              f"{e.strerror}") from e
         self.manifest = self._read()
+        self.dropped: list[dict] = []       # damaged steps left out on resume
         if self.manifest is None:
+            steps = sorted(n for n in os.listdir(self.path) if _is_step(n))
+            if steps:
+                raise InputError(f"{self.path}: has checkpoint step folders ({steps[0]}"
+                                 f"{', ...' if len(steps) > 1 else ''}) but no {MANIFEST}: "
+                                 "not a checkpoint this run can use (or its manifest was "
+                                 "lost); use an empty --checkpoint directory")
             self.manifest = {"workflow": workflow, "fingerprint": self.fingerprint,
                              "complete": []}
             self._write()
@@ -89,14 +113,30 @@ class CheckpointDir:
         diff = sorted(k for k in set(old) | set(self.fingerprint)
                       if old.get(k) != self.fingerprint.get(k))
         if diff:
-            shown = "; ".join(f"{k}: {old.get(k)!r} there, {self.fingerprint.get(k)!r} now"
-                              for k in diff[:4])
-            raise InputError(f"{where}: the checkpoint is of a different run ({shown}); "
-                             "use another --checkpoint directory")
+            raise InputError(f"{where}: {_different(old, self.fingerprint, diff)}; use "
+                             "another --checkpoint directory")
         if self.manifest["complete"] and not resume:
             raise InputError(f"{where}: holds a checkpoint at step "
                              f"{self.manifest['complete'][-1]['step']}; pass --resume to "
                              "continue from it, or use an empty directory")
+        if resume:
+            self._drop_damaged()
+
+    def _drop_damaged(self) -> None:
+        """Leave out the newest complete steps whose files cannot be read, down to the
+        newest intact one (its files are what a resumed run loads)."""
+        done = self.manifest["complete"]
+        while done:
+            step = int(done[-1]["step"])
+            problem = check_step(self.path, step)
+            if problem is None:
+                return
+            done.pop()
+            self.dropped.append({"step": step, "problem": problem})
+            back = f"falling back to step {done[-1]['step']}" if done else \
+                "no older step: starting from the beginning"
+            warnings.warn(f"checkpoint step {step} is damaged ({problem}); {back}",
+                          CheckpointWarning, stacklevel=3)
 
     # -- reading --------------------------------------------------------------------
     def _read(self) -> dict | None:
@@ -142,13 +182,52 @@ class CheckpointDir:
         self._write()
         kept = {int(d["step"]) for d in self.manifest["complete"][-self.keep:]}
         for name in os.listdir(self.path):
-            if name.startswith("step-") and name[5:].isdigit() and int(name[5:]) not in kept \
+            if _is_step(name) and int(name[5:]) not in kept \
                     and int(name[5:]) < int(step):
                 shutil.rmtree(os.path.join(self.path, name), ignore_errors=True)
 
     def _write(self) -> None:
         _atomic_write(os.path.join(self.path, MANIFEST),
                       json.dumps(self.manifest, indent=1).encode())
+
+
+def _is_step(name: str) -> bool:
+    return name.startswith("step-") and name[5:].isdigit()
+
+
+def _different(old: dict, new: dict, keys: list) -> str:
+    """Say how two fingerprints differ: the input (digests) first, both values each."""
+    def short(v):
+        t = repr(v)
+        return f"{v[:12]}..." if isinstance(v, str) and len(v) == 64 else \
+            (t if len(t) <= 40 else t[:37] + "...")
+
+    digests = [k for k in keys if any(isinstance(d.get(k), str) and len(d.get(k)) == 64
+                                      for d in (old, new))]
+    what = "made from another input" if digests else "of a run with other options"
+    shown = "; ".join(f"{k}: {short(old.get(k))} there, {short(new.get(k))} now"
+                      for k in (digests + [k for k in keys if k not in digests])[:5])
+    return f"this checkpoint was {what} ({shown})"
+
+
+def check_step(path: str, step: int) -> str | None:
+    """None if every file of ``step`` in checkpoint directory ``path`` reads back whole,
+    else what is wrong, naming the file (``.npz`` files are read through: CRCs)."""
+    d = os.path.join(path, f"step-{int(step):06d}")
+    if not os.path.isdir(d):
+        return None          # a step that wrote no files (SpGEMM batches kept nowhere)
+    for name in sorted(os.listdir(d)):
+        f = os.path.join(d, name)
+        if name.startswith(".tmp-") or not name.endswith(".npz"):
+            continue
+        try:
+            with zipfile.ZipFile(f) as z:
+                bad = z.testzip()
+            if bad is not None:
+                return f"{f}: member {bad} is corrupt"
+        except _DAMAGED as e:
+            return f"{f}: {e or type(e).__name__}"
+    return None
 
 
 def step_file(path: str, step: int, name: str) -> str:
@@ -186,10 +265,12 @@ def save_arrays(path: str, **arrays) -> str:
 def load_arrays(path: str) -> dict:
     """The arrays of a file written by :func:`save_arrays`."""
     try:
-        with np.load(path, allow_pickle=False) as z:
+        # our own handle: np.load leaks its file when a truncated zip fails to open
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
-        raise InputError(f"{path}: unreadable checkpoint file: {e}") from e
+    except _DAMAGED as e:
+        raise InputError(f"{path}: unreadable checkpoint file ({type(e).__name__}: "
+                         f"{e}); resume from an older step or an empty directory") from e
 
 
 def _atomic_write(path: str, data: bytes) -> None:

@@ -9,6 +9,7 @@ a whole run (the :class:`~daskhpc.runtime.TransferLedger` reads them).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -20,7 +21,8 @@ from distributed import Client
 from daskhpc import _config
 
 __all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG", "free_dashboard_address",
-           "scheduler_file_security"]
+           "scheduler_file_security", "check_dashboard_address", "connect_timeout",
+           "NoScheduler"]
 
 #: Set before a cluster that ``connect()`` starts is built: the scheduler and the
 #: workers read these once, at start-up.
@@ -116,6 +118,11 @@ def connect(
     ``DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING=False`` in the job environment.
     Pinned tasks are safe either way: stealing respects hard restrictions.
 
+    Joining waits at most ``daskhpc.runtime.connect-timeout`` seconds (30) for a
+    scheduler file to appear and for the scheduler to answer, then fails with one
+    line: :class:`~daskhpc.errors.InputError` for a scheduler file that never came,
+    :class:`NoScheduler` for a scheduler that did not answer.
+
     Examples
     --------
     >>> from daskhpc.runtime import connect, worker_addresses
@@ -123,26 +130,34 @@ def connect(
     ...     print(worker_addresses(client))
     ['tcp://127.0.0.1:40181', 'tcp://127.0.0.1:43911']
     """
+    wait = connect_timeout()
     if os.environ.get(MPI_CLIENT_ENV) == "1":
-        return Client()
+        return _join(None, None, wait)
     if address is not None or scheduler_file is not None:
         if n_workers is not None or cluster_kwargs:
             raise TypeError(
                 "n_workers and cluster options only apply to a cluster that "
                 "connect() starts, not to an existing scheduler"
             )
+        if address is not None and scheduler_file is not None:
+            raise TypeError("give a scheduler address or a scheduler file, not both")
+        if scheduler_file is not None:
+            _wait_for_file(scheduler_file, wait)
         if security is None and scheduler_file is not None:
             security = scheduler_file_security(scheduler_file)
-        return Client(address, scheduler_file=scheduler_file, security=security)
+        return _join(address, scheduler_file, wait, security=security)
     if dask.config.get("scheduler-address", None):
         # Client() joins a configured scheduler, and would then refuse our
         # cluster options: join it without them.
-        return Client()
+        return _join(None, None, wait)
 
     if n_workers is None:
         n_workers = _config.get("runtime.workers")
+    if int(n_workers) < 1:
+        raise ValueError(f"n_workers must be at least 1, not {n_workers}")
     if dashboard_address is None:
         dashboard_address = _config.get("runtime.dashboard-address")
+    check_dashboard_address(dashboard_address)
     cluster_kwargs.setdefault("threads_per_worker", _config.get("runtime.threads-per-worker"))
     cluster_kwargs.setdefault("protocol", _config.get("runtime.protocol"))
     if security is not None:
@@ -169,6 +184,107 @@ def connect(
             dashboard_address=free_dashboard_address(dashboard_address),
             **cluster_kwargs,
         )
+
+
+#: Seconds ``connect`` waits for a scheduler file to appear and for a scheduler to answer
+#: (``daskhpc.runtime.connect-timeout``, e.g. ``DASK_DASKHPC__RUNTIME__CONNECT_TIMEOUT=120``
+#: in a batch job whose scheduler starts slowly).
+CONNECT_TIMEOUT_S = 30.0
+
+
+class NoScheduler(ConnectionError):
+    """No scheduler answered in the bounded wait (the CLI prints the message alone)."""
+
+    one_line = True
+
+
+def connect_timeout() -> float:
+    """The bounded wait of :func:`connect`, in seconds (see :data:`CONNECT_TIMEOUT_S`)."""
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(_config.get("runtime.connect-timeout", CONNECT_TIMEOUT_S),
+                                 "s"))
+
+
+def _wait_for_file(scheduler_file, wait: float) -> None:
+    """Wait (bounded) for a scheduler file another process writes; one line if it never
+    comes. Dask's Client would wait for it forever, printing nothing."""
+    import json
+    import time
+
+    from daskhpc.errors import InputError
+
+    deadline = time.monotonic() + wait
+    folder = os.path.dirname(os.path.abspath(scheduler_file))
+    while True:
+        try:
+            with open(scheduler_file) as f:
+                if json.load(f).get("address"):
+                    return
+        except (OSError, ValueError, AttributeError):
+            pass                              # not there yet, or half written
+        if not os.path.isdir(folder):
+            raise InputError(f"{scheduler_file}: no such scheduler file (its directory "
+                             f"{folder} does not exist)")
+        if time.monotonic() > deadline:
+            state = "has no scheduler address" if os.path.exists(scheduler_file) else \
+                "does not exist"
+            raise InputError(f"{scheduler_file}: the scheduler file {state} after waiting "
+                             f"{wait:g} s (is the scheduler running? more time: "
+                             "DASK_DASKHPC__RUNTIME__CONNECT_TIMEOUT=SECONDS)")
+        time.sleep(0.05)
+
+
+def _join(address, scheduler_file, wait: float, security=None) -> Client:
+    """Client of a running scheduler, or :class:`NoScheduler` after ``wait`` seconds."""
+    try:
+        return Client(address, scheduler_file=scheduler_file, security=security,
+                      timeout=wait)
+    except ValueError as e:         # "missing port number in address 'nonsense'", ...
+        from daskhpc.errors import InputError
+
+        what = f"scheduler address {address}" if address else \
+            f"scheduler file {scheduler_file}" if scheduler_file else "scheduler address"
+        raise InputError(f"{what}: {e}") from e
+    except Exception as e:          # timeouts, refusals, and whatever a
+        # service that is not a Dask scheduler answers (garbage frames: MemoryError)
+        where = address or (f"the address in {scheduler_file}" if scheduler_file else
+                            dask.config.get("scheduler-address", None) or "the MPI job")
+        if scheduler_file:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                import json
+
+                with open(scheduler_file) as f:
+                    where = f"{json.load(f)['address']} (from {scheduler_file})"
+        raise NoScheduler(f"no Dask scheduler answered at {where} within {wait:g} s "
+                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+                          ) from e
+
+
+def check_dashboard_address(address) -> None:
+    """Refuse a dashboard address LocalCluster could not bind (``HOST:PORT``, ``:PORT``)
+    before the cluster starts, instead of its "Cluster failed to start".
+
+    Examples
+    --------
+    >>> check_dashboard_address("localhost:8787"); check_dashboard_address(":0")
+    >>> check_dashboard_address("nonsense")
+    Traceback (most recent call last):
+    ...
+    daskhpc.errors.InputError: --dashboard-address must be HOST:PORT or :PORT, not 'nonsense'
+    """
+    from daskhpc.errors import InputError
+
+    if address is None or address is False:
+        return
+    host, sep, port = str(address).rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise InputError(f"--dashboard-address must be HOST:PORT or :PORT, not {address!r}")
+    if host:
+        try:
+            socket.getaddrinfo(host.strip("[]"), int(port))
+        except (OSError, UnicodeError) as e:
+            raise InputError(f"--dashboard-address {address}: unknown host {host!r}") from e
 
 
 #: ``python -m daskhpc.mpi --scheduler-file F`` writes its job's TLS key and certificate

@@ -41,7 +41,8 @@ from daskhpc.runtime._engine import ProgramRunner, step_of_key
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
                                     replace_lost)
 from daskhpc.runtime._graph import submit_pinned
-from daskhpc.runtime._job import Attempt, GaveUp, Job, Outcome, exchange_mode
+from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, Job, Outcome, exchange_mode,
+                                  not_finite)
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
@@ -192,6 +193,8 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
                 "attempts": attempts + 1,
                 "checkpoint": None if ck is None else ck.path, "resumed_from": resumed_from,
                 "saved": None if ck is None else (ck.latest() or (None,))[0]}
+    if ck is not None and getattr(ck, "dropped", None):
+        recovery["damaged_steps"] = list(ck.dropped)
     return Outcome(value, history, measured, timing, recovery, store.placement, ledger)
 
 
@@ -204,23 +207,36 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
 
     unpublished: list = []
     last = [time.monotonic()]
+    diverged: list = []           # raised once; the drains after it only clean up
 
     def drain(force: bool = False):
         for msg in inbox.drain():
-            book.add(msg)
-        rows = [public(row) for row in book.new_rows]
+            if not diverged:           # after a divergence: no more rows, no checkpoints
+                book.add(msg)
+        rows = [public(row) for row in book.new_rows] if not diverged else []
         book.new_rows = []
-        for row in rows:
+        stop = None
+        for i, row in enumerate(rows):
+            bad = not_finite({k: v for k, v in row.items() if k != "unit"}) \
+                if job.finite else None
+            if bad is not None:        # a NaN/inf loss, objective or fit ends the run here
+                diverged.append(row)
+                stop = Diverged(job.name, job.unit_name, row["unit"], *bad, row,
+                                job.diverged_hint)
+                rows = rows[:i]        # nobody sees the rows from the bad one on
+                break
             bar.advance()
             if callback is not None:
                 callback(row)
         unpublished.extend(rows)
         # the dashboard gets the rows at most once a second: a scheduler round trip per
         # unit competed with the run itself (10-25 % of a short SSGD epoch, measured)
-        if unpublished and (force or time.monotonic() - last[0] > PUBLISH_S):
+        if unpublished and (force or stop or time.monotonic() - last[0] > PUBLISH_S):
             _publish(client, "history", rows=list(unpublished))
             unpublished.clear()
             last[0] = time.monotonic()
+        if stop is not None:
+            raise stop
 
     futures: list = []
     with ReportInbox(client, topic) as inbox, WorkerWatch(client, owners) as watch:
@@ -256,6 +272,14 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
                 drain()
                 time.sleep(0.02)
             raise
+        except Exception:
+            # the run stops early (Diverged, ...): let the workers cancel the released
+            # tasks before the cleanup ends their waits, or each logs "Compute Failed"
+            # with a traceback on the user's terminal
+            release_futures(futures)
+            with contextlib.suppress(Exception):
+                _quiesce(client, token)
+            raise
         finally:
             release_futures(futures)
             drain(force=True)
@@ -283,7 +307,7 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
         statics = [store.data["static"][p] for p in range(job.nparts)]
         finals, _ = run_local(prog, statics, [starts[p] for p in range(job.nparts)])
         return job.assemble(finals) if job.assemble else finals
-    _publish_plan(client, job, store.placement, prog.plan())
+    _publish_plan(client, job, store.placement, [(prog.plan(), prog.unit_of)], False)
     meter.update(plans=[(prog.plan(), prog.unit_of)], broadcast=False,
                  unit_of_key=lambda key: None if step_of_key(key) is None else
                  prog.unit_of(step_of_key(key)))
@@ -326,6 +350,21 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
     return job.assemble(finals) if job.assemble else finals
 
 
+def _running(token: str, dask_worker=None) -> int:
+    """Tasks of run ``token`` still executing on this worker (not cancelled yet)."""
+    return sum(1 for k, ts in dask_worker.state.tasks.items()
+               if token in str(k) and ts.state in ("executing", "long-running"))
+
+
+def _quiesce(client, token: str, wait: float = 2.0) -> None:
+    """Wait (bounded) until the workers have cancelled every released task of ``token``."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if not sum(client.run(_running, token).values()):
+            return
+        time.sleep(0.02)
+
+
 def _maybe_low_latency(client, on: bool):
     if on:
         from daskhpc.runtime._latency import low_latency
@@ -344,13 +383,17 @@ def _publish(client, topic: str, **data) -> None:
 def _publish_start(client, job: Job, placement: Placement) -> None:
     """Tell the dashboard pages a run starts (the measured matrix counts from here)."""
     _publish(client, "run", name=f"{job.name} K={job.nparts}", workflow=job.name,
-             workers=list(placement.workers))
+             workers=list(placement.workers), units=job.units, unit_name=job.unit_name)
 
 
-def _publish_plan(client, job: Job, placement: Placement, plan) -> None:
-    """The attempt's planned bytes between workers, for the whole attempt (what the
-    measured matrix adds up to when it is over)."""
+def _publish_plan(client, job: Job, placement: Placement, plans, broadcast) -> None:
+    """The attempt's planned bytes between workers for the whole run, and per unit
+    (what the measured matrix adds up to as units complete): one definition with the
+    report's (``Book.measure``)."""
+    from daskhpc.dashboard import plan_fields
+
     workers = list(placement.workers)
     owner = [workers.index(placement.worker(p)) for p in range(job.nparts)]
-    matrix = plan.placed(owner, len(workers)).bytes_matrix()
-    _publish(client, "plan", matrix=matrix, workers=workers, unit="bytes per run")
+    entries = [e if len(e) > 2 else (e[0], e[1], broadcast) for e in plans]
+    _publish(client, "plan", workers=workers, unit="bytes per run",
+             **plan_fields(entries, owner, len(workers), job.units))

@@ -8,6 +8,8 @@ remaining units or a function that builds one attempt's graph (:class:`Attempt` 
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -16,7 +18,8 @@ from daskhpc.runtime._fault import WorkerLost
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
 
-__all__ = ["Job", "Attempt", "AttemptGraph", "Outcome", "GaveUp", "exchange_mode"]
+__all__ = ["Job", "Attempt", "AttemptGraph", "Outcome", "GaveUp", "Diverged", "exchange_mode",
+           "not_finite"]
 
 EXCHANGES = ("direct", "graph")
 
@@ -41,6 +44,50 @@ class GaveUp(WorkerLost):
         super().__init__(lost)
         self.args = (f"{self.args[0]} (the run had recovered {recovered} time(s) already; "
                      f"max_restarts={max_restarts})",)
+
+
+class Diverged(RuntimeError):
+    """A unit reported a value that is not finite (NaN or inf): the run stopped there.
+
+    ``unit``, ``key`` (the history row field, ``a.b[2]`` inside nested values) and
+    ``value``; ``row`` is the whole history row. The CLI prints the message alone (exit 1).
+    """
+
+    one_line = True
+
+    def __init__(self, name: str, unit_name: str, unit: int, key: str, value, row: dict,
+                 hint: str = ""):
+        self.unit, self.key, self.value, self.row = unit, key, value, row
+        what = unit_name.removesuffix("s")
+        super().__init__(f"{name} diverged: {key} = {value} in {what} {unit} (counting from "
+                         f"0); the run stopped there{'; ' + hint if hint else ''}")
+
+
+def not_finite(value, key: str = ""):
+    """``(key, value)`` of the first number in ``value`` (a history row; nested dicts and
+    lists too) that is NaN or infinite, or None. Strings, None and booleans are skipped.
+
+    Examples
+    --------
+    >>> not_finite({"loss": 1.0, "fit": [0.5, float("nan")]})
+    ('fit[1]', nan)
+    >>> not_finite({"loss": 1.0, "note": "nan"}) is None
+    True
+    """
+    if isinstance(value, dict):
+        for k, v in value.items():
+            got = not_finite(v, f"{key}.{k}" if key else str(k))
+            if got is not None:
+                return got
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            got = not_finite(v, f"{key}[{i}]")
+            if got is not None:
+                return got
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            return key, float(value)
+    return None
 
 
 @dataclass
@@ -104,6 +151,12 @@ class Job:
         files next to its manifest, e.g. the partition).
     in_loop : bool
         Programs: run steps in the workers' event loops (short steps).
+    finite : bool
+        Every number of every history row must be finite: a NaN or inf (a diverged loss,
+        objective or fit) stops the run with :class:`Diverged` (default True).
+    diverged_hint : str
+        Appended to the :class:`Diverged` message (what the user may change, e.g.
+        "try a smaller --lr").
     exchange : {"direct", "graph"}, optional
         Programs: messages pushed directly by the sender, one task per worker and unit
         (``runtime._exchange``: a message costs no scheduler round trip), or as task
@@ -136,6 +189,8 @@ class Job:
     opened: Callable | None = None
     in_loop: bool = False
     exchange: str | None = None
+    finite: bool = True
+    diverged_hint: str = ""
 
 
 @dataclass

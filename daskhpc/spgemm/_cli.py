@@ -37,9 +37,12 @@ def add_arguments(parser, mode: str) -> None:
     """Options of ``plan spgemm`` and ``run spgemm`` (the lead's CLI adds the common ones)."""
     parser.add_argument("--b", dest="b_path", metavar="B", help="second factor (default: A)")
     parser.add_argument("--aat", action="store_true", help="multiply A by its transpose")
-    parser.add_argument("--grid", help="QxQxL process grid (default: one cell per worker)")
-    parser.add_argument("--layers", type=int, default=1,
-                        help="layers l when the grid comes from the worker count")
+    parser.add_argument("--grid", help="QxQxL process grid (default: one cell per worker, "
+                                       "the largest square layers that fit: 2 workers "
+                                       "1x1x2, 8 workers 2x2x2)")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="layers l when the grid comes from the worker count "
+                             "(default: chosen)")
     parser.add_argument("--memory-per-worker", help="budget per worker, e.g. 512MB")
     parser.add_argument("--batches", default="auto", help="auto (Symbolic3D) or a number")
     parser.add_argument("--no-permute", action="store_true",
@@ -58,7 +61,38 @@ def add_arguments(parser, mode: str) -> None:
                         help="compare with scipy's single-threaded product")
 
 
+def check(args) -> None:
+    """Every option and the inputs, before a cluster starts (``daskhpc run``/``plan``):
+    a typo costs no cluster start-up and no worker traceback."""
+    import os
+
+    from ._consumers import Write, parse_consumer
+    from ._memory import parse_bytes
+
+    if getattr(args, "window", 1) < 1:
+        raise InputError(f"--window must be at least 1 (batches in flight), not {args.window}")
+    _batches(args.batches)
+    if args.memory_per_worker is not None:
+        parse_bytes(args.memory_per_worker)
+    if args.grid:
+        from daskhpc.spgemm._grid import Grid
+
+        Grid.parse(args.grid)
+    if getattr(args, "consume", None) is not None:
+        consumer = parse_consumer(args.consume)
+        if isinstance(consumer, Write):          # the workers write there: it must exist
+            try:
+                os.makedirs(consumer.directory, exist_ok=True)
+            except OSError as e:
+                raise InputError(f"--consume write:{consumer.directory}: cannot create the "
+                                 f"directory ({e.strerror})") from e
+    args._spgemm_inputs = _inputs(args)
+
+
 def _inputs(args):
+    cached = getattr(args, "_spgemm_inputs", None)
+    if cached is not None:
+        return cached
     from daskhpc.io import read
 
     if not args.inputs:
@@ -132,7 +166,28 @@ def run(args, client) -> dict:
                    resume=bool(getattr(args, "resume", False)),
                    check_serial=bool(args.check_serial))
     res.info["input"] = info
-    return res.report()
+    report = res.report()
+    mem = report.get("memory") or {}
+    if args.memory_per_worker and mem.get("within_budget") is False:
+        raise OverBudget(mem, report, args.memory_per_worker)
+    return report
+
+
+class OverBudget(RuntimeError):
+    """``--memory-per-worker`` was asked for and a worker's peak went over it: exit 1 (the
+    product is complete and the JSON report is written, with ``within_budget: false``)."""
+
+    one_line = True
+
+    def __init__(self, mem: dict, report: dict, asked: str):
+        from dask.utils import format_bytes
+
+        self.report = report
+        worst = max(mem["peak_increase_per_worker"].items(), key=lambda kv: kv[1])
+        super().__init__(
+            f"spgemm: --memory-per-worker {asked} was "
+            f"exceeded: worker {worst[0]} peaked {format_bytes(worst[1])} above its "
+            "baseline (the product is complete; more --batches or a larger budget)")
 
 
 def demo(client) -> dict:

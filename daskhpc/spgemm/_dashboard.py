@@ -11,7 +11,8 @@ from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 from distributed.utils import log_errors
 
-from daskhpc.dashboard import EMPTY, Component, format_bytes, update_source, worker_label
+from daskhpc.dashboard import (EMPTY, Component, bytes_text, format_bytes, update_source,
+                               worker_label)
 
 __all__ = ["BatchProgress", "PANELS"]
 
@@ -83,11 +84,14 @@ class BatchProgress(Component):
         done = sum(b.get("consumed") is not None for b in batches)
         bad = tl.get("violations") or []
         budget = st.topics.get("memory", {}).get("budget")
+        _, measured = st.measured_matrix(self.plugin.sent())
         self.summary.text = (
             f"<b>spgemm {run}</b>: {done}/{len(batches)} batches consumed, window "
             f"{tl.get('window', '?')}" + (f", budget {format_bytes(budget)} per worker" if budget else "")
             + (f"; <b style='color:red'>{len(bad)} admission violations</b>" if bad
-               else "; admission order kept"))
+               else "; admission order kept")
+            + "<br>bytes between workers: " + bytes_text(st.bytes_summary(float(measured.sum())),
+                                                        "batch"))
 
     def _update_memory(self, st) -> None:
         mem = st.topics.get("memory", {})

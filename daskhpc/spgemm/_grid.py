@@ -69,15 +69,33 @@ class Grid:
         return cls(qr, l)
 
     @classmethod
-    def for_workers(cls, nworkers: int, layers: int = 1) -> Grid:
-        """The grid with one cell per worker: ``q = sqrt(nworkers / layers)``."""
-        if nworkers < 1 or layers < 1 or nworkers % layers:
+    def for_workers(cls, nworkers: int, layers: int | None = None) -> Grid:
+        """The grid with one cell per worker.
+
+        ``layers=None`` picks it for any worker count: the largest square layer ``q x q``
+        whose cells times ``l = nworkers / q**2`` layers use every worker (2 workers:
+        1x1x2, 8: 2x2x2, 12: 2x2x3, 16: 4x4x1, a prime p: 1x1xp). Square layers keep
+        the broadcasts of 2D SUMMA short; the layers split the inner dimension (3D).
+        Given ``layers``, ``nworkers / layers`` must be a square.
+
+        Examples
+        --------
+        >>> [str(Grid.for_workers(n)) for n in (1, 2, 4, 8, 9, 12)]
+        ['1x1x1', '1x1x2', '2x2x1', '2x2x2', '3x3x1', '2x2x3']
+        """
+        if nworkers < 1:
+            raise InputError(f"a grid needs at least one worker, got {nworkers}")
+        if layers is None:
+            q = max(q for q in range(1, math.isqrt(nworkers) + 1) if nworkers % (q * q) == 0)
+            return cls(q, nworkers // (q * q))
+        if layers < 1 or nworkers % layers:
             raise InputError(f"{nworkers} workers cannot be split into {layers} layers")
         q = math.isqrt(nworkers // layers)
         if q * q * layers != nworkers:
             raise InputError(
                 f"{nworkers} workers do not form a square q x q x {layers} grid; "
-                f"use {q * q * layers} or {(q + 1) ** 2 * layers} workers, or give --grid")
+                f"use {q * q * layers} or {(q + 1) ** 2 * layers} workers, leave out "
+                f"--layers, or give --grid")
         return cls(q, layers)
 
     @property

@@ -105,7 +105,7 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
     """Check the inputs and options and cut the blocks of a run on ``nworkers`` workers.
 
     Parameters are those of :func:`daskhpc.spgemm.multiply`; ``grid=None`` means one
-    cell per worker on one layer (the worker count must then be a square).
+    cell per worker, square layers (``Grid.for_workers``: any worker count).
     """
     a, b = check_inputs(a, a if b is None else b)
     consumer = consume if isinstance(consume, Consumer) else parse_consumer(consume)
@@ -113,7 +113,7 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
         raise InputError(f"local must be 'staged' or 'fused', not {local!r}")
     if int(window) < 1:
         raise InputError(f"--window must be at least 1, not {window}")
-    g = Grid.for_workers(nworkers, 1) if grid is None else \
+    g = Grid.for_workers(nworkers) if grid is None else \
         grid if isinstance(grid, Grid) else Grid.parse(grid)
     if batches != "auto":
         try:

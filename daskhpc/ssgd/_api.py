@@ -102,8 +102,11 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
     if nparts is None:
         nparts = len(worker_addresses(client))
     if checkpoint is not None and resume and partition_file is None:
-        from ._checkpoint import partition_path
+        from ._checkpoint import check_input, partition_path
+        from ._problem import as_ratings
 
+        data = as_ratings(data)
+        check_input(checkpoint, data)                   # before its partition is read
         partition_file = partition_path(checkpoint)    # the blocks of the first job
     s = prepare(data, nparts, partition_file=partition_file, **options)
     timeline: list = []
@@ -185,7 +188,8 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
                restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
                savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
                placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
-               opened=lambda ck: save_partition(s, ck))
+               opened=lambda ck: save_partition(s, ck),
+               diverged_hint=f"try a smaller --lr than {o.lr:g}")
 
 
 def _ring(K):

@@ -143,5 +143,18 @@ def _read_file(path, N: int, M: int, K: int) -> tuple[np.ndarray, np.ndarray | N
     with open(path, encoding="utf-8") as f:
         has_sep = any(line.strip() == "-" for line in f)
     if has_sep:
-        return read_pair_file(path, num_rows=N, num_cols=M, nparts=K)
-    return read_part_file(path, num_vertices=N, nparts=K), None
+        rows, cols = read_pair_file(path, num_rows=N, num_cols=M, nparts=K)
+    else:
+        rows, cols = read_part_file(path, num_vertices=N, nparts=K), None
+    for what, ids in (("row", rows), ("column", cols)):
+        if ids is None:
+            continue
+        # A file made for fewer parts (its largest id below K - 1) would leave workers
+        # idle: refuse it. A part left empty inside the range (a random partition of few
+        # columns) is a valid stratum block with no work, as in the paper's code.
+        top = int(ids.max()) + 1 if ids.size else 0
+        if top < K:
+            raise InputError(f"{path}: its {what} part ids go up to {top - 1}, so parts "
+                             f"{top}..{K - 1} of --parts {K} would be empty; partition into "
+                             f"{K} parts or pass --parts {top}")
+    return rows, cols

@@ -30,7 +30,7 @@ from dataclasses import replace
 from ._serial import initial_factors
 from ._setup import Setup
 
-__all__ = ["fingerprint", "partition_path", "save_partition", "restore"]
+__all__ = ["fingerprint", "partition_path", "save_partition", "restore", "check_input"]
 
 PARTITION = "partition.txt"
 
@@ -51,6 +51,30 @@ def fingerprint(s: Setup) -> dict:
             "init_scale": s.init_scale, "test_fraction": o.test_fraction,
             "strata": o.strata, "ring_seed": o.ring_seed,
             "partition": array_digest(s.assignment.row_parts, s.assignment.col_blocks)}
+
+
+def check_input(path, ratings) -> None:
+    """Refuse to resume checkpoint ``path`` with other ratings than it was made from,
+    before its saved partition is read (which would fail on the wrong row count)."""
+    import json
+
+    from daskhpc.errors import InputError
+    from daskhpc.runtime import array_digest
+
+    where = os.path.join(os.fspath(path), "manifest.json")
+    try:
+        with open(where) as f:
+            old = json.load(f).get("fingerprint", {})
+    except (OSError, ValueError, AttributeError):
+        return                      # no manifest (yet): the frame says what is wrong
+    r = ratings
+    now = {"ratings": array_digest(r.rows, r.cols, r.vals), "shape": list(r.shape)}
+    if any(k in old and old[k] != v for k, v in now.items()):
+        raise InputError(
+            f"{where}: this checkpoint was made from another input (ratings sha256 "
+            f"{str(old.get('ratings'))[:12]}... shape {old.get('shape')} there, "
+            f"{now['ratings'][:12]}... shape {now['shape']} now); use another "
+            "--checkpoint directory")
 
 
 def save_partition(s: Setup, ck) -> None:

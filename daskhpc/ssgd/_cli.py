@@ -70,6 +70,9 @@ def add_arguments(parser, mode: str) -> None:
                    help="initial factors U[0, s); default 2 sqrt(mean rating / F)")
     g.add_argument("--test-fraction", type=float, default=d.test_fraction,
                    help="ratings held out for the test RMSE (0.1)")
+    g.add_argument("--keep-empty", action="store_true",
+                   help="refuse a matrix with empty rows or columns (default: drop them, "
+                        "with a note)")
     g.add_argument("--d-gap", dest="method", choices=("bitwise", "connectivity"),
                    default=d.method, help="d-gap rows by Algorithm 2 (bitwise) or the "
                    "connectivity sets (same result)")
@@ -88,9 +91,20 @@ def _options(args) -> dict:
             "ring_seed", "lr", "reg", "init_scale", "test_fraction", "method")
     out = {k: getattr(args, k) for k in keys if hasattr(args, k)}
     out["seed"] = getattr(args, "seed", 0) or 0
+    out["keep_empty"] = bool(getattr(args, "keep_empty", False))
+    out["format"] = getattr(args, "format", None)
     if hasattr(args, "eval_every"):
         out["eval_every"] = args.eval_every
     return out
+
+
+def check(args) -> None:
+    """The SSGD options, before a cluster starts (``daskhpc run``/``plan``: exit 2, one
+    line, no cluster start-up for a typo)."""
+    from ._setup import Options
+
+    _input(args)
+    Options(**_options(args)).check()
 
 
 def _input(args) -> str:
@@ -101,7 +115,8 @@ def _input(args) -> str:
 
 
 def _parts(args, default: int | None = None) -> int:
-    K = getattr(args, "parts", None) or default
+    K = getattr(args, "parts", None)
+    K = default if K is None else K          # --parts 0 is an error, not the default
     if K is None:
         raise InputError("--parts is required for ssgd")
     return int(K)
@@ -111,8 +126,9 @@ def plan(args) -> dict:
     """``daskhpc plan ssgd RATINGS --parts K ...``: the JSON report, no cluster."""
     from ._api import plan as plan_
 
-    return plan_(_input(args), _parts(args),
-                 partition_file=getattr(args, "partition_file", None), **_options(args))
+    return _noted(plan_(_input(args), _parts(args),
+                        partition_file=getattr(args, "partition_file", None),
+                        **_options(args)))
 
 
 def run(args, client) -> dict:
@@ -130,7 +146,16 @@ def run(args, client) -> dict:
               checkpoint=getattr(args, "checkpoint", None),
               resume=bool(getattr(args, "resume", False)),
               exchange=getattr(args, "exchange", None), **_options(args))
-    return res.report()
+    return _noted(res.report())
+
+
+def _noted(report: dict) -> dict:
+    """Print the input's notes (empty rows dropped) on stderr: the user must see them."""
+    import sys
+
+    for note in (report.get("input") or {}).get("notes", []):
+        print(f"note: {note}", file=sys.stderr)
+    return report
 
 
 def demo(client) -> dict:

@@ -12,16 +12,18 @@ Examples
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
+import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
 from ._assign import Assignment, assign, partition_report
 from ._plans import STRATEGIES, Layout
-from ._problem import Ratings, as_ratings, check_parts, split
+from ._problem import Ratings, _from_input, as_ratings, check_parts, split
 from ._runplan import RunPlan
 from ._strata import RingStrata
 
@@ -53,6 +55,8 @@ class Options:
     eval_every: int | None = 1      # None: no test error at all (plan)
     seed: int = 0
     method: str = "bitwise"
+    keep_empty: bool = False        # True: refuse rows/columns without ratings
+    format: str | None = None       # reader format of a file input (default: its name's)
 
     def check(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -67,6 +71,11 @@ class Options:
             raise InputError(f"--reg must be a non-negative number, got {self.reg}")
         if self.eval_every is not None and self.eval_every < 0:
             raise InputError(f"--eval-every must be >= 0, got {self.eval_every}")
+        if not (self.epsilon >= 0 and np.isfinite(self.epsilon)):
+            raise InputError(f"--epsilon must be a number >= 0 (an allowed imbalance such as "
+                             f"0.03), not {self.epsilon}")
+        if not 0.0 <= self.test_fraction < 1.0:
+            raise InputError(f"--test-fraction must lie in [0, 1), got {self.test_fraction}")
         if self.method not in ("bitwise", "connectivity"):
             raise InputError(f"unknown d-gap method {self.method!r}")
 
@@ -90,6 +99,9 @@ class Setup:
     init_scale: float
     clip: tuple[float, float]
     timing: dict = field(default_factory=dict)
+    #: original id (1-based line/row number for files without ids) of every row and
+    #: column of ``ratings``, after empty ones were dropped: what errors and results name
+    index_maps: tuple = (None, None)
     _blocks: tuple | None = None
     epoch0: int = 0                  # epochs done before this setup's first one
     start: tuple | None = None       # (W, H) after epoch0 epochs; None: seeded initial
@@ -163,7 +175,7 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
         raise TypeError(f"unknown SSGD option(s): {sorted(unknown)}")
     opts = Options(**options)
     opts.check()
-    ratings = as_ratings(data)
+    ratings, maps = _without_empty(data, opts)
     check_parts(nparts, ratings)
     K = int(nparts)
     train, test = split(ratings, opts.test_fraction, opts.seed)
@@ -184,4 +196,74 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
         2.0 * np.sqrt(max(mean, 1e-3) / opts.rank)
     clip = (float(train.vals.min()), float(train.vals.max()))
     return Setup(opts, K, ratings, train, test, a, lay, strata, rp, float(scale), clip,
-                 {"partition_s": t1 - t0, "plan_s": t2 - t1})
+                 {"partition_s": t1 - t0, "plan_s": t2 - t1}, index_maps=maps)
+
+
+def _without_empty(data, opts: Options) -> tuple[Ratings, tuple]:
+    """The input as validated :class:`Ratings` without empty rows and columns (users or
+    items with no rating, e.g. a MatrixMarket matrix with empty rows), and the original
+    id of every row and column left. SSGD needs a rating per row and column; dropping
+    them changes nothing for the others. The report's ``input`` says what was dropped
+    (``dropped_empty``, ``notes``); ``keep_empty=True`` (``--keep-empty``) refuses instead.
+    """
+    raw, maps, base = _raw(data, opts.format)
+    if raw is None:                          # triplets or Ratings: validated as given
+        return as_ratings(data), (None, None)
+    where = raw.source.get("path", "input")
+    keep = [np.bincount(idx, minlength=n) > 0 for idx, n in
+            ((raw.rows, raw.shape[0]), (raw.cols, raw.shape[1]))]
+    empty = [np.flatnonzero(~k) for k in keep]
+    names = [_names(m, e, base) for m, e in zip(maps, empty)]
+    if not any(e.size for e in empty) or raw.nnz == 0:
+        return as_ratings(raw), maps
+    if opts.keep_empty:
+        axis = 0 if empty[0].size else 1
+        what = ("row", "user") if axis == 0 else ("column", "item")
+        raise InputError(f"{where}: {what[0]} {names[axis][0]} has no ratings "
+                         f"({empty[axis].size} of {raw.shape[axis]} {what[0]}s are empty); "
+                         f"SSGD needs a rating per {what[1]}: run without --keep-empty to "
+                         f"drop them")
+    new = [np.cumsum(k) - 1 for k in keep]
+    kept = [np.flatnonzero(k) for k in keep]
+    out_maps = tuple(k + base if m is None else m[k] for m, k in zip(maps, kept))
+    shape = (int(kept[0].size), int(kept[1].size))
+    source = dict(raw.source)
+    source.update(shape=list(shape), nnz=raw.nnz, shape_in_file=list(raw.shape))
+    dropped = {"rows": int(empty[0].size), "columns": int(empty[1].size),
+               "first_rows": names[0][:5], "first_columns": names[1][:5]}
+    source["dropped_empty"] = dropped
+    parts = [f"{n} empty {w}{'s' if n != 1 else ''} ({', '.join(map(str, f[:5]))}{', ...' if n > 5 else ''})"
+             for n, w, f in ((dropped["rows"], "row", names[0]),
+                             (dropped["columns"], "column", names[1])) if n]
+    source.setdefault("notes", []).append(
+        f"{where}: dropped {' and '.join(parts)} of the {raw.shape[0]} x {raw.shape[1]} "
+        f"matrix: SSGD needs a rating per row and column (--keep-empty refuses instead)")
+    r = Ratings(new[0][raw.rows], new[1][raw.cols], raw.vals, shape, source)
+    return as_ratings(r), out_maps
+
+
+def _raw(data, fmt):
+    """``(Ratings not yet validated, index maps, base)`` of a file, reader result or
+    sparse matrix (``base``: 1 where the file numbers rows from 1, as MatrixMarket);
+    ``(None, maps, 0)`` for inputs taken as they are."""
+    if isinstance(data, (str, os.PathLike)):
+        from daskhpc.io import read
+
+        data = read(data, format=fmt)
+    if hasattr(data, "matrix") and hasattr(data, "describe"):
+        r = _from_input(data)
+        maps = tuple(data.index_maps) if len(data.index_maps) == 2 else (None, None)
+        return r, maps, int(data.format in ("mtx", "libsvm"))
+    if sp.issparse(data):
+        coo = sp.coo_array(data)
+        order = np.lexsort((coo.col, coo.row))
+        return Ratings(coo.row[order], coo.col[order], coo.data[order], coo.shape,
+                       {"shape": list(coo.shape), "nnz": int(coo.nnz)}), (None, None), 0
+    return None, (None, None), 0
+
+
+def _names(index_map, idx: np.ndarray, base: int) -> list:
+    """How the user's file names rows ``idx``: original ids, else numbers from ``base``."""
+    if index_map is not None:
+        return [x.item() if hasattr(x, "item") else x for x in index_map[idx]]
+    return [int(i) + base for i in idx]

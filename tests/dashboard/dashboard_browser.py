@@ -177,9 +177,10 @@ def colourful_pixels(png: bytes, spread: int = 60) -> int:
     return int(((img.max(axis=2) - img.min(axis=2)) > spread).sum())
 
 
-def models_js(sources=(), texts=()) -> str:
-    """JS returning ``{name: total}`` of Bokeh data sources and ``{name: text}`` of Divs,
-    read from the page's Bokeh document (None until it exists)."""
+def models_js(sources=(), texts=(), visible=()) -> str:
+    """JS returning ``{name: total}`` of Bokeh data sources, ``{name: text}`` of Divs and
+    ``{name: visible}`` of layouts, read from the page's Bokeh document (None until it
+    exists)."""
     return """(() => {
       const doc = window.Bokeh && Bokeh.documents && Bokeh.documents[0];
       if (!doc) return null;
@@ -195,6 +196,11 @@ def models_js(sources=(), texts=()) -> str:
         const m = doc.get_model_by_name(name);
         if (m) out.texts[name] = m.text;
       }
+      out.visible = {};
+      for (const name of %s) {
+        const m = doc.get_model_by_name(name);
+        if (m) out.visible[name] = m.visible;
+      }
       out.nav = Array.from(document.querySelectorAll(".navbar a")).map(a => a.textContent.trim());
       return out;
-    })()""" % (json.dumps(list(sources)), json.dumps(list(texts)))
+    })()""" % (json.dumps(list(sources)), json.dumps(list(texts)), json.dumps(list(visible)))

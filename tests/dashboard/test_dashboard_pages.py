@@ -105,7 +105,7 @@ def live(dash_client):
     while client.run_on_scheduler(_consumed) < 1 and time.monotonic() < deadline:
         time.sleep(0.05)   # the run is under way: its first batch is consumed
     yield SimpleNamespace(base=client.dashboard_link.rsplit("/", 1)[0], thread=thread,
-                          out=out, strata_rows=nrows)
+                          out=out, strata_rows=nrows, client=client)
     thread.join(120)
 
 
@@ -136,6 +136,10 @@ def test_spgemm_page_follows_the_batches_live(browser, live, tmp_path):
     assert seen[-1] == (BATCHES, BATCHES)
     summary = got["value"]["texts"]["daskhpc-spgemm-summary"]
     assert "admission order kept" in summary and "budget 16.0 MB per worker" in summary
+    # its planned bytes, per run, next to the measured ones (issue 13 item 4)
+    m = re.search(r"per run: planned ([\d.,]+) (k?M?B)", summary)
+    assert m and float(m[1].replace(",", "")) > 0, summary
+    assert "measured" in summary
     assert got["value"]["totals"]["daskhpc-memory"] > 0
 
 
@@ -170,11 +174,48 @@ def test_strata_page_reads_a_timeline_plugin(browser, live, tmp_path):
         got["value"]["texts"]["daskhpc-strata-summary"]
 
 
-def test_overview_page_has_everything_and_a_nav_link(browser, live, tmp_path):
+def test_overview_page_shows_the_running_workflow_and_a_nav_link(browser, live, tmp_path):
     live.thread.join(120)
     names = ["daskhpc-comm-planned", "daskhpc-comm-measured", "daskhpc-load",
-             "daskhpc-batches", "daskhpc-memory", "daskhpc-strata"]
-    got = check_page(browser, live, "/daskhpc", models_js(names),
+             "daskhpc-batches", "daskhpc-memory"]
+    panels = ["daskhpc-panel-spgemm", "daskhpc-panel-strata"]
+    got = check_page(browser, live, "/daskhpc",
+                     models_js(names, ["daskhpc-heading", "daskhpc-comm-summary"], panels),
                      lambda v: all(v["totals"].get(n, 0) > 0 for n in names), tmp_path,
                      height=1500)
-    assert "Daskhpc" in got["value"]["nav"]       # the link in Dask's navigation bar
+    v = got["value"]
+    assert "Daskhpc" in v["nav"]       # the link in Dask's navigation bar
+    # only the running workflow's own panels, under a heading that says what runs
+    assert v["visible"] == {"daskhpc-panel-spgemm": True, "daskhpc-panel-strata": False}, v
+    assert "Running: <b>spgemm</b>" in v["texts"]["daskhpc-heading"], v["texts"]
+    assert "per run: planned" in v["texts"]["daskhpc-comm-summary"]
+    # the load bars' planned share is filled (flops for SpGEMM)
+    assert v["totals"]["daskhpc-load"] > 0
+
+
+def test_overview_during_an_ssgd_run_shows_its_panels_and_its_plan(browser, live, tmp_path):
+    # issue 13 item 4: an SSGD run showed empty SpGEMM charts, an empty planned heatmap and
+    # "planned (work)" bars, and one epoch's plan against the run's bytes ("248x planned")
+    live.thread.join(120)
+    client = live.client
+    from daskhpc import ssgd
+
+    res = ssgd.fit(dh.datasets.ratings(), 2, client=client, strategy="hc", epochs=3,
+                   partition="random", exchange="graph")
+    names = ["daskhpc-comm-planned", "daskhpc-comm-measured", "daskhpc-load", "daskhpc-strata"]
+    panels = ["daskhpc-panel-spgemm", "daskhpc-panel-strata"]
+    got = check_page(browser, live, "/daskhpc",
+                     models_js(names, ["daskhpc-heading", "daskhpc-comm-summary"], panels),
+                     lambda v: all(v["totals"].get(n, 0) > 0 for n in names)
+                     and "3 epochs done" in v["texts"].get("daskhpc-heading", ""), tmp_path,
+                     height=1500)
+    v = got["value"]
+    assert v["visible"] == {"daskhpc-panel-spgemm": False, "daskhpc-panel-strata": True}, v
+    assert "Running: <b>ssgd</b>" in v["texts"]["daskhpc-heading"]
+    summary = v["texts"]["daskhpc-comm-summary"]
+    m = re.search(r"after 3(?:/3)? epochs: planned .*? \(([\d.]+) x planned\)", summary)
+    assert m, summary
+    # measured against the plan of the epochs done: near 1, not ~3 (one epoch's plan)
+    ratio = res.report()["measured"]["inter_worker_bytes"] / \
+        res.report()["measured"]["planned_bytes"]
+    assert 0.5 < float(m[1]) < 2.0 and abs(float(m[1]) - ratio) < 0.5, (summary, ratio)

@@ -13,11 +13,11 @@ from daskhpc.dashboard import TOPICS, DashboardState, plan_matrix
 def test_public_namespace_is_pinned():
     assert sorted(daskhpc.dashboard.__all__) == [
         "Component", "DashboardPlugin", "DashboardState", "EMPTY", "PAGES", "PLUGIN_NAME",
-        "TOPICS", "TransferCounter", "UPDATE_MS", "ensure_plugin", "format_bytes", "install",
-        "plan_matrix", "publish", "serve", "update_source", "worker_label"]
+        "TOPICS", "TransferCounter", "UPDATE_MS", "bytes_text", "ensure_plugin", "format_bytes", "install",
+        "plan_fields", "plan_matrix", "publish", "serve", "update_source", "worker_label"]
     for name in daskhpc.dashboard.__all__:
         assert getattr(daskhpc.dashboard, name) is not None
-    assert set(daskhpc.dashboard.PAGES) == {
+    assert set(daskhpc.dashboard.PAGES) >= {     # and every registered workflow's panels
         "/daskhpc", "/individual-daskhpc-comm", "/individual-daskhpc-load",
         "/individual-daskhpc-spgemm", "/individual-daskhpc-strata"}
 
@@ -104,3 +104,117 @@ def test_plan_matrix_counts_cross_worker_bytes_and_dedupes_broadcasts():
     assert m.tolist() == [[0, 0], [16, 0]]
     assert np.array_equal(plan_matrix(p, owner=[0, 1, 2]).sum(), 5 * 8 * 1.0)
     assert set(TOPICS) == {"run", "plan", "load", "memory", "batches", "strata", "history"}
+
+
+# -- issue 13 item 4: one definition of planned vs measured, per run and per unit -----------
+
+def test_a_per_epoch_plan_is_compared_with_the_epochs_done_not_the_whole_run():
+    # SSGD publishes one epoch's plan; after 248 epochs measured is ~248x one epoch: the
+    # page compared those ("248x planned"). Now: the plan of the epochs done.
+    st = DashboardState()
+    st.publish("run", {"name": "ssgd K=2", "workflow": "ssgd", "workers": ["a", "b"]})
+    st.publish("plan", {"matrix": [[0, 600], [400, 0]], "workers": ["a", "b"],
+                        "unit": "bytes per epoch"})
+    st.publish("history", {"rows": [{"unit": u, "epoch": u} for u in range(248)]})
+    d = st.bytes_summary(measured=248 * 1030.0)
+    assert d["scope"] == "unit" and d["units_done"] == 248
+    assert d["planned_so_far"] == 248 * 1000 and d["planned_per_unit"] == 1000
+    assert d["measured_per_unit"] == 1030 and d["ratio"] == pytest.approx(1.03)
+    assert st.unit_name() == "epoch"
+
+
+def test_a_run_plan_with_units_is_prorated_and_per_unit_plans_are_summed():
+    st = DashboardState()
+    st.publish("run", {"workers": ["a", "b"], "units": 4})
+    st.publish("plan", {"matrix": [[0, 400], [400, 0]], "workers": ["a", "b"],
+                        "unit": "bytes per run"})
+    st.publish("history", {"rows": [{"unit": 0}]})
+    d = st.bytes_summary(measured=210.0)
+    assert (d["scope"], d["planned_run"], d["planned_so_far"]) == ("run", 800, 200)
+    st.publish("plan", {"matrix": [[0, 400], [400, 0]], "workers": ["a", "b"],
+                        "per_unit": [500, 100, 100, 100], "scope": "run"})
+    d = st.bytes_summary(measured=520.0)
+    assert (d["planned_run"], d["planned_so_far"], d["ratio"]) == (800, 500, 520 / 500)
+    # the frame's own per-unit numbers win when the rows carry them
+    st.publish("history", {"rows": [{"unit": 1, "planned_bytes": 90, "measured_bytes": 95}]})
+    d = st.bytes_summary(measured=615.0)
+    assert d["planned_so_far"] == 600 and d["units_done"] == 2
+
+
+def test_without_a_load_topic_the_planned_bars_are_the_planned_sends():
+    st = DashboardState()
+    st.publish("run", {"workers": ["a", "b"]})
+    assert st.load(["a", "b"])["planned"] == [0.0, 0.0] and st.load_unit() == "work"
+    st.publish("plan", {"matrix": [[0, 30], [10, 0]], "workers": ["a", "b"]})
+    d = st.load(["a", "b"])
+    assert d["planned"] == [30.0, 10.0] and d["planned_share"] == [0.75, 0.25]
+    assert st.load_unit() == "bytes to send"
+    st.publish("load", {"planned": {"a": 1, "b": 1}, "unit": "flops"})
+    assert st.load(["a", "b"])["planned"] == [1.0, 1.0] and st.load_unit() == "flops"
+
+
+def test_plan_fields_give_the_run_and_every_unit():
+    from daskhpc.dashboard import plan_fields
+
+    # 3 parts on 2 workers; phase = unit; part 2 lives with part 1
+    p = Plan.from_messages(3, [(0, 0, 1, [0, 1]), (0, 1, 2, [0]), (1, 2, 0, [3])],
+                           word_bytes=8)
+    f = plan_fields([(p, lambda ph: ph)], [0, 1, 1], 2, units=2)
+    assert f["per_unit"] == [16, 8]                    # 1 -> 2 costs nothing
+    assert f["matrix"].tolist() == [[0, 16], [8, 0]] and f["units"] == 2
+    st = DashboardState()
+    st.publish("run", {"workers": ["a", "b"]})
+    st.publish("plan", {**f, "workers": ["a", "b"]})
+    st.publish("history", {"rows": [{"unit": 0}]})
+    assert st.bytes_summary(16.0)["planned_so_far"] == 16
+
+
+def test_the_heading_and_the_texts_say_what_runs():
+    pytest.importorskip("bokeh")
+    from daskhpc.dashboard import bytes_text
+    from daskhpc.dashboard._pages import _runs, heading_text
+
+    st = DashboardState()
+    assert "No daskhpc run" in heading_text(st)
+    st.publish("run", {"name": "ssgd K=4", "workflow": "ssgd", "workers": ["a", "b"]})
+    st.publish("plan", {"matrix": [[0, 50], [50, 0]], "workers": ["a", "b"],
+                        "unit": "bytes per epoch"})
+    st.publish("history", {"rows": [{"unit": 0, "epoch": 0}, {"unit": 1, "epoch": 1}]})
+    head = heading_text(st)
+    assert "Running: <b>ssgd</b>" in head and "on 2 workers; 2 epochs done" in head
+    text = bytes_text(st.bytes_summary(210.0), st.unit_name())
+    assert "after 2 epochs: planned 200 B, measured 210 B (1.05 x planned)" in text
+    assert "per epoch: planned 100 B, measured 105 B" in text
+    assert _runs("spgemm", "spgemm") and _runs("spgemm", "spgemm-symbolic")
+    assert not _runs("ssgd", "spgemm")
+
+
+def test_the_report_keeps_planned_bytes_for_one_meaning():
+    from daskhpc.report import PLANNED_BYTES, WorkflowResult
+
+    info = {"plan": {"tot_vol": 3, "planned_bytes": 480},          # one epoch, part-level
+            "run_plan": {"tot_vol": 9, "planned_bytes": 1440},
+            "measured": {"planned_bytes": 960, "inter_worker_bytes": 1000}}
+    rows = [{"epoch": e, "planned_bytes": 480, "measured_bytes": 500} for e in range(2)]
+    rep = WorkflowResult(info, rows).report()
+    assert rep["plan"] == {"tot_vol": 3, "part_bytes": 480}
+    assert rep["run_plan"] == {"tot_vol": 9, "part_bytes": 1440}
+    found = []
+
+    def walk(d, path=""):
+        for k, v in d.items():
+            if k == "planned_bytes":
+                found.append(path + k)
+            elif isinstance(v, dict):
+                walk(v, f"{path}{k}.")
+    walk(rep)
+    assert found == ["measured.planned_bytes", "measured.bytes.per_run.planned_bytes",
+                     "measured.bytes.per_unit.planned_bytes"]
+    side = rep["measured"]["bytes"]
+    assert side["per_run"] == {"planned_bytes": 960, "measured_bytes": 1000, "ratio": 1.0417}
+    assert side["per_unit"] == {"unit": "epoch", "planned_bytes": [480, 480],
+                                "measured_bytes": [500, 500]}
+    assert "between workers" in PLANNED_BYTES
+    # a plan without a run keeps the plan's own name (every part its own worker)
+    assert WorkflowResult({"plan": {"tot_vol": 3, "planned_bytes": 480}}).report()["plan"] == \
+        {"tot_vol": 3, "planned_bytes": 480}

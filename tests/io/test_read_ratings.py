@@ -99,8 +99,8 @@ MALFORMED = {
                        "duplicate rating for user 1, item 2 (first rated on line 2)"),
     "nan rating": (HEAD + "1,2,3,4\n1,3,nan,4\n", 3, "rating is nan"),
     "inf rating": ("1\t2\tinf\n", 1, "rating is inf"),
-    "bad token": (HEAD + "1,2,3,4\n1,x3,3,4\n", 3, "bad token 'x3'"),
-    "string user id": ("u1 2 3\nu2 3 4\n", 2, "bad token 'u2'"),
+    "bad rating token": (HEAD + "1,2,3,4\n1,3,x3,4\n", 3, "bad rating 'x3' (not a number)"),
+    "bad timestamp, string ids": ("u1 i1 3 7\nu2 i2 4 x\n", 2, "bad timestamp 'x'"),
     "non-integer item": ("1 2.5 3\n", 1, "item id 2.5 is not an integer"),
     "non-integer timestamp": ("1 2 3 4.5\n", 1, "timestamp 4.5 is not an integer"),
     "empty field": (HEAD + "1,,3,4\n", 2, "empty field"),
@@ -139,3 +139,31 @@ def test_truncated_gzip(tmp_path):
     path = write(tmp_path, whole[: len(whole) - 9], name="ratings.csv.gz")
     with pytest.raises(ReadError, match="truncated gzip"):
         read(path)
+
+
+# -- issue 13 item 6: string user/item ids, re-indexed like SNAP ids -----------------
+
+def test_string_ids_are_reindexed_and_kept(tmp_path):
+    # Book-Crossing style: string users, ISBNs (digits, some ending in X), a header
+    path = write(tmp_path, '"User-ID","ISBN","Book-Rating"\n'.replace('"', '') +
+                 "bob,0195153448,5\nalice,080652121X,3\nbob,080652121X,0\n")
+    s = read_ratings(path)
+    assert s.meta["header"] == ["User-ID", "ISBN", "Book-Rating"]
+    users, items = s.index_maps
+    assert users.tolist() == ["alice", "bob"] and items.tolist() == ["0195153448", "080652121X"]
+    assert s.meta["rows"].tolist() == [1, 0, 1] and s.meta["cols"].tolist() == [0, 1, 1]
+    assert s.meta["vals"].tolist() == [5.0, 3.0, 0.0] and s.nnz == 3
+    assert s.meta["string_ids"] == [True, True]
+    # the original ids name the rows: row i of the matrix is user users[i]
+    assert s.matrix.toarray().tolist() == [[0.0, 3.0], [5.0, 0.0]]
+
+
+def test_string_ids_without_a_header_and_duplicates_named_by_their_ids(tmp_path):
+    s = read_ratings(write(tmp_path, "u1 2 3\nu2 3 4\n", name="r.txt"))
+    assert s.meta["header"] is None and s.index_maps[0].tolist() == ["u1", "u2"]
+    assert s.index_maps[1] is None or s.index_maps[1].tolist() == [2, 3]
+    path = write(tmp_path, "u1,i1,4.0\nu2,i1,3.0\nu1,i1,2.0\n")
+    with pytest.raises(ReadError, match="duplicate rating for user u1, item i1 "
+                                        r"\(first rated on line 1\)") as info:
+        read_ratings(path)
+    assert info.value.line == 3

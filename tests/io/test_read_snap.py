@@ -46,7 +46,7 @@ def test_slashdot_directed_no_duplicates():
     assert s.format == "snap" and s.shape == (82168, 82168)
     assert s.nnz == 948464 and s.meta["duplicate_edges"] == 0
     assert s.meta == {"header_detected": False, "directed": True, "edge_lines": 948464,
-                      "duplicate_edges": 0}
+                      "duplicate_edges": 0, "columns": 2}
     assert s.index_maps == (None, None)   # ids are 0..82167 already
     assert s.matrix.diagonal().sum() == 78303   # self loops kept
     assert set(np.unique(s.matrix.data)) == {1.0}
@@ -146,14 +146,20 @@ def test_gzip(tmp_path):
 
 MALFORMED = {
     "bad token": ("0 1\n1 two\n", 2, "bad token 'two'"),
-    "three columns": ("# h\n0 1\n1 2 3\n", 3, "expected 2 columns (source target), found 3"),
-    "one column": ("0 1\n\n7\n", 3, "expected 2 columns (source target), found 1"),
+    "three then two": ("# h\n0 1 5\n1 2 3\n2 3\n", 4, "expected 3 columns like line 3, found 2"),
+    "two then three": ("0 1\n1 2\n1 2 3\n", 3, "expected 2 columns like line 2, found 3"),
+    "two, not a header, then three": ("# h\n0 1\n1 2 3\n", 2,
+                                      "expected 3 columns like line 3, found 2"),
+    "four columns": ("0 1 2 3\n", 1, "expected 2 or 3 columns (source target [weight or "
+                                     "timestamp]), found 4"),
+    "one column": ("0 1\n\n7\n", 3, "expected 2 or 3 columns"),
+    "nan weight": ("0 1 1.5\n1 2 nan\n", 2, "edge weight is nan"),
     "negative id": ("0 1\n-1 2\n", 2, "non-negative"),
     "non-integer id": ("0 1\n1 2.5\n", 2, "node id 2.5 is not an integer"),
     "nan id": ("0 1\nnan 2\n", 2, "node id nan is not an integer"),
     "inf id": ("0 1\n1 inf\n", 2, "node id inf is not an integer"),
     "huge id": ("0 1\n1 18014398509481984\n", 2, "node id 18014398509481984 is too large"),
-    "comma separated": ("0,1\n", 1, "expected 2 columns"),
+    "comma separated": ("0,1\n", 1, "expected 2 or 3 columns"),
 }
 
 
@@ -161,7 +167,7 @@ MALFORMED = {
 def test_malformed(tmp_path, text, line, problem):
     path = write(tmp_path, text)
     with pytest.raises(ReadError) as info:
-        read_snap(path)
+        read_snap(path, values="weights" if "weight" in problem else "ignore")
     e = info.value
     assert (e.path, e.line) == (str(path), line)
     assert problem in e.problem, e.problem
@@ -190,3 +196,36 @@ def test_truncated_gzip(tmp_path):
     with pytest.raises(ReadError, match="truncated gzip") as info:
         read(path)
     assert info.value.path == str(path) and info.value.line is None
+
+
+# -- issue 13 item 6: a third column (weights or timestamps, SNAP CollegeMsg) ---------
+
+COLLEGE_MSG = "1 2 1082008561\n3 4 1082155839\n5 2 1082414391\n1 2 1082426521\n"
+
+
+def test_collegemsg_timestamps_are_ignored_by_default(tmp_path):
+    s = read_snap(write(tmp_path, COLLEGE_MSG))
+    assert s.shape == (5, 5) and s.nnz == 3 and set(s.matrix.data.tolist()) == {1.0}
+    assert s.meta["columns"] == 3 and s.meta["values"] == "ignore"
+    assert s.meta["third_column"].tolist() == [1082008561, 1082155839, 1082414391, 1082426521]
+    assert s.meta["duplicate_edges"] == 1
+
+
+def test_a_third_column_read_as_weights_sums_repeated_edges(tmp_path):
+    path = write(tmp_path, "# w\n10 20 0.5\n20 30 2\n10 20 1.25\n")
+    s = read_snap(path, values="weights")
+    a = s.matrix.toarray()
+    assert s.index_maps[0].tolist() == [10, 20, 30]
+    assert a[0, 1] == 1.75 and a[1, 2] == 2.0 and s.nnz == 2
+    u = read_snap(path, values="weights", directed=False).matrix.toarray()
+    assert u[1, 0] == 1.75 and u[0, 1] == 1.75
+    # the same through read() and the CLI's spelling of the option
+    assert read(path, format="snap:weights").matrix.toarray()[0, 1] == 1.75
+    with pytest.raises(ReadError, match="options: snap:ignore, snap:weights"):
+        read(path, format="snap:wait")
+
+
+def test_a_count_line_before_three_columns_is_a_header(tmp_path):
+    s = read_snap(write(tmp_path, "6 2\n0 1 7\n4 5 9\n"))
+    assert s.meta["header_detected"] and s.shape == (6, 6)
+    assert s.meta["third_column"].tolist() == [7, 9]

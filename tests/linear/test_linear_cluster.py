@@ -106,5 +106,5 @@ def test_checkpoint_resume_through_the_cli(client3, tmp_path, a9a):
     assert rep["quality"]["test_accuracy"] == want.history[-1]["test_accuracy"]
     assert rep["quality"]["train_loss"] == want.history[-1]["train_loss"]
     assert {"tot_vol", "sum_max_msgs", "phases"} <= set(rep["plan"])
-    with pytest.raises(InputError, match="different run"):
+    with pytest.raises(InputError, match="run with other options"):
         run_cli(base + ["--epochs", "2", "--resume", "--lr", "0.1"], client3)

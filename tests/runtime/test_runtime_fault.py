@@ -87,7 +87,7 @@ def test_checkpoint_refuses_overwrite_and_other_runs(tmp_path):
     with pytest.raises(InputError, match=r"manifest.json: holds a checkpoint at step 1; "
                                          r"pass --resume"):
         CheckpointDir(tmp_path, "w", {"seed": 1})
-    with pytest.raises(InputError, match=r"different run \(seed: 1 there, 2 now\)"):
+    with pytest.raises(InputError, match=r"of a run with other options \(seed: 1 there, 2 now\)"):
         CheckpointDir(tmp_path, "w", {"seed": 2}, resume=True)
     with pytest.raises(InputError, match="a checkpoint of workflow 'w', not 'v'"):
         CheckpointDir(tmp_path, "v", {"seed": 1}, resume=True)

@@ -118,3 +118,46 @@ def test_giving_up(make_client, tmp_path):
                            name="kill")
     with pytest.raises(GaveUp, match="lost"):
         run_job(client, job(3, 3, delay=0.02), max_restarts=0)
+
+
+# -- issue 13: divergence stops the run; a damaged checkpoint step falls back ------------
+
+def _nan_at(bad_unit, value):
+    def row(u, rep):
+        return {**toy_row(u, rep), "loss": [1.0, value if u == bad_unit else 0.5]}
+    return row
+
+
+@pytest.mark.parametrize("exchange,value", [("graph", float("nan")),
+                                            ("direct", float("inf"))])
+def test_a_non_finite_history_value_stops_the_run(client3, exchange, value):
+    from daskhpc.runtime import Diverged
+
+    seen = []
+    j = _with(job(2, 6, exchange=exchange), row=_nan_at(2, value),
+              diverged_hint="try a smaller --lr")
+    with pytest.raises(Diverged) as info:
+        run_job(client3, j, callback=seen.append)
+    e = info.value
+    assert (e.unit, e.key) == (2, "loss[1]") and not np.isfinite(e.value)
+    assert str(e) == (f"toy diverged: loss[1] = {value} in unit 2 (counting from 0); the run "
+                      "stopped there; try a smaller --lr")
+    assert [r["unit"] for r in seen] == [0, 1]       # no row after the bad one reached anyone
+    # the cluster is usable afterwards (the attempt's futures were released)
+    assert run_job(client3, job(2, 2)).history[-1]["unit"] == 1
+
+
+def test_a_truncated_step_falls_back_to_the_newest_intact_one(client3, tmp_path):
+    from daskhpc.runtime import CheckpointWarning
+
+    want, rows = reference(3, 5)
+    run_job(client3, job(3, 3), checkpoint=tmp_path)               # steps 2 and 3 on disk
+    bad = tmp_path / "step-000003" / "part-1.npz"
+    bad.write_bytes(bad.read_bytes()[:40])                         # a killed writer, a full disk
+    with pytest.warns(CheckpointWarning, match=rf"step 3 is damaged \({bad}: .*\); falling "
+                                               r"back to step 2"):
+        rest = run_job(client3, job(3, 5), checkpoint=tmp_path, resume=True)
+    assert rest.recovery["resumed_from"] == 2
+    assert rest.recovery["damaged_steps"][0]["step"] == 3
+    assert [r["norm"] for r in rest.history] == [r["norm"] for r in rows]
+    assert all(np.array_equal(a, b) for a, b in zip(rest.value, want))

@@ -52,7 +52,8 @@ def test_plan_report(mtx):
     with pytest.raises(InputError, match="square"):
         _cli.plan(_args("plan", [path, "--grid", "2x3x1"]))
     with pytest.raises(InputError, match="square"):
-        _cli.plan(_args("plan", [path, "--parts", "3"]))
+        _cli.plan(_args("plan", [path, "--parts", "3", "--layers", "1"]))
+    assert _cli.plan(_args("plan", [path, "--parts", "3"]))["grid"].startswith("1x1x3")
 
 
 def test_run_report_with_serial_check(client2, mtx, tmp_path):
@@ -84,3 +85,43 @@ def test_public_namespace_is_pinned():
         "column_stochastic", "grid_symbolic", "load_batch", "local_multiply",
         "local_symbolic", "mcl_step", "merge", "multiply", "parse_consumer", "plan",
         "triangle_count", "serial_multiply", "prepare", "Setup"}
+
+
+# -- issue 13 item 6, with the real console script ----------------------------------------
+
+def _console(*argv, timeout=300):
+    import os
+    import subprocess
+    import sys
+
+    exe = os.path.join(os.path.dirname(sys.executable), "daskhpc")
+    done = subprocess.run([exe, *map(str, argv)], capture_output=True, text=True,
+                          timeout=timeout)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_run_without_grid_fits_two_workers(mtx):
+    # "2 workers do not form a square q x q x 1 grid" before: now 1x1x2
+    path, a = mtx
+    code, out, err = _console("run", "spgemm", path, "--workers", "2", "--consume", "count",
+                              "--json", "-")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["grid"].startswith("1x1x2") and rep["parts"] == 2
+    assert rep["quality"]["nnz_c"] == (a @ a).nnz
+
+
+def test_plan_reads_a_weighted_edge_list_with_format(tmp_path):
+    # SNAP CollegeMsg layout (src dst timestamp), a name that says nothing
+    path = tmp_path / "college.data"
+    path.write_text("1 2 1082008561\n3 4 1082155839\n5 2 1082414391\n1 2 1082426521\n")
+    code, out, err = _console("plan", "spgemm", path, "--format", "snap", "--parts", "2",
+                              "--json", "-")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["input"]["shape"] == [5, 5] and rep["input"]["nnz"] == 3    # pattern
+    code, out, err = _console("plan", "spgemm", path, "--format", "snap:nope", "--parts", "2")
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        "daskhpc: error: --format: unknown format option 'snap:nope'; options: snap:ignore, "
+        "snap:weights"]

@@ -132,9 +132,45 @@ def test_bad_input_errors(client2):
         multiply(sp.eye(3, format="csr"), sp.eye(4, format="csr"), client=client2, grid="1x1x1")
     with pytest.raises(InputError, match="empty"):
         multiply(sp.csr_array((5, 5)), client=client2, grid="1x1x1")
-    with pytest.raises(InputError, match="square"):
-        multiply(A_RECT, B_RECT, client=client2)            # 2 workers: no q x q x 1 grid
+    with pytest.raises(InputError, match="layers must be square"):
+        multiply(A_RECT, B_RECT, client=client2, grid="2x3x1")
+    # no grid on 2 workers: square layers, one cell per worker (1x1x2), the exact product
+    res = multiply(A_RECT, B_RECT, client=client2)
+    assert res.grid == "1x1x2"
+    assert abs(res.matrix - (A_RECT @ B_RECT)).max() == 0
     with pytest.raises(InputError, match="input blocks alone need"):
         multiply(A_RECT, B_RECT, client=client2, grid="1x1x1", memory_per_worker="10kB")
     with pytest.raises(InputError, match="--consume"):
         multiply(A_RECT, B_RECT, client=client2, grid="1x1x1", consume="prune:x")
+
+
+# -- issue 13, item 1: --check-serial compares what it claims ----------------------------
+
+def test_serial_check_compares_values_where_patterns_differ():
+    """Sums cancelling to exactly 0 in one order and to a round-off residue in another:
+    the patterns differ, the values agree to round-off (and the report says both)."""
+    from daskhpc.spgemm._api import compare_products
+
+    ref = sp.csr_array(np.array([[1e16, 0.0, 3.0], [0.0, 2.0, 0.0]]))
+    c = sp.csr_array(np.array([[1e16, 2.0, 3.0], [0.0, 2.0, 0.0]]))   # a residue of 2
+    r = compare_products(c, ref)
+    assert (r["same_pattern"], r["only_here"], r["only_here_max_abs"], r["only_in_serial"]) \
+        == (False, 1, 2.0, 0)
+    assert r["max_abs_diff"] == 2.0 and r["identical"]                # 2 <= 1e-12 * 1e16
+    wrong = sp.csr_array(np.array([[1e16, 0.0, 3.0], [0.0, 2.0, 5e5]]))   # a real product
+    r = compare_products(wrong, ref)
+    assert r["max_abs_diff"] == 5e5 and not r["identical"]
+
+
+@pytest.mark.skipif(not (DATA / "matrices/bcsstk13.mtx").exists(), reason="no shared data")
+def test_bcsstk13_serial_check_is_identical(client2):
+    """The issue's case: A·A on bcsstk13 said identical=False with max_abs_diff 0."""
+    a = read(DATA / "matrices/bcsstk13.mtx").matrix
+    res = multiply(a, a, client=client2, grid="1x1x2", check_serial=True, plan=False,
+                   measure_memory=False)
+    check = res.report()["serial_check"]
+    ref = sp.csr_array(a @ a)
+    assert check["identical"] and check["max_abs_diff"] <= 1e-12 * abs(ref.data).max()
+    # the entries only one side stores are round-off residues, not products
+    assert check.get("only_here_max_abs", 0.0) <= 1e-12 * abs(ref.data).max()
+    assert check.get("only_in_serial_max_abs", 0.0) <= 1e-12 * abs(ref.data).max()

@@ -259,7 +259,7 @@ def test_cli_checkpoint_resume_and_refusals(client, mtx, tmp_path, capsys):
     # another run's checkpoint (b differs): refused, naming what differs
     assert cli.main([*run, "--batches", "2", "--checkpoint", ck, "--resume"]) == 2
     err = capsys.readouterr().err
-    assert "different run" in err and "batches: 3 there, 2 now" in err
+    assert "run with other options" in err and "batches: 3 there, 2 now" in err
     assert cli.main([*run, "--resume"]) == 2
     assert "--resume needs --checkpoint" in capsys.readouterr().err
 

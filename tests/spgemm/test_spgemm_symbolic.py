@@ -61,8 +61,19 @@ def test_grid_parsing_errors():
         with pytest.raises(InputError):
             Grid.parse(bad)
     with pytest.raises(InputError, match="square"):
-        Grid.for_workers(3)
+        Grid.for_workers(3, 1)
     assert Grid.for_workers(8, 2) == Grid(2, 2)
+
+
+@pytest.mark.parametrize("n, grid", [(1, "1x1x1"), (2, "1x1x2"), (3, "1x1x3"), (4, "2x2x1"),
+                                     (6, "1x1x6"), (8, "2x2x2"), (9, "3x3x1"), (12, "2x2x3"),
+                                     (16, "4x4x1"), (18, "3x3x2"), (32, "4x4x2")])
+def test_default_grid_fits_any_worker_count(n, grid):
+    # issue 13 item 6: 2 or 8 workers failed with "do not form a square q x q x 1 grid"
+    g = Grid.for_workers(n)
+    assert str(g) == grid and g.p == n
+    # the largest square layer that uses every worker: no larger q divides n into layers
+    assert all(n % (q * q) for q in range(g.q + 1, n + 1))
 
 
 def test_plan_reproduces_table_vi_trends_on_cora():

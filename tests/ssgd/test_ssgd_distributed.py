@@ -87,6 +87,6 @@ def test_bytes_with_parts_sharing_workers(client4, ml_small):
               test_fraction=0.0, order_plugin=False)
     m = res.report()["measured"]
     assert m["parts_per_worker"] == 2
-    assert m["planned_bytes"] < res.report()["run_plan"]["planned_bytes"]
+    assert m["planned_bytes"] < res.report()["run_plan"]["part_bytes"]
     assert m["planned_bytes"] <= m["inter_worker_bytes_sizeof"] <= 1.01 * m["planned_bytes"]
     assert abs(m["inter_worker_bytes"] - m["planned_bytes"]) <= 0.1 * m["planned_bytes"]

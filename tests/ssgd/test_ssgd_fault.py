@@ -125,10 +125,47 @@ def test_checkpoint_of_another_run_is_refused(nanny_client, tmp_path):
                 **{**OPTS, "epochs": 1})
     with pytest.raises(InputError, match="pass --resume"):
         dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, checkpoint=ck, **OPTS)
-    with pytest.raises(InputError, match=r"manifest.json: the checkpoint is of a "
-                                            r"different run \(lr: 0.02 there, 0.05 now"):
+    with pytest.raises(InputError, match=r"manifest.json: this checkpoint was of a run "
+                                            r"with other options \(lr: 0.02 there, 0.05 now"):
         dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, checkpoint=ck, resume=True,
                     lr=0.05, **OPTS)
+
+
+def test_resuming_with_another_input_shows_both_fingerprints(nanny_client, tmp_path):
+    """Not "partition.txt:610: 610 row part ids for 7 rows" (issue 13, item 7)."""
+    ck = tmp_path / "ck"
+    dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, checkpoint=ck,
+                **{**OPTS, "epochs": 1})
+    other = (np.array([0, 1, 2, 3, 4, 5, 6]), np.array([0, 1, 2, 3, 4, 0, 1]),
+             np.ones(7), (7, 5))
+    with pytest.raises(InputError, match=r"manifest.json: this checkpoint was made from "
+                                         r"another input \(ratings sha256 [0-9a-f]{12}\.\.\. "
+                                         r"shape \[610, 9724\] there, [0-9a-f]{12}\.\.\. "
+                                         r"shape \[7, 5\] now\)"):
+        dh.ssgd.fit(other, 3, client=nanny_client, checkpoint=ck, resume=True, **OPTS)
+
+
+def test_resume_falls_back_from_a_truncated_epoch(nanny_client, tmp_path):
+    from daskhpc.runtime import CheckpointWarning
+
+    ck = tmp_path / "ck"
+    dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, checkpoint=ck,
+                **{**OPTS, "epochs": 3})
+    bad = ck / "step-000003" / "part-2.npz"
+    bad.write_bytes(bad.read_bytes()[:-50])
+    with pytest.warns(CheckpointWarning, match=f"{bad}: .*falling back to step 2"):
+        res = dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, checkpoint=ck,
+                          resume=True, **OPTS)
+    assert res.report()["recovery"]["resumed_from_epoch"] == 2
+    _same_as_serial(res, **OPTS)
+
+
+def test_diverging_sgd_stops_with_the_epoch_and_value(nanny_client):
+    from daskhpc.runtime import Diverged
+
+    with pytest.raises(Diverged, match=r"ssgd diverged: train_loss = nan in epoch 0 .*"
+                                       r"try a smaller --lr than 1e\+06"):
+        dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, lr=1e6, **OPTS)
 
 
 # -- a worker dies mid-epoch ----------------------------------------------------------

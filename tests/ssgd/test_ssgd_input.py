@@ -13,17 +13,46 @@ from daskhpc.ssgd._assign import random_col_blocks
 from daskhpc.ssgd._problem import as_ratings, split
 
 
-def test_empty_row_is_refused():
+def test_empty_rows_are_dropped_with_a_note_or_refused_with_keep_empty():
+    # issue 13 item 6: dropped with a note instead of stopping; --keep-empty refuses
     A = sp.csr_array(np.array([[1.0, 2.0], [0.0, 0.0], [3.0, 0.0]]))
-    with pytest.raises(InputError, match=r"row 1 has no ratings \(1 of 3 rows are empty\)"):
-        plan(A, 2)
+    rep = plan(A, 2, partition="random")
+    assert rep["input"]["shape"] == [2, 2] and rep["input"]["shape_in_file"] == [3, 2]
+    assert rep["input"]["dropped_empty"] == {"rows": 1, "columns": 0, "first_rows": [1],
+                                             "first_columns": []}
+    assert "dropped 1 empty row (1) of the 3 x 2 matrix" in rep["input"]["notes"][0]
+    with pytest.raises(InputError, match=r"row 1 has no ratings \(1 of 3 rows are empty\)"
+                                         ".*without --keep-empty"):
+        plan(A, 2, keep_empty=True)
 
 
-def test_empty_column_is_refused(tmp_path):
+def test_empty_columns_are_named_as_the_file_does(tmp_path):
+    from daskhpc.ssgd._setup import prepare
+
     f = tmp_path / "r.mtx"
-    f.write_text("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 4\n2 1 3\n3 2 5\n")
-    with pytest.raises(InputError, match="column 2 has no ratings"):
-        plan(str(f), 2)
+    f.write_text("%%MatrixMarket matrix coordinate real general\n4 3 3\n1 1 4\n2 1 3\n"
+                 "4 2 5\n")
+    with pytest.raises(InputError, match="r.mtx: row 3 has no ratings"):   # 1-based
+        plan(str(f), 2, keep_empty=True)
+    s = prepare(str(f), 2, partition="random", test_fraction=0.0)
+    assert s.ratings.shape == (3, 2)
+    assert s.index_maps[0].tolist() == [1, 2, 4] and s.index_maps[1].tolist() == [1, 2]
+    note = s.ratings.source["notes"][0]
+    assert "dropped 1 empty row (3) and 1 empty column (3) of the 4 x 3 matrix" in note
+    # the ratings that remain are the file's, re-indexed
+    assert s.ratings.matrix().toarray().tolist() == [[4, 0], [3, 0], [0, 5]]
+
+
+def test_string_ids_and_format_reach_ssgd(tmp_path):
+    from daskhpc.ssgd._setup import prepare
+
+    f = tmp_path / "votes.el"           # .el says snap: format="ratings" overrides it
+    f.write_text("u1 tt1 4\nu2 tt1 3\nu2 tt2 5\nu3 tt2 1\n")
+    s = prepare(str(f), 2, partition="random", test_fraction=0.0, format="ratings")
+    assert s.ratings.shape == (3, 2)
+    assert s.index_maps[0].tolist() == ["u1", "u2", "u3"]
+    with pytest.raises(InputError, match="unknown format 'nope'"):
+        prepare(str(f), 2, format="nope")
 
 
 def test_nan_rating_is_refused(tmp_path, tiny):

@@ -1,0 +1,64 @@
+"""Inputs users have (issue 13 item 6), through the real console script: ``--format``,
+string ids, empty rows dropped with a note (``--keep-empty`` refuses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+EXE = os.path.join(os.path.dirname(sys.executable), "daskhpc")
+EMPTY_ROWS = ("%%MatrixMarket matrix coordinate real general\n6 4 8\n1 1 4\n1 2 3\n2 3 5\n"
+              "2 4 1\n4 1 2\n4 3 4\n6 2 5\n6 4 3\n")
+
+
+def daskhpc(*argv, timeout=300):
+    done = subprocess.run([EXE, *map(str, argv)], capture_output=True, text=True,
+                          timeout=timeout)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_plan_with_format_and_string_ids(tmp_path):
+    path = tmp_path / "votes.el"            # .el says snap: --format ratings overrides it
+    path.write_text("alice tt1 4\nbob tt1 3\nbob tt2 5\ncarol tt2 1\ncarol tt1 2\n")
+    code, out, err = daskhpc("plan", "ssgd", path, "--format", "ratings", "--parts", "2",
+                             "--partition", "random", "--json", "-")
+    assert code == 0, err
+    assert json.loads(out)["input"]["shape"] == [3, 2]
+    code, out, err = daskhpc("plan", "ssgd", path, "--parts", "2")     # read as a graph
+    assert code == 2 and "bad token 'alice'" in err
+
+
+def test_plan_drops_empty_rows_with_a_note_and_keep_empty_refuses(tmp_path):
+    path = tmp_path / "a.mtx"
+    path.write_text(EMPTY_ROWS)
+    code, out, err = daskhpc("plan", "ssgd", path, "--parts", "2", "--partition", "random",
+                             "--test-fraction", "0", "--json", "-")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["input"]["dropped_empty"]["rows"] == 2 and rep["input"]["shape"] == [4, 4]
+    assert "note:" in err and "dropped 2 empty rows (3, 5) of the 6 x 4 matrix" in err
+    code, out, err = daskhpc("plan", "ssgd", path, "--parts", "2", "--keep-empty")
+    assert code == 2 and err.strip().splitlines() == [
+        f"daskhpc: error: {path}: row 3 has no ratings (2 of 6 rows are empty); SSGD needs "
+        "a rating per user: run without --keep-empty to drop them"]
+
+
+def test_run_drops_empty_rows_instead_of_stopping(tmp_path):
+    path = tmp_path / "a.mtx"
+    path.write_text(EMPTY_ROWS)
+    code, out, err = daskhpc("run", "ssgd", path, "--workers", "2", "--parts", "2",
+                             "--partition", "random", "--epochs", "2", "--test-fraction", "0",
+                             "--json", "-")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["input"]["dropped_empty"] == {"rows": 2, "columns": 0, "first_rows": [3, 5],
+                                             "first_columns": []}
+    assert "dropped 2 empty rows" in err
+    # one planned_bytes meaning in the run's report (issue 13 item 4)
+    m = rep["measured"]
+    assert "planned_bytes" not in rep["plan"] and "part_bytes" in rep["plan"]
+    assert m["bytes"]["per_run"]["planned_bytes"] == m["planned_bytes"]
+    assert sum(m["bytes"]["per_unit"]["planned_bytes"]) <= m["planned_bytes"]
+    assert m["bytes"]["per_unit"]["unit"] == "epoch"
