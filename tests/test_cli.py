@@ -35,7 +35,8 @@ def test_partition_report(shared_data, tmp_path, capsys):
     assert len(saved.read_text().split()) == 610
 
 
-@pytest.mark.parametrize("partitioner", ["mtkahypar", "random", "graph"])
+@pytest.mark.parametrize("partitioner", [
+    "mtkahypar", "random", pytest.param("graph", marks=pytest.mark.slow)])
 def test_partition_slashdot(shared_data, tmp_path, capsys, partitioner):
     """The issue's command on soc-Slashdot0902 (the fast preset keeps the test short)."""
     out_json = tmp_path / "out.json"

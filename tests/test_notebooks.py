@@ -7,8 +7,9 @@ result's table (a workflow result's ``_repr_html_``) and at least one bokeh figu
 (``plot()`` or a plan sweep shown with ``bokeh.io.show``). The committed files carry no
 outputs, and the notebooks import only the public API.
 
-The default run is the gallery's small version (2 workers, bundled data); the paper-scale
-version (``DASKHPC_GALLERY=full``: more K, more epochs) is slow::
+The default run executes the small version (2 workers, bundled data) of quickstart,
+spgemm and allreduce-linear (the CI budget); the other notebooks' small runs and every
+paper-scale run (``DASKHPC_GALLERY=full``: more K, more epochs) are slow::
 
     pytest -m slow tests/test_notebooks.py
 """
@@ -129,8 +130,14 @@ def check_executed(nb, name: str) -> None:
     assert RESULT_PLOT.search(html), f"{name}: no result's plot() in the HTML"
 
 
+# The default run executes these (the CI budget); the others run with -m slow.
+DEFAULT_RUN = {"quickstart", "spgemm", "allreduce-linear"}
+
+
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+@pytest.mark.parametrize("path", [
+    p if p.stem in DEFAULT_RUN else pytest.param(p, marks=pytest.mark.slow)
+    for p in NOTEBOOKS], ids=IDS)
 def test_notebook_runs_and_renders(path):
     check_executed(execute(path), path.stem)
 
