@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-__all__ = ["mttkrp", "slices", "Slices", "mttkrp_into", "mttkrp_rows", "mttkrp_fibers"]
+__all__ = ["mttkrp", "slices", "Slices", "mttkrp_into", "mttkrp_rows", "mttkrp_fibers",
+           "counting_order"]
 
 
 @numba.njit(cache=True)
@@ -149,7 +150,7 @@ def _mttkrp_fibers3(ptr, idx, val, C, B, out):  # pragma: no cover - numba
 
 
 @numba.njit(cache=True)
-def _counting_order(keys, nkeys):  # pragma: no cover - numba
+def counting_order(keys, nkeys):  # pragma: no cover - numba
     # stable counting sort: positions of the nonzeros grouped by key, storage order kept
     ptr = np.zeros(nkeys + 1, np.int64)
     for e in range(keys.size):
@@ -205,8 +206,8 @@ def slices(coords, vals, mode: int, shape, fibers: bool | None = None) -> Slices
     outer = min(others, key=lambda m: (shape[m], m))
     order_modes = (outer, *[m for m in others if m != outer])
     # two stable counting sorts: by the outer mode, then by row
-    _, o1 = _counting_order(np.ascontiguousarray(coords[outer], dtype=np.int64), int(shape[outer]))
-    ptr, o2 = _counting_order(np.ascontiguousarray(coords[mode][o1], dtype=np.int64),
+    _, o1 = counting_order(np.ascontiguousarray(coords[outer], dtype=np.int64), int(shape[outer]))
+    ptr, o2 = counting_order(np.ascontiguousarray(coords[mode][o1], dtype=np.int64),
                               int(shape[mode]))
     order = o1[o2]
     big = coords.size and int(coords.max()) >= 2**31 - 1

@@ -38,6 +38,7 @@ import numpy as np
 from daskhpc import hypergraph as hg
 from daskhpc.errors import InputError
 
+from ._kernels import counting_order
 from ._tensor import Tensor
 
 __all__ = ["Distribution", "distribute", "GRAINS", "PARTITIONS", "block_slices",
@@ -93,16 +94,8 @@ class Distribution:
 def _row_parts(rows, parts, nrows, nparts):  # pragma: no cover - numba
     # bucket the entries by row (counting sort), then keep each part once per row with a
     # stamp array: O(entries + K), no global sort of the (row, part) keys
-    ptr = np.zeros(nrows + 1, np.int64)
-    for e in range(rows.size):
-        ptr[rows[e] + 1] += 1
-    for i in range(nrows):
-        ptr[i + 1] += ptr[i]
-    cur = ptr[:-1].copy()
-    byrow = np.empty(rows.size, np.int64)
-    for e in range(rows.size):
-        byrow[cur[rows[e]]] = parts[e]
-        cur[rows[e]] += 1
+    ptr, order = counting_order(rows, nrows)
+    byrow = parts[order]
     stamp = np.full(nparts, -1, np.int64)
     out_ptr = np.zeros(nrows + 1, np.int64)
     out = np.empty(rows.size, np.int64)
