@@ -6,6 +6,7 @@ Partition; the report holds the model's size and the cut metrics.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -66,18 +67,25 @@ def model_summary(h: hg.Hypergraph) -> dict:
             "pins": h.num_pins, "constraints": h.num_constraints}
 
 
-def partition_report(args, data) -> tuple[dict, hg.Partition]:
-    """Build the model, partition it, and return the JSON report and the Partition."""
+def partition_report(args, data, stage=None) -> tuple[dict, hg.Partition]:
+    """Build the model, partition it, and return the JSON report and the Partition.
+
+    ``stage(label)`` is a context manager that says what runs (``daskhpc._terminal.stage``
+    on the command line); default: silent."""
+    stage = stage or _silent
     t0 = time.perf_counter()
-    h, G = build_model(args.model, data, net_cost=args.net_cost, seed=args.seed)
+    with stage(f"building the {args.model} model"):
+        h, G = build_model(args.model, data, net_cost=args.net_cost, seed=args.seed)
     t_model = time.perf_counter() - t0
     options = {"threads": args.threads}
     if args.partitioner == "graph":
         options["graph"] = G if h.name != "row-net" else None
     if args.partitioner == "mtkahypar":
         options["preset"] = args.preset
-    p = hg.partition(h, args.parts, args.partitioner, objective=args.objective,
-                     epsilon=args.epsilon, seed=args.seed, **options)
+    with stage(f"{args.partitioner}: {args.parts} parts of {h.num_vertices:,} vertices, "
+               f"{h.num_nets:,} nets, {h.num_pins:,} pins"):
+        p = hg.partition(h, args.parts, args.partitioner, objective=args.objective,
+                         epsilon=args.epsilon, seed=args.seed, **options)
     report = new_report(
         "partition", input=data.describe(), model=model_summary(h), parts=args.parts,
         partitioner=p.partitioner, objective=args.objective, epsilon=args.epsilon,
@@ -101,30 +109,45 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join([line, rule, *body])
 
 
-def demo_partitions(nparts: int = 4, seed: int = 0, backends=None) -> list[dict]:
-    """Partition every bundled data set with every backend; one row per (data, backend)."""
+def demo_partitions(nparts: int = 4, seed: int = 0, backends=None,
+                    stage=None) -> list[dict]:
+    """Partition every bundled data set with every backend; one row per (data, backend).
+
+    ``stage(label)`` says what runs, as in :func:`partition_report`."""
     from daskhpc import datasets
 
-    cases = [("ratings (ml-latest-small)", datasets.ratings(), "column-net"),
-             ("cora", _cora_input(), "column-net"),
-             ("umls tensor", datasets.tensor(), "tensor-fine"),
-             ("a9a", datasets.libsvm(), "row-net")]
+    stage = stage or _silent
+    cases = [("ratings (ml-latest-small)", datasets.ratings, "column-net"),
+             ("cora", _cora_input, "column-net"),
+             ("umls tensor", datasets.tensor, "tensor-fine"),
+             ("a9a", datasets.libsvm, "row-net")]
     backends = backends or ["mtkahypar", "kahypar", "graph", "random", "block"]
     rows = []
-    for name, data, model in cases:
-        h, G = build_model(model, data, seed=seed)
-        base = None
-        for backend in backends:
-            opts = {"graph": G} if backend == "graph" else {}
-            p = hg.partition(h, nparts, backend, objective="km1", seed=seed, **opts)
-            m = p.metrics()
-            base = m["km1"] if backend == "random" else base
-            rows.append({"data": name, "model": model, "partitioner": backend,
-                         "km1": m["km1"], "soed": m["soed"], "cut": m["cut"],
-                         "imbalance": f"{m['imbalance']:.3f}", "time_s": f"{p.time_s:.2f}"})
-        for r in rows[-len(backends):]:
-            r["km1/random"] = f"{r['km1'] / base:.2f}" if base else "-"
+    for name, load, model in cases:
+        with stage(f"{name}: {model} model, {', '.join(backends)}"):
+            rows += _demo_rows(name, load(), model, nparts, seed, backends)
     return rows
+
+
+def _demo_rows(name, data, model, nparts, seed, backends) -> list[dict]:
+    rows = []
+    h, G = build_model(model, data, seed=seed)
+    base = None
+    for backend in backends:
+        opts = {"graph": G} if backend == "graph" else {}
+        p = hg.partition(h, nparts, backend, objective="km1", seed=seed, **opts)
+        m = p.metrics()
+        base = m["km1"] if backend == "random" else base
+        rows.append({"data": name, "model": model, "partitioner": backend,
+                     "km1": m["km1"], "soed": m["soed"], "cut": m["cut"],
+                     "imbalance": f"{m['imbalance']:.3f}", "time_s": f"{p.time_s:.2f}"})
+    for r in rows:
+        r["km1/random"] = f"{r['km1'] / base:.2f}" if base else "-"
+    return rows
+
+
+def _silent(_label):
+    return contextlib.nullcontext()
 
 
 def _cora_input():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import sys
 import time
@@ -23,6 +24,7 @@ import traceback
 import warnings
 
 from daskhpc import __version__, _workflows
+from daskhpc._terminal import json_on_stdout, stage
 from daskhpc.errors import InputError
 from daskhpc.report import new_report, summarize, write_report
 
@@ -104,6 +106,9 @@ def _workflow_parser(sub, mode: str) -> None:
                 w.add_argument("--resume", action="store_true",
                                help="continue from the last checkpoint in --checkpoint DIR "
                                     "(a fresh start if there is none)")
+            w.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                           help="progress on stderr: by default a bar on a terminal and "
+                                "nothing when piped; --progress prints lines in a log too")
             if getattr(mod, "EXCHANGE", False):
                 w.add_argument("--exchange", choices=["direct", "graph"],
                                help="messages between workers pushed by the sender (direct, "
@@ -152,8 +157,9 @@ def cmd_partition(args) -> dict:
     if not args.epsilon >= 0:
         raise InputError(f"--epsilon must be a number >= 0 (an allowed imbalance such as "
                          f"0.03), not {args.epsilon}")
-    data = read(args.input, format=args.format)
-    report, p = partition_report(args, data)
+    with stage(f"reading {os.path.basename(args.input)}"):
+        data = read(args.input, format=args.format)
+    report, p = partition_report(args, data, stage=stage)
     if args.save_partition:
         p.save(args.save_partition)
     m = report["partition"]
@@ -220,15 +226,31 @@ def _check_cluster_args(args) -> None:
     check_dashboard_address(getattr(args, "dashboard_address", None))
 
 
+@contextlib.contextmanager
 def _client_for(args):
+    """A client of the cluster the options name (a new LocalCluster by default); a
+    Ctrl-C inside closes it without the lost-data log lines of a cluster closed mid-run."""
     from daskhpc.runtime import connect
 
     _check_cluster_args(args)
-
-    return connect(getattr(args, "scheduler_address", None),
-                   scheduler_file=getattr(args, "scheduler_file", None),
-                   n_workers=getattr(args, "workers", None),
-                   dashboard_address=getattr(args, "dashboard_address", None))
+    joins = getattr(args, "scheduler_file", None) or getattr(args, "scheduler_address", None)
+    workers = getattr(args, "workers", None)
+    what = (f"joining the scheduler at {joins}" if joins else
+            f"starting a LocalCluster of {workers or 'the default number of'} workers")
+    if os.environ.get("DASKHPC_MPI_CLIENT") == "1":
+        what = "joining the MPI job's scheduler"
+    with stage(what):
+        client = connect(getattr(args, "scheduler_address", None),
+                         scheduler_file=getattr(args, "scheduler_file", None),
+                         n_workers=workers,
+                         dashboard_address=getattr(args, "dashboard_address", None))
+    with client:
+        try:
+            yield client
+        except KeyboardInterrupt:
+            # the scheduler would log every part lost by closing its workers mid-run
+            logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+            raise
 
 
 def _workflow_module(args):
@@ -238,8 +260,7 @@ def _workflow_module(args):
 
 
 def _print_summary(mod, report: dict, args) -> None:
-    if getattr(args, "json", None) == "-":
-        return  # stdout carries the JSON
+    """The human lines (on stderr when ``--json -`` puts the report on stdout)."""
     text = mod.summary(report) if hasattr(mod, "summary") else summarize(report)
     print(text)
 
@@ -278,6 +299,8 @@ def cmd_run(args) -> dict:
             print(f"dashboard: {link} (daskhpc pages: {pages})", file=sys.stderr)
         report = mod.run(args, client)
     _print_summary(mod, report, args)
+    if not getattr(args, "json", None):
+        print("(the full report: --json FILE, or --json - for stdout)")
     return report
 
 
@@ -288,25 +311,29 @@ def cmd_demo(args) -> dict:
     if not args.no_cluster:
         _check_cluster_args(args)
     t0 = time.perf_counter()
-    rows = demo_partitions(args.parts)
-    print(f"Partitioning the bundled data into {args.parts} parts (km1 objective):\n")
+    print(f"Partitioning the bundled data into {args.parts} parts (km1 objective):",
+          flush=True)
+    rows = demo_partitions(args.parts, stage=stage)
+    print()
     print(format_table(rows, ["data", "model", "partitioner", "km1", "km1/random", "soed",
                               "cut", "imbalance", "time_s"]))
     report = new_report("demo", parts=args.parts, partitions=rows, workflows={})
     names = sorted(_workflows.available())
     if names and not args.no_cluster:
-        from daskhpc.runtime import connect
-
-        with connect(n_workers=args.workers) as client:
-            print(f"\nLocalCluster: {args.workers} workers, dashboard {client.dashboard_link}")
+        with _client_for(args) as client:
+            print(f"\nEvery workflow on bundled data, LocalCluster of {args.workers} workers "
+                  f"(dashboard {client.dashboard_link}):", flush=True)
             for name in names:
                 mod = _workflows.load(name)
                 if not hasattr(mod, "demo"):
                     continue
-                print(f"\n== {name} ==")
+                print(f"\n== {name}: {getattr(mod, 'HELP', name)} ==", flush=True)
                 report["workflows"][name] = mod.demo(client)
                 _print_summary(mod, report["workflows"][name], args)
     report["timing"] = {"run_s": round(time.perf_counter() - t0, 2)}
+    print(f"\ndemo done in {report['timing']['run_s']:.0f} s"
+          + ("" if getattr(args, "json", None) else
+             "; every number above and more: daskhpc demo --json demo.json"))
     return report
 
 
@@ -360,13 +387,24 @@ def _one_line_warnings(debug):
         warnings.formatwarning = saved
 
 
+def _progress_setting(on):
+    """``--progress``/``--no-progress``: the setting every progress display reads."""
+    if on is None:
+        return contextlib.nullcontext()
+    import dask.config
+
+    return dask.config.set({"daskhpc.runtime.progress": bool(on)})
+
+
 def _main(argv, debug, report_hook) -> int:
     args = None
     try:
         args = build_parser().parse_args(argv)
-        report = COMMANDS[args.command](args)
-        if report_hook is not None and report is not None:
-            report = report_hook(report)
+        with _progress_setting(getattr(args, "progress", None)), \
+                json_on_stdout(getattr(args, "json", None) == "-"):
+            report = COMMANDS[args.command](args)
+            if report_hook is not None and report is not None:
+                report = report_hook(report)
         if getattr(args, "json", None) and report is not None:
             write_report(report, args.json)
         return 0

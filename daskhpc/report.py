@@ -33,6 +33,7 @@ import numpy as np
 from daskhpc import __version__
 
 __all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
+           "summary_line",
            "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES"]
 
 #: The one meaning of ``planned_bytes`` in a report, a history row and the dashboard.
@@ -189,40 +190,174 @@ def compare_arrays(pairs, *, rtol: float | None = None) -> dict:
 
 
 def _fmt(v) -> str:
-    if isinstance(v, float):
+    if isinstance(v, (float, np.floating)):
         return f"{v:.4g}"
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return _count(v)
     return str(v)
 
 
 def summarize(report: dict) -> str:
-    """Human-readable lines for a report: what ran, planned vs measured, quality, check."""
-    lines = []
-    inp = report.get("input")
-    head = str(report.get("workflow"))
-    if isinstance(inp, dict) and "shape" in inp:
-        where = inp.get("path", "")
-        head += f": {where} {tuple(inp['shape'])}, nnz {inp.get('nnz')}"
-    if "parts" in report:
-        head += f", {report['parts']} parts"
-    lines.append(head)
-    for section in ("partition", "plan", "measured", "timing", "quality", "serial_check",
-                    "recovery"):
-        values = report.get(section)
-        if not isinstance(values, dict):
-            continue
-        flat = {k: v for k, v in values.items() if isinstance(v, (int, float, str, bool))}
-        if flat:
-            lines.append(f"{section}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in flat.items()))
+    """A few human lines for a report: what ran, planned vs measured, quality, serial check.
+
+    The full report is the JSON (``--json FILE``); this is what a terminal shows.
+
+    Examples
+    --------
+    >>> print(summarize({"workflow": "x", "input": {"path": "/d/a.mtx", "shape": [2, 3],
+    ...                  "nnz": 4}, "parts": 2, "timing": {"run_s": 0.5},
+    ...                  "measured": {"planned_bytes": 2000, "planned_messages": 4,
+    ...                               "inter_worker_bytes": 2100,
+    ...                               "inter_worker_messages": 4},
+    ...                  "serial_check": {"done": True, "identical": True}}))
+    x: a.mtx, 2 x 3, 4 nonzeros, 2 parts
+      traffic    planned 2 kB in 4 messages, measured 2.1 kB in 4 (1.05x the plan)
+      time       run 0.50 s
+      serial     identical to the serial reference
+    """
+    lines = [_headline(report)]
+    for label, text in (("partition", _partition_line(report.get("partition"))),
+                        ("plan", _plan_line(report)),
+                        ("traffic", _traffic_line(report.get("measured"))),
+                        ("time", _time_line(report.get("timing"))),
+                        ("quality", _quality_line(report.get("quality"))),
+                        ("serial", _serial_line(report.get("serial_check")))):
+        if text:
+            lines.append(summary_line(label, text))
     recs = report.get("recoveries") or (report.get("recovery") or {}).get("recoveries") or []
     for r in recs:
         again = r.get("rerun") if r.get("rerun") is not None else r.get("restart")
-        lines.append(f"recovered: lost {', '.join(r['lost'])}; ran again from {again}; "
-                     f"{r.get('time_lost_s', 0.0):.2f} s lost")
+        lines.append(summary_line("recovered", f"lost {', '.join(r['lost'])}; ran again "
+                                  f"from {again}; {r.get('time_lost_s', 0.0):.2f} s lost"))
     ck = report.get("checkpoint")
     if isinstance(ck, dict) and "dir" in ck:
-        lines.append("checkpoint: " + ", ".join(f"{k}={_fmt(v)}" for k, v in ck.items()
-                                                if not isinstance(v, (dict, list))))
+        more = ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in ck.items()
+                         if k != "dir" and isinstance(v, (int, float, str, bool)))
+        lines.append(summary_line("checkpoint", ck["dir"] + (f" ({more})" if more else "")))
     return "\n".join(lines)
+
+
+def summary_line(label: str, text: str) -> str:
+    """One line of :func:`summarize`'s block (a workflow's ``summary`` adds its own)."""
+    return f"  {label:<10} {text}"
+
+
+def _headline(report: dict) -> str:
+    head = str(report.get("workflow"))
+    inp = report.get("input")
+    if isinstance(inp, dict) and "shape" in inp:
+        name = str(inp.get("path") or inp.get("name") or "").rsplit("/", 1)[-1]
+        shape = " x ".join(str(n) for n in inp["shape"])
+        head += f": {name + ', ' if name else ''}{shape}"
+        if inp.get("nnz") is not None:
+            head += f", {_count(inp['nnz'])} nonzeros"
+    if "parts" in report:
+        head += f", {report['parts']} parts"
+    return head
+
+
+def _partition_line(p) -> str:
+    if not isinstance(p, dict):
+        return ""
+    bits = [str(p[k]) for k in ("partitioner", "method") if isinstance(p.get(k), str)]
+    for k in ("km1", "soed", "cut"):
+        if isinstance(p.get(k), (int, np.integer)):
+            bits.append(f"{k} {_count(p[k])}")
+            break                      # one cut metric is enough here; the JSON has all
+    if isinstance(p.get("imbalance"), (int, float)):
+        bits.append(f"imbalance {100 * p['imbalance']:.1f}%")
+    if p.get("balanced") is False:
+        bits.append("NOT balanced")
+    return ", ".join(bits)
+
+
+def _plan_line(report: dict) -> str:
+    """The plan's totals (a plan-only report; a run shows its traffic instead)."""
+    p = report.get("plan")
+    if not isinstance(p, dict) or isinstance(report.get("measured"), dict) \
+            or "tot_vol" not in p:
+        return ""
+    unit = p.get("unit", "units")
+    text = (f"{_count(p['tot_vol'])} {unit} in {_count(p.get('tot_msgs', 0))} messages "
+            f"(max per part: {_count(p.get('max_vol', 0))} {unit}, "
+            f"{_count(p.get('max_msgs', 0))} messages)")
+    if p.get("planned_bytes") is not None:
+        text += f", {_bytes(p['planned_bytes'])}"
+    return text
+
+
+def _traffic_line(m) -> str:
+    if not isinstance(m, dict) or "inter_worker_bytes" not in m:
+        return ""
+    got = f"measured {_bytes(m['inter_worker_bytes'])} in " \
+          f"{_count(m.get('inter_worker_messages', 0))}"
+    if "planned_bytes" not in m:
+        return got.replace("measured", "between workers", 1) + " messages"
+    planned = int(m["planned_bytes"])
+    ratio = f" ({m['inter_worker_bytes'] / planned:.2f}x the plan)" if planned else ""
+    return (f"planned {_bytes(planned)} in {_count(m.get('planned_messages', 0))} messages, "
+            f"{got}{ratio}")
+
+
+def _time_line(t) -> str:
+    if not isinstance(t, dict):
+        return ""
+    main = next((k for k in ("run_s", "total_s") if isinstance(t.get(k), (int, float))), None)
+    rest = [f"{k[:-2].replace('_', ' ')} {t[k]:.2f} s" for k in t
+            if k != main and k.endswith("_s") and isinstance(t[k], (int, float))
+            and not k.startswith(("median", "per_")) and t[k] >= 0.005][:4]
+    if main is None:
+        return ", ".join(rest)
+    return f"run {t[main]:.2f} s" + (f" ({', '.join(rest)})" if rest else "")
+
+
+def _quality_line(q) -> str:
+    if not isinstance(q, dict):
+        return ""
+    bits = []
+    for k, v in q.items():
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
+            continue                   # definitions and flags: the JSON has them
+        if k.endswith("_s"):
+            bits.append(f"{k[:-2].replace('_', ' ')} {_seconds(v)}")
+        else:
+            bits.append(f"{k.replace('_', ' ')} {_fmt(v)}")
+    return ", ".join(bits[:6])
+
+
+def _serial_line(c) -> str:
+    if not isinstance(c, dict):
+        return ""
+    if not c.get("done"):
+        return "not checked (--check-serial compares with the serial reference)"
+    ref = c.get("reference")
+    ref = f": {ref}" if isinstance(ref, str) and len(ref) <= 80 else ""
+    diff = c.get("max_abs_diff")
+    if c.get("identical"):
+        return f"identical to the serial reference{ref}"
+    if c.get("within_tolerance"):
+        return (f"within rtol {c.get('rtol')} (max |diff| {_fmt(diff)}) of the serial "
+                f"reference{ref}")
+    return "DIFFERS" + (f" (max |diff| {_fmt(diff)})" if diff is not None else "") + \
+        f" from the serial reference{ref}"
+
+
+def _seconds(t) -> str:
+    return f"{1e3 * t:.3g} ms" if t < 1 else f"{t:.3g} s"
+
+
+def _count(n) -> str:
+    return f"{int(n):,}"
+
+
+def _bytes(n) -> str:
+    """Decimal units, three digits: 5,324,800 -> '5.32 MB'."""
+    n = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1000
+    return ""  # pragma: no cover
 
 
 class WorkflowResult:

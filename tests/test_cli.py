@@ -118,26 +118,43 @@ def test_info_json(tmp_path, capsys):
     assert info["partitioners"]["mtkahypar"] and info["packages"]["numpy"]
 
 
-def test_demo_partition_table(capsys, tmp_path):
-    out_json = tmp_path / "demo.json"
-    status, out, err = run_cli(capsys, "demo", "--no-cluster", "--json", out_json)
-    assert status == 0, err
-    rows = json.loads(out_json.read_text())["partitions"]
-    assert {r["partitioner"] for r in rows} == {"mtkahypar", "kahypar", "graph", "random", "block"}
-    by = {(r["data"], r["partitioner"]): r for r in rows}
-    for data in ["ratings (ml-latest-small)", "cora", "umls tensor"]:
-        assert by[data, "mtkahypar"]["km1"] < by[data, "random"]["km1"]
-
-
 def test_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "daskhpc.cli", "--version"], capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "daskhpc 0.1.0"
 
 
-def test_summarize_lists_scalar_sections():
+def test_summarize_is_a_short_human_block():
     from daskhpc.cli import summarize
 
-    text = summarize({"workflow": "x", "input": {"path": "a.mtx", "shape": [2, 3], "nnz": 4},
-                      "plan": {"tot_vol": 5, "steps": {"a": 1}}, "timing": {"run_s": 0.5}})
-    assert text.splitlines() == ["x: a.mtx (2, 3), nnz 4", "plan: tot_vol=5", "timing: run_s=0.5"]
+    text = summarize({"workflow": "x", "input": {"path": "/data/a.mtx", "shape": [2, 3],
+                                                 "nnz": 4000},
+                      "parts": 2, "partition": {"partitioner": "mtkahypar", "km1": 1234,
+                                                "imbalance": 0.0312},
+                      "plan": {"tot_vol": 5, "steps": {"a": 1}},
+                      "measured": {"planned_bytes": 5_324_800, "planned_messages": 28,
+                                   "inter_worker_bytes": 5_330_922,
+                                   "inter_worker_messages": 28},
+                      "timing": {"run_s": 0.5, "partition_s": 1.25},
+                      "quality": {"rmse": 0.8123, "definition": "a long sentence"},
+                      "serial_check": {"done": True, "identical": False, "max_abs_diff": 2e-16,
+                                       "within_tolerance": True, "rtol": 1e-12}})
+    assert text.splitlines() == [
+        "x: a.mtx, 2 x 3, 4,000 nonzeros, 2 parts",
+        "  partition  mtkahypar, km1 1,234, imbalance 3.1%",
+        "  traffic    planned 5.32 MB in 28 messages, measured 5.33 MB in 28 (1.00x the plan)",
+        "  time       run 0.50 s (partition 1.25 s)",
+        "  quality    rmse 0.8123",
+        "  serial     within rtol 1e-12 (max |diff| 2e-16) of the serial reference"]
+
+
+def test_summarize_of_a_plan_and_of_a_failed_check():
+    from daskhpc.cli import summarize
+
+    text = summarize({"workflow": "x", "plan": {"tot_vol": 7170, "tot_msgs": 4, "max_vol": 3585,
+                                                "max_msgs": 2, "unit": "rows",
+                                                "planned_bytes": 917760},
+                      "serial_check": {"done": True, "identical": False, "max_abs_diff": 0.5}})
+    assert "  plan       7,170 rows in 4 messages (max per part: 3,585 rows, 2 messages), " \
+           "918 kB" in text
+    assert "  serial     DIFFERS (max |diff| 0.5) from the serial reference" in text

@@ -22,7 +22,7 @@ LAYERS = [
     {"runtime"},
     {"ssgd", "spgemm", "cpals", "gcn", "allreduce", "linear"},
     {"testing", "cli", "mpi", "_mpi_options", "_mpi_watch", "_mpi_security", "_info",
-     "_partition_cmd"},
+     "_partition_cmd", "_terminal"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

@@ -60,7 +60,6 @@ def add_arguments(parser, mode: str) -> None:
                             "workflows embed)")
         g.add_argument("--check-serial", action="store_true",
                        help="compare with the dense rank-order sum")
-        g.add_argument("--progress", action="store_true", help="progress bar on stderr")
 
 
 def _read(path: str):
@@ -113,7 +112,7 @@ def run(args, client) -> dict:
         kw["nparts"] = len(worker_addresses(client))
     res = allreduce(client=client, engine=args.engine, check_serial=args.check_serial,
                     exchange=getattr(args, "exchange", None),
-                    progress=bool(getattr(args, "progress", False)), **kw)
+                    progress=getattr(args, "progress", None), **kw)
     return res.report()
 
 

@@ -60,7 +60,6 @@ def add_arguments(parser, mode: str) -> None:
         g.add_argument("--check-serial", action="store_true",
                        help="also run the serial references and compare factors, lambda, "
                             "fit (partition-aware: bit for bit; plain serial: 1e-9)")
-        g.add_argument("--progress", action="store_true", help="progress bar on stderr")
 
 
 def _options(args) -> dict:
@@ -99,7 +98,7 @@ def run(args, client) -> dict:
     res = fit(_input(args), opts.pop("rank"), getattr(args, "parts", None), client=client,
               partition_file=getattr(args, "partition_file", None),
               check_serial=bool(getattr(args, "check_serial", False)),
-              progress=bool(getattr(args, "progress", False)),
+              progress=getattr(args, "progress", None),
               checkpoint=getattr(args, "checkpoint", None),
               resume=bool(getattr(args, "resume", False)),
               exchange=getattr(args, "exchange", None), **opts)
@@ -119,14 +118,11 @@ def demo(client) -> dict:
 
 
 def summary(report: dict) -> str:
-    """What the CLI prints: the head, the partition, Table 2's columns per mode, totals."""
-    from daskhpc.report import summarize
+    """What the CLI prints: the common block, Table 2's columns per mode, per-iteration
+    plan, the Gram all-reduce, the plain serial check."""
+    from daskhpc.report import summarize, summary_line
 
-    lines = [summarize({k: v for k, v in report.items() if k not in ("partition", "plan")})]
-    part = report.get("partition", {})
-    lines.append("partition: " + ", ".join(
-        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in part.items()
-        if isinstance(v, (int, float, str)) and k not in ("time_s",)))
+    lines = [summarize({k: v for k, v in report.items() if k != "plan"})]
     modes = report.get("modes")
     if modes:
         head = ("mode", "load max", "load avg", "vol max", "vol avg", "msgs max", "msgs avg")
@@ -134,24 +130,27 @@ def summary(report: dict) -> str:
                  f"{m['vol_avg']:.0f}", str(m["msgs_max"]), f"{m['msgs_avg']:.0f}")
                 for m in modes]
         w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-        lines.append("  ".join(h.rjust(x) for h, x in zip(head, w)))
-        lines += ["  ".join(c.rjust(x) for c, x in zip(r, w)) for r in rows]
+        lines.append("    " + "  ".join(h.rjust(x) for h, x in zip(head, w)))
+        lines += ["    " + "  ".join(c.rjust(x) for c, x in zip(r, w)) for r in rows]
     p = report.get("plan")
     if p:
-        lines.append(f"per iteration: tot_vol={p['tot_vol']} rows (x {p['words_per_unit']} "
-                     f"words), tot_msgs={p['tot_msgs']}, sum_max_vol={p['sum_max_vol']}, "
-                     f"max_msgs={p['max_msgs']}, phases={p['phases']}")
+        lines.append(summary_line(
+            "plan", f"per iteration {p['tot_vol']:,} rows of {p['words_per_unit']} words in "
+                    f"{p['tot_msgs']:,} messages (sum of the phases' max {p['sum_max_vol']:,} "
+                    f"rows; at most {p['max_msgs']} messages a part), {p['phases']} phases"))
     a = report.get("allreduce")
     if a:
-        lines.append(f"gram all-reduce: {a['tot_msgs']} messages, {a['planned_bytes']} bytes "
-                     f"per iteration, in {a['phases']} rounds")
-    q, t = report.get("quality") or {}, report.get("timing") or {}
-    if q.get("fit"):
-        per = [x for x in t.get("per_iteration_s") or [] if x is not None]
-        med = f", median {1e3 * sorted(per)[len(per) // 2]:.1f} ms per iteration" if per else ""
-        lines.append(f"fit after {q['iterations']} iterations: {q['final_fit']:.6f}{med}")
+        lines.append(summary_line("gram", f"all-reduce of {a['tot_msgs']} messages, "
+                                          f"{a['planned_bytes']:,} bytes per iteration, in "
+                                          f"{a['phases']} rounds"))
+    t = report.get("timing") or {}
+    per = sorted(x for x in t.get("per_iteration_s") or [] if x is not None)
+    if per:
+        lines.append(summary_line("iteration", f"{1e3 * per[len(per) // 2]:.1f} ms median"))
     plain = (report.get("serial_check") or {}).get("plain_serial")
     if plain:
-        lines.append(f"plain serial: max relative difference {plain['max_rel_diff']:.2g} "
-                     f"(within {plain['rtol']:g}: {plain['within_tolerance']})")
+        ok = "within" if plain["within_tolerance"] else "NOT within"
+        lines.append(summary_line(
+            "plain", f"textbook serial CP-ALS: max relative difference "
+                     f"{plain['max_rel_diff']:.2g} ({ok} {plain['rtol']:g})"))
     return "\n".join(lines)

@@ -92,7 +92,6 @@ def add_arguments(parser, mode: str) -> None:
                        help="--minibatch: keep --partition instead of SHP (Algorithm 3)")
         g.add_argument("--in-loop", choices=("auto", "yes", "no"), default="auto",
                        help="run the steps in the workers' event loops (short steps)")
-        g.add_argument("--progress", action="store_true", help="progress bar on stderr")
 
 
 def _options(args) -> dict:
@@ -146,7 +145,7 @@ def run(args, client) -> dict:
     res = fit(_input(args), nparts=int(K), client=client,
               partition_file=getattr(args, "partition_file", None),
               check_serial=bool(getattr(args, "check_serial", False)),
-              minibatch=_minibatch(args), progress=bool(getattr(args, "progress", False)),
+              minibatch=_minibatch(args), progress=getattr(args, "progress", None),
               checkpoint=getattr(args, "checkpoint", None),
               resume=bool(getattr(args, "resume", False)), in_loop=loop,
               exchange=getattr(args, "exchange", None), **_options(args))
@@ -200,20 +199,19 @@ def summary(report: dict) -> str:
 
 
 def _run_summary(report: dict) -> str:
-    """A run: the generic lines, then accuracy, time per epoch and planned vs measured."""
-    from daskhpc.report import summarize
+    """A run: the common block, then accuracy and time per epoch."""
+    from daskhpc.report import summarize, summary_line
 
-    q, t, m = report.get("quality", {}), report.get("timing", {}), report.get("measured", {})
-    lines = [summarize({k: v for k, v in report.items() if k != "quality"})]
+    q, t = report.get("quality", {}), report.get("timing", {})
+    lines = summarize({k: v for k, v in report.items() if k != "quality"}).splitlines()
+    at = next((i for i, x in enumerate(lines) if x.startswith("  serial")), len(lines))
     if "final_test_acc" in q:
-        lines.append(f"accuracy: train {q.get('final_train_acc', float('nan')):.4f}, val "
-                     f"{q.get('final_val_acc', float('nan')):.4f}, test "
-                     f"{q['final_test_acc']:.4f} (final weights)")
+        lines.insert(at, summary_line(
+            "accuracy", f"train {q.get('final_train_acc', float('nan')):.4f}, val "
+                        f"{q.get('final_val_acc', float('nan')):.4f}, test "
+                        f"{q['final_test_acc']:.4f} (final weights)"))
     if "median_epoch_s" in t:
-        lines.append(f"epoch: {1000 * t['median_epoch_s']:.1f} ms median, "
-                     f"{t['steps_per_epoch']} steps ({1000 * t['median_step_s']:.2f} ms a step)")
-    if "planned_bytes" in m:
-        lines.append(f"between workers: {m['inter_worker_messages']} messages "
-                     f"({m.get('planned_messages')} planned), {m['inter_worker_bytes']:,} bytes "
-                     f"({m['planned_bytes']:,} planned)")
+        lines.append(summary_line(
+            "epoch", f"{1000 * t['median_epoch_s']:.1f} ms median, {t['steps_per_epoch']} "
+                     f"steps ({1000 * t['median_step_s']:.2f} ms a step)"))
     return "\n".join(lines)

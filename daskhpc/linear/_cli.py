@@ -61,7 +61,6 @@ def add_arguments(parser, mode: str) -> None:
     if mode == "run":
         g.add_argument("--check-serial", action="store_true",
                        help="also train with the plain serial reference and compare w")
-        g.add_argument("--progress", action="store_true", help="progress bar on stderr")
 
 
 def _topk(v):
@@ -100,7 +99,7 @@ def run(args, client) -> dict:
     res = fit(client=client, check_serial=bool(getattr(args, "check_serial", False)),
               checkpoint=getattr(args, "checkpoint", None),
               resume=bool(getattr(args, "resume", False)),
-              progress=bool(getattr(args, "progress", False)),
+              progress=getattr(args, "progress", None),
               exchange=getattr(args, "exchange", None), **kw)
     return res.report()
 

@@ -51,6 +51,8 @@ CLUSTER_CONFIG: dict[str, Any] = {
 
 MPI_CLIENT_ENV = "DASKHPC_MPI_CLIENT"
 DASHBOARD_PRELOAD = "daskhpc.dashboard.preload"
+#: Worker preload of a LocalCluster: Ctrl-C is the client's (daskhpc/runtime/_sigint.py).
+SIGINT_PRELOAD = "daskhpc.runtime._sigint"
 
 
 def connect(
@@ -166,8 +168,12 @@ def connect(
         # A Nanny hands its config to the worker process it spawns. Passing it
         # explicitly also covers workers added later by cluster.scale(), which
         # are built after the dask.config.set below has been undone.
+        worker_preload = list(dask.config.get("distributed.worker.preload", None) or [])
+        if SIGINT_PRELOAD not in worker_preload:
+            worker_preload.append(SIGINT_PRELOAD)
         cluster_kwargs["config"] = {
             **CLUSTER_CONFIG,
+            "distributed.worker.preload": worker_preload,
             **cluster_kwargs.get("config", {}),
         }
     # The scheduler imports this while it is built: the daskhpc dashboard pages

@@ -77,7 +77,8 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
     callback : callable, optional
         ``callback(row)`` for every unit as it completes (history rows).
     progress_bar : bool, optional
-        Force the progress display on/off (default: ``daskhpc.runtime.progress``).
+        Force the progress display on (lines when not on a terminal) or off (default:
+        ``daskhpc.runtime.progress``: a bar on a terminal, nothing when piped).
     low_latency : bool
         Unbatch scheduler <-> worker control messages during the run.
     placement : Placement, optional
@@ -133,7 +134,7 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
     recoveries = [] if recoveries is None else recoveries
     budget_used = len(recoveries)
     attempts = 0
-    mode = None if progress_bar is None else ("auto" if progress_bar else "off")
+    mode = None if progress_bar is None else ("on" if progress_bar else "off")
     t0 = time.perf_counter()
     value, ledger = None, None
     meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)

@@ -55,10 +55,10 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         the number of steps, counted by :meth:`advance`.
     label : str
         What the steps are, e.g. ``"spgemm batches"``.
-    mode : {"auto", "notebook", "bar", "lines", "off"}, optional
+    mode : {"auto", "on", "notebook", "bar", "lines", "off"}, optional
         Default from ``daskhpc.runtime.progress``: unset means ``auto`` (the
         widget in a notebook, a bar on a TTY, else nothing), ``True`` means
-        ``auto`` but lines instead of nothing, ``False`` means ``off``.
+        ``on`` (``auto`` but lines instead of nothing), ``False`` means ``off``.
     file : file object, default sys.stderr
     interval : float, default 2.0
         Seconds between two lines in ``lines`` mode.
@@ -142,11 +142,11 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
 
 def _resolve(mode: str | None, file) -> str:
     if mode is not None:
-        if mode not in ("auto", "notebook", "bar", "lines", "off"):
+        if mode not in ("auto", "on", "notebook", "bar", "lines", "off"):
             raise ValueError(f"unknown progress mode {mode!r}")
-        if mode != "auto":
+        if mode not in ("auto", "on"):
             return mode
-        setting = None
+        setting = True if mode == "on" else None
     else:
         setting = dask.config.get("daskhpc.runtime.progress", None)
     if setting is False or str(setting).lower() in ("false", "off", "0", "no"):

@@ -86,7 +86,14 @@ def check(args) -> None:
             except OSError as e:
                 raise InputError(f"--consume write:{consumer.directory}: cannot create the "
                                  f"directory ({e.strerror})") from e
-    args._spgemm_inputs = _inputs(args)
+    a, b, info = args._spgemm_inputs = _inputs(args)
+    from ._prep import check_inputs
+
+    try:                    # shapes, NaN, empty: before the cluster starts
+        check_inputs(a, b)
+    except InputError as e:
+        names = [info["path"]] + ([info["b"]["path"]] if "b" in info else [])
+        raise InputError(f"{' and '.join(names)}: {e}") from None
 
 
 def _inputs(args):
@@ -164,7 +171,8 @@ def run(args, client) -> dict:
                    window=args.window, seed=_seed(args),
                    checkpoint=getattr(args, "checkpoint", None),
                    resume=bool(getattr(args, "resume", False)),
-                   check_serial=bool(args.check_serial))
+                   check_serial=bool(args.check_serial),
+                   progress=getattr(args, "progress", None))
     res.info["input"] = info
     report = res.report()
     mem = report.get("memory") or {}

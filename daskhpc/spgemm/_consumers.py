@@ -93,19 +93,28 @@ class Keep(Consumer):
 class Count(Consumer):
     """Reduce each batch to its number of nonzeros and the sum of its values.
 
-    Entries whose sum cancelled to exactly 0 are not counted (as scipy drops them).
+    ``nnz`` follows scipy's convention: entries whose sum cancelled to exactly 0 are not
+    counted. ``structural_nnz`` counts every entry the product forms (at least one
+    product term, whatever its sum): it does not depend on the order of the additions,
+    so ``--check-serial`` compares it with scipy's exactly (``serial_check``).
     """
 
     def cell(self, block, info, operand):
         nnz, total = _count_sum(block.val)
-        return int(nnz), float(total)
+        return int(nnz), float(total), int(block.val.size)
 
     def batch(self, t, results):
-        return {"nnz": sum(r[0] for r in results), "sum": sum(r[1] for r in results)}
+        out = {"nnz": sum(r[0] for r in results), "sum": sum(r[1] for r in results)}
+        if all(len(r) > 2 for r in results):
+            out["structural_nnz"] = sum(r[2] for r in results)
+        return out
 
     def finalize(self, summaries, kept):
-        return {"nnz": sum(s["nnz"] for s in summaries),
-                "sum": float(sum(s["sum"] for s in summaries))}
+        out = {"nnz": sum(s["nnz"] for s in summaries),
+               "sum": float(sum(s["sum"] for s in summaries))}
+        if all("structural_nnz" in s for s in summaries):   # a checkpoint of before
+            out["structural_nnz"] = sum(s["structural_nnz"] for s in summaries)
+        return out
 
     def __repr__(self) -> str:
         return "Count()"

@@ -38,7 +38,7 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
     Parameters
     ----------
     data : path, SparseInput, scipy.sparse matrix, or (rows, cols, vals[, shape])
-        The ratings (users x items).
+        The ratings (users x items); or what ``daskhpc.ssgd._input.load`` made of them.
     nparts : int, optional
         K: row blocks, column blocks and sub-epochs per epoch. Default: the number of
         workers. Consecutive parts share a worker (``ring_placement``).
@@ -103,10 +103,13 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
         nparts = len(worker_addresses(client))
     if checkpoint is not None and resume and partition_file is None:
         from ._checkpoint import check_input, partition_path
-        from ._problem import as_ratings
+        from ._setup import load
 
-        data = as_ratings(data)
-        check_input(checkpoint, data)                   # before its partition is read
+        # the route of a fresh run (format=, empty rows dropped): same ratings, same
+        # fingerprint; prepare below takes this Input as it is
+        data = load(data, format=options.get("format"),
+                    keep_empty=bool(options.get("keep_empty", False)))
+        check_input(checkpoint, data.ratings)          # before its partition is read
         partition_file = partition_path(checkpoint)    # the blocks of the first job
     s = prepare(data, nparts, partition_file=partition_file, **options)
     timeline: list = []

@@ -31,12 +31,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from daskhpc.errors import InputError
+from daskhpc.io import ReadError
 from daskhpc.hypergraph import column_net, partition as hg_partition, read_pair_file
 from daskhpc.hypergraph import read_part_file
 
 from ._problem import Ratings
 
-__all__ = ["Assignment", "assign", "random_col_blocks", "partition_report", "PARTITIONS"]
+__all__ = ["Assignment", "assign", "random_col_blocks", "partition_report", "PARTITIONS",
+           "read_partition"]
 
 PARTITIONS = ("hp", "random")
 
@@ -69,7 +71,7 @@ def random_col_blocks(ncols: int, nparts: int, seed: int = 0) -> np.ndarray:
 
 def assign(train: Ratings, nparts: int, *, partition: str = "hp",
            partitioner: str = "auto", rank: int = 16, epsilon: float = 0.03,
-           seed: int = 0, partition_file=None) -> Assignment:
+           seed: int = 0, partition_file=None, source=None) -> Assignment:
     """Partition the rows of ``train`` into K parts and its columns into K blocks.
 
     Parameters
@@ -92,7 +94,11 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
         Allowed imbalance of the row blocks' nonzero counts.
     seed : int
     partition_file : path, optional
-        Row part ids, ``-``, column block ids (or only row part ids).
+        Row part ids, ``-``, column block ids (or only row part ids): one per row
+        (column) of ``train``, or one per row (column) of the matrix as read when empty
+        ones were dropped (``daskhpc partition`` of the same file).
+    source : daskhpc.ssgd._input.Input, optional
+        Which rows and columns of the file ``train`` kept (for such a partition file).
 
     Returns
     -------
@@ -104,7 +110,7 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
     t0 = time.perf_counter()
     choice = None
     if partition_file is not None:
-        rows, cols = _read_file(partition_file, N, M, nparts)
+        rows, cols = read_partition(partition_file, N, M, nparts, source)
         if cols is None:
             cols = random_col_blocks(M, nparts, seed)
         method, backend = "file", None
@@ -139,22 +145,43 @@ def partition_report(a: Assignment, train: Ratings, pins_col: np.ndarray, rank: 
     return out
 
 
-def _read_file(path, N: int, M: int, K: int) -> tuple[np.ndarray, np.ndarray | None]:
+def read_partition(path, N: int, M: int, K: int | None, source=None):
+    """``(row parts, column blocks or None)`` of partition file ``path`` for an
+    ``N x M`` input; ``K`` None checks no part id against a part count.
+
+    A file may hold one id per row of the input (``N``) or, when ``source`` (an
+    ``Input``) dropped empty rows, one per row of the matrix as read: then the dropped
+    rows' ids are left out. Errors name the file and line and both counts.
+    """
     with open(path, encoding="utf-8") as f:
         has_sep = any(line.strip() == "-" for line in f)
     if has_sep:
-        rows, cols = read_pair_file(path, num_rows=N, num_cols=M, nparts=K)
+        rows, cols = read_pair_file(path, nparts=K)
     else:
-        rows, cols = read_part_file(path, num_vertices=N, nparts=K), None
+        rows, cols = read_part_file(path, nparts=K), None
+    kept = getattr(source, "kept", (None, None))
+    in_file = tuple(getattr(source, "file_shape", (N, M)))
+    name = getattr(source, "path", "the input")
+    out = []
+    for axis, (what, ids, n) in enumerate((("row", rows, N), ("column", cols, M))):
+        if ids is None or ids.size == n:
+            out.append(ids)
+        elif kept[axis] is not None and ids.size == in_file[axis]:
+            out.append(ids[kept[axis]])          # made for the file: drop the empty ones
+        else:
+            last = ids.size if axis == 0 else rows.size + 1 + ids.size   # its last line
+            also = (f" ({in_file[axis]} in {name} before its {in_file[axis] - n} empty "
+                    f"{what}s were dropped; a file for either count fits)"
+                    if in_file[axis] != n else f" of {name}")
+            raise ReadError(str(path), last, f"{ids.size} {what} part ids for {n} {what}s"
+                            f"{also}")
     for what, ids in (("row", rows), ("column", cols)):
-        if ids is None:
-            continue
         # A file made for fewer parts (its largest id below K - 1) would leave workers
         # idle: refuse it. A part left empty inside the range (a random partition of few
         # columns) is a valid stratum block with no work, as in the paper's code.
-        top = int(ids.max()) + 1 if ids.size else 0
-        if top < K:
+        top = int(ids.max()) + 1 if ids is not None and ids.size else 0
+        if ids is not None and K is not None and top < K:
             raise InputError(f"{path}: its {what} part ids go up to {top - 1}, so parts "
                              f"{top}..{K - 1} of --parts {K} would be empty; partition into "
                              f"{K} parts or pass --parts {top}")
-    return rows, cols
+    return out[0], out[1]

@@ -83,7 +83,6 @@ def add_arguments(parser, mode: str) -> None:
                        help="also run the serial reference and compare W and H bit for bit")
         g.add_argument("--no-order-plugin", action="store_true",
                        help="do not register the stratum-order scheduler plugin")
-        g.add_argument("--progress", action="store_true", help="progress bar on stderr")
 
 
 def _options(args) -> dict:
@@ -99,15 +98,35 @@ def _options(args) -> dict:
 
 
 def check(args) -> None:
-    """The SSGD options, before a cluster starts (``daskhpc run``/``plan``: exit 2, one
-    line, no cluster start-up for a typo)."""
-    from ._setup import Options
+    """The SSGD options and the input, before a cluster starts (``daskhpc run``/``plan``:
+    exit 2, one line, no cluster start-up for a typo or a bad file).
 
-    _input(args)
-    Options(**_options(args)).check()
+    Reads and validates the ratings once (empty rows dropped or refused, ids mapped), and
+    the partition file against them when ``--parts`` is given; ``run``/``plan`` reuse
+    what was read (``args._ssgd_input``).
+    """
+    from ._assign import read_partition
+    from ._problem import check_parts
+    from ._setup import Options, load
+
+    path = _input(args)
+    opts = Options(**_options(args))
+    opts.check()                                   # options first: they cost nothing
+    inp = load(path, format=opts.format, keep_empty=opts.keep_empty)
+    K = getattr(args, "parts", None)
+    if K is not None:
+        check_parts(K, inp.ratings)
+    pfile = getattr(args, "partition_file", None)
+    if pfile is not None:
+        read_partition(pfile, *inp.ratings.shape, K, inp)
+    args._ssgd_input = inp
 
 
-def _input(args) -> str:
+def _input(args):
+    """The input of the command: what ``check`` read, else the one path."""
+    cached = getattr(args, "_ssgd_input", None)
+    if cached is not None:
+        return cached
     inputs = list(getattr(args, "inputs", []) or [])
     if len(inputs) != 1:
         raise InputError(f"ssgd takes one ratings file, got {len(inputs)}: {inputs}")
@@ -142,7 +161,7 @@ def run(args, client) -> dict:
               partition_file=getattr(args, "partition_file", None),
               check_serial=bool(getattr(args, "check_serial", False)),
               order_plugin=not getattr(args, "no_order_plugin", False),
-              progress=bool(getattr(args, "progress", False)),
+              progress=getattr(args, "progress", None),
               checkpoint=getattr(args, "checkpoint", None),
               resume=bool(getattr(args, "resume", False)),
               exchange=getattr(args, "exchange", None), **_options(args))

@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-__all__ = ["Ratings", "as_ratings", "split", "check_parts"]
+__all__ = ["Ratings", "as_ratings", "split", "check_parts", "FileNames"]
 
 
 @dataclass(eq=False)
@@ -76,7 +76,7 @@ class Ratings:
         return f"Ratings({self.shape[0]} x {self.shape[1]}, {self.nnz} ratings)"
 
 
-def as_ratings(data) -> Ratings:
+def as_ratings(data, *, names=None) -> Ratings:
     """Validate ``data`` and return it as :class:`Ratings`.
 
     Parameters
@@ -85,6 +85,9 @@ def as_ratings(data) -> Ratings:
         A file any :func:`daskhpc.io.read` reader accepts (ratings CSV, MatrixMarket...),
         what a reader returned, a sparse matrix (stored entries are ratings, explicit
         zeros included), or COO triplets.
+    names : callable, optional
+        ``names(axis, i)`` -> how the user's file names row (0) or column ``i`` (e.g.
+        ``"user alice"``); errors use it. Default: ``"row i"``, 0-based indices.
 
     Raises
     ------
@@ -102,14 +105,15 @@ def as_ratings(data) -> Ratings:
     ...
     daskhpc.errors.InputError: input: row 1 has no ratings (1 of 2 rows are empty); ...
     """
-    if isinstance(data, Ratings):
-        r = data
-    elif isinstance(data, (str, os.PathLike)):
+    if isinstance(data, (str, os.PathLike)):
         from daskhpc.io import read
 
-        r = _from_input(read(data))
+        data = read(data)
+    if isinstance(data, Ratings):
+        r = data
     elif hasattr(data, "matrix") and hasattr(data, "describe"):
         r = _from_input(data)
+        names = names or FileNames.of(data)
     elif sp.issparse(data):
         coo = sp.coo_array(data)
         order = np.lexsort((coo.col, coo.row))
@@ -117,8 +121,11 @@ def as_ratings(data) -> Ratings:
                     {"shape": list(coo.shape), "nnz": int(coo.nnz)})
     elif isinstance(data, tuple) and len(data) in (3, 4):
         rows, cols, vals = (np.asarray(a) for a in data[:3])
-        if rows.size and (rows.min() < 0 or cols.min() < 0):
-            raise InputError("row and column indices must be non-negative")
+        for what, ix in (("row", rows), ("column", cols)):
+            if ix.size and ix.min() < 0:
+                t = int(np.flatnonzero(ix < 0)[0])
+                raise InputError(f"{what} index {int(ix[t])} of rating {t} (0-based) is "
+                                 f"negative: row and column indices must be non-negative")
         shape = data[3] if len(data) == 4 else (
             int(rows.max()) + 1 if rows.size else 0, int(cols.max()) + 1 if cols.size else 0)
         r = Ratings(rows, cols, vals, shape, {"shape": [int(shape[0]), int(shape[1])],
@@ -126,8 +133,51 @@ def as_ratings(data) -> Ratings:
     else:
         raise InputError(f"cannot use {type(data).__name__} as ratings: give a file, a "
                          "scipy.sparse matrix or (rows, cols, vals) triplets")
-    _validate(r)
+    _validate(r, names or _index_names)
     return r
+
+
+def _index_names(axis: int, i: int) -> str:
+    return f"{('row', 'column')[axis]} {int(i)}"
+
+
+class FileNames:
+    """``names(axis, i)``: how the user's file names row (0) or column ``i``: ``user
+    alice`` / ``item 5000`` (ratings files: original ids), ``row 3`` (original ids of
+    SNAP nodes, 1-based in MatrixMarket and LIBSVM, 0-based for in-memory inputs).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> FileNames((np.array([1000, 5000]), None), 0, "ratings")(0, 1)
+    'user 5000'
+    >>> FileNames((None, None), 1, "mtx")(1, 0)
+    'column 1'
+    """
+
+    def __init__(self, maps, base: int = 0, fmt: str | None = None):
+        self.maps, self.base, self.fmt = maps, int(base), fmt
+
+    @classmethod
+    def of(cls, s) -> FileNames:
+        """The names of a reader's result (``SparseInput``)."""
+        maps = tuple(s.index_maps) if len(s.index_maps) == 2 else (None, None)
+        return cls(maps, int(s.format in ("mtx", "libsvm")), s.format)
+
+    def ids(self, axis: int, idx) -> list:
+        """The file's ids of rows (columns) ``idx``: original ids, else numbers."""
+        idx = np.asarray(idx, dtype=np.int64)
+        m = self.maps[axis]
+        if m is not None:
+            return [x.item() if hasattr(x, "item") else x for x in m[idx]]
+        return [int(i) + self.base for i in idx]
+
+    def label(self, axis: int, ident) -> str:
+        words = ("user", "item") if self.fmt == "ratings" else ("row", "column")
+        return f"{words[axis]} {ident}"
+
+    def __call__(self, axis: int, i: int) -> str:
+        return self.label(axis, self.ids(axis, [i])[0])
 
 
 def _from_input(s) -> Ratings:
@@ -141,27 +191,32 @@ def _from_input(s) -> Ratings:
     return Ratings(coo.row, coo.col, coo.data, s.shape, s.describe())
 
 
-def _validate(r: Ratings) -> None:
+def _validate(r: Ratings, names) -> None:
     where = r.source.get("path", "input")
     if r.nnz == 0:
         raise InputError(f"{where}: no ratings")
     if r.rows.shape != r.vals.shape or r.cols.shape != r.vals.shape:
         raise InputError(f"{where}: rows, cols and vals must have one entry per rating")
     N, M = r.shape
-    if r.rows.max() >= N or r.cols.max() >= M:
-        raise InputError(f"{where}: an index lies outside the {N} x {M} shape")
+    for what, ix, n in (("row", r.rows, N), ("column", r.cols, M)):
+        out = np.flatnonzero(ix >= n)
+        if out.size:
+            t = int(out[0])
+            raise InputError(f"{where}: {what} index {int(ix[t])} of rating {t} (0-based) "
+                             f"lies outside the {N} x {M} shape ({out.size} such ratings)")
     bad = np.flatnonzero(~np.isfinite(r.vals))
     if bad.size:
         t = int(bad[0])
-        raise InputError(f"{where}: rating {r.vals[t]} at (row {r.rows[t]}, column "
-                         f"{r.cols[t]}) is not a finite number ({bad.size} such ratings)")
-    for axis, idx, n in (("row", r.rows, N), ("column", r.cols, M)):
+        raise InputError(f"{where}: rating {r.vals[t]} at ({names(0, r.rows[t])}, "
+                         f"{names(1, r.cols[t])}) is not a finite number ({bad.size} such "
+                         f"ratings)")
+    for axis, (what, idx, n) in enumerate((("row", r.rows, N), ("column", r.cols, M))):
         empty = np.flatnonzero(np.bincount(idx, minlength=n) == 0)
         if empty.size:
             raise InputError(
-                f"{where}: {axis} {int(empty[0])} has no ratings ({empty.size} of {n} "
-                f"{axis}s are empty); SSGD needs at least one rating per user and item: "
-                f"drop the empty {axis}s first")
+                f"{where}: {names(axis, empty[0])} has no ratings ({empty.size} of {n} "
+                f"{what}s are empty); SSGD needs at least one rating per user and item: "
+                f"drop the empty {what}s first")
 
 
 def check_parts(nparts: int, r: Ratings) -> None:
@@ -169,8 +224,12 @@ def check_parts(nparts: int, r: Ratings) -> None:
     if int(nparts) != nparts or nparts < 1:
         raise InputError(f"--parts must be a positive integer, got {nparts}")
     if nparts > r.shape[0]:
-        raise InputError(f"--parts {nparts} is larger than the number of rows (users), "
-                         f"{r.shape[0]}: every part needs at least one row")
+        dropped = (r.source.get("dropped_empty") or {}).get("rows", 0)
+        why = (f" once its {dropped} empty row{'s' if dropped != 1 else ''} "
+               f"{'are' if dropped != 1 else 'is'} dropped") if dropped else ""
+        where = f"{r.source['path']} has" if "path" in r.source else "the input has"
+        raise InputError(f"--parts {nparts} is larger than the number of rows (users): "
+                         f"{where} {r.shape[0]}{why}; every part needs at least one row")
 
 
 def split(r: Ratings, test_fraction: float, seed: int = 0) -> tuple[Ratings, Ratings]:

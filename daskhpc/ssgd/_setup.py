@@ -12,22 +12,21 @@ Examples
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
-import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
 from ._assign import Assignment, assign, partition_report
+from ._input import Input, load
 from ._plans import STRATEGIES, Layout
-from ._problem import Ratings, _from_input, as_ratings, check_parts, split
+from ._problem import Ratings, check_parts, split
 from ._runplan import RunPlan
 from ._strata import RingStrata
 
-__all__ = ["Options", "Setup", "prepare", "DEFAULTS"]
+__all__ = ["Options", "Setup", "prepare", "DEFAULTS", "Input", "load"]
 
 
 @dataclass
@@ -162,7 +161,9 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     Parameters
     ----------
     data
-        Anything :func:`daskhpc.ssgd._problem.as_ratings` accepts.
+        Anything :func:`daskhpc.ssgd._problem.as_ratings` accepts, or the
+        :class:`~daskhpc.ssgd._input.Input` :func:`~daskhpc.ssgd._input.load` made (read
+        once, e.g. by the CLI's check before the cluster starts).
     nparts : int
         K, the number of parts (row blocks, column blocks, sub-epochs per epoch).
     partition_file : path, optional
@@ -175,14 +176,15 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
         raise TypeError(f"unknown SSGD option(s): {sorted(unknown)}")
     opts = Options(**options)
     opts.check()
-    ratings, maps = _without_empty(data, opts)
+    inp = load(data, format=opts.format, keep_empty=opts.keep_empty)
+    ratings, maps = inp.ratings, inp.index_maps
     check_parts(nparts, ratings)
     K = int(nparts)
     train, test = split(ratings, opts.test_fraction, opts.seed)
     t0 = time.perf_counter()
     a = assign(train, K, partition=opts.partition, partitioner=opts.partitioner,
                rank=opts.rank, epsilon=opts.epsilon, seed=opts.seed,
-               partition_file=partition_file)
+               partition_file=partition_file, source=inp)
     t1 = time.perf_counter()
     lay = Layout.build(train.rows, train.cols, row_parts=a.row_parts,
                        col_blocks=a.col_blocks, nparts=K, shape=train.shape)
@@ -197,73 +199,3 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     clip = (float(train.vals.min()), float(train.vals.max()))
     return Setup(opts, K, ratings, train, test, a, lay, strata, rp, float(scale), clip,
                  {"partition_s": t1 - t0, "plan_s": t2 - t1}, index_maps=maps)
-
-
-def _without_empty(data, opts: Options) -> tuple[Ratings, tuple]:
-    """The input as validated :class:`Ratings` without empty rows and columns (users or
-    items with no rating, e.g. a MatrixMarket matrix with empty rows), and the original
-    id of every row and column left. SSGD needs a rating per row and column; dropping
-    them changes nothing for the others. The report's ``input`` says what was dropped
-    (``dropped_empty``, ``notes``); ``keep_empty=True`` (``--keep-empty``) refuses instead.
-    """
-    raw, maps, base = _raw(data, opts.format)
-    if raw is None:                          # triplets or Ratings: validated as given
-        return as_ratings(data), (None, None)
-    where = raw.source.get("path", "input")
-    keep = [np.bincount(idx, minlength=n) > 0 for idx, n in
-            ((raw.rows, raw.shape[0]), (raw.cols, raw.shape[1]))]
-    empty = [np.flatnonzero(~k) for k in keep]
-    names = [_names(m, e, base) for m, e in zip(maps, empty)]
-    if not any(e.size for e in empty) or raw.nnz == 0:
-        return as_ratings(raw), maps
-    if opts.keep_empty:
-        axis = 0 if empty[0].size else 1
-        what = ("row", "user") if axis == 0 else ("column", "item")
-        raise InputError(f"{where}: {what[0]} {names[axis][0]} has no ratings "
-                         f"({empty[axis].size} of {raw.shape[axis]} {what[0]}s are empty); "
-                         f"SSGD needs a rating per {what[1]}: run without --keep-empty to "
-                         f"drop them")
-    new = [np.cumsum(k) - 1 for k in keep]
-    kept = [np.flatnonzero(k) for k in keep]
-    out_maps = tuple(k + base if m is None else m[k] for m, k in zip(maps, kept))
-    shape = (int(kept[0].size), int(kept[1].size))
-    source = dict(raw.source)
-    source.update(shape=list(shape), nnz=raw.nnz, shape_in_file=list(raw.shape))
-    dropped = {"rows": int(empty[0].size), "columns": int(empty[1].size),
-               "first_rows": names[0][:5], "first_columns": names[1][:5]}
-    source["dropped_empty"] = dropped
-    parts = [f"{n} empty {w}{'s' if n != 1 else ''} ({', '.join(map(str, f[:5]))}{', ...' if n > 5 else ''})"
-             for n, w, f in ((dropped["rows"], "row", names[0]),
-                             (dropped["columns"], "column", names[1])) if n]
-    source.setdefault("notes", []).append(
-        f"{where}: dropped {' and '.join(parts)} of the {raw.shape[0]} x {raw.shape[1]} "
-        f"matrix: SSGD needs a rating per row and column (--keep-empty refuses instead)")
-    r = Ratings(new[0][raw.rows], new[1][raw.cols], raw.vals, shape, source)
-    return as_ratings(r), out_maps
-
-
-def _raw(data, fmt):
-    """``(Ratings not yet validated, index maps, base)`` of a file, reader result or
-    sparse matrix (``base``: 1 where the file numbers rows from 1, as MatrixMarket);
-    ``(None, maps, 0)`` for inputs taken as they are."""
-    if isinstance(data, (str, os.PathLike)):
-        from daskhpc.io import read
-
-        data = read(data, format=fmt)
-    if hasattr(data, "matrix") and hasattr(data, "describe"):
-        r = _from_input(data)
-        maps = tuple(data.index_maps) if len(data.index_maps) == 2 else (None, None)
-        return r, maps, int(data.format in ("mtx", "libsvm"))
-    if sp.issparse(data):
-        coo = sp.coo_array(data)
-        order = np.lexsort((coo.col, coo.row))
-        return Ratings(coo.row[order], coo.col[order], coo.data[order], coo.shape,
-                       {"shape": list(coo.shape), "nnz": int(coo.nnz)}), (None, None), 0
-    return None, (None, None), 0
-
-
-def _names(index_map, idx: np.ndarray, base: int) -> list:
-    """How the user's file names rows ``idx``: original ids, else numbers from ``base``."""
-    if index_map is not None:
-        return [x.item() if hasattr(x, "item") else x for x in index_map[idx]]
-    return [int(i) + base for i in idx]

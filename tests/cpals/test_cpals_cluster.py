@@ -221,7 +221,7 @@ def test_cli_run_checkpoint_and_resume(client2, tmp_path, capsys):
     assert b["recovery"]["resumed_from"] == 3
     assert b["serial_check"]["identical"] is True
     assert b["serial_check"]["plain_serial"]["within_tolerance"] is True
-    assert "plain serial: max relative difference" in capsys.readouterr().out
+    assert "textbook serial CP-ALS: max relative difference" in capsys.readouterr().out
     assert cli.main(["run", "cpals", path, "--rank", "0", "--scheduler-address", addr]) == 2
 
 

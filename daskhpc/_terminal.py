@@ -1,0 +1,125 @@
+"""What the command line shows while it works, and where its text goes.
+
+* :class:`stage` - one line per long step (reading, building a model, partitioning):
+  a ticking ``label ... 12 s`` on a terminal, a start and an end line in a log when
+  ``daskhpc.runtime.progress`` is true, nothing when piped (the default off a TTY).
+* :func:`json_on_stdout` - with ``--json -`` stdout carries the report alone: every other
+  line (tables, summaries, notes, a native library writing to file descriptor 1) goes to
+  stderr while the command runs.
+
+The cluster's per-unit progress bar is :func:`daskhpc.runtime.progress`; both follow the
+same setting. No dask here beyond ``dask.config``.
+
+Examples
+--------
+>>> with stage("counting", mode="off"):
+...     total = sum(range(10))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+
+__all__ = ["stage", "json_on_stdout", "progress_mode"]
+
+
+def progress_mode(file=None) -> str:
+    """``"tick"`` (a terminal), ``"lines"`` (``daskhpc.runtime.progress: true`` off a
+    terminal) or ``"off"`` (piped, or the setting is false)."""
+    import dask.config
+
+    file = file if file is not None else sys.stderr
+    setting = str(dask.config.get("daskhpc.runtime.progress", None)).lower()
+    if setting in ("false", "off", "0", "no"):
+        return "off"
+    if getattr(file, "isatty", lambda: False)():
+        return "tick"
+    return "lines" if setting in ("true", "on", "1", "yes") else "off"
+
+
+class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
+    """Say on stderr that a long step runs, and how long it took.
+
+    Parameters
+    ----------
+    label : str
+        What runs, e.g. ``"mtkahypar: 4 parts of 82,168 vertices"``.
+    mode : {"tick", "lines", "off"}, optional
+        Default :func:`progress_mode`.
+    file : file object, default sys.stderr
+    """
+
+    def __init__(self, label: str, *, mode: str | None = None, file=None):
+        self.label = label
+        self.file = file if file is not None else sys.stderr
+        self.mode = mode or progress_mode(self.file)
+        self._stop = threading.Event()
+        self._thread = None
+        self._lock = threading.Lock()
+        self._t0 = 0.0
+
+    def __enter__(self) -> stage:
+        self._t0 = time.perf_counter()
+        if self.mode == "tick":
+            self._write(f"\r{self.label} ...")
+            self._thread = threading.Thread(target=self._tick, daemon=True,
+                                            name="daskhpc-stage")
+            self._thread.start()
+        elif self.mode == "lines":
+            self._write(f"{self.label} ...\n")
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if self.mode == "off":
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        took = time.perf_counter() - self._t0
+        end = "done" if exc_type is None else "stopped"
+        if self.mode == "tick":     # \033[K: clear what the ticking line left behind
+            self._write(f"\r{self.label} ... {end} in {took:.1f} s\033[K\n")
+        else:
+            self._write(f"{self.label} ... {end} in {took:.1f} s\n")
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self._write(f"\r{self.label} ... {time.perf_counter() - self._t0:.0f} s")
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            self.file.write(text)
+            self.file.flush()
+
+
+@contextlib.contextmanager
+def json_on_stdout(enabled: bool):
+    """While the block runs, stdout (Python's and file descriptor 1) goes to stderr.
+
+    The JSON report is written after the block, to the restored stdout."""
+    if not enabled:
+        yield
+        return
+    real = sys.stdout
+    real.flush()
+    saved_fd = None
+    try:
+        fd, err_fd = real.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):   # pytest's capture, a StringIO
+        fd = err_fd = None
+    if fd is not None:
+        # A C++ partitioner or a worker started now writes to fd 1, not sys.stdout.
+        saved_fd = os.dup(fd)
+        os.dup2(err_fd, fd)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved_fd is not None:
+            os.dup2(saved_fd, fd)
+            os.close(saved_fd)

@@ -1,0 +1,136 @@
+"""The input of a run, read and validated once: the ratings without empty rows and
+columns, and how the user's file names each row and column.
+
+``daskhpc run ssgd`` reads it in the workflow's ``check`` (before the cluster starts) and
+hands the same :class:`Input` to ``fit``; ``prepare`` and the resume path of ``fit`` take
+it through :func:`load` as well, so every route reads, drops and names alike.
+
+Examples
+--------
+>>> import numpy as np, scipy.sparse as sp
+>>> inp = load(sp.csr_array(np.array([[1.0, 2.0], [0.0, 0.0], [3.0, 0.0]])))
+>>> inp.ratings.shape, inp.kept[0].tolist(), inp.name(0, 1)
+((2, 2), [0, 2], 'row 2')
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.errors import InputError
+
+from ._problem import FileNames, Ratings, _from_input, as_ratings
+
+__all__ = ["Input", "load"]
+
+
+@dataclass(eq=False)
+class Input:
+    """Validated ratings and the names of their rows and columns.
+
+    Attributes
+    ----------
+    ratings : Ratings
+        Without empty rows and columns (or refused, ``keep_empty``).
+    index_maps : (array or None, array or None)
+        Original id of every row and column of ``ratings`` (None: number ``i + base``).
+    kept : (array or None, array or None)
+        Row and column of the matrix as read of every row and column of ``ratings``
+        (None: none was dropped).
+    file_shape : (int, int)
+        The matrix as read, empty rows and columns included.
+    base : int
+        1 where the file numbers rows and columns from 1 (MatrixMarket, LIBSVM).
+    format : str or None
+        The reader's format (None for in-memory inputs).
+    """
+
+    ratings: Ratings
+    index_maps: tuple = (None, None)
+    kept: tuple = (None, None)
+    file_shape: tuple = (0, 0)
+    base: int = 0
+    format: str | None = None
+
+    @property
+    def path(self) -> str:
+        return self.ratings.source.get("path", "input")
+
+    def name(self, axis: int, i: int) -> str:
+        """How the user's file names row (``axis`` 0) or column ``i`` of ``ratings``
+        (see :class:`~daskhpc.ssgd._problem.FileNames`)."""
+        return FileNames(self.index_maps, self.base, self.format)(axis, i)
+
+
+def load(data, *, format: str | None = None, keep_empty: bool = False) -> Input:
+    """Read (a path) and validate the ratings; drop empty rows and columns.
+
+    Users or items with no rating (e.g. a MatrixMarket matrix with empty rows) are
+    dropped, which changes nothing for the others; the report's ``input`` says what was
+    dropped (``dropped_empty``, ``notes``). ``keep_empty=True`` (``--keep-empty``)
+    refuses them instead, naming the first one as the file does. An :class:`Input` is
+    returned as it is.
+    """
+    if isinstance(data, Input):
+        return data
+    raw, maps, base, fmt = _raw(data, format)
+    if raw is None:                          # triplets or Ratings: validated as given
+        r = as_ratings(data)
+        return Input(r, file_shape=r.shape)
+    names = FileNames(maps, base, fmt)
+    keep = [np.bincount(idx, minlength=n) > 0 for idx, n in
+            ((raw.rows, raw.shape[0]), (raw.cols, raw.shape[1]))]
+    empty = [np.flatnonzero(~k) for k in keep]
+    if not any(e.size for e in empty) or raw.nnz == 0:
+        return Input(as_ratings(raw, names=names), maps, (None, None), raw.shape, base, fmt)
+    where = raw.source.get("path", "input")
+    first = [names.ids(axis, e[:5]) for axis, e in enumerate(empty)]
+    if keep_empty:
+        axis = 0 if empty[0].size else 1
+        what = ("row", "user") if axis == 0 else ("column", "item")
+        raise InputError(f"{where}: {names.label(axis, first[axis][0])} has no ratings "
+                         f"({empty[axis].size} of {raw.shape[axis]} {what[0]}s are empty); "
+                         f"SSGD needs a rating per {what[1]}: run without --keep-empty to "
+                         f"drop them")
+    new = [np.cumsum(k) - 1 for k in keep]
+    kept = tuple(np.flatnonzero(k) for k in keep)
+    out_maps = tuple(k + base if m is None else m[k] for m, k in zip(maps, kept))
+    shape = (int(kept[0].size), int(kept[1].size))
+    source = dict(raw.source)
+    source.update(shape=list(shape), nnz=raw.nnz, shape_in_file=list(raw.shape))
+    dropped = {"rows": int(empty[0].size), "columns": int(empty[1].size),
+               "first_rows": first[0], "first_columns": first[1]}
+    source["dropped_empty"] = dropped
+    parts = [f"{n} empty {w}{'s' if n != 1 else ''} ({', '.join(map(str, f))}"
+             f"{', ...' if n > 5 else ''})"
+             for n, w, f in ((dropped["rows"], "row", first[0]),
+                             (dropped["columns"], "column", first[1])) if n]
+    source.setdefault("notes", []).append(
+        f"{where}: dropped {' and '.join(parts)} of the {raw.shape[0]} x {raw.shape[1]} "
+        f"matrix: SSGD needs a rating per row and column (--keep-empty refuses instead)")
+    r = Ratings(new[0][raw.rows], new[1][raw.cols], raw.vals, shape, source)
+    return Input(as_ratings(r, names=FileNames(out_maps, base, fmt)), out_maps, kept,
+                 raw.shape, base, fmt)
+
+
+def _raw(data, fmt):
+    """``(Ratings not yet validated, index maps, base, format)`` of a file, reader result
+    or sparse matrix; ``(None, maps, 0, None)`` for inputs taken as they are."""
+    if isinstance(data, (str, os.PathLike)):
+        from daskhpc.io import read
+
+        data = read(data, format=fmt)
+    if hasattr(data, "matrix") and hasattr(data, "describe"):
+        r = _from_input(data)
+        maps = tuple(data.index_maps) if len(data.index_maps) == 2 else (None, None)
+        return r, maps, int(data.format in ("mtx", "libsvm")), data.format
+    if sp.issparse(data):
+        coo = sp.coo_array(data)
+        order = np.lexsort((coo.col, coo.row))
+        return Ratings(coo.row[order], coo.col[order], coo.data[order], coo.shape,
+                       {"shape": list(coo.shape), "nnz": int(coo.nnz)}), (None, None), 0, None
+    return None, (None, None), 0, None
