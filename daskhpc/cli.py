@@ -24,6 +24,7 @@ import traceback
 import warnings
 
 from daskhpc import __version__, _workflows
+from daskhpc._numba import prepare_kernels
 from daskhpc._terminal import json_on_stdout, stage
 from daskhpc.errors import InputError
 from daskhpc.report import new_report, summarize, write_report
@@ -278,6 +279,7 @@ def cmd_plan(args) -> dict:
     with _formats(args):
         if hasattr(mod, "check"):     # options and inputs first (exit 2, one line)
             mod.check(args)
+        prepare_kernels(args.workflow, command="plan", file=sys.stderr)
         report = mod.plan(args)
     _print_summary(mod, report, args)
     return report
@@ -292,6 +294,8 @@ def cmd_run(args) -> dict:
     with _formats(args):
         if hasattr(mod, "check"):     # read and validate before the cluster starts
             mod.check(args)
+    # numba compiles here, once, saying so; the workers then load the kernels
+    prepare_kernels(args.workflow, command="run", file=sys.stderr)
     with _formats(args), _client_for(args) as client:
         link = getattr(client, "dashboard_link", None)
         if link:
@@ -320,6 +324,7 @@ def cmd_demo(args) -> dict:
     report = new_report("demo", parts=args.parts, partitions=rows, workflows={})
     names = sorted(_workflows.available())
     if names and not args.no_cluster:
+        prepare_kernels(*names, command="demo", file=sys.stderr)
         with _client_for(args) as client:
             print(f"\nEvery workflow on bundled data, LocalCluster of {args.workers} workers "
                   f"(dashboard {client.dashboard_link}):", flush=True)

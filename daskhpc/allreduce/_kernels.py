@@ -94,3 +94,16 @@ def merge_union(i1, i2):
         b += 1
         n += 1
     return oi[:n].copy()
+
+
+def _warm_up_plan() -> None:
+    """``plan``'s kernel: the union of index streams."""
+    i = np.array([1], np.uint32)
+    merge_union(i, i)
+
+
+#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
+#: compiles it once before the cluster starts; the workers then load it): the workers'
+#: warm-up (float64, int64 and float32 values; a run uses one of them).
+WARMUP_PLAN = (_warm_up_plan,)
+WARMUP = ("daskhpc.allreduce._run:warm_up",)

@@ -256,3 +256,20 @@ def mttkrp(coords, vals, factors, mode: int) -> np.ndarray:
     out = np.empty((shape[mode], factors[0].shape[1]))
     mttkrp_into(s, [np.ascontiguousarray(f, dtype=np.float64) for f in factors], out)
     return out
+
+
+def _warm_up_plan() -> None:
+    """The client's kernels (partition post-pass, row part sets): ``plan`` on a tiny
+    3-mode tensor with the default options (fine grain, hypergraph partition)."""
+    from daskhpc import cpals
+
+    dense = np.zeros((3, 3, 2))
+    dense[[0, 1, 2, 0, 1, 2], [0, 1, 2, 1, 2, 0], [0, 1, 0, 1, 0, 1]] = 1.0
+    cpals.plan(dense, 2, rank=2)
+
+
+#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
+#: compiles it once before the cluster starts; the workers then load it): the client's
+#: kernels and the workers' warm-up (3-mode tensors).
+WARMUP_PLAN = (_warm_up_plan,)
+WARMUP = (_warm_up_plan, "daskhpc.cpals._job:warm_up")

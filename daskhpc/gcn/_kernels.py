@@ -221,3 +221,8 @@ def softmax_xent(Z, y):
     prob = e / s
     loss = (np.log(s[:, 0]) + zmax[:, 0]) - Z[np.arange(Z.shape[0]), y]
     return loss, prob
+
+
+#: What a run compiles, for daskhpc.runtime.prepare_kernels (the client compiles it once
+#: before the cluster starts; the workers then load it): the workers' warm-up.
+WARMUP = ("daskhpc.gcn._job:warm_up",)

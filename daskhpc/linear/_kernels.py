@@ -98,3 +98,35 @@ def losses(m, y, loss):
         else:
             out[j] = max(0.0, 1.0 + z)
     return out
+
+
+def _warm_up_run() -> None:
+    """The kernels with the types of a run on what the readers return (int64 indptr and
+    indices; the sparse allreduce of (uint32 index, float64 value) gradients)."""
+    from daskhpc.allreduce import allreduce_local
+
+    ip, ix, rows = np.array([0, 1, 2]), np.array([0, 1]), np.array([0, 1])
+    d = np.array([1.0, 2.0])
+    m = margins(ip, ix, d, rows, np.ones(2))
+    coefficients(m, np.ones(2), 0)
+    losses(m, np.ones(2), 0)
+    g = batch_gradient(ip, ix, d, rows, np.ones(2))
+    allreduce_local([g, (g[0][:1], g[1][:1])], algorithm="ssar_rec_dbl", N=1000)
+
+
+def _warm_up_plan() -> None:
+    """``plan`` (the batches' gradient index sets and their unions) on a tiny problem."""
+    import scipy.sparse as sp
+
+    from daskhpc import linear
+
+    X = sp.csr_array((np.ones(8), (np.arange(8), 100 * np.arange(8))), shape=(8, 1000))
+    X.indptr, X.indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+    linear.plan(X, np.array([1.0, -1.0] * 4), 2)
+
+
+#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
+#: compiles it once before the cluster starts; the workers then load it): the workers'
+#: warm-up (whose int32 indices no run from a file uses) and the run's types.
+WARMUP_PLAN = (_warm_up_plan,)
+WARMUP = ("daskhpc.linear._fit:warm_up", _warm_up_run)

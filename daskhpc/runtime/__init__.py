@@ -45,6 +45,7 @@ from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gath
 from daskhpc.runtime._engine import ProgramRunner, step_of_key
 from daskhpc.runtime._exchange import Exchange
 from daskhpc.runtime._frame import run_job
+from daskhpc._numba import KernelsReport, prepare_kernels
 from daskhpc.runtime._job import (Attempt, AttemptGraph, Diverged, GaveUp, Job, Outcome,
                                   exchange_mode)
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
@@ -67,6 +68,7 @@ __all__ = [
     "GaveUp",
     "HoldingPlugin",
     "Job",
+    "KernelsReport",
     "NoScheduler",
     "Outcome",
     "PARKED",
@@ -92,6 +94,7 @@ __all__ = [
     "logged_transfers",
     "low_latency",
     "pinned_graph",
+    "prepare_kernels",
     "progress",
     "release_futures",
     "replace_lost",

@@ -27,6 +27,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 import uuid
 import warnings
@@ -127,6 +128,7 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
         raise InputError("resume needs a checkpoint directory (--checkpoint DIR)")
     book = Book(job, ck, t_start)
     resumed_from = book.restart_unit() if job.ordered and book.durable else None
+    _prepare_kernels(client, job.name)
     if job.warm_up is not None:
         client.run(job.warm_up)
     if announce:
@@ -349,6 +351,19 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
     settle(book, todo[:ran], drain)
     finals = ProgramRunner.finals(values, job.nparts)
     return job.assemble(finals) if job.assemble else finals
+
+
+def _prepare_kernels(client, workflow: str) -> None:
+    """A LocalCluster's workers share this machine's numba cache: compile the workflow's
+    kernels once here (saying so on stderr) instead of in every worker at its first
+    task. Remote workers have caches of their own; the command line prepares them before
+    it joins (``daskhpc._numba``)."""
+    from distributed import LocalCluster
+
+    if isinstance(getattr(client, "cluster", None), LocalCluster):
+        from daskhpc._numba import prepare_kernels
+
+        prepare_kernels(workflow, file=sys.stderr)
 
 
 def _running(token: str, dask_worker=None) -> int:

@@ -11,6 +11,7 @@ Examples
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 
@@ -120,7 +121,10 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
 def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_restarts,
          callback, progress, t_start) -> SpgemmResult:
     from daskhpc import dashboard
-    from daskhpc.runtime import CheckpointDir, PartStore, Placement, run_job, worker_addresses
+    from distributed import LocalCluster
+
+    from daskhpc.runtime import (CheckpointDir, PartStore, Placement, prepare_kernels, run_job,
+                                 worker_addresses)
 
     from . import _driver as D
     from ._checkpoint import store_batches, stored_batches
@@ -134,6 +138,8 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     store = PartStore(client, Placement(g.p, workers), uuid.uuid4().hex[:10],
                       part_of=lambda c: g.rank(*c))
     t_prep = time.perf_counter()
+    if isinstance(getattr(client, "cluster", None), LocalCluster):
+        prepare_kernels("spgemm", file=sys.stderr)     # once here, not in every worker
     client.run(_memory_warm_up)   # load the numba kernels before anything is timed
     baseline = client.run(_memory_reset) if measure_memory else {}
     # dashboard pages: the run starts here (measured bytes count from now)

@@ -366,6 +366,23 @@ def _insertion_sort(idx, val, lo, hi):
         val[b + 1] = v
 
 
+# Element loops, not ``a[lo:hi] = b``: an array assignment to a slice compiles numba's
+# shape-mismatch error message (string formatting), ~3 s of every cold compile.
+@njit(**_OPTS)
+def _copy(idx, val, src, out_idx, out_val, dst, n):
+    for t in range(n):
+        out_idx[dst + t] = idx[src + t]
+        out_val[dst + t] = val[src + t]
+
+
+@njit(**_OPTS)
+def _gather(out_idx, out_val, dst, idx, val, order):
+    # out[dst + t] = (idx, val)[order[t]]
+    for t in range(order.size):
+        out_idx[dst + t] = idx[order[t]]
+        out_val[dst + t] = val[order[t]]
+
+
 @njit(**_OPTS)
 def sort_columns(ptr, idx, val):
     """Sort rows ascending within every column, in place."""
@@ -376,8 +393,7 @@ def sort_columns(ptr, idx, val):
             _insertion_sort(idx, val, lo, hi)
         else:
             order = np.argsort(idx[lo:hi], kind="quicksort")
-            idx[lo:hi] = idx[lo:hi][order]
-            val[lo:hi] = val[lo:hi][order]
+            _gather(idx, val, lo, idx[lo:hi].copy(), val[lo:hi].copy(), order)
 
 
 @njit(**_OPTS)
@@ -392,8 +408,7 @@ def select_columns(ptr, idx, val, cols):
     for c in range(cols.size):
         j = cols[c]
         n = ptr[j + 1] - ptr[j]
-        out_idx[out_ptr[c]:out_ptr[c] + n] = idx[ptr[j]:ptr[j + 1]]
-        out_val[out_ptr[c]:out_ptr[c] + n] = val[ptr[j]:ptr[j + 1]]
+        _copy(idx, val, ptr[j], out_idx, out_val, out_ptr[c], n)
     return out_ptr, out_idx, out_val
 
 
@@ -411,15 +426,30 @@ def topk_columns(ptr, idx, val, k):
         hi = ptr[j + 1]
         o = out_ptr[j]
         if hi - lo <= k:
-            out_idx[o:o + hi - lo] = idx[lo:hi]
-            out_val[o:o + hi - lo] = val[lo:hi]
+            _copy(idx, val, lo, out_idx, out_val, o, hi - lo)
             continue
         # order by (-value, row): deterministic whatever the hash order was
         rows = idx[lo:hi]
         order = np.argsort(rows, kind="mergesort")
         vs = -val[lo:hi][order]
         keep = order[np.argsort(vs, kind="mergesort")[:k]]
-        out_idx[o:o + k] = rows[keep]
-        out_val[o:o + k] = val[lo:hi][keep]
+        _gather(out_idx, out_val, o, rows, val[lo:hi], keep)
     return out_ptr, out_idx, out_val
 
+
+def _warm_up_plan() -> None:
+    """The plan's kernel (the grid symbolic pass, in the client)."""
+    import scipy.sparse as sp
+
+    from ._grid import Grid
+    from ._symbolic import grid_symbolic
+
+    a = sp.random(8, 8, density=0.5, random_state=0, format="csr")
+    grid_symbolic(a, a, Grid(2, 1))
+
+
+#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
+#: compiles it once before the cluster starts; the workers then load it): the plan's
+#: kernel and the workers' warm-up.
+WARMUP_PLAN = (_warm_up_plan,)
+WARMUP = (_warm_up_plan, "daskhpc.spgemm._memory:warm_up")

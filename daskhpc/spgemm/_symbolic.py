@@ -163,8 +163,10 @@ def grid_symbolic(a, b, grid: Grid, nbatches: int = 1) -> GridSymbolic:
     ac, bc = _csc(a), _csc(b)
     col_block, col_batch, col_layer = lay.column_maps()
     in_s, in_k = lay.inner_slice_of()
+    # int64 indices whatever scipy chose: one compiled specialisation of the pass
+    i64 = [np.asarray(x, np.int64) for x in (ac.indptr, ac.indices, bc.indptr, bc.indices)]
     unmerged, layer, final, flops = _grid_pass(
-        ac.indptr, ac.indices, bc.indptr, bc.indices, lay.row_block_of(), in_s, in_k,
+        *i64, lay.row_block_of(), in_s, in_k,
         col_block, col_batch, col_layer, grid.q, grid.l, lay.b, max(a.shape[0], 1))
     nnz_a, nnz_b = cell_input_nnz(ac, bc, lay)
     bcoo = sp.coo_array(bc)

@@ -145,3 +145,16 @@ def sse_block(W, H, li, lj, val, lo, hi):
         e = val[r] - p
         sse += e * e
     return sse
+
+
+def _warm_up_plan() -> None:
+    """The plan's kernels (the d-gap rows, in the client)."""
+    from ._dgap import dgap_successors
+
+    dgap_successors(np.array([0, 0, 1]), np.array([0, 1, 0]), np.array([0, 1]), 2)
+
+
+#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
+#: compiles it once before the cluster starts; the workers then load it).
+WARMUP_PLAN = (_warm_up_plan,)
+WARMUP = ("daskhpc.ssgd._tasks:warm_up", _warm_up_plan)

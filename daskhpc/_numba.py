@@ -1,0 +1,235 @@
+"""Compile a workflow's numba kernels once, in the client, and say so while it happens.
+
+numba compiles a kernel at its first call with new argument types and (``cache=True``)
+saves it to its cache (``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the source). With
+a cold cache every worker of a LocalCluster compiles the same kernels at the same time
+(N workers: N times the CPU and the compiler's memory), silently. :func:`prepare_kernels`
+runs the workflow's declared warm-up in the client before the cluster starts: the
+kernels compile once, the workers only load them, and the first compile prints one line
+on ``file``::
+
+    spgemm: compiling kernels (first run only) ... done in 12.3 s
+
+A warm cache prints nothing: loading is not compiling (numba fires its
+``numba:compile`` event only on a cache miss, which is what this listens to). After a
+warm-up a stamp beside numba's cache (the kernels' source files, numba, the CPU) lets
+the next run skip it while nothing changed.
+
+A workflow declares its warm-up in its kernels module (``daskhpc/<name>/_kernels.py``,
+ssgd's ``_kernel.py``): ``WARMUP`` calls every kernel a ``run`` compiles, on the client
+and on the workers, with the argument types the run uses; ``WARMUP_PLAN`` (optional)
+what ``plan`` compiles. Each is a function, a ``"module:function"`` reference (resolved
+only when called: the workers' own warm-up may live in a module that imports the
+kernels module), or a tuple of them. No dask here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pathlib
+import sys
+import time
+from dataclasses import dataclass
+
+__all__ = ["KernelsReport", "prepare_kernels", "warmup_of"]
+
+_MESSAGE = "compiling kernels (first run only) ..."
+
+
+@dataclass(frozen=True)
+class KernelsReport:
+    """What :func:`prepare_kernels` did.
+
+    Attributes
+    ----------
+    workflows : tuple of str
+    compiled : int
+        Kernel specialisations compiled (0: every one came from numba's cache).
+    seconds : float
+        Wall time of the warm-up (compiling or loading).
+    """
+
+    workflows: tuple
+    compiled: int
+    seconds: float
+
+    @property
+    def cached(self) -> bool:
+        """Whether every kernel was already in numba's cache."""
+        return self.compiled == 0
+
+
+def warmup_of(workflow: str, command: str = "run") -> list:
+    """The warm-up functions workflow ``workflow`` declares for ``command`` (``run``,
+    ``demo``: ``WARMUP``, ``plan``: ``WARMUP_PLAN``), in call order."""
+    module = _kernels_module(workflow)
+    attr = "WARMUP_PLAN" if command == "plan" else "WARMUP"
+    return [_resolve(f) for f in _as_tuple(getattr(module, attr, ()))] if module else []
+
+
+def _kernels_module(workflow: str):
+    from daskhpc import _workflows
+
+    package = _workflows.available().get(workflow, f"daskhpc.{workflow}._cli").rsplit(".", 1)[0]
+    for name in ("_kernels", "_kernel"):
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name not in (package, f"{package}.{name}"):     # not a workflow: none
+                raise
+    return None
+
+
+def _as_tuple(x) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _resolve(f):
+    if isinstance(f, str):
+        module, _, name = f.partition(":")
+        return getattr(importlib.import_module(module), name)
+    return f
+
+
+def prepare_kernels(*workflows: str, command: str = "run", file=None) -> KernelsReport:
+    """Compile (or load from numba's cache) the kernels of ``workflows`` in this process.
+
+    Call it before the cluster starts: its workers then load the kernels instead of each
+    compiling them. A workflow whose stamp is fresh (warmed up before, nothing changed
+    since) is skipped: a warm run pays a few file reads.
+
+    Parameters
+    ----------
+    *workflows : str
+        Registered workflow names (``daskhpc demo``: all of them).
+    command : {"run", "demo", "plan"}
+        ``plan`` compiles only what a plan uses (``WARMUP_PLAN``).
+    file : text stream, optional
+        Where the "compiling kernels (first run only) ... done in 12.3 s" line goes
+        (``sys.stderr`` on the command line; never stdout, which may carry JSON).
+        None: silent.
+
+    Returns
+    -------
+    KernelsReport
+        ``cached`` says whether everything came from numba's cache.
+    """
+    from numba.core import event
+
+    todo = [(w, _stamp_path(w, command)) for w in workflows]
+    todo = [(w, path) for w, path in todo if not _fresh(path)]
+    announce = _announcer(file, ", ".join(workflows))
+    t0 = time.perf_counter()
+    for w, path in todo:
+        before = _overloads()
+        with event.install_listener("numba:compile", announce):
+            for fn in warmup_of(w, command):
+                fn()
+        _write_stamp(path, before)
+    seconds = time.perf_counter() - t0
+    if announce.compiled and file is not None:
+        print(f" done in {seconds:.1f} s", file=file, flush=True)
+    return KernelsReport(tuple(workflows), announce.compiled, seconds)
+
+
+# The stamp: after a warm-up, a small JSON file beside numba's cache of the workflow's
+# kernels module lists the source files of every kernel the warm-up compiled or loaded,
+# with their size and mtime (what numba's own cache index is keyed on), numba's version
+# and the CPU. While they match, the warm-up is skipped: loading every kernel in the
+# client (and compiling numba's uncached helpers) would cost a warm run ~0.5-3 s.
+# Anything unexpected (numba internals changed, no writable cache) means "not fresh":
+# the warm-up runs, as on a cold cache.
+
+def _stamp_path(workflow: str, command: str):
+    from numba.core.dispatcher import Dispatcher
+
+    module = _kernels_module(workflow)
+    caches = [getattr(obj._cache, "_cache_path", None) for obj in vars(module).values()
+              if isinstance(obj, Dispatcher)] if module else []
+    where = next((c for c in caches if isinstance(c, str)), None)
+    kind = "plan" if command == "plan" else "run"
+    name = f"daskhpc-warmup-{workflow}-{kind}.json"
+    return pathlib.Path(where) / name if where else None
+
+
+def _overloads() -> dict:
+    """Compiled/loaded specialisations of every daskhpc kernel in this process."""
+    from numba.core.dispatcher import Dispatcher
+
+    out = {}
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("daskhpc.") and mod is not None:
+            for obj in list(vars(mod).values()):
+                if isinstance(obj, Dispatcher):
+                    out[obj] = len(obj.overloads)
+    return out
+
+
+def _files_state(files) -> dict:
+    state = {}
+    for f in sorted(files):
+        st = os.stat(f)
+        state[f] = [st.st_size, st.st_mtime_ns]
+    return state
+
+
+def _machine() -> list:
+    import numba
+    from numba.core.registry import cpu_target
+
+    magic = cpu_target.target_context.codegen().magic_tuple()
+    return [numba.__version__, sys.version, repr(magic)]
+
+
+def _fresh(path) -> bool:
+    try:
+        stamp = json.loads(path.read_text())
+        return stamp["machine"] == _machine() and stamp["files"] == _files_state(stamp["files"])
+    except Exception:  # noqa: BLE001 - missing, unreadable, a source file gone: warm up
+        return False
+
+
+def _write_stamp(path, before: dict) -> None:
+    if path is None:
+        return
+    used = {d.py_func.__code__.co_filename for d in _overloads()
+            if len(d.overloads) > before.get(d, 0)}
+    if not used:        # all were in memory already: nothing to vouch for
+        return
+    try:
+        path.write_text(json.dumps({"machine": _machine(), "files": _files_state(used)}))
+    except OSError:
+        pass        # no writable cache: the next run warms up again
+
+
+def _announcer(file, label: str):
+    """A numba ``numba:compile`` listener (numba is imported only when kernels are
+    prepared) that counts the compiles of cached kernels and writes the message at the
+    first one. Kernels without ``cache=True`` (numba's own, e.g. ``typed.List``'s
+    helpers) compile in every process on every run: not "first run only", not counted."""
+    from numba.core import event
+    from numba.core.caching import NullCache
+
+    class Announce(event.Listener):
+        def __init__(self):
+            self.depth = self.compiled = 0
+            self.stack = []
+
+        def on_start(self, ev):
+            disp = ev.data.get("dispatcher")
+            cached = not isinstance(getattr(disp, "_cache", None), (NullCache, type(None)))
+            counted = cached and self.depth == 0      # a cached kernel's callees: inside it
+            self.stack.append(counted)
+            if counted:
+                if self.compiled == 0 and file is not None:
+                    print(f"{label}: {_MESSAGE}", end="", file=file, flush=True)
+                self.compiled += 1
+                self.depth += 1
+
+        def on_end(self, ev):
+            if self.stack.pop():
+                self.depth -= 1
+
+    return Announce()
