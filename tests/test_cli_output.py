@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 DASKHPC = shutil.which("daskhpc", path=os.path.dirname(sys.executable)) or "daskhpc"
 KEY_VALUE = re.compile(r"\b[a-z_]+=[0-9]")     # "tot_vol=7170": the old dump
 
@@ -79,6 +81,7 @@ def test_info_json_alone_on_stdout():
     assert "partitioners:" in r.stderr
 
 
+@pytest.mark.slow      # ~30 s: every bundled data set with every partitioner
 def test_demo_without_cluster_json_alone_on_stdout():
     r = piped("demo", "--no-cluster", "--json", "-")
     assert r.returncode == 0, r.stderr

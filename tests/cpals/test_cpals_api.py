@@ -62,7 +62,7 @@ def test_cli_plan_gives_the_full_report(shared_data):
     assert rep["allreduce"]["tot_msgs"] == 3 * 4 * 2      # recursive doubling, 3 modes
     json.loads(to_json(rep))
     text = _cli.summary(rep)
-    assert "load max" in text and "gram all-reduce" in text
+    assert "load max" in text and "  gram       all-reduce of" in text
     run_args = parser("run").parse_args([path, "--iters", "7", "--tol", "0", "--check-serial"])
     assert (run_args.iters, run_args.tol, run_args.check_serial) == (7, 0.0, True)
 

@@ -238,4 +238,4 @@ def test_demo_on_the_cluster(client2):
     assert rep["serial_check"]["textbook"]["predictions_identical"]
     assert rep["quality"]["final_test_acc"] > 0.7          # 50 epochs on Cora
     text = _cli.summary(rep)
-    assert "between workers" in text and "accuracy:" in text
+    assert "  traffic    planned" in text and "  accuracy   train" in text
