@@ -4,20 +4,8 @@ string ids, empty rows dropped with a note (``--keep-empty`` refuses)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-EXE = os.path.join(os.path.dirname(sys.executable), "daskhpc")
-EMPTY_ROWS = ("%%MatrixMarket matrix coordinate real general\n6 4 8\n1 1 4\n1 2 3\n2 3 5\n"
-              "2 4 1\n4 1 2\n4 3 4\n6 2 5\n6 4 3\n")
-
-
-def daskhpc(*argv, timeout=300):
-    done = subprocess.run([EXE, *map(str, argv)], capture_output=True, text=True,
-                          timeout=timeout)
-    return done.returncode, done.stdout, done.stderr
-
+from cli_script import EMPTY_ROWS, daskhpc
 
 def test_plan_with_format_and_string_ids(tmp_path):
     path = tmp_path / "votes.el"            # .el says snap: --format ratings overrides it

@@ -5,29 +5,19 @@ before the cluster starts (and read once), and ``fit(resume=True)`` reads as a f
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from cli_script import EMPTY_ROWS, daskhpc
 
 import daskhpc as dh
 from daskhpc.errors import InputError
 from daskhpc.io import read
 
-EXE = os.path.join(os.path.dirname(sys.executable), "daskhpc")
 STRING_IDS = "user,item,rating\nalice,tt1,4\nbob,tt1,3\nbob,tt2,5\ncarol,tt2,1\ndave,tt1,2\n"
 SPARSE_IDS = "1000 5000 4\n1000 7000 3\n2000 5000 1\n3000 7000 5\n"
 # a SNAP graph with sparse node ids: node 7000 has no out-edge (an empty row)
 GRAPH = "1000 5000\n1000 7000\n5000 1000\n5000 7000\n"
-EMPTY_ROWS = ("%%MatrixMarket matrix coordinate real general\n6 4 8\n1 1 4\n1 2 3\n2 3 5\n"
-              "2 4 1\n4 1 2\n4 3 4\n6 2 5\n6 4 3\n")
-
-
-def daskhpc(*argv, timeout=300):
-    done = subprocess.run([EXE, *map(str, argv)], capture_output=True, text=True,
-                          timeout=timeout)
-    return done.returncode, done.stdout, done.stderr
 
 
 def refused_before_cluster(tmp_path, name, text, *options):
@@ -42,19 +32,17 @@ def refused_before_cluster(tmp_path, name, text, *options):
 
 # -- through the console script: every message names what the file names ------------------
 
-def test_run_refuses_bad_ratings_before_the_cluster_naming_lines_and_ids(tmp_path):
-    assert refused_before_cluster(tmp_path, "nan.csv", STRING_IDS + "erin,tt2,nan\n",
-                                  "--parts", "1") == \
-        "nan.csv:7: rating is nan (NaN/inf not allowed)"
-    assert refused_before_cluster(tmp_path, "inf.tsv", SPARSE_IDS + "3000 5000 inf\n",
-                                  "--parts", "1") == \
-        "inf.tsv:5: rating is inf (NaN/inf not allowed)"
-    assert refused_before_cluster(tmp_path, "dup.csv", STRING_IDS + "bob,tt2,1\n",
-                                  "--parts", "1") == \
-        "dup.csv:7: duplicate rating for user bob, item tt2 (first rated on line 4)"
-    assert refused_before_cluster(tmp_path, "dup.tsv", SPARSE_IDS + "2000 5000 2\n",
-                                  "--parts", "1") == \
-        "dup.tsv:5: duplicate rating for user 2000, item 5000 (first rated on line 3)"
+@pytest.mark.parametrize("name, text, message", [
+    ("nan.csv", STRING_IDS + "erin,tt2,nan\n", "nan.csv:7: rating is nan (NaN/inf not allowed)"),
+    ("inf.tsv", SPARSE_IDS + "3000 5000 inf\n", "inf.tsv:5: rating is inf (NaN/inf not allowed)"),
+    ("dup.csv", STRING_IDS + "bob,tt2,1\n",
+     "dup.csv:7: duplicate rating for user bob, item tt2 (first rated on line 4)"),
+    ("dup.tsv", SPARSE_IDS + "2000 5000 2\n",
+     "dup.tsv:5: duplicate rating for user 2000, item 5000 (first rated on line 3)"),
+])
+def test_run_refuses_bad_ratings_before_the_cluster_naming_lines_and_ids(tmp_path, name, text,
+                                                                         message):
+    assert refused_before_cluster(tmp_path, name, text, "--parts", "1") == message
 
 
 def test_run_refuses_too_many_parts_and_empty_rows_before_the_cluster(tmp_path):
