@@ -33,7 +33,7 @@ import numpy as np
 from daskhpc import __version__
 
 __all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
-           "summary_line",
+           "summary_line", "format_bytes",
            "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES"]
 
 #: The one meaning of ``planned_bytes`` in a report, a history row and the dashboard.
@@ -282,20 +282,21 @@ def _plan_line(report: dict) -> str:
             f"(max per part: {_count(p.get('max_vol', 0))} {unit}, "
             f"{_count(p.get('max_msgs', 0))} messages)")
     if p.get("planned_bytes") is not None:
-        text += f", {_bytes(p['planned_bytes'])}"
+        text += f", {format_bytes(p['planned_bytes'])}"
     return text
 
 
 def _traffic_line(m) -> str:
     if not isinstance(m, dict) or "inter_worker_bytes" not in m:
         return ""
-    got = f"measured {_bytes(m['inter_worker_bytes'])} in " \
+    got = f"measured {format_bytes(m['inter_worker_bytes'])} in " \
           f"{_count(m.get('inter_worker_messages', 0))}"
     if "planned_bytes" not in m:
         return got.replace("measured", "between workers", 1) + " messages"
     planned = int(m["planned_bytes"])
     ratio = f" ({m['inter_worker_bytes'] / planned:.2f}x the plan)" if planned else ""
-    return (f"planned {_bytes(planned)} in {_count(m.get('planned_messages', 0))} messages, "
+    return (f"planned {format_bytes(planned)} in "
+            f"{_count(m.get('planned_messages', 0))} messages, "
             f"{got}{ratio}")
 
 
@@ -350,14 +351,22 @@ def _count(n) -> str:
     return f"{int(n):,}"
 
 
-def _bytes(n) -> str:
-    """Decimal units, three digits: 5,324,800 -> '5.32 MB'."""
+def format_bytes(n, spec: str = ".3g") -> str:
+    """Bytes in decimal units, the number formatted by ``spec``; the summaries' and the
+    dashboard's one formatter.
+
+    Examples
+    --------
+    >>> format_bytes(5_324_800), format_bytes(5_324_800, ",.1f"), format_bytes(999)
+    ('5.32 MB', '5.3 MB', '999 B')
+    """
     n = float(n)
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.3g} {unit}"
+            return f"{n:,.0f} B" if unit == "B" else f"{n:{spec}} {unit}"
         n /= 1000
     return ""  # pragma: no cover
+
 
 
 class WorkflowResult:

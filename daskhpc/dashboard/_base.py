@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskhpc.dashboard._state import PLUGIN_NAME
+from daskhpc.report import format_bytes as report_bytes
 
 __all__ = ["Component", "update_source", "worker_label", "format_bytes", "bytes_text", "EMPTY",
            "UPDATE_MS"]
@@ -36,11 +37,8 @@ def worker_label(scheduler, addr: str) -> str:
 
 
 def format_bytes(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1000
-    return f"{n}"  # pragma: no cover
+    """One decimal on the pages (``daskhpc.report.format_bytes``)."""
+    return report_bytes(n, ",.1f")
 
 
 def bytes_text(d: dict, unit_name: str | None = None) -> str:
