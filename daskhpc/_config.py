@@ -25,7 +25,7 @@ from typing import Any
 import dask.config
 import yaml
 
-__all__ = ["get"]
+__all__ = ["get", "progress_setting"]
 
 _YAML = os.path.join(os.path.dirname(__file__), "daskhpc.yaml")
 
@@ -72,3 +72,23 @@ def get(key: str, default: Any = _no_default) -> Any:
     if default is _no_default:
         return dask.config.get(key)
     return dask.config.get(key, default)
+
+
+def progress_setting() -> bool | None:
+    """``daskhpc.runtime.progress`` as True (show, lines off a terminal), False (never) or
+    None (unset: on a terminal only); strings such as ``"off"`` or ``"1"`` from an
+    environment variable count as their meaning.
+
+    Examples
+    --------
+    >>> with dask.config.set({"daskhpc.runtime.progress": "off"}):
+    ...     progress_setting()
+    False
+    """
+    value = get("runtime.progress", None)
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in ("false", "off", "0", "no"):
+        return False
+    return True if text in ("true", "on", "1", "yes") else None

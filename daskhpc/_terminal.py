@@ -8,7 +8,7 @@
   stderr while the command runs.
 
 The cluster's per-unit progress bar is :func:`daskhpc.runtime.progress`; both follow the
-same setting. No dask here beyond ``dask.config``.
+same setting. The setting is read by ``daskhpc._config.progress_setting``.
 
 Examples
 --------
@@ -30,15 +30,15 @@ __all__ = ["stage", "json_on_stdout", "progress_mode"]
 def progress_mode(file=None) -> str:
     """``"tick"`` (a terminal), ``"lines"`` (``daskhpc.runtime.progress: true`` off a
     terminal) or ``"off"`` (piped, or the setting is false)."""
-    import dask.config
+    from daskhpc import _config
 
     file = file if file is not None else sys.stderr
-    setting = str(dask.config.get("daskhpc.runtime.progress", None)).lower()
-    if setting in ("false", "off", "0", "no"):
+    setting = _config.progress_setting()
+    if setting is False:
         return "off"
     if getattr(file, "isatty", lambda: False)():
         return "tick"
-    return "lines" if setting in ("true", "on", "1", "yes") else "off"
+    return "lines" if setting else "off"
 
 
 class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`

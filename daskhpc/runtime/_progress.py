@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 
-import dask.config
+from daskhpc import _config
 
 __all__ = ["progress"]
 
@@ -148,14 +148,14 @@ def _resolve(mode: str | None, file) -> str:
             return mode
         setting = True if mode == "on" else None
     else:
-        setting = dask.config.get("daskhpc.runtime.progress", None)
-    if setting is False or str(setting).lower() in ("false", "off", "0", "no"):
+        setting = _config.progress_setting()
+    if setting is False:
         return "off"
     if _in_notebook():
         return "notebook"
     if getattr(file, "isatty", lambda: False)():
         return "bar"
-    return "lines" if setting is True or str(setting).lower() in ("true", "on", "1") else "off"
+    return "lines" if setting else "off"
 
 
 def _in_notebook() -> bool:
