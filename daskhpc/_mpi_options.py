@@ -84,14 +84,14 @@ def check_workflow_args(run_argv: list[str]) -> tuple[str | None, str | None]:
     """Parse ``daskhpc run ...`` as the CLI will, before any cluster exists."""
     from daskhpc import cli
 
-    args = cli.build_parser().parse_args(run_argv)  # SystemExit(2) on a bad option
-    if getattr(args, "broken", None):
-        raise BadOptions(args.broken)
+    values = vars(cli.build_parser().parse_args(run_argv))  # SystemExit(2): a bad option
+    if values.get("broken"):
+        raise BadOptions(values["broken"])
     for opt in ("workers", "scheduler_address"):
-        if getattr(args, opt, None) is not None:
+        if values.get(opt) is not None:
             raise BadOptions(f"--{opt.replace('_', '-')} does not apply under mpiexec: the "
                               "workers are the ranks from 2 on")
-    return args.scheduler_file, args.dashboard_address
+    return values.get("scheduler_file"), values.get("dashboard_address")
 
 
 class quiet_unless:

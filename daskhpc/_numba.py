@@ -16,7 +16,7 @@ warm-up a stamp beside numba's cache (the kernels' source files, numba, the CPU)
 the next run skip it while nothing changed.
 
 A workflow declares its warm-up in its kernels module (``daskhpc/<name>/_kernels.py``,
-ssgd's ``_kernel.py``): ``WARMUP`` calls every kernel a ``run`` compiles, on the client
+or the module its ``Workflow.kernels`` names): ``WARMUP`` calls every kernel a ``run`` compiles, on the client
 and on the workers, with the argument types the run uses; ``WARMUP_PLAN`` (optional)
 what ``plan`` compiles. Each is a function, a ``"module:function"`` reference (resolved
 only when called: the workers' own warm-up may live in a module that imports the
@@ -25,7 +25,6 @@ kernels module), or a tuple of them. No dask here.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import pathlib
@@ -64,33 +63,9 @@ class KernelsReport:
 def warmup_of(workflow: str, command: str = "run") -> list:
     """The warm-up functions workflow ``workflow`` declares for ``command`` (``run``,
     ``demo``: ``WARMUP``, ``plan``: ``WARMUP_PLAN``), in call order."""
-    module = _kernels_module(workflow)
-    attr = "WARMUP_PLAN" if command == "plan" else "WARMUP"
-    return [_resolve(f) for f in _as_tuple(getattr(module, attr, ()))] if module else []
-
-
-def _kernels_module(workflow: str):
     from daskhpc import _workflows
 
-    package = _workflows.available().get(workflow, f"daskhpc.{workflow}._cli").rsplit(".", 1)[0]
-    for name in ("_kernels", "_kernel"):
-        try:
-            return importlib.import_module(f"{package}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name not in (package, f"{package}.{name}"):     # not a workflow: none
-                raise
-    return None
-
-
-def _as_tuple(x) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
-
-
-def _resolve(f):
-    if isinstance(f, str):
-        module, _, name = f.partition(":")
-        return getattr(importlib.import_module(module), name)
-    return f
+    return _workflows.load(workflow).warmup(command)
 
 
 def prepare_kernels(*workflows: str, command: str = "run", file=None) -> KernelsReport:
@@ -145,7 +120,9 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
 def _stamp_path(workflow: str, command: str):
     from numba.core.dispatcher import Dispatcher
 
-    module = _kernels_module(workflow)
+    from daskhpc import _workflows
+
+    module = _workflows.load(workflow).kernels_module()
     caches = [getattr(obj._cache, "_cache_path", None) for obj in vars(module).values()
               if isinstance(obj, Dispatcher)] if module else []
     where = next((c for c in caches if isinstance(c, str)), None)

@@ -1,46 +1,536 @@
-"""The workflows the CLI, ``daskhpc demo``, the mpi launcher and the dashboard know.
+"""The Workflow protocol: one typed surface every workflow plugs in through.
 
-Every workflow, ours too, registers with one line in its distribution's
-``pyproject.toml``::
+A workflow is a subclass of :class:`Workflow` (re-exported as
+``daskhpc.runtime.Workflow``), registered with one line in its distribution's
+``pyproject.toml`` naming the class::
 
     [project.entry-points."daskhpc.workflows"]
-    cpals = "daskhpc.cpals._cli"
+    cpals = "daskhpc.cpals._cli:CPALS"
 
-The value is the workflow's registration module, which defines::
+Its own options are one dataclass (``Workflow.Options``, fields made with :func:`option`:
+default, help, choices); how a run runs is :class:`RunOptions`, the same for every
+workflow and every entry point (``fit(..., run=RunOptions(...))`` or its keywords). The
+command line (``daskhpc plan|run``), ``daskhpc demo``, the mpi launcher, the kernel
+warm-up and the dashboard are generated from the class: no workflow parses arguments
+itself (docs/architecture.md, "Writing a workflow"; docs/cli.md, the contract).
 
-    NAME = "cpals"
-    HELP = "one line"
-    def add_arguments(parser, mode): ...      # mode is "plan" or "run"
-    def plan(args) -> dict: ...               # JSON report, no cluster
-    def run(args, client) -> dict: ...        # JSON report, on a connected client
-    def demo(client) -> dict: ...             # bundled data, small; returns a report
-    CHECKPOINTS = True                        # optional: --checkpoint/--resume on `run`
-    MPI_TEST_ARGS = lambda: [...]             # optional: a few-second run for the mpi tests
-    DASHBOARD = "daskhpc.cpals._dashboard"    # optional: module with PANELS (its pages)
-
-Adding a workflow touches nothing outside its own package (docs/architecture.md,
-"Writing a workflow").
+No dask here: a plan never needs it.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import difflib
 import importlib
+import os
+from abc import ABC, abstractmethod
+from dataclasses import MISSING, dataclass, field, fields
 from importlib.metadata import entry_points
+from typing import Any, Callable, ClassVar
+
+__all__ = ["GROUP", "EXCHANGES", "EXCHANGE_PLUGIN", "Call", "RunOptions", "Workflow", "available", "load",
+           "option", "exchange_mode", "options_of", "check_dashboard_address"]
 
 GROUP = "daskhpc.workflows"
 
+#: How a Program's messages travel between workers (docs/decisions.md): pushed by the
+#: sender, one task per worker and unit (direct), or as task dependencies (graph).
+EXCHANGES = ("direct", "graph")
+#: The name of the direct exchange's worker plugin (``runtime._exchange``).
+EXCHANGE_PLUGIN = "daskhpc-exchange"
 
+
+def option(default=None, help: str = "", *, flag: str | None = None, choices=None,
+           metavar: str | None = None, type: Callable | None = None,
+           modes: tuple = ("plan", "run"), cli: bool = True):
+    """A dataclass field that is also a command-line option.
+
+    Parameters
+    ----------
+    default
+        The default (a bool makes a switch: ``--x`` for False, ``flag="--no-x"`` for True).
+    help : str
+        One line for ``--help``; the default is appended unless the text says it.
+    flag : str, optional
+        The option's name (default ``--field-name``).
+    choices, metavar, type
+        As argparse's (``type`` defaults to the default's type; a parser raising
+        :class:`~daskhpc.errors.InputError` gives a one-line error).
+    modes : tuple
+        The commands that take it (``plan``, ``run``).
+    cli : bool
+        False: API only (a client, a callback).
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Options:
+    ...     rank: int = option(10, "R, components")
+    >>> Options().rank
+    10
+    """
+    meta = {"help": help, "flag": flag, "choices": choices, "metavar": metavar,
+            "type": type, "modes": tuple(modes), "cli": cli}
+    if isinstance(default, (list, dict, set)):
+        return field(default_factory=lambda: default.copy(), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def exchange_mode(exchange: str | None = None) -> str:
+    """``exchange``, or the configured default (``daskhpc.runtime.exchange``), checked:
+    the one place an exchange mode is validated.
+
+    Examples
+    --------
+    >>> exchange_mode("graph")
+    'graph'
+    >>> exchange_mode("fast")
+    Traceback (most recent call last):
+    ...
+    daskhpc.errors.InputError: --exchange must be direct or graph, not 'fast'
+    """
+    if exchange is None:
+        from daskhpc import _config
+
+        exchange = _config.get("runtime.exchange", "direct")
+    if exchange not in EXCHANGES:
+        from daskhpc.errors import InputError
+
+        raise InputError(f"--exchange must be direct or graph, not {exchange!r}")
+    return exchange
+
+
+@dataclass
+class RunOptions:
+    """How a run runs: the same options for every workflow.
+
+    Every ``fit``/``multiply``/``allreduce`` takes ``run=RunOptions(...)`` or the same
+    names as keywords; ``daskhpc run`` makes its flags from these fields. Validated once,
+    when made (one-line :class:`~daskhpc.errors.InputError`).
+
+    Examples
+    --------
+    >>> r = RunOptions(checkpoint="ck", resume=True)
+    >>> r.resume, r.max_restarts, r.frame()["checkpoint"]
+    (True, 3, 'ck')
+    >>> RunOptions(resume=True)
+    Traceback (most recent call last):
+    ...
+    daskhpc.errors.InputError: --resume needs --checkpoint DIR (the directory to resume from)
+    """
+
+    client: Any = option(None, "a distributed.Client (default: the current client, "
+                               "or a cluster started from the options below)", cli=False)
+    workers: int | None = option(None, "start a LocalCluster of N worker processes (default: "
+                                       "daskhpc.runtime.workers, the cores)", metavar="N",
+                                 type=int)
+    scheduler_file: str | None = option(None, "join the running scheduler that wrote this "
+                                              "file (dask-mpi, dask-jobqueue, ...)",
+                                        metavar="F")
+    scheduler_address: str | None = option(None, "join the running scheduler at this "
+                                                 "address (tcp://HOST:PORT)", metavar="A")
+    dashboard_address: str | None = option(None, "dashboard of the LocalCluster (HOST:PORT "
+                                                 "or :PORT; default localhost:8787 or the "
+                                                 "next free port)", metavar="ADDR")
+    checkpoint: str | None = option(None, "write a checkpoint after every unit (epoch, "
+                                          "iteration, batch) to DIR, a directory every worker "
+                                          "sees, and recover from it when a worker is lost",
+                                    metavar="DIR")
+    resume: bool = option(False, "continue from the last checkpoint in --checkpoint DIR (a "
+                                 "fresh start if there is none)")
+    max_restarts: int = option(3, "lost workers a run recovers from before it gives up",
+                               metavar="N")
+    progress: bool | None = option(None, "progress on stderr: by default a bar on a terminal "
+                                         "and nothing when piped; --progress prints lines "
+                                         "in a log too", type=bool)
+    callback: Callable | None = option(None, "callback(row) with every unit's history row",
+                                       cli=False)
+    exchange: str | None = option(None, "messages between workers pushed by the sender "
+                                        "(direct, the default: daskhpc.runtime.exchange) or "
+                                        "as task dependencies (graph, the reference); the "
+                                        "same numbers", choices=EXCHANGES)
+    check_serial: bool = option(False, "also run the serial reference and compare (the "
+                                       "report's serial_check)")
+    json: str | None = option(None, "write the JSON report here ('-': stdout, the summary "
+                                    "then goes to stderr)", metavar="OUT")
+    command: str | None = option(None, "the command recorded in the report", cli=False)
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Every bad combination -> one-line InputError (before anything starts)."""
+        from daskhpc.errors import InputError
+
+        if self.resume and not self.checkpoint:
+            raise InputError("--resume needs --checkpoint DIR (the directory to resume from)")
+        if self.exchange is not None:
+            exchange_mode(self.exchange)
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) \
+                or self.max_restarts < 0:
+            raise InputError(f"--max-restarts must be an integer >= 0, not "
+                             f"{self.max_restarts!r}")
+        if self.workers is not None and self.workers < 1:
+            raise InputError(f"--workers must be at least 1, not {self.workers}")
+        if os.environ.get("DASKHPC_MPI_CLIENT") == "1":
+            return      # python -m daskhpc.mpi checked the cluster options and wrote the file
+        joins = [o for o, v in (("--scheduler-file", self.scheduler_file),
+                                ("--scheduler-address", self.scheduler_address)) if v]
+        if len(joins) == 2:
+            raise InputError("give --scheduler-file or --scheduler-address, not both")
+        if self.workers is not None and joins:
+            raise InputError(f"--workers starts a local cluster; {joins[0]} joins a running "
+                             "one (its workers are the job's): drop one of them")
+        if self.dashboard_address and joins:
+            raise InputError(f"--dashboard-address applies to a local cluster, not to "
+                             f"{joins[0]} (the running scheduler has its dashboard already)")
+        if self.dashboard_address is not None:
+            check_dashboard_address(self.dashboard_address)
+
+    @classmethod
+    def of(cls, run: RunOptions | None = None, /, **keywords) -> RunOptions:
+        """``run`` with ``keywords`` applied (the keywords of every ``fit``); an unknown
+        keyword is a TypeError naming it, as Python's own.
+
+        Examples
+        --------
+        >>> RunOptions.of(None, check_serial=True).check_serial
+        True
+        >>> RunOptions.of(RunOptions(max_restarts=1), resume=False).max_restarts
+        1
+        """
+        names = {f.name for f in fields(cls)}
+        bad = sorted(set(keywords) - names)
+        if bad:
+            near = difflib.get_close_matches(bad[0], names, 1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(f"unexpected keyword argument {bad[0]!r}{hint}")
+        if run is None:
+            return cls(**keywords)
+        return dataclasses.replace(run, **keywords) if keywords else run
+
+    @classmethod
+    def split(cls, run: RunOptions | None, keywords: dict) -> tuple[RunOptions, dict]:
+        """``(RunOptions.of(run, <the run keywords>), <the other keywords>)``: for a
+        ``fit(..., run=None, **options)`` whose keywords mix both."""
+        names = {f.name for f in fields(cls)}
+        mine = {k: v for k, v in keywords.items() if k in names}
+        return cls.of(run, **mine), {k: v for k, v in keywords.items() if k not in names}
+
+    def frame(self) -> dict:
+        """The keywords of :func:`daskhpc.runtime.run_job` these options set."""
+        return {"checkpoint": self.checkpoint, "resume": self.resume,
+                "max_restarts": self.max_restarts, "callback": self.callback,
+                "progress_bar": self.progress}
+
+    def finish(self, result):
+        """``result``, its report written to ``json`` first when that is set (the API's
+        ``json=``; the command line writes its own)."""
+        if self.json:
+            from daskhpc.report import write_report
+
+            write_report(result.report(), self.json)
+        return result
+
+    def joins(self) -> bool:
+        """Whether the options name a running scheduler (rather than a new cluster)."""
+        return bool(self.scheduler_file or self.scheduler_address)
+
+
+def check_dashboard_address(address) -> None:
+    """Refuse a dashboard address LocalCluster could not bind (``HOST:PORT``, ``:PORT``)
+    before the cluster starts, instead of its "Cluster failed to start".
+
+    Examples
+    --------
+    >>> check_dashboard_address("localhost:8787"); check_dashboard_address(":0")
+    >>> check_dashboard_address("nonsense")
+    Traceback (most recent call last):
+    ...
+    daskhpc.errors.InputError: --dashboard-address must be HOST:PORT or :PORT, not 'nonsense'
+    """
+    import socket
+
+    from daskhpc.errors import InputError
+
+    if address is None or address is False:
+        return
+    host, sep, port = str(address).rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise InputError(f"--dashboard-address must be HOST:PORT or :PORT, not {address!r}")
+    if host:
+        try:
+            socket.getaddrinfo(host.strip("[]"), int(port))
+        except (OSError, UnicodeError) as e:
+            raise InputError(f"--dashboard-address {address}: unknown host {host!r}") from e
+
+
+@dataclass
+class Call:
+    """One command's inputs and options, as a workflow's hooks get them.
+
+    ``inputs`` are the command's input files (or dataset names), ``options`` the
+    workflow's ``Options``; ``data`` is what :meth:`Workflow.check` read, reused by
+    ``plan`` and ``run`` so that a file is read once.
+    """
+
+    inputs: list
+    options: Any
+    parts: int | None = None
+    partition_file: str | None = None
+    format: str | None = None
+    data: Any = None
+    workflow: str = ""
+
+    def values(self, mode: str = "run") -> dict:
+        """The options as keywords: the fields ``mode`` takes (``plan`` leaves out what
+        only a run uses, such as epochs of evaluation), and those that are not flags."""
+        return {f.name: getattr(self.options, f.name) for f in fields(self.options)
+                if mode in f.metadata.get("modes", (mode,)) or not f.metadata.get("cli", True)}
+
+    def one_input(self, what: str):
+        """The one input of a workflow that takes one (what ``check`` read, if it did)."""
+        from daskhpc.errors import InputError
+
+        if self.data is not None:
+            return self.data
+        if len(self.inputs) != 1:
+            raise InputError(f"{self.workflow} takes one {what}, got {len(self.inputs)}: "
+                             f"{list(self.inputs)}")
+        return self.inputs[0]
+
+    def parts_or(self, default: int | None, name: str) -> int:
+        """``--parts``, else ``default``; neither: a one-line error."""
+        from daskhpc.errors import InputError
+
+        K = self.parts if self.parts is not None else default
+        if K is None:
+            raise InputError(f"--parts is required for {name}")
+        return int(K)
+
+
+class Workflow(ABC):
+    """A workflow: what the command line, the demo, the launchers, the kernel warm-up and
+    the dashboard need to know of it, as typed hooks with defaults.
+
+    Subclasses set the class attributes and override :meth:`plan` and :meth:`run`
+    (and, where useful, :meth:`check`, :meth:`demo`, :meth:`summary`,
+    :meth:`small_run`). The whole protocol on a small workflow: docs/architecture.md,
+    "Writing a workflow".
+
+    Attributes
+    ----------
+    name, help : str
+        The command's name and its one line in ``daskhpc run --help``.
+    Options : type
+        The workflow's own options, a dataclass of :func:`option` fields (its flags).
+    inputs : str
+        What the positional inputs are (``--help``).
+    checkpoints, exchange : bool
+        Whether ``run`` takes ``--checkpoint/--resume`` and ``--exchange``.
+    kernels : str or None
+        Module with ``WARMUP`` (and ``WARMUP_PLAN``), compiled once in the client before
+        the cluster starts (default: the package's ``_kernels`` if it has one).
+    dashboard : str or None
+        Module with ``PANELS``, the workflow's dashboard panels.
+    """
+
+    name: ClassVar[str]
+    help: ClassVar[str]
+    Options: ClassVar[type]
+    inputs: ClassVar[str] = "input file(s)"
+    checkpoints: ClassVar[bool] = True
+    exchange: ClassVar[bool] = True
+    kernels: ClassVar[str | None] = None
+    dashboard: ClassVar[str | None] = None
+
+    # -- hooks -----------------------------------------------------------------------
+    def check(self, call: Call) -> None:
+        """Read and validate the inputs before any cluster starts (one-line InputError);
+        keep what was read in ``call.data``. Options were checked when made."""
+
+    @abstractmethod
+    def plan(self, call: Call) -> dict:
+        """``daskhpc plan``: the JSON report, no cluster."""
+
+    @abstractmethod
+    def run(self, call: Call, run: RunOptions) -> dict:
+        """``daskhpc run``: the JSON report of a run on ``run.client``."""
+
+    def demo(self, client) -> dict | None:
+        """``daskhpc demo``: a small run on bundled data (None: no demo)."""
+        return None
+
+    def summary(self, report: dict) -> str:
+        """The lines the command line prints for ``report``."""
+        from daskhpc.report import summarize
+
+        return summarize(report)
+
+    def small_run(self) -> list:
+        """Arguments after the name for a few-second run on 3 workers (the launchers' and
+        the report contract's tests); empty: none."""
+        return []
+
+    def warmup(self, command: str = "run") -> list:
+        """The kernel warm-up functions of ``command`` (``plan``: ``WARMUP_PLAN``)."""
+        module = self.kernels_module()
+        attr = "WARMUP_PLAN" if command == "plan" else "WARMUP"
+        found = getattr(module, attr, ()) if module is not None else ()
+        return [_resolve(f) for f in (found if isinstance(found, (tuple, list)) else (found,))]
+
+    def kernels_module(self):
+        """The module of the workflow's numba kernels (None: it has none)."""
+        return self._module(self.kernels or f"{self._package()}._kernels")
+
+    def panels(self) -> dict:
+        """``{key: (Component class, title)}``: the workflow's dashboard panels."""
+        module = self._module(self.dashboard) if self.dashboard else None
+        return dict(getattr(module, "PANELS", {})) if module is not None else {}
+
+    # -- the command line, generated ----------------------------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser, mode: str) -> None:
+        """The flags of ``daskhpc plan|run <name>``: the common ones, ``Options``, and for
+        ``run`` the :class:`RunOptions`."""
+        parser.add_argument("inputs", nargs="*", help=cls.inputs)
+        parser.add_argument("--parts", type=int, metavar="K",
+                            help="number of parts (default for run: one per worker)")
+        parser.add_argument("--partition-file", metavar="FILE",
+                            help="use a saved partition (one part id per line)")
+        parser.add_argument("--format", metavar="FMT",
+                            help="format of the input file(s), instead of the one the name "
+                                 "says: mtx, snap, tns, libsvm, ratings, edges; snap:weights "
+                                 "reads a third column as edge values (default snap:ignore)")
+        add_fields(parser.add_argument_group(cls.name), cls.Options, mode)
+        skip = set() if cls.checkpoints else {"checkpoint", "resume", "max_restarts"}
+        skip |= set() if cls.exchange else {"exchange"}
+        add_fields(parser.add_argument_group("run" if mode == "run" else "output"),
+                   RunOptions, mode if mode == "run" else "plan-output", skip=skip)
+
+    @classmethod
+    def call_of(cls, args: argparse.Namespace) -> tuple[Call, RunOptions]:
+        """The hooks' arguments from parsed flags (options checked on the way)."""
+        values = vars(args)
+        options = options_of(cls.Options, values)
+        run = options_of(RunOptions, values)
+        call = Call(list(values.get("inputs") or ()), options, values.get("parts"),
+                    values.get("partition_file"), values.get("format"), workflow=cls.name)
+        return call, run
+
+    # -- internals --------------------------------------------------------------------
+    def _package(self) -> str:
+        return type(self).__module__.rsplit(".", 1)[0]
+
+    @staticmethod
+    def _module(name: str):
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+            return None
+
+
+def options_of(cls: type, values: dict):
+    """An instance of dataclass ``cls`` from the entries of ``values`` named as its fields
+    (the others keep their defaults); its ``check()`` (if any) runs."""
+    obj = cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+    check = getattr(obj, "check", None)
+    if check is not None and not isinstance(obj, RunOptions):
+        check()
+    return obj
+
+
+def add_fields(group, cls: type, mode: str, skip=()) -> None:
+    """Add one flag per :func:`option` field of dataclass ``cls`` taken by ``mode``."""
+    for f in fields(cls):
+        m = f.metadata
+        if not m.get("cli", False) or f.name in skip:
+            continue
+        if mode == "plan-output":           # plan takes only the report's destination
+            if f.name != "json":
+                continue
+        elif mode not in m["modes"]:
+            continue
+        default = f.default if f.default is not MISSING else f.default_factory()
+        flag = m["flag"] or "--" + f.name.replace("_", "-")
+        kw: dict = {"dest": f.name, "default": default, "help": _help(m["help"], default)}
+        if m["metavar"]:
+            kw["metavar"] = m["metavar"]
+        if isinstance(default, bool):
+            kw["action"] = "store_false" if flag.startswith("--no-") else "store_true"
+            kw["help"] = m["help"]
+        elif m["type"] is bool:
+            kw["action"] = argparse.BooleanOptionalAction
+            kw["help"] = m["help"]
+        else:
+            kw["type"] = m["type"] or (type(default) if default is not None else str)
+            if m["choices"]:
+                kw["choices"] = m["choices"]
+        group.add_argument(flag, **kw)
+
+
+def _help(text: str, default) -> str:
+    if default is None or "default" in text or isinstance(default, bool):
+        return text
+    shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+    return f"{text} (default {shown})" if text else f"default {shown}"
+
+
+def _resolve(f):
+    if isinstance(f, str):
+        module, _, name = f.partition(":")
+        return getattr(importlib.import_module(module), name)
+    return f
+
+
+def suggest(parser: argparse.ArgumentParser, unknown: list) -> str:
+    """``; did you mean --x?`` for the first unknown option, or ''."""
+    flags = [s for a in parser._actions for s in a.option_strings]
+    for word in unknown:
+        if word.startswith("--"):
+            near = difflib.get_close_matches(word.split("=")[0], flags, 1)
+            if near:
+                return f"; did you mean {near[0]}?"
+    return ""
+
+
+# -- the registry --------------------------------------------------------------------
 def available() -> dict[str, str]:
-    """name -> registration module of every registered workflow."""
+    """name -> entry point value (``module:Class``) of every registered workflow."""
     return {ep.name: ep.value for ep in entry_points(group=GROUP)}
 
 
-def load(name: str):
-    """Import the registration module of workflow ``name``."""
+def package_of(name: str) -> str:
+    """The package of registered workflow ``name`` (``daskhpc.cpals``)."""
+    return available()[name].split(":")[0].rsplit(".", 1)[0]
+
+
+_LOADED: dict = {}
+
+
+def load(name: str) -> Workflow:
+    """The :class:`Workflow` registered as ``name`` (one instance per process)."""
     from daskhpc.errors import InputError
 
-    mods = available()
-    if name not in mods:
-        known = ", ".join(sorted(mods)) or "none (is daskhpc installed? pip install .)"
+    found = available()
+    if name not in found:
+        known = ", ".join(sorted(found)) or "none (is daskhpc installed? pip install .)"
         raise InputError(f"unknown workflow {name!r} (available: {known})")
-    return importlib.import_module(mods[name])
+    value = found[name]
+    if value not in _LOADED:
+        module, _, attr = value.partition(":")
+        mod = importlib.import_module(module)
+        if attr:
+            cls = getattr(mod, attr)
+        else:       # a module: its one Workflow subclass
+            [cls] = [c for c in vars(mod).values() if isinstance(c, type)
+                     and issubclass(c, Workflow) and c is not Workflow
+                     and c.__module__ == mod.__name__]
+        if not (isinstance(cls, type) and issubclass(cls, Workflow)):
+            raise TypeError(f"entry point {name} = {value!r} is not a daskhpc Workflow")
+        _LOADED[value] = cls()
+    return _LOADED[value]

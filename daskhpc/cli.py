@@ -1,4 +1,4 @@
-"""The ``daskhpc`` command line (contract: ../shared/CLI.md).
+"""The ``daskhpc`` command line (the contract: docs/cli.md).
 
 ::
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
@@ -25,9 +26,10 @@ import warnings
 
 from daskhpc import __version__, _workflows
 from daskhpc._numba import prepare_kernels
+from daskhpc._workflows import RunOptions, suggest
 from daskhpc._terminal import json_on_stdout, stage
 from daskhpc.errors import InputError
-from daskhpc.report import new_report, summarize, write_report
+from daskhpc.report import new_report, write_report
 
 
 # -- parsers --------------------------------------------------------------
@@ -80,43 +82,15 @@ def _workflow_parser(sub, mode: str) -> None:
     wsub.required = True
     for name in sorted(_workflows.available()):
         try:
-            mod = _workflows.load(name)
+            wf = _workflows.load(name)
         except Exception as e:  # noqa: BLE001 - one broken plug-in must not break the CLI
             broken = wsub.add_parser(name, help=f"(unavailable: {e})")
             broken.set_defaults(broken=f"workflow {name!r} failed to load: {e}")
             continue
-        w = wsub.add_parser(name, help=getattr(mod, "HELP", name))
-        w.add_argument("inputs", nargs="*", help="input file(s)")
-        w.add_argument("--parts", type=int, metavar="K", help="number of parts (workers)")
-        w.add_argument("--seed", type=int, default=0)
-        w.add_argument("--partition-file", metavar="FILE", help="use a saved partition")
-        w.add_argument("--format", metavar="FMT",
-                       help="format of the input file(s), instead of the one the name "
-                            "says: mtx, snap, tns, libsvm, ratings, edges; snap:weights "
-                            "reads a third column as edge values (default snap:ignore)")
-        if mode == "run":
-            w.add_argument("--workers", type=int, metavar="N", help="LocalCluster workers")
-            w.add_argument("--scheduler-file", metavar="F")
-            w.add_argument("--scheduler-address", metavar="A")
-            w.add_argument("--dashboard-address", metavar="ADDR")
-            if getattr(mod, "CHECKPOINTS", False):
-                w.add_argument("--checkpoint", metavar="DIR",
-                               help="write a checkpoint after every epoch/batch to DIR (a "
-                                    "directory all workers see) and recover from it when a "
-                                    "worker is lost")
-                w.add_argument("--resume", action="store_true",
-                               help="continue from the last checkpoint in --checkpoint DIR "
-                                    "(a fresh start if there is none)")
-            w.add_argument("--progress", action=argparse.BooleanOptionalAction,
-                           help="progress on stderr: by default a bar on a terminal and "
-                                "nothing when piped; --progress prints lines in a log too")
-            if getattr(mod, "EXCHANGE", False):
-                w.add_argument("--exchange", choices=["direct", "graph"],
-                               help="messages between workers pushed by the sender (direct, "
-                                    "the default: daskhpc.runtime.exchange) or as task "
-                                    "dependencies (graph, the reference); the same numbers")
-        mod.add_arguments(w, mode)
-        _common(w)
+        w = wsub.add_parser(name, help=wf.help, description=wf.help)
+        wf.add_arguments(w, mode)
+        w.add_argument("--debug", action="store_true", help="show tracebacks")
+        w.set_defaults(parser=w)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,7 +125,7 @@ def cmd_partition(args) -> dict:
     from daskhpc._partition_cmd import format_table, partition_report
     from daskhpc.io import read
 
-    _check_parts(args)
+    _check_parts(args.parts)
     asked = args.epsilon is not None            # a promise the partition must keep
     if not asked:
         args.epsilon = _partition_defaults()["epsilon"]
@@ -197,54 +171,26 @@ class Unbalanced(RuntimeError):
         self.report = report
 
 
-def _check_parts(args) -> None:
+def _check_parts(parts) -> None:
     """``--parts`` below 1 is an error (never "the default"): exit 2 before any work."""
-    parts = getattr(args, "parts", None)
     if parts is not None and parts < 1:
         raise InputError(f"--parts must be at least 1, not {parts}")
 
 
-def _check_cluster_args(args) -> None:
-    """The cluster options, checked before anything is read or started (exit 2)."""
-    if os.environ.get("DASKHPC_MPI_CLIENT") == "1":
-        return      # python -m daskhpc.mpi checked them (its --scheduler-file is written)
-    workers = getattr(args, "workers", None)
-    joins = [o for o, v in (("--scheduler-file", getattr(args, "scheduler_file", None)),
-                            ("--scheduler-address", getattr(args, "scheduler_address", None)))
-             if v]
-    if len(joins) == 2:
-        raise InputError("give --scheduler-file or --scheduler-address, not both")
-    if workers is not None and joins:
-        raise InputError(f"--workers starts a local cluster; {joins[0]} joins a running one "
-                         "(its workers are the job's): drop one of them")
-    if getattr(args, "dashboard_address", None) and joins:
-        raise InputError(f"--dashboard-address applies to a local cluster, not to {joins[0]} "
-                         "(the running scheduler has its dashboard already)")
-    if workers is not None and workers < 1:
-        raise InputError(f"--workers must be at least 1, not {workers}")
-    from daskhpc.runtime import check_dashboard_address
-
-    check_dashboard_address(getattr(args, "dashboard_address", None))
-
-
 @contextlib.contextmanager
-def _client_for(args):
-    """A client of the cluster the options name (a new LocalCluster by default); a
-    Ctrl-C inside closes it without the lost-data log lines of a cluster closed mid-run."""
+def _client_for(run):
+    """A client of the cluster ``run`` (RunOptions) names (a new LocalCluster by default);
+    a Ctrl-C inside closes it without the lost-data log lines of a cluster closed mid-run."""
     from daskhpc.runtime import connect
 
-    _check_cluster_args(args)
-    joins = getattr(args, "scheduler_file", None) or getattr(args, "scheduler_address", None)
-    workers = getattr(args, "workers", None)
+    joins = run.scheduler_file or run.scheduler_address
     what = (f"joining the scheduler at {joins}" if joins else
-            f"starting a LocalCluster of {workers or 'the default number of'} workers")
+            f"starting a LocalCluster of {run.workers or 'the default number of'} workers")
     if os.environ.get("DASKHPC_MPI_CLIENT") == "1":
         what = "joining the MPI job's scheduler"
     with stage(what):
-        client = connect(getattr(args, "scheduler_address", None),
-                         scheduler_file=getattr(args, "scheduler_file", None),
-                         n_workers=workers,
-                         dashboard_address=getattr(args, "dashboard_address", None))
+        client = connect(run.scheduler_address, scheduler_file=run.scheduler_file,
+                         n_workers=run.workers, dashboard_address=run.dashboard_address)
     with client:
         try:
             yield client
@@ -254,56 +200,48 @@ def _client_for(args):
             raise
 
 
-def _workflow_module(args):
-    if getattr(args, "broken", None):
-        raise RuntimeError(args.broken)
-    return _workflows.load(args.workflow)
+def _workflow_call(args):
+    """The workflow, its Call and RunOptions of a parsed ``plan``/``run`` command."""
+    values = vars(args)
+    if values.get("broken"):
+        raise RuntimeError(values["broken"])
+    wf = _workflows.load(args.workflow)
+    _check_parts(values.get("parts"))
+    call, run = wf.call_of(args)
+    return wf, call, run
 
 
-def _print_summary(mod, report: dict, args) -> None:
-    """The human lines (on stderr when ``--json -`` puts the report on stdout)."""
-    text = mod.summary(report) if hasattr(mod, "summary") else summarize(report)
-    print(text)
-
-
-def _formats(args):
+def _formats(call):
     """``--format`` for the command's input files, checked before any work starts."""
     from daskhpc.io import formats_of
 
-    return formats_of(getattr(args, "inputs", None) or (), getattr(args, "format", None))
+    return formats_of(call.inputs, call.format)
 
 
 def cmd_plan(args) -> dict:
-    mod = _workflow_module(args)
-    _check_parts(args)
-    with _formats(args):
-        if hasattr(mod, "check"):     # options and inputs first (exit 2, one line)
-            mod.check(args)
+    wf, call, _ = _workflow_call(args)
+    with _formats(call):
+        wf.check(call)                 # options and inputs first (exit 2, one line)
         prepare_kernels(args.workflow, command="plan", file=sys.stderr)
-        report = mod.plan(args)
-    _print_summary(mod, report, args)
+        report = wf.plan(call)
+    print(wf.summary(report))
     return report
 
 
 def cmd_run(args) -> dict:
-    mod = _workflow_module(args)
-    if getattr(args, "resume", False) and not getattr(args, "checkpoint", None):
-        raise InputError("--resume needs --checkpoint DIR (the directory to resume from)")
-    _check_parts(args)
-    _check_cluster_args(args)
-    with _formats(args):
-        if hasattr(mod, "check"):     # read and validate before the cluster starts
-            mod.check(args)
+    wf, call, run = _workflow_call(args)
+    with _formats(call):
+        wf.check(call)                 # read and validate before the cluster starts
     # numba compiles here, once, saying so; the workers then load the kernels
     prepare_kernels(args.workflow, command="run", file=sys.stderr)
-    with _formats(args), _client_for(args) as client:
+    with _formats(call), _client_for(run) as client:
         link = getattr(client, "dashboard_link", None)
         if link:
             pages = link.rsplit("/", 1)[0] + "/daskhpc"
             print(f"dashboard: {link} (daskhpc pages: {pages})", file=sys.stderr)
-        report = mod.run(args, client)
-    _print_summary(mod, report, args)
-    if not getattr(args, "json", None):
+        report = wf.run(call, dataclasses.replace(run, client=client, json=None))
+    print(wf.summary(report))
+    if not run.json:
         print("(the full report: --json FILE, or --json - for stdout)")
     return report
 
@@ -311,9 +249,8 @@ def cmd_run(args) -> dict:
 def cmd_demo(args) -> dict:
     from daskhpc._partition_cmd import demo_partitions, format_table
 
-    _check_parts(args)
-    if not args.no_cluster:
-        _check_cluster_args(args)
+    _check_parts(args.parts)
+    run = RunOptions(workers=args.workers)
     t0 = time.perf_counter()
     print(f"Partitioning the bundled data into {args.parts} parts (km1 objective):",
           flush=True)
@@ -325,19 +262,20 @@ def cmd_demo(args) -> dict:
     names = sorted(_workflows.available())
     if names and not args.no_cluster:
         prepare_kernels(*names, command="demo", file=sys.stderr)
-        with _client_for(args) as client:
+        with _client_for(run) as client:
             print(f"\nEvery workflow on bundled data, LocalCluster of {args.workers} workers "
                   f"(dashboard {client.dashboard_link}):", flush=True)
             for name in names:
-                mod = _workflows.load(name)
-                if not hasattr(mod, "demo"):
+                wf = _workflows.load(name)
+                print(f"\n== {name}: {wf.help} ==", flush=True)
+                got = wf.demo(client)
+                if got is None:
                     continue
-                print(f"\n== {name}: {getattr(mod, 'HELP', name)} ==", flush=True)
-                report["workflows"][name] = mod.demo(client)
-                _print_summary(mod, report["workflows"][name], args)
+                report["workflows"][name] = got
+                print(wf.summary(got))
     report["timing"] = {"run_s": round(time.perf_counter() - t0, 2)}
     print(f"\ndemo done in {report['timing']['run_s']:.0f} s"
-          + ("" if getattr(args, "json", None) else
+          + ("" if args.json else
              "; every number above and more: daskhpc demo --json demo.json"))
     return report
 
@@ -348,7 +286,9 @@ def cmd_info(args) -> dict:
     info = collect_info()
     print(format_info(info))
     if args.calibrate:
-        with _client_for(args) as client:
+        run = RunOptions(workers=args.workers, scheduler_file=args.scheduler_file,
+                         scheduler_address=args.scheduler_address)
+        with _client_for(run) as client:
             cal = calibrate_and_save(client, save=args.save)
         info["calibration"] = cal
         print(f"\nalpha = {cal['alpha']:.3e} s per message, beta = {cal['beta']:.3e} s per byte "
@@ -401,17 +341,29 @@ def _progress_setting(on):
     return dask.config.set({"daskhpc.runtime.progress": bool(on)})
 
 
+def _parse(argv) -> argparse.Namespace:
+    """Parsed ``argv``; an unknown option is the workflow's error (its usage, and the
+    option it most likely meant), not the top-level usage."""
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        parser = vars(args).get("parser")
+        if parser is None:
+            build_parser().parse_args(argv)         # the top-level error, exit 2
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}{suggest(parser, unknown)}")
+    return args
+
+
 def _main(argv, debug, report_hook) -> int:
     args = None
     try:
-        args = build_parser().parse_args(argv)
-        with _progress_setting(getattr(args, "progress", None)), \
-                json_on_stdout(getattr(args, "json", None) == "-"):
+        args = _parse(argv)
+        opts = vars(args)
+        with _progress_setting(opts.get("progress")), json_on_stdout(opts.get("json") == "-"):
             report = COMMANDS[args.command](args)
             if report_hook is not None and report is not None:
                 report = report_hook(report)
-        if getattr(args, "json", None) and report is not None:
-            write_report(report, args.json)
+        if opts.get("json") and report is not None:
+            write_report(report, opts["json"])
         return 0
     except SystemExit as e:  # argparse: 2 for bad options, 0 for --help
         return int(e.code or 0)
@@ -427,9 +379,10 @@ def _main(argv, debug, report_hook) -> int:
         if debug:
             traceback.print_exc()
         report = getattr(e, "report", None)     # a finished run that failed its promise
-        if report is not None and getattr(args, "json", None):
+        out = vars(args).get("json") if args is not None else None
+        if report is not None and out:
             with contextlib.suppress(Exception):
-                write_report(report, args.json)
+                write_report(report, out)
         if getattr(e, "one_line", False):      # the message says it all (no scheduler, ...)
             print(f"daskhpc: failed: {e}", file=sys.stderr)
             return 1

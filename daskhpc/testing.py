@@ -277,3 +277,24 @@ def toy_row(unit: int, reports: dict) -> dict:
     norms = {v["norm"] for v in reports.values()}
     assert len(norms) == 1, f"parts disagree on the allreduce: {norms}"
     return {"norm": norms.pop(), "first": reports[0]["first"]}
+
+
+def workflow_call(mode: str, name: str, argv: list, client=None):
+    """``(workflow, Call, RunOptions)`` of ``daskhpc <mode> <name> <argv>`` as the command
+    line parses it (``client``: set as the run's client), to call a workflow's hooks
+    the way the CLI does.
+
+    Examples
+    --------
+    >>> wf, call, run = workflow_call("plan", "cpals", ["x.tns", "--parts", "2"])
+    >>> wf.name, call.parts, call.options.rank, run.check_serial
+    ('cpals', 2, 10, False)
+    """
+    import dataclasses
+
+    from daskhpc import _workflows, cli
+
+    args = cli.build_parser().parse_args([mode, name, *map(str, argv)])
+    wf = _workflows.load(name)
+    call, run = wf.call_of(args)
+    return wf, call, dataclasses.replace(run, client=client) if client is not None else run

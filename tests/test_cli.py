@@ -125,7 +125,7 @@ def test_console_script_is_installed():
 
 
 def test_summarize_is_a_short_human_block():
-    from daskhpc.cli import summarize
+    from daskhpc.report import summarize
 
     text = summarize({"workflow": "x", "input": {"path": "/data/a.mtx", "shape": [2, 3],
                                                  "nnz": 4000},
@@ -149,7 +149,7 @@ def test_summarize_is_a_short_human_block():
 
 
 def test_summarize_of_a_plan_and_of_a_failed_check():
-    from daskhpc.cli import summarize
+    from daskhpc.report import summarize
 
     text = summarize({"workflow": "x", "plan": {"tot_vol": 7170, "tot_msgs": 4, "max_vol": 3585,
                                                 "max_msgs": 2, "unit": "rows",

@@ -8,6 +8,7 @@ import ast
 import pathlib
 
 import daskhpc
+from daskhpc._workflows import available, package_of
 
 ROOT = pathlib.Path(daskhpc.__file__).parent
 
@@ -20,7 +21,9 @@ LAYERS = [
     {"comm"},
     {"dashboard"},
     {"runtime"},
-    {"ssgd", "spgemm", "cpals", "gcn", "allreduce", "linear"},
+    # the workflows: every registered one (the entry points name them)
+    {package_of(n).split(".", 1)[1] for n in available()
+     if package_of(n).startswith("daskhpc.")},
     {"testing", "cli", "mpi", "_mpi_options", "_mpi_watch", "_mpi_security", "_info",
      "_partition_cmd", "_terminal"},
 ]

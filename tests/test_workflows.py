@@ -1,9 +1,10 @@
-"""Every registered workflow, through the real CLI, writes the ../shared/CLI.md report:
+"""Every registered workflow, through the real CLI, writes the docs/cli.md report:
 the fixed head, top-level plan totals, measured bytes next to planned, timing, quality and
 the serial check."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -15,11 +16,10 @@ PLAN_KEYS = {"tot_vol", "max_vol", "sum_max_vol", "tot_msgs", "max_msgs", "sum_m
 
 
 def small_run(name: str) -> list[str]:
-    mod = _workflows.load(name)
-    args = getattr(mod, "MPI_TEST_ARGS", None)
-    if args is None:
-        pytest.skip(f"workflow {name!r} declares no small run (MPI_TEST_ARGS)")
-    return list(args() if callable(args) else args)
+    args = _workflows.load(name).small_run()
+    if not args:
+        pytest.skip(f"workflow {name!r} declares no small run (Workflow.small_run)")
+    return list(args)
 
 
 @pytest.mark.parametrize("name", sorted(_workflows.available()))
@@ -40,8 +40,9 @@ def test_run_report_carries_the_contract(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(_workflows.available()))
-def test_registration_module_has_the_hooks(name):
-    mod = _workflows.load(name)
-    assert mod.NAME == name and mod.HELP
-    for hook in ("add_arguments", "plan", "run", "demo"):
-        assert callable(getattr(mod, hook, None)), f"{name}: no {hook}()"
+def test_registration_names_a_workflow_with_the_hooks(name):
+    wf = _workflows.load(name)
+    assert isinstance(wf, _workflows.Workflow) and wf.name == name and wf.help
+    for hook in ("add_arguments", "plan", "run", "demo", "check", "summary", "small_run"):
+        assert callable(getattr(wf, hook, None)), f"{name}: no {hook}()"
+    assert dataclasses.is_dataclass(wf.Options)

@@ -33,13 +33,12 @@ C. Renggli, "Efficient Sparse AllReduce For Scalable Machine Learning", Master's
 ETH Zurich, 2017. Public code: SparCML (Renggli et al., SC 2019).
 """
 
-from ._api import allreduce_local, plan
+from ._api import allreduce, allreduce_local, plan
 from ._cost import CANDIDATES, choose, cost_model, expected_union, predicted_times
 from ._embed import append_allreduce
 from ._plan import call_plan, dense_bound_plan, simulate
 from ._registry import ALGORITHMS, DEFAULT_GROUP, DENSE, SPARSE, make
 from ._result import AllreduceResult
-from ._run import allreduce
 from ._serial import serial_allreduce
 from ._stream import Format, Stream
 from ._synthetic import uniform_vectors

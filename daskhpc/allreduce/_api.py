@@ -1,7 +1,7 @@
-"""The public functions: ``plan`` (no cluster), ``allreduce_local`` (the Program run in
-this process: the partition-aware serial reference) and ``serial_allreduce``.
-
-``allreduce(vectors, client=...)`` on a Dask cluster comes with the workflow kit.
+"""The public functions: ``allreduce`` (the call on a Dask cluster, planned, run,
+measured; its engines in ``_job``), ``plan`` (no cluster), ``allreduce_local`` (the
+Program run in this process: the partition-aware serial reference) and
+``serial_allreduce``.
 
 Examples
 --------
@@ -15,9 +15,12 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
+import time
 
 import numpy as np
 
+from daskhpc._workflows import RunOptions
 from daskhpc.comm import run_local_history
 from daskhpc.report import new_report
 
@@ -28,7 +31,7 @@ from ._serial import serial_allreduce
 from ._setup import Setup, prepare
 from ._synthetic import uniform_vectors
 
-__all__ = ["plan", "allreduce_local", "sections", "setup_of"]
+__all__ = ["allreduce", "plan", "allreduce_local", "sections", "setup_of"]
 
 
 def setup_of(vectors=None, nparts=None, *, N=None, density=None, seed=0, dtype="float64",
@@ -158,3 +161,120 @@ def _check(s: Setup, got: np.ndarray) -> dict:
         out["within_bound"] = bool(np.all(np.abs(got - want) <= 2 * (s.nparts - 1) * u * absum))
         out["bound_note"] = "2x: both the run and the serial sum are rounded"
     return out
+
+
+def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, density=None,
+              seed=0, dtype="float64", engine: str = "call", gather=None,
+              run: RunOptions | None = None, **options) -> AllreduceResult:
+    """Sum per-rank vectors on a Dask cluster; every rank ends with the same total.
+
+    Parameters
+    ----------
+    vectors : sequence, optional
+        One vector per rank: arrays on the client (dense 1-D, ``(indices, values)`` or
+        scipy sparse), or ``distributed.Future``s of them on the workers (each rank runs
+        where its future lives). Default: the thesis's uniform model of ``N``,
+        ``nparts``, ``density``, ``seed`` (section 5.1).
+    algorithm : str
+        ``auto`` (Table 3.1 with the calibrated alpha and beta and k = max_i |H_i|) or
+        one of :data:`~daskhpc.allreduce.ALGORITHMS`.
+    engine : {"call", "program"}
+        ``call``: one small pinned graph per call; ``program``: the calls as a Program
+        on the workflow frame (what other workflows embed; client-side vectors only).
+    gather : bool, optional
+        Bring every rank's total to the client (default: yes for client-side vectors,
+        no for futures: the totals stay on the workers, ``result.futures``).
+    run : RunOptions, optional
+        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, progress,
+        callback (after every call), exchange (``engine="program"`` only),
+        check_serial), or the same names among the keywords. ``check_serial`` compares
+        with the dense rank-order sum: integers equal, floats within the reassociation
+        bound (P - 1) u sum_i |v_i|.
+    **options
+        ``repeat`` (calls, each a history row), ``group``, ``alpha``, ``beta``.
+
+    Returns
+    -------
+    AllreduceResult
+        ``streams`` (gathered totals), ``futures`` (per rank, on its worker), ``plan``,
+        ``choice``, ``history`` (per call: time, planned and measured bytes per stage).
+
+    Examples
+    --------
+    >>> client = dh.connect(n_workers=4)                                  # doctest: +SKIP
+    >>> futs = [client.submit(make_gradient, r, workers=[w]) for r, w in ...]  # doctest: +SKIP
+    >>> r = allreduce(futs, N=10**7, client=client)                       # doctest: +SKIP
+    >>> r.futures[2].result()       # rank 2's total, a stream payload    # doctest: +SKIP
+
+    References
+    ----------
+    C. Renggli, "Efficient Sparse AllReduce For Scalable Machine Learning", Master's
+    thesis, ETH Zurich, 2017 (chapters 3-4, Table 3.1).
+    """
+    if engine not in ("call", "program"):
+        from daskhpc.errors import InputError
+
+        raise InputError(f"unknown engine {engine!r}; choose call or program")
+    from daskhpc.runtime import connected
+
+    run, options = RunOptions.split(run, options)
+    with connected(run) as client:
+        return run.finish(_allreduce(client, run, vectors, algorithm, N, nparts, density,
+                                     seed, dtype, engine, gather, options))
+
+
+def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype, engine,
+               gather, options):
+    from daskhpc.runtime import exchange_mode, worker_addresses
+
+    from ._job import are_futures, from_futures, run_calls, run_program, warm_up, with_values
+    from ._stream import from_payload
+
+    t_start = time.perf_counter()
+    workers = worker_addresses(client)
+    futures_in = vectors is not None and are_futures(vectors)
+    inputs = None
+    if futures_in:
+        if engine != "call":
+            raise ValueError("engine='program' takes vectors on the client; futures run "
+                             "with engine='call'")
+        s, inputs, owner = from_futures(client, vectors, N, dict(algorithm=algorithm,
+                                                                 **options))
+    else:
+        s = setup_of(vectors, nparts, N=N, density=density, seed=seed, dtype=dtype,
+                     algorithm=algorithm, **options)
+        owner = [workers[r % len(workers)] for r in range(s.nparts)]
+    gather = (not futures_in) if gather is None else bool(gather)
+    client.run(warm_up)
+    exchange = exchange_mode(run.exchange) if engine == "program" else None
+    if engine == "program":
+        out = run_program(client, s, owner, dataclasses.replace(run, exchange=exchange))
+    else:
+        out = run_calls(client, s, owner, inputs, run.callback)
+    history, finals, measured, timing = out
+    futures = finals if engine == "call" else []
+    streams = [] if engine == "call" else finals
+    if futures and (gather or run.check_serial):
+        streams = [from_payload(p, 0, s.N) for p in client.gather(futures)]
+    info = sections(s, history, command=run.command)
+    info["execution"] = {"engine": engine, "exchange": exchange}
+    info["measured"] = measured.pop("summary")
+    for st in info["stages"]:
+        st.update(measured["stages"].get(st["stage"], {}))
+    info["timing"].update(timing)
+    times = [h["time_s"] for h in history]
+    info["timing"]["call_s_median"] = float(np.median(times))
+    info["timing"]["total_s"] = time.perf_counter() - t_start
+    q = {"result_items": None, "engine": engine}
+    if streams:
+        q.update(ranks_identical=_identical(streams), result_items=streams[0].nitems,
+                 result_dense=bool(streams[0].dense))
+    if s.choice:
+        q["predicted_s"] = s.choice["predicted_s"]
+    q["measured_call_s"] = float(np.median(times))
+    info["quality"] = {k: v for k, v in q.items() if v is not None}
+    if run.check_serial:
+        vs = s if not futures_in else with_values(client, s, inputs)
+        info["serial_check"] = _check(vs, streams[0].to_dense())
+    return AllreduceResult(streams if gather else [], info, history, s.plan, s.choice,
+                           futures=futures)

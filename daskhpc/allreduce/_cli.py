@@ -1,4 +1,5 @@
-"""``daskhpc plan allreduce`` / ``daskhpc run allreduce``: the CLI plug-in.
+"""The sparse allreduce as a :class:`~daskhpc.runtime.Workflow`: what ``daskhpc plan|run
+allreduce``, ``daskhpc demo`` and the launchers know of it.
 
 Inputs: none (or the word ``uniform``) for the thesis's uniform model (``--N``,
 ``--parts``, ``--density``, ``--seed``), or one file per rank: ``.npy`` (a dense 1-D
@@ -8,58 +9,79 @@ Examples
 --------
 >>> import argparse
 >>> p = argparse.ArgumentParser()
->>> _ = p.add_argument("inputs", nargs="*"); _ = p.add_argument("--parts", type=int)
->>> _ = p.add_argument("--seed", type=int, default=0)
->>> add_arguments(p, "plan")
->>> a = p.parse_args(["--N", "1000", "--parts", "4", "--density", "0.01"])
->>> plan(a)["plan"]["tot_msgs"] > 0
+>>> Allreduce.add_arguments(p, "plan")
+>>> call, _ = Allreduce.call_of(p.parse_args(["--N", "1000", "--parts", "4",
+...                                           "--density", "0.01"]))
+>>> Allreduce().plan(call)["plan"]["tot_msgs"] > 0
 True
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
+from daskhpc._workflows import Call, RunOptions, Workflow, option
 from daskhpc.errors import InputError
 
-NAME = "allreduce"
-HELP = "sparse allreduce (SSAR_Rec_Dbl, split-allgather, DSAR, dense baselines; auto)"
-CHECKPOINTS = False     # a call is short: nothing to resume
-DASHBOARD = "daskhpc.allreduce._dashboard"    # bytes per stage of every call (PANELS)
-EXCHANGE = True         # daskhpc.cli adds --exchange direct|graph (for --engine program)
+from ._setup import Options
+
+__all__ = ["Allreduce"]
 
 
-def MPI_TEST_ARGS():  # noqa: N802 - the launcher tests' convention (docs/hpc.md)
-    """Arguments after ``allreduce`` for a few-second run on 3 workers (integer values:
-    every algorithm's sum is exactly the serial one)."""
-    return ["--N", "100000", "--parts", "3", "--density", "0.01", "--dtype", "int64",
-            "--repeat", "3", "--check-serial"]
+@dataclass
+class CommandOptions(Options):
+    """The call options, the uniform model's (N, density, seed, dtype) and the engine."""
+
+    N: int | None = option(None, "vector length (uniform model)", type=int)
+    density: float | None = option(None, "items per rank / N (uniform model)", type=float)
+    dtype: str = option("float64", "value type")
+    seed: int = option(0, "seed of the uniform model's vectors")
+    engine: str = option("call", "call: one small graph per call; program: the calls as a "
+                                 "Program on the workflow frame (what other workflows "
+                                 "embed)", choices=("call", "program"), modes=("run",))
 
 
-def add_arguments(parser, mode: str) -> None:
-    """Add the allreduce options (``mode`` is ``"plan"`` or ``"run"``)."""
-    from ._registry import ALGORITHMS, DEFAULT_GROUP
+class Allreduce(Workflow):
+    """Sparse allreduce (Renggli 2017, chapters 3-4)."""
 
-    g = parser.add_argument_group("allreduce")
-    g.add_argument("--N", type=int, help="vector length (uniform model)")
-    g.add_argument("--density", type=float, help="items per rank / N (uniform model)")
-    g.add_argument("--dtype", default="float64", help="value type (float64)")
-    g.add_argument("--algorithm", default="auto", choices=["auto", *sorted(ALGORITHMS)],
-                   help="auto: the least Table 3.1 time with the cost model (default)")
-    g.add_argument("--group", type=int, default=DEFAULT_GROUP,
-                   help=f"ranks per sparse group of dsar_early_switch ({DEFAULT_GROUP})")
-    g.add_argument("--alpha", type=float, help="seconds per message for auto (calibrated)")
-    g.add_argument("--beta", type=float, help="seconds per byte for auto (calibrated)")
-    if mode == "run":
-        g.add_argument("--repeat", type=int, default=1, help="calls to time (1)")
-        g.add_argument("--engine", choices=("direct", "program"), default="direct",
-                       help="direct: one small graph per call (default); program: the "
-                            "calls as a Program on the workflow frame (what other "
-                            "workflows embed)")
-        g.add_argument("--check-serial", action="store_true",
-                       help="compare with the dense rank-order sum")
+    name = "allreduce"
+    help = "sparse allreduce (SSAR_Rec_Dbl, split-allgather, DSAR, dense baselines; auto)"
+    Options = CommandOptions
+    inputs = "none or 'uniform' (the uniform model), or one .npy/.npz vector per rank"
+    checkpoints = False          # a call is short: nothing to resume
+    dashboard = "daskhpc.allreduce._dashboard"
+
+    def plan(self, call: Call) -> dict:
+        from ._api import plan
+
+        kw = _call_args(call)
+        kw.pop("repeat")
+        return plan(**kw)
+
+    def run(self, call: Call, run: RunOptions) -> dict:
+        from daskhpc.runtime import worker_addresses
+
+        from ._api import allreduce
+
+        kw = _call_args(call)
+        if kw.get("nparts") is None and "vectors" not in kw:
+            kw["nparts"] = len(worker_addresses(run.client))
+        return allreduce(engine=call.options.engine, run=run, **kw).report()
+
+    def demo(self, client) -> dict:
+        """N = 2^20, 4 ranks, density 0.1 %, auto, 5 calls, checked against the dense sum."""
+        from ._api import allreduce
+
+        return allreduce(N=2 ** 20, nparts=4, density=1e-3, algorithm="auto", client=client,
+                         repeat=5, check_serial=True).report()
+
+    def small_run(self) -> list:
+        """Integer values: every algorithm's sum is exactly the serial one."""
+        return ["--N", "100000", "--parts", "3", "--density", "0.01", "--dtype", "int64",
+                "--repeat", "3", "--check-serial"]
 
 
 def _read(path: str):
@@ -78,47 +100,16 @@ def _read(path: str):
         return (data["idx"], data["val"]), N
 
 
-def _call_args(args) -> dict:
-    inputs = [i for i in (getattr(args, "inputs", None) or []) if i != "uniform"]
-    opts = {"algorithm": args.algorithm, "group": args.group, "alpha": args.alpha,
-            "beta": args.beta}
-    if hasattr(args, "repeat"):
-        opts["repeat"] = args.repeat
+def _call_args(call: Call) -> dict:
+    o = call.options
+    inputs = [i for i in call.inputs if i != "uniform"]
+    opts = {"algorithm": o.algorithm, "group": o.group, "alpha": o.alpha, "beta": o.beta,
+            "repeat": o.repeat}
     if not inputs:
-        return dict(N=args.N, nparts=args.parts, density=args.density,
-                    seed=getattr(args, "seed", 0) or 0, dtype=args.dtype, **opts)
+        return dict(N=o.N, nparts=call.parts, density=o.density, seed=o.seed, dtype=o.dtype,
+                    **opts)
     vecs, Ns = zip(*[_read(p) for p in inputs])
-    Ns = {n for n in Ns if n is not None} | ({args.N} if args.N else set())
+    Ns = {n for n in Ns if n is not None} | ({o.N} if o.N else set())
     if len(Ns) > 1:
         raise InputError(f"the vector files disagree on N: {sorted(Ns)}")
-    return dict(vectors=list(vecs), nparts=args.parts, N=Ns.pop() if Ns else None, **opts)
-
-
-def plan(args) -> dict:
-    """``daskhpc plan allreduce [files] --N N --parts P --density d --algorithm A``."""
-    from ._api import plan as plan_
-
-    return plan_(**_call_args(args))
-
-
-def run(args, client) -> dict:
-    """``daskhpc run allreduce [files] --N N --parts P --density d --repeat R``."""
-    from daskhpc.runtime import worker_addresses
-
-    from ._run import allreduce
-
-    kw = _call_args(args)
-    if kw.get("nparts") is None and "vectors" not in kw:
-        kw["nparts"] = len(worker_addresses(client))
-    res = allreduce(client=client, engine=args.engine, check_serial=args.check_serial,
-                    exchange=getattr(args, "exchange", None),
-                    progress=getattr(args, "progress", None), **kw)
-    return res.report()
-
-
-def demo(client) -> dict:
-    """N = 2^20, 4 ranks, density 0.1 %, auto, 5 calls, checked against the dense sum."""
-    from ._run import allreduce
-
-    return allreduce(N=2 ** 20, nparts=4, density=1e-3, algorithm="auto", client=client,
-                     repeat=5, check_serial=True).report()
+    return dict(vectors=list(vecs), nparts=call.parts, N=Ns.pop() if Ns else None, **opts)

@@ -106,4 +106,4 @@ def _warm_up_plan() -> None:
 #: compiles it once before the cluster starts; the workers then load it): the workers'
 #: warm-up (float64, int64 and float32 values; a run uses one of them).
 WARMUP_PLAN = (_warm_up_plan,)
-WARMUP = ("daskhpc.allreduce._run:warm_up",)
+WARMUP = ("daskhpc.allreduce._job:warm_up",)

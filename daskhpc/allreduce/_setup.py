@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from daskhpc._workflows import option
 from daskhpc.errors import InputError
 
 from ._algorithms import Algorithm
@@ -41,11 +42,14 @@ MAX_N = 2 ** 32          # uint32 indices (section 4.1.1)
 class Options:
     """Call options (the CLI flags of the same names)."""
 
-    algorithm: str = "auto"
-    group: int = DEFAULT_GROUP
-    alpha: float | None = None       # s per message; default: calibrated or CostModel's
-    beta: float | None = None        # s per byte
-    repeat: int = 1                  # calls in one run (timing; each call is a unit)
+    algorithm: str = option("auto", "auto: the least Table 3.1 time with the cost model, or "
+                                    "an algorithm", choices=("auto", *sorted(ALGORITHMS)))
+    group: int = option(DEFAULT_GROUP, "ranks per sparse group of dsar_early_switch")
+    alpha: float | None = option(None, "seconds per message for auto (default: calibrated "
+                                       "or the built-in cost model)", type=float)
+    beta: float | None = option(None, "seconds per byte for auto (default: calibrated or "
+                                      "the built-in cost model)", type=float)
+    repeat: int = option(1, "calls to time, each a history row", modes=("run",))
 
     def check(self) -> None:
         if self.algorithm != "auto" and self.algorithm not in ALGORITHMS:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 
+from daskhpc._workflows import RunOptions
 from daskhpc.comm import AllreduceSchedule
 
 from ._result import CPResult
@@ -30,11 +31,9 @@ __all__ = ["fit", "serial_fit", "plan", "sections"]
 
 def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         partition: str = "hp", iters: int = 20, tol: float = 1e-4, seed: int = 0,
-        client=None, check_serial: bool = False, checkpoint=None, resume: bool = False,
-        callback=None, partitioner: str = "auto", epsilon: float = 0.03,
-        partition_file=None, max_restarts: int = 3, progress: bool | None = None,
-        in_loop: bool | None = None, exchange: str | None = None,
-        command=None) -> CPResult:
+        partitioner: str = "auto", epsilon: float = 0.03, partition_file=None,
+        in_loop: bool | None = None, run: RunOptions | None = None,
+        **run_options) -> CPResult:
     """CP-ALS on a Dask cluster: the tensor's parts on their workers, Algorithm 3 (coarse
     grain) or 4 (fine grain) per mode, factor rows moved as the plan says.
 
@@ -55,33 +54,20 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         ``tol=0`` submits them all at once, see docs/cpals.md for what that saves).
     seed : int
         Initial factors (a function of seed, mode, row, column) and random partitions.
-    client : distributed.Client, optional
-        Default: the current client (``daskhpc.connect()`` makes one).
-    check_serial : bool
-        Also run the partition-aware reference (bit for bit) and the plain serial one
-        (to 1e-9 relative): the report's ``serial_check``.
-    checkpoint : path, optional
-        Directory (seen by every worker) for a checkpoint after every iteration; a lost
-        worker then costs only the iterations since the last one.
-    resume : bool
-        Continue the run recorded in ``checkpoint`` (same tensor, parts, rank, seed; its
-        saved distribution is reused). ``iters`` may grow.
-    callback : callable, optional
-        ``callback(row)`` with every iteration's history row (iteration, fit, time_s).
     partitioner, epsilon, partition_file
         As for :func:`plan`.
-    max_restarts : int
-        Lost workers survived before the run gives up.
-    progress : bool, optional
-        Progress bar on standard error (default: ``daskhpc.runtime.progress``).
     in_loop : bool, optional
         Run steps in the workers' event loops (default: with the graph exchange when
         they are short, ``_job.in_loop_default``; never with the direct exchange, where
         it measured slower).
-    exchange : {"direct", "graph"}, optional
-        How messages travel between workers: pushed by the sender with one task per
-        worker and iteration (``direct``, the frame's default) or as task results with
-        one task group per worker and step (``graph``); the same bits either way.
+    run : RunOptions, optional
+        How the run runs (client, checkpoint/resume, max_restarts, progress, callback,
+        exchange, check_serial), or the same names as keywords
+        (:class:`daskhpc.runtime.RunOptions`). ``check_serial`` also runs the
+        partition-aware reference (bit for bit) and the plain serial one (to 1e-9
+        relative); ``resume`` continues the run in ``checkpoint`` (same tensor, parts,
+        rank, seed; ``iters`` may grow); ``callback(row)`` gets every iteration's row
+        (iteration, fit, time_s).
 
     Returns
     -------
@@ -101,47 +87,43 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
     >>> res = dh.cpals.fit("umls.tns", 10, 4, client=client, tol=0)  # doctest: +SKIP
     >>> res.fit[-1], res.report()["measured"]["inter_worker_bytes"]   # doctest: +SKIP
     """
-    from daskhpc.runtime import run_job, worker_addresses
+    from daskhpc.runtime import connected, run_job, worker_addresses
 
     from ._checkpoint import distribution_path, load_distribution
     from ._job import cpals_job, measured_section, serial_check
 
-    if client is None:
-        from distributed import get_client
-
-        client = get_client()
-    if nparts is None:
-        nparts = len(worker_addresses(client))
-    options = dict(rank=rank, grain=grain, partition=partition, iters=iters, tol=tol,
-                   seed=seed, partitioner=partitioner, epsilon=epsilon)
-    saved = distribution_path(checkpoint) if checkpoint is not None and resume else None
-    if saved is not None:
-        Options(**options).check()
-        X = as_tensor(X)
-        d = load_distribution(saved, X, nparts)
-        s = prepare(X, nparts, distribution=d, **options)
-    else:
-        s = prepare(X, nparts, partition_file=partition_file, **options)
-    job = cpals_job(s, in_loop=in_loop, exchange=exchange)
-    out = run_job(client, job, checkpoint=checkpoint, resume=resume,
-                  max_restarts=max_restarts, callback=callback, progress_bar=progress)
-    lam, factors = out.value
-    info = sections(s, out.history, command=command)
-    # graph mode: the messages of the last step that ran are fetched only by the next
-    # step, which a run stopped by the tol rule never submits (direct mode pushes them)
-    measured = measured_section(s, out, job.exchange == "graph" and job.stop is not None
-                                and len(out.history) < s.options.iters)
-    info["measured"] = measured
-    info["timing"].update(run_s=out.timing["run_s"], setup_s=out.timing.get("setup_s"),
-                          per_iteration_s=out.timing["per_iteration_s"])
-    info["execution"] = {"exchange": job.exchange, "in_loop": job.in_loop,
-                         "stop_rule": job.stop is not None,
-                         "workers": len(out.placement.workers)}
-    info["placement"] = {str(p): out.placement.worker(p) for p in range(s.K)}
-    info["recovery"] = out.recovery
-    if check_serial:
-        info["serial_check"] = serial_check(s, lam, factors, out.history)
-    return CPResult(lam, factors, out.history, info)
+    run = RunOptions.of(run, **run_options)
+    checkpoint, resume = run.checkpoint, run.resume
+    with connected(run) as client:
+        if nparts is None:
+            nparts = len(worker_addresses(client))
+        options = dict(rank=rank, grain=grain, partition=partition, iters=iters, tol=tol,
+                       seed=seed, partitioner=partitioner, epsilon=epsilon)
+        saved = distribution_path(checkpoint) if checkpoint is not None and resume else None
+        if saved is not None:
+            Options(**options).check()
+            X = as_tensor(X)
+            d = load_distribution(saved, X, nparts)
+            s = prepare(X, nparts, distribution=d, **options)
+        else:
+            s = prepare(X, nparts, partition_file=partition_file, **options)
+        job = cpals_job(s, in_loop=in_loop, exchange=run.exchange)
+        out = run_job(client, job, **run.frame())
+        lam, factors = out.value
+        info = sections(s, out.history, command=run.command)
+        # graph mode: the messages of the last step that ran are fetched only by the next
+        # step, which a run stopped by the tol rule never submits (direct mode pushes them)
+        measured = measured_section(s, out, job.exchange == "graph" and job.stop is not None
+                                    and len(out.history) < s.options.iters)
+        info["measured"] = measured
+        info["timing"].update(run_s=out.timing["run_s"], setup_s=out.timing.get("setup_s"),
+                              per_iteration_s=out.timing["per_iteration_s"])
+        info["execution"] = {**out.execution, "stop_rule": job.stop is not None}
+        info["placement"] = {str(p): out.placement.worker(p) for p in range(s.K)}
+        info["recovery"] = out.recovery
+        if run.check_serial:
+            info["serial_check"] = serial_check(s, lam, factors, out.history)
+        return run.finish(CPResult(lam, factors, out.history, info))
 
 
 def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed: int = 0,
@@ -198,7 +180,7 @@ def plan(data, nparts: int, *, rank: int = 10, grain: str = "fine", partition: s
          partition_file=None, command=None) -> dict:
     """The communication of one CP-ALS iteration on ``nparts`` parts, without a cluster.
 
-    Returns the JSON report (../shared/CLI.md): ``plan`` (tot/max/sum-max/max-max volume
+    Returns the JSON report (docs/cli.md): ``plan`` (tot/max/sum-max/max-max volume
     and messages of the point-to-point phases, in factor rows of ``words_per_unit`` = R
     words), ``allreduce`` (the R x R Gram all-reduces, reported separately),
     ``modes`` (per mode the columns of the paper's Table 2: computational load, volume

@@ -1,120 +1,71 @@
-"""``daskhpc plan cpals`` (and the options of ``daskhpc run cpals``): the CLI plug-in.
-
-The lead's ``daskhpc.cli`` adds ``inputs``, ``--parts``, ``--seed``, ``--json``,
-``--partition-file`` (and, for ``run``, the cluster options); this module adds the CP-ALS
-options and turns parsed arguments into calls of :mod:`daskhpc.cpals`.
+"""CP-ALS as a :class:`~daskhpc.runtime.Workflow`: what ``daskhpc plan|run cpals``,
+``daskhpc demo`` and the launchers know of it (flags from ``_setup.Options``).
 
 Examples
 --------
 >>> import argparse
 >>> p = argparse.ArgumentParser()
->>> _ = p.add_argument("inputs", nargs="+"); _ = p.add_argument("--parts", type=int)
->>> _ = p.add_argument("--seed", type=int, default=0)
->>> _ = p.add_argument("--partition-file")
->>> add_arguments(p, "plan")
->>> a = p.parse_args(["x.tns", "--parts", "4", "--grain", "coarse", "--partition", "block"])
->>> a.grain, a.partition, a.rank
+>>> CPALS.add_arguments(p, "plan")
+>>> call, _ = CPALS.call_of(p.parse_args(["x.tns", "--parts", "4", "--grain", "coarse",
+...                                       "--partition", "block"]))
+>>> call.options.grain, call.options.partition, call.options.rank
 ('coarse', 'block', 10)
 """
 
 from __future__ import annotations
 
-from daskhpc.errors import InputError
+from daskhpc._workflows import Call, RunOptions, Workflow
 
-NAME = "cpals"
-CHECKPOINTS = True      # daskhpc.cli adds --checkpoint DIR and --resume to `run cpals`
-EXCHANGE = True         # daskhpc.cli adds --exchange direct|graph to `run cpals`
-DASHBOARD = "daskhpc.cpals._dashboard"     # its panel on the dashboard (PANELS)
-HELP = "CP-ALS sparse tensor decomposition (coarse- and fine-grain MTTKRP)"
+from ._setup import Options
+
+__all__ = ["CPALS"]
 
 
-def MPI_TEST_ARGS():  # noqa: N802 - the launcher tests' convention (docs/hpc.md)
-    """Arguments after ``cpals`` for a few-second run on 3 workers under mpiexec."""
-    from daskhpc import datasets
+class CPALS(Workflow):
+    """CP-ALS sparse tensor decomposition (Kaya and Ucar, Algorithms 3 and 4)."""
 
-    return [datasets.path("tensor"), "--parts", "3", "--rank", "8", "--iters", "5",
-            "--tol", "0", "--check-serial"]
+    name = "cpals"
+    help = "CP-ALS sparse tensor decomposition (coarse- and fine-grain MTTKRP)"
+    Options = Options
+    inputs = "a sparse tensor (FROSTT .tns)"
+    dashboard = "daskhpc.cpals._dashboard"
 
+    def check(self, call: Call) -> None:
+        from ._tensor import as_tensor
 
-def add_arguments(parser, mode: str) -> None:
-    """Add the CP-ALS options (``mode`` is ``"plan"`` or ``"run"``)."""
-    from ._setup import DEFAULTS as d
+        call.data = as_tensor(call.one_input("tensor file (.tns)"))
 
-    g = parser.add_argument_group("cpals")
-    g.add_argument("--rank", type=int, default=d.rank, help=f"R, components ({d.rank})")
-    g.add_argument("--grain", choices=("fine", "coarse"), default=d.grain,
-                   help="fine: nonzeros partitioned, fold + expand per mode (Algorithm 4); "
-                        "coarse: slices, one expand per mode (Algorithm 3)")
-    g.add_argument("--partition", choices=("hp", "random", "block"), default=d.partition,
-                   help="hp: hypergraph model (Mt-KaHyPar); random: fine-grain baseline; "
-                        "block: coarse-grain baseline (consecutive slices of equal nonzeros)")
-    g.add_argument("--partitioner", default=d.partitioner,
-                   help="backend for --partition hp: auto (Mt-KaHyPar deterministic or "
-                        "default preset, or label propagation, by size), mtkahypar, lp, kahypar")
-    g.add_argument("--epsilon", type=float, default=d.epsilon,
-                   help="allowed imbalance (hp partitions, fine-grain row placement)")
-    if mode == "run":
-        g.add_argument("--iters", type=int, default=d.iters, help=f"iterations ({d.iters})")
-        g.add_argument("--tol", type=float, default=d.tol,
-                       help=f"stop when the fit changes by less than this ({d.tol})")
-        g.add_argument("--check-serial", action="store_true",
-                       help="also run the serial references and compare factors, lambda, "
-                            "fit (partition-aware: bit for bit; plain serial: 1e-9)")
+    def plan(self, call: Call) -> dict:
+        from ._api import plan
 
+        return plan(call.one_input("tensor file (.tns)"), call.parts_or(None, "plan cpals"),
+                    partition_file=call.partition_file, **call.values("plan"))
 
-def _options(args) -> dict:
-    keys = ("rank", "grain", "partition", "partitioner", "epsilon", "iters", "tol")
-    out = {k: getattr(args, k) for k in keys if hasattr(args, k)}
-    out["seed"] = getattr(args, "seed", 0) or 0
-    return out
+    def run(self, call: Call, run: RunOptions) -> dict:
+        from ._api import fit
 
+        opts = call.values("run")
+        return fit(call.one_input("tensor file (.tns)"), opts.pop("rank"), call.parts,
+                   partition_file=call.partition_file, run=run, **opts).report()
 
-def _input(args) -> str:
-    inputs = list(getattr(args, "inputs", []) or [])
-    if len(inputs) != 1:
-        raise InputError(f"cpals takes one tensor file (.tns), got {len(inputs)}: {inputs}")
-    return inputs[0]
+    def demo(self, client) -> dict:
+        """The bundled UMLS tensor, fine-hp over 2 parts, R = 10, 10 iterations, checked
+        against both serial references."""
+        from daskhpc import datasets
 
+        from ._api import fit
 
-def plan(args) -> dict:
-    """``daskhpc plan cpals X.tns --parts K ...``: the JSON report, no cluster."""
-    from ._api import plan as plan_
+        return fit(datasets.path("tensor"), 10, 2, client=client, grain="fine",
+                   partition="hp", iters=10, tol=0, check_serial=True).report()
 
-    K = getattr(args, "parts", None)
-    if K is None:
-        raise InputError("--parts is required for plan cpals")
-    opts = _options(args)
-    opts.pop("iters", None)
-    opts.pop("tol", None)
-    return plan_(_input(args), K, partition_file=getattr(args, "partition_file", None), **opts)
+    def small_run(self) -> list:
+        from daskhpc import datasets
 
+        return [datasets.path("tensor"), "--parts", "3", "--rank", "8", "--iters", "5",
+                "--tol", "0", "--check-serial"]
 
-def run(args, client) -> dict:
-    """``daskhpc run cpals X.tns [--parts K] ...`` on a connected client (K defaults to
-    the number of workers)."""
-    from ._api import fit
-
-    opts = _options(args)
-    res = fit(_input(args), opts.pop("rank"), getattr(args, "parts", None), client=client,
-              partition_file=getattr(args, "partition_file", None),
-              check_serial=bool(getattr(args, "check_serial", False)),
-              progress=getattr(args, "progress", None),
-              checkpoint=getattr(args, "checkpoint", None),
-              resume=bool(getattr(args, "resume", False)),
-              exchange=getattr(args, "exchange", None), **opts)
-    return res.report()
-
-
-def demo(client) -> dict:
-    """The bundled UMLS tensor, fine-hp over 2 parts, R = 10, 10 iterations, checked
-    against both serial references."""
-    from daskhpc import datasets
-
-    from ._api import fit
-
-    res = fit(datasets.path("tensor"), 10, 2, client=client, grain="fine", partition="hp",
-              iters=10, tol=0, check_serial=True)
-    return res.report()
+    def summary(self, report: dict) -> str:
+        return summary(report)
 
 
 def summary(report: dict) -> str:

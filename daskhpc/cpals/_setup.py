@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from daskhpc._workflows import option
 from daskhpc.errors import InputError
 
 from ._partition import GRAINS, Distribution, distribute
@@ -36,14 +37,21 @@ class Options:
     changes by less than ``tol``; ``tol = 0`` runs all of them).
     """
 
-    rank: int = 10
-    iters: int = 20
-    tol: float = 1e-4
-    grain: str = "fine"
-    partition: str = "hp"
-    partitioner: str = "auto"
-    epsilon: float = 0.03
-    seed: int = 0
+    rank: int = option(10, "R, components")
+    iters: int = option(20, "iterations at most", modes=("run",))
+    tol: float = option(1e-4, "stop when the fit changes by less than this (0: run every "
+                              "iteration)", modes=("run",))
+    grain: str = option("fine", "fine: nonzeros partitioned, fold + expand per mode "
+                                "(Algorithm 4); coarse: slices, one expand per mode "
+                                "(Algorithm 3)", choices=("fine", "coarse"))
+    partition: str = option("hp", "hp: hypergraph model (Mt-KaHyPar); random: fine-grain "
+                                  "baseline; block: coarse-grain baseline (consecutive slices "
+                                  "of equal nonzeros)", choices=("hp", "random", "block"))
+    partitioner: str = option("auto", "backend for --partition hp: auto (Mt-KaHyPar, or "
+                                      "label propagation by size), mtkahypar, lp, kahypar")
+    epsilon: float = option(0.03, "allowed imbalance (hp partitions, fine-grain row "
+                                  "placement)")
+    seed: int = option(0, "seed of the initial factors and of random partitions")
 
     def check(self) -> None:
         """Every bad option -> one-line :class:`InputError`."""

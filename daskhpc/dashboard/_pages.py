@@ -12,7 +12,6 @@ page                              shows
 
 from __future__ import annotations
 
-import importlib
 import logging
 
 import numpy as np
@@ -162,12 +161,10 @@ def workflow_panels() -> dict:
     from daskhpc import _workflows
 
     out = {}
-    for name, modpath in sorted(_workflows.available().items()):
+    for name in sorted(_workflows.available()):
         try:
-            target = getattr(importlib.import_module(modpath), "DASHBOARD", None)
-            if target:
-                for key, (cls, title) in importlib.import_module(target).PANELS.items():
-                    out[key] = (name, cls, title)
+            for key, (cls, title) in _workflows.load(name).panels().items():
+                out[key] = (name, cls, title)
         except Exception as e:  # noqa: BLE001 - one workflow must not break the pages
             logger.warning("daskhpc dashboard: no panels of %s: %s", name, e)
     return out

@@ -38,6 +38,7 @@ import logging
 
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
+from daskhpc._workflows import EXCHANGE_PLUGIN
 from daskhpc.dashboard._state import PLUGIN_NAME, DashboardState
 
 __all__ = ["DashboardPlugin", "TransferCounter", "PLUGIN_NAME", "SENT_METRIC"]
@@ -93,7 +94,7 @@ class TransferCounter(WorkerPlugin):
         if log:
             self._last = log[-1]
         out = dict(self._sent)
-        ext = worker.plugins.get("daskhpc-exchange")      # direct pushes (runtime)
+        ext = worker.plugins.get(EXCHANGE_PLUGIN)      # direct pushes (runtime)
         for who, nbytes in (getattr(ext, "sent", None) or {}).items():
             out[who] = out.get(who, 0) + nbytes
         return out

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from daskhpc._workflows import RunOptions
 from daskhpc.errors import InputError
 
 from ._result import GCNResult, quality, sections
@@ -27,11 +28,8 @@ __all__ = ["fit", "serial_fit", "local_fit", "plan"]
 
 def fit(graph, features=None, labels=None, split=None, nparts: int | None = None, *,
         layers=(16,), partition: str = "hp", epochs: int = 200, optimizer: str = "adam",
-        dropout: float = 0.5, seed: int = 0, client=None, check_serial: bool = False,
-        minibatch=None, callback=None, checkpoint=None, resume: bool = False,
-        max_restarts: int = 3, progress: bool | None = None, in_loop="auto",
-        exchange: str | None = None, partition_file=None, command=None,
-        **options) -> GCNResult:
+        dropout: float = 0.5, seed: int = 0, minibatch=None, in_loop="auto",
+        partition_file=None, run: RunOptions | None = None, **options) -> GCNResult:
     """Train a GCN on a Dask cluster, one row block of A_hat per part (Algorithms 1-2).
 
     Parameters
@@ -47,39 +45,23 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
     layers, partition, epochs, optimizer, dropout, seed
         Hidden widths ((16,): 2 layers), the row partition (``hp``, ``gp``, ``rp``,
         ``random``), epochs, ``adam`` or ``sgd``, dropout, seed.
-    client : distributed.Client, optional
-        Default: the current client (``daskhpc.connect()`` makes one).
-    check_serial : bool
-        Also run the partition-aware serial reference (the same Program in this process:
-        ``serial_check.identical`` says the weights and logits are the same bits) and the
-        plain serial reference (``serial_check.textbook``: weights within 1e-10
-        relative, identical predictions; the dW sums are taken in another order).
     minibatch : bool or dict, optional
         Mini-batch training (section 4.3.3): ``True`` or ``{"batch_size": 0.5 (a fraction
         of the nodes, or a count), "steps": 200, "sampler": "node" or "uniform",
         "shp": True}``; one batch per unit, each exchanging along its own plan, on the
         SHP partition (Algorithm 3) unless ``shp`` is False.
-    callback : callable, optional
-        ``callback(row)`` with every epoch's history row as the epoch completes.
-    checkpoint : path, optional
-        Directory every worker sees: the weights and Adam state after every epoch, and
-        the row partition. A lost worker then costs only the epochs since the newest
-        one; without it the run restarts from the start (same result).
-    resume : bool
-        Continue the run recorded in ``checkpoint`` (with its saved partition).
-    max_restarts : int
-        Lost-worker recoveries before the run gives up with an error.
-    progress : bool, optional
-        Progress bar on standard error (default: ``daskhpc.runtime.progress``).
     in_loop : bool or "auto"
         Run the steps in the workers' event loops (short steps; ``auto`` decides from the
         part's share of the work, ``_job.short_steps``).
-    exchange : {"direct", "graph"}, optional
-        How messages travel between workers: pushed by the sender, one task per worker
-        and epoch (``direct``; the default is the config key ``daskhpc.runtime.exchange``), or as task results, one task group per
-        worker and step (``graph``, the reference). The same bits either way.
     partition_file : path, optional
         One part id per line (``daskhpc partition ... --save-partition``).
+    run : RunOptions, optional
+        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
+        max_restarts, progress, callback, exchange, check_serial), or the same names
+        among the keywords. ``checkpoint`` keeps the weights and Adam state after every
+        epoch, and the row partition; ``check_serial`` runs the partition-aware serial
+        reference (``serial_check.identical``: the same bits) and the plain one
+        (``serial_check.textbook``: weights within 1e-10 relative).
     **options
         The other :class:`~daskhpc.gcn._setup.Options`: ``lr``, ``weight_decay``,
         ``bias``, ``order``, ``eval_every``, ``partitioner``, ``epsilon``,
@@ -102,34 +84,36 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
     >>> res.report()["serial_check"]["identical"]                      # doctest: +SKIP
     True
     """
-    from daskhpc.runtime import exchange_mode, run_job, worker_addresses
-
-    from ._job import gcn_job, short_steps, steps_per_epoch
-    from ._run import minibatch_info, plan_info, prepare_run, rows, serial_check
-
     if isinstance(features, (int, np.integer)) and not isinstance(features, bool):
         raise InputError(f"features must be an array, not {features!r}: pass the number "
                          "of parts as nparts=")
-    if max_restarts < 0:
-        raise InputError(f"max_restarts must be >= 0, not {max_restarts}")
     if in_loop not in ("auto", True, False):
         raise InputError(f"in_loop must be 'auto', True or False, not {in_loop!r}")
-    exchange = exchange_mode(exchange)
-    if client is None:
-        from distributed import get_client
+    from daskhpc.runtime import connected
 
-        client = get_client()
+    run, options = RunOptions.split(run, options)
+    options = dict(options, layers=layers, partition=partition, epochs=epochs,
+                   optimizer=optimizer, dropout=dropout, seed=seed)
+    with connected(run) as client:
+        return run.finish(_fit(client, run, graph, features, labels, split, nparts,
+                               minibatch, in_loop, partition_file, options))
+
+
+def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop,
+         partition_file, options):
+    from daskhpc.runtime import exchange_mode, run_job, worker_addresses
+
+    from ._job import gcn_job, short_steps, steps_per_epoch
+    from ._job import minibatch_info, plan_info, prepare_run, rows, serial_check
+
+    exchange = exchange_mode(run.exchange)
     workers = len(worker_addresses(client))
     s = prepare_run(graph, features, labels, split, nparts or workers, minibatch,
-                     checkpoint, resume, partition_file,
-                     dict(options, layers=layers, partition=partition, epochs=epochs,
-                          optimizer=optimizer, dropout=dropout, seed=seed))
+                    run.checkpoint, run.resume, partition_file, options)
     loop = short_steps(s, workers) if in_loop == "auto" else bool(in_loop)
-    out = run_job(client, gcn_job(s, in_loop=loop, exchange=exchange), checkpoint=checkpoint,
-                  resume=resume, max_restarts=max_restarts, callback=callback,
-                  progress_bar=progress)
+    out = run_job(client, gcn_job(s, in_loop=loop, exchange=exchange), **run.frame())
     value, history = out.value, rows(out.history)
-    info = sections(s, command=command)
+    info = sections(s, command=run.command)
     info.update(plan_info(s))
     info["measured"] = dict(out.measured)
     owners = {out.placement.worker(p) for p in range(s.K)}
@@ -138,7 +122,8 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
     per = [h["time_s"] for h in history if h.get("time_s") is not None]
     info["timing"].update(run_s=out.timing["run_s"], setup_s=out.timing["setup_s"],
                           per_iteration_s=out.timing["per_iteration_s"],
-                          steps_per_epoch=steps, in_loop=loop, exchange=exchange)
+                          steps_per_epoch=steps)
+    info["execution"] = out.execution
     if len(per) > 1:
         med = float(np.median(per[1:]))
         info["timing"].update(median_epoch_s=med, median_step_s=med / steps)
@@ -149,7 +134,7 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
     info["quality"] = quality(s, history, final)
     if s.batches:
         info["minibatch"] = minibatch_info(s)
-    if check_serial:
+    if run.check_serial:
         info["serial_check"] = serial_check(s, value)
     return GCNResult(value["params"], value["predictions"], history, info, value["logits"])
 

@@ -1,167 +1,112 @@
-"""``daskhpc plan gcn`` / ``daskhpc run gcn``: the CLI plug-in (see daskhpc._workflows).
-
-``daskhpc.cli`` adds ``inputs``, ``--parts``, ``--seed``, ``--json``, ``--partition-file``
-(and, for ``run``, the cluster options); this module adds the GCN options.
+"""GCN training as a :class:`~daskhpc.runtime.Workflow`: what ``daskhpc plan|run gcn``,
+``daskhpc demo`` and the launchers know of it (flags from ``_setup.Options`` and the
+command's own below).
 
 Examples
 --------
 >>> import argparse
 >>> p = argparse.ArgumentParser()
->>> _ = p.add_argument("inputs", nargs="+"); _ = p.add_argument("--parts", type=int)
->>> _ = p.add_argument("--seed", type=int, default=0)
->>> _ = p.add_argument("--partition-file")
->>> add_arguments(p, "plan")
->>> a = p.parse_args(["cora", "--parts", "4", "--partition", "gp", "--layers", "32,16"])
->>> a.partition, _options(a)["layers"]
+>>> GCN.add_arguments(p, "plan")
+>>> call, _ = GCN.call_of(p.parse_args(["cora", "--parts", "4", "--partition", "gp",
+...                                     "--layers", "32,16"]))
+>>> call.options.partition, call.options.layers
 ('gp', (32, 16))
 """
 
 from __future__ import annotations
 
-from daskhpc.errors import InputError
+from dataclasses import dataclass
 
-NAME = "gcn"
-CHECKPOINTS = True      # daskhpc.cli adds --checkpoint DIR and --resume to `run gcn`
-DASHBOARD = "daskhpc.gcn._dashboard"      # the accuracy/loss panel (PANELS)
-EXCHANGE = True         # daskhpc.cli adds --exchange direct|graph to `run gcn`
-HELP = "GCN training on 1D row partitions (hypergraph, graph or random rows)"
+from daskhpc._workflows import Call, RunOptions, Workflow, option
 
+from ._setup import Options
 
-def MPI_TEST_ARGS():  # noqa: N802 - the launcher tests' convention (docs/hpc.md)
-    """Arguments after ``gcn`` for a few-second run on 3 workers under mpiexec."""
-    return ["cora", "--parts", "3", "--epochs", "5", "--check-serial"]
+__all__ = ["GCN"]
 
 
-def _layers(text: str) -> tuple:
-    try:
-        return tuple(int(t) for t in str(text).split(",") if t.strip())
-    except ValueError:
-        raise InputError(f"--layers takes hidden widths like 16 or 32,16, got {text!r}") from None
+@dataclass
+class CommandOptions(Options):
+    """The training options, and what only the command line spells as flags: the plan's
+    comparison with random rows, ``fit(minibatch=...)`` and ``fit(in_loop=...)``."""
+
+    compare: bool = option(True, "plan only: skip the comparison with random rows (RP)",
+                           flag="--no-compare", modes=("plan",))
+    minibatch: bool = option(False, "mini-batch training (one sampled batch per step, "
+                                    "section 4.3.3)", modes=("run",))
+    batch_size: float = option(0.5, "--minibatch: nodes per batch, a fraction (< 1) or a "
+                                    "count", modes=("run",))
+    steps: int = option(200, "--minibatch: batches drawn (those without a training node are "
+                             "skipped)", modes=("run",))
+    sampler: str = option("node", "--minibatch: GraphSAINT's node sampler or uniform nodes",
+                          choices=("node", "uniform"), modes=("run",))
+    shp: bool = option(True, "--minibatch: keep --partition instead of SHP (Algorithm 3)",
+                       flag="--no-shp", modes=("run",))
+    in_loop: str = option("auto", "run the steps in the workers' event loops (short steps)",
+                          choices=("auto", "yes", "no"), modes=("run",))
+
+    def fit_keywords(self) -> dict:
+        """``fit``'s keywords: the training options, ``minibatch`` and ``in_loop``."""
+        out = {k: getattr(self, k) for k in Options.__dataclass_fields__}
+        if self.minibatch:
+            size = self.batch_size
+            out["minibatch"] = {"batch_size": int(size) if size >= 1 else float(size),
+                                "steps": self.steps, "sampler": self.sampler,
+                                "shp": self.shp}
+        out["in_loop"] = {"auto": "auto", "yes": True, "no": False}[self.in_loop]
+        return out
 
 
-def add_arguments(parser, mode: str) -> None:
-    """Add the GCN options (``mode`` is ``"plan"`` or ``"run"``)."""
-    from ._setup import DEFAULTS as d
+class GCN(Workflow):
+    """Full-batch and mini-batch GCN training on 1D row partitions (Demirci et al.)."""
 
-    g = parser.add_argument_group("gcn")
-    g.add_argument("--layers", default=",".join(map(str, d.layers)),
-                   help="hidden widths d_1,...,d_{L-1} (16: a 2-layer GCN)")
-    g.add_argument("--epochs", type=int, default=d.epochs, help=f"epochs ({d.epochs})")
-    g.add_argument("--partition", choices=("hp", "gp", "rp", "random"), default=d.partition,
-                   help="rows by the column-net hypergraph (hp), the graph model (gp), "
-                        "uniformly random rows as the paper's RP (rp), or our balanced "
-                        "random (random)")
-    g.add_argument("--partitioner", default=d.partitioner,
-                   help="hypergraph backend for hp: auto, mtkahypar, kahypar, lp")
-    g.add_argument("--epsilon", type=float, default=d.epsilon,
-                   help="allowed imbalance of the rows' nonzeros (0.03; the paper: 0.01)")
-    g.add_argument("--order", choices=("auto", "aggregate", "transform"), default=d.order,
-                   help="per layer: exchange rows of H (aggregate first, the paper's order: "
-                        "d_{k-1} words) or of H W (transform first: d_k words); auto "
-                        "transforms first where d_k < d_{k-1}")
-    g.add_argument("--symmetrize", action="store_true",
-                   help="train on A + A^T (undirected) instead of the exact directed gradient")
-    g.add_argument("--random-features", type=int, default=d.random_features,
-                   help="feature width drawn for graphs without node data (64)")
-    g.add_argument("--random-classes", type=int, default=d.random_classes,
-                   help="classes drawn for graphs without node data (8)")
-    g.add_argument("--no-compare", action="store_true",
-                   help="plan only: skip the comparison with random rows (RP)")
-    if mode == "run":
-        g.add_argument("--optimizer", choices=("adam", "sgd"), default=d.optimizer)
-        g.add_argument("--lr", type=float, default=d.lr, help=f"learning rate ({d.lr})")
-        g.add_argument("--weight-decay", type=float, default=d.weight_decay,
-                       help="L2 on layer 1 (5e-4)")
-        g.add_argument("--dropout", type=float, default=d.dropout, help="dropout (0.5)")
-        g.add_argument("--no-bias", action="store_true", help="layers without bias")
-        g.add_argument("--eval-every", type=int, default=d.eval_every,
-                       help="evaluate every N epochs (0: only after the last)")
-        g.add_argument("--check-serial", action="store_true",
-                       help="also run the serial references: the same program in one "
-                            "process (bit for bit) and the textbook epoch (1e-10)")
-        g.add_argument("--minibatch", action="store_true",
-                       help="mini-batch training (one sampled batch per step, section 4.3.3)")
-        g.add_argument("--batch-size", type=float, default=0.5,
-                       help="--minibatch: nodes per batch, a fraction (< 1) or a count (0.5)")
-        g.add_argument("--steps", type=int, default=200,
-                       help="--minibatch: batches drawn (200; those without a training node "
-                            "are skipped)")
-        g.add_argument("--sampler", choices=("node", "uniform"), default="node",
-                       help="--minibatch: GraphSAINT's node sampler or uniform nodes")
-        g.add_argument("--no-shp", action="store_true",
-                       help="--minibatch: keep --partition instead of SHP (Algorithm 3)")
-        g.add_argument("--in-loop", choices=("auto", "yes", "no"), default="auto",
-                       help="run the steps in the workers' event loops (short steps)")
+    name = "gcn"
+    help = "GCN training on 1D row partitions (hypergraph, graph or random rows)"
+    Options = CommandOptions
+    inputs = "a graph: 'cora', a Planetoid .npz, a node-table directory or an edge list"
+    dashboard = "daskhpc.gcn._dashboard"
 
+    def check(self, call: Call) -> None:
+        """Read and validate the graph before the cluster starts (read again by the run:
+        what it builds depends on the options)."""
+        from ._data import as_graph
 
-def _options(args) -> dict:
-    out = {"layers": _layers(getattr(args, "layers", "16")),
-           "seed": getattr(args, "seed", 0) or 0}
-    for k in ("epochs", "partition", "partitioner", "epsilon", "symmetrize", "order",
-              "random_features", "random_classes", "optimizer", "lr", "weight_decay",
-              "dropout", "eval_every"):
-        if hasattr(args, k):
-            out[k] = getattr(args, k)
-    if getattr(args, "no_bias", False):
-        out["bias"] = False
-    return out
+        o = call.options
+        as_graph(call.one_input("graph (a file, a directory or 'cora')"),
+                 symmetrize=o.symmetrize, seed=o.seed, random_features=o.random_features,
+                 random_classes=o.random_classes)
 
+    def plan(self, call: Call) -> dict:
+        from ._api import plan
 
-def _input(args) -> str:
-    inputs = list(getattr(args, "inputs", []) or [])
-    if len(inputs) != 1:
-        raise InputError(f"gcn takes one graph (a file, a directory or 'cora'), got "
-                         f"{len(inputs)}: {inputs}")
-    return inputs[0]
+        opts = {k: v for k, v in call.values("plan").items() if k in Options.__dataclass_fields__}
+        return plan(call.one_input("graph"), call.parts_or(None, "plan gcn"),
+                    partition_file=call.partition_file, compare_rp=call.options.compare,
+                    **opts)
 
+    def run(self, call: Call, run: RunOptions) -> dict:
+        from daskhpc.runtime import worker_addresses
 
-def plan(args) -> dict:
-    """``daskhpc plan gcn GRAPH --parts K ...``: the JSON report, no cluster."""
-    from ._api import plan as plan_
+        from ._api import fit
 
-    K = getattr(args, "parts", None)
-    if K is None:
-        raise InputError("--parts is required for plan gcn")
-    return plan_(_input(args), int(K), partition_file=getattr(args, "partition_file", None),
-                 compare_rp=not getattr(args, "no_compare", False), **_options(args))
+        K = call.parts_or(len(worker_addresses(run.client)), "gcn")
+        return fit(call.one_input("graph"), nparts=K, partition_file=call.partition_file,
+                   run=run, **call.options.fit_keywords()).report()
 
+    def demo(self, client) -> dict:
+        """Cora, one part per worker (HP rows), 50 epochs, checked against both serial
+        references (a few seconds)."""
+        from daskhpc.runtime import worker_addresses
 
-def _minibatch(args):
-    if not getattr(args, "minibatch", False):
-        return None
-    size = args.batch_size
-    return {"batch_size": int(size) if size >= 1 else float(size), "steps": args.steps,
-            "sampler": args.sampler, "shp": not args.no_shp}
+        from ._api import fit
 
+        return fit("cora", nparts=len(worker_addresses(client)), client=client, epochs=50,
+                   partition="hp", check_serial=True).report()
 
-def run(args, client) -> dict:
-    """``daskhpc run gcn GRAPH [--parts K] ...`` on a connected client."""
-    from daskhpc.runtime import worker_addresses
+    def small_run(self) -> list:
+        return ["cora", "--parts", "3", "--epochs", "5", "--check-serial"]
 
-    from ._api import fit
-
-    K = getattr(args, "parts", None) or len(worker_addresses(client))
-    loop = {"auto": "auto", "yes": True, "no": False}[getattr(args, "in_loop", "auto")]
-    res = fit(_input(args), nparts=int(K), client=client,
-              partition_file=getattr(args, "partition_file", None),
-              check_serial=bool(getattr(args, "check_serial", False)),
-              minibatch=_minibatch(args), progress=getattr(args, "progress", None),
-              checkpoint=getattr(args, "checkpoint", None),
-              resume=bool(getattr(args, "resume", False)), in_loop=loop,
-              exchange=getattr(args, "exchange", None), **_options(args))
-    return res.report()
-
-
-def demo(client) -> dict:
-    """Cora, one part per worker (HP rows), 50 epochs, checked against both serial
-    references (a few seconds)."""
-    from daskhpc.runtime import worker_addresses
-
-    from ._api import fit
-
-    res = fit("cora", nparts=len(worker_addresses(client)), client=client, epochs=50,
-              partition="hp", check_serial=True)
-    return res.report()
+    def summary(self, report: dict) -> str:
+        return summary(report)
 
 
 def summary(report: dict) -> str:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from daskhpc._workflows import option
 from daskhpc.errors import InputError
 
 from ._assign import PARTITIONS, Assignment, assign
@@ -32,22 +33,35 @@ class Options:
     5e-4 on the first layer, dropout 0.5, 200 epochs.
     """
 
-    layers: tuple = (16,)            # hidden widths d_1 .. d_{L-1}
-    epochs: int = 200
-    optimizer: str = "adam"          # "adam" or "sgd" (plain gradient descent, eq. (5))
-    lr: float = 0.01
-    weight_decay: float = 5e-4       # on the first layer (weight and bias), as PyG's example
-    dropout: float = 0.5
-    bias: bool = True
-    order: str = "auto"              # per layer: aggregate (paper), transform, auto
-    eval_every: int = 1              # evaluate (no dropout) every N epochs; 0: only at the end
-    partition: str = "hp"            # hp, gp, rp (paper's random), random (balanced)
-    partitioner: str = "auto"        # backend for hp (daskhpc.hypergraph.partition)
-    epsilon: float = 0.03
-    symmetrize: bool = False
-    seed: int = 0
-    random_features: int = 64        # node data drawn for structure-only graphs
-    random_classes: int = 8
+    layers: tuple = option((16,), "hidden widths d_1,...,d_{L-1} (16: a 2-layer GCN)",
+                           type=lambda text: parse_layers(text))
+    epochs: int = option(200, "epochs")
+    optimizer: str = option("adam", "adam, or sgd (plain gradient descent, eq. (5))",
+                            choices=("adam", "sgd"), modes=("run",))
+    lr: float = option(0.01, "learning rate", modes=("run",))
+    weight_decay: float = option(5e-4, "L2 on layer 1 (weight and bias), as PyG's example",
+                                 modes=("run",))
+    dropout: float = option(0.5, "dropout", modes=("run",))
+    bias: bool = option(True, "layers without bias", flag="--no-bias", modes=("run",))
+    order: str = option("auto", "per layer: exchange rows of H (aggregate first, the "
+                                "paper's order: d_{k-1} words) or of H W (transform first: "
+                                "d_k words); auto transforms first where d_k < d_{k-1}",
+                        choices=("auto", "aggregate", "transform"))
+    eval_every: int = option(1, "evaluate (no dropout) every N epochs (0: only after the "
+                                "last)", modes=("run",))
+    partition: str = option("hp", "rows by the column-net hypergraph (hp), the graph model "
+                                  "(gp), uniformly random rows as the paper's RP (rp), or "
+                                  "balanced random (random)",
+                            choices=("hp", "gp", "rp", "random"))
+    partitioner: str = option("auto", "hypergraph backend for hp: auto, mtkahypar, kahypar, "
+                                      "lp")
+    epsilon: float = option(0.03, "allowed imbalance of the rows' nonzeros (the paper: "
+                                  "0.01)")
+    symmetrize: bool = option(False, "train on A + A^T (undirected) instead of the exact "
+                                     "directed gradient")
+    seed: int = option(0, "seed of the weights, dropout and random partitions")
+    random_features: int = option(64, "feature width drawn for graphs without node data")
+    random_classes: int = option(8, "classes drawn for graphs without node data")
 
     def check(self) -> None:
         try:
@@ -87,6 +101,21 @@ class Options:
 
 
 DEFAULTS = Options()
+
+
+def parse_layers(text) -> tuple:
+    """``"32,16"`` -> ``(32, 16)`` (the ``--layers`` flag).
+
+    Examples
+    --------
+    >>> parse_layers("32,16")
+    (32, 16)
+    """
+    try:
+        return tuple(int(t) for t in str(text).split(",") if t.strip())
+    except ValueError:
+        raise InputError(f"--layers takes hidden widths like 16 or 32,16, got "
+                         f"{text!r}") from None
 ORDERS = ("auto", "aggregate", "transform")
 
 

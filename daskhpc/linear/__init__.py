@@ -31,8 +31,7 @@ C. Renggli, "Efficient Sparse AllReduce For Scalable Machine Learning", Master's
 ETH Zurich, 2017.
 """
 
-from ._api import fit_local, plan, serial_fit
-from ._fit import fit
+from ._api import fit, fit_local, plan, serial_fit
 from ._result import LinearResult
 from ._topk import approx_probabilities, topk_approx, topk_exact
 

@@ -129,4 +129,4 @@ def _warm_up_plan() -> None:
 #: compiles it once before the cluster starts; the workers then load it): the workers'
 #: warm-up (whose int32 indices no run from a file uses) and the run's types.
 WARMUP_PLAN = (_warm_up_plan,)
-WARMUP = ("daskhpc.linear._fit:warm_up", _warm_up_run)
+WARMUP = ("daskhpc.linear._program:warm_up", _warm_up_run)

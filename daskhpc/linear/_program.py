@@ -19,6 +19,7 @@ No dask here.
 from __future__ import annotations
 
 import functools
+from dataclasses import asdict
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from ._kernels import LOSSES, batch_gradient, coefficients, losses, margins
 from ._setup import permutation
 from ._topk import topk_approx, topk_exact
 
-__all__ = ["statics", "program", "row", "assemble"]
+__all__ = ["statics", "program", "row", "assemble", "fingerprint", "warm_up"]
 
 
 def statics(setup) -> list[dict]:
@@ -180,3 +181,34 @@ def assemble(setup, finals) -> np.ndarray:
     if any(not np.array_equal(w, f) for f in finals[1:]):
         raise AssertionError("the parts' models differ")
     return w
+
+
+def fingerprint(s) -> dict:
+    """What a checkpoint must agree on to be continued: data, parts, the options (but the
+    number of epochs), the algorithms of the first epoch's calls."""
+    from daskhpc.runtime import array_digest
+
+    X = s.data.X
+    digest = array_digest(X.indptr, X.indices, X.data, s.data.y)
+    opts = asdict(s.options)
+    opts.pop("epochs")          # a resumed run may go on for more epochs
+    for k in ("alpha", "beta"):
+        opts.pop(k)             # they only choose algorithms: the calls' plans say which
+    return {"input": {k: v for k, v in s.data.source.items() if k != "path"},
+            "data": digest, "parts": s.nparts, "options": opts,
+            "algorithms": sorted({a.name for a, _, _ in s.calls(0)})}
+
+
+def warm_up():
+    """Load the numba kernels on a worker before anything is timed."""
+    from daskhpc.allreduce import allreduce_local
+
+    from ._kernels import batch_gradient, coefficients, losses, margins
+
+    ip, ix, d = np.array([0, 1]), np.array([0], np.int32), np.array([1.0])
+    rows = np.array([0])
+    m = margins(ip, ix, d, rows, np.ones(1))
+    coefficients(m, np.ones(1), 0)
+    losses(m, np.ones(1), 0)
+    batch_gradient(ip, ix, d, rows, np.ones(1))
+    allreduce_local([np.array([1.0, 0.0]), np.array([0.0, 1.0])], algorithm="ssar_rec_dbl")

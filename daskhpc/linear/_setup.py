@@ -40,6 +40,7 @@ from daskhpc.allreduce import (
     dense_bound_plan,
     make,
 )
+from daskhpc._workflows import option
 from daskhpc.errors import InputError
 
 from ._data import LinearData, load
@@ -52,21 +53,30 @@ __all__ = ["Options", "Setup", "prepare", "permutation"]
 class Options:
     """Training options (the CLI flags of the same names); defaults: docs/linear.md."""
 
-    loss: str = "log"
-    batch: int = 8                   # B, rows per part and iteration
-    epochs: int = 5
-    lr: float = 0.5                  # eta; epoch e uses lr / (1 + lr_decay e)
-    lr_decay: float = 1.0
-    reg: float = 1e-4                # L2, applied by every part to its copy of w
-    topk: int | str | None = None    # None, k, or "approx"
-    k: int | None = None             # k of topk="approx"
-    error_feedback: bool = True
-    allreduce: str = "auto"
-    group: int = DEFAULT_GROUP
-    alpha: float | None = None
-    beta: float | None = None
-    fit_intercept: bool = True
-    seed: int = 0
+    loss: str = option("log", "log (logistic regression) or hinge (linear SVM)",
+                       choices=("log", "hinge"))
+    batch: int = option(8, "B, rows per part and iteration")
+    epochs: int = option(5, "epochs")
+    lr: float = option(0.5, "eta, the step size; epoch e uses lr / (1 + lr_decay e)")
+    lr_decay: float = option(1.0, "step-size decay per epoch (see --lr)")
+    reg: float = option(1e-4, "L2 regularisation, applied by every part to its copy of w")
+    topk: int | str | None = option(None, "Top-k SGD: k (exact Top-k, Algorithm 2) or "
+                                          "'approx' (section 2.4.1, with --k); default: "
+                                          "the full sparse gradient",
+                                    type=lambda v: parse_topk(v))
+    k: int | None = option(None, "expected items of --topk approx", type=int)
+    error_feedback: bool = option(True, "Top-k without the residual (for comparison)",
+                                  flag="--no-error-feedback")
+    allreduce: str = option("auto", "the sparse allreduce of the gradients: auto (the "
+                                    "least modelled time) or an algorithm",
+                            choices=("auto", *sorted(ALGORITHMS)))
+    group: int = option(DEFAULT_GROUP, "ranks per sparse group of dsar_early_switch")
+    alpha: float | None = option(None, "seconds per message for --allreduce auto (default: "
+                                       "the calibrated or built-in cost model)", type=float)
+    beta: float | None = option(None, "seconds per byte for --allreduce auto (default: the "
+                                      "calibrated or built-in cost model)", type=float)
+    fit_intercept: bool = option(True, cli=False)
+    seed: int = option(0, "seed of the row shares and the batches")
 
     def check(self) -> None:
         if self.loss not in LOSSES:
@@ -88,6 +98,22 @@ class Options:
             raise InputError(f"--topk must be a positive integer or 'approx', got {t!r}")
         if t == "approx" and not (self.k is not None and self.k >= 1):
             raise InputError("--topk approx needs --k, the expected number of items")
+
+
+def parse_topk(value):
+    """``--topk``: an integer k or ``approx``.
+
+    Examples
+    --------
+    >>> parse_topk("12"), parse_topk("approx"), parse_topk(None)
+    (12, 'approx', None)
+    """
+    if value is None or value == "approx":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise InputError(f"--topk must be an integer or 'approx', got {value!r}") from None
 
 
 @dataclass(eq=False)

@@ -38,6 +38,7 @@ from daskhpc.runtime._calibrate import calibrate, calibrate_exchange
 from daskhpc.runtime._checkpoint import (CheckpointDir, CheckpointWarning, array_digest,
                                          load_arrays, save_arrays, step_file)
 from daskhpc.runtime._connect import (CLUSTER_CONFIG, NoScheduler, check_dashboard_address,
+                                      connected,
                                       connect, free_dashboard_address, scheduler_file_security,
                                       worker_addresses)
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gather_watching,
@@ -46,6 +47,7 @@ from daskhpc.runtime._engine import ProgramRunner, step_of_key
 from daskhpc.runtime._exchange import Exchange
 from daskhpc.runtime._frame import run_job
 from daskhpc._numba import KernelsReport, prepare_kernels
+from daskhpc._workflows import Call, RunOptions, Workflow, option
 from daskhpc.runtime._job import (Attempt, AttemptGraph, Diverged, GaveUp, Job, Outcome,
                                   exchange_mode)
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
@@ -59,6 +61,10 @@ from daskhpc.runtime._store import PartStore
 
 __all__ = [
     "Attempt",
+    "Call",
+    "RunOptions",
+    "Workflow",
+    "option",
     "AttemptGraph",
     "CLUSTER_CONFIG",
     "CheckpointDir",
@@ -85,6 +91,7 @@ __all__ = [
     "call",
     "check_dashboard_address",
     "connect",
+    "connected",
     "free_dashboard_address",
     "exchange_mode",
     "gather_direct",

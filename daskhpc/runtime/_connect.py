@@ -19,9 +19,10 @@ import dask.config
 from distributed import Client
 
 from daskhpc import _config
+from daskhpc._workflows import check_dashboard_address
 
 __all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG", "free_dashboard_address",
-           "scheduler_file_security", "check_dashboard_address", "connect_timeout",
+           "scheduler_file_security", "check_dashboard_address", "connected", "connect_timeout",
            "NoScheduler"]
 
 #: Set before a cluster that ``connect()`` starts is built: the scheduler and the
@@ -267,32 +268,6 @@ def _join(address, scheduler_file, wait: float, security=None) -> Client:
                           ) from e
 
 
-def check_dashboard_address(address) -> None:
-    """Refuse a dashboard address LocalCluster could not bind (``HOST:PORT``, ``:PORT``)
-    before the cluster starts, instead of its "Cluster failed to start".
-
-    Examples
-    --------
-    >>> check_dashboard_address("localhost:8787"); check_dashboard_address(":0")
-    >>> check_dashboard_address("nonsense")
-    Traceback (most recent call last):
-    ...
-    daskhpc.errors.InputError: --dashboard-address must be HOST:PORT or :PORT, not 'nonsense'
-    """
-    from daskhpc.errors import InputError
-
-    if address is None or address is False:
-        return
-    host, sep, port = str(address).rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise InputError(f"--dashboard-address must be HOST:PORT or :PORT, not {address!r}")
-    if host:
-        try:
-            socket.getaddrinfo(host.strip("[]"), int(port))
-        except (OSError, UnicodeError) as e:
-            raise InputError(f"--dashboard-address {address}: unknown host {host!r}") from e
-
-
 #: ``python -m daskhpc.mpi --scheduler-file F`` writes its job's TLS key and certificate
 #: (one PEM file, mode 0600) to ``F`` + this.
 CREDENTIALS_SUFFIX = ".tls.pem"
@@ -391,3 +366,22 @@ def free_dashboard_address(address: str | None) -> str | None:
         except OSError:
             return f"{host}:0"
     return address
+
+
+@contextlib.contextmanager
+def connected(run):
+    """A client of the cluster ``run`` (:class:`~daskhpc.runtime.RunOptions`) names, for
+    the duration of a run: ``run.client``, else a new one joining ``scheduler_file`` /
+    ``scheduler_address`` or starting a LocalCluster of ``workers`` (closed at the end),
+    else the current client (``distributed.get_client``)."""
+    if run.client is not None:
+        yield run.client
+        return
+    if run.joins() or run.workers is not None:
+        with connect(run.scheduler_address, scheduler_file=run.scheduler_file,
+                     n_workers=run.workers, dashboard_address=run.dashboard_address) as c:
+            yield c
+        return
+    from distributed import get_client
+
+    yield get_client()

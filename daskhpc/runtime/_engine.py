@@ -22,12 +22,10 @@ Examples
 
 from __future__ import annotations
 
+from daskhpc._workflows import exchange_mode
 from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._steps import (ProgramCode, final_group, init_group, step_group,
                                     step_group_in_loop, steps_direct)
-
-#: How messages travel between workers: as task dependencies, or pushed (``_exchange``).
-EXCHANGES = ("graph", "direct")
 
 __all__ = ["ProgramRunner", "step_of_key"]
 
@@ -59,8 +57,8 @@ class ProgramRunner:
         Directory where parts write their state after each reported step.
     in_loop : bool
         Run the steps in the workers' event loops (short steps) instead of their threads.
-    exchange : {"graph", "direct"}
-        ``graph``: messages between workers are task results the receiver fetches (one
+    exchange : {"direct", "graph"}, optional
+        Default ``daskhpc.runtime.exchange``. ``graph``: messages between workers are task results the receiver fetches (one
         task per receiving worker and step); ``direct``: one task per worker and unit
         that runs the unit's steps in a loop, messages pushed by the sender
         (:mod:`._exchange`), so a step costs no scheduler round trip. The same results
@@ -69,10 +67,8 @@ class ProgramRunner:
 
     def __init__(self, client, program, placement, statics: dict, *, starts=None,
                  token: str, topic: str | None = None, checkpoint: str | None = None,
-                 in_loop: bool = False, exchange: str = "graph"):
-        if exchange not in EXCHANGES:
-            raise ValueError(f"exchange must be one of {EXCHANGES}, not {exchange!r}")
-        self.direct = exchange == "direct"
+                 in_loop: bool = False, exchange: str | None = None):
+        self.direct = exchange_mode(exchange) == "direct"
         self.client, self.program, self.token = client, program, token
         self.name = f"{program.name}-{token}"
         workers = [w for w in placement.workers if placement.parts_of(w)]

@@ -35,9 +35,11 @@ from collections import deque
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from daskhpc._workflows import EXCHANGE_PLUGIN
+
 __all__ = ["Exchange", "NAME", "extension"]
 
-NAME = "daskhpc-exchange"
+NAME = EXCHANGE_PLUGIN
 #: Seconds between checks of a waiting step for a cancelled run.
 POLL_S = 0.5
 

@@ -198,7 +198,11 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
                 "saved": None if ck is None else (ck.latest() or (None,))[0]}
     if ck is not None and getattr(ck, "dropped", None):
         recovery["damaged_steps"] = list(ck.dropped)
-    return Outcome(value, history, measured, timing, recovery, store.placement, ledger)
+    execution = {"workers": len(store.placement.workers), "units": job.unit_name}
+    if job.program is not None:     # how a Program's steps ran (attempt graphs: their own)
+        execution.update(exchange=exchange_mode(job.exchange), in_loop=bool(job.in_loop))
+    return Outcome(value, history, measured, timing, recovery, store.placement, ledger,
+                   execution)
 
 
 def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, todo: list,

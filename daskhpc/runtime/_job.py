@@ -13,6 +13,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from daskhpc._workflows import exchange_mode  # noqa: F401 - re-exported
 from daskhpc.runtime._checkpoint import CheckpointDir
 from daskhpc.runtime._fault import WorkerLost
 from daskhpc.runtime._ledger import TransferLedger
@@ -20,22 +21,6 @@ from daskhpc.runtime._placement import Placement
 
 __all__ = ["Job", "Attempt", "AttemptGraph", "Outcome", "GaveUp", "Diverged", "exchange_mode",
            "not_finite"]
-
-EXCHANGES = ("direct", "graph")
-
-
-def exchange_mode(exchange: str | None = None) -> str:
-    """``exchange``, or the configured default (``daskhpc.runtime.exchange``), checked."""
-    if exchange is None:
-        from daskhpc import _config
-
-        exchange = _config.get("runtime.exchange", "direct")
-    if exchange not in EXCHANGES:
-        from daskhpc.errors import InputError
-
-        raise InputError(f"--exchange must be direct or graph, not {exchange!r}")
-    return exchange
-
 
 class GaveUp(WorkerLost):
     """More workers were lost than the run may recover from (``max_restarts``)."""
@@ -247,3 +232,4 @@ class Outcome:
     recovery: dict
     placement: Placement
     ledger: TransferLedger | None = None
+    execution: dict = field(default_factory=dict)   # the report's ``execution`` section

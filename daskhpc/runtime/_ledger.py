@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from daskhpc._workflows import EXCHANGE_PLUGIN
 from daskhpc.runtime._connect import worker_addresses
 
 if TYPE_CHECKING:
@@ -274,7 +275,7 @@ def _logs(dask_worker) -> list[tuple]:
     """(entries deque, count of appends ever) of the worker's two outgoing logs: Dask's
     ``get_data`` replies and the direct pushes of the exchange extension (``_exchange``)."""
     out = [(dask_worker.transfer_outgoing_log, dask_worker.transfer_outgoing_count_total)]
-    ext = dask_worker.plugins.get("daskhpc-exchange")
+    ext = dask_worker.plugins.get(EXCHANGE_PLUGIN)
     if ext is not None and hasattr(ext, "log"):
         out.append((ext.log, ext.count))
     return out

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from daskhpc.comm import CostModel
-from daskhpc.errors import InputError
+from daskhpc._workflows import RunOptions
 
 from ._plan import plan_sections, step_plans
 from ._result import SpgemmResult
@@ -32,17 +32,14 @@ __all__ = ["multiply", "plan", "serial_multiply"]
 def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batches="auto",
              consume="keep", window: int = 1, seed: int | None = 0,
              r: float = BYTES_PER_UNMERGED, plan: bool = True, measure_memory: bool = True,
-             mask=None, local: str = "fused", checkpoint=None, resume: bool = False,
-             max_restarts: int = 3, check_serial: bool = False, callback=None,
-             progress: bool | None = None) -> SpgemmResult:
+             mask=None, local: str = "fused", run: RunOptions | None = None,
+             **run_options) -> SpgemmResult:
     """C = A·B with BatchedSumma3D on a Dask cluster, consumed batch by batch.
 
     Parameters
     ----------
     a, b : scipy sparse (or dense array)
         A (m x k) and B (k x n); ``b=None`` squares A.
-    client : distributed.Client, optional
-        Default: the current client.
     grid : "QxQxL" or Grid, optional
         Default: one cell per worker, square layers q x q x l for any worker count
         (2 workers: 1x1x2, 4: 2x2x1, 8: 2x2x2; ``Grid.for_workers``).
@@ -68,18 +65,14 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
     local : {"fused", "staged"}
         ``fused`` (default): all stages into one accumulator per column; ``staged`` (the
         paper's Algorithm 1): Local-Multiply per SUMMA stage, then Merge-Layer.
-    checkpoint : str or Path, optional
-        Directory every worker and the client see: each batch, once done, is recorded
-        there (its summary, and the blocks a ``keep``/``prune`` consumer keeps, written by
-        the workers). A worker lost later costs only the batches not yet done.
-    resume : bool
-        Continue the run recorded in ``checkpoint`` (same inputs and options).
-    max_restarts : int
-        Lost workers the run survives; one more raises ``WorkerLost``.
-    check_serial : bool
-        Compare with scipy's single-threaded product (``serial_multiply``).
-    callback : callable, optional
-        ``callback(row)`` with every batch's row as the batch completes.
+    run : RunOptions, optional
+        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
+        max_restarts, progress, callback, check_serial), or the same names as keywords.
+        ``checkpoint``: a directory every worker and the client see, where each batch,
+        once done, is recorded (its summary, and the blocks a ``keep``/``prune``
+        consumer keeps, written by the workers): a worker lost later costs only the
+        batches not yet done. ``check_serial`` compares with scipy's single-threaded
+        product (``serial_multiply``).
 
     Returns
     -------
@@ -98,24 +91,21 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
     """
     from daskhpc.runtime import worker_addresses
 
-    if client is None:
-        from distributed import get_client
-
-        client = get_client()
     t_start = time.perf_counter()
-    if max_restarts < 0:
-        raise InputError(f"max_restarts must be >= 0, not {max_restarts}")
-    if resume and checkpoint is None:
-        raise InputError("resume needs a checkpoint directory (--checkpoint DIR)")
-    s = prepare(a, b, grid=grid, nworkers=len(worker_addresses(client)),
-                memory_per_worker=memory_per_worker, batches=batches, consume=consume,
-                window=window, seed=seed, r=r, local=local, mask=mask)
-    res = _run(client, s, plan=plan, measure_memory=measure_memory, checkpoint=checkpoint,
-               resume=resume, max_restarts=max_restarts, callback=callback, progress=progress,
-               t_start=t_start)
-    if check_serial:
-        res.info["serial_check"] = serial_check(s, res)
-    return res
+    from daskhpc.runtime import connected
+
+    run = RunOptions.of(run, **run_options)
+    with connected(run) as client:
+        s = prepare(a, b, grid=grid, nworkers=len(worker_addresses(client)),
+                    memory_per_worker=memory_per_worker, batches=batches, consume=consume,
+                    window=window, seed=seed, r=r, local=local, mask=mask)
+        res = _run(client, s, plan=plan, measure_memory=measure_memory,
+                   checkpoint=run.checkpoint, resume=run.resume,
+                   max_restarts=run.max_restarts, callback=run.callback,
+                   progress=run.progress, t_start=t_start)
+        if run.check_serial:
+            res.info["serial_check"] = serial_check(s, res)
+        return run.finish(res)
 
 
 def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_restarts,

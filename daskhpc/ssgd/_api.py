@@ -20,19 +20,19 @@ import time
 
 import numpy as np
 
+from daskhpc._workflows import RunOptions
+
 from ._checkpoint import fingerprint, restore, save_partition
-from ._kernel import learning_rate
+from ._kernels import learning_rate
 from ._result import SSGDResult
 from ._setup import Setup, prepare
 
 __all__ = ["fit", "serial_fit", "plan", "ssgd_job"]
 
 
-def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = False,
-        progress: bool | None = None, order_plugin: bool = True, low_latency: bool = True,
-        placement=None, partition_file=None, checkpoint=None, resume: bool = False,
-        max_restarts: int = 3, callback=None, exchange: str | None = None, command=None,
-        **options) -> SSGDResult:
+def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
+        low_latency: bool = True, placement=None, partition_file=None,
+        run: RunOptions | None = None, **options) -> SSGDResult:
     """Factorise a ratings matrix with distributed stratified SGD on a Dask cluster.
 
     Parameters
@@ -42,12 +42,6 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
     nparts : int, optional
         K: row blocks, column blocks and sub-epochs per epoch. Default: the number of
         workers. Consecutive parts share a worker (``ring_placement``).
-    client : distributed.Client, optional
-        Default: the current client (``daskhpc.connect()`` makes one).
-    check_serial : bool
-        Also run the serial reference and report whether W and H are bit-identical.
-    progress : bool, optional
-        Progress bar on standard error (default: ``daskhpc.runtime.progress``).
     order_plugin : bool
         Enforce and record the stratum order with the scheduler plugin.
     low_latency : bool
@@ -56,22 +50,15 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
     placement : daskhpc.runtime.Placement, optional
     partition_file : path, optional
         Row parts, ``-``, column blocks (the SSGD paper code's format).
-    checkpoint : path, optional
-        Directory (seen by every worker) for a checkpoint after every epoch; a lost
-        worker then costs only the epochs since the last one (see ``_checkpoint``).
-        Without it a lost worker restarts the run from the start (same result).
-    resume : bool
-        Continue from the newest complete epoch in ``checkpoint`` (with its saved
-        partition); a fresh start if it holds none.
-    max_restarts : int
-        Lost-worker recoveries before the run gives up with an error.
-    callback : callable, optional
-        ``callback(row)`` with every epoch's history row as the epoch completes.
-    exchange : {"direct", "graph"}, optional
-        ``direct`` (default ``daskhpc.runtime.exchange``): a task per worker and epoch,
-        bundles pushed to their receivers (``daskhpc.runtime.Exchange``); ``graph``: a
-        task group per sub-epoch, bundles fetched by their receivers, the stratum-order
-        plugin in the scheduler. Bit-identical.
+    run : RunOptions, optional
+        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
+        max_restarts, progress, callback, exchange, check_serial), or the same names as
+        keywords. With ``checkpoint`` a lost worker costs only the epochs since the last
+        checkpoint (without, the run restarts from the start: same result);
+        ``resume`` continues from the newest complete epoch with its saved partition;
+        ``check_serial`` runs the serial reference and reports whether W and H are
+        bit-identical; ``exchange="graph"`` runs a task group per sub-epoch with the
+        stratum-order plugin in the scheduler (bit-identical to ``direct``).
     **options
         ``rank`` (16), ``epochs`` (20), ``strategy`` ("hc", "p2p" or "dsgd"),
         ``partition`` ("hp" or "random"), ``partitioner`` ("mtkahypar"), ``strata``
@@ -93,12 +80,20 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
     >>> res = fit("ratings.csv", 4, client=client, strategy="p2p")   # doctest: +SKIP
     >>> res.report()["measured"]["inter_worker_bytes"]               # doctest: +SKIP
     """
-    from daskhpc.runtime import run_job, worker_addresses
+    from daskhpc.runtime import connected
 
-    if client is None:
-        from distributed import get_client
+    run, options = RunOptions.split(run, options)
+    with connected(run) as client:
+        return run.finish(_fit(client, data, nparts, run, options, order_plugin=order_plugin,
+                               low_latency=low_latency, placement=placement,
+                               partition_file=partition_file))
 
-        client = get_client()
+
+def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, placement,
+         partition_file):
+    from daskhpc.runtime import exchange_mode, run_job, worker_addresses
+
+    checkpoint, resume = run.checkpoint, run.resume
     if nparts is None:
         nparts = len(worker_addresses(client))
     if checkpoint is not None and resume and partition_file is None:
@@ -113,16 +108,12 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
         partition_file = partition_path(checkpoint)    # the blocks of the first job
     s = prepare(data, nparts, partition_file=partition_file, **options)
     timeline: list = []
-    from daskhpc.runtime import exchange_mode
-
-    exchange = exchange_mode(exchange)
+    exchange = exchange_mode(run.exchange)
     job = ssgd_job(s, checkpointing=checkpoint is not None, order_plugin=order_plugin,
                    timeline=timeline, exchange=exchange)
-    out = run_job(client, job, checkpoint=checkpoint, resume=resume,
-                  max_restarts=max_restarts, callback=callback, progress_bar=progress,
-                  low_latency=low_latency, placement=placement)
+    out = run_job(client, job, low_latency=low_latency, placement=placement, **run.frame())
     W, H = out.value
-    info = sections(s, out.history, W=W, H=H, command=command)
+    info = sections(s, out.history, W=W, H=H, command=run.command)
     measured = dict(out.measured)
     if "planned_bytes" in measured:
         measured["epochs_measured"] = sum(1 for h in out.history if "measured_bytes" in h)
@@ -132,12 +123,12 @@ def fit(data, nparts: int | None = None, *, client=None, check_serial: bool = Fa
     info["timing"].update(run_s=out.timing["run_s"],
                           per_iteration_s=out.timing["per_iteration_s"])
     info["placement"] = {str(p): w for p, w in enumerate(owner)}
-    info["exchange"] = exchange
+    info["execution"] = {**out.execution, "exchange": exchange}
     rec = dict(out.recovery)
     rec["recoveries"] = [{**r, "restart_epoch": r["restart"]} for r in rec["recoveries"]]
     rec.update(resumed_from_epoch=rec["resumed_from"], epochs_saved=rec["saved"])
     info["recovery"] = rec
-    if check_serial:
+    if run.check_serial:
         from daskhpc.report import compare_arrays
 
         from ._serial import run_serial

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._dgap import unique
-from ._kernel import learning_rate
+from ._kernels import learning_rate
 from ._runplan import holders
 from ._setup import Setup
 from ._tasks import PartData

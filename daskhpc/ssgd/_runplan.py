@@ -1,4 +1,4 @@
-"""A whole run's messages: the epoch patterns of :mod:`._plans` laid out over E epochs.
+"""A whole run's messages: the epoch patterns of :mod:`._plan` laid out over E epochs.
 
 A fixed ring repeats one pattern every epoch; random strata get a pattern per epoch. An
 *instance* is message m of pattern q sent in epoch e, at absolute sub-epoch
@@ -12,13 +12,13 @@ Evaluation. The test RMSE after epoch e needs, for each test rating (i, j), the 
 as its last updater left it. That row is fetched from the part holding the final copy
 (for DSGD the block's last updater) by one extra message per (holder, part) pair and
 epoch, planned here separately (:meth:`RunPlan.eval_plan`), never mixed into the
-section VI metrics. Training-loss numbers need no messages (see ``_kernel``).
+section VI metrics. Training-loss numbers need no messages (see ``_kernels``).
 
 Examples
 --------
 >>> import numpy as np
 >>> from daskhpc.ssgd._strata import RingStrata
->>> from daskhpc.ssgd._plans import Layout
+>>> from daskhpc.ssgd._plan import Layout
 >>> lay = Layout.build(np.array([0, 1, 1, 0]), np.array([0, 0, 1, 1]),
 ...                    row_parts=np.array([0, 1]), col_blocks=np.array([0, 1]), nparts=2)
 >>> rp = RunPlan.build(lay, RingStrata(2), "p2p", epochs=3)
@@ -35,7 +35,7 @@ import numpy as np
 from daskhpc.comm import Plan
 
 from ._dgap import unique
-from ._plans import Layout, Pattern, epoch_pattern
+from ._plan import Layout, Pattern, epoch_pattern
 from ._strata import RingStrata
 
 __all__ = ["RunPlan", "holders", "Instances"]

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from ._kernel import block_seed, init_rows, learning_rate, sgd_block, sse_block
+from ._kernels import block_seed, init_rows, learning_rate, sgd_block, sse_block
 from ._setup import Setup
 
 __all__ = ["run_serial", "initial_factors"]

@@ -17,11 +17,12 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from daskhpc._workflows import option
 from daskhpc.errors import InputError
 
 from ._assign import Assignment, assign, partition_report
 from ._input import Input, load
-from ._plans import STRATEGIES, Layout
+from ._plan import STRATEGIES, Layout
 from ._problem import Ratings, check_parts, split
 from ._runplan import RunPlan
 from ._strata import RingStrata
@@ -39,23 +40,37 @@ class Options:
     w_i . h_j starts near the mean rating.
     """
 
-    rank: int = 16
-    epochs: int = 20
-    strategy: str = "hc"
-    partition: str = "hp"
-    partitioner: str = "auto"       # Mt-KaHyPar or lp by size (hypergraph._auto)
-    epsilon: float = 0.03
-    strata: str = "ring"
-    ring_seed: int = 0
-    lr: float = 0.02
-    reg: float = 0.1
-    init_scale: float | None = None
-    test_fraction: float = 0.1
-    eval_every: int | None = 1      # None: no test error at all (plan)
-    seed: int = 0
-    method: str = "bitwise"
-    keep_empty: bool = False        # True: refuse rows/columns without ratings
-    format: str | None = None       # reader format of a file input (default: its name's)
+    rank: int = option(16, "F, latent factors")
+    epochs: int = option(20, "SGD epochs")
+    strategy: str = option("hc", "communication: dense blocks (dsgd), P2P d-gap rows (p2p), "
+                                 "Hold-and-Combine (hc)", choices=("dsgd", "p2p", "hc"))
+    partition: str = option("hp", "row partition: hypergraph, SOED objective (hp), or seeded "
+                                  "balanced random (random)", choices=("hp", "random"))
+    partitioner: str = option("auto", "hypergraph partitioner for --partition hp: auto "
+                                      "(Mt-KaHyPar, or label propagation where Mt-KaHyPar "
+                                      "would take minutes), mtkahypar, kahypar, lp")
+    epsilon: float = option(0.03, "allowed nonzero imbalance of the row blocks")
+    strata: str = option("ring", "ring strata with a fixed seed, or a new ring seed every "
+                                 "epoch", choices=("ring", "random"))
+    ring_seed: int = option(0, "seed of the ring")
+    lr: float = option(0.02, "initial learning rate")
+    reg: float = option(0.1, "L2 regularisation of the factors")
+    init_scale: float | None = option(None, "initial factors U[0, s) (default: 2 sqrt(mean "
+                                            "rating / F), so that w.h starts near the mean)",
+                                      type=float)
+    test_fraction: float = option(0.1, "ratings held out for the test RMSE")
+    eval_every: int | None = option(1, "test RMSE every N epochs (0: after the last one "
+                                       "only)", modes=("run",))   # None: never (plan)
+    seed: int = option(0, "seed of the initial factors, the split and random partitions")
+    method: str = option("bitwise", "d-gap rows by Algorithm 2 (bitwise) or the "
+                                    "connectivity sets (the same rows)", flag="--d-gap",
+                         choices=("bitwise", "connectivity"))
+    keep_empty: bool = option(False, "do not drop empty rows and columns: a matrix that has "
+                                     "any is refused (by default they are dropped, with a "
+                                     "note)")
+    order_plugin: bool = option(True, "do not register the stratum-order scheduler plugin",
+                                flag="--no-order-plugin", modes=("run",))
+    format: str | None = option(None, cli=False)   # reader format (the common --format)
 
     def check(self) -> None:
         if self.strategy not in STRATEGIES:

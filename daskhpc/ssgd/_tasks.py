@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._kernel import block_seed, init_rows, sgd_block, sse_block
+from daskhpc._workflows import EXCHANGE_PLUGIN
+
+from ._kernels import block_seed, init_rows, sgd_block, sse_block
 
 __all__ = ["PartData", "PartState", "init", "work", "work_in_loop", "epoch_direct", "eval_send",
            "evaluate",
@@ -330,7 +332,7 @@ def final(d: PartData, token: str, chain) -> dict:
 def cleanup(token: str, dask_worker=None) -> int:
     """Drop the run's states from this worker's registry (through ``client.run``), and its
     mail if the run exchanged directly."""
-    ext = None if dask_worker is None else dask_worker.plugins.get("daskhpc-exchange")
+    ext = None if dask_worker is None else dask_worker.plugins.get(EXCHANGE_PLUGIN)
     if ext is not None:
         ext.forget(token)
     mine = [key for key in _REGISTRY if key[0] == token]

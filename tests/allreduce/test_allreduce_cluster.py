@@ -55,10 +55,10 @@ def test_program_engine_equals_run_local_and_reruns_are_identical(client3, excha
     vecs = vectors(20000, 3, 0.01, seed=7, integer=False)
     kw = dict(algorithm="ssar_split_allgather", client=client3, repeat=2)
     a = ar.allreduce(vecs, engine="program", exchange=exchange, **kw)
-    assert a.report()["exchange"] == exchange
+    assert a.report()["execution"]["exchange"] == exchange
     check_equal_to_local(a, vecs, "ssar_split_allgather")
     b = ar.allreduce(vecs, engine="program", exchange=exchange, **kw)
-    c = ar.allreduce(vecs, engine="direct", **kw)
+    c = ar.allreduce(vecs, engine="call", **kw)
     for x, y, z in zip(a.streams, b.streams, c.streams):
         assert same_streams(x, y) and same_streams(x, z)
     assert [h["call"] for h in a.history] == [0, 1]
@@ -128,8 +128,8 @@ def test_cli_run_reports_stages_and_the_choice(client3):
 
     rep = run("--N", "20000", "--parts", "4", "--density", "0.01", "--repeat", "2",
               "--engine", "program", "--exchange", "graph", "--check-serial")
-    assert rep["engine"] == "program" and rep["choice"]["algorithm"] == rep["algorithm"]
-    assert rep["exchange"] == "graph"
+    assert rep["execution"]["engine"] == "program" and rep["choice"]["algorithm"] == rep["algorithm"]
+    assert rep["execution"]["exchange"] == "graph"
     assert rep["serial_check"]["within_bound"] is True
     assert len(rep["timing"]["per_iteration_s"]) == 2
     assert all("measured_bytes" in s for s in rep["stages"])

@@ -59,7 +59,7 @@ def test_fit_refuses_bad_arguments_in_one_line():
 
 
 def test_fit_refuses_bad_minibatch_options():
-    from daskhpc.gcn._run import prepare_run
+    from daskhpc.gcn._job import prepare_run
 
     with pytest.raises(InputError, match="unknown minibatch option"):
         prepare_run("cora", None, None, None, 2, {"batchsize": 3}, None, False, None, {})

@@ -39,7 +39,7 @@ def same_history(a, b, keys=("train_loss", "train_accuracy", "test_accuracy", "s
 def test_cluster_equals_fit_local_bitwise_and_serial_within_1e_12(client3, a9a, exchange):
     r = lin.fit(a9a[0], test=a9a[1], client=client3, check_serial=True, exchange=exchange,
                 **KW)
-    assert r.report()["exchange"] == exchange
+    assert r.report()["execution"]["exchange"] == exchange
     want = local(a9a)
     assert np.array_equal(r.w, want.w) and same_history(r, want)
     check = r.report()["serial_check"]

@@ -1,7 +1,7 @@
 """``python -m daskhpc.mpi`` under a real ``mpiexec -n 5`` (the mpich wheel's).
 
 Every registered workflow runs on bundled data with the arguments its CLI module
-gives in ``MPI_TEST_ARGS`` (a list, or a callable returning one: the arguments
+gives in ``Workflow.small_run()`` (the arguments
 after the workflow name, for 3 workers, a few seconds); failures, lost ranks and
 bad options must end every rank quickly with the documented exit status.
 """
@@ -36,11 +36,10 @@ def mpirun(*args, n: int = RANKS, env: dict | None = None, timeout: float = 120)
 
 
 def workflow_args(name: str):
-    mod = _workflows.load(name)
-    args = getattr(mod, "MPI_TEST_ARGS", None)
-    if args is None:
-        pytest.skip(f"workflow {name!r} has no MPI_TEST_ARGS")
-    return list(args() if callable(args) else args)
+    args = _workflows.load(name).small_run()
+    if not args:
+        pytest.skip(f"workflow {name!r} declares no small run (Workflow.small_run)")
+    return list(args)
 
 
 # ssgd and spgemm (attempt graphs) and cpals (a Program) in the default run, the other

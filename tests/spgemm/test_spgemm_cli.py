@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
@@ -16,17 +15,17 @@ from daskhpc import _workflows
 from daskhpc.errors import InputError
 from daskhpc.report import to_json
 from daskhpc.spgemm import _cli
+from daskhpc.testing import workflow_call
 
 
-def _args(mode, argv):
-    # the lead's CLI adds these common options; mirror them here
-    p = argparse.ArgumentParser()
-    p.add_argument("inputs", nargs="+")
-    p.add_argument("--parts", type=int)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--json")
-    _cli.add_arguments(p, mode)
-    return p.parse_args(argv)
+def plan(argv):
+    wf, call, _ = workflow_call("plan", "spgemm", argv)
+    return wf.plan(call)
+
+
+def run(argv, client):
+    wf, call, run = workflow_call("run", "spgemm", argv, client)
+    return wf.run(call, run)
 
 
 @pytest.fixture
@@ -39,40 +38,40 @@ def mtx(tmp_path):
 
 
 def test_registered():
-    assert _workflows.load("spgemm") is _cli
+    assert isinstance(_workflows.load("spgemm"), _cli.Spgemm)
 
 
 def test_plan_report(mtx):
     path, a = mtx
-    rep = _cli.plan(_args("plan", [path, "--grid", "4x4x4", "--memory-per-worker", "1MB"]))
+    rep = plan([path, "--grid", "4x4x4", "--memory-per-worker", "1MB"])
     json.loads(to_json(rep))
     assert rep["workflow"] == "spgemm" and rep["parts"] == 64
     assert rep["quality"]["nnz_c"] == (a @ a).nnz
     assert {"a_bcast", "b_bcast", "fiber", "symbolic"} == set(rep["plan"]["steps"])
     with pytest.raises(InputError, match="square"):
-        _cli.plan(_args("plan", [path, "--grid", "2x3x1"]))
+        plan([path, "--grid", "2x3x1"])
     with pytest.raises(InputError, match="square"):
-        _cli.plan(_args("plan", [path, "--parts", "3", "--layers", "1"]))
-    assert _cli.plan(_args("plan", [path, "--parts", "3"]))["grid"].startswith("1x1x3")
+        plan([path, "--parts", "3", "--layers", "1"])
+    assert plan([path, "--parts", "3"])["grid"].startswith("1x1x3")
 
 
 def test_run_report_with_serial_check(client2, mtx, tmp_path):
     path, a = mtx
-    rep = _cli.run(_args("run", [path, "--aat", "--grid", "2x2x1", "--batches", "2",
-                                 "--check-serial"]), client2)
+    rep = run([path, "--aat", "--grid", "2x2x1", "--batches", "2",
+                                 "--check-serial"], client2)
     assert rep["serial_check"]["identical"] is True
     assert rep["batches"] == 2 and rep["quality"]["nnz_c"] == (a @ a.T).nnz
     json.loads(to_json(rep))
-    rep = _cli.run(_args("run", [path, "--grid", "1x1x2", "--consume", "count",
-                                 "--check-serial"]), client2)
+    rep = run([path, "--grid", "1x1x2", "--consume", "count",
+                                 "--check-serial"], client2)
     assert rep["serial_check"]["identical"] is True
     with pytest.raises(InputError, match="--batches"):
-        _cli.run(_args("run", [path, "--grid", "1x1x1", "--batches", "zero"]), client2)
+        run([path, "--grid", "1x1x1", "--batches", "zero"], client2)
 
 
 def test_demo_is_quick_and_right(client2):
     t0 = time.perf_counter()
-    rep = _cli.demo(client2)
+    rep = _cli.Spgemm().demo(client2)
     assert time.perf_counter() - t0 < 20
     assert rep["serial_check"]["identical"] and rep["batches"] > 1
     assert rep["timeline"]["violations"] == []

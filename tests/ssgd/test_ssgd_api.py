@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
@@ -12,6 +11,7 @@ from daskhpc import _workflows
 from daskhpc.errors import InputError
 from daskhpc.report import to_json
 from daskhpc.ssgd import _cli
+from daskhpc.testing import workflow_call
 
 
 def test_public_namespace_is_pinned():
@@ -53,27 +53,20 @@ def test_serial_result_prints_a_table_and_reports(ml_small):
     assert type(fig).__name__ == "figure" and len(fig.renderers) == 2
 
 
-def parser(mode):
-    p = argparse.ArgumentParser()
-    p.add_argument("inputs", nargs="+")
-    p.add_argument("--parts", type=int)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json")
-    p.add_argument("--partition-file")
-    _cli.add_arguments(p, mode)
-    return p
+def cli_plan(argv):
+    wf, call, _ = workflow_call("plan", "ssgd", argv)
+    return wf.plan(call)
 
 
 def test_cli_is_registered():
-    assert _workflows.available()["ssgd"] == "daskhpc.ssgd._cli"
-    mod = _workflows.load("ssgd")
-    assert mod.NAME == "ssgd" and mod.HELP
+    assert _workflows.available()["ssgd"] == "daskhpc.ssgd._cli:SSGD"
+    wf = _workflows.load("ssgd")
+    assert isinstance(wf, _cli.SSGD) and wf.name == "ssgd" and wf.help
 
 
 def test_cli_plan(ml_small):
-    args = parser("plan").parse_args([ml_small.path, "--parts", "4", "--strategy", "p2p",
-                                      "--partition", "random", "--test-fraction", "0"])
-    rep = _cli.plan(args)
+    rep = cli_plan([ml_small.path, "--parts", "4", "--strategy", "p2p", "--partition",
+                    "random", "--test-fraction", "0"])
     assert rep["workflow"] == "ssgd" and rep["version"] and "command" in rep
     assert rep["plan"]["tot_vol"] < 4 * 9724 and rep["parts"] == 4
     assert rep["partitioner"] == "random" and "objective" not in rep
@@ -81,11 +74,11 @@ def test_cli_plan(ml_small):
 
 def test_cli_errors(ml_small):
     with pytest.raises(InputError, match="--parts is required"):
-        _cli.plan(parser("plan").parse_args([ml_small.path]))
+        cli_plan([ml_small.path])
     with pytest.raises(InputError, match="ssgd takes one ratings file"):
-        _cli.plan(parser("plan").parse_args(["a.csv", "b.csv", "--parts", "2"]))
+        cli_plan(["a.csv", "b.csv", "--parts", "2"])
     with pytest.raises(InputError, match="larger than the number of rows"):
-        _cli.plan(parser("plan").parse_args([ml_small.path, "--parts", "611"]))
+        cli_plan([ml_small.path, "--parts", "611"])
 
 
 def test_cli_run_with_check_serial(client4, ml_small):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from daskhpc.ssgd._dgap import dgap_successors, pins_of, successors_by_connectivity, unique
-from daskhpc.ssgd._plans import Layout
+from daskhpc.ssgd._plan import Layout
 from daskhpc.ssgd._runplan import RunPlan
 from daskhpc.ssgd._strata import RingStrata
 

@@ -113,18 +113,16 @@ def test_reader_results_name_original_ids_and_1_based_rows(tmp_path):
 def test_check_reads_the_input_once(tmp_path, client2):
     """``check`` reads and validates; ``plan``/``run`` use what it read (the file may be
     gone by then)."""
-    from daskhpc import _workflows
-    from daskhpc.cli import build_parser
+    from daskhpc.testing import workflow_call
 
-    mod = _workflows.load("ssgd")
     for mode in ("plan", "run"):
         f = tmp_path / f"{mode}.csv"
         f.write_text(STRING_IDS)
-        args = build_parser().parse_args([mode, "ssgd", str(f), "--parts", "2",
-                                          "--partition", "random", "--epochs", "1"])
-        mod.check(args)
+        wf, call, run = workflow_call(mode, "ssgd", [str(f), "--parts", "2", "--partition",
+                                                      "random", "--epochs", "1"], client2)
+        wf.check(call)
         f.unlink()
-        rep = mod.plan(args) if mode == "plan" else mod.run(args, client2)
+        rep = wf.plan(call) if mode == "plan" else wf.run(call, run)
         assert rep["input"]["shape"] == [4, 2] and rep["input"]["path"] == str(f)
 
 

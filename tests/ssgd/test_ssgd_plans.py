@@ -10,7 +10,7 @@ import pytest
 
 from daskhpc.hypergraph import write_pair_file
 from daskhpc.ssgd import plan
-from daskhpc.ssgd._plans import Layout, epoch_pattern, send_times
+from daskhpc.ssgd._plan import Layout, epoch_pattern, send_times
 from daskhpc.ssgd._strata import RingStrata
 
 # The hand case (K = 3, columns in blocks [0, 0, 1, 1, 2, 2], row i in part i):

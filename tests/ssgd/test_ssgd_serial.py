@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskhpc.ssgd import serial_fit
-from daskhpc.ssgd._kernel import block_seed, init_rows, learning_rate, sgd_block, sse_block
+from daskhpc.ssgd._kernels import block_seed, init_rows, learning_rate, sgd_block, sse_block
 
 
 def test_one_update_is_the_issue_formula():

@@ -161,11 +161,11 @@ def overhead(args, out):
             rows.append({"P": P, "what": "plain Dask chain, one transfer per round",
                          "per_round_ms": 1e3 * rt})
         futs, _ = sparse_inputs(client, 1000, P, 0.01, seed=0)
-        for eng, exch in (("direct", None), ("program", "direct"), ("program", "graph")):
+        for eng, exch in (("call", None), ("program", "direct"), ("program", "graph")):
             kw = {"repeat": args.repeats + 1, "exchange": exch} if eng == "program" else {}
             ts = []
             for _ in range(1 if eng == "program" else args.repeats):
-                r = ar.allreduce(futs if eng == "direct" else
+                r = ar.allreduce(futs if eng == "call" else
                                  ar.uniform_vectors(1000, P, 0.01, seed=0), "ssar_rec_dbl",
                                  N=1000, client=client, engine=eng, **kw)
                 ts += [h["time_s"] for h in r.history][1 if eng == "program" else 0:]
@@ -192,7 +192,7 @@ def direct_profile(client, futs, calls=10):
     from distributed import get_task_stream, wait
 
     from daskhpc.allreduce._direct import call_graph
-    from daskhpc.allreduce._run import _from_futures
+    from daskhpc.allreduce._job import _from_futures
     from daskhpc.runtime import low_latency, submit_pinned
 
     s, inputs, owner = _from_futures(client, futs, 1000, {"algorithm": "ssar_rec_dbl"})

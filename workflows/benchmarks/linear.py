@@ -48,7 +48,7 @@ def epochs(args, out):
                             **{k: v for k, v in kw.items() if k != "exchange"})
         rep = r.report()
         h = r.history[-1]
-        row = {"B": B, **kw, "exchange": rep["exchange"], "epochs": n, "calls_per_epoch": rep["steps"]["iterations_per_epoch"],
+        row = {"B": B, **kw, "exchange": rep["execution"]["exchange"], "epochs": n, "calls_per_epoch": rep["steps"]["iterations_per_epoch"],
                "algorithms": rep["plan"]["algorithms"],
                "steps_per_epoch": rep["plan"]["steps_per_epoch"],
                "epoch_s": [x["time_s"] for x in r.history], "wall_s": wall,

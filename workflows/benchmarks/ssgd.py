@@ -34,7 +34,7 @@ QUIET = {  # per-worker background work that competes for 2 cores (all on by def
 
 
 def kernel(rows, cols, vals, F, repeats=15):
-    from daskhpc.ssgd._kernel import block_seed, init_rows, sgd_block
+    from daskhpc.ssgd._kernels import block_seed, init_rows, sgd_block
 
     W = init_rows(0, 0, np.arange(rows.max() + 1), F, 0.4)
     H = init_rows(0, 1, np.arange(cols.max() + 1), F, 0.4)
@@ -49,7 +49,7 @@ def kernel(rows, cols, vals, F, repeats=15):
 
 
 def plans(data, Ks=(2, 4, 8)):
-    from daskhpc.ssgd._plans import epoch_pattern
+    from daskhpc.ssgd._plan import epoch_pattern
     from daskhpc.ssgd._setup import prepare
 
     out = []

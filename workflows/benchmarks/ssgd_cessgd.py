@@ -177,7 +177,7 @@ def run_ours(client, K: int, strategy: str, exchange: str, part: Path, epochs: i
     m = rep["measured"]
     return {"epoch_ms": [1000 * h["time_s"] for h in res.history[1:]],
             "epoch0_ms": 1000 * res.history[0]["time_s"], "run_s": rep["timing"]["run_s"],
-            "exchange": rep["exchange"], "final_loss": rep["quality"]["final_objective"],
+            "exchange": rep["execution"]["exchange"], "final_loss": rep["quality"]["final_objective"],
             "planned_bytes": m.get("planned_bytes"),
             "measured_bytes": m.get("inter_worker_bytes")}
 

@@ -1,9 +1,10 @@
-"""``allreduce(vectors, client=...)``: the call on a Dask cluster, planned, run, measured.
+"""The engines under ``allreduce(vectors, client=...)`` (``_api``): the call on a Dask
+cluster, planned, run, measured.
 
 Two engines run the same per-rank step functions (so both equal ``run_local`` bit for
 bit):
 
-* ``engine="direct"`` (default): one small pinned graph per call (``_direct``): S + 1
+* ``engine="call"`` (default): one small pinned graph per call (``_direct``): S + 1
   rounds of tasks, the vectors' futures as inputs, the totals left on the ranks' workers;
 * ``engine="program"``: the call's :class:`~daskhpc.comm.Program` through the workflow
   frame (:func:`daskhpc.runtime.run_job`: ``repeat`` calls pipelined as units, lost
@@ -21,15 +22,14 @@ import uuid
 
 import numpy as np
 
-from ._api import _check, _identical, sections, setup_of
 from ._direct import call_graph, describe_task, forget, input_task, short_stages
 from ._measure import call_rows, measure, publish, publish_start
 from ._program import assemble, program, row, statics
-from ._result import AllreduceResult
 from ._setup import finish, options_of
 from ._stream import Format, Stream, from_payload
 
-__all__ = ["allreduce", "warm_up"]
+__all__ = ["warm_up", "run_calls", "run_program", "are_futures", "from_futures",
+           "with_values"]
 
 
 def warm_up():
@@ -43,130 +43,14 @@ def warm_up():
     merge_union(i, i)
 
 
-def allreduce(vectors=None, algorithm: str = "auto", *, client=None, N=None, nparts=None,
-              density=None, seed=0, dtype="float64", engine: str = "direct", gather=None,
-              exchange: str | None = None, check_serial: bool = False, callback=None,
-              progress=None, command=None, **options) -> AllreduceResult:
-    """Sum per-rank vectors on a Dask cluster; every rank ends with the same total.
-
-    Parameters
-    ----------
-    vectors : sequence, optional
-        One vector per rank: arrays on the client (dense 1-D, ``(indices, values)`` or
-        scipy sparse), or ``distributed.Future``s of them on the workers (each rank runs
-        where its future lives). Default: the thesis's uniform model of ``N``,
-        ``nparts``, ``density``, ``seed`` (section 5.1).
-    algorithm : str
-        ``auto`` (Table 3.1 with the calibrated alpha and beta and k = max_i |H_i|) or
-        one of :data:`~daskhpc.allreduce.ALGORITHMS`.
-    client : distributed.Client, optional
-        Default: the current client.
-    engine : {"direct", "program"}
-        See the module docstring; ``program`` takes client-side vectors only.
-    gather : bool, optional
-        Bring every rank's total to the client (default: yes for client-side vectors,
-        no for futures: the totals stay on the workers, ``result.futures``).
-    exchange : {"direct", "graph"}, optional
-        ``engine="program"`` only: how the Program's messages travel (default
-        ``daskhpc.runtime.exchange``; see :class:`daskhpc.runtime.Job`). Bit-identical.
-    check_serial : bool
-        Compare with the dense rank-order sum: integers equal, floats within the
-        reassociation bound (P - 1) u sum_i |v_i|.
-    callback : callable, optional
-        ``callback(row)`` after every call.
-    **options
-        ``repeat`` (calls, each a history row), ``group``, ``alpha``, ``beta``.
-
-    Returns
-    -------
-    AllreduceResult
-        ``streams`` (gathered totals), ``futures`` (per rank, on its worker), ``plan``,
-        ``choice``, ``history`` (per call: time, planned and measured bytes per stage).
-
-    Examples
-    --------
-    >>> client = dh.connect(n_workers=4)                                  # doctest: +SKIP
-    >>> futs = [client.submit(make_gradient, r, workers=[w]) for r, w in ...]  # doctest: +SKIP
-    >>> r = allreduce(futs, N=10**7, client=client)                       # doctest: +SKIP
-    >>> r.futures[2].result()       # rank 2's total, a stream payload    # doctest: +SKIP
-
-    References
-    ----------
-    C. Renggli, "Efficient Sparse AllReduce For Scalable Machine Learning", Master's
-    thesis, ETH Zurich, 2017 (chapters 3-4, Table 3.1).
-    """
-    from daskhpc.runtime import worker_addresses
-
-    if client is None:
-        from distributed import get_client
-
-        client = get_client()
-    if engine not in ("direct", "program"):
-        from daskhpc.errors import InputError
-
-        raise InputError(f"unknown engine {engine!r}; choose direct or program")
-    t_start = time.perf_counter()
-    workers = worker_addresses(client)
-    futures_in = vectors is not None and _are_futures(vectors)
-    inputs = None
-    if futures_in:
-        if engine != "direct":
-            raise ValueError("engine='program' takes vectors on the client; futures run "
-                             "with engine='direct'")
-        s, inputs, owner = _from_futures(client, vectors, N, dict(algorithm=algorithm,
-                                                                 **options))
-    else:
-        s = setup_of(vectors, nparts, N=N, density=density, seed=seed, dtype=dtype,
-                     algorithm=algorithm, **options)
-        owner = [workers[r % len(workers)] for r in range(s.nparts)]
-    gather = (not futures_in) if gather is None else bool(gather)
-    client.run(warm_up)
-    if engine == "program":
-        from daskhpc.runtime import exchange_mode
-
-        exchange = exchange_mode(exchange)
-        out = _run_program(client, s, owner, callback, progress, exchange)
-    else:
-        out = _run_direct(client, s, owner, inputs, callback)
-    history, finals, measured, timing = out
-    futures = finals if engine == "direct" else []
-    streams = [] if engine == "direct" else finals
-    if futures and (gather or check_serial):
-        streams = [from_payload(p, 0, s.N) for p in client.gather(futures)]
-    info = sections(s, history, command=command)
-    info["engine"] = engine
-    if engine == "program":
-        info["exchange"] = exchange
-    info["measured"] = measured.pop("summary")
-    for st in info["stages"]:
-        st.update(measured["stages"].get(st["stage"], {}))
-    info["timing"].update(timing)
-    times = [h["time_s"] for h in history]
-    info["timing"]["call_s_median"] = float(np.median(times))
-    info["timing"]["total_s"] = time.perf_counter() - t_start
-    q = {"result_items": None, "engine": engine}
-    if streams:
-        q.update(ranks_identical=_identical(streams), result_items=streams[0].nitems,
-                 result_dense=bool(streams[0].dense))
-    if s.choice:
-        q["predicted_s"] = s.choice["predicted_s"]
-    q["measured_call_s"] = float(np.median(times))
-    info["quality"] = {k: v for k, v in q.items() if v is not None}
-    if check_serial:
-        vs = s if not futures_in else _with_values(client, s, inputs)
-        info["serial_check"] = _check(vs, streams[0].to_dense())
-    return AllreduceResult(streams if gather else [], info, history, s.plan, s.choice,
-                           futures=futures)
-
-
-def _are_futures(vectors) -> bool:
+def are_futures(vectors) -> bool:
     from distributed import Future
 
     vs = list(vectors) if not isinstance(vectors, np.ndarray) else []
     return bool(vs) and all(isinstance(v, Future) for v in vs)
 
 
-def _from_futures(client, futures, N, options):
+def from_futures(client, futures, N, options):
     """Inputs made canonical where they live; their index sets planned on the client."""
     from distributed import wait
 
@@ -207,7 +91,7 @@ def _from_futures(client, futures, N, options):
     return s, inputs, owner
 
 
-def _with_values(client, s, inputs):
+def with_values(client, s, inputs):
     """A copy of the setup whose streams carry the inputs' values (for the serial check)."""
     import copy
 
@@ -217,7 +101,7 @@ def _with_values(client, s, inputs):
     return vs
 
 
-def _run_direct(client, s, owner, inputs, callback):
+def run_calls(client, s, owner, inputs, callback):
     from distributed import wait
 
     from daskhpc.runtime import (
@@ -295,7 +179,7 @@ def _wait(futs, watch, wait):
     watch.check()
 
 
-def _run_program(client, s, owner, callback, progress, exchange):
+def run_program(client, s, owner, run):
     from daskhpc.runtime import Job, Placement, run_job, worker_addresses
 
     workers = worker_addresses(client)
@@ -304,8 +188,8 @@ def _run_program(client, s, owner, callback, progress, exchange):
               fingerprint={}, program=functools.partial(program, s), statics=statics(s),
               assemble=functools.partial(assemble, s),
               warm_up=warm_up, unit_name="calls", in_loop=short_stages(s.algo),
-              placement=lambda ws: Placement(s.nparts, ws, owner), exchange=exchange)
-    out = run_job(client, job, callback=callback, progress_bar=progress)
+              placement=lambda ws: Placement(s.nparts, ws, owner), exchange=run.exchange)
+    out = run_job(client, job, callback=run.callback, progress_bar=run.progress)
     pname = f"allreduce-{s.algo.name}-"
 
     def stage_of(key):
