@@ -82,9 +82,10 @@ def test_cli_errors(ml_small):
 
 
 def test_cli_run_with_check_serial(client4, ml_small):
-    args = parser("run").parse_args([ml_small.path, "--parts", "2", "--epochs", "2",
-                                     "--strategy", "hc", "--check-serial"])
-    rep = _cli.run(args, client4)
+    wf, call, run = workflow_call("run", "ssgd", [ml_small.path, "--parts", "2", "--epochs",
+                                                  "2", "--strategy", "hc", "--check-serial"],
+                                  client4)
+    rep = wf.run(call, run)
     assert rep["serial_check"] == {"done": True, "identical": True, "max_abs_diff": 0.0,
                                    "history_identical": True}
     assert rep["objective"] == "soed" and rep["partitioner"] == "mtkahypar"
@@ -92,8 +93,8 @@ def test_cli_run_with_check_serial(client4, ml_small):
     assert rep["measured"]["inter_worker_bytes"] > 0 and rep["measured"]["planned_bytes"] > 0
 
 
-@pytest.mark.parametrize("module", ["_problem", "_strata", "_assign", "_dgap", "_plans",
-                                    "_runplan", "_kernel", "_setup", "_serial", "_partdata",
+@pytest.mark.parametrize("module", ["_problem", "_strata", "_assign", "_dgap", "_plan",
+                                    "_runplan", "_kernels", "_setup", "_serial", "_partdata",
                                     "_tasks", "_policy", "_result", "_synthetic", "_cli",
                                     "_api", "_driver", "_plugin", "_checkpoint"])
 def test_docstring_examples(module):

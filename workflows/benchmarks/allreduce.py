@@ -192,7 +192,7 @@ def direct_profile(client, futs, calls=10):
     from distributed import get_task_stream, wait
 
     from daskhpc.allreduce._direct import call_graph
-    from daskhpc.allreduce._job import _from_futures
+    from daskhpc.allreduce._job import from_futures as _from_futures
     from daskhpc.runtime import low_latency, submit_pinned
 
     s, inputs, owner = _from_futures(client, futs, 1000, {"algorithm": "ssar_rec_dbl"})
