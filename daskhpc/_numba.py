@@ -63,9 +63,22 @@ class KernelsReport:
 def warmup_of(workflow: str, command: str = "run") -> list:
     """The warm-up functions workflow ``workflow`` declares for ``command`` (``run``,
     ``demo``: ``WARMUP``, ``plan``: ``WARMUP_PLAN``), in call order."""
+    module = _kernels_module(workflow)
+    if module is None:
+        return []
     from daskhpc import _workflows
 
     return _workflows.load(workflow).warmup(command)
+
+
+def _kernels_module(workflow: str):
+    """The registered workflow's kernels module (None: not a registered workflow, e.g. a
+    job of the frame's own tests, or one without kernels)."""
+    from daskhpc import _workflows
+
+    if workflow not in _workflows.available():
+        return None
+    return _workflows.load(workflow).kernels_module()
 
 
 def prepare_kernels(*workflows: str, command: str = "run", file=None) -> KernelsReport:
@@ -120,9 +133,7 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
 def _stamp_path(workflow: str, command: str):
     from numba.core.dispatcher import Dispatcher
 
-    from daskhpc import _workflows
-
-    module = _workflows.load(workflow).kernels_module()
+    module = _kernels_module(workflow)
     caches = [getattr(obj._cache, "_cache_path", None) for obj in vars(module).values()
               if isinstance(obj, Dispatcher)] if module else []
     where = next((c for c in caches if isinstance(c, str)), None)

@@ -48,7 +48,7 @@ from daskhpc.runtime._exchange import Exchange
 from daskhpc.runtime._frame import run_job
 from daskhpc._numba import KernelsReport, prepare_kernels
 from daskhpc._workflows import Call, RunOptions, Workflow, option
-from daskhpc.runtime._job import (Attempt, AttemptGraph, Diverged, GaveUp, Job, Outcome,
+from daskhpc.runtime._job import (Attempt, AttemptGraph, Diverged, GaveUp, GraphJob, Job, Outcome,
                                   exchange_mode)
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
 from daskhpc.runtime._holding import PARKED, HoldingPlugin, call, install, take
@@ -72,6 +72,7 @@ __all__ = [
     "Diverged",
     "Exchange",
     "GaveUp",
+    "GraphJob",
     "HoldingPlugin",
     "Job",
     "KernelsReport",

@@ -42,8 +42,8 @@ from daskhpc.runtime._engine import ProgramRunner, step_of_key
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
                                     replace_lost)
 from daskhpc.runtime._graph import submit_pinned
-from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, Job, Outcome, exchange_mode,
-                                  not_finite)
+from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, GraphJob, Job, Outcome,
+                                  exchange_mode, not_finite)
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
@@ -56,7 +56,7 @@ __all__ = ["run_job"]
 PUBLISH_S = 1.0
 
 
-def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
+def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = False,
             max_restarts: int = 3, callback: Callable | None = None,
             progress_bar: bool | None = None, low_latency: bool = True,
             placement: Placement | None = None, store=None,

@@ -1,9 +1,9 @@
 """What a workflow hands the frame (:class:`Job`), and what it gets back (:class:`Outcome`).
 
-A :class:`Job` is dask-free data and callables: the per-part static data, the units and how
+A job is dask-free data and callables: the per-part static data, the units and how
 their reports become history rows, and either a :class:`~daskhpc.comm.Program` of the
-remaining units or a function that builds one attempt's graph (:class:`Attempt` in,
-:class:`AttemptGraph` out). :func:`~daskhpc.runtime.run_job` runs it (``_frame``).
+remaining units (a :class:`Job`) or a function that builds one attempt's graph
+(a :class:`GraphJob`: :class:`Attempt` in, :class:`AttemptGraph` out). :func:`~daskhpc.runtime.run_job` runs it (``_frame``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from daskhpc._workflows import exchange_mode  # noqa: F401 - re-exported
 from daskhpc.runtime._checkpoint import CheckpointDir
@@ -19,8 +19,9 @@ from daskhpc.runtime._fault import WorkerLost
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
 
-__all__ = ["Job", "Attempt", "AttemptGraph", "Outcome", "GaveUp", "Diverged", "exchange_mode",
-           "not_finite"]
+__all__ = ["Job", "GraphJob", "Attempt", "AttemptGraph", "Outcome", "GaveUp", "Diverged",
+           "exchange_mode", "not_finite"]
+
 
 class GaveUp(WorkerLost):
     """More workers were lost than the run may recover from (``max_restarts``)."""
@@ -76,8 +77,35 @@ def not_finite(value, key: str = ""):
 
 
 @dataclass
-class Job:
-    """What a workflow hands :func:`run_job` (see the module docstring).
+class _Units:
+    """What every job hands :func:`run_job`: its units, how their reports become history
+    rows, the per-part data, checkpoints and placement (see :class:`Job` and
+    :class:`GraphJob` for the parameters)."""
+
+    name: str
+    nparts: int
+    units: int
+    row: Callable[[int, dict], dict]
+    fingerprint: dict = field(default_factory=dict)
+    statics: Any = None
+    restore: Callable | None = None
+    reporters: Callable | None = None
+    savers: Callable | None = None
+    stop: Callable | None = None
+    window: int | None = None
+    placement: Callable | None = None
+    part_of: Callable | None = None
+    warm_up: Callable | None = None
+    unit_name: str = "units"
+    opened: Callable | None = None
+    finite: bool = True
+    diverged_hint: str = ""
+
+
+@dataclass
+class Job(_Units):
+    """A :class:`~daskhpc.comm.Program` job: what :func:`run_job` runs for the
+    bulk-synchronous workflows (units of Program steps, on either exchange).
 
     Parameters
     ----------
@@ -85,39 +113,24 @@ class Job:
         The workflow ("cpals"): checkpoint manifests, keys, progress label.
     nparts : int
     units : int
-        Iterations of the whole run (epochs, ALS iterations, batches).
+        Iterations of the whole run (epochs, ALS iterations, calls).
     row : callable
         ``row(unit, {reporter: values}) -> dict``: the history row of a complete unit.
     fingerprint : dict
         What must be equal to continue a checkpoint (inputs, parts, seeds, options).
-    program : callable, optional
+    program : callable
         ``program(first_unit) -> Program`` of units ``first_unit .. units - 1``.
     statics : dict or list, optional
         Per part, its static data (scattered once to its worker).
     assemble : callable, optional
         ``assemble(finals) -> value`` from the parts' ``final`` values (in part order).
-    attempt : callable, optional
-        Instead of ``program``: ``attempt(Attempt) -> AttemptGraph`` builds one attempt's
-        graph (workflows whose graphs are not bulk-synchronous programs).
     restore : callable, optional
-        ``restore(checkpoint, n) -> start`` after ``n`` complete units (default for
-        programs: every part's ``part-<p>.npz`` of step n).
-    reporters : callable, optional
-        ``reporters(unit) -> set``: who must report a unit (default every part).
-    savers : callable, optional
+        ``restore(checkpoint, n) -> start`` after ``n`` complete units (default: every
+        part's ``part-<p>.npz`` of step n).
+    reporters, savers : callable, optional
+        ``reporters(unit) -> set``: who must report a unit (default every part);
         ``savers(unit) -> set``: the reporters whose ``saved`` reports make the unit's
         checkpoint complete (default: all of ``reporters``).
-    ordered : bool
-        Units build on each other: a restart continues from the newest checkpoint. If
-        False (independent batches) only units that are not *safe* run again.
-    lost : callable, optional
-        Unordered jobs: ``lost(workers, safe_units, durable_units) -> dict`` with
-        ``invalidated`` (the units whose results died with the workers) and any fields the
-        job wants in the recovery record.
-    entry : callable, optional
-        ``entry(unit, row) -> (step, meta)``: how a complete unit is recorded in the
-        checkpoint manifest (default: step ``unit + 1``, "state after unit + 1 units",
-        with the row as ``history``); ``unentry(meta) -> (unit, row)`` reads it back.
     stop : callable, optional
         ``stop(history) -> bool`` after every unit: end the run early (convergence). The
         program is then submitted one window of ``window`` units at a time.
@@ -135,47 +148,76 @@ class Job:
         ``opened(checkpoint)`` once the checkpoint directory is accepted (write run-wide
         files next to its manifest, e.g. the partition).
     in_loop : bool
-        Programs: run steps in the workers' event loops (short steps).
+        Run steps in the workers' event loops (short steps).
+    exchange : {"direct", "graph"}, optional
+        Messages pushed directly by the sender, one task per worker and unit
+        (``runtime._exchange``: a message costs no scheduler round trip), or as task
+        dependencies, one task group per worker and step (the reference); the results
+        are the same bit for bit. Default ``daskhpc.runtime.exchange`` (direct).
     finite : bool
         Every number of every history row must be finite: a NaN or inf (a diverged loss,
         objective or fit) stops the run with :class:`Diverged` (default True).
     diverged_hint : str
         Appended to the :class:`Diverged` message (what the user may change, e.g.
         "try a smaller --lr").
-    exchange : {"direct", "graph"}, optional
-        Programs: messages pushed directly by the sender, one task per worker and unit
-        (``runtime._exchange``: a message costs no scheduler round trip), or as task
-        dependencies, one task group per worker and step (the reference); the results
-        are the same bit for bit. Default ``daskhpc.runtime.exchange`` (direct).
     """
 
-    name: str
-    nparts: int
-    units: int
-    row: Callable[[int, dict], dict]
-    fingerprint: dict = field(default_factory=dict)
     program: Callable | None = None
-    statics: Any = None
     assemble: Callable | None = None
+    in_loop: bool = False
+    exchange: str | None = None
+    # not a graph job: units build on each other, the frame restarts from a checkpoint
+    attempt: ClassVar[None] = None
+    ordered: ClassVar[bool] = True
+    lost: ClassVar[None] = None
+    entry: ClassVar[None] = None
+    unentry: ClassVar[None] = None
+
+    def __post_init__(self):
+        if self.program is None:
+            raise TypeError(f"{self.name}: a Job needs program=; an attempt graph is a GraphJob")
+
+
+@dataclass
+class GraphJob(_Units):
+    """A job whose attempts are graphs the workflow builds (graphs that are not
+    bulk-synchronous programs: SSGD's sub-epoch groups, SpGEMM's broadcast DAG).
+
+    Parameters
+    ----------
+    attempt : callable
+        ``attempt(Attempt) -> AttemptGraph`` builds one attempt's graph.
+    ordered : bool
+        Units build on each other: a restart continues from the newest checkpoint. If
+        False (independent batches) only units that are not *safe* run again.
+    lost : callable, optional
+        Unordered jobs: ``lost(workers, safe_units, durable_units) -> dict`` with
+        ``invalidated`` (the units whose results died with the workers) and any fields the
+        job wants in the recovery record.
+    entry, unentry : callable, optional
+        ``entry(unit, row) -> (step, meta)``: how a complete unit is recorded in the
+        checkpoint manifest (default: step ``unit + 1``, "state after unit + 1 units",
+        with the row as ``history``); ``unentry(meta) -> (unit, row)`` reads it back.
+    **others
+        As :class:`Job` (name, nparts, units, row, fingerprint, statics, restore,
+        reporters, savers, stop, window, placement, part_of, warm_up, unit_name, opened,
+        finite, diverged_hint).
+    """
+
     attempt: Callable | None = None
-    restore: Callable | None = None
-    reporters: Callable | None = None
-    savers: Callable | None = None
     ordered: bool = True
     lost: Callable | None = None
     entry: Callable | None = None
     unentry: Callable | None = None
-    stop: Callable | None = None
-    window: int | None = None
-    placement: Callable | None = None
-    part_of: Callable | None = None
-    warm_up: Callable | None = None
-    unit_name: str = "units"
-    opened: Callable | None = None
-    in_loop: bool = False
-    exchange: str | None = None
-    finite: bool = True
-    diverged_hint: str = ""
+    # not a program job
+    program: ClassVar[None] = None
+    assemble: ClassVar[None] = None
+    in_loop: ClassVar[bool] = False
+    exchange: ClassVar[None] = None
+
+    def __post_init__(self):
+        if self.attempt is None:
+            raise TypeError(f"{self.name}: a GraphJob needs attempt=")
 
 
 @dataclass

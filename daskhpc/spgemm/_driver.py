@@ -21,7 +21,7 @@ import os
 import time
 
 from daskhpc.errors import InputError
-from daskhpc.runtime import AttemptGraph, Job, gather_direct, release_futures
+from daskhpc.runtime import AttemptGraph, GraphJob, gather_direct, release_futures
 
 from . import _memory
 from ._graph import batch_graph, kept_name, step_of_key, symbolic_graph
@@ -34,7 +34,7 @@ def _owner(s, placement) -> dict:
     return {cell: placement.worker(s.grid.rank(*cell)) for cell in s.grid.cells()}
 
 
-def symbolic_job(s) -> Job:
+def symbolic_job(s) -> GraphJob:
     """Algorithm 3 lines 2-8 on the cluster: the largest nnz of a cell's C (one unit)."""
     lay1 = s.layout(1)
 
@@ -43,7 +43,7 @@ def symbolic_job(s) -> Job:
                                               ctx.store["A"], ctx.store["B"])
         return AttemptGraph(tasks, where, list(totals.values()), collect=max)
 
-    return Job("spgemm-symbolic", s.grid.p, 1, row=lambda u, rep: {}, attempt=attempt,
+    return GraphJob("spgemm-symbolic", s.grid.p, 1, row=lambda u, rep: {}, attempt=attempt,
                reporters=lambda u: set(), ordered=False, part_of=lambda c: s.grid.rank(*c))
 
 
@@ -72,9 +72,9 @@ class Batches:
         self.violations: list = []
         self.after: dict = {}
 
-    def job(self, fp: dict) -> Job:
+    def job(self, fp: dict) -> GraphJob:
         s = self.s
-        return Job("spgemm", s.grid.p, self.lay.b, row=self.row, fingerprint=fp,
+        return GraphJob("spgemm", s.grid.p, self.lay.b, row=self.row, fingerprint=fp,
                    attempt=self.attempt, reporters=lambda t: {"done"}, ordered=False,
                    lost=self.lost, entry=self.entry, unentry=self.unentry,
                    part_of=lambda c: s.grid.rank(*c), unit_name="batches")

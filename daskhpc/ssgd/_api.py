@@ -176,9 +176,9 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
 
         return attempt_graph(s, ctx, order_plugin, timeline, exchange)
 
-    from daskhpc.runtime import Job
+    from daskhpc.runtime import GraphJob
 
-    return Job("ssgd", K, o.epochs, row, fingerprint(s), attempt=attempt,
+    return GraphJob("ssgd", K, o.epochs, row, fingerprint(s), attempt=attempt,
                restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
                savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
                placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
