@@ -28,7 +28,22 @@ _SUBMODULES = ("io", "datasets", "hypergraph", "comm", "runtime", "dashboard", "
                "errors", "cli", "testing")
 _RUNTIME_NAMES = ("connect", "Placement", "TransferLedger")
 
-__all__ = ["__version__", *_SUBMODULES, *_RUNTIME_NAMES]
+__all__ = ["__version__", "load", *_SUBMODULES, *_RUNTIME_NAMES]
+
+
+def load(directory, workflow: str | None = None):
+    """The result saved in ``directory`` (by ``--save DIR`` or ``result.save(DIR)``): the
+    workflow's result class, with its model, history and report (no dask needed).
+
+    Examples
+    --------
+    >>> import daskhpc as dh
+    >>> res = dh.load("cp-model")                       # doctest: +SKIP
+    >>> res.factors[0].shape, res.fit[-1]               # doctest: +SKIP
+    """
+    from daskhpc._saved import load as load_
+
+    return load_(directory, workflow)
 
 
 def _workflow_packages() -> list[str]:

@@ -153,6 +153,8 @@ class RunOptions:
                                         "same numbers", choices=EXCHANGES)
     check_serial: bool = option(False, "also run the serial reference and compare (the "
                                        "report's serial_check)")
+    save: str | None = option(None, "keep the result (the model, its history and report) in "
+                                    "DIR; daskhpc.load(DIR) reads it back", metavar="DIR")
     json: str | None = option(None, "write the JSON report here ('-': stdout, the summary "
                                     "then goes to stderr)", metavar="OUT")
     command: str | None = option(None, "the command recorded in the report", cli=False)
@@ -226,8 +228,10 @@ class RunOptions:
                 "progress_bar": self.progress}
 
     def finish(self, result):
-        """``result``, its report written to ``json`` first when that is set (the API's
-        ``json=``; the command line writes its own)."""
+        """``result``, first saved to ``save`` and its report written to ``json`` when
+        they are set (the work is kept before anything is reported)."""
+        if self.save:
+            result.save(self.save)
         if self.json:
             from daskhpc.report import write_report
 

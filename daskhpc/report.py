@@ -420,6 +420,17 @@ class WorkflowResult:
                 info["measured"] = {**measured, "bytes": side}
         return new_report(self.workflow, command=info.pop("command", None), **info)
 
+    #: the attributes that make the model (``save`` writes them, ``daskhpc.load`` sets them)
+    SAVED: tuple = ()
+
+    def save(self, directory) -> str:
+        """Keep the result in ``directory``: its model (``SAVED``) as numpy arrays, its
+        report and history, in an open format (docs/cli.md, "Saved results");
+        ``daskhpc.load(directory)`` reads it back."""
+        from daskhpc._saved import save
+
+        return save(self, directory)
+
     def summary(self) -> str:
         """The lines the CLI prints after a run or a plan."""
         return summarize(self.report())

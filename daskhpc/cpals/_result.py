@@ -41,6 +41,7 @@ class CPResult(WorkflowResult):
     """
 
     workflow = "cpals"
+    SAVED = ("weights", "factors")
     COLUMNS = (("iteration", "iteration", "{:>9d}"), ("fit", "fit", "{:<9.6f}"),
                ("time_s", "time ms", "{:>8.1f}"), ("planned_bytes", "planned B", "{:>10d}"),
                ("measured_bytes", "measured B", "{:>11d}"))

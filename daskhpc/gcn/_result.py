@@ -40,6 +40,7 @@ class GCNResult(WorkflowResult):
     """
 
     workflow = "gcn"
+    SAVED = ("params", "predictions", "logits")
     COLUMNS = (("epoch", "epoch", "{:>6d}"), ("train_loss", "train loss", "{:<#.6g}"),
                ("train_acc", "train acc", "{:<7.4f}"), ("val_acc", "val acc", "{:<7.4f}"),
                ("test_acc", "test acc", "{:<7.4f}"), ("time_s", "time ms", "{:>8.1f}"),

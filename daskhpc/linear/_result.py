@@ -37,6 +37,7 @@ class LinearResult(WorkflowResult):
     """
 
     workflow = "linear"
+    SAVED = ("w", "classes_", "fit_intercept")
     COLUMNS = (("epoch", "epoch", "{:>5d}"), ("train_loss", "train loss", "{:<#.6g}"),
                ("train_accuracy", "train acc", "{:<9.4f}"),
                ("test_accuracy", "test acc", "{:<8.4f}"), ("sent_bytes", "sent B", "{:>10d}"),

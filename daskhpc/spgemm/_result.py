@@ -47,6 +47,7 @@ class SpgemmResult(WorkflowResult):
     """
 
     workflow = "spgemm"
+    SAVED = ("value", "matrix")
     COLUMNS = (("batch", "batch", "{:>5d}"), ("time_s", "time ms", "{:>8.1f}"),
                ("planned_bytes", "planned B", "{:>10d}"),
                ("measured_bytes", "measured B", "{:>11d}"))

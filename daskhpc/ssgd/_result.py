@@ -42,6 +42,7 @@ class SSGDResult(WorkflowResult):
     """
 
     workflow = "ssgd"
+    SAVED = ("W", "H")
     COLUMNS = (("epoch", "epoch", "{:>6d}"), ("lr", "lr", "{:<7.4f}"),
                ("train_loss", "train loss", "{:<#.6g}"), ("test_rmse", "test RMSE", "{:<9.4f}"),
                ("time_s", "time ms", "{:>8.1f}"), ("planned_bytes", "planned B", "{:>10d}"),

@@ -1,0 +1,223 @@
+"""A result kept on disk: ``result.save(DIR)`` and ``daskhpc.load(DIR)``.
+
+The format is open and needs no daskhpc to read (no pickle):
+
+``DIR/arrays.npz``
+    every array of the model (numpy ``.npz``; a scipy sparse matrix as its CSR
+    ``data``/``indices``/``indptr``), named by its place in the result (``factors.1``);
+``DIR/manifest.json``
+    ``format``/``format_version``, the ``workflow``, the result class, the ``model``
+    (the result's saved attributes, arrays replaced by ``{"array": name, "shape",
+    "dtype", "sha256"}``), the full ``report`` and ``history``, library ``versions``, and
+    a ``checksum`` of everything above it.
+
+Both files are written to temporary names and renamed into place, the manifest last: a
+directory with a manifest is complete. Loading checks the checksum and every array's
+digest, and refuses a damaged or foreign directory with one line naming the file
+(:class:`~daskhpc.errors.InputError`). No dask here.
+
+Examples
+--------
+>>> import tempfile, numpy as np
+>>> from daskhpc.report import WorkflowResult
+>>> class R(WorkflowResult):
+...     workflow, SAVED = "toy", ("w",)
+>>> r = R({"parts": 2}, [{"epoch": 0, "loss": 1.0}]); r.w = np.arange(3.0)
+>>> d = tempfile.mkdtemp(); _ = save(r, d)
+>>> load(d, classes={"R": R}).w.tolist()
+[0.0, 1.0, 2.0]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import platform
+
+import numpy as np
+
+from daskhpc.errors import InputError
+
+__all__ = ["save", "load", "FORMAT", "FORMAT_VERSION"]
+
+FORMAT = "daskhpc-result"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+ARRAYS = "arrays.npz"
+
+
+def save(result, directory) -> str:
+    """Write ``result`` (a :class:`~daskhpc.report.WorkflowResult` whose class lists its
+    model's attributes in ``SAVED``) to ``directory``; returns the directory."""
+    os.makedirs(directory, exist_ok=True)
+    arrays: dict = {}
+    model = {name: _flatten(getattr(result, name), name, arrays) for name in result.SAVED}
+    from daskhpc import __version__
+    from daskhpc.report import to_json
+
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "workflow": result.workflow,
+        "result": f"{type(result).__module__}:{type(result).__qualname__}",
+        "model": model,
+        "report": json.loads(to_json(result.report())),
+        "history": json.loads(to_json(result.history)),
+        "versions": {"daskhpc": __version__, "numpy": np.__version__,
+                     "python": platform.python_version()},
+    }
+    manifest["checksum"] = _checksum(manifest)
+    _atomic(os.path.join(directory, ARRAYS), lambda f: np.savez(f, **arrays))
+    _atomic(os.path.join(directory, MANIFEST),
+            lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+    return str(directory)
+
+
+def load(directory, workflow: str | None = None, *, classes: dict | None = None):
+    """The result saved in ``directory`` (its own class, with model, history and report).
+
+    Parameters
+    ----------
+    directory : path
+    workflow : str, optional
+        Refuse a directory saved by another workflow.
+    classes : dict, optional
+        ``{class name: class}`` for result classes outside daskhpc (tests).
+
+    Raises
+    ------
+    InputError
+        No manifest, a manifest or array file that is damaged, edited or truncated, a
+        format from a newer daskhpc, or another workflow's result: one line naming the file.
+    """
+    path = os.path.join(directory, MANIFEST)
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no saved result here (a directory written by "
+                         f"--save DIR or result.save(DIR) has one)")
+    try:
+        with open(path, "rb") as f:
+            manifest = json.loads(f.read())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: not a readable manifest ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise InputError(f"{path}: not a daskhpc result manifest")
+    if manifest.get("checksum") != _checksum(manifest):
+        raise InputError(f"{path}: the manifest was edited or damaged (its checksum does not "
+                         "match its content)")
+    if manifest["format_version"] > FORMAT_VERSION:
+        raise InputError(f"{path}: format version {manifest['format_version']} is newer than "
+                         f"this daskhpc reads ({FORMAT_VERSION}): upgrade daskhpc")
+    if workflow is not None and manifest["workflow"] != workflow:
+        raise InputError(f"{path}: a {manifest['workflow']} result, not {workflow}")
+    arrays = _read_arrays(os.path.join(directory, ARRAYS))
+    cls = _result_class(manifest["result"], classes or {}, path)
+    model = {k: _unflatten(v, arrays, os.path.join(directory, ARRAYS))
+             for k, v in manifest["model"].items()}
+    report = dict(manifest["report"])
+    for key in ("workflow", "version"):
+        report.pop(key, None)
+    result = cls.__new__(cls)
+    from daskhpc.report import WorkflowResult
+
+    WorkflowResult.__init__(result, report, manifest["history"])
+    for name, value in model.items():
+        setattr(result, name, value)
+    return result
+
+
+# -- the model's structure, arrays out -------------------------------------------------
+
+def _flatten(value, name: str, arrays: dict):
+    import scipy.sparse as sp
+
+    if sp.issparse(value):
+        c = sp.csr_array(value)
+        kind = "csr_matrix" if isinstance(value, sp.spmatrix) else "csr_array"
+        return {"sparse": kind, "shape": list(c.shape),
+                **{k: _flatten(getattr(c, k), f"{name}.{k}", arrays)
+                   for k in ("data", "indices", "indptr")}}
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            raise TypeError(f"{name}: an object array cannot be saved without pickle")
+        arrays[name] = value
+        return {"array": name, "shape": list(value.shape), "dtype": value.dtype.str,
+                "sha256": _digest(value)}
+    if isinstance(value, (list, tuple)):
+        return {"list" if isinstance(value, list) else "tuple":
+                [_flatten(v, f"{name}.{i}", arrays) for i, v in enumerate(value)]}
+    if isinstance(value, dict):
+        return {"dict": {str(k): _flatten(v, f"{name}.{k}", arrays) for k, v in value.items()}}
+    if isinstance(value, np.generic):
+        return {"value": value.item()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return {"value": value}
+    raise TypeError(f"{name}: a {type(value).__name__} cannot be saved")
+
+
+def _unflatten(node, arrays, where):
+    if "array" in node:
+        a = arrays.get(node["array"])
+        if a is None or list(a.shape) != node["shape"] or a.dtype.str != node["dtype"] \
+                or _digest(a) != node["sha256"]:
+            raise InputError(f"{where}: array {node['array']!r} is missing or does not match "
+                             "the manifest (damaged or replaced)")
+        return a
+    if "sparse" in node:
+        import scipy.sparse as sp
+
+        parts = [_unflatten(node[k], arrays, where) for k in ("data", "indices", "indptr")]
+        kind = sp.csr_matrix if node["sparse"] == "csr_matrix" else sp.csr_array
+        return kind(tuple(parts), shape=tuple(node["shape"]))
+    if "list" in node:
+        return [_unflatten(v, arrays, where) for v in node["list"]]
+    if "tuple" in node:
+        return tuple(_unflatten(v, arrays, where) for v in node["tuple"])
+    if "dict" in node:
+        return {k: _unflatten(v, arrays, where) for k, v in node["dict"].items()}
+    return node["value"]
+
+
+def _read_arrays(path: str) -> dict:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing (the model's arrays)") from None
+    except Exception as e:  # noqa: BLE001 - zipfile, ValueError, EOFError: damaged
+        raise InputError(f"{path}: damaged or truncated ({type(e).__name__}: {e})") from None
+
+
+def _result_class(name: str, classes: dict, where: str):
+    module, _, qual = str(name).partition(":")
+    if qual in classes:
+        return classes[qual]
+    from daskhpc.report import WorkflowResult
+
+    if not module.startswith("daskhpc."):
+        raise InputError(f"{where}: result class {name!r} is not daskhpc's")
+    try:
+        cls = getattr(importlib.import_module(module), qual)
+    except (ImportError, AttributeError):
+        raise InputError(f"{where}: unknown result class {name!r}") from None
+    if not (isinstance(cls, type) and issubclass(cls, WorkflowResult)):
+        raise InputError(f"{where}: {name!r} is not a result class")
+    return cls
+
+
+def _digest(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+
+def _checksum(manifest: dict) -> str:
+    body = {k: v for k, v in manifest.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _atomic(path: str, write) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
