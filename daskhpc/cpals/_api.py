@@ -198,7 +198,7 @@ def plan(data, nparts: int, *, rank: int = 10, grain: str = "fine", partition: s
          partition_file=None, command=None) -> dict:
     """The communication of one CP-ALS iteration on ``nparts`` parts, without a cluster.
 
-    Returns the JSON report (../shared/CLI.md): ``plan`` (tot/max/sum-max/max-max volume
+    Returns the JSON report (docs/cli.md): ``plan`` (tot/max/sum-max/max-max volume
     and messages of the point-to-point phases, in factor rows of ``words_per_unit`` = R
     words), ``allreduce`` (the R x R Gram all-reduces, reported separately),
     ``modes`` (per mode the columns of the paper's Table 2: computational load, volume
