@@ -1,4 +1,4 @@
-"""Every registered workflow, through the real CLI, writes the ../shared/CLI.md report:
+"""Every registered workflow, through the real CLI, writes the docs/cli.md report:
 the fixed head, top-level plan totals, measured bytes next to planned, timing, quality and
 the serial check."""
 

@@ -19,7 +19,7 @@ from daskhpc.spgemm import _cli
 
 
 def _args(mode, argv):
-    # the lead's CLI adds these common options; mirror them here
+    # daskhpc.cli adds these common options; mirror them here
     p = argparse.ArgumentParser()
     p.add_argument("inputs", nargs="+")
     p.add_argument("--parts", type=int)
