@@ -1,7 +1,7 @@
 """Watch an MPI job's Dask cluster and carry its exit status to every rank.
 
 Under ``mpiexec`` there is no fault tolerance: a rank that is gone stays gone,
-and pinned tasks that needed it wait in ``no-worker`` forever (DASK_NOTES).
+and pinned tasks that needed it wait in ``no-worker`` forever (docs/decisions.md, "Lost workers").
 So the launcher (:mod:`daskhpc.mpi`) ends the job as soon as a rank is lost,
 rather than letting it hang until the wall-clock limit:
 

@@ -1,4 +1,4 @@
-"""The JSON report of every command (contract: ../shared/CLI.md) and the result base class.
+"""The JSON report of every command (contract: docs/cli.md) and the result base class.
 
 Every workflow's result derives from :class:`WorkflowResult`: ``report()`` is always the
 full report (the fixed head, top-level plan totals, ``measured``, ``timing``,
@@ -46,7 +46,7 @@ PLANNED_BYTES = (
 #: Sections that hold a part-level ``comm.Plan.report()`` (every part its own worker).
 PLAN_SECTIONS = ("plan", "run_plan", "eval_plan")
 
-#: Report sections in the order of ../shared/CLI.md (others follow).
+#: Report sections in the order of docs/cli.md (others follow).
 SECTIONS = ("input", "parts", "partitioner", "objective", "seed", "partition", "plan",
             "measured", "timing", "quality", "serial_check")
 
@@ -408,7 +408,7 @@ class WorkflowResult:
 
     # -- the report ----------------------------------------------------------------------
     def report(self) -> dict:
-        """The full JSON report of ../shared/CLI.md (``daskhpc.report.write_report`` writes it)."""
+        """The full JSON report of docs/cli.md (``daskhpc.report.write_report`` writes it)."""
         info = dict(self.info)
         measured = info.get("measured")
         if isinstance(measured, dict) and "planned_bytes" in measured and \

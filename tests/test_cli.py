@@ -1,4 +1,4 @@
-"""The command line: reports, exit statuses and one-line errors (contract: ../shared/CLI.md)."""
+"""The command line: reports, exit statuses and one-line errors (contract: docs/cli.md)."""
 
 import json
 import os

@@ -1,15 +1,17 @@
 """The scripted newcomer run (issue 13, "Done when"): what a new user does, for real.
 
 A copy of the repository as a fresh checkout has it (tracked and untracked non-ignored
-files, uncommitted changes included) beside a ``shared`` link, so ``../shared/data``
-resolves as in the repository. In it:
+files, uncommitted changes included), alone in a temporary directory: nothing beside it
+(no ``../shared``), as a user has it. In it:
 
 1. the README's set-up command, verbatim: a new ``.venv``, ``pip install .``,
    ``daskhpc demo``;
 2. one ``daskhpc run <workflow> ... --workers 2 --json -`` per registered workflow on the
    installed package's bundled data, and ``partition``/``info``/``demo --json -``, each
    piped into ``python -m json.tool``;
-3. every other ``sh`` command of README.md, verbatim, in the activated venv.
+3. every other ``sh`` command of README.md, verbatim, in the activated venv, from an empty
+   directory outside the copy (after the variable assignments before it in its block:
+   the bundled data's paths).
 
 Slow (two pip installs, the demo twice, a 6-rank mpiexec job): run it with
 ``pytest -m slow tests/test_newcomer.py``. pip uses its cache (``~/.cache/pip`` unless
@@ -30,7 +32,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("DASKHPC_SHARED_DATA", ROOT.parent / "shared" / "data")).parent
 README = (ROOT / "README.md").read_text()
 TEST_SUITE = " && .venv/bin/python -m pytest"
 
@@ -65,11 +66,25 @@ def _block_after(marker: str) -> list[str]:
 
 SETUP = _block_after("Install and run the main job")
 TEST_SETUP = _block_after("<!-- ci: test command -->")
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _with_assignments(cmds: list[str]) -> list[tuple[list[str], str]]:
+    """(the block's variable assignments before it, command) of each other command."""
+    out, assigned = [], []
+    for c in cmds:
+        if ASSIGNMENT.match(c):
+            assigned.append(c)
+        else:
+            out.append((list(assigned), c))
+    return out
+
+
 # The two set-up blocks are not in the list: the first is test_readme_setup_command; the
 # second ends by running the whole suite (this test included, recursively), so only its
 # install part runs (the full_install fixture), never its pytest.
-OTHERS = [c for start, cmds in sh_blocks(README) for c in cmds
-          if cmds not in (SETUP, TEST_SETUP)]
+OTHERS = [pair for start, cmds in sh_blocks(README) if cmds not in (SETUP, TEST_SETUP)
+          for pair in _with_assignments(cmds)]
 
 
 def _newcomer_env() -> dict[str, str]:
@@ -106,11 +121,11 @@ class Shell:
         self.repo, self.env = repo, _newcomer_env()
 
     def __call__(self, script: str, timeout: float, label: str | None = None,
-                 venv: bool = True) -> subprocess.CompletedProcess:
+                 venv: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess:
         if venv:                          # as a user who activated the venv
-            script = "source .venv/bin/activate\n" + script
+            script = f"source '{self.repo}/.venv/bin/activate'\n" + script
         t0 = time.perf_counter()
-        done = subprocess.run(["bash", "-c", script], cwd=self.repo, env=self.env,
+        done = subprocess.run(["bash", "-c", script], cwd=cwd or self.repo, env=self.env,
                               capture_output=True, text=True, timeout=timeout, check=False)
         print(f"{time.perf_counter() - t0:7.1f} s  {label or script}")   # shown by -s
         return done
@@ -128,8 +143,6 @@ def newcomer(tmp_path_factory):
     repo = base / "repo"
     repo.mkdir()
     _copy_checkout(repo)
-    if SHARED.is_dir():
-        (base / "shared").symlink_to(SHARED)
     sh = Shell(repo)
     assert len(SETUP) == 1, SETUP
     done = sh(SETUP[0], timeout=900, label="README set-up", venv=False)
@@ -260,15 +273,23 @@ def test_demo_json_to_stdout(ready, registered):
 
 
 def _id(command: str) -> str:
-    return command.split("  #")[0].replace("../shared/data/", "")[:90].strip()
+    return command.split("  #")[0][:90].strip()
 
 
-@pytest.mark.parametrize("command", OTHERS, ids=[_id(c) for c in OTHERS])
-def test_readme_command_runs_as_written(ready, command, request):
-    if not SHARED.is_dir():
-        pytest.skip(f"the README's commands read ../shared/data; not found at {SHARED}")
+@pytest.fixture(scope="module")
+def elsewhere(ready) -> Path:
+    """An empty directory outside the copy: where a user runs the README's commands."""
+    where = ready.repo.parent / "elsewhere"
+    where.mkdir()
+    return where
+
+
+@pytest.mark.parametrize(("assignments", "command"), OTHERS,
+                         ids=[_id(c) for _, c in OTHERS])
+def test_readme_command_runs_as_written(ready, elsewhere, assignments, command, request):
     if command.startswith("mpiexec"):
         request.getfixturevalue("full_install")   # the mpich wheel's mpiexec: .[mpi]
-    done = ready(command, timeout=900, label=command)
+    script = "\n".join(["set -e -o pipefail", *assignments, command])
+    done = ready(script, timeout=900, label=command, cwd=elsewhere)
     assert done.returncode == 0, _shown(done)
     assert "Traceback" not in done.stdout + done.stderr, _shown(done)

@@ -7,7 +7,7 @@ on the scheduler and fills it from four places:
   ``client.run_on_scheduler``);
 - the bytes each worker sent to each other worker, counted on the workers by
   :class:`TransferCounter` and carried to the scheduler with every heartbeat
-  (``Worker.metrics``; DASK_NOTES, "Measuring bytes");
+  (``Worker.metrics``; docs/decisions.md, "Measuring bytes");
 - compute time per worker, from the ``processing -> memory`` transitions;
 - every :data:`SAMPLE_MS`, the workers' process memory and the timelines of
   other scheduler plugins that follow one of the two documented interfaces:

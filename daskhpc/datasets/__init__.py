@@ -14,9 +14,9 @@ libsvm         LIBSVM a9a (UCI Adult), training split      :func:`libsvm`
 libsvm-test    LIBSVM a9a.t, test split                    ``libsvm("test")``
 =============  ==========================================  ====================
 
-Loaders of graph data kept outside the package (../shared/data/graphs in the repository):
-:func:`planetoid` (Cora/PubMed npz layout) and :func:`facebook` (SNAP musae Facebook
-page-page directory: ``edges.csv``, ``features.json``, ``target.csv``).
+Loaders of larger public graphs, not bundled: :func:`planetoid` (the Cora/PubMed npz
+layout of ``cora.npz``) and :func:`facebook` (SNAP's musae Facebook page-page directory:
+``edges.csv``, ``features.json``, ``target.csv``).
 
 Examples
 --------
@@ -191,7 +191,7 @@ def planetoid(file, name: str | None = None) -> GraphData:
 
     Examples
     --------
-    >>> g = planetoid("../shared/data/graphs/pubmed.npz")          # doctest: +SKIP
+    >>> g = planetoid("pubmed.npz")                               # doctest: +SKIP
     >>> g.adjacency.shape, g.idx_train.size                        # doctest: +SKIP
     ((19717, 19717), 60)
     """
@@ -248,7 +248,7 @@ def facebook(directory) -> GraphData:
 
     Examples
     --------
-    >>> g = facebook("../shared/data/graphs/facebook_page_page")   # doctest: +SKIP
+    >>> g = facebook("facebook_page_page")                        # doctest: +SKIP
     >>> g.adjacency.shape, g.features.shape, g.idx_train.size      # doctest: +SKIP
     ((22470, 22470), (22470, 4714), 80)
     """

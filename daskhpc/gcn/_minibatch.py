@@ -70,7 +70,7 @@ def stochastic_hypergraph(A, batches, weights=None) -> hg.Hypergraph:
     """Algorithm 3 lines 2-3: every batch's column nets (global vertex ids), merged.
 
     ``daskhpc.hypergraph.stochastic`` draws its own uniform batches; this one takes the
-    sampler's batches (the lead may fold it in as an option there).
+    sampler's batches (it could become an option there).
     """
     A = sp.csr_array(A)
     ptrs, pins, total = [np.zeros(1, np.int64)], [], 0

@@ -1,6 +1,6 @@
 """Partition files: one part id per line (PaToH / KaHyPar / ours), and the SSGD pair format.
 
-The SSGD format (the paper's public code, ../shared/CLI.md) holds the row parts, a line with
+The SSGD format (the paper's public code; docs/cli.md, "Partition files") holds the row parts, a line with
 ``-``, then the column (stratum) parts.
 """
 

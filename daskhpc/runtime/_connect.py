@@ -34,7 +34,7 @@ CLUSTER_CONFIG: dict[str, Any] = {
     # ReduceReplicas drops replicas that a broadcast made on purpose.
     "distributed.scheduler.active-memory-manager.start": False,
     # Fusion and annotation merging drop or intersect worker restrictions
-    # (see DASK_NOTES). They are client-side optimisations: submit_pinned never
+    # (docs/decisions.md, "The cluster's configuration"). They are client-side optimisations: submit_pinned never
     # runs them, and this only covers code running on the workers.
     "optimization.fuse.active": False,
     "optimization.annotations.fuse": False,

@@ -33,7 +33,7 @@ class SpgemmResult(WorkflowResult):
         The admission plugin's batch timeline: ``window``, ``batches`` (per batch
         ``admitted``, ``started``, ``finished``, ``consumed``) and ``violations``.
     quality, measured, plan, timing, memory, symbolic, checkpoint : dict
-        Sections of the JSON report (see ../shared/CLI.md).
+        Sections of the JSON report (docs/cli.md).
     recoveries : list of dict
         One per lost worker the run survived: ``lost``, ``phase`` (``symbolic``,
         ``batches`` or ``gather``), ``attempt``, ``batch`` (the lowest batch in flight),

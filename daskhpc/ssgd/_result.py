@@ -2,7 +2,7 @@
 
 :class:`SSGDResult` is a :class:`daskhpc.report.WorkflowResult`: it prints as a table
 (``repr``), renders as HTML in notebooks, draws the loss and test RMSE with bokeh
-(``plot``) and gives the full JSON report of ../shared/CLI.md (``report``).
+(``plot``) and gives the full JSON report of docs/cli.md (``report``).
 
 Examples
 --------
