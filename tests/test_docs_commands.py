@@ -44,10 +44,8 @@ ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # Where the repository's text may not point: beside the checkout (the project's shared
 # directory), which a user of the package never has.
 OUTSIDE = re.compile(r"\.\./shared|shared/(data|papers)/|\b(DESIGN|DASK_NOTES|CLI)\.md\b")
-# Registration modules and the CLI, rewritten by the lead (issue 21), keep theirs for now.
-PENDING = {"daskhpc/cli.py", "daskhpc/_workflows.py", "daskhpc/spgemm/_cli.py",
-           "daskhpc/ssgd/_cli.py", "daskhpc/cpals/_cli.py", "daskhpc/gcn/_cli.py",
-           "daskhpc/linear/_cli.py", "daskhpc/allreduce/_cli.py"}
+# Files allowed to keep such a pointer (none).
+PENDING: set = set()
 
 
 def _blocks(text: str):
