@@ -485,11 +485,14 @@ class WorkflowResult:
         Returns
         -------
         bokeh.plotting.figure
-            Show it with ``bokeh.plotting.show(fig)`` (``bokeh.io.output_notebook()`` first
-            in Jupyter).
+            In Jupyter it draws itself when it is a cell's value (no ``output_notebook``
+            or ``show`` needed); elsewhere ``bokeh.io.show(fig)`` opens it in a browser
+            and ``bokeh.io.save(fig, "fig.html")`` writes a page.
         """
         from bokeh.models import LinearAxis, Range1d
         from bokeh.plotting import figure
+
+        from daskhpc._notebook import displayable
 
         xkey = next((k for k in ("iteration", "epoch", "batch") if self.history and
                      k in self.history[0]), None)
@@ -515,4 +518,4 @@ class WorkflowResult:
                 pts = [(x, h[key]) for x, h in zip(xs, self.history) if key in h]
                 fig.line([p[0] for p in pts], [p[1] for p in pts], y_range_name="right",
                          legend_label=key, line_width=2, color=colors[(i + len(left)) % 4])
-        return fig
+        return displayable(fig)
