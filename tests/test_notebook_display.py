@@ -9,6 +9,7 @@ file (and JupyterLab) keeps.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -56,7 +57,9 @@ def cells(tmp_path_factory):
     mp.setenv("JUPYTER_PATH", str(tmp))
     mp.delenv("DASK_DASKHPC__RUNTIME__PROGRESS", raising=False)
     root = Path(__file__).resolve().parents[1]
-    mp.setenv("PYTHONPATH", str(root))       # the kernel imports this tree's daskhpc
+    # the kernel imports this tree's daskhpc
+    mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(root),
+                                                        os.environ.get("PYTHONPATH")])))
     try:
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c)
                                              for c in (SETUP, COUNTED, RUN, PLOT)])
