@@ -24,7 +24,7 @@ from daskhpc.errors import InputError
 
 from ._plan import plan_sections, step_plans
 from ._prep import like_input
-from ._result import SpgemmResult
+from ._result import SpgemmResult, serial_statement
 from ._setup import Setup, fingerprint, prepare
 from ._symbolic import BYTES_PER_UNMERGED, batch_lower_bound, batches_for, grid_symbolic
 
@@ -269,7 +269,8 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
             s.consumer.keeps else sorted(set(runner.summary) - set(runner.loaded)),
             "batches_run": sum(len(x["completed"]) for x in runner.attempts),
             "nbatches_from": "checkpoint" if stored is not None else
-            ("symbolic" if sym_info else "argument")}
+            ("symbolic" if sym_info else "argument"),
+            "already_complete": out.recovery.get("already_complete")}
     return SpgemmResult(value=value, matrix=matrix, info=info, history=out.history)
 
 
@@ -384,10 +385,13 @@ def serial_check(s: Setup, res: SpgemmResult) -> dict:
     """The ``serial_check`` section: the run's C (or its count) against scipy's."""
     ref = _serial_product(s.a, s.b)
     if res.matrix is not None and type(s.consumer).__name__ == "Keep":
-        return compare_products(res.matrix, ref)
-    if isinstance(res.value, dict) and "nnz" in res.value:
-        return compare_counts(res.value, s.a, s.b, ref)
-    return {"done": False}
+        out = compare_products(res.matrix, ref)
+    elif isinstance(res.value, dict) and "nnz" in res.value:
+        out = compare_counts(res.value, s.a, s.b, ref)
+    else:
+        return {"done": False}
+    out["statement"] = serial_statement(out)
+    return out
 
 
 def compare_counts(value: dict, a, b, ref) -> dict:
