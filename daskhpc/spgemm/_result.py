@@ -23,13 +23,18 @@ def serial_statement(check: dict) -> str:
 
     Examples
     --------
-    >>> serial_statement({"done": True, "identical": True, "compared": "structural_nnz, sum",
-    ...     "structural_nnz": 120, "structural_nnz_ref": 120, "nnz": 118, "nnz_ref": 118,
-    ...     "sum": 3.0, "sum_ref": 3.0, "sum_tolerance": 1e-11})
-    "the count of C matches scipy's product: structural nnz 120 = 120 (every entry formed, also those summing to 0), sum 3 = 3 to 1e-11; nnz 118 here, 118 in scipy's (not compared: exact cancellations may differ)"
-    >>> serial_statement({"done": True, "identical": True, "same_pattern": True,
-    ...     "max_abs_diff": 0.0, "tolerance": 2e-12})
-    "C matches scipy's product: every value to 2e-12 (1e-12 of its largest |entry|), max |diff| 0, the same pattern"
+    >>> from textwrap import fill
+    >>> print(fill(serial_statement({"done": True, "identical": True,
+    ...     "compared": "structural_nnz, sum", "structural_nnz": 120,
+    ...     "structural_nnz_ref": 120, "nnz": 118, "nnz_ref": 118, "sum": 3.0, "sum_ref": 3.0,
+    ...     "sum_tolerance": 1e-11}), 80))
+    the count of C matches scipy's product: structural nnz 120 = 120 (every entry
+    formed, also those summing to 0), sum 3 = 3 to 1e-11; nnz 118 here, 118 in
+    scipy's (not compared: exact cancellations may differ)
+    >>> print(fill(serial_statement({"done": True, "identical": True, "same_pattern": True,
+    ...     "max_abs_diff": 0.0, "tolerance": 2e-12}), 80))
+    C matches scipy's product: every value to 2e-12 (1e-12 of its largest |entry|),
+    max |diff| 0, the same pattern
     """
     ok = bool(check.get("identical"))
     if "compared" in check:                       # --consume count: two numbers
