@@ -33,7 +33,7 @@ import numpy as np
 from daskhpc import __version__
 
 __all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
-           "summary_line", "format_bytes",
+           "summary_line", "format_bytes", "already_complete",
            "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES"]
 
 #: The one meaning of ``planned_bytes`` in a report, a history row and the dashboard.
@@ -216,11 +216,15 @@ def summarize(report: dict) -> str:
       serial     identical to the serial reference
     """
     lines = [_headline(report)]
-    for label, text in (("partition", _partition_line(report.get("partition"))),
+    done = already_complete(report)
+    for label, text in (("resumed", _complete_line(done, report)),
+                        ("partition", _partition_line(report.get("partition"),
+                                                       report.get("parts"))),
                         ("plan", _plan_line(report)),
-                        ("traffic", _traffic_line(report.get("measured"))),
+                        ("traffic", "" if done else _traffic_line(report.get("measured"))),
                         ("time", _time_line(report.get("timing"))),
                         ("quality", _quality_line(report.get("quality"))),
+                        ("model", _model_line(report.get("quality"))),
                         ("serial", _serial_line(report.get("serial_check")))):
         if text:
             lines.append(summary_line(label, text))
@@ -235,6 +239,30 @@ def summarize(report: dict) -> str:
                          if k != "dir" and isinstance(v, (int, float, str, bool)))
         lines.append(summary_line("checkpoint", ck["dir"] + (f" ({more})" if more else "")))
     return "\n".join(lines)
+
+
+def already_complete(report: dict) -> dict | None:
+    """``{"units", "unit_name"}`` when a resumed run found every unit in its checkpoint
+    (the frame's ``recovery.already_complete``; spgemm keeps it in ``checkpoint``)."""
+    for key in ("recovery", "checkpoint"):
+        sec = report.get(key)
+        if isinstance(sec, dict) and isinstance(sec.get("already_complete"), dict):
+            return sec["already_complete"]
+    return None
+
+
+def _complete_line(done, report: dict) -> str:
+    """Examples
+    --------
+    >>> print(_complete_line({"units": 40, "unit_name": "epochs"}, {}))  # doctest: +ELLIPSIS
+    already complete at epoch 40: the checkpoint holds all 40 epochs, nothing ran (...)
+    """
+    if not done:
+        return ""
+    n, name = done["units"], done.get("unit_name", "units")
+    one = "batch" if name == "batches" else name.removesuffix("s")
+    return (f"already complete at {one} {n}: the checkpoint holds all {n} {name}, nothing "
+            "ran (the numbers below are the saved ones)")
 
 
 def summary_line(label: str, text: str) -> str:
@@ -256,7 +284,7 @@ def _headline(report: dict) -> str:
     return head
 
 
-def _partition_line(p) -> str:
+def _partition_line(p, parts=None) -> str:
     if not isinstance(p, dict):
         return ""
     bits = [str(p[k]) for k in ("partitioner", "method") if isinstance(p.get(k), str)]
@@ -265,10 +293,38 @@ def _partition_line(p) -> str:
             bits.append(f"{k} {_count(p[k])}")
             break                      # one cut metric is enough here; the JSON has all
     if isinstance(p.get("imbalance"), (int, float)):
-        bits.append(f"imbalance {100 * p['imbalance']:.1f}%")
+        bits.append(f"imbalance {100 * p['imbalance']:.1f}%{_imbalance_why(p, parts)}")
     if p.get("balanced") is False:
         bits.append("NOT balanced")
     return ", ".join(bits)
+
+
+#: A lower bound on the imbalance below this is not worth a word.
+IMBALANCE_WORTH_SAYING = 0.03
+
+
+def _imbalance_why(p: dict, parts=None) -> str:
+    """Why the imbalance is large when no partition could make it small: the section's
+    ``imbalance_lower_bound`` and ``imbalance_bound`` (the heaviest vertex, the even
+    share of a part, how many vertices carry weight).
+
+    Examples
+    --------
+    >>> print(_imbalance_why({"imbalance_lower_bound": 1.0, "imbalance_bound": {
+    ...     "vertex": "row", "weight": "nonzeros", "heaviest": 10, "even_part": 5,
+    ...     "vertices": 3}}, parts=4).split(": ", 1)[1])
+    4 parts for 3 rows, and the heaviest row has 10 nonzeros where an even part has 5)
+    """
+    low, b = p.get("imbalance_lower_bound"), p.get("imbalance_bound")
+    if not isinstance(low, (int, float)) or not isinstance(b, dict) or \
+            low <= max(IMBALANCE_WORTH_SAYING, p.get("epsilon") or 0.0):
+        return ""
+    v, w = b.get("vertex", "vertex"), b.get("weight", "weight")
+    why = (f"the heaviest {v} has {_count(b['heaviest'])} {w} where an even part has "
+           f"{b['even_part']:,.0f}")
+    if isinstance(parts, int) and isinstance(b.get("vertices"), int) and parts > b["vertices"]:
+        why = f"{_count(parts)} parts for {_count(b['vertices'])} {v}s, and {why}"
+    return f" (no partition can do better than {100 * low:.1f}%: {why})"
 
 
 def _plan_line(report: dict) -> str:
@@ -326,11 +382,39 @@ def _quality_line(q) -> str:
     return ", ".join(bits[:6])
 
 
+#: measured / predicted above which the summary says what the alpha-beta model leaves out
+MODEL_GAP = 3.0
+
+
+def _model_line(q) -> str:
+    """One line on a measured time far above the alpha-beta prediction (``predicted_s``,
+    ``measured_call_s`` of the quality section).
+
+    Examples
+    --------
+    >>> _model_line({"predicted_s": 0.001, "measured_call_s": 0.0015})
+    ''
+    >>> _model_line({"predicted_s": 0.000805, "measured_call_s": 0.0879})[:52]
+    'measured 109x the alpha-beta prediction, which count'
+    """
+    if not isinstance(q, dict):
+        return ""
+    pred, got = q.get("predicted_s"), q.get("measured_call_s")
+    if not (isinstance(pred, (int, float)) and isinstance(got, (int, float))) or pred <= 0 \
+            or got <= MODEL_GAP * pred:
+        return ""
+    return (f"measured {got / pred:.0f}x the alpha-beta prediction, which counts only "
+            "message latency and bytes, not task scheduling, Python per step, "
+            "serialisation or waiting for the slowest rank")
+
+
 def _serial_line(c) -> str:
     if not isinstance(c, dict):
         return ""
     if not c.get("done"):
         return "not checked (--check-serial compares with the serial reference)"
+    if isinstance(c.get("statement"), str):   # the workflow's words for what it compared
+        return c["statement"]
     ref = c.get("reference")
     ref = f": {ref}" if isinstance(ref, str) and len(ref) <= 80 else ""
     diff = c.get("max_abs_diff")
@@ -457,7 +541,10 @@ class WorkflowResult:
         """Lines under the table (subclasses add theirs)."""
         out = []
         rec = self.info.get("recovery") or {}
-        if rec.get("resumed_from") is not None:
+        done = already_complete(self.info)
+        if done:
+            out.append(_complete_line(done, self.info))
+        elif rec.get("resumed_from") is not None:
             out.append(f"resumed from the checkpoint after iteration {rec['resumed_from']}")
         for r in rec.get("recoveries", []):
             out.append(f"lost {', '.join(r['lost'])} after {r.get('after_s', 0):.1f} s; "
@@ -496,11 +583,14 @@ class WorkflowResult:
         Returns
         -------
         bokeh.plotting.figure
-            Show it with ``bokeh.plotting.show(fig)`` (``bokeh.io.output_notebook()`` first
-            in Jupyter).
+            In Jupyter it draws itself when it is a cell's value (no ``output_notebook``
+            or ``show`` needed); elsewhere ``bokeh.io.show(fig)`` opens it in a browser
+            and ``bokeh.io.save(fig, "fig.html")`` writes a page.
         """
         from bokeh.models import LinearAxis, Range1d
         from bokeh.plotting import figure
+
+        from daskhpc._notebook import displayable
 
         xkey = next((k for k in ("iteration", "epoch", "batch") if self.history and
                      k in self.history[0]), None)
@@ -526,4 +616,4 @@ class WorkflowResult:
                 pts = [(x, h[key]) for x, h in zip(xs, self.history) if key in h]
                 fig.line([p[0] for p in pts], [p[1] for p in pts], y_range_name="right",
                          legend_label=key, line_width=2, color=colors[(i + len(left)) % 4])
-        return fig
+        return displayable(fig)

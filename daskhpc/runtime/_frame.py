@@ -128,6 +128,9 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
         raise InputError("resume needs a checkpoint directory (--checkpoint DIR)")
     book = Book(job, ck, t_start)
     resumed_from = book.restart_unit() if job.ordered and book.durable else None
+    # a resumed run whose checkpoint holds every unit: nothing is left to run, and the
+    # report says so (instead of "0 B in 0 messages")
+    complete = ck is not None and job.units > 0 and not todo_of(job, book)
     _prepare_kernels(client, job.name)
     if job.warm_up is not None:
         client.run(job.warm_up)
@@ -195,7 +198,9 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
     recovery = {"recoveries": recoveries[budget_used:], "max_restarts": max_restarts,
                 "attempts": attempts + 1,
                 "checkpoint": None if ck is None else ck.path, "resumed_from": resumed_from,
-                "saved": None if ck is None else (ck.latest() or (None,))[0]}
+                "saved": None if ck is None else (ck.latest() or (None,))[0],
+                "already_complete": {"units": job.units, "unit_name": job.unit_name}
+                if complete else None}
     if ck is not None and getattr(ck, "dropped", None):
         recovery["damaged_steps"] = list(ck.dropped)
     execution = {"workers": len(store.placement.workers), "units": job.unit_name}

@@ -13,7 +13,8 @@ reports), gives the total and advances it::
 
 and, depending on where it runs, the user sees
 
-- in a Jupyter notebook: Dask's progress widget (``distributed.progress``);
+- in a Jupyter notebook (an ipykernel): one output of the cell, updated in place (an
+  HTML progress bar with the same text), at most every few tenths of a second;
 - on a terminal (stderr is a TTY): one line redrawn in place,
   ``spgemm batches [#########-----------]  9/20  3.1 s``;
 - in a batch job's log (``python -m daskhpc.mpi`` turns this on): a line per
@@ -34,15 +35,19 @@ steps [####################] 10/10  2.0 s
 
 from __future__ import annotations
 
+import html
 import sys
 import threading
 import time
 
 from daskhpc import _config
+from daskhpc._notebook import in_kernel
 
 __all__ = ["progress"]
 
 BAR = 20
+#: Seconds between two updates of a notebook's display.
+NOTEBOOK_S = 0.25
 
 
 class progress:  # noqa: N801 - used like a function: `with progress(futs, label):`
@@ -56,8 +61,8 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
     label : str
         What the steps are, e.g. ``"spgemm batches"``.
     mode : {"auto", "on", "notebook", "bar", "lines", "off"}, optional
-        Default from ``daskhpc.runtime.progress``: unset means ``auto`` (the
-        widget in a notebook, a bar on a TTY, else nothing), ``True`` means
+        Default from ``daskhpc.runtime.progress``: unset means ``auto`` (one
+        updating display in a notebook, a bar on a TTY, else nothing), ``True`` means
         ``on`` (``auto`` but lines instead of nothing), ``False`` means ``off``.
     file : file object, default sys.stderr
     interval : float, default 2.0
@@ -76,8 +81,6 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         self.label = label
         self.file = file if file is not None else sys.stderr
         self.mode = _resolve(mode, self.file)
-        if counted and self.mode == "notebook":
-            self.mode = "bar"          # the widget follows futures only
         self.interval = interval
         self.total = int(futures) if counted else len(self.futures)
         self.done = 0
@@ -85,32 +88,29 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         self._t0 = 0.0
         self._last = 0.0
         self._closing = False
+        self._display = None           # notebook mode: the cell's display handle
 
     def __enter__(self) -> progress:
         self._t0 = time.perf_counter()
         if self.mode == "off" or not self.total:
             return self
         if self.mode == "notebook":
-            try:
-                from distributed import progress as dask_progress
+            from IPython.display import display
 
-                dask_progress(self.futures, notebook=True, multi=False)
-                return self
-            except ImportError:   # no ipywidgets: fall back to text
-                self.mode = "lines"
+            self._display = display(self._bundle(0, 0.0), raw=True, display_id=True)
         for fut in self.futures:
             fut.add_done_callback(self._one_done)
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
-        if self.mode in ("bar", "lines") and self.total:
+        if self.mode in ("bar", "lines", "notebook") and self.total:
             with self._lock:
                 self._closing = True   # end the bar's line even if the run failed
                 self._print(final=exc_type is None)
 
     def advance(self, n: int = 1) -> None:
         """``n`` more steps are done (when counting without futures)."""
-        if self.mode in ("bar", "lines"):
+        if self.mode in ("bar", "lines", "notebook"):
             for _ in range(n):
                 self._one_done(None)
 
@@ -119,16 +119,33 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         with self._lock:
             self.done += 1
             now = time.perf_counter()
-            # in a log, the last step is said once, by __exit__ ("done in")
-            if self.mode == "bar" or (now - self._last >= self.interval
+            # in a log, the last step is said once, by __exit__ ("done in"); a notebook's
+            # display is redrawn at most every NOTEBOOK_S (each update is a message)
+            if self.mode == "bar" or (now - self._last >= self._every()
                                       and self.done < self.total):
                 self._print()
                 self._last = now
+
+    def _every(self) -> float:
+        return NOTEBOOK_S if self.mode == "notebook" else self.interval
+
+    def _bundle(self, done: int, elapsed: float, final: bool = False) -> dict:
+        """The notebook display: an HTML bar and, for other front ends, the text."""
+        text = f"{self.label}: {done}/{self.total} {'done in' if final else 'after'} " \
+               f"{elapsed:.1f} s"
+        return {"text/plain": text,
+                "text/html": f'<progress value="{done}" max="{self.total}" '
+                             f'style="width: 20em"></progress> '
+                             f"<code>{html.escape(text)}</code>"}
 
     def _print(self, final: bool = False) -> None:
         elapsed = time.perf_counter() - self._t0
         done = self.total if final else min(self.done, self.total)
         width = len(str(self.total))
+        if self.mode == "notebook":
+            if self._display is not None:
+                self._display.update(self._bundle(done, elapsed, final), raw=True)
+            return
         if self.mode == "bar":
             fill = round(BAR * done / self.total)
             text = (f"\r{self.label} [{'#' * fill}{'-' * (BAR - fill)}] "
@@ -151,16 +168,8 @@ def _resolve(mode: str | None, file) -> str:
         setting = _config.progress_setting()
     if setting is False:
         return "off"
-    if _in_notebook():
-        return "notebook"
     if getattr(file, "isatty", lambda: False)():
         return "bar"
+    if in_kernel() and file is sys.stderr:
+        return "notebook"      # the kernel's stderr: the cell's output
     return "lines" if setting else "off"
-
-
-def _in_notebook() -> bool:
-    shell = sys.modules.get("IPython")
-    if shell is None:
-        return False
-    ip = shell.get_ipython()
-    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"

@@ -11,6 +11,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import uuid
@@ -22,7 +23,8 @@ from daskhpc.comm import CostModel
 from daskhpc._workflows import RunOptions
 
 from ._plan import plan_sections, step_plans
-from ._result import SpgemmResult
+from ._prep import like_input
+from ._result import SpgemmResult, serial_statement
 from ._setup import Setup, fingerprint, prepare
 from ._symbolic import BYTES_PER_UNMERGED, batch_lower_bound, batches_for, grid_symbolic
 
@@ -38,8 +40,10 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
 
     Parameters
     ----------
-    a, b : scipy sparse (or dense array)
-        A (m x k) and B (k x n); ``b=None`` squares A.
+    a, b : scipy sparse, dense array, or path
+        A (m x k) and B (k x n); ``b=None`` squares A. A path is read with
+        :func:`daskhpc.io.read`. C (``matrix``) is a ``csr_matrix`` when the sparse
+        inputs are ``scipy.sparse.spmatrix``, else a ``csr_array``.
     grid : "QxQxL" or Grid, optional
         Default: one cell per worker, square layers q x q x l for any worker count
         (2 workers: 1x1x2, 4: 2x2x1, 8: 2x2x2; ``Grid.for_workers``).
@@ -105,7 +109,19 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
                    progress=run.progress, t_start=t_start)
         if run.check_serial:
             res.info["serial_check"] = serial_check(s, res)
-        return run.finish(res)
+        if isinstance(a, (str, os.PathLike)):
+            res.info["input"]["path"] = os.fspath(a)
+        return run.finish(as_given(res, a, b))
+
+
+def as_given(res: SpgemmResult, *inputs) -> SpgemmResult:
+    """``res`` with C as the kind of matrix the user gave (spmatrix in, csr_matrix out;
+    :func:`~daskhpc.spgemm._prep.like_input`)."""
+    kept = like_input(res.matrix, *inputs)
+    if res.value is res.matrix:
+        res.value = kept
+    res.matrix = kept
+    return res
 
 
 def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_restarts,
@@ -243,7 +259,8 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
             s.consumer.keeps else sorted(set(runner.summary) - set(runner.loaded)),
             "batches_run": sum(len(x["completed"]) for x in runner.attempts),
             "nbatches_from": "checkpoint" if stored is not None else
-            ("symbolic" if sym_info else "argument")}
+            ("symbolic" if sym_info else "argument"),
+            "already_complete": out.recovery.get("already_complete")}
     return SpgemmResult(value=value, matrix=matrix, info=info, history=out.history)
 
 
@@ -294,10 +311,14 @@ def _publish_plan(client, s: Setup, sym, plans, placement, symbolic: bool) -> No
 
 
 def serial_multiply(a, b=None) -> sp.csr_array:
-    """The serial reference: scipy's single-threaded product, canonical CSR."""
+    """The serial reference: scipy's single-threaded product, canonical CSR
+    (``csr_matrix`` when the inputs are ``spmatrix``, as :func:`multiply` gives)."""
     from ._prep import check_inputs
 
-    a, b = check_inputs(a, a if b is None else b)
+    return like_input(_serial_product(*check_inputs(a, a if b is None else b)), a, b)
+
+
+def _serial_product(a, b) -> sp.csr_array:
     ref = sp.csr_array(a @ b)
     ref.sum_duplicates()
     return ref
@@ -352,12 +373,15 @@ def compare_products(c, ref) -> dict:
 
 def serial_check(s: Setup, res: SpgemmResult) -> dict:
     """The ``serial_check`` section: the run's C (or its count) against scipy's."""
-    ref = serial_multiply(s.a, s.b)
+    ref = _serial_product(s.a, s.b)
     if res.matrix is not None and type(s.consumer).__name__ == "Keep":
-        return compare_products(res.matrix, ref)
-    if isinstance(res.value, dict) and "nnz" in res.value:
-        return compare_counts(res.value, s.a, s.b, ref)
-    return {"done": False}
+        out = compare_products(res.matrix, ref)
+    elif isinstance(res.value, dict) and "nnz" in res.value:
+        out = compare_counts(res.value, s.a, s.b, ref)
+    else:
+        return {"done": False}
+    out["statement"] = serial_statement(out)
+    return out
 
 
 def compare_counts(value: dict, a, b, ref) -> dict:
@@ -403,8 +427,8 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
 
     Parameters
     ----------
-    a, b : scipy sparse
-        A and B (``b=None``: A·A).
+    a, b : scipy sparse, dense array, or path
+        A and B (``b=None``: A·A); a path is read with :func:`daskhpc.io.read`.
     grid : "QxQxL" or Grid
         Any size: thousands of cells are fine.
     memory_per_worker : bytes or "512MB", optional

@@ -15,15 +15,17 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 from daskhpc.spgemm._consumers import MaskedSum, Prune
-from daskhpc.spgemm._api import multiply
+from daskhpc.spgemm._api import as_given, multiply
+from daskhpc.spgemm._prep import like_input, matrix_of
 
 __all__ = ["aat", "triangle_count", "mcl_step", "column_stochastic"]
 
 
 def aat(a, **kwargs):
     """``A·Aᵀ`` (sequence overlap, Jaccard similarity; section V-G) with :func:`multiply`."""
-    a = sp.csr_array(a)
-    return multiply(a, a.T.tocsr(), **kwargs)
+    given = matrix_of(a)
+    a = sp.csr_array(given)
+    return as_given(multiply(a, a.T.tocsr(), **kwargs), given)
 
 
 def triangle_count(adjacency, **kwargs) -> float:
@@ -59,10 +61,11 @@ def triangle_count(adjacency, **kwargs) -> float:
 
 def column_stochastic(a) -> sp.csr_array:
     """Add self loops and scale every column to sum 1 (the MCL start matrix)."""
+    given = a
     a = sp.csr_array(a, dtype=np.float64)
     a = abs(a) + sp.eye_array(a.shape[0], format="csr")
     sums = np.asarray(a.sum(axis=0)).ravel()
-    return sp.csr_array(a @ sp.diags_array(1.0 / sums))
+    return like_input(sp.csr_array(a @ sp.diags_array(1.0 / sums)), given)
 
 
 def mcl_step(a, *, inflation: float = 2.0, threshold: float = 1e-4, top_k: int = 100,
@@ -77,11 +80,12 @@ def mcl_step(a, *, inflation: float = 2.0, threshold: float = 1e-4, top_k: int =
     Returns
     -------
     (scipy.sparse.csr_array, SpgemmResult)
-        The next MCL matrix and the run's result (report, timeline).
+        The next MCL matrix (a ``csr_matrix`` for a ``spmatrix`` input) and the run's
+        result (report, timeline).
     """
     res = multiply(a, a, consume=Prune(k=top_k, threshold=threshold), **kwargs)
     pruned = sp.csr_array(res.matrix)
     pruned.data **= inflation
     sums = np.asarray(pruned.sum(axis=0)).ravel()
     sums[sums == 0] = 1.0
-    return sp.csr_array(pruned @ sp.diags_array(1.0 / sums)), res
+    return like_input(sp.csr_array(pruned @ sp.diags_array(1.0 / sums)), a), res

@@ -13,18 +13,24 @@ daskhpc.errors.InputError: dimension mismatch: A is 3 x 3, B is 4 x 4; A's colum
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-__all__ = ["check_inputs", "permutations", "localize"]
+__all__ = ["check_inputs", "matrix_of", "like_input", "permutations", "localize"]
 
 
 def check_inputs(a, b) -> tuple[sp.csr_array, sp.csr_array]:
-    """float64 CSR copies of A and B, or an InputError saying what is wrong."""
+    """float64 CSR copies of A and B, or an InputError saying what is wrong.
+
+    A path (str or os.PathLike) is read with :func:`daskhpc.io.read`, as every other
+    workflow's ``fit`` does; so is a reader's ``SparseInput``."""
     out = []
     for name, m in (("A", a), ("B", b)):
+        m = matrix_of(m)
         if not sp.issparse(m):
             m = np.asarray(m)
             if m.ndim != 2:
@@ -41,6 +47,37 @@ def check_inputs(a, b) -> tuple[sp.csr_array, sp.csr_array]:
                          f"B is {out[1].shape[0]} x {out[1].shape[1]}; "
                          f"A's columns must equal B's rows")
     return out[0], out[1]
+
+
+def matrix_of(m):
+    """The matrix of a path or a reader's ``SparseInput``; anything else as it is."""
+    if isinstance(m, (str, os.PathLike)):
+        from daskhpc.io import read
+
+        m = read(m)
+    if hasattr(m, "matrix") and hasattr(m, "tensor") and hasattr(m, "path"):
+        if m.matrix is None:
+            raise InputError(f"{m.path}: a matrix is needed, not a tensor")
+        m = m.matrix
+    return m
+
+
+def like_input(c, *inputs):
+    """C as the kind of sparse matrix the user gave: ``csr_matrix`` when every sparse
+    input is a ``scipy.sparse.spmatrix`` (and at least one is), else ``csr_array``.
+
+    Examples
+    --------
+    >>> type(like_input(sp.csr_array(sp.eye(2)), sp.eye(2, format="csr"))).__name__
+    'csr_matrix'
+    >>> type(like_input(sp.csr_array(sp.eye(2)), sp.csr_array(sp.eye(2)))).__name__
+    'csr_array'
+    """
+    given = [m for m in inputs if sp.issparse(m)]
+    if c is None or not sp.issparse(c) or not given or \
+            not all(isinstance(m, sp.spmatrix) for m in given):
+        return c
+    return sp.csr_matrix(c)
 
 
 def permutations(shape, seed: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -14,7 +14,57 @@ from typing import Any
 
 from daskhpc.report import WorkflowResult, new_report
 
-__all__ = ["SpgemmResult"]
+__all__ = ["SpgemmResult", "serial_statement"]
+
+
+def serial_statement(check: dict) -> str:
+    """What ``--check-serial`` compared, in words, with the verdict (the summary's
+    ``serial`` line; the numbers are in the section).
+
+    Examples
+    --------
+    >>> from textwrap import fill
+    >>> print(fill(serial_statement({"done": True, "identical": True,
+    ...     "compared": "structural_nnz, sum", "structural_nnz": 120,
+    ...     "structural_nnz_ref": 120, "nnz": 118, "nnz_ref": 118, "sum": 3.0, "sum_ref": 3.0,
+    ...     "sum_tolerance": 1e-11}), 80))
+    the count of C matches scipy's product: structural nnz 120 = 120 (every entry
+    formed, also those summing to 0), sum 3 = 3 to 1e-11; nnz 118 here, 118 in
+    scipy's (not compared: exact cancellations may differ)
+    >>> print(fill(serial_statement({"done": True, "identical": True, "same_pattern": True,
+    ...     "max_abs_diff": 0.0, "tolerance": 2e-12}), 80))
+    C matches scipy's product: every value to 2e-12 (1e-12 of its largest |entry|),
+    max |diff| 0, the same pattern
+    """
+    ok = bool(check.get("identical"))
+    if "compared" in check:                       # --consume count: two numbers
+        same = "=" if ok else "vs"
+        parts = []
+        if "structural_nnz" in check:
+            parts.append(f"structural nnz {check['structural_nnz']:,} {same} "
+                         f"{check['structural_nnz_ref']:,} (every entry formed, also those "
+                         f"summing to 0)")
+        else:
+            parts.append(f"nnz {check['nnz']:,} {same} {check['nnz_ref']:,}")
+        parts.append(f"sum {check['sum']:.6g} {same} {check['sum_ref']:.6g} to "
+                     f"{check['sum_tolerance']:.2g}")
+        text = (f"the count of C {'matches' if ok else 'DIFFERS from'} scipy's product: "
+                + ", ".join(parts))
+        if "structural_nnz" in check:
+            text += (f"; nnz {check['nnz']:,} here, {check['nnz_ref']:,} in scipy's (not "
+                     "compared: exact cancellations may differ)")
+        return text
+    if "tolerance" not in check:                  # shapes differ
+        return (f"C DIFFERS from scipy's product: shape {check.get('shape')} vs "
+                f"{check.get('shape_serial')}")
+    text = (f"C {'matches' if ok else 'DIFFERS from'} scipy's product: every value to "
+            f"{check['tolerance']:.2g} (1e-12 of its largest |entry|), max |diff| "
+            f"{check['max_abs_diff']:.3g}")
+    if check.get("same_pattern"):
+        return text + ", the same pattern"
+    return text + (f"; the patterns differ by entries one side summed to exactly 0 "
+                   f"({check.get('only_here', 0):,} only here, "
+                   f"{check.get('only_in_serial', 0):,} only in scipy's)")
 
 
 class SpgemmResult(WorkflowResult):

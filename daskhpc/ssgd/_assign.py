@@ -37,8 +37,8 @@ from daskhpc.hypergraph import read_part_file
 
 from ._problem import Ratings
 
-__all__ = ["Assignment", "assign", "random_col_blocks", "partition_report", "PARTITIONS",
-           "read_partition"]
+__all__ = ["Assignment", "assign", "random_col_blocks", "partition_report", "imbalance_floor",
+           "PARTITIONS", "read_partition"]
 
 PARTITIONS = ("hp", "random")
 
@@ -140,9 +140,31 @@ def partition_report(a: Assignment, train: Ratings, pins_col: np.ndarray, rank: 
     out = {"imbalance": float(w.max() / (w.sum() / K) - 1.0) if w.sum() else 0.0,
            "km1": int(rank) * int(np.maximum(lam - 1, 0).sum()),
            "soed": int(rank) * int(lam[cut].sum()), "cut": int(rank) * int(cut.sum())}
+    out.update(imbalance_floor(np.bincount(train.rows, minlength=train.shape[0]), K))
     if a.choice is not None:
         out["auto"] = {k: a.choice[k] for k in ("backend", "options", "rule")}
     return out
+
+
+def imbalance_floor(row_nnz: np.ndarray, K: int) -> dict:
+    """The least imbalance any partition of these rows into ``K`` parts can have.
+
+    A row is never split: the heaviest part weighs at least the heaviest row, and at
+    least the even share ``ceil(nnz / K)``. Either way, over the even share.
+
+    Examples
+    --------
+    >>> imbalance_floor(np.array([10, 1, 1, 1, 1]), 2)["imbalance_lower_bound"]
+    0.4285714285714286
+    """
+    total = int(row_nnz.sum())
+    if not total:
+        return {}
+    even = total / K
+    heaviest = int(row_nnz.max())
+    return {"imbalance_lower_bound": max(heaviest, -(-total // K)) / even - 1.0,
+            "imbalance_bound": {"vertex": "row", "weight": "nonzeros", "heaviest": heaviest,
+                                "even_part": even, "vertices": int((row_nnz > 0).sum())}}
 
 
 def read_partition(path, N: int, M: int, K: int | None, source=None):

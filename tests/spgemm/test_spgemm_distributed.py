@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from spgemm_helpers import assert_same_product, random_matrix
 
 from daskhpc.errors import InputError
+from daskhpc import datasets
 from daskhpc.datasets import cora
 from daskhpc.io import read
 from daskhpc.spgemm import (Prune, aat, column_stochastic, load_batch, mcl_step, multiply,
@@ -174,3 +175,30 @@ def test_bcsstk13_serial_check_is_identical(client2):
     # the entries only one side stores are round-off residues, not products
     assert check.get("only_here_max_abs", 0.0) <= 1e-12 * abs(ref.data).max()
     assert check.get("only_in_serial_max_abs", 0.0) <= 1e-12 * abs(ref.data).max()
+
+
+def test_paths_are_read_and_c_comes_back_as_the_kind_given(client2, tmp_path):
+    """Issue 22: a path was "A must be a 2-D matrix, got 0 dimension(s)"; an spmatrix
+    came back as a csr_array."""
+    import scipy.io as sio
+
+    from daskhpc.spgemm import serial_multiply
+
+    sio.mmwrite(tmp_path / "a.mtx", sp.coo_matrix(A_RECT))
+    sio.mmwrite(tmp_path / "b.mtx", sp.coo_matrix(B_RECT))
+    opts = dict(client=client2, grid="1x1x2", plan=False, measure_memory=False)
+    res = multiply(str(tmp_path / "a.mtx"), tmp_path / "b.mtx", **opts)   # str, PathLike
+    assert_same_product(res.matrix, REF_RECT)
+    assert type(res.matrix) is sp.csr_array
+    assert res.report()["input"]["path"] == str(tmp_path / "a.mtx")
+    m = multiply(sp.csr_matrix(A_RECT), sp.csc_matrix(B_RECT), **opts)
+    assert type(m.matrix) is sp.csr_matrix and m.value is m.matrix
+    assert_same_product(m.matrix, REF_RECT)
+    assert type(multiply(A_RECT, sp.csr_matrix(B_RECT), **opts).matrix) is sp.csr_array
+    assert type(aat(sp.csr_matrix(A_RECT), **opts).matrix) is sp.csr_matrix
+    assert type(mcl_step(sp.csr_matrix(abs(A_RECT @ A_RECT.T)), **opts)[0]) is sp.csr_matrix
+    assert type(serial_multiply(sp.csr_matrix(A_RECT), B_RECT.tocsc())) is sp.csr_array
+    assert type(serial_multiply(sp.csr_matrix(A_RECT), sp.csr_matrix(B_RECT))) is \
+        sp.csr_matrix
+    with pytest.raises(InputError, match="a matrix is needed, not a tensor"):
+        multiply(datasets.path("tensor"), **opts)
