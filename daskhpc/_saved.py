@@ -179,8 +179,8 @@ def _unflatten(node, arrays, where):
 
 
 def _read_arrays(path: str) -> dict:
-    try:
-        with np.load(path, allow_pickle=False) as f:
+    try:        # our own handle: numpy leaves its file open when a damaged zip fails
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
     except FileNotFoundError:
         raise InputError(f"{path}: missing (the model's arrays)") from None
