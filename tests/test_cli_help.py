@@ -1,0 +1,54 @@
+"""The command line generated from the workflows' Options: every option has a help text
+with its default, a misspelt option gets the workflow's usage and a suggestion (issue 22,
+"words and numbers a user cannot place")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from daskhpc import _workflows
+
+EXE = str(Path(sys.executable).with_name("daskhpc"))
+
+
+def _cli(*argv):
+    return subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=120)
+
+
+def test_a_misspelt_option_names_the_workflow_and_the_likely_option():
+    done = _cli("run", "ssgd", "ratings.csv", "--epohcs", "3")
+    assert done.returncode == 2
+    assert "usage: daskhpc run ssgd" in done.stderr
+    assert "unrecognized arguments: --epohcs 3; did you mean --epochs?" in done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(_workflows.available()))
+@pytest.mark.parametrize("mode", ["plan", "run"])
+def test_every_option_has_a_help_text(name, mode):
+    import argparse
+
+    wf = _workflows.load(name)
+    p = argparse.ArgumentParser()
+    wf.add_arguments(p, mode)
+    missing = [a.option_strings[0] for a in p._actions if a.option_strings
+               and not a.help and a.dest != "help"]
+    assert not missing, f"{name} {mode}: options without help: {missing}"
+
+
+def test_linear_help_says_what_the_options_do_and_their_defaults():
+    done = _cli("run", "linear", "--help")
+    text = " ".join(done.stdout.split())
+    for words in ("--lr LR eta, the step size", "(default 0.5)", "--reg REG L2",
+                  "--group GROUP ranks per sparse group", "--loss {log,hinge}"):
+        assert words in text, words
+
+
+def test_ssgd_help_reads_the_right_way_round():
+    text = " ".join(_cli("plan", "ssgd", "--help").stdout.split())
+    assert "seeded balanced random (random) (default hp)" in text
+    assert "--keep-empty do not drop empty rows and columns: a matrix that has any is " \
+           "refused (by default they are dropped, with a note)" in text
