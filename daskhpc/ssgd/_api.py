@@ -139,7 +139,28 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
             a.get("train_loss") == b.get("train_loss") and a.get("test_rmse") == b.get("test_rmse")
             for a, b in zip(ser["history"], out.history))
         info["serial_check"] = check
-    return SSGDResult(W, H, out.history, info, timeline or None)
+    return _named(SSGDResult(W, H, out.history, info, timeline or None), s)
+
+
+def _named(res: SSGDResult, s: Setup) -> SSGDResult:
+    """The model's names for predictions and recommendations: original ids, the training
+    pattern, the rating range."""
+    import scipy.sparse as sp
+
+    rows, cols = s.index_maps
+    res.row_ids = None if rows is None else _plain(rows)
+    res.col_ids = None if cols is None else _plain(cols)
+    t = s.train
+    res.seen = sp.csr_array((np.ones(t.nnz, np.int8), (t.rows, t.cols)), shape=t.shape)
+    res.seen.sum_duplicates()
+    res.clip = tuple(float(c) for c in s.clip)
+    return res
+
+
+def _plain(ids) -> np.ndarray:
+    """Ids as an array numpy saves without pickle (strings as unicode, not objects)."""
+    a = np.asarray(ids)
+    return a.astype(str) if a.dtype == object else a
 
 
 def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,
@@ -220,7 +241,7 @@ def serial_fit(data, nparts: int = 1, *, partition_file=None, command=None,
     out = run_serial(s)
     info = sections(s, out["history"], W=out["W"], H=out["H"], command=command)
     info["timing"]["run_s"] = time.perf_counter() - t0
-    return SSGDResult(out["W"], out["H"], out["history"], info)
+    return _named(SSGDResult(out["W"], out["H"], out["history"], info), s)
 
 
 def plan(data, nparts: int, *, partition_file=None, command=None, **options) -> dict:

@@ -42,7 +42,14 @@ class SSGDResult(WorkflowResult):
     """
 
     workflow = "ssgd"
-    SAVED = ("W", "H")
+    SAVED = ("W", "H", "row_ids", "col_ids", "seen", "clip")
+    #: original ids of the rows (users) and columns (items) where the input named them
+    #: (a ratings file, an edge list); None: rows and columns are indices
+    row_ids = col_ids = None
+    #: the training ratings' pattern (users x items), for ``recommend(exclude_seen=True)``
+    seen = None
+    #: (lowest, highest) training rating: predictions are clipped to it, as in training
+    clip = None
     COLUMNS = (("epoch", "epoch", "{:>6d}"), ("lr", "lr", "{:<7.4f}"),
                ("train_loss", "train loss", "{:<#.6g}"), ("test_rmse", "test RMSE", "{:<9.4f}"),
                ("time_s", "time ms", "{:>8.1f}"), ("planned_bytes", "planned B", "{:>10d}"),
@@ -66,9 +73,68 @@ class SSGDResult(WorkflowResult):
     def epoch_times(self) -> list[float]:
         return [h["time_s"] for h in self.history]
 
-    def predict(self, rows, cols) -> np.ndarray:
-        """Predicted ratings W[rows] . H[cols]."""
-        return np.einsum("if,if->i", self.W[np.asarray(rows)], self.H[np.asarray(cols)])
+    def predict(self, users, items) -> np.ndarray:
+        """Predicted ratings ``W[u] . H[i]`` (clipped to the training range) of the pairs
+        ``(users[k], items[k])``, named by their original ids when the input had ids
+        (a ratings file, an edge list), by index otherwise.
+
+        Raises
+        ------
+        KeyError
+            An id the training data did not have, named.
+
+        Examples
+        --------
+        >>> r = SSGDResult(np.eye(2), np.eye(2)); r.row_ids = np.array([10, 20])
+        >>> r.predict([20, 10], [1, 0]).tolist()
+        [1.0, 1.0]
+        """
+        u, i = self.index(0, users), self.index(1, items)
+        out = np.einsum("if,if->i", self.W[u], self.H[i])
+        return np.clip(out, *self.clip) if self.clip is not None else out
+
+    def recommend(self, user, n: int = 10, exclude_seen: bool = True) -> np.ndarray:
+        """The ``n`` items of highest predicted rating for ``user``, best first (their
+        original ids where the input had ids), leaving out the items the user rated in
+        training (``exclude_seen``).
+
+        Examples
+        --------
+        >>> import scipy.sparse as sp
+        >>> r = SSGDResult(np.array([[1.0, 0.0]]), np.array([[3.0, 0], [2, 0], [1, 0]]))
+        >>> r.col_ids = np.array(["a", "b", "c"]); r.seen = sp.csr_array([[1, 0, 0]])
+        >>> r.recommend(0, 2).tolist()
+        ['b', 'c']
+        """
+        [u] = self.index(0, [user])
+        scores = self.H @ self.W[u]
+        if exclude_seen and self.seen is not None:
+            seen = self.seen
+            scores[seen.indices[seen.indptr[u]:seen.indptr[u + 1]]] = -np.inf
+        n = int(min(n, np.isfinite(scores).sum()))
+        top = np.argpartition(-scores, n - 1)[:n] if n else np.array([], np.int64)
+        top = top[np.lexsort((top, -scores[top]))]           # best first, ties by index
+        return self.col_ids[top] if self.col_ids is not None else top
+
+    def index(self, axis: int, ids) -> np.ndarray:
+        """Row (``axis`` 0) or column indices of ``ids`` (original ids, or indices when
+        the input had none); an unknown one is a KeyError naming it."""
+        names = self.row_ids if axis == 0 else self.col_ids
+        what = ("user", "item")[axis]
+        ids = np.atleast_1d(np.asarray(ids))
+        size = (self.W if axis == 0 else self.H).shape[0]
+        if names is None:
+            idx = ids.astype(np.int64)
+            bad = (idx < 0) | (idx >= size) | (idx != ids)
+        else:
+            order = np.argsort(names, kind="stable")
+            pos = np.searchsorted(names[order], ids).clip(0, size - 1)
+            idx = order[pos]
+            bad = names[idx] != ids
+        if np.any(bad):
+            raise KeyError(f"unknown {what} {ids.tolist()[int(np.argmax(bad))]!r} (not in "
+                           "the training data)")
+        return idx
 
     def _notes(self) -> list[str]:
         q = self.info.get("quality", {})
