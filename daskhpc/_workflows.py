@@ -347,6 +347,10 @@ class Workflow(ABC):
     inputs: ClassVar[str] = "input file(s)"
     checkpoints: ClassVar[bool] = True
     exchange: ClassVar[bool] = True
+    #: inputs the workflow itself knows by name (gcn: ``cora``); on the command line the
+    #: other names of bundled data sets (``ratings``, ``tensor``, ``libsvm``, ...) are
+    #: their files
+    by_name: ClassVar[tuple] = ()
     kernels: ClassVar[str | None] = None
     dashboard: ClassVar[str | None] = None
 

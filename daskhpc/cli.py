@@ -24,7 +24,7 @@ import time
 import traceback
 import warnings
 
-from daskhpc import __version__, _workflows
+from daskhpc import __version__, _workflows, datasets
 from daskhpc._numba import prepare_kernels
 from daskhpc._workflows import RunOptions, suggest
 from daskhpc._terminal import json_on_stdout, stage
@@ -208,6 +208,8 @@ def _workflow_call(args):
     wf = _workflows.load(args.workflow)
     _check_parts(values.get("parts"))
     call, run = wf.call_of(args)
+    # a bundled data set by its name (daskhpc run ssgd ratings), unless a file has it
+    call.inputs = [i if i in wf.by_name else datasets.resolve(i) for i in call.inputs]
     return wf, call, run
 
 

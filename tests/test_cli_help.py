@@ -52,3 +52,15 @@ def test_ssgd_help_reads_the_right_way_round():
     assert "seeded balanced random (random) (default hp)" in text
     assert "--keep-empty do not drop empty rows and columns: a matrix that has any is " \
            "refused (by default they are dropped, with a note)" in text
+
+
+def test_a_bundled_data_set_by_its_name(tmp_path):
+    done = subprocess.run([EXE, "plan", "ssgd", "ratings", "--parts", "2", "--partition",
+                           "random", "--json", "-"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    rep = json.loads(done.stdout)
+    assert rep["input"]["shape"] == [610, 9724]
+    assert rep["input"]["path"].endswith("ml-latest-small-ratings.csv.gz")

@@ -52,6 +52,7 @@ class Allreduce(Workflow):
     Options = CommandOptions
     inputs = "none or 'uniform' (the uniform model), or one .npy/.npz vector per rank"
     checkpoints = False          # a call is short: nothing to resume
+    by_name = ("uniform",)
     dashboard = "daskhpc.allreduce._dashboard"
 
     def plan(self, call: Call) -> dict:

@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from daskhpc.io import (SparseInput, read_edge_csv, read_libsvm, read_node_features,
                         read_node_labels, read_ratings, read_tns)
 
-__all__ = ["names", "path", "ratings", "cora", "tensor", "libsvm", "GraphData", "planetoid",
+__all__ = ["names", "path", "resolve", "ratings", "cora", "tensor", "libsvm", "GraphData", "planetoid",
            "facebook", "class_split"]
 
 _FILES = {
@@ -119,6 +119,23 @@ def path(name: str) -> str:
     if isinstance(resource, Path):
         return str(resource)
     return str(_extracted.enter_context(resources.as_file(resource)))
+
+
+def resolve(name: str) -> str:
+    """``name`` itself if it is a file, else the path of the bundled data set of that name
+    (``daskhpc run ssgd ratings``), else ``name`` unchanged (the reader then says what is
+    wrong with it).
+
+    Examples
+    --------
+    >>> resolve("tensor").endswith("umls_head_rel_tail.tns.gz"), resolve("my.csv")
+    (True, 'my.csv')
+    """
+    import os
+
+    if os.path.exists(name) or name not in _FILES:
+        return name
+    return path(name)
 
 
 def ratings() -> SparseInput:

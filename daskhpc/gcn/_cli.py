@@ -63,6 +63,7 @@ class GCN(Workflow):
     help = "GCN training on 1D row partitions (hypergraph, graph or random rows)"
     Options = CommandOptions
     inputs = "a graph: 'cora', a Planetoid .npz, a node-table directory or an edge list"
+    by_name = ("cora",)
     dashboard = "daskhpc.gcn._dashboard"
 
     def check(self, call: Call) -> None:

@@ -33,7 +33,10 @@ class CommandOptions(Options):
                                     "after every epoch", metavar="FILE")
 
     def fit_keywords(self) -> dict:
-        return {k: getattr(self, k) for k in (*Options.__dataclass_fields__, "test")}
+        from daskhpc.datasets import resolve
+
+        out = {k: getattr(self, k) for k in Options.__dataclass_fields__}
+        return dict(out, test=None if self.test is None else resolve(self.test))
 
 
 class Linear(Workflow):
