@@ -221,7 +221,9 @@ def planetoid(file, name: str | None = None) -> GraphData:
                                  z["feat_indptr"]),
                                 shape=tuple(int(n) for n in z["feat_shape"]))
         return GraphData(adjacency=adjacency, features=features,
-                         labels=z["labels"].astype(np.int64),
+                         # float labels keep NaN, "unlabeled" (OGB); ints stay ints
+                         labels=z["labels"] if z["labels"].dtype.kind == "f" else
+                         z["labels"].astype(np.int64),
                          idx_train=z["idx_train"].astype(np.int64),
                          idx_val=z["idx_val"].astype(np.int64),
                          idx_test=z["idx_test"].astype(np.int64), name=name)

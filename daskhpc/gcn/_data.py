@@ -235,15 +235,26 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
     if y.shape != (n,):
         raise InputError(f"labels have {y.size} entries for {n} nodes")
     if y.size and not np.issubdtype(y.dtype, np.integer):
-        if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
-            raise InputError("labels must be integers (class ids)")
+        # NaN is "unlabeled" (OGB's convention); any other value must be a class id
+        known = ~np.isnan(y.astype(np.float64))
+        if not np.all(np.isfinite(y[known])) or np.any(y[known] != np.round(y[known])):
+            raise InputError("labels must be integers (class ids; -1 or NaN: unlabeled)")
+        y = np.where(known, y, -1)
     y = y.astype(np.int64)
-    if y.min() < 0:
-        raise InputError(f"label {int(y.min())} out of range (class ids start at 0)")
+    # a negative label is "unlabeled" (scikit-learn's -1): allowed outside the splits
+    unlabeled = y < 0
+    if unlabeled.all():
+        raise InputError("no node has a label (labels < 0 or NaN mean unlabeled)")
     num_classes = int(y.max()) + 1
     if num_classes < 2:
         raise InputError("labels name a single class; a classifier needs at least two")
     masks = _masks(n, split)
+    for name, m in masks.items():
+        bad = np.flatnonzero(m & unlabeled)
+        if bad.size:
+            raise InputError(f"the {name} split holds node {int(bad[0])}, which has no label "
+                             f"({bad.size} such node(s); unlabeled nodes may only lie "
+                             "outside the train, validation and test sets)")
     if symmetrize:
         P = sp.csr_array((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)
         A = sp.csr_array(P + P.T)
@@ -252,5 +263,5 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
     symmetric = bool(abs(diff).max() == 0) if diff.nnz else True
     src = dict(src)
     src.update(nodes=n, arcs=int(A.nnz), features=int(X.shape[1]), classes=num_classes,
-               directed=not symmetric)
+               directed=not symmetric, unlabeled=int(unlabeled.sum()))
     return Graph(Ahat, row_normalize(X), y, masks, num_classes, name, symmetric, src)
