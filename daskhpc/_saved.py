@@ -23,7 +23,7 @@ Examples
 >>> class R(WorkflowResult):
 ...     workflow, SAVED = "toy", ("w",)
 >>> r = R({"parts": 2}, [{"epoch": 0, "loss": 1.0}]); r.w = np.arange(3.0)
->>> d = tempfile.mkdtemp(); _ = save(r, d)
+>>> d = tempfile.mkdtemp(); _ = r.save(d)
 >>> load(d, classes={"R": R}).w.tolist()
 [0.0, 1.0, 2.0]
 """
@@ -48,22 +48,22 @@ MANIFEST = "manifest.json"
 ARRAYS = "arrays.npz"
 
 
-def save(result, directory) -> str:
+def save(result, directory, report: dict, history: list) -> str:
     """Write ``result`` (a :class:`~daskhpc.report.WorkflowResult` whose class lists its
-    model's attributes in ``SAVED``) to ``directory``; returns the directory."""
+    model's attributes in ``SAVED``), with its ``report`` and ``history`` as plain JSON
+    values, to ``directory``; returns the directory."""
     os.makedirs(directory, exist_ok=True)
     arrays: dict = {}
     model = {name: _flatten(getattr(result, name), name, arrays) for name in result.SAVED}
     from daskhpc import __version__
-    from daskhpc.report import to_json
 
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "workflow": result.workflow,
         "result": f"{type(result).__module__}:{type(result).__qualname__}",
         "model": model,
-        "report": json.loads(to_json(result.report())),
-        "history": json.loads(to_json(result.history)),
+        "report": report,
+        "history": history,
         "versions": {"daskhpc": __version__, "numpy": np.__version__,
                      "python": platform.python_version()},
     }
@@ -117,10 +117,8 @@ def load(directory, workflow: str | None = None, *, classes: dict | None = None)
     report = dict(manifest["report"])
     for key in ("workflow", "version"):
         report.pop(key, None)
-    result = cls.__new__(cls)
-    from daskhpc.report import WorkflowResult
-
-    WorkflowResult.__init__(result, report, manifest["history"])
+    result = cls.__new__(cls)           # what WorkflowResult.__init__ sets, then the model
+    result.info, result.history = report, list(manifest["history"])
     for name, value in model.items():
         setattr(result, name, value)
     return result
@@ -192,15 +190,14 @@ def _result_class(name: str, classes: dict, where: str):
     module, _, qual = str(name).partition(":")
     if qual in classes:
         return classes[qual]
-    from daskhpc.report import WorkflowResult
-
     if not module.startswith("daskhpc."):
         raise InputError(f"{where}: result class {name!r} is not daskhpc's")
     try:
         cls = getattr(importlib.import_module(module), qual)
     except (ImportError, AttributeError):
         raise InputError(f"{where}: unknown result class {name!r}") from None
-    if not (isinstance(cls, type) and issubclass(cls, WorkflowResult)):
+    if not (isinstance(cls, type) and isinstance(getattr(cls, "SAVED", None), tuple)
+            and callable(getattr(cls, "report", None))):
         raise InputError(f"{where}: {name!r} is not a result class")
     return cls
 

@@ -513,7 +513,8 @@ class WorkflowResult:
         ``daskhpc.load(directory)`` reads it back."""
         from daskhpc._saved import save
 
-        return save(self, directory)
+        return save(self, directory, json.loads(to_json(self.report())),
+                    json.loads(to_json(self.history)))
 
     def summary(self) -> str:
         """The lines the CLI prints after a run or a plan."""

@@ -87,5 +87,5 @@ def test_every_result_class_saves_what_makes_its_model():
     from daskhpc.spgemm import SpgemmResult
     from daskhpc.ssgd import SSGDResult
 
-    assert CPResult.SAVED == ("weights", "factors") and SSGDResult.SAVED == ("W", "H")
+    assert CPResult.SAVED == ("weights", "factors") and SSGDResult.SAVED[:2] == ("W", "H")
     assert GCNResult.SAVED and LinearResult.SAVED and SpgemmResult.SAVED
