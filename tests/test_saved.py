@@ -89,3 +89,16 @@ def test_every_result_class_saves_what_makes_its_model():
 
     assert CPResult.SAVED == ("weights", "factors") and SSGDResult.SAVED[:2] == ("W", "H")
     assert GCNResult.SAVED and LinearResult.SAVED and SpgemmResult.SAVED
+
+
+def test_a_saved_classifier_scores_its_test_file_in_a_fresh_process(tmp_path):
+    r = dh.linear.fit_local(datasets.path("libsvm"), nparts=2, batch=512, epochs=1,
+                            test=datasets.path("libsvm-test"))
+    r.save(tmp_path / "clf")
+    got = json.loads(_fresh(
+        "import json, daskhpc as dh\n"
+        f"m = dh.load({str(tmp_path / 'clf')!r}, 'linear')\n"
+        f"t = {datasets.path('libsvm-test')!r}\n"
+        "print(json.dumps([m.score(t), m.predict_proba(t)[:3].tolist()]))"))
+    assert got[0] == r.history[-1]["test_accuracy"]
+    assert np.allclose(np.asarray(got[1]).sum(axis=1), 1.0)

@@ -60,9 +60,10 @@ class LinearResult(WorkflowResult):
         return float(self.w[-1]) if self.fit_intercept else 0.0
 
     def decision_function(self, X) -> np.ndarray:
-        """``X @ coef_ + intercept_`` (X narrower than the model is padded with zeros)."""
+        """``X @ coef_ + intercept_`` (X narrower than the model is padded with zeros, as
+        LIBSVM's trailing absent features); ``X`` may be a LIBSVM file."""
+        X = self._matrix(X)[0]
         F = self.coef_.size
-        X = sp.csr_array(X) if sp.issparse(X) else np.asarray(X, np.float64)
         if X.shape[1] > F:
             raise ValueError(f"X has {X.shape[1]} features, the model {F}")
         return X @ self.coef_[:X.shape[1]] + self.intercept_
@@ -71,6 +72,31 @@ class LinearResult(WorkflowResult):
         """``classes_[1]`` where the decision function is positive, else ``classes_[0]``."""
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
-    def score(self, X, y) -> float:
-        """Mean accuracy."""
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities ``[P(classes_[0]), P(classes_[1])]`` per row: the logistic
+        model's sigmoid of the decision function (log loss only, as scikit-learn)."""
+        if self.info.get("loss", "log") != "log":
+            raise AttributeError(f"probability estimates need the log loss, not "
+                                 f"{self.info.get('loss')!r}")
+        p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(X), -500, 500)))
+        return np.column_stack([1.0 - p, p])
+
+    def score(self, X, y=None) -> float:
+        """Mean accuracy on ``X`` and labels ``y`` (a LIBSVM file brings its own)."""
+        X, labels = self._matrix(X)
+        y = labels if y is None else y
+        if y is None:
+            raise ValueError("score needs the labels y (or a LIBSVM file, which has them)")
         return float(np.mean(self.predict(X) == np.asarray(y)))
+
+    @staticmethod
+    def _matrix(X):
+        """``(matrix, labels or None)`` of ``X``: a LIBSVM path is read."""
+        import os
+
+        if isinstance(X, (str, os.PathLike)):
+            from daskhpc.io import read
+
+            got = read(X, format="libsvm")
+            return got.matrix, got.labels
+        return (sp.csr_array(X) if sp.issparse(X) else np.asarray(X, np.float64)), None
