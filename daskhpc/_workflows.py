@@ -29,8 +29,9 @@ from dataclasses import MISSING, dataclass, field, fields
 from importlib.metadata import entry_points
 from typing import Any, Callable, ClassVar
 
-__all__ = ["GROUP", "EXCHANGES", "EXCHANGE_PLUGIN", "Call", "RunOptions", "Workflow", "available", "load",
-           "option", "exchange_mode", "options_of", "check_dashboard_address"]
+__all__ = ["GROUP", "EXCHANGES", "EXCHANGE_PLUGIN", "Call", "RunOptions", "Workflow",
+           "available", "load", "option", "exchange_mode", "options_of",
+           "check_dashboard_address"]
 
 GROUP = "daskhpc.workflows"
 

@@ -1,5 +1,5 @@
-"""The allreduce panel of the daskhpc dashboard (registered through
-``daskhpc.allreduce._cli.DASHBOARD``): bytes per stage of the current algorithm and the
+"""The allreduce panel of the daskhpc dashboard (named by its
+Workflow's ``dashboard``): bytes per stage of the current algorithm and the
 time of every call, from the run's history rows (topic ``history``).
 """
 

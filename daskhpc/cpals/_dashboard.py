@@ -1,5 +1,5 @@
-"""The CP-ALS panel of the daskhpc dashboard (registered through
-``daskhpc.cpals._cli.DASHBOARD``): the fit after every iteration and the iteration's time,
+"""The CP-ALS panel of the daskhpc dashboard (named by its
+Workflow's ``dashboard``): the fit after every iteration and the iteration's time,
 live, from the history rows the frame publishes (topic ``history``).
 
 The generic pages already show planned vs measured bytes between workers

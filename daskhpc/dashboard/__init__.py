@@ -10,7 +10,7 @@ for the JupyterLab Dask extension:
 ``/individual-daskhpc-load``      per worker: planned share of the work vs compute share
 ``/individual-daskhpc-spgemm``    SpGEMM batch admission timeline, memory vs the budget
 ``/individual-daskhpc-strata``    SSGD strata timeline: sub-epochs per worker over time
-``/individual-daskhpc-<key>``     any workflow's own panels (its ``DASHBOARD`` module)
+``/individual-daskhpc-<key>``     any workflow's own panels (its Workflow's ``dashboard`` module)
 ================================  ========================================================
 
 The pages update every half second from a scheduler plugin

@@ -6,8 +6,8 @@ scheduler's :class:`~daskhpc.dashboard.DashboardState` (``self.state``) and work
 table, so it is cheap. Each data source has a ``name`` (``daskhpc-...``) and a ``total``
 column that the browser tests read to know the plot has data.
 
-A workflow adds panels of its own: its registration module names a module
-(``DASHBOARD = "daskhpc.ssgd._dashboard"``) whose ``PANELS`` maps a page key to
+A workflow adds panels of its own: its ``Workflow`` class names a module
+(``dashboard = "daskhpc.ssgd._dashboard"``) whose ``PANELS`` maps a page key to
 ``(Component subclass, title)``; the page is ``/individual-daskhpc-<key>`` and the panel
 joins ``/daskhpc`` while a run of that workflow is the current one.
 """

@@ -1,4 +1,4 @@
-"""The GCN panel of the daskhpc dashboard (registered through ``daskhpc.gcn._cli.DASHBOARD``):
+"""The GCN panel of the daskhpc dashboard (named by its Workflow's ``dashboard``):
 accuracy per split and the training loss per epoch, from the history rows the frame
 publishes while the run goes (topic ``history``). The generic pages already show the
 planned and measured bytes between workers.

@@ -1,5 +1,5 @@
-"""The linear-classifier panel of the daskhpc dashboard (registered through
-``daskhpc.linear._cli.DASHBOARD``): train and test accuracy per epoch, and the bytes the
+"""The linear-classifier panel of the daskhpc dashboard (named by its
+Workflow's ``dashboard``): train and test accuracy per epoch, and the bytes the
 parts' allreduces sent, from the run's history rows (topic ``history``).
 """
 

@@ -1,4 +1,4 @@
-"""The SpGEMM batches panel of the daskhpc dashboard (registered through ``daskhpc.spgemm._cli.DASHBOARD``).
+"""The SpGEMM batches panel of the daskhpc dashboard (named by its Workflow's ``dashboard``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The SSGD strata timeline panel of the daskhpc dashboard (registered through ``daskhpc.ssgd._cli.DASHBOARD``).
+"""The SSGD strata timeline panel of the daskhpc dashboard (named by its Workflow's ``dashboard``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 
@@ -11,7 +10,7 @@ import pytest
 from allreduce_reference import vectors
 
 import daskhpc.allreduce as ar
-from daskhpc.allreduce import _cli
+from daskhpc.testing import workflow_call
 from daskhpc.comm import Program, run_local
 from daskhpc.errors import InputError
 
@@ -59,18 +58,14 @@ def test_fuse_refuses_a_step_that_sends():
         ar.append_allreduce(prog, _get, _put, N=4, algorithm="auto")
 
 
-def _args(argv, mode="plan"):
-    p = argparse.ArgumentParser()
-    p.add_argument("inputs", nargs="*")
-    p.add_argument("--parts", type=int)
-    p.add_argument("--seed", type=int, default=0)
-    _cli.add_arguments(p, mode)
-    return p.parse_args(argv)
+def _plan(argv):
+    wf, call, _ = workflow_call("plan", "allreduce", argv)
+    return wf.plan(call)
 
 
 def test_cli_plan_uniform_and_files(tmp_path):
-    rep = _cli.plan(_args(["uniform", "--N", "4096", "--parts", "4", "--density", "0.01",
-                           "--algorithm", "ssar_rec_dbl"]))
+    rep = _plan(["uniform", "--N", "4096", "--parts", "4", "--density", "0.01",
+                           "--algorithm", "ssar_rec_dbl"])
     assert rep["workflow"] == "allreduce" and rep["plan"]["tot_msgs"] == 8
     assert rep["input"]["model"] == "uniform" and rep["input"]["k_max"] == 41
     vecs = vectors(100, 3, 0.1, seed=0, integer=False)
@@ -83,11 +78,11 @@ def test_cli_plan_uniform_and_files(tmp_path):
             nz = np.flatnonzero(v)
             np.savez(tmp_path / f"v{i}.npz", idx=nz, val=v[nz], N=100)
             files.append(str(tmp_path / f"v{i}.npz"))
-    rep = _cli.plan(_args(files + ["--algorithm", "auto"]))
+    rep = _plan(files + ["--algorithm", "auto"])
     assert rep["parts"] == 3 and rep["choice"]["algorithm"] == rep["algorithm"]
     with pytest.raises(InputError, match="idx"):
         np.savez(tmp_path / "bad.npz", x=np.ones(3))
-        _cli.plan(_args([str(tmp_path / "bad.npz")]))
+        _plan([str(tmp_path / "bad.npz")])
 
 
 @pytest.mark.parametrize("kwargs,match", [

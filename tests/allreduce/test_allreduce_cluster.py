@@ -11,7 +11,7 @@ import pytest
 from allreduce_reference import vectors
 
 import daskhpc.allreduce as ar
-from daskhpc import cli
+
 
 ALGOS = sorted(ar.ALGORITHMS)
 
@@ -120,11 +120,12 @@ def test_futures_in_totals_stay_on_the_ranks_workers(client3):
 
 
 def test_cli_run_reports_stages_and_the_choice(client3):
-    from daskhpc.allreduce import _cli
     from daskhpc.errors import InputError
+    from daskhpc.testing import workflow_call
 
     def run(*argv):        # the real CLI parser, run on the session's cluster
-        return _cli.run(cli.build_parser().parse_args(["run", "allreduce", *argv]), client3)
+        wf, call, opts = workflow_call("run", "allreduce", argv, client3)
+        return wf.run(call, opts)
 
     rep = run("--N", "20000", "--parts", "4", "--density", "0.01", "--repeat", "2",
               "--engine", "program", "--exchange", "graph", "--check-serial")

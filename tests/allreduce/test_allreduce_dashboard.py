@@ -13,10 +13,10 @@ def scheduler_with(state):
 
 
 def test_panel_shows_bytes_per_stage_and_time_per_call():
-    from daskhpc.allreduce._cli import DASHBOARD
+    from daskhpc import _workflows
     from daskhpc.allreduce._dashboard import PANELS, AllreduceStages
 
-    assert DASHBOARD == "daskhpc.allreduce._dashboard"
+    assert _workflows.load("allreduce").dashboard == "daskhpc.allreduce._dashboard"
     assert PANELS["allreduce"][0] is AllreduceStages
     st = DashboardState()
     panel = AllreduceStages(scheduler_with(st))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import pytest
 import daskhpc.cpals as cp
 from daskhpc import datasets
 from daskhpc.cpals import _cli
+from daskhpc.testing import workflow_call
 from daskhpc.report import to_json
 
 
@@ -35,21 +35,15 @@ def test_import_and_plan_do_not_import_dask():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def parser(mode):
-    p = argparse.ArgumentParser()
-    p.add_argument("inputs", nargs="+")
-    p.add_argument("--parts", type=int)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--partition-file")
-    _cli.add_arguments(p, mode)
-    return p
+def cli_plan(argv):
+    wf, call, _ = workflow_call("plan", "cpals", argv)
+    return wf.plan(call)
 
 
 def test_cli_plan_gives_the_full_report(shared_data):
     path = str(shared_data / "tensors" / "umls_head_rel_tail.tns")
-    args = parser("plan").parse_args([path, "--parts", "4", "--grain", "coarse",
-                                      "--partition", "block", "--rank", "12"])
-    rep = _cli.plan(args)
+    rep = cli_plan([path, "--parts", "4", "--grain", "coarse", "--partition", "block",
+                    "--rank", "12"])
     assert rep["workflow"] == "cpals" and rep["parts"] == 4 and rep["rank"] == 12
     assert rep["input"] == {"path": path, "shape": [135, 46, 135], "nnz": 6529}
     for key in ("tot_vol", "max_vol", "sum_max_vol", "tot_msgs", "max_msgs", "sum_max_msgs",
@@ -61,10 +55,11 @@ def test_cli_plan_gives_the_full_report(shared_data):
     assert sum(m["vol_total"] for m in rep["modes"]) == rep["plan"]["tot_vol"]
     assert rep["allreduce"]["tot_msgs"] == 3 * 4 * 2      # recursive doubling, 3 modes
     json.loads(to_json(rep))
-    text = _cli.summary(rep)
+    text = _cli.CPALS().summary(rep)
     assert "load max" in text and "  gram       all-reduce of" in text
-    run_args = parser("run").parse_args([path, "--iters", "7", "--tol", "0", "--check-serial"])
-    assert (run_args.iters, run_args.tol, run_args.check_serial) == (7, 0.0, True)
+    _, call, run = workflow_call("run", "cpals", [path, "--iters", "7", "--tol", "0",
+                                                  "--check-serial"])
+    assert (call.options.iters, call.options.tol, run.check_serial) == (7, 0.0, True)
 
 
 def test_cli_partition_file_round_trip(tmp_path, shared_data):
@@ -77,7 +72,7 @@ def test_cli_partition_file_round_trip(tmp_path, shared_data):
     parts = random_parts(X.nnz, 4, 0, 3)
     f = tmp_path / "p.txt"
     np.savetxt(f, parts, fmt="%d")
-    rep = _cli.plan(parser("plan").parse_args([path, "--parts", "4", "--partition-file", str(f)]))
+    rep = cli_plan([path, "--parts", "4", "--partition-file", str(f)])
     ref = cp.plan(path, 4, grain="fine", partition="random")
     assert rep["partition"]["method"] == "file"
     # same nonzero parts, rows placed by the post-pass instead of at random: km1 equal
@@ -88,9 +83,9 @@ def test_cli_needs_parts_and_one_input():
     from daskhpc.errors import InputError
 
     with pytest.raises(InputError):
-        _cli.plan(parser("plan").parse_args(["a.tns"]))
+        cli_plan(["a.tns"])
     with pytest.raises(InputError):
-        _cli.plan(parser("plan").parse_args(["a.tns", "b.tns", "--parts", "2"]))
+        cli_plan(["a.tns", "b.tns", "--parts", "2"])
 
 
 def test_serial_fit_result():

@@ -229,7 +229,7 @@ def test_demo_and_the_dashboard_history(client2):
     from daskhpc.cpals import _cli
     from daskhpc.cpals._dashboard import fit_rows
 
-    rep = _cli.demo(client2)
+    rep = _cli.CPALS().demo(client2)
     assert rep["serial_check"]["identical"] is True and rep["parts"] == 2
     fits = rep["quality"]["fit"]
     # the frame published every iteration's row to the scheduler's dashboard state, and

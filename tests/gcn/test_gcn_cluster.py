@@ -233,9 +233,9 @@ def test_cli_run_checkpoint_and_resume(client2, tmp_path):
 def test_demo_on_the_cluster(client2):
     from daskhpc.gcn import _cli
 
-    rep = _cli.demo(client2)
+    rep = _cli.GCN().demo(client2)
     assert rep["parts"] == 2 and rep["serial_check"]["identical"] is True
     assert rep["serial_check"]["textbook"]["predictions_identical"]
     assert rep["quality"]["final_test_acc"] > 0.7          # 50 epochs on Cora
-    text = _cli.summary(rep)
+    text = _cli.GCN().summary(rep)
     assert "  traffic    planned" in text and "  accuracy   train" in text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 from daskhpc.gcn import _cli
+from daskhpc.testing import workflow_call
 from daskhpc.gcn._setup import prepare
 
 A = sp.csr_array(np.array([[0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0.0]]))
@@ -63,35 +63,30 @@ def test_missing_file():
         prepare("nowhere/graph.txt", 2)
 
 
-def parser(mode="plan"):
-    p = argparse.ArgumentParser()
-    p.add_argument("inputs", nargs="+")
-    p.add_argument("--parts", type=int)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--partition-file")
-    _cli.add_arguments(p, mode)
-    return p
+def cli_plan(argv):
+    wf, call, _ = workflow_call("plan", "gcn", argv)
+    return wf.plan(call)
 
 
 def test_cli_plan_report_on_cora():
-    rep = _cli.plan(parser().parse_args(["cora", "--parts", "4", "--partition", "gp"]))
+    rep = cli_plan(["cora", "--parts", "4", "--partition", "gp"])
     assert rep["workflow"] == "gcn" and rep["parts"] == 4 and rep["partition_method"] == "gp"
     p, v = rep["plan"], rep["volume"]
     # default order: transform first where the layer narrows (rows of H W are sent)
     assert p["phase_words"] == [16, 7, 7, 16] and p["order"] == ["transform", "transform"]
     assert p["words"] == v["formula_words"] == (16 + 7 + 7 + 16) * v["km1_forward"]
-    paper = _cli.plan(parser().parse_args(["cora", "--parts", "4", "--partition", "gp",
-                                           "--order", "aggregate"]))
+    paper = cli_plan(["cora", "--parts", "4", "--partition", "gp",
+                                           "--order", "aggregate"])
     assert paper["plan"]["phase_words"] == [1433, 16, 7, 16]
     assert paper["plan"]["words"] == (1433 + 16 + 16 + 7) * v["km1_forward"]
     assert rep["graph_model"]["rows_per_exchange"] >= v["km1_forward"]
     assert 0 < rep["vs_rp"]["avg_vol"] < 1
-    text = _cli.summary(rep)
+    text = _cli.GCN().summary(rep)
     assert "vs RP" in text and "graph model" in text
     with pytest.raises(InputError, match="--layers"):
-        _cli.plan(parser().parse_args(["cora", "--parts", "2", "--layers", "a,b"]))
+        cli_plan(["cora", "--parts", "2", "--layers", "a,b"])
     with pytest.raises(InputError, match="--parts is required"):
-        _cli.plan(parser().parse_args(["cora"]))
+        cli_plan(["cora"])
 
 
 def test_import_does_not_pull_in_dask():

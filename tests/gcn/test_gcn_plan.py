@@ -141,19 +141,12 @@ def test_rp_is_even_and_differs_from_balanced_random(graphs):
 @pytest.mark.slow
 def test_slashdot_512_against_table2(shared_data, capsys):
     """``plan gcn soc-Slashdot0902 --parts 512``: HP/RP average volume <= 0.73."""
-    import argparse
+    from daskhpc.testing import workflow_call
 
-    from daskhpc.gcn import _cli
-
-    p = argparse.ArgumentParser()
-    p.add_argument("inputs", nargs="+")
-    p.add_argument("--parts", type=int)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--partition-file")
-    _cli.add_arguments(p, "plan")
+    wf, call, _ = workflow_call("plan", "gcn", [str(shared_data / "graphs/soc-Slashdot0902.txt.gz"),
+                                                "--parts", "512"])
     t0 = time.perf_counter()
-    rep = _cli.plan(p.parse_args([str(shared_data / "graphs/soc-Slashdot0902.txt.gz"),
-                                  "--parts", "512"]))
+    rep = wf.plan(call)
     elapsed = time.perf_counter() - t0
     r = rep["vs_rp"]
     assert r["avg_vol"] <= 0.73

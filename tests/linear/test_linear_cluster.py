@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import daskhpc.linear as lin
-from daskhpc import cli, datasets
+from daskhpc import datasets
 from daskhpc.testing import KillOnce, TaskKey
 
 KW = dict(nparts=4, batch=512, epochs=2)
@@ -83,9 +83,11 @@ def test_a_killed_worker_gives_the_same_model(make_client, a9a, tmp_path, exchan
 
 def run_cli(argv, client):
     """``daskhpc run linear ...`` parsed by the real CLI parser, run on ``client``."""
-    from daskhpc.linear import _cli
+    from daskhpc.testing import workflow_call
 
-    return _cli.run(cli.build_parser().parse_args(["run", "linear", *argv]), client)
+    wf, call, run = workflow_call("run", "linear", argv, client)
+    wf.check(call)
+    return wf.run(call, run)
 
 
 def test_checkpoint_resume_through_the_cli(client3, tmp_path, a9a):
