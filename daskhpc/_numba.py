@@ -15,9 +15,9 @@ A warm cache prints nothing: loading is not compiling (numba fires its
 warm-up a stamp beside numba's cache (the kernels' source files, numba, the CPU) lets
 the next run skip it while nothing changed.
 
-A workflow declares its warm-up in its kernels module (``daskhpc/<name>/_kernels.py``,
-or the module its ``Workflow.kernels`` names): ``WARMUP`` calls every kernel a ``run`` compiles, on the client
-and on the workers, with the argument types the run uses; ``WARMUP_PLAN`` (optional)
+A workflow declares its warm-up in its kernels module (``daskhpc/<name>/_kernels.py``, or
+the module its ``Workflow.kernels`` names): ``WARMUP`` calls every kernel a ``run``
+compiles, on the client and on the workers, with the argument types the run uses; ``WARMUP_PLAN`` (optional)
 what ``plan`` compiles. Each is a function, a ``"module:function"`` reference (resolved
 only when called: the workers' own warm-up may live in a module that imports the
 kernels module), or a tuple of them. No dask here.
