@@ -254,6 +254,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
             "batches_run": sum(len(x["completed"]) for x in runner.attempts),
             "nbatches_from": "checkpoint" if stored is not None else
             ("symbolic" if sym_info else "argument")}
+    dashboard.publish(client, "end", status="finished")      # the pages stop counting
     return SpgemmResult(value=value, matrix=matrix, info=info, history=out.history)
 
 
