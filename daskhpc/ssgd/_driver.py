@@ -61,10 +61,14 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
     datas = all_part_data(run, [pl.worker(p) for p in range(K)], ck_epochs)
     if direct:
         order_plugin = False          # one task per epoch: nothing for it to order
+    # where no stratum-order plugin records the step groups (the direct mode's epoch
+    # tasks have none), the parts' epoch reports carry their sweeps as strata rows
+    from ._plugin import installed
+
+    rows_from_parts = direct or (not order_plugin and not installed(ctx.client))
     for d in datas:
         d.topic = ctx.topic
-        # without the stratum-order plugin the parts' reports carry the strata rows
-        d.strata = None if order_plugin else f"{STEP}-{ctx.token}"
+        d.strata = f"{STEP}-{ctx.token}" if rows_from_parts else None
     futures = ctx.store.put("part", dict(enumerate(datas)), transient=True)
     paths = {(p, e): ctx.checkpoint.file(run.epoch0 + e + 1, f"part-{p}.npz")
              for p in range(K) for e in ck_epochs}
