@@ -91,8 +91,10 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
     recoveries : list, optional
         Recovery records are appended here (several jobs of one run share the budget).
     announce : bool
-        Tell the dashboard a run starts (its measured counters start from zero). A
-        workflow that runs several jobs announces once itself.
+        Tell the dashboard a run starts (its measured counters start from zero), an
+        attempt graph's plan, and that the run ended (``end``: "finished" with the
+        report's bytes, or "failed: <exception>"). A workflow that runs several jobs
+        announces once itself (and publishes its own ``end``).
 
     Returns
     -------
