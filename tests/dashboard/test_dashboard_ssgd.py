@@ -3,10 +3,10 @@
 
 During the run (held at an epoch by the history callback until the page has been seen,
 so no race with a fast run; the workers go on meanwhile) the page must say it runs and
-show the strata timeline; after ``fit`` returned it must say the run finished and print the planned
-bytes, measured bytes and their ratio that the command line's summary prints (the same
-``daskhpc.report.summarize`` of the same report), with the planned heatmap under a colour
-bar of its own. Screenshots go to the test's tmp dir, and to ``$DASKHPC_SCREENSHOTS``
+show the strata timeline; after ``fit`` returned it must say the run finished and print
+the planned bytes, measured bytes and their ratio that the command line's summary prints
+(the same ``daskhpc.report.summarize`` of the same report), with the planned heatmap
+under a colour bar of its own. Screenshots go to the test's tmp dir, and to ``$DASKHPC_SCREENSHOTS``
 when set (``docs/img`` was made that way).
 """
 
