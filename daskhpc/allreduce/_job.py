@@ -159,6 +159,7 @@ def run_calls(client, s, owner, inputs, callback):
         if callback is not None:
             callback(r)
     publish(client, "history", rows=rows)
+    publish(client, "end", status="finished")
     return history, finals, m, {"run_s": float(sum(times)), "setup_s": t_setup,
                                 "per_iteration_s": times}
 

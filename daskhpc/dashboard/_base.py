@@ -54,7 +54,9 @@ def bytes_text(d: dict, unit_name: str | None = None) -> str:
     text = (f"{run}; after {done} {unit}s: planned {format_bytes(d['planned_so_far'])}, "
             f"measured {format_bytes(d['measured_so_far'])}{ratio}")
     if d["planned_per_unit"] is not None:
-        text += f"; per {unit}: planned {format_bytes(d['planned_per_unit'])}"
+        # a mean: units differ (the first and last epochs of SSGD send less)
+        mean = f" (mean of {n})" if n > 1 else ""
+        text += f"; per {unit}{mean}: planned {format_bytes(d['planned_per_unit'])}"
         if d["measured_per_unit"] is not None:
             text += f", measured {format_bytes(d['measured_per_unit'])}"
     return text

@@ -58,7 +58,9 @@ class CommMatrix(Component):
                                                   ("bytes", "@image{0,0}")]
             figs.append(fig)
             self.sources[which] = src
-        figs[1].add_layout(ColorBar(color_mapper=self.mapper, width=10), "right")
+        for fig in figs:       # one mapper: both bars read on the same scale
+            fig.add_layout(ColorBar(color_mapper=self.mapper, width=10,
+                                    title="bytes"), "right")
         self.figs = figs
         self.summary = Div(text=EMPTY, name="daskhpc-comm-summary")
         self.root = column(self.summary, row(*figs, **self.layout), **self.layout)
@@ -186,7 +188,8 @@ def _individual(cls, title: str):
 
 
 def heading_text(state, scheduler=None) -> str:
-    """What runs, for the top of ``/daskhpc``."""
+    """What runs (or ran: "Finished", "Failed" once the run published its end), for the
+    top of ``/daskhpc``."""
     if state is None or not state.run:
         return EMPTY
     run = state.run
@@ -194,8 +197,13 @@ def heading_text(state, scheduler=None) -> str:
     n, total = len(state.units_done()), state.units_total()
     unit = state.unit_name()
     done = f"{n}/{total}" if total else f"{n}"
-    return (f"<h3 style='margin:4px 0'>Running: <b>{run.get('workflow', 'a workflow')}</b>"
-            f" &mdash; {run.get('name', '')} on {nworkers} workers; {done} {unit}s done</h3>")
+    status = str(run.get("status", "")) if run.get("ended") else ""
+    head, _, why = status.partition(":")
+    word = "Running" if not status else head.strip().capitalize() or "Finished"
+    why = f" ({why.strip()})" if why.strip() else ""
+    return (f"<h3 style='margin:4px 0'>{word}: <b>{run.get('workflow', 'a workflow')}</b>"
+            f"{why} &mdash; {run.get('name', '')} on {nworkers} workers; {done} {unit}s "
+            "done</h3>")
 
 
 def overview_doc(scheduler, extra, doc):

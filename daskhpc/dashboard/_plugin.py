@@ -9,6 +9,10 @@ on the scheduler and fills it from four places:
   :class:`TransferCounter` and carried to the scheduler with every heartbeat
   (``Worker.metrics``; docs/decisions.md, "Measuring bytes");
 - compute time per worker, from the ``processing -> memory`` transitions;
+- strata-timeline rows that Dask events carry (an event message that is a dict
+  with a ``strata`` list, such as the unit reports of SSGD's direct exchange,
+  ``daskhpc.runtime.send_report(..., strata=rows)``): rows from the workers
+  themselves where no scheduler plugin sees the sub-steps;
 - every :data:`SAMPLE_MS`, the workers' process memory and the timelines of
   other scheduler plugins that follow one of the two documented interfaces:
 
@@ -142,12 +146,13 @@ class DashboardPlugin(SchedulerPlugin):
     def publish(self, topic: str, data: dict, sent: dict | None = None) -> None:
         """Store a workflow's data (see :data:`~daskhpc.dashboard.TOPICS`).
 
-        ``sent``, for ``run``: the workers' byte counters right now (default: as
-        of their last heartbeats).
+        ``sent``, for ``run`` and ``end``: the workers' byte counters right now
+        (default: as of their last heartbeats).
         """
-        if topic == "run" and sent is None:
+        counts = topic in ("run", "end")
+        if counts and sent is None:
             sent = self.sent()
-        self.state.publish(topic, data, sent=sent if topic == "run" else None)
+        self.state.publish(topic, data, sent=sent if counts else None)
 
     # -- read by the pages ---------------------------------------------------------------
     def sent(self) -> dict[str, dict[str, int]]:
@@ -166,6 +171,13 @@ class DashboardPlugin(SchedulerPlugin):
         seconds = sum(s["stop"] - s["start"] for s in spans if s.get("action") == "compute")
         if worker:
             self.state.record_task(worker, seconds)
+
+    def log_event(self, topic, msg) -> None:
+        """Strata-timeline rows carried by an event (``msg["strata"]``), e.g. a unit
+        report of a run whose sub-steps no scheduler plugin sees (one task per epoch)."""
+        rows = msg.get("strata") if isinstance(msg, dict) else None
+        if isinstance(rows, (list, tuple)) and rows:      # msgpack hands over tuples
+            self.state.merge_rows(f"event:{topic}", rows)
 
     def sample(self) -> None:
         """Memory peaks and other plugins' timelines (every :data:`SAMPLE_MS`)."""

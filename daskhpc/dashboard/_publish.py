@@ -33,7 +33,9 @@ def publish(client, topic: str, **data) -> bool:
         planned bytes, ``workers``: their order), ``load`` (``planned``:
         ``{worker: amount}``, ``unit``), ``memory`` (``budget`` bytes per worker,
         ``baseline``/``peak``: ``{worker: RSS bytes}``), ``batches`` (``run``,
-        ``timeline``), ``strata`` (``rows``). See :data:`TOPICS`.
+        ``timeline``), ``strata`` (``rows``), ``history`` (``rows``), ``end`` (the run
+        is over: ``status``, the report's ``planned_bytes``/``measured_bytes``, final
+        ``rows``, the measured ``matrix``/``workers``). See :data:`TOPICS`.
     **data
         The topic's fields; numpy arrays and scalars are converted.
 
@@ -56,9 +58,9 @@ def publish(client, topic: str, **data) -> bool:
     if topic not in TOPICS:
         raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
     try:
-        # A run's zero is read from the workers themselves: the heartbeats may not
-        # yet carry the bytes of whatever ran just before.
-        baseline = client.run(_sent_now) if topic == "run" else None
+        # A run's zero (and its end) is read from the workers themselves: the
+        # heartbeats may not yet carry the bytes of whatever ran just before.
+        baseline = client.run(_sent_now) if topic in ("run", "end") else None
         return bool(client.run_on_scheduler(_store, topic, _plain(data), baseline))
     except Exception as e:  # noqa: BLE001 - the dashboard must never fail a run
         logger.warning("daskhpc dashboard: could not publish %r: %s", topic, e)

@@ -45,6 +45,10 @@ TOPICS: dict[str, str] = {
     "strata": "rows (strata-timeline rows: task, worker, substep, start, stop)",
     "history": "rows (a run's completed units, as the frame records them: unit, time_s, "
                "planned_bytes, measured_bytes, and the workflow's own values)",
+    "end": "status ('finished', or 'failed: <why>'), optionally planned_bytes and "
+           "measured_bytes (the run's report: measured.planned_bytes, inter_worker_bytes), "
+           "rows (the final history rows, replacing the live ones), matrix and workers "
+           "(the run's measured bytes between workers): the run is over",
 }
 
 #: Fields a topic cannot do without.
@@ -96,6 +100,7 @@ class DashboardState:
         self.batches_seen: dict[str, float] = {}
         self.strata: dict[tuple, dict] = {}
         self.history: list[dict] = []
+        self._final: dict[str, dict[str, int]] | None = None
         self.updated = 0.0
 
     # -- input ---------------------------------------------------------------------------
@@ -120,14 +125,16 @@ class DashboardState:
         missing = [f for f in REQUIRED.get(topic, ()) if f not in data]
         if missing:
             raise ValueError(f"dashboard topic {topic!r} needs {', '.join(missing)}")
-        if topic == "plan" and np.shape(data["matrix"]) != (len(data["workers"]),) * 2:
-            raise ValueError(f"plan matrix of shape {np.shape(data['matrix'])} for "
-                             f"{len(data['workers'])} workers")
+        if topic in ("plan", "end") and "matrix" in data and \
+                np.shape(data["matrix"]) != (len(data.get("workers", ())),) * 2:
+            raise ValueError(f"{topic} matrix of shape {np.shape(data['matrix'])} for "
+                             f"{len(data.get('workers', ()))} workers")
         now = time.time() if now is None else now
         if topic == "run":
             # a new run: what earlier runs planned, measured or timed no longer applies
             self.run = {**data, "started": now}
             self._baseline = {w: dict(d) for w, d in (sent or {}).items()}
+            self._final = None
             self.topics = {}
             self.busy, self.tasks_done, self.memory_peak = {}, {}, {}
             # strata rows stay: they carry their own run id (see strata_rows)
@@ -139,6 +146,13 @@ class DashboardState:
             self.merge_rows("published", data["rows"])
         elif topic == "history":
             self.history = (self.history + list(data["rows"]))[-MAX_ROWS:]
+        elif topic == "end":
+            # the run is over: its counters stop here (later traffic is not the run's),
+            # and its final rows carry the report's per-unit bytes
+            self.run = {**self.run, "ended": now, "status": str(data.get("status", "finished"))}
+            self._final = {w: dict(d) for w, d in (sent or {}).items()} if sent else None
+            if "rows" in data:
+                self.history = list(data["rows"])[-MAX_ROWS:]
         self.topics[topic] = dict(data)
         self.updated = now
 
@@ -227,7 +241,21 @@ class DashboardState:
         ----------
         sent : dict
             ``{src: {dst: cumulative bytes}}`` as the workers report them now.
+
+        After the ``end`` of a run: its own measured matrix if it published one (the
+        report's), else the counters as they were at its end.
         """
+        end = self.topics.get("end") or {}
+        if "matrix" in end:
+            order = self.workers(end["workers"])
+            index = {w: i for i, w in enumerate(order)}
+            out = np.zeros((len(order), len(order)))
+            pos = [index[w] for w in end["workers"]]
+            out[np.ix_(pos, pos)] = np.asarray(end["matrix"], dtype=np.float64)
+            np.fill_diagonal(out, 0.0)
+            return order, out
+        if self._final is not None:
+            sent = self._final
         peers = set(sent) | {d for row in sent.values() for d in row}
         order = self.workers(peers)
         index = {w: i for i, w in enumerate(order)}
@@ -281,6 +309,8 @@ class DashboardState:
         parts of one worker cost nothing); measured bytes are what the workers wrote to
         the wire since the run started. ``planned_so_far`` is the plan of the units done,
         so that ``measured / planned_so_far`` is about 1 all along the run (framing aside).
+        Once the run published its ``end`` with the report's ``planned_bytes`` and
+        ``measured_bytes``, those are the numbers (what the command line prints).
 
         Parameters
         ----------
@@ -328,6 +358,11 @@ class DashboardState:
             planned_run, planned_so_far = None, 0.0
         if rows_planned and len(rows_planned) == n:      # the frame's own per-unit numbers
             planned_so_far = float(sum(rows_planned))
+        end = self.topics.get("end") or {}
+        if end.get("planned_bytes") is not None:         # over: the report's own numbers
+            planned_so_far = float(end["planned_bytes"])
+        if end.get("measured_bytes") is not None:
+            measured = float(end["measured_bytes"])
         rows_measured = [r["measured_bytes"] for r in self.history if "measured_bytes" in r]
         return {
             "scope": scope, "units_done": n, "units_total": total,

@@ -91,8 +91,10 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
     recoveries : list, optional
         Recovery records are appended here (several jobs of one run share the budget).
     announce : bool
-        Tell the dashboard a run starts (its measured counters start from zero). A
-        workflow that runs several jobs announces once itself.
+        Tell the dashboard a run starts (its measured counters start from zero), an
+        attempt graph's plan, and that the run ended (``end``: "finished" with the
+        report's bytes, or "failed: <exception>"). A workflow that runs several jobs
+        announces once itself (and publishes its own ``end``).
 
     Returns
     -------
@@ -144,7 +146,7 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
     value, ledger = None, None
     meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
     with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
-            _maybe_low_latency(client, low_latency):
+            _maybe_low_latency(client, low_latency), _failed_ends(client, announce):
         bar.advance(len(book.rows))
         while True:
             todo = todo_of(job, book)
@@ -155,7 +157,7 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
                     warnings.filterwarnings("ignore", message="workers left during")
                     with TransferLedger(client, settle=0.5) as ledger:
                         value = _attempt(client, job, book, store, ck, token, attempts, todo,
-                                         callback, bar, meter)
+                                         callback, bar, meter, announce)
                 break
             except WorkerLost as lost:
                 t_lost = time.perf_counter()
@@ -193,6 +195,8 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
     measured.pop("per_unit")
     if own_store:
         store.release()
+    if announce:
+        _publish_end(client, "finished", measured, history, ledger)
     timing = {"run_s": run_s, "per_iteration_s": [r.get("time_s") for r in history],
               "setup_s": t0 - t_start}
     recovery = {"recoveries": recoveries[budget_used:], "max_restarts": max_restarts,
@@ -211,7 +215,7 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
 
 
 def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, todo: list,
-             callback, bar, meter: dict):
+             callback, bar, meter: dict, announce: bool = True):
     """One attempt; returns the job's value or raises WorkerLost."""
     topic = f"daskhpc-{token}"
     owners = set(store.placement.workers)
@@ -265,6 +269,8 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
                                     todo, start, ck))
             meter.update(plans=g.plans, unit_of_key=g.unit_of_key, broadcast=g.broadcast,
                          cleanup=g.cleanup)
+            if g.plans and announce:      # the run is the frame's to show: its plan too
+                _publish_plan(client, job, store.placement, g.plans, g.broadcast)
             if not g.tasks:
                 return g.collect([]) if g.collect else None
             submitted = submit_pinned(client, g.tasks, g.where, g.wanted + g.hold)
@@ -409,6 +415,35 @@ def _publish_start(client, job: Job, placement: Placement) -> None:
     """Tell the dashboard pages a run starts (the measured matrix counts from here)."""
     _publish(client, "run", name=f"{job.name} K={job.nparts}", workflow=job.name,
              workers=list(placement.workers), units=job.units, unit_name=job.unit_name)
+
+
+def _publish_end(client, status: str, measured: dict | None = None, history=None,
+                 ledger=None) -> None:
+    """Tell the dashboard pages the run is over, with the numbers of its report: the
+    planned and measured bytes the summary prints, the history rows with their per-unit
+    bytes, and the measured matrix of the ledger they come from."""
+    data: dict = {"status": status}
+    m = measured or {}
+    if m.get("planned_bytes") is not None:
+        data["planned_bytes"] = int(m["planned_bytes"])
+    if m.get("inter_worker_bytes") is not None:
+        data["measured_bytes"] = int(m["inter_worker_bytes"])
+    if history is not None:
+        data["rows"] = list(history)
+    if ledger is not None and ledger.entries is not None:
+        data["workers"], data["matrix"] = ledger.matrix("bytes")
+    _publish(client, "end", **data)
+
+
+@contextlib.contextmanager
+def _failed_ends(client, announce: bool):
+    """A run that fails ends on the dashboard too (its heading must not say it runs)."""
+    try:
+        yield
+    except Exception as e:
+        if announce:
+            _publish_end(client, f"failed: {type(e).__name__}")
+        raise
 
 
 def _publish_plan(client, job: Job, placement: Placement, plans, broadcast) -> None:

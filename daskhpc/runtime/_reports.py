@@ -28,10 +28,14 @@ __all__ = ["send_report", "ReportInbox"]
 
 
 def send_report(topic: str, unit: int, values: dict, *, start: float | None = None,
-                stop: float | None = None, saved: bool = False) -> None:
+                stop: float | None = None, saved: bool = False,
+                strata: list | None = None) -> None:
     """Send ``{reporter: values}`` of ``unit`` to the clients subscribed to ``topic``.
 
     Values must be msgpack-able (numbers, strings, lists, dicts with string keys).
+    ``strata``: strata-timeline rows of the unit's sub-steps (dicts: ``run``, ``key``,
+    ``substep`` or ``subepoch``, ``start``, ``stop``, ...; ``worker`` is filled in), for
+    the dashboard, which reads them from the event on the scheduler (docs/dashboard.md).
     Outside a worker (a local run) this does nothing.
     """
     try:
@@ -41,11 +45,13 @@ def send_report(topic: str, unit: int, values: dict, *, start: float | None = No
     except ValueError:
         return
     now = time.time()
-    worker.log_event(topic, {"unit": int(unit), "worker": worker.address,
-                             "reports": [[r, v] for r, v in values.items()],
-                             "start": now if start is None else float(start),
-                             "stop": now if stop is None else float(stop),
-                             "saved": bool(saved)})
+    msg = {"unit": int(unit), "worker": worker.address,
+           "reports": [[r, v] for r, v in values.items()],
+           "start": now if start is None else float(start),
+           "stop": now if stop is None else float(stop), "saved": bool(saved)}
+    if strata:
+        msg["strata"] = [{"worker": worker.address, **r} for r in strata]
+    worker.log_event(topic, msg)
 
 
 def _key(reporter):

@@ -261,6 +261,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
             "nbatches_from": "checkpoint" if stored is not None else
             ("symbolic" if sym_info else "argument"),
             "already_complete": out.recovery.get("already_complete")}
+    dashboard.publish(client, "end", status="finished")      # the pages stop counting
     return SpgemmResult(value=value, matrix=matrix, info=info, history=out.history)
 
 

@@ -7,7 +7,7 @@ import time
 
 from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool
-from bokeh.palettes import Category20_20
+from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 from distributed.utils import log_errors
 
@@ -22,17 +22,18 @@ class StrataTimeline(Component):
     def __init__(self, scheduler, **kw):
         super().__init__(scheduler, **kw)
         self.source = ColumnDataSource(
-            {"worker": [], "left": [], "right": [], "substep": [], "task": [], "epoch": [],
-             "messages": [], "color": [], "total": []}, name="daskhpc-strata")
+            {"worker": [], "left": [], "right": [], "ms": [], "substep": [], "task": [],
+             "epoch": [], "messages": [], "color": [], "total": []}, name="daskhpc-strata")
         self.fig = figure(title="Strata timeline: sub-steps per worker (seconds)",
                           y_range=FactorRange(), tools="hover,xwheel_zoom,xpan,save,reset",
                           toolbar_location="above", x_axis_label="seconds", **self.sizing)
+        # outlined in their own colour: a white outline hid sub-millisecond sweeps
         self.fig.hbar(y="worker", left="left", right="right", height=0.8, fill_color="color",
-                      line_color="white", source=self.source)
+                      line_color="color", source=self.source)
         self.fig.select_one(HoverTool).tooltips = [
             ("worker", "@worker"), ("epoch", "@epoch"), ("sub-step", "@substep"),
             ("task", "@task"), ("messages", "@messages"),
-            ("time", "@left{0.000} - @right{0.000} s")]
+            ("start", "@left{0.000} s"), ("took", "@ms{0.00} ms")]
         self.summary = Div(text="<i>No strata timeline yet (SSGD records one).</i>",
                            name="daskhpc-strata-summary")
         self.root = column(self.summary, self.fig, **self.layout)
@@ -53,25 +54,30 @@ class StrataTimeline(Component):
             return
         t0 = min(begin for begin, _, _ in rows)
         now = time.time()
+        # a sweep can take 0.1 ms of a run of seconds: draw every bar at least 0.2 % of
+        # the span wide, or it is no pixel at all (the hover gives the real duration)
+        span = max((end if end is not None else now) for _, end, _ in rows) - t0
         data = {k: [] for k in self.source.data}
         for begin, end, r in rows:
             sub = r.get("substep", r.get("subepoch", 0))
+            stop = (end if end is not None else now) - t0
             data["worker"].append(worker_label(self.scheduler, r["worker"]))
             data["left"].append(begin - t0)
-            data["right"].append((end if end is not None else now) - t0)
+            data["right"].append(max(stop, begin - t0 + 0.002 * span))
+            data["ms"].append(1e3 * (stop - (begin - t0)))
             data["substep"].append(str(sub))
             data["task"].append(str(r.get("task", r.get("key", ""))))
             data["epoch"].append(str(r.get("epoch", "")))
             data["messages"].append(str(r.get("messages", "")))
-            data["color"].append(Category20_20[int(sub) % 20] if str(sub).isdigit()
-                                 else Category20_20[hash(sub) % 20])
+            data["color"].append(Category10_10[int(sub) % 10] if str(sub).isdigit()
+                                 else Category10_10[hash(sub) % 10])
         data["total"] = [len(rows)] * len(rows)
         workers = sorted(set(data["worker"]), key=lambda s: (len(s), s))
         self.fig.y_range.factors = workers
         update_source(self.source, data)
         subs = len(set(data["substep"]))
         self.summary.text = (f"<b>strata timeline</b>: {len(rows)} steps on {len(workers)} "
-                             f"workers, {subs} sub-steps, {max(data['right']):.2f} s")
+                             f"workers, {subs} sub-steps, {span:.2f} s")
 
 
 #: page key -> (panel, title): ``/individual-daskhpc-strata``

@@ -50,7 +50,8 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
 
     ``exchange``: ``graph`` (a task group per sub-epoch, bundles fetched; the stratum-order
     plugin orders and records them) or ``direct`` (a task per worker and epoch, bundles
-    pushed; the timeline comes from the parts' own step logs)."""
+    pushed; the timeline comes from the parts' own step logs, and their epoch reports carry
+    it to the dashboard)."""
     direct = exchange == "direct"
     if not ctx.todo:                   # the checkpoint is at the end: nothing to run
         return AttemptGraph({}, {}, [], collect=lambda _: ctx.start)
@@ -58,8 +59,16 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
     K, pl = s.K, ctx.placement
     ck_epochs = range(run.E) if ctx.checkpoint is not None else ()
     datas = all_part_data(run, [pl.worker(p) for p in range(K)], ck_epochs)
+    if direct:
+        order_plugin = False          # one task per epoch: nothing for it to order
+    # where no stratum-order plugin records the step groups (the direct mode's epoch
+    # tasks have none), the parts' epoch reports carry their sweeps as strata rows
+    from ._plugin import installed
+
+    rows_from_parts = direct or (not order_plugin and not installed(ctx.client))
     for d in datas:
         d.topic = ctx.topic
+        d.strata = f"{STEP}-{ctx.token}" if rows_from_parts else None
     futures = ctx.store.put("part", dict(enumerate(datas)), transient=True)
     paths = {(p, e): ctx.checkpoint.file(run.epoch0 + e + 1, f"part-{p}.npz")
              for p in range(K) for e in ck_epochs}
@@ -71,12 +80,10 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         from daskhpc.runtime import Exchange
 
         ctx.client.register_plugin(Exchange(), name=Exchange.name)      # idempotent
-        order_plugin = False
     if order_plugin:
         from ._plugin import register
 
         register(ctx.client)
-    _publish(ctx.client, run, pl, None)
 
     def collect(values):
         got = dict(zip(wanted, values))
@@ -93,7 +100,7 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
             rows = fetch_timeline(ctx.client, f"{STEP}-{ctx.token}")
             if timeline is not None:
                 timeline[:] = rows
-            _publish(ctx.client, run, pl, rows)
+            _publish_strata(ctx.client, rows)
 
     step, evsend = f"{STEP}-{ctx.token}", f"ssgd-evsend-{ctx.token}"
 
@@ -128,21 +135,14 @@ def ring_placement(nparts: int, workers) -> Placement:
     return Placement(nparts, workers, [workers[p * W // nparts] for p in range(nparts)])
 
 
-def _publish(client, s: Setup, placement, timeline) -> None:
-    """Feed the daskhpc dashboard pages (the epoch plan; afterwards the strata rows).
-    Never fails the run: ``publish`` logs and returns False when it cannot."""
-    try:
-        from daskhpc.dashboard import publish
-    except ImportError:                                   # pragma: no cover
-        return
-    workers = list(placement.workers)
-    if timeline is not None:
-        publish(client, "strata", rows=[{k: v for k, v in r.items() if k != "T"}
-                                        for r in timeline])
-        return
-    owner = [workers.index(placement.worker(p)) for p in range(s.K)]
-    matrix = s.runplan.epoch_plan().placed(owner, len(workers)).bytes_matrix()
-    publish(client, "plan", matrix=matrix, workers=workers, unit="bytes per epoch")
+def _publish_strata(client, timeline) -> None:
+    """The stratum-order plugin's rows of the attempt, for the dashboard (its sampler can
+    miss the last ones). The plan is the frame's to publish (the attempt's ``plans``, one
+    definition with the report). Never fails the run: ``publish`` logs instead."""
+    from daskhpc.dashboard import publish
+
+    publish(client, "strata", rows=[{k: v for k, v in r.items() if k != "T"}
+                                    for r in timeline])
 
 
 def _step_log_timeline(finals: dict, placement, run: str, K: int) -> list[dict]:

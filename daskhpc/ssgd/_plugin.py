@@ -20,7 +20,7 @@ from daskhpc.runtime import HoldingPlugin, install, take
 
 from ._policy import StratumPolicy
 
-__all__ = ["StratumOrderPlugin", "register", "fetch_timeline", "NAME"]
+__all__ = ["StratumOrderPlugin", "register", "installed", "fetch_timeline", "NAME"]
 
 NAME = "daskhpc-stratum-order"
 PREFIX = "ssgd-step-"
@@ -78,6 +78,15 @@ def _labels(x) -> list[int]:
 def register(client) -> None:
     """Register the plugin on the client's scheduler (once; later calls are no-ops)."""
     install(client, StratumOrderPlugin)
+
+
+def installed(client) -> bool:
+    """Whether the scheduler has the plugin (it then records every SSGD step group,
+    whether the run asked for it or not)."""
+    def has(dask_scheduler):
+        return NAME in dask_scheduler.plugins
+
+    return bool(client.run_on_scheduler(has))
 
 
 def fetch_timeline(client, run: str) -> list[dict]:

@@ -83,6 +83,8 @@ class PartData:
     ev_init: dict = field(default_factory=dict)   # q -> test positions of unheld rows
     final_held: list = field(default_factory=list)  # [(block, local positions)]
     topic: str | None = None         # event topic of the unit reports (runtime.send_report)
+    strata: str | None = None        # the run's timeline id: the epoch's report carries its
+                                     # sweeps as strata rows (no scheduler plugin sees them)
     epoch0: int = 0                  # epochs of the run before this setup's epoch 0
     W0: np.ndarray | None = None     # resuming: the W rows to start from
     H0: dict | None = None           # resuming: block -> the held H rows to start from
@@ -181,7 +183,12 @@ def _sweep(st: PartState, d: PartData, token: str, T: int, inputs) -> None:
     if d.topic and k == d.K - 1:
         # the part's epoch is done: its loss partial sum and the span of its sweeps
         spans = [x for x in st.log if x[0] == e]
-        _report(d, e, d.part, {"loss": st.loss[e]}, start=spans[0][3], stop=spans[-1][4])
+        rows = None if d.strata is None else [
+            {"run": d.strata, "key": [d.part, e, kk], "task": f"part {d.part}", "part": d.part,
+             "epoch": e, "subepoch": kk, "block": bb, "start": t0, "stop": t1}
+            for _, kk, bb, t0, t1 in spans]
+        _report(d, e, d.part, {"loss": st.loss[e]}, start=spans[0][3], stop=spans[-1][4],
+                strata=rows)
 
 
 def work(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray, chain,

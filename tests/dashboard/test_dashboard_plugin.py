@@ -100,3 +100,41 @@ def test_timeline_rows_are_read_incrementally():
     plugin._read_timeline("src", src)
     assert merged == [5, 1, 2]
     assert len(plugin.state.strata_rows()) == 6
+
+
+def test_the_frame_says_when_a_run_ends_and_how(dash_client):
+    """issue 22: the heading said "Running" after the run returned; a run the frame ends
+    says "Finished" with the report's bytes, one that fails says "Failed" and why."""
+    import functools
+
+    from daskhpc.dashboard._pages import heading_text
+    from daskhpc.runtime import Diverged, Job, run_job
+    from daskhpc.testing import toy_program, toy_row
+
+    def job(row):
+        return Job("toy", 2, 3, row=row, program=functools.partial(_toy, toy_program),
+                   statics=[50, 50])
+
+    def state(dask_scheduler):
+        st = dask_scheduler.plugins[dashboard.PLUGIN_NAME].state
+        return heading_text(st), st.bytes_summary(0.0), st.measured_matrix({})[1].sum()
+
+    out = run_job(dash_client, job(toy_row))
+    head, d, matrix = dash_client.run_on_scheduler(state)
+    assert "Finished: <b>toy</b>" in head and "3/3 units done" in head, head
+    m = out.measured
+    assert (d["planned_so_far"], d["measured_so_far"]) == (m["planned_bytes"],
+                                                            m["inter_worker_bytes"])
+    assert matrix == m["inter_worker_bytes"] > 0            # the ledger's matrix
+
+    def bad(u, rep):
+        return {**toy_row(u, rep), "loss": float("nan") if u == 1 else 0.5}
+
+    with pytest.raises(Diverged):
+        run_job(dash_client, job(bad))
+    head = dash_client.run_on_scheduler(state)[0]
+    assert "Failed: <b>toy</b> (Diverged)" in head, head
+
+
+def _toy(make, first_unit):
+    return make(2, 3, length=50, first_unit=first_unit)

@@ -103,7 +103,8 @@ def test_plan_matrix_counts_cross_worker_bytes_and_dedupes_broadcasts():
     m = plan_matrix(p, owner=[0, 0, 1], dedupe_phase_src=True)
     assert m.tolist() == [[0, 0], [16, 0]]
     assert np.array_equal(plan_matrix(p, owner=[0, 1, 2]).sum(), 5 * 8 * 1.0)
-    assert set(TOPICS) == {"run", "plan", "load", "memory", "batches", "strata", "history"}
+    assert set(TOPICS) == {"run", "plan", "load", "memory", "batches", "strata", "history",
+                           "end"}
 
 
 # -- issue 13 item 4: one definition of planned vs measured, per run and per unit -----------
@@ -184,7 +185,7 @@ def test_the_heading_and_the_texts_say_what_runs():
     assert "Running: <b>ssgd</b>" in head and "on 2 workers; 2 epochs done" in head
     text = bytes_text(st.bytes_summary(210.0), st.unit_name())
     assert "after 2 epochs: planned 200 B, measured 210 B (1.05 x planned)" in text
-    assert "per epoch: planned 100 B, measured 105 B" in text
+    assert "per epoch (mean of 2): planned 100 B, measured 105 B" in text
     assert _runs("spgemm", "spgemm") and _runs("spgemm", "spgemm-symbolic")
     assert not _runs("ssgd", "spgemm")
 
@@ -218,3 +219,36 @@ def test_the_report_keeps_planned_bytes_for_one_meaning():
     # a plan without a run keeps the plan's own name (every part its own worker)
     assert WorkflowResult({"plan": {"tot_vol": 3, "planned_bytes": 480}}).report()["plan"] == \
         {"tot_vol": 3, "planned_bytes": 480}
+
+
+# -- issue 22: the end of a run, and the report's numbers after it -------------------------
+
+def test_the_end_of_a_run_freezes_its_counters_and_takes_the_reports_numbers():
+    pytest.importorskip("bokeh")
+    from daskhpc.dashboard import bytes_text
+    from daskhpc.dashboard._pages import heading_text
+
+    st = DashboardState()
+    st.publish("run", {"name": "ssgd K=4", "workflow": "ssgd", "workers": ["a", "b"],
+                       "units": 2, "unit_name": "epochs"}, sent={"a": {"b": 100}})
+    st.publish("plan", {"matrix": [[0, 90], [110, 0]], "workers": ["a", "b"],
+                        "per_unit": [120, 80], "units": 2, "scope": "run"})
+    st.publish("history", {"rows": [{"unit": 0}, {"unit": 1}]})
+    assert "Running: <b>ssgd</b>" in heading_text(st)
+    st.publish("end", {"status": "finished", "planned_bytes": 200, "measured_bytes": 210,
+                       "rows": [{"unit": 0, "planned_bytes": 120, "measured_bytes": 126},
+                                {"unit": 1, "planned_bytes": 80, "measured_bytes": 84}]},
+               sent={"a": {"b": 300}})
+    assert "Finished: <b>ssgd</b>" in heading_text(st) and "2/2 epochs done" in heading_text(st)
+    # bytes sent after the end (another client's work) are not the run's
+    assert st.measured_matrix({"a": {"b": 5000}})[1].tolist() == [[0, 200], [0, 0]]
+    text = bytes_text(st.bytes_summary(999.0), st.unit_name())     # the report's 210, not 999
+    assert "after 2/2 epochs: planned 200 B, measured 210 B (1.05 x planned)" in text, text
+    assert "per epoch (mean of 2): planned 100 B, measured 105 B" in text, text
+    # the report's own matrix, when the end carries one, is the measured matrix
+    st.publish("end", {"status": "failed: WorkerLost", "matrix": [[0, 7], [3, 0]],
+                       "workers": ["b", "a"]})
+    assert st.measured_matrix({})[1].tolist() == [[0, 3], [7, 0]]
+    assert "Failed: <b>ssgd</b> (WorkerLost)" in heading_text(st)
+    with pytest.raises(ValueError, match="end matrix"):
+        st.publish("end", {"matrix": [[0]], "workers": ["a", "b"]})
