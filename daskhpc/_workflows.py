@@ -476,10 +476,28 @@ def add_fields(group, cls: type, mode: str, skip=()) -> None:
             kw["action"] = argparse.BooleanOptionalAction
             kw["help"] = m["help"]
         else:
-            kw["type"] = m["type"] or (type(default) if default is not None else str)
+            kw["type"] = _typed(m["type"] or (type(default) if default is not None else str))
             if m["choices"]:
                 kw["choices"] = m["choices"]
         group.add_argument(flag, **kw)
+
+
+def _typed(parse):
+    """``parse`` for argparse: its one-line InputError becomes argparse's own message
+    (``argument --layers: ...``, exit 2) instead of "invalid <lambda> value"."""
+    if parse in (int, float, str):
+        return parse
+
+    def typed(text):
+        from daskhpc.errors import InputError
+
+        try:
+            return parse(text)
+        except InputError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    typed.__name__ = getattr(parse, "__name__", "value")
+    return typed
 
 
 def _help(text: str, default) -> str:

@@ -68,7 +68,7 @@ def cli_plan(argv):
     return wf.plan(call)
 
 
-def test_cli_plan_report_on_cora():
+def test_cli_plan_report_on_cora(capsys):
     rep = cli_plan(["cora", "--parts", "4", "--partition", "gp"])
     assert rep["workflow"] == "gcn" and rep["parts"] == 4 and rep["partition_method"] == "gp"
     p, v = rep["plan"], rep["volume"]
@@ -83,8 +83,11 @@ def test_cli_plan_report_on_cora():
     assert 0 < rep["vs_rp"]["avg_vol"] < 1
     text = _cli.GCN().summary(rep)
     assert "vs RP" in text and "graph model" in text
-    with pytest.raises(InputError, match="--layers"):
+    with pytest.raises(SystemExit) as stop:       # refused by the parser: exit 2
         cli_plan(["cora", "--parts", "2", "--layers", "a,b"])
+    assert stop.value.code == 2
+    assert "argument --layers: --layers takes hidden widths like 16 or 32,16, got 'a,b'" \
+        in capsys.readouterr().err
     with pytest.raises(InputError, match="--parts is required"):
         cli_plan(["cora"])
 
