@@ -24,7 +24,8 @@ from daskhpc.errors import InputError
 from ._plan import plan_sections, step_plans
 from ._result import SpgemmResult
 from ._setup import Setup, fingerprint, prepare
-from ._symbolic import BYTES_PER_UNMERGED, batch_lower_bound, batches_for, grid_symbolic
+from ._symbolic import (BYTES_PER_UNMERGED, WORKING_HEADROOM, batch_lower_bound, grid_symbolic,
+                        planned_batches, planning_memory)
 
 __all__ = ["multiply", "plan", "serial_multiply"]
 
@@ -115,7 +116,33 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
                t_start=t_start)
     if check_serial:
         res.info["serial_check"] = serial_check(s, res)
+    over = over_budget(res.info.get("memory") or {})
+    if over:                  # the work is done: say it, do not fail the run (issue 22)
+        import warnings
+
+        warnings.warn(over, stacklevel=2)
     return res
+
+
+def over_budget(memory: dict) -> str | None:
+    """One line naming the worker whose measured peak went over the budget, or None.
+
+    Examples
+    --------
+    >>> over_budget({"peak_increase_per_worker": {"tcp://a:1": 47_362_048,
+    ...              "tcp://b:2": 39_000_000}, "budget_per_worker": 40_000_000,
+    ...              "within_budget": False})
+    'spgemm: worker tcp://a:1 peaked 47.4 MB above its baseline, 1.18x the memory budget of 40 MB a worker (the product is complete; more batches or a larger budget)'
+    """
+    if memory.get("within_budget") is not False:
+        return None
+    from daskhpc.report import format_bytes
+
+    w, peak = max(memory["peak_increase_per_worker"].items(), key=lambda kv: kv[1])
+    budget = memory["budget_per_worker"]
+    return (f"spgemm: worker {w} peaked {format_bytes(peak)} above its baseline, "
+            f"{peak / budget:.2f}x the memory budget of {format_bytes(budget)} a worker (the "
+            "product is complete; more batches or a larger budget)")
 
 
 def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_restarts,
@@ -148,6 +175,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     dashboard.publish(client, "memory", budget=s.memory, baseline=baseline)
     store.put("A", s.a_blocks)
     store.put("B", s.b_blocks)
+    store.put("R", s.row_ids())
     recoveries: list = []
     t0 = time.perf_counter()
     sym_info, ledgers = {}, []
@@ -163,9 +191,11 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
         for rec in out.recovery["recoveries"]:
             rec.update(phase="symbolic", rerun="symbolic")
         max_c = out.value
-        nb = batches_for(max_c, s.nnz_a, s.nnz_b, s.mem_cell, s.r, str(g))
+        nb = planned_batches(max_c, s.nnz_a, s.nnz_b, s.mem_cell, s.r, str(g))
         sym_info = {"max_nnz_c": max_c, "max_nnz_a": s.nnz_a, "max_nnz_b": s.nnz_b,
-                    "memory_per_cell": s.mem_cell, "r": s.r, "batches": nb}
+                    "memory_per_cell": s.mem_cell, "r": s.r, "batches": nb,
+                    "working_headroom": WORKING_HEADROOM,
+                    "model_memory_per_cell": planning_memory(s.mem_cell)}
     else:
         nb = 1 if s.batches == "auto" else int(s.batches)
     if ck is not None and stored is None:
@@ -283,6 +313,8 @@ def _memory_section(baseline: dict, peaks: dict, budget, workers) -> dict:
     if budget is not None:
         out["budget_per_worker"] = int(budget)
         out["within_budget"] = bool(max(used.values()) <= budget)
+        out["peak_over_budget"] = round(max(used.values()) / budget, 4) if budget else None
+        out["working_headroom"] = WORKING_HEADROOM
     return out
 
 
@@ -432,7 +464,8 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     -------
     dict
         The top-level plan totals of the whole run (``tot_vol``, ``sum_max_vol``, ...),
-        ``grid``, ``p``, ``batches`` (Algorithm 3 line 12), ``batches_lower_bound``
+        ``grid``, ``p``, ``batches`` (what a run uses: Algorithm 3 line 12 on the budget less
+        its working headroom, ``planned_batches``), ``batches_lower_bound``
         (eq. (2)), ``steps`` (one Plan report per step), ``table2``, ``estimate_s``
         (alpha-beta time per step and in total) and ``quality``.
     """
@@ -445,7 +478,7 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     sym = grid_symbolic(s.ap, s.bp, g, 1)
     out = {"grid": str(g), "p": g.p, "workers": s.nworkers}
     if s.batches == "auto":
-        nb = 1 if s.memory is None else batches_for(
+        nb = 1 if s.memory is None else planned_batches(
             sym.max_unmerged, int(sym.nnz_a.max()), int(sym.nnz_b.max()), s.mem_cell, r,
             str(g))
     else:
