@@ -43,6 +43,7 @@ def add_arguments(parser, mode: str) -> None:
     d = Options()
     g = parser.add_argument_group("linear")
     g.add_argument("--test", help="LIBSVM test file (a9a.t)")
+    g.add_argument("--n-features", type=int, help="width of both files (default: training's)")
     g.add_argument("--loss", choices=("log", "hinge"), default=d.loss)
     g.add_argument("--batch", type=int, default=d.batch, help=f"B rows per part ({d.batch})")
     g.add_argument("--epochs", type=int, default=d.epochs)
@@ -81,7 +82,13 @@ def _call(args) -> dict:
                 reg=args.reg, topk=_topk(args.topk), k=args.k,
                 error_feedback=not args.no_error_feedback, allreduce=args.allreduce,
                 group=args.group, alpha=args.alpha, beta=args.beta,
-                seed=getattr(args, "seed", 0) or 0)
+                seed=getattr(args, "seed", 0) or 0,
+                n_features=getattr(args, "n_features", None))
+
+
+def check(args) -> None:    # the files and their widths, before the cluster starts
+    from ._setup import check_inputs
+    check_inputs(**_call(args))
 
 
 def plan(args) -> dict:

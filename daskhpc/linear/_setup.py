@@ -45,7 +45,7 @@ from daskhpc.errors import InputError
 from ._data import LinearData, load
 from ._kernels import LOSSES, batch_gradient
 
-__all__ = ["Options", "Setup", "prepare", "permutation"]
+__all__ = ["Options", "Setup", "prepare", "permutation", "check_inputs"]
 
 
 @dataclass
@@ -67,6 +67,8 @@ class Options:
     beta: float | None = None
     fit_intercept: bool = True
     seed: int = 0
+    n_features: int | None = None    # the width of training and test data (LIBSVM files
+    #                                  state only their largest index)
 
     def check(self) -> None:
         if self.loss not in LOSSES:
@@ -83,6 +85,9 @@ class Options:
         if self.allreduce != "auto" and self.allreduce not in ALGORITHMS:
             raise InputError(f"unknown --allreduce {self.allreduce!r}; choose auto or one "
                              f"of {sorted(ALGORITHMS)}")
+        if self.n_features is not None and not (
+                isinstance(self.n_features, (int, np.integer)) and self.n_features >= 1):
+            raise InputError(f"--n-features must be a positive integer, got {self.n_features!r}")
         t = self.topk
         if t is not None and t != "approx" and not (isinstance(t, (int, np.integer)) and t >= 1):
             raise InputError(f"--topk must be a positive integer or 'approx', got {t!r}")
@@ -177,6 +182,14 @@ def permutation(seed: int, epoch: int, part: int, n: int) -> np.ndarray:
     return np.random.default_rng([int(seed), 17, int(epoch), int(part)]).permutation(n)
 
 
+def check_inputs(X, y=None, nparts: int = 4, *, test=None, **options) -> None:
+    """What ``prepare`` refuses in the data and options, before a cluster starts (the
+    CLI's ``check``): the files are read once (``load`` reuses them)."""
+    opts = Options(**{k: v for k, v in options.items() if k in Options.__dataclass_fields__})
+    opts.check()
+    load(X, y, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
+
+
 def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
     """Validate data and options, split rows over parts, and set up the calls.
 
@@ -197,7 +210,7 @@ def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
     opts = Options(**options)
     opts.check()
     t0 = time.perf_counter()
-    data = load(X, y, test, fit_intercept=opts.fit_intercept)
+    data = load(X, y, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
     P = int(nparts)
     M = data.X.shape[0]
     if not 1 <= P <= M:
