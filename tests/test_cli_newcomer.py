@@ -86,7 +86,7 @@ def test_a_blown_memory_budget_is_a_warning_with_the_figures(tmp_path):
     out = tmp_path / "out.json"
     code, _, err = daskhpc("run", "spgemm", a, "--grid", "1x1x2", "--workers", "2",
                            "--memory-per-worker", "200kB", "--dashboard-address", ":0",
-                           "--json", out)
+                           "--json", out, timeout=300)
     assert code == 0, err
     warned = [x for x in err.splitlines() if x.startswith("daskhpc: warning: spgemm:")]
     assert len(warned) == 1 and warned[0].startswith(
