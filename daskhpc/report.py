@@ -33,7 +33,7 @@ import numpy as np
 from daskhpc import __version__
 
 __all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
-           "summary_line", "format_bytes", "already_complete",
+           "summary_line", "format_bytes", "already_complete", "unavailable", "ratio_or_none",
            "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES"]
 
 #: The one meaning of ``planned_bytes`` in a report, a history row and the dashboard.
@@ -187,6 +187,40 @@ def compare_arrays(pairs, *, rtol: float | None = None) -> dict:
     if rtol is not None:
         out.update(within_tolerance=bool(ok), rtol=rtol)
     return out
+
+
+def unavailable(section: dict, key: str, reason: str) -> dict:
+    """Record that figure ``key`` of a report section cannot be computed, and why.
+
+    ``section[key]`` becomes None (the JSON omits it) and ``section["unavailable"][key]``
+    the reason; :func:`summarize` prints ``n/a (reason)`` in its place.
+
+    Examples
+    --------
+    >>> q = {"rmse": 0.5}
+    >>> unavailable(q, "improvement", "the baseline's error is 0")
+    {'rmse': 0.5, 'improvement': None, 'unavailable': {'improvement': "the baseline's error is 0"}}
+    >>> print(summarize({"workflow": "x", "quality": q}))
+    x
+      quality    rmse 0.5, improvement n/a (the baseline's error is 0)
+    """
+    section[key] = None
+    section.setdefault("unavailable", {})[key] = reason
+    return section
+
+
+def ratio_or_none(num, den):
+    """``num / den`` as a float, or None where ``den`` is 0 (or not finite).
+
+    Examples
+    --------
+    >>> ratio_or_none(3, 2), ratio_or_none(1.0, 0.0)
+    (1.5, None)
+    """
+    den = float(den)
+    if den == 0.0 or not np.isfinite(den):
+        return None
+    return float(num) / den
 
 
 def _fmt(v) -> str:
@@ -371,15 +405,19 @@ def _time_line(t) -> str:
 def _quality_line(q) -> str:
     if not isinstance(q, dict):
         return ""
-    bits = []
+    bits, missing = [], []
+    notes = q.get("unavailable") if isinstance(q.get("unavailable"), dict) else {}
     for k, v in q.items():
+        if v is None and k in notes:        # a figure that cannot be computed: say why
+            missing.append(f"{k.replace('_', ' ')} n/a ({notes[k]})")
+            continue
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
             continue                   # definitions and flags: the JSON has them
         if k.endswith("_s"):
             bits.append(f"{k[:-2].replace('_', ' ')} {_seconds(v)}")
         else:
             bits.append(f"{k.replace('_', ' ')} {_fmt(v)}")
-    return ", ".join(bits[:6])
+    return ", ".join(bits[:6] + missing)
 
 
 #: measured / predicted above which the summary says what the alpha-beta model leaves out

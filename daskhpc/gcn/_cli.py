@@ -125,14 +125,8 @@ def summary(report: dict) -> str:
     if pp:
         lines.append("per part: avg vol {avg_vol:.0f}, max vol {max_vol:.0f} words; avg msgs "
                      "{avg_msgs:.1f}, max msgs {max_msgs:.0f}".format(**pp))
-    rp = report.get("vs_rp")
-    if rp:
-        line = ("vs RP: avg vol {avg_vol:.3f}, max vol {max_vol:.3f}, avg msgs {avg_msgs:.3f}, "
-                "max msgs {max_msgs:.3f}").format(**rp)
-        if "paper_table2" in rp:
-            line += " (paper Table 2: avg vol {avg_vol}, max vol {max_vol}, avg msgs "\
-                    "{avg_msgs}, max msgs {max_msgs})".format(**rp["paper_table2"])
-        lines.append(line)
+    from ._plan import vs_rp_line
+    lines += [vs_rp_line(report["vs_rp"])] if report.get("vs_rp") else []
     gm = report.get("graph_model")
     if gm:
         lines.append(f"graph model: {gm['cut_edges']} cut edges -> {gm['rows_per_exchange']} "
@@ -148,6 +142,8 @@ def _run_summary(report: dict) -> str:
     """A run: the common block, then accuracy and time per epoch."""
     from daskhpc.report import summarize, summary_line
 
+    from ._result import random_caveat
+
     q, t = report.get("quality", {}), report.get("timing", {})
     lines = summarize({k: v for k, v in report.items() if k != "quality"}).splitlines()
     at = next((i for i, x in enumerate(lines) if x.startswith("  serial")), len(lines))
@@ -155,7 +151,7 @@ def _run_summary(report: dict) -> str:
         lines.insert(at, summary_line(
             "accuracy", f"train {q.get('final_train_acc', float('nan')):.4f}, val "
                         f"{q.get('final_val_acc', float('nan')):.4f}, test "
-                        f"{q['final_test_acc']:.4f} (final weights)"))
+                        f"{q['final_test_acc']:.4f} (final weights{random_caveat(report)})"))
     if "median_epoch_s" in t:
         lines.append(summary_line(
             "epoch", f"{1000 * t['median_epoch_s']:.1f} ms median, {t['steps_per_epoch']} "

@@ -21,7 +21,8 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-__all__ = ["Graph", "as_graph", "normalized_adjacency", "row_normalize", "random_node_data"]
+__all__ = ["Graph", "as_graph", "normalized_adjacency", "row_normalize", "random_node_data",
+           "random_data_note"]
 
 
 @dataclass(eq=False)
@@ -116,6 +117,27 @@ def random_node_data(n: int, features: int = 64, classes: int = 8, seed: int = 0
     X = rng.random((n, features))
     y = rng.integers(0, classes, n)
     return X, y, class_split(y, 20, min(500, n // 4), min(1000, n // 2), seed=seed)
+
+
+def random_data_note(source: dict) -> str | None:
+    """What to tell the user when the labels were drawn (``random_node_data`` in the
+    graph's source), else None: the accuracies of such a run measure nothing.
+
+    Examples
+    --------
+    >>> print(random_data_note({"path": "/d/g.txt", "random_node_data": {"features": 64,
+    ...                         "classes": 8, "seed": 0}}))            # doctest: +ELLIPSIS
+    g.txt has no node data: seeded random features (64) and labels (8 classes) were drawn ...
+    >>> random_data_note({"name": "cora"}) is None
+    True
+    """
+    r = source.get("random_node_data")
+    if not r:
+        return None
+    name = Path(str(source.get("path") or source.get("name") or "the graph")).name
+    return (f"{name} has no node data: seeded random features ({r['features']}) and labels "
+            f"({r['classes']} classes) were drawn (as the GCN paper's Table 2 runs): the "
+            "accuracies are not a measure of anything")
 
 
 def _masks(n, split) -> dict:
@@ -262,6 +284,8 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
     diff = Ahat - Ahat.T
     symmetric = bool(abs(diff).max() == 0) if diff.nnz else True
     src = dict(src)
+    if labels is not None:          # the caller's labels: the accuracies mean something
+        src.pop("random_node_data", None)
     src.update(nodes=n, arcs=int(A.nnz), features=int(X.shape[1]), classes=num_classes,
                directed=not symmetric, unlabeled=int(unlabeled.sum()))
     return Graph(Ahat, row_normalize(X), y, masks, num_classes, name, symmetric, src)

@@ -28,9 +28,10 @@ import numpy as np
 
 import daskhpc.hypergraph as hg
 from daskhpc.comm import AllreduceSchedule, Plan, expand_plan
+from daskhpc.report import ratio_or_none, unavailable
 
 __all__ = ["patterns", "exchange_plans", "epoch_plan", "allreduce_words", "plan_sections",
-           "graph_model_rows"]
+           "graph_model_rows", "vs_rp_line"]
 
 # Table 2 of the paper (P = 512): HP and GP normalised by RP (avg/max volume and messages).
 PAPER_TABLE2 = {
@@ -149,9 +150,36 @@ def plan_sections(setup, *, compare_rp: bool = True) -> dict:
         a = Assignment(paper_random(setup.graph.n, setup.K, setup.options.seed), setup.K, "rp")
         rp_setup = replace(setup, assignment=a, _patterns=None)
         base = _summary(epoch_plan(rp_setup))
-        out["vs_rp"] = {k: (per[k] / base[k] if base[k] else None) for k in per}
+        out["vs_rp"] = {k: ratio_or_none(per[k], base[k]) for k in per}
+        for k in per:
+            if out["vs_rp"][k] is None:     # one part, or a graph without edges to cut
+                unavailable(out["vs_rp"], k, "the random partition sends nothing")
         out["vs_rp"]["rp"] = base
         paper = PAPER_TABLE2.get(setup.graph.name, {}).get(setup.assignment.method)
         if paper:
             out["vs_rp"]["paper_table2"] = paper
     return out
+
+
+def vs_rp_line(rp: dict) -> str:
+    """The summary's ``vs RP`` line: Table 2's ratios to the random partition (``n/a`` and
+    the reason where RP sends nothing), and the paper's where it has them.
+
+    Examples
+    --------
+    >>> vs_rp_line({"avg_vol": 0.5, "max_vol": 0.25, "avg_msgs": 1.0, "max_msgs": None,
+    ...             "unavailable": {"max_msgs": "RP sends nothing"}})
+    'vs RP: avg vol 0.500, max vol 0.250, avg msgs 1.000, max msgs n/a (RP sends nothing)'
+    """
+    why = rp.get("unavailable") or {}
+    keys = ("avg_vol", "max_vol", "avg_msgs", "max_msgs")
+    if all(rp.get(k) is None for k in keys):
+        return f"vs RP: n/a ({why.get(keys[0], 'not computed')})"
+    bits = [f"{k.replace('_', ' ')} " + (f"{rp[k]:.3f}" if rp.get(k) is not None else
+                                          f"n/a ({why.get(k, 'not computed')})")
+            for k in keys]
+    line = "vs RP: " + ", ".join(bits)
+    if "paper_table2" in rp:
+        line += (" (paper Table 2: avg vol {avg_vol}, max vol {max_vol}, avg msgs {avg_msgs}, "
+                 "max msgs {max_msgs})").format(**rp["paper_table2"])
+    return line

@@ -16,7 +16,7 @@ import numpy as np
 
 from daskhpc.report import WorkflowResult
 
-__all__ = ["GCNResult", "sections", "quality", "best_val"]
+__all__ = ["GCNResult", "sections", "quality", "best_val", "random_caveat", "RANDOM_CAVEAT"]
 
 
 class GCNResult(WorkflowResult):
@@ -62,12 +62,24 @@ class GCNResult(WorkflowResult):
 
     def _notes(self) -> list[str]:
         q = self.info.get("quality", {})
-        out = []
+        out = [RANDOM_CAVEAT] if random_caveat(self.info) else []
         if "final_test_acc" in q:
             out.append(f"final: train acc {q.get('final_train_acc', float('nan')):.4f}, "
                        f"val acc {q.get('final_val_acc', float('nan')):.4f}, "
                        f"test acc {q['final_test_acc']:.4f}")
         return out + super()._notes()
+
+
+#: What every accuracy of a run on drawn node data carries.
+RANDOM_CAVEAT = "random node data: the accuracies are not a measure of anything"
+
+
+def random_caveat(report: dict) -> str:
+    """``"; " + RANDOM_CAVEAT`` for a report (or result info) whose labels were drawn
+    (``input.random_node_data``), else ``""``: the suffix of the summary's accuracy line."""
+    inp = report.get("input")
+    return f"; {RANDOM_CAVEAT}" if isinstance(inp, dict) and inp.get("random_node_data") \
+        else ""
 
 
 def sections(s, command=None, partitioned: bool = True) -> dict:

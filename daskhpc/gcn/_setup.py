@@ -11,6 +11,7 @@ Examples
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -20,7 +21,7 @@ from daskhpc._workflows import option
 from daskhpc.errors import InputError
 
 from ._assign import PARTITIONS, Assignment, assign
-from ._data import Graph, as_graph
+from ._data import Graph, as_graph, random_data_note
 
 __all__ = ["Options", "Setup", "prepare", "DEFAULTS"]
 
@@ -206,6 +207,9 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
                  random_features=opts.random_features, random_classes=opts.random_classes)
     if K > g.n:
         raise InputError(f"more parts ({K}) than nodes ({g.n})")
+    note = random_data_note(g.source)
+    if note:                        # said where the data are made: the user must see it
+        print(f"note: {note}", file=sys.stderr)
     t1 = time.perf_counter()
     a = assign(g, K, partition=opts.partition, partitioner=opts.partitioner,
                epsilon=opts.epsilon, seed=opts.seed, partition_file=partition_file)

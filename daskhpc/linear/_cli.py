@@ -48,6 +48,13 @@ class Linear(Workflow):
     inputs = "a LIBSVM training file"
     dashboard = "daskhpc.linear._dashboard"
 
+    def check(self, call: Call) -> None:
+        """The files and their widths, before the cluster starts (read once: the run
+        reuses them)."""
+        from ._setup import check_inputs
+
+        check_inputs(call.one_input("LIBSVM training file"), **call.options.fit_keywords())
+
     def plan(self, call: Call) -> dict:
         from ._api import plan
 

@@ -2,9 +2,14 @@
 
 * labels: any two values; the larger is +1 (as sklearn's ``classes_[1]``), the other -1;
 * an intercept is a constant-1 feature appended as the last column (not regularised);
-* a test set narrower than the training set is padded with empty columns (a9a.t uses
-  122 of a9a's 123 features); columns beyond the training width are dropped and
-  counted in ``notes`` (their weights would be 0: no training row has them).
+* the feature width: a LIBSVM file states only its largest feature index, and trailing
+  features may be absent from it (LIBSVM's convention): a test set narrower than the
+  training set is padded with empty columns (a9a.t uses 122 of a9a's 123 features). A
+  test set *wider* than the training set is refused (``InputError`` naming the test file
+  and both widths: it was made for other features), unless ``n_features`` (``--n-features``)
+  states a width that covers it; ``n_features`` is then the width of both sets;
+* a LIBSVM test file is read with the training file's index base (0- or 1-based), not
+  its own guess.
 
 Examples
 --------
@@ -23,7 +28,7 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-__all__ = ["LinearData", "load", "features", "labels"]
+__all__ = ["LinearData", "load", "features", "labels", "check_width"]
 
 
 @dataclass(eq=False)
@@ -39,19 +44,45 @@ class LinearData:
     notes: list = field(default_factory=list)
 
 
-def _read(x, what):
-    from daskhpc.io import read
+_READ: dict = {}        # the last files read: the CLI's check reads them before the cluster
 
+
+def _read(x, what, zero_based="auto"):
+    """(matrix, labels, source, zero_based) of a path, a SparseInput or an array."""
     if isinstance(x, (str, bytes)) or hasattr(x, "__fspath__"):
-        s = read(x, format="libsvm")
-        return s.matrix, s.labels, {"path": str(x)}
+        import os
+
+        from daskhpc.io import read
+
+        st = os.stat(x)
+        key = (os.path.realpath(x), st.st_mtime_ns, st.st_size, zero_based)
+        if key not in _READ:
+            _READ.clear() if len(_READ) >= 2 else None
+            _READ[key] = read(x, format="libsvm", zero_based=zero_based)
+        s = _READ[key]
+        return s.matrix, s.labels, {"path": str(x)}, s.meta.get("zero_based", "auto")
     if hasattr(x, "matrix") and hasattr(x, "labels"):          # a SparseInput
-        return x.matrix, x.labels, {"path": getattr(x, "path", what)}
-    return x, None, {}
+        return (x.matrix, x.labels, {"path": getattr(x, "path", what)},
+                (getattr(x, "meta", None) or {}).get("zero_based", "auto"))
+    return x, None, {}, "auto"
+
+
+def check_width(width: int, train_width: int, test, n_features: int | None) -> None:
+    """Refuse a test set wider than the model (one line naming the test set and both
+    widths): its features are not the training set's. ``n_features`` states the width."""
+    if width <= (train_width if n_features is None else n_features):
+        return
+    if n_features is not None:
+        raise InputError(f"{test}: {width:,} features, beyond --n-features {n_features:,}")
+    raise InputError(
+        f"{test}: {width:,} features, the training data {train_width:,}: a test set may "
+        f"leave trailing features out, not add any (another feature set?); "
+        f"--n-features {width} states a width for both")
 
 
 def features(X, width: int | None, what: str, notes: list) -> sp.csr_array:
-    """X as float64 CSR, finite, narrowed or padded to ``width`` columns."""
+    """X as float64 CSR, finite, padded to ``width`` columns (never narrowed: a wider X
+    is refused by :func:`check_width` or :func:`load` first)."""
     if sp.issparse(X):
         X = sp.csr_array(X, dtype=np.float64)
     else:
@@ -64,12 +95,9 @@ def features(X, width: int | None, what: str, notes: list) -> sp.csr_array:
     X.sum_duplicates()
     if width is not None and X.shape[1] != width:
         if X.shape[1] > width:
-            extra = int(sp.csr_array(X[:, width:]).nnz)
-            notes.append(f"{what}: {X.shape[1] - width} columns beyond the training width "
-                         f"dropped ({extra} nonzeros)")
-            X = sp.csr_array(X[:, :width])
-        else:
-            X = sp.csr_array((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
+            raise InputError(f"{what}: {X.shape[1]:,} features, more than the {width:,} "
+                             "stated")
+        X = sp.csr_array((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
     return X
 
 
@@ -94,26 +122,36 @@ def _with_intercept(X):
     return sp.csr_array(sp.hstack([X, ones], format="csr"))
 
 
-def load(X, y=None, test=None, *, fit_intercept: bool = True) -> LinearData:
+def load(X, y=None, test=None, *, fit_intercept: bool = True,
+         n_features: int | None = None) -> LinearData:
     """Training data (``X``, ``y``; or a LIBSVM path / SparseInput) and optional test data
-    (a path, a SparseInput, or ``(X_test, y_test)``)."""
+    (a path, a SparseInput, or ``(X_test, y_test)``); ``n_features``: the width of both
+    (default: the training data's)."""
     notes: list = []
-    X, y_file, src = _read(X, "X")
+    X, y_file, src, zero_based = _read(X, "X")
     y = y_file if y is None else y
     if y is None:
         raise InputError("give labels y (or a LIBSVM file, which carries them)")
     X = features(X, None, "X", notes)
     if X.shape[0] == 0:
         raise InputError("X has no rows")
+    name = src.get("path", "X")
+    if n_features is not None:
+        if X.shape[1] > n_features:
+            raise InputError(f"{name}: {X.shape[1]:,} features, beyond --n-features "
+                             f"{n_features:,}")
+        X = features(X, n_features, name, notes)
     yy, classes = labels(y, X.shape[0], "y")
     F = X.shape[1]
     Xt = yt = None
     if test is not None:
         if isinstance(test, tuple):
             Xt, yt, tsrc = test[0], test[1], {}
-        else:
-            Xt, yt, tsrc = _read(test, "test")
-        Xt = features(Xt, F, "test", notes)
+        else:       # the training file's index base: a guess per file could shift one
+            Xt, yt, tsrc, _ = _read(test, "test", zero_based)
+        tname = tsrc.get("path", "the test set")
+        check_width(int(Xt.shape[1]), F, tname, n_features)
+        Xt = features(Xt, F, tname, notes)
         yt, _ = labels(yt, Xt.shape[0], "test labels", classes)
         src["test"] = tsrc.get("path", "arrays")
     if fit_intercept:

@@ -46,7 +46,7 @@ from daskhpc.errors import InputError
 from ._data import LinearData, load
 from ._kernels import LOSSES, batch_gradient
 
-__all__ = ["Options", "Setup", "prepare", "permutation"]
+__all__ = ["Options", "Setup", "prepare", "permutation", "check_inputs"]
 
 
 @dataclass
@@ -77,6 +77,9 @@ class Options:
                                       "calibrated or built-in cost model)", type=float)
     fit_intercept: bool = option(True, cli=False)
     seed: int = option(0, "seed of the row shares and the batches")
+    n_features: int | None = option(None, "the width of the training and test data (LIBSVM "
+                                          "files state only their largest index; default: "
+                                          "the training file's)", type=int)
 
     def check(self) -> None:
         if self.loss not in LOSSES:
@@ -93,6 +96,9 @@ class Options:
         if self.allreduce != "auto" and self.allreduce not in ALGORITHMS:
             raise InputError(f"unknown --allreduce {self.allreduce!r}; choose auto or one "
                              f"of {sorted(ALGORITHMS)}")
+        if self.n_features is not None and not (
+                isinstance(self.n_features, (int, np.integer)) and self.n_features >= 1):
+            raise InputError(f"--n-features must be a positive integer, got {self.n_features!r}")
         t = self.topk
         if t is not None and t != "approx" and not (isinstance(t, (int, np.integer)) and t >= 1):
             raise InputError(f"--topk must be a positive integer or 'approx', got {t!r}")
@@ -203,6 +209,14 @@ def permutation(seed: int, epoch: int, part: int, n: int) -> np.ndarray:
     return np.random.default_rng([int(seed), 17, int(epoch), int(part)]).permutation(n)
 
 
+def check_inputs(X, y=None, nparts: int = 4, *, test=None, **options) -> None:
+    """What ``prepare`` refuses in the data and options, before a cluster starts (the
+    CLI's ``check``): the files are read once (``load`` reuses them)."""
+    opts = Options(**{k: v for k, v in options.items() if k in Options.__dataclass_fields__})
+    opts.check()
+    load(X, y, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
+
+
 def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
     """Validate data and options, split rows over parts, and set up the calls.
 
@@ -223,7 +237,7 @@ def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
     opts = Options(**options)
     opts.check()
     t0 = time.perf_counter()
-    data = load(X, y, test, fit_intercept=opts.fit_intercept)
+    data = load(X, y, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
     P = int(nparts)
     M = data.X.shape[0]
     if not 1 <= P <= M:

@@ -26,9 +26,10 @@ from ._plan import plan_sections, step_plans
 from ._prep import like_input
 from ._result import SpgemmResult, serial_statement
 from ._setup import Setup, fingerprint, prepare
-from ._symbolic import BYTES_PER_UNMERGED, batch_lower_bound, batches_for, grid_symbolic
+from ._symbolic import (BYTES_PER_UNMERGED, WORKING_HEADROOM, batch_lower_bound, grid_symbolic,
+                        planned_batches, planning_memory)
 
-__all__ = ["multiply", "plan", "serial_multiply"]
+__all__ = ["multiply", "plan", "serial_multiply", "over_budget", "warn_over_budget"]
 
 
 def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batches="auto",
@@ -124,6 +125,39 @@ def as_given(res: SpgemmResult, *inputs) -> SpgemmResult:
     return res
 
 
+def warn_over_budget(report: dict) -> dict:
+    """The CLI's end of a run: a peak over the budget is a warning (one line; the figures
+    are in the report's ``memory`` section), not a failed run: the work is done (issue
+    22). The API only reports ``memory.within_budget``. Returns ``report``."""
+    over = over_budget(report.get("memory") or {})
+    if over:
+        import warnings
+
+        warnings.warn(over, stacklevel=2)
+    return report
+
+
+def over_budget(memory: dict) -> str | None:
+    """One line naming the worker whose measured peak went over the budget, or None.
+
+    Examples
+    --------
+    >>> print(over_budget({"peak_increase_per_worker": {"tcp://a:1": 47_362_048,
+    ...                    "tcp://b:2": 39_000_000}, "budget_per_worker": 40_000_000,
+    ...                    "within_budget": False}))                  # doctest: +ELLIPSIS
+    spgemm: worker tcp://a:1 peaked 47.4 MB above its baseline, 1.18x the memory budget ...
+    """
+    if memory.get("within_budget") is not False:
+        return None
+    from daskhpc.report import format_bytes
+
+    w, peak = max(memory["peak_increase_per_worker"].items(), key=lambda kv: kv[1])
+    budget = memory["budget_per_worker"]
+    return (f"spgemm: worker {w} peaked {format_bytes(peak)} above its baseline, "
+            f"{peak / budget:.2f}x the memory budget of {format_bytes(budget)} a worker (the "
+            "product is complete; more batches or a larger budget)")
+
+
 def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_restarts,
          callback, progress, t_start) -> SpgemmResult:
     from daskhpc import dashboard
@@ -154,6 +188,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     dashboard.publish(client, "memory", budget=s.memory, baseline=baseline)
     store.put("A", s.a_blocks)
     store.put("B", s.b_blocks)
+    store.put("R", s.row_ids())
     recoveries: list = []
     t0 = time.perf_counter()
     sym_info, ledgers = {}, []
@@ -169,9 +204,11 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
         for rec in out.recovery["recoveries"]:
             rec.update(phase="symbolic", rerun="symbolic")
         max_c = out.value
-        nb = batches_for(max_c, s.nnz_a, s.nnz_b, s.mem_cell, s.r, str(g))
+        nb = planned_batches(max_c, s.nnz_a, s.nnz_b, s.mem_cell, s.r, str(g))
         sym_info = {"max_nnz_c": max_c, "max_nnz_a": s.nnz_a, "max_nnz_b": s.nnz_b,
-                    "memory_per_cell": s.mem_cell, "r": s.r, "batches": nb}
+                    "memory_per_cell": s.mem_cell, "r": s.r, "batches": nb,
+                    "working_headroom": WORKING_HEADROOM,
+                    "model_memory_per_cell": planning_memory(s.mem_cell)}
     else:
         nb = 1 if s.batches == "auto" else int(s.batches)
     if ck is not None and stored is None:
@@ -291,6 +328,8 @@ def _memory_section(baseline: dict, peaks: dict, budget, workers) -> dict:
     if budget is not None:
         out["budget_per_worker"] = int(budget)
         out["within_budget"] = bool(max(used.values()) <= budget)
+        out["peak_over_budget"] = round(max(used.values()) / budget, 4) if budget else None
+        out["working_headroom"] = WORKING_HEADROOM
     return out
 
 
@@ -447,7 +486,8 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     -------
     dict
         The top-level plan totals of the whole run (``tot_vol``, ``sum_max_vol``, ...),
-        ``grid``, ``p``, ``batches`` (Algorithm 3 line 12), ``batches_lower_bound``
+        ``grid``, ``p``, ``batches`` (what a run uses: Algorithm 3 line 12 on the budget less
+        its working headroom, ``planned_batches``), ``batches_lower_bound``
         (eq. (2)), ``steps`` (one Plan report per step), ``table2``, ``estimate_s``
         (alpha-beta time per step and in total) and ``quality``.
     """
@@ -460,7 +500,7 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     sym = grid_symbolic(s.ap, s.bp, g, 1)
     out = {"grid": str(g), "p": g.p, "workers": s.nworkers}
     if s.batches == "auto":
-        nb = 1 if s.memory is None else batches_for(
+        nb = 1 if s.memory is None else planned_batches(
             sym.max_unmerged, int(sym.nnz_a.max()), int(sym.nnz_b.max()), s.mem_cell, r,
             str(g))
     else:

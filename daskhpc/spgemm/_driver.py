@@ -127,7 +127,7 @@ class Batches:
         tasks, where, done_keys, kept_keys = batch_graph(
             rid, lay, _owner(s, ctx.placement), ctx.store["A"], ctx.store["B"], s.consumer,
             s.ids(lay), ctx.store.get("M"), s.local, batches=ctx.todo, save=save,
-            topic=ctx.topic, checkpointed=self.ck is not None)
+            topic=ctx.topic, checkpointed=self.ck is not None, row_keys=ctx.store.get("R"))
         register_run(self.client, rid, lay.b, s.window, batches=ctx.todo)
         rec = {"attempt": len(self.attempts), "batches": list(ctx.todo), "completed": []}
         self.attempts.append(rec)

@@ -82,7 +82,7 @@ def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dic
 def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                 consumer, ids: dict, operand_keys: dict | None = None,
                 local: str = "fused", batches=None, save=None, topic=None,
-                checkpointed: bool = False):
+                checkpointed: bool = False, row_keys: dict | None = None):
     """Algorithm 4: every batch of BatchedSumma3D with its consumer tasks.
 
     Parameters
@@ -90,6 +90,11 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
     ids : dict
         ``rows[i]``: original row ids of row block i; ``cols``: original id of
         every column (the run may permute); ``shape``: C's shape.
+    row_keys : dict, optional
+        ``cell -> key`` of the cell's row ids stored on its worker: the consumer tasks
+        take them from there instead of carrying ``ids["rows"]`` (a worker holds the
+        tasks of every batch whose ``done`` result it keeps: an array in each would
+        grow its memory with b).
     local : {"staged", "fused"}
         ``staged``: a ``mult`` task per SUMMA stage, then Merge-Layer (the paper).
         ``fused``: all stages go into one accumulator per column
@@ -191,16 +196,20 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                 else:
                     parts = recvs[:k] + [step_key(run, "part", t, i, j, k, k)] + recvs[k:]
                     put("cblock", t, cell, (T.merge_fiber, consumer.sort, *parts), cell)
-            info = {"batch": t, "cell": cell, "rows": ids["rows"][i],
+            info = {"batch": t, "cell": cell,
                     "cols": ids["cols"][lay.batch_columns(t, j, k)], "shape": ids["shape"],
                     "operand_cols": (int(col_offsets[cell][t]), int(col_offsets[cell][t + 1])),
                     # the first cell of a chained batch starts its output afresh
                     # (a batch computed again after a lost worker overwrites it)
                     "first": consumer.chained and prev is None}
+            if row_keys is None:
+                info["rows"] = ids["rows"][i]
             operand = operand_keys[cell] if operand_keys else None
             finals[cell] = put("consume", t, cell, (T.consume, consumer,
                                                     step_key(run, "cblock", t, *cell),
-                                                    info, operand, prev), cell)
+                                                    info, operand, prev,
+                                                    None if row_keys is None else
+                                                    row_keys[cell]), cell)
             if consumer.chained:
                 prev = finals[cell]
         if consumer.columnwise:

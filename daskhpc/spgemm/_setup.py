@@ -27,7 +27,7 @@ from ._consumers import Consumer, parse_consumer
 from ._grid import Grid, Layout
 from ._memory import parse_bytes
 from ._prep import check_inputs, localize, permutations
-from ._symbolic import BYTES_PER_UNMERGED, batches_for
+from ._symbolic import BYTES_PER_UNMERGED, planned_batches
 
 __all__ = ["Setup", "prepare", "fingerprint", "matrix_digest"]
 
@@ -89,6 +89,12 @@ class Setup:
         return {"rows": [self.pr[slice(*lay.rows(i))] for i in range(self.grid.q)],
                 "cols": self.pc, "shape": (self.shape[0], self.shape[2])}
 
+    def row_ids(self) -> dict:
+        """Original row ids of every cell's rows (the consumers' ``info["rows"]``)."""
+        lay = self.layout(1)                 # row blocks do not depend on b
+        rows = [self.pr[slice(*lay.rows(i))] for i in range(self.grid.q)]
+        return {cell: rows[cell[0]] for cell in self.grid.cells()}
+
     def mask_operands(self, lay: Layout) -> dict:
         """The mask's piece of every cell (permuted like C), for masked consumers."""
         mp = sp.csc_array(self.mask[self.pr][:, self.pc])
@@ -139,7 +145,7 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
               local, None if mask is None else sp.csr_array(mask), pr, pk, pc, ap, bp)
     s.a_blocks, s.b_blocks = _cut(ap, bp, lay1)
     if s.mem_cell is not None:           # fail before any work if inputs alone do not fit
-        batches_for(0, s.nnz_a, s.nnz_b, s.mem_cell, r, str(g))
+        planned_batches(0, s.nnz_a, s.nnz_b, s.mem_cell, r, str(g))
     return s
 
 

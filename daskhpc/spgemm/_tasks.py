@@ -103,8 +103,14 @@ def merge_fiber(sort: bool, *parts: CscBlock) -> CscBlock:
     return _local.merge(parts, sort=sort)
 
 
-def consume(consumer, block: CscBlock, info: dict, operand=None, prev=None):
-    """Hand one cell's C block of one batch to the consumer."""
+def consume(consumer, block: CscBlock, info: dict, operand=None, prev=None, rows=None):
+    """Hand one cell's C block of one batch to the consumer.
+
+    ``rows`` (the original ids of the cell's rows) comes from the part store, not from
+    the task: a worker keeps the tasks of every batch whose result it holds, and the
+    array in each of them grew its memory with the number of batches (issue 22)."""
+    if rows is not None:
+        info = {**info, "rows": rows}
     if operand is not None:
         lo, hi = info["operand_cols"]
         operand = fiber_part(operand, lo, hi)

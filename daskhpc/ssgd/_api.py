@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from daskhpc._workflows import RunOptions
+from daskhpc.report import ratio_or_none, unavailable
 
 from ._checkpoint import fingerprint, restore, save_partition
 from ._kernels import learning_rate
@@ -315,5 +316,10 @@ def _quality(s: Setup, history, W, H) -> dict:
         q["global_mean_rmse"] = float(np.sqrt(np.mean((s.test.vals - mu) ** 2)))
         if rm:
             q["final_test_rmse"] = rm[-1]
-            q["improvement_over_mean"] = 1.0 - rm[-1] / q["global_mean_rmse"]
+            r = ratio_or_none(rm[-1], q["global_mean_rmse"])
+            if r is None:       # implicit feedback (all values equal): nothing to improve on
+                unavailable(q, "improvement_over_mean", "every test value equals the "
+                            "training mean: its RMSE is 0")
+            else:
+                q["improvement_over_mean"] = 1.0 - r
     return q

@@ -50,3 +50,22 @@ def test_run_drops_empty_rows_instead_of_stopping(tmp_path):
     assert m["bytes"]["per_run"]["planned_bytes"] == m["planned_bytes"]
     assert sum(m["bytes"]["per_unit"]["planned_bytes"]) <= m["planned_bytes"]
     assert m["bytes"]["per_unit"]["unit"] == "epoch"
+
+
+def test_run_on_implicit_feedback_reports_the_unavailable_figure(tmp_path):
+    """Issue 22 item 1: every value 1 (a SNAP graph) makes the global mean's test RMSE 0;
+    the run keeps its model and says the improvement over the mean is not defined."""
+    path = tmp_path / "g.txt"
+    edges = sorted({(i, (7 * i + 3 * k + 1) % 40) for i in range(40) for k in range(5)}
+                   - {(i, i) for i in range(40)})
+    path.write_text("# FromNodeId\tToNodeId\n" + "".join(f"{a}\t{b}\n" for a, b in edges))
+    out = tmp_path / "out.json"
+    code, summary, err = daskhpc("run", "ssgd", path, "--workers", "2", "--parts", "2",
+                                 "--epochs", "2", "--json", out)
+    assert code == 0, err
+    q = json.loads(out.read_text())["quality"]
+    assert q["global_mean_rmse"] == 0.0 and len(q["test_rmse"]) > 0
+    assert "improvement_over_mean" not in q
+    assert "RMSE is 0" in q["unavailable"]["improvement_over_mean"]
+    assert "improvement over mean n/a (every test value equals the training mean: its " \
+        "RMSE is 0)" in summary
