@@ -27,8 +27,7 @@ import scipy.sparse as sp
 
 from daskhpc.io import read
 from daskhpc.runtime import connect
-from daskhpc.spgemm import local_multiply, multiply
-from daskhpc.spgemm._block import CscBlock
+from daskhpc.spgemm import CscBlock, local_multiply, multiply
 
 from spgemm import MATRICES, time_local  # this folder's spgemm.py: data sets, local timing
 
