@@ -61,8 +61,9 @@ def _ping(x, *deps):
 
 def connect(n, quiet):
     import dask
+    import distributed  # noqa: F401 - its defaults must be loaded before the set below:
 
-    import daskhpc as dh
+    import daskhpc as dh                 # leaving the set drops keys that were not there
 
     with dask.config.set(QUIET if quiet else {}):
         return dh.connect(n_workers=n)
@@ -205,6 +206,9 @@ def direct_profile(client, futs, calls=10):
                 (x["start"], x["stop"]) for x in t["startstops"] if x["action"] == "compute")
     stages = sorted((min(a for a, _ in v), max(b for _, b in v)) for v in spans.values())
     calls_ms = [1e3 * h["time_s"] for h in r.history]
+    if len(stages) != len(calls_ms):
+        raise RuntimeError(f"{len(stages)} calls in the task stream, {len(calls_ms)} in the "
+                           "history")
     parts = {"stages_ms": [], "outside_stages_ms": [], "call_ms": []}
     for (first, last), call in list(zip(stages, calls_ms))[2:]:
         parts["stages_ms"].append(1e3 * (last - first))
