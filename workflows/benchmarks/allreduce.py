@@ -61,9 +61,11 @@ def _ping(x, *deps):
 
 def connect(n, quiet):
     import dask
-    import distributed  # noqa: F401 - its defaults must be loaded before the set below:
+    import distributed  # noqa: F401 - its config defaults load before the set below
 
-    import daskhpc as dh                 # leaving the set drops keys that were not there
+    import daskhpc as dh
+
+    # (leaving dask.config.set drops the keys that were not there when it was entered)
 
     with dask.config.set(QUIET if quiet else {}):
         return dh.connect(n_workers=n)
