@@ -66,7 +66,6 @@ def connect(n, quiet):
     import daskhpc as dh
 
     # (leaving dask.config.set drops the keys that were not there when it was entered)
-
     with dask.config.set(QUIET if quiet else {}):
         return dh.connect(n_workers=n)
 
