@@ -13,6 +13,8 @@ reference to rounding.
 * :func:`serial_fit`: plain serial CP-ALS (Algorithms 1-2, Tensor Toolbox conventions);
 * :func:`plan`: the per-iteration communication (Table 2 columns) without a cluster;
 * :func:`prepare`, :func:`statics`, :func:`program`: the pieces ``fit`` runs on the kit;
+  :func:`cpals_job`: all of them as the kit's Job (``daskhpc.runtime.run_job`` runs it:
+  one prepared tensor, several runs);
 * :func:`mttkrp`: the coordinate MTTKRP kernel;
 * :func:`power_law_tensor` / :func:`write_tns`: seeded synthetic inputs at scale.
 
@@ -30,6 +32,7 @@ systems", Inria Research Report RR-8722, 2015 (HyperTensor).
 """
 
 from ._api import fit, plan, serial_fit
+from ._job import cpals_job
 from ._kernels import mttkrp
 from ._program import assemble, program
 from ._statics import statics
@@ -40,4 +43,4 @@ from ._tensor import Tensor, as_tensor
 
 __all__ = ["fit", "serial_fit", "plan", "CPResult", "prepare", "Setup", "Options", "statics",
            "program", "assemble", "mttkrp", "Tensor", "as_tensor", "power_law_tensor",
-           "write_tns"]
+           "write_tns", "cpals_job"]

@@ -53,14 +53,43 @@ def in_loop_default(s) -> bool:
 
 def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
               exchange: str | None = None):
-    """The frame's Job for the run prepared in ``s``.
+    """The frame's Job for the run prepared in ``s``: what :func:`fit` hands
+    :func:`daskhpc.runtime.run_job` (public to run one prepared setup several times, e.g.
+    to compare exchange modes without partitioning again).
 
-    ``stop``: apply the tol rule between iterations (default: when ``tol > 0``); the frame
-    then waits for every iteration before it submits the next one. ``exchange``: how
-    messages travel between workers (``"direct"``: pushed by the sender, one task per
-    worker and iteration; ``"graph"``: task results, one task group per worker and step;
-    default: the configured ``daskhpc.runtime.exchange``, resolved here so that the
-    report names it).
+    Parameters
+    ----------
+    s : Setup
+        From :func:`daskhpc.cpals.prepare`.
+    in_loop : bool, optional
+        Run the steps in the workers' event loops (default: with the graph exchange when
+        they are short, :func:`in_loop_default`; never with the direct exchange).
+    stop : bool, optional
+        Apply the tol rule between iterations (default: when ``tol > 0``); the frame
+        then waits for every iteration before it submits the next one.
+    exchange : {"direct", "graph"}, optional
+        How messages travel between workers (``"direct"``: pushed by the sender, one task
+        per worker and iteration; ``"graph"``: task results, one task group per worker
+        and step; default: the configured ``daskhpc.runtime.exchange``, resolved here so
+        that the report names it).
+
+    Returns
+    -------
+    daskhpc.runtime.Job
+        ``run_job(client, job)`` returns the Outcome: ``value`` (lambda, factors),
+        ``history`` (per iteration: fit, time_s, compute_max_s, ...), ``measured``,
+        ``timing``.
+
+    Examples
+    --------
+    >>> from daskhpc import cpals, datasets
+    >>> s = cpals.prepare(datasets.path("tensor"), 2, grain="coarse", partition="block",
+    ...                   rank=4, iters=3, tol=0)
+    >>> job = cpals.cpals_job(s, exchange="graph")
+    >>> job.units, job.exchange, job.stop is None
+    (3, 'graph', True)
+    >>> out = run_job(client, job)                                    # doctest: +SKIP
+    >>> [round(h["fit"], 3) for h in out.history]                     # doctest: +SKIP
     """
     from daskhpc.runtime import Job, exchange_mode
 

@@ -12,7 +12,10 @@ hypergraph of sampled batches (SHP, Algorithm 3).
 * :func:`serial_fit`: full-batch training on the whole graph (the reference);
 * :func:`local_fit`: the distributed program run part by part in one process;
 * :func:`plan`: the messages of an epoch and the paper's metrics, without a cluster;
-* :func:`minibatch_plan`, :func:`hoeffding_nets`, :func:`minibatch_fit`: Algorithm 3.
+* :func:`minibatch_plan`, :func:`hoeffding_nets`, :func:`minibatch_fit`: Algorithm 3;
+* :func:`prepare`, :func:`program`, :func:`statics`: the pieces the others run on (the
+  checked graph and row partition as a :class:`Setup`; the epochs as a
+  :class:`daskhpc.comm.Program` and its per-part data, e.g. for ``run_local``).
 
 Examples
 --------
@@ -32,7 +35,10 @@ Training on Distributed-Memory Systems", PVLDB 16(4), 2022. T. N. Kipf, M. Welli
 
 from ._api import fit, local_fit, plan, serial_fit
 from ._minibatch import hoeffding_nets, minibatch_fit, minibatch_plan
+from ._parts import statics
+from ._program import program
 from ._result import GCNResult
+from ._setup import Setup, prepare
 
 __all__ = ["fit", "serial_fit", "local_fit", "plan", "GCNResult", "minibatch_plan",
-           "hoeffding_nets", "minibatch_fit"]
+           "hoeffding_nets", "minibatch_fit", "prepare", "Setup", "program", "statics"]

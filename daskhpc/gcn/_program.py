@@ -200,7 +200,17 @@ def _words(plan: Plan, words: int, name: str) -> Plan:
 
 def program(setup, first_unit: int = 0) -> Program:
     """The steps of epochs (or mini-batch steps) ``first_unit`` .. E-1 and the final
-    evaluation on the whole graph. A mini-batch step exchanges along its own batch's plan."""
+    evaluation on the whole graph. A mini-batch step exchanges along its own batch's plan.
+
+    Examples
+    --------
+    >>> from daskhpc import gcn
+    >>> from daskhpc.comm import run_local
+    >>> s = gcn.prepare("cora", 2, partition="rp", epochs=2)
+    >>> finals, reports = run_local(gcn.program(s), gcn.statics(s))   # = local_fit
+    >>> len(reports), sorted(reports[0])
+    (2, [0, 1])
+    """
     o, K, d, L = setup.options, setup.K, setup.dims, setup.L
     E = epochs_of(setup)
     mb = setup.batches

@@ -190,6 +190,21 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
         One part id per line (``--save-partition`` of ``daskhpc partition``).
     **options
         Fields of :class:`Options`.
+
+    Returns
+    -------
+    Setup
+        ``graph`` (A_hat, features, labels, masks), ``assignment.parts`` (the row part of
+        every node), ``dims`` and ``timing``: what ``fit``, ``serial_fit``, ``local_fit``
+        and ``plan`` run on (a ``Setup.graph`` passed to them is not read again).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskhpc import gcn
+    >>> s = gcn.prepare("cora", 2, partition="rp", epochs=3)
+    >>> s.graph.n, np.bincount(s.assignment.parts).size, s.dims
+    (2708, 2, (1433, 16, 7))
     """
     unknown = set(options) - set(Options.__dataclass_fields__)
     if unknown:

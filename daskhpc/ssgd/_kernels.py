@@ -91,12 +91,22 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed):
     lr, reg : float
         Learning rate of this epoch and regularisation.
     seed : uint64
-        Shuffle seed (:func:`block_seed`).
+        Shuffle seed (a run draws one per epoch, part and block: :func:`block_seed`).
 
     Returns
     -------
     float
         Sum over the block of 0.5 (e^2 + reg (|w|^2 + |h|^2)) before each update.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskhpc.ssgd import sgd_block
+    >>> W, H = np.full((2, 4), 0.5), np.full((3, 4), 0.5)
+    >>> li, lj, r = np.array([0, 1, 1]), np.array([2, 0, 2]), np.array([4.0, 1.0, 3.0])
+    >>> loss = sgd_block(W, H, li, lj, r, 0.05, 0.1, np.uint64(7))   # W, H updated in place
+    >>> round(loss, 3), bool(W[0, 0] > 0.5)
+    (6.54, True)
     """
     n = val.size
     F = W.shape[1]

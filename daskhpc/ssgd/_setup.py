@@ -184,7 +184,23 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     partition_file : path, optional
         Row parts ``-`` column blocks (the paper code's format).
     **options
-        Fields of :class:`Options`.
+        Fields of :class:`Options` (those of :func:`daskhpc.ssgd.fit`).
+
+    Returns
+    -------
+    Setup
+        ``ratings`` (as numbered here), ``train``/``test``, ``assignment`` (``row_parts``,
+        ``col_blocks``), ``strata``, ``runplan`` and ``timing``; what ``fit``,
+        ``serial_fit`` and ``plan`` run on.
+
+    Examples
+    --------
+    >>> from daskhpc import datasets, hypergraph, ssgd
+    >>> s = ssgd.prepare(datasets.ratings(), 2, partition="random", test_fraction=0.0)
+    >>> s.ratings.nnz, s.assignment.row_parts.size == s.ratings.shape[0]
+    (100836, True)
+    >>> hypergraph.write_pair_file("k2.part", s.assignment.row_parts,
+    ...                            s.assignment.col_blocks)         # doctest: +SKIP
     """
     unknown = set(options) - set(Options.__dataclass_fields__)
     if unknown:

@@ -20,7 +20,7 @@ def test_public_namespace_is_pinned():
     assert set(cp.__all__) == {
         "fit", "serial_fit", "plan", "CPResult", "prepare", "Setup", "Options", "statics",
         "program", "assemble", "mttkrp", "Tensor", "as_tensor", "power_law_tensor",
-        "write_tns"}
+        "write_tns", "cpals_job"}
     for name in cp.__all__:
         assert hasattr(cp, name)
 

@@ -104,6 +104,7 @@ def test_public_namespace():
     import daskhpc.gcn as g
 
     assert set(g.__all__) == {"fit", "serial_fit", "local_fit", "plan", "GCNResult",
-                              "minibatch_plan", "hoeffding_nets", "minibatch_fit"}
+                              "minibatch_plan", "hoeffding_nets", "minibatch_fit",
+                              "prepare", "Setup", "program", "statics"}
     for name in g.__all__:
         assert hasattr(g, name)

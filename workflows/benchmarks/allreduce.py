@@ -61,9 +61,11 @@ def _ping(x, *deps):
 
 def connect(n, quiet):
     import dask
+    import distributed  # noqa: F401 - its config defaults load before the set below
 
     import daskhpc as dh
 
+    # (leaving dask.config.set drops the keys that were not there when it was entered)
     with dask.config.set(QUIET if quiet else {}):
         return dh.connect(n_workers=n)
 
@@ -185,35 +187,34 @@ def overhead(args, out):
 
 
 def direct_profile(client, futs, calls=10):
-    """Where a direct call's time goes (task stream, worker clocks): submission to the
-    first stage task, the stages, the last stage to the client's wake-up."""
-    import uuid
+    """Where a direct call's time goes: ``calls`` calls of one ``allreduce`` (its history:
+    submission to wake-up per call) under the task stream (worker clocks): the stages
+    (first stage task's start to the last one's stop) and the rest (submission to the
+    first stage task plus the last stage to the client's wake-up). The first 2 calls
+    warm up."""
+    from distributed import get_task_stream
 
-    from distributed import get_task_stream, wait
+    import daskhpc.allreduce as ar
 
-    from daskhpc.allreduce._direct import call_graph
-    from daskhpc.allreduce._job import from_futures as _from_futures
-    from daskhpc.runtime import low_latency, submit_pinned
-
-    s, inputs, owner = _from_futures(client, futs, 1000, {"algorithm": "ssar_rec_dbl"})
-    marks = []
-    with low_latency(client), get_task_stream(client) as ts:
-        for _ in range(calls):
-            tok = uuid.uuid4().hex[:10]
-            tasks, where, res = call_graph(s.algo, tok, inputs, owner, in_loop=True)
-            t0 = time.time()
-            wait(submit_pinned(client, tasks, where, res))
-            marks.append((tok, t0, time.time()))
-    parts = {"submit_to_first_ms": [], "stages_ms": [], "last_to_client_ms": [],
-             "call_ms": []}
-    for tok, t0, t1 in marks[2:]:
-        spans = [x for t in ts.data if tok in str(t["key"]) for x in t["startstops"]
-                 if x["action"] == "compute"]
-        first, last = min(x["start"] for x in spans), max(x["stop"] for x in spans)
-        parts["submit_to_first_ms"].append(1e3 * (first - t0))
+    with get_task_stream(client) as ts:
+        r = ar.allreduce(futs, "ssar_rec_dbl", N=1000, client=client, repeat=calls,
+                         gather=False)
+    spans: dict = {}      # one call's stage tasks: ("allreduce-<token>", rank, stage, dst)
+    for t in ts.data:
+        key = t["key"]
+        if isinstance(key, tuple) and len(key) == 4 and str(key[0]).startswith("allreduce-"):
+            spans.setdefault(key[0], []).extend(
+                (x["start"], x["stop"]) for x in t["startstops"] if x["action"] == "compute")
+    stages = sorted((min(a for a, _ in v), max(b for _, b in v)) for v in spans.values())
+    calls_ms = [1e3 * h["time_s"] for h in r.history]
+    if len(stages) != len(calls_ms):
+        raise RuntimeError(f"{len(stages)} calls in the task stream, {len(calls_ms)} in the "
+                           "history")
+    parts = {"stages_ms": [], "outside_stages_ms": [], "call_ms": []}
+    for (first, last), call in list(zip(stages, calls_ms))[2:]:
         parts["stages_ms"].append(1e3 * (last - first))
-        parts["last_to_client_ms"].append(1e3 * (t1 - last))
-        parts["call_ms"].append(1e3 * (t1 - t0))
+        parts["outside_stages_ms"].append(call - 1e3 * (last - first))
+        parts["call_ms"].append(call)
     return {"what": "direct call, N = 1000, where the time goes (median ms)",
             **{k: float(np.median(v)) for k, v in parts.items()}}
 

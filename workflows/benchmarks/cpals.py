@@ -72,12 +72,10 @@ print(" ".join(f"{b - a:.6f}" for a, b in zip(stamps, stamps[1:])))
 
 
 def ours(rank: int, iters: int) -> list[float]:
-    from daskhpc.cpals import as_tensor
-    from daskhpc.cpals._serial import run_serial
+    from daskhpc.cpals import as_tensor, serial_fit
 
     X = as_tensor(str(MLSMALL))
-    out = run_serial(X, rank, iters, 0.0, 0)
-    return [h["time_s"] for h in out["history"]]
+    return [h["time_s"] for h in serial_fit(X, rank, iters=iters, tol=0.0, seed=0).history]
 
 
 def splatt(binary: str, rank: int, iters: int, threads: int, ranks: int = 1) -> list[float]:
@@ -148,9 +146,7 @@ def plans(args) -> list[dict]:
 
 
 def synthetic(args) -> dict:
-    from daskhpc.cpals import power_law_tensor
-    from daskhpc.cpals._api import sections
-    from daskhpc.cpals._setup import prepare
+    from daskhpc.cpals import plan, power_law_tensor
 
     t0 = time.perf_counter()
     X = power_law_tensor(args.nnz)
@@ -159,11 +155,11 @@ def synthetic(args) -> dict:
     for grain, part in (("fine", "hp"), ("fine", "random"), ("coarse", "hp"),
                         ("coarse", "block")):
         t0 = time.perf_counter()
-        s = prepare(X, args.parts, grain=grain, partition=part, rank=10)
-        rep = sections(s)
+        rep = plan(X, args.parts, grain=grain, partition=part, rank=10)   # prepare + report
         row = {"method": f"{grain}-{part}", "K": args.parts,
-               "seconds": time.perf_counter() - t0, "partition_s": s.timing["partition_s"],
-               "plan_s": s.timing["plan_s"], "tot_vol": rep["plan"]["tot_vol"],
+               "seconds": time.perf_counter() - t0,
+               "partition_s": rep["timing"]["partition_s"],
+               "plan_s": rep["timing"]["plan_s"], "tot_vol": rep["plan"]["tot_vol"],
                "max_msgs": rep["plan"]["max_msgs"], "imbalance": rep["partition"]["imbalance"],
                "partitioner": rep["partitioner"]}
         out["plans"].append(row)
@@ -176,7 +172,7 @@ def _cluster_run(client, s, *, tol=None, in_loop=None, exchange=None):
     iterations 1..) and where it went (the parts time their own steps)."""
     from dataclasses import replace
 
-    from daskhpc.cpals._job import cpals_job
+    from daskhpc.cpals import cpals_job
     from daskhpc.runtime import run_job
 
     if tol is not None:
@@ -305,10 +301,10 @@ def _serial_10m(X, args) -> dict:
     """Our serial on the whole tensor: wall seconds per iteration (median over iterations
     1..) and CPU seconds per iteration (mean over the run: on a loaded machine the CPU
     time says what the work costs, the wall time what the machine gave it)."""
-    from daskhpc.cpals._serial import run_serial
+    from daskhpc.cpals import serial_fit
 
     c0 = time.process_time()
-    hist = run_serial(X, args.rank, args.dist_iters, 0.0, 0)["history"]
+    hist = serial_fit(X, args.rank, iters=args.dist_iters, tol=0.0, seed=0).history
     cpu = (time.process_time() - c0) / len(hist)
     return {"per_iteration_s": float(np.median([h["time_s"] for h in hist[1:]])),
             "cpu_per_iteration_s": cpu}
@@ -317,17 +313,16 @@ def _serial_10m(X, args) -> dict:
 def latency(args) -> dict:
     """Short steps: mlsmall at R = 16 on 2 workers, K = 2, fine-hp and coarse-hp."""
     import daskhpc as dh
-    from daskhpc.cpals import as_tensor, prepare
-    from daskhpc.cpals._serial import run_serial
+    from daskhpc.cpals import as_tensor, prepare, serial_fit
 
     out: dict = {"load_start": _load(), "runs": {}}
 
     X = as_tensor(str(MLSMALL))
-    run_serial(X, 16, 2, 0.0, 0)
+    serial_fit(X, 16, iters=2, tol=0.0, seed=0)
     ser = []
     for _ in range(args.rounds):
-        ser.append(float(np.median([h["time_s"] for h in run_serial(X, 16, 40, 0.0, 0)[
-            "history"][1:]])))
+        ser.append(float(np.median([h["time_s"] for h in serial_fit(
+            X, 16, iters=40, tol=0.0, seed=0).history[1:]])))
     out["serial_s"] = {"median_s": float(np.median(ser)), "min_s": float(np.min(ser))}
     with dh.connect(n_workers=2) as client:
         for m in ("fine-hp", "coarse-hp"):

@@ -101,14 +101,13 @@ def export(g, path):
 
 
 def ours(source, epochs, eval_every):
-    from daskhpc.gcn._serial import run_serial
-    from daskhpc.gcn._setup import prepare
+    from daskhpc.gcn import prepare, serial_fit
 
-    s = prepare(source, 1, epochs=epochs, eval_every=eval_every)
-    out = run_serial(s)
-    t = [h["time_s"] for h in out["history"]]
-    return s.graph, {"epoch_ms": 1000 * float(np.median(t[1:])),
-                     "test_acc": out["final"]["final_test_acc"]}
+    g = prepare(source, 1, partition="rp", epochs=1).graph   # read once: PyG gets it too
+    res = serial_fit(g, epochs=epochs, eval_every=eval_every)
+    t = [h["time_s"] for h in res.history]
+    return g, {"epoch_ms": 1000 * float(np.median(t[1:])),
+               "test_acc": res.info["quality"]["final_test_acc"]}
 
 
 GRAPHS = {"facebook": str(DATA / "facebook_page_page"),
@@ -174,7 +173,7 @@ def critical_path(s) -> float:
     from dataclasses import replace
 
     from daskhpc.comm import run_local
-    from daskhpc.gcn._program import program, statics
+    from daskhpc.gcn import program, statics
 
     spent = defaultdict(float)
 
@@ -196,30 +195,37 @@ def critical_path(s) -> float:
 
 def cluster(epochs: int, repeats: int, names, in_loop="auto",
             exchanges=("direct", "graph")) -> list:
-    """Serial vs 2 workers per training epoch (module docstring), alternated."""
-    from daskhpc.gcn._job import gcn_job, short_steps, steps_per_epoch
-    from daskhpc.gcn._serial import run_serial
-    from daskhpc.gcn._setup import prepare
-    from daskhpc.runtime import connect, run_job
+    """Serial vs 2 workers per training epoch (module docstring), alternated.
+
+    The graph is read and its rows partitioned once (``prepare``); every run below trains
+    on that graph (``Setup.graph``) and, on the cluster, on those rows (a partition file).
+    """
+    from daskhpc.gcn import fit, prepare, serial_fit
+    from daskhpc.runtime import connect
 
     rows = []
-    with connect(n_workers=2, threads_per_worker=1) as client:
+    with connect(n_workers=2, threads_per_worker=1) as client, \
+            tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            serial_setup = prepare(GRAPHS[name], 1, partition="rp", epochs=epochs,
-                                   eval_every=0)
             s = prepare(GRAPHS[name], 2, partition="hp", epochs=epochs, eval_every=0)
-            loop = short_steps(s, 2) if in_loop == "auto" else in_loop
+            parts = Path(tmp) / f"{name}.k2.part"
+            np.savetxt(parts, s.assignment.parts, fmt="%d")
             ser, floor, ideal, cap, loads = [], [], [], [], []
             dist = {x: [] for x in exchanges}
-            nbytes = {}
+            nbytes, steps, loop = {}, None, None
             for _ in range(repeats):
                 loads.append(os.getloadavg()[0])
-                ser.append(_median_epoch(run_serial(serial_setup)["history"]))
+                ser.append(_median_epoch(serial_fit(s.graph, epochs=epochs,
+                                                    eval_every=0).history))
                 for x in exchanges:
-                    out = run_job(client, gcn_job(s, in_loop=loop, exchange=x),
-                                  progress_bar=False)
-                    dist[x].append(_median_epoch(out.history))
-                    nbytes[x] = int(out.measured["inter_worker_bytes"] / epochs)
+                    res = fit(s.graph, nparts=2, partition_file=str(parts), epochs=epochs,
+                              eval_every=0, in_loop=in_loop, exchange=x, client=client,
+                              progress=False)
+                    rep = res.report()
+                    dist[x].append(_median_epoch(res.history))
+                    nbytes[x] = int(rep["measured"]["inter_worker_bytes"] / epochs)
+                    steps = rep["timing"]["steps_per_epoch"]
+                    loop = rep["execution"]["in_loop"]
                 floor.append(_floor_per_step(client))
                 ideal.append(critical_path(replace(s, options=replace(s.options, epochs=5))))
                 cap.append(parallel_capacity())
@@ -237,7 +243,7 @@ def cluster(epochs: int, repeats: int, names, in_loop="auto",
             row.update({
                 "k2_compute_critical_path_ms": round(1000 * float(np.median(ideal)), 1),
                 "parallel_capacity_cores": [round(c, 2) for c in cap],
-                "steps_per_epoch": steps_per_epoch(s), "in_loop": bool(loop),
+                "steps_per_epoch": steps, "in_loop": bool(loop),
                 "kit_graph_floor_per_step_ms": round(1000 * float(np.median(floor)), 2),
                 "load_avg": [round(v, 1) for v in loads]})
             rows.append(row)

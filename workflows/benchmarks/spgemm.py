@@ -51,8 +51,7 @@ import scipy.sparse as sp
 
 from daskhpc.io import read
 from daskhpc.runtime import connect
-from daskhpc.spgemm import _memory, local_multiply, multiply
-from daskhpc.spgemm._block import CscBlock
+from daskhpc.spgemm import CscBlock, local_multiply, multiply
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 MATRICES = {
@@ -60,6 +59,33 @@ MATRICES = {
     "soc-Slashdot0902": DATA / "graphs" / "soc-Slashdot0902.txt.gz",
     "astro-ph": DATA / "matrices" / "astro-ph.mtx.gz",
 }
+
+
+def _status(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def reset_peak() -> int | None:
+    """Reset this process's peak RSS (Linux ``/proc``); return its RSS (bytes) or None.
+    ``multiply``'s own memory report does the same on the workers."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None
+    return _status("VmRSS")
+
+
+def read_peak() -> int | None:
+    """Peak RSS (bytes) of this process since the last :func:`reset_peak`, or None."""
+    return _status("VmHWM")
 
 
 def spread(times) -> dict:
@@ -72,11 +98,11 @@ def timed(fn, repeat):
     times, peak, out = [], 0, None
     for _ in range(repeat):
         out = None
-        base = _memory.reset_peak() or 0
+        base = reset_peak() or 0
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
-        peak = max(peak, (_memory.read_peak() or 0) - base)
+        peak = max(peak, (read_peak() or 0) - base)
     return {**spread(times), "peak_bytes": peak}, out
 
 
@@ -113,11 +139,11 @@ def bench_ours(client, a, grid, consume, local, repeat):
              measure_memory=False)                                  # warm: kernels, plugin
     rows = []
     for _ in range(repeat):
-        base = _memory.reset_peak() or 0
+        base = reset_peak() or 0
         t0 = time.perf_counter()
         res = multiply(a, client=client, grid=grid, consume=consume, local=local, plan=False)
         wall = time.perf_counter() - t0
-        client_peak = (_memory.read_peak() or 0) - base
+        client_peak = (read_peak() or 0) - base
         nnz = res.value["nnz"] if consume == "count" else int(res.matrix.nnz)
         tm = res.timing
         rows.append({"time_s": tm["run_s"] + tm["gather_s"] + tm["assemble_s"],
@@ -251,11 +277,11 @@ def bench_dask_array(client, a):
     n = a.shape[0]
     x = da.from_array(sparse.COO.from_scipy_sparse(a), chunks=((n + 1) // 2, (n + 1) // 2),
                       asarray=False)
-    base = client.run(_memory.reset_peak)
+    base = client.run(reset_peak)
     t0 = time.perf_counter()
     c = (x @ x).compute()
     t = time.perf_counter() - t0
-    peaks = client.run(_memory.read_peak)
+    peaks = client.run(read_peak)
     return {"time_s": t, "min_s": t, "max_s": t, "n": 1, "nnz_c": int(c.nnz),
             "peak_bytes": int(sum(peaks[w] - (base[w] or 0) for w in peaks))}
 

@@ -1,7 +1,7 @@
 """Before/after timing of daskhpc.spgemm: the same few rows for any version of the package.
 
-Uses only the public API that every version has (``local_multiply``, ``multiply``),
-so an older commit can be timed by putting its tree first on the path::
+Uses only the public API (``CscBlock``, ``local_multiply``, ``multiply``), so an older
+commit that exports them can be timed by putting its tree first on the path::
 
     git archive 182bd86 daskhpc | tar -x -C /tmp/spgemm-before
     PYTHONPATH=/tmp/spgemm-before flock /tmp/daskhpc-bench.lock \\
@@ -27,8 +27,7 @@ import scipy.sparse as sp
 
 from daskhpc.io import read
 from daskhpc.runtime import connect
-from daskhpc.spgemm import local_multiply, multiply
-from daskhpc.spgemm._block import CscBlock
+from daskhpc.spgemm import CscBlock, local_multiply, multiply
 
 from spgemm import MATRICES, time_local  # this folder's spgemm.py: data sets, local timing
 

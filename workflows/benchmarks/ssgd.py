@@ -34,33 +34,42 @@ QUIET = {  # per-worker background work that competes for 2 cores (all on by def
 
 
 def kernel(rows, cols, vals, F, repeats=15):
-    from daskhpc.ssgd._kernels import block_seed, init_rows, sgd_block
+    from daskhpc.ssgd import sgd_block
 
-    W = init_rows(0, 0, np.arange(rows.max() + 1), F, 0.4)
-    H = init_rows(0, 1, np.arange(cols.max() + 1), F, 0.4)
-    sgd_block(W, H, rows, cols, vals, 0.01, 0.05, block_seed(0, 0, 0, 0))   # compile/load
+    rng = np.random.default_rng(0)
+    W = rng.uniform(0.0, 0.4, (rows.max() + 1, F))
+    H = rng.uniform(0.0, 0.4, (cols.max() + 1, F))
+    sgd_block(W, H, rows, cols, vals, 0.01, 0.05, np.uint64(0))   # compile/load
     ts = []
     for e in range(repeats):
         t0 = time.perf_counter()
-        sgd_block(W, H, rows, cols, vals, 0.01, 0.05, block_seed(0, e, 0, 0))
+        sgd_block(W, H, rows, cols, vals, 0.01, 0.05, np.uint64(e + 1))
         ts.append(time.perf_counter() - t0)
     return {"F": F, "updates": int(vals.size), "median_s": float(np.median(ts)),
             "updates_per_s": float(vals.size / np.median(ts))}
 
 
 def plans(data, Ks=(2, 4, 8)):
-    from daskhpc.ssgd._plan import epoch_pattern
-    from daskhpc.ssgd._setup import prepare
+    """Per (K, rows) one partition (``prepare``), written as a pair file that the plan of
+    every strategy reads: the three strategies see the same rows and blocks."""
+    import tempfile
+
+    from daskhpc.hypergraph import write_pair_file
+    from daskhpc.ssgd import plan, prepare
 
     out = []
-    for K in Ks:
-        for part in ("random", "hp"):
-            s = prepare(data, K, partition=part, test_fraction=0.0, epochs=1)
-            for st in ("dsgd", "p2p", "hc"):
-                r = epoch_pattern(s.layout, s.strata, st).plan(16).report()
-                out.append({"K": K, "rows": part, "strategy": st, **{
-                    k: r[k] for k in ("tot_vol", "sum_max_vol", "max_max_vol", "tot_msgs",
-                                      "max_msgs", "sum_max_msgs", "max_max_msgs")}})
+    with tempfile.TemporaryDirectory() as tmp:
+        for K in Ks:
+            for part in ("random", "hp"):
+                s = prepare(data, K, partition=part, test_fraction=0.0, epochs=1)
+                pair = os.path.join(tmp, f"k{K}-{part}.part")
+                write_pair_file(pair, s.assignment.row_parts, s.assignment.col_blocks)
+                for st in ("dsgd", "p2p", "hc"):
+                    r = plan(data, K, strategy=st, partition_file=pair, test_fraction=0.0,
+                             epochs=1, rank=16)["plan"]
+                    out.append({"K": K, "rows": part, "strategy": st, **{
+                        k: r[k] for k in ("tot_vol", "sum_max_vol", "max_max_vol", "tot_msgs",
+                                          "max_msgs", "sum_max_msgs", "max_max_msgs")}})
     return out
 
 

@@ -109,7 +109,7 @@ def write_inputs(work: Path, Ks, epochs: int) -> tuple[Path, dict]:
     """The .mtx of ml-latest-small and one pair partition file per K (hp rows)."""
     from daskhpc import datasets
     from daskhpc.hypergraph import write_pair_file
-    from daskhpc.ssgd._setup import prepare
+    from daskhpc.ssgd import prepare
 
     work.mkdir(parents=True, exist_ok=True)
     data = datasets.ratings()
