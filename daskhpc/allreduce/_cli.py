@@ -18,10 +18,6 @@ True
 
 from __future__ import annotations
 
-import os
-
-import numpy as np
-
 from daskhpc.errors import InputError
 
 NAME = "allreduce"
@@ -62,24 +58,21 @@ def add_arguments(parser, mode: str) -> None:
                        help="compare with the dense rank-order sum")
 
 
-def _read(path: str):
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as e:
-        raise InputError(f"{path}: not a .npy or .npz file ({e})") from None
-    if isinstance(data, np.ndarray):
-        return data, None
-    with data:
-        if "idx" not in data or "val" not in data:
-            raise InputError(f"{path}: a .npz vector needs arrays 'idx' and 'val'")
-        N = int(data["N"]) if "N" in data else None
-        return (data["idx"], data["val"]), N
+def _inputs(args) -> list:
+    return [i for i in (getattr(args, "inputs", None) or []) if i != "uniform"]
+
+
+def check(args) -> None:
+    """The vector files, read and checked before the cluster starts (exit 2)."""
+    from ._setup import validate_input
+
+    validate_input(_inputs(args), args.N)
 
 
 def _call_args(args) -> dict:
-    inputs = [i for i in (getattr(args, "inputs", None) or []) if i != "uniform"]
+    from ._setup import read_vectors
+
+    inputs = _inputs(args)
     opts = {"algorithm": args.algorithm, "group": args.group, "alpha": args.alpha,
             "beta": args.beta}
     if hasattr(args, "repeat"):
@@ -87,11 +80,8 @@ def _call_args(args) -> dict:
     if not inputs:
         return dict(N=args.N, nparts=args.parts, density=args.density,
                     seed=getattr(args, "seed", 0) or 0, dtype=args.dtype, **opts)
-    vecs, Ns = zip(*[_read(p) for p in inputs])
-    Ns = {n for n in Ns if n is not None} | ({args.N} if args.N else set())
-    if len(Ns) > 1:
-        raise InputError(f"the vector files disagree on N: {sorted(Ns)}")
-    return dict(vectors=list(vecs), nparts=args.parts, N=Ns.pop() if Ns else None, **opts)
+    vecs, N = read_vectors(inputs, args.N)
+    return dict(vectors=vecs, nparts=args.parts, N=N, **opts)
 
 
 def plan(args) -> dict:

@@ -69,7 +69,18 @@ def _options(args) -> dict:
     return out
 
 
-def _input(args) -> str:
+def check(args) -> None:
+    """Options and the tensor, read and checked before the cluster starts (exit 2)."""
+    from ._setup import validate_input
+
+    args._cpals_input = validate_input(_input(args), getattr(args, "parts", None),
+                                       **_options(args))
+
+
+def _input(args):
+    """What ``check`` read (a Tensor), else the one path."""
+    if getattr(args, "_cpals_input", None) is not None:
+        return args._cpals_input
     inputs = list(getattr(args, "inputs", []) or [])
     if len(inputs) != 1:
         raise InputError(f"cpals takes one tensor file (.tns), got {len(inputs)}: {inputs}")

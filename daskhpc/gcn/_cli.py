@@ -107,7 +107,18 @@ def _options(args) -> dict:
     return out
 
 
-def _input(args) -> str:
+def check(args) -> None:
+    """Options and the graph, read and checked before the cluster starts (exit 2)."""
+    from ._setup import validate_input
+
+    args._gcn_input = validate_input(_input(args), getattr(args, "parts", None),
+                                     **_options(args))
+
+
+def _input(args):
+    """What ``check`` read (a Graph), else the one graph name or path."""
+    if getattr(args, "_gcn_input", None) is not None:
+        return args._gcn_input
     inputs = list(getattr(args, "inputs", []) or [])
     if len(inputs) != 1:
         raise InputError(f"gcn takes one graph (a file, a directory or 'cora'), got "

@@ -76,12 +76,21 @@ def _call(args) -> dict:
     inputs = list(getattr(args, "inputs", None) or [])
     if len(inputs) != 1:
         raise InputError(f"linear takes one LIBSVM training file, got {len(inputs)}")
-    return dict(X=inputs[0], nparts=args.parts or 4, test=args.test, loss=args.loss,
+    cached = getattr(args, "_linear_input", None)      # what check read
+    return dict(X=inputs[0] if cached is None else cached, nparts=args.parts or 4,
+                test=args.test if cached is None else None, loss=args.loss,
                 batch=args.batch, epochs=args.epochs, lr=args.lr, lr_decay=args.lr_decay,
                 reg=args.reg, topk=_topk(args.topk), k=args.k,
                 error_feedback=not args.no_error_feedback, allreduce=args.allreduce,
                 group=args.group, alpha=args.alpha, beta=args.beta,
                 seed=getattr(args, "seed", 0) or 0)
+
+
+def check(args) -> None:
+    """Options and the data, read and checked before the cluster starts (exit 2)."""
+    from ._setup import validate_input
+
+    args._linear_input = validate_input(**_call(args))
 
 
 def plan(args) -> dict:

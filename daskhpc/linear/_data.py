@@ -97,6 +97,9 @@ def _with_intercept(X):
 def load(X, y=None, test=None, *, fit_intercept: bool = True) -> LinearData:
     """Training data (``X``, ``y``; or a LIBSVM path / SparseInput) and optional test data
     (a path, a SparseInput, or ``(X_test, y_test)``)."""
+    if isinstance(X, LinearData) and y is None and test is None \
+            and X.fit_intercept == fit_intercept:
+        return X                          # loaded and checked already (the CLI's check)
     notes: list = []
     X, y_file, src = _read(X, "X")
     y = y_file if y is None else y
