@@ -20,6 +20,8 @@ from distributed import Client
 
 from daskhpc import _config
 
+from ._sigint import start_without_sigint
+
 __all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG", "free_dashboard_address",
            "scheduler_file_security", "check_dashboard_address", "connect_timeout",
            "NoScheduler"]
@@ -184,12 +186,20 @@ def connect(
     with dask.config.set({**CLUSTER_CONFIG, "distributed.scheduler.preload": preload}):
         # Client(address=None, **kwargs) starts the LocalCluster itself and, as
         # documented for Client.close, closes it again: no wrapper needed.
-        return Client(
+        return start_without_sigint(lambda: Client(
             n_workers=n_workers,
             processes=processes,
             dashboard_address=free_dashboard_address(dashboard_address),
             **cluster_kwargs,
-        )
+        ), _close_quietly)
+
+
+def _close_quietly(client: Client) -> None:
+    """Close a cluster a Ctrl-C stopped right after its start (no lost-data log lines)."""
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+    client.close()
 
 
 #: Seconds ``connect`` waits for a scheduler file to appear and for a scheduler to answer
