@@ -236,7 +236,7 @@ def _client_for(args):
     _check_cluster_args(args)
     joins = getattr(args, "scheduler_file", None) or getattr(args, "scheduler_address", None)
     workers = getattr(args, "workers", None)
-    what = (f"joining the scheduler at {joins}" if joins else
+    what = (f"waiting for the scheduler of {joins}" if joins else
             f"starting a LocalCluster of {workers or 'the default number of'} workers")
     if os.environ.get("DASKHPC_MPI_CLIENT") == "1":
         what = "joining the MPI job's scheduler"

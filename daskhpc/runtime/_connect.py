@@ -124,8 +124,9 @@ def connect(
 
     Joining waits at most ``daskhpc.runtime.connect-timeout`` seconds (30) for a
     scheduler file to appear and for the scheduler to answer, then fails with one
-    line: :class:`~daskhpc.errors.InputError` for a scheduler file that never came,
-    :class:`NoScheduler` for a scheduler that did not answer.
+    line, :class:`NoScheduler`; an address that refuses the connection (nothing
+    listens there) fails at once, and so does a scheduler file in a directory that does
+    not exist (:class:`~daskhpc.errors.InputError`: a bad option).
 
     Examples
     --------
@@ -209,7 +210,9 @@ CONNECT_TIMEOUT_S = 30.0
 
 
 class NoScheduler(ConnectionError):
-    """No scheduler answered in the bounded wait (the CLI prints the message alone)."""
+    """No scheduler to join: its address refused the connection, it did not answer in the
+    bounded wait, or its scheduler file did not appear in it (the CLI prints the message
+    alone and exits 1)."""
 
     one_line = True
 
@@ -245,14 +248,48 @@ def _wait_for_file(scheduler_file, wait: float) -> None:
         if time.monotonic() > deadline:
             state = "has no scheduler address" if os.path.exists(scheduler_file) else \
                 "does not exist"
-            raise InputError(f"{scheduler_file}: the scheduler file {state} after waiting "
+            raise NoScheduler(f"{scheduler_file}: the scheduler file {state} after waiting "
                              f"{wait:g} s (is the scheduler running? more time: "
                              "DASK_DASKHPC__RUNTIME__CONNECT_TIMEOUT=SECONDS)")
         time.sleep(0.05)
 
 
+def _refused(address) -> bool:
+    """Whether nothing listens at a TCP/TLS ``address`` (the connection is refused): then
+    waiting for an answer is pointless. Unreachable or slow hosts are left to the wait."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, loc = parse_address(address)
+        if scheme not in ("tcp", "tls"):
+            return False
+        host, port = parse_host_port(loc)
+        with socket.create_connection((host, int(port)), timeout=1.0):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def _scheduler_file_address(scheduler_file):
+    import json
+
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        with open(scheduler_file) as f:
+            return json.load(f)["address"]
+    return None
+
+
 def _join(address, scheduler_file, wait: float, security=None) -> Client:
-    """Client of a running scheduler, or :class:`NoScheduler` after ``wait`` seconds."""
+    """Client of a running scheduler, or :class:`NoScheduler`: at once where the connection
+    is refused, else after ``wait`` seconds."""
+    target = address or (_scheduler_file_address(scheduler_file) if scheduler_file else None)
+    if target and _refused(target):
+        where = f"{target} (from {scheduler_file})" if scheduler_file else target
+        stale = "; the file may be a finished job's" if scheduler_file else ""
+        raise NoScheduler(f"no Dask scheduler at {where}: connection refused (nothing "
+                          f"listens there{stale})")
     try:
         return Client(address, scheduler_file=scheduler_file, security=security,
                       timeout=wait)
