@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import socket
+import warnings
 from typing import Any
 
 import dask.config
@@ -20,6 +21,7 @@ from distributed import Client
 
 from daskhpc import _config
 
+from ._logs import quiet_dask_noise
 from ._sigint import start_without_sigint
 
 __all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG", "free_dashboard_address",
@@ -187,12 +189,19 @@ def connect(
     with dask.config.set({**CLUSTER_CONFIG, "distributed.scheduler.preload": preload}):
         # Client(address=None, **kwargs) starts the LocalCluster itself and, as
         # documented for Client.close, closes it again: no wrapper needed.
-        return start_without_sigint(lambda: Client(
-            n_workers=n_workers,
-            processes=processes,
-            dashboard_address=free_dashboard_address(dashboard_address),
-            **cluster_kwargs,
-        ), _close_quietly)
+        quiet_dask_noise()
+        with warnings.catch_warnings():
+            # free_dashboard_address probed the port; another process may take it in the
+            # meantime: Dask then serves on another one, which the client's
+            # dashboard_link (printed by the CLI) names; its warning says no more
+            warnings.filterwarnings("ignore", message=r"Port \d+ is already in use",
+                                    category=UserWarning)
+            return start_without_sigint(lambda: Client(
+                n_workers=n_workers,
+                processes=processes,
+                dashboard_address=free_dashboard_address(dashboard_address),
+                **cluster_kwargs,
+            ), _close_quietly)
 
 
 def _close_quietly(client: Client) -> None:
