@@ -1,7 +1,8 @@
 """What the command line shows while it works, and where its text goes.
 
 * :class:`stage` - one line per long step (reading, building a model, partitioning):
-  a ticking ``label ... 12 s`` on a terminal, a start and an end line in a log when
+  a ticking ``label ... 12 s`` on a terminal (ticked by a small process of its own, so
+  that a native call holding the GIL does not freeze it), a start and an end line in a log when
   ``daskhpc.runtime.progress`` is true, nothing when piped (the default off a TTY).
 * :func:`json_on_stdout` - with ``--json -`` stdout carries the report alone: every other
   line (tables, summaries, notes, a native library writing to file descriptor 1) goes to
@@ -59,6 +60,7 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
         self.mode = mode or progress_mode(self.file)
         self._stop = threading.Event()
         self._thread = None
+        self._ticker = None
         self._lock = threading.Lock()
         self._t0 = 0.0
 
@@ -66,9 +68,11 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
         self._t0 = time.perf_counter()
         if self.mode == "tick":
             self._write(f"\r{self.label} ...")
-            self._thread = threading.Thread(target=self._tick, daemon=True,
-                                            name="daskhpc-stage")
-            self._thread.start()
+            self._ticker = _ticker_process(self.label, self.file)
+            if self._ticker is None:        # no process to tick from: a thread then
+                self._thread = threading.Thread(target=self._tick, daemon=True,
+                                                name="daskhpc-stage")
+                self._thread.start()
         elif self.mode == "lines":
             self._write(f"{self.label} ...\n")
         return self
@@ -79,6 +83,8 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._ticker is not None:
+            _stop_ticker(self._ticker)
         took = time.perf_counter() - self._t0
         end = "done" if exc_type is None else "stopped"
         if self.mode == "tick":     # \033[K: clear what the ticking line left behind
@@ -94,6 +100,41 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
         with self._lock:
             self.file.write(text)
             self.file.flush()
+
+
+#: The ticking line's writer, a process of its own: a thread would need the GIL, which a
+#: partitioner's native call (Mt-KaHyPar, KaHyPar) holds for its whole run, so the
+#: seconds froze and then jumped (1 s to 42 s on a9a). It stops at EOF on its stdin,
+#: which also comes when this process dies.
+_TICKER = """
+import os, select, sys, time
+fd, label, t0 = int(sys.argv[1]), sys.argv[2], time.monotonic()
+while not select.select([0], [], [], 1.0)[0]:
+    os.write(fd, f"\\r{label} ... {time.monotonic() - t0:.0f} s".encode())
+"""
+
+
+def _ticker_process(label: str, file):
+    """Start the ticker process writing to ``file``'s descriptor, or None."""
+    import subprocess
+
+    try:
+        fd = file.fileno()
+        # its own session: a Ctrl-C at the terminal does not reach it (no traceback)
+        return subprocess.Popen([sys.executable, "-I", "-S", "-c", _TICKER, str(fd), label],
+                                stdin=subprocess.PIPE, pass_fds=(fd,),
+                                start_new_session=True)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _stop_ticker(proc) -> None:
+    try:
+        proc.stdin.close()                    # EOF: it ends within its next select
+        proc.wait(timeout=10)
+    except Exception:  # noqa: BLE001 - never let the display fail the work
+        proc.kill()
+        proc.wait()
 
 
 @contextlib.contextmanager

@@ -3,8 +3,9 @@
 A Ctrl-C in a terminal sends SIGINT to every process of the foreground group, the worker
 processes a LocalCluster spawned included. Each would die printing its own traceback
 (~70 lines for two workers), and the client would see lost workers and try to recover
-instead of stopping. Workers ignore SIGINT; the client process gets KeyboardInterrupt,
-closes the cluster (its nannies stop the workers) and exits 130.
+instead of stopping. Workers keep running on SIGINT, with their logging silenced; the
+client process gets KeyboardInterrupt, closes the cluster (its nannies stop the workers)
+and exits 130.
 
 Before the preload runs (a worker process spends seconds importing Dask), the workers are
 protected by :func:`start_without_sigint`, which ``connect()`` starts a LocalCluster with.
@@ -19,9 +20,20 @@ import threading
 
 
 def dask_setup(worker) -> None:  # noqa: ARG001 - the preload protocol passes the worker
-    """Ignore SIGINT in this worker process (a signal handler needs the main thread)."""
+    """Leave Ctrl-C to the client in this worker process (a signal handler needs the
+    main thread): the worker keeps running, and stops logging."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, _quiet)
+
+
+def _quiet(signum, frame) -> None:  # noqa: ARG001 - a signal handler's signature
+    # The user pressed Ctrl-C: the client ends the run and closes the cluster. What this
+    # worker would log meanwhile ("Compute Failed" for a task that waited for a message
+    # of the run that ended, seen under load) is no news; the handler runs before any
+    # of that, as the client reacts only after the same Ctrl-C.
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
 
 
 def start_without_sigint(start, close):
