@@ -122,14 +122,18 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
     todo = [(w, path) for w, path in todo if not _fresh(path)]
     announce = _announcer(file, ", ".join(workflows))
     t0 = time.perf_counter()
-    for w, path in todo:
-        before = _overloads()
-        with event.install_listener("numba:compile", announce):
-            for fn in warmup_of(w, command):
-                fn()
-        _write_stamp(path, before)
+    try:
+        for w, path in todo:
+            before = _overloads()
+            with event.install_listener("numba:compile", announce):
+                for fn in warmup_of(w, command):
+                    fn()
+            _write_stamp(path, before)
+    finally:
+        if announce.stage is not None:          # the ticking line (a terminal)
+            announce.stage.__exit__(*sys.exc_info())
     seconds = time.perf_counter() - t0
-    if announce.compiled and file is not None:
+    if announce.compiled and file is not None and announce.stage is None:
         print(f" done in {seconds:.1f} s", file=file, flush=True)
     return KernelsReport(tuple(workflows), announce.compiled, seconds)
 
@@ -212,10 +216,13 @@ def _announcer(file, label: str):
     from numba.core import event
     from numba.core.caching import NullCache
 
+    from daskhpc._terminal import progress_mode, stage
+
     class Announce(event.Listener):
         def __init__(self):
             self.depth = self.compiled = 0
             self.stack = []
+            self.stage = None
 
         def on_start(self, ev):
             disp = ev.data.get("dispatcher")
@@ -224,7 +231,11 @@ def _announcer(file, label: str):
             self.stack.append(counted)
             if counted:
                 if self.compiled == 0 and file is not None:
-                    print(f"{label}: {_MESSAGE}", end="", file=file, flush=True)
+                    if progress_mode(file) == "tick":     # seconds ticking, not 40 s of
+                        self.stage = stage(f"{label}: {_MESSAGE[:-4]}", file=file)
+                        self.stage.__enter__()            # silence (daskhpc demo)
+                    else:
+                        print(f"{label}: {_MESSAGE}", end="", file=file, flush=True)
                 self.compiled += 1
                 self.depth += 1
 

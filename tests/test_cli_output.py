@@ -169,3 +169,13 @@ def test_ctrl_c_while_the_cluster_starts_exits_130_without_tracebacks(shared_dat
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
     assert "AssertionError" not in out and "Exception ignored" not in out, out
     assert "daskhpc: interrupted" in out
+
+
+def test_first_run_compile_ticks_on_a_terminal(tmp_path, monkeypatch):
+    # an empty numba cache: the kernels compile (`daskhpc demo`: 40 s without a sign of life)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    status, out, _ = on_a_terminal("plan", "allreduce", "--N", 100000, "--parts", 2,
+                                   "--density", 0.001)
+    assert status == 0, out
+    assert re.search(r"\rallreduce: compiling kernels \(first run only\) \.\.\. 1 s", out), out
+    assert re.search(r"compiling kernels \(first run only\) \.\.\. done in [0-9.]+ s", out), out
