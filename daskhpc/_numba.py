@@ -33,6 +33,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from daskhpc._ticker import start_ticker, stop_ticker
+
 __all__ = ["KernelsReport", "prepare_kernels", "warmup_of"]
 
 _MESSAGE = "compiling kernels (first run only) ..."
@@ -131,10 +133,14 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
             _write_stamp(path, before)
     finally:
         if announce.stage is not None:          # the ticking line (a terminal)
-            announce.stage.__exit__(*sys.exc_info())
+            stop_ticker(announce.stage)
     seconds = time.perf_counter() - t0
-    if announce.compiled and file is not None and announce.stage is None:
-        print(f" done in {seconds:.1f} s", file=file, flush=True)
+    if announce.compiled and file is not None:
+        if announce.stage is not None:
+            print(f"\r{announce.label}: {_MESSAGE} done in {seconds:.1f} s\033[K", file=file,
+                  flush=True)
+        else:
+            print(f" done in {seconds:.1f} s", file=file, flush=True)
     return KernelsReport(tuple(workflows), announce.compiled, seconds)
 
 
@@ -208,6 +214,14 @@ def _write_stamp(path, before: dict) -> None:
         pass        # no writable cache: the next run warms up again
 
 
+def _ticks(file) -> bool:
+    """A terminal, and progress not turned off (as ``_terminal.progress_mode``)."""
+    from daskhpc import _config
+
+    return _config.progress_setting() is not False and \
+        bool(getattr(file, "isatty", lambda: False)())
+
+
 def _announcer(file, label: str):
     """A numba ``numba:compile`` listener (numba is imported only when kernels are
     prepared) that counts the compiles of cached kernels and writes the message at the
@@ -216,13 +230,12 @@ def _announcer(file, label: str):
     from numba.core import event
     from numba.core.caching import NullCache
 
-    from daskhpc._terminal import progress_mode, stage
-
     class Announce(event.Listener):
         def __init__(self):
             self.depth = self.compiled = 0
             self.stack = []
-            self.stage = None
+            self.stage = None               # the ticker process, on a terminal
+            self.label = label
 
         def on_start(self, ev):
             disp = ev.data.get("dispatcher")
@@ -231,11 +244,9 @@ def _announcer(file, label: str):
             self.stack.append(counted)
             if counted:
                 if self.compiled == 0 and file is not None:
-                    if progress_mode(file) == "tick":     # seconds ticking, not 40 s of
-                        self.stage = stage(f"{label}: {_MESSAGE[:-4]}", file=file)
-                        self.stage.__enter__()            # silence (daskhpc demo)
-                    else:
-                        print(f"{label}: {_MESSAGE}", end="", file=file, flush=True)
+                    print(f"{label}: {_MESSAGE}", end="", file=file, flush=True)
+                    if _ticks(file):      # seconds ticking, not 40 s of silence (demo)
+                        self.stage = start_ticker(f"{label}: {_MESSAGE[:-4]}", file)
                 self.compiled += 1
                 self.depth += 1
 

@@ -25,6 +25,8 @@ import sys
 import threading
 import time
 
+from daskhpc._ticker import start_ticker, stop_ticker
+
 __all__ = ["stage", "json_on_stdout", "progress_mode"]
 
 
@@ -68,7 +70,7 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
         self._t0 = time.perf_counter()
         if self.mode == "tick":
             self._write(f"\r{self.label} ...")
-            self._ticker = _ticker_process(self.label, self.file)
+            self._ticker = start_ticker(self.label, self.file)
             if self._ticker is None:        # no process to tick from: a thread then
                 self._thread = threading.Thread(target=self._tick, daemon=True,
                                                 name="daskhpc-stage")
@@ -84,7 +86,7 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
         if self._thread is not None:
             self._thread.join()
         if self._ticker is not None:
-            _stop_ticker(self._ticker)
+            stop_ticker(self._ticker)
         took = time.perf_counter() - self._t0
         end = "done" if exc_type is None else "stopped"
         if self.mode == "tick":     # \033[K: clear what the ticking line left behind
@@ -100,41 +102,6 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
         with self._lock:
             self.file.write(text)
             self.file.flush()
-
-
-#: The ticking line's writer, a process of its own: a thread would need the GIL, which a
-#: partitioner's native call (Mt-KaHyPar, KaHyPar) holds for its whole run, so the
-#: seconds froze and then jumped (1 s to 42 s on a9a). It stops at EOF on its stdin,
-#: which also comes when this process dies.
-_TICKER = """
-import os, select, sys, time
-fd, label, t0 = int(sys.argv[1]), sys.argv[2], time.monotonic()
-while not select.select([0], [], [], 1.0)[0]:
-    os.write(fd, f"\\r{label} ... {time.monotonic() - t0:.0f} s".encode())
-"""
-
-
-def _ticker_process(label: str, file):
-    """Start the ticker process writing to ``file``'s descriptor, or None."""
-    import subprocess
-
-    try:
-        fd = file.fileno()
-        # its own session: a Ctrl-C at the terminal does not reach it (no traceback)
-        return subprocess.Popen([sys.executable, "-I", "-S", "-c", _TICKER, str(fd), label],
-                                stdin=subprocess.PIPE, pass_fds=(fd,),
-                                start_new_session=True)
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _stop_ticker(proc) -> None:
-    try:
-        proc.stdin.close()                    # EOF: it ends within its next select
-        proc.wait(timeout=10)
-    except Exception:  # noqa: BLE001 - never let the display fail the work
-        proc.kill()
-        proc.wait()
 
 
 @contextlib.contextmanager
