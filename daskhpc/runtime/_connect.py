@@ -264,13 +264,14 @@ def _wait_for_file(scheduler_file, wait: float) -> None:
 
 
 def _refused(address) -> bool:
-    """Whether nothing listens at a TCP/TLS ``address`` (the connection is refused): then
-    waiting for an answer is pointless. Unreachable or slow hosts are left to the wait."""
+    """Whether nothing listens at a TCP ``address`` (the connection is refused): then
+    waiting for an answer is pointless. Unreachable or slow hosts are left to the wait,
+    and so is TLS (a bare connection would make the scheduler log a failed handshake)."""
     from distributed.comm.addressing import parse_address, parse_host_port
 
     try:
         scheme, loc = parse_address(address)
-        if scheme not in ("tcp", "tls"):
+        if scheme != "tcp":
             return False
         host, port = parse_host_port(loc)
         with socket.create_connection((host, int(port)), timeout=1.0):
