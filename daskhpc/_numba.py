@@ -32,6 +32,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from daskhpc._ticker import start_ticker, stop_ticker
+
 __all__ = ["KernelsReport", "prepare_kernels", "warmup_of"]
 
 _MESSAGE = "compiling kernels (first run only) ..."
@@ -110,15 +112,23 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
     todo = [(w, path) for w, path in todo if not _fresh(path)]
     announce = _announcer(file, ", ".join(workflows))
     t0 = time.perf_counter()
-    for w, path in todo:
-        before = _overloads()
-        with event.install_listener("numba:compile", announce):
-            for fn in warmup_of(w, command):
-                fn()
-        _write_stamp(path, before)
+    try:
+        for w, path in todo:
+            before = _overloads()
+            with event.install_listener("numba:compile", announce):
+                for fn in warmup_of(w, command):
+                    fn()
+            _write_stamp(path, before)
+    finally:
+        if announce.stage is not None:          # the ticking line (a terminal)
+            stop_ticker(announce.stage)
     seconds = time.perf_counter() - t0
     if announce.compiled and file is not None:
-        print(f" done in {seconds:.1f} s", file=file, flush=True)
+        if announce.stage is not None:
+            print(f"\r{announce.label}: {_MESSAGE} done in {seconds:.1f} s\033[K", file=file,
+                  flush=True)
+        else:
+            print(f" done in {seconds:.1f} s", file=file, flush=True)
     return KernelsReport(tuple(workflows), announce.compiled, seconds)
 
 
@@ -192,6 +202,14 @@ def _write_stamp(path, before: dict) -> None:
         pass        # no writable cache: the next run warms up again
 
 
+def _ticks(file) -> bool:
+    """A terminal, and progress not turned off (as ``_terminal.progress_mode``)."""
+    from daskhpc import _config
+
+    return _config.progress_setting() is not False and \
+        bool(getattr(file, "isatty", lambda: False)())
+
+
 def _announcer(file, label: str):
     """A numba ``numba:compile`` listener (numba is imported only when kernels are
     prepared) that counts the compiles of cached kernels and writes the message at the
@@ -204,6 +222,8 @@ def _announcer(file, label: str):
         def __init__(self):
             self.depth = self.compiled = 0
             self.stack = []
+            self.stage = None               # the ticker process, on a terminal
+            self.label = label
 
         def on_start(self, ev):
             disp = ev.data.get("dispatcher")
@@ -213,6 +233,8 @@ def _announcer(file, label: str):
             if counted:
                 if self.compiled == 0 and file is not None:
                     print(f"{label}: {_MESSAGE}", end="", file=file, flush=True)
+                    if _ticks(file):      # seconds ticking, not 40 s of silence (demo)
+                        self.stage = start_ticker(f"{label}: {_MESSAGE[:-4]}", file)
                 self.compiled += 1
                 self.depth += 1
 

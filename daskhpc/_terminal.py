@@ -1,7 +1,8 @@
 """What the command line shows while it works, and where its text goes.
 
 * :class:`stage` - one line per long step (reading, building a model, partitioning):
-  a ticking ``label ... 12 s`` on a terminal, a start and an end line in a log when
+  a ticking ``label ... 12 s`` on a terminal (ticked by a small process of its own, so
+  that a native call holding the GIL does not freeze it), a start and an end line in a log when
   ``daskhpc.runtime.progress`` is true, nothing when piped (the default off a TTY).
 * :func:`json_on_stdout` - with ``--json -`` stdout carries the report alone: every other
   line (tables, summaries, notes, a native library writing to file descriptor 1) goes to
@@ -23,6 +24,8 @@ import os
 import sys
 import threading
 import time
+
+from daskhpc._ticker import start_ticker, stop_ticker
 
 __all__ = ["stage", "json_on_stdout", "progress_mode"]
 
@@ -59,6 +62,7 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
         self.mode = mode or progress_mode(self.file)
         self._stop = threading.Event()
         self._thread = None
+        self._ticker = None
         self._lock = threading.Lock()
         self._t0 = 0.0
 
@@ -66,9 +70,11 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
         self._t0 = time.perf_counter()
         if self.mode == "tick":
             self._write(f"\r{self.label} ...")
-            self._thread = threading.Thread(target=self._tick, daemon=True,
-                                            name="daskhpc-stage")
-            self._thread.start()
+            self._ticker = start_ticker(self.label, self.file)
+            if self._ticker is None:        # no process to tick from: a thread then
+                self._thread = threading.Thread(target=self._tick, daemon=True,
+                                                name="daskhpc-stage")
+                self._thread.start()
         elif self.mode == "lines":
             self._write(f"{self.label} ...\n")
         return self
@@ -79,6 +85,8 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._ticker is not None:
+            stop_ticker(self._ticker)
         took = time.perf_counter() - self._t0
         end = "done" if exc_type is None else "stopped"
         if self.mode == "tick":     # \033[K: clear what the ticking line left behind

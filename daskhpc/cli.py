@@ -184,7 +184,7 @@ def _client_for(run):
     from daskhpc.runtime import connect
 
     joins = run.scheduler_file or run.scheduler_address
-    what = (f"joining the scheduler at {joins}" if joins else
+    what = (f"waiting for the scheduler of {joins}" if joins else
             f"starting a LocalCluster of {run.workers or 'the default number of'} workers")
     if os.environ.get("DASKHPC_MPI_CLIENT") == "1":
         what = "joining the MPI job's scheduler"

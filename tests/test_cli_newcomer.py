@@ -28,12 +28,12 @@ def _unused_port() -> int:
 
 
 @pytest.mark.parametrize("option, status, message", [
-    (["--scheduler-file", "/nonexistent"], 2,
-     "daskhpc: error: /nonexistent: the scheduler file does not exist after waiting 1 s"),
+    (["--scheduler-file", "/nonexistent"], 1,      # no scheduler: one status (1) for all
+     "daskhpc: failed: /nonexistent: the scheduler file does not exist after waiting 1 s"),
     (["--scheduler-file", "/nonexistent/dir/scheduler.json"], 2,
      "daskhpc: error: /nonexistent/dir/scheduler.json: no such scheduler file"),
-    (["--scheduler-address", "tcp://127.0.0.1:{port}"], 1,
-     "daskhpc: failed: no Dask scheduler answered at tcp://127.0.0.1:{port} within 1 s"),
+    (["--scheduler-address", "tcp://127.0.0.1:{port}"], 1,      # refused: no wait at all
+     "daskhpc: failed: no Dask scheduler at tcp://127.0.0.1:{port}: connection refused"),
     (["--scheduler-address", "nonsense"], 2,
      "daskhpc: error: scheduler address nonsense: missing port number"),
     (["--workers", "2", "--scheduler-address", "tcp://127.0.0.1:{port}"], 2,
@@ -51,6 +51,20 @@ def test_joining_a_cluster_fails_fast_with_one_line(option, status, message):
     assert code == status, err
     assert err.startswith(message.format(port=port)), err
     assert err.count("\n") == 1 and "Traceback" not in err and "dashboard:" not in err
+
+
+def test_a_stale_scheduler_file_fails_at_once_with_exit_1(tmp_path):
+    """A scheduler file left by a finished job: its address refuses the connection, so
+    the run fails without waiting for an answer (the default wait of 30 s)."""
+    port = _unused_port()
+    sched = tmp_path / "scheduler.json"
+    sched.write_text(f'{{"address": "tcp://127.0.0.1:{port}"}}')
+    code, _, err = daskhpc("run", "ssgd", datasets.path("ratings"), "--epochs", "1",
+                           "--scheduler-file", sched)
+    assert code == 1, err
+    assert err == (f"daskhpc: failed: no Dask scheduler at tcp://127.0.0.1:{port} (from "
+                   f"{sched}): connection refused (nothing listens there; the file may be a "
+                   "finished job's)\n"), err
 
 
 def test_a_diverging_run_stops_with_exit_1():

@@ -18,13 +18,9 @@ True
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-import numpy as np
-
 from daskhpc._workflows import Call, RunOptions, Workflow, option
-from daskhpc.errors import InputError
 
 from ._setup import Options
 
@@ -54,6 +50,12 @@ class Allreduce(Workflow):
     checkpoints = False          # a call is short: nothing to resume
     by_name = ("uniform",)
     dashboard = "daskhpc.allreduce._dashboard"
+
+    def check(self, call: Call) -> None:
+        """The vector files read and checked before a cluster starts."""
+        from ._setup import validate_input
+
+        validate_input([i for i in call.inputs if i != "uniform"], call.options.N)
 
     def plan(self, call: Call) -> dict:
         from ._api import plan
@@ -85,23 +87,9 @@ class Allreduce(Workflow):
                 "--repeat", "3", "--check-serial"]
 
 
-def _read(path: str):
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as e:
-        raise InputError(f"{path}: not a .npy or .npz file ({e})") from None
-    if isinstance(data, np.ndarray):
-        return data, None
-    with data:
-        if "idx" not in data or "val" not in data:
-            raise InputError(f"{path}: a .npz vector needs arrays 'idx' and 'val'")
-        N = int(data["N"]) if "N" in data else None
-        return (data["idx"], data["val"]), N
-
-
 def _call_args(call: Call) -> dict:
+    from ._setup import read_vectors
+
     o = call.options
     inputs = [i for i in call.inputs if i != "uniform"]
     opts = {"algorithm": o.algorithm, "group": o.group, "alpha": o.alpha, "beta": o.beta,
@@ -109,8 +97,5 @@ def _call_args(call: Call) -> dict:
     if not inputs:
         return dict(N=o.N, nparts=call.parts, density=o.density, seed=o.seed, dtype=o.dtype,
                     **opts)
-    vecs, Ns = zip(*[_read(p) for p in inputs])
-    Ns = {n for n in Ns if n is not None} | ({o.N} if o.N else set())
-    if len(Ns) > 1:
-        raise InputError(f"the vector files disagree on N: {sorted(Ns)}")
-    return dict(vectors=list(vecs), nparts=call.parts, N=Ns.pop() if Ns else None, **opts)
+    vecs, N = read_vectors(inputs, o.N)
+    return dict(vectors=vecs, nparts=call.parts, N=N, **opts)

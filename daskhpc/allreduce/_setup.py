@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -33,7 +34,7 @@ from ._registry import ALGORITHMS, DEFAULT_GROUP, make
 from ._stream import Format, Stream, canon
 
 __all__ = ["Options", "Setup", "prepare", "as_vectors", "check_vector", "stream_of", "finish",
-           "options_of", "one_vector"]
+           "options_of", "one_vector", "read_vectors", "validate_input"]
 
 MAX_N = 2 ** 32          # uint32 indices (section 4.1.1)
 
@@ -162,6 +163,45 @@ def as_vectors(vectors, N: int | None = None):
     for r, (idx, val) in enumerate(out):
         check_vector(idx, val, N, r, dtype)
     return N, np.dtype(dtype), out
+
+
+def read_vector(path: str):
+    """One rank's vector file: ``(array, None)`` from ``.npy``, ``((idx, val), N)`` from
+    ``.npz`` (``N`` None unless the file has it)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise InputError(f"{path}: not a .npy or .npz file ({str(e).split('.')[0]})") from None
+    if isinstance(data, np.ndarray):
+        return data, None
+    with data:
+        if "idx" not in data or "val" not in data:
+            raise InputError(f"{path}: a .npz vector needs arrays 'idx' and 'val'")
+        N = int(data["N"]) if "N" in data else None
+        return (data["idx"], data["val"]), N
+
+
+def read_vectors(paths, N: int | None = None):
+    """The vectors of ``paths`` (one per rank) and their common length N (or None)."""
+    vecs, Ns = zip(*[read_vector(p) for p in paths])
+    Ns = {n for n in Ns if n is not None} | ({N} if N else set())
+    if len(Ns) > 1:
+        raise InputError(f"the vector files disagree on N: {sorted(Ns)}")
+    return list(vecs), (Ns.pop() if Ns else None)
+
+
+def validate_input(paths, N: int | None = None) -> None:
+    """Read and check the vector files before a cluster starts (``daskhpc run
+    allreduce``: exit 2, one line naming the file)."""
+    if not paths:
+        return                    # the uniform model: its options are checked by argparse
+    vecs, N = read_vectors(paths, N)
+    try:
+        as_vectors(vecs, N)
+    except InputError as e:
+        raise InputError(f"{' '.join(paths)}: {e}") from None
 
 
 def stream_of(idx, val, N: int, fmt: Format) -> Stream:

@@ -14,6 +14,8 @@ Examples
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from daskhpc._workflows import Call, RunOptions, Workflow
 
 from ._setup import Options
@@ -31,9 +33,11 @@ class CPALS(Workflow):
     dashboard = "daskhpc.cpals._dashboard"
 
     def check(self, call: Call) -> None:
-        from ._tensor import as_tensor
+        """The tensor read and checked, and --parts against it (the run reuses it)."""
+        from ._setup import validate_input
 
-        call.data = as_tensor(call.one_input("tensor file (.tns)"))
+        call.data = validate_input(call.one_input("tensor file (.tns)"), call.parts,
+                                   **asdict(call.options))
 
     def plan(self, call: Call) -> dict:
         from ._api import plan

@@ -25,7 +25,7 @@ from ._partition import GRAINS, Distribution, distribute
 from ._plan import allreduce_plan, iteration_plan, mode_plans
 from ._tensor import Tensor, as_tensor
 
-__all__ = ["Options", "Setup", "prepare", "DEFAULTS"]
+__all__ = ["Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
 
 
 @dataclass
@@ -126,6 +126,19 @@ class Setup:
 
     def describe(self) -> dict:
         return {"options": asdict(self.options), "parts": self.K}
+
+
+def validate_input(data, nparts=None, **options) -> Tensor:
+    """The options, the tensor (read and checked) and ``nparts`` against it: what a run
+    checks before its cluster starts (``daskhpc run cpals``: exit 2, one line).
+
+    Returns the tensor, which ``fit`` and ``plan`` take instead of the path (read once).
+    """
+    Options(**options).check()                 # options first: they cost nothing
+    X = as_tensor(data)
+    if nparts is not None:
+        check_parts(nparts, X)
+    return X
 
 
 def check_parts(nparts, X: Tensor) -> int:

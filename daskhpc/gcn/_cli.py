@@ -67,14 +67,12 @@ class GCN(Workflow):
     dashboard = "daskhpc.gcn._dashboard"
 
     def check(self, call: Call) -> None:
-        """Read and validate the graph before the cluster starts (read again by the run:
-        what it builds depends on the options)."""
-        from ._data import as_graph
+        """The graph read and checked, and --parts against it (the run reuses it)."""
+        from ._setup import validate_input
 
-        o = call.options
-        as_graph(call.one_input("graph (a file, a directory or 'cora')"),
-                 symmetrize=o.symmetrize, seed=o.seed, random_features=o.random_features,
-                 random_classes=o.random_classes)
+        opts = {k: getattr(call.options, k) for k in Options.__dataclass_fields__}
+        call.data = validate_input(call.one_input("graph (a file, a directory or 'cora')"),
+                                   call.parts, **opts)
 
     def plan(self, call: Call) -> dict:
         from ._api import plan

@@ -230,8 +230,8 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
         count, labels out of range, a split without a training node.
     """
     if isinstance(source, Graph) and features is None and labels is None and split is None \
-            and not symmetrize:
-        return source
+            and (source.symmetric or not symmetrize):
+        return source                 # a symmetric graph is its own symmetrization
     if sp.issparse(source):
         A, name, src = source, "graph", {}
         X0, y0, split0 = None, None, None

@@ -23,7 +23,7 @@ from daskhpc.errors import InputError
 from ._assign import PARTITIONS, Assignment, assign
 from ._data import Graph, as_graph, random_data_note
 
-__all__ = ["Options", "Setup", "prepare", "DEFAULTS"]
+__all__ = ["Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
 
 
 @dataclass
@@ -173,6 +173,24 @@ class Setup:
         o = asdict(self.options)
         o["layers"] = list(self.options.layers)
         return {"options": o, "parts": self.K, "dims": list(self.dims)}
+
+
+def validate_input(graph, nparts=None, **options) -> Graph:
+    """The options, the graph (read and checked) and ``nparts`` against it: what a run
+    checks before its cluster starts (``daskhpc run gcn``: exit 2, one line).
+
+    Returns the :class:`Graph`, which ``fit`` and ``plan`` take instead of the source.
+    """
+    unknown = set(options) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown GCN option(s): {sorted(unknown)}")
+    opts = Options(**options)
+    opts.check()                               # options first: they cost nothing
+    g = as_graph(graph, symmetrize=opts.symmetrize, seed=opts.seed,
+                 random_features=opts.random_features, random_classes=opts.random_classes)
+    if nparts is not None and int(nparts) > g.n:
+        raise InputError(f"more parts ({int(nparts)}) than nodes ({g.n})")
+    return g
 
 
 def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,

@@ -32,11 +32,14 @@ class CommandOptions(Options):
     test: str | None = option(None, "LIBSVM test file (a9a.t): test loss and accuracy "
                                     "after every epoch", metavar="FILE")
 
-    def fit_keywords(self) -> dict:
+    def fit_keywords(self, read=None) -> dict:
+        """``fit``'s keywords; with ``read`` (the data ``check`` read, test set included)
+        no test file is named again."""
         from daskhpc.datasets import resolve
 
         out = {k: getattr(self, k) for k in Options.__dataclass_fields__}
-        return dict(out, test=None if self.test is None else resolve(self.test))
+        test = None if self.test is None or read is not None else resolve(self.test)
+        return dict(out, test=test)
 
 
 class Linear(Workflow):
@@ -49,23 +52,25 @@ class Linear(Workflow):
     dashboard = "daskhpc.linear._dashboard"
 
     def check(self, call: Call) -> None:
-        """The files and their widths, before the cluster starts (read once: the run
-        reuses them)."""
-        from ._setup import check_inputs
+        """The options, the files and their widths, and --parts against them, before the
+        cluster starts (read once: the run reuses what was read)."""
+        from ._setup import validate_input
 
-        check_inputs(call.one_input("LIBSVM training file"), **call.options.fit_keywords())
+        call.data = validate_input(call.one_input("LIBSVM training file"), call.parts,
+                                   **call.options.fit_keywords())
 
     def plan(self, call: Call) -> dict:
         from ._api import plan
 
-        return plan(call.one_input("LIBSVM training file"), nparts=call.parts_or(None, "plan linear"),
-                    **call.options.fit_keywords())
+        return plan(call.one_input("LIBSVM training file"),
+                    nparts=call.parts_or(None, "plan linear"),
+                    **call.options.fit_keywords(call.data))
 
     def run(self, call: Call, run: RunOptions) -> dict:
         from ._api import fit
 
         return fit(call.one_input("LIBSVM training file"), nparts=call.parts, run=run,
-                   **call.options.fit_keywords()).report()
+                   **call.options.fit_keywords(call.data)).report()
 
     def demo(self, client) -> dict:
         """a9a / a9a.t, 4 parts, B = 512, 3 epochs, logistic loss, checked against serial."""

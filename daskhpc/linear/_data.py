@@ -127,6 +127,9 @@ def load(X, y=None, test=None, *, fit_intercept: bool = True,
     """Training data (``X``, ``y``; or a LIBSVM path / SparseInput) and optional test data
     (a path, a SparseInput, or ``(X_test, y_test)``); ``n_features``: the width of both
     (default: the training data's)."""
+    if isinstance(X, LinearData) and y is None and test is None \
+            and X.fit_intercept == fit_intercept:
+        return X                          # loaded and checked already (the CLI's check)
     notes: list = []
     X, y_file, src, zero_based = _read(X, "X")
     y = y_file if y is None else y

@@ -46,7 +46,7 @@ from daskhpc.errors import InputError
 from ._data import LinearData, load
 from ._kernels import LOSSES, batch_gradient
 
-__all__ = ["Options", "Setup", "prepare", "permutation", "check_inputs"]
+__all__ = ["Options", "Setup", "prepare", "permutation", "validate_input"]
 
 
 @dataclass
@@ -209,12 +209,28 @@ def permutation(seed: int, epoch: int, part: int, n: int) -> np.ndarray:
     return np.random.default_rng([int(seed), 17, int(epoch), int(part)]).permutation(n)
 
 
-def check_inputs(X, y=None, nparts: int = 4, *, test=None, **options) -> None:
-    """What ``prepare`` refuses in the data and options, before a cluster starts (the
-    CLI's ``check``): the files are read once (``load`` reuses them)."""
-    opts = Options(**{k: v for k, v in options.items() if k in Options.__dataclass_fields__})
-    opts.check()
-    load(X, y, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
+def validate_input(X, nparts=None, *, test=None, **options) -> LinearData:
+    """The options, the training and test data (read and checked, their widths against
+    each other) and ``nparts`` against them: what a run checks before its cluster starts
+    (``daskhpc run linear``: exit 2).
+
+    Returns the :class:`LinearData`, which ``fit`` and ``plan`` take instead of the paths.
+    """
+    unknown = set(options) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown linear option(s): {sorted(unknown)}")
+    opts = Options(**options)
+    opts.check()                               # options first: they cost nothing
+    data = load(X, None, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
+    _check_parts(nparts, data)
+    return data
+
+
+def _check_parts(nparts, data: LinearData) -> int:
+    P, M = int(nparts or 1), data.X.shape[0]
+    if not 1 <= P <= M:
+        raise InputError(f"--parts must lie in [1, {M}] (rows), got {nparts}")
+    return P
 
 
 def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
@@ -238,10 +254,8 @@ def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
     opts.check()
     t0 = time.perf_counter()
     data = load(X, y, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
-    P = int(nparts)
+    P = _check_parts(nparts, data)
     M = data.X.shape[0]
-    if not 1 <= P <= M:
-        raise InputError(f"--parts must lie in [1, {M}] (rows), got {nparts}")
     perm = np.random.default_rng([int(opts.seed), 3]).permutation(M)
     rows = [np.sort(c) for c in np.array_split(perm, P)]
     nt = 0 if data.X_test is None else data.X_test.shape[0]

@@ -66,11 +66,14 @@ def calibrate(
 
     Notes
     -----
-    The fit is least squares on the per-size medians, with residuals relative
-    to the median (rows scaled by ``1 / t``) so that the 8-byte messages, which
-    pin down alpha, weigh as much as the 4 MiB ones, which pin down beta; it is
-    solved with non-negative least squares, as a negative latency or bandwidth
-    cost has no meaning. Sizes far below ~64 KiB are latency-bound and sizes
+    The fit is least squares on the per-size minima (the fastest repeat: a loaded
+    machine only adds time), with residuals relative to the time (rows scaled by
+    ``1 / t``) so that the 8-byte messages, which pin down alpha, weigh as much as
+    the 4 MiB ones, which pin down beta; it is solved with non-negative least
+    squares, as a negative latency or bandwidth cost has no meaning. Where that
+    leaves beta at 0 (times that do not grow with size: noise above the bandwidth
+    term), beta is the slope from the smallest to the largest message, else the
+    largest message's seconds per byte, never 0. Sizes far below ~64 KiB are latency-bound and sizes
     far above ~1 MiB bandwidth-bound: give some of each.
 
     Examples
@@ -116,7 +119,8 @@ def calibrate(
                 "median": float(np.median(t)),
             }
         )
-    alpha, beta = _fit([s["bytes"] for s in samples], [s["median"] for s in samples])
+    # the fastest of the repeats: load on the machine only ever adds time
+    alpha, beta = _fit([s["bytes"] for s in samples], [min(s["times"]) for s in samples])
     return {"alpha": alpha, "beta": beta, "samples": samples}
 
 
@@ -127,11 +131,24 @@ def _payload(previous: np.ndarray | None, nbytes: int) -> np.ndarray:
 
 
 def _fit(nbytes: Sequence[int], seconds: Sequence[float]) -> tuple[float, float]:
+    """(alpha, beta) with alpha >= 0 and beta > 0; see :func:`calibrate`'s Notes."""
     m = np.asarray(nbytes, dtype=float)
     t = np.asarray(seconds, dtype=float)
     # Minimise sum(((alpha + beta*m - t) / t)**2) with alpha, beta >= 0.
     coef, _ = nnls(np.column_stack([1.0 / t, m / t]), np.ones_like(t))
-    return float(coef[0]), float(coef[1])
+    alpha, beta = float(coef[0]), float(coef[1])
+    if beta > 0 or m.max() <= 0:
+        return alpha, beta
+    # The bound beta >= 0 is active: the times did not grow with the size (noise larger
+    # than the bandwidth term: a loaded machine, or scheduling costs of ms). A bandwidth
+    # cost of 0 would make every plan's bytes free; take the slope between the smallest
+    # and the largest message, or, if that is not positive either, the largest message's
+    # time per byte (an upper bound: all of its time counted as bandwidth).
+    big, small = int(np.argmax(m)), int(np.argmin(m))
+    slope = (t[big] - t[small]) / (m[big] - m[small]) if m[big] > m[small] else 0.0
+    beta = float(slope) if slope > 0 else float(t[big] / m[big])
+    alpha = float(max(0.0, t[small] - beta * m[small]))
+    return alpha, beta
 
 
 def _received(client: Client, keys: set) -> dict:
@@ -149,7 +166,7 @@ def _received(client: Client, keys: set) -> dict:
 
 
 def calibrate_exchange(client: Client, exchange: str = "direct",
-                       sizes: Sequence[int] = (8, 1 << 12, 1 << 16, 1 << 20),
+                       sizes: Sequence[int] = (8, 1 << 12, 1 << 16, 1 << 20, 1 << 22),
                        steps: int = 40, workers: Sequence[str] | None = None) -> dict:
     """Fit ``t = alpha + beta * bytes`` to the messages of a Program in ``exchange`` mode.
 

@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import socket
+import warnings
 from typing import Any
 
 import dask.config
@@ -20,6 +21,9 @@ from distributed import Client
 
 from daskhpc import _config
 from daskhpc._workflows import check_dashboard_address
+
+from ._logs import quiet_dask_noise
+from ._sigint import start_without_sigint
 
 __all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG", "free_dashboard_address",
            "scheduler_file_security", "check_dashboard_address", "connected", "connect_timeout",
@@ -123,8 +127,9 @@ def connect(
 
     Joining waits at most ``daskhpc.runtime.connect-timeout`` seconds (30) for a
     scheduler file to appear and for the scheduler to answer, then fails with one
-    line: :class:`~daskhpc.errors.InputError` for a scheduler file that never came,
-    :class:`NoScheduler` for a scheduler that did not answer.
+    line, :class:`NoScheduler`; an address that refuses the connection (nothing
+    listens there) fails at once, and so does a scheduler file in a directory that does
+    not exist (:class:`~daskhpc.errors.InputError`: a bad option).
 
     Examples
     --------
@@ -185,12 +190,27 @@ def connect(
     with dask.config.set({**CLUSTER_CONFIG, "distributed.scheduler.preload": preload}):
         # Client(address=None, **kwargs) starts the LocalCluster itself and, as
         # documented for Client.close, closes it again: no wrapper needed.
-        return Client(
-            n_workers=n_workers,
-            processes=processes,
-            dashboard_address=free_dashboard_address(dashboard_address),
-            **cluster_kwargs,
-        )
+        quiet_dask_noise()
+        with warnings.catch_warnings():
+            # free_dashboard_address probed the port; another process may take it in the
+            # meantime: Dask then serves on another one, which the client's
+            # dashboard_link (printed by the CLI) names; its warning says no more
+            warnings.filterwarnings("ignore", message=r"Port \d+ is already in use",
+                                    category=UserWarning)
+            return start_without_sigint(lambda: Client(
+                n_workers=n_workers,
+                processes=processes,
+                dashboard_address=free_dashboard_address(dashboard_address),
+                **cluster_kwargs,
+            ), _close_quietly)
+
+
+def _close_quietly(client: Client) -> None:
+    """Close a cluster a Ctrl-C stopped right after its start (no lost-data log lines)."""
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+    client.close()
 
 
 #: Seconds ``connect`` waits for a scheduler file to appear and for a scheduler to answer
@@ -200,7 +220,9 @@ CONNECT_TIMEOUT_S = 30.0
 
 
 class NoScheduler(ConnectionError):
-    """No scheduler answered in the bounded wait (the CLI prints the message alone)."""
+    """No scheduler to join: its address refused the connection, it did not answer in the
+    bounded wait, or its scheduler file did not appear in it (the CLI prints the message
+    alone and exits 1)."""
 
     one_line = True
 
@@ -236,14 +258,49 @@ def _wait_for_file(scheduler_file, wait: float) -> None:
         if time.monotonic() > deadline:
             state = "has no scheduler address" if os.path.exists(scheduler_file) else \
                 "does not exist"
-            raise InputError(f"{scheduler_file}: the scheduler file {state} after waiting "
+            raise NoScheduler(f"{scheduler_file}: the scheduler file {state} after waiting "
                              f"{wait:g} s (is the scheduler running? more time: "
                              "DASK_DASKHPC__RUNTIME__CONNECT_TIMEOUT=SECONDS)")
         time.sleep(0.05)
 
 
+def _refused(address) -> bool:
+    """Whether nothing listens at a TCP ``address`` (the connection is refused): then
+    waiting for an answer is pointless. Unreachable or slow hosts are left to the wait,
+    and so is TLS (a bare connection would make the scheduler log a failed handshake)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, loc = parse_address(address)
+        if scheme != "tcp":
+            return False
+        host, port = parse_host_port(loc)
+        with socket.create_connection((host, int(port)), timeout=1.0):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def _scheduler_file_address(scheduler_file):
+    import json
+
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        with open(scheduler_file) as f:
+            return json.load(f)["address"]
+    return None
+
+
 def _join(address, scheduler_file, wait: float, security=None) -> Client:
-    """Client of a running scheduler, or :class:`NoScheduler` after ``wait`` seconds."""
+    """Client of a running scheduler, or :class:`NoScheduler`: at once where the connection
+    is refused, else after ``wait`` seconds."""
+    target = address or (_scheduler_file_address(scheduler_file) if scheduler_file else None)
+    if target and _refused(target):
+        where = f"{target} (from {scheduler_file})" if scheduler_file else target
+        stale = "; the file may be a finished job's" if scheduler_file else ""
+        raise NoScheduler(f"no Dask scheduler at {where}: connection refused (nothing "
+                          f"listens there{stale})")
     try:
         return Client(address, scheduler_file=scheduler_file, security=security,
                       timeout=wait)

@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 from daskhpc._workflows import exchange_mode
+from daskhpc.runtime._fault import scatter_to
 from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._steps import (ProgramCode, final_group, init_group, step_group,
                                     step_group_in_loop, steps_direct)
@@ -87,8 +88,7 @@ class ProgramRunner:
         # replicate, and distributed 2026.8 then logs a "replicate" event holding
         # WorkerState objects on the "all" topic, which breaks the stream of every client
         # subscribed to it (WorkerWatch is)
-        self.code = {lab: client.scatter(code, workers=[w], hash=False)
-                     for w, lab in self.label.items()}
+        self.code = {lab: scatter_to(client, code, w) for w, lab in self.label.items()}
         self.step_fn = step_group_in_loop if in_loop else step_group
         self._frontier: dict[tuple, object] = {}   # keys of the last step -> Future
         self._last = -1

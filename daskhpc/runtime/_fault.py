@@ -25,7 +25,7 @@ import time
 from daskhpc.runtime._connect import worker_addresses
 
 __all__ = ["WorkerLost", "WorkerWatch", "gather_watching", "replace_lost", "release_futures",
-           "gather_direct"]
+           "gather_direct", "scatter_to"]
 
 
 class WorkerLost(RuntimeError):
@@ -184,6 +184,30 @@ def replace_lost(client, placement, lost, *, wait_s: float = 5.0):
     old = [w for w in placement.workers if w in alive]
     new = [w for w in alive if w not in old]
     return placement.remap(old + new)
+
+
+def scatter_to(client, data, worker: str):
+    """``client.scatter(data, workers=[worker])`` (a dict of Futures for a dict, else a
+    Future), or :class:`WorkerLost` if ``worker``
+    has left.
+
+    A worker listed as alive can be gone by the time the scheduler handles the scatter
+    (a nanny's killed worker is removed a moment after the loss that started a recovery
+    was seen; seconds later on a loaded machine): distributed 2026.8 then fails with
+    ``KeyError(worker)`` from its worker table (or, for a worker that is closing,
+    ``TimeoutError("No valid workers found")``). That is a lost worker, and the
+    recovery that handles one takes it from here.
+    """
+    try:
+        return client.scatter(data, workers=[worker], broadcast=False, hash=False)
+    except KeyError as e:
+        if e.args and e.args[0] == worker:
+            raise WorkerLost({worker}) from None
+        raise
+    except TimeoutError as e:
+        if "No valid workers" in str(e):
+            raise WorkerLost({worker}) from None
+        raise
 
 
 def release_futures(futures) -> None:

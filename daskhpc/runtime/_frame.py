@@ -170,8 +170,7 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
                        "wasted_s": max(t_lost - since, 0.0) if in_flight else 0.0}
                 rec.update(invalidate(job, book, lost.lost))
                 old = store.placement
-                new_placement = replace_lost(client, old, lost.lost)
-                moved = store.move(new_placement)
+                new_placement, moved = _move_off(client, store, old, set(lost.lost))
                 if job.warm_up is not None:
                     fresh = [w for w in new_placement.workers if w not in old.workers]
                     if fresh:
@@ -212,6 +211,27 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
         execution.update(exchange=exchange_mode(job.exchange), in_loop=bool(job.in_loop))
     return Outcome(value, history, measured, timing, recovery, store.placement, ledger,
                    execution)
+
+
+def _move_off(client, store, old: Placement, lost: set):
+    """The placement without the ``lost`` workers, and the parts moved to it.
+
+    A worker listed as alive when the new placement is made can leave before its parts
+    reach it (a second worker killed, or the scheduler removing the first one late, on a
+    loaded machine): that is a loss too, and the parts go to a placement without it.
+    Ends: every round leaves out one more worker, and ``replace_lost`` raises when none
+    is left.
+    """
+    moved: list = []
+    while True:
+        placement = replace_lost(client, old, lost)
+        try:
+            got = store.move(placement)
+        except WorkerLost as more:
+            lost |= more.lost
+            continue
+        moved += [m for m in got if m not in moved]
+        return placement, moved
 
 
 def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, todo: list,

@@ -14,7 +14,7 @@ Examples
 
 from __future__ import annotations
 
-from daskhpc.runtime._fault import release_futures
+from daskhpc.runtime._fault import release_futures, scatter_to
 
 __all__ = ["PartStore"]
 
@@ -38,6 +38,7 @@ class PartStore:
         self.part_of = part_of or int
         self.data: dict[str, dict] = {}       # name -> part -> value (client copy)
         self.futures: dict[str, dict] = {}    # name -> part -> Future
+        self.where: dict[str, dict] = {}      # name -> part -> the worker holding it
         self.generation = 0
         self.transient: set[str] = set()      # names an attempt puts anew (not moved)
 
@@ -50,10 +51,11 @@ class PartStore:
         if transient:
             self.transient.add(name)
         old = self.futures.pop(name, None)
+        self.where.pop(name, None)
         if old:
             release_futures(old.values())
         self.data[name] = dict(values)
-        self.futures[name] = self._scatter(name, self.data[name])
+        self._scatter(name, self.data[name])
         return self.futures[name]
 
     def __getitem__(self, name: str) -> dict:
@@ -62,36 +64,43 @@ class PartStore:
     def get(self, name: str):
         return self.futures.get(name)
 
-    def _scatter(self, name: str, values: dict) -> dict:
+    def _scatter(self, name: str, values: dict) -> None:
+        """Send ``values`` to their parts' workers, one worker at a time; a part's Future
+        and ``where`` change only once its data is there, so a scatter that a lost
+        worker stops half way (:class:`WorkerLost`) leaves every record true."""
         self.generation += 1
         by_worker: dict[str, dict] = {}
-        keys = {}
         for p, v in values.items():
-            keys[p] = f"daskhpc-{name}-{self.run}-{self.generation}-{_label(p)}"
-            by_worker.setdefault(self.placement.worker(self.part_of(p)), {})[keys[p]] = v
-        futures = {}
-        for w, data in by_worker.items():
-            futures.update(self.client.scatter(data, workers=[w], broadcast=False, hash=False))
-        return {p: futures[k] for p, k in keys.items()}
+            key = f"daskhpc-{name}-{self.run}-{self.generation}-{_label(p)}"
+            by_worker.setdefault(self.placement.worker(self.part_of(p)), {})[key] = (p, v)
+        futures = self.futures.setdefault(name, {})
+        where = self.where.setdefault(name, {})
+        for w, items in by_worker.items():
+            sent = scatter_to(self.client, {k: v for k, (_, v) in items.items()}, w)
+            for k, (p, _) in items.items():
+                old, futures[p], where[p] = futures.get(p), sent[k], w
+                if old is not None:      # its data died with its worker, or moves now
+                    release_futures([old])
 
     def move(self, placement) -> list:
-        """Adopt ``placement``; scatter again the data of parts whose worker changed.
+        """Adopt ``placement``; scatter again the data of parts not on their worker.
 
-        Returns the parts (keys of the data sets) that moved.
+        Returns the parts (keys of the data sets) that moved. A worker lost while they
+        move raises :class:`WorkerLost`; a ``move`` to the next placement then sends
+        what is still not in place.
         """
-        before, self.placement = self.placement, placement
+        self.placement = placement
         moved_all = set()
         for name in [n for n in self.data if n in self.transient]:
             release_futures(self.futures.pop(name, {}).values())
+            self.where.pop(name, None)
             del self.data[name]
         for name, values in self.data.items():
-            moved = [p for p in values if placement.worker(self.part_of(p)) !=
-                     before.worker(self.part_of(p))]
+            where = self.where.get(name, {})
+            moved = [p for p in values if placement.worker(self.part_of(p)) != where.get(p)]
             if not moved:
                 continue
-            # the old futures point at data that died with its worker
-            release_futures(self.futures[name][p] for p in moved)
-            self.futures[name].update(self._scatter(name, {p: values[p] for p in moved}))
+            self._scatter(name, {p: values[p] for p in moved})
             moved_all.update(moved)
         return sorted(moved_all, key=_label)
 
@@ -99,7 +108,7 @@ class PartStore:
         """Drop the futures (the workers free the data) and the client's copies."""
         for futs in self.futures.values():
             release_futures(futs.values())
-        self.futures, self.data = {}, {}
+        self.futures, self.data, self.where = {}, {}, {}
 
 
 def _label(key) -> str:

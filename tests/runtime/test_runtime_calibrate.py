@@ -19,7 +19,17 @@ def test_fit_recovers_a_known_model():
 def test_fit_never_goes_negative():
     # Noisy times that fall with size would give a negative beta unconstrained.
     alpha, beta = _fit([8, 1 << 20], [2e-3, 1e-3])
-    assert alpha > 0 and beta >= 0
+    assert alpha > 0 and beta > 0
+
+
+def test_fit_gives_a_positive_beta_where_noise_hides_the_bandwidth():
+    # scheduling noise of ms against a bandwidth term of 0.4 ms at 1 MiB (the graph
+    # exchange on a quiet machine printed "beta = 0.000e+00 s/byte")
+    m = [8, 1 << 12, 1 << 16, 1 << 20]
+    t = [5.6e-3, 5.2e-3, 5.9e-3, 5.4e-3]
+    alpha, beta = _fit(m, t)
+    assert beta > 0 and alpha > 0
+    assert beta <= t[-1] / m[-1]          # no more than the largest message's time per byte
 
 
 def test_calibrate_on_two_workers(client3, workers3):

@@ -67,6 +67,28 @@ def test_replace_lost_without_a_replacement_uses_the_survivors(client3, workers3
 
 # -- the checkpoint directory ---------------------------------------------------------
 
+def test_a_worker_gone_before_its_parts_arrive_is_a_lost_worker(client3, workers3):
+    """The recovery's race (issue 22): a worker listed as alive has left by the time the
+    scheduler handles the scatter to it. distributed raises KeyError(address) then; the
+    store says WorkerLost, keeps true records, and the next placement gets every part."""
+    from daskhpc.runtime import PartStore
+
+    a, b, _ = workers3
+    gone = "tcp://127.0.0.1:9"                  # no worker there (any more)
+    store = PartStore(client3, Placement(2, [a, b]), "race")
+    values = {0: np.arange(3), 1: np.arange(5)}
+    store.put("x", values)
+    with pytest.raises(WorkerLost) as e:
+        store.move(Placement(2, [gone, a]))     # part 0 to the gone worker, 1 to a
+    assert e.value.lost == {gone}
+    store.move(Placement(2, [b, a]))            # the placement without it
+    got = client3.gather([store["x"][0], store["x"][1]])
+    assert [g.tolist() for g in got] == [v.tolist() for v in values.values()]
+    held = client3.who_has([store["x"][0], store["x"][1]])
+    assert [held[store["x"][p].key] for p in (0, 1)] == [(b,), (a,)]
+    store.release()
+
+
 def test_checkpoint_steps_prune_and_resume(tmp_path):
     ck = CheckpointDir(tmp_path, "w", {"seed": 1, "n": [1, 2]})
     assert ck.latest() is None

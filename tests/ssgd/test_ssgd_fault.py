@@ -64,6 +64,15 @@ def _same_as_serial(res, **opts):
 OPTS = {"epochs": 5, "partition": "random", "strategy": "hc"}
 
 
+def _only_replacements_lost_later(rec, before):
+    """A second recovery may follow the kill, never of a worker that was there before it:
+    on a loaded machine a nanny's replacement worker can be closed right after it
+    registered (its restart timed out), after the recovery placed parts on it (the
+    ``KeyError: 'tcp://...'`` of issue 22, now a lost worker)."""
+    for r in rec[1:]:
+        assert not set(r["lost"]) & before, rec
+
+
 # -- resuming is exact (no cluster) ---------------------------------------------------
 
 @pytest.mark.parametrize("strata", ["ring", "random"])
@@ -176,24 +185,27 @@ def test_lost_worker_restarts_from_the_start_without_checkpoint(nanny_client, ki
     res = dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, **OPTS)
     assert marker.exists()                               # a worker really died
     rec = res.report()["recovery"]["recoveries"]
-    assert len(rec) == 1 and rec[0]["restart_epoch"] == 0
+    assert rec and all(r["restart_epoch"] == 0 for r in rec)
     lost = rec[0]["lost"]
     assert len(lost) == 1 and lost[0] in before
+    _only_replacements_lost_later(rec, before)
     assert lost[0] not in res.report()["placement"].values()
     _same_as_serial(res, **OPTS)
 
 
 def test_lost_worker_resumes_from_the_last_checkpoint(nanny_client, kill_at, tmp_path):
     marker = kill_at(epoch=3, subepoch=1, part=2)
+    before = set(dh.runtime.worker_addresses(nanny_client))
     res = dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, checkpoint=tmp_path / "ck",
                       **{**OPTS, "strategy": "p2p"})
     assert marker.exists()
     rec = res.report()["recovery"]["recoveries"]
-    assert len(rec) == 1
+    assert rec and rec[0]["lost"][0] in before
+    _only_replacements_lost_later(rec, before)
     # epochs 0..2 were saved before sub-epoch 1 of epoch 3 started (epoch 2's files
     # may still have been in flight on the killed worker: then epoch 2 is redone)
     assert rec[0]["restart_epoch"] in (2, 3)
-    assert res.report()["measured"]["epochs_measured"] == 5 - rec[0]["restart_epoch"]
+    assert res.report()["measured"]["epochs_measured"] == 5 - rec[-1]["restart_epoch"]
     _same_as_serial(res, **{**OPTS, "strategy": "p2p"})
 
 
