@@ -22,6 +22,8 @@ Examples
 
 from __future__ import annotations
 
+import bisect
+
 from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._steps import (ProgramCode, final_group, init_group, step_group,
                                     step_group_in_loop, steps_direct)
@@ -142,7 +144,9 @@ class ProgramRunner:
         if self.direct:
             # one task per worker and segment (a unit's steps, or what is left of them):
             # the steps run in a loop on the worker, messages pushed in between
-            ends = sorted({t for t in self.program.unit_steps if t in steps} | {steps[-1]})
+            us = self.program.unit_steps          # the window's slice of it, not all of it
+            ends = sorted(set(us[bisect.bisect_left(us, steps.start):
+                                 bisect.bisect_left(us, steps.stop)]) | {steps[-1]})
             lo = steps.start
             for hi in ends:
                 for lab, parts in self.parts.items():
