@@ -137,7 +137,9 @@ class Job:
         ``stop(history) -> bool`` after every unit: end the run early (convergence). The
         program is then submitted one window of ``window`` units at a time.
     window : int, optional
-        Units per submission (default: all at once, or 1 with ``stop``).
+        Units per submission (default: all at once, or 1 with ``stop``). Graph-building
+        jobs get it as ``Attempt.window`` and build their windows themselves
+        (``AttemptGraph.next``).
     placement : callable, optional
         ``placement(workers) -> Placement`` (default round robin).
     part_of : callable, optional
@@ -206,6 +208,7 @@ class Attempt:
     todo: list
     start: Any = None
     checkpoint: CheckpointDir | None = None
+    window: int | None = None        # the job's units per submission (Job.window)
 
 
 @dataclass
@@ -222,6 +225,16 @@ class AttemptGraph:
     ``hold``: keys whose futures outlive the attempt (results a later step needs, such as
     SpGEMM's kept blocks): submitted with the graph, handed to ``held({key: Future})``,
     and never released by the frame.
+
+    Windows: ``next(refs)``, if given, builds the graph of the next window of units (or
+    returns None after the last one); the frame submits it while this one runs and waits
+    for this one before it builds the one after, so the scheduler holds at most two
+    windows. ``keep``: keys that later windows read (of this window or kept from earlier
+    ones); the frame holds their futures and hands them to ``next`` as ``refs``
+    (``{key: Future}``) to put in the tasks in place of the keys. A window is done when
+    its ``wanted`` and own ``keep`` keys are; the last window's ``collect`` gets the
+    values of its ``wanted``; the first one's ``plans``, ``unit_of_key`` and
+    ``cleanup`` serve the whole attempt.
     """
 
     tasks: dict
@@ -234,6 +247,8 @@ class AttemptGraph:
     broadcast: bool = False
     hold: list = field(default_factory=list)
     held: Callable | None = None
+    keep: list = field(default_factory=list)
+    next: Callable | None = None
 
 
 @dataclass
