@@ -292,40 +292,21 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
 
 def _run_windows(client, g, watch, drain, futures: list):
     """Submit an attempt's graph window after window (``AttemptGraph.next``): the next
-    window goes in while the one before runs, then that one is waited for, so the
-    scheduler holds at most two windows and the keys ``keep`` names. Returns the last
-    window's graph and the values of its ``wanted`` keys. ``futures`` always lists what
-    the client holds (the caller releases it if the attempt ends early)."""
-    held: dict = {}                     # kept key -> Future, for later windows
-    pending: tuple | None = None        # the previous window: (wanted, own kept) futures
+    window is built while one runs and submitted once it is done, so the scheduler holds
+    one window and forgets it when it is over. Returns the last window's graph and the
+    values of its ``wanted`` keys. ``futures`` always lists what the client holds (the
+    caller releases it if the attempt ends early)."""
     while True:
-        wanted_keys = set(g.wanted)
-        own = [k for k in g.keep if k in g.tasks and k not in wanted_keys]
-        submitted = submit_pinned(client, g.tasks, g.where, g.wanted + own + g.hold)
-        nw, no = len(g.wanted), len(own)
-        wanted, kept = submitted[:nw], submitted[nw:nw + no]
+        submitted = submit_pinned(client, g.tasks, g.where, g.wanted + g.hold)
+        futures[:] = submitted[:len(g.wanted)]
         if g.hold:
-            g.held(dict(zip(g.hold, submitted[nw + no:])))
-        mine = {**dict(zip(g.wanted, wanted)), **dict(zip(own, kept))}
-        # submitted first: the scheduler already counts the new tasks as their dependents
-        new_held = {k: mine[k] if k in mine else held[k] for k in g.keep}
-        done = [f for k, f in held.items() if k not in new_held]
-        held = new_held
-        futures[:] = wanted + list(held.values()) + done + (pending[0] if pending else [])
-        if pending is not None:
-            # (a released Future is cancelled: wait for the window before releasing it)
-            gather_watching(client, pending[0] + pending[1], watch, on_poll=drain,
-                            values=False)
-            release_futures(pending[0] + done)
-        pending = (wanted, kept)
-        nxt = g.next(held) if g.next is not None else None
+            g.held(dict(zip(g.hold, submitted[len(g.wanted):])))
+        nxt = g.next() if g.next is not None else None
         if nxt is None:
-            break
+            return g, gather_watching(client, futures, watch, on_poll=drain)
+        gather_watching(client, futures, watch, on_poll=drain, values=False)
+        release_futures(futures)
         g = nxt
-    gather_watching(client, pending[0] + pending[1], watch, on_poll=drain, values=False)
-    values = client.gather(pending[0])
-    release_futures(held.values())
-    return g, values
 
 
 def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain, futures,

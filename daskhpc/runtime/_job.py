@@ -226,15 +226,12 @@ class AttemptGraph:
     SpGEMM's kept blocks): submitted with the graph, handed to ``held({key: Future})``,
     and never released by the frame.
 
-    Windows: ``next(refs)``, if given, builds the graph of the next window of units (or
-    returns None after the last one); the frame submits it while this one runs and waits
-    for this one before it builds the one after, so the scheduler holds at most two
-    windows. ``keep``: keys that later windows read (of this window or kept from earlier
-    ones); the frame holds their futures and hands them to ``next`` as ``refs``
-    (``{key: Future}``) to put in the tasks in place of the keys. A window is done when
-    its ``wanted`` and own ``keep`` keys are; the last window's ``collect`` gets the
-    values of its ``wanted``; the first one's ``plans``, ``unit_of_key`` and
-    ``cleanup`` serve the whole attempt.
+    Windows: ``next()``, if given, builds the graph of the next window of units (or
+    returns None after the last one) while this one runs; the frame submits it once this
+    one's ``wanted`` keys are all done (they must say the whole window is), so no task
+    may depend on another window's. The last window's ``collect`` gets the values of its
+    ``wanted``; the first one's ``plans``, ``unit_of_key`` and ``cleanup`` serve the
+    whole attempt.
     """
 
     tasks: dict
@@ -247,7 +244,6 @@ class AttemptGraph:
     broadcast: bool = False
     hold: list = field(default_factory=list)
     held: Callable | None = None
-    keep: list = field(default_factory=list)
     next: Callable | None = None
 
 

@@ -74,15 +74,15 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
     size = max(1, int(ctx.window or WINDOW))
     last: dict = {}            # the last window's finals and the keys they come from
 
-    def window(e0, refs=None):
+    def window(e0):
         e1 = min(e0 + size, run.E)
-        tasks, where, follow, keep = builder.window(e0, e1, refs)
+        tasks, where, follow = builder.window(e0, e1)
         wanted = [*follow["eval"].values(), *follow["ckpt"].values(),
-                  *follow["final"].values()]
+                  *follow["final"].values(), *follow["done"]]
         last["final"] = follow["final"]
         last["wanted"] = wanted
-        nxt = (lambda held: window(e1, held)) if e1 < run.E else None
-        return AttemptGraph(tasks, where, wanted, collect=collect, keep=keep, next=nxt)
+        nxt = (lambda: window(e1)) if e1 < run.E else None
+        return AttemptGraph(tasks, where, wanted, collect=collect, next=nxt)
 
     if direct:
         from daskhpc.runtime import Exchange

@@ -47,21 +47,23 @@ def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None,
     follow : dict
         ``eval[(p, e)]``, ``ckpt[(p, e)]`` and ``final[p]`` keys.
     """
-    tasks, where, follow, _ = WindowGraph(s, where_part, data, token, ckpt_paths,
-                                          direct).window(0, s.E)
-    return tasks, where, follow
+    return WindowGraph(s, where_part, data, token, ckpt_paths, direct).window(0, s.E)
 
 
 class WindowGraph:
     """The graph of an attempt, built one window of epochs at a time.
 
-    ``window(e0, e1, refs)`` returns the tasks of epochs ``e0 .. e1 - 1`` (and the final
-    tasks when ``e1`` is the last epoch), the keys the client follows, and ``keep``: the
-    keys of this or earlier windows that later windows read (the last step of every
-    worker, bundles consumed after ``e1``, the test errors and checkpoints the next
-    epoch waits for in the direct mode). A later window refers to them through ``refs``
-    (``{key: Future}``, what the client holds of them): the graph then knows they are
-    data. The work per window is proportional to its epochs, not to the run's.
+    ``window(e0, e1)`` returns the tasks of epochs ``e0 .. e1 - 1`` (and the final tasks
+    when ``e1`` is the last epoch) and the keys the client follows: done, they say the
+    whole window is done. No task of a window depends on a task of another: the frame
+    submits a window once the one before is done (each part's state on its worker
+    carries over), so the scheduler forgets a window once it is over. A Dask dependency
+    between windows would keep every task of the run in the scheduler: a released task
+    stays as long as one of its dependents does, and the chain of steps runs from the
+    first epoch to the last. Graph mode: a bundle read after its window is fetched by a
+    ``stash`` task on its receiver in its own window (the transfer the reader would have
+    made) and read from that worker's registry (:class:`~daskhpc.ssgd._tasks.Stashed`).
+    The work per window is proportional to its epochs, not to the run's.
     """
 
     def __init__(self, s: Setup, where_part, data, token: str, ckpt_paths=None,
@@ -164,46 +166,37 @@ class WindowGraph:
                 if (p, e) in self.ckpt_paths]
         return out
 
-    def window(self, e0: int, e1: int, refs: dict | None = None):
+    def window(self, e0: int, e1: int):
         """Tasks of epochs ``e0 .. e1 - 1``; see the class docstring.
 
         Returns
         -------
         tasks, workers : dict
         follow : dict
-            ``eval[(p, e)]``, ``ckpt[(p, e)]`` and ``final[p]`` keys of this window.
-        keep : list
-            Keys later windows read.
+            ``eval[(p, e)]``, ``ckpt[(p, e)]`` and ``final[p]`` keys of this window, and
+            ``done``: the other keys to wait for (the workers' last steps, stashes).
         """
         s, K, E = self.s, self.s.K, self.s.E
         rp, data, token, name = s.runplan, self.data, self.token, self.name
-        refs = refs or {}
         T0, T1 = e0 * K, e1 * K
         direct = self.direct
 
-        def dep(key, e):
-            """A dependency of epoch ``e`` (-1: the init task): the key itself when this
-            window has it, else the Future of an earlier window."""
-            if e0 <= e < e1 or (e < 0 and e0 == 0):
-                return key
-            try:
-                return refs[key]
-            except KeyError:
-                raise RuntimeError(f"ssgd window {e0}..{e1}: {key} of epoch {e} is "
-                                   "neither in the window nor kept") from None
+        def mine(e):
+            """Is a task of epoch ``e`` (-1: the init task) in this window?"""
+            return e0 <= e < e1 or (e < 0 and e0 == 0)
 
         tasks, where = {}, {}
         bundles, consumers, last = self._messages(e0, e1)
-        keep = set()
+        done = []
         for w, parts in self.team.items():
-            mine = [data[p] for p in parts]
+            team = [data[p] for p in parts]
             if e0 == 0:
-                tasks[self.group_key(w, -1)] = (_tasks.init, mine, token)
+                tasks[self.group_key(w, -1)] = (_tasks.init, team, token)
                 where[self.group_key(w, -1)] = w
             if direct:
-                self._direct_epochs(tasks, where, w, parts, mine, e0, e1, consumers, bundles,
-                                    last, dep)
-                keep.add(self.epoch_key(w, e1 - 1))
+                self._direct_epochs(tasks, where, w, parts, team, e0, e1, consumers, bundles,
+                                    last, mine)
+                done.append(self.epoch_key(w, e1 - 1))
                 if e1 == E:
                     key = self.epoch_key(w, E - 1)
                     for p in parts:
@@ -213,23 +206,31 @@ class WindowGraph:
             for T in range(T0, T1):
                 inbox = [c for p in parts for c in consumers.get((p, T), [])]
                 meta = np.array([ids for _, ids in inbox], np.int64).reshape(-1, 7)
-                deps = [dep(c, ids[5] // K) for c, ids in inbox if c is not None]
+                deps = [c if mine(ids[5] // K) else _tasks.Stashed(str(c))
+                        for c, ids in inbox if c is not None]
                 group = list(bundles.get((w, T), {}).values()) or [(self.group_key(w, T), [])]
-                chain = dep(self.group_key(w, T - 1), (T - 1) // K if T else -1)
+                prev = T - 1 if T else -1
+                chain = self.group_key(w, prev) if mine(prev // K if T else -1) else None
                 for key, items in group:
                     # the step runs in the worker's event loop (see _tasks.work_in_loop)
-                    tasks[key] = (_tasks.work_in_loop, mine, token, T,
+                    tasks[key] = (_tasks.work_in_loop, team, token, T,
                                   np.array(items, np.int64).reshape(-1, 3), meta, chain, *deps)
                     where[key] = w
-            keep.add(self.group_key(w, T1 - 1))
+            done.append(self.group_key(w, T1 - 1))
             if e1 == E:
                 for p in parts:
                     key = (name["final"], p)
                     tasks[key] = (_tasks.final, data[p], token, self.group_key(w, E * K - 1))
                     where[key] = w
-        if not direct:      # bundles sent up to now that a later window reads
-            keep |= {c for ws_ts, group in bundles.items() if ws_ts[1] < T1
-                     for c, _ in group.values() if last.get(c, -1) >= T1}
+        if not direct and e1 < E:
+            # bundles sent in this window and read after it: to their receivers' registries
+            for (ws, ts), group in bundles.items():
+                for wd, (key, _) in group.items():
+                    if T0 <= ts < T1 and last.get(key, -1) >= T1:
+                        stash = (f"ssgd-stash-{token}", self.label(self.team[wd]), *key[1:])
+                        tasks[stash] = (_tasks.stash, token, str(key), last[key], key)
+                        where[stash] = wd
+                        done.append(stash)
 
         evals = {}
         for e in [e for e in rp.eval_epochs.tolist() if e0 <= e < e1]:
@@ -270,19 +271,17 @@ class WindowGraph:
             # the graph mode's per-sub-epoch tasks interleave with them instead), and a
             # send left behind a running epoch task would never run: that task holds the
             # worker's thread while it waits for pushes from a worker that waits for it
-            for e in range(max(e0 - 1, 0), e1):
+            # (the next window comes after this one is done)
+            for e in range(e0, e1 - 1):
                 for w, key in self._after(e):
                     nxt = self.epoch_key(w, e + 1)
-                    if nxt in tasks:
-                        tasks[nxt] = (*tasks[nxt], dep(key, e))
-                    elif e + 1 < E:
-                        keep.add(key)
-        follow = {"eval": evals, "ckpt": ckpts,
+                    tasks[nxt] = (*tasks[nxt], key)
+        follow = {"eval": evals, "ckpt": ckpts, "done": done,
                   "final": {p: (name["final"], p) for p in range(K)} if e1 == E else {}}
-        return tasks, where, follow, sorted(keep, key=str)
+        return tasks, where, follow
 
-    def _direct_epochs(self, tasks, where, w, parts, mine, e0, e1, consumers, bundles, last,
-                       dep):
+    def _direct_epochs(self, tasks, where, w, parts, team, e0, e1, consumers, bundles, last,
+                       mine):
         """One task per epoch on worker w: per sub-epoch, what it waits for (the bundle
         keys of its inputs from other workers, in ``meta`` order), what it may then drop
         (bundles read for the last time), and the bundles it pushes ``(receiver, key,
@@ -299,6 +298,6 @@ class WindowGraph:
                 drop = sorted({c for c in waits if last[c] == T}, key=str)
                 steps.append((T, meta, waits, drop, out))
             key = self.epoch_key(w, e)
-            tasks[key] = (_tasks.epoch_direct, mine, self.token, steps,
-                          dep(self.epoch_key(w, e - 1), e - 1))
+            prev = self.epoch_key(w, e - 1) if mine(e - 1) else None
+            tasks[key] = (_tasks.epoch_direct, team, self.token, steps, prev)
             where[key] = w
