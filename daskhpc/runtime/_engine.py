@@ -93,7 +93,10 @@ class ProgramRunner:
         # replicate, and distributed 2026.8 then logs a "replicate" event holding
         # WorkerState objects on the "all" topic, which breaks the stream of every client
         # subscribed to it (WorkerWatch is)
-        self.code = {lab: client.scatter(code, workers=[w], hash=False)
+        # (keys named after the run: a lost worker's copy is then known as the run's, see
+        # runtime._quiet)
+        self.code = {lab: client.scatter({f"daskhpc-code-{token}-{lab}": code}, workers=[w],
+                                         hash=False)[f"daskhpc-code-{token}-{lab}"]
                      for w, lab in self.label.items()}
         self.step_fn = step_group_in_loop if in_loop else step_group
         self._frontier: dict[tuple, object] = {}   # keys of the last step -> Future

@@ -45,8 +45,10 @@ from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, Job, Outcome, exchange_mode,
                                   not_finite)
 from daskhpc.runtime._ledger import TransferLedger
+from daskhpc.runtime._logs import bound_logs
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
+from daskhpc.runtime._quiet import quiet_recovery
 from daskhpc.runtime._reports import ReportInbox
 from daskhpc.runtime._steps import cleanup
 
@@ -141,11 +143,12 @@ def run_job(client, job: Job, *, checkpoint=None, resume: bool = False,
     value, ledger = None, None
     meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
     with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
-            _maybe_low_latency(client, low_latency):
+            _maybe_low_latency(client, low_latency), quiet_recovery(client, run_id, store.run):
         bar.advance(len(book.rows))
         while True:
             todo = todo_of(job, book)
             token = f"{run_id}a{attempts}"
+            bound_logs(client)                 # (again: a replacement worker's are long)
             try:
                 with warnings.catch_warnings():
                     # a worker that died took its transfer log along (the recovery says so)
