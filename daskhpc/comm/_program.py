@@ -46,6 +46,7 @@ Examples
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Callable
 
@@ -138,6 +139,7 @@ class Program:
         self.steps: list[Step] = []
         self._dests: dict[int, dict] = {}
         self._plan: Plan | None = None
+        self._ends: list[int] | None = None     # unit_steps, built once per change
 
     # -- building ----------------------------------------------------------------------
     def step(self, fn: Callable, *args, sends: Plan | list | None = None,
@@ -165,7 +167,7 @@ class Program:
             raise ValueError(f"step {label!r}: its plan is over {sends.nparts} parts, the "
                              f"program over {self.nparts}")
         self.steps.append(Step(fn, tuple(args), sends, bool(report), label))
-        self._plan = None
+        self._plan = self._ends = None
         return len(self.steps) - 1
 
     def fuse(self, fn: Callable, *args, sends: Plan | list | None = None,
@@ -185,7 +187,7 @@ class Program:
         self.steps[t - 1] = self.steps.pop()       # the new step takes the last one's place
         self._dests.pop(t - 1, None)
         self._dests.pop(t, None)
-        self._plan = None
+        self._plan = self._ends = None
         return t - 1
 
     def allreduce(self, get: Callable, put: Callable, *, words: int, label: str = "allreduce",
@@ -220,13 +222,23 @@ class Program:
 
     @property
     def unit_steps(self) -> list[int]:
-        """Indices of the reported steps (unit u ends at ``unit_steps[u - first_unit]``)."""
-        return [t for t, s in enumerate(self.steps) if s.report]
+        """Indices of the reported steps (unit u ends at ``unit_steps[u - first_unit]``).
+
+        Built once (one pass over the steps) and kept until a step is added: callers
+        ask for it per step, and a list rebuilt every time made the set-up of a run
+        quadratic in its steps. Read-only."""
+        if self._ends is None:
+            self._ends = [t for t, s in enumerate(self.steps) if s.report]
+        return self._ends
 
     def unit_of(self, t: int) -> int:
-        """The unit step ``t`` belongs to."""
-        ends = self.unit_steps
-        return self.first_unit + int(np.searchsorted(ends, t))
+        """The unit step ``t`` belongs to (a binary search in :attr:`unit_steps`)."""
+        return self.first_unit + bisect.bisect_left(self.unit_steps, t)
+
+    def units_of_steps(self) -> np.ndarray:
+        """:meth:`unit_of` of every step, in one pass."""
+        return self.first_unit + np.searchsorted(np.asarray(self.unit_steps, np.int64),
+                                                 np.arange(self.nsteps))
 
     def dests(self, t: int) -> dict[int, list[int]]:
         """``{part: [receivers]}`` of step ``t`` (parts that send nothing are absent)."""

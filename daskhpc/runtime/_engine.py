@@ -22,6 +22,8 @@ Examples
 
 from __future__ import annotations
 
+import bisect
+
 from daskhpc._workflows import exchange_mode
 from daskhpc.runtime._fault import scatter_to
 from daskhpc.runtime._graph import submit_pinned
@@ -88,7 +90,11 @@ class ProgramRunner:
         # replicate, and distributed 2026.8 then logs a "replicate" event holding
         # WorkerState objects on the "all" topic, which breaks the stream of every client
         # subscribed to it (WorkerWatch is)
-        self.code = {lab: scatter_to(client, code, w) for w, lab in self.label.items()}
+        # (keys named after the run: a lost worker's copy is then known as the run's, see
+        # runtime._quiet; a worker gone before its copy arrives is a lost one, _fault)
+        self.code = {lab: scatter_to(client, {f"daskhpc-code-{token}-{lab}": code},
+                                     w)[f"daskhpc-code-{token}-{lab}"]
+                     for w, lab in self.label.items()}
         self.step_fn = step_group_in_loop if in_loop else step_group
         self._frontier: dict[tuple, object] = {}   # keys of the last step -> Future
         self._last = -1
@@ -138,7 +144,9 @@ class ProgramRunner:
         if self.direct:
             # one task per worker and segment (a unit's steps, or what is left of them):
             # the steps run in a loop on the worker, messages pushed in between
-            ends = sorted({t for t in self.program.unit_steps if t in steps} | {steps[-1]})
+            us = self.program.unit_steps          # the window's slice of it, not all of it
+            ends = sorted(set(us[bisect.bisect_left(us, steps.start):
+                                 bisect.bisect_left(us, steps.stop)]) | {steps[-1]})
             lo = steps.start
             for hi in ends:
                 for lab, parts in self.parts.items():

@@ -99,7 +99,7 @@ class WorkerWatch:
 
 
 def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
-                    on_poll=None) -> list:
+                    on_poll=None, values: bool = True) -> list | None:
     """``client.gather(futures)`` that raises :class:`WorkerLost` instead of hanging.
 
     Parameters
@@ -112,10 +112,12 @@ def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
         Seconds between checks while futures are pending.
     on_poll : callable, optional
         Called after every slice (e.g. to record finished checkpoint tasks).
+    values : bool
+        Gather the values (False: only wait until the futures are done).
 
     Returns
     -------
-    list
+    list or None
         The futures' values, in order.
     """
     from distributed import wait
@@ -143,7 +145,12 @@ def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
             on_poll()
         pending = [f for f in pending if not f.done()]
     watch.check()
-    return client.gather(list(futures))
+    if values:
+        return client.gather(list(futures))
+    for f in futures:
+        if f.status in ("error", "cancelled"):
+            f.result()                   # raises the task's error
+    return None
 
 
 def _settle(watch: WorkerWatch, poll: float, grace: float = 2.0) -> None:

@@ -45,8 +45,10 @@ from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, GraphJob, Job, Outcome,
                                   exchange_mode, not_finite)
 from daskhpc.runtime._ledger import TransferLedger
+from daskhpc.runtime._logs import bound_logs
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
+from daskhpc.runtime._quiet import quiet_recovery
 from daskhpc.runtime._reports import ReportInbox
 from daskhpc.runtime._steps import cleanup
 
@@ -146,11 +148,13 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
     value, ledger = None, None
     meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
     with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
-            _maybe_low_latency(client, low_latency), _failed_ends(client, announce):
+            _maybe_low_latency(client, low_latency), _failed_ends(client, announce), \
+            quiet_recovery(client, run_id, store.run):
         bar.advance(len(book.rows))
         while True:
             todo = todo_of(job, book)
             token = f"{run_id}a{attempts}"
+            bound_logs(client)                 # (again: a replacement worker's are long)
             try:
                 with warnings.catch_warnings():
                     # a worker that died took its transfer log along (the recovery says so)
@@ -286,18 +290,14 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
             if job.ordered and first > 0 and ck is not None and job.restore is not None:
                 start = job.restore(ck, first)
             g = job.attempt(Attempt(client, number, token, store.placement, store, topic,
-                                    todo, start, ck))
+                                    todo, start, ck, job.window))
             meter.update(plans=g.plans, unit_of_key=g.unit_of_key, broadcast=g.broadcast,
                          cleanup=g.cleanup)
             if g.plans and announce:      # the run is the frame's to show: its plan too
                 _publish_plan(client, job, store.placement, g.plans, g.broadcast)
             if not g.tasks:
                 return g.collect([]) if g.collect else None
-            submitted = submit_pinned(client, g.tasks, g.where, g.wanted + g.hold)
-            futures[:] = submitted[:len(g.wanted)]
-            if g.hold:
-                g.held(dict(zip(g.hold, submitted[len(g.wanted):])))
-            values = gather_watching(client, futures, watch, on_poll=drain)
+            g, values = _run_windows(client, g, watch, drain, futures)
             book.complete_silent(todo)
             settle(book, todo, drain)
             return g.collect(values) if g.collect else values
@@ -327,6 +327,25 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
             elif meter.get("cleanup") is not None:
                 with contextlib.suppress(Exception):
                     meter["cleanup"]()
+
+
+def _run_windows(client, g, watch, drain, futures: list):
+    """Submit an attempt's graph window after window (``AttemptGraph.next``): the next
+    window is built while one runs and submitted once it is done, so the scheduler holds
+    one window and forgets it when it is over. Returns the last window's graph and the
+    values of its ``wanted`` keys. ``futures`` always lists what the client holds (the
+    caller releases it if the attempt ends early)."""
+    while True:
+        submitted = submit_pinned(client, g.tasks, g.where, g.wanted + g.hold)
+        futures[:] = submitted[:len(g.wanted)]
+        if g.hold:
+            g.held(dict(zip(g.hold, submitted[len(g.wanted):])))
+        nxt = g.next() if g.next is not None else None
+        if nxt is None:
+            return g, gather_watching(client, futures, watch, on_poll=drain)
+        gather_watching(client, futures, watch, on_poll=drain, values=False)
+        release_futures(futures)
+        g = nxt
 
 
 def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain, futures,

@@ -135,7 +135,9 @@ class Job(_Units):
         ``stop(history) -> bool`` after every unit: end the run early (convergence). The
         program is then submitted one window of ``window`` units at a time.
     window : int, optional
-        Units per submission (default: all at once, or 1 with ``stop``).
+        Units per submission (default: all at once, or 1 with ``stop``). Graph-building
+        jobs get it as ``Attempt.window`` and build their windows themselves
+        (``AttemptGraph.next``).
     placement : callable, optional
         ``placement(workers) -> Placement`` (default round robin).
     part_of : callable, optional
@@ -233,6 +235,7 @@ class Attempt:
     todo: list
     start: Any = None
     checkpoint: CheckpointDir | None = None
+    window: int | None = None        # the job's units per submission (Job.window)
 
 
 @dataclass
@@ -249,6 +252,13 @@ class AttemptGraph:
     ``hold``: keys whose futures outlive the attempt (results a later step needs, such as
     SpGEMM's kept blocks): submitted with the graph, handed to ``held({key: Future})``,
     and never released by the frame.
+
+    Windows: ``next()``, if given, builds the graph of the next window of units (or
+    returns None after the last one) while this one runs; the frame submits it once this
+    one's ``wanted`` keys are all done (they must say the whole window is), so no task
+    may depend on another window's. The last window's ``collect`` gets the values of its
+    ``wanted``; the first one's ``plans``, ``unit_of_key`` and ``cleanup`` serve the
+    whole attempt.
     """
 
     tasks: dict
@@ -261,6 +271,7 @@ class AttemptGraph:
     broadcast: bool = False
     hold: list = field(default_factory=list)
     held: Callable | None = None
+    next: Callable | None = None
 
 
 @dataclass

@@ -54,6 +54,11 @@ def send_report(topic: str, unit: int, values: dict, *, start: float | None = No
     worker.log_event(topic, msg)
 
 
+def _forget_topic(topic: str, dask_scheduler=None) -> None:
+    """Drop the events of an attempt's topic (nobody reads them after the attempt)."""
+    dask_scheduler._broker.truncate(topic)
+
+
 def _key(reporter):
     return tuple(reporter) if isinstance(reporter, list) else reporter
 
@@ -75,12 +80,16 @@ class ReportInbox:
             self._new.append(msg)
 
     def __enter__(self) -> ReportInbox:
+        from daskhpc.runtime._logs import bound_topic
+
         self.client.subscribe_topic(self.topic, self._on_event)
+        bound_topic(self.client, self.topic)     # a long run's reports: not kept twice
         return self
 
     def __exit__(self, *exc) -> None:
         try:
             self.client.unsubscribe_topic(self.topic)
+            self.client.run_on_scheduler(_forget_topic, self.topic)
         except Exception:  # noqa: BLE001 - a closed client has nothing to unsubscribe
             pass
 

@@ -54,7 +54,7 @@ class ProgramCode:
         self.steps = [(s.fn, s.args, s.report, s.label) for s in program.steps]
         self.dests = [program.dests(t) for t in range(program.nsteps)]
         self.init, self.final, self.save = program.init, program.final, program.save
-        self.unit_of_step = [program.unit_of(t) for t in range(program.nsteps)]
+        self.unit_of_step = program.units_of_steps().tolist()
         self.topic = topic
         self.ckpt = ckpt
         # direct mode: per step, the (src, dst) messages each worker receives from others

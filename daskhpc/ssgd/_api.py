@@ -165,10 +165,12 @@ def _plain(ids) -> np.ndarray:
 
 
 def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,
-             placement=None, timeline: list | None = None, exchange: str = "graph"):
+             placement=None, timeline: list | None = None, exchange: str = "graph",
+             window: int | None = None):
     """The frame's Job for the run prepared in ``s`` (epochs are its units).
 
     ``timeline``, if given, receives the stratum-order plugin's rows of the last attempt.
+    ``window``: epochs per submission (default ``_driver.WINDOW``).
     """
     K, o = s.K, s.options
     evaluated = set(s.runplan.eval_epochs.tolist())
@@ -204,7 +206,7 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
                restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
                savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
                placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
-               opened=lambda ck: save_partition(s, ck),
+               opened=lambda ck: save_partition(s, ck), window=window,
                diverged_hint=f"try a smaller --lr than {o.lr:g}")
 
 

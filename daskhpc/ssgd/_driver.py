@@ -1,4 +1,4 @@
-"""SSGD on the workflow frame: one attempt's pinned graph (all epochs), and the Job.
+"""SSGD on the workflow frame: one attempt's pinned graph, in windows of epochs.
 
 Tasks (all with a hard worker restriction); P is the worker's parts (one label like
 ``"0+1"`` when it holds several):
@@ -36,12 +36,17 @@ import numpy as np
 from daskhpc.runtime import AttemptGraph, Placement
 
 from . import _tasks
-from ._graph import STEP, build_graph
+from ._graph import STEP, WindowGraph
 from ._partdata import all_part_data
 from ._serial import initial_factors
 from ._setup import Setup
 
-__all__ = ["attempt_graph", "ring_placement"]
+__all__ = ["attempt_graph", "ring_placement", "WINDOW"]
+
+#: Epochs per submitted window (``Job.window``): the scheduler holds at most two windows
+#: of tasks, however many epochs the run has (a run submitted whole grew the client by
+#: gigabytes over 1,500 epochs and took minutes to its first epoch).
+WINDOW = 8
 
 
 def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
@@ -73,9 +78,21 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
     paths = {(p, e): ctx.checkpoint.file(run.epoch0 + e + 1, f"part-{p}.npz")
              for p in range(K) for e in ck_epochs}
     # Futures (not their keys) in the tasks: the graph then knows they are data.
-    tasks, where, follow = build_graph(run, pl.worker, [futures[p] for p in range(K)],
-                                       ctx.token, paths, direct=direct)
-    wanted = [*follow["eval"].values(), *follow["ckpt"].values(), *follow["final"].values()]
+    builder = WindowGraph(run, pl.worker, [futures[p] for p in range(K)], ctx.token, paths,
+                          direct=direct)
+    size = max(1, int(ctx.window or WINDOW))
+    last: dict = {}            # the last window's finals and the keys they come from
+
+    def window(e0):
+        e1 = min(e0 + size, run.E)
+        tasks, where, follow = builder.window(e0, e1)
+        wanted = [*follow["eval"].values(), *follow["ckpt"].values(),
+                  *follow["final"].values(), *follow["done"]]
+        last["final"] = follow["final"]
+        last["wanted"] = wanted
+        nxt = (lambda: window(e1)) if e1 < run.E else None
+        return AttemptGraph(tasks, where, wanted, collect=collect, next=nxt)
+
     if direct:
         from daskhpc.runtime import Exchange
 
@@ -86,8 +103,8 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         register(ctx.client)
 
     def collect(values):
-        got = dict(zip(wanted, values))
-        finals = {p: got[k] for p, k in follow["final"].items()}
+        got = dict(zip(last["wanted"], values))
+        finals = {p: got[k] for p, k in last["final"].items()}
         if direct and timeline is not None:
             timeline[:] = _step_log_timeline(finals, pl, f"{STEP}-{ctx.token}", K)
         return _assemble(run, finals)
@@ -113,8 +130,9 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
     ev = run.runplan.eval_plan()
     if ev is not None:
         plans.append((ev, lambda ph: run.epoch0 + ph))
-    return AttemptGraph(tasks, where, wanted, collect=collect, cleanup=cleanup, plans=plans,
-                        unit_of_key=unit_of_key)
+    g = window(0)
+    g.cleanup, g.plans, g.unit_of_key = cleanup, plans, unit_of_key
+    return g
 
 
 def ring_placement(nparts: int, workers) -> Placement:

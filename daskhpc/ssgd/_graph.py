@@ -14,14 +14,15 @@ import numpy as np
 from . import _tasks
 from ._setup import Setup
 
-__all__ = ["build_graph", "STEP"]
+__all__ = ["build_graph", "WindowGraph", "STEP"]
 
 STEP = "ssgd-step"
 
 
 def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None,
                 direct: bool = False):
-    """The run's tasks, their workers, and the keys the client follows.
+    """The run's tasks, their workers, and the keys the client follows (all epochs at
+    once: :class:`WindowGraph` ``.window(0, E)``).
 
     Parameters
     ----------
@@ -46,156 +47,257 @@ def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None,
     follow : dict
         ``eval[(p, e)]``, ``ckpt[(p, e)]`` and ``final[p]`` keys.
     """
-    K, E = s.K, s.E
-    rp = s.runplan
-    tasks, where = {}, {}
-    name = {x: f"ssgd-{x}-{token}" for x in ("init", "evsend", "eval", "ckpt", "final")}
-    step_name = f"{STEP}-{token}"
-    team: dict[str, list[int]] = {}                 # worker -> its parts, ascending
-    for p in range(K):
-        team.setdefault(where_part(p), []).append(p)
+    return WindowGraph(s, where_part, data, token, ckpt_paths, direct).window(0, s.E)
 
-    def label(xs):
+
+class WindowGraph:
+    """The graph of an attempt, built one window of epochs at a time.
+
+    ``window(e0, e1)`` returns the tasks of epochs ``e0 .. e1 - 1`` (and the final tasks
+    when ``e1`` is the last epoch) and the keys the client follows: done, they say the
+    whole window is done. No task of a window depends on a task of another: the frame
+    submits a window once the one before is done (each part's state on its worker
+    carries over), so the scheduler forgets a window once it is over. A Dask dependency
+    between windows would keep every task of the run in the scheduler: a released task
+    stays as long as one of its dependents does, and the chain of steps runs from the
+    first epoch to the last. Graph mode: a bundle read after its window is fetched by a
+    ``stash`` task on its receiver in its own window (the transfer the reader would have
+    made) and read from that worker's registry (:class:`~daskhpc.ssgd._tasks.Stashed`).
+    The work per window is proportional to its epochs, not to the run's.
+    """
+
+    def __init__(self, s: Setup, where_part, data, token: str, ckpt_paths=None,
+                 direct: bool = False):
+        self.s, self.where_part, self.data, self.token = s, where_part, data, token
+        self.ckpt_paths = ckpt_paths or {}
+        self.direct = direct
+        self.name = {x: f"ssgd-{x}-{token}" for x in ("init", "evsend", "eval", "ckpt", "final")}
+        self.step_name = f"{STEP}-{token}"
+        self.team: dict[str, list[int]] = {}           # worker -> its parts, ascending
+        for p in range(s.K):
+            self.team.setdefault(where_part(p), []).append(p)
+        inst = s.runplan.instances
+        # instances by epoch (stable: within a send time, the order of the full list,
+        # so that every window numbers a bundle's tasks alike)
+        order = np.argsort(inst.epoch, kind="stable")
+        self._inst = [a[order] for a in (inst.pattern, inst.message, inst.epoch, inst.send)]
+        K = s.K
+        reach = max([int(max(p.ts.max(initial=0), p.seg_ty.max(initial=0)))
+                     for p in s.runplan.patterns] + [0]) + 1
+        # an instance of epoch e is sent and read before (e + spans) K; a bundle mixes
+        # instances of the same send time, so a window needs 2 spans of epochs before it
+        self._back = 2 * -(-reach // K)
+        self._evaluated = set(s.runplan.eval_epochs.tolist())
+
+    def label(self, xs):
         return xs[0] if len(xs) == 1 else "+".join(map(str, xs))
 
-    def group_key(w, T, i=0):
+    def group_key(self, w, T, i=0):
         """Task i of the group that runs sub-epoch T of every part on worker w."""
         if T < 0:
-            return (name["init"], label(team[w]))
+            return (self.name["init"], self.label(self.team[w]))
+        K = self.s.K
         e, k = divmod(T, K)
-        return (step_name, label(team[w]), e, k,
-                label([int(s.strata.block(p, k, e)) for p in team[w]]), i)
+        return (self.step_name, self.label(self.team[w]), e, k,
+                self.label([int(self.s.strata.block(p, k, e)) for p in self.team[w]]), i)
 
-    # The messages each worker sends after each sub-epoch, bundled per receiving worker:
-    # bundles[(w, ts)][w_dst] = [(q, m, src), ...], one task (and one transfer) each.
-    # A message between parts on the same worker is no task and no dependency: the
-    # receiver's group comes after the sender's in the worker's chain and reads the
-    # rows from the sender's state (nothing moves, nothing to schedule).
-    # consumers[(dst, T)] = [(bundle key or None, (dst, q, m, e, src or -1, ts, slot))].
-    bundles: dict[tuple, dict] = {}
-    consumers: dict[tuple, list] = {}
-    inst = rp.instances
-    for q, m, e, ts in zip(inst.pattern.tolist(), inst.message.tolist(),
-                           inst.epoch.tolist(), inst.send.tolist()):
-        pat = rp.patterns[q]
-        src, dst = int(pat.src[m]), int(pat.dst[m])
-        ws, wd = where_part(src), where_part(dst)
-        if ws == wd:
-            key, ids = None, (dst, q, m, e, src, ts, 0)
-        else:
-            group = bundles.setdefault((ws, ts), {})
-            if wd not in group:
-                group[wd] = (group_key(ws, ts, len(group)), [])
-            key, items = group[wd]
-            ids = (dst, q, m, e, -1, ts, len(items))
-            items.append((q, m, src))
-        lo, hi = pat.seg_ptr[m], pat.seg_ptr[m + 1]
-        for T in sorted(set((e * K + pat.seg_ty[lo:hi]).tolist())):
-            if T < E * K:
-                consumers.setdefault((dst, T), []).append((key, ids))
+    def epoch_key(self, w, e):
+        return (f"ssgd-epoch-{self.token}", self.label(self.team[w]), e) if e >= 0 else \
+            self.group_key(w, -1)
 
-    def epoch_key(w, e):
-        return (f"ssgd-epoch-{token}", label(team[w]), e) if e >= 0 else group_key(w, -1)
+    def first(self, p, T):
+        w = self.where_part(p)
+        return self.epoch_key(w, T // self.s.K) if self.direct else self.group_key(w, T)
 
-    for w, parts in team.items():
-        mine = [data[p] for p in parts]
-        tasks[group_key(w, -1)] = (_tasks.init, mine, token)
-        where[group_key(w, -1)] = w
+    def _messages(self, e0: int, e1: int):
+        """Bundles and consumers of the instances that can matter to epochs e0 .. e1 - 1.
+
+        ``bundles[(w, ts)][w_dst] = (key, [(q, m, src), ...])``: the messages a worker
+        sends after sub-epoch ts, one task (and one transfer) per receiving worker. A
+        message between parts on the same worker is no task and no dependency: the
+        receiver's group comes after the sender's in the worker's chain and reads the
+        rows from the sender's state. ``consumers[(dst, T)] = [(bundle key or None,
+        (dst, q, m, e, src or -1, ts, slot))]``; ``last[key]``: the last sub-epoch that
+        reads bundle ``key``.
+        """
+        s, K, E = self.s, self.s.K, self.s.E
+        rp = s.runplan
+        q_, m_, e_, ts_ = self._inst
+        lo, hi = np.searchsorted(e_, [e0 - self._back, e1])
+        bundles: dict[tuple, dict] = {}
+        consumers: dict[tuple, list] = {}
+        last: dict = {}
+        wp = self.where_part
+        for q, m, e, ts in zip(q_[lo:hi].tolist(), m_[lo:hi].tolist(), e_[lo:hi].tolist(),
+                               ts_[lo:hi].tolist()):
+            pat = rp.patterns[q]
+            src, dst = int(pat.src[m]), int(pat.dst[m])
+            ws, wd = wp(src), wp(dst)
+            if ws == wd:
+                key, ids = None, (dst, q, m, e, src, ts, 0)
+            else:
+                group = bundles.setdefault((ws, ts), {})
+                if wd not in group:
+                    group[wd] = (self.group_key(ws, ts, len(group)), [])
+                key, items = group[wd]
+                ids = (dst, q, m, e, -1, ts, len(items))
+                items.append((q, m, src))
+            a, b = pat.seg_ptr[m], pat.seg_ptr[m + 1]
+            for T in sorted(set((e * K + pat.seg_ty[a:b]).tolist())):
+                if T < E * K:
+                    consumers.setdefault((dst, T), []).append((key, ids))
+                    if key is not None:
+                        last[key] = max(last.get(key, -1), T)
+        return bundles, consumers, last
+
+    def _after(self, e: int) -> list:
+        """``(worker, key)`` of the tasks the direct mode's epoch e + 1 waits for: the
+        test-error sends of epoch e its worker hosts, the test error and checkpoint of
+        its parts' epoch e (they read H as epoch e left it)."""
+        s, rp, wp = self.s, self.s.runplan, self.where_part
+        out = []
+        if e in self._evaluated:
+            q = 0 if s.strata.fixed else e
+            ev = rp.eval_pattern(e)
+            out += [(wp(p), (self.name["eval"], p, e)) for p in range(s.K)]
+            out += [(wp(int(ev["src"][m])), (self.name["evsend"], q, m, e))
+                    for m in range(ev["src"].size)]
+        out += [(wp(p), (self.name["ckpt"], p, e)) for p in range(s.K)
+                if (p, e) in self.ckpt_paths]
+        return out
+
+    def window(self, e0: int, e1: int):
+        """Tasks of epochs ``e0 .. e1 - 1``; see the class docstring.
+
+        Returns
+        -------
+        tasks, workers : dict
+        follow : dict
+            ``eval[(p, e)]``, ``ckpt[(p, e)]`` and ``final[p]`` keys of this window, and
+            ``done``: the other keys to wait for (the workers' last steps, stashes).
+        """
+        s, K, E = self.s, self.s.K, self.s.E
+        rp, data, token, name = s.runplan, self.data, self.token, self.name
+        T0, T1 = e0 * K, e1 * K
+        direct = self.direct
+
+        def mine(e):
+            """Is a task of epoch ``e`` (-1: the init task) in this window?"""
+            return e0 <= e < e1 or (e < 0 and e0 == 0)
+
+        tasks, where = {}, {}
+        bundles, consumers, last = self._messages(e0, e1)
+        done = []
+        for w, parts in self.team.items():
+            team = [data[p] for p in parts]
+            if e0 == 0:
+                tasks[self.group_key(w, -1)] = (_tasks.init, team, token)
+                where[self.group_key(w, -1)] = w
+            if direct:
+                self._direct_epochs(tasks, where, w, parts, team, e0, e1, consumers, bundles,
+                                    last, mine)
+                done.append(self.epoch_key(w, e1 - 1))
+                if e1 == E:
+                    key = self.epoch_key(w, E - 1)
+                    for p in parts:
+                        tasks[(name["final"], p)] = (_tasks.final, data[p], token, key)
+                        where[(name["final"], p)] = w
+                continue
+            for T in range(T0, T1):
+                inbox = [c for p in parts for c in consumers.get((p, T), [])]
+                meta = np.array([ids for _, ids in inbox], np.int64).reshape(-1, 7)
+                deps = [c if mine(ids[5] // K) else _tasks.Stashed(str(c))
+                        for c, ids in inbox if c is not None]
+                group = list(bundles.get((w, T), {}).values()) or [(self.group_key(w, T), [])]
+                prev = T - 1 if T else -1
+                chain = self.group_key(w, prev) if mine(prev // K if T else -1) else None
+                for key, items in group:
+                    # the step runs in the worker's event loop (see _tasks.work_in_loop)
+                    tasks[key] = (_tasks.work_in_loop, team, token, T,
+                                  np.array(items, np.int64).reshape(-1, 3), meta, chain, *deps)
+                    where[key] = w
+            done.append(self.group_key(w, T1 - 1))
+            if e1 == E:
+                for p in parts:
+                    key = (name["final"], p)
+                    tasks[key] = (_tasks.final, data[p], token, self.group_key(w, E * K - 1))
+                    where[key] = w
+        if not direct and e1 < E:
+            # bundles sent in this window and read after it: to their receivers' registries
+            for (ws, ts), group in bundles.items():
+                for wd, (key, _) in group.items():
+                    if T0 <= ts < T1 and last.get(key, -1) >= T1:
+                        stash = (f"ssgd-stash-{token}", self.label(self.team[wd]), *key[1:])
+                        tasks[stash] = (_tasks.stash, token, str(key), last[key], key)
+                        where[stash] = wd
+                        done.append(stash)
+
+        evals = {}
+        for e in [e for e in rp.eval_epochs.tolist() if e0 <= e < e1]:
+            q = 0 if s.strata.fixed else e
+            ev = rp.eval_pattern(e)
+            inbox: dict[int, list] = {}
+            end = (e + 1) * K - 1
+            for m in range(ev["src"].size):
+                src, dst = int(ev["src"][m]), int(ev["dst"][m])
+                key = (name["evsend"], q, m, e)
+                tasks[key] = (_tasks.eval_send, data[src], token, e, q, m, self.first(src, end))
+                where[key] = self.where_part(src)
+                inbox.setdefault(dst, []).append((m, key))
+            for p in range(K):
+                got = inbox.get(p, [])
+                key = (name["eval"], p, e)
+                tasks[key] = (_tasks.evaluate, data[p], token, e, q,
+                              np.array([m for m, _ in got], np.int64), self.first(p, end),
+                              *[k for _, k in got])
+                where[key] = self.where_part(p)
+                evals[(p, e)] = key
+        ckpts = {}
+        for (p, e), path in self.ckpt_paths.items():
+            if not e0 <= e < e1:
+                continue
+            # after the part's last sub-epoch of e; nothing waits for it (off the critical
+            # path), and it reads H versions that stay for two more visits of each block
+            key = (name["ckpt"], p, e)
+            tasks[key] = (_tasks.checkpoint, data[p], token, e, path,
+                          self.first(p, (e + 1) * K - 1),
+                          *([evals[(p, e)]] if (p, e) in evals else []))
+            where[key] = self.where_part(p)
+            ckpts[(p, e)] = key
         if direct:
-            _direct_epochs(tasks, where, w, parts, mine, token, K, E, consumers, bundles,
-                           epoch_key)
-            key = epoch_key(w, E - 1)
-            for p in parts:
-                tasks[(name["final"], p)] = (_tasks.final, data[p], token, key)
-                where[(name["final"], p)] = w
-            continue
-        for T in range(E * K):
-            inbox = [c for p in parts for c in consumers.get((p, T), [])]
-            meta = np.array([ids for _, ids in inbox], np.int64).reshape(-1, 7)
-            deps = [c for c, _ in inbox if c is not None]
-            group = list(bundles.get((w, T), {}).values()) or [(group_key(w, T), [])]
-            for key, items in group:
-                # the step runs in the worker's event loop (see _tasks.work_in_loop)
-                tasks[key] = (_tasks.work_in_loop, mine, token, T,
-                              np.array(items, np.int64).reshape(-1, 3), meta,
-                              group_key(w, T - 1), *deps)
-                where[key] = w
-        for p in parts:
-            key = (name["final"], p)
-            tasks[key] = (_tasks.final, data[p], token, group_key(w, E * K - 1))
+            # a worker's next epoch waits for the test-error sends it hosts, and for the
+            # test error and checkpoint of its parts' last epoch: they read H as the epoch
+            # left it (a whole epoch of sweeps later the versions they need would be gone;
+            # the graph mode's per-sub-epoch tasks interleave with them instead), and a
+            # send left behind a running epoch task would never run: that task holds the
+            # worker's thread while it waits for pushes from a worker that waits for it
+            # (the next window comes after this one is done)
+            for e in range(e0, e1 - 1):
+                for w, key in self._after(e):
+                    nxt = self.epoch_key(w, e + 1)
+                    tasks[nxt] = (*tasks[nxt], key)
+        follow = {"eval": evals, "ckpt": ckpts, "done": done,
+                  "final": {p: (name["final"], p) for p in range(K)} if e1 == E else {}}
+        return tasks, where, follow
+
+    def _direct_epochs(self, tasks, where, w, parts, team, e0, e1, consumers, bundles, last,
+                       mine):
+        """One task per epoch on worker w: per sub-epoch, what it waits for (the bundle
+        keys of its inputs from other workers, in ``meta`` order), what it may then drop
+        (bundles read for the last time), and the bundles it pushes ``(receiver, key,
+        items)``."""
+        K = self.s.K
+        for e in range(e0, e1):
+            steps = []
+            for T in range(e * K, (e + 1) * K):
+                inbox = [c for p in parts for c in consumers.get((p, T), [])]
+                meta = np.array([ids for _, ids in inbox], np.int64).reshape(-1, 7)
+                waits = [c for c, _ in inbox if c is not None]
+                out = [(wd, key, np.array(items, np.int64).reshape(-1, 3))
+                       for wd, (key, items) in bundles.get((w, T), {}).items()]
+                drop = sorted({c for c in waits if last[c] == T}, key=str)
+                steps.append((T, meta, waits, drop, out))
+            key = self.epoch_key(w, e)
+            prev = self.epoch_key(w, e - 1) if mine(e - 1) else None
+            tasks[key] = (_tasks.epoch_direct, team, self.token, steps, prev)
             where[key] = w
-
-    def first(p, T):
-        w = where_part(p)
-        return epoch_key(w, T // K) if direct else group_key(w, T)
-
-    evals = {}
-    for e in rp.eval_epochs.tolist():
-        q = 0 if s.strata.fixed else e
-        ev = rp.eval_pattern(e)
-        inbox: dict[int, list] = {}
-        end = (e + 1) * K - 1
-        for m in range(ev["src"].size):
-            src, dst = int(ev["src"][m]), int(ev["dst"][m])
-            key = (name["evsend"], q, m, e)
-            tasks[key] = (_tasks.eval_send, data[src], token, e, q, m, first(src, end))
-            where[key] = where_part(src)
-            inbox.setdefault(dst, []).append((m, key))
-        for p in range(K):
-            got = inbox.get(p, [])
-            key = (name["eval"], p, e)
-            tasks[key] = (_tasks.evaluate, data[p], token, e, q,
-                          np.array([m for m, _ in got], np.int64), first(p, end),
-                          *[k for _, k in got])
-            where[key] = where_part(p)
-            evals[(p, e)] = key
-    ckpts = {}
-    for (p, e), path in (ckpt_paths or {}).items():
-        # after the part's last sub-epoch of e; nothing waits for it (off the critical
-        # path), and it reads H versions that stay for two more visits of each block
-        key = (name["ckpt"], p, e)
-        tasks[key] = (_tasks.checkpoint, data[p], token, e, path, first(p, (e + 1) * K - 1),
-                      *([evals[(p, e)]] if (p, e) in evals else []))
-        where[key] = where_part(p)
-        ckpts[(p, e)] = key
-    if direct:
-        # a worker's next epoch waits for the test-error sends it hosts, and for the test
-        # error and checkpoint of its parts' last epoch: they read H as the epoch left it
-        # (a whole epoch of sweeps later the versions they need would be gone; the graph
-        # mode's per-sub-epoch tasks interleave with them instead), and a send left
-        # behind a running epoch task would never run: that task holds the worker's
-        # thread while it waits for pushes from a worker that waits for this send
-        after = [*evals.items(), *ckpts.items()]
-        after += [((int(rp.eval_pattern(k[3])["src"][k[2]]), k[3]), k) for k in tasks
-                  if isinstance(k, tuple) and k[0] == name["evsend"]]
-        for (p, e), key in after:
-            nxt = epoch_key(where_part(p), e + 1)
-            if nxt in tasks:
-                tasks[nxt] = (*tasks[nxt], key)
-    follow = {"eval": evals, "ckpt": ckpts,
-              "final": {p: (name["final"], p) for p in range(K)}}
-    return tasks, where, follow
-
-
-def _direct_epochs(tasks, where, w, parts, mine, token, K, E, consumers, bundles, epoch_key):
-    """One task per epoch on worker w: per sub-epoch, what it waits for (the bundle keys
-    of its inputs from other workers, in ``meta`` order), what it may then drop (bundles
-    read for the last time), and the bundles it pushes ``(receiver, key, items)``."""
-    uses: dict = {}
-    per_T = []
-    for T in range(E * K):
-        inbox = [c for p in parts for c in consumers.get((p, T), [])]
-        meta = np.array([ids for _, ids in inbox], np.int64).reshape(-1, 7)
-        waits = [c for c, _ in inbox if c is not None]
-        for c in waits:
-            uses[c] = T
-        out = [(wd, key, np.array(items, np.int64).reshape(-1, 3))
-               for wd, (key, items) in bundles.get((w, T), {}).items()]
-        per_T.append((T, meta, waits, out))
-    for e in range(E):
-        steps = []
-        for T, meta, waits, out in per_T[e * K:(e + 1) * K]:
-            drop = sorted({c for c in waits if uses[c] == T}, key=str)
-            steps.append((T, meta, waits, drop, out))
-        tasks[epoch_key(w, e)] = (_tasks.epoch_direct, mine, token, steps, epoch_key(w, e - 1))
-        where[epoch_key(w, e)] = w

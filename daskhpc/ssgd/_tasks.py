@@ -40,12 +40,13 @@ from daskhpc._workflows import EXCHANGE_PLUGIN
 
 from ._kernels import block_seed, init_rows, sgd_block, sse_block
 
-__all__ = ["PartData", "PartState", "init", "work", "work_in_loop", "epoch_direct", "eval_send",
+__all__ = ["PartData", "PartState", "Stashed", "stash", "init", "work", "work_in_loop", "epoch_direct", "eval_send",
            "evaluate",
            "checkpoint", "final", "warm_up", "cleanup", "version"]
 
 KEEP_VERSIONS = 3
 _REGISTRY: dict = {}   # (token, part) -> PartState, in each worker process
+_STASH: dict = {}      # (token, bundle key) -> (bundle, last sub-epoch that reads it)
 
 
 @dataclass(eq=False)
@@ -191,6 +192,28 @@ def _sweep(st: PartState, d: PartData, token: str, T: int, inputs) -> None:
                 strata=rows)
 
 
+@dataclass(frozen=True)
+class Stashed:
+    """An input of a step read from the worker's registry, not a task dependency: a
+    bundle sent in an earlier window of the run (``_graph.WindowGraph``)."""
+
+    key: str            # str() of the bundle's task key (a key itself would be resolved)
+
+
+def stash(token: str, name: str, last: int, bundle):
+    """Keep ``bundle`` (fetched from its sender, as its reader would have) in this
+    worker's registry as ``name`` for the steps of a later window, until sub-epoch
+    ``last``."""
+    _STASH[(token, name)] = (bundle, last)
+
+
+def _unstash(token: str, T: int, msgs) -> list:
+    out = [_STASH[(token, m.key)][0] if isinstance(m, Stashed) else m for m in msgs]
+    for k in [k for k, (_, last) in _STASH.items() if k[0] == token and last < T]:
+        del _STASH[k]            # read for the last time by an earlier sub-epoch
+    return out
+
+
 def work(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray, chain,
          *msgs):
     """Sub-epoch T of every part of the worker (unless a task of the group did it),
@@ -205,7 +228,7 @@ def work(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray, c
     are read from its state as they were after sub-epoch ts_i. ``chain`` is the
     previous group's first task: a dependency only, for order.
     """
-    it = iter(msgs)
+    it = iter(_unstash(token, T, msgs) if _STASH else msgs)
     inputs = [(row, None if row[4] >= 0 else _slot(next(it), row[6])) for row in meta.tolist()]
     for d in team:
         st = _REGISTRY[(token, d.part)]
@@ -342,6 +365,8 @@ def cleanup(token: str, dask_worker=None) -> int:
     ext = None if dask_worker is None else dask_worker.plugins.get(EXCHANGE_PLUGIN)
     if ext is not None:
         ext.forget(token)
+    for key in [key for key in _STASH if key[0] == token]:
+        del _STASH[key]
     mine = [key for key in _REGISTRY if key[0] == token]
     for key in mine:
         del _REGISTRY[key]

@@ -4,6 +4,8 @@ sends what its plan says, checkpoints, resumes, survives a killed worker, stops 
 from __future__ import annotations
 
 import functools
+import logging
+import os
 
 import numpy as np
 import pytest
@@ -161,3 +163,44 @@ def test_a_truncated_step_falls_back_to_the_newest_intact_one(client3, tmp_path)
     assert rest.recovery["damaged_steps"][0]["step"] == 3
     assert [r["norm"] for r in rest.history] == [r["norm"] for r in rows]
     assert all(np.array_equal(a, b) for a, b in zip(rest.value, want))
+
+
+class Records(logging.Handler):
+    """Every record the scheduler's logger passes on (what the user's terminal gets)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_a_recovered_loss_is_no_error_for_the_user(make_client, tmp_path, capfd):
+    # issue 22: the scheduler logged "Removing worker ... caused the cluster to lose
+    # scattered data" as an ERROR although the run re-sends that data and recovers
+    from daskhpc.runtime._quiet import FILTER
+
+    client = make_client(2)
+    marker = str(tmp_path / "killed")
+    step = 2 * toy_program(2, 1).nsteps + 1          # a graph-mode step of unit 2
+    client.register_plugin(KillOnce(TaskKey("toy-", {2: step}), marker), name="kill")
+    logger = logging.getLogger("distributed.scheduler")
+    seen = Records()
+    logger.addHandler(seen)
+    try:
+        out = run_job(client, job(2, 4, delay=0.02, exchange="graph"), max_restarts=2)
+    finally:
+        logger.removeHandler(seen)
+    assert os.path.exists(marker)                    # a worker really died
+    rec = out.recovery["recoveries"]
+    assert len(rec) == 1 and rec[0]["lost"] and rec[0]["restart"] == 0
+    want, _ = reference(2, 4)
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, want))
+    lines = [r.getMessage() for r in seen.records]
+    assert not [m for m in lines if "caused the cluster to lose" in m], lines
+    assert "lose scattered data" not in capfd.readouterr().err
+    # the loss did happen (the part data of the dead worker): kept from the user
+    assert any("lose scattered data" in m and rec[0]["lost"][0] in m for m in FILTER.dropped)
+    # after the run the scheduler logs such lines again
+    assert not logger.filters or FILTER not in logger.filters

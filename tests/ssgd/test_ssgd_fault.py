@@ -23,6 +23,15 @@ from daskhpc.ssgd._setup import prepare
 from daskhpc.testing import KillOnce, TaskKey
 
 
+@pytest.fixture(autouse=True)
+def windows_of_two(monkeypatch):
+    """Runs of 5 epochs in windows of 2: kills, checkpoints and restarts land in later
+    windows too (issue 22)."""
+    from daskhpc.ssgd import _driver
+
+    monkeypatch.setattr(_driver, "WINDOW", int(os.environ.get("H2W", "2")))
+
+
 @pytest.fixture(scope="module")
 def nanny_client():
     """Three single-threaded worker processes under nannies (TCP), for killing."""

@@ -1,0 +1,113 @@
+"""A lost worker's data is an expected event of a recovery, not an error for the user.
+
+When a worker dies, the scheduler logs ``Removing worker ... caused the cluster to lose
+scattered data, which can't be recovered: {keys}`` as an ERROR (and a WARNING that lost
+results "will be recomputed elsewhere", which pinned tasks never are). During a run the
+frame recovers from exactly that: it scatters the parts' data again and restarts the
+attempt (``_frame``, ``_store``), and says so in the run's recovery record. While a run
+is on, :func:`quiet_recovery` drops those two log lines from the scheduler's logger when
+every key they name belongs to the run; anything else still reaches the user.
+
+The filter is installed in the scheduler's process through ``client.run_on_scheduler``:
+for a LocalCluster that is the client's own process (where the line would reach the
+terminal); a scheduler elsewhere gets it too when it can import daskhpc.
+
+Examples
+--------
+>>> with quiet_recovery(client, "ab12cd"):                          # doctest: +SKIP
+...     ...                              # a worker dies: no ERROR line, the run recovers
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import logging
+import threading
+from collections import deque
+
+__all__ = ["quiet_recovery", "RecoveryFilter", "FILTER"]
+
+#: The scheduler's logger (``distributed.scheduler``, distributed 2026.8).
+LOGGER = "distributed.scheduler"
+#: What the two lines of ``Scheduler.remove_worker`` say.
+LOST = "caused the cluster to lose"
+
+
+class RecoveryFilter(logging.Filter):
+    """Drops the scheduler's lost-data lines about the keys of the runs in ``runs``."""
+
+    def __init__(self):
+        super().__init__()
+        self.runs: dict[str, int] = {}        # run id -> runs of that id on
+        self.dropped: deque = deque(maxlen=100)
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.runs:
+            return True
+        msg = record.getMessage()
+        if LOST not in msg:
+            return True
+        keys = _keys(msg)
+        with self._lock:
+            runs = list(self.runs)
+        if keys and all(any(r in str(k) for r in runs) for k in keys):
+            self.dropped.append(msg)
+            return False
+        return True
+
+
+def _keys(msg: str):
+    """The key set a lost-data line names (None if it cannot be read)."""
+    i, j = msg.find("{"), msg.rfind("} (stimulus_id")
+    if i < 0 or j < i:
+        return None
+    try:
+        keys = ast.literal_eval(msg[i:j + 1])
+    except (ValueError, SyntaxError):
+        return None
+    return keys if isinstance(keys, (set, frozenset)) else None
+
+
+FILTER = RecoveryFilter()
+
+
+def _quiet(run: str, dask_scheduler=None) -> bool:
+    with FILTER._lock:
+        FILTER.runs[run] = FILTER.runs.get(run, 0) + 1
+    logger = logging.getLogger(LOGGER)
+    if FILTER not in logger.filters:
+        logger.addFilter(FILTER)
+    return True
+
+
+def _loud(run: str, dask_scheduler=None) -> list:
+    with FILTER._lock:
+        n = FILTER.runs.get(run, 0) - 1
+        if n > 0:
+            FILTER.runs[run] = n
+        else:
+            FILTER.runs.pop(run, None)
+        empty = not FILTER.runs
+    if empty:
+        logging.getLogger(LOGGER).removeFilter(FILTER)
+    return [m for m in FILTER.dropped if run in m]
+
+
+@contextlib.contextmanager
+def quiet_recovery(client, *runs: str):
+    """While the block runs, the scheduler's lost-data lines about keys that each contain
+    one of ``runs`` (run ids: the frame names every key of a run with one) are not
+    logged (see the module docstring). Never fails: a scheduler that cannot take the
+    filter logs as before."""
+    runs = tuple(dict.fromkeys(runs))
+    with contextlib.suppress(Exception):
+        for run in runs:
+            client.run_on_scheduler(_quiet, run)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            for run in runs:
+                client.run_on_scheduler(_loud, run)
