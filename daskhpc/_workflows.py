@@ -30,7 +30,7 @@ from importlib.metadata import entry_points
 from typing import Any, Callable, ClassVar
 
 __all__ = ["GROUP", "EXCHANGES", "EXCHANGE_PLUGIN", "Call", "RunOptions", "Workflow",
-           "available", "load", "option", "exchange_mode", "options_of",
+           "available", "load", "option", "exchange_mode", "options_of", "checked_options",
            "check_dashboard_address"]
 
 GROUP = "daskhpc.workflows"
@@ -451,6 +451,29 @@ def options_of(cls: type, values: dict):
     if check is not None and not isinstance(obj, RunOptions):
         check()
     return obj
+
+
+def checked_options(cls: type, keywords: dict, what: str):
+    """``cls(**keywords)``, checked (``check()``); an unknown keyword is a TypeError naming
+    it (``what``: the workflow, for the message).
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class O:
+    ...     rank: int = 4
+    >>> checked_options(O, {"rank": 8}, "toy").rank
+    8
+    >>> checked_options(O, {"rnak": 8}, "toy")
+    Traceback (most recent call last):
+    ...
+    TypeError: unknown toy option(s): ['rnak']
+    """
+    unknown = set(keywords) - {f.name for f in fields(cls)}
+    if unknown:
+        raise TypeError(f"unknown {what} option(s): {sorted(unknown)}")
+    return options_of(cls, keywords)
 
 
 def add_fields(group, cls: type, mode: str, skip=()) -> None:

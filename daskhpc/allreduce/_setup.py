@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from daskhpc._workflows import option
+from daskhpc._workflows import checked_options, option
 from daskhpc.errors import InputError
 
 from ._algorithms import Algorithm
@@ -241,11 +241,7 @@ def prepare(vectors, nparts: int | None = None, *, N: int | None = None, source=
 
 def options_of(options: dict) -> Options:
     """Checked :class:`Options` from keyword arguments."""
-    unknown = set(options) - set(Options.__dataclass_fields__)
-    if unknown:
-        raise TypeError(f"unknown allreduce option(s): {sorted(unknown)}")
-    opts = Options(**options)
-    opts.check()
+    opts = checked_options(Options, options, "allreduce")
     return opts
 
 

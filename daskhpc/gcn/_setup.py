@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from daskhpc._workflows import option
+from daskhpc._workflows import checked_options, option
 from daskhpc.errors import InputError
 
 from ._assign import PARTITIONS, Assignment, assign
@@ -181,11 +181,7 @@ def validate_input(graph, nparts=None, **options) -> Graph:
 
     Returns the :class:`Graph`, which ``fit`` and ``plan`` take instead of the source.
     """
-    unknown = set(options) - set(Options.__dataclass_fields__)
-    if unknown:
-        raise TypeError(f"unknown GCN option(s): {sorted(unknown)}")
-    opts = Options(**options)
-    opts.check()                               # options first: they cost nothing
+    opts = checked_options(Options, options, "GCN")   # options first: they cost nothing
     g = as_graph(graph, symmetrize=opts.symmetrize, seed=opts.seed,
                  random_features=opts.random_features, random_classes=opts.random_classes)
     if nparts is not None and int(nparts) > g.n:
@@ -224,11 +220,7 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
     >>> s.graph.n, np.bincount(s.assignment.parts).size, s.dims
     (2708, 2, (1433, 16, 7))
     """
-    unknown = set(options) - set(Options.__dataclass_fields__)
-    if unknown:
-        raise TypeError(f"unknown GCN option(s): {sorted(unknown)}")
-    opts = Options(**options)
-    opts.check()
+    opts = checked_options(Options, options, "GCN")
     try:
         K = int(nparts)
     except (TypeError, ValueError):

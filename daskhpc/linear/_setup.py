@@ -40,7 +40,7 @@ from daskhpc.allreduce import (
     dense_bound_plan,
     make,
 )
-from daskhpc._workflows import option
+from daskhpc._workflows import checked_options, option
 from daskhpc.errors import InputError
 
 from ._data import LinearData, load
@@ -216,11 +216,7 @@ def validate_input(X, nparts=None, *, test=None, **options) -> LinearData:
 
     Returns the :class:`LinearData`, which ``fit`` and ``plan`` take instead of the paths.
     """
-    unknown = set(options) - set(Options.__dataclass_fields__)
-    if unknown:
-        raise TypeError(f"unknown linear option(s): {sorted(unknown)}")
-    opts = Options(**options)
-    opts.check()                               # options first: they cost nothing
+    opts = checked_options(Options, options, "linear")   # options first: they cost nothing
     data = load(X, None, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
     _check_parts(nparts, data)
     return data
@@ -247,11 +243,7 @@ def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
     **options
         Fields of :class:`Options`.
     """
-    unknown = set(options) - set(Options.__dataclass_fields__)
-    if unknown:
-        raise TypeError(f"unknown linear option(s): {sorted(unknown)}")
-    opts = Options(**options)
-    opts.check()
+    opts = checked_options(Options, options, "linear")
     t0 = time.perf_counter()
     data = load(X, y, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
     P = _check_parts(nparts, data)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from daskhpc._workflows import option
+from daskhpc._workflows import checked_options, option
 from daskhpc.errors import InputError
 
 from ._assign import Assignment, assign, partition_report
@@ -202,11 +202,7 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     >>> hypergraph.write_pair_file("k2.part", s.assignment.row_parts,
     ...                            s.assignment.col_blocks)         # doctest: +SKIP
     """
-    unknown = set(options) - set(Options.__dataclass_fields__)
-    if unknown:
-        raise TypeError(f"unknown SSGD option(s): {sorted(unknown)}")
-    opts = Options(**options)
-    opts.check()
+    opts = checked_options(Options, options, "SSGD")
     inp = load(data, format=opts.format, keep_empty=opts.keep_empty)
     ratings, maps = inp.ratings, inp.index_maps
     check_parts(nparts, ratings)
