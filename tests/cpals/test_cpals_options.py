@@ -126,6 +126,19 @@ def test_svd_factors_are_the_leading_singular_vectors():
     assert np.array_equal(F[2][:, 7:], np.abs(init_rows(0, 2, np.arange(7), 10)[:, 7:]))
 
 
+def test_svd_factors_by_arpack_span_the_same_space(monkeypatch):
+    """Above ``DENSE_GRAM_ROWS`` rows the leading eigenvectors come from ARPACK: the same
+    vectors (up to rounding) as the dense eigendecomposition."""
+    from daskhpc.cpals import _init
+
+    X, _ = small_tensor()
+    dense = svd_factors(X, 3, seed=0)
+    monkeypatch.setattr(_init, "DENSE_GRAM_ROWS", 0)
+    arpack = svd_factors(X, 3, seed=0)
+    for a, b in zip(arpack, dense):
+        assert np.abs(a - b).max() < 1e-8
+
+
 def test_tensorly_parafac_agrees(request):
     """tensorly's ``parafac`` from the same initial factors: equal fits without
     regularisation; with ``l2_reg`` the same penalty on factors scaled as each library
