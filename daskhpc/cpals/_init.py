@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskhpc.arrays import unique_sorted
 from daskhpc.errors import InputError
 
 from ._rows import init_rows
@@ -42,7 +43,11 @@ def _unfolding(X: Tensor, n: int):
     import scipy.sparse as sp
 
     other = np.delete(X.coords, n, axis=0)
-    _, col = np.unique(other.T, axis=0, return_inverse=True)
+    dims = [d for m, d in enumerate(X.shape) if m != n]
+    if float(np.prod(dims, dtype=np.float64)) < 2.0 ** 62:     # one int64 key per fibre
+        _, col = unique_sorted(np.ravel_multi_index(tuple(other), dims), return_inverse=True)
+    else:
+        _, col = np.unique(other.T, axis=0, return_inverse=True)
     col = np.asarray(col).ravel()
     return sp.csr_matrix((X.vals, (X.coords[n], col)), shape=(X.shape[n], int(col.max()) + 1))
 

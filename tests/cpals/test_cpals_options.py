@@ -176,10 +176,11 @@ def test_fingerprint_covers_the_options():
             {k: v for k, v in base.items() if k not in opts}
 
 
+@pytest.mark.timeout(900)             # a cluster's start and stop through the script, loaded
 def test_console_script_nonnegative_reg_svd_check_serial(tmp_path):
     out = tmp_path / "r.json"
     done = subprocess.run([EXE, "run", "cpals", datasets.path("tensor"), "--parts", "2",
-                           "--workers", "2", "--rank", "6", "--iters", "4", "--tol", "0",
+                           "--workers", "2", "--rank", "6", "--iters", "3", "--tol", "0",
                            "--grain", "coarse", "--partition", "block", "--nonnegative",
                            "--reg", "0.1", "--init", "svd", "--check-serial", "--json",
                            str(out)], capture_output=True, text=True, timeout=600)
