@@ -6,6 +6,10 @@
   semi-definite and is singular whenever some factor has rank < R (a one-nonzero tensor,
   an over-factored one); a Cholesky solve (SPLATT's DPOTRF) then fails or returns NaN,
   while the pseudo-inverse gives the minimum-norm least-squares solution;
+* :func:`solve_rows`: the mode-n update ``U = M (H + reg I)^+`` of the rows of ``M``
+  (``reg = 0``: plain ALS; ``reg > 0``: the L2-regularised normal equations of SPLATT's
+  ``--reg`` and tensorly's ``l2_reg``), for a nonnegative run projected onto ``U >= 0``
+  (projected ALS); row by row, so a part solving its own rows gets the whole matrix's bits;
 * :func:`column_scale`: the Tensor Toolbox normalisation (its ``cp_als``, ref. [6] of
   the paper): 2-norms of the columns in the first iteration, ``max(|column max|, 1)``
   after; a zero column keeps divisor 1 (lambda_r = 0) instead of dividing by zero;
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["hadamard_grams", "pinv_sym", "column_scale", "fit_value", "converged"]
+__all__ = ["hadamard_grams", "pinv_sym", "solve_rows", "column_scale", "fit_value", "converged"]
 
 
 def hadamard_grams(grams, skip: int | None = None) -> np.ndarray:
@@ -51,6 +55,19 @@ def pinv_sym(H: np.ndarray) -> np.ndarray:
     inv = np.zeros_like(w)
     np.divide(1.0, w, out=inv, where=keep)
     return (Q * inv) @ Q.T
+
+
+def solve_rows(M: np.ndarray, grams, n: int, reg: float = 0.0,
+               nonnegative: bool = False) -> np.ndarray:
+    """``M (H + reg I)^+`` with ``H`` the Hadamard product of the Grams but mode ``n``'s;
+    negative entries set to 0 when ``nonnegative``."""
+    H = hadamard_grams(grams, skip=n)
+    if reg:
+        H[np.diag_indices_from(H)] += reg
+    U = np.ascontiguousarray(M, dtype=np.float64) @ pinv_sym(H)
+    if nonnegative:
+        np.maximum(U, 0.0, out=U)
+    return U
 
 
 def column_scale(sumsq, absmax, first: bool):

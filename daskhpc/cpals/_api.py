@@ -31,7 +31,8 @@ __all__ = ["fit", "serial_fit", "plan", "sections"]
 
 def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         partition: str = "hp", iters: int = 20, tol: float = 1e-4, seed: int = 0,
-        partitioner: str = "auto", epsilon: float = 0.03, partition_file=None,
+        partitioner: str = "auto", epsilon: float = 0.03, reg: float = 0.0,
+        nonnegative: bool = False, init="random", partition_file=None,
         in_loop: bool | None = None, run: RunOptions | None = None,
         **run_options) -> CPResult:
     """CP-ALS on a Dask cluster: the tensor's parts on their workers, Algorithm 3 (coarse
@@ -56,6 +57,16 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         Initial factors (a function of seed, mode, row, column) and random partitions.
     partitioner, epsilon, partition_file
         As for :func:`plan`.
+    reg : float
+        L2 regularisation (SPLATT's ``--reg``, tensorly's ``l2_reg``): every mode's solve
+        is ``U_n = M (H + reg I)^+``, ``H`` the Hadamard product of the other Grams.
+    nonnegative : bool
+        Projected ALS: each solve's negative entries set to 0 (no factor has a negative
+        entry; one MTTKRP per mode, the same messages).
+    init : {"random", "svd"} or list of arrays
+        Initial factors: the seeded random rows, the R leading left singular vectors of
+        each unfolding (absolute values for a nonnegative run; seeded random columns
+        where ``I_n < R``), or N given arrays ``I_n x R``; the parts get the rows they hold.
     in_loop : bool, optional
         Run steps in the workers' event loops (default: with the graph exchange when
         they are short, ``_job.in_loop_default``; never with the direct exchange, where
@@ -98,7 +109,8 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         if nparts is None:
             nparts = len(worker_addresses(client))
         options = dict(rank=rank, grain=grain, partition=partition, iters=iters, tol=tol,
-                       seed=seed, partitioner=partitioner, epsilon=epsilon)
+                       seed=seed, partitioner=partitioner, epsilon=epsilon, reg=reg,
+                       nonnegative=nonnegative, init=init)
         saved = distribution_path(checkpoint) if checkpoint is not None and resume else None
         if saved is not None:
             Options(**options).check()
@@ -127,7 +139,8 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
 
 
 def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed: int = 0,
-               callback=None, command=None) -> CPResult:
+               reg: float = 0.0, nonnegative: bool = False, init="random", callback=None,
+               command=None) -> CPResult:
     """CP-ALS in one process on the whole tensor: the plain serial reference.
 
     Parameters
@@ -141,6 +154,8 @@ def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed
         (``tol=0``: run all of them).
     seed : int
         Initial factors are uniform [0, 1) numbers drawn from (seed, mode, row, column).
+    reg, nonnegative, init
+        As for :func:`fit`.
     callback : callable, optional
         ``callback(row)`` after every iteration (``row``: iteration, fit, time_s).
 
@@ -162,13 +177,21 @@ def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed
     """
     from ._serial import run_serial
 
-    opts = Options(rank=rank, iters=iters, tol=tol, seed=seed)
+    from ._init import given_factors, svd_factors
+
+    opts = Options(rank=rank, iters=iters, tol=tol, seed=seed, reg=reg,
+                   nonnegative=nonnegative, init=init)
     opts.check()
     X = as_tensor(data)
     t0 = time.perf_counter()
-    out = run_serial(X, opts.rank, opts.iters, opts.tol, opts.seed, callback=callback)
+    start = None if opts.init_name == "random" else \
+        svd_factors(X, opts.rank, opts.seed, opts.nonnegative) if opts.init_name == "svd" \
+        else given_factors(opts.init, X, opts.rank)
+    out = run_serial(X, opts.rank, opts.iters, opts.tol, opts.seed, reg=opts.reg,
+                     nonnegative=opts.nonnegative, init=start, callback=callback)
     info = {"command": command, "input": X.describe(), "rank": opts.rank,
-            "iters": opts.iters, "tol": opts.tol, "seed": opts.seed,
+            "iters": opts.iters, "tol": opts.tol, "seed": opts.seed, "reg": float(opts.reg),
+            "nonnegative": bool(opts.nonnegative), "init": opts.init_name,
             "timing": {"run_s": time.perf_counter() - t0,
                        "per_iteration_s": [h["time_s"] for h in out["history"]]},
             "quality": _quality(out["history"])}
@@ -227,6 +250,8 @@ def sections(s: Setup, history=None, command=None) -> dict:
     out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
     if history is not None:
         out["iters"], out["tol"] = o.iters, o.tol
+        out["reg"], out["nonnegative"] = float(o.reg), bool(o.nonnegative)
+        out["init"] = o.init_name
         out["timing"]["per_iteration_s"] = [h.get("time_s") for h in history]
         out["quality"] = _quality(history)
     return out

@@ -168,7 +168,8 @@ def serial_check(s, lam, factors, history, *, rtol: float = 1e-9) -> dict:
     out = compare_arrays([(lam, lam_pa), *zip(factors, fac_pa), (fits, fits_pa)])
     out["reference"] = "partition-aware serial (run_local of the same program)"
     o = s.options
-    ser = run_serial(s.tensor, o.rank, o.iters, o.tol, o.seed)
+    ser = run_serial(s.tensor, o.rank, o.iters, o.tol, o.seed, reg=o.reg,
+                     nonnegative=o.nonnegative, init=s.start_factors())
     fits_s = np.array([h["fit"] for h in ser["history"]])
     plain = compare_arrays([(lam, ser["lam"]), *zip(factors, ser["factors"])], rtol=rtol)
     if fits_s.size == fits.size:

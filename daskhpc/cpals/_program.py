@@ -7,7 +7,8 @@ needs (``rows[m]``: global ids of its local rows of mode m, ascending). Per mode
    Algorithm 3 line 1 over the owned slices);
 2. fine grain only, *fold*: partial rows to their owners (lines 2-3); an owner sums the
    partials of a row in part-id order, its own among them;
-3. *solve*: ``U_new = M V`` for the owned rows, ``V = (*_{m != n} G_m)^+``; the local
+3. *solve*: ``U_new = M V`` for the owned rows, ``V = (*_{m != n} G_m + reg I)^+``
+   (``_als.solve_rows``; a nonnegative run then sets negative entries to 0); the local
    Gram ``U_new^T U_new``, column maxima and (last mode) ``sum_i M(i, r) U_new(i, r)``
    start one all-reduce (recursive doubling, :class:`daskhpc.comm.AllreduceSchedule`;
    sums lower part id first, maxima exact); in the same step the *expand* sends the
@@ -49,11 +50,10 @@ import numpy as np
 
 from daskhpc.comm import AllreduceSchedule, Plan, Program
 
-from ._als import column_scale, converged, fit_value, hadamard_grams, pinv_sym
+from ._als import column_scale, converged, fit_value, solve_rows
 from ._kernels import mttkrp_into, slices
 from ._plan import allreduce_words
-from ._rows import (col_absmax, col_inner, gram, init_rows, rows_times, scatter_rows,
-                    sum_rows_into)
+from ._rows import col_absmax, col_inner, gram, init_rows, scatter_rows, sum_rows_into
 from ._statics import PartStatic, statics
 
 __all__ = ["StepSpec", "program", "row", "assemble", "stop", "statics", "fingerprint"]
@@ -94,7 +94,8 @@ def _init(ctx, start):
         lay.append(slices(c, v, n, shape))
     ctx.state["slices"] = lay
     if start is None:
-        ctx.state["U"] = [init_rows(st.seed, m, st.rows[m], R) for m in range(N)]
+        ctx.state["U"] = [init_rows(st.seed, m, st.rows[m], R) if st.U0 is None
+                          else st.U0[m].copy() for m in range(N)]
         ctx.state["G"] = [g.copy() for g in st.grams0]
         ctx.state["lam"] = np.ones(R)
     else:
@@ -184,7 +185,7 @@ def _step(ctx, spec: StepSpec):
                     sum_rows_into(acc, pos, _rows_of(ctx.inbox[q], pos.size, R))
         else:
             acc = M[st.own[n]]
-        Unew = rows_times(acc, pinv_sym(hadamard_grams(S["G"], skip=n)))   # line 4
+        Unew = solve_rows(acc, S["G"], n, st.reg, st.nonnegative)          # line 4
         parts = [gram(Unew).ravel(), col_absmax(Unew)]
         if n == N - 1:
             parts.append(col_inner(acc, Unew))
@@ -318,4 +319,18 @@ def fingerprint(setup) -> dict:
         p.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
     return {"workflow": "cpals", "shape": list(X.shape), "nnz": X.nnz,
             "tensor_sha1": h.hexdigest(), "parts": setup.K, "grain": d.grain,
-            "rank": setup.R, "seed": int(o.seed), "partition_sha1": p.hexdigest()}
+            "rank": setup.R, "seed": int(o.seed), "partition_sha1": p.hexdigest(),
+            "reg": float(o.reg), "nonnegative": bool(o.nonnegative), "init": _init_id(setup)}
+
+
+def _init_id(setup) -> str:
+    """``random``/``svd``, or for given factors their digest."""
+    import hashlib
+
+    o = setup.options
+    if o.init_name != "given":
+        return o.init_name
+    h = hashlib.sha1()
+    for F in setup.start_factors():
+        h.update(np.ascontiguousarray(F, dtype=np.float64).tobytes())
+    return "given:" + h.hexdigest()

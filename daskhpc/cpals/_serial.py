@@ -4,8 +4,10 @@ Algorithm 2, on the whole tensor in one process, no partition.
 Per iteration and mode n (0-based here):
 
 1. ``M = X_(n) (KR of the other factors)`` (:func:`._kernels.mttkrp_into`);
-2. ``V = (*_{m != n} U_m^T U_m)^+`` (symmetric eigendecomposition, never Cholesky);
-3. ``U_n = M V``, columns normalised into lambda (Tensor Toolbox rules);
+2. ``V = (*_{m != n} U_m^T U_m + reg I)^+`` (symmetric eigendecomposition, never
+   Cholesky; ``reg``: L2 regularisation, SPLATT's ``--reg``, tensorly's ``l2_reg``);
+3. ``U_n = M V`` (nonnegative: negative entries set to 0, projected ALS), columns
+   normalised into lambda (Tensor Toolbox rules);
 4. ``G_n = U_n^T U_n``.
 
 After the last mode the fit comes from that mode's MTTKRP; the run stops after
@@ -27,9 +29,9 @@ import time
 
 import numpy as np
 
-from ._als import column_scale, converged, fit_value, hadamard_grams, pinv_sym
+from ._als import column_scale, converged, fit_value, solve_rows
 from ._kernels import mttkrp_into, slices
-from ._rows import col_absmax, col_inner, gram, init_rows, rows_times
+from ._rows import col_absmax, col_inner, gram, init_rows
 from ._tensor import Tensor
 
 __all__ = ["run_serial", "initial_factors"]
@@ -41,15 +43,19 @@ def initial_factors(shape, rank: int, seed: int) -> list[np.ndarray]:
 
 
 def run_serial(X: Tensor, rank: int, iters: int, tol: float, seed: int, *,
+               reg: float = 0.0, nonnegative: bool = False, init=None,
                callback=None) -> dict:
     """CP-ALS on ``X``; returns ``factors``, ``lam``, ``history`` (per iteration:
     ``iteration``, ``fit``, ``time_s``).
 
-    ``callback(row)`` is called after every iteration with its history row.
+    ``reg``, ``nonnegative``: see the module docstring; ``init``: the initial factors
+    (N arrays I_n x R; None: the seeded ones); ``callback(row)`` is called after every
+    iteration with its history row.
     """
     N, R = X.order, int(rank)
     layout = [slices(X.coords, X.vals, n, X.shape) for n in range(N)]
-    U = initial_factors(X.shape, R, seed)
+    U = initial_factors(X.shape, R, seed) if init is None else \
+        [np.array(F, dtype=np.float64) for F in init]
     G = [gram(u) for u in U]
     normx2 = X.norm2()
     lam = np.ones(R)
@@ -59,7 +65,7 @@ def run_serial(X: Tensor, rank: int, iters: int, tol: float, seed: int, *,
         for n in range(N):
             M = np.empty((X.shape[n], R))
             mttkrp_into(layout[n], U, M)                       # Algorithm 2
-            Unew = rows_times(M, pinv_sym(hadamard_grams(G, skip=n)))
+            Unew = solve_rows(M, G, n, reg, nonnegative)
             first = it == 0
             lam, div = column_scale(np.einsum("ir,ir->r", Unew, Unew) if first else None,
                                     None if first else col_absmax(Unew), first)

@@ -14,7 +14,7 @@ Examples
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -35,6 +35,14 @@ class Options:
     ``rank`` defaults to the paper's R = 10; ``iters`` and ``tol`` follow the Tensor
     Toolbox's ``cp_als`` stop rule (at most ``iters`` iterations; stop when the fit
     changes by less than ``tol``; ``tol = 0`` runs all of them).
+
+    ``reg`` (SPLATT's ``--reg``, tensorly's ``l2_reg``): every mode-n solve is
+    ``U_n = M (H + reg I)^+`` with ``H`` the Hadamard product of the other modes' Grams,
+    the least-squares update with the penalty ``reg ||U_n||^2`` (the fit reported is the
+    plain fit to X). ``nonnegative``: projected ALS, the solve's negative entries set to 0
+    (one MTTKRP per mode, the same messages). ``init``: ``random`` (seeded rows),
+    ``svd`` (leading left singular vectors of each unfolding, ``_init.svd_factors``) or,
+    from the API only, a list of N arrays ``I_n x R``.
     """
 
     rank: int = option(10, "R, components")
@@ -52,6 +60,13 @@ class Options:
     epsilon: float = option(0.03, "allowed imbalance (hp partitions, fine-grain row "
                                   "placement)")
     seed: int = option(0, "seed of the initial factors and of random partitions")
+    reg: float = option(0.0, "L2 regularisation: each solve uses (Hadamard of the other "
+                             "Grams + reg I)^+ (SPLATT --reg, tensorly l2_reg)", modes=("run",))
+    nonnegative: bool = option(False, "nonnegative factors (projected ALS: negative entries of "
+                                      "each solve set to 0)", modes=("run",))
+    init: object = option("random", "initial factors: random (seeded) or svd (leading left "
+                                     "singular vectors of each unfolding)",
+                          choices=("random", "svd"), type=str, modes=("run",))
 
     def check(self) -> None:
         """Every bad option -> one-line :class:`InputError`."""
@@ -71,12 +86,30 @@ class Options:
             raise InputError(f"unknown --grain {self.grain!r}; choose one of {list(GRAINS)}")
         if not (np.isfinite(self.epsilon) and self.epsilon >= 0):
             raise InputError(f"--epsilon must be a non-negative number, got {self.epsilon}")
+        if isinstance(self.reg, bool) or not isinstance(self.reg, (int, float, np.number)) \
+                or not (np.isfinite(self.reg) and self.reg >= 0):
+            raise InputError(f"--reg must be a non-negative number, got {self.reg!r}")
+        if not isinstance(self.nonnegative, (bool, np.bool_)):
+            raise InputError(f"--nonnegative must be True or False, got {self.nonnegative!r}")
+        if isinstance(self.init, str):
+            if self.init not in INITS:
+                raise InputError(f"unknown --init {self.init!r}; choose one of {list(INITS)} "
+                                 "(or give the factors, API only)")
+        elif not isinstance(self.init, (list, tuple)):
+            raise InputError("init must be 'random', 'svd' or a list of factor matrices, "
+                             f"got {type(self.init).__name__}")
+
+    @property
+    def init_name(self) -> str:
+        """``random``, ``svd`` or ``given`` (for the report)."""
+        return self.init if isinstance(self.init, str) else "given"
 
 
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
+INITS = ("random", "svd")
 DEFAULTS = Options()
 
 
@@ -91,6 +124,7 @@ class Setup:
     plans: list
     timing: dict = field(default_factory=dict)
     _grams: list | None = None
+    _start: list | None = None
     _iteration_plan: object = None
 
     @property
@@ -114,18 +148,36 @@ class Setup:
     def allreduce_plan(self):
         return allreduce_plan(self.K, self.R, self.N)
 
+    def start_factors(self) -> list[np.ndarray] | None:
+        """The initial factors (whole, I_n x R) for ``init`` svd or given; None for the
+        seeded random rows, which every part makes itself (``init_rows``)."""
+        o = self.options
+        if o.init_name == "random":
+            return None
+        if self._start is None:
+            from ._init import given_factors, svd_factors
+
+            t0 = time.perf_counter()
+            self._start = svd_factors(self.tensor, self.R, o.seed, o.nonnegative) \
+                if o.init_name == "svd" else given_factors(o.init, self.tensor, self.R)
+            self.timing["init_s"] = time.perf_counter() - t0
+        return self._start
+
     def initial_grams(self) -> list[np.ndarray]:
-        """Grams of the seeded initial factors (every part starts from these)."""
+        """Grams of the initial factors (every part starts from these)."""
         if self._grams is None:
             from ._rows import gram
             from ._serial import initial_factors
 
-            self._grams = [gram(U) for U in initial_factors(self.tensor.shape, self.R,
-                                                            self.options.seed)]
+            start = self.start_factors()
+            if start is None:
+                start = initial_factors(self.tensor.shape, self.R, self.options.seed)
+            self._grams = [gram(U) for U in start]
         return self._grams
 
     def describe(self) -> dict:
-        return {"options": asdict(self.options), "parts": self.K}
+        o = asdict(replace(self.options, init=self.options.init_name))
+        return {"options": o, "parts": self.K}
 
 
 def validate_input(data, nparts=None, **options) -> Tensor:
@@ -175,6 +227,10 @@ def prepare(data, nparts: int, *, partition_file=None, distribution=None, **opti
     opts.check()
     X = as_tensor(data)
     K = check_parts(nparts, X)
+    if opts.init_name == "given":
+        from ._init import given_factors
+
+        opts.init = given_factors(opts.init, X, opts.rank)     # checked before partitioning
     t0 = time.perf_counter()
     if distribution is not None:
         d = distribution

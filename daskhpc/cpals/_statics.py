@@ -35,7 +35,9 @@ class PartStatic:
     ids of its local rows of mode m; ``own[m]``: positions of its owned rows among them;
     ``fold_send[n][q]`` / ``fold_recv[n][q]``: positions (local / among owned) of the
     partial rows sent to / received from part q; ``exp_send[n][q]`` (among owned) /
-    ``exp_recv[n][q]`` (local): the same for the expand.
+    ``exp_recv[n][q]`` (local): the same for the expand. ``U0[m]``: the initial rows of
+    its local rows (init svd or given; None: the seeded rows, made by the part itself);
+    ``reg`` and ``nonnegative``: the solve's options (``_als.solve_rows``).
     """
 
     part: int
@@ -53,6 +55,9 @@ class PartStatic:
     fold_recv: list
     exp_send: list
     exp_recv: list
+    U0: list | None = None
+    reg: float = 0.0
+    nonnegative: bool = False
 
 
 def _positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -79,6 +84,8 @@ def statics(setup) -> list[PartStatic]:
         members = [e[g] for g in _group(part, K)]
     own_global = [_group(d.owners[m], K) for m in range(N)]     # [mode][part]
     grams0 = np.stack(setup.initial_grams())
+    start = setup.start_factors()
+    o = setup.options
     normx2 = X.norm2()
     out = []
     for p in range(K):
@@ -94,7 +101,9 @@ def statics(setup) -> list[PartStatic]:
                               lc, X.vals[nz], work, rows,
                               [_positions(rows[m], own_g[m]) for m in range(N)],
                               [{} for _ in range(N)], [{} for _ in range(N)],
-                              [{} for _ in range(N)], [{} for _ in range(N)]))
+                              [{} for _ in range(N)], [{} for _ in range(N)],
+                              None if start is None else [start[m][rows[m]] for m in range(N)],
+                              float(o.reg), bool(o.nonnegative)))
     for n, mp in enumerate(setup.plans):
         for _, s, q, ids in mp["expand"].messages():
             out[s].exp_send[n][q] = _positions(own_global[n][s], ids)
