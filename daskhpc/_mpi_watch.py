@@ -35,7 +35,8 @@ import time
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-__all__ = ["JobWatch", "LOST_RANK", "NAME", "dask_setup", "received_status", "record_status"]
+__all__ = ["JobWatch", "LOST_RANK", "NAME", "dask_setup", "received_status", "record_status",
+           "set_abort"]
 
 NAME = "daskhpc-mpi-watch"
 #: Exit status of a job that lost a rank (0 success, 1 failure, 2 bad options).
@@ -44,6 +45,8 @@ LOST_RANK = 3
 ABORT_GRACE = 0.5
 
 _status: dict[str, int | None] = {"code": None}
+#: ``abort(scheduler, code, message)`` of a launcher without MPI (:func:`set_abort`).
+_hooks: dict = {"abort": None}
 
 
 def _mpi_abort(code: int, message: str) -> None:
@@ -101,9 +104,17 @@ class JobWatch(SchedulerPlugin):
                               f"ending the job (exit status {LOST_RANK})")
 
 
+def set_abort(hook) -> None:
+    """Make the watch end the job with ``hook(scheduler, code, message)`` instead of
+    ``MPI_Abort`` (``python -m daskhpc.slurm``); call before the scheduler starts."""
+    _hooks["abort"] = hook
+
+
 def dask_setup(scheduler) -> None:
     """Preload hook: install :class:`JobWatch` on the scheduler."""
-    scheduler.add_plugin(JobWatch(), idempotent=True)
+    hook = _hooks["abort"]
+    abort = None if hook is None else (lambda code, message: hook(scheduler, code, message))
+    scheduler.add_plugin(JobWatch(abort=abort), idempotent=True)
 
 
 # -- called from the client rank through run_on_scheduler / run -----------------------
