@@ -304,7 +304,9 @@ def _shutdown(client, status: int) -> None:
         lambda: client.run(_mpi_watch.record_status, status, on_error="ignore", nanny=True),
         # Workers first, then the scheduler: closing the scheduler under live
         # workers is what makes them log CommClosedError tracebacks (dask-mpi#94).
-        lambda: client.retire_workers(close_workers=True),
+        # Nannies are closed by the scheduler's own shutdown, nanny first; retired
+        # under it, a worker keeps its heartbeat going into a scheduler that forgot it.
+        lambda: None if _has_nannies(client) else client.retire_workers(close_workers=True),
         lambda: client.shutdown(),
     ]
     for step in steps:
@@ -316,3 +318,8 @@ def _shutdown(client, status: int) -> None:
         client.close()
     except Exception:  # noqa: BLE001, S110
         pass
+
+
+def _has_nannies(client) -> bool:
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    return any(w.get("nanny") for w in workers)
