@@ -30,6 +30,7 @@ False
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
@@ -94,7 +95,7 @@ class JobWatch(SchedulerPlugin):
             return
         rank = self.names.get(worker)
         self.abort(LOST_RANK, f"worker rank {rank} ({worker}) left the cluster before the job "
-                              "finished; under mpiexec a lost rank ends the job "
+                              "finished; a lost rank ends the job "
                               f"(exit status {LOST_RANK})")
 
     def remove_client(self, scheduler, client: str) -> None:
@@ -129,6 +130,10 @@ def record_status(code: int, dask_scheduler=None, dask_worker=None) -> None:
     _status["code"] = int(code)
     if dask_scheduler is not None and NAME in dask_scheduler.plugins:
         dask_scheduler.plugins[NAME].closing = True
+    if dask_scheduler is not None:
+        # The job is over: a heartbeat still in flight from a worker being retired
+        # ("Received heartbeat from unregistered worker") is no news to the user.
+        logging.getLogger("distributed.scheduler").setLevel(logging.ERROR)
 
 
 def received_status() -> int | None:

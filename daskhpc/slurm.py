@@ -269,6 +269,9 @@ def _exit_soon(code: int) -> None:
 
 def _end_job(scheduler, code: int, message: str) -> None:
     """The watch's abort on the scheduler task: every task left exits with ``code``."""
+    watch = scheduler.plugins.get(_mpi_watch.NAME)
+    if watch is not None:
+        watch.closing = True      # once: the others' exits that follow are no news
     print(f"daskhpc.slurm: {message}", file=sys.stderr, flush=True)
     _mpi_watch.record_status(code)
     asyncio.ensure_future(_end(scheduler, code))

@@ -63,6 +63,7 @@ def job_files(shared_dir) -> list[str]:
     return sorted(p.name for p in shared_dir.iterdir() if p.name.startswith("daskhpc-scheduler"))
 
 
+@pytest.mark.timeout(900)     # two runs at once on a small, busy machine
 @pytest.mark.parametrize("name", ["ssgd", "cpals"])
 def test_workflow_gives_the_local_cluster_result(name, tmp_path):
     args = list(_workflows.load(name).small_run())
