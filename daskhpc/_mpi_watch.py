@@ -46,6 +46,9 @@ LOST_RANK = 3
 ABORT_GRACE = 0.5
 
 _status: dict[str, int | None] = {"code": None}
+#: Loggers silenced on the scheduler and workers once the job's status is in.
+QUIET_AT_SHUTDOWN = ("distributed", "distributed.scheduler", "distributed.worker",
+                     "distributed.nanny", "distributed.core", "distributed.comm")
 #: ``abort(scheduler, code, message)`` of a launcher without MPI (:func:`set_abort`).
 _hooks: dict = {"abort": None}
 
@@ -130,10 +133,13 @@ def record_status(code: int, dask_scheduler=None, dask_worker=None) -> None:
     _status["code"] = int(code)
     if dask_scheduler is not None and NAME in dask_scheduler.plugins:
         dask_scheduler.plugins[NAME].closing = True
-    if dask_scheduler is not None:
-        # The job is over: a heartbeat still in flight from a worker being retired
-        # ("Received heartbeat from unregistered worker") is no news to the user.
-        logging.getLogger("distributed.scheduler").setLevel(logging.ERROR)
+    if dask_scheduler is not None or dask_worker is not None:
+        # The job is over and its status decided: the races of closing a busy cluster
+        # (a heartbeat in flight from a worker being retired, "Scheduler was unaware
+        # of this worker", "Failed to communicate with scheduler during heartbeat")
+        # are no news to the user, and change nothing.
+        for name in QUIET_AT_SHUTDOWN:
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def received_status() -> int | None:
