@@ -34,9 +34,11 @@ class Job:
         self.dashboard_address: str | None = None
         self.secure = True
         self.protocol = "tls"
+        self.worker_class = "distributed.Worker"
+        self.worker_options: dict = {}
 
 
-def resolve(opts) -> Job:
+def resolve(opts, where: str = "mpiexec") -> Job:
     """The job the launcher's parsed options describe.
 
     Examples
@@ -51,7 +53,7 @@ def resolve(opts) -> Job:
     target = opts.target
     if target in _workflows.available():
         job = Job("workflow", target, list(opts.args))
-        job.scheduler_file, job.dashboard_address = check_workflow_args(job.run_argv)
+        job.scheduler_file, job.dashboard_address = check_workflow_args(job.run_argv, where)
     elif target.endswith(".py"):
         if not os.path.isfile(target):
             raise BadOptions(f"{target}: no such script")
@@ -62,6 +64,7 @@ def resolve(opts) -> Job:
     # launcher-level options win over the same options given to the workflow
     job.scheduler_file = opts.scheduler_file or job.scheduler_file
     job.dashboard_address = opts.dashboard_address or job.dashboard_address or DASHBOARD_ADDRESS
+    job.worker_class, job.worker_options = check_worker(opts.worker_class, opts.worker_options)
     protocol = opts.protocol or _config.get("runtime.protocol")
     job.secure = not opts.insecure
     if job.secure:
@@ -80,7 +83,36 @@ def resolve(opts) -> Job:
     return job
 
 
-def check_workflow_args(run_argv: list[str]) -> tuple[str | None, str | None]:
+def check_worker(worker_class: str, options: str | None) -> tuple[str, dict]:
+    """``--worker-class`` (importable) and ``--worker-options`` (a JSON object), checked.
+
+    Examples
+    --------
+    >>> check_worker("distributed.Nanny", '{"memory_limit": "4GB"}')
+    ('distributed.Nanny', {'memory_limit': '4GB'})
+    """
+    import json
+
+    from distributed.utils import import_term
+
+    try:
+        import_term(worker_class)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise BadOptions(f"--worker-class {worker_class}: cannot import it ({e})") from None
+    if options is None:
+        return worker_class, {}
+    try:
+        values = json.loads(options)
+    except ValueError as e:
+        raise BadOptions(f"--worker-options is not JSON ({e}): {options}") from None
+    if not isinstance(values, dict):
+        raise BadOptions(f"--worker-options must be a JSON object, e.g. "
+                         f"'{{\"memory_limit\": \"4GB\"}}', not {options}")
+    return worker_class, values
+
+
+def check_workflow_args(run_argv: list[str], where: str = "mpiexec"
+                        ) -> tuple[str | None, str | None]:
     """Parse ``daskhpc run ...`` as the CLI will, before any cluster exists."""
     from daskhpc import cli
 
@@ -89,7 +121,7 @@ def check_workflow_args(run_argv: list[str]) -> tuple[str | None, str | None]:
         raise BadOptions(values["broken"])
     for opt in ("workers", "scheduler_address"):
         if values.get(opt) is not None:
-            raise BadOptions(f"--{opt.replace('_', '-')} does not apply under mpiexec: the "
+            raise BadOptions(f"--{opt.replace('_', '-')} does not apply under {where}: the "
                               "workers are the ranks from 2 on")
     return values.get("scheduler_file"), values.get("dashboard_address")
 

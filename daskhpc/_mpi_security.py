@@ -37,7 +37,8 @@ import importlib.util
 import os
 
 __all__ = ["SecurityError", "available", "config", "credentials_path", "link_dashboard_host",
-           "load_credentials", "new_credentials", "offer", "security", "share", "tls_protocol",
+           "load_credentials", "new_credentials", "offer", "read_credentials", "security", "share",
+           "tls_protocol",
            "tunnel_hint", "write_credentials"]
 
 #: Transports that can carry TLS, and the secure scheme each one becomes.
@@ -218,13 +219,27 @@ def write_credentials(path: str, creds: dict[str, str]) -> None:
     """Write ``creds`` as one PEM file (key, then certificate) readable by its owner only.
 
     Created afresh with mode 0600 (``O_EXCL``: never through a file or link
-    someone else put there); a stale file of ours from a killed job is replaced.
+    someone else put there) under a temporary name, then renamed, so that a
+    task waiting for it never reads half a file; a stale file of ours from a
+    killed job is replaced.
     """
-    if os.path.lexists(path):
-        os.unlink(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(creds["key"] + creds["cert"])
+    os.replace(tmp, path)
+
+
+def read_credentials(path: str) -> dict[str, str]:
+    """``{"cert": PEM, "key": PEM}`` from a file :func:`write_credentials` wrote."""
+    with open(path) as f:
+        text = f.read()
+    begin_cert = text.find("-----BEGIN CERTIFICATE-----")
+    if begin_cert < 0 or "PRIVATE KEY-----" not in text[:begin_cert]:
+        raise SecurityError(f"{path}: not a daskhpc credentials file (key, then certificate)")
+    return {"key": text[:begin_cert], "cert": text[begin_cert:]}
 
 
 def load_credentials(path: str):
@@ -237,9 +252,4 @@ def load_credentials(path: str):
     >>> Client(scheduler_file=F,                          # doctest: +SKIP
     ...        security=load_credentials(credentials_path(F)))
     """
-    with open(path) as f:
-        text = f.read()
-    begin_cert = text.find("-----BEGIN CERTIFICATE-----")
-    if begin_cert < 0 or "PRIVATE KEY-----" not in text[:begin_cert]:
-        raise SecurityError(f"{path}: not a daskhpc.mpi credentials file (key, then certificate)")
-    return security({"key": text[:begin_cert], "cert": text[begin_cert:]})
+    return security(read_credentials(path))

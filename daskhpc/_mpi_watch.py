@@ -30,12 +30,14 @@ False
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-__all__ = ["JobWatch", "LOST_RANK", "NAME", "dask_setup", "received_status", "record_status"]
+__all__ = ["JobWatch", "LOST_RANK", "NAME", "dask_setup", "received_status", "record_status",
+           "set_abort"]
 
 NAME = "daskhpc-mpi-watch"
 #: Exit status of a job that lost a rank (0 success, 1 failure, 2 bad options).
@@ -44,6 +46,11 @@ LOST_RANK = 3
 ABORT_GRACE = 0.5
 
 _status: dict[str, int | None] = {"code": None}
+#: Loggers silenced on the scheduler and workers once the job's status is in.
+QUIET_AT_SHUTDOWN = ("distributed", "distributed.scheduler", "distributed.worker",
+                     "distributed.nanny", "distributed.core", "distributed.comm")
+#: ``abort(scheduler, code, message)`` of a launcher without MPI (:func:`set_abort`).
+_hooks: dict = {"abort": None}
 
 
 def _mpi_abort(code: int, message: str) -> None:
@@ -91,7 +98,7 @@ class JobWatch(SchedulerPlugin):
             return
         rank = self.names.get(worker)
         self.abort(LOST_RANK, f"worker rank {rank} ({worker}) left the cluster before the job "
-                              "finished; under mpiexec a lost rank ends the job "
+                              "finished; a lost rank ends the job "
                               f"(exit status {LOST_RANK})")
 
     def remove_client(self, scheduler, client: str) -> None:
@@ -101,9 +108,17 @@ class JobWatch(SchedulerPlugin):
                               f"ending the job (exit status {LOST_RANK})")
 
 
+def set_abort(hook) -> None:
+    """Make the watch end the job with ``hook(scheduler, code, message)`` instead of
+    ``MPI_Abort`` (``python -m daskhpc.slurm``); call before the scheduler starts."""
+    _hooks["abort"] = hook
+
+
 def dask_setup(scheduler) -> None:
     """Preload hook: install :class:`JobWatch` on the scheduler."""
-    scheduler.add_plugin(JobWatch(), idempotent=True)
+    hook = _hooks["abort"]
+    abort = None if hook is None else (lambda code, message: hook(scheduler, code, message))
+    scheduler.add_plugin(JobWatch(abort=abort), idempotent=True)
 
 
 # -- called from the client rank through run_on_scheduler / run -----------------------
@@ -118,6 +133,13 @@ def record_status(code: int, dask_scheduler=None, dask_worker=None) -> None:
     _status["code"] = int(code)
     if dask_scheduler is not None and NAME in dask_scheduler.plugins:
         dask_scheduler.plugins[NAME].closing = True
+    if dask_scheduler is not None or dask_worker is not None:
+        # The job is over and its status decided: the races of closing a busy cluster
+        # (a heartbeat in flight from a worker being retired, "Scheduler was unaware
+        # of this worker", "Failed to communicate with scheduler during heartbeat")
+        # are no news to the user, and change nothing.
+        for name in QUIET_AT_SHUTDOWN:
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def received_status() -> int | None:

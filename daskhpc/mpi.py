@@ -49,25 +49,22 @@ joins the job's scheduler:
 from __future__ import annotations
 
 import argparse
-import logging
-import os
-import runpy
 import shlex
 import sys
-import threading
 import time
-import traceback
 
-from daskhpc import _mpi_security
+from daskhpc import _launch, _mpi_security
+from daskhpc._launch import BAD_OPTIONS, CLIENT_RANK, FAILED, LOST_RANK, OK, SCHEDULER_RANK
 from daskhpc._mpi_options import BadOptions, Job, env_rank, quiet_unless, resolve
 
-__all__ = ["build_parser", "main"]
+__all__ = ["BAD_OPTIONS", "FAILED", "LOST_RANK", "OK", "build_parser", "main"]
 
 PROG = "python -m daskhpc.mpi"
-#: Exit statuses (``daskhpc.cli`` uses 0, 1 and 2 the same way).
-OK, FAILED, BAD_OPTIONS, LOST_RANK = 0, 1, 2, 3
-SCHEDULER_RANK, CLIENT_RANK = 0, 1
-PRELOADS = ("daskhpc.dashboard.preload", "daskhpc._mpi_watch")
+#: What differs from ``python -m daskhpc.slurm`` (daskhpc/_launch.py).
+LAUNCHER = _launch.Launcher("daskhpc.mpi", "mpi", abort=lambda status: _abort(status))
+#: Files the client rank wrote for this job (scheduler file, credentials): removed at
+#: its end, also when the client rank aborts the job.
+_JOB_FILES: list[str] = []
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,37 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Run a daskhpc workflow (as `daskhpc run` does) or a Python script under "
                     "mpiexec: rank 0 scheduler, rank 1 client, ranks >= 2 workers.",
-        epilog="exit status: 0 success, 1 the workflow failed, 2 bad options, "
-               "3 a rank was lost (a worker left, the client disconnected, workers did not join)")
+        epilog=_launch.EPILOG)
     p.add_argument("--scheduler-file", metavar="F",
                    help="write the scheduler's address here, for other clients to join")
-    p.add_argument("--dashboard-address", metavar="ADDR",
-                   help="where the scheduler serves the dashboard (default localhost:8787, "
-                        "rank 0's node only: see docs/hpc.md for the ssh tunnel; :8787 for "
-                        "every interface; a free port if that one is taken)")
-    p.add_argument("--insecure", action="store_true",
-                   help="plain TCP without TLS: anyone who reaches the nodes can join the "
-                        "cluster and run code as you; only on a network secured otherwise "
-                        "(default: TLS with credentials made for this job)")
-    p.add_argument("--nthreads", type=int, metavar="T",
-                   help="threads per worker (default daskhpc.runtime.threads-per-worker)")
-    p.add_argument("--memory-limit", default="auto", metavar="BYTES",
-                   help="per-worker memory limit (e.g. 4GB, auto, 0 for none)")
-    p.add_argument("--interface", metavar="IF", help="network interface, e.g. ib0")
-    p.add_argument("--protocol", metavar="P",
-                   help="tcp (default daskhpc.runtime.protocol; runs as tls unless "
-                        "--insecure); others (ucx) only with --insecure")
-    p.add_argument("--local-directory", metavar="DIR", help="worker scratch directory")
-    p.add_argument("--startup-timeout", type=float, default=120.0, metavar="S",
-                   help="seconds to wait for all workers to join (default 120)")
-    p.add_argument("--timeout", type=float, metavar="S",
-                   help="end the job with status 1 if the workflow runs longer than this")
-    p.add_argument("--log-level", default="warning",
-                   choices=["debug", "info", "warning", "error"],
-                   help="Dask's log level on every rank (default warning)")
-    p.add_argument("target", metavar="WORKFLOW|SCRIPT",
-                   help="a registered workflow (as for `daskhpc run`) or a .py file")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="the workflow's or script's arguments")
+    _launch.add_options(p)
     return p
 
 
@@ -166,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     # (rank 0's imports and scheduler are the start-up's critical path; rank 1
     # only waits for the scheduler); all ranks then receive them over MPI.
     offered = _mpi_security.offer() if job.secure and rank == CLIENT_RANK else None
-    _configure(opts, job, rank)
+    _launch.configure(opts, job, rank)
     creds = None
     if job.secure:
         try:
@@ -193,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         return FAILED  # pragma: no cover - Abort does not return
 
     if is_client:
-        return _client_rank(opts, job, argv, size, creds)
+        return _launch.client_task(LAUNCHER, opts, job, argv, size, creds, _JOB_FILES)
     # scheduler or worker rank: its event loop has ended
     from daskhpc import _mpi_watch
 
@@ -208,219 +178,37 @@ def main(argv: list[str] | None = None) -> int:
 
 # -- start-up --------------------------------------------------------------------------
 
-def _configure(opts, job: Job, rank: int) -> None:
-    """Config every rank needs before the scheduler and workers are built."""
-    import dask.config
-
-    from daskhpc import _config  # noqa: F401 - loads daskhpc.yaml defaults (env vars win)
-    from daskhpc.runtime import CLUSTER_CONFIG
-
-    # Set for the whole process, not in a with-block: the scheduler and the
-    # workers read these when they are built inside dask_mpi.initialize().
-    dask.config.set(CLUSTER_CONFIG)
-    if rank == SCHEDULER_RANK:
-        preload = list(dask.config.get("distributed.scheduler.preload", []) or [])
-        dask.config.set({"distributed.scheduler.preload":
-                         preload + [m for m in PRELOADS if m not in preload]})
-    if rank == CLIENT_RANK and dask.config.get("daskhpc.runtime.progress", None) is None:
-        # a batch job's output is a file: progress as lines, not only on a TTY
-        dask.config.set({"daskhpc.runtime.progress": True})
-    if rank == CLIENT_RANK:
-        _mpi_security.link_dashboard_host(job.dashboard_address)
-    logging.getLogger("distributed").setLevel(opts.log_level.upper())
-
-
 def _start(opts, job: Job, rank: int) -> bool:
     from dask_mpi import initialize
 
-    from daskhpc import _config
     from daskhpc.runtime import free_dashboard_address
 
     dashboard = job.dashboard_address
     if rank == SCHEDULER_RANK:
         # a taken port would make the scheduler warn and pick another one
         dashboard = free_dashboard_address(dashboard)
+    kwargs = _launch.worker_kwargs(opts, job)
     return initialize(
         exit=False,
         dashboard=True,
         dashboard_address=dashboard,
-        nthreads=opts.nthreads or _config.get("runtime.threads-per-worker"),
-        memory_limit=_memory_limit(opts.memory_limit),
-        interface=opts.interface,
-        protocol=job.protocol,
-        local_directory=opts.local_directory,
+        nthreads=kwargs.pop("nthreads"),
+        memory_limit=kwargs.pop("memory_limit"),
+        interface=opts.interface,    # the scheduler's too
+        protocol=kwargs.pop("protocol"),
+        local_directory=kwargs.pop("local_directory"),
+        worker_class=job.worker_class,
+        worker_options={k: v for k, v in kwargs.items() if k != "interface"},
     )
-
-
-def _memory_limit(text: str):
-    return int(text) if text.isdigit() else text
-
-
-# -- rank 1 --------------------------------------------------------------------------
-
-def _client_rank(opts, job: Job, argv: list[str], size: int, creds: dict | None) -> int:
-    from distributed import Client
-
-    from daskhpc import _mpi_watch
-    from daskhpc.runtime import worker_addresses
-
-    nworkers = size - 2
-    os.environ["DASKHPC_MPI_CLIENT"] = "1"   # daskhpc.connect() joins this cluster
-    if job.scheduler_file:
-        # removed when the job ends (stale ones from a killed job included)
-        _JOB_FILES.extend([job.scheduler_file, _mpi_security.credentials_path(job.scheduler_file)])
-    status, client = FAILED, None
-    timer = _deadline(opts.timeout)
-    try:
-        client = Client()   # dask_mpi.initialize set the scheduler address
-        try:
-            client.wait_for_workers(nworkers, timeout=opts.startup_timeout)
-        except TimeoutError:
-            have = len(worker_addresses(client))
-            print(f"daskhpc.mpi: only {have} of {nworkers} workers joined within "
-                  f"{opts.startup_timeout:g} s (--startup-timeout)", file=sys.stderr)
-            status = LOST_RANK
-            return status
-        client.run_on_scheduler(_mpi_watch.watch_client, client.id)
-        if job.scheduler_file:
-            if creds is not None:
-                # for clients outside the job; before the scheduler file, which
-                # is what they wait for
-                _mpi_security.write_credentials(
-                    _mpi_security.credentials_path(job.scheduler_file), creds)
-            client.write_scheduler_file(job.scheduler_file)
-        hint = _mpi_security.tunnel_hint(client, job.dashboard_address)
-        if hint:
-            print(hint, file=sys.stderr, flush=True)
-        if job.kind == "workflow":
-            status = _run_workflow(job, argv, size, nworkers)
-        else:
-            print(f"daskhpc.mpi: {nworkers} workers, dashboard: {client.dashboard_link}",
-                  file=sys.stderr, flush=True)
-            status = _run_script(job)
-        return status
-    except KeyboardInterrupt:
-        status = 130
-        return status
-    except Exception as e:  # noqa: BLE001 - the launcher's own failure still ends the job
-        print(f"daskhpc.mpi: client rank failed: {type(e).__name__}: {e}", file=sys.stderr)
-        status = FAILED
-        return status
-    finally:
-        if timer is not None:
-            timer.cancel()
-        sys.stdout.flush()
-        if client is not None:
-            _shutdown(client, status)
-        _remove_job_files()
-        if client is None:
-            # no client, no orderly shutdown: the scheduler and workers would wait forever
-            _abort(status)
-
-
-def _run_workflow(job: Job, argv: list[str], size: int, nworkers: int) -> int:
-    from daskhpc import cli
-
-    def add_mpi_section(report: dict) -> dict:
-        report["command"] = shlex.join(["python", "-m", "daskhpc.mpi", *argv])
-        report["mpi"] = {"ranks": size, "scheduler_rank": SCHEDULER_RANK,
-                         "client_rank": CLIENT_RANK, "workers": nworkers}
-        return report
-
-    return cli.main(job.run_argv, report_hook=add_mpi_section)
-
-
-def _run_script(job: Job) -> int:
-    path = os.path.abspath(job.target)
-    saved = sys.argv, list(sys.path)
-    sys.argv = [job.target, *job.args]
-    sys.path.insert(0, os.path.dirname(path))   # as `python script.py` does
-    try:
-        runpy.run_path(path, run_name="__main__")
-        return OK
-    except SystemExit as e:
-        if e.code is None or isinstance(e.code, int):
-            return int(e.code or 0)
-        print(e.code, file=sys.stderr)
-        return FAILED
-    except Exception:  # noqa: BLE001 - a script's error is reported like python does
-        traceback.print_exc()
-        return FAILED
-    finally:
-        sys.argv, sys.path[:] = saved
-
-
-#: Files the client rank wrote for this job (scheduler file, credentials): removed at
-#: its end, also when the client rank aborts the job.
-_JOB_FILES: list[str] = []
-
-
-def _remove_job_files() -> None:
-    while _JOB_FILES:
-        path = _JOB_FILES.pop()
-        try:
-            os.remove(path)
-        except OSError:
-            pass
 
 
 def _abort(status: int) -> None:
     from mpi4py import MPI
 
-    _remove_job_files()
+    _launch.remove_files(_JOB_FILES)
     sys.stderr.flush()
     time.sleep(0.5)   # let mpiexec forward the last lines before it kills every rank
     MPI.COMM_WORLD.Abort(status)
-
-
-def _deadline(seconds: float | None):
-    if not seconds:
-        return None
-
-    def expire():
-        print(f"daskhpc.mpi: the job ran longer than --timeout {seconds:g} s; ending it",
-              file=sys.stderr, flush=True)
-        _abort(FAILED)
-
-    timer = threading.Timer(seconds, expire)
-    timer.daemon = True
-    timer.start()
-    return timer
-
-
-def _shutdown(client, status: int) -> None:
-    """Send the status to every rank, then close the workers and the scheduler."""
-    from daskhpc import _mpi_watch
-
-    from distributed import Client
-
-    # Clients the workflow or script left open would try to reconnect once the
-    # scheduler is gone, and log the failure as an error: close them first.
-    for other in list(Client._instances):
-        if other is not client and other.status not in ("closed", "closing"):
-            try:
-                other.close()
-            except Exception:  # noqa: BLE001, S110 - best effort
-                pass
-    # Each step may fail if the cluster is already broken; the status still
-    # reaches the ranks that are alive, and the others are reported missing.
-    steps = [
-        lambda: client.run_on_scheduler(_mpi_watch.record_status, status),  # stands the watch down
-        lambda: client.run(_mpi_watch.record_status, status, on_error="ignore"),
-        # Workers first, then the scheduler: closing the scheduler under live
-        # workers is what makes them log CommClosedError tracebacks (dask-mpi#94).
-        lambda: client.retire_workers(close_workers=True),
-        lambda: client.shutdown(),
-    ]
-    for step in steps:
-        try:
-            step()
-        except Exception:  # noqa: BLE001, S110 - best effort: the job is ending either way
-            pass
-    try:
-        client.close()
-    except Exception:  # noqa: BLE001, S110
-        pass
 
 
 if __name__ == "__main__":  # pragma: no cover - run by mpiexec

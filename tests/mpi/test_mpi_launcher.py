@@ -271,3 +271,27 @@ def test_resume_in_a_new_job_after_a_rank_died(tmp_path):
     assert rep["recovery"]["resumed_from_epoch"] >= len(saved)
     assert rep["serial_check"]["identical"] and rep["serial_check"]["history_identical"]
     assert rep["quality"]["test_rmse_epochs"] == list(range(6))
+
+
+WORKER_PROBE = textwrap.dedent("""
+    import json, sys
+    import daskhpc as dh
+
+    client = dh.connect()
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    json.dump(sorted([w["name"], bool(w.get("nanny")), w["memory_limit"]] for w in workers),
+              open(sys.argv[1], "w"))
+""")
+
+
+def test_worker_class_and_options_reach_the_workers(tmp_path):
+    script, out = tmp_path / "probe.py", tmp_path / "workers.json"
+    script.write_text(WORKER_PROBE)
+    proc, _ = mpirun("--worker-class", "distributed.Nanny",
+                     "--worker-options", '{"memory_limit": "300MB"}', str(script), str(out),
+                     n=3)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text()) == [[2, True, 300_000_000]]
+    assert "Traceback" not in proc.stderr, proc.stderr
+    proc, _ = mpirun("--worker-options", "{memory_limit: 4GB}", str(script), str(out), n=3)
+    assert proc.returncode == 2 and "--worker-options is not JSON" in proc.stderr
