@@ -177,5 +177,9 @@ def test_first_run_compile_ticks_on_a_terminal(tmp_path, monkeypatch):
     status, out, _ = on_a_terminal("plan", "allreduce", "--N", 100000, "--parts", 2,
                                    "--density", 0.001)
     assert status == 0, out
-    assert re.search(r"\rallreduce: compiling kernels \(first run only\) \.\.\. 1 s", out), out
-    assert re.search(r"compiling kernels \(first run only\) \.\.\. done in [0-9.]+ s", out), out
+    # a ticking stage (tests/test_terminal_ticker.py shows that it ticks through a call
+    # that holds the GIL); whether a tick is seen depends on how long numba takes here
+    assert re.search(r"allreduce: compiling kernels \(first run only\) \.\.\.\r"
+                     r"allreduce: compiling kernels \(first run only\) \.\.\.( [0-9]+ s\r"
+                     r"allreduce: compiling kernels \(first run only\) \.\.\.)* "
+                     r"done in [0-9.]+ s", out), out

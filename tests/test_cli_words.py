@@ -119,6 +119,7 @@ RESUMABLE = {
 }
 
 
+@pytest.mark.slow             # CI budget: two console runs per workflow
 @pytest.mark.parametrize("workflow", sorted(RESUMABLE))
 def test_a_finished_run_resumed_says_already_complete(client2, tmp_path, workflow):
     argv, at, units = RESUMABLE[workflow]

@@ -84,6 +84,7 @@ def test_a_counted_bar_is_one_updated_display(cells):
     assert '<progress value="40" max="40"' in out.data["text/html"]
 
 
+@pytest.mark.slow             # CI budget: a cluster inside a notebook kernel
 @pytest.mark.timeout(900)
 def test_a_run_shows_its_batches_in_one_display(cells):
     outs = cells["run"].outputs

@@ -25,8 +25,8 @@ LAYERS = [
     # the workflows: every registered one (the entry points name them)
     {package_of(n).split(".", 1)[1] for n in available()
      if package_of(n).startswith("daskhpc.")},
-    {"testing", "cli", "mpi", "slurm", "_launch", "_mpi_options", "_mpi_watch", "_mpi_security", "_info",
-     "_partition_cmd", "_terminal"},
+    {"testing", "cli", "mpi", "slurm", "_launch", "_mpi_options", "_mpi_watch",
+     "_mpi_security", "_info", "_partition_cmd", "_terminal"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

@@ -176,6 +176,7 @@ def test_fingerprint_covers_the_options():
             {k: v for k, v in base.items() if k not in opts}
 
 
+@pytest.mark.slow                     # CI budget: the 2-worker API tests cover the options
 @pytest.mark.timeout(900)             # a cluster's start and stop through the script, loaded
 def test_console_script_nonnegative_reg_svd_check_serial(tmp_path):
     out = tmp_path / "r.json"

@@ -53,7 +53,7 @@ def shot(got: dict, tmp_path, name: str) -> None:
         shutil.copy(png, os.path.join(os.environ["DASKHPC_SCREENSHOTS"], name))
 
 
-@pytest.mark.parametrize("exchange", ["direct", "graph"])
+@pytest.mark.parametrize("exchange", ["direct", pytest.param("graph", marks=pytest.mark.slow)])
 def test_ssgd_overview_agrees_with_the_console(browser, dash_client, tmp_path, exchange):
     client = dash_client
     base = client.dashboard_link.rsplit("/", 1)[0]

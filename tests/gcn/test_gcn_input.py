@@ -23,7 +23,7 @@ SPLIT = ([0, 1], [2], [3])
 @pytest.mark.parametrize("kw, message", [
     (dict(features=np.eye(3)), "features have 3 rows for 4 nodes"),
     (dict(labels=[0, 1, 0]), "labels have 3 entries for 4 nodes"),
-    (dict(labels=[0, -1, 0, 1]), "label -1 out of range"),
+    (dict(labels=[0, -1, 0, 1]), "split holds node 1, which has no label"),
     (dict(labels=[0.5, 1, 0, 1]), "labels must be integers"),
     (dict(split=([], [2], [3])), "no training node"),
     (dict(split=([0, 9], [2], [3])), "names node 9, outside"),

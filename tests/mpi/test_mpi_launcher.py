@@ -284,6 +284,7 @@ WORKER_PROBE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow             # CI budget: one more mpiexec job
 def test_worker_class_and_options_reach_the_workers(tmp_path):
     script, out = tmp_path / "probe.py", tmp_path / "workers.json"
     script.write_text(WORKER_PROBE)

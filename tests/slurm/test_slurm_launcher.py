@@ -63,6 +63,7 @@ def job_files(shared_dir) -> list[str]:
     return sorted(p.name for p in shared_dir.iterdir() if p.name.startswith("daskhpc-scheduler"))
 
 
+@pytest.mark.slow             # CI budget: the killed-worker test starts the same launcher
 @pytest.mark.timeout(900)     # two runs at once on a small, busy machine
 @pytest.mark.parametrize("name", ["ssgd", "cpals"])
 def test_workflow_gives_the_local_cluster_result(name, tmp_path):
@@ -149,6 +150,7 @@ PROBE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow             # CI budget (the mpi test of the same options runs by default)
 def test_worker_class_and_options_reach_the_workers(tmp_path):
     script, out = tmp_path / "probe.py", tmp_path / "probe.json"
     script.write_text(PROBE)
