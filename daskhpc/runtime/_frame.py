@@ -411,13 +411,11 @@ def _prepare_kernels(client, workflow: str) -> None:
     """A LocalCluster's workers share this machine's numba cache: compile the workflow's
     kernels once here (saying so on stderr) instead of in every worker at its first
     task. Remote workers have caches of their own; the command line prepares them before
-    it joins (``daskhpc._numba``). A Job of one's own (its name no registered workflow:
-    the kit's toy program, a benchmark's) declares no kernels: nothing to prepare."""
+    it joins (``daskhpc._numba``; a Job of one's own, its name no registered workflow,
+    declares no kernels there: nothing to prepare)."""
     from distributed import LocalCluster
 
-    from daskhpc._workflows import available
-
-    if workflow in available() and isinstance(getattr(client, "cluster", None), LocalCluster):
+    if isinstance(getattr(client, "cluster", None), LocalCluster):
         from daskhpc._numba import prepare_kernels
 
         prepare_kernels(workflow, file=sys.stderr)
