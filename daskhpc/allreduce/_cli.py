@@ -55,7 +55,8 @@ class Allreduce(Workflow):
         """The vector files read and checked before a cluster starts."""
         from ._setup import validate_input
 
-        validate_input([i for i in call.inputs if i != "uniform"], call.options.N)
+        call.data = validate_input([i for i in call.inputs if i != "uniform"],
+                                   call.options.N)
 
     def plan(self, call: Call) -> dict:
         from ._api import plan
@@ -97,5 +98,5 @@ def _call_args(call: Call) -> dict:
     if not inputs:
         return dict(N=o.N, nparts=call.parts, density=o.density, seed=o.seed, dtype=o.dtype,
                     **opts)
-    vecs, N = read_vectors(inputs, o.N)
+    vecs, N = call.data or read_vectors(inputs, o.N)      # what check read, else read
     return dict(vectors=vecs, nparts=call.parts, N=N, **opts)

@@ -192,16 +192,18 @@ def read_vectors(paths, N: int | None = None):
     return list(vecs), (Ns.pop() if Ns else None)
 
 
-def validate_input(paths, N: int | None = None) -> None:
+def validate_input(paths, N: int | None = None):
     """Read and check the vector files before a cluster starts (``daskhpc run
-    allreduce``: exit 2, one line naming the file)."""
+    allreduce``: exit 2, one line naming the file); returns ``(vectors, N)`` for the run
+    to reuse, or None for the uniform model (no files)."""
     if not paths:
-        return                    # the uniform model: its options are checked by argparse
+        return None               # the uniform model: its options are checked by argparse
     vecs, N = read_vectors(paths, N)
     try:
         as_vectors(vecs, N)
     except InputError as e:
         raise InputError(f"{' '.join(paths)}: {e}") from None
+    return vecs, N
 
 
 def stream_of(idx, val, N: int, fmt: Format) -> Stream:
