@@ -24,7 +24,7 @@ from daskhpc._workflows import RunOptions
 from daskhpc.report import ratio_or_none, unavailable
 
 from ._checkpoint import fingerprint, restore, save_partition
-from ._kernels import learning_rate
+from ._kernels import learning_rate, predict_pairs
 from ._result import SSGDResult
 from ._setup import Setup, prepare
 
@@ -65,7 +65,9 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
         ``partition`` ("hp" or "random"), ``partitioner`` ("mtkahypar"), ``strata``
         ("ring" or "random"), ``lr`` (0.02), ``reg`` (0.1), ``test_fraction`` (0.1),
         ``eval_every`` (1; 0 evaluates only after the last epoch), ``seed`` (0),
-        ``init_scale``, ``epsilon``, ``ring_seed``.
+        ``init_scale``, ``epsilon``, ``ring_seed``, ``biased`` (False: the model
+        mu + b_u + b_i + w_u . h_i; its H rows travel with their bias, one word more),
+        ``reg_bias`` (``reg``).
 
     Returns
     -------
@@ -155,6 +157,11 @@ def _named(res: SSGDResult, s: Setup) -> SSGDResult:
     res.seen = sp.csr_array((np.ones(t.nnz, np.int8), (t.rows, t.cols)), shape=t.shape)
     res.seen.sum_duplicates()
     res.clip = tuple(float(c) for c in s.clip)
+    res.mu = s.mu
+    if s.options.biased and res.W is not None:   # the last columns are the biases
+        F = s.options.rank
+        res.user_bias, res.item_bias = res.W[:, F].copy(), res.H[:, F].copy()
+        res.W, res.H = np.ascontiguousarray(res.W[:, :F]), np.ascontiguousarray(res.H[:, :F])
     return res
 
 
@@ -251,7 +258,8 @@ def plan(data, nparts: int, *, partition_file=None, command=None, **options) -> 
     """The communication plan of one epoch (section VI metrics), without a cluster.
 
     Returns the JSON report: ``plan`` (tot/max/sum-max/max-max vol and msgs per epoch,
-    in rows of H; ``words_per_unit`` = F), ``partition``, ``timing``; plus ``run_plan``
+    in rows of H; ``words_per_unit`` = F, F + 1 with ``biased=True``: the bias travels
+    with its row), ``partition``, ``timing``; plus ``run_plan``
     (all epochs) and ``eval_plan`` (test-error messages) when they apply.
 
     Examples
@@ -277,6 +285,9 @@ def sections(s: Setup, history, W=None, H=None, command=None) -> dict:
            {"shape": list(s.ratings.shape), "nnz": s.ratings.nnz},
            "parts": s.K, "strategy": o.strategy, "strata": o.strata, "rank": o.rank,
            "epochs": o.epochs, "seed": o.seed, "partition_method": a.method}
+    if o.biased:       # unbiased reports keep their keys
+        out["model"] = {"biased": True, "mu": s.mu, "reg_bias": o.bias_reg,
+                        "words_per_row": o.width}
     out["input"].setdefault("shape", list(s.ratings.shape))
     out["input"].setdefault("nnz", s.ratings.nnz)
     if a.method == "hp":
@@ -305,13 +316,21 @@ def _quality(s: Setup, history, W, H) -> dict:
     if rm:
         q["test_rmse"] = rm
         q["test_rmse_epochs"] = [h["epoch"] for h in history if "test_rmse" in h]
+    if s.options.biased:
+        q["train_loss_definition"] = ("sum over the epoch's sweep of 0.5 (e^2 + reg (|w|^2 + "
+                                      "|h|^2) + reg_bias (b_u^2 + b_i^2)), e = r - (mu + b_u + "
+                                      "b_i + w.h), each rating taken just before its update")
     if W is not None:
         t = s.train
-        e = t.vals - np.einsum("if,if->i", W[t.rows], H[t.cols])
-        reg = s.options.reg
-        q["final_objective"] = float(0.5 * np.sum(e * e + reg * (
-            np.einsum("if,if->i", W[t.rows], W[t.rows]) +
-            np.einsum("if,if->i", H[t.cols], H[t.cols]))))
+        o = s.options
+        e = t.vals - predict_pairs(W, H, t.rows, t.cols, s.mu if o.biased else None)
+        F = o.rank
+        Wt, Ht = W[t.rows], H[t.cols]
+        terms = e * e + o.reg * (np.einsum("if,if->i", Wt[:, :F], Wt[:, :F]) +
+                                 np.einsum("if,if->i", Ht[:, :F], Ht[:, :F]))
+        if o.biased:
+            terms += o.bias_reg * (Wt[:, F] ** 2 + Ht[:, F] ** 2)
+        q["final_objective"] = float(0.5 * np.sum(terms))
         q["final_train_rmse"] = float(np.sqrt(np.mean(e * e)))
     if s.test.nnz:
         mu = s.train.mean()

@@ -12,8 +12,8 @@ The row partition is saved next to the manifest in the SSGD pair format on first
 and read back on ``--resume``: a resumed job uses the same blocks even where the
 partitioner is not deterministic. The fingerprint covers what changes the numbers
 (ratings, parts, rank, seeds, learning rate, regularisation, initial scale, split,
-strata, partition); ``--epochs`` and ``--strategy`` may change on resume (all
-strategies compute the same W and H; more epochs continue the same schedule).
+strata, partition, the biased model); ``--epochs`` and ``--strategy`` may change on
+resume (all strategies compute the same W and H; more epochs continue the same schedule).
 
 Examples
 --------
@@ -50,7 +50,9 @@ def fingerprint(s: Setup) -> dict:
             "parts": s.K, "rank": o.rank, "seed": o.seed, "lr": o.lr, "reg": o.reg,
             "init_scale": s.init_scale, "test_fraction": o.test_fraction,
             "strata": o.strata, "ring_seed": o.ring_seed,
-            "partition": array_digest(s.assignment.row_parts, s.assignment.col_blocks)}
+            "partition": array_digest(s.assignment.row_parts, s.assignment.col_blocks),
+            # only where set: unbiased checkpoints keep the fingerprint they had
+            **({"biased": True, "reg_bias": o.bias_reg} if o.biased else {})}
 
 
 def check_input(path, ratings) -> None:

@@ -12,6 +12,8 @@ arrays' alignment).
   ``w_i += lr (e h_j - reg w_i)`` and ``h_j += lr (e w_i_old - reg h_j)``.
 * The sweep also sums the objective terms ``0.5 (e^2 + reg (|w_i|^2 + |h_j|^2))``
   evaluated just before each update (the running training loss).
+* The biased model (``biased=True``) keeps b_i and c_j in an extra last column of W and
+  H: :func:`sgd_block_biased`, :func:`sse_block_biased`.
 * Initial factors are a function of (seed, matrix, row id): every worker can build the
   initial rows it holds without any communication, and they agree with the serial run.
 
@@ -30,7 +32,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["sgd_block", "init_rows", "sse_block", "block_seed", "learning_rate"]
+__all__ = ["sgd_block", "sgd_block_biased", "init_rows", "initial_rows", "sse_block",
+           "sse_block_biased", "sweep", "error_sse", "predict_pairs", "block_seed",
+           "learning_rate", "Model"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -76,6 +80,19 @@ def init_rows(seed, which, ids, F, scale):
     return out
 
 
+@numba.njit(cache=True, inline="always")
+def _order(n, seed):
+    order = np.arange(n)
+    s = np.uint64(seed)
+    for t in range(n - 1, 0, -1):           # Fisher-Yates, SplitMix64 stream
+        s = s + _GOLDEN
+        k = np.int64(_mix(s) % np.uint64(t + 1))
+        tmp = order[t]
+        order[t] = order[k]
+        order[k] = tmp
+    return order
+
+
 @numba.njit(cache=True)
 def sgd_block(W, H, li, lj, val, lr, reg, seed):
     """One SGD sweep over the ratings of a block, in seeded random order, in place.
@@ -110,14 +127,7 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed):
     """
     n = val.size
     F = W.shape[1]
-    order = np.arange(n)
-    s = np.uint64(seed)
-    for t in range(n - 1, 0, -1):           # Fisher-Yates, SplitMix64 stream
-        s = s + _GOLDEN
-        k = np.int64(_mix(s) % np.uint64(t + 1))
-        tmp = order[t]
-        order[t] = order[k]
-        order[k] = tmp
+    order = _order(n, seed)
     loss = 0.0
     for t in range(n):
         r = order[t]
@@ -155,6 +165,103 @@ def sse_block(W, H, li, lj, val, lo, hi):
         e = val[r] - p
         sse += e * e
     return sse
+
+
+@numba.njit(cache=True)
+def sgd_block_biased(W, H, li, lj, val, lr, reg, reg_bias, mu, seed):
+    """:func:`sgd_block` for the biased model r_ij ~ mu + b_i + c_j + w_i . h_j.
+
+    The last column of W holds the row biases b_i, the last of H the column biases c_j
+    (so every message that moves an H row moves its bias too); the other F columns are
+    the factors. Per rating, with e = r_ij - (mu + b_i + c_j + w_i . h_j):
+    ``b_i += lr (e - reg_bias b_i)``, ``c_j += lr (e - reg_bias c_j)`` and the factors
+    as in :func:`sgd_block` (Koren's biased SVD, as Surprise's ``SVD`` updates it). The
+    objective terms add ``0.5 reg_bias (b_i^2 + c_j^2)``. Same shuffle as
+    :func:`sgd_block`.
+    """
+    n = val.size
+    F = W.shape[1] - 1
+    order = _order(n, seed)
+    loss = 0.0
+    for t in range(n):
+        r = order[t]
+        i = li[r]
+        j = lj[r]
+        dot = 0.0
+        ww = 0.0
+        hh = 0.0
+        for f in range(F):
+            dot += W[i, f] * H[j, f]
+            ww += W[i, f] * W[i, f]
+            hh += H[j, f] * H[j, f]
+        bi = W[i, F]
+        cj = H[j, F]
+        e = val[r] - (mu + bi + cj + dot)
+        loss += 0.5 * (e * e + reg * (ww + hh) + reg_bias * (bi * bi + cj * cj))
+        W[i, F] = bi + lr * (e - reg_bias * bi)
+        H[j, F] = cj + lr * (e - reg_bias * cj)
+        for f in range(F):
+            w = W[i, f]
+            h = H[j, f]
+            W[i, f] = w + lr * (e * h - reg * w)
+            H[j, f] = h + lr * (e * w - reg * h)
+    return loss
+
+
+@numba.njit(cache=True)
+def sse_block_biased(W, H, li, lj, val, lo, hi, mu):
+    """:func:`sse_block` of the biased model (last columns: the biases)."""
+    F = W.shape[1] - 1
+    sse = 0.0
+    for r in range(val.size):
+        i = li[r]
+        j = lj[r]
+        dot = 0.0
+        for f in range(F):
+            dot += W[i, f] * H[j, f]
+        p = min(max(mu + W[i, F] + H[j, F] + dot, lo), hi)
+        e = val[r] - p
+        sse += e * e
+    return sse
+
+
+def sweep(W, H, li, lj, val, lr, reg, seed, bias=None) -> float:
+    """The sweep of the run's model: :func:`sgd_block`, or with ``bias = (reg_bias, mu)``
+    :func:`sgd_block_biased`."""
+    if bias is None:
+        return sgd_block(W, H, li, lj, val, lr, reg, seed)
+    return sgd_block_biased(W, H, li, lj, val, lr, reg, bias[0], bias[1], seed)
+
+
+def error_sse(W, H, li, lj, val, lo, hi, bias=None) -> float:
+    """Squared error of clipped predictions of the run's model (``bias`` as in
+    :func:`sweep`)."""
+    if bias is None:
+        return sse_block(W, H, li, lj, val, lo, hi)
+    return sse_block_biased(W, H, li, lj, val, lo, hi, bias[1])
+
+
+def initial_rows(seed, which, ids, rank, scale, biased=False) -> np.ndarray:
+    """Initial rows of W (``which=0``) or H (``which=1``) of the run's model.
+
+    Unbiased: :func:`init_rows`, U[0, scale). Biased: the factors centred, U[-scale/2,
+    scale/2) (the biases and mu carry the mean), and a last column of zero biases.
+    """
+    X = init_rows(seed, which, ids, rank, scale)
+    if not biased:
+        return X
+    out = np.zeros((X.shape[0], rank + 1))
+    out[:, :rank] = X - 0.5 * scale
+    return out
+
+
+def predict_pairs(W, H, rows, cols, mu=None) -> np.ndarray:
+    """Unclipped predictions of the pairs (rows[k], cols[k]), vectorised: ``W . H``, or
+    with ``mu`` the biased model (last columns the biases)."""
+    if mu is None:
+        return np.einsum("if,if->i", W[rows], H[cols])
+    F = W.shape[1] - 1
+    return mu + W[rows, F] + H[cols, F] + np.einsum("if,if->i", W[rows, :F], H[cols, :F])
 
 
 def _warm_up_plan() -> None:

@@ -30,7 +30,13 @@ class SSGDResult(WorkflowResult):
     Attributes
     ----------
     W, H : numpy.ndarray
-        The factors (N x F users, M x F items): rating (i, j) ~ W[i] @ H[j].
+        The factors (N x F users, M x F items): rating (i, j) ~ W[i] @ H[j], or with the
+        biased model ~ mu + user_bias[i] + item_bias[j] + W[i] @ H[j].
+    mu : float
+        The mean training rating (what the biased model adds; None in results saved
+        before it was kept).
+    user_bias, item_bias : numpy.ndarray or None
+        The biased model's b_u (N) and b_i (M); None for the unbiased model.
     history : list of dict
         Per epoch: ``epoch``, ``lr``, ``train_loss`` (running objective of the sweep),
         ``test_rmse`` (exact, after the epoch; where evaluated), ``time_s``, and for
@@ -42,7 +48,7 @@ class SSGDResult(WorkflowResult):
     """
 
     workflow = "ssgd"
-    SAVED = ("W", "H", "row_ids", "col_ids", "seen", "clip")
+    SAVED = ("W", "H", "row_ids", "col_ids", "seen", "clip", "mu", "user_bias", "item_bias")
     #: original ids of the rows (users) and columns (items) where the input named them
     #: (a ratings file, an edge list); None: rows and columns are indices
     row_ids = col_ids = None
@@ -50,6 +56,7 @@ class SSGDResult(WorkflowResult):
     seen = None
     #: (lowest, highest) training rating: predictions are clipped to it, as in training
     clip = None
+    mu = user_bias = item_bias = None
     COLUMNS = (("epoch", "epoch", "{:>6d}"), ("lr", "lr", "{:<7.4f}"),
                ("train_loss", "train loss", "{:<#.6g}"), ("test_rmse", "test RMSE", "{:<9.4f}"),
                ("time_s", "time ms", "{:>8.1f}"), ("planned_bytes", "planned B", "{:>10d}"),
@@ -73,10 +80,16 @@ class SSGDResult(WorkflowResult):
     def epoch_times(self) -> list[float]:
         return [h["time_s"] for h in self.history]
 
+    @property
+    def biased(self) -> bool:
+        """Whether this is the biased model (mu + b_u + b_i + w_u . h_i)."""
+        return self.user_bias is not None
+
     def predict(self, users, items) -> np.ndarray:
-        """Predicted ratings ``W[u] . H[i]`` (clipped to the training range) of the pairs
-        ``(users[k], items[k])``, named by their original ids when the input had ids
-        (a ratings file, an edge list), by index otherwise.
+        """Predicted ratings ``W[u] . H[i]`` (biased model: ``mu + b_u + b_i + W[u] .
+        H[i]``), clipped to the training range, of the pairs ``(users[k], items[k])``,
+        named by their original ids when the input had ids (a ratings file, an edge
+        list), by index otherwise.
 
         Raises
         ------
@@ -91,6 +104,11 @@ class SSGDResult(WorkflowResult):
         """
         u, i = self.index(0, users), self.index(1, items)
         out = np.einsum("if,if->i", self.W[u], self.H[i])
+        if self.biased:
+            out = self.mu + self.user_bias[u] + self.item_bias[i] + out
+        return self._clip(out)
+
+    def _clip(self, out: np.ndarray) -> np.ndarray:
         return np.clip(out, *self.clip) if self.clip is not None else out
 
     def recommend(self, user, n: int = 10, exclude_seen: bool = True) -> np.ndarray:
@@ -108,6 +126,8 @@ class SSGDResult(WorkflowResult):
         """
         [u] = self.index(0, [user])
         scores = self.H @ self.W[u]
+        if self.biased:
+            scores = self.mu + self.user_bias[u] + self.item_bias + scores
         if exclude_seen and self.seen is not None:
             seen = self.seen
             scores[seen.indices[seen.indptr[u]:seen.indptr[u + 1]]] = -np.inf
@@ -116,21 +136,36 @@ class SSGDResult(WorkflowResult):
         top = top[np.lexsort((top, -scores[top]))]           # best first, ties by index
         return self.col_ids[top] if self.col_ids is not None else top
 
-    def index(self, axis: int, ids) -> np.ndarray:
-        """Row (``axis`` 0) or column indices of ``ids`` (original ids, or indices when
-        the input had none); an unknown one is a KeyError naming it."""
+    def lookup(self, axis: int, ids) -> tuple[np.ndarray, np.ndarray]:
+        """``(indices, known)``: row (``axis`` 0) or column indices of ``ids`` (original
+        ids, or indices when the input had none) and which of them the training data had
+        (an unknown one's index is 0)."""
         names = self.row_ids if axis == 0 else self.col_ids
-        what = ("user", "item")[axis]
         ids = np.atleast_1d(np.asarray(ids))
         size = (self.W if axis == 0 else self.H).shape[0]
         if names is None:
-            idx = ids.astype(np.int64)
-            bad = (idx < 0) | (idx >= size) | (idx != ids)
+            try:
+                idx = ids.astype(np.int64)
+                bad = (idx < 0) | (idx >= size) | (idx != ids)
+            except (TypeError, ValueError):          # ids that are no numbers at all
+                idx, bad = np.zeros(ids.size, np.int64), np.ones(ids.size, bool)
         else:
             order = np.argsort(names, kind="stable")
-            pos = np.searchsorted(names[order], ids).clip(0, size - 1)
-            idx = order[pos]
-            bad = names[idx] != ids
+            try:
+                pos = np.searchsorted(names[order], ids).clip(0, size - 1)
+                idx = order[pos]
+                bad = names[idx] != ids
+            except (TypeError, np.exceptions.DTypePromotionError):   # ids of another kind
+                idx, bad = np.zeros(ids.size, np.int64), np.ones(ids.size, bool)
+        return np.where(bad, 0, idx), ~np.asarray(bad, bool)
+
+    def index(self, axis: int, ids) -> np.ndarray:
+        """Row (``axis`` 0) or column indices of ``ids`` (original ids, or indices when
+        the input had none); an unknown one is a KeyError naming it."""
+        what = ("user", "item")[axis]
+        ids = np.atleast_1d(np.asarray(ids))
+        idx, known = self.lookup(axis, ids)
+        bad = ~known
         if np.any(bad):
             raise KeyError(f"unknown {what} {ids.tolist()[int(np.argmax(bad))]!r} (not in "
                            "the training data)")

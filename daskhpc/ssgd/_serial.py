@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from ._kernels import block_seed, init_rows, learning_rate, sgd_block, sse_block
+from ._kernels import block_seed, error_sse, initial_rows, learning_rate, sweep
 from ._setup import Setup
 
 __all__ = ["run_serial", "initial_factors"]
@@ -34,9 +34,9 @@ def initial_factors(s: Setup) -> tuple[np.ndarray, np.ndarray]:
     if s.start is not None:
         return s.start[0].copy(), s.start[1].copy()
     N, M = s.train.shape
-    F, seed = s.options.rank, s.options.seed
-    return (init_rows(seed, 0, np.arange(N), F, s.init_scale),
-            init_rows(seed, 1, np.arange(M), F, s.init_scale))
+    o = s.options
+    return (initial_rows(o.seed, 0, np.arange(N), o.rank, s.init_scale, o.biased),
+            initial_rows(o.seed, 1, np.arange(M), o.rank, s.init_scale, o.biased))
 
 
 def test_sse_by_part(s: Setup, W: np.ndarray, H: np.ndarray) -> np.ndarray:
@@ -45,18 +45,20 @@ def test_sse_by_part(s: Setup, W: np.ndarray, H: np.ndarray) -> np.ndarray:
     t = s.test
     for p in range(s.K):
         idx = s.test_of(p)
-        out[p] = sse_block(W, H, t.rows[idx], t.cols[idx], t.vals[idx], *s.clip)
+        out[p] = error_sse(W, H, t.rows[idx], t.cols[idx], t.vals[idx], *s.clip, s.bias)
     return out
 
 
 def run_serial(s: Setup) -> dict:
-    """Run SSGD serially; returns ``W``, ``H`` and the per-epoch ``history``."""
+    """Run SSGD serially; returns ``W``, ``H`` (with the biases as their last column for
+    the biased model) and the per-epoch ``history``."""
     K, o = s.K, s.options
     W, H = initial_factors(s)
     ptr, idx = s.blocks()
     tr = s.train
     rows, cols, vals = tr.rows, tr.cols, tr.vals
     history = []
+    bias = s.bias
     evaluate = set(s.runplan.eval_epochs.tolist())
     for e in range(s.E):              # epoch e here is epoch s.epoch0 + e of the run
         t0 = time.perf_counter()
@@ -67,8 +69,8 @@ def run_serial(s: Setup) -> dict:
             for p in range(K):
                 b = int(s.strata.block(p, k, e))
                 sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
-                loss[p, k] = sgd_block(W, H, rows[sel], cols[sel], vals[sel], lr, o.reg,
-                                       block_seed(o.seed, ge, p, b))
+                loss[p, k] = sweep(W, H, rows[sel], cols[sel], vals[sel], lr, o.reg,
+                                   block_seed(o.seed, ge, p, b), bias)
         row = {"epoch": ge, "lr": lr, "train_loss": _sum_by_part(loss),
                "time_s": time.perf_counter() - t0}
         if e in evaluate:

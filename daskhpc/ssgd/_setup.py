@@ -37,8 +37,20 @@ class Options:
     ``lr`` and ``reg`` default to values that beat the global-mean predictor on
     ml-latest-small by more than 10 % test RMSE in 20 epochs (docs/ssgd.md).
     ``init_scale=None`` draws initial factors from U[0, 2 sqrt(mean / F)), so that
-    w_i . h_j starts near the mean rating.
+    w_i . h_j starts near the mean rating. ``biased=True`` fits mu + b_i + c_j + w_i . h_j
+    (mu the training mean; the biases start at 0, the factors from U[-s/2, s/2) with
+    s = 0.35 by default); W and H then have F + 1 columns, the last one the biases.
     """
+
+    @property
+    def width(self) -> int:
+        """Columns of W and H: F, and one more for the biases of the biased model."""
+        return int(self.rank) + int(bool(self.biased))
+
+    @property
+    def bias_reg(self) -> float:
+        """The biases' regularisation (``reg_bias``, or ``reg``)."""
+        return float(self.reg if self.reg_bias is None else self.reg_bias)
 
     rank: int = option(16, "F, latent factors")
     epochs: int = option(20, "SGD epochs")
@@ -55,8 +67,13 @@ class Options:
     ring_seed: int = option(0, "seed of the ring")
     lr: float = option(0.02, "initial learning rate")
     reg: float = option(0.1, "L2 regularisation of the factors")
+    biased: bool = option(False, "the biased model mu + b_u + b_i + w_u.h_i (Koren; Surprise's "
+                                 "SVD): every exchanged H row carries its bias (one word)")
+    reg_bias: float | None = option(None, "L2 regularisation of the biases (--biased; "
+                                          "default: --reg)", type=float)
     init_scale: float | None = option(None, "initial factors U[0, s) (default: 2 sqrt(mean "
-                                            "rating / F), so that w.h starts near the mean)",
+                                            "rating / F), so that w.h starts near the mean); "
+                                            "--biased: U[-s/2, s/2) (default s = 0.35, std 0.1)",
                                       type=float)
     test_fraction: float = option(0.1, "ratings held out for the test RMSE")
     eval_every: int | None = option(1, "test RMSE every N epochs (0: after the last one "
@@ -83,6 +100,8 @@ class Options:
             raise InputError(f"--lr must be a positive number, got {self.lr}")
         if not (self.reg >= 0 and np.isfinite(self.reg)):
             raise InputError(f"--reg must be a non-negative number, got {self.reg}")
+        if self.reg_bias is not None and not (self.reg_bias >= 0 and np.isfinite(self.reg_bias)):
+            raise InputError(f"--reg-bias must be a non-negative number, got {self.reg_bias}")
         if self.eval_every is not None and self.eval_every < 0:
             raise InputError(f"--eval-every must be >= 0, got {self.eval_every}")
         if not (self.epsilon >= 0 and np.isfinite(self.epsilon)):
@@ -95,6 +114,10 @@ class Options:
 
 
 DEFAULTS = Options()
+
+#: The biased model's default initial factors U[-s/2, s/2): standard deviation 0.1
+#: (s = 0.2 sqrt 3), Surprise's ``init_std_dev``.
+BIASED_INIT_SCALE = 0.2 * np.sqrt(3.0)
 
 
 @dataclass(eq=False)
@@ -140,15 +163,26 @@ class Setup:
         o = self.options
         if not 0 <= epoch0 < o.epochs:
             raise ValueError(f"cannot resume after epoch {epoch0} of {o.epochs}")
-        if W.shape != (self.train.shape[0], o.rank) or H.shape != (self.train.shape[1], o.rank):
+        if W.shape != (self.train.shape[0], o.width) or H.shape != (self.train.shape[1], o.width):
             raise InputError(f"checkpoint factors of shapes {W.shape} and {H.shape} do not "
-                             f"fit a {self.train.shape} matrix at rank {o.rank}")
+                             f"fit a {self.train.shape} matrix at rank {o.rank}"
+                             + (" with biases" if o.biased else ""))
         strata = self.strata.shifted(epoch0 - self.epoch0)
-        rp = RunPlan.build(self.layout, strata, o.strategy, o.epochs - epoch0, o.rank,
+        rp = RunPlan.build(self.layout, strata, o.strategy, o.epochs - epoch0, o.width,
                            test=self.test, eval_every=o.eval_every, method=o.method,
                            epoch0=epoch0)
         return replace(self, strata=strata, runplan=rp, epoch0=int(epoch0),
                        start=(W, H), timing=dict(self.timing))
+
+    @property
+    def mu(self) -> float:
+        """The global mean of the training ratings (the biased model's mu)."""
+        return float(self.train.mean())
+
+    @property
+    def bias(self) -> tuple[float, float] | None:
+        """``(reg_bias, mu)`` of the biased model (what the kernels take), or None."""
+        return (self.options.bias_reg, self.mu) if self.options.biased else None
 
     def blocks(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ptr, idx)``: training ratings of block (p, b) are
@@ -217,12 +251,17 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
                        col_blocks=a.col_blocks, nparts=K, shape=train.shape)
     a.report = partition_report(a, train, lay.pins_col, opts.rank)
     strata = RingStrata(K, opts.strata, opts.ring_seed, opts.seed)
-    rp = RunPlan.build(lay, strata, opts.strategy, opts.epochs, opts.rank,
+    # words per moved H row: the factors, and the bias with the biased model
+    rp = RunPlan.build(lay, strata, opts.strategy, opts.epochs, opts.width,
                        test=test, eval_every=opts.eval_every, method=opts.method)
     t2 = time.perf_counter()
     mean = train.mean()
-    scale = opts.init_scale if opts.init_scale is not None else \
-        2.0 * np.sqrt(max(mean, 1e-3) / opts.rank)
+    if opts.init_scale is not None:
+        scale = opts.init_scale
+    elif opts.biased:
+        scale = BIASED_INIT_SCALE
+    else:
+        scale = 2.0 * np.sqrt(max(mean, 1e-3) / opts.rank)
     clip = (float(train.vals.min()), float(train.vals.max()))
     return Setup(opts, K, ratings, train, test, a, lay, strata, rp, float(scale), clip,
                  {"partition_s": t1 - t0, "plan_s": t2 - t1}, index_maps=maps)

@@ -38,7 +38,8 @@ import numpy as np
 
 from daskhpc._workflows import EXCHANGE_PLUGIN
 
-from ._kernels import block_seed, init_rows, sgd_block, sse_block
+from ._kernels import (block_seed, error_sse, init_rows, initial_rows, sgd_block,
+                       sgd_block_biased, sse_block, sse_block_biased, sweep)
 
 __all__ = ["PartData", "PartState", "Stashed", "stash", "init", "work", "work_in_loop", "epoch_direct", "eval_send",
            "evaluate",
@@ -91,6 +92,18 @@ class PartData:
     H0: dict | None = None           # resuming: block -> the held H rows to start from
     ckpt_epochs: frozenset = frozenset()   # epochs after which the part checkpoints
     ckpt_held: dict = field(default_factory=dict)  # epoch (-1: every) -> [(block, pos)]
+    bias: tuple | None = None        # biased model: (reg_bias, mu); W and H have F + 1
+                                     # columns, the last one the biases
+
+    @property
+    def width(self) -> int:
+        """Columns of W and H (F, plus the bias column of the biased model)."""
+        return self.F + (self.bias is not None)
+
+    def initial(self, which: int, ids: np.ndarray) -> np.ndarray:
+        """The seeded initial rows ``ids`` of W (``which=0``) or H."""
+        return initial_rows(self.seed, which, ids, self.F, self.init_scale,
+                            self.bias is not None)
 
 
 class PartState:
@@ -122,6 +135,8 @@ def warm_up() -> bool:
     i = np.zeros(1, np.int64)
     sgd_block(W, H, i, i, np.ones(1), 0.1, 0.1, block_seed(0, 0, 0, 0))
     sse_block(W, H, i, i, np.ones(1), 0.0, 1.0)
+    sgd_block_biased(W, H, i, i, np.ones(1), 0.1, 0.1, 0.1, 1.0, block_seed(0, 0, 0, 0))
+    sse_block_biased(W, H, i, i, np.ones(1), 0.0, 1.0, 1.0)
     init_rows(0, 0, i, 2, 1.0)
     return True
 
@@ -133,8 +148,8 @@ def init(team: list, token: str) -> None:
             W = d.W0.copy()
             H = [[(-1, d.H0[b].copy())] if b in d.init_blocks else [] for b in range(d.K)]
         else:
-            W = init_rows(d.seed, 0, d.rows, d.F, d.init_scale)
-            H = [[(-1, init_rows(d.seed, 1, d.cols[b], d.F, d.init_scale))]
+            W = d.initial(0, d.rows)
+            H = [[(-1, d.initial(1, d.cols[b]))]
                  if b in d.init_blocks else [] for b in range(d.K)]
         _REGISTRY[(token, d.part)] = PartState(W, H)
 
@@ -171,8 +186,8 @@ def _sweep(st: PartState, d: PartData, token: str, T: int, inputs) -> None:
             for ty, _blk, lo, hi, pos in d.recv[(q, m)]:
                 if ei * d.K + ty == T:       # the segment meant for this sub-epoch
                     Hb[pos] = arr[lo:hi]
-    loss = sgd_block(st.W, Hb, d.bli[b], d.blj[b], d.bval[b], d.lr[e], d.reg,
-                     block_seed(d.seed, d.epoch0 + e, d.part, b))
+    loss = sweep(st.W, Hb, d.bli[b], d.blj[b], d.bval[b], d.lr[e], d.reg,
+                 block_seed(d.seed, d.epoch0 + e, d.part, b), d.bias)
     st.H[b] = (st.H[b] + [(T, Hb)])[-KEEP_VERSIONS:]
     st.loss[e] = st.loss[e] + loss if k else loss
     if k == d.K - 1 and e in d.eval_epochs:
@@ -310,15 +325,15 @@ def evaluate(d: PartData, token: str, e: int, q: int, ids: np.ndarray, chain, *m
     """Squared test error of the part's ratings with W and H as epoch e left them."""
     st = _REGISTRY[(token, d.part)]
     T = (e + 1) * d.K - 1
-    Ht = np.empty((d.test_cols.size, d.F))
+    Ht = np.empty((d.test_cols.size, d.width))
     unheld = d.ev_init[q]
     if unheld.size:
-        Ht[unheld] = init_rows(d.seed, 1, d.test_cols[unheld], d.F, d.init_scale)
+        Ht[unheld] = d.initial(1, d.test_cols[unheld])
     for b, local, pos in d.ev_local[q]:
         Ht[pos] = version(st, b, T)[local]
     for m, arr in zip(ids.tolist(), msgs):
         Ht[d.ev_recv[(q, m)]] = arr
-    sse = sse_block(st.W_end.pop(e), Ht, d.test_li, d.test_lj, d.test_val, *d.clip)
+    sse = error_sse(st.W_end.pop(e), Ht, d.test_li, d.test_lj, d.test_val, *d.clip, d.bias)
     if d.topic:
         _report(d, e, ("eval", d.part), {"sse": float(sse)})
     return sse
@@ -339,7 +354,7 @@ def checkpoint(d: PartData, token: str, e: int, path: str, chain, sse=None) -> s
     log = np.array([x[3:] for x in st.log if x[0] == e], np.float64).reshape(-1, 2)
     save_arrays(path, W=st.W_ckpt.pop(e),
                 cols=np.concatenate(cols) if cols else np.zeros(0, np.int64),
-                rows=np.concatenate(rows) if rows else np.zeros((0, d.F)),
+                rows=np.concatenate(rows) if rows else np.zeros((0, d.width)),
                 loss=np.float64(st.loss[e]), times=log,
                 sse=np.float64(np.nan if sse is None else sse))
     if d.topic:        # after the file is whole: the epoch is on disk for this part
@@ -355,7 +370,7 @@ def final(d: PartData, token: str, chain) -> dict:
     rows = [st.H[b][-1][1][pos] for b, pos in d.final_held]
     return {"W": st.W,
             "cols": np.concatenate(cols) if cols else np.zeros(0, np.int64),
-            "rows": np.concatenate(rows) if rows else np.zeros((0, d.F)),
+            "rows": np.concatenate(rows) if rows else np.zeros((0, d.width)),
             "loss": dict(st.loss), "log": list(st.log)}
 
 
