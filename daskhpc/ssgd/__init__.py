@@ -12,6 +12,8 @@ the distributed factors equal the serial reference's bit for bit.
 * :func:`fit` runs on a Dask cluster and returns an :class:`SSGDResult`;
 * :func:`serial_fit` is the serial reference (same strata, same update order);
 * :func:`plan` computes the section VI metrics of an epoch without a cluster;
+* :class:`MatrixFactorization` is an estimator over them: (user, item, rating) rows by
+  original id in, ``predict``/``recommend`` out (biased model by default);
 * :func:`prepare` builds the dask-free :class:`Setup` all three share (split, row parts
   and column blocks, strata, the run's message plan); :func:`sgd_block` is the SGD sweep
   over one block that every part runs (the kernel alone, e.g. to time it);
@@ -35,6 +37,7 @@ for Distributed Matrix Completion", IEEE TKDE 35(10), 2023. Public code: CESSGD.
 """
 
 from ._api import fit, plan, serial_fit
+from ._estimator import MatrixFactorization
 from ._policy import StratumPolicy, check_timeline
 from ._kernels import sgd_block
 from ._result import SSGDResult
@@ -43,7 +46,7 @@ from ._synthetic import power_law_ratings, write_ratings_csv
 
 __all__ = ["fit", "serial_fit", "plan", "SSGDResult", "StratumPolicy", "StratumOrderPlugin",
            "check_timeline", "power_law_ratings", "write_ratings_csv", "timeline", "prepare",
-           "Setup", "sgd_block"]
+           "Setup", "sgd_block", "MatrixFactorization"]
 
 
 def __getattr__(name):

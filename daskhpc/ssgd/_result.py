@@ -102,11 +102,14 @@ class SSGDResult(WorkflowResult):
         >>> r.predict([20, 10], [1, 0]).tolist()
         [1.0, 1.0]
         """
-        u, i = self.index(0, users), self.index(1, items)
+        return self._clip(self._scores(self.index(0, users), self.index(1, items)))
+
+    def _scores(self, u: np.ndarray, i: np.ndarray) -> np.ndarray:
+        """Unclipped predictions of the pairs of row indices u and column indices i."""
         out = np.einsum("if,if->i", self.W[u], self.H[i])
         if self.biased:
             out = self.mu + self.user_bias[u] + self.item_bias[i] + out
-        return self._clip(out)
+        return out
 
     def _clip(self, out: np.ndarray) -> np.ndarray:
         return np.clip(out, *self.clip) if self.clip is not None else out

@@ -14,7 +14,9 @@ Plain Python over columns and their updaters, deliberately unlike the vectorised
 * DSGD: every worker sends its whole H block to the next worker after every sub-epoch.
 
 ``counts`` returns (max-max msgs, sum-max msgs, tot msgs, max-max vol, sum-max vol, tot
-vol) in rows, where "max" is over workers within one sub-epoch, "sum" over sub-epochs.
+vol) in rows, where "max" is over workers within one sub-epoch, "sum" over sub-epochs;
+``words`` the total volume of an epoch in 8-byte words: each moved row is its F factors
+and, for the biased model, the item's bias b_j, which travels with it.
 """
 
 from __future__ import annotations
@@ -62,3 +64,20 @@ def counts(rows, cols, rpvec, colpvec, K, comm_type, seed=0, ngcols=None):
                 phase = ((i // d) * d + d - 1) % K
             sends[(x, phase, y)].add(j)
     return _summarise(sends, K)
+
+
+def words(rows, cols, rpvec, colpvec, K, comm_type, F, biased=False, seed=0, ngcols=None):
+    """Words one epoch sends: rows sent (per message, counted again here) times the
+    words of a row, F factors plus one bias word when ``biased``."""
+    per_row = F + (1 if biased else 0)
+    if comm_type == DSGD:
+        ngcols = len(colpvec) if ngcols is None else ngcols
+        return ngcols * K * per_row
+    updaters = defaultdict(set)
+    for r, c in zip(rows, cols):
+        updaters[int(c)].add(int(rpvec[r]))
+    total = 0
+    for who in updaters.values():
+        if len(who) > 1:
+            total += len(who) * per_row     # every updater sends the row once per epoch
+    return total

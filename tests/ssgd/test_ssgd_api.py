@@ -18,7 +18,7 @@ def test_public_namespace_is_pinned():
     assert sorted(ssgd.__all__) == sorted([
         "fit", "serial_fit", "plan", "SSGDResult", "StratumPolicy", "StratumOrderPlugin",
         "check_timeline", "power_law_ratings", "write_ratings_csv", "timeline", "prepare",
-        "Setup", "sgd_block"])
+        "Setup", "sgd_block", "MatrixFactorization"])
     for name in ssgd.__all__:
         assert getattr(ssgd, name) is not None
 

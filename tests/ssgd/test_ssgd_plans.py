@@ -103,6 +103,33 @@ def test_counts_match_brute_force_for_the_same_partition_file(tmp_path, K, strat
     assert ours == (mm_msg, sm_msg, tot_msg, mm_vol, sm_vol, tot_vol)
 
 
+@pytest.mark.parametrize("strategy,comm_type", [("dsgd", 0), ("p2p", 1), ("hc", 3)])
+def test_biased_counts_and_words_match_brute_force(tmp_path, strategy, comm_type):
+    # K = 4: the biased model moves the same rows in the same messages, each one word
+    # longer (its bias); the words are counted independently, per row.
+    K, F = 4, 8
+    rng = np.random.default_rng(K)
+    N, M = 40, 30
+    dense = rng.random((N, M)) < 0.15
+    dense[np.arange(N), rng.integers(M, size=N)] = True
+    dense[rng.integers(N, size=M), np.arange(M)] = True
+    rows, cols = np.nonzero(dense)
+    rp, cp = rng.integers(K, size=N), rng.integers(K, size=M)
+    pfile = tmp_path / "parts.txt"
+    write_pair_file(pfile, rp, cp)
+    rep = plan((rows, cols, np.ones(rows.size), (N, M)), K, strategy=strategy, rank=F,
+               partition_file=pfile, test_fraction=0.0, biased=True)["plan"]
+    mm_msg, sm_msg, tot_msg, mm_vol, sm_vol, tot_vol = ssgd_reference.counts(rows, cols, rp, cp,
+                                                                             K, comm_type)
+    assert (rep["max_max_msgs"], rep["sum_max_msgs"], rep["tot_msgs"], rep["max_max_vol"],
+            rep["sum_max_vol"], rep["tot_vol"]) == (mm_msg, sm_msg, tot_msg, mm_vol, sm_vol,
+                                                    tot_vol)
+    assert rep["words_per_unit"] == F + 1
+    words = ssgd_reference.words(rows, cols, rp, cp, K, comm_type, F, biased=True)
+    assert words == ssgd_reference.words(rows, cols, rp, cp, K, comm_type, F) + tot_vol
+    assert rep["planned_bytes"] == 8 * words
+
+
 def test_plan_report_max_max_vol_is_the_paper_metric():
     # Section VI: max-max vol = max over sub-epochs of the largest per-part send volume;
     # Plan.report computes it per phase, and our phase is the sub-epoch.

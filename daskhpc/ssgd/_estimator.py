@@ -1,0 +1,215 @@
+"""An estimator over :func:`~daskhpc.ssgd.fit`: ratings by original id in, predictions out.
+
+:class:`MatrixFactorization` takes (user, item, rating) rows as the user has them (any
+ids: numbers or strings), fits the (by default biased) model serially or on a Dask
+cluster, and predicts any (user, item) pair, known or not, the way Surprise's ``SVD``
+does: a pair whose user or item was not in the training ratings gets the mean rating
+plus the biases that are known. ``get_params``/``set_params`` follow scikit-learn's
+conventions without importing it.
+
+Examples
+--------
+>>> import numpy as np
+>>> from daskhpc.ssgd import MatrixFactorization
+>>> r = np.array([[10, 7, 4.0], [10, 8, 2.0], [20, 7, 5.0], [20, 9, 3.0], [30, 8, 1.0]])
+>>> mf = MatrixFactorization(n_factors=2, epochs=5).fit(r)
+>>> mf.predict([[10, 7], [99, 7]]).shape           # user 99 is unknown: mu + b_i
+(2,)
+>>> mf.get_params()["n_factors"]
+2
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskhpc.errors import InputError
+
+__all__ = ["MatrixFactorization"]
+
+
+class MatrixFactorization:
+    """Matrix factorisation by stratified SGD (``daskhpc.ssgd.fit``) with original ids.
+
+    Parameters
+    ----------
+    n_factors : int
+        F, latent factors (``rank``).
+    epochs : int
+        SGD epochs.
+    lr, reg : float
+        Initial learning rate and L2 regularisation of the factors (``fit``'s ``lr`` and
+        ``reg``: 0.02 and 0.1 by default, the SSGD defaults; the learning rate decays as
+        lr / (1 + 0.05 n^1.5) in epoch n).
+    biased : bool
+        The model mu + b_u + b_i + p_u . q_i (True) or p_u . q_i.
+    reg_bias : float, optional
+        L2 regularisation of the biases (default ``reg``).
+    client : distributed.Client, optional
+        Fit on this cluster (``nparts`` parts, default one per worker); None fits in
+        this process (``serial_fit``, one part): the same algorithm without a cluster.
+    nparts : int, optional
+        K, the parts (row blocks) of the stratified SGD.
+    strategy, partition : str
+        ``fit``'s communication strategy ("hc", "p2p", "dsgd") and row partition ("hp",
+        "random"); only used with a client.
+    init_scale : float, optional
+        As ``fit``'s (default: std 0.1 for the biased model).
+    seed : int
+        Seed of the initial factors, the update order and the partition.
+    test_fraction : float
+        Ratings ``fit`` holds out for its test RMSE history (0: train on all of them).
+
+    Attributes
+    ----------
+    result_ : SSGDResult
+        The fitted model (history, report, factors, ``save``).
+    """
+
+    def __init__(self, n_factors: int = 100, epochs: int = 20, lr: float = 0.02,
+                 reg: float = 0.1, biased: bool = True, reg_bias: float | None = None,
+                 client=None, nparts: int | None = None, strategy: str = "hc",
+                 partition: str = "random", init_scale: float | None = None, seed: int = 0,
+                 test_fraction: float = 0.0):
+        self.n_factors = n_factors
+        self.epochs = epochs
+        self.lr = lr
+        self.reg = reg
+        self.biased = biased
+        self.reg_bias = reg_bias
+        self.client = client
+        self.nparts = nparts
+        self.strategy = strategy
+        self.partition = partition
+        self.init_scale = init_scale
+        self.seed = seed
+        self.test_fraction = test_fraction
+
+    _PARAMS = ("n_factors", "epochs", "lr", "reg", "biased", "reg_bias", "client", "nparts",
+               "strategy", "partition", "init_scale", "seed", "test_fraction")
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor's parameters by name (scikit-learn's convention)."""
+        return {name: getattr(self, name) for name in self._PARAMS}
+
+    def set_params(self, **params) -> MatrixFactorization:
+        """Set constructor parameters; an unknown name is a ValueError."""
+        for name, value in params.items():
+            if name not in self._PARAMS:
+                raise ValueError(f"invalid parameter {name!r} for MatrixFactorization; "
+                                 f"valid: {', '.join(self._PARAMS)}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        default = MatrixFactorization.__init__.__defaults__
+        changed = [f"{k}={v!r}" for (k, v), d in zip(self.get_params().items(), default)
+                   if v is not d and not (type(v) is type(d) and v == d)]
+        return f"MatrixFactorization({', '.join(changed)})"
+
+    # -- fitting -----------------------------------------------------------------------
+    def fit(self, ratings) -> MatrixFactorization:
+        """Fit on ``ratings``: rows (user id, item id, rating), an (n, 3) array, a
+        DataFrame (its first three columns) or a sequence of triples. Ids are kept as
+        given (numbers or strings)."""
+        users, items, vals = _columns(ratings, 3, "ratings")
+        try:
+            vals = vals.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InputError("ratings: the third column (the rating) must be numbers") from None
+        uid, ui = _ids(users, "user")
+        iid, ii = _ids(items, "item")
+        data = (ui, ii, vals, (uid.size, iid.size))
+        options = dict(rank=int(self.n_factors), epochs=int(self.epochs), lr=self.lr,
+                       reg=self.reg, biased=bool(self.biased), reg_bias=self.reg_bias,
+                       init_scale=self.init_scale, seed=int(self.seed),
+                       test_fraction=float(self.test_fraction), strategy=self.strategy)
+        if self.client is None:
+            from ._api import serial_fit
+
+            res = serial_fit(data, int(self.nparts or 1), partition="random", **options)
+        else:
+            from ._api import fit
+
+            res = fit(data, self.nparts, client=self.client, partition=self.partition,
+                      **options)
+        res.row_ids, res.col_ids = uid, iid
+        self.result_ = res
+        return self
+
+    # -- using the model ---------------------------------------------------------------
+    def _fitted(self):
+        res = getattr(self, "result_", None)
+        if res is None:
+            raise RuntimeError("this MatrixFactorization is not fitted yet: call fit first")
+        return res
+
+    def predict(self, pairs) -> np.ndarray:
+        """Predicted ratings of (user id, item id) ``pairs`` (an (n, 2) array, a
+        DataFrame's first two columns, or a sequence of pairs), clipped to the training
+        ratings' range.
+
+        A pair whose user or item the training ratings did not have is predicted as
+        Surprise's ``SVD`` does: the mean training rating mu, plus b_u if the user is
+        known and b_i if the item is known (the unbiased model: mu).
+        """
+        res = self._fitted()
+        users, items = _columns(pairs, 2, "pairs")
+        u, ku = res.lookup(0, users)
+        i, ki = res.lookup(1, items)
+        both = ku & ki
+        out = np.full(u.size, float(res.mu))
+        if res.biased:
+            out = out + np.where(ku, res.user_bias[u], 0.0) + np.where(ki, res.item_bias[i], 0.0)
+        out[both] = res._scores(u[both], i[both])
+        return res._clip(out)
+
+    def recommend(self, user, n: int = 10, exclude_seen: bool = True) -> np.ndarray:
+        """The ``n`` item ids of highest predicted rating for ``user``, best first,
+        without the items the user rated (``exclude_seen``). An unknown user gets the
+        items of highest mu + b_i (biased model; the unbiased one raises KeyError)."""
+        res = self._fitted()
+        _, known = res.lookup(0, [user])
+        if known[0] or not res.biased:
+            return res.recommend(user, n, exclude_seen)
+        scores = res.mu + res.item_bias
+        n = int(min(n, scores.size))
+        top = np.lexsort((np.arange(scores.size), -scores))[:n]
+        return res.col_ids[top]
+
+
+def _columns(data, n: int, what: str) -> list[np.ndarray]:
+    """The first ``n`` columns of a DataFrame-like, a 2-D array or a sequence of rows."""
+    if hasattr(data, "columns") and hasattr(data, "__getitem__") and \
+            not isinstance(data, np.ndarray):
+        names = list(data.columns)
+        if len(names) < n:
+            raise InputError(f"{what}: {n} columns needed, the table has {len(names)}")
+        return [np.asarray(data[c]) for c in names[:n]]
+    a = np.asarray(data, dtype=object) if not isinstance(data, np.ndarray) else data
+    if a.ndim != 2 or a.shape[1] < n:
+        raise InputError(f"{what}: an (n, {n}) table needed, got shape {a.shape}")
+    out = []
+    for k in range(n):
+        col = a[:, k]
+        if col.dtype == object:            # a sequence of mixed rows: each column its type
+            col = np.array(col.tolist())
+        out.append(col)
+    return out
+
+
+def _ids(col: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ids and each entry's index among them."""
+    if col.size == 0:
+        raise InputError(f"ratings: no {what}s (no ratings)")
+    try:
+        uniq, inv = np.unique(col, return_inverse=True)
+    except TypeError:
+        raise InputError(f"ratings: {what} ids of mixed kinds (numbers and strings); "
+                         "use one kind") from None
+    if uniq.dtype == object:
+        uniq = uniq.astype(str)
+    elif uniq.dtype.kind == "f" and np.all(np.isfinite(uniq)) and \
+            np.array_equal(uniq, np.round(uniq)):
+        uniq = uniq.astype(np.int64)       # whole numbers read as floats (an (n, 3) array)
+    return uniq, inv.reshape(-1).astype(np.int64)
