@@ -100,6 +100,26 @@ def test_plan_on_the_command_line_takes_biased(tmp_path):
     assert code == 2 and "--reg-bias must be a non-negative number" in err
 
 
+@pytest.mark.slow
+def test_run_biased_on_the_command_line_saves_the_biased_model(tmp_path):
+    from cli_script import daskhpc
+
+    code, out, err = daskhpc("run", "ssgd", dh.datasets.path("ratings"), "--workers", "2",
+                             "--parts", "2", "--partition", "random", "--epochs", "2",
+                             "--biased", "--check-serial", "--save", tmp_path / "m",
+                             "--json", tmp_path / "r.json")
+    assert code == 0, err
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["serial_check"]["identical"] and rep["plan"]["words_per_unit"] == 17
+    assert rep["measured"]["inter_worker_bytes_sizeof"] == rep["measured"]["planned_bytes"]
+    m = dh.load(tmp_path / "m", "ssgd")
+    ser = serial_fit(dh.datasets.path("ratings"), 2, partition="random", epochs=2,
+                     biased=True)
+    assert m.biased and np.array_equal(m.item_bias, ser.item_bias) and m.mu == ser.mu
+    assert np.array_equal(m.predict(ser.row_ids[:4], ser.col_ids[:4]),
+                          ser.predict(ser.row_ids[:4], ser.col_ids[:4]))
+
+
 def test_saved_biased_model_predicts_the_same_in_a_fresh_process(tmp_path):
     model = serial_fit(dh.datasets.path("ratings"), 1, epochs=1, biased=True, rank=4)
     model.save(tmp_path / "mf")
