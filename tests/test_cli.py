@@ -36,7 +36,8 @@ def test_partition_report(shared_data, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("partitioner", [
-    "mtkahypar", "random", pytest.param("graph", marks=pytest.mark.slow)])
+    pytest.param("mtkahypar", marks=pytest.mark.slow), "random",
+    pytest.param("graph", marks=pytest.mark.slow)])
 def test_partition_slashdot(shared_data, tmp_path, capsys, partitioner):
     """The issue's command on soc-Slashdot0902 (the fast preset keeps the test short)."""
     out_json = tmp_path / "out.json"

@@ -67,6 +67,7 @@ def test_a_stale_scheduler_file_fails_at_once_with_exit_1(tmp_path):
                    "finished job's)\n"), err
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_a_diverging_run_stops_with_exit_1():
     code, out, err = daskhpc("run", "ssgd", datasets.path("ratings"), "--lr", "1e6",
                              "--epochs", "5", "--partition", "random", "--workers", "2",
@@ -90,6 +91,7 @@ def _small_mtx(path, n=300, nnz=3000, seed=0):
     return path
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_a_blown_memory_budget_is_a_warning_with_the_figures(tmp_path):
     """The budget the user asked for is a promise; a peak over it, found once the product
     is complete, is one warning line with the figures in the report's memory section, not
@@ -134,6 +136,7 @@ def test_options_are_checked_before_the_cluster_starts(tmp_path, argv, message):
     assert err.startswith(f"daskhpc: error: {message.format(p2=p2)}") and err.count("\n") == 1
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_an_unmet_balance_is_said_and_fails_an_explicit_epsilon(shared_data, tmp_path):
     tns = shared_data / "tensors/umls_head_rel_tail.tns"
     code, _, err = daskhpc("partition", "tensor-coarse", tns, "--parts", 3)

@@ -80,6 +80,7 @@ def mtx(tmp_path):
     return path
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_spgemm_says_what_check_serial_compared_and_a_finished_resume(client2, mtx,
                                                                      tmp_path):
     run = ["run", "spgemm", mtx, "--grid", "1x1x2", "--batches", "3", "--check-serial",

@@ -109,6 +109,7 @@ def test_uncached_compiles_are_not_announced():
     assert prepare_kernels("pingpong").compiled == 0      # a frame job, not a workflow
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_console_script_says_compiling_on_the_first_run_only(tmp_path):
     cmd = [str(DASKHPC), "run", "allreduce", "--N", "10000", "--parts", "2", "--density",
            "0.01", "--workers", "1", "--json", "-"]

@@ -23,10 +23,14 @@ def small_run(name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name", sorted(_workflows.available()))
-def test_run_report_carries_the_contract(name, tmp_path):
+def test_run_report_carries_the_contract(name, tmp_path, client3):
     out = tmp_path / "r.json"
     args = small_run(name)
-    assert cli.main(["run", name, *args, "--workers", "3", "--json", str(out)]) == 0
+    # the session's cluster, joined as a job's client joins its own (no new workers to
+    # start per workflow: the CI budget)
+    address = client3.scheduler.address
+    assert cli.main(["run", name, *args, "--scheduler-address", address,
+                     "--json", str(out)]) == 0
     rep = json.loads(out.read_text())
     assert rep["workflow"] == name and rep["version"] and rep["command"]
     assert {"input", "parts", "plan", "measured", "timing", "quality"} <= set(rep)

@@ -121,6 +121,7 @@ def check_page(browser, live, url, probe, ready, tmp_path, height=800):
     return got
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_spgemm_page_follows_the_batches_live(browser, live, tmp_path):
     probe = models_js(["daskhpc-batches", "daskhpc-memory"], ["daskhpc-spgemm-summary"])
 

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import numpy as np
 
 EXE = os.path.join(os.path.dirname(sys.executable), "daskhpc")
@@ -30,6 +32,7 @@ def edge_list(tmp_path):
     return path
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_run_on_an_edge_list_says_the_accuracies_mean_nothing(tmp_path):
     path = edge_list(tmp_path)
     code, out, err = daskhpc("run", "gcn", path, "--workers", "2", "--parts", "2",

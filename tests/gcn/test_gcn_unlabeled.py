@@ -56,6 +56,7 @@ def test_float_labels_with_nan_are_unlabeled(unlabeled, tmp_path):
     assert res.report()["input"]["unlabeled"] == 1068
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_the_command_line_trains_on_it_and_refuses_an_unlabeled_split_node(unlabeled,
                                                                            tmp_path):
     path, inside = unlabeled

@@ -36,6 +36,7 @@ def edge_set(s):
 
 # -- real files ---------------------------------------------------------------
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 @needs_data
 def test_slashdot_directed_no_duplicates():
     path = DATA / "graphs" / "soc-Slashdot0902.txt.gz"

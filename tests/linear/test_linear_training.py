@@ -70,6 +70,7 @@ def test_test_accuracy_at_least_sklearn_sgdclassifier(a9a, loss, sk_loss):
     assert ours >= np.mean(accs), (ours, accs)
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_topk_with_error_feedback_close_to_dense(a9a):
     dense = _fit(a9a, loss="log", epochs=5).history[-1]["test_accuracy"]
     ef = _fit(a9a, epochs=5, topk=12)

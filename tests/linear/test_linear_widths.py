@@ -57,6 +57,7 @@ def test_a_wider_test_file_is_refused_before_the_cluster(tmp_path):
         f"daskhpc: error: {test}: 4,714 features, beyond --n-features 1,000"]
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_narrower_test_file_and_n_features_run(tmp_path):
     train = libsvm(tmp_path / "train.svm", 60, 300, 0)
     narrow = libsvm(tmp_path / "narrow.svm", 30, 120, 1)       # trailing features absent

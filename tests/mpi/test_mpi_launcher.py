@@ -45,7 +45,7 @@ def workflow_args(name: str):
 # ssgd and spgemm (attempt graphs) and cpals (a Program) in the default run, the other
 # Program workflows with -m slow (the CI budget; test_workflows runs every one's report).
 @pytest.mark.parametrize("name", [
-    n if n in ("ssgd", "spgemm", "cpals") else pytest.param(n, marks=pytest.mark.slow)
+    n if n == "ssgd" else pytest.param(n, marks=pytest.mark.slow)
     for n in sorted(_workflows.available())])
 def test_workflow_runs_under_mpiexec(name, tmp_path):
     out = tmp_path / "report.json"
@@ -96,6 +96,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_script_sees_cluster_config_and_settings(tmp_path):
     script = tmp_path / "probe.py"
     script.write_text(SCRIPT)
@@ -126,6 +127,7 @@ def test_script_sees_cluster_config_and_settings(tmp_path):
     assert all(a.startswith("tls://") for a in got["worker_addresses"])
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_workflow_failure_ends_every_rank_quickly(tmp_path):
     # the consumer fails on the workers: the error comes back, every rank exits
     proc, seconds = mpirun("spgemm", datasets.path("ratings"), "--aat", "--grid", "1x1x3",
@@ -135,6 +137,7 @@ def test_workflow_failure_ends_every_rank_quickly(tmp_path):
     assert seconds < 60
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_script_error_is_status_1_with_its_traceback(tmp_path):
     script = tmp_path / "fails.py"
     script.write_text("import daskhpc as dh\nclient = dh.connect()\nraise ValueError('boom')\n")
@@ -144,6 +147,7 @@ def test_script_error_is_status_1_with_its_traceback(tmp_path):
     assert seconds < 60
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_bad_options_exit_2_before_start_up():
     proc, seconds = mpirun("spgemm", "x.mtx", "--no-such-option")
     assert proc.returncode == 2
@@ -187,6 +191,7 @@ def test_killed_worker_rank_ends_the_job(tmp_path):
     assert seconds < 60
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_worker_leaving_ends_the_job_with_status_3(tmp_path):
     script = tmp_path / "lose.py"
     script.write_text(LOSE_A_WORKER)
@@ -197,6 +202,7 @@ def test_worker_leaving_ends_the_job_with_status_3(tmp_path):
     assert seconds < 60
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_timeout_ends_a_job_that_runs_too_long(tmp_path):
     script = tmp_path / "slow.py"
     script.write_text("import time\ntime.sleep(120)\n")
@@ -209,6 +215,7 @@ def test_timeout_ends_a_job_that_runs_too_long(tmp_path):
 JOBS = os.path.join(os.path.dirname(__file__), "..", "..", "workflows", "jobs")
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_job_scripts(tmp_path):
     for script in ("slurm-spgemm.sh", "pbs-spgemm.sh"):
         subprocess.run(["bash", "-n", os.path.join(JOBS, script)], check=True)
@@ -252,6 +259,7 @@ KILLED_MID_RUN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_resume_in_a_new_job_after_a_rank_died(tmp_path):
     """A dead rank ends the job; a new job with --resume finishes from the checkpoint
     and ends with the serial reference's W and H of the whole run."""

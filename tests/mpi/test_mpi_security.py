@@ -179,6 +179,7 @@ def test_cluster_refuses_clients_without_the_job_credentials(tmp_path):
     assert not sched.exists() and not os.path.exists(creds_file)
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_insecure_is_plain_tcp_anyone_can_join(tmp_path):
     with held_job(tmp_path, "--insecure") as (info, sched, result):
         assert info["scheduler"].startswith("tcp://127.0.0.1:")
@@ -190,6 +191,7 @@ def test_insecure_is_plain_tcp_anyone_can_join(tmp_path):
     assert result["returncode"] == 0, result["stderr"]
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_security_options_exit_2_before_start_up(tmp_path):
     proc, _ = mpirun("--protocol", "ucx", "spgemm", "x.mtx")
     assert proc.returncode == 2
@@ -220,6 +222,7 @@ def test_local_cluster_binds_to_loopback():
         assert listening_hosts(pids, dask_ports(info)) == {"127.0.0.1"}
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_connect_with_the_scheduler_file_joins_the_private_job(tmp_path):
     with held_job(tmp_path) as (info, sched, result), \
             daskhpc.connect(scheduler_file=str(sched)) as c:   # picks up F.tls.pem

@@ -77,6 +77,7 @@ def wait_then_where(event_name):
     return get_worker().address
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_scheduler_holds_hard_restrictions_while_tasks_wait(client3, workers3):
     # Six blocked tasks on worker 0 and none elsewhere: an idle thief would
     # take them if restrictions were loose or stealing were on.

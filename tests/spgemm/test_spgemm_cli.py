@@ -99,6 +99,7 @@ def _console(*argv, timeout=300):
     return done.returncode, done.stdout, done.stderr
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_run_without_grid_fits_two_workers(mtx):
     # "2 workers do not form a square q x q x 1 grid" before: now 1x1x2
     path, a = mtx

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -33,6 +35,7 @@ def test_shapes_that_do_not_multiply_exit_2_before_the_cluster(tmp_path):
         "columns must equal B's rows"]
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_bcsstk13_count_check_compares_structural_counts(shared_data, tmp_path):
     """bcsstk13 A·A: 850 entries cancel; to exactly 0 in scipy's order, to round-off
     residues in ours, so ``nnz`` differs. ``identical`` compares the structural counts

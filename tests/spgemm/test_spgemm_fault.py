@@ -194,6 +194,7 @@ def test_count_on_layers_survives_a_killed_worker(client, tmp_path):
     assert [a["batches"] for a in res.attempts] == [[0, 1, 2], [1, 2]]
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_symbolic_step_survives_and_its_b_is_resumed(client, tmp_path):
     kw = {"grid": "2x2x1", "memory_per_worker": "100kB", "consume": "count", "plan": False}
     ref = multiply(A, B, client=client, **kw)
@@ -292,6 +293,7 @@ KILL_THEN_RUN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 @pytest.mark.skipif(not os.path.exists(MPIEXEC), reason=f"no mpiexec at {MPIEXEC}")
 def test_mpi_job_killed_then_resumed(tmp_path):
     from daskhpc import datasets

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cli_script import EMPTY_ROWS, daskhpc
 
 def test_plan_with_format_and_string_ids(tmp_path):
@@ -33,6 +35,7 @@ def test_plan_drops_empty_rows_with_a_note_and_keep_empty_refuses(tmp_path):
         "a rating per user: run without --keep-empty to drop them"]
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_run_drops_empty_rows_instead_of_stopping(tmp_path):
     path = tmp_path / "a.mtx"
     path.write_text(EMPTY_ROWS)

@@ -220,6 +220,7 @@ def test_lost_worker_resumes_from_the_last_checkpoint(nanny_client, kill_at, tmp
 
 # -- the command line -----------------------------------------------------------------
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_cli_checkpoint_and_resume(tmp_path, capsys):
     ck, out = tmp_path / "ck", tmp_path / "r.json"
     base = ["run", "ssgd", datasets.path("ratings"), "--parts", "2", "--workers", "2",

@@ -13,6 +13,7 @@ from daskhpc import datasets
 from daskhpc.ssgd import plan, power_law_ratings
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_default_hp_on_ml_latest_small_is_deterministic_mtkahypar():
     rep = plan(datasets.ratings(), 4, strategy="p2p")
     assert rep["partitioner"] == "mtkahypar"
