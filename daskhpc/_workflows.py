@@ -322,7 +322,8 @@ class Workflow(ABC):
 
     Subclasses set the class attributes and override :meth:`plan` and :meth:`run`
     (and, where useful, :meth:`check`, :meth:`demo`, :meth:`summary`,
-    :meth:`small_run`). The whole protocol on a small workflow: docs/architecture.md,
+    :meth:`predict`, :meth:`small_run`). The whole protocol on a small workflow:
+    docs/architecture.md,
     "Writing a workflow".
 
     Attributes
@@ -377,6 +378,18 @@ class Workflow(ABC):
         from daskhpc.report import summarize
 
         return summarize(report)
+
+    def predict(self, result, path: str) -> dict:
+        """``daskhpc predict DIR INPUT``: the saved ``result`` (the model of a run of this
+        workflow, :func:`daskhpc.load`) applied to the file ``path``.
+
+        Returns ``{"columns": {name: array}, "quality": {name: number}}``: one row per
+        input record (written as CSV), and the figures the input's known answers allow.
+        """
+        from daskhpc.errors import InputError
+
+        raise InputError(f"daskhpc predict: a saved {self.name} result has no model to "
+                         f"apply to {path} (load it in Python: daskhpc.load(DIR))")
 
     def small_run(self) -> list:
         """Arguments after the name for a few-second run on 3 workers (the launchers' and

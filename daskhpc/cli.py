@@ -107,6 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--workers", type=int, default=2, metavar="N")
     d.add_argument("--no-cluster", action="store_true", help="only the partition comparison")
     _common(d)
+    p = sub.add_parser("predict", help="apply a saved model (run --save DIR) to a file",
+                       description="Apply the model a run saved (--save DIR) to INPUT: "
+                                   "ssgd a ratings file (user, item, rating), linear a "
+                                   "LIBSVM file, cpals a .tns file of coordinates and "
+                                   "values, gcn a graph as run gcn takes it. One CSV row "
+                                   "per input record, and the figures its answers allow.")
+    p.add_argument("model", metavar="DIR", help="a directory written by --save DIR")
+    p.add_argument("input", metavar="INPUT", help="the records to predict")
+    p.add_argument("--output", metavar="FILE",
+                   help="write the predictions as CSV to FILE (default: the first rows "
+                        "on stdout)")
+    _common(p)
     i = sub.add_parser("info", help="versions, partitioner backends, MPI")
     i.add_argument("--calibrate", action="store_true",
                    help="measure alpha and beta on a cluster (LocalCluster unless given one)")
@@ -282,6 +294,34 @@ def cmd_demo(args) -> dict:
     return report
 
 
+#: rows ``daskhpc predict`` shows without ``--output``
+SHOWN_ROWS = 10
+
+
+def cmd_predict(args) -> dict:
+    from daskhpc import load
+    from daskhpc._saved import write_csv
+
+    result = load(args.model)
+    wf = _workflows.load(result.workflow)
+    got = wf.predict(result, str(args.input))
+    columns, quality = got["columns"], got.get("quality", {})
+    n = len(next(iter(columns.values()))) if columns else 0
+    if args.output:
+        write_csv(args.output, columns)
+        print(f"{n} predictions written to {args.output}")
+    else:
+        print(write_csv(None, columns, rows=SHOWN_ROWS), end="")
+        if n > SHOWN_ROWS:
+            print(f"... {n} rows (all of them: --output FILE)")
+    if quality:
+        print(f"{result.workflow} model on {args.input}: "
+              + ", ".join(f"{k} {v:.6g}" for k, v in quality.items()))
+    return new_report("predict", model=str(args.model), input=str(args.input),
+                      model_workflow=result.workflow, rows=n, output=args.output,
+                      quality=quality)
+
+
 def cmd_info(args) -> dict:
     from daskhpc._info import calibrate_and_save, collect_info, format_info
 
@@ -304,7 +344,7 @@ def cmd_info(args) -> dict:
 
 
 COMMANDS = {"partition": cmd_partition, "plan": cmd_plan, "run": cmd_run,
-            "demo": cmd_demo, "info": cmd_info}
+            "demo": cmd_demo, "predict": cmd_predict, "info": cmd_info}
 
 
 def main(argv: list[str] | None = None, *, report_hook=None) -> int:

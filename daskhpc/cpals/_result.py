@@ -21,7 +21,7 @@ import numpy as np
 
 from daskhpc.report import WorkflowResult
 
-__all__ = ["CPResult"]
+__all__ = ["CPResult", "predict_file"]
 
 
 class CPResult(WorkflowResult):
@@ -87,3 +87,28 @@ class CPResult(WorkflowResult):
         letters = "abcdefghijklmnopq"[:len(self.factors)]
         spec = ",".join(f"{c}r" for c in letters) + ",r->" + letters
         return np.einsum(spec, *self.factors, self.weights)
+
+
+def predict_file(result: CPResult, path: str) -> dict:
+    """``daskhpc predict DIR TENSOR.tns``: the model's value at every coordinate of a
+    ``.tns`` file (duplicates summed, as ``read_tns``), the RMSE over them, and the fit
+    ``1 - ||X - M|| / ||X||`` of the model to the file taken as the whole tensor (the
+    run's own figure when the file is the training tensor; ``||M||^2 = w^T (*_m
+    A_m^T A_m) w``, the Hadamard product of the factors' Gram matrices)."""
+    from daskhpc.io import read_tns
+
+    shape = tuple(int(f.shape[0]) for f in result.factors)
+    t = read_tns(path, shape=shape).tensor           # refuses coordinates beyond the model
+    coords, x = t.coords.astype(np.int64), np.asarray(t.data, np.float64)
+    m = result.reconstruct(coords)
+    gram = np.ones((result.rank, result.rank))
+    for F in result.factors:
+        gram *= F.T @ F
+    norm_m2 = float(result.weights @ gram @ result.weights)
+    norm_x2 = float(x @ x)
+    resid2 = max(norm_x2 - 2.0 * float(x @ m) + norm_m2, 0.0)
+    fit = 1.0 - np.sqrt(resid2) / np.sqrt(norm_x2) if norm_x2 > 0 else float("nan")
+    cols = {f"i{k + 1}": coords[k] + 1 for k in range(coords.shape[0])}  # 1-based, as .tns
+    cols.update(value=x, model=m)
+    return {"columns": cols,
+            "quality": {"fit": float(fit), "rmse": float(np.sqrt(np.mean((x - m) ** 2)))}}

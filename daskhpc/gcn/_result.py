@@ -16,7 +16,7 @@ import numpy as np
 
 from daskhpc.report import WorkflowResult
 
-__all__ = ["GCNResult", "sections", "quality", "best_val", "random_caveat", "RANDOM_CAVEAT"]
+__all__ = ["GCNResult", "predict_file", "sections", "quality", "best_val", "random_caveat", "RANDOM_CAVEAT"]
 
 
 class GCNResult(WorkflowResult):
@@ -88,7 +88,7 @@ def sections(s, command=None, partitioned: bool = True) -> dict:
     out = {"command": command,
            "input": {**g.source, "shape": [g.n, g.n], "nnz": int(g.A.nnz)},
            "graph": g.name, "parts": s.K, "seed": o.seed, "epochs": o.epochs,
-           "layers": list(s.dims), "optimizer": o.optimizer, "symmetrize": o.symmetrize}
+           "layers": list(s.dims), "order": o.order, "optimizer": o.optimizer, "symmetrize": o.symmetrize}
     if partitioned:
         out.update(partition_method=a.method, partitioner=a.partitioner,
                    objective={"hp": "km1", "gp": "cut"}.get(a.method), partition=a.report)
@@ -120,3 +120,41 @@ def quality(s, history, final) -> dict:
     q.update(best_val(history))
     q["counts"] = {k: int(np.count_nonzero(v)) for k, v in s.graph.masks.items()}
     return q
+
+
+def predict_file(result: GCNResult, source) -> dict:
+    """``daskhpc predict DIR GRAPH``: the saved weights' class of every node of a graph
+    (a data set name, a directory, a Planetoid ``.npz`` or an edge list, as ``run gcn``
+    takes it; an edge list gets the run's seeded random node data), and the accuracy of
+    each split the graph has.
+
+    The forward pass is the serial reference's (:func:`._serial.evaluate`, the layers'
+    order from the run's ``order``): on the training graph it gives the run's final
+    accuracies bit for bit.
+    """
+    from daskhpc.errors import InputError
+
+    from ._data import as_graph
+    from ._model import Csr
+    from ._serial import evaluate
+
+    rep = result.info
+    rnd = (rep.get("input") or {}).get("random_node_data") or {}
+    g = as_graph(str(source), symmetrize=bool(rep.get("symmetrize", False)),
+                 seed=int(rnd.get("seed", rep.get("seed", 0))),
+                 random_features=int(rnd.get("features", 64)),
+                 random_classes=int(rnd.get("classes", 8)))
+    W = result.params[0::2]
+    if g.X.shape[1] != W[0].shape[0]:
+        raise InputError(f"{source}: {g.X.shape[1]} node features, the model takes "
+                         f"{W[0].shape[0]}")
+    order = rep.get("order", "auto")
+    transform = tuple(order == "transform" or (order == "auto" and w.shape[1] < w.shape[0])
+                      for w in W)
+    Z, _ = evaluate(Csr.of(g.A), Csr.of(g.X), result.params, transform, g.y, g.masks,
+                    int(g.masks["train"].sum()))
+    pred = np.argmax(Z, axis=1)
+    quality = {f"{split}_acc": float(np.mean(pred[m] == g.y[m]))
+               for split, m in g.masks.items() if m.any()}
+    return {"columns": {"node": np.arange(g.n), "label": g.y, "prediction": pred},
+            "quality": quality}

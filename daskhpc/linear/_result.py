@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from daskhpc.report import WorkflowResult
 
-__all__ = ["LinearResult"]
+__all__ = ["LinearResult", "predict_file"]
 
 
 class LinearResult(WorkflowResult):
@@ -100,3 +100,17 @@ class LinearResult(WorkflowResult):
             got = read(X, format="libsvm")
             return got.matrix, got.labels
         return (sp.csr_array(X) if sp.issparse(X) else np.asarray(X, np.float64)), None
+
+
+def predict_file(result: LinearResult, path: str) -> dict:
+    """``daskhpc predict DIR DATA.libsvm``: the saved classifier's label of every row of a
+    LIBSVM file, and its accuracy against the file's labels."""
+    from daskhpc.errors import InputError
+
+    X, y = result._matrix(path)
+    try:
+        pred = result.predict(X)
+    except ValueError as e:
+        raise InputError(f"{path}: {e}") from None
+    cols = {"row": np.arange(1, X.shape[0] + 1), "label": y, "prediction": pred}
+    return {"columns": cols, "quality": {"accuracy": float(np.mean(pred == y))}}

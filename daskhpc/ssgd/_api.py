@@ -331,7 +331,10 @@ def _quality(s: Setup, history, W, H) -> dict:
         if o.biased:
             terms += o.bias_reg * (Wt[:, F] ** 2 + Ht[:, F] ** 2)
         q["final_objective"] = float(0.5 * np.sum(terms))
-        q["final_train_rmse"] = float(np.sqrt(np.mean(e * e)))
+        # the model's own predictions are clipped to the training range, as the test
+        # RMSE's are: the train RMSE of the same predictions (the objective keeps e)
+        c = t.vals - np.clip(t.vals - e, *s.clip)
+        q["final_train_rmse"] = float(np.sqrt(np.mean(c * c)))
     if s.test.nnz:
         mu = s.train.mean()
         q["global_mean_rmse"] = float(np.sqrt(np.mean((s.test.vals - mu) ** 2)))

@@ -61,6 +61,12 @@ class SSGD(Workflow):
         return _noted(fit(call.one_input("ratings file"), K, run=run,
                           partition_file=call.partition_file, **opts).report())
 
+    def predict(self, result, path: str) -> dict:
+        """Every (user, item) of a ratings file by the saved model, and the RMSE."""
+        from ._result import predict_file
+
+        return predict_file(result, path)
+
     def demo(self, client) -> dict:
         """ml-latest-small, K = 2, Hold-and-Combine, 5 epochs, checked against serial."""
         from daskhpc import datasets

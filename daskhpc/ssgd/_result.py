@@ -21,7 +21,7 @@ import numpy as np
 
 from daskhpc.report import WorkflowResult
 
-__all__ = ["SSGDResult"]
+__all__ = ["predict_file", "SSGDResult"]
 
 
 class SSGDResult(WorkflowResult):
@@ -181,3 +181,37 @@ class SSGDResult(WorkflowResult):
             out.append(f"final test RMSE {q['final_test_rmse']:.4f} vs global mean "
                        f"{q['global_mean_rmse']:.4f}")
         return out + super()._notes()
+
+
+def predict_file(result: SSGDResult, path: str) -> dict:
+    """``daskhpc predict DIR RATINGS``: the saved model's prediction of every (user, item)
+    of a ratings file, by original id, and its RMSE against the file's ratings.
+
+    Raises
+    ------
+    InputError
+        An unreadable file, or a user or item the training data did not have (named,
+        with its record's number).
+    """
+    from daskhpc.errors import InputError
+    from daskhpc.io import read_ratings
+
+    got = read_ratings(path)
+    ids = []
+    for axis, mode in enumerate(("rows", "cols")):
+        idx = got.meta[mode]
+        names = got.index_maps[axis] if got.index_maps else None
+        ids.append(idx if names is None else names[idx])
+    for axis, what in enumerate(("user", "item")):
+        _, known = result.lookup(axis, ids[axis])
+        if not known.all():
+            k = int(np.argmax(~known))
+            name = ids[axis][k:k + 1].tolist()[0]          # a plain int or str
+            raise InputError(f"{path}: record {k + 1}: unknown {what} {name!r} (not in the "
+                             "training data of this model)")
+    pred = result.predict(ids[0], ids[1])
+    truth = got.meta["vals"]
+    rmse = float(np.sqrt(np.mean((pred - truth) ** 2))) if truth.size else float("nan")
+    return {"columns": {"user": ids[0], "item": ids[1], "rating": truth,
+                        "prediction": pred},
+            "quality": {"rmse": rmse}}
