@@ -49,8 +49,9 @@ def workflow_args(name: str):
     for n in sorted(_workflows.available())])
 def test_workflow_runs_under_mpiexec(name, tmp_path):
     out = tmp_path / "report.json"
+    saved = tmp_path / "model"
     proc, seconds = mpirun("--dashboard-address", "127.0.0.1:0", name, *workflow_args(name),
-                           "--json", str(out))
+                           "--json", str(out), "--save", str(saved))
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr
     assert "dashboard: http://" in proc.stderr       # printed before the work starts
@@ -62,6 +63,13 @@ def test_workflow_runs_under_mpiexec(name, tmp_path):
     assert report["command"].startswith("python -m daskhpc.mpi")
     if "serial_check" in report:
         assert report["serial_check"]["identical"] is True, report["serial_check"]
+    # the model the job saved, loaded in a fresh process: its report is the job's own
+    load = ("import json, sys, daskhpc; r = daskhpc.load(sys.argv[1]); "
+            "print(json.dumps([r.workflow, r.report()['quality']]))")
+    done = subprocess.run([sys.executable, "-c", load, str(saved)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [name, report["quality"]]
     print(f"{name}: mpiexec -n {RANKS} took {seconds:.1f} s")
 
 
