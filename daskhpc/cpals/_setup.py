@@ -64,9 +64,10 @@ class Options:
                              "Grams + reg I)^+ (SPLATT --reg, tensorly l2_reg)", modes=("run",))
     nonnegative: bool = option(False, "nonnegative factors (projected ALS: negative entries of "
                                       "each solve set to 0)", modes=("run",))
-    init: object = option("random", "initial factors: random (seeded) or svd (leading left "
-                                     "singular vectors of each unfolding)",
-                          choices=("random", "svd"), type=str, modes=("run",))
+    init: object = option("random", "initial factors: random (seeded), svd (leading left "
+                                     "singular vectors of each unfolding), or a saved cpals "
+                                     "model's directory (--save DIR: warm start)",
+                          metavar="random|svd|DIR", type=str, modes=("run",))
 
     def check(self) -> None:
         """Every bad option -> one-line :class:`InputError`."""
@@ -91,10 +92,11 @@ class Options:
             raise InputError(f"--reg must be a non-negative number, got {self.reg!r}")
         if not isinstance(self.nonnegative, (bool, np.bool_)):
             raise InputError(f"--nonnegative must be True or False, got {self.nonnegative!r}")
+        self.init = _warm_start(self.init)
         if isinstance(self.init, str):
             if self.init not in INITS:
                 raise InputError(f"unknown --init {self.init!r}; choose one of {list(INITS)} "
-                                 "(or give the factors, API only)")
+                                 "or a saved cpals model's directory")
         elif not isinstance(self.init, (list, tuple)):
             raise InputError("init must be 'random', 'svd' or a list of factor matrices, "
                              f"got {type(self.init).__name__}")
@@ -103,6 +105,23 @@ class Options:
     def init_name(self) -> str:
         """``random``, ``svd`` or ``given`` (for the report)."""
         return self.init if isinstance(self.init, str) else "given"
+
+
+def _warm_start(init):
+    """A saved cpals model (its directory, or the result itself) as the factors to start
+    from, the weights folded into the first mode's (ALS solves each mode afresh, so only
+    the product matters); anything else unchanged."""
+    import os
+
+    if isinstance(init, (str, os.PathLike)) and str(init) not in INITS \
+            and os.path.isdir(init):
+        from daskhpc._saved import load
+
+        init = load(init, workflow="cpals")
+    if hasattr(init, "factors") and hasattr(init, "weights"):
+        first = np.asarray(init.factors[0], np.float64) * np.asarray(init.weights, np.float64)
+        return [first, *(np.asarray(F, np.float64) for F in init.factors[1:])]
+    return init
 
 
 def _is_int(v) -> bool:
