@@ -27,7 +27,7 @@ from ._problem import Ratings, check_parts, split
 from ._runplan import RunPlan
 from ._strata import RingStrata
 
-__all__ = ["Options", "Setup", "prepare", "DEFAULTS", "Input", "load"]
+__all__ = ["warm_start", "Options", "Setup", "prepare", "DEFAULTS", "Input", "load"]
 
 
 @dataclass
@@ -85,6 +85,9 @@ class Options:
     keep_empty: bool = option(False, "do not drop empty rows and columns: a matrix that has "
                                      "any is refused (by default they are dropped, with a "
                                      "note)")
+    init: object = option(None, "a saved ssgd model to start from (--save DIR, or the "
+                                "loaded result): a warm start; users and items it does not "
+                                "know start seeded", metavar="DIR", type=str, modes=("run",))
     order_plugin: bool = option(True, "do not register the stratum-order scheduler plugin",
                                 flag="--no-order-plugin", modes=("run",))
     format: str | None = option(None, cli=False)   # reader format (the common --format)
@@ -263,5 +266,43 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     else:
         scale = 2.0 * np.sqrt(max(mean, 1e-3) / opts.rank)
     clip = (float(train.vals.min()), float(train.vals.max()))
-    return Setup(opts, K, ratings, train, test, a, lay, strata, rp, float(scale), clip,
-                 {"partition_s": t1 - t0, "plan_s": t2 - t1}, index_maps=maps)
+    s = Setup(opts, K, ratings, train, test, a, lay, strata, rp, float(scale), clip,
+              {"partition_s": t1 - t0, "plan_s": t2 - t1}, index_maps=maps)
+    return s if opts.init is None else s.resumed(0, *warm_start(s, opts.init))
+
+
+def warm_start(s: Setup, init) -> tuple[np.ndarray, np.ndarray]:
+    """The W and H a warm start begins with: the saved model's rows for the users and
+    items it knows (matched by original id), the seeded initial rows for the others.
+
+    Raises
+    ------
+    InputError
+        Not an ssgd model, another rank, or the biased model where this run's is not (or
+        the other way round).
+    """
+    import os
+
+    from ._kernels import initial_rows
+
+    if isinstance(init, (str, os.PathLike)):
+        from daskhpc._saved import load as load_saved
+
+        init = load_saved(init, workflow="ssgd")
+    o = s.options
+    if not (hasattr(init, "W") and hasattr(init, "lookup")):
+        raise InputError(f"init must be a saved ssgd model (a --save directory or its "
+                         f"result), got {type(init).__name__}")
+    if init.W.shape[1] != o.width or bool(init.biased) != bool(o.biased):
+        raise InputError(f"init: the saved model has {init.W.shape[1]} columns "
+                         f"({'biased' if init.biased else 'unbiased'}); this run needs "
+                         f"{o.width} ({'biased' if o.biased else 'unbiased'}, rank {o.rank})")
+    out = []
+    for axis, (n, saved) in enumerate(zip(s.train.shape, (init.W, init.H))):
+        X = initial_rows(o.seed, axis, np.arange(n), o.rank, s.init_scale, o.biased)
+        names = s.index_maps[axis]
+        ids = np.arange(n) if names is None else names
+        idx, known = init.lookup(axis, ids)
+        X[known] = saved[idx[known]]
+        out.append(X)
+    return out[0], out[1]
