@@ -76,6 +76,8 @@ def fingerprint(s) -> dict:
           "dims": list(s.dims), "order": list(s.transform), "optimizer": o.optimizer,
           "lr": o.lr, "weight_decay": o.weight_decay, "dropout": o.dropout, "bias": o.bias,
           "seed": o.seed}
+    if o.init is not None:              # a warm start: its weights (only where set)
+        fp["init"] = _digest(*o.init)
     mb = s.batches
     if mb:
         fp["minibatch"] = {"batch_size": mb["batch_size"], "sampler": mb["sampler"]}

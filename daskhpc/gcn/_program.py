@@ -51,7 +51,8 @@ __all__ = ["statics", "program", "row", "assemble"]
 def _init(ctx, start):
     s = ctx.static
     o = s["options"]
-    params = init_params(s["dims"], o.seed, o.bias)
+    params = init_params(s["dims"], o.seed, o.bias) if o.init is None else \
+        [p.copy() for p in o.init]          # a warm start (_setup.warm_params)
     adam = {"t": 0, "m": [np.zeros_like(q) for q in params],
             "v": [np.zeros_like(q) for q in params]}
     if start is not None:

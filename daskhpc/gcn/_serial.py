@@ -102,7 +102,8 @@ def run_serial(setup, *, callback=None) -> dict:
     o = setup.options
     L, dims, p = setup.L, setup.dims, o.dropout
     full = full_block(setup)
-    params = init_params(dims, o.seed, o.bias)
+    params = init_params(dims, o.seed, o.bias) if o.init is None else \
+        [p.copy() for p in o.init]          # a warm start (_setup.warm_params)
     state = {"t": 0, "m": [np.zeros_like(q) for q in params],
              "v": [np.zeros_like(q) for q in params]}
     history = []

@@ -23,7 +23,7 @@ from daskhpc.errors import InputError
 from ._assign import PARTITIONS, Assignment, assign
 from ._data import Graph, as_graph, random_data_note
 
-__all__ = ["Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
+__all__ = ["warm_params", "Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
 
 
 @dataclass
@@ -61,6 +61,10 @@ class Options:
     symmetrize: bool = option(False, "train on A + A^T (undirected) instead of the exact "
                                      "directed gradient")
     seed: int = option(0, "seed of the weights, dropout and random partitions")
+    init: object = option(None, "a saved gcn model to start from (--save DIR, or the "
+                                "loaded result): a warm start with its weights (Adam's "
+                                "moments start at zero)", metavar="DIR", type=str,
+                          modes=("run",))
     random_features: int = option(64, "feature width drawn for graphs without node data")
     random_classes: int = option(8, "classes drawn for graphs without node data")
 
@@ -172,6 +176,7 @@ class Setup:
     def describe(self) -> dict:
         o = asdict(self.options)
         o["layers"] = list(self.options.layers)
+        o["init"] = None if self.options.init is None else "saved"     # not the arrays
         return {"options": o, "parts": self.K, "dims": list(self.dims)}
 
 
@@ -239,4 +244,37 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
     a = assign(g, K, partition=opts.partition, partitioner=opts.partitioner,
                epsilon=opts.epsilon, seed=opts.seed, partition_file=partition_file)
     t2 = time.perf_counter()
-    return Setup(opts, K, g, a, {"read_s": t1 - t0, "partition_s": t2 - t1})
+    s = Setup(opts, K, g, a, {"read_s": t1 - t0, "partition_s": t2 - t1})
+    if opts.init is not None:
+        opts.init = warm_params(opts.init, s.dims, opts.bias)
+    return s
+
+
+def warm_params(init, dims, bias: bool) -> list:
+    """The weights a warm start begins with: a saved gcn model's (its directory or its
+    result; already arrays: checked again), each of the run's shape.
+
+    Raises
+    ------
+    InputError
+        Not a gcn model, or layers of other widths than this run's (d_0, ..., d_L).
+    """
+    import os
+
+    from ._model import init_params
+
+    if isinstance(init, (str, os.PathLike)):
+        from daskhpc._saved import load as load_saved
+
+        init = load_saved(init, workflow="gcn")
+    params = getattr(init, "params", init)
+    want = [p.shape for p in init_params(dims, 0, bias)]
+    try:
+        got = [np.array(p, np.float64) for p in params]
+    except (TypeError, ValueError):
+        got = []
+    if [p.shape for p in got] != want:
+        raise InputError(f"init: the saved model's weights have shapes "
+                         f"{[p.shape for p in got]}, this run's layers {list(dims)} need "
+                         f"{want}")
+    return got
