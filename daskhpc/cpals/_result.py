@@ -71,6 +71,31 @@ class CPResult(WorkflowResult):
         """``(weights, factors)``: what ``tensorly.cp_tensor.CPTensor`` takes."""
         return self.weights.copy(), [f.copy() for f in self.factors]
 
+    def to_splatt(self, directory) -> list[str]:
+        """Write the model as ``splatt cpd`` does: ``mode1.mat`` ... ``modeN.mat`` (one
+        row per line, ``%+0.8e`` values separated by spaces) and ``lambda.mat`` (one
+        weight per line); returns the paths. SPLATT's text keeps 9 significant digits: the
+        exact model is what ``save`` writes.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> r = CPResult([2.0], [np.ones((2, 1)), np.full((3, 1), -0.5)])
+        >>> d = tempfile.mkdtemp(); paths = r.to_splatt(d)
+        >>> [p.rsplit("/", 1)[1] for p in paths], np.loadtxt(paths[1]).tolist()
+        (['mode1.mat', 'mode2.mat', 'lambda.mat'], [-0.5, -0.5, -0.5])
+        """
+        import os
+
+        os.makedirs(directory, exist_ok=True)
+        paths = []
+        for m, F in enumerate(self.factors, start=1):
+            paths.append(os.path.join(directory, f"mode{m}.mat"))
+            np.savetxt(paths[-1], F, fmt="%+0.8e", delimiter=" ")
+        paths.append(os.path.join(directory, "lambda.mat"))
+        np.savetxt(paths[-1], self.weights, fmt="%e")
+        return paths
+
     def reconstruct(self, coords) -> np.ndarray:
         """Model values at coordinates ``coords`` (N x n, 0-based)."""
         coords = np.asarray(coords, dtype=np.int64)

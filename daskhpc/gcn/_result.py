@@ -60,6 +60,27 @@ class GCNResult(WorkflowResult):
         """Test accuracy of the final weights."""
         return self.info.get("quality", {}).get("final_test_acc")
 
+    def to_pyg_state_dict(self, prefix: str = "conv") -> dict:
+        """The weights by the names of a PyG model whose layers are ``GCNConv`` modules
+        ``conv1`` ... ``convL`` (PyG's GCN example): ``convK.lin.weight`` is W^K
+        transposed (torch's ``Linear`` keeps out x in) and ``convK.bias`` is b^K. Numpy
+        arrays; ``model.load_state_dict({k: torch.from_numpy(v) for k, v in
+        sd.items()})`` loads them (a model built with ``bias=False`` has no bias keys).
+
+        Examples
+        --------
+        >>> r = GCNResult(params=[np.ones((3, 2)), np.zeros(2), np.ones((2, 4)), np.zeros(0)])
+        >>> {k: v.shape for k, v in r.to_pyg_state_dict().items()}
+        {'conv1.lin.weight': (2, 3), 'conv1.bias': (2,), 'conv2.lin.weight': (4, 2)}
+        """
+        out = {}
+        for k in range(len(self.params) // 2):
+            W, b = self.params[2 * k], self.params[2 * k + 1]
+            out[f"{prefix}{k + 1}.lin.weight"] = np.ascontiguousarray(np.asarray(W).T)
+            if np.asarray(b).size:
+                out[f"{prefix}{k + 1}.bias"] = np.asarray(b).copy()
+        return out
+
     def _notes(self) -> list[str]:
         q = self.info.get("quality", {})
         out = [RANDOM_CAVEAT] if random_caveat(self.info) else []
