@@ -197,8 +197,9 @@ def program(setup, first_unit: int = 0) -> Program:
             last = i == setup.T - 1
             append_allreduce(prog, functools.partial(_grad, epoch=e, it=i),
                              functools.partial(_update, epoch=e, it=i, last=last),
-                             algorithm=algo, plan=plan, fuse=i > 0, report=last,
-                             count=True, label=f"e{e}i{i}")
+                             algorithm=algo, plan=plan, report=last, count=True,
+                             fuse=i > 0 and setup.nparts > 1,   # P = 1: T fused calls nest
+                             label=f"e{e}i{i}")
     return prog
 
 
