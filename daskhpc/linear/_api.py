@@ -148,6 +148,7 @@ def serial_fit(X, y=None, nparts: int = 4, *, test=None, command=None,
             "loss": s.options.loss, "classes": s.data.classes.tolist(), "models": s.K,
             "learning_rate": s.options.learning_rate, "penalty": s.options.penalty,
             "topk": s.options.topk,
+            "options": {k: getattr(s.options, k) for k in s.options.__dataclass_fields__},
             "timing": {"run_s": time.perf_counter() - t0}}
     if hist:
         info["quality"] = {k: v for k, v in hist[-1].items() if k not in ("epoch", "time_s")}
