@@ -42,7 +42,7 @@ def test_l1_gives_sparser_weights_than_l2_at_the_same_accuracy():
     assert h["train_loss"] > pen > 0
 
 
-def test_l1_serial_and_resumed_runs_agree():
+def test_l1_serial_reference_agrees():
     r = _a9a(penalty="l1")
     s = lin.serial_fit(datasets.libsvm(), penalty="l1", **A9A)
     assert np.max(np.abs(r.w - s.w)) <= 1e-12 * np.max(np.abs(s.w))
