@@ -14,7 +14,13 @@ k items in expectation) enforce sparsity when it is not natural.
   reference);
 * :func:`serial_fit` - plain serial SGD with the same batches;
 * :func:`plan` - steps, messages and bytes per epoch, without a cluster;
-* :class:`LinearResult` - ``predict``, ``score``, ``decision_function``, history.
+* :class:`LinearResult` - ``predict``, ``score``, ``decision_function``, history;
+* ``SGDClassifier``, ``LogisticRegression`` - scikit-learn estimators over the same
+  training (they need scikit-learn, which is optional: the module is imported when one of
+  them is named, so ``import daskhpc.linear`` does not load sklearn).
+
+Two labels train a binary model; three or more a one-vs-rest multiclass one (one model
+per class, the K gradients allreduced together in one call per step).
 
 Examples
 --------
@@ -37,3 +43,22 @@ from ._topk import approx_probabilities, topk_approx, topk_exact
 
 __all__ = ["fit", "fit_local", "serial_fit", "plan", "LinearResult", "topk_exact", "topk_approx",
            "approx_probabilities"]
+
+#: The scikit-learn estimators, loaded on first use (not in ``__all__``: a star import
+#: must not need scikit-learn).
+ESTIMATORS = ("SGDClassifier", "LogisticRegression")
+
+
+def __getattr__(name):
+    if name in ESTIMATORS:
+        try:
+            from . import _estimator
+        except ImportError as e:
+            raise ImportError(f"daskhpc.linear.{name} needs scikit-learn ({e}); install it "
+                              "with pip install 'daskhpc[sklearn]'") from e
+        return getattr(_estimator, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *ESTIMATORS])

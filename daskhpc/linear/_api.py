@@ -23,7 +23,7 @@ from daskhpc._workflows import RunOptions
 from daskhpc.comm import Plan, run_local_history
 from daskhpc.report import new_report
 
-from ._program import assemble, fingerprint, program, row, statics, warm_up
+from ._program import assemble, fingerprint, model, program, row, statics, warm_up
 from ._result import LinearResult
 from ._serial import run_serial
 from ._setup import Setup, prepare
@@ -35,7 +35,9 @@ def sections(s: Setup, history=None, command=None, epochs=None) -> dict:
     """Report sections shared by ``plan`` and the runs."""
     o = s.options
     out = {"command": command, "input": dict(s.data.source), "parts": s.nparts,
-           "loss": o.loss, "topk": o.topk, "error_feedback": o.error_feedback,
+           "loss": o.loss, "classes": s.data.classes.tolist(), "models": s.K,
+           "learning_rate": o.learning_rate, "penalty": o.penalty,
+           "topk": o.topk, "error_feedback": o.error_feedback,
            "allreduce": o.allreduce, "seed": o.seed,
            "options": {k: getattr(o, k) for k in o.__dataclass_fields__}}
     out["steps"] = {"iterations_per_epoch": s.T}
@@ -93,7 +95,8 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     ----------
     X, y
         Training data: a LIBSVM path or SparseInput (labels included), or a matrix and
-        labels (two values; the larger is the positive class).
+        labels (two values: the larger is the positive class; three or more: one-vs-rest
+        multiclass, one model per class, the K gradients allreduced in one call).
     nparts : int
         P: each part owns a seeded balanced share of the rows.
     test : path, SparseInput or (X_test, y_test), optional
@@ -101,8 +104,11 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     check_serial : bool
         Also run :func:`serial_fit` and report the largest difference of w.
     **options
-        ``loss`` ("log" or "hinge"), ``batch`` (B per part, 8), ``epochs`` (5), ``lr``,
-        ``lr_decay``, ``reg``, ``topk`` (None, k or "approx" with ``k``),
+        ``loss`` ("log" or "hinge"), ``batch`` (B per part, 8), ``epochs`` (5),
+        ``learning_rate`` ("optimal", "constant", "invscaling", "legacy"), ``lr``,
+        ``lr_decay``, ``power_t``, ``reg`` (alpha), ``penalty`` ("l2", "l1",
+        "elasticnet"), ``l1_ratio``, ``class_weight`` (None, "balanced" or a dict
+        label -> weight), ``topk`` (None, k or "approx" with ``k``),
         ``error_feedback`` (True), ``allreduce`` ("auto" or an algorithm), ``group``,
         ``alpha``, ``beta``, ``fit_intercept``, ``seed``.
 
@@ -122,7 +128,7 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     info["timing"]["run_s"] = float(sum(times))
     info["steps"]["total"] = prog.nsteps
     if check_serial:
-        ref = run_serial(s)["w"]
+        ref = model(s, run_serial(s)["w"])
         diff = float(np.max(np.abs(ref - w)))
         info["serial_check"] = {"done": True, "identical": bool(np.array_equal(ref, w)),
                                 "max_abs_diff": diff,
@@ -139,11 +145,14 @@ def serial_fit(X, y=None, nparts: int = 4, *, test=None, command=None,
     out = run_serial(s)
     hist = [{**h, "time_s": 0.0} for h in out["history"]]
     info = {"command": command, "input": dict(s.data.source), "parts": s.nparts,
-            "loss": s.options.loss, "topk": s.options.topk,
+            "loss": s.options.loss, "classes": s.data.classes.tolist(), "models": s.K,
+            "learning_rate": s.options.learning_rate, "penalty": s.options.penalty,
+            "topk": s.options.topk,
+            "options": {k: getattr(s.options, k) for k in s.options.__dataclass_fields__},
             "timing": {"run_s": time.perf_counter() - t0}}
     if hist:
         info["quality"] = {k: v for k, v in hist[-1].items() if k not in ("epoch", "time_s")}
-    return LinearResult(out["w"], s.data.classes, fit_intercept=s.data.fit_intercept,
+    return LinearResult(model(s, out["w"]), s.data.classes, fit_intercept=s.data.fit_intercept,
                         history=hist, info=info)
 
 
@@ -213,7 +222,7 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
         from ._serial import run_serial
 
         ser = run_serial(s)
-        check = compare_arrays([(w, ser["w"])], rtol=1e-12)
+        check = compare_arrays([(w, model(s, ser["w"]))], rtol=1e-12)
         check["reference"] = "plain serial SGD (dense gradients summed in part order)"
         check["history_identical"] = all(
             a.get("test_accuracy") == b.get("test_accuracy")

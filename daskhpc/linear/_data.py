@@ -1,6 +1,8 @@
-"""Training and test data for the linear classifiers: LIBSVM files or arrays, +-1 labels.
+"""Training and test data for the linear classifiers: LIBSVM files or arrays, their labels.
 
-* labels: any two values; the larger is +1 (as sklearn's ``classes_[1]``), the other -1;
+* labels: two values are a binary problem: the larger is +1 (as sklearn's
+  ``classes_[1]``), the other -1 (``y`` holds +-1); three or more are a multiclass one
+  (one-vs-rest): ``y`` holds each row's index into the sorted ``classes``;
 * an intercept is a constant-1 feature appended as the last column (not regularised);
 * the feature width: a LIBSVM file states only its largest feature index, and trailing
   features may be absent from it (LIBSVM's convention): a test set narrower than the
@@ -17,6 +19,9 @@ Examples
 >>> d = load(np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([0, 1]))
 >>> d.X.shape, d.y.tolist(), d.classes.tolist()
 ((2, 3), [-1.0, 1.0], [0, 1])
+>>> d = load(np.eye(3), np.array([5, 2, 9]))
+>>> d.y.tolist(), d.classes.tolist(), d.nclasses
+([1, 0, 2], [2, 5, 9], 3)
 """
 
 from __future__ import annotations
@@ -34,14 +39,19 @@ __all__ = ["LinearData", "load", "features", "labels", "check_width"]
 @dataclass(eq=False)
 class LinearData:
     X: sp.csr_array               # M x (F + intercept), float64
-    y: np.ndarray                 # +-1
+    y: np.ndarray                 # +-1 (binary) or class indices (multiclass)
     X_test: sp.csr_array | None
     y_test: np.ndarray | None
-    classes: np.ndarray           # original labels of -1 and +1
+    classes: np.ndarray           # sorted original labels (binary: of -1 and +1)
     n_features: int               # F (without the intercept column)
     fit_intercept: bool
     source: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+
+    @property
+    def nclasses(self) -> int:
+        """K, the models trained: 1 for a binary problem, else one per class."""
+        return 1 if self.classes.size == 2 else int(self.classes.size)
 
 
 _READ: dict = {}        # the last files read: the CLI's check reads them before the cluster
@@ -107,14 +117,17 @@ def labels(y, n: int, what: str, classes=None):
         raise InputError(f"{what}: {y.size} labels for {n} rows")
     if classes is None:
         classes = np.unique(y)
-        if classes.size != 2:
-            raise InputError(f"{what}: binary classification needs exactly two label "
-                             f"values, got {classes.size}: {classes[:5].tolist()}")
+        if classes.size < 2:
+            raise InputError(f"{what}: classification needs at least two label values, "
+                             f"got {classes.size}: {classes.tolist()}")
     bad = ~np.isin(y, classes)
     if bad.any():
-        raise InputError(f"{what}: label {y[bad][0]!r} is neither {classes[0]!r} nor "
-                         f"{classes[1]!r}")
-    return np.where(y == classes[1], 1.0, -1.0), classes
+        known = (f"neither {classes[0]!r} nor {classes[1]!r}" if classes.size == 2 else
+                 f"not among the training labels {classes[:10].tolist()}")
+        raise InputError(f"{what}: label {y[bad][0]!r} is {known}")
+    if classes.size == 2:
+        return np.where(y == classes[1], 1.0, -1.0), classes
+    return np.searchsorted(classes, y).astype(np.int64), classes
 
 
 def _with_intercept(X):

@@ -6,7 +6,12 @@
 * :func:`batch_gradient` - ``sum_j coef_j x_j`` over a part's batch as a sparse vector:
   its index set is the union of the batch rows' features (explicit zeros kept, so the
   communication of a call depends on the batch only), each feature summed in row order;
-* :func:`losses` - per-row loss (stable ``log(1 + exp(-y m))``, ``max(0, 1 - y m)``).
+* :func:`losses` - per-row loss (stable ``log(1 + exp(-y m))``, ``max(0, 1 - y m)``);
+* one-vs-rest (K classes, the model ``w`` flattened class-major, K blocks of N):
+  :func:`margins_ovr`, :func:`coefficients_ovr` (row j's target is +1 for its class,
+  -1 for the others), :func:`batch_gradient_ovr` (the K gradients as one sparse vector
+  of length K N: the batch's feature union once per class, each value summed in row
+  order as :func:`batch_gradient`), :func:`losses_ovr` (summed over the K problems).
 
 Examples
 --------
@@ -26,7 +31,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["margins", "coefficients", "batch_gradient", "losses", "LOSSES"]
+__all__ = ["margins", "coefficients", "batch_gradient", "losses", "LOSSES", "margins_ovr",
+           "coefficients_ovr", "batch_gradient_ovr", "losses_ovr"]
 
 LOSSES = {"log": 0, "hinge": 1}
 
@@ -100,6 +106,94 @@ def losses(m, y, loss):
     return out
 
 
+@numba.njit(cache=True)
+def margins_ovr(indptr, indices, data, rows, w, K, N):
+    """``m[j, k] = x_j . w_k`` (w class-major, K blocks of N), each in CSR order."""
+    out = np.empty((rows.size, K), np.float64)
+    for j in range(rows.size):
+        r = rows[j]
+        for k in range(K):
+            s = 0.0
+            for q in range(indptr[r], indptr[r + 1]):
+                s += data[q] * w[k * N + indices[q]]
+            out[j, k] = s
+    return out
+
+
+@numba.njit(cache=True)
+def coefficients_ovr(m, cls, loss):
+    """Gradient factors of the K binary problems: row j is +1 for class ``cls[j]``."""
+    n, K = m.shape
+    out = np.empty((n, K), np.float64)
+    for j in range(n):
+        for k in range(K):
+            y = 1.0 if cls[j] == k else -1.0
+            z = y * m[j, k]
+            if loss == 0:
+                out[j, k] = -y / (1.0 + np.exp(z))
+            else:
+                out[j, k] = -y if z < 1.0 else 0.0
+    return out
+
+
+@numba.njit(cache=True)
+def batch_gradient_ovr(indptr, indices, data, rows, coef, N):
+    """``sum_j coef[j, k] x_j`` for every class k as one sorted (uint32 index, value) vector
+    of length K N: index ``k N + f``; the batch's feature union in every class block."""
+    K = coef.shape[1]
+    n = 0
+    for r in rows:
+        n += indptr[r + 1] - indptr[r]
+    f = np.empty(n, np.int64)
+    src = np.empty(n, np.int64)          # position of the entry: its row j and its q
+    qq = np.empty(n, np.int64)
+    k0 = 0
+    for j in range(rows.size):
+        r = rows[j]
+        for q in range(indptr[r], indptr[r + 1]):
+            f[k0] = indices[q]
+            src[k0] = j
+            qq[k0] = q
+            k0 += 1
+    order = np.argsort(f, kind="mergesort")        # stable: rows stay in batch order
+    slot = np.empty(n, np.int64)
+    feats = np.empty(n, np.int64)
+    m = 0
+    for t in range(n):
+        if m == 0 or feats[m - 1] != f[order[t]]:
+            feats[m] = f[order[t]]
+            m += 1
+        slot[t] = m - 1
+    oi = np.empty(K * m, np.uint32)
+    ov = np.zeros(K * m, np.float64)
+    for k in range(K):
+        for s in range(m):
+            oi[k * m + s] = k * N + feats[s]
+        for t in range(n):
+            e = order[t]
+            v = coef[src[e], k] * data[qq[e]]
+            if t > 0 and slot[t] == slot[t - 1]:
+                ov[k * m + slot[t]] += v
+            else:
+                ov[k * m + slot[t]] = v
+    return oi, ov
+
+
+@numba.njit(cache=True)
+def losses_ovr(m, cls, loss):
+    """Per-row loss summed over the K one-vs-rest problems."""
+    n, K = m.shape
+    out = np.zeros(n, np.float64)
+    for j in range(n):
+        for k in range(K):
+            z = -(1.0 if cls[j] == k else -1.0) * m[j, k]
+            if loss == 0:
+                out[j] += z + np.log1p(np.exp(-z)) if z > 0 else np.log1p(np.exp(z))
+            else:
+                out[j] += max(0.0, 1.0 + z)
+    return out
+
+
 def _warm_up_run() -> None:
     """The kernels with the types of a run on what the readers return (int64 indptr and
     indices; the sparse allreduce of (uint32 index, float64 value) gradients)."""
@@ -111,6 +205,10 @@ def _warm_up_run() -> None:
     coefficients(m, np.ones(2), 0)
     losses(m, np.ones(2), 0)
     g = batch_gradient(ip, ix, d, rows, np.ones(2))
+    mo = margins_ovr(ip, ix, d, rows, np.ones(6), 3, 2)
+    c = coefficients_ovr(mo, rows, 0)
+    losses_ovr(mo, rows, 0)
+    batch_gradient_ovr(ip, ix, d, rows, c, 2)
     allreduce_local([g, (g[0][:1], g[1][:1])], algorithm="ssar_rec_dbl", N=1000)
 
 

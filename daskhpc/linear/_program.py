@@ -8,10 +8,13 @@ one step, so an iteration costs S steps (S = the algorithm's stages: 2 for SSAR_
 at P = 4). The last iteration of an epoch also evaluates and reports (a reported step
 sends nothing, so a checkpoint after it holds no message in flight); each epoch is a unit.
 
-Update (every part, same bits): ``w <- w - eta_e (G / n_i + reg * w_masked)`` with G the
-allreduced gradient sum, n_i the global batch size, ``eta_e = lr / (1 + lr_decay e)``
-and the intercept not regularised. Top-k (Algorithm 2): ``g_hat = r + g``; the selected
-items are sent; with error feedback the rest stays in r (lines 10-12).
+Update (every part, same bits): ``w <- w - eta (G / n_i + alpha_2 * w_masked)`` with G the
+allreduced gradient sum, n_i the global batch size, eta the schedule's step after the rows
+used so far, then the L1 cumulative penalty (:mod:`._update`); the intercept is not
+regularised. Top-k (Algorithm 2): ``g_hat = r + g``; the selected items are sent; with
+error feedback the rest stays in r (lines 10-12). Multiclass (one-vs-rest, K classes):
+w is the K models class-major and one call allreduces the K gradients as one sparse
+vector of length K N (the batch's feature union once per class block).
 
 No dask here.
 """
@@ -26,9 +29,20 @@ import numpy as np
 from daskhpc.allreduce import append_allreduce
 from daskhpc.comm import Program
 
-from ._kernels import LOSSES, batch_gradient, coefficients, losses, margins
+from ._kernels import (
+    LOSSES,
+    batch_gradient,
+    batch_gradient_ovr,
+    coefficients,
+    coefficients_ovr,
+    losses,
+    losses_ovr,
+    margins,
+    margins_ovr,
+)
 from ._setup import permutation
 from ._topk import topk_approx, topk_exact
+from ._update import bottou_t0, eta, l1_penalty, l1_share, penalty_value, rows_before
 
 __all__ = ["statics", "program", "row", "assemble", "fingerprint", "warm_up"]
 
@@ -40,9 +54,13 @@ def statics(setup) -> list[dict]:
     for p in range(setup.nparts):
         X = d.X[setup.rows[p]]
         st = {"X": (X.indptr, X.indices, X.data), "y": d.y[setup.rows[p]],
-              "nrows": [int(r.size) for r in setup.rows], "N": setup.N,
+              "nrows": [int(r.size) for r in setup.rows], "N": setup.N, "K": setup.K,
               "loss": LOSSES[o.loss], "batch": o.batch, "lr": o.lr, "lr_decay": o.lr_decay,
-              "reg": o.reg, "topk": o.topk, "k": setup.k, "ef": o.error_feedback,
+              "schedule": o.learning_rate, "power_t": o.power_t, "T": setup.T,
+              "t0": bottou_t0(o.loss, o.reg) if o.learning_rate == "optimal" else 0.0,
+              "reg": o.reg, "l1": l1_share(o.penalty, o.l1_ratio),
+              "sw": None if setup.weights is None else setup.weights[setup.rows[p]],
+              "topk": o.topk, "k": setup.k, "ef": o.error_feedback,
               "seed": o.seed, "intercept": o.fit_intercept}
         if d.X_test is not None:
             Xt = d.X_test[setup.test_rows[p]]
@@ -53,20 +71,28 @@ def statics(setup) -> list[dict]:
 
 def _init(ctx, start):
     S = ctx.static
-    w = np.zeros(S["N"]) if start is None else np.array(start["w"], np.float64)
+    N = S["K"] * S["N"]
+    w = np.zeros(N) if start is None else np.array(start["w"], np.float64)
     ctx.state["w"] = w
     if S["topk"] is not None:
-        ctx.state["r"] = np.zeros(S["N"]) if start is None else np.array(start["r"])
-    mask = np.ones(S["N"])
+        ctx.state["r"] = np.zeros(N) if start is None else np.array(start["r"])
+    if S["l1"] > 0.0:          # the cumulative penalty's state (checkpointed with w)
+        ctx.state["q"] = np.zeros(N) if start is None else np.array(start["q"])
+        ctx.state["u"] = 0.0 if start is None else float(np.asarray(start["u"]))
+    mask = np.ones(N)
     if S["intercept"]:
-        mask[-1] = 0.0
+        mask[S["N"] - 1::S["N"]] = 0.0
     ctx.state["mask"] = mask
+    ctx.state["before"] = rows_before(S["nrows"], S["batch"], S["T"])
 
 
 def _save(ctx):
     out = {"w": ctx.state["w"]}
-    if "r" in ctx.state:
-        out["r"] = ctx.state["r"]
+    for key in ("r", "q"):
+        if key in ctx.state:
+            out[key] = ctx.state[key]
+    if "u" in ctx.state:
+        out["u"] = np.array(ctx.state["u"])
     return out
 
 
@@ -88,9 +114,18 @@ def _grad(ctx, epoch, it):
     S, st = ctx.static, ctx.state
     indptr, indices, data = S["X"]
     rows = _batch(ctx, epoch, it)
-    m = margins(indptr, indices, data, rows, st["w"])
-    coef = coefficients(m, S["y"][rows], S["loss"])
-    idx, val = batch_gradient(indptr, indices, data, rows, coef)
+    if S["K"] > 1:
+        m = margins_ovr(indptr, indices, data, rows, st["w"], S["K"], S["N"])
+        coef = coefficients_ovr(m, S["y"][rows], S["loss"])
+        if S["sw"] is not None:
+            coef = coef * S["sw"][rows][:, None]
+        idx, val = batch_gradient_ovr(indptr, indices, data, rows, coef, S["N"])
+    else:
+        m = margins(indptr, indices, data, rows, st["w"])
+        coef = coefficients(m, S["y"][rows], S["loss"])
+        if S["sw"] is not None:
+            coef = coef * S["sw"][rows]
+        idx, val = batch_gradient(indptr, indices, data, rows, coef)
     if S["topk"] is None:
         return idx, val
     ghat = st["r"].copy()                     # line 8: g_hat = r + sum of gradients
@@ -115,9 +150,17 @@ def _update(ctx, total, epoch, it, last):
     """``put``: the update every part applies to its copy of w (Algorithm 1 line 10)."""
     S, st = ctx.static, ctx.state
     n = global_batch(S["nrows"], S["batch"], it)
-    eta = S["lr"] / (1.0 + S["lr_decay"] * epoch)
+    before = st["before"]
+    step = eta(S["schedule"], S["lr"], S["lr_decay"], S["power_t"], S["reg"], S["t0"],
+               epoch, int(epoch * before[-1] + before[it]))
+    l1 = S["l1"]
+    reg2 = S["reg"] if l1 == 0.0 else S["reg"] * (1.0 - l1)
     w = st["w"]
-    st["w"] = w - eta * (total.to_dense() / n + S["reg"] * (w * st["mask"]))
+    w = w - step * (total.to_dense() / n + reg2 * (w * st["mask"]))
+    if l1 > 0.0:
+        st["u"] += step * S["reg"] * l1
+        w = l1_penalty(w, st["q"], st["u"], st["mask"])
+    st["w"] = w
     if last:
         _evaluate(ctx)
 
@@ -130,13 +173,19 @@ def _evaluate(ctx):
         if X is None:
             continue
         rows = np.arange(y.size)
-        m = margins(*X, rows, w)
-        vals[f"{tag}_loss_sum"] = float(losses(m, y, S["loss"]).sum())
-        vals[f"{tag}_correct"] = int(np.sum(np.where(m > 0, 1.0, -1.0) == y))
+        if S["K"] > 1:
+            m = margins_ovr(*X, rows, w, S["K"], S["N"])
+            vals[f"{tag}_loss_sum"] = float(losses_ovr(m, y, S["loss"]).sum())
+            vals[f"{tag}_correct"] = int(np.sum(np.argmax(m, axis=1) == y))
+        else:
+            m = margins(*X, rows, w)
+            vals[f"{tag}_loss_sum"] = float(losses(m, y, S["loss"]).sum())
+            vals[f"{tag}_correct"] = int(np.sum(np.where(m > 0, 1.0, -1.0) == y))
         vals[f"{tag}_n"] = int(y.size)
     sent = st.pop("allreduce_sent", {"bytes": 0, "messages": 0, "items": 0})
+    wm = w * st["mask"]
     ctx.report(sent_bytes=sent["bytes"], messages=sent["messages"], items=sent["items"],
-               w_norm2=float(np.dot(w * st["mask"], w * st["mask"])), **vals)
+               w_norm2=float(np.dot(wm, wm)), w_norm1=float(np.abs(wm).sum()), **vals)
 
 
 def program(setup, first_unit: int = 0) -> Program:
@@ -148,22 +197,25 @@ def program(setup, first_unit: int = 0) -> Program:
             last = i == setup.T - 1
             append_allreduce(prog, functools.partial(_grad, epoch=e, it=i),
                              functools.partial(_update, epoch=e, it=i, last=last),
-                             algorithm=algo, plan=plan, fuse=i > 0, report=last,
-                             count=True, label=f"e{e}i{i}")
+                             algorithm=algo, plan=plan, report=last, count=True,
+                             fuse=i > 0 and setup.nparts > 1,   # P = 1: T fused calls nest
+                             label=f"e{e}i{i}")
     return prog
 
 
 def row(setup, unit: int, reports: dict) -> dict:
     """History row of epoch ``unit``: loss, accuracy (train, test), bytes sent."""
     parts = [reports[p] for p in sorted(reports)]
-    reg = setup.options.reg
+    o = setup.options
+    pen = penalty_value(o.reg, l1_share(o.penalty, o.l1_ratio), parts[0]["w_norm1"],
+                        parts[0]["w_norm2"])
     out = {"epoch": unit}
     for tag in ("train", "test"):
         if f"{tag}_n" not in parts[0]:
             continue
         n = sum(r[f"{tag}_n"] for r in parts)
         loss = sum(r[f"{tag}_loss_sum"] for r in parts) / n
-        out[f"{tag}_loss"] = loss + (0.5 * reg * parts[0]["w_norm2"] if tag == "train" else 0)
+        out[f"{tag}_loss"] = loss + (pen if tag == "train" else 0)
         out[f"{tag}_accuracy"] = sum(r[f"{tag}_correct"] for r in parts) / n
     out["sent_bytes"] = int(sum(r["sent_bytes"] for r in parts))
     out["messages"] = int(sum(r["messages"] for r in parts))
@@ -176,11 +228,16 @@ def row(setup, unit: int, reports: dict) -> dict:
 
 
 def assemble(setup, finals) -> np.ndarray:
-    """The model w (every part holds the same bits)."""
+    """The model w (every part holds the same bits); K x N for K > 1 classes."""
     w = finals[0]
     if any(not np.array_equal(w, f) for f in finals[1:]):
         raise AssertionError("the parts' models differ")
-    return w
+    return model(setup, w)
+
+
+def model(setup, w: np.ndarray) -> np.ndarray:
+    """The flat class-major w as the result keeps it: (N,) binary, (K, N) multiclass."""
+    return w.reshape(setup.K, setup.N) if setup.K > 1 else w
 
 
 def fingerprint(s) -> dict:
@@ -191,6 +248,8 @@ def fingerprint(s) -> dict:
     X = s.data.X
     digest = array_digest(X.indptr, X.indices, X.data, s.data.y)
     opts = asdict(s.options)
+    if isinstance(opts["class_weight"], dict):     # JSON keys: the labels as text
+        opts["class_weight"] = {str(k): float(v) for k, v in opts["class_weight"].items()}
     opts.pop("epochs")          # a resumed run may go on for more epochs
     for k in ("alpha", "beta"):
         opts.pop(k)             # they only choose algorithms: the calls' plans say which
@@ -203,12 +262,13 @@ def warm_up():
     """Load the numba kernels on a worker before anything is timed."""
     from daskhpc.allreduce import allreduce_local
 
-    from ._kernels import batch_gradient, coefficients, losses, margins
-
     ip, ix, d = np.array([0, 1]), np.array([0], np.int32), np.array([1.0])
     rows = np.array([0])
     m = margins(ip, ix, d, rows, np.ones(1))
     coefficients(m, np.ones(1), 0)
     losses(m, np.ones(1), 0)
     batch_gradient(ip, ix, d, rows, np.ones(1))
+    mo = margins_ovr(ip, ix, d, rows, np.ones(3), 3, 1)
+    losses_ovr(mo, rows, 0)
+    batch_gradient_ovr(ip, ix, d, rows, coefficients_ovr(mo, rows, 0), 1)
     allreduce_local([np.array([1.0, 0.0]), np.array([0.0, 1.0])], algorithm="ssar_rec_dbl")

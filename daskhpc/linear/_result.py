@@ -21,14 +21,17 @@ __all__ = ["LinearResult", "predict_file"]
 
 
 class LinearResult(WorkflowResult):
-    """A trained linear classifier (logistic regression or linear SVM).
+    """A trained linear classifier (logistic regression or linear SVM; binary, or
+    one-vs-rest multiclass).
 
     Attributes
     ----------
     w : numpy.ndarray
-        The model (features, then the intercept when fitted).
+        The model (features, then the intercept when fitted): ``(N,)`` binary, ``(K, N)``
+        with one row per class of ``classes_`` for K > 2 classes.
     coef_, intercept_, classes_
-        As sklearn's linear classifiers.
+        As sklearn's linear classifiers (binary: ``coef_`` 1-D and ``intercept_`` a
+        float, as before; multiclass: ``(K, F)`` and ``(K,)``).
     history : list of dict
         Per epoch: train/test loss and accuracy, ``sent_bytes`` (allreduce payload the
         parts sent), ``planned_sent_bytes`` (from the calls' plans, without Top-k),
@@ -53,32 +56,43 @@ class LinearResult(WorkflowResult):
 
     @property
     def coef_(self) -> np.ndarray:
-        return self.w[:-1] if self.fit_intercept else self.w
+        return self.w[..., :-1] if self.fit_intercept else self.w
 
     @property
-    def intercept_(self) -> float:
+    def intercept_(self):
+        if self.w.ndim == 2:
+            return self.w[:, -1].copy() if self.fit_intercept else np.zeros(self.w.shape[0])
         return float(self.w[-1]) if self.fit_intercept else 0.0
 
     def decision_function(self, X) -> np.ndarray:
-        """``X @ coef_ + intercept_`` (X narrower than the model is padded with zeros, as
-        LIBSVM's trailing absent features); ``X`` may be a LIBSVM file."""
+        """``X @ coef_.T + intercept_`` (X narrower than the model is padded with zeros, as
+        LIBSVM's trailing absent features); ``X`` may be a LIBSVM file. Binary: one value
+        per row; multiclass: one per row and class."""
         X = self._matrix(X)[0]
-        F = self.coef_.size
+        F = self.coef_.shape[-1]
         if X.shape[1] > F:
             raise ValueError(f"X has {X.shape[1]} features, the model {F}")
-        return X @ self.coef_[:X.shape[1]] + self.intercept_
+        return X @ self.coef_[..., :X.shape[1]].T + self.intercept_
 
     def predict(self, X) -> np.ndarray:
-        """``classes_[1]`` where the decision function is positive, else ``classes_[0]``."""
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        """Binary: ``classes_[1]`` where the decision function is positive, else
+        ``classes_[0]``; multiclass: the class of the largest decision value."""
+        d = self.decision_function(X)
+        if d.ndim == 2:
+            return self.classes_[np.argmax(d, axis=1)]
+        return self.classes_[(d > 0).astype(int)]
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities ``[P(classes_[0]), P(classes_[1])]`` per row: the logistic
-        model's sigmoid of the decision function (log loss only, as scikit-learn)."""
+        """Class probabilities per row, in the order of ``classes_``: the logistic
+        model's sigmoid of the decision function (log loss only, as scikit-learn);
+        multiclass: the K one-vs-rest sigmoids normalised to sum 1 (as sklearn's
+        SGDClassifier)."""
         if self.info.get("loss", "log") != "log":
             raise AttributeError(f"probability estimates need the log loss, not "
                                  f"{self.info.get('loss')!r}")
         p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(X), -500, 500)))
+        if p.ndim == 2:
+            return p / p.sum(axis=1, keepdims=True)
         return np.column_stack([1.0 - p, p])
 
     def score(self, X, y=None) -> float:

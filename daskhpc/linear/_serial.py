@@ -3,7 +3,10 @@
 The same batches as the distributed run (the same seeded part orders), but no streams and
 no allreduce: per iteration each part's gradient is ``X_b^T coef`` as a dense vector
 (scipy), Top-k works on dense vectors, and the parts' contributions are added in part
-order. It differs from the Program only by the reassociation of the gradient sum.
+order. It differs from the Program only by the reassociation of the gradient sum. The
+step sizes, the penalties and the row weights are :mod:`._update`'s, as on the parts.
+Multiclass (one-vs-rest): w holds the K models class-major, the gradient of a batch is
+``(X_b^T C)^T`` flattened the same way.
 
 Examples
 --------
@@ -21,6 +24,7 @@ import numpy as np
 from ._program import global_batch
 from ._setup import permutation
 from ._topk import topk_approx, topk_exact
+from ._update import bottou_t0, eta, l1_penalty, l1_share, penalty_value, rows_before
 
 __all__ = ["run_serial"]
 
@@ -30,37 +34,61 @@ def _loss(m, y, loss):
     return np.logaddexp(0.0, z) if loss == "log" else np.maximum(0.0, 1.0 + z)
 
 
-def evaluate(w, X, y, loss):
+def evaluate(w, X, y, loss, K=1):
+    if K > 1:
+        m = X @ w.reshape(K, -1).T
+        Y = np.where(np.arange(K)[None, :] == y[:, None], 1.0, -1.0)
+        return (float(np.mean(_loss(m, Y, loss).sum(axis=1))),
+                float(np.mean(np.argmax(m, axis=1) == y)))
     m = X @ w
     return float(np.mean(_loss(m, y, loss))), float(np.mean(np.where(m > 0, 1.0, -1.0) == y))
+
+
+def _coef(Xb, yb, w, K, loss):
+    """The rows' gradient factors (rows x K for K > 1)."""
+    if K > 1:
+        m = Xb @ w.reshape(K, -1).T
+        yb = np.where(np.arange(K)[None, :] == yb[:, None], 1.0, -1.0)
+    else:
+        m = Xb @ w
+    z = yb * m
+    with np.errstate(over="ignore"):
+        return -yb / (1.0 + np.exp(z)) if loss == "log" else np.where(z < 1.0, -yb, 0.0)
 
 
 def run_serial(s) -> dict:
     """Train with the setup's batches in one process; returns ``w`` and ``history``."""
     o, d = s.options, s.data
-    P, N, B = s.nparts, s.N, o.batch
+    P, K, B = s.nparts, s.K, o.batch
+    N = s.width
     X, y = d.X, d.y
     w = np.zeros(N)
     mask = np.ones(N)
     if o.fit_intercept:
-        mask[-1] = 0.0
+        mask[s.N - 1::s.N] = 0.0
+    l1 = l1_share(o.penalty, o.l1_ratio)
+    reg2 = o.reg if l1 == 0.0 else o.reg * (1.0 - l1)
+    q, u = np.zeros(N), 0.0
+    t0 = bottou_t0(o.loss, o.reg) if o.learning_rate == "optimal" else 0.0
     r = np.zeros((P, N))
     nrows = [int(rr.size) for rr in s.rows]
+    before = rows_before(nrows, B, s.T)
     history = []
     for e in range(o.epochs):
         perms = [s.rows[p][permutation(o.seed, e, p, s.rows[p].size)] for p in range(P)]
-        eta = o.lr / (1.0 + o.lr_decay * e)
         for i in range(s.T):
+            step = eta(o.learning_rate, o.lr, o.lr_decay, o.power_t, o.reg, t0, e,
+                       int(e * before[-1] + before[i]))
             G = np.zeros(N)
             for p in range(P):
                 rows = perms[p][i * B:(i + 1) * B]
-                Xb, yb = X[rows], y[rows]
-                m = Xb @ w
-                z = yb * m
-                with np.errstate(over="ignore"):
-                    coef = -yb / (1.0 + np.exp(z)) if o.loss == "log" else \
-                        np.where(z < 1.0, -yb, 0.0)
+                Xb = X[rows]
+                coef = _coef(Xb, y[rows], w, K, o.loss)
+                if s.weights is not None:
+                    coef = coef * (s.weights[rows][:, None] if K > 1 else s.weights[rows])
                 g = Xb.T @ coef
+                if K > 1:
+                    g = g.T.ravel()
                 if o.topk is not None:
                     ghat = r[p] + g
                     if o.topk == "approx":
@@ -75,12 +103,17 @@ def run_serial(s) -> dict:
                         r[p] = ghat
                 G = G + g
             n = global_batch(nrows, B, i)
-            w = w - eta * (G / n + o.reg * (w * mask))
+            w = w - step * (G / n + reg2 * (w * mask))
+            if l1 > 0.0:
+                u += step * o.reg * l1
+                w = l1_penalty(w, q, u, mask)
         h = {"epoch": e}
-        loss, acc = evaluate(w, X, y, o.loss)
-        h["train_loss"] = loss + 0.5 * o.reg * float(np.dot(w * mask, w * mask))
+        loss, acc = evaluate(w, X, y, o.loss, K)
+        wm = w * mask
+        h["train_loss"] = loss + penalty_value(o.reg, l1, float(np.abs(wm).sum()),
+                                               float(np.dot(wm, wm)))
         h["train_accuracy"] = acc
         if d.X_test is not None:
-            h["test_loss"], h["test_accuracy"] = evaluate(w, d.X_test, d.y_test, o.loss)
+            h["test_loss"], h["test_accuracy"] = evaluate(w, d.X_test, d.y_test, o.loss, K)
         history.append(h)
     return {"w": w, "history": history}

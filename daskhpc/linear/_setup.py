@@ -45,6 +45,7 @@ from daskhpc.errors import InputError
 
 from ._data import LinearData, load
 from ._kernels import LOSSES, batch_gradient
+from ._update import PENALTIES, SCHEDULES, row_weights
 
 __all__ = ["Options", "Setup", "prepare", "permutation", "validate_input"]
 
@@ -57,9 +58,25 @@ class Options:
                        choices=("log", "hinge"))
     batch: int = option(8, "B, rows per part and iteration")
     epochs: int = option(5, "epochs")
-    lr: float = option(0.5, "eta, the step size; epoch e uses lr / (1 + lr_decay e)")
-    lr_decay: float = option(1.0, "step-size decay per epoch (see --lr)")
-    reg: float = option(1e-4, "L2 regularisation, applied by every part to its copy of w")
+    learning_rate: str = option("optimal", "step-size schedule over t, the rows used so "
+                                           "far: optimal 1/(reg (t0 + t)) (Bottou's t0), "
+                                           "constant lr, invscaling lr/(t+1)^power_t, "
+                                           "legacy lr/(1 + lr_decay epoch)",
+                                choices=SCHEDULES)
+    lr: float = option(0.5, "eta0, the step size of --learning-rate constant, invscaling "
+                            "and legacy")
+    lr_decay: float = option(1.0, "step-size decay per epoch of --learning-rate legacy")
+    power_t: float = option(0.5, "exponent of --learning-rate invscaling")
+    reg: float = option(1e-4, "alpha, the regularisation strength, applied by every part to "
+                              "its copy of w")
+    penalty: str = option("l2", "the regulariser: l2, l1 (a cumulative proximal step: "
+                                "exact zeros) or elasticnet (--l1-ratio of it L1)",
+                          choices=PENALTIES)
+    l1_ratio: float = option(0.15, "the L1 share of --penalty elasticnet (scikit-learn's)")
+    class_weight: str | dict | None = option(
+        None, "weights of the rows' losses per label: 'balanced' (n / (classes x count)) "
+              "or 'LABEL:W,LABEL:W' (others 1); default: all 1", metavar="balanced|L:W,...",
+        type=lambda v: parse_class_weight(v))
     topk: int | str | None = option(None, "Top-k SGD: k (exact Top-k, Algorithm 2) or "
                                           "'approx' (section 2.4.1, with --k); default: "
                                           "the full sparse gradient",
@@ -89,10 +106,33 @@ class Options:
                 raise InputError(f"--{name} must be at least 1, got {getattr(self, name)}")
         if not (np.isfinite(self.lr) and self.lr > 0):
             raise InputError(f"--lr must be a positive number, got {self.lr}")
-        for name in ("lr_decay", "reg"):
+        for name in ("lr_decay", "reg", "power_t"):
             v = getattr(self, name)
             if not (np.isfinite(v) and v >= 0):
                 raise InputError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
+        if self.learning_rate not in SCHEDULES:
+            raise InputError(f"unknown --learning-rate {self.learning_rate!r}; choose one of "
+                             f"{list(SCHEDULES)}")
+        if self.learning_rate == "optimal" and not self.reg > 0:
+            raise InputError("--learning-rate optimal needs --reg > 0 (its steps are "
+                             "1 / (reg (t0 + t))); choose another schedule for --reg 0")
+        if self.penalty not in PENALTIES:
+            raise InputError(f"unknown --penalty {self.penalty!r}; choose one of "
+                             f"{list(PENALTIES)}")
+        if not (np.isfinite(self.l1_ratio) and 0.0 <= self.l1_ratio <= 1.0):
+            raise InputError(f"--l1-ratio must lie in [0, 1], got {self.l1_ratio}")
+        cw = self.class_weight
+        if isinstance(cw, str):
+            self.class_weight = cw = parse_class_weight(cw)
+        if cw is not None and cw != "balanced":
+            if not isinstance(cw, dict):
+                raise InputError(f"--class-weight must be 'balanced', a dict or None, got "
+                                 f"{cw!r}")
+            for label, weight in cw.items():
+                if not (isinstance(weight, (int, float, np.integer, np.floating))
+                        and np.isfinite(weight) and weight >= 0):
+                    raise InputError(f"--class-weight: the weight of {label!r} must be a "
+                                     f"number >= 0, got {weight!r}")
         if self.allreduce != "auto" and self.allreduce not in ALGORITHMS:
             raise InputError(f"unknown --allreduce {self.allreduce!r}; choose auto or one "
                              f"of {sorted(ALGORITHMS)}")
@@ -104,6 +144,35 @@ class Options:
             raise InputError(f"--topk must be a positive integer or 'approx', got {t!r}")
         if t == "approx" and not (self.k is not None and self.k >= 1):
             raise InputError("--topk approx needs --k, the expected number of items")
+
+
+def parse_class_weight(value):
+    """``--class-weight``: ``balanced`` or ``LABEL:W,LABEL:W`` (labels as numbers where
+    they are numbers, as a LIBSVM file's).
+
+    Examples
+    --------
+    >>> parse_class_weight("balanced"), parse_class_weight("1:2.5,-1:1")
+    ('balanced', {1.0: 2.5, -1.0: 1.0})
+    """
+    if value is None or value == "balanced" or isinstance(value, dict):
+        return value
+    out = {}
+    for item in str(value).split(","):
+        label, sep, weight = item.rpartition(":")
+        try:
+            if not sep or not label.strip():
+                raise ValueError
+            w = float(weight)
+        except ValueError:
+            raise InputError(f"--class-weight must be 'balanced' or LABEL:WEIGHT,..., got "
+                             f"{value!r}") from None
+        try:
+            key = float(label)
+        except ValueError:
+            key = label.strip()
+        out[key] = w
+    return out
 
 
 def parse_topk(value):
@@ -138,10 +207,22 @@ class Setup:
     _calls: dict = field(default_factory=dict)
     _algos: dict = field(default_factory=dict)
 
+    weights: np.ndarray | None = None   # per training row: the class weight of its label
+
     @property
     def N(self) -> int:
-        """Model length (features + intercept)."""
+        """Model length of one class (features + intercept)."""
         return int(self.data.X.shape[1])
+
+    @property
+    def K(self) -> int:
+        """Models trained: 1 (binary) or one per class (one-vs-rest)."""
+        return self.data.nclasses
+
+    @property
+    def width(self) -> int:
+        """Length of the allreduced vector: the K models, class-major."""
+        return self.K * self.N
 
     @property
     def k(self) -> int | None:
@@ -164,7 +245,8 @@ class Setup:
 
     def algo(self, name: str):
         if name not in self._algos:
-            self._algos[name] = make(name, self.nparts, self.N, self.fmt, self.options.group)
+            self._algos[name] = make(name, self.nparts, self.width, self.fmt,
+                                     self.options.group)
         return self._algos[name]
 
     def calls(self, e: int) -> list[tuple]:
@@ -176,7 +258,7 @@ class Setup:
     def _call(self, e: int, i: int):
         o, P = self.options, self.nparts
         if self.k is not None:           # Top-k: k items per part (in expectation)
-            choice = self._choose(min(self.k, self.N)) if o.allreduce == "auto" else None
+            choice = self._choose(min(self.k, self.width)) if o.allreduce == "auto" else None
             name = choice["algorithm"] if choice else o.allreduce
             key = ("bound", name)
             if key not in self._algos:
@@ -187,6 +269,8 @@ class Setup:
         for p in range(P):
             rows = self.rows[p][self.local_batch(e, i, p)]
             idx, _ = batch_gradient(X.indptr, X.indices, X.data, rows, np.ones(rows.size))
+            if self.K > 1:          # the union once per class block (_kernels)
+                idx = np.concatenate([idx + np.uint32(k * self.N) for k in range(self.K)])
             sets.append(idx)
         choice = self._choose(max(s.size for s in sets)) if o.allreduce == "auto" else None
         name = choice["algorithm"] if choice else o.allreduce
@@ -196,7 +280,7 @@ class Setup:
     def _choose(self, k):
         key = ("choice", int(k))
         if key not in self._algos:
-            self._algos[key] = choose(self.nparts, self.N, k, self.fmt.isize, self.cost,
+            self._algos[key] = choose(self.nparts, self.width, k, self.fmt.isize, self.cost,
                                       group=self.options.group, candidates=CANDIDATES)
         return self._algos[key]
 
@@ -219,6 +303,7 @@ def validate_input(X, nparts=None, *, test=None, **options) -> LinearData:
     opts = checked_options(Options, options, "linear")   # options first: they cost nothing
     data = load(X, None, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
     _check_parts(nparts, data)
+    row_weights(opts.class_weight, data.y, data.classes, data.nclasses)   # labels known
     return data
 
 
@@ -255,5 +340,6 @@ def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
     T = math.ceil(max(r.size for r in rows) / opts.batch)
     fmt = Format(np.float64)
     s = Setup(opts, P, data, rows, test_rows, T, fmt, cost_model(opts.alpha, opts.beta))
+    s.weights = row_weights(opts.class_weight, data.y, data.classes, data.nclasses)
     s.timing["prepare_s"] = time.perf_counter() - t0
     return s

@@ -1,0 +1,144 @@
+"""Issue 24: penalties (L1 by the cumulative penalty, elastic net), class weights and
+step-size schedules, the same on every part as in the serial reference."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import daskhpc.linear as lin
+from daskhpc import datasets
+from daskhpc.errors import InputError
+from daskhpc.linear._setup import parse_class_weight, prepare
+from daskhpc.linear._update import bottou_t0, eta, rows_before
+
+A9A = dict(nparts=4, batch=64, epochs=2)
+_RUNS: dict = {}
+
+
+def _a9a(**kw):
+    key = tuple(sorted(kw.items()))
+    if key not in _RUNS:
+        _RUNS[key] = lin.fit_local(datasets.libsvm(), test=datasets.libsvm("test"),
+                                   **{**A9A, **kw})
+    return _RUNS[key]
+
+
+def test_l1_gives_sparser_weights_than_l2_at_the_same_accuracy():
+    l2, l1, en = _a9a(), _a9a(penalty="l1"), _a9a(penalty="elasticnet", l1_ratio=0.5)
+    zeros = [int(np.sum(r.coef_ == 0)) for r in (l2, l1, en)]
+    assert zeros[0] == 0 and zeros[1] > 20 and zeros[1] >= zeros[2] > 0, zeros
+    acc = [r.history[-1]["test_accuracy"] for r in (l2, l1, en)]
+    assert abs(acc[1] - acc[0]) <= 0.005 and abs(acc[2] - acc[0]) <= 0.005, acc
+    assert l1.intercept_ != 0.0                     # the intercept is never penalised
+    # the reported objective adds alpha |w|_1 for L1
+    pen = 1e-4 * float(np.abs(l1.coef_).sum())
+    h = l1.history[-1]
+    assert h["train_loss"] == pytest.approx(l1.report()["quality"]["train_loss"])
+    assert h["train_loss"] > pen > 0
+
+
+def test_l1_serial_reference_agrees():
+    r = _a9a(penalty="l1")
+    s = lin.serial_fit(datasets.libsvm(), penalty="l1", **A9A)
+    assert np.max(np.abs(r.w - s.w)) <= 1e-12 * np.max(np.abs(s.w))
+    assert np.array_equal(r.coef_ == 0, s.coef_ == 0)
+
+
+def test_l1_checkpoint_keeps_the_cumulative_penalty(client2, tmp_path):
+    kw = dict(nparts=2, batch=512, penalty="elasticnet", l1_ratio=0.7)
+    a = lin.fit(datasets.libsvm(), client=client2, epochs=1, checkpoint=tmp_path / "ck", **kw)
+    b = lin.fit(datasets.libsvm(), client=client2, epochs=2, checkpoint=tmp_path / "ck",
+                resume=True, **kw)
+    want = lin.fit_local(datasets.libsvm(), epochs=2, **kw)
+    assert b.report()["recovery"]["resumed_from"] == 1 and a.history[0]["epoch"] == 0
+    assert np.array_equal(b.w, want.w)              # q and u came back from the checkpoint
+
+
+def test_class_weight_raises_the_minority_recall(rare_a9a):
+    X, y, Xt, yt = rare_a9a
+    X, y = X[:8000], y[:8000]
+    assert 0 < np.mean(y > 0) < 0.05
+    recall = {}
+    for cw in (None, "balanced", {1.0: 5.0}):
+        r = lin.serial_fit(X, y, nparts=4, batch=32, epochs=3, class_weight=cw)
+        recall[str(cw)] = float(np.mean(r.predict(Xt)[yt > 0] > 0))
+    assert recall["balanced"] > recall["None"] + 0.3, recall
+    assert recall["{1.0: 5.0}"] > recall["None"] + 0.1, recall
+
+
+def test_class_weight_runs_equal_serial_and_on_the_cluster(client2, rare_a9a):
+    X, y, _, _ = rare_a9a
+    kw = dict(nparts=2, batch=256, epochs=1, class_weight="balanced", loss="hinge")
+    r = lin.fit(X[:6000], y[:6000], client=client2, **kw)
+    assert np.array_equal(r.w, lin.fit_local(X[:6000], y[:6000], **kw).w)
+    s = lin.serial_fit(X[:6000], y[:6000], **kw)
+    assert np.max(np.abs(r.w - s.w)) <= 1e-12 * np.max(np.abs(s.w))
+
+
+def test_schedules():
+    assert bottou_t0("log", 1e-4) == pytest.approx(1000.0)
+    assert eta("optimal", 0.5, 1.0, 0.5, 1e-4, 1000.0, 3, 9000) == pytest.approx(1.0)
+    assert eta("legacy", 0.5, 1.0, 0.5, 1e-4, 0.0, 3, 10) == 0.125
+    assert eta("invscaling", 0.5, 1.0, 0.5, 1e-4, 0.0, 0, 3) == 0.25
+    # t counts the rows of every part's batches before the step (short parts run dry)
+    assert rows_before([5, 3], 2, 3).tolist() == [0, 4, 7, 8]
+    X = np.random.default_rng(0).standard_normal((60, 4))
+    y = X[:, 0] > 0
+    kw = dict(nparts=3, batch=4, epochs=2)
+    const = lin.fit_local(X, y, learning_rate="constant", lr=0.1, **kw)
+    # legacy without decay and invscaling with power 0 are the constant step
+    assert np.array_equal(const.w, lin.fit_local(X, y, learning_rate="legacy", lr=0.1,
+                                                 lr_decay=0.0, **kw).w)
+    assert np.array_equal(const.w, lin.fit_local(X, y, learning_rate="invscaling", lr=0.1,
+                                                 power_t=0.0, **kw).w)
+    opt = lin.fit_local(X, y, **kw)                 # the default schedule
+    assert opt.report()["learning_rate"] == "optimal"
+    assert not np.array_equal(opt.w, const.w)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(penalty="l3"), "--penalty"),
+    (dict(l1_ratio=1.5), "--l1-ratio"),
+    (dict(learning_rate="adaptive"), "--learning-rate"),
+    (dict(reg=0.0), "optimal needs --reg > 0"),
+    (dict(class_weight="heavy"), "--class-weight"),
+    (dict(class_weight={7: 2.0}), "label 7 is not among"),
+    (dict(class_weight={1: -1.0}), "must be a number >= 0"),
+])
+def test_bad_options_are_input_errors(kwargs, match):
+    X = np.random.default_rng(0).random((30, 5))
+    with pytest.raises(InputError, match=match):
+        prepare(X, np.array([0, 1] * 15), 2, **kwargs)
+
+
+def test_class_weight_flag_parses():
+    assert parse_class_weight("balanced") == "balanced"
+    assert parse_class_weight("1:2,-1:0.5") == {1.0: 2.0, -1.0: 0.5}
+    assert parse_class_weight("cat:2") == {"cat": 2.0}
+    with pytest.raises(InputError, match="--class-weight"):
+        parse_class_weight("1=2")
+
+
+@pytest.mark.slow
+def test_new_flags_through_the_console_script(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "daskhpc")
+    done = subprocess.run([exe, "run", "linear", datasets.path("libsvm"), "--penalty", "l4",
+                           "--workers", "2"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "--penalty" in done.stderr and "dashboard:" not in \
+        done.stderr
+    done = subprocess.run([exe, "run", "linear", datasets.path("libsvm"), "--workers", "2",
+                           "--batch", "512", "--epochs", "1", "--penalty", "l1",
+                           "--class-weight", "balanced", "--learning-rate", "invscaling",
+                           "--lr", "2", "--json", str(tmp_path / "r.json")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["options"]["penalty"] == "l1" and rep["options"]["class_weight"] == "balanced"
+    assert rep["learning_rate"] == "invscaling"
