@@ -60,6 +60,7 @@ def test_logistic_regression_maps_c_to_alpha():
     assert m.score(X, y) > 0.9 and m.predict_proba(X).shape == (300, 2)
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_estimator_on_a_cluster_equals_fit_local(client2):
     X, y = _data(classes=3)
     m = lin.SGDClassifier(client=client2, max_iter=2, batch_size=16).fit(X, y)
