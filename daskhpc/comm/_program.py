@@ -182,7 +182,10 @@ class Program:
         if (prev.sends is not None and prev.sends.num_messages) or prev.report:
             raise ValueError(f"step {prev.label!r} sends or reports: nothing can be fused "
                              "into it")
-        t = self.step(_chained, (prev.fn, prev.args), (fn, tuple(args)), sends=sends,
+        # flat: fusing into a fused step extends its list (a chain of T fused calls
+        # nested T deep hit the recursion limit at one part, where nothing is sent)
+        parts = prev.args if prev.fn is _chained else ((prev.fn, prev.args),)
+        t = self.step(_chained, *parts, (fn, tuple(args)), sends=sends,
                       report=report, label=f"{prev.label}+{label or _name(fn)}")
         self.steps[t - 1] = self.steps.pop()       # the new step takes the last one's place
         self._dests.pop(t - 1, None)
@@ -278,12 +281,14 @@ def _name(fn) -> str:
     return getattr(fn, "__name__", None) or getattr(fn, "func", fn).__name__
 
 
-def _chained(ctx: Context, first, second):
-    """A fused step (:meth:`Program.fuse`): ``first`` (which sends nothing), then ``second``."""
-    fn, args = first
-    if fn(ctx, *args):
-        raise PlanMismatch(f"step {ctx.step}: the first half of a fused step sent messages")
-    fn, args = second
+def _chained(ctx: Context, *calls):
+    """A fused step (:meth:`Program.fuse`): the ``(fn, args)`` calls in order; all but the
+    last send nothing."""
+    for fn, args in calls[:-1]:
+        if fn(ctx, *args):
+            raise PlanMismatch(f"step {ctx.step}: a leading part of a fused step sent "
+                               "messages")
+    fn, args = calls[-1]
     return fn(ctx, *args)
 
 

@@ -198,7 +198,7 @@ def program(setup, first_unit: int = 0) -> Program:
             append_allreduce(prog, functools.partial(_grad, epoch=e, it=i),
                              functools.partial(_update, epoch=e, it=i, last=last),
                              algorithm=algo, plan=plan, report=last, count=True,
-                             fuse=i > 0 and setup.nparts > 1,   # P = 1: T fused calls nest
+                             fuse=i > 0,
                              label=f"e{e}i{i}")
     return prog
 

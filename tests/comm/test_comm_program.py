@@ -166,3 +166,15 @@ def test_fuse_runs_a_step_inside_the_last_one():
     assert all(np.array_equal(x, y) for x, y in zip(a[0], b[0])) and a[1] == b[1]
     with pytest.raises(ValueError, match="sends or reports"):
         fused.fuse(_noop)
+
+
+def test_a_long_chain_of_fused_steps_is_flat():
+    """Fusing into a fused step extends it: 5,000 fused calls at one part (where nothing
+    is sent, so every call fuses into the one before) ran nested 5,000 deep and hit the
+    recursion limit."""
+    prog = Program(1, "chain", init=_init, final=lambda ctx: ctx.state["seen"])
+    prog.step(_noop)
+    for _ in range(5000):
+        prog.fuse(_noop)
+    assert prog.nsteps == 1
+    assert run_local(prog, [1])[0] == [5001]
