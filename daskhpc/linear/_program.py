@@ -61,7 +61,7 @@ def statics(setup) -> list[dict]:
               "reg": o.reg, "l1": l1_share(o.penalty, o.l1_ratio),
               "sw": None if setup.weights is None else setup.weights[setup.rows[p]],
               "topk": o.topk, "k": setup.k, "ef": o.error_feedback,
-              "seed": o.seed, "intercept": o.fit_intercept}
+              "seed": o.seed, "intercept": o.fit_intercept, "w0": setup.w0}
         if d.X_test is not None:
             Xt = d.X_test[setup.test_rows[p]]
             st["Xt"], st["yt"] = (Xt.indptr, Xt.indices, Xt.data), d.y_test[setup.test_rows[p]]
@@ -72,7 +72,8 @@ def statics(setup) -> list[dict]:
 def _init(ctx, start):
     S = ctx.static
     N = S["K"] * S["N"]
-    w = np.zeros(N) if start is None else np.array(start["w"], np.float64)
+    w0 = np.zeros(N) if S["w0"] is None else np.array(S["w0"])     # a warm start's
+    w = w0 if start is None else np.array(start["w"], np.float64)
     ctx.state["w"] = w
     if S["topk"] is not None:
         ctx.state["r"] = np.zeros(N) if start is None else np.array(start["r"])
@@ -251,6 +252,9 @@ def fingerprint(s) -> dict:
     if isinstance(opts["class_weight"], dict):     # JSON keys: the labels as text
         opts["class_weight"] = {str(k): float(v) for k, v in opts["class_weight"].items()}
     opts.pop("epochs")          # a resumed run may go on for more epochs
+    opts.pop("init")            # a warm start: its weights (only where set)
+    if s.w0 is not None:
+        opts["init"] = array_digest(s.w0)
     for k in ("alpha", "beta"):
         opts.pop(k)             # they only choose algorithms: the calls' plans say which
     return {"input": {k: v for k, v in s.data.source.items() if k != "path"},

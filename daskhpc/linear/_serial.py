@@ -62,7 +62,7 @@ def run_serial(s) -> dict:
     P, K, B = s.nparts, s.K, o.batch
     N = s.width
     X, y = d.X, d.y
-    w = np.zeros(N)
+    w = np.zeros(N) if s.w0 is None else s.w0.copy()         # a warm start's weights
     mask = np.ones(N)
     if o.fit_intercept:
         mask[s.N - 1::s.N] = 0.0

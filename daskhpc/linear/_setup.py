@@ -47,7 +47,7 @@ from ._data import LinearData, load
 from ._kernels import LOSSES, batch_gradient
 from ._update import PENALTIES, SCHEDULES, row_weights
 
-__all__ = ["Options", "Setup", "prepare", "permutation", "validate_input"]
+__all__ = ["warm_weights", "Options", "Setup", "prepare", "permutation", "validate_input"]
 
 
 @dataclass
@@ -92,6 +92,10 @@ class Options:
                                        "the calibrated or built-in cost model)", type=float)
     beta: float | None = option(None, "seconds per byte for --allreduce auto (default: the "
                                       "calibrated or built-in cost model)", type=float)
+    init: object = option(None, "a saved linear model to start from (--save DIR, or the "
+                                "loaded result): a warm start with its weights (the same "
+                                "classes and width)", metavar="DIR", type=str,
+                          modes=("run",))
     fit_intercept: bool = option(True, cli=False)
     seed: int = option(0, "seed of the row shares and the batches")
     n_features: int | None = option(None, "the width of the training and test data (LIBSVM "
@@ -208,6 +212,7 @@ class Setup:
     _algos: dict = field(default_factory=dict)
 
     weights: np.ndarray | None = None   # per training row: the class weight of its label
+    w0: np.ndarray | None = None        # a warm start's weights (K N), else zeros
 
     @property
     def N(self) -> int:
@@ -285,7 +290,9 @@ class Setup:
         return self._algos[key]
 
     def describe(self) -> dict:
-        return {"options": asdict(self.options), "parts": self.nparts}
+        o = asdict(self.options)
+        o["init"] = None if self.w0 is None else "saved"        # not the weights
+        return {"options": o, "parts": self.nparts}
 
 
 def permutation(seed: int, epoch: int, part: int, n: int) -> np.ndarray:
@@ -341,5 +348,37 @@ def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
     fmt = Format(np.float64)
     s = Setup(opts, P, data, rows, test_rows, T, fmt, cost_model(opts.alpha, opts.beta))
     s.weights = row_weights(opts.class_weight, data.y, data.classes, data.nclasses)
+    if opts.init is not None:
+        s.w0 = warm_weights(opts.init, data.classes, s.K * s.N)
     s.timing["prepare_s"] = time.perf_counter() - t0
     return s
+
+
+def warm_weights(init, classes, size: int) -> np.ndarray:
+    """The weights a warm start begins with: a saved linear model's (its directory or its
+    result), flattened as the run keeps them (class-major).
+
+    Raises
+    ------
+    InputError
+        Not a linear model, other classes, or another width (features, intercept).
+    """
+    import os
+
+    if isinstance(init, (str, os.PathLike)):
+        from daskhpc._saved import load as load_saved
+
+        init = load_saved(init, workflow="linear")
+    w = getattr(init, "w", None)
+    if w is None:
+        raise InputError(f"init must be a saved linear model (a --save directory or its "
+                         f"result), got {type(init).__name__}")
+    got = np.asarray(getattr(init, "classes_", classes))
+    if got.shape != np.asarray(classes).shape or np.any(got != classes):
+        raise InputError(f"init: the saved model's classes {got.tolist()} are not this "
+                         f"data's {np.asarray(classes).tolist()}")
+    w = np.array(w, np.float64).ravel()
+    if w.size != size:
+        raise InputError(f"init: the saved model has {w.size} weights, this run needs "
+                         f"{size} (features and intercept as in training)")
+    return w
