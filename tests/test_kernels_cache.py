@@ -17,7 +17,7 @@ from daskhpc import _workflows
 from daskhpc._numba import _announcer, prepare_kernels, warmup_of
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = pathlib.Path(os.environ.get("DASKHPC_SHARED_DATA", ROOT.parent / "shared" / "data"))
 DASKHPC = pathlib.Path(sys.executable).parent / "daskhpc"
 MESSAGE = "compiling kernels (first run only) ..."
 
