@@ -426,7 +426,8 @@ MODEL_GAP = 3.0
 
 def _model_line(q) -> str:
     """One line on a measured time far above the alpha-beta prediction (``predicted_s``,
-    ``measured_call_s`` of the quality section).
+    ``measured_call_s`` of the quality section): what the model leaves out, and how much
+    of it there was per step (``steps_per_call``, where the workflow gives it).
 
     Examples
     --------
@@ -434,6 +435,9 @@ def _model_line(q) -> str:
     ''
     >>> _model_line({"predicted_s": 0.000805, "measured_call_s": 0.0879})[:52]
     'measured 109x the alpha-beta prediction, which count'
+    >>> _model_line({"predicted_s": 0.0008, "measured_call_s": 0.0208,
+    ...              "steps_per_call": 4})[-50:]
+    '(5 ms per step measured beyond it, 4 steps a call)'
     """
     if not isinstance(q, dict):
         return ""
@@ -441,9 +445,14 @@ def _model_line(q) -> str:
     if not (isinstance(pred, (int, float)) and isinstance(got, (int, float))) or pred <= 0 \
             or got <= MODEL_GAP * pred:
         return ""
-    return (f"measured {got / pred:.0f}x the alpha-beta prediction, which counts only "
+    text = (f"measured {got / pred:.0f}x the alpha-beta prediction, which counts only "
             "message latency and bytes, not task scheduling, Python per step, "
             "serialisation or waiting for the slowest rank")
+    steps = q.get("steps_per_call")
+    if isinstance(steps, int) and steps > 0:
+        text += (f" ({_seconds((got - pred) / steps)} per step measured beyond it, "
+                 f"{steps} steps a call)")
+    return text
 
 
 def _serial_line(c) -> str:

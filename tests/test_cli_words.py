@@ -61,10 +61,15 @@ def test_allreduce_says_what_the_model_leaves_out(client2, tmp_path):
     assert status == 0, err
     q = json.loads((tmp_path / "a.json").read_text())["quality"]
     ratio = q["measured_call_s"] / q["predicted_s"]
+    # and how much of what it leaves out there was per step (issue 28)
+    steps = q["steps_per_call"]
+    per_step = (q["measured_call_s"] - q["predicted_s"]) / steps
+    per_step = f"{1e3 * per_step:.3g} ms" if per_step < 1 else f"{per_step:.3g} s"
     assert line(out, "model").strip() == (
         f"model      measured {ratio:.0f}x the alpha-beta prediction, which counts only "
         "message latency and bytes, not task scheduling, Python per step, serialisation "
-        "or waiting for the slowest rank")
+        f"or waiting for the slowest rank ({per_step} per step measured beyond it, "
+        f"{steps} steps a call)")
     # 10 s per message: the prediction is above the measurement, nothing to explain
     status, out, err = daskhpc(*small, "--alpha", "10", "--beta", "1e-9")
     assert status == 0, err

@@ -271,6 +271,7 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
                  result_dense=bool(streams[0].dense))
     if s.choice:
         q["predicted_s"] = s.choice["predicted_s"]
+        q["steps_per_call"] = int(s.algo.nstages) + 1     # the stages and the final put
     q["measured_call_s"] = float(np.median(times))
     info["quality"] = {k: v for k, v in q.items() if v is not None}
     if run.check_serial:

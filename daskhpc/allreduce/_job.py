@@ -152,7 +152,7 @@ def run_calls(client, s, owner, inputs, callback):
             return tokens.index(key[0][len("allreduce-"):]), int(key[2])
         return None
 
-    m = measure(s, led.entries, owner, workers, stage_of, len(tokens))
+    m = measure(s, led.entries, owner, workers, stage_of, len(tokens), per_key=True)
     rows = call_rows(s, times, m)
     for r in rows:
         history.append(r)

@@ -21,12 +21,23 @@ def owner_index(owner, workers):
     return [order.index(w) for w in owner], order
 
 
-def measure(s, entries, owner, workers, stage_of, calls) -> dict:
-    """Measured bytes and messages (per call and stage) next to the plan on the workers."""
+def measure(s, entries, owner, workers, stage_of, calls, *, per_key: bool = False) -> dict:
+    """Measured bytes and messages (per call and stage) next to the plan on the workers.
+
+    A measured message is one key of the calls moved between workers (Dask may fetch
+    several keys in one transfer). ``per_key``: every rank-to-rank message is its own
+    key (the call engine), so the plan's messages between workers count one by one;
+    otherwise they are bundled per stage and worker pair, as the Program engine sends
+    them. Either way the two counts are of the same things, on any number of workers."""
     idx, order = owner_index(owner, workers)
     placed = s.plan.placed(idx, len(order))
     pb = placed.message_bytes()
-    plan_stage = {int(t): (int(pb[placed.phase == t].sum()), int((placed.phase == t).sum()))
+    if per_key:
+        cross = np.asarray(idx)[s.plan.src] != np.asarray(idx)[s.plan.dst]
+        nmsg = [int((cross & (s.plan.phase == t)).sum()) for t in range(s.algo.nstages)]
+    else:
+        nmsg = [int((placed.phase == t).sum()) for t in range(s.algo.nstages)]
+    plan_stage = {int(t): (int(pb[placed.phase == t].sum()), nmsg[t])
                   for t in range(s.algo.nstages)}
     stages: dict = {t: {"planned_worker_bytes": b * calls, "planned_worker_messages": m * calls,
                         "measured_bytes": 0, "measured_messages": 0}
@@ -38,11 +49,11 @@ def measure(s, entries, owner, workers, stage_of, calls) -> dict:
         if not hits:                    # not a message of these calls
             continue
         total_b += e["bytes"]
-        total_m += 1
-        c, t = hits[0]                  # a message carries keys of one call and stage
+        total_m += len(hits)
+        c, t = hits[0]                  # a transfer carries keys of one call and stage
         stages.setdefault(t, {"measured_bytes": 0, "measured_messages": 0})
         stages[t]["measured_bytes"] += e["bytes"]
-        stages[t]["measured_messages"] += 1
+        stages[t]["measured_messages"] += len(hits)
         per_call[c] = per_call.get(c, 0) + e["bytes"]
     planned_b = sum(b for b, _ in plan_stage.values()) * calls
     planned_m = sum(m for _, m in plan_stage.values()) * calls

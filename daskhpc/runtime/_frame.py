@@ -381,14 +381,21 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
                            f"{len(ends)} reported steps")
     window = job.window or (1 if job.stop else len(ends))
     # windows of units; without a stop rule the next window is submitted before the
-    # previous one is waited for (the workers never idle between windows)
+    # previous one is waited for (the workers never idle between windows). The client
+    # holds the windows not yet waited for, not every window of the run (each one's
+    # frontier kept its keys, and their values on the workers, to the end of the run)
+    held = list(runner.code.values())        # the steps' code, on every worker
     bounds = [(i, min(i + window, len(ends))) for i in range(0, len(ends), window)]
-    pending, ran = None, len(ends)
+    pending, ran = [], len(ends)
     for i, j in bounds:
         futs = runner.submit(range(ends[i - 1] + 1 if i else 0, ends[j - 1] + 1))
-        futures += futs
+        keep = held + pending + futs
+        ids = {id(f) for f in keep}
+        # released now: the new window's tasks, already submitted, keep what they read
+        release_futures([f for f in futures if id(f) not in ids])
+        futures[:] = keep
         if job.stop is None:
-            if pending is not None:
+            if pending:
                 gather_watching(client, pending, watch, on_poll=drain)
             pending = futs
             continue

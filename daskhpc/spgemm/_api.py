@@ -257,11 +257,12 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     else:
         value = s.consumer.finalize(runner.summaries(), [])
     t_run = runner.after.get("t_run", time.perf_counter())
+    multiply_s = _multiply_times(timeline, out.history)
     info["timing"] = {"prepare_s": t_prep - t_start, "symbolic_s": t_sym - t0,
                       "run_s": t_run - t0, "batches_s": t_run - t_sym,
                       "gather_s": runner.after.get("gather_s", 0.0),
                       "assemble_s": t_assemble,
-                      "per_iteration_s": [h.get("time_s") for h in out.history]}
+                      "per_iteration_s": multiply_s}
     if "plan_s" in info:
         info["timing"]["plan_s"] = info.pop("plan_s")
     measured = {k: v for k, v in out.measured.items()}
@@ -518,4 +519,21 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     sections, quality = plan_sections(sym, cost)
     out.update(sections)          # unit "nonzeros": WORDS_PER_UNIT words of WORD_BYTES
     out["quality"] = quality
+    return out
+
+
+def _multiply_times(timeline: dict, history: list) -> list:
+    """Seconds of every batch's multiply, in batch order: from its first task sent to a
+    worker to its last product task done (the admission plugin's clock), also written
+    as the batch's history ``time_s``. A batch read from a checkpoint ran in an earlier
+    run: None. (The frame's ``time_s`` is the time between two batch reports: 0 for a
+    run of one batch.)"""
+    took = {int(e["batch"]): float(e["finished"] - e["started"])
+            for e in timeline.get("batches", ())
+            if e.get("started") is not None and e.get("finished") is not None}
+    out = []
+    for h in history:
+        t = took.get(int(h.get("batch", h["unit"])))
+        h["time_s"] = t
+        out.append(t)
     return out

@@ -90,6 +90,22 @@ def test_measured_bytes_per_stage_are_the_plan_plus_framing(client3):
     assert m["inter_worker_bytes"] == sum(s["measured_bytes"] for s in rep["stages"])
 
 
+@pytest.mark.parametrize("engine", ["call", "program"])
+@pytest.mark.parametrize("P", [2, 4])
+def test_measured_messages_are_the_planned_ones_on_two_workers(client2, P, engine):
+    # issue 28: P = 4 on 2 workers counted 20 messages against 10 planned (5 calls): the
+    # call engine moves every rank-to-rank message as its own key, the plan bundled them
+    # per worker pair as the program engine sends them
+    vecs = vectors(20000, P, 0.01, seed=P, integer=False)
+    res = ar.allreduce(vecs, "ssar_rec_dbl", client=client2, repeat=3, engine=engine)
+    rep = res.report()
+    m = rep["measured"]
+    assert m["inter_worker_messages"] == m["planned_messages"] > 0, m
+    assert m["inter_worker_bytes"] >= m["planned_bytes"]
+    for s in rep["stages"]:
+        assert s["measured_messages"] == s["planned_worker_messages"], s
+
+
 def _pair(idx, val):
     return idx, val
 

@@ -202,3 +202,16 @@ def test_paths_are_read_and_c_comes_back_as_the_kind_given(client2, tmp_path):
         sp.csr_matrix
     with pytest.raises(InputError, match="a matrix is needed, not a tensor"):
         multiply(datasets.path("tensor"), **opts)
+
+
+@pytest.mark.parametrize("grid, batches, local", [("1x1x1", 1, "staged"),
+                                                  ("2x2x2", 3, "fused")])
+def test_per_iteration_time_is_each_batchs_multiply(client2, grid, batches, local):
+    # issue 28: the report's per_iteration_s was [0.0] for a run of one batch (the time
+    # between two batch reports, with no report before the first)
+    res = multiply(A_RECT, B_RECT, client=client2, grid=grid, batches=batches, local=local)
+    took = res.report()["timing"]["per_iteration_s"]
+    assert len(took) == batches and all(t > 0 for t in took), took
+    assert [h["time_s"] for h in res.history] == took          # the table says the same
+    for t, e in zip(took, res.timeline["batches"]):
+        assert t == e["finished"] - e["started"]
