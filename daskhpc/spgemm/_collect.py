@@ -174,12 +174,27 @@ def to_dask_array(client, s, lay, pieces: list):
     token = uuid.uuid4().hex[:8]
     edges: dict = {}              # chunk -> [item futures]
     temps = []
-    for idx, (f, w, t, cell) in enumerate(pieces):
+    touched = []
+    for f, w, t, cell in pieces:
         i, j, k = cell
         rows = np.arange(m) if i is None else s.pr[slice(*lay.rows(i))]
         cols = s.pc[lay.batch_columns(t, j, k)]
-        rset = np.unique(row_chunk[rows])
-        cset = np.unique(col_chunk[cols])
+        touched.append((np.unique(row_chunk[rows]), np.unique(col_chunk[cols])))
+    count: dict = {}
+    for rset, cset in touched:
+        for I in rset:
+            for J in cset:
+                count[(int(I), int(J))] = count.get((int(I), int(J)), 0) + 1
+    direct = {}                   # chunk -> Future: a piece that is its chunk, converted
+    for idx, ((f, w, t, cell), (rset, cset)) in enumerate(zip(pieces, touched)):
+        if rset.size == 1 and cset.size == 1 and count[(int(rset[0]), int(cset[0]))] == 1:
+            I, J = int(rset[0]), int(cset[0])
+            direct[(I, J)] = client.submit(
+                _piece_chunk, f, (int(row_bounds[I + 1] - row_bounds[I]),
+                                  int(col_bounds[J + 1] - col_bounds[J])),
+                (int(row_bounds[I]), int(col_bounds[J])), workers=[w],
+                allow_other_workers=False, key=f"daskhpc-spgemm-chunk-{token}-{I}-{J}")
+            continue
         split = client.submit(_split, f, row_bounds, col_bounds, workers=[w],
                               allow_other_workers=False,
                               key=f"daskhpc-spgemm-csplit-{token}-{idx}")
@@ -196,6 +211,9 @@ def to_dask_array(client, s, lay, pieces: list):
     sub_of = [(j, u) for j in range(g.q) for u in range(lay.b * g.l)]
     for I in range(nr):
         for J in range(nc):
+            if (I, J) in direct:
+                dsk[(name, I, J)] = direct[(I, J)]
+                continue
             j, u = sub_of[J]
             t, k = u % lay.b, u // lay.b
             w = home.get((t, (None if whole else I, j, k)), workers[(I * nc + J) % len(workers)])
@@ -212,25 +230,46 @@ def to_dask_array(client, s, lay, pieces: list):
 
 def _split(kept, row_bounds, col_bounds) -> dict:
     """A kept ``(block, rows, cols)`` split by chunk of C: ``{chunk: (rows, cols, vals)}``
-    in original ids (entries that cancelled to exactly 0 dropped, as scipy does)."""
+    in original ids, in ascending column order (entries that cancelled to exactly 0
+    dropped, as scipy does): one numba pass (:func:`_kernels.chunk_split`)."""
+    from ._kernels import chunk_split
+
+    block, rows, cols = kept
+    nr = block.shape[0]
+    row_ids = np.arange(nr, dtype=np.int64) if not isinstance(rows, np.ndarray) else \
+        np.ascontiguousarray(rows, dtype=np.int64)
+    col_ids = np.ascontiguousarray(cols, dtype=np.int64)
+    nc = col_bounds.size - 1
+    row_label = (np.searchsorted(row_bounds, row_ids, side="right") - 1) * nc
+    col_label = np.searchsorted(col_bounds, col_ids, side="right") - 1
+    starts, r, c, v = chunk_split(np.ascontiguousarray(block.ptr, dtype=np.int64),
+                                  np.ascontiguousarray(block.idx, dtype=np.int32),
+                                  np.ascontiguousarray(block.val, dtype=np.float64),
+                                  row_label.astype(np.int64), row_ids,
+                                  np.argsort(col_ids, kind="stable"),
+                                  col_label.astype(np.int64), col_ids,
+                                  (row_bounds.size - 1) * nc)
+    return {u: (r[lo:hi], c[lo:hi], v[lo:hi]) for u, (lo, hi) in
+            enumerate(zip(starts[:-1], starts[1:])) if hi > lo}
+
+
+def _piece_chunk(kept, shape, origin) -> sp.csr_matrix:
+    """A kept piece that is a whole chunk of C, as canonical CSR on its worker (no split:
+    without the permutation every chunk is one piece)."""
     block, rows, cols = kept
     r = block.idx.astype(np.int64) if not isinstance(rows, np.ndarray) else \
         np.asarray(rows, np.int64)[block.idx]
-    c = np.repeat(np.asarray(cols, np.int64), np.diff(block.ptr))
-    v = block.val
-    keep = v != 0.0
-    r, c, v = r[keep], c[keep], v[keep]
-    nc = col_bounds.size - 1
-    label = (np.searchsorted(row_bounds, r, side="right") - 1) * nc + \
-        (np.searchsorted(col_bounds, c, side="right") - 1)
-    order = np.argsort(label, kind="stable")
-    label = label[order]
-    cuts = np.flatnonzero(np.diff(label)) + 1
-    out = {}
-    for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [label.size]])):
-        if hi > lo:
-            sel = order[lo:hi]
-            out[int(label[lo])] = (r[sel], c[sel], v[sel])
+    cols = np.asarray(cols, np.int64)
+    same_cols = cols.size == shape[1] and np.array_equal(cols, origin[1] + np.arange(shape[1]))
+    if same_cols and block.shape[0] == shape[0] and (not isinstance(rows, np.ndarray) or
+                                                     np.array_equal(rows, origin[0] +
+                                                                    np.arange(shape[0]))):
+        out = sp.csr_matrix(sp.csc_matrix((block.val, block.idx, block.ptr), shape=shape))
+    else:
+        c = np.repeat(cols, np.diff(block.ptr)) - origin[1]
+        out = sp.coo_matrix((block.val, (r - origin[0], c)), shape=shape).tocsr()
+    out.sum_duplicates()
+    out.eliminate_zeros()            # entries that cancelled to exactly 0, as scipy drops
     return out
 
 
@@ -239,12 +278,18 @@ def _chunk_item(split: dict, chunk: int):
 
 
 def _chunk_join(shape, origin, *items) -> sp.csr_matrix:
+    """One chunk of C, canonical CSR, from the pieces' entries in it (a single piece's
+    come in column order: scipy's row-wise conversion then needs no sort)."""
     items = [x for x in items if x is not None]
     if not items:
         return sp.csr_matrix(shape, dtype=np.float64)
-    r = np.concatenate([x[0] for x in items]) - origin[0]
-    c = np.concatenate([x[1] for x in items]) - origin[1]
-    v = np.concatenate([x[2] for x in items])
-    out = sp.csr_matrix((v, (r, c)), shape=shape)
+    if len(items) == 1:
+        r, c, v = items[0]
+        r, c = r - origin[0], c - origin[1]
+    else:
+        r = np.concatenate([x[0] for x in items]) - origin[0]
+        c = np.concatenate([x[1] for x in items]) - origin[1]
+        v = np.concatenate([x[2] for x in items])
+    out = sp.coo_matrix((v, (r, c)), shape=shape).tocsr()
     out.sum_duplicates()
     return out
