@@ -382,10 +382,12 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
         sel = client.submit(_select, piece, tk, np.asarray(bounds), with_ids,
                             key=f"daskhpc-{name}-select-{token}-{k}", **opts)
         selects += [sel, tk]
-        for d in range(nparts):
-            if bounds[d + 1] > bounds[d]:
-                per_part[d].append(client.submit(
-                    _item, sel, d, key=f"daskhpc-{name}-item-{token}-{k}-{d}", **opts))
+        ds = [d for d in range(nparts) if bounds[d + 1] > bounds[d]]
+        # one submission per piece (client.map), not one per piece and part
+        items = client.map(_item, [sel] * len(ds), ds, pure=False,
+                           key=[f"daskhpc-{name}-item-{token}-{k}-{d}" for d in ds], **opts)
+        for d, item in zip(ds, items):
+            per_part[d].append(item)
     out = {}
     for d in range(nparts):
         out[d] = client.submit(join, (args or {}).get(d), *per_part[d],
