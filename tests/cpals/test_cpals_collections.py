@@ -97,3 +97,17 @@ def test_svd_init_needs_the_values(client2):
     coords, vals = nonzeros(300, 4)
     with pytest.raises(InputError, match="init='svd' needs the tensor's values on the client"):
         fit(frame(coords, vals), 2, 2, init="svd", client=client2, **RUN)
+
+
+def test_array_of_coo_chunks(client2):
+    sparse = pytest.importorskip("sparse")
+    da = pytest.importorskip("dask.array")
+    dense = np.random.default_rng(5).random(SHAPE)
+    dense[dense < 0.8] = 0.0
+    x = da.from_array(dense, chunks=(7, 11, 5)).map_blocks(sparse.COO.from_numpy,
+                                                            dtype=np.float64)
+    got = fit(x, 2, 2, grain="fine", partition="random", client=client2, **RUN)
+    ref = fit(sparse.COO.from_numpy(dense), 2, 2, grain="fine", partition="random",
+              client=client2, **RUN)
+    for a, b in zip(ref.factors, got.factors):
+        assert np.array_equal(a, b)

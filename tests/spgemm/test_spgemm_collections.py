@@ -119,12 +119,17 @@ def test_bad_frame_one_line(client2):
 
 
 @pytest.mark.slow
-def test_enron_keep_workers(client2, shared_data):
-    """email-Enron A·A from a DataFrame, C left on the workers, equal to scipy's."""
+def test_enron_keep_workers(client2, shared_data, tmp_path):
+    """email-Enron A·A from a Parquet file the workers read, C left on the workers, equal
+    to scipy's."""
     from daskhpc.io import read
 
     a = read(shared_data / "graphs" / "email-Enron.txt.gz").matrix
-    res = multiply(triplets(a, 4), client=client2, grid="1x1x2", memory_per_worker="40MB",
+    c = sp.coo_array(a)
+    pd.DataFrame({"row": c.row.astype(np.int64), "col": c.col.astype(np.int64),
+                  "value": c.data}).to_parquet(tmp_path / "A.parquet", row_group_size=100_000)
+    A = dd.read_parquet(tmp_path / "A.parquet", split_row_groups=True)
+    res = multiply(A, client=client2, grid="1x1x2", memory_per_worker="40MB",
                    keep="workers", progress=False)
     assert res.nbatches > 1 and isinstance(res.matrix, da.Array)
     assert res.matrix.numblocks == (1, 2 * res.nbatches)
