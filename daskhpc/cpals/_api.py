@@ -18,8 +18,11 @@ Examples
 from __future__ import annotations
 
 import time
+import uuid
+from dataclasses import replace
 
 from daskhpc._workflows import RunOptions
+from daskhpc.errors import InputError
 from daskhpc.comm import AllreduceSchedule
 
 from ._result import CPResult
@@ -33,15 +36,18 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         partition: str = "hp", iters: int = 20, tol: float = 1e-4, seed: int = 0,
         partitioner: str = "auto", epsilon: float = 0.03, reg: float = 0.0,
         nonnegative: bool = False, init="random", partition_file=None,
-        in_loop: bool | None = None, run: RunOptions | None = None,
-        **run_options) -> CPResult:
+        in_loop: bool | None = None, columns=None, shape=None,
+        run: RunOptions | None = None, **run_options) -> CPResult:
     """CP-ALS on a Dask cluster: the tensor's parts on their workers, Algorithm 3 (coarse
     grain) or 4 (fine grain) per mode, factor rows moved as the plan says.
 
     Parameters
     ----------
-    X : path, sparse.COO, SparseInput, or (coords, values, shape)
-        A sparse tensor of order >= 3.
+    X : path, sparse.COO, SparseInput, (coords, values, shape), or Dask collection
+        A sparse tensor of order >= 3. A Dask DataFrame of nonzeros (0-based ids of every
+        mode, then the value; ``columns`` names them, default the columns in order) or a
+        Dask Array of ``sparse.COO`` chunks is read on the workers: only its ids reach
+        the client, its values go straight to the parts' workers (docs/collections.md).
     rank : int
         R, the number of rank-one components.
     nparts : int, optional
@@ -67,6 +73,9 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         Initial factors: the seeded random rows, the R leading left singular vectors of
         each unfolding (absolute values for a nonnegative run; seeded random columns
         where ``I_n < R``), or N given arrays ``I_n x R``; the parts get the rows they hold.
+    columns, shape : optional
+        A DataFrame's id and value columns, and the tensor's shape (default: the
+        largest ids + 1).
     in_loop : bool, optional
         Run steps in the workers' event loops (default: with the graph exchange when
         they are short, ``_job.in_loop_default``; never with the direct exchange, where
@@ -111,16 +120,40 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         options = dict(rank=rank, grain=grain, partition=partition, iters=iters, tol=tol,
                        seed=seed, partitioner=partitioner, epsilon=epsilon, reg=reg,
                        nonnegative=nonnegative, init=init)
+        source = None
+        from daskhpc.io import is_collection
+
+        if is_collection(X):
+            Options(**options).check()          # options first: they cost nothing
+            if isinstance(init, str) and init == "svd":
+                raise InputError("init='svd' needs the tensor's values on the client; with "
+                                 "a Dask collection use init='random' or given factors")
+            from ._collect import read_tensor
+
+            X, nz, can = read_tensor(client, X, columns=columns, shape=shape)
+            source = (nz, can)
+        elif columns is not None or shape is not None:
+            raise InputError("columns= and shape= are for a Dask collection input")
         saved = distribution_path(checkpoint) if checkpoint is not None and resume else None
-        if saved is not None:
-            Options(**options).check()
-            X = as_tensor(X)
-            d = load_distribution(saved, X, nparts)
-            s = prepare(X, nparts, distribution=d, **options)
-        else:
-            s = prepare(X, nparts, partition_file=partition_file, **options)
-        job = cpals_job(s, in_loop=in_loop, exchange=run.exchange)
-        out = run_job(client, job, **run.frame())
+        try:
+            if saved is not None:
+                Options(**options).check()
+                X = as_tensor(X)
+                d = load_distribution(saved, X, nparts)
+                s = prepare(X, nparts, distribution=d, **options)
+            else:
+                s = prepare(X, nparts, partition_file=partition_file, **options)
+            job = cpals_job(s, in_loop=in_loop, exchange=run.exchange,
+                            statics=source is None)
+            if source is None:
+                out = run_job(client, job, **run.frame())
+            else:
+                out, full = _run_collection(client, s, job, source, run)
+                if run.check_serial:
+                    s = replace(s, tensor=full)
+        finally:
+            if source is not None:
+                source[0].release()
         lam, factors = out.value
         info = sections(s, out.history, command=run.command)
         # graph mode: the messages of the last step that ran are fetched only by the next
@@ -136,6 +169,32 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         if run.check_serial:
             info["serial_check"] = serial_check(s, lam, factors, out.history)
         return run.finish(CPResult(lam, factors, out.history, info))
+
+
+def _run_collection(client, s, job, source, run):
+    """``fit`` on a collection: the parts' statics built on their workers (``_collect``),
+    kept in the part store the frame runs on; with ``check_serial`` also the tensor
+    with its values on the client (the serial references need them)."""
+    from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
+
+    from ._collect import full_tensor, part_statics
+
+    nz, can = source
+    full = full_tensor(client, nz, can, s.tensor) if run.check_serial else None
+    placement = job.placement(worker_addresses(client)) if job.placement else \
+        Placement(s.K, worker_addresses(client))
+    store = PartStore(client, placement, uuid.uuid4().hex[:10])
+    try:
+        futs, normx2 = part_statics(client, s, nz, can, placement)
+        nz.release()                       # the parts hold the values now
+        store.adopt("static", futs)
+        s.tensor.normx2 = normx2
+        if full is not None:
+            full.normx2 = normx2           # the references sum ||X||^2 as the run did
+        out = run_job(client, job, store=store, **run.frame())
+    finally:
+        store.release()
+    return out, full
 
 
 def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed: int = 0,

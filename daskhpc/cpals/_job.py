@@ -52,7 +52,7 @@ def in_loop_default(s) -> bool:
 
 
 def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
-              exchange: str | None = None):
+              exchange: str | None = None, statics: bool = True):
     """The frame's Job for the run prepared in ``s``: what :func:`fit` hands
     :func:`daskhpc.runtime.run_job` (public to run one prepared setup several times, e.g.
     to compare exchange modes without partitioning again).
@@ -104,7 +104,8 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
         in_loop = mode == "graph" and in_loop_default(s)
     return Job("cpals", s.K, s.options.iters,
                row=functools.partial(_row, s), fingerprint=P.fingerprint(s),
-               program=functools.partial(_program, s), statics=P.statics(s),
+               program=functools.partial(_program, s),
+               statics=P.statics(s) if statics else None,
                assemble=functools.partial(P.assemble, s),
                stop=functools.partial(P.stop, s) if use_stop else None,
                warm_up=functools.partial(warm_up, s.N), unit_name="iterations",

@@ -312,8 +312,11 @@ def fingerprint(setup) -> dict:
 
     X, d, o = setup.tensor, setup.dist, setup.options
     h = hashlib.sha1()
-    for a in (X.coords, X.vals):
+    token = X.source.get("dask_token")
+    for a in (X.coords, X.vals) if token is None else (X.coords,):
         h.update(np.ascontiguousarray(a).tobytes())
+    if token is not None:              # a Dask collection: its values stay on the workers
+        h.update(token.encode())
     p = hashlib.sha1()
     for a in [*d.owners, *([] if d.nnz_parts is None else [d.nnz_parts])]:
         p.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())

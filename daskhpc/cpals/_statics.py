@@ -23,7 +23,7 @@ import numpy as np
 
 from daskhpc.arrays import unique_sorted
 
-__all__ = ["PartStatic", "statics"]
+__all__ = ["PartStatic", "statics", "part_members"]
 
 
 @dataclass(eq=False)
@@ -71,17 +71,23 @@ def _group(labels: np.ndarray, K: int) -> list[np.ndarray]:
     return [order[bounds[p]:bounds[p + 1]] for p in range(K)]
 
 
+def part_members(setup) -> tuple[list, list | None]:
+    """Per part the nonzeros it holds (ascending), and per mode the part that works on
+    every nonzero (coarse grain; None in the fine grain, where that is ``nnz_parts``)."""
+    X, d, K, N = setup.tensor, setup.dist, setup.K, setup.N
+    if d.grain == "fine":
+        return _group(d.nnz_parts, K), None
+    # a nonzero belongs to the owners of its N slices (replicated up to N times)
+    wp = [d.work_parts(X, n) for n in range(N)]
+    key = unique_sorted(np.concatenate([w * np.int64(X.nnz) + np.arange(X.nnz) for w in wp]))
+    part, e = np.divmod(key, np.int64(X.nnz))
+    return [e[g] for g in _group(part, K)], wp
+
+
 def statics(setup) -> list[PartStatic]:
     """Per part: its nonzeros in local coordinates, its rows and its message positions."""
     X, d, K, N = setup.tensor, setup.dist, setup.K, setup.N
-    if d.grain == "fine":
-        members = _group(d.nnz_parts, K)
-    else:
-        # a nonzero belongs to the owners of its N slices (replicated up to N times)
-        wp = [d.work_parts(X, n) for n in range(N)]
-        key = unique_sorted(np.concatenate([w * np.int64(X.nnz) + np.arange(X.nnz) for w in wp]))
-        part, e = np.divmod(key, np.int64(X.nnz))
-        members = [e[g] for g in _group(part, K)]
+    members, wp = part_members(setup)
     own_global = [_group(d.owners[m], K) for m in range(N)]     # [mode][part]
     grams0 = np.stack(setup.initial_grams())
     start = setup.start_factors()

@@ -50,6 +50,8 @@ class Tensor:
     vals: np.ndarray
     shape: tuple
     source: dict = field(default_factory=dict)
+    #: ``||X||^2`` when it was summed elsewhere (a Dask collection's, part by part)
+    normx2: float | None = None
 
     @property
     def order(self) -> int:
@@ -61,6 +63,8 @@ class Tensor:
 
     def norm2(self) -> float:
         """``||X||^2``, summed in nonzero order (the serial and distributed runs share it)."""
+        if self.normx2 is not None:
+            return float(self.normx2)
         return float(np.dot(self.vals, self.vals))
 
     def to_dense(self) -> np.ndarray:

@@ -1,6 +1,7 @@
 """Readers: sparse input files -> scipy.sparse / sparse.COO / numpy.
 
-No dask here: reading a file must not need a cluster.
+No dask here: reading a file must not need a cluster (the Dask-collection helpers
+import dask only when called).
 
 Examples
 --------
@@ -10,6 +11,7 @@ Examples
 ((610, 9724), 100836)
 """
 
+from ._collections import Nonzeros, is_collection, labels_route, read_nonzeros, route
 from ._common import FORMATS, SparseInput
 from ._detect import detect_format, formats_of, read
 from ._edgecsv import read_edge_csv
@@ -23,4 +25,6 @@ from ._tns import read_tns
 
 __all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_snap", "read_tns",
            "read_libsvm", "read_ratings", "read_edge_csv", "read_node_features",
-           "read_node_labels", "ReadError", "SparseInput", "FORMATS"]
+           "read_node_labels", "ReadError", "SparseInput", "FORMATS",
+           # Dask collections (daskhpc.io._collections; dask imported only when used)
+           "is_collection", "read_nonzeros", "route", "labels_route", "Nonzeros"]

@@ -41,6 +41,7 @@ class PartStore:
         self.where: dict[str, dict] = {}      # name -> part -> the worker holding it
         self.generation = 0
         self.transient: set[str] = set()      # names an attempt puts anew (not moved)
+        self.adopted: set[str] = set()        # names built on the workers (``adopt``)
 
     def put(self, name: str, values: dict, *, transient: bool = False) -> dict:
         """Scatter ``{part: value}`` to the parts' workers; returns ``{part: Future}``.
@@ -56,6 +57,21 @@ class PartStore:
             release_futures(old.values())
         self.data[name] = dict(values)
         self._scatter(name, self.data[name])
+        return self.futures[name]
+
+    def adopt(self, name: str, futures: dict) -> dict:
+        """Record ``{part: Future}`` that tasks pinned on the parts' workers made (data
+        built on the workers, e.g. from a Dask collection: the client has no copy).
+
+        A move of such a part (its worker lost) raises :class:`RuntimeError`: there is
+        nothing to send again."""
+        old = self.futures.pop(name, None)
+        if old:
+            release_futures(old.values())
+        self.data.pop(name, None)
+        self.adopted.add(name)
+        self.futures[name] = dict(futures)
+        self.where[name] = {p: self.placement.worker(self.part_of(p)) for p in futures}
         return self.futures[name]
 
     def __getitem__(self, name: str) -> dict:
@@ -95,6 +111,14 @@ class PartStore:
             release_futures(self.futures.pop(name, {}).values())
             self.where.pop(name, None)
             del self.data[name]
+        for name in self.adopted:
+            lost = [p for p, w in self.where.get(name, {}).items()
+                    if placement.worker(self.part_of(p)) != w]
+            if lost:
+                raise RuntimeError(
+                    f"part data {name!r} of part {_label(lost[0])} was built on its worker "
+                    "from a Dask collection and died with it (the client holds no copy to "
+                    "send again); run again")
         for name, values in self.data.items():
             where = self.where.get(name, {})
             moved = [p for p in values if placement.worker(self.part_of(p)) != where.get(p)]
@@ -109,6 +133,7 @@ class PartStore:
         for futs in self.futures.values():
             release_futures(futs.values())
         self.futures, self.data, self.where = {}, {}, {}
+        self.adopted = set()
 
 
 def _label(key) -> str:

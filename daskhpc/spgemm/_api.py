@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from daskhpc.comm import CostModel
 from daskhpc._workflows import RunOptions
+from daskhpc.errors import InputError
 
 from ._plan import plan_sections, step_plans
 from ._prep import like_input
@@ -35,16 +36,20 @@ __all__ = ["multiply", "plan", "serial_multiply", "over_budget", "warn_over_budg
 def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batches="auto",
              consume="keep", window: int = 1, seed: int | None = 0,
              r: float = BYTES_PER_UNMERGED, plan: bool = True, measure_memory: bool = True,
-             mask=None, local: str = "fused", run: RunOptions | None = None,
-             **run_options) -> SpgemmResult:
+             mask=None, local: str = "fused", keep: str = "client", columns=None,
+             run: RunOptions | None = None, **run_options) -> SpgemmResult:
     """C = A·B with BatchedSumma3D on a Dask cluster, consumed batch by batch.
 
     Parameters
     ----------
-    a, b : scipy sparse, dense array, or path
+    a, b : scipy sparse, dense array, path, or Dask collection
         A (m x k) and B (k x n); ``b=None`` squares A. A path is read with
         :func:`daskhpc.io.read`. C (``matrix``) is a ``csr_matrix`` when the sparse
-        inputs are ``scipy.sparse.spmatrix``, else a ``csr_array``.
+        inputs are ``scipy.sparse.spmatrix``, else a ``csr_array``. A Dask DataFrame of
+        (row, col, value) triplets (0-based ids; shape: the largest ids + 1, the inner
+        dimension shared) or a Dask Array of scipy.sparse / sparse.COO chunks is read on
+        the workers: its values go straight to the cells' workers, never to the client
+        (docs/collections.md).
     grid : "QxQxL" or Grid, optional
         Default: one cell per worker, square layers q x q x l for any worker count
         (2 workers: 1x1x2, 4: 2x2x1, 8: 2x2x2; ``Grid.for_workers``).
@@ -70,6 +75,13 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
     local : {"fused", "staged"}
         ``fused`` (default): all stages into one accumulator per column; ``staged`` (the
         paper's Algorithm 1): Local-Multiply per SUMMA stage, then Merge-Layer.
+    keep : {"client", "workers"}
+        Where a kept C (``consume`` keep, prune, threshold) ends: ``client`` gathers it
+        into one CSR matrix; ``workers`` leaves it there as a ``dask.array.Array`` of
+        ``scipy.sparse.csr_matrix`` chunks (one per batch piece of a cell; ``.compute()``
+        gathers it, ``multiply(res.matrix, ...)`` uses it where it is).
+    columns : list of str, optional
+        A DataFrame input's row, column and value columns (default: its columns in order).
     run : RunOptions, optional
         How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
         max_restarts, progress, callback, check_serial), or the same names as keywords.
@@ -101,18 +113,59 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
 
     run = RunOptions.of(run, **run_options)
     with connected(run) as client:
-        s = prepare(a, b, grid=grid, nworkers=len(worker_addresses(client)),
+        sources, given = _sources(client, a, b, columns, run.check_serial)
+        pa, pb = (a, b) if not sources else given["patterns"]
+        s = prepare(pa, pb, grid=grid, nworkers=len(worker_addresses(client)),
                     memory_per_worker=memory_per_worker, batches=batches, consume=consume,
-                    window=window, seed=seed, r=r, local=local, mask=mask)
-        res = _run(client, s, plan=plan, measure_memory=measure_memory,
-                   checkpoint=run.checkpoint, resume=run.resume,
-                   max_restarts=run.max_restarts, callback=run.callback,
-                   progress=run.progress, t_start=t_start)
+                    window=window, seed=seed, r=r, local=local, mask=mask, keep=keep)
+        s.sources = sources or None
+        try:
+            res = _run(client, s, plan=plan, measure_memory=measure_memory,
+                       checkpoint=run.checkpoint, resume=run.resume,
+                       max_restarts=run.max_restarts, callback=run.callback,
+                       progress=run.progress, t_start=t_start)
+        finally:
+            for nz in sources.values():
+                nz.release()
+        if sources:
+            res.info["input"]["collections"] = {n: {"pieces": int(nz.offsets.size - 1),
+                                                    "columns": nz.columns}
+                                                for n, nz in sources.items()}
         if run.check_serial:
-            res.info["serial_check"] = serial_check(s, res)
+            res.info["serial_check"] = serial_check(s, res, *given.get("values", ()))
         if isinstance(a, (str, os.PathLike)):
             res.info["input"]["path"] = os.fspath(a)
         return run.finish(as_given(res, a, b))
+
+
+def _sources(client, a, b, columns, values: bool) -> tuple[dict, dict]:
+    """The Dask-collection inputs (``_collect``) and, for them, the patterns ``prepare``
+    takes instead (and, with ``values``, A and B gathered for the serial check)."""
+    from daskhpc.io import is_collection
+
+    if not any(x is not None and is_collection(x) for x in (a, b)):
+        if columns is not None:
+            raise InputError("columns= is for a Dask DataFrame input")
+        return {}, {}
+    from ._collect import pattern, read_inputs, shapes
+
+    sources = read_inputs(client, a, b, columns)
+    sa, sb = shapes(sources, a, b)
+    pa = pattern(sources["A"], sa) if "A" in sources else a
+    pb = None if b is None else (pattern(sources["B"], sb) if "B" in sources else b)
+    given = {"patterns": (pa, pb)}
+    if values:
+        def full(name, x, shape):
+            if name not in sources:
+                return x
+            nz = sources[name]
+            m = sp.csr_array((nz.gather_values(client), (nz.pins[0], nz.pins[1])),
+                             shape=shape)
+            m.sum_duplicates()
+            return m
+        fa = full("A", a, sa)
+        given["values"] = (fa, fa if b is None else full("B", b, sb))
+    return sources, given
 
 
 def as_given(res: SpgemmResult, *inputs) -> SpgemmResult:
@@ -186,8 +239,24 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     dashboard.publish(client, "run", name=f"spgemm {str(g)}", workflow="spgemm",
                       workers=workers)
     dashboard.publish(client, "memory", budget=s.memory, baseline=baseline)
-    store.put("A", s.a_blocks)
-    store.put("B", s.b_blocks)
+    if s.sources:
+        # collections: the blocks are built on the cells' workers, not scattered
+        from distributed import wait
+
+        from ._collect import route_blocks
+
+        fa, fb = route_blocks(client, s, store.placement)
+        for name, futs, blocks in (("A", fa, s.a_blocks), ("B", fb, s.b_blocks)):
+            if futs is None:
+                store.put(name, blocks)
+            else:
+                wait(list(futs.values()))
+                store.adopt(name, futs)
+        for nz in s.sources.values():
+            nz.release()                  # the blocks hold the values now
+    else:
+        store.put("A", s.a_blocks)
+        store.put("B", s.b_blocks)
     store.put("R", s.row_ids())
     recoveries: list = []
     t0 = time.perf_counter()
@@ -248,7 +317,16 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
                       timeline=timeline)
     dashboard.publish(client, "memory", budget=s.memory, baseline=baseline, peak=peaks)
     matrix, value, t_assemble = None, None, 0.0
-    if s.consumer.keeps:
+    if s.consumer.keeps and s.keep == "workers":
+        from ._collect import to_dask_array
+
+        ta = time.perf_counter()
+        matrix = value = to_dask_array(client, s, lay, out.value or [])
+        from daskhpc.runtime import release_futures
+
+        release_futures(f for f, *_ in (out.value or []))   # the chunks depend on them
+        t_assemble = time.perf_counter() - ta
+    elif s.consumer.keeps:
         from ._consumers import assemble
 
         ta = time.perf_counter()
@@ -279,7 +357,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
         measured["workers_lost"] = lost       # their sends are not counted
     quality = dict(info.get("quality", {}))
     quality.update(batches=nb, window=s.window)
-    if matrix is not None and type(s.consumer).__name__ == "Keep":
+    if matrix is not None and type(s.consumer).__name__ == "Keep" and sp.issparse(matrix):
         quality["nnz_c"] = int(matrix.nnz)
     elif isinstance(value, dict) and "structural_nnz" in value:     # count: both counts
         quality.update(nnz_c=int(value["nnz"]), structural_nnz_c=int(value["structural_nnz"]))
@@ -412,13 +490,17 @@ def compare_products(c, ref) -> dict:
     return out
 
 
-def serial_check(s: Setup, res: SpgemmResult) -> dict:
-    """The ``serial_check`` section: the run's C (or its count) against scipy's."""
-    ref = _serial_product(s.a, s.b)
+def serial_check(s: Setup, res: SpgemmResult, a=None, b=None) -> dict:
+    """The ``serial_check`` section: the run's C (or its count) against scipy's (``a``,
+    ``b``: the inputs with their values, when ``s`` holds only the patterns of
+    collections). A C left on the workers is gathered for the comparison."""
+    a, b = (s.a, s.b) if a is None else (a, b)
+    ref = _serial_product(a, b)
     if res.matrix is not None and type(s.consumer).__name__ == "Keep":
-        out = compare_products(res.matrix, ref)
+        c = res.matrix if sp.issparse(res.matrix) else sp.csr_array(res.matrix.compute())
+        out = compare_products(sp.csr_array(c), ref)
     elif isinstance(res.value, dict) and "nnz" in res.value:
-        out = compare_counts(res.value, s.a, s.b, ref)
+        out = compare_counts(res.value, a, b, ref)
     else:
         return {"done": False}
     out["statement"] = serial_statement(out)

@@ -162,6 +162,8 @@ class Batches:
                                if self.measure_memory else {})
         if not self.s.consumer.keeps:
             return None
+        if self.s.keep == "workers":
+            return self._on_workers()
         pairs = [(f, w) for t in sorted(self.kept) for f, w, _ in self.kept[t]]
         t0 = time.perf_counter()
         blocks = gather_direct(self.client, pairs) if pairs else []
@@ -177,6 +179,29 @@ class Batches:
         self.kept = {}
         self.after["gather_s"] = time.perf_counter() - t0
         return blocks
+
+    def _on_workers(self) -> list:
+        """``keep="workers"``: the kept blocks stay where they are, ``(Future, worker,
+        batch, cell)`` each (``_collect.to_dask_array``); a batch recorded in the
+        checkpoint but no longer in memory is read back by a task on a worker."""
+        from ._collect import piece_of
+
+        out = [(f, w, *piece_of(name, t)) for t in sorted(self.kept)
+               for f, w, name in self.kept[t]]
+        workers = sorted(self.client.scheduler_info()["workers"])
+        disk = [(t, name) for t in sorted(self.files) if t not in self.kept
+                for name in self.files[t]]
+        for n, (t, name) in enumerate(disk):
+            path = self.ck.file(t, name)
+            if not os.path.exists(path):
+                raise InputError(f"{path}: missing from the checkpoint (batch {t} is "
+                                 "recorded complete)")
+            w = workers[n % len(workers)]
+            f = self.client.submit(load_kept, path, workers=[w], allow_other_workers=False,
+                                   pure=False)
+            out.append((f, w, *piece_of(name, t)))
+        self.kept = {}          # the caller owns the futures now
+        return out
 
     def lost(self, workers: set, safe: set, durable: set) -> dict:
         """What died with ``workers``: kept blocks of safe batches (computed again unless

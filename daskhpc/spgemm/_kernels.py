@@ -437,6 +437,44 @@ def topk_columns(ptr, idx, val, k):
     return out_ptr, out_idx, out_val
 
 
+@njit(**_OPTS)
+def chunk_split(ptr, idx, val, row_label, row_ids, col_order, col_label, col_ids, nlabels):
+    """A kept block's entries grouped by chunk of C (``keep="workers"``), one counting
+    pass and one fill: ``label = row_label[row] + col_label[col]``; columns are visited
+    in ``col_order`` (ascending original id), so inside a group rows and columns come in
+    column order; entries that cancelled to exactly 0 are dropped.
+
+    Returns ``starts`` (nlabels + 1) and the rows, columns (original ids) and values.
+    """
+    starts = np.zeros(nlabels + 1, np.int64)
+    for jj in range(col_order.size):
+        j = col_order[jj]
+        cl = col_label[j]
+        for e in range(ptr[j], ptr[j + 1]):
+            if val[e] != 0.0:
+                starts[row_label[idx[e]] + cl + 1] += 1
+    for u in range(nlabels):
+        starts[u + 1] += starts[u]
+    fill = starts[:-1].copy()
+    n = starts[-1]
+    rows = np.empty(n, np.int64)
+    cols = np.empty(n, np.int64)
+    vals = np.empty(n, np.float64)
+    for jj in range(col_order.size):
+        j = col_order[jj]
+        cl = col_label[j]
+        c = col_ids[j]
+        for e in range(ptr[j], ptr[j + 1]):
+            if val[e] != 0.0:
+                u = row_label[idx[e]] + cl
+                o = fill[u]
+                rows[o] = row_ids[idx[e]]
+                cols[o] = c
+                vals[o] = val[e]
+                fill[u] = o + 1
+    return starts, rows, cols, vals
+
+
 def _warm_up_plan() -> None:
     """The plan's kernel (the grid symbolic pass, in the client)."""
     import scipy.sparse as sp

@@ -81,3 +81,6 @@ def warm_up() -> None:
     _consumers._masked_dot(c.ptr, c.idx, c.val, a.ptr, a.idx, a.val, 8)
     _consumers._count_sum(c.val)
     _consumers.assemble([(c, np.arange(8), np.arange(8))], (8, 8))
+    from daskhpc.spgemm._collect import _split
+
+    _split((c, np.arange(8), np.arange(8)), np.array([0, 4, 8]), np.array([0, 8]))

@@ -29,7 +29,10 @@ from ._memory import parse_bytes
 from ._prep import check_inputs, localize, permutations
 from ._symbolic import BYTES_PER_UNMERGED, planned_batches
 
-__all__ = ["Setup", "prepare", "fingerprint", "matrix_digest"]
+__all__ = ["Setup", "prepare", "fingerprint", "matrix_digest", "KEEPS"]
+
+#: Where a kept C ends (``multiply(keep=...)``).
+KEEPS = ("client", "workers")
 
 
 @dataclass(eq=False)
@@ -60,6 +63,11 @@ class Setup:
     bp: sp.csr_array
     a_blocks: dict = field(default_factory=dict)
     b_blocks: dict = field(default_factory=dict)
+    #: ``{"A": Nonzeros, "B": Nonzeros}`` when A or B is a Dask collection: ``a``/``b``
+    #: are then patterns (values 1) and the values stay on the workers (``_collect``)
+    sources: dict | None = None
+    #: where a kept C ends: ``client`` (gathered, CSR) or ``workers`` (a dask array)
+    keep: str = "client"
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -107,7 +115,8 @@ class Setup:
 
 def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
             batches="auto", consume="keep", window: int = 1, seed: int | None = 0,
-            r: float = BYTES_PER_UNMERGED, local: str = "fused", mask=None) -> Setup:
+            r: float = BYTES_PER_UNMERGED, local: str = "fused", mask=None,
+            keep: str = "client") -> Setup:
     """Check the inputs and options and cut the blocks of a run on ``nworkers`` workers.
 
     Parameters are those of :func:`daskhpc.spgemm.multiply`; ``grid=None`` means one
@@ -119,6 +128,11 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
         raise InputError(f"local must be 'staged' or 'fused', not {local!r}")
     if int(window) < 1:
         raise InputError(f"--window must be at least 1, not {window}")
+    if keep not in KEEPS:
+        raise InputError(f"keep must be one of {', '.join(map(repr, KEEPS))}, not {keep!r}")
+    if keep == "workers" and not consumer.keeps:
+        raise InputError(f"keep='workers' needs a consumer that keeps C (keep, prune:K, "
+                         f"threshold:X), not {consumer!r}")
     g = Grid.for_workers(nworkers) if grid is None else \
         grid if isinstance(grid, Grid) else Grid.parse(grid)
     if batches != "auto":
@@ -142,7 +156,8 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
             pc = localize(pc, np.unique(np.concatenate(Layout(g, shape, known_b).sub_bounds)))
     ap, bp = a[pr][:, pk], b[pk][:, pc]
     s = Setup(a, b, g, int(nworkers), mem, batches, consumer, int(window), seed, float(r),
-              local, None if mask is None else sp.csr_array(mask), pr, pk, pc, ap, bp)
+              local, None if mask is None else sp.csr_array(mask), pr, pk, pc, ap, bp,
+              keep=keep)
     s.a_blocks, s.b_blocks = _cut(ap, bp, lay1)
     if s.mem_cell is not None:           # fail before any work if inputs alone do not fit
         planned_batches(0, s.nnz_a, s.nnz_b, s.mem_cell, r, str(g))
@@ -194,7 +209,10 @@ def fingerprint(s: Setup) -> dict:
     >>> fp["a"]["nnz"], fp["batches"], fp["consume"]
     (3, 2, 'Count()')
     """
-    fp = {"a": matrix_digest(s.a), "b": matrix_digest(s.b), "grid": str(s.grid),
+    digest = {n: matrix_digest(m) for n, m in (("A", s.a), ("B", s.b))}
+    for n, nz in (s.sources or {}).items():      # a collection: its pattern and dask token
+        digest[n] = {**digest[n], "sha256": None, "dask_token": nz.token}
+    fp = {"a": digest["A"], "b": digest["B"], "grid": str(s.grid),
           "batches": s.batches, "seed": s.seed, "consume": repr(s.consumer), "local": s.local}
     if s.batches == "auto":
         fp["memory_per_worker"] = s.memory

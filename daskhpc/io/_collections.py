@@ -1,0 +1,399 @@
+"""Dask collections as input: read, validate, and move nonzeros to their parts' workers.
+
+A workflow that is given a ``dask.dataframe.DataFrame`` of nonzeros (one row each:
+0-based ids, then the value; columns in the order ``row, col[, more modes], value``
+unless ``columns=`` names them) or a ``dask.array.Array`` whose chunks are
+``scipy.sparse`` matrices, ``sparse.COO`` arrays (or numpy arrays: their nonzeros) never
+gathers the values to the client:
+
+1. :func:`read_nonzeros` checks what it can from the metadata (integer ids, a numeric
+   value, known chunk sizes), persists every partition as an (ids, values) *piece* on
+   the workers, and computes, in one pass there, a small summary per piece (count,
+   smallest and largest id per mode, NaN or infinite values) and the *pins* (the ids,
+   int32 where they fit), the only per-nonzero data that reaches the client. A bad
+   collection raises a one-line :class:`~daskhpc.errors.InputError` naming the column
+   (or chunk) and the problem, before the workflow does any work.
+2. The workflow partitions the pins on the client, and :func:`route` sends every
+   nonzero from its piece's worker straight to its part's worker (one task per piece
+   and part on the piece's worker, one task per part pinned on the part's worker), where
+   the workflow's ``join`` builds the part's data. What the client sends the workers is
+   integer positions (which nonzeros go to which part), never a value.
+
+No dask at import time (the ``io`` package must not need it); ``dask.dataframe`` is
+imported only for a DataFrame, and without pandas the message names the extra.
+
+Examples
+--------
+>>> is_collection([1, 2]), is_collection(None)
+(False, False)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskhpc.errors import InputError
+
+__all__ = ["is_collection", "read_nonzeros", "Nonzeros", "route", "labels_route",
+           "DATAFRAME_EXTRA"]
+
+#: What to install for DataFrame input (``pip install "daskhpc[dataframe]"``).
+DATAFRAME_EXTRA = 'dask.dataframe needs pandas and pyarrow: pip install "daskhpc[dataframe]"'
+
+
+def is_collection(x) -> bool:
+    """True for a Dask DataFrame or Array (checked by type, importing nothing)."""
+    mod = type(x).__module__ or ""
+    return mod.split(".", 1)[0] == "dask" and hasattr(x, "__dask_graph__") and \
+        _kind(x) is not None
+
+
+def _kind(x) -> str | None:
+    mod = type(x).__module__ or ""
+    if mod.startswith("dask.array") and hasattr(x, "chunks"):
+        return "array"
+    if mod.startswith("dask.dataframe") and hasattr(x, "columns") and hasattr(x, "dtypes"):
+        return "frame"
+    return None
+
+
+def dataframe_module():
+    """``dask.dataframe``, or an InputError naming the extra to install."""
+    try:
+        import dask.dataframe as dd
+    except ImportError as e:
+        raise InputError(f"{DATAFRAME_EXTRA} ({e})") from None
+    return dd
+
+
+class Nonzeros:
+    """A validated collection of nonzeros whose values stay on the workers.
+
+    Attributes
+    ----------
+    name : str
+        What messages call it (``A``, ``B``, ``tensor``).
+    shape : tuple of int
+    pins : int32 or int64 array (order, nnz)
+        The ids of every nonzero, in collection order (the client's copy).
+    offsets : int64 array (npieces + 1,)
+        Where each piece's nonzeros start in that order.
+    pieces : list of Future
+        Per piece ``(ids (order, n) int64, values (n,) float64)`` on a worker.
+    columns : list of str
+        The columns read (ids, then the value), or ``["chunks"]`` for an array.
+    token : str
+        Dask's token of the collection (what identifies it in a checkpoint).
+    """
+
+    def __init__(self, name, shape, pins, offsets, pieces, columns, token, nonzero_values):
+        self.name, self.shape, self.pins, self.offsets = name, tuple(shape), pins, offsets
+        self.pieces, self.columns, self.token = pieces, columns, token
+        self.nonzero_values = int(nonzero_values)
+
+    @property
+    def order(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.offsets[-1])
+
+    def gather_values(self, client) -> np.ndarray:
+        """All values in collection order on the client (only for checks such as
+        ``check_serial``, which compare with a serial run on the client)."""
+        parts = client.gather([client.submit(_values_of, p, pure=False) for p in self.pieces])
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def release(self) -> None:
+        """Let the workers free the pieces."""
+        for f in self.pieces:
+            f.release()
+        self.pieces = []
+
+    def __repr__(self) -> str:
+        return (f"Nonzeros({self.name}: {' x '.join(map(str, self.shape))}, {self.nnz} "
+                f"nonzeros in {len(self.pieces)} pieces)")
+
+
+def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=None,
+                  name: str = "input", min_order: int = 2) -> Nonzeros:
+    """Check ``x`` and persist its nonzeros on ``client``'s workers (module docstring).
+
+    Parameters
+    ----------
+    x : dask.dataframe.DataFrame or dask.array.Array
+    client : distributed.Client
+    order : int, optional
+        Modes expected (2 for a matrix); default: from the array or the columns
+        (a frame's columns less the value; at least ``min_order``).
+    columns : list of str, optional
+        The frame's id columns and then its value column; default every column in order.
+    shape : tuple of int, optional
+        Default: a frame's largest id + 1 per mode; an array's shape.
+    name : str
+        What the messages call the input.
+
+    Returns
+    -------
+    Nonzeros
+    """
+    kind = _kind(x)
+    if kind is None:
+        raise InputError(f"{name}: {type(x).__name__} is not a Dask DataFrame or Array")
+    from dask import delayed
+    from dask.base import tokenize
+
+    if kind == "frame":
+        dataframe_module()
+        cols = _frame_columns(x, columns, order, name, min_order)
+        order = len(cols) - 1
+        pieces = [delayed(_frame_piece, pure=True)(d, cols) for d in x.to_delayed()]
+        known = None
+    else:
+        if columns is not None:
+            raise InputError(f"{name}: columns= is for a DataFrame, not a Dask Array")
+        known = _array_check(x, order, name, min_order)
+        order, cols = x.ndim, ["chunks"]
+        pieces = []
+        starts = [np.concatenate([[0], np.cumsum(c)[:-1]]) for c in x.chunks]
+        blocks = x.to_delayed()
+        for idx in np.ndindex(*blocks.shape):
+            off = tuple(int(starts[d][idx[d]]) for d in range(x.ndim))
+            pieces.append(delayed(_block_piece, pure=True)(blocks[idx], off))
+    if shape is not None:
+        try:
+            shape = tuple(int(s) for s in shape)
+        except (TypeError, ValueError):
+            raise InputError(f"{name}: shape {shape!r} is not a sequence of integers") from None
+        if len(shape) != order:
+            raise InputError(f"{name}: shape {shape} has {len(shape)} modes, the input {order}")
+    futures = client.compute(pieces)
+    stats = client.gather([client.submit(_summary, f, pure=False) for f in futures])
+    problem = _problem(stats, cols, order, name, shape or known)
+    if problem:
+        for f in futures:
+            f.release()
+        raise InputError(problem)
+    nnz = sum(s["n"] for s in stats)
+    if nnz == 0:
+        raise InputError(f"{name}: the collection holds no nonzeros")
+    hi = [max(s["max"][m] for s in stats if s["n"]) for m in range(order)]
+    if shape is None:
+        shape = known or tuple(h + 1 for h in hi)
+    itype = np.int32 if max(shape) < 2**31 else np.int64
+    pins = client.gather([client.submit(_pins, f, itype, pure=False) for f in futures])
+    pins = np.concatenate(pins, axis=1) if pins else np.zeros((order, 0), itype)
+    offsets = np.concatenate([[0], np.cumsum([s["n"] for s in stats])]).astype(np.int64)
+    return Nonzeros(name, shape, pins, offsets, futures, cols, tokenize(x),
+                    sum(s["nonzero"] for s in stats))
+
+
+def _frame_columns(x, columns, order, name, min_order) -> list:
+    names = list(x.columns)
+    cols = names if columns is None else list(columns)
+    for c in cols:
+        if c not in names:
+            raise InputError(f"{name}: column {c!r} is not in the DataFrame (columns: "
+                             f"{', '.join(map(str, names))})")
+    want = f"{order} id columns and a value" if order else \
+        f"at least {min_order} id columns and a value"
+    if len(cols) < min_order + 1 or (order is not None and len(cols) != order + 1):
+        raise InputError(f"{name}: {len(cols)} columns ({', '.join(map(str, cols))}); need "
+                         f"{want} (name them with columns=[...])")
+    dtypes = x.dtypes
+    for c in cols[:-1]:
+        dt = dtypes[c]
+        if getattr(dt, "kind", "O") not in "iu":
+            raise InputError(f"{name}: column {c!r} is {dt}; ids must be integers (0-based)")
+    if getattr(dtypes[cols[-1]], "kind", "O") not in "biuf":
+        raise InputError(f"{name}: value column {cols[-1]!r} is {dtypes[cols[-1]]}; values "
+                         "must be numbers")
+    return cols
+
+
+def _array_check(x, order, name, min_order) -> tuple:
+    if order is not None and x.ndim != order:
+        raise InputError(f"{name}: a {x.ndim}-D Dask Array, need {order}-D")
+    if x.ndim < min_order:
+        raise InputError(f"{name}: a {x.ndim}-D Dask Array, need at least {min_order}-D")
+    if any(np.isnan(c) for cs in x.chunks for c in cs):
+        raise InputError(f"{name}: the Dask Array's chunk sizes are unknown (nan); call "
+                         ".compute_chunk_sizes() first")
+    if getattr(x.dtype, "kind", "O") not in "biuf":
+        raise InputError(f"{name}: the Dask Array's dtype is {x.dtype}; values must be numbers")
+    meta = type(x._meta)
+    mod = meta.__module__ or ""
+    if not (mod.startswith(("scipy.sparse", "sparse", "numpy"))):
+        raise InputError(f"{name}: chunks of type {meta.__name__}; use scipy.sparse, "
+                         "sparse.COO or numpy chunks")
+    return tuple(int(s) for s in x.shape)
+
+
+def _problem(stats, cols, order, name, shape) -> str | None:
+    """The first problem of the summaries, as one line, or None."""
+    label = (lambda m: f"column {cols[m]!r}") if cols != ["chunks"] else \
+        (lambda m: f"mode {m + 1}")
+    where = "partition" if cols != ["chunks"] else "chunk"
+    for k, s in enumerate(stats):
+        if s.get("error"):
+            return f"{name}: {where} {k}: {s['error']}"
+    for k, s in enumerate(stats):
+        if not s["n"]:
+            continue
+        for m in range(order):
+            if s["missing"][m]:
+                return f"{name}: {label(m)} has missing ids in {where} {k}"
+            if s["min"][m] < 0:
+                return (f"{name}: {label(m)} holds a negative id ({s['min'][m]}) in {where} "
+                        f"{k}; ids are 0-based")
+            if shape is not None and s["max"][m] >= shape[m]:
+                return (f"{name}: {label(m)} holds id {s['max'][m]} in {where} {k}, outside "
+                        f"the shape {' x '.join(map(str, shape))}")
+        if s["bad"]:
+            what = "the value column " + repr(cols[-1]) if cols != ["chunks"] else "values"
+            return (f"{name}: {what} holds NaN or infinite values in {where} {k} "
+                    f"({s['bad']} of them)")
+    return None
+
+
+# -- on the workers ------------------------------------------------------------------------
+
+def _frame_piece(df, cols) -> tuple:
+    ids = np.empty((len(cols) - 1, len(df)), np.int64)
+    missing = []
+    for m, c in enumerate(cols[:-1]):
+        col = df[c]
+        missing.append(bool(col.isna().any()))
+        ids[m] = col.fillna(-1).to_numpy(dtype=np.int64) if missing[-1] else \
+            col.to_numpy(dtype=np.int64)
+    v = df[cols[-1]]
+    vals = v.to_numpy(dtype=np.float64, na_value=np.nan)
+    return ids, vals, missing
+
+
+def _block_piece(block, offset) -> tuple:
+    if hasattr(block, "tocoo") and hasattr(block, "nnz") and not hasattr(block, "coords"):
+        c = block.tocoo()                                      # scipy.sparse
+        ids = np.stack([c.row.astype(np.int64), c.col.astype(np.int64)])
+        vals = np.asarray(c.data, np.float64)
+    elif hasattr(block, "coords") and hasattr(block, "data"):  # sparse.COO
+        ids = np.asarray(block.coords, np.int64).reshape(len(offset), -1).copy()
+        vals = np.asarray(block.data, np.float64)
+    else:
+        a = np.asarray(block)
+        nz = np.nonzero(a)
+        ids = np.array(nz, np.int64).reshape(len(offset), -1)
+        vals = np.asarray(a[nz], np.float64)
+    ids += np.asarray(offset, np.int64)[:, None]
+    return ids, vals, [False] * len(offset)
+
+
+def _summary(piece) -> dict:
+    ids, vals, missing = piece
+    n = int(vals.size)
+    out = {"n": n, "missing": list(missing), "min": [0] * ids.shape[0],
+           "max": [0] * ids.shape[0], "bad": 0, "nonzero": 0}
+    if n:
+        out["min"] = [int(x) for x in ids.min(axis=1)]
+        out["max"] = [int(x) for x in ids.max(axis=1)]
+        finite = np.isfinite(vals)
+        out["bad"] = int(n - np.count_nonzero(finite))
+        out["nonzero"] = int(np.count_nonzero(vals))
+    return out
+
+
+def _pins(piece, itype):
+    return piece[0].astype(itype)
+
+
+def _values_of(piece):
+    return piece[1]
+
+
+def _select(piece, take, bounds, with_ids: bool):
+    """The piece's nonzeros for each destination: ``take[bounds[d]:bounds[d + 1]]``."""
+    ids, vals, _ = piece
+    out = []
+    for d in range(len(bounds) - 1):
+        t = take[bounds[d]:bounds[d + 1]]
+        out.append((ids[:, t], vals[t]) if with_ids else vals[t])
+    return out
+
+
+def _item(seq, d):
+    return seq[d]
+
+
+def labels_route(labels: np.ndarray, offsets: np.ndarray, nparts: int) -> list:
+    """Per piece ``(take, bounds)`` for one destination per nonzero: ``labels`` (in
+    collection order) name each nonzero's part; inside a part the collection order stays.
+
+    >>> [(t.tolist(), b.tolist()) for t, b in labels_route(np.array([1, 0, 1, 0]),
+    ...                                                    np.array([0, 3, 4]), 2)]
+    [([1, 0, 2], [0, 1, 3]), ([0], [0, 1, 1])]
+    """
+    out = []
+    for lo, hi in zip(offsets[:-1], offsets[1:]):
+        lab = np.asarray(labels[lo:hi])
+        take = np.argsort(lab, kind="stable")
+        bounds = np.searchsorted(lab[take], np.arange(nparts + 1)).astype(np.int64)
+        out.append((take.astype(np.int64), bounds))
+    return out
+
+
+def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | None = None,
+          *, with_ids: bool = False, name: str = "route") -> dict:
+    """Send every piece's nonzeros to their parts' workers and build each part there.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    nz : Nonzeros
+    takes : list of (take, bounds)
+        Per piece: positions in the piece for each part ``d``, ``take[bounds[d]:
+        bounds[d + 1]]`` (a nonzero may go to several parts); :func:`labels_route`.
+    where : dict
+        ``part index -> worker address`` (parts are numbered 0..len(bounds) - 2).
+    join : callable
+        ``join(arg, *segments)`` on the part's worker, one segment per piece that has
+        nonzeros for it, in piece order: a values array, or ``(ids, values)`` with
+        ``with_ids``.
+    args : dict, optional
+        ``part -> arg`` (small, or a Future already on the part's worker).
+
+    Returns
+    -------
+    dict
+        ``part -> Future`` of ``join``'s result, on the part's worker. The routing
+        intermediates are released (Dask frees them once the parts exist).
+    """
+    import uuid
+
+    token = uuid.uuid4().hex[:8]
+    who = client.who_has(nz.pieces)
+    nparts = len(takes[0][1]) - 1 if takes else 0
+    selects, per_part = [], {d: [] for d in range(nparts)}
+    for k, (piece, (take, bounds)) in enumerate(zip(nz.pieces, takes)):
+        holders = list(who.get(piece.key) or [])
+        opts = {"workers": holders[:1], "allow_other_workers": True} if holders else {}
+        tk = client.scatter(np.ascontiguousarray(take), hash=False, **(
+            {"workers": holders[:1]} if holders else {}))
+        sel = client.submit(_select, piece, tk, np.asarray(bounds), with_ids,
+                            key=f"daskhpc-{name}-select-{token}-{k}", **opts)
+        selects += [sel, tk]
+        ds = [d for d in range(nparts) if bounds[d + 1] > bounds[d]]
+        # one submission per piece (client.map), not one per piece and part
+        items = client.map(_item, [sel] * len(ds), ds, pure=False,
+                           key=[f"daskhpc-{name}-item-{token}-{k}-{d}" for d in ds], **opts)
+        for d, item in zip(ds, items):
+            per_part[d].append(item)
+    out = {}
+    for d in range(nparts):
+        out[d] = client.submit(join, (args or {}).get(d), *per_part[d],
+                               key=f"daskhpc-{name}-part-{token}-{d}",
+                               workers=[where[d]], allow_other_workers=False)
+        selects += per_part[d]
+    for f in selects:
+        f.release()
+    return out

@@ -1,0 +1,295 @@
+"""Dask collections in and out of ``multiply``: values never pass through the client.
+
+In: A or B given as a Dask DataFrame of (row, col, value) triplets or a Dask Array of
+sparse chunks (:func:`daskhpc.io.read_nonzeros`): the client keeps the pattern (the pins,
+for the permutations, the cell sizes, the plan), and every nonzero goes from its piece's
+worker to the worker of its grid cell (:func:`daskhpc.io.route`), where the cell's
+:class:`CscBlock` is built: the same block the client would cut from the same matrix.
+
+Out (``keep="workers"``): C as a ``dask.array.Array`` of ``scipy.sparse.csr_matrix``
+chunks in the original row and column order. The chunk grid is the batches' one: q row
+blocks (one, for a consumer whose blocks hold whole columns) by every column sub-block
+(b x l per column block). Without the permutation (``seed=None``) every chunk *is* one
+batch's piece of one cell, made into CSR on the worker that computed it; with it, the
+entries of each piece are split by chunk on its worker and every chunk is joined on the
+worker of the piece it would be without the permutation (worker to worker, one task per
+piece and chunk it touches).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.errors import InputError
+
+from ._block import CscBlock
+
+__all__ = ["read_inputs", "pattern", "route_blocks", "to_dask_array"]
+
+
+def read_inputs(client, a, b, columns=None) -> dict:
+    """``{"A": Nonzeros, "B": Nonzeros}`` for the inputs that are collections (B is A's
+    when ``b`` is None). Shapes inferred from a DataFrame (largest id + 1) agree on the
+    inner dimension: the larger of A's columns and B's rows (A·A: square)."""
+    from daskhpc.io import is_collection, read_nonzeros
+
+    out = {}
+    for name, x in (("A", a), ("B", b)):
+        if x is not None and is_collection(x):
+            out[name] = read_nonzeros(x, client, order=2, columns=columns, name=name)
+    if b is None and "A" in out:
+        out["B"] = out["A"]                 # A·A: B's blocks come from the same pieces
+    return out
+
+
+def shapes(sources: dict, a, b) -> tuple[tuple, tuple]:
+    """A's and B's shapes, the inferred dimensions reconciled (see :func:`read_inputs`)."""
+    sa = sources["A"].shape if "A" in sources else tuple(a.shape)
+    if b is None or sources.get("B") is sources.get("A", 0):
+        if "A" in sources and sources["A"].columns != ["chunks"]:
+            n = max(sa)
+            return (n, n), (n, n)
+        return sa, sa
+    sb = sources["B"].shape if "B" in sources else tuple(b.shape)
+    inferred = {n for n in ("A", "B") if n in sources and sources[n].columns != ["chunks"]}
+    if inferred and sa[1] != sb[0]:
+        k = max(sa[1], sb[0])
+        fixed = {"A": ("A" not in inferred and sa[1] != k), "B": ("B" not in inferred and
+                                                                  sb[0] != k)}
+        if not any(fixed.values()):
+            sa, sb = (sa[0], k), (k, sb[1])
+    return sa, sb
+
+
+def pattern(nz, shape) -> sp.csr_array:
+    """The pattern of ``nz`` (values 1.0) on the client, canonical CSR."""
+    if any(hi >= s for hi, s in zip(nz.pins.max(axis=1), shape)):
+        raise InputError(f"{nz.name}: ids reach {nz.pins.max(axis=1).tolist()}, outside the "
+                         f"shape {' x '.join(map(str, shape))}")
+    m = sp.csr_array((np.ones(nz.nnz), (nz.pins[0], nz.pins[1])), shape=shape)
+    m.sum_duplicates()
+    return m
+
+
+def _inverse(perm: np.ndarray) -> np.ndarray:
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(perm.size)
+    return inv
+
+
+def route_blocks(client, s, placement) -> tuple[dict, dict]:
+    """``({cell: Future}, {cell: Future})``: the A and B cell blocks built on their cells'
+    workers from the collections' pieces (the in-memory operand is scattered as usual by
+    the caller: this returns only the collection ones)."""
+    from daskhpc.io import labels_route, route
+
+    g, lay = s.grid, s.layout(1)
+    cells = g.cells()
+    where = {g.rank(*c): placement.worker(g.rank(*c)) for c in cells}
+    rb = lay.row_block_of()
+    ks, kk = lay.inner_slice_of()
+    cb = np.repeat(np.arange(g.q), np.diff(lay.col_bounds))
+    out = []
+    for name in ("A", "B"):
+        nz = (s.sources or {}).get(name)
+        if nz is None:
+            out.append(None)
+            continue
+        r, c = nz.pins[0].astype(np.int64), nz.pins[1].astype(np.int64)
+        if name == "A":
+            pr, pc = _inverse(s.pr)[r], _inverse(s.pk)[c]
+            i, j, k = rb[pr], ks[pc], kk[pc]
+        else:
+            pr, pc = _inverse(s.pk)[r], _inverse(s.pc)[c]
+            i, j, k = ks[pr], cb[pc], kk[pr]
+        labels = (k * g.q + i) * g.q + j
+        args = {}
+        for (ci, cj, ck) in cells:
+            if name == "A":
+                rows, cols = s.pr[slice(*lay.rows(ci))], s.pk[slice(*lay.inner(cj, ck))]
+            else:
+                rows, cols = s.pk[slice(*lay.inner(ci, ck))], s.pc[slice(*lay.cols(cj))]
+            args[g.rank(ci, cj, ck)] = (rows, cols)
+        futs = route(client, nz, labels_route(labels, nz.offsets, g.p), where, _cell_block,
+                     args, with_ids=True, name=f"spgemm-{name}")
+        out.append({c: futs[g.rank(*c)] for c in cells})
+    return out[0], out[1]
+
+
+def _local_index(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    order = np.argsort(ids, kind="stable")
+    return order[np.searchsorted(ids[order], values)]
+
+
+def _cell_block(arg, *segments) -> CscBlock:
+    """One cell's block from its nonzeros (original ids): the rows ``rows`` and columns
+    ``cols`` (original ids, in block order) of the block, as the client's cut makes it."""
+    rows, cols = arg
+    if segments:
+        ids = np.concatenate([sg[0] for sg in segments], axis=1)
+        vals = np.concatenate([sg[1] for sg in segments])
+    else:
+        ids, vals = np.zeros((2, 0), np.int64), np.zeros(0)
+    m = sp.csc_array((vals, (_local_index(rows, ids[0]), _local_index(cols, ids[1]))),
+                     shape=(rows.size, cols.size))
+    return CscBlock.from_scipy(m)
+
+
+# -- C on the workers as a dask array ------------------------------------------------------
+
+_NAME = re.compile(r"kept-(\w+)-([\d-]+)\.npz$")
+
+
+def piece_of(name: str, t: int) -> tuple:
+    """``(batch, cell)`` of a kept block from its file name (``_graph.kept_name``): a cell
+    ``(i, j, k)``, or ``(None, j, k)`` for a block of whole columns (top-k pruning)."""
+    m = _NAME.search(name)
+    ints = tuple(int(x) for x in m.group(2).split("-"))
+    return t, ints if len(ints) == 3 else (None, *ints)
+
+
+def to_dask_array(client, s, lay, pieces: list):
+    """C as a dask array (module docstring) from ``pieces``: ``(Future, worker, batch,
+    cell)`` of every kept block (``cell[0]`` None: whole columns)."""
+    import dask.array as da
+
+    g = lay.grid
+    whole = any(cell[0] is None for _, _, _, cell in pieces)
+    m, n = lay.m, lay.n
+    row_bounds = np.array([0, m]) if whole else np.asarray(lay.row_bounds)
+    # every sub-block, empty ones included, is a chunk: one per (column block, u)
+    col_bounds = np.concatenate([[0], np.cumsum(np.concatenate(
+        [np.diff(lay.sub_bounds[j]) for j in range(g.q)]))]).astype(np.int64)
+    nr, nc = row_bounds.size - 1, col_bounds.size - 1
+    row_chunk = np.repeat(np.arange(nr), np.diff(row_bounds))
+    col_chunk = np.repeat(np.arange(nc), np.diff(col_bounds))
+    home = {}
+    for f, w, t, cell in pieces:
+        home[(t, cell)] = w
+    workers = sorted({w for _, w, _, _ in pieces}) or [None]
+    token = uuid.uuid4().hex[:8]
+    edges: dict = {}              # chunk -> [item futures]
+    temps = []
+    touched = []
+    for f, w, t, cell in pieces:
+        i, j, k = cell
+        rows = np.arange(m) if i is None else s.pr[slice(*lay.rows(i))]
+        cols = s.pc[lay.batch_columns(t, j, k)]
+        touched.append((np.unique(row_chunk[rows]), np.unique(col_chunk[cols])))
+    count: dict = {}
+    for rset, cset in touched:
+        for I in rset:
+            for J in cset:
+                count[(int(I), int(J))] = count.get((int(I), int(J)), 0) + 1
+    direct = {}                   # chunk -> Future: a piece that is its chunk, converted
+    for idx, ((f, w, t, cell), (rset, cset)) in enumerate(zip(pieces, touched)):
+        if rset.size == 1 and cset.size == 1 and count[(int(rset[0]), int(cset[0]))] == 1:
+            I, J = int(rset[0]), int(cset[0])
+            direct[(I, J)] = client.submit(
+                _piece_chunk, f, (int(row_bounds[I + 1] - row_bounds[I]),
+                                  int(col_bounds[J + 1] - col_bounds[J])),
+                (int(row_bounds[I]), int(col_bounds[J])), workers=[w],
+                allow_other_workers=False, key=f"daskhpc-spgemm-chunk-{token}-{I}-{J}")
+            continue
+        split = client.submit(_split, f, row_bounds, col_bounds, workers=[w],
+                              allow_other_workers=False,
+                              key=f"daskhpc-spgemm-csplit-{token}-{idx}")
+        temps.append(split)
+        for I in rset:
+            for J in cset:
+                item = client.submit(_chunk_item, split, int(I) * nc + int(J), workers=[w],
+                                     allow_other_workers=False,
+                                     key=f"daskhpc-spgemm-citem-{token}-{idx}-{I}-{J}")
+                edges.setdefault((int(I), int(J)), []).append(item)
+                temps.append(item)
+    name = f"spgemm-c-{token}"
+    dsk = {}
+    sub_of = [(j, u) for j in range(g.q) for u in range(lay.b * g.l)]
+    for I in range(nr):
+        for J in range(nc):
+            if (I, J) in direct:
+                dsk[(name, I, J)] = direct[(I, J)]
+                continue
+            j, u = sub_of[J]
+            t, k = u % lay.b, u // lay.b
+            w = home.get((t, (None if whole else I, j, k)), workers[(I * nc + J) % len(workers)])
+            shape = (int(row_bounds[I + 1] - row_bounds[I]), int(col_bounds[J + 1] - col_bounds[J]))
+            dsk[(name, I, J)] = client.submit(
+                _chunk_join, shape, (int(row_bounds[I]), int(col_bounds[J])),
+                *edges.get((I, J), []), key=f"daskhpc-spgemm-chunk-{token}-{I}-{J}",
+                **({"workers": [w], "allow_other_workers": False} if w else {}))
+    for f in temps:
+        f.release()
+    chunks = (tuple(int(x) for x in np.diff(row_bounds)), tuple(int(x) for x in np.diff(col_bounds)))
+    return da.Array(dsk, name, chunks=chunks, dtype=np.float64, meta=sp.csr_matrix((0, 0)))
+
+
+def _split(kept, row_bounds, col_bounds) -> dict:
+    """A kept ``(block, rows, cols)`` split by chunk of C: ``{chunk: (rows, cols, vals)}``
+    in original ids, in ascending column order (entries that cancelled to exactly 0
+    dropped, as scipy does): one numba pass (:func:`_kernels.chunk_split`)."""
+    from ._kernels import chunk_split
+
+    block, rows, cols = kept
+    nr = block.shape[0]
+    row_ids = np.arange(nr, dtype=np.int64) if not isinstance(rows, np.ndarray) else \
+        np.ascontiguousarray(rows, dtype=np.int64)
+    col_ids = np.ascontiguousarray(cols, dtype=np.int64)
+    nc = col_bounds.size - 1
+    row_label = (np.searchsorted(row_bounds, row_ids, side="right") - 1) * nc
+    col_label = np.searchsorted(col_bounds, col_ids, side="right") - 1
+    starts, r, c, v = chunk_split(np.ascontiguousarray(block.ptr, dtype=np.int64),
+                                  np.ascontiguousarray(block.idx, dtype=np.int32),
+                                  np.ascontiguousarray(block.val, dtype=np.float64),
+                                  row_label.astype(np.int64), row_ids,
+                                  np.argsort(col_ids, kind="stable"),
+                                  col_label.astype(np.int64), col_ids,
+                                  (row_bounds.size - 1) * nc)
+    return {u: (r[lo:hi], c[lo:hi], v[lo:hi]) for u, (lo, hi) in
+            enumerate(zip(starts[:-1], starts[1:])) if hi > lo}
+
+
+def _piece_chunk(kept, shape, origin) -> sp.csr_matrix:
+    """A kept piece that is a whole chunk of C, as canonical CSR on its worker (no split:
+    without the permutation every chunk is one piece)."""
+    block, rows, cols = kept
+    r = block.idx.astype(np.int64) if not isinstance(rows, np.ndarray) else \
+        np.asarray(rows, np.int64)[block.idx]
+    cols = np.asarray(cols, np.int64)
+    same_cols = cols.size == shape[1] and np.array_equal(cols, origin[1] + np.arange(shape[1]))
+    if same_cols and block.shape[0] == shape[0] and (not isinstance(rows, np.ndarray) or
+                                                     np.array_equal(rows, origin[0] +
+                                                                    np.arange(shape[0]))):
+        out = sp.csr_matrix(sp.csc_matrix((block.val, block.idx, block.ptr), shape=shape))
+    else:
+        c = np.repeat(cols, np.diff(block.ptr)) - origin[1]
+        out = sp.coo_matrix((block.val, (r - origin[0], c)), shape=shape).tocsr()
+    out.sum_duplicates()
+    out.eliminate_zeros()            # entries that cancelled to exactly 0, as scipy drops
+    return out
+
+
+def _chunk_item(split: dict, chunk: int):
+    return split.get(chunk)
+
+
+def _chunk_join(shape, origin, *items) -> sp.csr_matrix:
+    """One chunk of C, canonical CSR, from the pieces' entries in it (a single piece's
+    come in column order: scipy's row-wise conversion then needs no sort)."""
+    items = [x for x in items if x is not None]
+    if not items:
+        return sp.csr_matrix(shape, dtype=np.float64)
+    if len(items) == 1:
+        r, c, v = items[0]
+        r, c = r - origin[0], c - origin[1]
+    else:
+        r = np.concatenate([x[0] for x in items]) - origin[0]
+        c = np.concatenate([x[1] for x in items]) - origin[1]
+        v = np.concatenate([x[2] for x in items])
+    out = sp.coo_matrix((v, (r, c)), shape=shape).tocsr()
+    out.sum_duplicates()
+    return out

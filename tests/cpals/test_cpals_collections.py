@@ -1,0 +1,113 @@
+"""CP-ALS from a Dask DataFrame of nonzeros: the same factors as from the in-memory COO,
+bit for bit (duplicates summed alike), the values never at the client, and bad
+collections refused in one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daskhpc.cpals import fit
+from daskhpc.errors import InputError
+
+dd = pytest.importorskip("dask.dataframe")
+pd = pytest.importorskip("pandas")
+
+SHAPE = (14, 11, 9)
+RUN = {"iters": 4, "tol": 0, "progress": False}
+
+
+def nonzeros(n=2500, seed=0):
+    rng = np.random.default_rng(seed)
+    coords = rng.integers(0, SHAPE, size=(n, 3)).T          # with duplicates
+    return coords, rng.random(n)
+
+
+def frame(coords, vals, npartitions=3):
+    df = pd.DataFrame({"i": coords[0], "j": coords[1], "k": coords[2], "v": vals})
+    return dd.from_pandas(df, npartitions=npartitions)
+
+
+@pytest.mark.parametrize("grain, partition", [("fine", "random"), ("coarse", "block")])
+def test_frame_equals_coo(client2, grain, partition):
+    coords, vals = nonzeros()
+    ref = fit((coords, vals, SHAPE), 3, 2, grain=grain, partition=partition,
+              client=client2, **RUN)
+    got = fit(frame(coords, vals), 3, 2, grain=grain, partition=partition, client=client2,
+              check_serial=True, **RUN)
+    for a, b in zip(ref.factors, got.factors):
+        assert np.array_equal(a, b)
+    assert np.array_equal(ref.weights, got.weights)
+    # ||X||^2 is summed part by part: the fit agrees to rounding
+    np.testing.assert_allclose(got.fit, ref.fit, rtol=1e-13, atol=1e-15)
+    assert got.report()["serial_check"]["identical"]
+    assert got.report()["input"]["nnz"] == ref.report()["input"]["nnz"]
+
+
+def test_values_stay_on_the_workers(client2):
+    coords, vals = nonzeros(20000, 1)
+
+    def sent(dask_worker):
+        return [(e["who"], dict(e["keys"])) for e in dask_worker.transfer_outgoing_log]
+
+    def to_client():
+        workers = set(client2.scheduler_info()["workers"])
+        return {str(k): n for log in client2.run(sent).values() for who, keys in log
+                if who not in workers for k, n in keys.items()}
+
+    before = to_client()
+    fit(frame(coords, vals, 4), 3, 2, grain="fine", partition="random", client=client2,
+        **RUN)
+    new = {k: n for k, n in to_client().items() if k not in before}
+    assert any("_pins" in k for k in new)                 # the ids came, and only they
+    assert not [k for k in new if "daskhpc-cpals-" in k or "_frame_piece" in k]
+    assert sum(n for k, n in new.items() if "_pins" not in k) < 8 * vals.size / 10
+
+
+def test_named_columns_and_shape(client2):
+    coords, vals = nonzeros(400, 2)
+    ddf = frame(coords, vals)[["v", "k", "i", "j"]]
+    got = fit(ddf, 2, 2, columns=["i", "j", "k", "v"], shape=(20, 11, 9), grain="fine",
+              partition="random", client=client2, **RUN)
+    ref = fit((coords, vals, (20, 11, 9)), 2, 2, grain="fine", partition="random",
+              client=client2, **RUN)
+    assert [f.shape[0] for f in got.factors] == [20, 11, 9]
+    for a, b in zip(ref.factors, got.factors):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("change, expect", [
+    (lambda c, v: (c, np.where(np.arange(v.size) == 5, np.nan, v)),
+     "tensor: the value column 'v' holds NaN or infinite values in partition 0 (1 of them)"),
+    (lambda c, v: (np.where((np.arange(3)[:, None] == 0) & (np.arange(c.shape[1]) == 7),
+                            -1, c), v),
+     "tensor: column 'i' holds a negative id (-1) in partition 0; ids are 0-based"),
+    (lambda c, v: (c * np.array([[1], [1], [0]]), v),
+     "tensor: mode 3 has a single slice (size 1); drop that mode"),
+    (lambda c, v: (c, 0 * v), "tensor: the tensor is all zeros"),
+])
+def test_bad_frames(client2, change, expect):
+    coords, vals = change(*nonzeros(300, 3))
+    with pytest.raises(InputError) as e:
+        fit(frame(coords, vals), 2, 2, client=client2, **RUN)
+    assert str(e.value).startswith(expect) and "\n" not in str(e.value)
+
+
+def test_svd_init_needs_the_values(client2):
+    coords, vals = nonzeros(300, 4)
+    with pytest.raises(InputError, match="init='svd' needs the tensor's values on the client"):
+        fit(frame(coords, vals), 2, 2, init="svd", client=client2, **RUN)
+
+
+def test_array_of_coo_chunks(client2):
+    sparse = pytest.importorskip("sparse")
+    da = pytest.importorskip("dask.array")
+    dense = np.random.default_rng(5).random(SHAPE)
+    dense[dense < 0.8] = 0.0
+    x = da.from_array(dense, chunks=(7, 11, 5)).map_blocks(sparse.COO.from_numpy,
+                                                            dtype=np.float64)
+    got = fit(x, 2, 2, grain="fine", partition="random", client=client2, **RUN)
+    ref = fit(sparse.COO.from_numpy(dense), 2, 2, grain="fine", partition="random",
+              client=client2, **RUN)
+    for a, b in zip(ref.factors, got.factors):
+        assert np.array_equal(a, b)
