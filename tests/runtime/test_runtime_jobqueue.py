@@ -8,6 +8,7 @@ for it. docs/hpc.md's SLURMCluster example makes the same calls.
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 import sys
@@ -41,6 +42,7 @@ GATED = "#!/bin/sh\nwhile [ ! -e {gate} ]; do sleep 0.05; done\nexec {python} \"
 def job_cluster(python: str, tmp_path):
     return jobqueue.LocalCluster(
         cores=1, processes=1, memory="1GB", python=python, walltime=None,
+        security=True, shared_temp_directory=str(tmp_path),     # TLS, made for this cluster
         local_directory=str(tmp_path), log_directory=None,
         scheduler_options={"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"},
         worker_extra_args=["--host", "127.0.0.1"])
@@ -60,6 +62,7 @@ def queued(tmp_path_factory):
             Client(cluster) as client:
         cluster.scale(2)
         yield cluster, client
+    gc.collect()     # dask-jobqueue's temporary credential files close when collected
 
 
 def small_cpals(client, **run):
@@ -127,7 +130,10 @@ def test_a_run_waits_for_its_jobs_and_equals_the_local_cluster_run(tmp_path, cli
         opener.join()
         names = sorted(w["name"] for w in client.scheduler_info()["workers"].values())
     assert names == ["LocalCluster-0", "LocalCluster-1"]
+    assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
     assert res.report()["execution"]["workers"] == 2
     assert res.fit == ref.fit and np.array_equal(res.weights, ref.weights)
     assert all(np.array_equal(x, y) for x, y in zip(res.factors, ref.factors))
     assert os.path.exists(gate)
+    del cluster, client
+    gc.collect()     # dask-jobqueue's temporary credential files close when collected

@@ -233,3 +233,38 @@ def test_the_srun_launcher_listens_on_no_wildcard_address_without_interface(tmp_
     assert found[0] and found[2] and found[3], found       # scheduler and both workers
     wild = [(rank, s) for rank, socks in found.items() for s in socks if s[0] in ANYWHERE]
     assert wild == []
+
+
+@pytest.mark.slow             # three CLI runs and a nanny restart
+@pytest.mark.timeout(1800)
+def test_a_killed_worker_and_resume_across_addresses(hosts, tmp_path):
+    import daskhpc as dh
+    from daskhpc.testing import KillOnce, TaskKey
+
+    path = dh.datasets.path("tensor")
+    base = ["run", "cpals", path, "--parts", "2", "--rank", "5", "--tol", "0"]
+    multi = [*base, "--scheduler-file", hosts["scheduler_file"],
+             "--checkpoint", str(tmp_path / "shared")]
+    first = run([*multi, "--iters", "3"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    # the resumed run's first task kills its worker (a nanny starts it again, same host)
+    marker = tmp_path / "killed"
+    with dh.connect(scheduler_file=hosts["scheduler_file"]) as client:
+        client.register_plugin(KillOnce(TaskKey("cpals-"), str(marker)), name="kill-hosts")
+        try:
+            second = run([*multi, "--iters", "6", "--resume", "--json", "multi.json"],
+                         tmp_path)
+        finally:
+            client.unregister_worker_plugin("kill-hosts")
+    assert second.returncode == 0, second.stderr
+    ref = run([*base, "--iters", "6", "--workers", "2", "--json", "local.json"], tmp_path)
+    assert ref.returncode == 0, ref.stderr
+    got = json.loads((tmp_path / "multi.json").read_text())
+    want = json.loads((tmp_path / "local.json").read_text())
+    killed = marker.read_text().split()[0]
+    assert killed.startswith("tls://127.0.0.")
+    rec = got["recovery"]
+    assert rec["resumed_from"] == 3
+    assert len(rec["recoveries"]) == 1 and rec["recoveries"][0]["lost"] == [killed]
+    assert rec["recoveries"][0]["restart"] == 3          # from the shared checkpoint
+    assert got["quality"] == want["quality"]
