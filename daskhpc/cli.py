@@ -191,6 +191,15 @@ def _client_for(run):
     with stage(what):
         client = connect(run.scheduler_address, scheduler_file=run.scheduler_file,
                          n_workers=run.workers, dashboard_address=run.dashboard_address)
+    if joins:
+        from daskhpc.runtime import wait_for_cluster
+
+        try:        # the workflow counts the workers: at least one must be there
+            with stage(f"waiting for a worker of {joins}"):
+                wait_for_cluster(client, run.worker_timeout)
+        except BaseException:
+            client.close()
+            raise
     with client:
         try:
             yield client

@@ -60,8 +60,8 @@ def worker_timeout(value=None) -> float:
 def wait_for_cluster(client, timeout=None) -> None:
     """Return once the client's cluster has every worker it was scaled to.
 
-    A client without a cluster object in this process (a scheduler address or file) has
-    nothing to wait for: its workers are whoever joined.
+    A client without a cluster object in this process (a scheduler address or file) waits
+    for one worker only: its workers are whoever joined.
 
     Parameters
     ----------
@@ -77,11 +77,11 @@ def wait_for_cluster(client, timeout=None) -> None:
         Not every worker joined in time.
     """
     cluster = getattr(client, "cluster", None)
-    if cluster is None:
-        return
-    _refuse_adaptive(cluster)
+    if cluster is not None:
+        _refuse_adaptive(cluster)
     have = _joined(client)
-    need = _planned(cluster)
+    # a joined scheduler (no cluster object here) says nothing of its plan: at least one
+    need = _planned(cluster) if cluster is not None else 1
     if need is None or have >= need:
         if have == 0 and need == 0:
             raise InputError("the cluster has no workers and was asked for none: "
@@ -90,6 +90,11 @@ def wait_for_cluster(client, timeout=None) -> None:
     wait = worker_timeout(timeout)
     deadline = time.monotonic() + wait
     while have < need:
+        if time.monotonic() > deadline and cluster is None:
+            raise WorkersMissing(
+                f"no worker joined the scheduler at {client.scheduler.address} in {wait:g} "
+                "s: start workers for it, or wait longer (worker_timeout=SECONDS, or "
+                "daskhpc.runtime.worker-timeout)")
         if time.monotonic() > deadline:
             fewer = f" (cluster.scale({have}))" if have else ""
             raise WorkersMissing(
@@ -98,9 +103,10 @@ def wait_for_cluster(client, timeout=None) -> None:
                 f"get{fewer}, or wait longer (worker_timeout=SECONDS, or "
                 "daskhpc.runtime.worker-timeout)")
         time.sleep(POLL_S)
-        _refuse_adaptive(cluster)          # adapt() may be called from another thread
         have = _joined(client)
-        need = _planned(cluster) or 0      # scale() from another thread counts
+        if cluster is not None:
+            _refuse_adaptive(cluster)      # adapt() may be called from another thread
+            need = _planned(cluster) or 0  # scale() from another thread counts
 
 
 def _joined(client) -> int:

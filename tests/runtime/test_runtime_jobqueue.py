@@ -8,7 +8,6 @@ for it. docs/hpc.md's SLURMCluster example makes the same calls.
 
 from __future__ import annotations
 
-import gc
 import os
 import stat
 import sys
@@ -25,7 +24,7 @@ jobqueue = pytest.importorskip("dask_jobqueue.local")
 
 from distributed import Client  # noqa: E402
 
-from daskhpc.runtime._scaling import WorkersMissing  # noqa: E402
+from daskhpc.runtime import WorkersMissing  # noqa: E402
 
 # dask-jobqueue's LocalJob kills its job's process at close without reaping it (and leaves
 # its pipes to the garbage collector): ResourceWarnings of the library's, not of the run
@@ -48,6 +47,16 @@ def job_cluster(python: str, tmp_path):
         worker_extra_args=["--host", "127.0.0.1"])
 
 
+def close_credentials(cluster) -> None:
+    """Close the credential files dask-jobqueue wrote for the jobs (security=True): it
+    leaves them to the garbage collector, whose ResourceWarnings would land in a later
+    test."""
+    for key in ("ca_file", "cert", "key"):
+        f = getattr(cluster, f"_job_{key}", None)
+        if f is not None:
+            f.close()
+
+
 def script(path, text: str) -> str:
     path.write_text(text)
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
@@ -62,7 +71,7 @@ def queued(tmp_path_factory):
             Client(cluster) as client:
         cluster.scale(2)
         yield cluster, client
-    gc.collect()     # dask-jobqueue's temporary credential files close when collected
+    close_credentials(cluster)
 
 
 def small_cpals(client, **run):
@@ -135,5 +144,4 @@ def test_a_run_waits_for_its_jobs_and_equals_the_local_cluster_run(tmp_path, cli
     assert res.fit == ref.fit and np.array_equal(res.weights, ref.weights)
     assert all(np.array_equal(x, y) for x, y in zip(res.factors, ref.factors))
     assert os.path.exists(gate)
-    del cluster, client
-    gc.collect()     # dask-jobqueue's temporary credential files close when collected
+    close_credentials(cluster)
