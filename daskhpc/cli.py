@@ -195,8 +195,7 @@ def _client_for(run):
         from daskhpc.runtime import wait_for_cluster
 
         try:        # the workflow counts the workers: at least one must be there
-            with stage(f"waiting for a worker of {joins}"):
-                wait_for_cluster(client, run.worker_timeout)
+            wait_for_cluster(client, run.worker_timeout)
         except BaseException:
             client.close()
             raise
