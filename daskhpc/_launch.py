@@ -129,6 +129,10 @@ def configure(opts, job, rank: int) -> None:
     from daskhpc import _config  # noqa: F401 - loads daskhpc.yaml defaults (env vars win)
     from daskhpc.runtime import CLUSTER_CONFIG
 
+    if not opts.interface:
+        # Dask binds a scheduler or worker given no interface to every interface
+        # (0.0.0.0 and ::) and advertises one address: listen on that one only
+        opts.interface = default_interface()
     # Set for the whole process, not in a with-block: the scheduler and the
     # workers read these when they are built.
     dask.config.set(CLUSTER_CONFIG)
@@ -144,6 +148,28 @@ def configure(opts, job, rank: int) -> None:
     logging.getLogger("distributed").setLevel(opts.log_level.upper())
     # the worker processes of a distributed.Nanny set up logging from the environment
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", opts.log_level)
+
+
+def default_interface() -> str | None:
+    """The network interface of the address Dask would advertise for this host
+    (``distributed.utils.get_ip``: the one routing outwards, or the loopback), or None
+    if no interface holds it.
+
+    Examples
+    --------
+    >>> default_interface() is None or isinstance(default_interface(), str)
+    True
+    """
+    import socket
+
+    import psutil
+    from distributed.utils import get_ip
+
+    ip = get_ip()
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == ip for a in addrs):
+            return name
+    return None
 
 
 # -- the client task ----------------------------------------------------------------

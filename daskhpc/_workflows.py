@@ -132,6 +132,11 @@ class RunOptions:
                                         metavar="F")
     scheduler_address: str | None = option(None, "join the running scheduler at this "
                                                  "address (tcp://HOST:PORT)", metavar="A")
+    worker_timeout: float | None = option(None, "seconds to wait for the workers a cluster "
+                                                "object was scaled to and has not got yet "
+                                                "(dask-jobqueue; default "
+                                                "daskhpc.runtime.worker-timeout, 120)",
+                                          cli=False)
     dashboard_address: str | None = option(None, "dashboard of the LocalCluster (HOST:PORT "
                                                  "or :PORT; default localhost:8787 or the "
                                                  "next free port)", metavar="ADDR")
@@ -175,6 +180,11 @@ class RunOptions:
                 or self.max_restarts < 0:
             raise InputError(f"--max-restarts must be an integer >= 0, not "
                              f"{self.max_restarts!r}")
+        if self.worker_timeout is not None and not isinstance(self.worker_timeout, str) and (
+                isinstance(self.worker_timeout, bool) or
+                not isinstance(self.worker_timeout, (int, float)) or self.worker_timeout < 0):
+            raise InputError(f"worker_timeout must be seconds >= 0, not "
+                             f"{self.worker_timeout!r}")
         if self.workers is not None and self.workers < 1:
             raise InputError(f"--workers must be at least 1, not {self.workers}")
         if os.environ.get("DASKHPC_MPI_CLIENT") == "1":

@@ -203,6 +203,14 @@ def _client_for(run):
     with stage(what):
         client = connect(run.scheduler_address, scheduler_file=run.scheduler_file,
                          n_workers=run.workers, dashboard_address=run.dashboard_address)
+    if joins:
+        from daskhpc.runtime import wait_for_cluster
+
+        try:        # the workflow counts the workers: at least one must be there
+            wait_for_cluster(client, run.worker_timeout)
+        except BaseException:
+            client.close()
+            raise
     with client:
         try:
             yield client

@@ -12,6 +12,8 @@
   until a pure policy releases them (SSGD's stratum order, SpGEMM's batch admission).
 - :func:`low_latency` unbatches the scheduler <-> worker control messages for the
   duration of a run of short dependent tasks.
+- :func:`wait_for_cluster` waits (bounded) for the workers a growing cluster was scaled
+  to (:class:`WorkersMissing` when they do not come).
 - :class:`TransferLedger` measures the bytes and messages that moved between
   workers; :func:`calibrate` fits the alpha-beta message cost of the cluster.
 - The workflow frame: :func:`run_job` runs a :class:`Job` (a workflow's dask-free pieces:
@@ -57,6 +59,7 @@ from daskhpc.runtime._ledger import TransferLedger, logged_transfers
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
 from daskhpc.runtime._reports import ReportInbox, send_report
+from daskhpc.runtime._scaling import WorkersMissing, wait_for_cluster
 from daskhpc.runtime._store import PartStore
 
 __all__ = [
@@ -86,6 +89,7 @@ __all__ = [
     "TransferLedger",
     "WorkerLost",
     "WorkerWatch",
+    "WorkersMissing",
     "array_digest",
     "calibrate",
     "calibrate_exchange",
@@ -114,5 +118,6 @@ __all__ = [
     "step_of_key",
     "submit_pinned",
     "take",
+    "wait_for_cluster",
     "worker_addresses",
 ]

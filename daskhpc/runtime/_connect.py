@@ -430,8 +430,13 @@ def connected(run):
     """A client of the cluster ``run`` (:class:`~daskhpc.runtime.RunOptions`) names, for
     the duration of a run: ``run.client``, else a new one joining ``scheduler_file`` /
     ``scheduler_address`` or starting a LocalCluster of ``workers`` (closed at the end),
-    else the current client (``distributed.get_client``)."""
+    else the current client (``distributed.get_client``). A cluster object that is still
+    growing (``cluster.scale(n)`` of a dask-jobqueue cluster) is waited for, at most
+    ``run.worker_timeout`` seconds (:func:`~daskhpc.runtime._scaling.wait_for_cluster`)."""
+    from daskhpc.runtime._scaling import wait_for_cluster
+
     if run.client is not None:
+        wait_for_cluster(run.client, run.worker_timeout)
         yield run.client
         return
     if run.joins() or run.workers is not None:
@@ -441,4 +446,6 @@ def connected(run):
         return
     from distributed import get_client
 
-    yield get_client()
+    client = get_client()
+    wait_for_cluster(client, run.worker_timeout)
+    yield client

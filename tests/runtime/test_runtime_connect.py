@@ -41,6 +41,7 @@ def test_public_namespace_is_pinned():
         "TransferLedger",
         "WorkerLost",
         "WorkerWatch",
+        "WorkersMissing",
         "Workflow",
         "array_digest",
         "calibrate",
@@ -71,6 +72,7 @@ def test_public_namespace_is_pinned():
         "step_of_key",
         "submit_pinned",
         "take",
+        "wait_for_cluster",
         "worker_addresses",
     ]
     for name in daskhpc.runtime.__all__:
