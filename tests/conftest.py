@@ -120,6 +120,14 @@ CI_BUDGET = (
     "within_1e_12[graph]",
     "tests/cpals/test_cpals_plans.py::test_plan_equals_the_brute_force_count[umls",
     "tests/gcn/test_gcn_cluster.py::test_distributed_equals_serial[4-hp-graph]",
+    # the third (the second cut's .ci/run: 1,280 s, tests 1,186 s); the frame's recovery
+    # stays checked by runtime/test_runtime_frame.py, gcn's and ssgd's kill tests
+    "tests/ssgd/test_ssgd_fault.py::test_lost_worker_restarts_from_the_start_without_"
+    "checkpoint[direct]",
+    "tests/linear/test_linear_cluster.py::test_a_killed_worker_gives_the_same_model",
+    "tests/cpals/test_cpals_cluster.py::test_a_killed_worker_gives_the_same_factors",
+    "tests/test_cli_output.py::test_ctrl_c_while_the_cluster_starts_exits_130_without_"
+    "tracebacks",
 )
 
 
