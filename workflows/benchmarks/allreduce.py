@@ -34,6 +34,7 @@ import time
 from operator import add
 
 import numpy as np
+from report_out import write_json
 
 QUIET = {  # per-worker background work that competes for 2 cores (all on by default)
     "distributed.worker.profile.enabled": False,
@@ -329,12 +330,7 @@ def main(argv=None):
     for name in args.only:
         globals()[name](args, out)
     out["load_after"], out["wall_s"] = os.getloadavg(), time.perf_counter() - t0
-    text = json.dumps(out, indent=1)
-    if args.out == "-":
-        print(text)
-    else:
-        with open(args.out, "w") as f:
-            f.write(text)
+    write_json(out, args.out)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import sys
 import time
 
 import numpy as np
+from report_out import write_json
 
 
 def epochs(args, out):
@@ -110,12 +111,7 @@ def main(argv=None):
     for name in args.only:
         globals()[name](args, out)
     out["load_after"] = os.getloadavg()
-    text = json.dumps(out, indent=1)
-    if args.out == "-":
-        print(text)
-    else:
-        with open(args.out, "w") as f:
-            f.write(text)
+    write_json(out, args.out)
 
 
 if __name__ == "__main__":

@@ -21,13 +21,13 @@ matrices):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 import warnings
 
 import numpy as np
+from report_out import write_json
 
 
 def _files(data: str):
@@ -110,12 +110,7 @@ def main(argv=None):
     for r in rows:
         print(f"{r['run']:<66} {r['test_accuracy']:.4f} {r['fit_s']:>8.2f} s",
               file=sys.stderr)
-    text = json.dumps(out, indent=1)
-    if args.out == "-":
-        print(text)
-    else:
-        with open(args.out, "w") as f:
-            f.write(text)
+    write_json(out, args.out)
 
 
 if __name__ == "__main__":
