@@ -90,7 +90,10 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
         once done, is recorded (its summary, and the blocks a ``keep``/``prune``
         consumer keeps, written by the workers): a worker lost later costs only the
         batches not yet done. ``check_serial`` compares with scipy's single-threaded
-        product (``serial_multiply``).
+        product (``serial_multiply``). ``save``: a directory every worker and the
+        client see; with a consumer that keeps C, the workers write C there as scipy
+        ``save_npz`` pieces whose sum is C and C is not gathered (``matrix`` None, or the
+        dask array with ``keep="workers"``); ``daskhpc.load(save).matrix`` reads it.
 
     Returns
     -------
