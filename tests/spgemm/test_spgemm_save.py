@@ -115,6 +115,11 @@ def test_kept_on_the_workers_and_from_a_checkpoint(client2, tmp_path):
     assert (dh.load(tmp_path / "r").matrix != ref).nnz == 0
     again.save(tmp_path / "copy")                                  # pieces copied
     assert (dh.load(tmp_path / "copy").matrix != ref).nnz == 0
+
+
+@pytest.mark.slow          # CI budget: the run-time path (save=DIR) is in the default run
+def test_a_result_kept_on_the_workers_saved_afterwards(client2, tmp_path):
+    ref = sp.csr_array(A @ A)
     later = multiply(A, client=client2, grid="1x1x2", batches=2, keep="workers", **QUIET)
     later.save(tmp_path / "later")                  # chunks written where they are
     loaded = dh.load(tmp_path / "later")
