@@ -579,21 +579,7 @@ def read_rows(x, client, *, name: str = "features", rows: int | None = None) -> 
         Not a Dask Array, unknown chunk sizes, not numeric, ``rows`` given and not the
         array's length (from the metadata); NaN or infinite values (one pass).
     """
-    if _kind(x) != "array":
-        raise InputError(f"{name}: {type(x).__name__} is not a Dask Array")
-    if x.ndim not in (1, 2):
-        raise InputError(f"{name}: a {x.ndim}-D Dask Array; need rows (1-D or 2-D)")
-    if any(np.isnan(c) for cs in x.chunks for c in cs):
-        raise InputError(f"{name}: the Dask Array's chunk sizes are unknown (nan); call "
-                         ".compute_chunk_sizes() first")
-    if getattr(x.dtype, "kind", "O") not in "biuf":
-        raise InputError(f"{name}: the Dask Array's dtype is {x.dtype}; values must be numbers")
-    mod = type(x._meta).__module__ or ""
-    if not mod.startswith(("numpy", "scipy.sparse")):
-        raise InputError(f"{name}: chunks of type {type(x._meta).__name__}; use numpy or "
-                         "scipy.sparse chunks")
-    if rows is not None and x.shape[0] != rows:
-        raise InputError(f"{name}: {x.shape[0]} rows for {rows} nodes/rows")
+    check_rows(x, name=name, rows=rows)
     from dask.base import tokenize
 
     token = tokenize(x)
@@ -615,6 +601,25 @@ def read_rows(x, client, *, name: str = "features", rows: int | None = None) -> 
         f.release()
     offsets = np.concatenate([[0], np.cumsum(x.chunks[0])]).astype(np.int64)
     return Rows(x.shape, offsets, pieces, sum(nz for _, nz in stats), token, x.chunks[0])
+
+
+def check_rows(x, *, name: str = "features", rows: int | None = None) -> None:
+    """The metadata checks of :func:`read_rows` (nothing computed)."""
+    if _kind(x) != "array":
+        raise InputError(f"{name}: {type(x).__name__} is not a Dask Array")
+    if x.ndim not in (1, 2):
+        raise InputError(f"{name}: a {x.ndim}-D Dask Array; need rows (1-D or 2-D)")
+    if any(np.isnan(c) for cs in x.chunks for c in cs):
+        raise InputError(f"{name}: the Dask Array's chunk sizes are unknown (nan); call "
+                         ".compute_chunk_sizes() first")
+    if getattr(x.dtype, "kind", "O") not in "biuf":
+        raise InputError(f"{name}: the Dask Array's dtype is {x.dtype}; values must be numbers")
+    mod = type(x._meta).__module__ or ""
+    if not mod.startswith(("numpy", "scipy.sparse")):
+        raise InputError(f"{name}: chunks of type {type(x._meta).__name__}; use numpy or "
+                         "scipy.sparse chunks")
+    if rows is not None and x.shape[0] != rows:
+        raise InputError(f"{name}: {x.shape[0]} rows for {rows} nodes/rows")
 
 
 def _rows_summary(block) -> tuple:
