@@ -248,10 +248,7 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
             raise ValueError("engine='program' takes vectors on the client; a Dask Array "
                              "runs with engine='call'")
         options_of(dict(algorithm=algorithm, **options))   # options first: cost nothing
-        from dask.base import tokenize
-
-        collection = {"collection": tokenize(vectors), "vectors": int(vectors.shape[0])}
-        vectors, n = rank_futures(client, vectors)
+        vectors, n, collection = rank_futures(client, vectors)
         if N is not None and int(N) != n:
             from daskhpc.errors import InputError
 

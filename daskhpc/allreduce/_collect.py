@@ -18,9 +18,9 @@ from daskhpc.errors import InputError
 __all__ = ["rank_futures"]
 
 
-def rank_futures(client, X) -> tuple[list, int]:
-    """``(futures, N)``: one Future per row of ``X`` (a rank's vector) on its chunk's
-    worker, and the vector length.
+def rank_futures(client, X) -> tuple[list, int, dict]:
+    """``(futures, N, source)``: one Future per row of ``X`` (a rank's vector) on its
+    chunk's worker, the vector length, and the report's input section.
 
     Raises
     ------
@@ -51,6 +51,9 @@ def rank_futures(client, X) -> tuple[list, int]:
     if not 1 <= N <= MAX_N:
         raise InputError(f"vectors: vector length N must lie in [1, 2^32] (uint32 "
                          f"indices), got {N}")
+    from dask.base import tokenize
+
+    source = {"collection": tokenize(X), "vectors": P}
     if X.numblocks[1] > 1:
         X = X.rechunk({1: -1})              # on the workers: a rank's row is whole
     workers = worker_addresses(client)
@@ -73,7 +76,7 @@ def rank_futures(client, X) -> tuple[list, int]:
         lo += int(n)
     for f in chunks:
         f.release()                         # the rows keep what they need
-    return out, N
+    return out, N, source
 
 
 def _row(block, r: int):
