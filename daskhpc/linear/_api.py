@@ -163,9 +163,12 @@ def fit(X, y=None, nparts: int | None = None, *, test=None, in_loop: bool = True
     Parameters
     ----------
     X, y, test, **options
-        As :func:`~daskhpc.linear.fit_local` (``loss``, ``batch``, ``epochs``, ``lr``,
+        As :func:`~daskhpc.linear.fit_local`; X may also be a Dask Array of
+        scipy.sparse (or numpy) row chunks and y a Dask Array: X's values then go from
+        their chunks' workers to the parts' workers, never through the client
+        (docs/collections.md). Options: ``loss``, ``batch``, ``epochs``, ``lr``,
         ``lr_decay``, ``reg``, ``topk``, ``k``, ``error_feedback``, ``allreduce``,
-        ``group``, ``alpha``, ``beta``, ``fit_intercept``, ``seed``).
+        ``group``, ``alpha``, ``beta``, ``fit_intercept``, ``seed``.
     nparts : int, optional
         P (default: one part per worker); part p runs on worker ``p mod W``.
     in_loop : bool

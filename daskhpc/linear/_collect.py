@@ -58,8 +58,8 @@ def prepare_collection(client, X, y, nparts, test, options):
 
     opts = checked_options(Options, options, "linear")   # options first: they cost nothing
     if not (is_collection(X) and hasattr(X, "chunks")):
-        raise InputError("X: with labels as a Dask Array give X as a Dask Array of "
-                         "scipy.sparse row chunks too")
+        raise InputError(f"X: a {type(X).__name__}; give X as a Dask Array of "
+                         "scipy.sparse row chunks (rows x features)")
     if X.ndim != 2:
         raise InputError(f"X: a {X.ndim}-D Dask Array; need a 2-D matrix (rows x features)")
     if any(np.isnan(c) for cs in X.chunks for c in cs):
