@@ -73,10 +73,11 @@ def prepare_collection(client, X, y, nparts, test, options):
     nz = read_nonzeros(X, client, order=2, name="X")
     try:
         labels = _labels(client, y, M)
-        r, c = nz.pins[0].astype(np.int64), nz.pins[1].astype(np.int64)
-        pattern = sp.csr_array((np.ones(r.size), (r, c)), shape=(M, F))
+        # the pattern from the int32 pins as they are (no int64 copies on the client)
+        pattern = sp.csr_array((np.ones(nz.nnz), (nz.pins[0], nz.pins[1])), shape=(M, F))
         data = load(pattern, labels, test, fit_intercept=opts.fit_intercept,
                     n_features=opts.n_features)
+        del pattern
         data.source["collection"] = nz.token
         s = setup_of(opts, data, nparts, t0)
     except BaseException:
@@ -96,7 +97,7 @@ def part_statics(client, s, nz, placement) -> dict:
     owner = np.empty(s.data.X.shape[0], np.int64)
     for p, rows in enumerate(s.rows):
         owner[rows] = p
-    labels = owner[nz.pins[0].astype(np.int64)]
+    labels = owner[nz.pins[0]]
     shells = statics(s, rows=False)
     width = s.data.n_features
     args = {p: (s.rows[p], width, s.data.fit_intercept, shells[p]) for p in range(P)}
