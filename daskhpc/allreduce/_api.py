@@ -175,8 +175,9 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
         scipy sparse), or ``distributed.Future``s of them on the workers (each rank runs
         where its future lives), or a 2-D Dask Array (one row per rank; numpy,
         scipy.sparse or sparse.COO chunks), whose row chunks are computed on the workers,
-        chunk k on worker k mod W, and run as futures (docs/collections.md). Default: the thesis's uniform model of ``N``,
-        ``nparts``, ``density``, ``seed`` (section 5.1).
+        chunk k on worker k mod W, and run as futures (docs/collections.md). Default:
+        the thesis's uniform model of ``N``, ``nparts``, ``density``, ``seed`` (section
+        5.1).
     algorithm : str
         ``auto`` (Table 3.1 with the calibrated alpha and beta and k = max_i |H_i|) or
         one of :data:`~daskhpc.allreduce.ALGORITHMS`.

@@ -43,7 +43,8 @@ def _labels(client, y, M: int):
         raise InputError(f"y: labels of dtype {y.dtype}; labels must be numbers")
     out = client.compute(y).result()
     if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
-        raise InputError(f"y: NaN or infinite label at row {int(np.flatnonzero(~np.isfinite(out))[0])}")
+        bad = int(np.flatnonzero(~np.isfinite(out))[0])
+        raise InputError(f"y: NaN or infinite label at row {bad}")
     return out
 
 
