@@ -190,7 +190,17 @@ def _load(source, seed: int, features: int, classes: int):
     from ._pyg import from_pyg, is_pyg_data
 
     if is_pyg_data(source):
-        return from_pyg(source, seed, features, classes)
+        A, X, y, split, src = from_pyg(source, seed)
+        n = A.shape[0]
+        if y is None:             # structure only, as a graph file: drawn node data
+            Xr, y, split = random_node_data(n, features, classes, seed)
+            X = Xr if X is None else X
+            src["random_node_data"] = {"features": features, "classes": classes,
+                                       "seed": seed}
+        elif X is None:           # real labels, drawn features (said on stderr)
+            X = random_node_data(n, features, 2, seed)[0]
+            src["random_features"] = {"features": features, "seed": seed}
+        return A, X, y, split, "pyg", src
     if not isinstance(source, (str, os.PathLike)):
         raise InputError(f"cannot read a graph from a {type(source).__name__}: give a data "
                          "set name, a path, a GraphData, a PyG Data or a scipy matrix")

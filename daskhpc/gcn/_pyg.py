@@ -8,10 +8,11 @@ numpy arrays through their own ``detach()``, ``cpu()`` and ``numpy()``.
   (PyG's ``source_to_target`` flow), so row i of A lists ``edge_index[0]`` where
   ``edge_index[1] == i``; only the pattern counts (``edge_weight``, ``edge_attr`` and
   repeated edges are ignored, as for every input).
-* ``x`` (N x F; absent: seeded random features of ``random_features`` columns, said on
-  stderr); ``y`` (N, or N x 1 as OGB stores it; -1 or NaN: unlabeled; absent: the random
-  node data of a structure-only graph); ``train_mask``, ``val_mask``, ``test_mask`` (bool,
-  N; all absent: :func:`daskhpc.datasets.class_split` over the labeled nodes).
+* ``x`` (N x F; absent: None, and ``_data`` draws seeded random features of
+  ``random_features`` columns, said on stderr); ``y`` (N, or N x 1 as OGB stores it; -1
+  or NaN: unlabeled; absent: None, and ``_data`` draws the node data of a structure-only
+  graph); ``train_mask``, ``val_mask``, ``test_mask`` (bool, N; all absent:
+  :func:`daskhpc.datasets.class_split` over the labeled nodes).
 
 Examples
 --------
@@ -21,7 +22,7 @@ Examples
 ...     x = np.eye(3, dtype=np.float32)
 ...     y = np.array([0, 1, -1])
 ...     train_mask = np.array([True, True, False])
->>> A, X, y, split, name, src = from_pyg(Data())
+>>> A, X, y, split, src = from_pyg(Data())
 >>> A.toarray().tolist(), src["pyg"]["split"]
 ([[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]], 'masks')
 """
@@ -115,10 +116,10 @@ def _labeled_split(y, seed: int):
                                              min(1000, lab.size // 2), seed=seed))
 
 
-def from_pyg(data, seed: int = 0, features: int = 64, classes: int = 8):
-    """(adjacency, features, labels, split, name, source) of a PyG ``Data`` (see the
-    module docstring); ``seed``, ``features``, ``classes``: the node data drawn where the
-    Data has none.
+def from_pyg(data, seed: int = 0):
+    """(adjacency, features, labels, split, source) of a PyG ``Data`` (see the module
+    docstring): features None without ``x``; labels and split None without ``y``;
+    ``seed``: the split drawn where the Data has labels but no masks.
 
     Raises
     ------
@@ -148,24 +149,15 @@ def from_pyg(data, seed: int = 0, features: int = 64, classes: int = 8):
     A = sp.csr_array((np.ones(ei.shape[1]), (ei[1], ei[0])), shape=(n, n))
     src = {"name": "pyg", "pyg": {"nodes": n, "edges": int(ei.shape[1]),
                                   "x": x is not None}}
-    if y is None:                 # structure only, as a graph file: drawn node data
-        from ._data import random_node_data
-
-        X, y, split = random_node_data(n, features, classes, seed)
-        src["random_node_data"] = {"features": features, "classes": classes, "seed": seed}
-        src["pyg"]["split"] = "drawn"
-        return A, X if x is None else x, y, split, "pyg", src
-    if x is None:
-        from ._data import random_node_data
-
-        x = random_node_data(n, features, 2, seed)[0]
-        src["random_features"] = {"features": features, "seed": seed}
-    elif not sp.issparse(x):
+    if x is not None and not sp.issparse(x):
         if x.ndim != 2:
             raise InputError(f"the Data's x must be N x F, got shape {tuple(x.shape)}")
         x = sp.csr_array(x)       # the nonzeros, without a dense float64 copy
+    if y is None:                 # structure only: _data draws the node data
+        src["pyg"]["split"] = "drawn"
+        return A, x, None, None, src
     split = _masks(data, n)
     src["pyg"]["split"] = "masks" if split is not None else "class_split"
     if split is None:
         split = _labeled_split(y, seed)
-    return A, x, y, split, "pyg", src
+    return A, x, y, split, src

@@ -123,6 +123,10 @@ def test_without_x_or_masks(cora, capsys):
     m = s.graph.masks
     assert [int(m[k].sum()) for k in ("train", "val", "test")] == [140, 500, 1000]
     assert not any(m[k][:100].any() for k in m)
+    bare = dh.gcn.prepare(Data(edge_index=cora["edge_index"]), 1)   # structure only
+    assert bare.graph.X.shape == (2708, 64) and bare.graph.num_classes == 8
+    assert "pyg has no node data" in capsys.readouterr().err
+    assert bare.graph.source["random_node_data"]["classes"] == 8
 
 
 def test_torch_is_not_imported_for_a_duck_typed_graph():
