@@ -109,8 +109,8 @@ def sections(s, command=None, partitioned: bool = True) -> dict:
     out = {"command": command,
            "input": {**g.source, "shape": [g.n, g.n], "nnz": int(g.A.nnz)},
            "graph": g.name, "parts": s.K, "seed": o.seed, "epochs": o.epochs,
-           "layers": list(s.dims), "order": o.order, "optimizer": o.optimizer, "symmetrize": o.symmetrize,
-           "dtype": o.dtype}
+           "layers": list(s.dims), "order": o.order, "optimizer": o.optimizer,
+           "symmetrize": o.symmetrize, "dtype": o.dtype}
     if partitioned:
         out.update(partition_method=a.method, partitioner=a.partitioner,
                    objective={"hp": "km1", "gp": "cut"}.get(a.method), partition=a.report)

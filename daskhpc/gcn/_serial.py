@@ -84,7 +84,8 @@ def batch_block(setup, e: int, X: Csr) -> dict:
     A = Csr.of(mb["A"][e], setup.dtype)
     none = np.zeros(nodes.size, bool)
     train = g.masks["train"][nodes]
-    return {"A": A, "AT": A if g.symmetric else Csr.of(mb["A"][e].T, setup.dtype), "X": X.take(nodes),
+    AT = A if g.symmetric else Csr.of(mb["A"][e].T, setup.dtype)
+    return {"A": A, "AT": AT, "X": X.take(nodes),
             "rows": nodes, "y": g.y[nodes],
             "masks": {"train": train, "val": none, "test": none},
             "n_train": int(train.sum())}
