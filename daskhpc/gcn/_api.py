@@ -68,11 +68,14 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
         among the keywords. ``checkpoint`` keeps the weights and Adam state after every
         epoch, and the row partition; ``check_serial`` runs the partition-aware serial
         reference (``serial_check.identical``: the same bits) and the plain one
-        (``serial_check.textbook``: weights within 1e-10 relative).
+        (``serial_check.textbook``: weights within 1e-10 relative in float64, 1e-4 in
+        float32).
     **options
         The other :class:`~daskhpc.gcn._setup.Options`: ``lr``, ``weight_decay``,
         ``bias``, ``order``, ``eval_every``, ``partitioner``, ``epsilon``,
-        ``symmetrize``, ``random_features``, ``random_classes``.
+        ``symmetrize``, ``dtype`` (``"float64"``, or ``"float32"``: features, weights,
+        messages and kernels in float32, half the bytes exchanged), ``random_features``,
+        ``random_classes``.
 
     Returns
     -------
