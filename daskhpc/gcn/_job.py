@@ -149,11 +149,12 @@ def _row(s, unit, reports):
     return row(s, unit, reports)
 
 
-def warm_up(dtypes=("float64", "float32")) -> bool:
+def warm_up(dtypes=("float64",)) -> bool:
     """Prepare a worker before anything is timed: load the numba
     kernels (from numba's cache): a tiny directed graph with sparse features through two
     epochs of the program in both orders of SpMM and GEMM, in each of ``dtypes`` (the
-    client compiles both; a run's workers load its own). Run on every worker by the
+    client compiles the default float64 only, so that a first run or ``daskhpc demo``
+    does not also compile float32; a run's workers load its own dtype). Run on every worker by the
     frame."""
     import scipy.sparse as sp
 
