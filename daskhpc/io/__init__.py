@@ -12,6 +12,7 @@ Examples
 """
 
 from ._collections import Nonzeros, is_collection, labels_route, read_nonzeros, route
+from ._collections import ratings_files, read_ratings_frame   # ratings with original ids
 from ._common import FORMATS, SparseInput
 from ._detect import detect_format, formats_of, read
 from ._edgecsv import read_edge_csv
@@ -28,3 +29,4 @@ __all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_sn
            "read_node_labels", "ReadError", "SparseInput", "FORMATS",
            # Dask collections (daskhpc.io._collections; dask imported only when used)
            "is_collection", "read_nonzeros", "route", "labels_route", "Nonzeros"]
+__all__ += ["read_ratings_frame", "ratings_files"]
