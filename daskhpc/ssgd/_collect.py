@@ -39,6 +39,7 @@ def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input
         source = {"collection": "dask.dataframe", "columns": list(nz.columns),
                   "partitions": len(nz.pieces), "shape": list(nz.shape), "nnz": nz.nnz}
         r = Ratings(rows, cols, np.zeros(nz.nnz), nz.shape, source)
+        nz.pins = None                    # the Ratings hold the ids now (int64)
         return Input(r, maps, (None, None), nz.shape, 0, "ratings",
                      values=Values(client, nz, None, None))
     if columns is not None:
@@ -74,6 +75,7 @@ def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input
     shape = (int(keep[0].sum()), int(keep[1].sum()))
     source["shape"] = list(shape)
     r = Ratings(rows, cols, np.zeros(nz.nnz), shape, source)
+    nz.pins = None
     maps = kept
     return Input(r, maps, kept, nz.shape, 0, None, values=Values(client, nz, order, remap))
 

@@ -250,7 +250,11 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     check_parts(nparts, ratings)
     K = int(nparts)
     train, test = split(ratings, opts.test_fraction, opts.seed)
-    stats = None if inp.values is None else inp.values.hold_out(opts.test_fraction, opts.seed)
+    stats = None
+    if inp.values is not None:     # a collection: its ratings stay on the workers
+        stats = inp.values.hold_out(opts.test_fraction, opts.seed)
+        for part in (train, test):  # placeholders that take no memory
+            part.vals = np.broadcast_to(np.float64(0.0), (part.nnz,))
     t0 = time.perf_counter()
     a = assign(train, K, partition=opts.partition, partitioner=opts.partitioner,
                rank=opts.rank, epsilon=opts.epsilon, seed=opts.seed,
