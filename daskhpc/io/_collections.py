@@ -573,7 +573,10 @@ def _csv_layout(files) -> tuple:
         if not lines:
             raise InputError(f"{f}: no ratings in the first 64 kB (an empty or binary file?)")
         tok = lines[0].split(b",")
-        header = not _number(tok[2] if len(tok) > 2 else b"")
+        if len(tok) not in (3, 4):
+            raise InputError(f"{f}:1: expected 3 or 4 comma-separated columns, found "
+                             f"{len(tok)}")
+        header = not _number(tok[2])
         rows = lines[1:] if header else lines
         for k, ln in enumerate(rows[:50]):
             t = ln.split(b",")
