@@ -10,9 +10,16 @@ The format is open and needs no daskhpc to read (no pickle):
     (the result's saved attributes, arrays replaced by ``{"array": name, "shape",
     "dtype", "sha256"}``), the full ``report`` and ``history``, library ``versions``, and
     a ``checksum`` of everything above it.
+``DIR/<name>/*.npz`` (format version 2)
+    a sparse attribute kept as *pieces*: scipy ``save_npz`` files, each of the
+    attribute's full shape, whose sum is the value (SpGEMM's C, written by the workers
+    that hold the pieces). The model names them: ``{"pieces": {"format":
+    "scipy.sparse.save_npz", "combine": "sum", "shape", "nnz", "files": [{"file",
+    "shape", "nnz", "bytes", "sha256"}, ...]}}``.
 
-Both files are written to temporary names and renamed into place, the manifest last: a
-directory with a manifest is complete. Loading checks the checksum and every array's
+Every file is written to a temporary name and renamed into place, the manifest last: a
+directory with a manifest is complete. Version 1 (no pieces) is still written when there
+are none, and both are read. Loading checks the checksum and every array's
 digest, and refuses a damaged or foreign directory with one line naming the file
 (:class:`~daskhpc.errors.InputError`). No dask here.
 
@@ -40,25 +47,32 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-__all__ = ["save", "load", "write_csv", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["save", "load", "write_csv", "read_pieces", "write_npz", "file_digest", "FORMAT",
+           "FORMAT_VERSION"]
 
 FORMAT = "daskhpc-result"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2            # 2: attributes kept as save_npz pieces
 MANIFEST = "manifest.json"
 ARRAYS = "arrays.npz"
 
 
-def save(result, directory, report: dict, history: list) -> str:
+def save(result, directory, report: dict, history: list, pieces: dict | None = None) -> str:
     """Write ``result`` (a :class:`~daskhpc.report.WorkflowResult` whose class lists its
     model's attributes in ``SAVED``), with its ``report`` and ``history`` as plain JSON
-    values, to ``directory``; returns the directory."""
+    values, to ``directory``; returns the directory.
+
+    ``pieces``: ``{attribute: descriptor}`` for attributes already written in
+    ``directory`` as save_npz pieces (module docstring); the manifest records them and
+    their files are not read here."""
     os.makedirs(directory, exist_ok=True)
     arrays: dict = {}
-    model = {name: _flatten(getattr(result, name), name, arrays) for name in result.SAVED}
+    pieces = pieces or {}
+    model = {name: {"pieces": pieces[name]} if name in pieces else
+             _flatten(getattr(result, name), name, arrays) for name in result.SAVED}
     from daskhpc import __version__
 
     manifest = {
-        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "format": FORMAT, "format_version": 2 if pieces else 1,
         "workflow": result.workflow,
         "result": f"{type(result).__module__}:{type(result).__qualname__}",
         "model": model,
@@ -112,8 +126,14 @@ def load(directory, workflow: str | None = None, *, classes: dict | None = None)
         raise InputError(f"{path}: a {manifest['workflow']} result, not {workflow}")
     arrays = _read_arrays(os.path.join(directory, ARRAYS))
     cls = _result_class(manifest["result"], classes or {}, path)
-    model = {k: _unflatten(v, arrays, os.path.join(directory, ARRAYS))
-             for k, v in manifest["model"].items()}
+    model, read = {}, {}
+    for k, v in manifest["model"].items():
+        if "pieces" in v:        # two attributes with the same pieces (C twice): read once
+            key = json.dumps(v["pieces"], sort_keys=True)
+            model[k] = read[key] if key in read else read.setdefault(
+                key, read_pieces(directory, v["pieces"]))
+        else:
+            model[k] = _unflatten(v, arrays, os.path.join(directory, ARRAYS))
     report = dict(manifest["report"])
     for key in ("workflow", "version"):
         report.pop(key, None)
@@ -174,6 +194,84 @@ def _unflatten(node, arrays, where):
     if "dict" in node:
         return {k: _unflatten(v, arrays, where) for k, v in node["dict"].items()}
     return node["value"]
+
+
+# -- sparse pieces: save_npz files whose sum is the value ----------------------------------
+
+def write_npz(path: str, matrix) -> dict:
+    """``matrix`` as a scipy ``save_npz`` file at ``path`` (uncompressed, atomically);
+    returns its entry of a pieces descriptor (``shape``, ``nnz``, ``bytes``, ``sha256``;
+    ``file`` is the caller's, relative to the saved directory)."""
+    import scipy.sparse as sp
+
+    if matrix.format == "coo" and max(matrix.shape, default=0) < 2**31:
+        # int32 ids where they fit (scipy keeps int64 ones): 16 bytes a nonzero, not 24
+        matrix = sp.coo_array((matrix.data, (matrix.row.astype(np.int32),
+                                             matrix.col.astype(np.int32))), shape=matrix.shape)
+    _atomic(path, lambda f: sp.save_npz(f, matrix, compressed=False))
+    return {"shape": [int(x) for x in matrix.shape], "nnz": int(matrix.nnz),
+            "bytes": os.path.getsize(path), "sha256": file_digest(path)}
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a file's bytes, read in 4 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_pieces(directory, desc: dict):
+    """The sum of the save_npz pieces ``desc`` names (a ``csr_array`` of ``desc["shape"]``),
+    every file checked against its size and SHA-256 first.
+
+    Raises
+    ------
+    InputError
+        A piece missing, truncated, edited or unreadable: one line naming its file.
+    """
+    import io
+
+    import scipy.sparse as sp
+
+    shape = tuple(int(x) for x in desc["shape"])
+    rows, cols, vals = [], [], []
+    for entry in desc["files"]:
+        name = str(entry["file"])
+        path = os.path.join(directory, name)
+        if os.path.isabs(name) or os.path.normpath(name).startswith(".."):
+            raise InputError(f"{path}: a piece outside the saved directory")
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise InputError(f"{path}: missing or unreadable ({e.strerror}), a piece the "
+                             "manifest names") from None
+        if len(data) != entry["bytes"]:
+            raise InputError(f"{path}: {len(data):,} bytes, the manifest says "
+                             f"{entry['bytes']:,} (truncated or replaced)")
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise InputError(f"{path}: does not match the manifest's SHA-256 (edited or "
+                             "damaged)")
+        try:
+            m = sp.load_npz(io.BytesIO(data)).tocoo()
+        except Exception as e:  # noqa: BLE001 - zipfile, ValueError, KeyError: damaged
+            raise InputError(f"{path}: not a readable scipy save_npz file "
+                             f"({type(e).__name__}: {e})") from None
+        if m.shape != shape or m.nnz != entry["nnz"]:
+            raise InputError(f"{path}: shape {m.shape} with {m.nnz} nonzeros, the manifest "
+                             f"says {shape} with {entry['nnz']}")
+        rows.append(m.row)
+        cols.append(m.col)
+        vals.append(m.data)
+    if not vals:
+        return sp.csr_array(shape, dtype=np.float64)
+    out = sp.csr_array(sp.coo_array((np.concatenate(vals), (np.concatenate(rows),
+                                                            np.concatenate(cols))),
+                                    shape=shape))
+    out.sum_duplicates()              # the pieces' sum (disjoint pieces: a concatenation)
+    return out
 
 
 def _read_arrays(path: str) -> dict:

@@ -149,6 +149,9 @@ class KillOnce(WorkerPlugin):
         executing.
     marker : str
         Path of a file that must not exist yet; created just before the kill.
+    nth : int, default 1
+        Kill at the ``nth`` matching task this worker process starts (the later units of
+        a run, where the task keys do not say which unit is which).
 
     Examples
     --------
@@ -157,9 +160,11 @@ class KillOnce(WorkerPlugin):
     >>> client.register_plugin(plugin, name="kill-once")            # doctest: +SKIP
     """
 
-    def __init__(self, match, marker: str):
+    def __init__(self, match, marker: str, nth: int = 1):
         self.match = match
         self.marker = marker
+        self.nth = nth
+        self.seen = 0
 
     def setup(self, worker) -> None:
         self.worker = worker
@@ -169,6 +174,9 @@ class KillOnce(WorkerPlugin):
         import signal
 
         if finish != "executing" or not self.match(key):
+            return
+        self.seen += 1
+        if self.seen < self.nth:
             return
         try:
             fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)

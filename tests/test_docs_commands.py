@@ -19,10 +19,12 @@ directory, and needs exit status 0.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -139,6 +141,7 @@ def expanded(doc_name: str) -> tuple[Path, list[list[str]]]:
     directory outside the checkout after the document's setup lines ran there."""
     doc = next(d for d in DOCS if d.name == doc_name)
     where = Path(tempfile.mkdtemp(prefix="daskhpc-docs-"))
+    atexit.register(shutil.rmtree, where, True)     # cached for the session, then removed
     # the commands print their words (to fd 3: a pipe after one gets nothing) instead of
     # running; a failing setup line leaves its variable empty or its file missing
     script = ["daskhpc() { printf '%q ' daskhpc \"$@\" >&3; echo >&3; }",

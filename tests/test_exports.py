@@ -35,6 +35,6 @@ def test_gcn_weights_load_into_a_pyg_model():
             self.conv1 = pyg.GCNConv(r.params[0].shape[0], r.params[0].shape[1])
             self.conv2 = pyg.GCNConv(r.params[2].shape[0], r.params[2].shape[1])
 
-    net = Net()
+    net = Net().double()          # our weights are float64: loaded without a cast
     net.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
     assert np.array_equal(net.conv1.lin.weight.detach().numpy(), r.params[0].T)

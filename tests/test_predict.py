@@ -62,6 +62,7 @@ def test_spgemm_c_loads_in_a_fresh_process_equal_to_scipys_product(client2, tmp_
     import scipy.sparse as sp
 
     A = sp.random(60, 60, density=0.08, random_state=1, format="csr")
+    A.data = np.round(8 * A.data) + 1.0         # integer values: every sum is exact
     scipy.io.mmwrite(a, A)
     code, _, err = daskhpc("run", "spgemm", a, "--grid", "1x1x2", "--scheduler-address",
                            client2.scheduler.address, "--save", tmp_path / "c")
@@ -69,13 +70,17 @@ def test_spgemm_c_loads_in_a_fresh_process_equal_to_scipys_product(client2, tmp_
     np.save(tmp_path / "want.npy", (A @ A).toarray())
     check = ("import sys, numpy as np, daskhpc; r = daskhpc.load(sys.argv[1]); "
              "C = r.matrix.toarray(); w = np.load(sys.argv[2]); "
-             "sys.exit(0 if C.shape == w.shape and np.allclose(C, w, rtol=1e-13, atol=0) "
-             "else 1)")
+             "sys.exit(0 if C.shape == w.shape and np.array_equal(C, w) else 1)")
     done = subprocess.run([sys.executable, "-c", check, tmp_path / "c", tmp_path / "want.npy"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     code, _, err = daskhpc("predict", tmp_path / "c", a)
     assert code == 2 and err.count("\n") == 1 and "no model to apply" in err, err
+    # C is kept as save_npz pieces the workers wrote: a truncated one is named, exit 2
+    piece = sorted((tmp_path / "c" / "matrix").iterdir())[0]
+    piece.write_bytes(piece.read_bytes()[:300])
+    code, _, err = daskhpc("predict", tmp_path / "c", a)
+    assert code == 2 and err.count("\n") == 1 and f"{piece}: " in err, err
 
 
 def test_an_unknown_user_is_one_line_naming_it_and_its_record(tmp_path):

@@ -28,7 +28,7 @@ from ._plan import plan_sections
 from ._program import assemble, program, row, statics
 from ._result import AllreduceResult
 from ._serial import serial_allreduce
-from ._setup import Setup, prepare
+from ._setup import Setup, options_of, prepare
 from ._synthetic import uniform_vectors
 
 __all__ = ["allreduce", "plan", "allreduce_local", "sections", "setup_of"]
@@ -173,8 +173,11 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
     vectors : sequence, optional
         One vector per rank: arrays on the client (dense 1-D, ``(indices, values)`` or
         scipy sparse), or ``distributed.Future``s of them on the workers (each rank runs
-        where its future lives). Default: the thesis's uniform model of ``N``,
-        ``nparts``, ``density``, ``seed`` (section 5.1).
+        where its future lives), or a 2-D Dask Array (one row per rank; numpy,
+        scipy.sparse or sparse.COO chunks), whose row chunks are computed on the workers,
+        chunk k on worker k mod W, and run as futures (docs/collections.md). Default:
+        the thesis's uniform model of ``N``, ``nparts``, ``density``, ``seed`` (section
+        5.1).
     algorithm : str
         ``auto`` (Table 3.1 with the calibrated alpha and beta and k = max_i |H_i|) or
         one of :data:`~daskhpc.allreduce.ALGORITHMS`.
@@ -183,7 +186,7 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
         on the workflow frame (what other workflows embed; client-side vectors only).
     gather : bool, optional
         Bring every rank's total to the client (default: yes for client-side vectors,
-        no for futures: the totals stay on the workers, ``result.futures``).
+        no for futures and a Dask Array: the totals stay on the workers, ``result.futures``).
     run : RunOptions, optional
         How the run runs (:class:`daskhpc.runtime.RunOptions`: client, progress,
         callback (after every call), exchange (``engine="program"`` only),
@@ -223,6 +226,12 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
                                      seed, dtype, engine, gather, options))
 
 
+def _is_collection(vectors) -> bool:
+    from daskhpc.io import is_collection
+
+    return vectors is not None and is_collection(vectors)
+
+
 def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype, engine,
                gather, options):
     from daskhpc.runtime import exchange_mode, worker_addresses
@@ -232,14 +241,35 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
 
     t_start = time.perf_counter()
     workers = worker_addresses(client)
+    collection = _is_collection(vectors)
+    if collection:                         # one rank per row, run where its row is
+        from ._collect import rank_futures
+
+        if engine != "call":
+            raise ValueError("engine='program' takes vectors on the client; a Dask Array "
+                             "runs with engine='call'")
+        options_of(dict(algorithm=algorithm, **options))   # options first: cost nothing
+        vectors, n, collection = rank_futures(client, vectors)
+        if N is not None and int(N) != n:
+            from daskhpc.errors import InputError
+
+            raise InputError(f"N={N} but the Dask Array's rows have length {n}")
+        N = n
     futures_in = vectors is not None and are_futures(vectors)
     inputs = None
     if futures_in:
         if engine != "call":
             raise ValueError("engine='program' takes vectors on the client; futures run "
                              "with engine='call'")
-        s, inputs, owner = from_futures(client, vectors, N, dict(algorithm=algorithm,
-                                                                 **options))
+        try:
+            s, inputs, owner = from_futures(client, vectors, N, dict(algorithm=algorithm,
+                                                                     **options))
+        finally:
+            if collection:
+                for f in vectors:
+                    f.release()            # the canonical inputs hold the rows now
+        if collection:
+            s.source = collection
     else:
         s = setup_of(vectors, nparts, N=N, density=density, seed=seed, dtype=dtype,
                      algorithm=algorithm, **options)

@@ -29,7 +29,8 @@ __all__ = ["fit", "serial_fit", "local_fit", "plan"]
 def fit(graph, features=None, labels=None, split=None, nparts: int | None = None, *,
         layers=(16,), partition: str = "hp", epochs: int = 200, optimizer: str = "adam",
         dropout: float = 0.5, seed: int = 0, minibatch=None, in_loop="auto",
-        partition_file=None, run: RunOptions | None = None, **options) -> GCNResult:
+        partition_file=None, columns=None, run: RunOptions | None = None,
+        **options) -> GCNResult:
     """Train a GCN on a Dask cluster, one row block of A_hat per part (Algorithms 1-2).
 
     Parameters
@@ -55,17 +56,26 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
         part's share of the work, ``_job.short_steps``).
     partition_file : path, optional
         One part id per line (``daskhpc partition ... --save-partition``).
+    columns : list of str, optional
+        A Dask DataFrame edge list's source, target (and weight) columns (default: its
+        columns in order). Such a graph is read on the workers, its original ids
+        numbered as the SNAP reader numbers them; ``features`` (n x F) and ``labels``
+        may then be Dask Arrays: the features stay on the workers and ``predictions``
+        comes back as a Dask Array (docs/collections.md).
     run : RunOptions, optional
         How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
         max_restarts, progress, callback, exchange, check_serial), or the same names
         among the keywords. ``checkpoint`` keeps the weights and Adam state after every
         epoch, and the row partition; ``check_serial`` runs the partition-aware serial
         reference (``serial_check.identical``: the same bits) and the plain one
-        (``serial_check.textbook``: weights within 1e-10 relative).
+        (``serial_check.textbook``: weights within 1e-10 relative in float64, 1e-4 in
+        float32).
     **options
         The other :class:`~daskhpc.gcn._setup.Options`: ``lr``, ``weight_decay``,
         ``bias``, ``order``, ``eval_every``, ``partitioner``, ``epsilon``,
-        ``symmetrize``, ``random_features``, ``random_classes``.
+        ``symmetrize``, ``dtype`` (``"float64"``, or ``"float32"``: features, weights,
+        messages and kernels in float32, half the bytes exchanged), ``random_features``,
+        ``random_classes``.
 
     Returns
     -------
@@ -96,11 +106,12 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
                    optimizer=optimizer, dropout=dropout, seed=seed)
     with connected(run) as client:
         return run.finish(_fit(client, run, graph, features, labels, split, nparts,
-                               minibatch, in_loop, partition_file, options))
+                               minibatch, in_loop, partition_file, options, columns))
 
 
 def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop,
-         partition_file, options):
+         partition_file, options, columns=None):
+    from daskhpc.io import is_collection
     from daskhpc.runtime import exchange_mode, run_job, worker_addresses
 
     from ._job import gcn_job, short_steps, steps_per_epoch
@@ -108,10 +119,28 @@ def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop
 
     exchange = exchange_mode(run.exchange)
     workers = len(worker_addresses(client))
-    s = prepare_run(graph, features, labels, split, nparts or workers, minibatch,
-                    run.checkpoint, run.resume, partition_file, options)
-    loop = short_steps(s, workers) if in_loop == "auto" else bool(in_loop)
-    out = run_job(client, gcn_job(s, in_loop=loop, exchange=exchange), **run.frame())
+    source = None
+    if any(is_collection(x) for x in (graph, features, labels)):
+        from ._collect import prepare_collection, short_steps_of
+
+        s, source = prepare_collection(client, graph, features, labels, split,
+                                       nparts or workers, minibatch, run.checkpoint,
+                                       run.resume, partition_file, options, columns)
+        loop = short_steps_of(s, source, workers) if in_loop == "auto" else bool(in_loop)
+    else:
+        if columns is not None:
+            raise InputError("columns= is for a Dask DataFrame edge list")
+        s = prepare_run(graph, features, labels, split, nparts or workers, minibatch,
+                        run.checkpoint, run.resume, partition_file, options)
+        loop = short_steps(s, workers) if in_loop == "auto" else bool(in_loop)
+    job = gcn_job(s, in_loop=loop, exchange=exchange)
+    if source is not None:
+        job.fingerprint.update(collection=source.tokens.get("edges"),
+                               features_collection=source.tokens.get("features"))
+    if source is None or source.rows is None:
+        out = run_job(client, job, **run.frame())
+    else:
+        out, s = _run_collection(client, s, job, source, run)
     value, history = out.value, rows(out.history)
     info = sections(s, command=run.command)
     info.update(plan_info(s))
@@ -136,7 +165,37 @@ def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop
         info["minibatch"] = minibatch_info(s)
     if run.check_serial:
         info["serial_check"] = serial_check(s, value)
-    return GCNResult(value["params"], value["predictions"], history, info, value["logits"])
+    predictions = value["predictions"]
+    if source is not None:            # a collection in, a Dask Array out
+        from ._collect import predictions_array
+
+        source.release()
+        predictions = predictions_array(client, predictions, source,
+                                        worker_addresses(client))
+    return GCNResult(value["params"], predictions, history, info, value["logits"])
+
+
+def _run_collection(client, s, job, source, run):
+    """``fit`` with the features on the workers: every part's static data built on its
+    worker (``_collect.part_statics``), kept in the part store the frame runs on."""
+    import uuid
+
+    from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
+
+    from ._collect import full_setup, part_statics
+
+    # check_serial: the serial references run on the client, with the features there
+    full = full_setup(client, s, source) if run.check_serial else s
+    shells, job.statics = job.statics, None
+    placement = job.placement(worker_addresses(client)) if job.placement else \
+        Placement(s.K, worker_addresses(client))
+    store = PartStore(client, placement, uuid.uuid4().hex[:10])
+    try:
+        store.adopt("static", part_statics(client, shells, source, placement))
+        source.rows.release()             # the parts hold the features now
+        return run_job(client, job, store=store, **run.frame()), full
+    finally:
+        store.release()
 
 
 def serial_fit(graph, features=None, labels=None, split=None, *, command=None, callback=None,

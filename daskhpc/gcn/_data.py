@@ -1,6 +1,7 @@
 """The graph a GCN trains on: A_hat, row-normalised features, labels, split; all checked.
 
 :func:`as_graph` accepts a :class:`~daskhpc.datasets.GraphData`, a name (``"cora"``), a
+PyTorch Geometric ``Data`` object (``_pyg``: duck-typed, torch is not imported), a
 Planetoid ``.npz``, a Facebook-style directory (``edges.csv``, ``features.json``,
 ``target.csv``), any graph file :func:`daskhpc.io.read` reads (SNAP edge lists: structure
 only, so seeded random features and labels are drawn, as the paper's Table 2 does), or a
@@ -13,6 +14,7 @@ sums of A + I. Row i of A lists the nodes row i aggregates from (Z = A_hat H W).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,9 +134,13 @@ def random_data_note(source: dict) -> str | None:
     True
     """
     r = source.get("random_node_data")
+    name = Path(str(source.get("path") or source.get("name") or "the graph")).name
+    f = source.get("random_features")
+    if f and not r:                  # a PyG Data without x: real labels, drawn features
+        return (f"{name} has no node features (x): seeded random features "
+                f"({f['features']}) were drawn")
     if not r:
         return None
-    name = Path(str(source.get("path") or source.get("name") or "the graph")).name
     return (f"{name} has no node data: seeded random features ({r['features']}) and labels "
             f"({r['classes']} classes) were drawn (as the GCN paper's Table 2 runs): the "
             "accuracies are not a measure of anything")
@@ -181,6 +187,23 @@ def _load(source, seed: int, features: int, classes: int):
         g = datasets.cora()
         return _load(g, seed, features, classes)[:5] + ({"path": datasets.path("cora"),
                                                         "name": "cora"},)
+    from ._pyg import from_pyg, is_pyg_data
+
+    if is_pyg_data(source):
+        A, X, y, split, src = from_pyg(source, seed)
+        n = A.shape[0]
+        if y is None:             # structure only, as a graph file: drawn node data
+            Xr, y, split = random_node_data(n, features, classes, seed)
+            X = Xr if X is None else X
+            src["random_node_data"] = {"features": features, "classes": classes,
+                                       "seed": seed}
+        elif X is None:           # real labels, drawn features (said on stderr)
+            X = random_node_data(n, features, 2, seed)[0]
+            src["random_features"] = {"features": features, "seed": seed}
+        return A, X, y, split, "pyg", src
+    if not isinstance(source, (str, os.PathLike)):
+        raise InputError(f"cannot read a graph from a {type(source).__name__}: give a data "
+                         "set name, a path, a GraphData, a PyG Data or a scipy matrix")
     path = Path(source)
     if not path.exists():
         raise InputError(f"{source}: no such file or directory (or data set name; known: cora)")
@@ -212,7 +235,7 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
 
     Parameters
     ----------
-    source : GraphData, str, path or scipy.sparse matrix
+    source : GraphData, str, path, PyG Data or scipy.sparse matrix
         See the module docstring.
     features, labels, split : optional
         With a matrix ``source``: node features (n x d_0, sparse or dense), int labels

@@ -6,6 +6,11 @@ computes it: the part-local matrices keep each row's entries in global column or
 (``_program``), so Z rows are bitwise those of the serial reference (eq. (7) =
 eq. (6) row by row). Single-threaded on purpose (one part per worker thread).
 
+Every kernel computes in the dtype of its dense operands (float64, or float32 with
+``dtype="float32"``): outputs and accumulators are allocated with that dtype, so a
+float32 run sums in float32 as PyTorch does; numba compiles (and caches) one
+specialisation per dtype.
+
 Dropout keeps entry (row, col) of layer k's input in epoch e when
 ``hash(seed, e, k, row, col) >= p``: a counter-based draw (SplitMix64 finaliser), the
 same on every part whatever the partition.
@@ -68,15 +73,18 @@ def keep_csr(seed, epoch, layer, rows, indptr, indices, p):  # pragma: no cover 
 
 
 @numba.njit(cache=True)
-def dropout_dense(H, rows, seed, epoch, layer, p):  # pragma: no cover - numba
-    """H with the entries :func:`keep_dense` drops set to 0, the others / (1 - p)."""
+def dropout_dense(H, rows, seed, epoch, layer, p, scale):  # pragma: no cover - numba
+    """H with the entries :func:`keep_dense` drops set to 0, the others times ``scale``
+    (1 / (1 - p), given in H's dtype)."""
     key = _key(seed, epoch, layer)
-    scale = 1.0 / (1.0 - p)
     n, d = H.shape
-    out = np.empty((n, d))
+    out = np.empty((n, d), H.dtype)
     for i in range(n):
         for c in range(d):
-            out[i, c] = H[i, c] * scale if _uniform(key, rows[i], c) >= p else 0.0
+            if _uniform(key, rows[i], c) >= p:
+                out[i, c] = H[i, c] * scale
+            else:
+                out[i, c] = 0
     return out
 
 
@@ -84,15 +92,15 @@ def dropout_dense(H, rows, seed, epoch, layer, p):  # pragma: no cover - numba
 def spmm_gemm(indptr, indices, data, H, W, b):  # pragma: no cover - numba
     """Z = (A H) W + b row by row (eq. (6)): the SpMM row, then its product with W."""
     n, d_in, d_out = indptr.size - 1, W.shape[0], W.shape[1]
-    Z = np.empty((n, d_out))
-    acc = np.empty(d_in)
+    Z = np.empty((n, d_out), W.dtype)
+    acc = np.empty(d_in, W.dtype)
     for i in range(n):
         acc[:] = 0.0
         for t in range(indptr[i], indptr[i + 1]):
             a, j = data[t], indices[t]
             for f in range(d_in):
                 acc[f] += a * H[j, f]
-        z = np.zeros(d_out)
+        z = np.zeros(d_out, W.dtype)
         for f in range(d_in):
             a = acc[f]
             for c in range(d_out):
@@ -110,8 +118,8 @@ def spmm_gemm_csr(indptr, indices, data, hptr, hidx, hval, W, b):  # pragma: no 
     which depends only on the row's entries and the neighbours' rows.
     """
     n, d_in, d_out = indptr.size - 1, W.shape[0], W.shape[1]
-    Z = np.empty((n, d_out))
-    acc = np.zeros(d_in)
+    Z = np.empty((n, d_out), W.dtype)
+    acc = np.zeros(d_in, W.dtype)
     seen = np.zeros(d_in, np.bool_)
     touched = np.empty(d_in, np.int64)
     for i in range(n):
@@ -125,7 +133,7 @@ def spmm_gemm_csr(indptr, indices, data, hptr, hidx, hval, W, b):  # pragma: no 
                     touched[m] = f
                     m += 1
                 acc[f] += a * hval[s]
-        z = np.zeros(d_out)
+        z = np.zeros(d_out, W.dtype)
         for q in range(m):                   # per output entry: q ascending, as written
             f = touched[q]
             a = acc[f]
@@ -143,7 +151,7 @@ def spmm_gemm_csr(indptr, indices, data, hptr, hidx, hval, W, b):  # pragma: no 
 def spmm(indptr, indices, data, G):  # pragma: no cover - numba
     """P = A G (eq. (3)'s SpMM; with A_hat^T's rows, the exact backward)."""
     n, d = indptr.size - 1, G.shape[1]
-    P = np.zeros((n, d))
+    P = np.zeros((n, d), G.dtype)
     for i in range(n):
         for t in range(indptr[i], indptr[i + 1]):
             a, j = data[t], indices[t]
@@ -156,7 +164,7 @@ def spmm(indptr, indices, data, G):  # pragma: no cover - numba
 def gemm(H, W):  # pragma: no cover - numba
     """Y = H W row by row (the transform-first order: Y's rows are what is sent)."""
     n, d_in, d_out = H.shape[0], W.shape[0], W.shape[1]
-    Y = np.zeros((n, d_out))
+    Y = np.zeros((n, d_out), W.dtype)
     for i in range(n):
         for f in range(d_in):
             h = H[i, f]
@@ -173,7 +181,7 @@ csr_gemm = spmm
 def tgemm(H, P):  # pragma: no cover - numba
     """H^T P summed over rows in order (eq. (4): this part's share of dW)."""
     n, d_in, d_out = H.shape[0], H.shape[1], P.shape[1]
-    out = np.zeros((d_in, d_out))
+    out = np.zeros((d_in, d_out), P.dtype)
     for i in range(n):
         for f in range(d_in):
             h = H[i, f]
@@ -187,7 +195,7 @@ def tgemm(H, P):  # pragma: no cover - numba
 def tgemm_csr(hptr, hidx, hval, P, d_in):  # pragma: no cover - numba
     """H^T P for a sparse H (CSR, n rows)."""
     d_out = P.shape[1]
-    out = np.zeros((d_in, d_out))
+    out = np.zeros((d_in, d_out), P.dtype)
     for i in range(hptr.size - 1):
         for s in range(hptr[i], hptr[i + 1]):
             f, h = hidx[s], hval[s]
@@ -200,10 +208,11 @@ def tgemm_csr(hptr, hidx, hval, P, d_in):  # pragma: no cover - numba
 def gemm_t(P, W):  # pragma: no cover - numba
     """P W^T (eq. (3): S = (A G) W^T), row by row."""
     n, d_out, d_in = P.shape[0], W.shape[1], W.shape[0]
-    out = np.empty((n, d_in))
+    out = np.empty((n, d_in), P.dtype)
+    zero = np.zeros(1, P.dtype)[0]          # the accumulator in P's dtype, not float64
     for i in range(n):
         for f in range(d_in):
-            s = 0.0
+            s = zero
             for c in range(d_out):
                 s += P[i, c] * W[f, c]
             out[i, f] = s

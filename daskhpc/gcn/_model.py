@@ -19,6 +19,8 @@ reference does (``_kernels``).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -37,10 +39,11 @@ class Csr(tuple):
     __slots__ = ()
 
     @classmethod
-    def of(cls, M) -> "Csr":
+    def of(cls, M, dtype=np.float64) -> "Csr":
+        """A scipy matrix's CSR arrays, its values in ``dtype`` (the run's)."""
         M = sp.csr_array(M)
         return cls((M.indptr.astype(np.int64), M.indices.astype(np.int64),
-                    M.data.astype(np.float64)))
+                    M.data.astype(dtype)))
 
     @property
     def nrows(self) -> int:
@@ -66,14 +69,17 @@ class Csr(tuple):
                     np.concatenate([b[2] for b in blocks])))
 
 
-def init_params(dims, seed: int, bias: bool = True) -> list:
-    """[W^1, b^1, ..., W^L, b^L]: Glorot uniform, zeros; identical on every part."""
+def init_params(dims, seed: int, bias: bool = True, dtype=np.float64) -> list:
+    """[W^1, b^1, ..., W^L, b^L]: Glorot uniform, zeros; identical on every part.
+
+    Drawn in float64 and rounded to ``dtype``: a float32 run starts from the float64
+    run's weights rounded."""
     rng = np.random.default_rng([int(seed), 0x6C1])
     out = []
     for k in range(1, len(dims)):
         a = np.sqrt(6.0 / (dims[k - 1] + dims[k]))
-        out.append(rng.uniform(-a, a, (dims[k - 1], dims[k])))
-        out.append(np.zeros(dims[k]) if bias else np.zeros(0))
+        out.append(rng.uniform(-a, a, (dims[k - 1], dims[k])).astype(dtype))
+        out.append(np.zeros(dims[k] if bias else 0, dtype))
     return out
 
 
@@ -86,13 +92,14 @@ def dropout(H, rows, seed, epoch, k, p):
         ptr, idx, val = H
         keep = kn.keep_csr(seed, epoch, k, rows, ptr, idx, p)
         kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
-        return Csr((kept[ptr], idx[keep], val[keep] * (1.0 / (1.0 - p))))
-    return kn.dropout_dense(np.ascontiguousarray(H), rows, seed, epoch, k, p)
+        return Csr((kept[ptr], idx[keep], val[keep] * val.dtype.type(1.0 / (1.0 - p))))
+    H = np.ascontiguousarray(H)
+    return kn.dropout_dense(H, rows, seed, epoch, k, p, H.dtype.type(1.0 / (1.0 - p)))
 
 
 def layer(A, H, W, b):
     """Z = A H W + b for a block (``A``: Csr with extended column ids)."""
-    b = b if b.size else np.zeros(W.shape[1])
+    b = b if b.size else np.zeros(W.shape[1], W.dtype)
     if isinstance(H, Csr):
         return kn.spmm_gemm_csr(*A, *H, W, b)
     return kn.spmm_gemm(*A, np.ascontiguousarray(H), W, b)
@@ -152,8 +159,10 @@ def backward(AT, Gext, G, Hin, W, with_input: bool):
 
 
 def pack(grads, metrics) -> np.ndarray:
-    """One vector for the allreduce: every gradient, then the metric sums."""
-    return np.concatenate([g.ravel() for g in grads] + [np.asarray(metrics, float)])
+    """One vector for the allreduce, in the gradients' dtype: every gradient, then the
+    metric sums (float32 counts are exact up to 2^24 nodes)."""
+    dtype = next((g.dtype for g in grads if g is not None), np.float64)
+    return np.concatenate([g.ravel() for g in grads] + [np.asarray(metrics, dtype)])
 
 
 def unpack(vec, params) -> tuple[list, np.ndarray]:
@@ -186,5 +195,5 @@ def update(params, grads, state, opts) -> None:
         m += (1.0 - b1) * g
         v *= b2
         v += (1.0 - b2) * (g * g)
-        denom = np.sqrt(v) / np.sqrt(c2) + EPS
+        denom = np.sqrt(v) / math.sqrt(c2) + EPS    # a Python float keeps v's dtype
         p -= (opts.lr / c1) * (m / denom)

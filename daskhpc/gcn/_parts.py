@@ -21,10 +21,10 @@ from ._plan import exchange_plans
 __all__ = ["statics"]
 
 
-def _block(M, own, ext_global, loc):
+def _block(M, own, ext_global, loc, dtype):
     """Own rows of M (entries in global column order) with columns -> extended ids."""
     loc[ext_global] = np.arange(ext_global.size)
-    B = Csr.of(M[own])
+    B = Csr.of(M[own], dtype)
     idx = loc[B[1]]
     loc[ext_global] = -1
     if idx.size and idx.min() < 0:
@@ -32,7 +32,7 @@ def _block(M, own, ext_global, loc):
     return Csr((B[0], idx, B[2]))
 
 
-def _pattern(plan: Plan, M, parts, K):
+def _pattern(plan: Plan, M, parts, K, dtype):
     """Per part: the block of M, and {dst: local rows to send}, for one exchange."""
     n = parts.size
     loc = np.full(n, -1, np.int64)
@@ -41,7 +41,7 @@ def _pattern(plan: Plan, M, parts, K):
     for p in range(K):
         got = [plan.message(int(m))[3] for m in np.flatnonzero(plan.dst == p)]  # src asc.
         ext = np.concatenate([owns[p]] + got)
-        blocks.append(_block(M, owns[p], ext, loc))
+        blocks.append(_block(M, owns[p], ext, loc, dtype))
         out = {}
         for m in np.flatnonzero(plan.src == p):
             _, _, dst, rows = plan.message(int(m))
@@ -50,13 +50,13 @@ def _pattern(plan: Plan, M, parts, K):
     return owns, blocks, sends
 
 
-def _part_blocks(plans, A, AT, symmetric, parts, K):
+def _part_blocks(plans, A, AT, symmetric, parts, K, dtype):
     """Per part: (own rows, A block, A^T block, forward sends, backward sends)."""
-    owns, Ab, fsend = _pattern(plans["forward"], A, parts, K)
+    owns, Ab, fsend = _pattern(plans["forward"], A, parts, K, dtype)
     if symmetric:
         ATb, bsend = Ab, fsend
     else:
-        _, ATb, bsend = _pattern(plans["backward"], AT, parts, K)
+        _, ATb, bsend = _pattern(plans["backward"], AT, parts, K, dtype)
     return owns, Ab, ATb, fsend, bsend
 
 
@@ -74,9 +74,9 @@ def statics(setup) -> list[dict]:
     g, K, o = setup.graph, setup.K, setup.options
     parts = setup.assignment.parts
     owns, A, AT, fsend, bsend = _part_blocks(exchange_plans(setup), g.A, g.AT, g.symmetric,
-                                             parts, K)
+                                             parts, K, setup.dtype)
     n_train = int(g.masks["train"].sum())
-    X = Csr.of(g.X)
+    X = Csr.of(g.X, setup.dtype)
     out = []
     for p in range(K):
         r = owns[p]
@@ -92,7 +92,7 @@ def statics(setup) -> list[dict]:
         for e, nodes in enumerate(mb["nodes"]):
             Ab = mb["A"][e]
             ow, Bl, BTl, fs, bs = _part_blocks(mb["plans"][e], Ab, sp.csr_array(Ab.T),
-                                               g.symmetric, parts[nodes], K)
+                                               g.symmetric, parts[nodes], K, setup.dtype)
             none = np.zeros(0, bool)
             for p in range(K):
                 r = nodes[ow[p]]                 # global ids of the part's batch rows

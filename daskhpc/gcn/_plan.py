@@ -79,6 +79,7 @@ def epoch_plan(setup) -> Plan:
     p = Plan.concat(phases, words=np.concatenate(
         [np.full(q.num_messages, w, np.int64) for q, w in zip(phases, words)]))
     p.name = "gcn epoch"
+    p.word_bytes = setup.word_bytes       # 8 (float64) or 4 (float32)
     p.meta["phase_words"] = words
     return p
 
@@ -126,12 +127,14 @@ def plan_sections(setup, *, compare_rp: bool = True) -> dict:
     rep["unit"], rep["words_per_unit"] = "rows", int(max(setup.dims))
     rep["phase_words"] = plan.meta["phase_words"]
     rep["order"] = ["transform" if t else "aggregate" for t in setup.transform]
+    rep["dtype"] = setup.dtype.name
     rep["words"] = int((plan.message_bytes() // plan.word_bytes).sum())
     ex = _exact(setup)
     ex["symmetric"] = setup.graph.symmetric
     ex["formula_words"] = ex["words_forward"] + ex["words_backward"]
     per = _summary(plan)
     ar = AllreduceSchedule(setup.K).plan(allreduce_words(setup), name="dW allreduce")
+    ar.word_bytes = setup.word_bytes
     out = {"plan": rep, "volume": ex, "per_part": per,
            "allreduce": {**ar.report(), "algorithm": "recursive doubling (dense)"}}
     gm = graph_model_rows(setup.graph.A, setup.assignment.parts)

@@ -51,7 +51,7 @@ __all__ = ["statics", "program", "row", "assemble"]
 def _init(ctx, start):
     s = ctx.static
     o = s["options"]
-    params = init_params(s["dims"], o.seed, o.bias) if o.init is None else \
+    params = init_params(s["dims"], o.seed, o.bias, o.dtype) if o.init is None else \
         [p.copy() for p in o.init]          # a warm start (_setup.warm_params)
     adam = {"t": 0, "m": [np.zeros_like(q) for q in params],
             "v": [np.zeros_like(q) for q in params]}
@@ -154,7 +154,7 @@ def _backward_layer(ctx, k, epoch):
     Gext = _extend(st["G"], [m[0] for m in ctx.inbox.values()])
     W = st["params"][2 * k - 2]
     dW, db, dH = backward(blk["AT"], Gext, st["G"], st["inputs"][k - 1], W, k > 1)
-    st["grads"][2 * k - 2], st["grads"][2 * k - 1] = dW, db if o.bias else np.zeros(0)
+    st["grads"][2 * k - 2], st["grads"][2 * k - 1] = dW, db if o.bias else np.zeros(0, db.dtype)
     if k == 1:
         return None
     G = dropout(dH, blk["rows"], o.seed, epoch, k - 1, o.dropout) * (st["Z"][k - 2] > 0)
@@ -194,9 +194,9 @@ def _reduce(ctx, i, epoch, nxt):
 
 # -- the program ---------------------------------------------------------------------------
 
-def _words(plan: Plan, words: int, name: str) -> Plan:
+def _words(plan: Plan, words: int, name: str, word_bytes: int) -> Plan:
     return Plan(plan.nparts, plan.phase, plan.src, plan.dst, plan.ptr, plan.indices,
-                nphases=1, words_per_unit=int(words), name=name)
+                nphases=1, words_per_unit=int(words), word_bytes=word_bytes, name=name)
 
 
 def program(setup, first_unit: int = 0) -> Program:
@@ -213,6 +213,7 @@ def program(setup, first_unit: int = 0) -> Program:
     (2, [0, 1])
     """
     o, K, d, L = setup.options, setup.K, setup.dims, setup.L
+    wb = setup.word_bytes                # 8 (float64) or 4 (float32) bytes a word
     E = epochs_of(setup)
     mb = setup.batches
     w = (None, *setup.widths)          # w[k]: words per row of layer k's forward exchange
@@ -230,13 +231,14 @@ def program(setup, first_unit: int = 0) -> Program:
     rounds = [Plan(K, np.zeros(int((whole.phase == i).sum()), np.int64),
                    whole.src[whole.phase == i], whole.dst[whole.phase == i],
                    volume=whole.volume[whole.phase == i], unit="vectors",
-                   words_per_unit=nvec, name="dW allreduce") for i in range(R)]
+                   words_per_unit=nvec, word_bytes=wb, name="dW allreduce")
+              for i in range(R)]
 
     def fwd(e, width, what):
-        return _words(plans(e)["forward"], width, what)
+        return _words(plans(e)["forward"], width, what, wb)
 
     def bwd(e, width, what):
-        return _words(plans(e)["backward"], width, what)
+        return _words(plans(e)["backward"], width, what, wb)
 
     prog = Program(K, "gcn", init=_init, final=_final, save=_save, first_unit=first_unit)
     if first_unit >= E:
@@ -294,7 +296,7 @@ def row(setup, unit: int, reports: dict) -> dict:
 def assemble(setup, finals) -> dict:
     """Weights (part 0's copy; every part holds the same), logits and predictions."""
     n, C = setup.graph.n, setup.dims[-1]
-    logits = np.empty((n, C))
+    logits = np.empty((n, C), setup.dtype)
     for f in finals:
         logits[f["rows"]] = f["logits"]
     return {"params": finals[0]["params"], "logits": logits,

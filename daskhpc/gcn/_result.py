@@ -109,7 +109,8 @@ def sections(s, command=None, partitioned: bool = True) -> dict:
     out = {"command": command,
            "input": {**g.source, "shape": [g.n, g.n], "nnz": int(g.A.nnz)},
            "graph": g.name, "parts": s.K, "seed": o.seed, "epochs": o.epochs,
-           "layers": list(s.dims), "order": o.order, "optimizer": o.optimizer, "symmetrize": o.symmetrize}
+           "layers": list(s.dims), "order": o.order, "optimizer": o.optimizer,
+           "symmetrize": o.symmetrize, "dtype": o.dtype}
     if partitioned:
         out.update(partition_method=a.method, partitioner=a.partitioner,
                    objective={"hp": "km1", "gp": "cut"}.get(a.method), partition=a.report)
@@ -172,7 +173,8 @@ def predict_file(result: GCNResult, source) -> dict:
     order = rep.get("order", "auto")
     transform = tuple(order == "transform" or (order == "auto" and w.shape[1] < w.shape[0])
                       for w in W)
-    Z, _ = evaluate(Csr.of(g.A), Csr.of(g.X), result.params, transform, g.y, g.masks,
+    dt = np.asarray(result.params[0]).dtype        # the run's dtype (float64 or float32)
+    Z, _ = evaluate(Csr.of(g.A, dt), Csr.of(g.X, dt), result.params, transform, g.y, g.masks,
                     int(g.masks["train"].sum()))
     pred = np.argmax(Z, axis=1)
     quality = {f"{split}_acc": float(np.mean(pred[m] == g.y[m]))

@@ -70,9 +70,9 @@ def evaluate(A, X, params, transform, y, masks, n_train):
 
 def full_block(setup) -> dict:
     """The whole graph as one block (what the full-batch epochs and evaluations use)."""
-    g = setup.graph
-    A = Csr.of(g.A)
-    return {"A": A, "AT": A if g.symmetric else Csr.of(g.AT), "X": Csr.of(g.X),
+    g, dt = setup.graph, setup.dtype
+    A = Csr.of(g.A, dt)
+    return {"A": A, "AT": A if g.symmetric else Csr.of(g.AT, dt), "X": Csr.of(g.X, dt),
             "rows": np.arange(g.n, dtype=np.int64), "y": g.y, "masks": g.masks,
             "n_train": int(g.masks["train"].sum())}
 
@@ -81,10 +81,11 @@ def batch_block(setup, e: int, X: Csr) -> dict:
     """Mini-batch ``e`` (``setup.batches``) as a block: its induced, renormalised A_hat."""
     mb, g = setup.batches, setup.graph
     nodes = mb["nodes"][e]
-    A = Csr.of(mb["A"][e])
+    A = Csr.of(mb["A"][e], setup.dtype)
     none = np.zeros(nodes.size, bool)
     train = g.masks["train"][nodes]
-    return {"A": A, "AT": A if g.symmetric else Csr.of(mb["A"][e].T), "X": X.take(nodes),
+    AT = A if g.symmetric else Csr.of(mb["A"][e].T, setup.dtype)
+    return {"A": A, "AT": AT, "X": X.take(nodes),
             "rows": nodes, "y": g.y[nodes],
             "masks": {"train": train, "val": none, "test": none},
             "n_train": int(train.sum())}
@@ -102,7 +103,7 @@ def run_serial(setup, *, callback=None) -> dict:
     o = setup.options
     L, dims, p = setup.L, setup.dims, o.dropout
     full = full_block(setup)
-    params = init_params(dims, o.seed, o.bias) if o.init is None else \
+    params = init_params(dims, o.seed, o.bias, setup.dtype) if o.init is None else \
         [p.copy() for p in o.init]          # a warm start (_setup.warm_params)
     state = {"t": 0, "m": [np.zeros_like(q) for q in params],
              "v": [np.zeros_like(q) for q in params]}
@@ -127,7 +128,7 @@ def run_serial(setup, *, callback=None) -> dict:
         grads = [None] * (2 * L)
         for k in range(L, 0, -1):
             dW, db, dH = backward(AT, G, G, inputs[k - 1], params[2 * k - 2], k > 1)
-            grads[2 * k - 2], grads[2 * k - 1] = dW, db if o.bias else np.zeros(0)
+            grads[2 * k - 2], grads[2 * k - 1] = dW, db if o.bias else np.zeros(0, db.dtype)
             if k > 1:
                 G = dropout(dH, rows, o.seed, e, k - 1, p) * (Zs[k - 2] > 0)
         grads, _ = unpack(pack(grads, sums + evs), params)

@@ -26,6 +26,9 @@ from ._data import Graph, as_graph, random_data_note
 __all__ = ["warm_params", "Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
 
 
+DTYPES = ("float64", "float32")
+
+
 @dataclass
 class Options:
     """Run options (the CLI flags of the same names; docs/gcn.md).
@@ -65,6 +68,9 @@ class Options:
                                 "loaded result): a warm start with its weights (Adam's "
                                 "moments start at zero)", metavar="DIR", type=str,
                           modes=("run",))
+    dtype: str = option("float64", "floating-point type of features, weights, messages and "
+                                   "kernels (float32 halves the bytes exchanged)",
+                        choices=DTYPES)
     random_features: int = option(64, "feature width drawn for graphs without node data")
     random_classes: int = option(8, "classes drawn for graphs without node data")
 
@@ -96,6 +102,8 @@ class Options:
                              f"{list(PARTITIONS)}")
         if not 0 <= self.epsilon < 10:
             raise InputError(f"--epsilon must lie in [0, 10), got {self.epsilon}")
+        if self.dtype not in DTYPES:
+            raise InputError(f"unknown --dtype {self.dtype!r}; choose one of {list(DTYPES)}")
         if int(self.random_features) < 1 or int(self.random_classes) < 2:
             raise InputError("--random-features must be >= 1 and --random-classes >= 2")
 
@@ -148,6 +156,16 @@ class Setup:
     @property
     def L(self) -> int:
         return len(self.dims) - 1
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The floating-point type of the run (``Options.dtype``)."""
+        return np.dtype(self.options.dtype)
+
+    @property
+    def word_bytes(self) -> int:
+        """Bytes per exchanged word (8 for float64, 4 for float32): the plans' unit."""
+        return self.dtype.itemsize
 
     @property
     def transform(self) -> tuple:
@@ -246,13 +264,14 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
     t2 = time.perf_counter()
     s = Setup(opts, K, g, a, {"read_s": t1 - t0, "partition_s": t2 - t1})
     if opts.init is not None:
-        opts.init = warm_params(opts.init, s.dims, opts.bias)
+        opts.init = warm_params(opts.init, s.dims, opts.bias, s.dtype)
     return s
 
 
-def warm_params(init, dims, bias: bool) -> list:
+def warm_params(init, dims, bias: bool, dtype=np.float64) -> list:
     """The weights a warm start begins with: a saved gcn model's (its directory or its
-    result; already arrays: checked again), each of the run's shape.
+    result; already arrays: checked again), each of the run's shape, in the run's
+    ``dtype``.
 
     Raises
     ------
@@ -270,7 +289,7 @@ def warm_params(init, dims, bias: bool) -> list:
     params = getattr(init, "params", init)
     want = [p.shape for p in init_params(dims, 0, bias)]
     try:
-        got = [np.array(p, np.float64) for p in params]
+        got = [np.array(p, dtype) for p in params]
     except (TypeError, ValueError):
         got = []
     if [p.shape for p in got] != want:

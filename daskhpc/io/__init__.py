@@ -12,6 +12,8 @@ Examples
 """
 
 from ._collections import Nonzeros, is_collection, labels_route, read_nonzeros, route
+from ._collections import (Edges, Rows, check_rows, join_rows, read_edge_list, read_rows,
+                           rows_route)
 from ._collections import ratings_files, read_ratings_frame   # ratings with original ids
 from ._common import FORMATS, SparseInput
 from ._detect import detect_format, formats_of, read
@@ -29,4 +31,7 @@ __all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_sn
            "read_node_labels", "ReadError", "SparseInput", "FORMATS",
            # Dask collections (daskhpc.io._collections; dask imported only when used)
            "is_collection", "read_nonzeros", "route", "labels_route", "Nonzeros"]
-__all__ += ["read_ratings_frame", "ratings_files"]
+# edge lists and dense row collections (gcn, linear)
+__all__ += ["read_edge_list", "Edges", "read_rows", "Rows", "rows_route", "join_rows",
+            "check_rows"]
+__all__ += ["read_ratings_frame", "ratings_files"]   # ratings with original ids (ssgd)

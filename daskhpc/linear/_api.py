@@ -163,9 +163,12 @@ def fit(X, y=None, nparts: int | None = None, *, test=None, in_loop: bool = True
     Parameters
     ----------
     X, y, test, **options
-        As :func:`~daskhpc.linear.fit_local` (``loss``, ``batch``, ``epochs``, ``lr``,
+        As :func:`~daskhpc.linear.fit_local`; X may also be a Dask Array of
+        scipy.sparse (or numpy) row chunks and y a Dask Array: X's values then go from
+        their chunks' workers to the parts' workers, never through the client
+        (docs/collections.md). Options: ``loss``, ``batch``, ``epochs``, ``lr``,
         ``lr_decay``, ``reg``, ``topk``, ``k``, ``error_feedback``, ``allreduce``,
-        ``group``, ``alpha``, ``beta``, ``fit_intercept``, ``seed``).
+        ``group``, ``alpha``, ``beta``, ``fit_intercept``, ``seed``.
     nparts : int, optional
         P (default: one part per worker); part p runs on worker ``p mod W``.
     in_loop : bool
@@ -198,15 +201,30 @@ def fit(X, y=None, nparts: int | None = None, *, test=None, in_loop: bool = True
 def _fit(client, run, X, y, nparts, test, in_loop, options):
     from daskhpc.runtime import Job, exchange_mode, run_job, worker_addresses
 
+    from daskhpc.io import is_collection
+
     if nparts is None:
         nparts = len(worker_addresses(client))
-    s = prepare(X, y, nparts, test=test, **options)
+    nz = None
+    if is_collection(X) or is_collection(y):      # X's values stay on the workers
+        from ._collect import prepare_collection
+
+        s, nz, y = prepare_collection(client, X, y, nparts, test, options)
+    else:
+        s = prepare(X, y, nparts, test=test, **options)
     exchange = exchange_mode(run.exchange)
+    fp = fingerprint(s)
+    if nz is not None:
+        fp["collection"] = nz.token
     job = Job("linear", s.nparts, s.options.epochs, row=functools.partial(row, s),
-              fingerprint=fingerprint(s), program=functools.partial(program, s),
-              statics=statics(s), assemble=functools.partial(assemble, s), warm_up=warm_up,
+              fingerprint=fp, program=functools.partial(program, s),
+              statics=statics(s) if nz is None else None,
+              assemble=functools.partial(assemble, s), warm_up=warm_up,
               unit_name="epochs", in_loop=in_loop, exchange=exchange)
-    out = run_job(client, job, **run.frame())
+    if nz is None:
+        out = run_job(client, job, **run.frame())
+    else:
+        out, s_full = _run_collection(client, s, job, nz, run, y, test, options)
     w = out.value
     info = sections(s, out.history, command=run.command)
     info["measured"] = dict(out.measured)
@@ -221,7 +239,7 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
 
         from ._serial import run_serial
 
-        ser = run_serial(s)
+        ser = run_serial(s if nz is None else s_full)
         check = compare_arrays([(w, model(s, ser["w"]))], rtol=1e-12)
         check["reference"] = "plain serial SGD (dense gradients summed in part order)"
         check["history_identical"] = all(
@@ -230,3 +248,28 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
         info["serial_check"] = check
     return LinearResult(w, s.data.classes, fit_intercept=s.data.fit_intercept,
                         history=out.history, info=info)
+
+
+def _run_collection(client, s, job, nz, run, y, test, options):
+    """``fit`` on a Dask Array: the parts' rows built on their workers (``_collect``),
+    kept in the part store the frame runs on; with ``check_serial`` also the setup with
+    X's values on the client (the serial reference needs them)."""
+    import uuid
+
+    from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
+
+    from ._collect import full_setup, part_statics
+
+    try:
+        full = full_setup(client, s, nz, y, test, options) if run.check_serial else None
+        placement = Placement(s.nparts, worker_addresses(client))
+        store = PartStore(client, placement, uuid.uuid4().hex[:10])
+        try:
+            store.adopt("static", part_statics(client, s, nz, placement))
+            nz.release()                       # the parts hold the values now
+            out = run_job(client, job, store=store, **run.frame())
+        finally:
+            store.release()
+    finally:
+        nz.release()
+    return out, full

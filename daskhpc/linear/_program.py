@@ -47,13 +47,16 @@ from ._update import bottou_t0, eta, l1_penalty, l1_share, penalty_value, rows_b
 __all__ = ["statics", "program", "row", "assemble", "fingerprint", "warm_up"]
 
 
-def statics(setup) -> list[dict]:
-    """Per part: its rows (CSR pieces), labels, test rows, and the run's constants."""
+def statics(setup, rows: bool = True) -> list[dict]:
+    """Per part: its rows (CSR pieces), labels, test rows, and the run's constants
+    (``rows=False``: without the CSR pieces, which a Dask collection's parts get on
+    their workers: ``_collect``)."""
     o, d = setup.options, setup.data
     out = []
     for p in range(setup.nparts):
-        X = d.X[setup.rows[p]]
-        st = {"X": (X.indptr, X.indices, X.data), "y": d.y[setup.rows[p]],
+        X = d.X[setup.rows[p]] if rows else None
+        st = {"X": None if X is None else (X.indptr, X.indices, X.data),
+              "y": d.y[setup.rows[p]],
               "nrows": [int(r.size) for r in setup.rows], "N": setup.N, "K": setup.K,
               "loss": LOSSES[o.loss], "batch": o.batch, "lr": o.lr, "lr_decay": o.lr_decay,
               "schedule": o.learning_rate, "power_t": o.power_t, "T": setup.T,

@@ -47,7 +47,8 @@ from ._data import LinearData, load
 from ._kernels import LOSSES, batch_gradient
 from ._update import PENALTIES, SCHEDULES, row_weights
 
-__all__ = ["warm_weights", "Options", "Setup", "prepare", "permutation", "validate_input"]
+__all__ = ["warm_weights", "Options", "Setup", "prepare", "setup_of", "permutation",
+           "validate_input"]
 
 
 @dataclass
@@ -338,6 +339,12 @@ def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
     opts = checked_options(Options, options, "linear")
     t0 = time.perf_counter()
     data = load(X, y, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
+    return setup_of(opts, data, nparts, t0)
+
+
+def setup_of(opts: Options, data: LinearData, nparts, t0: float) -> Setup:
+    """The Setup of checked options and loaded data (``prepare``'s second half; a Dask
+    collection's data come with the pattern of X only: ``_collect``)."""
     P = _check_parts(nparts, data)
     M = data.X.shape[0]
     perm = np.random.default_rng([int(opts.seed), 3]).permutation(M)

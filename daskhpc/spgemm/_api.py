@@ -26,6 +26,7 @@ from daskhpc.errors import InputError
 from ._plan import plan_sections, step_plans
 from ._prep import like_input
 from ._result import SpgemmResult, serial_statement
+from ._saving import pieces_descriptor, prepare_save
 from ._setup import Setup, fingerprint, prepare
 from ._symbolic import (BYTES_PER_UNMERGED, WORKING_HEADROOM, batch_lower_bound, grid_symbolic,
                         planned_batches, planning_memory)
@@ -89,7 +90,10 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
         once done, is recorded (its summary, and the blocks a ``keep``/``prune``
         consumer keeps, written by the workers): a worker lost later costs only the
         batches not yet done. ``check_serial`` compares with scipy's single-threaded
-        product (``serial_multiply``).
+        product (``serial_multiply``). ``save``: a directory every worker and the
+        client see; with a consumer that keeps C, the workers write C there as scipy
+        ``save_npz`` pieces whose sum is C and C is not gathered (``matrix`` None, or the
+        dask array with ``keep="workers"``); ``daskhpc.load(save).matrix`` reads it.
 
     Returns
     -------
@@ -119,11 +123,12 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
                     memory_per_worker=memory_per_worker, batches=batches, consume=consume,
                     window=window, seed=seed, r=r, local=local, mask=mask, keep=keep)
         s.sources = sources or None
+        files = prepare_save(run.save) if run.save and s.consumer.keeps else None
         try:
             res = _run(client, s, plan=plan, measure_memory=measure_memory,
                        checkpoint=run.checkpoint, resume=run.resume,
                        max_restarts=run.max_restarts, callback=run.callback,
-                       progress=run.progress, t_start=t_start)
+                       progress=run.progress, t_start=t_start, save=files)
         finally:
             for nz in sources.values():
                 nz.release()
@@ -212,7 +217,7 @@ def over_budget(memory: dict) -> str | None:
 
 
 def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_restarts,
-         callback, progress, t_start) -> SpgemmResult:
+         callback, progress, t_start, save=None) -> SpgemmResult:
     from daskhpc import dashboard
     from distributed import LocalCluster
 
@@ -297,7 +302,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
         info["plan_s"] = time.perf_counter() - tp
         _publish_plan(client, s, sym, plans, store.placement, symbolic=bool(sym_info))
     ensure_plugin(client)
-    runner = D.Batches(client, s, lay, ck, plans, measure_memory)
+    runner = D.Batches(client, s, lay, ck, plans, measure_memory, save=save)
     out = run_job(client, runner.job(fingerprint(s)), checkpoint=ck, store=store,
                   max_restarts=max_restarts, recoveries=recoveries, callback=callback,
                   progress_bar=progress, low_latency=False, announce=False)
@@ -316,8 +321,21 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     dashboard.publish(client, "batches", run=out.recovery.get("checkpoint") or "spgemm",
                       timeline=timeline)
     dashboard.publish(client, "memory", budget=s.memory, baseline=baseline, peak=peaks)
-    matrix, value, t_assemble = None, None, 0.0
-    if s.consumer.keeps and s.keep == "workers":
+    matrix, value, t_assemble, pieces = None, None, 0.0, None
+    if s.consumer.keeps and save is not None:      # C written by the workers: no gather
+        got = out.value or {"files": [], "pieces": None}
+        pieces = pieces_descriptor(got["files"], (s.shape[0], s.shape[2]))
+        value = {"saved": save, "files": len(got["files"]), "nnz": pieces["nnz"]}
+        if s.keep == "workers":
+            from daskhpc.runtime import release_futures
+
+            from ._collect import to_dask_array
+
+            ta = time.perf_counter()
+            matrix = value = to_dask_array(client, s, lay, got["pieces"])
+            release_futures(f for f, *_ in got["pieces"])
+            t_assemble = time.perf_counter() - ta
+    elif s.consumer.keeps and s.keep == "workers":
         from ._collect import to_dask_array
 
         ta = time.perf_counter()
@@ -339,6 +357,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     info["timing"] = {"prepare_s": t_prep - t_start, "symbolic_s": t_sym - t0,
                       "run_s": t_run - t0, "batches_s": t_run - t_sym,
                       "gather_s": runner.after.get("gather_s", 0.0),
+                      "save_s": runner.after.get("save_s", 0.0),
                       "assemble_s": t_assemble,
                       "per_iteration_s": multiply_s}
     if "plan_s" in info:
@@ -359,6 +378,8 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     quality.update(batches=nb, window=s.window)
     if matrix is not None and type(s.consumer).__name__ == "Keep" and sp.issparse(matrix):
         quality["nnz_c"] = int(matrix.nnz)
+    elif pieces is not None and type(s.consumer).__name__ == "Keep":
+        quality["nnz_c"] = pieces["nnz"]            # disjoint pieces: their nnz add up
     elif isinstance(value, dict) and "structural_nnz" in value:     # count: both counts
         quality.update(nnz_c=int(value["nnz"]), structural_nnz_c=int(value["structural_nnz"]))
     elif "nnz_c" not in quality:
@@ -377,8 +398,16 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
             "nbatches_from": "checkpoint" if stored is not None else
             ("symbolic" if sym_info else "argument"),
             "already_complete": out.recovery.get("already_complete")}
+    if pieces is not None:
+        info["saved"] = {"dir": save, "files": len(pieces["files"]), "nnz": pieces["nnz"],
+                         "bytes": sum(e["bytes"] for e in pieces["files"]),
+                         "written_by": "workers"}
     dashboard.publish(client, "end", status="finished")      # the pages stop counting
-    return SpgemmResult(value=value, matrix=matrix, info=info, history=out.history)
+    res = SpgemmResult(value=value, matrix=matrix, info=info, history=out.history)
+    if pieces is not None:
+        res.pieces = (save, pieces)
+    return res
+
 
 
 def _memory_warm_up():
@@ -499,7 +528,11 @@ def serial_check(s: Setup, res: SpgemmResult, a=None, b=None) -> dict:
     if res.matrix is not None and type(s.consumer).__name__ == "Keep":
         c = res.matrix if sp.issparse(res.matrix) else sp.csr_array(res.matrix.compute())
         out = compare_products(sp.csr_array(c), ref)
-    elif isinstance(res.value, dict) and "nnz" in res.value:
+    elif res.pieces is not None and type(s.consumer).__name__ == "Keep":
+        from daskhpc._saved import read_pieces       # the files read back: what was saved
+
+        out = compare_products(read_pieces(*res.pieces), ref)
+    elif isinstance(res.value, dict) and "nnz" in res.value and res.pieces is None:
         out = compare_counts(res.value, a, b, ref)
     else:
         return {"done": False}

@@ -132,6 +132,17 @@ class Spgemm(Workflow):
         res.info["input"] = info
         return warn_over_budget(res.report())     # over the budget: a warning, exit 0
 
+    def summary(self, report: dict) -> str:
+        """The common summary, and where ``--save DIR`` put C."""
+        from daskhpc.report import format_bytes, summarize
+
+        text = summarize(report)
+        saved = report.get("saved")
+        if saved:
+            text += (f"\n  saved      C as {saved['files']} save_npz piece(s) written by the "
+                     f"workers, {format_bytes(saved['bytes'])}, in {saved['dir']}")
+        return text
+
     def demo(self, client) -> dict:
         return demo(client)
 

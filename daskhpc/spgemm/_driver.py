@@ -26,7 +26,8 @@ from daskhpc.runtime import AttemptGraph, GraphJob, gather_direct, release_futur
 from . import _memory
 from ._graph import batch_graph, kept_name, step_of_key, symbolic_graph
 from ._plugin import fetch_timeline, register_run
-from ._tasks import load_kept
+from ._saving import piece_name
+from ._tasks import load_kept, save_piece, save_piece_from
 
 __all__ = ["symbolic_job", "Batches", "measured_steps", "worker_owner"]
 
@@ -60,9 +61,10 @@ class Batches:
         ``attempt``, ``batches`` submitted, ``completed`` (in order of completion).
     """
 
-    def __init__(self, client, s, lay, checkpoint=None, plans=None, measure_memory=True):
+    def __init__(self, client, s, lay, checkpoint=None, plans=None, measure_memory=True,
+                 save: str | None = None):
         self.client, self.s, self.lay, self.ck = client, s, lay, checkpoint
-        self.plans, self.measure_memory = plans, measure_memory
+        self.plans, self.measure_memory, self.save = plans, measure_memory, save
         self.summary: dict = {}
         self.kept: dict = {}
         self.files: dict = {}
@@ -162,6 +164,8 @@ class Batches:
                                if self.measure_memory else {})
         if not self.s.consumer.keeps:
             return None
+        if self.save is not None:
+            return self._to_files()
         if self.s.keep == "workers":
             return self._on_workers()
         pairs = [(f, w) for t in sorted(self.kept) for f, w, _ in self.kept[t]]
@@ -202,6 +206,55 @@ class Batches:
             out.append((f, w, *piece_of(name, t)))
         self.kept = {}          # the caller owns the futures now
         return out
+
+    def _to_files(self) -> dict:
+        """``--save DIR``: every kept block written as one save_npz piece of C by the
+        worker that holds it (a block only in the checkpoint: read and written by a
+        worker); the client gets each piece's manifest entry, never a block.
+
+        Returns ``{"files": [entry, ...], "pieces": [(Future, worker, batch, cell)]}``
+        (``pieces``: the blocks, for ``keep="workers"``; else released). A loss while
+        writing raises WorkerLost with the blocks still accounted (``lost``): the frame
+        runs the lost batches again and this writes every piece again."""
+        from ._collect import piece_of
+
+        t0 = time.perf_counter()
+        shape = (self.s.shape[0], self.s.shape[2])
+        pieces = [(f, w, *piece_of(name, t)) for t in sorted(self.kept)
+                  for f, w, name in self.kept[t]]
+        writes = [(self.client.submit(save_piece, f, self.save, piece_name(t, cell), shape,
+                                      workers=[w], allow_other_workers=False, pure=False), w)
+                  for f, w, t, cell in pieces]
+        workers = sorted(self.client.scheduler_info()["workers"])
+        disk = [(t, name) for t in sorted(self.files) if t not in self.kept
+                for name in self.files[t]]
+        for n, (t, name) in enumerate(disk):
+            path = self.ck.file(t, name)
+            if not os.path.exists(path):
+                raise InputError(f"{path}: missing from the checkpoint (batch {t} is "
+                                 "recorded complete)")
+            w = workers[n % len(workers)]
+            writes.append((self.client.submit(
+                save_piece_from, path, self.save, piece_name(*piece_of(name, t)), shape,
+                workers=[w], allow_other_workers=False, pure=False), w))
+        entries = gather_direct(self.client, writes) if writes else []
+        release_futures(f for f, _ in writes)
+        for e in entries:
+            path = os.path.join(self.save, e["file"])
+            if not os.path.exists(path) or os.path.getsize(path) != e["bytes"]:
+                raise InputError(f"{path}: written by a worker but not visible to the "
+                                 "client; --save DIR must be on a file system that every "
+                                 "worker and the client share")
+        if self.s.keep == "workers":
+            disk_pieces = self._on_workers()[len(pieces):]   # checkpoint blocks, loaded
+            self.kept = {}
+            out = pieces + disk_pieces
+        else:
+            release_futures(f for f, *_ in pieces)            # C is on disk now
+            self.kept = {}
+            out = None
+        self.after["save_s"] = time.perf_counter() - t0
+        return {"files": sorted(entries, key=lambda e: e["file"]), "pieces": out}
 
     def lost(self, workers: set, safe: set, durable: set) -> dict:
         """What died with ``workers``: kept blocks of safe batches (computed again unless

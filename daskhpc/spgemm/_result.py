@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import scipy.sparse as sp
+
 from daskhpc.report import WorkflowResult, new_report
 
 __all__ = ["SpgemmResult", "serial_statement"]
@@ -74,9 +76,15 @@ class SpgemmResult(WorkflowResult):
     ----------
     value : object
         What the consumer made of the batches: C (``keep``, ``prune``), ``{"nnz",
-        "sum"}`` (``count``), the written paths (``write``), a float (masked sum).
+        "sum"}`` (``count``), the written paths (``write``), a float (masked sum);
+        ``{"saved", "files", "nnz"}`` when ``save=DIR`` wrote C's pieces instead.
     matrix : scipy.sparse.csr_array or None
-        C (or the pruned C) when the consumer keeps it.
+        C (or the pruned C) when the consumer keeps it; None when ``save=DIR`` wrote it
+        (``daskhpc.load(DIR).matrix`` reads it back); a ``dask.array.Array`` with
+        ``keep="workers"``.
+    pieces : tuple or None
+        ``(DIR, descriptor)``: C's pieces written by the workers (``save=DIR``), one
+        scipy ``save_npz`` file per batch piece of a cell, whose sum is C.
     grid, nbatches
         ``QxQxL`` and b.
     timeline : dict
@@ -109,6 +117,43 @@ class SpgemmResult(WorkflowResult):
         super().__init__(info, history)
         self.value, self.matrix = value, matrix
 
+    pieces = None
+
+    def save(self, directory) -> str:
+        """Keep the result in ``directory``: C as scipy ``save_npz`` pieces whose sum is C
+        (``directory/matrix/*.npz``, named with their shapes and SHA-256 in the manifest)
+        and the rest as every workflow saves it (docs/cli.md, "Saved results"). Pieces the
+        workers wrote are copied when ``directory`` is another; C left on the workers
+        (``keep="workers"``) is written there, chunk by chunk; ``daskhpc.load(directory)``
+        reads it back."""
+        import json as _json
+
+        from daskhpc._saved import save
+        from daskhpc.report import to_json
+
+        desc = self._save_pieces(directory)
+        named = {} if desc is None else {
+            n: desc for n in self.SAVED if n == "matrix" or (
+                self.matrix is not None and getattr(self, n) is self.matrix)}
+        return save(self, directory, _json.loads(to_json(self.report())),
+                    _json.loads(to_json(self.history)), pieces=named)
+
+    def _save_pieces(self, directory) -> dict | None:
+        import os
+
+        from ._saving import copy_pieces, write_chunks, write_whole
+
+        if self.pieces is not None:
+            where, desc = self.pieces
+            if os.path.abspath(os.fspath(directory)) == where:
+                return desc
+            return copy_pieces(where, desc, directory)
+        if self.matrix is None:
+            return None
+        if sp.issparse(self.matrix):
+            return write_whole(self.matrix, directory)
+        return write_chunks(self.matrix, directory)
+
     def _get(self, key, default):
         return self.info.get(key, default)
 
@@ -140,6 +185,12 @@ class SpgemmResult(WorkflowResult):
             where = f"batch {r['batch']}" if r.get("batch") is not None else r.get("phase")
             out.append(f"recovered: lost {', '.join(r['lost'])} in {where}; re-ran "
                        f"{r.get('rerun')}; {r.get('time_lost_s', 0.0):.2f} s lost")
+        saved = self._get("saved", {})
+        if saved:
+            from daskhpc.report import format_bytes
+
+            out.append(f"C saved by the workers: {saved['files']} piece(s), "
+                       f"{format_bytes(saved['bytes'])}, in {saved['dir']}")
         ck = self.checkpoint
         if ck:
             out.append(f"checkpoint: {ck['dir']}: {len(ck['batches_loaded'])} batch(es) "

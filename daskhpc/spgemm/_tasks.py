@@ -18,7 +18,8 @@ from ._block import CscBlock
 
 __all__ = ["summary", "send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total", "fused_layer",
            "fused_part", "fused_own", "merge_layer", "fiber_part", "merge_fiber", "consume",
-           "batch_done", "batch_done_reported", "save_kept", "load_kept"]
+           "batch_done", "batch_done_reported", "save_kept", "load_kept", "save_piece",
+           "save_piece_from", "piece_matrix"]
 
 
 @sizeof.register(CscBlock)
@@ -176,3 +177,34 @@ def load_kept(path: str) -> tuple:
     block = CscBlock(z["ptr"], z["idx"], z["val"], tuple(int(x) for x in z["shape"]),
                      bool(z["sorted"]))
     return block, z.get("rows", _IDENTITY), z["cols"]
+
+
+def piece_matrix(kept, shape) -> "sp.coo_array":
+    """A kept ``(block, row ids, column ids)`` as a ``coo_array`` of C's whole ``shape``
+    in original ids (entries that cancelled to exactly 0 dropped, as scipy's product
+    does): one piece of C; the pieces of a run sum to C."""
+    import scipy.sparse as sp
+
+    block, rows, cols = kept
+    keep = block.val != 0.0
+    r = block.idx if not isinstance(rows, np.ndarray) else np.asarray(rows)[block.idx]
+    c = np.repeat(np.asarray(cols), np.diff(block.ptr))
+    return sp.coo_array((block.val[keep], (r[keep], c[keep])), shape=tuple(shape))
+
+
+def save_piece(kept, directory: str, name: str, shape) -> dict:
+    """Write one piece of C (:func:`piece_matrix`) as a scipy ``save_npz`` file
+    ``directory/name``, on the worker that holds it (atomically); returns the piece's
+    manifest entry (``file``, ``shape``, ``nnz``, ``bytes``, ``sha256``)."""
+    import os
+
+    from daskhpc._saved import write_npz
+
+    return {"file": name, **write_npz(os.path.join(directory, name),
+                                      piece_matrix(kept, shape))}
+
+
+def save_piece_from(path: str, directory: str, name: str, shape) -> dict:
+    """:func:`save_piece` of a block the checkpoint holds (a batch done before a restart
+    or in the resumed job), read and written on a worker."""
+    return save_piece(load_kept(path), directory, name, shape)

@@ -1,0 +1,109 @@
+"""A Dask Array of vectors as ``allreduce``'s input: one row per rank, each rank run where
+its row is.
+
+The array (ranks x N; numpy, scipy.sparse or sparse.COO chunks) is checked from its
+metadata, then its row chunks are computed on the workers, chunk k on worker k mod W
+(one chunk per worker when there are as many chunks as workers), and every row becomes
+a rank's vector future on its chunk's worker: the call then runs as for futures
+(:func:`daskhpc.allreduce.allreduce` with ``distributed.Future`` inputs), whose
+canonical inputs are made on the workers and whose index sets alone reach the client.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskhpc.errors import InputError
+
+__all__ = ["rank_futures"]
+
+
+def rank_futures(client, X) -> tuple[list, int, dict]:
+    """``(futures, N, source)``: one Future per row of ``X`` (a rank's vector) on its
+    chunk's worker, the vector length, and the report's input section.
+
+    Raises
+    ------
+    InputError
+        Not 2-D, unknown chunk sizes, not numeric, chunks of another type, N beyond
+        2^32 (all from the metadata, before anything runs).
+    """
+    from daskhpc.runtime import worker_addresses
+
+    from ._setup import MAX_N
+
+    if not hasattr(X, "chunks") or X.ndim != 2:
+        raise InputError(f"vectors: a {getattr(X, 'ndim', '?')}-D Dask collection; give a "
+                         "2-D Dask Array, one row per rank")
+    if any(np.isnan(c) for cs in X.chunks for c in cs):
+        raise InputError("vectors: the Dask Array's chunk sizes are unknown (nan); call "
+                         ".compute_chunk_sizes() first")
+    if getattr(X.dtype, "kind", "O") not in "iuf":
+        raise InputError(f"vectors: the Dask Array's dtype is {X.dtype}; values must be "
+                         "integers or floats")
+    mod = type(X._meta).__module__ or ""
+    if not mod.startswith(("numpy", "scipy.sparse", "sparse")):
+        raise InputError(f"vectors: chunks of type {type(X._meta).__name__}; use numpy, "
+                         "scipy.sparse or sparse.COO chunks")
+    P, N = (int(n) for n in X.shape)
+    if P < 1:
+        raise InputError("vectors: an allreduce needs at least one vector (row)")
+    if not 1 <= N <= MAX_N:
+        raise InputError(f"vectors: vector length N must lie in [1, 2^32] (uint32 "
+                         f"indices), got {N}")
+    from dask.base import tokenize
+
+    source = {"collection": tokenize(X), "vectors": P}
+    if X.numblocks[1] > 1:
+        X = X.rechunk({1: -1})              # on the workers: a rank's row is whole
+    workers = worker_addresses(client)
+    blocks = list(X.to_delayed().reshape(-1))
+    chunks = [client.compute(b, workers=[workers[k % len(workers)]],
+                             allow_other_workers=False) for k, b in enumerate(blocks)]
+    bad = client.gather([client.submit(_first_bad_row, f, pure=False) for f in chunks])
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    for k, b in enumerate(bad):
+        if b >= 0:
+            for f in chunks:
+                f.release()
+            raise InputError(f"vectors: row {int(starts[k]) + b} (chunk {k}) holds NaN or "
+                             "infinite values")
+    out, lo = [], 0
+    for k, (f, n) in enumerate(zip(chunks, X.chunks[0])):
+        w = workers[k % len(workers)]
+        out += [client.submit(_row, f, r, key=f"allreduce-row-{f.key}-{r}", workers=[w],
+                              allow_other_workers=False) for r in range(int(n))]
+        lo += int(n)
+    for f in chunks:
+        f.release()                         # the rows keep what they need
+    return out, N, source
+
+
+def _row(block, r: int):
+    """Row ``r`` of a chunk, as the in-memory API takes a rank's vector: a 1 x N scipy
+    matrix (its stored entries, explicit zeros included), or a dense 1-D row."""
+    import scipy.sparse as sp
+
+    if sp.issparse(block):
+        return sp.csr_array(block)[[r]]
+    if hasattr(block, "coords") and hasattr(block, "to_scipy_sparse"):    # sparse.COO
+        return sp.csr_array(block[r:r + 1].to_scipy_sparse())
+    return np.asarray(block)[r]
+
+
+def _first_bad_row(block) -> int:
+    """The chunk's first row with a NaN or infinite value, or -1."""
+    import scipy.sparse as sp
+
+    if sp.issparse(block):
+        c = sp.coo_array(block)
+        rows, vals = c.coords[0], c.data
+    elif hasattr(block, "coords"):                                       # sparse.COO
+        rows, vals = np.asarray(block.coords[0]), np.asarray(block.data)
+    else:
+        a = np.asarray(block)
+        return int(np.flatnonzero(~np.isfinite(a).all(axis=1))[0]) if a.dtype.kind == "f" \
+            and not np.isfinite(a).all() else -1
+    if vals.dtype.kind != "f" or np.isfinite(vals).all():
+        return -1
+    return int(rows[~np.isfinite(vals)].min())

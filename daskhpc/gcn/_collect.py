@@ -1,0 +1,215 @@
+"""A Dask DataFrame edge list (and Dask Array node data) as ``fit``'s graph.
+
+* The edges ``(source, target[, weight])`` are read on the workers
+  (:func:`daskhpc.io.read_edge_list`): their original ids are numbered as the SNAP
+  edge-list reader numbers them (the sorted unique ids of both columns become
+  ``0..n-1``, by a tree of unions on the workers; ids already ``0..n-1`` are kept), and
+  only the dense pins reach the client, which builds A_hat (the pattern: a weight column
+  is checked, then ignored, as the file reader ignores a third column), partitions its
+  rows and plans the exchanges exactly as for the file.
+* Features (``n x F``, row i = node i, numpy or scipy.sparse chunks) given as a Dask Array
+  stay on the workers: every part's rows go from their chunks' workers to the part's
+  worker (:func:`daskhpc.io.route`), where they are row-normalised and put into the
+  part's static data: the very arrays the in-memory path scatters, so the run is the
+  file run bit for bit.
+* Labels (one integer a node: fewer numbers than the pins) given as a Dask Array are
+  computed to the client, which checks them against the split as for arrays.
+
+After the run the predictions come back as a Dask Array chunked like the features (or
+the labels) row chunks, each chunk on the worker of the features' chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.errors import InputError
+
+__all__ = ["prepare_collection", "part_statics", "full_setup", "predictions_array"]
+
+
+class Source:
+    """What a collection run keeps besides the Setup: the features on the workers (or
+    None), the chunks of the predictions, and the inputs' tokens."""
+
+    def __init__(self, rows, chunks, tokens):
+        self.rows, self.chunks, self.tokens = rows, chunks, tokens
+
+    def release(self):
+        if self.rows is not None:
+            self.rows.release()
+
+
+def _labels_meta(y, n_hint=None):
+    if not hasattr(y, "chunks") or y.ndim != 1:
+        raise InputError(f"labels: a {type(y).__name__} of {getattr(y, 'ndim', '?')} "
+                         "dimensions; give a 1-D Dask Array (one label a node)")
+    if any(np.isnan(c) for c in y.chunks[0]):
+        raise InputError("labels: the Dask Array's chunk sizes are unknown (nan); call "
+                         ".compute_chunk_sizes() first")
+    if getattr(y.dtype, "kind", "O") not in "biuf":
+        raise InputError(f"labels: dtype {y.dtype}; labels must be numbers (class ids)")
+    if n_hint is not None and y.shape[0] != n_hint:
+        raise InputError(f"labels: {y.shape[0]} labels for {n_hint} nodes")
+
+
+def prepare_collection(client, graph, features, labels, split, nparts, minibatch,
+                       checkpoint, resume, partition_file, options, columns=None):
+    """``(setup, source)`` of a run whose graph is a Dask DataFrame edge list (module
+    docstring); ``features``/``labels`` Dask Arrays or arrays, ``split`` arrays."""
+    from daskhpc._workflows import checked_options
+    from daskhpc.io import check_rows, is_collection, read_edge_list, read_rows
+
+    from ._data import as_graph, random_node_data
+    from ._job import prepare_run
+    from ._setup import Options
+
+    opts = checked_options(Options, dict(options), "GCN")   # options first: cost nothing
+    if not is_collection(graph):
+        raise InputError("features or labels as a Dask Array need the graph as a Dask "
+                         "DataFrame edge list (source, target[, weight])")
+    if is_collection(split) if split is not None else False:
+        raise InputError("split: give (train, val, test) node indices or masks as arrays")
+    if is_collection(features):                   # checked before anything is read
+        check_rows(features, name="features")
+        if features.ndim != 2:
+            raise InputError(f"features: a {features.ndim}-D Dask Array; need n x F")
+    if is_collection(labels):
+        _labels_meta(labels)
+    edges = read_edge_list(graph, client, columns=columns, name="edges")
+    n = edges.n
+    tokens = {"edges": edges.token}
+    rows = None
+    try:
+        if is_collection(labels):
+            _labels_meta(labels, n)
+            labels = client.compute(labels).result()     # one integer a node
+            tokens["labels"] = True
+        drawn = None
+        if features is None or labels is None or split is None:   # as the file reader
+            X0, y0, split0 = random_node_data(n, opts.random_features, opts.random_classes,
+                                              opts.seed)
+            drawn = {"features": opts.random_features, "classes": opts.random_classes,
+                     "seed": opts.seed}
+            features = X0 if features is None else features
+            labels = y0 if labels is None else labels
+            split = split0 if split is None else split
+        if is_collection(features):
+            rows = read_rows(features, client, name="features", rows=n)
+            tokens["features"] = rows.token
+            X = sp.csr_array((n, int(features.shape[1])))     # the shape; rows on workers
+        else:
+            X = features
+        src, dst = edges.pins[0].astype(np.int64), edges.pins[1].astype(np.int64)
+        A = sp.csr_array((np.ones(src.size), (src, dst)), shape=(n, n))
+        A.sum_duplicates()
+        A.data[:] = 1.0
+        g = as_graph(A, X, labels, split, symmetrize=opts.symmetrize)
+        g.name = "edges"
+        g.source = {"collection": edges.token, **g.source}
+        if drawn is not None and "labels" not in tokens and labels is y0:
+            g.source["random_node_data"] = drawn
+        s = prepare_run(g, None, None, None, nparts, minibatch, checkpoint, resume,
+                        partition_file, dict(options))
+    except BaseException:
+        if rows is not None:
+            rows.release()
+        raise
+    chunks = rows.chunks if rows is not None else None
+    return s, Source(rows, chunks, tokens)
+
+
+def short_steps_of(s, source, workers: int) -> bool:
+    """``_job.short_steps`` with the features' nonzeros counted on the workers."""
+    from ._job import short_steps
+
+    if source.rows is None:
+        return short_steps(s, workers)
+    g = dataclasses.replace(s.graph, X=types.SimpleNamespace(nnz=source.rows.nonzeros,
+                                                             shape=s.graph.X.shape))
+    return short_steps(dataclasses.replace(s, graph=g), workers)
+
+
+def part_statics(client, shells: list, source, placement) -> dict:
+    """``{part: Future}``: every part's static data on its worker, its feature rows
+    routed there from the features' chunks and row-normalised there."""
+    from distributed import wait
+
+    from daskhpc.io import route, rows_route
+
+    K = len(shells)
+    where = {p: placement.worker(p) for p in range(K)}
+    who = client.who_has(source.rows.pieces)
+    source.holders = [sorted(who.get(f.key) or [None])[0] for f in source.rows.pieces]
+    part_rows = [sh["rows"] for sh in shells]
+    bare = {}
+    for p, sh in enumerate(shells):
+        bare[p] = {k: v for k, v in sh.items() if k != "X"}
+        if sh.get("batches") is not None:
+            bare[p]["batches"] = [{k: v for k, v in b.items() if k != "X"}
+                                  for b in sh["batches"]]
+    futs = route(client, source.rows, rows_route(part_rows, source.rows.offsets), where,
+                 _part_static, bare, name="gcn-features")
+    wait(list(futs.values()))
+    return futs
+
+
+def _part_static(shell, *segments):
+    """On the part's worker: its feature rows as the client would cut them from the
+    row-normalised features (``Csr.of(g.X).take(rows)``), batches' rows from them."""
+    from daskhpc.io import join_rows
+
+    from ._data import row_normalize
+    from ._model import Csr
+
+    block = join_rows(list(segments))
+    if block is None:
+        block = np.zeros((0, 0))
+    M = sp.csr_array(block) if sp.issparse(block) else \
+        sp.csr_array(np.atleast_2d(np.asarray(block, float)))
+    X = Csr.of(row_normalize(M))
+    out = dict(shell, X=X)
+    if shell.get("batches") is not None:
+        out["batches"] = [dict(b, X=X.take(np.searchsorted(shell["rows"], b["rows"])))
+                          for b in shell["batches"]]
+    return out
+
+
+def full_setup(client, s, source):
+    """The Setup with the features on the client (``check_serial`` only)."""
+    from ._data import row_normalize
+
+    if source.rows is None:
+        return s
+    full = source.rows.gather(client)
+    M = sp.csr_array(full) if sp.issparse(full) else sp.csr_array(np.asarray(full, float))
+    g = dataclasses.replace(s.graph, X=row_normalize(M))
+    return dataclasses.replace(s, graph=g)
+
+
+def predictions_array(client, predictions: np.ndarray, source, workers: list):
+    """The predictions as a Dask Array: chunked like the features' rows (each chunk sent
+    to the worker of the features' chunk), else in one chunk per worker."""
+    import uuid
+
+    import dask.array as da
+
+    n = predictions.size
+    if source.chunks is not None:
+        sizes = [int(c) for c in source.chunks]
+        holders = getattr(source, "holders", [])
+    else:
+        sizes = [len(c) for c in np.array_split(np.arange(n), max(1, min(len(workers), n)))]
+        holders = []
+    name = f"gcn-predictions-{uuid.uuid4().hex[:8]}"
+    dsk, lo = {}, 0
+    for k, size in enumerate(sizes):
+        w = holders[k] if k < len(holders) and holders[k] else workers[k % len(workers)]
+        dsk[(name, k)] = client.scatter(predictions[lo:lo + size], workers=[w], hash=False)
+        lo += size
+    return da.Array(dsk, name, chunks=(tuple(sizes),), dtype=predictions.dtype,
+                    meta=np.zeros(0, predictions.dtype))

@@ -1,0 +1,137 @@
+"""A Dask Array of scipy.sparse row chunks as ``fit``'s X: the values stay on the workers.
+
+The client reads the pins (row and column of every stored entry,
+:func:`daskhpc.io.read_nonzeros`) and the labels (one per row; a 1-D Dask Array is
+computed, as the in-memory path holds them). From the pattern it makes what the
+in-memory path makes from the matrix: the parts' rows (a seeded split, no hypergraph),
+the batches' feature sets and every call's exact plan. Each stored entry then goes from
+its chunk's worker to the worker of the part that owns its row (:func:`daskhpc.io.route`),
+where the part's CSR block is built exactly as ``d.X[rows]`` slices it from the in-memory
+matrix (canonical CSR, duplicates summed, then the intercept column): the run is the
+in-memory run, bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.errors import InputError
+
+__all__ = ["prepare_collection", "part_statics", "full_setup"]
+
+
+def _labels(client, y, M: int):
+    """The labels on the client: a Dask Array checked from its metadata, then computed."""
+    from daskhpc.io import is_collection
+
+    if y is None:
+        raise InputError("y: give the labels (a Dask Array or an array, one per row of X)")
+    if not is_collection(y):
+        return y
+    if not hasattr(y, "chunks") or y.ndim != 1:
+        raise InputError(f"y: a {type(y).__name__} of {getattr(y, 'ndim', '?')} dimensions; "
+                         "give a 1-D Dask Array of labels")
+    if any(np.isnan(c) for c in y.chunks[0]):
+        raise InputError("y: the Dask Array's chunk sizes are unknown (nan); call "
+                         ".compute_chunk_sizes() first")
+    if y.shape[0] != M:
+        raise InputError(f"y: {y.shape[0]} labels for {M} rows of X")
+    if getattr(y.dtype, "kind", "O") not in "biuf":
+        raise InputError(f"y: labels of dtype {y.dtype}; labels must be numbers")
+    out = client.compute(y).result()
+    if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
+        bad = int(np.flatnonzero(~np.isfinite(out))[0])
+        raise InputError(f"y: NaN or infinite label at row {bad}")
+    return out
+
+
+def prepare_collection(client, X, y, nparts, test, options):
+    """``(setup, nonzeros, y)``: the run's Setup from X's pattern (its values on the
+    workers, in ``nonzeros``) and the labels."""
+    from daskhpc._workflows import checked_options
+    from daskhpc.io import is_collection, read_nonzeros
+
+    from ._data import load
+    from ._setup import Options, setup_of
+
+    opts = checked_options(Options, options, "linear")   # options first: they cost nothing
+    if not (is_collection(X) and hasattr(X, "chunks")):
+        raise InputError(f"X: a {type(X).__name__}; give X as a Dask Array of "
+                         "scipy.sparse row chunks (rows x features)")
+    if X.ndim != 2:
+        raise InputError(f"X: a {X.ndim}-D Dask Array; need a 2-D matrix (rows x features)")
+    if any(np.isnan(c) for cs in X.chunks for c in cs):
+        raise InputError("X: the Dask Array's chunk sizes are unknown (nan); call "
+                         ".compute_chunk_sizes() first")
+    M, F = (int(n) for n in X.shape)
+    if is_collection(y) and getattr(y, "ndim", 1) == 1 and hasattr(y, "chunks") \
+            and not any(np.isnan(c) for c in y.chunks[0]) and y.shape[0] != M:
+        raise InputError(f"y: {y.shape[0]} labels for {M} rows of X")
+    t0 = time.perf_counter()
+    nz = read_nonzeros(X, client, order=2, name="X")
+    try:
+        labels = _labels(client, y, M)
+        # the pattern from the int32 pins as they are (no int64 copies on the client)
+        pattern = sp.csr_array((np.ones(nz.nnz), (nz.pins[0], nz.pins[1])), shape=(M, F))
+        data = load(pattern, labels, test, fit_intercept=opts.fit_intercept,
+                    n_features=opts.n_features)
+        del pattern
+        data.source["collection"] = nz.token
+        s = setup_of(opts, data, nparts, t0)
+    except BaseException:
+        nz.release()
+        raise
+    return s, nz, labels
+
+
+def part_statics(client, s, nz, placement) -> dict:
+    """``{part: Future}`` of every part's static data, its CSR rows built on its worker
+    from the entries routed there (the other fields from the client, as in memory)."""
+    from daskhpc.io import labels_route, route
+
+    from ._program import statics
+
+    P = s.nparts
+    owner = np.empty(s.data.X.shape[0], np.int64)
+    for p, rows in enumerate(s.rows):
+        owner[rows] = p
+    labels = owner[nz.pins[0]]
+    shells = statics(s, rows=False)
+    width = s.data.n_features
+    args = {p: (s.rows[p], width, s.data.fit_intercept, shells[p]) for p in range(P)}
+    where = {p: placement.worker(p) for p in range(P)}
+    futs = route(client, nz, labels_route(labels, nz.offsets, P), where, _part_static, args,
+                 with_ids=True, name="linear")
+    from distributed import wait
+
+    wait(list(futs.values()))
+    return futs
+
+
+def _part_static(arg, *segments):
+    """On the part's worker: its rows as ``d.X[rows]`` would be (canonical CSR, duplicates
+    summed, the intercept column last), in the shell the client made."""
+    rows, width, intercept, shell = arg
+    if segments:
+        ids = np.concatenate([sg[0] for sg in segments], axis=1)
+        vals = np.concatenate([sg[1] for sg in segments])
+    else:
+        ids, vals = np.zeros((2, 0), np.int64), np.zeros(0)
+    X = sp.csr_array((vals, (np.searchsorted(rows, ids[0]), ids[1])),
+                     shape=(rows.size, width))
+    X.sum_duplicates()
+    if intercept:
+        X = sp.csr_array(sp.hstack([X, sp.csr_array(np.ones((rows.size, 1)))], format="csr"))
+    return {**shell, "X": (X.indptr, X.indices, X.data)}
+
+
+def full_setup(client, s, nz, labels, test, options):
+    """The run's Setup with X's values on the client (``check_serial`` only)."""
+    from ._setup import prepare
+
+    r, c = nz.pins[0].astype(np.int64), nz.pins[1].astype(np.int64)
+    X = sp.csr_array((nz.gather_values(client), (r, c)), shape=nz.shape)
+    return prepare(X, labels, s.nparts, test=test, **options)

@@ -1,0 +1,105 @@
+"""GCN from a Dask DataFrame edge list with Dask Array node data: the same run as from
+the edge-list file bit for bit (original ids numbered alike), the features never at the
+client, predictions as a Dask Array; bad collections refused in one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daskhpc.errors import InputError
+from daskhpc.gcn import fit
+
+dd = pytest.importorskip("dask.dataframe")
+pd = pytest.importorskip("pandas")
+da = pytest.importorskip("dask.array")
+
+RUN = {"epochs": 2, "partition": "hp", "progress": False}
+
+
+def edges(seed=0, m=500, nodes=120):
+    """Original ids that are neither 0-based nor contiguous (the reader renumbers them)."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, nodes, m) * 7 + 3, rng.integers(0, nodes, m) * 7 + 3
+    return src, dst, rng.random(m)
+
+
+def write_snap(path, src, dst, w):
+    with open(path, "w") as f:
+        f.write("# source target weight\n")
+        f.writelines(f"{a}\t{b}\t{float(c)!r}\n" for a, b, c in zip(src, dst, w))
+    return path
+
+
+def node_data(n, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 10)) * (rng.random((n, 10)) < 0.5)
+    return X, rng.integers(0, 3, n), (np.arange(20), np.arange(20, 40), np.arange(40, 70))
+
+
+def test_edge_frame_equals_the_file(client2, tmp_path):
+    src, dst, w = edges()
+    n = np.unique(np.concatenate([src, dst])).size
+    X, y, split = node_data(n)
+    ref = fit(str(write_snap(tmp_path / "g.txt", src, dst, w)), X, y, split, 2,
+              client=client2, **RUN)
+    ddf = dd.from_pandas(pd.DataFrame({"a": dst, "s": src, "t": dst, "w": w}),
+                         npartitions=3)
+    before = to_client(client2)
+    got = fit(ddf, da.from_array(X, chunks=(25, 4)), da.from_array(y, chunks=40), split, 2,
+              columns=["s", "t", "w"], client=client2, check_serial=True, **RUN)
+    assert all(np.array_equal(a, b) for a, b in zip(ref.params, got.params))
+    assert np.array_equal(ref.logits, got.logits)
+    assert isinstance(got.predictions, da.Array)
+    assert got.predictions.chunks == ((25,) * (n // 25) + ((n % 25,) if n % 25 else ()),)
+    assert np.array_equal(got.predictions.compute(), ref.predictions)
+    assert got.report()["serial_check"]["identical"]
+    assert got.report()["input"]["nodes"] == n
+    # what the workers sent the client: dense pins, summaries, the labels, the node
+    # count, the features only for check_serial (_block_of), the parts' final values
+    new = [k for k in to_client(client2) if k not in before]
+    assert any(k.startswith("_dense_pins") for k in new)
+    assert not [k for k in new if k.startswith(("_frame_piece", "_edge_unique", "_union",
+                                                "_as_piece", "daskhpc-gcn-features"))]
+
+
+def to_client(client):
+    """Keys the workers have sent to a client (their transfer logs)."""
+    def sent(dask_worker):
+        return [(e["who"], list(e["keys"])) for e in dask_worker.transfer_outgoing_log]
+
+    workers = set(client.scheduler_info()["workers"])
+    return {str(k) for log in client.run(sent).values() for who, keys in log
+            if who not in workers for k in keys}
+
+
+@pytest.mark.parametrize("make, expect", [
+    (lambda s, d, w: pd.DataFrame({"s": s.astype(float), "t": d, "w": w}),
+     "edges: column 's' is float64; node ids must be integers"),
+    (lambda s, d, w: pd.DataFrame({"s": s, "t": d, "w": np.where(s == s[3], np.nan, w)}),
+     "edges: the weight column 'w' holds NaN or infinite values in partition 0"),
+    (lambda s, d, w: pd.DataFrame({"s": np.where(s == s[5], -4, s), "t": d}),
+     "edges: column 's' holds a negative id (-4) in partition 0"),
+])
+def test_bad_edge_frame_is_one_line(client2, make, expect):
+    src, dst, w = edges(2, 60, 30)
+    X, y, split = node_data(np.unique(np.concatenate([src, dst])).size)
+    with pytest.raises(InputError) as e:
+        fit(dd.from_pandas(make(src, dst, w), npartitions=1), X, y, split, 2,
+            client=client2, **RUN)
+    assert str(e.value).startswith(expect) and "\n" not in str(e.value)
+
+
+def test_bad_features_are_one_line(client2):
+    src, dst, w = edges(3, 60, 30)
+    ddf = dd.from_pandas(pd.DataFrame({"s": src, "t": dst}), npartitions=2)
+    n = np.unique(np.concatenate([src, dst])).size
+    X, y, split = node_data(n)
+    unknown = da.from_array(X, chunks=(10, 10))
+    unknown = unknown[unknown[:, 0] >= 0]                  # chunk sizes unknown (nan)
+    with pytest.raises(InputError, match="features: the Dask Array's chunk sizes are "
+                                         "unknown"):
+        fit(ddf, unknown, y, split, 2, client=client2, **RUN)
+    X[4, 2] = np.nan
+    with pytest.raises(InputError, match=r"^features: NaN or infinite values in chunk 0"):
+        fit(ddf, da.from_array(X, chunks=(10, 10)), y, split, 2, client=client2, **RUN)

@@ -1,0 +1,66 @@
+"""Linear training from a Dask Array of scipy.sparse row chunks: the same model as from
+the in-memory matrix bit for bit, the values never at the client; bad collections
+refused in one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from daskhpc.errors import InputError
+from daskhpc.linear import fit
+
+da = pytest.importorskip("dask.array")
+
+RUN = {"epochs": 2, "batch": 4, "progress": False}
+
+
+def data(seed=0, M=240, F=30):
+    rng = np.random.default_rng(seed)
+    X = sp.random(M, F, density=0.15, random_state=seed, format="csr")
+    return X, rng.integers(0, 3, M)
+
+
+def chunked(X, rows=70):
+    parts = [X[i:i + rows] for i in range(0, X.shape[0], rows)]
+    return da.concatenate([da.from_array(p, chunks=p.shape, asarray=False) for p in parts])
+
+
+def test_row_chunks_equal_the_matrix(client2):
+    X, y = data()
+    ref = fit(X, y, 2, client=client2, **RUN)
+    got = fit(chunked(X), da.from_array(y, chunks=100), 2, client=client2,
+              check_serial=True, **RUN)
+    assert np.array_equal(ref.w, got.w)
+    assert [h["train_accuracy"] for h in ref.history] == \
+        [h["train_accuracy"] for h in got.history]
+    assert got.report()["serial_check"]["identical"]
+    assert got.report()["input"]["nnz"] == X.nnz
+
+    def sent(dask_worker):
+        return [(e["who"], dict(e["keys"])) for e in dask_worker.transfer_outgoing_log]
+
+    workers = set(client2.scheduler_info()["workers"])
+    before = {str(k) for log in client2.run(sent).values() for who, keys in log
+              if who not in workers for k in keys}
+    fit(chunked(X), y, 2, client=client2, **RUN)
+    new = {str(k): n for log in client2.run(sent).values() for who, keys in log
+           if who not in workers for k, n in keys.items() if str(k) not in before}
+    assert any("_pins" in k for k in new)                  # the ids came, and only they
+    assert not [k for k in new if not k.startswith(("_pins", "_summary", "('linear-final"))]
+
+
+def test_bad_collections_are_one_line(client2):
+    X, y = data(1, 50, 8)
+    Xd = X.toarray()
+    Xd[7, 3] = np.nan
+    with pytest.raises(InputError, match=r"^X: values holds NaN or infinite values in "
+                                         r"chunk 0 \(1 of them\)$"):
+        fit(da.from_array(Xd, chunks=(25, 8)), y, 2, client=client2, **RUN)
+    unknown = chunked(X, 25)
+    unknown = unknown[da.from_array(y, chunks=25) >= 0]
+    with pytest.raises(InputError, match="^X: the Dask Array's chunk sizes are unknown"):
+        fit(unknown, y, 2, client=client2, **RUN)
+    with pytest.raises(InputError, match="^y: 49 labels for 50 rows of X$"):
+        fit(chunked(X, 25), da.from_array(y[:49], chunks=25), 2, client=client2, **RUN)
