@@ -14,6 +14,7 @@ Examples
 from ._collections import Nonzeros, is_collection, labels_route, read_nonzeros, route
 from ._collections import (Edges, Rows, check_rows, join_rows, read_edge_list, read_rows,
                            rows_route)
+from ._collections import ratings_files, read_ratings_frame   # ratings with original ids
 from ._common import FORMATS, SparseInput
 from ._detect import detect_format, formats_of, read
 from ._edgecsv import read_edge_csv
@@ -33,3 +34,4 @@ __all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_sn
 # edge lists and dense row collections (gcn, linear)
 __all__ += ["read_edge_list", "Edges", "read_rows", "Rows", "rows_route", "join_rows",
             "check_rows"]
+__all__ += ["read_ratings_frame", "ratings_files"]   # ratings with original ids (ssgd)

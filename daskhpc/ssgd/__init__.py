@@ -42,10 +42,11 @@ from ._policy import StratumPolicy, check_timeline
 from ._kernels import sgd_block
 from ._result import SSGDResult
 from ._setup import Setup, prepare
-from ._synthetic import power_law_ratings, write_ratings_csv
+from ._synthetic import power_law_ratings, write_ratings_csv, write_ratings_parquet
 
 __all__ = ["fit", "serial_fit", "plan", "SSGDResult", "StratumPolicy", "StratumOrderPlugin",
-           "check_timeline", "power_law_ratings", "write_ratings_csv", "timeline", "prepare",
+           "check_timeline", "power_law_ratings", "write_ratings_csv", "write_ratings_parquet",
+           "timeline", "prepare",
            "Setup", "sgd_block", "MatrixFactorization"]
 
 

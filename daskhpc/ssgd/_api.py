@@ -33,13 +33,17 @@ __all__ = ["fit", "serial_fit", "plan", "ssgd_job"]
 
 def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
         low_latency: bool = True, placement=None, partition_file=None,
-        run: RunOptions | None = None, **options) -> SSGDResult:
+        run: RunOptions | None = None, columns=None, **options) -> SSGDResult:
     """Factorise a ratings matrix with distributed stratified SGD on a Dask cluster.
 
     Parameters
     ----------
-    data : path, SparseInput, scipy.sparse matrix, or (rows, cols, vals[, shape])
+    data : path, SparseInput, scipy.sparse matrix, (rows, cols, vals[, shape]), or Dask collection
         The ratings (users x items); or what ``daskhpc.ssgd._input.load`` made of them.
+        A ``dask.dataframe`` of (user, item, rating) with original ids (integers or
+        strings, mapped as a ratings file's are: the same rows give the same run), or a
+        ``dask.array`` of sparse chunks (0-based indices): the ratings stay on the
+        workers, only the ids come to the client (docs/collections.md).
     nparts : int, optional
         K: row blocks, column blocks and sub-epochs per epoch. Default: the number of
         workers. Consecutive parts share a worker (``ring_placement``).
@@ -51,6 +55,8 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
     placement : daskhpc.runtime.Placement, optional
     partition_file : path, optional
         Row parts, ``-``, column blocks (the SSGD paper code's format).
+    columns : list of 3 str, optional
+        A DataFrame's user, item and rating columns (default: its first three).
     run : RunOptions, optional
         How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
         max_restarts, progress, callback, exchange, check_serial), or the same names as
@@ -87,9 +93,42 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
 
     run, options = RunOptions.split(run, options)
     with connected(run) as client:
-        return run.finish(_fit(client, data, nparts, run, options, order_plugin=order_plugin,
-                               low_latency=low_latency, placement=placement,
-                               partition_file=partition_file))
+        from daskhpc.io import is_collection
+
+        if not is_collection(data):
+            if columns is not None:
+                from daskhpc.errors import InputError
+
+                raise InputError("columns= is for a Dask DataFrame of ratings")
+            return run.finish(_fit(client, data, nparts, run, options,
+                                   order_plugin=order_plugin, low_latency=low_latency,
+                                   placement=placement, partition_file=partition_file))
+        from ._collect import read_input
+
+        _collection_first(options, nparts, run)
+        data = read_input(client, data, columns=columns,
+                          keep_empty=bool(options.get("keep_empty", False)))
+        try:
+            return run.finish(_fit(client, data, nparts, run, options,
+                                   order_plugin=order_plugin, low_latency=low_latency,
+                                   placement=placement, partition_file=partition_file))
+        finally:
+            data.values.release()
+
+
+def _collection_first(options, nparts, run) -> None:
+    """What a collection run can refuse before it reads anything."""
+    from daskhpc._workflows import checked_options
+    from daskhpc.errors import InputError
+
+    from ._setup import Options
+
+    checked_options(Options, options, "SSGD")
+    if run.resume:
+        raise InputError("resume with a Dask collection: the checkpoint cannot check the "
+                         "ratings it was made from; resume from the file, or run again")
+    if nparts is not None and (int(nparts) != nparts or nparts < 1):
+        raise InputError(f"--parts must be a positive integer, got {nparts}")
 
 
 def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, placement,
@@ -114,7 +153,11 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
     exchange = exchange_mode(run.exchange)
     job = ssgd_job(s, checkpointing=checkpoint is not None, order_plugin=order_plugin,
                    timeline=timeline, exchange=exchange)
-    out = run_job(client, job, low_latency=low_latency, placement=placement, **run.frame())
+    if s.values is None:
+        out = run_job(client, job, low_latency=low_latency, placement=placement,
+                      **run.frame())
+    else:
+        out = _run_collection(client, s, job, run, low_latency, placement)
     W, H = out.value
     info = sections(s, out.history, W=W, H=H, command=run.command)
     measured = dict(out.measured)
@@ -136,13 +179,39 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
 
         from ._serial import run_serial
 
-        ser = run_serial(s)
+        if s.values is not None:      # the serial reference runs on the client
+            from ._collect import full_setup
+
+            ser = run_serial(full_setup(s))
+        else:
+            ser = run_serial(s)
         check = compare_arrays([(W, ser["W"]), (H, ser["H"])])
         check["history_identical"] = all(
             a.get("train_loss") == b.get("train_loss") and a.get("test_rmse") == b.get("test_rmse")
             for a, b in zip(ser["history"], out.history))
         info["serial_check"] = check
     return _named(SSGDResult(W, H, out.history, info, timeline or None), s)
+
+
+def _run_collection(client, s, job, run, low_latency, placement):
+    """The run of a collection: every part's ratings routed to its worker first, kept in
+    the part store the frame runs on (``_collect.Values.part_values``)."""
+    import uuid
+
+    from distributed import wait
+
+    from daskhpc.runtime import PartStore, run_job, worker_addresses
+
+    placement = placement or job.placement(worker_addresses(client))
+    store = PartStore(client, placement, uuid.uuid4().hex[:10])
+    try:
+        futs = s.values.part_values(s, placement)
+        wait(list(futs.values()))
+        s.values.nz.release()            # the parts and the keeper hold the ratings now
+        store.adopt("values", futs)
+        return run_job(client, job, store=store, low_latency=low_latency, **run.frame())
+    finally:
+        store.release()
 
 
 def _named(res: SSGDResult, s: Setup) -> SSGDResult:
@@ -320,24 +389,13 @@ def _quality(s: Setup, history, W, H) -> dict:
         q["train_loss_definition"] = ("sum over the epoch's sweep of 0.5 (e^2 + reg (|w|^2 + "
                                       "|h|^2) + reg_bias (b_u^2 + b_i^2)), e = r - (mu + b_u + "
                                       "b_i + w.h), each rating taken just before its update")
-    if W is not None:
+    if s.values is not None:         # a collection: computed where its ratings are
+        q.update(s.values.quality(W, H, s))
+    else:
         t = s.train
-        o = s.options
-        e = t.vals - predict_pairs(W, H, t.rows, t.cols, s.mu if o.biased else None)
-        F = o.rank
-        Wt, Ht = W[t.rows], H[t.cols]
-        terms = e * e + o.reg * (np.einsum("if,if->i", Wt[:, :F], Wt[:, :F]) +
-                                 np.einsum("if,if->i", Ht[:, :F], Ht[:, :F]))
-        if o.biased:
-            terms += o.bias_reg * (Wt[:, F] ** 2 + Ht[:, F] ** 2)
-        q["final_objective"] = float(0.5 * np.sum(terms))
-        # the model's own predictions are clipped to the training range, as the test
-        # RMSE's are: the train RMSE of the same predictions (the objective keeps e)
-        c = t.vals - np.clip(t.vals - e, *s.clip)
-        q["final_train_rmse"] = float(np.sqrt(np.mean(c * c)))
+        q.update(value_quality(t.rows, t.cols, t.vals, s.test.vals, W, H, s.options, s.mu,
+                               s.clip))
     if s.test.nnz:
-        mu = s.train.mean()
-        q["global_mean_rmse"] = float(np.sqrt(np.mean((s.test.vals - mu) ** 2)))
         if rm:
             q["final_test_rmse"] = rm[-1]
             r = ratio_or_none(rm[-1], q["global_mean_rmse"])
@@ -346,4 +404,28 @@ def _quality(s: Setup, history, W, H) -> dict:
                             "training mean: its RMSE is 0")
             else:
                 q["improvement_over_mean"] = 1.0 - r
+    return q
+
+
+def value_quality(rows, cols, vals, test_vals, W, H, o, mu, clip) -> dict:
+    """The quality numbers that need the ratings: the final objective and train RMSE
+    (with W, H) and the global mean's test RMSE. Run on the client, or for a collection
+    on the worker that holds the training ratings in training order: the same bits."""
+    q = {}
+    if W is not None:
+        e = vals - predict_pairs(W, H, rows, cols, mu if o.biased else None)
+        F = o.rank
+        Wt, Ht = W[rows], H[cols]
+        terms = e * e + o.reg * (np.einsum("if,if->i", Wt[:, :F], Wt[:, :F]) +
+                                 np.einsum("if,if->i", Ht[:, :F], Ht[:, :F]))
+        if o.biased:
+            terms += o.bias_reg * (Wt[:, F] ** 2 + Ht[:, F] ** 2)
+        q["final_objective"] = float(0.5 * np.sum(terms))
+        # the model's own predictions are clipped to the training range, as the test
+        # RMSE's are: the train RMSE of the same predictions (the objective keeps e)
+        c = vals - np.clip(vals - e, *clip)
+        q["final_train_rmse"] = float(np.sqrt(np.mean(c * c)))
+    if test_vals.size:
+        mean = float(vals.mean()) if vals.size else 0.0
+        q["global_mean_rmse"] = float(np.sqrt(np.mean((test_vals - mean) ** 2)))
     return q

@@ -46,7 +46,10 @@ def fingerprint(s: Setup) -> dict:
     from daskhpc.runtime import array_digest
 
     o, r = s.options, s.ratings
-    return {"ratings": array_digest(r.rows, r.cols, r.vals), "shape": list(r.shape),
+    # a collection's ratings are digested on the keeper worker (_collect.Values)
+    ratings = array_digest(r.rows, r.cols, r.vals) if s.values is None else \
+        f"{array_digest(r.rows, r.cols)[:32]}{s.values.stats['digest'][:32]}"
+    return {"ratings": ratings, "shape": list(r.shape),
             "parts": s.K, "rank": o.rank, "seed": o.seed, "lr": o.lr, "reg": o.reg,
             "init_scale": s.init_scale, "test_fraction": o.test_fraction,
             "strata": o.strata, "ring_seed": o.ring_seed,

@@ -26,7 +26,8 @@ class SSGD(Workflow):
     name = "ssgd"
     help = "matrix completion by stratified SGD (DSGD, P2P, Hold-and-Combine)"
     Options = Options
-    inputs = "a ratings file (CSV/TSV, MatrixMarket, SNAP edge list, LIBSVM)"
+    inputs = ("a ratings file (CSV/TSV, MatrixMarket, SNAP edge list, LIBSVM), or Parquet "
+              "files, a directory of them, or several CSV files: read by the workers")
     dashboard = "daskhpc.ssgd._dashboard"
 
     def check(self, call: Call) -> None:
@@ -36,6 +37,12 @@ class SSGD(Workflow):
         from ._problem import check_parts
         from ._setup import load
 
+        if _collection(call.inputs):
+            from daskhpc.io import ratings_files
+
+            # only metadata here (schemas, first lines); the workers read the ratings
+            call.data = ratings_files(call.inputs)
+            return
         path = call.one_input("ratings file")
         inp = load(path, format=call.format, keep_empty=call.options.keep_empty)
         if call.parts is not None:
@@ -47,6 +54,11 @@ class SSGD(Workflow):
     def plan(self, call: Call) -> dict:
         from ._api import plan
 
+        if _collection(call.inputs):
+            from daskhpc.errors import InputError
+
+            raise InputError("plan reads one ratings file on the client; Parquet files, "
+                             "directories and several files are for 'daskhpc run ssgd'")
         opts = dict(call.values("plan"), format=call.format)
         return _noted(plan(call.one_input("ratings file"), call.parts_or(None, "ssgd"),
                            partition_file=call.partition_file, **opts))
@@ -80,6 +92,15 @@ class SSGD(Workflow):
         from daskhpc import datasets
 
         return [datasets.path("ratings"), "--parts", "3", "--epochs", "2", "--check-serial"]
+
+
+def _collection(inputs) -> bool:
+    """Inputs the workers read as a Dask DataFrame: several files, a directory, Parquet."""
+    import os
+
+    inputs = list(inputs or ())
+    return len(inputs) > 1 or any(os.path.isdir(p) or str(p).endswith((".parquet", ".pq"))
+                                  for p in inputs)
 
 
 def _noted(report: dict) -> dict:

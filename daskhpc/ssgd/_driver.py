@@ -75,6 +75,14 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         d.topic = ctx.topic
         d.strata = f"{STEP}-{ctx.token}" if rows_from_parts else None
     futures = ctx.store.put("part", dict(enumerate(datas)), transient=True)
+    if run.values is not None:       # a collection: the ratings are on the parts' workers
+        from ._collect import with_values
+
+        held = ctx.store["values"]
+        futures = {p: ctx.client.submit(with_values, futures[p], held[p], pure=False,
+                                        key=f"ssgd-values-{ctx.token}-{p}",
+                                        workers=[pl.worker(p)], allow_other_workers=False)
+                   for p in range(K)}
     paths = {(p, e): ctx.checkpoint.file(run.epoch0 + e + 1, f"part-{p}.npz")
              for p in range(K) for e in ck_epochs}
     # Futures (not their keys) in the tasks: the graph then knows they are data.

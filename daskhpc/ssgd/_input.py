@@ -47,6 +47,9 @@ class Input:
         1 where the file numbers rows and columns from 1 (MatrixMarket, LIBSVM).
     format : str or None
         The reader's format (None for in-memory inputs).
+    values : daskhpc.ssgd._collect.Values or None
+        For a Dask collection: its ratings, which stay on the workers (``ratings.vals``
+        is then a placeholder of zeros).
     """
 
     ratings: Ratings
@@ -55,6 +58,8 @@ class Input:
     file_shape: tuple = (0, 0)
     base: int = 0
     format: str | None = None
+    #: a Dask collection's ratings on the workers (``_collect.Values``); None: in ``ratings``
+    values: object = None
 
     @property
     def path(self) -> str:

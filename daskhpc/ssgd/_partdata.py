@@ -58,7 +58,8 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
         sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
         bli.append(local_row[tr.rows[sel]])
         blj.append(np.searchsorted(cols[b], tr.cols[sel]))
-        bval.append(tr.vals[sel])
+        # a collection's ratings are put in on the part's worker (_collect.with_values)
+        bval.append(None if s.values is not None else tr.vals[sel])
     E, e0 = s.E, s.epoch0
     blocks = np.array([[int(s.strata.block(p, k, e)) for k in range(K)] for e in range(E)],
                       np.int64)
@@ -135,7 +136,7 @@ def _evaluation(s: Setup, p: int, d: PartData, local_row: np.ndarray) -> None:
     d.test_cols = unique(t.cols[sel])
     d.test_li = local_row[t.rows[sel]]
     d.test_lj = np.searchsorted(d.test_cols, t.cols[sel])
-    d.test_val = t.vals[sel]
+    d.test_val = None if s.values is not None else t.vals[sel]
     for q, ev in enumerate(rp.eval_patterns):
         epoch = 0 if ev["epoch"] is None else ev["epoch"]
         hold = holders(lay, s.strata, s.options.strategy, epoch)[d.test_cols]

@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-__all__ = ["Ratings", "as_ratings", "split", "check_parts", "FileNames"]
+__all__ = ["Ratings", "as_ratings", "split", "holdout_mask", "check_parts", "FileNames"]
 
 
 @dataclass(eq=False)
@@ -245,14 +245,22 @@ def split(r: Ratings, test_fraction: float, seed: int = 0) -> tuple[Ratings, Rat
     >>> [x.nnz for x in split(r, 0.2, seed=1)]
     [8, 2]
     """
+    is_test = holdout_mask(r.nnz, test_fraction, seed)
+    if is_test is None:
+        return r, r.subset(np.zeros(0, np.int64))
+    return r.subset(np.flatnonzero(~is_test)), r.subset(np.flatnonzero(is_test))
+
+
+def holdout_mask(nnz: int, test_fraction: float, seed: int = 0) -> np.ndarray | None:
+    """Which of ``nnz`` ratings :func:`split` holds out (None: none), by position."""
     if not 0.0 <= test_fraction < 1.0:
         raise InputError(f"--test-fraction must lie in [0, 1), got {test_fraction}")
-    n_test = int(round(test_fraction * r.nnz))
+    n_test = int(round(test_fraction * nnz))
     if n_test == 0:
-        return r, r.subset(np.zeros(0, np.int64))
-    if n_test >= r.nnz:
+        return None
+    if n_test >= nnz:
         raise InputError(f"--test-fraction {test_fraction} leaves no training ratings")
     rng = np.random.default_rng([int(seed), 0x55D])
-    is_test = np.zeros(r.nnz, dtype=bool)
-    is_test[rng.choice(r.nnz, size=n_test, replace=False)] = True
-    return r.subset(np.flatnonzero(~is_test)), r.subset(np.flatnonzero(is_test))
+    is_test = np.zeros(nnz, dtype=bool)
+    is_test[rng.choice(nnz, size=n_test, replace=False)] = True
+    return is_test

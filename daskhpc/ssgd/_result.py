@@ -139,6 +139,45 @@ class SSGDResult(WorkflowResult):
         top = top[np.lexsort((top, -scores[top]))]           # best first, ties by index
         return self.col_ids[top] if self.col_ids is not None else top
 
+    def to_dask(self, client=None, chunks: int | None = None) -> tuple:
+        """W and H as ``dask.array`` arrays whose row blocks are held by the workers.
+
+        For the next Dask computation on the factors (e.g. scoring a DataFrame of pairs
+        with ``map_blocks``) without building them into every task graph. Row i is the
+        run's row i (``row_ids[i]`` names it, as for ``W``).
+
+        Parameters
+        ----------
+        client : distributed.Client, optional
+            Default: the current client (``distributed.get_client()``).
+        chunks : int, optional
+            Rows per block (default: the rows split evenly over the workers).
+
+        Returns
+        -------
+        (dask.array.Array, dask.array.Array)
+            W (users x F) and H (items x F), float64; ``.compute()`` gives ``W``, ``H``.
+        """
+        import dask.array as da
+
+        if self.W is None:
+            raise ValueError("this result has no factors (a plan)")
+        if client is None:
+            from distributed import get_client
+
+            client = get_client()
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        out = []
+        for X in (self.W, self.H):
+            step = int(chunks or max(1, -(-X.shape[0] // max(1, len(workers)))))
+            blocks = []
+            for k, a in enumerate(range(0, X.shape[0], step)):
+                block = np.ascontiguousarray(X[a:a + step])
+                f = client.scatter(block, workers=[workers[k % len(workers)]], hash=False)
+                blocks.append(da.from_delayed(f, block.shape, dtype=X.dtype))
+            out.append(da.concatenate(blocks, axis=0))
+        return out[0], out[1]
+
     def lookup(self, axis: int, ids) -> tuple[np.ndarray, np.ndarray]:
         """``(indices, known)``: row (``axis`` 0) or column indices of ``ids`` (original
         ids, or indices when the input had none) and which of them the training data had

@@ -145,6 +145,9 @@ class Setup:
     _blocks: tuple | None = None
     epoch0: int = 0                  # epochs done before this setup's first one
     start: tuple | None = None       # (W, H) after epoch0 epochs; None: seeded initial
+    #: a Dask collection's ratings on the workers (``_collect.Values``): ``train.vals`` and
+    #: ``test.vals`` are then placeholders, and the parts get their ratings there
+    values: object = None
 
     @property
     def K(self) -> int:
@@ -180,6 +183,8 @@ class Setup:
     @property
     def mu(self) -> float:
         """The global mean of the training ratings (the biased model's mu)."""
+        if self.values is not None:   # computed on the keeper, from the same array
+            return float(self.values.stats["mean"])
         return float(self.train.mean())
 
     @property
@@ -245,6 +250,11 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     check_parts(nparts, ratings)
     K = int(nparts)
     train, test = split(ratings, opts.test_fraction, opts.seed)
+    stats = None
+    if inp.values is not None:     # a collection: its ratings stay on the workers
+        stats = inp.values.hold_out(opts.test_fraction, opts.seed)
+        for part in (train, test):  # placeholders that take no memory
+            part.vals = np.broadcast_to(np.float64(0.0), (part.nnz,))
     t0 = time.perf_counter()
     a = assign(train, K, partition=opts.partition, partitioner=opts.partitioner,
                rank=opts.rank, epsilon=opts.epsilon, seed=opts.seed,
@@ -258,16 +268,18 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     rp = RunPlan.build(lay, strata, opts.strategy, opts.epochs, opts.width,
                        test=test, eval_every=opts.eval_every, method=opts.method)
     t2 = time.perf_counter()
-    mean = train.mean()
+    mean = train.mean() if stats is None else stats["mean"]
     if opts.init_scale is not None:
         scale = opts.init_scale
     elif opts.biased:
         scale = BIASED_INIT_SCALE
     else:
         scale = 2.0 * np.sqrt(max(mean, 1e-3) / opts.rank)
-    clip = (float(train.vals.min()), float(train.vals.max()))
+    clip = (float(train.vals.min()), float(train.vals.max())) if stats is None else \
+        tuple(stats["clip"])
     s = Setup(opts, K, ratings, train, test, a, lay, strata, rp, float(scale), clip,
-              {"partition_s": t1 - t0, "plan_s": t2 - t1}, index_maps=maps)
+              {"partition_s": t1 - t0, "plan_s": t2 - t1}, index_maps=maps,
+              values=inp.values)
     return s if opts.init is None else s.resumed(0, *warm_start(s, opts.init))
 
 

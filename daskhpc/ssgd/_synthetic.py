@@ -21,13 +21,13 @@ from daskhpc.arrays import unique_sorted
 
 from ._problem import Ratings
 
-__all__ = ["power_law_ratings", "write_ratings_csv"]
+__all__ = ["power_law_ratings", "write_ratings_csv", "write_ratings_parquet"]
 
 
 def power_law_ratings(nnz: int = 10_000_000, n_users: int | None = None,
                       n_items: int | None = None, alpha_users: float = 0.6,
                       alpha_items: float = 0.9, rank: int = 8, noise: float = 0.5,
-                      seed: int = 0) -> Ratings:
+                      seed: int = 0, path=None, format: str = "csv") -> Ratings:
     """Draw a power-law ratings matrix with exactly ``nnz`` ratings.
 
     Parameters
@@ -42,12 +42,20 @@ def power_law_ratings(nnz: int = 10_000_000, n_users: int | None = None,
     rank, noise : int, float
         The low-rank model behind the values and the noise added to it.
     seed : int
+    path : path, optional
+        Also write the ratings there: ``format="csv"`` (one file,
+        :func:`write_ratings_csv`) or ``"parquet"`` (a directory of files,
+        :func:`write_ratings_parquet`, for ``dask.dataframe.read_parquet`` or
+        ``daskhpc run ssgd DIR``). Both hold the same rows in the same order.
+    format : {"csv", "parquet"}
 
     Returns
     -------
     Ratings
         Triplets sorted by user then item.
     """
+    if format not in ("csv", "parquet"):
+        raise ValueError(f"format must be 'csv' or 'parquet', not {format!r}")
     rng = np.random.default_rng([int(seed), 0x9A7])
     N = int(n_users or max(nnz // 50, 10))
     M = int(n_items or max(nnz // 200, 10))
@@ -75,9 +83,12 @@ def power_law_ratings(nnz: int = 10_000_000, n_users: int | None = None,
     vals = 3.5 + np.einsum("ir,ir->i", U[rows], V[cols]) + rng.normal(0.0, noise, nnz)
     vals = np.clip(np.round(vals * 2.0) / 2.0, 0.5, 5.0)
     o = np.lexsort((cols, rows))
-    return Ratings(rows[o], cols[o], vals[o], (uid.size, iid.size),
-                   {"path": f"power-law(nnz={nnz}, seed={seed})",
-                    "shape": [int(uid.size), int(iid.size)], "nnz": int(nnz)})
+    r = Ratings(rows[o], cols[o], vals[o], (uid.size, iid.size),
+                {"path": f"power-law(nnz={nnz}, seed={seed})",
+                 "shape": [int(uid.size), int(iid.size)], "nnz": int(nnz)})
+    if path is not None:
+        (write_ratings_csv if format == "csv" else write_ratings_parquet)(path, r)
+    return r
 
 
 def write_ratings_csv(path, r: Ratings, chunk: int = 1_000_000) -> None:
@@ -91,3 +102,32 @@ def write_ratings_csv(path, r: Ratings, chunk: int = 1_000_000) -> None:
                                 np.char.mod("%.1f", r.vals[a:b]))
             f.write("\n".join(lines.tolist()))
             f.write("\n")
+
+
+def write_ratings_parquet(path, r: Ratings, files: int = 8,
+                          row_group: int = 1_000_000) -> list:
+    """Write ``userId, movieId, rating`` (int64, int64, float64) as a directory of
+    Parquet files ``part-000.parquet``, ... (rows in order; names sort in that order).
+
+    Needs pandas and pyarrow (the ``dataframe`` extra). Returns the files' paths.
+    """
+    import os
+
+    try:
+        import pandas as pd
+    except ImportError:
+        from daskhpc.errors import InputError
+
+        raise InputError('writing Parquet needs pandas and pyarrow: pip install '
+                         '"daskhpc[dataframe]"') from None
+    os.makedirs(path, exist_ok=True)
+    files = max(1, min(int(files), r.nnz))
+    cuts = np.linspace(0, r.nnz, files + 1).astype(np.int64)
+    out = []
+    for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+        f = os.path.join(os.fspath(path), f"part-{k:03d}.parquet")
+        pd.DataFrame({"userId": r.rows[a:b], "movieId": r.cols[a:b],
+                      "rating": r.vals[a:b]}).to_parquet(f, index=False,
+                                                         row_group_size=row_group)
+        out.append(f)
+    return out
