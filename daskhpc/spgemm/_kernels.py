@@ -46,8 +46,9 @@ import numpy as np
 from numba import njit
 
 __all__ = ["column_flops", "column_bounds", "merge_bounds", "symbolic_dense", "symbolic_hash",
-           "symbolic_masked", "SEMIRINGS", "spa_multiply", "hash_multiply", "spa_merge", "hash_merge", "sort_columns",
-           "select_columns", "topk_columns"]
+           "symbolic_masked", "SEMIRINGS", "spa_multiply", "hash_multiply", "spa_merge",
+           "hash_merge", "spa_semiring", "hash_semiring", "spa_merge_semiring",
+           "hash_merge_semiring", "sort_columns", "select_columns", "topk_columns"]
 
 _EMPTY = np.int32(-1)
 _HASH = np.int64(107)  # Nagasaka et al.'s multiplicative hash
@@ -193,8 +194,8 @@ def _hash_add(keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cover - 
 
 
 @njit(**_OPTS)
-def _spa_plus_times(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs, p_vals,
-                    where, c_ptr, c_idx, c_val):
+def spa_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs, p_vals,
+                 where, c_ptr, c_idx, c_val):
     """``sum_m P_m + sum_s A_s · B_s`` in one pass with a dense accumulator.
 
     The ``P_m`` (``p_*`` lists, possibly empty) are matrices of the output's
@@ -251,8 +252,8 @@ def _spa_plus_times(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_id
 
 
 @njit(**_OPTS)
-def _hash_plus_times(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs, p_vals,
-                     bound, c_ptr, c_idx, c_val):
+def hash_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs, p_vals,
+                  bound, c_ptr, c_idx, c_val):
     """``sum_m P_m + sum_s A_s · B_s`` in one pass with a hash table per column (§IV-D).
 
     ``bound[j]`` bounds the nonzeros of column j (sizes its table); the rest as
@@ -300,9 +301,10 @@ def _hash_plus_times(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_i
 # ---------------------------------------------------------------- semirings and masks
 #
 # A semiring is a small int (``SEMIRINGS`` gives the names). plus_times without a mask
-# runs the kernels above, untouched; every other semiring, and any masked product, runs
-# the generic kernels below, whose ``_mul``/``_add`` branch on the semiring (a loop
-# invariant that LLVM hoists out of the inner loop). The first term of an entry is stored
+# runs the kernels above, untouched (the caller, ``_local``, picks the kernel: a branch
+# inside one kernel made plus_times 1.29x slower); every other semiring, and any masked
+# product, runs ``spa_semiring``/``hash_semiring``, whose ``_mul``/``_add`` branch on the
+# semiring, a loop invariant. The first term of an entry is stored
 # as it is, which is what starting the accumulator at the additive identity (0, +inf,
 # -inf, False) gives; an entry exists iff the symbolic product has it, whatever its value.
 # A mask (``mmode`` 1: keep rows in M(:, j); 2: keep rows not in it) is stamped into
@@ -339,9 +341,13 @@ def _stamp(m_ptr, m_idx, allow, j):  # pragma: no cover - numba
         allow[m_idx[t]] = j
 
 
-@njit(**_OPTS)
-def _spa_generic(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+@njit(inline="always", **_OPTS)
+def _spa_body(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
                  p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    """:func:`spa_multiply` over semiring ``sr``, with ``mmode`` 1 (2) keeping only
+    the rows in (not in) the mask's column (``m_ptr``/``m_idx``, CSC of the output's
+    shape; ``allow``: int64, one per output row, all < 0; both unused when ``mmode``
+    is 0)."""
     ncols = c_ptr.size - 1
     inside = mmode == 1
     c_ptr[0] = 0
@@ -409,9 +415,10 @@ def _hash_acc(sr, keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cove
         h = (h + 1) & mask
 
 
-@njit(**_OPTS)
-def _hash_generic(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+@njit(inline="always", **_OPTS)
+def _hash_body(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
                   p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    """:func:`hash_multiply` over semiring ``sr`` with a mask (see :func:`_spa_body`)."""
     ncols = c_ptr.size - 1
     inside = mmode == 1
     maxb = 0
@@ -456,41 +463,101 @@ def _hash_generic(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_p
     return pos
 
 
-@njit(**_OPTS)
-def spa_multiply(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                 p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
-    """``add_m P_m (+) add_s A_s (x) B_s`` over semiring ``sr`` in one pass, dense
-    accumulator; with ``mmode`` 1 (2) only the rows in (not in) the mask's column
-    (``m_ptr``/``m_idx``, CSC of the output's shape; ``allow``: int64, one per row, all
-    < 0; both unused when ``mmode`` is 0).
-
-    The ``P_m`` (``p_*`` lists, possibly empty) are matrices of the output's
-    shape added on the way (the fused Merge-Fiber: pieces other layers sent).
-
-    ``where`` is an int32 or int64 array with one entry per row of A, all < 0
-    (int32 is enough while the output has fewer than 2**31 entries: it halves
-    the accumulator's cache footprint). Outputs are filled in place: ``c_ptr``
-    (``ncols + 1``), ``c_idx`` and ``c_val`` with at least the product's nnz
-    entries (allocated by the caller with numpy, which asks for huge pages).
-    Returns the nnz written.
-    """
-    if sr == PLUS_TIMES and mmode == 0:
-        return _spa_plus_times(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                               p_vals, where, c_ptr, c_idx, c_val)
-    return _spa_generic(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs,
-                        p_idxs, p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
-
+# One kernel per semiring (module-level, so that numba caches each): the body is inlined
+# with ``sr`` a constant, so its branches fold away at compile time.
 
 @njit(**_OPTS)
-def hash_multiply(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                  p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
-    """:func:`spa_multiply` with a hash table per column (§IV-D); ``bound[j]`` bounds
-    the nonzeros of column j (sizes its table)."""
-    if sr == PLUS_TIMES and mmode == 0:
-        return _hash_plus_times(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                                p_vals, bound, c_ptr, c_idx, c_val)
-    return _hash_generic(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs,
-                         p_idxs, p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+def _spa_plus_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                    p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(0, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _spa_min_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                  p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(1, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _spa_max_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                  p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(2, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _spa_max_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                   p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(3, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _spa_or_and(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(4, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _spa_plus_pair(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                   p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(5, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_plus_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(0, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_min_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                   p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(1, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_max_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                   p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(2, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_max_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                    p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(3, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_or_and(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                 p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(4, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_plus_pair(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                    p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(5, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+
+def spa_semiring(sr, mmode, *args):
+    """``sum_m P_m (+) sum_s A_s (x) B_s`` over semiring ``sr`` (a code of
+    :data:`SEMIRINGS`), dense accumulator; ``mmode`` 1 (2) keeps only the rows in (not
+    in) the mask's column (``m_ptr``/``m_idx``, CSC of the output's shape; ``allow``:
+    int64, one per output row, all < 0; unused when ``mmode`` is 0). The arguments
+    after ``mmode``: ``a_*, b_*, p_*`` as for :func:`spa_multiply`, ``m_ptr, m_idx,
+    allow, where, c_ptr, c_idx, c_val``."""
+    return _SPA_KERNELS[sr](mmode, *args)
+
+
+def hash_semiring(sr, mmode, *args):
+    """:func:`spa_semiring` with a hash table per column (``bound`` instead of ``where``)."""
+    return _HASH_KERNELS[sr](mmode, *args)
+
+
+_SPA_KERNELS = (_spa_plus_times, _spa_min_plus, _spa_max_plus, _spa_max_times, _spa_or_and,
+                _spa_plus_pair)
+_HASH_KERNELS = (_hash_plus_times, _hash_min_plus, _hash_max_plus, _hash_max_times,
+                 _hash_or_and, _hash_plus_pair)
 
 
 @njit(**_OPTS)
@@ -521,7 +588,62 @@ def symbolic_masked(a_ptrs, a_idxs, b_ptrs, b_idxs, nrows, ncols, m_ptr, m_idx, 
 
 
 @njit(**_OPTS)
-def spa_merge(sr, ptrs, idxs, vals, where, c_ptr, c_idx, c_val):
+def spa_merge(ptrs, idxs, vals, where, c_ptr, c_idx, c_val):
+    """Sum of same-shape matrices in one pass, dense accumulator (Merge-Layer/-Fiber)."""
+    ncols = c_ptr.size - 1
+    c_ptr[0] = 0
+    pos = 0
+    for j in range(ncols):
+        start = pos
+        for m in range(len(ptrs)):
+            p_ = ptrs[m]
+            ix = idxs[m]
+            vx = vals[m]
+            for t in range(p_[j], p_[j + 1]):
+                r = ix[t]
+                p = where[r]
+                if p >= start:
+                    c_val[p] += vx[t]
+                else:
+                    where[r] = pos
+                    c_idx[pos] = r
+                    c_val[pos] = vx[t]
+                    pos += 1
+        c_ptr[j + 1] = pos
+    return pos
+
+
+@njit(**_OPTS)
+def hash_merge(ptrs, idxs, vals, bound, c_ptr, c_idx, c_val):
+    """Unsorted-hash merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
+    ncols = c_ptr.size - 1
+    maxb = 0
+    for j in range(ncols):
+        maxb = max(maxb, bound[j])
+    keys = np.full(_table_size(maxb), _EMPTY, np.int32)
+    slot = np.empty(_table_size(maxb), np.int64)
+    c_ptr[0] = 0
+    pos = 0
+    for j in range(ncols):
+        if bound[j] == 0:
+            c_ptr[j + 1] = pos
+            continue
+        size = _table_size(bound[j])
+        mask = size - 1
+        keys[:size] = _EMPTY
+        for m in range(len(ptrs)):
+            p_ = ptrs[m]
+            ix = idxs[m]
+            vx = vals[m]
+            for t in range(p_[j], p_[j + 1]):
+                r = ix[t]
+                pos = _hash_add(keys, slot, mask, r, vx[t], c_idx, c_val, pos)
+        c_ptr[j + 1] = pos
+    return pos
+
+
+@njit(**_OPTS)
+def spa_merge_semiring(sr, ptrs, idxs, vals, where, c_ptr, c_idx, c_val):
     """Semiring sum of same-shape matrices in one pass, dense accumulator
     (Merge-Layer/-Fiber)."""
     ncols = c_ptr.size - 1
@@ -548,7 +670,7 @@ def spa_merge(sr, ptrs, idxs, vals, where, c_ptr, c_idx, c_val):
 
 
 @njit(**_OPTS)
-def hash_merge(sr, ptrs, idxs, vals, bound, c_ptr, c_idx, c_val):
+def hash_merge_semiring(sr, ptrs, idxs, vals, bound, c_ptr, c_idx, c_val):
     """Unsorted-hash semiring merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
     ncols = c_ptr.size - 1
     maxb = 0

@@ -180,11 +180,16 @@ def fused_multiply(a_blocks, b_blocks, *, add=(), sort: bool = False,
             exact = K.symbolic_masked(ap, ai, bp, bi, m, n, m_ptr, m_idx, mmode)
         cap = int(exact.sum()) + int(added.sum())
     ptr, idx, val = _outputs(n, cap)
-    if acc == "dense":
-        K.spa_multiply(sr, mmode, ap, ai, av, bp, bi, bv, pp, pi, pv, m_ptr, m_idx, allow,
+    if sr == K.PLUS_TIMES and mmode == 0:      # the plain kernels: no branch inside
+        if acc == "dense":
+            K.spa_multiply(ap, ai, av, bp, bi, bv, pp, pi, pv, _where(m, cap), ptr, idx, val)
+        else:
+            K.hash_multiply(ap, ai, av, bp, bi, bv, pp, pi, pv, bound, ptr, idx, val)
+    elif acc == "dense":
+        K.spa_semiring(sr, mmode, ap, ai, av, bp, bi, bv, pp, pi, pv, m_ptr, m_idx, allow,
                        _where(m, cap), ptr, idx, val)
     else:
-        K.hash_multiply(sr, mmode, ap, ai, av, bp, bi, bv, pp, pi, pv, m_ptr, m_idx, allow,
+        K.hash_semiring(sr, mmode, ap, ai, av, bp, bi, bv, pp, pi, pv, m_ptr, m_idx, allow,
                         bound, ptr, idx, val)
     return _finish(ptr, idx, val, (m, n), sort)
 
@@ -213,9 +218,14 @@ def merge(blocks, *, sort: bool = False, accumulator: str = "auto", semiring=0) 
     _valid(acc)
     ptr, idx, val = _outputs(n, cap)
     if acc == "dense":
-        K.spa_merge(sr, ptrs, idxs, vals, _where(m, cap), ptr, idx, val)
+        if sr == K.PLUS_TIMES:
+            K.spa_merge(ptrs, idxs, vals, _where(m, cap), ptr, idx, val)
+        else:
+            K.spa_merge_semiring(sr, ptrs, idxs, vals, _where(m, cap), ptr, idx, val)
+    elif sr == K.PLUS_TIMES:
+        K.hash_merge(ptrs, idxs, vals, bound, ptr, idx, val)
     else:
-        K.hash_merge(sr, ptrs, idxs, vals, bound, ptr, idx, val)
+        K.hash_merge_semiring(sr, ptrs, idxs, vals, bound, ptr, idx, val)
     return _finish(ptr, idx, val, shape, sort)
 
 

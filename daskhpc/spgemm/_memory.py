@@ -76,6 +76,7 @@ def warm_up() -> None:
         _local.merge([c, c], sort=True, accumulator=acc)
         _local.fused_multiply([a, a], [a, a], accumulator=acc)
         _local.local_symbolic(a, a, accumulator=acc)
+    _local.local_symbolic(a, a, mask=a)          # C<M>'s masked LocalSymbolic
     _local.topk(c, 2)
     _local.select_columns(c, np.arange(2))
     _consumers._masked_dot(c.ptr, c.idx, c.val, a.ptr, a.idx, a.val, 8)
