@@ -247,7 +247,10 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     t_prep = time.perf_counter()
     if isinstance(getattr(client, "cluster", None), LocalCluster):
         prepare_kernels("spgemm", file=sys.stderr)     # once here, not in every worker
-    client.run(_memory_warm_up)   # load the numba kernels before anything is timed
+    if s.semiring or s.mask is not None:   # its kernel: compiled once here, loaded there
+        _memory_warm_up(s.semiring, s.mask is not None)
+    # load the numba kernels before anything is timed
+    client.run(_memory_warm_up, s.semiring, s.mask is not None)
     baseline = client.run(_memory_reset) if measure_memory else {}
     # dashboard pages: the run starts here (measured bytes count from now)
     dashboard.publish(client, "run", name=f"spgemm {str(g)}", workflow="spgemm",
@@ -399,10 +402,10 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     return SpgemmResult(value=value, matrix=matrix, info=info, history=out.history)
 
 
-def _memory_warm_up():
+def _memory_warm_up(semiring: int = 0, masked: bool = False):
     from ._memory import warm_up
 
-    return warm_up()
+    return warm_up(semiring, masked)
 
 
 def _memory_reset():
