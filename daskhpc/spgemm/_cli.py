@@ -193,9 +193,12 @@ def _mask(o: Options, a, b):
     when its shape is not C's), or None."""
     if not o.mask:
         return None
+    from daskhpc import datasets
+
     from ._setup import check_mask
 
-    return check_mask(o.mask, (a.shape[0], b.shape[1]))
+    # a bundled data set's name, like the inputs (``--mask cora``)
+    return check_mask(datasets.resolve(o.mask), (a.shape[0], b.shape[1]))
 
 
 def _grid(o: Options, nworkers: int):

@@ -415,8 +415,9 @@ def _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols, chunk, drop=True
     return indptr, indices, data, dups
 
 
-def load_batch(path) -> sp.csr_array:
-    """Read one file written by :class:`Write`: C with only that batch's columns."""
+def load_batch(path, drop_zeros: bool = True) -> sp.csr_array:
+    """Read one file written by :class:`Write`: C with only that batch's columns
+    (``drop_zeros=False`` for a semiring other than plus_times: a 0 is an entry)."""
     with np.load(path) as z:
         shape = tuple(int(x) for x in z["shape"])
         cells = sorted({name.rsplit("_", 1)[0] for name in z.files if name != "shape"})
@@ -425,7 +426,7 @@ def load_batch(path) -> sp.csr_array:
             ptr = z[f"{c}_indptr"]
             kept.append((CscBlock(ptr, np.arange(ptr[-1], dtype=np.int32), z[f"{c}_data"],
                                   (int(ptr[-1]), ptr.size - 1)), z[f"{c}_rows"], z[f"{c}_cols"]))
-    return assemble(kept, shape)
+    return assemble(kept, shape, drop_zeros)
 
 
 def _threshold(block: CscBlock, thr: float) -> CscBlock:
