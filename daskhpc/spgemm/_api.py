@@ -38,6 +38,7 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
              consume="keep", window: int = 1, seed: int | None = 0,
              r: float = BYTES_PER_UNMERGED, plan: bool = True, measure_memory: bool = True,
              mask=None, local: str = "fused", keep: str = "client", columns=None,
+             semiring: str = "plus_times", complement: bool = False,
              run: RunOptions | None = None, **run_options) -> SpgemmResult:
     """C = A·B with BatchedSumma3D on a Dask cluster, consumed batch by batch.
 
@@ -71,8 +72,20 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
     plan : bool
         Compute the plan for the actual nnz (client side) before the batches run: the
         report's plan totals, the dashboard's planned matrix, planned-vs-measured bytes.
-    mask : scipy sparse, optional
-        For :class:`MaskedSum`-like consumers: permuted with C and cut per cell.
+    mask : scipy sparse, dense array or path, optional
+        ``C<M> = A·B``: only the entries of C in the pattern of M (its stored entries,
+        whatever their values) are formed, and every consumer sees only them; the
+        batch planner counts only them (masked Symbolic3D). Must be C's shape. A
+        :class:`MaskedSum`-like consumer also gets its piece as the operand.
+    complement : bool
+        ``C<!M>``: only the entries *not* in the pattern of M.
+    semiring : {"plus_times", "min_plus", "max_plus", "max_times", "or_and", "plus_pair"}
+        GraphBLAS semantics over the structural nonzeros of A and B: C(i,j) = add over
+        k of mul(A(i,k), B(k,j)), and C has an entry wherever the pattern product has
+        one, whatever its value (min_plus of 0 + 0 is an entry 0). ``or_and``: values
+        taken as booleans (nonzero is True), a true entry is 1.0; ``plus_pair``:
+        mul(a, b) = 1 (counts the terms). plus_times keeps scipy's convention (entries
+        that cancel to exactly 0 are dropped by ``keep``/``count``).
     local : {"fused", "staged"}
         ``fused`` (default): all stages into one accumulator per column; ``staged`` (the
         paper's Algorithm 1): Local-Multiply per SUMMA stage, then Merge-Layer.
@@ -121,7 +134,8 @@ def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batch
         pa, pb = (a, b) if not sources else given["patterns"]
         s = prepare(pa, pb, grid=grid, nworkers=len(worker_addresses(client)),
                     memory_per_worker=memory_per_worker, batches=batches, consume=consume,
-                    window=window, seed=seed, r=r, local=local, mask=mask, keep=keep)
+                    window=window, seed=seed, r=r, local=local, mask=mask, keep=keep,
+                    semiring=semiring, complement=complement)
         s.sources = sources or None
         files = prepare_save(run.save) if run.save and s.consumer.keeps else None
         try:
@@ -238,7 +252,10 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     t_prep = time.perf_counter()
     if isinstance(getattr(client, "cluster", None), LocalCluster):
         prepare_kernels("spgemm", file=sys.stderr)     # once here, not in every worker
-    client.run(_memory_warm_up)   # load the numba kernels before anything is timed
+    if s.semiring or s.mask is not None:   # its kernel: compiled once here, loaded there
+        _memory_warm_up(s.semiring, s.mask is not None)
+    # load the numba kernels before anything is timed
+    client.run(_memory_warm_up, s.semiring, s.mask is not None)
     baseline = client.run(_memory_reset) if measure_memory else {}
     # dashboard pages: the run starts here (measured bytes count from now)
     dashboard.publish(client, "run", name=f"spgemm {str(g)}", workflow="spgemm",
@@ -263,6 +280,8 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
         store.put("A", s.a_blocks)
         store.put("B", s.b_blocks)
     store.put("R", s.row_ids())
+    if s.mask is not None:
+        store.put("MK", s.mask_blocks())      # C<M>: every cell's piece of the mask
     recoveries: list = []
     t0 = time.perf_counter()
     sym_info, ledgers = {}, []
@@ -292,11 +311,12 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     if s.mask is not None:
         store.put("M", s.mask_operands(lay))
     info = {"input": {"shape": list(s.a.shape), "nnz": int(s.a.nnz)}, "parts": g.p,
-            "seed": s.seed, "grid": str(g), "batches": nb, "workers": len(workers)}
+            "seed": s.seed, "grid": str(g), "batches": nb, "workers": len(workers),
+            "semiring": s.semiring_name, "mask": s.mask_report()}
     plans, sym = None, None
     if plan:                                         # plan first, then run
         tp = time.perf_counter()
-        sym = grid_symbolic(s.ap, s.bp, g, nb)
+        sym = grid_symbolic(s.ap, s.bp, g, nb, *_permuted_mask(s))
         plans = step_plans(sym)
         info["plan"], info["quality"] = plan_sections(sym, CostModel.from_config())
         info["plan_s"] = time.perf_counter() - tp
@@ -348,7 +368,8 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
         from ._consumers import assemble
 
         ta = time.perf_counter()
-        matrix = value = assemble(out.value or [], (s.shape[0], s.shape[2]))
+        matrix = value = assemble(out.value or [], (s.shape[0], s.shape[2]),
+                                  drop_zeros=s.semiring == 0)
         t_assemble = time.perf_counter() - ta
     else:
         value = s.consumer.finalize(runner.summaries(), [])
@@ -410,10 +431,10 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
 
 
 
-def _memory_warm_up():
+def _memory_warm_up(semiring: int = 0, masked: bool = False):
     from ._memory import warm_up
 
-    return warm_up()
+    return warm_up(semiring, masked)
 
 
 def _memory_reset():
@@ -458,18 +479,57 @@ def _publish_plan(client, s: Setup, sym, plans, placement, symbolic: bool) -> No
     dashboard.publish(client, "load", planned=dict(zip(workers, flops)), unit="flops")
 
 
-def serial_multiply(a, b=None) -> sp.csr_array:
-    """The serial reference: scipy's single-threaded product, canonical CSR
-    (``csr_matrix`` when the inputs are ``spmatrix``, as :func:`multiply` gives)."""
+def serial_multiply(a, b=None, *, semiring: str = "plus_times", mask=None,
+                    complement: bool = False) -> sp.csr_array:
+    """The serial reference, canonical CSR (``csr_matrix`` when the inputs are
+    ``spmatrix``, as :func:`multiply` gives), with :func:`multiply`'s ``semiring``,
+    ``mask`` and ``complement``: plus_times is scipy's single-threaded product (masked
+    by scipy); another semiring is the one-cell product of the local kernel."""
     from ._prep import check_inputs
+    from ._setup import check_mask, check_semiring
 
-    return like_input(_serial_product(*check_inputs(a, a if b is None else b)), a, b)
+    a2, b2 = check_inputs(a, a if b is None else b)
+    sr = check_semiring(semiring)
+    m = check_mask(mask, (a2.shape[0], b2.shape[1]))
+    if complement and m is None:
+        raise InputError("the mask's complement needs a mask (--mask FILE)")
+    return like_input(_serial_product(a2, b2, sr, m, complement), a, b)
 
 
-def _serial_product(a, b) -> sp.csr_array:
-    ref = sp.csr_array(a @ b)
-    ref.sum_duplicates()
-    return ref
+def _serial_product(a, b, semiring: int = 0, mask=None, complement: bool = False
+                    ) -> sp.csr_array:
+    if semiring == 0:
+        ref = sp.csr_array(a @ b)
+        ref.sum_duplicates()
+        if mask is not None:
+            kept = sp.csr_array(_ones(ref) - _ones(ref).multiply(_ones(mask))) if complement \
+                else sp.csr_array(_ones(ref).multiply(_ones(mask)))
+            ref = sp.csr_array(ref.multiply(kept))
+            ref.eliminate_zeros()
+            ref.sort_indices()
+        return ref
+    from ._block import CscBlock
+    from ._local import fused_multiply
+
+    c = fused_multiply([CscBlock.from_scipy(a)], [CscBlock.from_scipy(b)], sort=True,
+                       semiring=semiring, complement=complement,
+                       mask=None if mask is None else CscBlock.from_scipy(mask))
+    out = sp.csr_array(sp.csc_array((c.val, c.idx, c.ptr), shape=c.shape))
+    out.sort_indices()
+    return out
+
+
+def _ones(m) -> sp.csr_array:
+    """The pattern of m (stored entries, zeros included) with values 1."""
+    m = sp.csr_array(m)
+    return sp.csr_array((np.ones(m.nnz), m.indices, m.indptr), shape=m.shape)
+
+
+def _permuted_mask(s: Setup) -> tuple:
+    """``(mask, complement)`` permuted like C, for grid_symbolic; () without a mask."""
+    if s.mask is None:
+        return ()
+    return (sp.csr_array(s.mask)[s.pr][:, s.pc], s.complement)
 
 
 def compare_products(c, ref) -> dict:
@@ -524,7 +584,7 @@ def serial_check(s: Setup, res: SpgemmResult, a=None, b=None) -> dict:
     ``b``: the inputs with their values, when ``s`` holds only the patterns of
     collections). A C left on the workers is gathered for the comparison."""
     a, b = (s.a, s.b) if a is None else (a, b)
-    ref = _serial_product(a, b)
+    ref = _serial_product(a, b, s.semiring, s.mask, s.complement)
     if res.matrix is not None and type(s.consumer).__name__ == "Keep":
         c = res.matrix if sp.issparse(res.matrix) else sp.csr_array(res.matrix.compute())
         out = compare_products(sp.csr_array(c), ref)
@@ -533,14 +593,14 @@ def serial_check(s: Setup, res: SpgemmResult, a=None, b=None) -> dict:
 
         out = compare_products(read_pieces(*res.pieces), ref)
     elif isinstance(res.value, dict) and "nnz" in res.value and res.pieces is None:
-        out = compare_counts(res.value, a, b, ref)
+        out = compare_counts(res.value, a, b, ref, s.mask, s.complement)
     else:
         return {"done": False}
     out["statement"] = serial_statement(out)
     return out
 
 
-def compare_counts(value: dict, a, b, ref) -> dict:
+def compare_counts(value: dict, a, b, ref, mask=None, complement: bool = False) -> dict:
     """The ``serial_check`` of ``--consume count`` against scipy's product ``ref`` of A, B.
 
     A count cannot tell an entry that cancelled to exactly 0 on one side from one that
@@ -570,6 +630,10 @@ def compare_counts(value: dict, a, b, ref) -> dict:
     ones = [sp.csr_array((np.ones(m.nnz), m.indices, m.indptr), shape=m.shape)
             for m in (sp.csr_array(a), sp.csr_array(b))]
     structural = sp.csr_array(ones[0] @ ones[1])     # positive terms: nothing cancels
+    if mask is not None:
+        inside = sp.csr_array(structural.multiply(_ones(mask)))
+        structural = sp.csr_array(structural - inside) if complement else inside
+        structural.eliminate_zeros()
     out.update(compared="structural_nnz, sum", structural_nnz=int(value["structural_nnz"]),
                structural_nnz_ref=int(structural.nnz))
     out["identical"] = bool(sum_ok and out["structural_nnz"] == out["structural_nnz_ref"])
@@ -578,7 +642,8 @@ def compare_counts(value: dict, a, b, ref) -> dict:
 
 def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None = None,
          batches="auto", seed: int | None = 0, r: float = BYTES_PER_UNMERGED,
-         alpha: float | None = None, beta: float | None = None) -> dict:
+         alpha: float | None = None, beta: float | None = None, semiring="plus_times",
+         mask=None, complement: bool = False) -> dict:
     """The batch count and per-step communication of BatchedSumma3D, without a cluster.
 
     Parameters
@@ -597,6 +662,9 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     alpha, beta : float, optional
         Message latency (s) and inverse bandwidth (s/byte); default
         :meth:`~daskhpc.comm.CostModel.from_config` (the calibrated values).
+    semiring, mask, complement
+        As for :func:`multiply`: the mask restricts every count (and so b) to the
+        entries it keeps; the semiring changes no count (recorded in the output).
 
     Returns
     -------
@@ -612,9 +680,12 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     g = grid if isinstance(grid, Grid) else Grid.parse(grid)
     s = prepare(a, b, grid=g, nworkers=g.p if workers is None else int(workers),
                 memory_per_worker=memory_per_worker, batches=batches, seed=seed, r=r,
-                consume="count")
-    sym = grid_symbolic(s.ap, s.bp, g, 1)
-    out = {"grid": str(g), "p": g.p, "workers": s.nworkers}
+                consume="count", semiring=semiring, mask=mask, complement=complement)
+    pm = _permuted_mask(s)
+    sym = grid_symbolic(s.ap, s.bp, g, 1, *pm)
+    out = {"grid": str(g), "p": g.p, "workers": s.nworkers, "semiring": s.semiring_name}
+    if s.mask is not None:
+        out["mask"] = s.mask_report()
     if s.batches == "auto":
         nb = 1 if s.memory is None else planned_batches(
             sym.max_unmerged, int(sym.nnz_a.max()), int(sym.nnz_b.max()), s.mem_cell, r,
@@ -627,7 +698,7 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     out["symbolic"] = {"max_nnz_c": sym.max_unmerged, "max_nnz_a": int(sym.nnz_a.max()),
                        "max_nnz_b": int(sym.nnz_b.max()), "r": r}
     if nb > 1:
-        sym = grid_symbolic(s.ap, s.bp, g, nb)
+        sym = grid_symbolic(s.ap, s.bp, g, nb, *pm)
     out["batches"] = nb
     cost = CostModel(alpha, beta) if alpha is not None and beta is not None else \
         CostModel.from_config()

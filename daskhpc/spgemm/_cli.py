@@ -49,6 +49,13 @@ class Options:
     local: str = option("fused", "fused: one accumulator over all stages; staged: the "
                                  "paper's Local-Multiply per stage + Merge-Layer",
                         choices=("fused", "staged"), modes=("run",))
+    semiring: str = option("plus_times", "(add, multiply) of C(i,j) = add_k A(i,k)*B(k,j) "
+                                         "over the stored entries (GraphBLAS semantics)",
+                           choices=("plus_times", "min_plus", "max_plus", "max_times",
+                                    "or_and", "plus_pair"))
+    mask: str | None = option(None, "C<M>: keep only the entries of C stored in the matrix "
+                                    "FILE (read like A; C's shape)", metavar="FILE")
+    mask_complement: bool = option(False, "C<!M>: keep only the entries NOT in --mask")
 
     def check(self) -> None:
         from ._memory import parse_bytes
@@ -65,6 +72,8 @@ class Options:
             Grid.parse(self.grid)
         if self.b and self.aat:
             raise InputError("--b and --aat exclude each other")
+        if self.mask_complement and not self.mask:
+            raise InputError("--mask-complement needs --mask FILE")
 
 
 class Spgemm(Workflow):
@@ -98,6 +107,7 @@ class Spgemm(Workflow):
         except InputError as e:
             names = [info["path"]] + ([info["b"]["path"]] if "b" in info else [])
             raise InputError(f"{' and '.join(names)}: {e}") from None
+        _mask(call.options, a, b)      # its shape must be C's, before the cluster starts
 
     def plan(self, call: Call) -> dict:
         """Symbolic only: b, per-step volumes, Table II, alpha-beta estimate; no cluster."""
@@ -110,7 +120,8 @@ class Spgemm(Workflow):
         t0 = time.perf_counter()
         out = plan(a, b, grid=grid, memory_per_worker=o.memory_per_worker,
                    workers=call.parts or grid.p, batches=_batches(o.batches),
-                   seed=_seed(o), alpha=o.alpha, beta=o.beta)
+                   seed=_seed(o), alpha=o.alpha, beta=o.beta, semiring=o.semiring,
+                   mask=_mask(o, a, b), complement=o.mask_complement)
         quality = out.pop("quality")
         quality["batches"] = out["batches"]
         return new_report(self.name, input=info, parts=grid.p, seed=_seed(o),
@@ -128,8 +139,11 @@ class Spgemm(Workflow):
         grid = _grid(o, len(worker_addresses(run.client)))
         res = multiply(a, b, grid=grid, memory_per_worker=o.memory_per_worker,
                        local=o.local, batches=_batches(o.batches), consume=o.consume,
-                       window=o.window, seed=_seed(o), run=run)
+                       window=o.window, seed=_seed(o), semiring=o.semiring,
+                       mask=_mask(o, a, b), complement=o.mask_complement, run=run)
         res.info["input"] = info
+        if res.info.get("mask"):
+            res.info["mask"]["path"] = o.mask
         return warn_over_budget(res.report())     # over the budget: a warning, exit 0
 
     def summary(self, report: dict) -> str:
@@ -183,6 +197,19 @@ def _inputs(call: Call):
     if o.aat:
         info["product"] = "A·Aᵀ"
     return a, b, info
+
+
+def _mask(o: Options, a, b):
+    """The mask of ``--mask FILE`` (read like A; a one-line InputError naming the file
+    when its shape is not C's), or None."""
+    if not o.mask:
+        return None
+    from daskhpc import datasets
+
+    from ._setup import check_mask
+
+    # a bundled data set's name, like the inputs (``--mask cora``)
+    return check_mask(datasets.resolve(o.mask), (a.shape[0], b.shape[1]))
 
 
 def _grid(o: Options, nworkers: int):

@@ -185,6 +185,7 @@ def to_dask_array(client, s, lay, pieces: list):
         for I in rset:
             for J in cset:
                 count[(int(I), int(J))] = count.get((int(I), int(J)), 0) + 1
+    drop = getattr(s, "semiring", 0) == 0    # other semirings keep entries whose value is 0
     direct = {}                   # chunk -> Future: a piece that is its chunk, converted
     for idx, ((f, w, t, cell), (rset, cset)) in enumerate(zip(pieces, touched)):
         if rset.size == 1 and cset.size == 1 and count[(int(rset[0]), int(cset[0]))] == 1:
@@ -192,10 +193,10 @@ def to_dask_array(client, s, lay, pieces: list):
             direct[(I, J)] = client.submit(
                 _piece_chunk, f, (int(row_bounds[I + 1] - row_bounds[I]),
                                   int(col_bounds[J + 1] - col_bounds[J])),
-                (int(row_bounds[I]), int(col_bounds[J])), workers=[w],
+                (int(row_bounds[I]), int(col_bounds[J])), drop, workers=[w],
                 allow_other_workers=False, key=f"daskhpc-spgemm-chunk-{token}-{I}-{J}")
             continue
-        split = client.submit(_split, f, row_bounds, col_bounds, workers=[w],
+        split = client.submit(_split, f, row_bounds, col_bounds, drop, workers=[w],
                               allow_other_workers=False,
                               key=f"daskhpc-spgemm-csplit-{token}-{idx}")
         temps.append(split)
@@ -228,7 +229,7 @@ def to_dask_array(client, s, lay, pieces: list):
     return da.Array(dsk, name, chunks=chunks, dtype=np.float64, meta=sp.csr_matrix((0, 0)))
 
 
-def _split(kept, row_bounds, col_bounds) -> dict:
+def _split(kept, row_bounds, col_bounds, drop: bool = True) -> dict:
     """A kept ``(block, rows, cols)`` split by chunk of C: ``{chunk: (rows, cols, vals)}``
     in original ids, in ascending column order (entries that cancelled to exactly 0
     dropped, as scipy does): one numba pass (:func:`_kernels.chunk_split`)."""
@@ -248,12 +249,12 @@ def _split(kept, row_bounds, col_bounds) -> dict:
                                   row_label.astype(np.int64), row_ids,
                                   np.argsort(col_ids, kind="stable"),
                                   col_label.astype(np.int64), col_ids,
-                                  (row_bounds.size - 1) * nc)
+                                  (row_bounds.size - 1) * nc, drop)
     return {u: (r[lo:hi], c[lo:hi], v[lo:hi]) for u, (lo, hi) in
             enumerate(zip(starts[:-1], starts[1:])) if hi > lo}
 
 
-def _piece_chunk(kept, shape, origin) -> sp.csr_matrix:
+def _piece_chunk(kept, shape, origin, drop: bool = True) -> sp.csr_matrix:
     """A kept piece that is a whole chunk of C, as canonical CSR on its worker (no split:
     without the permutation every chunk is one piece)."""
     block, rows, cols = kept
@@ -269,7 +270,8 @@ def _piece_chunk(kept, shape, origin) -> sp.csr_matrix:
         c = np.repeat(cols, np.diff(block.ptr)) - origin[1]
         out = sp.coo_matrix((block.val, (r - origin[0], c)), shape=shape).tocsr()
     out.sum_duplicates()
-    out.eliminate_zeros()            # entries that cancelled to exactly 0, as scipy drops
+    if drop:
+        out.eliminate_zeros()        # entries that cancelled to exactly 0, as scipy drops
     return out
 
 

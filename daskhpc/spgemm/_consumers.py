@@ -94,13 +94,16 @@ class Count(Consumer):
     """Reduce each batch to its number of nonzeros and the sum of its values.
 
     ``nnz`` follows scipy's convention: entries whose sum cancelled to exactly 0 are not
-    counted. ``structural_nnz`` counts every entry the product forms (at least one
+    counted (plus_times; with another semiring every entry is counted, whatever its
+    value). ``structural_nnz`` counts every entry the product forms (at least one
     product term, whatever its sum): it does not depend on the order of the additions,
     so ``--check-serial`` compares it with scipy's exactly (``serial_check``).
     """
 
     def cell(self, block, info, operand):
         nnz, total = _count_sum(block.val)
+        if info.get("structural"):     # a semiring other than plus_times: 0 is a value
+            nnz = block.val.size
         return int(nnz), float(total), int(block.val.size)
 
     def batch(self, t, results):
@@ -256,7 +259,7 @@ def parse_consumer(text: str) -> Consumer:
                      f"threshold:X, not {text!r}")
 
 
-def assemble(kept: list, shape) -> sp.csr_array:
+def assemble(kept: list, shape, drop_zeros: bool = True) -> sp.csr_array:
     """C from kept ``(block, row ids, col ids)`` triples: canonical CSR, no zeros.
 
     One pass over the nonzeros (numba): the blocks' columns are visited in
@@ -264,7 +267,8 @@ def assemble(kept: list, shape) -> sp.csr_array:
     row, so the CSR comes out with sorted columns and no sort is needed; entries
     that cancelled to exactly 0 are dropped on the way (as scipy's product does).
     The blocks of a run cover disjoint parts of C; should two hold the same
-    entry anyway, duplicates are summed.
+    entry anyway, duplicates are summed. ``drop_zeros=False`` keeps entries whose
+    value is 0 (semirings other than plus_times: an entry is structural).
     """
     nrows, ncols = int(shape[0]), int(shape[1])
     ptrs, idxs, vals, rmaps, cmaps = List(), List(), List(), List(), List()
@@ -281,7 +285,7 @@ def assemble(kept: list, shape) -> sp.csr_array:
     if len(ptrs) == 0:
         return sp.csr_array(shape, dtype=np.float64)
     indptr, indices, data, dups = _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols,
-                                                ASSEMBLE_CHUNK)
+                                                ASSEMBLE_CHUNK, drop_zeros)
     if indptr[-1] < 2**31 and max(nrows, ncols) < 2**31:
         indptr = indptr.astype(np.int32)
     else:
@@ -289,7 +293,8 @@ def assemble(kept: list, shape) -> sp.csr_array:
     out = sp.csr_array((data, indices, indptr), shape=shape)
     if dups:
         out.sum_duplicates()
-        out.eliminate_zeros()
+        if drop_zeros:
+            out.eliminate_zeros()
     else:
         out.has_sorted_indices = True
         out.has_canonical_format = True
@@ -302,7 +307,7 @@ ASSEMBLE_CHUNK = 1 << 18
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols, chunk):
+def _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols, chunk, drop=True):
     """CSR of C from CSC blocks with original row/column ids (see :func:`assemble`).
 
     A direct scatter (entry -> its row's next slot) touches a random cache line
@@ -339,7 +344,7 @@ def _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols, chunk):
         vx = vals[b]
         rm = rmaps[b]
         for t in range(ix.size):
-            if vx[t] != 0.0:
+            if vx[t] != 0.0 or not drop:
                 indptr[rm[ix[t]] + 1] += 1
     for r in range(nrows):
         indptr[r + 1] += indptr[r]
@@ -373,7 +378,7 @@ def _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols, chunk):
             rm = rmaps[b]
             for t in range(ptr[c], ptr[c + 1]):
                 v = vx[t]
-                if v == 0.0:
+                if v == 0.0 and drop:
                     continue
                 r = rm[ix[t]]
                 ch = chunk_of[r]
@@ -410,8 +415,9 @@ def _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols, chunk):
     return indptr, indices, data, dups
 
 
-def load_batch(path) -> sp.csr_array:
-    """Read one file written by :class:`Write`: C with only that batch's columns."""
+def load_batch(path, drop_zeros: bool = True) -> sp.csr_array:
+    """Read one file written by :class:`Write`: C with only that batch's columns
+    (``drop_zeros=False`` for a semiring other than plus_times: a 0 is an entry)."""
     with np.load(path) as z:
         shape = tuple(int(x) for x in z["shape"])
         cells = sorted({name.rsplit("_", 1)[0] for name in z.files if name != "shape"})
@@ -420,7 +426,7 @@ def load_batch(path) -> sp.csr_array:
             ptr = z[f"{c}_indptr"]
             kept.append((CscBlock(ptr, np.arange(ptr[-1], dtype=np.int32), z[f"{c}_data"],
                                   (int(ptr[-1]), ptr.size - 1)), z[f"{c}_rows"], z[f"{c}_cols"]))
-    return assemble(kept, shape)
+    return assemble(kept, shape, drop_zeros)
 
 
 def _threshold(block: CscBlock, thr: float) -> CscBlock:

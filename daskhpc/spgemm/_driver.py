@@ -41,7 +41,8 @@ def symbolic_job(s) -> GraphJob:
 
     def attempt(ctx):
         tasks, where, totals = symbolic_graph(ctx.token, lay1, _owner(s, ctx.placement),
-                                              ctx.store["A"], ctx.store["B"])
+                                              ctx.store["A"], ctx.store["B"],
+                                              ctx.store.get("MK"), s.complement)
         return AttemptGraph(tasks, where, list(totals.values()), collect=max)
 
     return GraphJob("spgemm-symbolic", s.grid.p, 1, row=lambda u, rep: {}, attempt=attempt,
@@ -129,7 +130,8 @@ class Batches:
         tasks, where, done_keys, kept_keys = batch_graph(
             rid, lay, _owner(s, ctx.placement), ctx.store["A"], ctx.store["B"], s.consumer,
             s.ids(lay), ctx.store.get("M"), s.local, batches=ctx.todo, save=save,
-            topic=ctx.topic, checkpointed=self.ck is not None, row_keys=ctx.store.get("R"))
+            topic=ctx.topic, checkpointed=self.ck is not None, row_keys=ctx.store.get("R"),
+            semiring=s.semiring, mask_keys=ctx.store.get("MK"), complement=s.complement)
         register_run(self.client, rid, lay.b, s.window, batches=ctx.todo)
         rec = {"attempt": len(self.attempts), "batches": list(ctx.todo), "completed": []}
         self.attempts.append(rec)

@@ -50,8 +50,12 @@ def step_of_key(key) -> str:
     return _STEP_OF.get(name.rsplit("-", 1)[-1], "other")
 
 
-def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict):
+def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
+                   mask_keys: dict | None = None, complement: bool = False):
     """Algorithm 3, lines 2-8: per cell, the sum over stages of LocalSymbolic.
+
+    With ``mask_keys`` (cell -> key of the mask's piece rows_i x column block j) each
+    stage counts only the entries the mask keeps: the exact masked count.
 
     Returns ``(tasks, workers, total_keys)`` with one total per cell.
     """
@@ -72,7 +76,8 @@ def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dic
         for s in range(q):
             key = (f"spgemmsym-{run}-stage", i, j, k, s)
             put(key, (T.stage_symbolic, (f"spgemmsym-{run}-symA", i, s, k),
-                      (f"spgemmsym-{run}-symB", s, j, k)), cell)
+                      (f"spgemmsym-{run}-symB", s, j, k),
+                      None if mask_keys is None else mask_keys[cell], complement), cell)
             stages.append(key)
         totals[cell] = (f"spgemmsym-{run}-total", i, j, k)
         put(totals[cell], (T.cell_total, *stages), cell)
@@ -82,7 +87,8 @@ def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dic
 def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                 consumer, ids: dict, operand_keys: dict | None = None,
                 local: str = "fused", batches=None, save=None, topic=None,
-                checkpointed: bool = False, row_keys: dict | None = None):
+                checkpointed: bool = False, row_keys: dict | None = None,
+                semiring: int = 0, mask_keys: dict | None = None, complement: bool = False):
     """Algorithm 4: every batch of BatchedSumma3D with its consumer tasks.
 
     Parameters
@@ -117,6 +123,12 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
     checkpointed : bool
         The run keeps a checkpoint: the report says the batch is saved (its summary goes
         to the manifest; kept blocks were written before, see ``save``).
+    semiring : int
+        The semiring's code (``_kernels.SEMIRINGS``) every multiply and merge uses.
+    mask_keys : dict, optional
+        ``cell -> key`` of the mask's piece (rows of the cell x its column block): C<M>,
+        every multiply task forms only the entries the mask keeps (not in it, with
+        ``complement``); an ``mpiece`` task per batch selects the batch's columns.
 
     Returns
     -------
@@ -138,12 +150,17 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
         return key
 
     col_offsets = _operand_offsets(lay)
+    spec = (int(semiring), bool(complement))
+    structural = int(semiring) != 0     # other semirings: an entry is an entry, even 0
+    mk = {}
     for t in (range(b) if batches is None else batches):
         for cell in g.cells():
             i, j, k = cell
             put("sendA", t, cell, (T.send, a_keys[cell]), cell)
             bcols = lay.batch_columns(t, j) - lay.col_bounds[j]
             put("bpiece", t, cell, (T.b_piece, b_keys[cell], bcols), cell)
+            mk[cell] = None if mask_keys is None else \
+                put("mpiece", t, cell, (T.b_piece, mask_keys[cell], bcols), cell)
         finals, prev = {}, None
         for cell in g.cells():
             i, j, k = cell
@@ -152,7 +169,8 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
             off = lay.part_offsets(t, j)
             if local == "fused":
                 if l == 1:
-                    put("cblock", t, cell, (T.fused_layer, consumer.sort, q, *a_in, *b_in), cell)
+                    put("cblock", t, cell, (T.fused_layer, consumer.sort, q, spec, mk[cell],
+                                            *a_in, *b_in), cell)
                     continue
                 # one task per fiber piece that leaves the cell (the piece that
                 # stays is computed by Merge-Fiber itself, below)
@@ -161,15 +179,17 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                     if k2 != k:
                         after = put("part", t, (*cell, k2),
                                     (T.fused_part, q, int(off[k2]), int(off[k2 + 1]), after,
-                                     *a_in, *b_in), cell)
+                                     spec, mk[cell], *a_in, *b_in), cell)
                 continue
             else:
-                mults = [put("mult", t, (*cell, s), (T.stage_multiply, a_in[s], b_in[s]), cell)
+                mults = [put("mult", t, (*cell, s), (T.stage_multiply, a_in[s], b_in[s], spec,
+                                                     mk[cell]), cell)
                          for s in range(q)]
                 if l == 1:
-                    put("cblock", t, cell, (T.merge_fiber, consumer.sort, *mults), cell)
+                    put("cblock", t, cell, (T.merge_fiber, consumer.sort, spec[0], *mults),
+                        cell)
                     continue
-                layer = put("layer", t, cell, (T.merge_layer, *mults), cell)
+                layer = put("layer", t, cell, (T.merge_layer, spec[0], *mults), cell)
             for k2 in range(l):
                 put("part", t, (*cell, k2), (T.fiber_part, layer, int(off[k2]),
                                              int(off[k2 + 1])), cell)
@@ -191,17 +211,20 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                     a_in = [step_key(run, "sendA", t, i, s, k) for s in range(q)]
                     b_in = [step_key(run, "bpiece", t, s, j, k) for s in range(q)]
                     put("cblock", t, cell, (T.fused_own, consumer.sort, q, int(off[k]),
-                                            int(off[k + 1]), len(recvs), *recvs, *a_in,
-                                            *b_in), cell)
+                                            int(off[k + 1]), len(recvs), spec, mk[cell],
+                                            *recvs, *a_in, *b_in), cell)
                 else:
                     parts = recvs[:k] + [step_key(run, "part", t, i, j, k, k)] + recvs[k:]
-                    put("cblock", t, cell, (T.merge_fiber, consumer.sort, *parts), cell)
+                    put("cblock", t, cell, (T.merge_fiber, consumer.sort, spec[0], *parts),
+                        cell)
             info = {"batch": t, "cell": cell,
                     "cols": ids["cols"][lay.batch_columns(t, j, k)], "shape": ids["shape"],
                     "operand_cols": (int(col_offsets[cell][t]), int(col_offsets[cell][t + 1])),
                     # the first cell of a chained batch starts its output afresh
                     # (a batch computed again after a lost worker overwrites it)
                     "first": consumer.chained and prev is None}
+            if structural:
+                info["structural"] = True
             if row_keys is None:
                 info["rows"] = ids["rows"][i]
             operand = operand_keys[cell] if operand_keys else None

@@ -46,8 +46,9 @@ import numpy as np
 from numba import njit
 
 __all__ = ["column_flops", "column_bounds", "merge_bounds", "symbolic_dense", "symbolic_hash",
-           "spa_multiply", "hash_multiply", "spa_merge", "hash_merge", "sort_columns",
-           "select_columns", "topk_columns"]
+           "symbolic_masked", "SEMIRINGS", "spa_multiply", "hash_multiply", "spa_merge",
+           "hash_merge", "spa_semiring", "hash_semiring", "spa_merge_semiring",
+           "hash_merge_semiring", "sort_columns", "select_columns", "topk_columns"]
 
 _EMPTY = np.int32(-1)
 _HASH = np.int64(107)  # Nagasaka et al.'s multiplicative hash
@@ -297,6 +298,295 @@ def hash_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs
     return pos
 
 
+# ---------------------------------------------------------------- semirings and masks
+#
+# A semiring is a small int (``SEMIRINGS`` gives the names). plus_times without a mask
+# runs the kernels above, untouched (the caller, ``_local``, picks the kernel: a branch
+# inside one kernel made plus_times 1.29x slower); every other semiring, and any masked
+# product, runs ``spa_semiring``/``hash_semiring``, whose ``_mul``/``_add`` branch on the
+# semiring, a loop invariant. The first term of an entry is stored
+# as it is, which is what starting the accumulator at the additive identity (0, +inf,
+# -inf, False) gives; an entry exists iff the symbolic product has it, whatever its value.
+# A mask (``mmode`` 1: keep rows in M(:, j); 2: keep rows not in it) is stamped into
+# ``allow`` (one int64 per output row) once per column and tested before each product.
+
+PLUS_TIMES, MIN_PLUS, MAX_PLUS, MAX_TIMES, OR_AND, PLUS_PAIR = 0, 1, 2, 3, 4, 5
+#: the semirings by code (``SEMIRINGS.index(name)`` is the code the kernels take)
+SEMIRINGS = ("plus_times", "min_plus", "max_plus", "max_times", "or_and", "plus_pair")
+
+
+@njit(inline="always", **_OPTS)
+def _mul(sr, x, y):  # pragma: no cover - numba
+    if sr == PLUS_TIMES or sr == MAX_TIMES:
+        return x * y
+    if sr == MIN_PLUS or sr == MAX_PLUS:
+        return x + y
+    if sr == OR_AND:
+        return 1.0 if (x != 0.0 and y != 0.0) else 0.0
+    return 1.0                                   # plus_pair
+
+
+@njit(inline="always", **_OPTS)
+def _add(sr, x, y):  # pragma: no cover - numba
+    if sr == PLUS_TIMES or sr == PLUS_PAIR:
+        return x + y
+    if sr == MIN_PLUS:
+        return x if x <= y else y
+    return x if x >= y else y                    # max_plus, max_times, or_and (max of 0/1)
+
+
+@njit(inline="always", **_OPTS)
+def _stamp(m_ptr, m_idx, allow, j):  # pragma: no cover - numba
+    for t in range(m_ptr[j], m_ptr[j + 1]):
+        allow[m_idx[t]] = j
+
+
+@njit(inline="always", **_OPTS)
+def _spa_body(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                 p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    """:func:`spa_multiply` over semiring ``sr``, with ``mmode`` 1 (2) keeping only
+    the rows in (not in) the mask's column (``m_ptr``/``m_idx``, CSC of the output's
+    shape; ``allow``: int64, one per output row, all < 0; both unused when ``mmode``
+    is 0)."""
+    ncols = c_ptr.size - 1
+    inside = mmode == 1
+    c_ptr[0] = 0
+    pos = 0
+    for j in range(ncols):
+        start = pos
+        if mmode != 0:
+            _stamp(m_ptr, m_idx, allow, j)
+        for m in range(len(p_ptrs)):            # pieces already masked by their makers
+            p_ = p_ptrs[m]
+            ix = p_idxs[m]
+            vx = p_vals[m]
+            for t in range(p_[j], p_[j + 1]):
+                r = ix[t]
+                p = where[r]
+                if p >= start:
+                    c_val[p] = _add(sr, c_val[p], vx[t])
+                else:
+                    where[r] = pos
+                    c_idx[pos] = r
+                    c_val[pos] = vx[t]
+                    pos += 1
+        for s in range(len(a_ptrs)):
+            a_ptr = a_ptrs[s]
+            a_idx = a_idxs[s]
+            a_val = a_vals[s]
+            b_ptr = b_ptrs[s]
+            b_idx = b_idxs[s]
+            b_val = b_vals[s]
+            for q in range(b_ptr[j], b_ptr[j + 1]):
+                i = b_idx[q]
+                bv = b_val[q]
+                for t in range(a_ptr[i], a_ptr[i + 1]):
+                    r = a_idx[t]
+                    if mmode != 0 and (allow[r] == j) != inside:
+                        continue
+                    v = _mul(sr, a_val[t], bv)
+                    p = where[r]
+                    if p >= start:
+                        c_val[p] = _add(sr, c_val[p], v)
+                    else:
+                        where[r] = pos
+                        c_idx[pos] = r
+                        c_val[pos] = v
+                        pos += 1
+        c_ptr[j + 1] = pos
+    return pos
+
+
+@njit(inline="always", **_OPTS)
+def _hash_acc(sr, keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cover - numba
+    """:func:`_hash_add` with the semiring's addition."""
+    h = (r * _HASH) & mask
+    while True:
+        k = keys[h]
+        if k == r:
+            c_val[slot[h]] = _add(sr, c_val[slot[h]], v)
+            return pos
+        if k == _EMPTY:
+            keys[h] = r
+            slot[h] = pos
+            c_idx[pos] = r
+            c_val[pos] = v
+            return pos + 1
+        h = (h + 1) & mask
+
+
+@njit(inline="always", **_OPTS)
+def _hash_body(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                  p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    """:func:`hash_multiply` over semiring ``sr`` with a mask (see :func:`_spa_body`)."""
+    ncols = c_ptr.size - 1
+    inside = mmode == 1
+    maxb = 0
+    for j in range(ncols):
+        maxb = max(maxb, bound[j])
+    keys = np.full(_table_size(maxb), _EMPTY, np.int32)
+    slot = np.empty(_table_size(maxb), np.int64)
+    c_ptr[0] = 0
+    pos = 0
+    for j in range(ncols):
+        if bound[j] == 0:
+            c_ptr[j + 1] = pos
+            continue
+        if mmode != 0:
+            _stamp(m_ptr, m_idx, allow, j)
+        size = _table_size(bound[j])
+        mask = size - 1
+        keys[:size] = _EMPTY
+        for m in range(len(p_ptrs)):
+            p_ = p_ptrs[m]
+            ix = p_idxs[m]
+            vx = p_vals[m]
+            for t in range(p_[j], p_[j + 1]):
+                pos = _hash_acc(sr, keys, slot, mask, ix[t], vx[t], c_idx, c_val, pos)
+        for s in range(len(a_ptrs)):
+            a_ptr = a_ptrs[s]
+            a_idx = a_idxs[s]
+            a_val = a_vals[s]
+            b_ptr = b_ptrs[s]
+            b_idx = b_idxs[s]
+            b_val = b_vals[s]
+            for q in range(b_ptr[j], b_ptr[j + 1]):
+                i = b_idx[q]
+                bv = b_val[q]
+                for t in range(a_ptr[i], a_ptr[i + 1]):
+                    r = a_idx[t]
+                    if mmode != 0 and (allow[r] == j) != inside:
+                        continue
+                    pos = _hash_acc(sr, keys, slot, mask, r, _mul(sr, a_val[t], bv), c_idx,
+                                    c_val, pos)
+        c_ptr[j + 1] = pos
+    return pos
+
+
+# One kernel per semiring (module-level, so that numba caches each): the body is inlined
+# with ``sr`` a constant, so its branches fold away at compile time.
+
+@njit(**_OPTS)
+def _spa_plus_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                    p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(0, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _spa_min_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                  p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(1, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _spa_max_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                  p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(2, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _spa_max_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                   p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(3, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _spa_or_and(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(4, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _spa_plus_pair(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                   p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    return _spa_body(5, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_plus_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                     p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(0, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_min_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                   p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(1, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_max_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                   p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(2, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_max_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                    p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(3, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_or_and(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                 p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(4, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+@njit(**_OPTS)
+def _hash_plus_pair(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                    p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    return _hash_body(5, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
+                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+
+
+def spa_semiring(sr, mmode, *args):
+    """``sum_m P_m (+) sum_s A_s (x) B_s`` over semiring ``sr`` (a code of
+    :data:`SEMIRINGS`), dense accumulator; ``mmode`` 1 (2) keeps only the rows in (not
+    in) the mask's column (``m_ptr``/``m_idx``, CSC of the output's shape; ``allow``:
+    int64, one per output row, all < 0; unused when ``mmode`` is 0). The arguments
+    after ``mmode``: ``a_*, b_*, p_*`` as for :func:`spa_multiply`, ``m_ptr, m_idx,
+    allow, where, c_ptr, c_idx, c_val``."""
+    return _SPA_KERNELS[sr](mmode, *args)
+
+
+def hash_semiring(sr, mmode, *args):
+    """:func:`spa_semiring` with a hash table per column (``bound`` instead of ``where``)."""
+    return _HASH_KERNELS[sr](mmode, *args)
+
+
+_SPA_KERNELS = (_spa_plus_times, _spa_min_plus, _spa_max_plus, _spa_max_times, _spa_or_and,
+                _spa_plus_pair)
+_HASH_KERNELS = (_hash_plus_times, _hash_min_plus, _hash_max_plus, _hash_max_times,
+                 _hash_or_and, _hash_plus_pair)
+
+
+@njit(**_OPTS)
+def symbolic_masked(a_ptrs, a_idxs, b_ptrs, b_idxs, nrows, ncols, m_ptr, m_idx, mmode):
+    """:func:`symbolic_dense` restricted to the rows in (``mmode`` 1) or not in (2) the
+    mask's column."""
+    counts = np.zeros(ncols, np.int64)
+    mark = np.full(nrows, -1, np.int64)
+    allow = np.full(nrows, -1, np.int64)
+    inside = mmode == 1
+    for j in range(ncols):
+        _stamp(m_ptr, m_idx, allow, j)
+        c = 0
+        for s in range(len(a_ptrs)):
+            a_ptr = a_ptrs[s]
+            a_idx = a_idxs[s]
+            b_ptr = b_ptrs[s]
+            b_idx = b_idxs[s]
+            for q in range(b_ptr[j], b_ptr[j + 1]):
+                i = b_idx[q]
+                for t in range(a_ptr[i], a_ptr[i + 1]):
+                    r = a_idx[t]
+                    if mark[r] != j and (allow[r] == j) == inside:
+                        mark[r] = j
+                        c += 1
+        counts[j] = c
+    return counts
+
+
 @njit(**_OPTS)
 def spa_merge(ptrs, idxs, vals, where, c_ptr, c_idx, c_val):
     """Sum of same-shape matrices in one pass, dense accumulator (Merge-Layer/-Fiber)."""
@@ -348,6 +638,61 @@ def hash_merge(ptrs, idxs, vals, bound, c_ptr, c_idx, c_val):
             for t in range(p_[j], p_[j + 1]):
                 r = ix[t]
                 pos = _hash_add(keys, slot, mask, r, vx[t], c_idx, c_val, pos)
+        c_ptr[j + 1] = pos
+    return pos
+
+
+@njit(**_OPTS)
+def spa_merge_semiring(sr, ptrs, idxs, vals, where, c_ptr, c_idx, c_val):
+    """Semiring sum of same-shape matrices in one pass, dense accumulator
+    (Merge-Layer/-Fiber)."""
+    ncols = c_ptr.size - 1
+    c_ptr[0] = 0
+    pos = 0
+    for j in range(ncols):
+        start = pos
+        for m in range(len(ptrs)):
+            p_ = ptrs[m]
+            ix = idxs[m]
+            vx = vals[m]
+            for t in range(p_[j], p_[j + 1]):
+                r = ix[t]
+                p = where[r]
+                if p >= start:
+                    c_val[p] = _add(sr, c_val[p], vx[t])
+                else:
+                    where[r] = pos
+                    c_idx[pos] = r
+                    c_val[pos] = vx[t]
+                    pos += 1
+        c_ptr[j + 1] = pos
+    return pos
+
+
+@njit(**_OPTS)
+def hash_merge_semiring(sr, ptrs, idxs, vals, bound, c_ptr, c_idx, c_val):
+    """Unsorted-hash semiring merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
+    ncols = c_ptr.size - 1
+    maxb = 0
+    for j in range(ncols):
+        maxb = max(maxb, bound[j])
+    keys = np.full(_table_size(maxb), _EMPTY, np.int32)
+    slot = np.empty(_table_size(maxb), np.int64)
+    c_ptr[0] = 0
+    pos = 0
+    for j in range(ncols):
+        if bound[j] == 0:
+            c_ptr[j + 1] = pos
+            continue
+        size = _table_size(bound[j])
+        mask = size - 1
+        keys[:size] = _EMPTY
+        for m in range(len(ptrs)):
+            p_ = ptrs[m]
+            ix = idxs[m]
+            vx = vals[m]
+            for t in range(p_[j], p_[j + 1]):
+                pos = _hash_acc(sr, keys, slot, mask, ix[t], vx[t], c_idx, c_val, pos)
         c_ptr[j + 1] = pos
     return pos
 
@@ -438,11 +783,12 @@ def topk_columns(ptr, idx, val, k):
 
 
 @njit(**_OPTS)
-def chunk_split(ptr, idx, val, row_label, row_ids, col_order, col_label, col_ids, nlabels):
+def chunk_split(ptr, idx, val, row_label, row_ids, col_order, col_label, col_ids, nlabels,
+                drop=True):
     """A kept block's entries grouped by chunk of C (``keep="workers"``), one counting
     pass and one fill: ``label = row_label[row] + col_label[col]``; columns are visited
     in ``col_order`` (ascending original id), so inside a group rows and columns come in
-    column order; entries that cancelled to exactly 0 are dropped.
+    column order; entries that cancelled to exactly 0 are dropped (with ``drop``).
 
     Returns ``starts`` (nlabels + 1) and the rows, columns (original ids) and values.
     """
@@ -451,7 +797,7 @@ def chunk_split(ptr, idx, val, row_label, row_ids, col_order, col_label, col_ids
         j = col_order[jj]
         cl = col_label[j]
         for e in range(ptr[j], ptr[j + 1]):
-            if val[e] != 0.0:
+            if val[e] != 0.0 or not drop:
                 starts[row_label[idx[e]] + cl + 1] += 1
     for u in range(nlabels):
         starts[u + 1] += starts[u]
@@ -465,7 +811,7 @@ def chunk_split(ptr, idx, val, row_label, row_ids, col_order, col_label, col_ids
         cl = col_label[j]
         c = col_ids[j]
         for e in range(ptr[j], ptr[j + 1]):
-            if val[e] != 0.0:
+            if val[e] != 0.0 or not drop:
                 u = row_label[idx[e]] + cl
                 o = fill[u]
                 rows[o] = row_ids[idx[e]]

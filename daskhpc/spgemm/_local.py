@@ -44,7 +44,8 @@ from daskhpc.spgemm import _kernels as K
 from daskhpc.spgemm._block import CscBlock
 
 __all__ = ["local_symbolic", "local_multiply", "fused_multiply", "merge", "sort", "select_columns",
-           "topk", "choose_accumulator", "DENSE_ROWS", "DENSE_WORK_FACTOR", "RESERVE_BYTES"]
+           "topk", "choose_accumulator", "semiring_code", "DENSE_ROWS", "DENSE_WORK_FACTOR",
+           "RESERVE_BYTES"]
 
 
 #: The dense accumulator is used for blocks of up to this many rows (4 bytes
@@ -95,24 +96,42 @@ def choose_accumulator(nrows: int, flops: int) -> str:
     return "hash"
 
 
-def local_symbolic(a: CscBlock, b: CscBlock, *, accumulator: str = "auto"
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Nonzeros and flops of every column of ``a @ b`` (int64 arrays)."""
+def local_symbolic(a: CscBlock, b: CscBlock, *, accumulator: str = "auto", mask=None,
+                   complement: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Nonzeros and flops of every column of ``a @ b`` (int64 arrays); with ``mask`` (a
+    CscBlock of the product's shape) only the entries in its pattern (not in it, with
+    ``complement``) are counted, by a dense marker whatever ``accumulator`` says."""
     _check(a, b)
     ap, ai, bp, bi = _lists([a.ptr], [a.idx], [b.ptr], [b.idx])
     flops = K.column_flops(ap, bp, bi, b.shape[1])
+    if mask is not None:
+        _check_mask(mask, (a.shape[0], b.shape[1]))
+        return K.symbolic_masked(ap, ai, bp, bi, a.shape[0], b.shape[1], mask.ptr, mask.idx,
+                                 2 if complement else 1), flops
     acc = _pick(accumulator, a.shape[0], flops)
     return _symbolic(ap, ai, bp, bi, a.shape[0], flops, acc), flops
 
 
 def local_multiply(a: CscBlock, b: CscBlock, *, sort: bool = False,
-                   accumulator: str = "auto") -> CscBlock:
+                   accumulator: str = "auto", semiring=0, mask=None,
+                   complement: bool = False) -> CscBlock:
     """``a @ b`` in one pass; rows unsorted within a column unless ``sort``."""
-    return fused_multiply([a], [b], sort=sort, accumulator=accumulator)
+    return fused_multiply([a], [b], sort=sort, accumulator=accumulator, semiring=semiring,
+                          mask=mask, complement=complement)
+
+
+def semiring_code(semiring) -> int:
+    """The kernels' code of a semiring name (or code) of :data:`SEMIRINGS`."""
+    if isinstance(semiring, (int, np.integer)) and 0 <= int(semiring) < len(K.SEMIRINGS):
+        return int(semiring)
+    if semiring in K.SEMIRINGS:
+        return K.SEMIRINGS.index(semiring)
+    raise ValueError(f"semiring must be one of {', '.join(K.SEMIRINGS)}, not {semiring!r}")
 
 
 def fused_multiply(a_blocks, b_blocks, *, add=(), sort: bool = False,
-                   accumulator: str = "auto") -> CscBlock:
+                   accumulator: str = "auto", semiring=0, mask=None,
+                   complement: bool = False) -> CscBlock:
     """``sum(add) + sum_s a_blocks[s] @ b_blocks[s]`` in one accumulator.
 
     The fused form of Local-Multiply per stage followed by Merge-Layer
@@ -120,6 +139,10 @@ def fused_multiply(a_blocks, b_blocks, *, add=(), sort: bool = False,
     as a Dask worker does once the stage inputs have been fetched: no partial
     products. ``add``: blocks of the output's shape summed in on the way (the
     fiber pieces other layers sent: Merge-Fiber fused into the multiply).
+    ``semiring``: a name or code of :data:`SEMIRINGS` (the sums and products above
+    are its add and multiply); ``mask``: a CscBlock of the output's shape whose
+    pattern (its complement, with ``complement``) the output is restricted to
+    (``add`` blocks are taken as already masked).
     """
     a_blocks, b_blocks = list(a_blocks), list(b_blocks)
     if not a_blocks or len(a_blocks) != len(b_blocks):
@@ -139,22 +162,40 @@ def fused_multiply(a_blocks, b_blocks, *, add=(), sort: bool = False,
                         [b.val for b in b_blocks])
     pp, pi, pv = _lists([p.ptr for p in add], [p.idx for p in add], [p.val for p in add],
                         dtypes=(np.int64, np.int32, np.float64))
+    sr = semiring_code(semiring)
     flops = K.column_flops(ap, bp, bi, n)
     added = sum((np.diff(p.ptr) for p in add), np.zeros(n, np.int64))
     bound, cap = K.column_bounds(flops + added, m)
     acc = _pick(accumulator, m, flops + added)
-    if cap * 12 > RESERVE_BYTES:       # not worth reserving: count exactly first
-        cap = int(_symbolic(ap, ai, bp, bi, m, flops, acc).sum()) + int(added.sum())
-    ptr, idx, val = _outputs(n, cap)
-    if acc == "dense":
-        K.spa_multiply(ap, ai, av, bp, bi, bv, pp, pi, pv, _where(m, cap), ptr, idx, val)
+    if mask is None:
+        mmode, m_ptr, m_idx, allow = 0, _NO_PTR, _NO_IDX, _NO_PTR
     else:
-        K.hash_multiply(ap, ai, av, bp, bi, bv, pp, pi, pv, bound, ptr, idx, val)
+        _check_mask(mask, (m, n))
+        mmode, m_ptr, m_idx = (2 if complement else 1), mask.ptr, mask.idx
+        allow = np.full(m, -1, np.int64)
+    if cap * 12 > RESERVE_BYTES:       # not worth reserving: count exactly first
+        if mask is None:
+            exact = _symbolic(ap, ai, bp, bi, m, flops, acc)
+        else:
+            exact = K.symbolic_masked(ap, ai, bp, bi, m, n, m_ptr, m_idx, mmode)
+        cap = int(exact.sum()) + int(added.sum())
+    ptr, idx, val = _outputs(n, cap)
+    if sr == K.PLUS_TIMES and mmode == 0:      # the plain kernels: no branch inside
+        if acc == "dense":
+            K.spa_multiply(ap, ai, av, bp, bi, bv, pp, pi, pv, _where(m, cap), ptr, idx, val)
+        else:
+            K.hash_multiply(ap, ai, av, bp, bi, bv, pp, pi, pv, bound, ptr, idx, val)
+    elif acc == "dense":
+        K.spa_semiring(sr, mmode, ap, ai, av, bp, bi, bv, pp, pi, pv, m_ptr, m_idx, allow,
+                       _where(m, cap), ptr, idx, val)
+    else:
+        K.hash_semiring(sr, mmode, ap, ai, av, bp, bi, bv, pp, pi, pv, m_ptr, m_idx, allow,
+                        bound, ptr, idx, val)
     return _finish(ptr, idx, val, (m, n), sort)
 
 
-def merge(blocks, *, sort: bool = False, accumulator: str = "auto") -> CscBlock:
-    """Sum of same-shape blocks in one pass (Merge-Layer / Merge-Fiber).
+def merge(blocks, *, sort: bool = False, accumulator: str = "auto", semiring=0) -> CscBlock:
+    """Semiring sum of same-shape blocks in one pass (Merge-Layer / Merge-Fiber).
 
     The output is reserved at the inputs' total nonzeros, which are in memory
     already, so no exact pre-count is ever needed.
@@ -169,6 +210,7 @@ def merge(blocks, *, sort: bool = False, accumulator: str = "auto") -> CscBlock:
         out = blocks[0]
         return sort_block(out) if sort and not out.sorted else out
     m, n = shape
+    sr = semiring_code(semiring)
     ptrs, idxs, vals = _lists([b.ptr for b in blocks], [b.idx for b in blocks],
                               [b.val for b in blocks])
     bound, cap = K.merge_bounds(ptrs, n, m)
@@ -176,9 +218,14 @@ def merge(blocks, *, sort: bool = False, accumulator: str = "auto") -> CscBlock:
     _valid(acc)
     ptr, idx, val = _outputs(n, cap)
     if acc == "dense":
-        K.spa_merge(ptrs, idxs, vals, _where(m, cap), ptr, idx, val)
-    else:
+        if sr == K.PLUS_TIMES:
+            K.spa_merge(ptrs, idxs, vals, _where(m, cap), ptr, idx, val)
+        else:
+            K.spa_merge_semiring(sr, ptrs, idxs, vals, _where(m, cap), ptr, idx, val)
+    elif sr == K.PLUS_TIMES:
         K.hash_merge(ptrs, idxs, vals, bound, ptr, idx, val)
+    else:
+        K.hash_merge_semiring(sr, ptrs, idxs, vals, bound, ptr, idx, val)
     return _finish(ptr, idx, val, shape, sort)
 
 
@@ -209,6 +256,16 @@ def topk(block: CscBlock, k: int) -> CscBlock:
 def _check(a: CscBlock, b: CscBlock) -> None:
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"inner dimensions differ: {a.shape} @ {b.shape}")
+
+
+_NO_PTR = np.zeros(1, np.int64)
+_NO_IDX = np.zeros(0, np.int32)
+
+
+def _check_mask(mask: CscBlock, shape) -> None:
+    if tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"the mask is {mask.shape[0]} x {mask.shape[1]}, the product "
+                         f"{shape[0]} x {shape[1]}")
 
 
 def _valid(acc: str) -> None:

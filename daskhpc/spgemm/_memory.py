@@ -62,8 +62,9 @@ def read_peak() -> int | None:
     return _status("VmHWM")
 
 
-def warm_up() -> None:
-    """Load every numba kernel once, so compiling does not count as run memory."""
+def warm_up(semiring: int = 0, masked: bool = False) -> None:
+    """Load every numba kernel once, so compiling does not count as run memory (and the
+    kernel of ``semiring`` and/or a mask, when the run uses one)."""
     import numpy as np
     import scipy.sparse as sp
 
@@ -76,6 +77,12 @@ def warm_up() -> None:
         _local.merge([c, c], sort=True, accumulator=acc)
         _local.fused_multiply([a, a], [a, a], accumulator=acc)
         _local.local_symbolic(a, a, accumulator=acc)
+    _local.local_symbolic(a, a, mask=a)          # C<M>'s masked LocalSymbolic
+    if semiring or masked:
+        for acc in ("dense", "hash"):
+            c2 = _local.local_multiply(a, a, accumulator=acc, semiring=semiring,
+                                       mask=a if masked else None)
+            _local.merge([c2, c2], accumulator=acc, semiring=semiring)
     _local.topk(c, 2)
     _local.select_columns(c, np.arange(2))
     _consumers._masked_dot(c.ptr, c.idx, c.val, a.ptr, a.idx, a.val, 8)

@@ -15,6 +15,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,12 +25,14 @@ from daskhpc.errors import InputError
 
 from ._block import CscBlock
 from ._consumers import Consumer, parse_consumer
+from ._kernels import SEMIRINGS
 from ._grid import Grid, Layout
 from ._memory import parse_bytes
 from ._prep import check_inputs, localize, permutations
 from ._symbolic import BYTES_PER_UNMERGED, planned_batches
 
-__all__ = ["Setup", "prepare", "fingerprint", "matrix_digest", "KEEPS"]
+__all__ = ["Setup", "prepare", "fingerprint", "matrix_digest", "check_semiring", "check_mask",
+           "KEEPS"]
 
 #: Where a kept C ends (``multiply(keep=...)``).
 KEEPS = ("client", "workers")
@@ -68,6 +71,33 @@ class Setup:
     sources: dict | None = None
     #: where a kept C ends: ``client`` (gathered, CSR) or ``workers`` (a dask array)
     keep: str = "client"
+    #: the semiring's code (``SEMIRINGS[semiring]`` is its name)
+    semiring: int = 0
+    #: C<!M>: keep the entries *not* in the mask's pattern
+    complement: bool = False
+
+    @property
+    def semiring_name(self) -> str:
+        return SEMIRINGS[self.semiring]
+
+    def mask_blocks(self) -> dict:
+        """The mask's piece of every cell: its rows x its whole column block (permuted
+        like C), what the cell's multiply (``mpiece`` per batch) and masked LocalSymbolic
+        take."""
+        mp = sp.csc_array(sp.csr_array(self.mask)[self.pr][:, self.pc])
+        lay = self.layout(1)
+        out = {}
+        for (i, j, k) in self.grid.cells():
+            piece = sp.csc_array(mp[slice(*lay.rows(i))][:, slice(*lay.cols(j))])
+            out[(i, j, k)] = CscBlock.from_scipy(piece)
+        return out
+
+    def mask_report(self) -> dict | None:
+        """What the report records of the mask."""
+        if self.mask is None:
+            return None
+        return {"shape": [int(x) for x in self.mask.shape], "nnz": int(self.mask.nnz),
+                "complement": self.complement}
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -116,13 +146,17 @@ class Setup:
 def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
             batches="auto", consume="keep", window: int = 1, seed: int | None = 0,
             r: float = BYTES_PER_UNMERGED, local: str = "fused", mask=None,
-            keep: str = "client") -> Setup:
+            keep: str = "client", semiring="plus_times", complement: bool = False) -> Setup:
     """Check the inputs and options and cut the blocks of a run on ``nworkers`` workers.
 
     Parameters are those of :func:`daskhpc.spgemm.multiply`; ``grid=None`` means one
     cell per worker, square layers (``Grid.for_workers``: any worker count).
     """
     a, b = check_inputs(a, a if b is None else b)
+    sr = check_semiring(semiring)
+    mask = check_mask(mask, (a.shape[0], b.shape[1]))
+    if complement and mask is None:
+        raise InputError("the mask's complement needs a mask (--mask FILE)")
     consumer = consume if isinstance(consume, Consumer) else parse_consumer(consume)
     if local not in ("staged", "fused"):
         raise InputError(f"local must be 'staged' or 'fused', not {local!r}")
@@ -156,12 +190,42 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
             pc = localize(pc, np.unique(np.concatenate(Layout(g, shape, known_b).sub_bounds)))
     ap, bp = a[pr][:, pk], b[pk][:, pc]
     s = Setup(a, b, g, int(nworkers), mem, batches, consumer, int(window), seed, float(r),
-              local, None if mask is None else sp.csr_array(mask), pr, pk, pc, ap, bp,
-              keep=keep)
+              local, mask, pr, pk, pc, ap, bp, keep=keep, semiring=sr,
+              complement=bool(complement))
     s.a_blocks, s.b_blocks = _cut(ap, bp, lay1)
     if s.mem_cell is not None:           # fail before any work if inputs alone do not fit
         planned_batches(0, s.nnz_a, s.nnz_b, s.mem_cell, r, str(g))
     return s
+
+
+def check_semiring(semiring) -> int:
+    """The code of a semiring name, or a one-line InputError listing the names."""
+    if isinstance(semiring, (int, np.integer)) and 0 <= int(semiring) < len(SEMIRINGS):
+        return int(semiring)
+    if semiring in SEMIRINGS:
+        return SEMIRINGS.index(semiring)
+    raise InputError(f"semiring must be one of {', '.join(SEMIRINGS)}, not {semiring!r}")
+
+
+def check_mask(mask, shape) -> sp.csr_array | None:
+    """The mask as CSR (a path is read like A), or a one-line InputError when its shape
+    is not C's. Only its pattern counts (stored entries, whatever their values)."""
+    if mask is None:
+        return None
+    from ._prep import matrix_of
+
+    name = f"{os.fspath(mask)}: " if isinstance(mask, (str, os.PathLike)) else ""
+    m = matrix_of(mask)
+    if not sp.issparse(m):
+        m = np.asarray(m)
+        if m.ndim != 2:
+            raise InputError(f"{name}the mask must be a 2-D matrix, got {m.ndim} dimension(s)")
+    m = sp.csr_array(m, dtype=np.float64)
+    if m.shape != tuple(shape):
+        raise InputError(f"{name}the mask is {m.shape[0]} x {m.shape[1]}, but C = A·B is "
+                         f"{shape[0]} x {shape[1]}")
+    m.sum_duplicates()
+    return m
 
 
 def _cut(ap, bp, lay: Layout) -> tuple[dict, dict]:
@@ -219,4 +283,6 @@ def fingerprint(s: Setup) -> dict:
         fp["r"] = s.r
     if s.mask is not None:
         fp["mask"] = matrix_digest(s.mask)
+    if s.semiring or s.complement:          # so that older checkpoints still match
+        fp.update(semiring=s.semiring_name, complement=s.complement)
     return fp

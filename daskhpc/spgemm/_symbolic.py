@@ -119,7 +119,7 @@ class GridSymbolic:
 
 @njit(cache=True, nogil=True)
 def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, in_s, in_k, col_block, col_batch,
-               col_layer, q, l, nb, m):
+               col_layer, q, l, nb, m, m_ptr, m_idx, mmode):
     unmerged = np.zeros((nb, q, q, l), np.int64)
     layer = np.zeros((nb, q, q, l, l), np.int64)
     final = np.zeros((nb, q, q, l), np.int64)
@@ -127,7 +127,12 @@ def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, in_s, in_k, col_block, col
     mark_s = np.full(m, -1, np.int64)       # stamp of (column, stage, layer)
     mark_d = np.full(m * l, -1, np.int64)   # stamp of column, one row per layer
     mark_c = np.full(m, -1, np.int64)       # stamp of column
+    allow = np.full(m if mmode else 0, -1, np.int64)   # rows of the mask's column c
+    inside = mmode == 1
     for c in range(b_ptr.size - 1):
+        if mmode != 0:
+            for e in range(m_ptr[c], m_ptr[c + 1]):
+                allow[m_idx[e]] = c
         j = col_block[c]
         t = col_batch[c]
         k2 = col_layer[c]
@@ -141,6 +146,8 @@ def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, in_s, in_k, col_block, col
                 row = a_idx[t_a]
                 i = row_block[row]
                 flops[t, i, j, k] += 1
+                if mmode != 0 and (allow[row] == c) != inside:
+                    continue                        # C<M>: the entry is never formed
                 if mark_s[row] != stamp:
                     mark_s[row] = stamp
                     unmerged[t, i, j, k] += 1
@@ -153,7 +160,8 @@ def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, in_s, in_k, col_block, col
     return unmerged, layer, final, flops
 
 
-def grid_symbolic(a, b, grid: Grid, nbatches: int = 1) -> GridSymbolic:
+def grid_symbolic(a, b, grid: Grid, nbatches: int = 1, mask=None,
+                  complement: bool = False) -> GridSymbolic:
     """Symbolic3D (Algorithm 3, lines 2-8) for every cell, computed in one process.
 
     Parameters
@@ -163,6 +171,9 @@ def grid_symbolic(a, b, grid: Grid, nbatches: int = 1) -> GridSymbolic:
     grid : Grid
     nbatches : int
         b; the per-batch counts use the block-cyclic split of Fig. 1(i).
+    mask : scipy sparse, optional
+        C<M> (permuted like ``a`` and ``b``): only the entries in its pattern (not in
+        it, with ``complement``) are counted; flops count every product.
 
     Returns
     -------
@@ -174,9 +185,15 @@ def grid_symbolic(a, b, grid: Grid, nbatches: int = 1) -> GridSymbolic:
     in_s, in_k = lay.inner_slice_of()
     # int64 indices whatever scipy chose: one compiled specialisation of the pass
     i64 = [np.asarray(x, np.int64) for x in (ac.indptr, ac.indices, bc.indptr, bc.indices)]
+    if mask is None:
+        mm = (np.zeros(1, np.int64), np.zeros(0, np.int64), 0)
+    else:
+        mc = _csc(mask)
+        mm = (np.asarray(mc.indptr, np.int64), np.asarray(mc.indices, np.int64),
+              2 if complement else 1)
     unmerged, layer, final, flops = _grid_pass(
         *i64, lay.row_block_of(), in_s, in_k,
-        col_block, col_batch, col_layer, grid.q, grid.l, lay.b, max(a.shape[0], 1))
+        col_block, col_batch, col_layer, grid.q, grid.l, lay.b, max(a.shape[0], 1), *mm)
     nnz_a, nnz_b = cell_input_nnz(ac, bc, lay)
     bcoo = sp.coo_array(bc)
     nnz_b_batch = np.zeros((lay.b, grid.q, grid.q, grid.l), np.int64)

@@ -17,9 +17,9 @@ from . import _local
 from ._block import CscBlock
 
 __all__ = ["summary", "send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total", "fused_layer",
-           "fused_part", "fused_own", "merge_layer", "fiber_part", "merge_fiber", "consume",
-           "batch_done", "batch_done_reported", "save_kept", "load_kept", "save_piece",
-           "save_piece_from", "piece_matrix"]
+           "fused_part", "fused_own", "mask_piece", "merge_layer", "fiber_part", "merge_fiber",
+           "consume", "batch_done", "batch_done_reported", "save_kept", "load_kept",
+           "save_piece", "save_piece_from", "piece_matrix"]
 
 
 @sizeof.register(CscBlock)
@@ -45,9 +45,11 @@ def b_piece(block: CscBlock, cols: np.ndarray) -> CscBlock:
     return _local.select_columns(block, cols)
 
 
-def stage_symbolic(a: CscBlock, b: CscBlock) -> int:
-    """LocalSymbolic (Algorithm 3 line 8): nonzeros of one stage's product."""
-    counts, _ = _local.local_symbolic(a, b)
+def stage_symbolic(a: CscBlock, b: CscBlock, mask: CscBlock | None = None,
+                   complement: bool = False) -> int:
+    """LocalSymbolic (Algorithm 3 line 8): nonzeros of one stage's product (only those
+    the mask keeps, with a mask)."""
+    counts, _ = _local.local_symbolic(a, b, mask=mask, complement=complement)
     return int(counts.sum())
 
 
@@ -56,17 +58,25 @@ def cell_total(*counts: int) -> int:
     return int(sum(counts))
 
 
-def stage_multiply(a: CscBlock, b: CscBlock) -> CscBlock:
-    """Local-Multiply (Algorithm 1 line 7), unsorted hash."""
-    return _local.local_multiply(a, b)
+def stage_multiply(a: CscBlock, b: CscBlock, spec=(0, False), mask=None) -> CscBlock:
+    """Local-Multiply (Algorithm 1 line 7), unsorted hash. ``spec``: (semiring code,
+    complement) of the run; ``mask``: the batch's mask piece of the cell, or None."""
+    return _local.local_multiply(a, b, semiring=spec[0], mask=mask, complement=spec[1])
 
 
-def fused_layer(sort: bool, nstages: int, *blocks: CscBlock) -> CscBlock:
+def fused_layer(sort: bool, nstages: int, spec, mask, *blocks: CscBlock) -> CscBlock:
     """Local-Multiply of every stage and Merge-Layer in one hash pass (``fused``)."""
-    return _local.fused_multiply(blocks[:nstages], blocks[nstages:], sort=sort)
+    return _local.fused_multiply(blocks[:nstages], blocks[nstages:], sort=sort,
+                                 semiring=spec[0], mask=mask, complement=spec[1])
 
 
-def fused_part(nstages: int, lo: int, hi: int, after, *blocks: CscBlock) -> CscBlock:
+def mask_piece(mask: CscBlock, lo: int, hi: int) -> CscBlock | None:
+    """Columns ``lo:hi`` of a batch's mask piece (None without a mask)."""
+    return None if mask is None else fiber_part(mask, lo, hi)
+
+
+def fused_part(nstages: int, lo: int, hi: int, after, spec, mask,
+               *blocks: CscBlock) -> CscBlock:
     """Columns ``lo:hi`` of the fused layer product: one fiber piece, computed directly.
 
     With ``fused`` and l > 1 a cell computes each piece of its layer product
@@ -74,22 +84,25 @@ def fused_part(nstages: int, lo: int, hi: int, after, *blocks: CscBlock) -> CscB
     only to keep them in order), so that AllToAll-Fiber can start at once.
     """
     b_cols = [fiber_part(b, lo, hi) for b in blocks[nstages:]]
-    return _local.fused_multiply(blocks[:nstages], b_cols)
+    return _local.fused_multiply(blocks[:nstages], b_cols, semiring=spec[0],
+                                 mask=mask_piece(mask, lo, hi), complement=spec[1])
 
 
-def fused_own(sort: bool, nstages: int, lo: int, hi: int, nrecv: int, *blocks) -> CscBlock:
+def fused_own(sort: bool, nstages: int, lo: int, hi: int, nrecv: int, spec, mask,
+              *blocks) -> CscBlock:
     """Merge-Fiber fused with the multiply of the piece of the layer product that
     stays (columns ``lo:hi``): the ``nrecv`` pieces other layers sent are summed
     into the same accumulator."""
     received = blocks[:nrecv]
     a_blocks = blocks[nrecv:nrecv + nstages]
     b_cols = [fiber_part(b, lo, hi) for b in blocks[nrecv + nstages:]]
-    return _local.fused_multiply(a_blocks, b_cols, add=received, sort=sort)
+    return _local.fused_multiply(a_blocks, b_cols, add=received, sort=sort, semiring=spec[0],
+                                 mask=mask_piece(mask, lo, hi), complement=spec[1])
 
 
-def merge_layer(*partials: CscBlock) -> CscBlock:
+def merge_layer(semiring: int, *partials: CscBlock) -> CscBlock:
     """Merge-Layer (Algorithm 1 line 8): hash merge of the stage products, unsorted."""
-    return _local.merge(partials)
+    return _local.merge(partials, semiring=semiring)
 
 
 def fiber_part(d: CscBlock, lo: int, hi: int) -> CscBlock:
@@ -99,9 +112,9 @@ def fiber_part(d: CscBlock, lo: int, hi: int) -> CscBlock:
     return CscBlock(ptr, d.idx[a:z], d.val[a:z], (d.shape[0], hi - lo), d.sorted)
 
 
-def merge_fiber(sort: bool, *parts: CscBlock) -> CscBlock:
+def merge_fiber(sort: bool, semiring: int, *parts: CscBlock) -> CscBlock:
     """Merge-Fiber (Algorithm 2 line 6); sorted only if the consumer needs it."""
-    return _local.merge(parts, sort=sort)
+    return _local.merge(parts, sort=sort, semiring=semiring)
 
 
 def consume(consumer, block: CscBlock, info: dict, operand=None, prev=None, rows=None):
