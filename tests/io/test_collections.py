@@ -23,15 +23,22 @@ def frame(rows, cols, vals, npartitions=2, **more):
     return dd.from_pandas(pd.DataFrame(data), npartitions=npartitions)
 
 
-def held(client, expect: int | None = None) -> int:
-    """Keys in the workers' memory (waiting, up to 30 s, for releases to arrive)."""
+def held(client) -> set:
+    """The keys in the workers' memory."""
+    return {k for keys in client.run(lambda dask_worker: list(dask_worker.data)).values()
+            for k in keys}
+
+
+def added(client, before: set) -> set:
+    """Keys held now that were not held ``before``, waiting (up to 30 s) for releases in
+    flight: a count would race with the earlier tests' own releases, a set does not."""
     import time
 
     deadline = time.monotonic() + 30
     while True:
-        n = sum(client.run(lambda dask_worker: len(dask_worker.data)).values())
-        if expect is None or n == expect or time.monotonic() > deadline:
-            return n
+        new = held(client) - before
+        if not new or time.monotonic() > deadline:
+            return new
         time.sleep(0.05)
 
 
@@ -108,7 +115,7 @@ def test_bad_collections_one_line(client2, make, expect):
     with pytest.raises(InputError) as e:
         read_nonzeros(make(), client2, order=2, name="A", shape=(4, 4))
     assert str(e.value).startswith(expect) and "\n" not in str(e.value)
-    assert held(client2, before) == before    # nothing left on the workers
+    assert added(client2, before) == set()    # nothing left on the workers
 
 
 def test_unknown_chunk_sizes(client2):
