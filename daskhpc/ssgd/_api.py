@@ -24,7 +24,8 @@ from daskhpc._workflows import RunOptions
 from daskhpc.report import ratio_or_none, unavailable
 
 from ._checkpoint import fingerprint, restore, save_partition
-from ._kernels import learning_rate, predict_pairs
+from ._kernels import learning_rate
+from ._serial import value_quality
 from ._result import SSGDResult
 from ._setup import Setup, prepare
 
@@ -404,28 +405,4 @@ def _quality(s: Setup, history, W, H) -> dict:
                             "training mean: its RMSE is 0")
             else:
                 q["improvement_over_mean"] = 1.0 - r
-    return q
-
-
-def value_quality(rows, cols, vals, test_vals, W, H, o, mu, clip) -> dict:
-    """The quality numbers that need the ratings: the final objective and train RMSE
-    (with W, H) and the global mean's test RMSE. Run on the client, or for a collection
-    on the worker that holds the training ratings in training order: the same bits."""
-    q = {}
-    if W is not None:
-        e = vals - predict_pairs(W, H, rows, cols, mu if o.biased else None)
-        F = o.rank
-        Wt, Ht = W[rows], H[cols]
-        terms = e * e + o.reg * (np.einsum("if,if->i", Wt[:, :F], Wt[:, :F]) +
-                                 np.einsum("if,if->i", Ht[:, :F], Ht[:, :F]))
-        if o.biased:
-            terms += o.bias_reg * (Wt[:, F] ** 2 + Ht[:, F] ** 2)
-        q["final_objective"] = float(0.5 * np.sum(terms))
-        # the model's own predictions are clipped to the training range, as the test
-        # RMSE's are: the train RMSE of the same predictions (the objective keeps e)
-        c = vals - np.clip(vals - e, *clip)
-        q["final_train_rmse"] = float(np.sqrt(np.mean(c * c)))
-    if test_vals.size:
-        mean = float(vals.mean()) if vals.size else 0.0
-        q["global_mean_rmse"] = float(np.sqrt(np.mean((test_vals - mean) ** 2)))
     return q

@@ -181,7 +181,7 @@ class Values:
 
     def quality(self, W, H, s) -> dict:
         """The value-dependent quality numbers, computed on the keeper."""
-        from ._api import value_quality
+        from ._serial import value_quality
 
         o = s.options
         who = list(self.client.who_has([self.keeper]).get(self.keeper.key) or [])

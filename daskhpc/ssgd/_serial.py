@@ -23,10 +23,10 @@ import time
 
 import numpy as np
 
-from ._kernels import block_seed, error_sse, initial_rows, learning_rate, sweep
+from ._kernels import block_seed, error_sse, initial_rows, learning_rate, predict_pairs, sweep
 from ._setup import Setup
 
-__all__ = ["run_serial", "initial_factors"]
+__all__ = ["run_serial", "initial_factors", "value_quality"]
 
 
 def initial_factors(s: Setup) -> tuple[np.ndarray, np.ndarray]:
@@ -90,3 +90,27 @@ def _sum(values) -> float:
 def _sum_by_part(loss: np.ndarray) -> float:
     """Sum over sub-epochs within each part, then over parts (the driver's order)."""
     return _sum(_sum(row) for row in loss)
+
+
+def value_quality(rows, cols, vals, test_vals, W, H, o, mu, clip) -> dict:
+    """The quality numbers that need the ratings: the final objective and train RMSE
+    (with W, H) and the global mean's test RMSE. Run on the client, or for a collection
+    on the worker that holds the training ratings in training order: the same bits."""
+    q = {}
+    if W is not None:
+        e = vals - predict_pairs(W, H, rows, cols, mu if o.biased else None)
+        F = o.rank
+        Wt, Ht = W[rows], H[cols]
+        terms = e * e + o.reg * (np.einsum("if,if->i", Wt[:, :F], Wt[:, :F]) +
+                                 np.einsum("if,if->i", Ht[:, :F], Ht[:, :F]))
+        if o.biased:
+            terms += o.bias_reg * (Wt[:, F] ** 2 + Ht[:, F] ** 2)
+        q["final_objective"] = float(0.5 * np.sum(terms))
+        # the model's own predictions are clipped to the training range, as the test
+        # RMSE's are: the train RMSE of the same predictions (the objective keeps e)
+        c = vals - np.clip(vals - e, *clip)
+        q["final_train_rmse"] = float(np.sqrt(np.mean(c * c)))
+    if test_vals.size:
+        mean = float(vals.mean()) if vals.size else 0.0
+        q["global_mean_rmse"] = float(np.sqrt(np.mean((test_vals - mean) ** 2)))
+    return q
