@@ -12,9 +12,9 @@ Examples
 """
 
 from ._collections import Nonzeros, is_collection, labels_route, read_nonzeros, route
-from ._collections import (Edges, Rows, check_rows, join_rows, read_edge_list, read_rows,
-                           rows_route)
-from ._collections import ratings_files, read_ratings_frame   # ratings with original ids
+from ._collections_edges import (Edges, Rows, check_rows, join_rows, read_edge_list,
+                                 read_rows, rows_route)
+from ._collections_ratings import ratings_files, read_ratings_frame   # original ids
 from ._common import FORMATS, SparseInput
 from ._detect import detect_format, formats_of, read
 from ._edgecsv import read_edge_csv

@@ -52,7 +52,10 @@ def test_edge_frame_equals_the_file(client2, tmp_path):
     assert np.array_equal(ref.logits, got.logits)
     assert isinstance(got.predictions, da.Array)
     assert got.predictions.chunks == ((25,) * (n // 25) + ((n % 25,) if n % 25 else ()),)
-    assert np.array_equal(got.predictions.compute(), ref.predictions)
+    # computed by the client that holds the blocks: the process's default client is the
+    # newest one made (another session cluster, in a full test run), which has no such keys
+    with client2.as_current():
+        assert np.array_equal(got.predictions.compute(), ref.predictions)
     assert got.report()["serial_check"]["identical"]
     assert got.report()["input"]["nodes"] == n
     # what the workers sent the client: dense pins, summaries, the labels, the node

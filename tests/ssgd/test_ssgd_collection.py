@@ -52,7 +52,10 @@ def test_frame_equals_file_and_factors_as_dask_arrays(client2, tmp_path):
     assert b.row_ids.tolist() == sorted(set(df.user)) and b.report()["input"]["nnz"] == len(df)
     W, H = b.to_dask(client2)
     assert isinstance(W, da.Array) and W.numblocks[0] == 2
-    assert np.array_equal(W.compute(), b.W) and np.array_equal(H.compute(), b.H)
+    # computed by the client that holds the blocks: the process's default client is the
+    # newest one made (another session cluster, in a full test run), which has no such keys
+    with client2.as_current():
+        assert np.array_equal(W.compute(), b.W) and np.array_equal(H.compute(), b.H)
 
 
 def test_string_ids_biased_and_serial_check(client2, tmp_path):
