@@ -194,19 +194,26 @@ class Batches:
 
         out = [(f, w, *piece_of(name, t)) for t in sorted(self.kept)
                for f, w, name in self.kept[t]]
+        for t, name, path, w in self._in_checkpoint_only():
+            f = self.client.submit(load_kept, path, workers=[w], allow_other_workers=False,
+                                   pure=False)
+            out.append((f, w, *piece_of(name, t)))
+        self.kept = {}          # the caller owns the futures now
+        return out
+
+    def _in_checkpoint_only(self) -> list:
+        """``(batch, name, path, worker)`` of every kept block recorded in the checkpoint
+        but no longer in memory, spread over the workers in turn (a task there reads it)."""
         workers = sorted(self.client.scheduler_info()["workers"])
         disk = [(t, name) for t in sorted(self.files) if t not in self.kept
                 for name in self.files[t]]
+        out = []
         for n, (t, name) in enumerate(disk):
             path = self.ck.file(t, name)
             if not os.path.exists(path):
                 raise InputError(f"{path}: missing from the checkpoint (batch {t} is "
                                  "recorded complete)")
-            w = workers[n % len(workers)]
-            f = self.client.submit(load_kept, path, workers=[w], allow_other_workers=False,
-                                   pure=False)
-            out.append((f, w, *piece_of(name, t)))
-        self.kept = {}          # the caller owns the futures now
+            out.append((t, name, path, workers[n % len(workers)]))
         return out
 
     def _to_files(self) -> dict:
@@ -227,15 +234,7 @@ class Batches:
         writes = [(self.client.submit(save_piece, f, self.save, piece_name(t, cell), shape,
                                       workers=[w], allow_other_workers=False, pure=False), w)
                   for f, w, t, cell in pieces]
-        workers = sorted(self.client.scheduler_info()["workers"])
-        disk = [(t, name) for t in sorted(self.files) if t not in self.kept
-                for name in self.files[t]]
-        for n, (t, name) in enumerate(disk):
-            path = self.ck.file(t, name)
-            if not os.path.exists(path):
-                raise InputError(f"{path}: missing from the checkpoint (batch {t} is "
-                                 "recorded complete)")
-            w = workers[n % len(workers)]
+        for t, name, path, w in self._in_checkpoint_only():
             writes.append((self.client.submit(
                 save_piece_from, path, self.save, piece_name(*piece_of(name, t)), shape,
                 workers=[w], allow_other_workers=False, pure=False), w))
