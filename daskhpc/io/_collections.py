@@ -189,13 +189,19 @@ def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=No
                     sum(s["nonzero"] for s in stats))
 
 
-def _frame_columns(x, columns, order, name, min_order) -> list:
+def _named_columns(x, columns, name) -> list:
+    """``columns`` (default: all of the DataFrame's), each checked to be one of them."""
     names = list(x.columns)
     cols = names if columns is None else list(columns)
     for c in cols:
         if c not in names:
             raise InputError(f"{name}: column {c!r} is not in the DataFrame (columns: "
                              f"{', '.join(map(str, names))})")
+    return cols
+
+
+def _frame_columns(x, columns, order, name, min_order) -> list:
+    cols = _named_columns(x, columns, name)
     want = f"{order} id columns and a value" if order else \
         f"at least {min_order} id columns and a value"
     if len(cols) < min_order + 1 or (order is not None and len(cols) != order + 1):

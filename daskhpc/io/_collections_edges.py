@@ -14,7 +14,7 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-from ._collections import _frame_piece, _kind, _summary, dataframe_module
+from ._collections import _frame_piece, _kind, _named_columns, _summary, dataframe_module
 
 __all__ = ["Edges", "read_edge_list", "Rows", "read_rows", "check_rows", "rows_route",
            "join_rows"]
@@ -72,12 +72,7 @@ def read_edge_list(x, client, *, columns=None, name: str = "edges") -> Edges:
     from dask import delayed
     from dask.base import tokenize
 
-    names = list(x.columns)
-    cols = names if columns is None else list(columns)
-    for c in cols:
-        if c not in names:
-            raise InputError(f"{name}: column {c!r} is not in the DataFrame (columns: "
-                             f"{', '.join(map(str, names))})")
+    cols = _named_columns(x, columns, name)
     if len(cols) not in (2, 3):
         raise InputError(f"{name}: {len(cols)} columns ({', '.join(map(str, cols))}); an "
                          "edge list has source, target and optionally a weight (name them "
