@@ -131,3 +131,25 @@ def test_no_private_module_of_another_package():
             if theirs != mine and private and theirs not in LAYERS[0]:
                 bad.append((m, t))
     assert not bad, f"private modules of other packages imported: {bad}"
+
+
+#: docs/architecture.md "The skeleton": the same file for the same role in every workflow
+#: package; the steps are a Program (_program.py) or an attempt graph (_graph.py, _tasks.py).
+SKELETON = ("__init__", "_cli", "_setup", "_plan", "_kernels", "_serial", "_job", "_result",
+            "_api")
+STEPS = (("_program",), ("_graph", "_tasks"))
+
+
+def test_every_workflow_package_has_the_skeleton():
+    missing = {}
+    for n in available():
+        pkg = package_of(n)
+        if not pkg.startswith("daskhpc."):
+            continue
+        here = ROOT / pkg.split(".", 1)[1]
+        gone = [f for f in SKELETON if not (here / f"{f}.py").exists()]
+        if not any(all((here / f"{f}.py").exists() for f in way) for way in STEPS):
+            gone.append("_program (or _graph and _tasks)")
+        if gone:
+            missing[n] = gone
+    assert not missing, f"workflow packages without the skeleton's files: {missing}"

@@ -13,64 +13,22 @@ True
 
 from __future__ import annotations
 
-import functools
 import time
-from collections import Counter
 
 import numpy as np
 
 from daskhpc._workflows import RunOptions
-from daskhpc.comm import Plan, run_local_history
+from daskhpc.comm import run_local_history
 from daskhpc.report import new_report
 
-from ._program import assemble, fingerprint, model, program, row, statics, warm_up
+from ._job import linear_job
+from ._plan import sections
+from ._program import assemble, fingerprint, model, program, row, statics
 from ._result import LinearResult
 from ._serial import run_serial
-from ._setup import Setup, prepare
+from ._setup import prepare
 
 __all__ = ["fit", "fit_local", "serial_fit", "plan", "sections"]
-
-
-def sections(s: Setup, history=None, command=None, epochs=None) -> dict:
-    """Report sections shared by ``plan`` and the runs."""
-    o = s.options
-    out = {"command": command, "input": dict(s.data.source), "parts": s.nparts,
-           "loss": o.loss, "classes": s.data.classes.tolist(), "models": s.K,
-           "learning_rate": o.learning_rate, "penalty": o.penalty,
-           "topk": o.topk, "error_feedback": o.error_feedback,
-           "allreduce": o.allreduce, "seed": o.seed,
-           "options": {k: getattr(o, k) for k in o.__dataclass_fields__}}
-    out["steps"] = {"iterations_per_epoch": s.T}
-    if s.data.notes:
-        out["notes"] = list(s.data.notes)
-    eps = range(o.epochs) if epochs is None else epochs
-    algos, per_epoch = Counter(), []
-    for e in eps:
-        calls = s.calls(e)
-        algos.update(a.name for a, _, _ in calls)
-        per_epoch.append({"epoch": e, "steps": sum(a.nstages for a, _, _ in calls) + 1,
-                          "planned_bytes": int(sum(p.message_bytes().sum() for _, p, _ in calls)),
-                          "messages": int(sum(p.num_messages for _, p, _ in calls))})
-    first = per_epoch[0]
-    e0 = eps[0] if len(eps) else 0
-    # the paper's metrics of one epoch: its calls one after the other (a stage a phase)
-    epoch = Plan.concat([p for _, p, _ in s.calls(e0)]).report()
-    out["plan"] = {**epoch, "per_epoch": per_epoch, "algorithms": dict(algos),
-                   "planned_bytes_per_epoch": first["planned_bytes"],
-                   "messages_per_epoch": first["messages"], "steps_per_epoch": first["steps"],
-                   "exact": s.k is None,
-                   "note": None if s.k is None else "Top-k: dense-bound plans (no message "
-                   "is larger); measured sends are in the history"}
-    choice = next((c for _, _, c in s.calls(eps[0] if epochs else 0) if c), None)
-    if choice:
-        out["choice"] = {"example": choice, "alpha": choice["alpha"], "beta": choice["beta"]}
-    out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
-    if history is not None:
-        out["timing"]["per_iteration_s"] = [h["time_s"] for h in history]
-        last = history[-1]
-        out["quality"] = {k: last[k] for k in ("train_loss", "train_accuracy", "test_loss",
-                                               "test_accuracy") if k in last}
-    return out
 
 
 def plan(X, y=None, nparts: int = 4, *, test=None, epochs_shown: int = 1, command=None,
@@ -199,7 +157,7 @@ def fit(X, y=None, nparts: int | None = None, *, test=None, in_loop: bool = True
 
 
 def _fit(client, run, X, y, nparts, test, in_loop, options):
-    from daskhpc.runtime import Job, exchange_mode, run_job, worker_addresses
+    from daskhpc.runtime import exchange_mode, run_job, worker_addresses
 
     from daskhpc.io import is_collection
 
@@ -216,11 +174,7 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     fp = fingerprint(s)
     if nz is not None:
         fp["collection"] = nz.token
-    job = Job("linear", s.nparts, s.options.epochs, row=functools.partial(row, s),
-              fingerprint=fp, program=functools.partial(program, s),
-              statics=statics(s) if nz is None else None,
-              assemble=functools.partial(assemble, s), warm_up=warm_up,
-              unit_name="epochs", in_loop=in_loop, exchange=exchange)
+    job = linear_job(s, fp, with_statics=nz is None, in_loop=in_loop, exchange=exchange)
     if nz is None:
         out = run_job(client, job, **run.frame())
     else:

@@ -1,6 +1,6 @@
 """C kept on disk as scipy ``save_npz`` pieces whose sum is C (``result.save(DIR)``).
 
-A run with ``save=DIR`` has its workers write the pieces (``_driver.Batches._to_files``);
+A run with ``save=DIR`` has its workers write the pieces (``_job.Batches._to_files``);
 this module covers a result saved afterwards: C in the client's memory (one piece), C
 left on the workers as a dask array (one piece per chunk, written where the chunk is),
 or pieces already written elsewhere (copied). The manifest that names them is written

@@ -23,13 +23,11 @@ import numpy as np
 from daskhpc._workflows import RunOptions
 from daskhpc.report import ratio_or_none, unavailable
 
-from ._checkpoint import fingerprint, restore, save_partition
-from ._kernels import learning_rate
 from ._serial import value_quality
 from ._result import SSGDResult
 from ._setup import Setup, prepare
 
-__all__ = ["fit", "serial_fit", "plan", "ssgd_job"]
+__all__ = ["fit", "serial_fit", "plan"]
 
 
 def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
@@ -136,6 +134,8 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
          partition_file):
     from daskhpc.runtime import exchange_mode, run_job, worker_addresses
 
+    from ._job import ssgd_job
+
     checkpoint, resume = run.checkpoint, run.resume
     if nparts is None:
         nparts = len(worker_addresses(client))
@@ -239,66 +239,6 @@ def _plain(ids) -> np.ndarray:
     """Ids as an array numpy saves without pickle (strings as unicode, not objects)."""
     a = np.asarray(ids)
     return a.astype(str) if a.dtype == object else a
-
-
-def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,
-             placement=None, timeline: list | None = None, exchange: str = "graph",
-             window: int | None = None):
-    """The frame's Job for the run prepared in ``s`` (epochs are its units).
-
-    ``timeline``, if given, receives the stratum-order plugin's rows of the last attempt.
-    ``window``: epochs per submission (default ``_driver.WINDOW``).
-    """
-    K, o = s.K, s.options
-    evaluated = set(s.runplan.eval_epochs.tolist())
-
-    def reporters(e):
-        out = set(range(K))
-        if e in evaluated:
-            out |= {("eval", p) for p in range(K)}
-        if checkpointing:
-            out |= {("ckpt", p) for p in range(K)}
-        return out
-
-    def row(e, rep):
-        loss = 0.0
-        for p in range(K):                 # per part, then over parts: the serial order
-            loss += rep[p]["loss"]
-        out = {"epoch": e, "lr": learning_rate(o.lr, e), "train_loss": loss}
-        if e in evaluated:
-            total = 0.0
-            for p in range(K):
-                total += rep[("eval", p)]["sse"]
-            out["test_rmse"] = float(np.sqrt(total / s.test.nnz))
-        return out
-
-    def attempt(ctx):
-        from ._driver import attempt_graph
-
-        return attempt_graph(s, ctx, order_plugin, timeline, exchange)
-
-    from daskhpc.runtime import GraphJob
-
-    return GraphJob("ssgd", K, o.epochs, row, fingerprint(s), attempt=attempt,
-               restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
-               savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
-               placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
-               opened=lambda ck: save_partition(s, ck), window=window,
-               diverged_hint=f"try a smaller --lr than {o.lr:g}")
-
-
-def _ring(K):
-    def place(workers):
-        from ._driver import ring_placement
-
-        return ring_placement(K, workers)
-    return place
-
-
-def _warm_up():
-    from ._tasks import warm_up
-
-    return warm_up()
 
 
 def serial_fit(data, nparts: int = 1, *, partition_file=None, command=None,

@@ -1,4 +1,4 @@
-"""The pinned graph of all epochs of an SSGD attempt (see ``_driver`` for the task table).
+"""The pinned graph of all epochs of an SSGD attempt (see ``_job`` for the task table).
 
 Examples
 --------

@@ -34,7 +34,7 @@ import numpy as np
 
 __all__ = ["sgd_block", "sgd_block_biased", "init_rows", "initial_rows", "sse_block",
            "sse_block_biased", "sweep", "error_sse", "predict_pairs", "block_seed",
-           "learning_rate", "Model"]
+           "learning_rate"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 

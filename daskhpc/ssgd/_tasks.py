@@ -20,7 +20,7 @@ were after its send sub-epoch (and fails loudly if it ran more than two visits l
 .. warning::
    Tasks act on worker-side state, so they must not be re-run: Dask's task retries must
    stay off. A lost worker ends the attempt; the driver re-places the parts and runs
-   again from the last checkpoint (``_driver``), never re-running single tasks.
+   again from the last checkpoint (``_job``), never re-running single tasks.
 
 Examples
 --------

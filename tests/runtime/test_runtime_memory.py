@@ -18,7 +18,7 @@ import pytest
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from daskhpc.runtime import Job, run_job
-from daskhpc.ssgd._api import ssgd_job
+from daskhpc.ssgd._job import ssgd_job
 from daskhpc.ssgd._setup import prepare
 from daskhpc.ssgd._synthetic import power_law_ratings
 from daskhpc.testing import toy_program, toy_row

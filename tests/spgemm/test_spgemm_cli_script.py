@@ -13,7 +13,7 @@ import pytest
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc.spgemm._api import compare_counts
+from daskhpc.spgemm._serial import compare_counts
 
 EXE = os.path.join(os.path.dirname(sys.executable), "daskhpc")
 A34 = "%%MatrixMarket matrix coordinate real general\n3 4 2\n1 1 1.0\n2 3 2.0\n"

@@ -98,7 +98,7 @@ def test_cli_run_with_check_serial(client4, ml_small):
 @pytest.mark.parametrize("module", ["_problem", "_strata", "_assign", "_dgap", "_plan",
                                     "_runplan", "_kernels", "_setup", "_serial", "_partdata",
                                     "_tasks", "_policy", "_result", "_synthetic", "_cli",
-                                    "_api", "_driver", "_plugin", "_checkpoint", "_estimator"])
+                                    "_api", "_job", "_plugin", "_checkpoint", "_estimator"])
 def test_docstring_examples(module):
     import doctest
     import importlib

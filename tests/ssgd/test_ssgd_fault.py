@@ -27,9 +27,9 @@ from daskhpc.testing import KillOnce, TaskKey
 def windows_of_two(monkeypatch):
     """Runs of 5 epochs in windows of 2: kills, checkpoints and restarts land in later
     windows too (issue 22)."""
-    from daskhpc.ssgd import _driver
+    from daskhpc.ssgd import _job
 
-    monkeypatch.setattr(_driver, "WINDOW", int(os.environ.get("H2W", "2")))
+    monkeypatch.setattr(_job, "WINDOW", int(os.environ.get("H2W", "2")))
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from daskhpc import datasets
 from daskhpc.runtime import run_job
-from daskhpc.ssgd._api import ssgd_job
+from daskhpc.ssgd._job import ssgd_job
 from daskhpc.ssgd._serial import run_serial
 from daskhpc.ssgd._setup import prepare
 

@@ -18,7 +18,7 @@ Tasks (all with a hard worker restriction); P is the worker's parts (one label l
 
 Every part reports the end of each epoch (its loss partial sum), its test error and its
 checkpoint as unit reports (``daskhpc.runtime.send_report``); the frame
-(``daskhpc.runtime.run_job``, with the Job of ``_api.ssgd_job``) turns them into the
+(``daskhpc.runtime.run_job``, with the Job of :func:`ssgd_job`) turns them into the
 history, marks checkpoint steps complete, and does placement, recovery, progress and
 measurement.
 
@@ -33,15 +33,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from daskhpc.runtime import AttemptGraph, Placement
+from daskhpc.runtime import AttemptGraph, GraphJob, Placement
 
 from . import _tasks
 from ._graph import STEP, WindowGraph
 from ._partdata import all_part_data
 from ._serial import initial_factors
+from ._checkpoint import fingerprint, restore, save_partition
+from ._kernels import learning_rate
 from ._setup import Setup
 
-__all__ = ["attempt_graph", "ring_placement", "WINDOW"]
+__all__ = ["ssgd_job", "attempt_graph", "ring_placement", "WINDOW"]
 
 #: Epochs per submitted window (``Job.window``): the scheduler holds at most two windows
 #: of tasks, however many epochs the run has (a run submitted whole grew the client by
@@ -188,3 +190,57 @@ def _assemble(s: Setup, finals: dict) -> tuple[np.ndarray, np.ndarray]:
         W[s.layout.row_parts == p] = f["W"]
         H[f["cols"]] = f["rows"]
     return W, H
+
+
+def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,
+             placement=None, timeline: list | None = None, exchange: str = "graph",
+             window: int | None = None):
+    """The frame's Job for the run prepared in ``s`` (epochs are its units).
+
+    ``timeline``, if given, receives the stratum-order plugin's rows of the last attempt.
+    ``window``: epochs per submission (default ``WINDOW``).
+    """
+    K, o = s.K, s.options
+    evaluated = set(s.runplan.eval_epochs.tolist())
+
+    def reporters(e):
+        out = set(range(K))
+        if e in evaluated:
+            out |= {("eval", p) for p in range(K)}
+        if checkpointing:
+            out |= {("ckpt", p) for p in range(K)}
+        return out
+
+    def row(e, rep):
+        loss = 0.0
+        for p in range(K):                 # per part, then over parts: the serial order
+            loss += rep[p]["loss"]
+        out = {"epoch": e, "lr": learning_rate(o.lr, e), "train_loss": loss}
+        if e in evaluated:
+            total = 0.0
+            for p in range(K):
+                total += rep[("eval", p)]["sse"]
+            out["test_rmse"] = float(np.sqrt(total / s.test.nnz))
+        return out
+
+    def attempt(ctx):
+        return attempt_graph(s, ctx, order_plugin, timeline, exchange)
+
+    return GraphJob("ssgd", K, o.epochs, row, fingerprint(s), attempt=attempt,
+               restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
+               savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
+               placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
+               opened=lambda ck: save_partition(s, ck), window=window,
+               diverged_hint=f"try a smaller --lr than {o.lr:g}")
+
+
+def _ring(K):
+    def place(workers):
+        return ring_placement(K, workers)
+    return place
+
+
+def _warm_up():
+    from ._tasks import warm_up
+
+    return warm_up()

@@ -1,0 +1,54 @@
+"""The plan of a linear-classifier run: per epoch its allreduce calls' Plans, and the
+report sections shared by ``plan`` and the runs (no cluster)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from daskhpc.comm import Plan
+
+from ._setup import Setup
+
+__all__ = ["sections"]
+
+
+def sections(s: Setup, history=None, command=None, epochs=None) -> dict:
+    """Report sections shared by ``plan`` and the runs."""
+    o = s.options
+    out = {"command": command, "input": dict(s.data.source), "parts": s.nparts,
+           "loss": o.loss, "classes": s.data.classes.tolist(), "models": s.K,
+           "learning_rate": o.learning_rate, "penalty": o.penalty,
+           "topk": o.topk, "error_feedback": o.error_feedback,
+           "allreduce": o.allreduce, "seed": o.seed,
+           "options": {k: getattr(o, k) for k in o.__dataclass_fields__}}
+    out["steps"] = {"iterations_per_epoch": s.T}
+    if s.data.notes:
+        out["notes"] = list(s.data.notes)
+    eps = range(o.epochs) if epochs is None else epochs
+    algos, per_epoch = Counter(), []
+    for e in eps:
+        calls = s.calls(e)
+        algos.update(a.name for a, _, _ in calls)
+        per_epoch.append({"epoch": e, "steps": sum(a.nstages for a, _, _ in calls) + 1,
+                          "planned_bytes": int(sum(p.message_bytes().sum() for _, p, _ in calls)),
+                          "messages": int(sum(p.num_messages for _, p, _ in calls))})
+    first = per_epoch[0]
+    e0 = eps[0] if len(eps) else 0
+    # the paper's metrics of one epoch: its calls one after the other (a stage a phase)
+    epoch = Plan.concat([p for _, p, _ in s.calls(e0)]).report()
+    out["plan"] = {**epoch, "per_epoch": per_epoch, "algorithms": dict(algos),
+                   "planned_bytes_per_epoch": first["planned_bytes"],
+                   "messages_per_epoch": first["messages"], "steps_per_epoch": first["steps"],
+                   "exact": s.k is None,
+                   "note": None if s.k is None else "Top-k: dense-bound plans (no message "
+                   "is larger); measured sends are in the history"}
+    choice = next((c for _, _, c in s.calls(eps[0] if epochs else 0) if c), None)
+    if choice:
+        out["choice"] = {"example": choice, "alpha": choice["alpha"], "beta": choice["beta"]}
+    out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
+    if history is not None:
+        out["timing"]["per_iteration_s"] = [h["time_s"] for h in history]
+        last = history[-1]
+        out["quality"] = {k: last[k] for k in ("train_loss", "train_accuracy", "test_loss",
+                                               "test_accuracy") if k in last}
+    return out
