@@ -4,7 +4,7 @@ cluster, planned, run, measured.
 Two engines run the same per-rank step functions (so both equal ``run_local`` bit for
 bit):
 
-* ``engine="call"`` (default): one small pinned graph per call (``_direct``): S + 1
+* ``engine="call"`` (default): one small pinned graph per call (``_call``): S + 1
   rounds of tasks, the vectors' futures as inputs, the totals left on the ranks' workers;
 * ``engine="program"``: the call's :class:`~daskhpc.comm.Program` through the workflow
   frame (:func:`daskhpc.runtime.run_job`: ``repeat`` calls pipelined as units, lost
@@ -22,7 +22,7 @@ import uuid
 
 import numpy as np
 
-from ._direct import call_graph, describe_task, forget, input_task, short_stages
+from ._call import call_graph, describe_task, forget, input_task, short_stages
 from ._measure import call_rows, measure, publish, publish_start
 from ._program import assemble, program, row, statics
 from ._setup import finish, options_of

@@ -67,7 +67,7 @@ def measure(s, entries, owner, workers, stage_of, calls, *, per_key: bool = Fals
 
 
 def call_rows(s, times, m) -> list[dict]:
-    """History rows of the direct engine's calls (the program engine's come from ``row``)."""
+    """History rows of the call engine's calls (the program engine's come from ``row``)."""
     rep = s.plan.report()
     per_stage = [int(x) for x in np.bincount(s.plan.phase, weights=s.plan.message_bytes(),
                                               minlength=s.algo.nstages)]

@@ -171,22 +171,25 @@ class Program:
         return len(self.steps) - 1
 
     def fuse(self, fn: Callable, *args, sends: Plan | list | None = None,
-             report: bool = False, label: str = "") -> int:
+             report: bool = False, label: str = "", after_report: bool = False) -> int:
         """Append a step that runs inside the last one, right after it: one round of tasks
         less (an SGD update and the next gradient, say). The last step must send nothing
-        and not report; both functions see the same inbox. Returns the step's index.
+        and, unless ``after_report``, not report (then ``fn`` runs after the unit's values
+        were given and before its checkpoint: it must not change what ``save`` writes);
+        both functions see the same inbox. Returns the step's index.
         """
         if not self.steps:
             return self.step(fn, *args, sends=sends, report=report, label=label)
         prev = self.steps[-1]
-        if (prev.sends is not None and prev.sends.num_messages) or prev.report:
+        if (prev.sends is not None and prev.sends.num_messages) or \
+                (prev.report and not after_report):
             raise ValueError(f"step {prev.label!r} sends or reports: nothing can be fused "
                              "into it")
         # flat: fusing into a fused step extends its list (a chain of T fused calls
         # nested T deep hit the recursion limit at one part, where nothing is sent)
         parts = prev.args if prev.fn is _chained else ((prev.fn, prev.args),)
         t = self.step(_chained, *parts, (fn, tuple(args)), sends=sends,
-                      report=report, label=f"{prev.label}+{label or _name(fn)}")
+                      report=report or prev.report, label=f"{prev.label}+{label or _name(fn)}")
         self.steps[t - 1] = self.steps.pop()       # the new step takes the last one's place
         self._dests.pop(t - 1, None)
         self._dests.pop(t, None)
@@ -194,28 +197,49 @@ class Program:
         return t - 1
 
     def allreduce(self, get: Callable, put: Callable, *, words: int, label: str = "allreduce",
-                  report: bool = False) -> int:
+                  report: bool = False, op: Callable | None = None,
+                  sends: Plan | None = None, fuse: bool = False, after_report: bool = False,
+                  word_bytes: int = 8, name: str = "") -> int:
         """Append the steps of a dense allreduce (:class:`AllreduceSchedule`).
 
         ``get(ctx) -> array`` is each part's contribution (taken in the first step);
-        ``put(ctx, total)`` hands every part the sum, identical on all parts and equal to
-        :func:`~daskhpc.comm.tree_sum` of the contributions, in the last step (``report``
-        makes that step a reported one). ``words``: length of the array (for the plan).
-        Returns the index of the last step.
+        ``put(ctx, total)`` hands every part the total, identical on all parts, in the
+        last step (``report`` makes it a reported one). That step sends nothing: work
+        after it is fused into it (:meth:`fuse`). Returns its index.
+
+        Parameters
+        ----------
+        words : int
+            Length of the array (for the plan).
+        op : callable, optional
+            ``op(lower, upper)``: two partials combined, the lower part id's first (a sum
+            and a max, say); default ``lower + upper``, which makes the total
+            :func:`~daskhpc.comm.tree_sum` of the contributions.
+        sends : Plan, optional
+            Other messages of the first step, delivered with the total: ``get`` returns
+            ``(contribution, outbox)`` and ``put`` finds them in ``ctx.inbox``. One to the
+            first round's partner travels in the same 1-D array, in front of the vector.
+        fuse, after_report : bool
+            Run the first step inside the program's last one (:meth:`fuse`).
+        word_bytes, name : int, str
+            Of the rounds' plans (default 8, ``label``).
         """
-        sched = AllreduceSchedule(self.nparts)
-        whole = sched.plan(words, name=label)
-        rounds = sched.rounds
-        for i in range(len(rounds) + 1):
-            sends = None
-            if i < len(rounds):
+        whole = AllreduceSchedule(self.nparts).plan(words, name=name or label)
+        nrounds = whole.nphases             # 0 for one part (then no plan has messages)
+        last = -1
+        for i in range(nrounds + 1):
+            plan = None
+            if i < nrounds:
                 sel = whole.phase == i
-                sends = Plan(self.nparts, np.zeros(int(sel.sum()), np.int64), whole.src[sel],
-                             whole.dst[sel], volume=whole.volume[sel], unit="vectors",
-                             words_per_unit=int(words), name=label)
-            last = self.step(_allreduce_round, label, i, get if i == 0 else None,
-                             put if i == len(rounds) else None, sends=sends,
-                             report=report and i == len(rounds), label=f"{label}-{i}")
+                plan = Plan(self.nparts, np.zeros(int(sel.sum()), np.int64), whole.src[sel],
+                            whole.dst[sel], volume=whole.volume[sel], unit="vectors",
+                            words_per_unit=int(words), word_bytes=word_bytes, name=whole.name)
+                plan = [sends, plan] if i == 0 and sends is not None else plan
+            args = (_allreduce_round, label, i, get if i == 0 else None,
+                    put if i == nrounds else None, op, int(words) if sends is not None else 0)
+            kw = dict(sends=plan, report=report and i == nrounds, label=f"{label}-{i}")
+            last = self.fuse(*args, after_report=after_report, **kw) if i == 0 and fuse \
+                else self.step(*args, **kw)
         return last
 
     # -- reading -------------------------------------------------------------------------
@@ -292,24 +316,40 @@ def _chained(ctx: Context, *calls):
     return fn(ctx, *args)
 
 
-def _allreduce_round(ctx: Context, label: str, i: int, get, put):
-    """Round i of :meth:`Program.allreduce`: receive round i - 1, send round i."""
-    sched = AllreduceSchedule(ctx.nparts)
-    key = ("allreduce", label)
+def _allreduce_round(ctx: Context, label: str, i: int, get, put, op, split: int):
+    """Round i of :meth:`Program.allreduce`: receive round i - 1, send round i. ``split``:
+    the vector's length when other messages travel with round 0 (0: none do)."""
+    rounds, key, st = AllreduceSchedule(ctx.nparts).rounds, ("allreduce", label), ctx.state
+    out = {}
     if get is not None:
-        ctx.state[key] = get(ctx)
-    value = ctx.state[key]
+        st[key], out = get(ctx) if split else (get(ctx), {})
+    value = st[key]
     if i > 0:
-        rnd = sched.rounds[i - 1]
-        if ctx.part in rnd.receives():
-            value = sched.combine(rnd, ctx.part, value, ctx.inbox[rnd.receives()[ctx.part]])
-            ctx.state[key] = value
+        rnd, inbox = rounds[i - 1], dict(ctx.inbox)
+        src = rnd.receives().get(ctx.part)
+        if src is not None:
+            got = inbox[src]
+            if split and i == 1:             # [the other message, the vector]
+                got, inbox[src] = got[got.size - split:], got[:got.size - split]
+                if not inbox[src].size:
+                    del inbox[src]
+            lo, hi = (value, got) if ctx.part < src else (got, value)
+            value = st[key] = got if rnd.kind == "unfold" else \
+                lo + hi if op is None else op(lo, hi)
+        if split and i == 1:
+            st[key + ("sent",)] = inbox      # round 0's company, for put
     if put is not None:
-        del ctx.state[key]
+        del st[key]
+        inbox = ctx.inbox
+        if split:
+            ctx.inbox = st.pop(key + ("sent",), {})
         put(ctx, value)
+        ctx.inbox = inbox
         return None
-    q = sched.rounds[i].sends.get(ctx.part)
-    return None if q is None else {q: value}
+    q = rounds[i].sends.get(ctx.part)
+    if q is not None:
+        out[q] = np.concatenate([out[q], value]) if q in out else value
+    return out or None
 
 
 # -- the local executor ------------------------------------------------------------------

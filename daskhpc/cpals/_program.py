@@ -44,11 +44,12 @@ Examples
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 
-from daskhpc.comm import AllreduceSchedule, Plan, Program
+from daskhpc.comm import Program
 
 from ._als import column_scale, converged, fit_value, solve_rows
 from ._kernels import mttkrp_into, slices
@@ -56,29 +57,7 @@ from ._plan import allreduce_words
 from ._rows import col_absmax, col_inner, gram, init_rows, scatter_rows, sum_rows_into
 from ._statics import PartStatic, statics
 
-__all__ = ["StepSpec", "program", "row", "assemble", "stop", "statics", "fingerprint"]
-
-
-@dataclass(frozen=True)
-class StepSpec:
-    """What one step does, in this order (None: not this step)."""
-
-    recv_round: tuple | None = None     # (mode, round): combine the partner's vector
-    recv_expand: int | None = None      # mode whose new rows arrive
-    finish: int | None = None           # mode to normalise (and fit after the last)
-    mttkrp: int | None = None
-    send_fold: int | None = None
-    recv_fold: int | None = None
-    solve: int | None = None
-    iteration: int | None = None        # of the solve (a fused step may end the one before)
-    send_round: tuple | None = None     # (mode, round) of the all-reduce to send
-    send_expand: int | None = None
-
-    def label(self) -> str:
-        parts = [f"{k}-{v if not isinstance(v, tuple) else '-'.join(map(str, v))}"
-                 for k, v in self.__dict__.items()
-                 if v is not None and k not in ("recv_expand", "iteration")]
-        return "+".join(parts)
+__all__ = ["program", "row", "assemble", "stop", "statics", "fingerprint"]
 
 
 # -- the part's functions ---------------------------------------------------------------
@@ -118,9 +97,56 @@ def _final(ctx):
             tuple(U[m][st.own[m]] for m in range(len(U))), ctx.state["lam"])
 
 
-def _rows_of(payload: np.ndarray, nrows: int, R: int) -> np.ndarray:
-    """The factor rows at the head of a message (a view, read-only to the receiver)."""
-    return payload[:nrows * R].reshape(nrows, R)
+@contextmanager
+def _clock(ctx):
+    """Add the wall and CPU seconds of the block to the part's count for the iteration
+    (reported with its fit): how much of an iteration was computing, how much waiting."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    yield
+    S = ctx.state
+    S["busy"] = S.get("busy", 0.0) + (time.perf_counter() - t0)
+    S["cpu"] = S.get("cpu", 0.0) + (time.thread_time() - c0)
+
+
+def _mttkrp(ctx, n: int, fold: bool = True):
+    """Partial MTTKRP of mode n (Algorithm 4 line 1); fine grain: the partial rows to
+    their owners (line 2)."""
+    st: PartStatic = ctx.static
+    S = ctx.state
+    with _clock(ctx):
+        S["M"] = M = np.empty((st.rows[n].size, st.rank))
+        mttkrp_into(S["slices"][n], S["U"], M)
+        return {q: M[pos].ravel() for q, pos in st.fold_send[n].items()} if fold else None
+
+
+def _solve(ctx, n: int, first: bool, fold: bool):
+    """The allreduce's contribution (coarse grain: after the MTTKRP): the owners sum the
+    folded partial rows in part-id order, their own among them (line 3), solve (line 4);
+    the new rows' Gram, column maxima and (last mode) the fit's inner products, and the
+    unnormalised new rows to the parts that need them (line 5), sent with the vector."""
+    st: PartStatic = ctx.static
+    R, S = st.rank, ctx.state
+    if not fold:
+        _mttkrp(ctx, n, fold=False)
+    with _clock(ctx):
+        M = S.pop("M")
+        if fold:
+            acc = np.zeros((st.own[n].size, R))
+            for q in sorted([*ctx.inbox, ctx.part]):
+                if q == ctx.part:
+                    acc += M[st.own[n]]
+                else:
+                    pos = st.fold_recv[n][q]
+                    sum_rows_into(acc, pos, ctx.inbox[q].reshape(pos.size, R))
+        else:
+            acc = M[st.own[n]]
+        Unew = solve_rows(acc, S["G"], n, st.reg, st.nonnegative)
+        parts = [gram(Unew).ravel(), col_absmax(Unew)]
+        if n == len(st.rows) - 1:
+            parts.append(col_inner(acc, Unew))
+        S["new"] = (Unew, first)
+        return np.concatenate(parts), {q: Unew[pos].ravel()
+                                       for q, pos in st.exp_send[n].items()}
 
 
 def _combine(a: np.ndarray, b: np.ndarray, R: int) -> np.ndarray:
@@ -130,149 +156,45 @@ def _combine(a: np.ndarray, b: np.ndarray, R: int) -> np.ndarray:
     return out
 
 
-def _run_step(ctx, spec: StepSpec):
-    """One step of a part (below), timed: the part reports, with every iteration's fit,
-    the wall and CPU seconds its steps took (``compute_s``, ``cpu_s``), so a run can say
-    how much of an iteration was computing and how much was waiting."""
-    t0, c0 = time.perf_counter(), time.thread_time()
-    out = _step(ctx, spec)
-    S = ctx.state
-    S["busy"] = S.get("busy", 0.0) + (time.perf_counter() - t0)
-    S["cpu"] = S.get("cpu", 0.0) + (time.thread_time() - c0)
-    if "fit" in ctx.reported:
-        ctx.report(compute_s=S.pop("busy"), cpu_s=S.pop("cpu"))
-    return out
-
-
-def _step(ctx, spec: StepSpec):
+def _finish(ctx, vec, n: int):
+    """lambda, normalised own and received rows (Algorithm 4 line 6) and G_n from the
+    reduced vector; the fit after the last mode."""
     st: PartStatic = ctx.static
-    R, N, K = st.rank, len(st.rows), ctx.nparts
-    S = ctx.state
-    red = S.get("red")
-    if spec.recv_round is not None:                       # all-reduce round i-1 arrives
-        rnd = AllreduceSchedule(K).rounds[spec.recv_round[1]]
-        src = rnd.receives().get(ctx.part)
-        if src is not None:
-            nrows = st.exp_recv[spec.recv_expand].get(src, ()) if spec.recv_expand is not None \
-                else ()
-            got = ctx.inbox[src][len(nrows) * R:]          # the vector after the rows
-            red["vec"] = got.copy() if rnd.kind == "unfold" else (
-                _combine(red["vec"], got, R) if ctx.part < src else _combine(got, red["vec"], R))
-    if spec.recv_expand is not None:                      # Algorithm 4 line 6
-        red["recv"] = {q: _rows_of(ctx.inbox[q], pos.size, R)
-                       for q, pos in st.exp_recv[spec.recv_expand].items()}
-    if spec.finish is not None:
-        _finish(ctx, spec.finish)
-    out: dict = {}
-    if spec.mttkrp is not None:                           # Algorithm 4 line 1
-        n = spec.mttkrp
-        M = np.empty((st.rows[n].size, R))
-        mttkrp_into(S["slices"][n], S["U"], M)
-        S["M"] = M
-        if spec.send_fold is not None:                    # line 2
-            for q, pos in st.fold_send[n].items():
-                out[q] = M[pos].ravel()
-    if spec.solve is not None:
-        n = spec.solve
-        M = S.pop("M")
-        if spec.recv_fold is not None:                    # line 3, part-id order
-            acc = np.zeros((st.own[n].size, R))
-            for q in sorted([*ctx.inbox, ctx.part]):
-                if q == ctx.part:
-                    acc += M[st.own[n]]
-                else:
-                    pos = st.fold_recv[n][q]
-                    sum_rows_into(acc, pos, _rows_of(ctx.inbox[q], pos.size, R))
-        else:
-            acc = M[st.own[n]]
-        Unew = solve_rows(acc, S["G"], n, st.reg, st.nonnegative)          # line 4
-        parts = [gram(Unew).ravel(), col_absmax(Unew)]
+    R, N, S = st.rank, len(st.rows), ctx.state
+    with _clock(ctx):
+        Unew, first = S.pop("new")
+        Gp = vec[:R * R].reshape(R, R)
+        lam, div = column_scale(np.diag(Gp).copy(), vec[R * R:R * R + R], first)
+        U = S["U"][n]
+        U[st.own[n]] = Unew / div
+        for q, pos in st.exp_recv[n].items():
+            scatter_rows(U, pos, ctx.inbox[q].reshape(pos.size, R) / div)
+        S["G"][n] = Gp / np.outer(div, div)
+        S["lam"] = lam
         if n == N - 1:
-            parts.append(col_inner(acc, Unew))
-        S["red"] = red = {"mode": n, "vec": np.concatenate(parts), "Unew": Unew,
-                          "first": spec.iteration == 0, "recv": {}}
-        if K == 1:
-            _finish(ctx, n)
-    if spec.send_round is not None:
-        n, i = spec.send_round
-        q = AllreduceSchedule(K).rounds[i].sends.get(ctx.part)
-        if q is not None:
-            out[q] = red["vec"]
-    if spec.send_expand is not None:                      # Algorithm 4 line 5
-        for q, pos in st.exp_send[spec.send_expand].items():
-            rows = red["Unew"][pos].ravel()
-            out[q] = np.concatenate([rows, out[q]]) if q in out else rows
-    return out or None
-
-
-def _finish(ctx, n: int):
-    """lambda, normalised rows and G_n from the reduced vector; the fit after the last mode."""
-    st: PartStatic = ctx.static
-    R, N = st.rank, len(st.rows)
-    S = ctx.state
-    red = S.pop("red")
-    vec = red["vec"]
-    Gp = vec[:R * R].reshape(R, R)
-    lam, div = column_scale(np.diag(Gp).copy(), vec[R * R:R * R + R], red["first"])
-    U = S["U"][n]
-    U[st.own[n]] = red["Unew"] / div
-    for q, rows in red["recv"].items():
-        scatter_rows(U, st.exp_recv[n][q], rows / div)
-    S["G"][n] = Gp / np.outer(div, div)
-    S["lam"] = lam
+            fit = fit_value(st.normx2, lam, S["G"], float(np.sum(vec[R * R + R:])))
     if n == N - 1:
-        inner = float(np.sum(vec[R * R + R:]))
-        ctx.report(fit=fit_value(st.normx2, lam, S["G"], inner))
+        ctx.report(fit=fit, compute_s=S.pop("busy"), cpu_s=S.pop("cpu"))
 
 
 # -- the program -----------------------------------------------------------------------
 
-def _round_plan(K: int, i: int, words: int, name: str) -> Plan:
-    whole = AllreduceSchedule(K).plan(words, name=name)
-    sel = whole.phase == i
-    return Plan(K, np.zeros(int(sel.sum()), np.int64), whole.src[sel], whole.dst[sel],
-                volume=whole.volume[sel], unit="vectors", words_per_unit=int(words), name=name)
-
-
 def program(setup, first_unit: int = 0) -> Program:
     """The run's steps from iteration ``first_unit`` to ``options.iters`` (see module doc)."""
     K, N, R = setup.K, setup.N, setup.R
-    fine = setup.dist.grain == "fine"
-    L = len(AllreduceSchedule(K).rounds)
+    fine = setup.dist.grain == "fine" and K > 1
     prog = Program(K, "cpals", init=_init, final=_final, save=_save, first_unit=first_unit)
-    carry = None
-
-    def emit(spec, sends=None, report=False):
-        prog.step(_run_step, spec, sends=sends, report=report, label=spec.label())
-
     for it in range(first_unit, setup.options.iters):
         for n in range(N):
-            words = allreduce_words(R, n, N)
             mp = setup.plans[n]
-            # the previous mode's last round, expand and finish share this step
-            head = {} if carry is None else \
-                {k: v for k, v in carry.__dict__.items() if v is not None}
-            report = carry is not None and carry.finish == N - 1
-            carry = None
-            if K == 1:
-                emit(StepSpec(mttkrp=n, solve=n, iteration=it), report=n == N - 1)
-                continue
-            r0 = _round_plan(K, 0, words, f"allreduce-{n}")
-            if fine:
-                emit(StepSpec(**head, mttkrp=n, send_fold=n), mp["fold"], report)
-                emit(StepSpec(recv_fold=n, solve=n, iteration=it, send_round=(n, 0),
-                              send_expand=n), [mp["expand"], r0])
-            else:
-                emit(StepSpec(**head, mttkrp=n, solve=n, iteration=it, send_round=(n, 0),
-                              send_expand=n),
-                     [mp["expand"], r0], report)
-            for i in range(1, L):
-                emit(StepSpec(recv_round=(n, i - 1), recv_expand=n if i == 1 else None,
-                              send_round=(n, i)), _round_plan(K, i, words, f"allreduce-{n}"))
-            carry = StepSpec(recv_round=(n, L - 1), recv_expand=n if L == 1 else None,
-                             finish=n)
-    if carry is not None:
-        emit(carry, report=True)
+            if fine:     # after the previous mode's last round (its report: no saved state)
+                prog.fuse(_mttkrp, n, sends=mp["fold"], label=f"mttkrp-{n}",
+                          after_report=True)
+            prog.allreduce(partial(_solve, n=n, first=it == 0, fold=fine),
+                           partial(_finish, n=n), words=allreduce_words(R, n, N),
+                           op=partial(_combine, R=R), sends=mp["expand"],
+                           fuse=not fine and K > 1, after_report=True,
+                           report=n == N - 1, label=f"allreduce-{n}")
     return prog
 
 

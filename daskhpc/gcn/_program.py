@@ -33,9 +33,11 @@ Examples
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-from daskhpc.comm import AllreduceSchedule, Plan, Program
+from daskhpc.comm import Plan, Program
 
 from ._model import (NMETRICS, Csr, backward, dropout, head, init_params, layer_input,
                      layer_output, pack, unpack, update)
@@ -167,29 +169,22 @@ def _backward(ctx, k, epoch):
     return _outbox(_blk(ctx.static, epoch)["bsend"], [G])
 
 
-def _reduce(ctx, i, epoch, nxt):
-    """Allreduce step i (``Program.allreduce``'s rounds, fused with the work around them)."""
-    s, st = ctx.static, ctx.state
-    sched = AllreduceSchedule(ctx.nparts)
-    if i == 0:
-        _backward_layer(ctx, 1, epoch)
-        st["ar"] = pack(st.pop("grads"), st.pop("sums"))
-        st.pop("G", None)
-    else:
-        rnd = sched.rounds[i - 1]
-        frm = rnd.receives().get(ctx.part)
-        if frm is not None:
-            st["ar"] = sched.combine(rnd, ctx.part, st["ar"], ctx.inbox[frm])
-    if i < len(sched.rounds):
-        q = sched.rounds[i].sends.get(ctx.part)
-        return None if q is None else {q: st["ar"]}
-    grads, sums = unpack(st.pop("ar"), st["params"])
-    update(st["params"], grads, st["adam"], s["options"])
+def _gradients(ctx, epoch):
+    """The allreduce's contribution: layer 1's backward from the received G^1 rows, then
+    [every dW, db, the metric sums]."""
+    st = ctx.state
+    _backward_layer(ctx, 1, epoch)
+    st.pop("G", None)
+    return pack(st.pop("grads"), st.pop("sums"))
+
+
+def _apply(ctx, total, epoch):
+    """With the reduced gradients every part takes the same optimiser step (Adam)."""
+    st = ctx.state
+    grads, sums = unpack(total, st["params"])
+    update(st["params"], grads, st["adam"], ctx.static["options"])
     ctx.report(epoch=int(epoch), sums=[float(v) for v in sums])
     st["inputs"] = st["Z"] = st["xin"] = st["xin_eval"] = None
-    if nxt is None:
-        return None
-    return _start(ctx, *nxt)
 
 
 # -- the program ---------------------------------------------------------------------------
@@ -224,15 +219,7 @@ def program(setup, first_unit: int = 0) -> Program:
 
     def evaluates(e):
         return o.evaluates(e) and not mb
-    sched = AllreduceSchedule(K)
-    R = len(sched.rounds)
     nvec = allreduce_words(setup)
-    whole = sched.plan(nvec, name="dW allreduce")
-    rounds = [Plan(K, np.zeros(int((whole.phase == i).sum()), np.int64),
-                   whole.src[whole.phase == i], whole.dst[whole.phase == i],
-                   volume=whole.volume[whole.phase == i], unit="vectors",
-                   words_per_unit=nvec, word_bytes=wb, name="dW allreduce")
-              for i in range(R)]
 
     def fwd(e, width, what):
         return _words(plans(e)["forward"], width, what, wb)
@@ -263,14 +250,12 @@ def program(setup, first_unit: int = 0) -> Program:
                       label=f"backward-{k}")
         last = e == E - 1
         nev = (not last) and evaluates(e + 1)
+        prog.allreduce(partial(_gradients, epoch=e), partial(_apply, epoch=e), words=nvec,
+                       word_bytes=wb, name="dW allreduce", report=not last)
+        # the next epoch's first exchange (or the final evaluation's) in the same step
         nxt = (e + 1, False, True) if last else (e + 1, True, nev)
-        for i in range(R + 1):
-            if i < R:
-                sends = rounds[i]
-            else:
-                sends = fwd(e + 1, w[1] * (1 + nev) if not last else w[1], "layer-1 rows")
-            prog.step(_reduce, i, e, nxt if i == R else None, sends=sends,
-                      report=(i == R and not last), label=f"allreduce-{i}")
+        prog.fuse(_start, *nxt, sends=fwd(e + 1, w[1] * (1 + nev) if not last else w[1],
+                                          "layer-1 rows"), after_report=True)
         if last:
             for k in range(1, L + 1):
                 prog.step(_forward, k, E, False, True,

@@ -32,7 +32,7 @@ def check_equal_to_local(res, vecs, algorithm, **kw):
 
 @pytest.mark.parametrize("algorithm", ALGOS)
 @pytest.mark.parametrize("P", [4, 5])
-def test_direct_engine_equals_run_local_bitwise(client3, algorithm, P):
+def test_call_engine_equals_run_local_bitwise(client3, algorithm, P):
     # P = 5 folds (3.1.4) and puts two ranks on some workers; float values, some overlap
     vecs = vectors(3000, P, 0.05, seed=P, integer=False)
     res = ar.allreduce(vecs, algorithm, client=client3, check_serial=True)
@@ -45,9 +45,9 @@ def test_direct_engine_equals_run_local_bitwise(client3, algorithm, P):
 
 
 def _registry_size():
-    from daskhpc.allreduce import _direct
+    from daskhpc.allreduce import _call
 
-    return len(_direct._REGISTRY)
+    return len(_call._REGISTRY)
 
 
 @pytest.mark.parametrize("exchange", ["direct", "graph"])

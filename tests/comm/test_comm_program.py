@@ -178,3 +178,49 @@ def test_a_long_chain_of_fused_steps_is_flat():
         prog.fuse(_noop)
     assert prog.nsteps == 1
     assert run_local(prog, [1])[0] == [5001]
+
+
+def _sum_max(lo, hi):
+    return np.array([lo[0] + hi[0], max(lo[1], hi[1])])
+
+
+def _get_with_rows(ctx):
+    p = float(ctx.part)
+    return np.array([p + 1, p]), {q: np.full(q + 1, p) for q in range(ctx.nparts) if q != p}
+
+
+def _put_with_rows(ctx, total):
+    ctx.state["total"] = total
+    ctx.report(total=total.tolist(), rows={q: v.tolist() for q, v in ctx.inbox.items()})
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 5, 6])
+def test_allreduce_with_an_op_other_messages_and_work_fused_around_it(K):
+    """The hooks CP-ALS and GCN use: a combine other than the sum, messages that travel
+    with the first round and arrive with the total, and steps fused before and after
+    the rounds (after a reported step only when asked)."""
+    every = Plan.from_messages(K, [(0, p, q, list(range(q + 1))) for p in range(K)
+                                   for q in range(K) if q != p])
+    prog = Program(K, "hooks", init=_init, final=_final)
+    prog.step(_noop)
+    last = prog.allreduce(_get_with_rows, _put_with_rows, words=2, op=_sum_max, sends=every,
+                          fuse=True, report=True, label="ar", word_bytes=4, name="sum-max")
+    sched = AllreduceSchedule(K)
+    assert prog.nsteps == last + 1 == len(sched.rounds) + 1 and prog.unit_steps == [last]
+    with pytest.raises(ValueError, match="sends or reports"):
+        prog.fuse(_noop)
+    after = (_shift, 1) if K > 1 else (_noop,)
+    assert prog.fuse(*after, sends=ring(K) if K > 1 else None, after_report=True) == last
+    assert prog.unit_steps == [last]
+    finals, reports = run_local(prog, list(range(1, K + 1)))
+    assert [reports[0][p]["total"] for p in range(K)] == [[K * (K + 1) / 2, K - 1.0]] * K
+    assert [reports[0][p]["rows"] for p in range(K)] == \
+        [{q: [float(q)] * (p + 1) for q in range(K) if q != p} for p in range(K)]
+    if K > 1:
+        assert prog.dests(last) == {p: [(p + 1) % K] for p in range(K)}
+        assert prog.dests(0) == {p: [q for q in range(K) if q != p] for p in range(K)}
+        # the first step's plan: the other messages and round 0's vectors (2 words of 4 B)
+        assert prog.steps[0].sends.report()["planned_bytes"] == \
+            every.report()["planned_bytes"] + 8 * len(sched.rounds[0].sends)
+        middle = [s.sends for s in prog.steps[1:last]]
+        assert all(p.name == "sum-max" and p.word_bytes == 4 for p in middle)

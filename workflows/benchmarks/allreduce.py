@@ -13,7 +13,7 @@ overhead   the floor at small N: one call of N = 1000 (density 1 %) per engine (
            round (a stage is one round of tasks)
 headline   N = 10^7, density 0.1 %, P = 4 workers, float64, uniform model: Dask's dense
            sum of the same vectors (pinned tree reduce + broadcast, fresh dense vectors
-           every round) side by side with our allreduce (direct engine: each algorithm and
+           every round) side by side with our allreduce (call engine: each algorithm and
            auto; program engine: calls pipelined as units, in both exchange modes of the
            runtime); median of --repeats
 sweep      densities 1e-4 .. 0.5, P in {2, 4}, N = --sweep-n: every fixed algorithm and

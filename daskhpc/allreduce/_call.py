@@ -1,4 +1,5 @@
-"""One allreduce call as a small pinned Dask graph: S + 1 rounds of tasks, nothing else.
+"""The call engine (``engine="call"``): one allreduce call as a small pinned Dask graph,
+S + 1 rounds of tasks, nothing else.
 
 The kit's Program engine (``daskhpc.runtime.run_job``) runs a call in S + 3 rounds (an
 init round, the S + 1 steps, a final round) after scattering its code and per-part data,
@@ -43,7 +44,7 @@ __all__ = ["input_task", "describe_task", "stage_task", "stage_task_in_loop", "c
 PREFIX = "allreduce"
 _REGISTRY: dict = {}            # (token, rank) -> Context, on each worker
 _LOCK = threading.Lock()
-_CALL = ("allreduce", "direct")  # the state key of the call inside a rank's Context
+_CALL = ("allreduce", "call")  # the state key of the call inside a rank's Context
 
 
 # -- on the workers --------------------------------------------------------------------
