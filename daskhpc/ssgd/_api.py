@@ -209,7 +209,7 @@ def _run_collection(client, s, job, run, low_latency, placement):
         futs = s.values.part_values(s, placement)
         wait(list(futs.values()))
         s.values.nz.release()            # the parts and the keeper hold the ratings now
-        store.adopt("values", futs)
+        store.adopt("values", futs, rebuild=s.values.rebuilder(s))
         return run_job(client, job, store=store, low_latency=low_latency, **run.frame())
     finally:
         store.release()
