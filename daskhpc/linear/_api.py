@@ -258,14 +258,15 @@ def _run_collection(client, s, job, nz, run, y, test, options):
 
     from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
 
-    from ._collect import full_setup, part_statics
+    from ._collect import full_setup, part_statics, rebuilder
 
     try:
         full = full_setup(client, s, nz, y, test, options) if run.check_serial else None
         placement = Placement(s.nparts, worker_addresses(client))
         store = PartStore(client, placement, uuid.uuid4().hex[:10])
         try:
-            store.adopt("static", part_statics(client, s, nz, placement))
+            store.adopt("static", part_statics(client, s, nz, placement),
+                        rebuild=rebuilder(client, s, nz))
             nz.release()                       # the parts hold the values now
             out = run_job(client, job, store=store, **run.frame())
         finally:

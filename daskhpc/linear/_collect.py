@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-__all__ = ["prepare_collection", "part_statics", "full_setup"]
+__all__ = ["prepare_collection", "part_statics", "full_setup", "rebuilder"]
 
 
 def _labels(client, y, M: int):
@@ -87,9 +87,10 @@ def prepare_collection(client, X, y, nparts, test, options):
     return s, nz, labels
 
 
-def part_statics(client, s, nz, placement) -> dict:
-    """``{part: Future}`` of every part's static data, its CSR rows built on its worker
-    from the entries routed there (the other fields from the client, as in memory)."""
+def part_statics(client, s, nz, placement, parts=None) -> dict:
+    """``{part: Future}`` of every part's static data (or ``parts``'), its CSR rows built
+    on its worker from the entries routed there (the other fields from the client, as in
+    memory)."""
     from daskhpc.io import labels_route, route
 
     from ._program import statics
@@ -104,11 +105,24 @@ def part_statics(client, s, nz, placement) -> dict:
     args = {p: (s.rows[p], width, s.data.fit_intercept, shells[p]) for p in range(P)}
     where = {p: placement.worker(p) for p in range(P)}
     futs = route(client, nz, labels_route(labels, nz.offsets, P), where, _part_static, args,
-                 with_ids=True, name="linear")
-    from distributed import wait
+                 with_ids=True, name="linear", parts=parts)
+    if parts is None:
+        from distributed import wait
 
-    wait(list(futs.values()))
+        wait(list(futs.values()))
     return futs
+
+
+def rebuilder(client, s, nz):
+    """``rebuild(parts, placement)`` for the part store: X read again and the ``parts``'
+    rows built on their workers in ``placement`` (a lost worker's)."""
+    def rebuild(parts, placement):
+        nz.reread(client)
+        try:
+            return part_statics(client, s, nz, placement, parts)
+        finally:
+            nz.release()                 # the parts' joins keep what they read
+    return rebuild
 
 
 def _part_static(arg, *segments):
