@@ -126,8 +126,13 @@ class Values:
     def _kept(self):
         """The keeper, routed again from the collection if its worker was lost."""
         k = self.keeper
-        if k is not None and self.client.who_has([k]).get(k.key):
-            return k
+        # a lost keeper's future is cancelled (its routing inputs are forgotten) or lost
+        try:
+            if k is not None and k.status == "finished" and \
+                    self.client.who_has([k]).get(k.key):
+                return k
+        except Exception:  # noqa: BLE001 - cancelled meanwhile: route it again
+            pass
         from distributed import wait
 
         self.nz.reread(self.client)
