@@ -111,3 +111,27 @@ def test_array_of_coo_chunks(client2):
               client=client2, **RUN)
     for a, b in zip(ref.factors, got.factors):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 30-90 s
+@pytest.mark.timeout(900)
+def test_a_lost_worker_costs_a_restart_its_parts_read_again(make_client, tmp_path):
+    """The killed worker's part values were routed there from the frame (no copy on the
+    client): the frame is read again, the part built on its new worker, and the factors
+    are the in-memory run's."""
+    import sparse
+
+    from daskhpc.testing import KillOnce, TaskKey
+
+    client = make_client(2)
+    coords, vals = nonzeros()
+    run = dict(RUN, iters=5)
+    ref = fit(sparse.COO(coords, vals, shape=SHAPE), 3, 2, client=client, **run)
+    marker = tmp_path / "killed"
+    client.register_plugin(KillOnce(TaskKey("cpals-"), str(marker), nth=2), name="kill")
+    got = fit(frame(coords, vals), 3, 2, client=client, max_restarts=2,
+              checkpoint=tmp_path / "ck", **run)
+    rec = got.report()["recovery"]["recoveries"]
+    assert rec[0]["lost"] == [marker.read_text().split()[0]] and rec[0]["moved"]
+    assert np.array_equal(ref.weights, got.weights)
+    assert all(np.array_equal(a, b) for a, b in zip(ref.factors, got.factors))

@@ -64,3 +64,26 @@ def test_bad_collections_are_one_line(client2):
         fit(unknown, y, 2, client=client2, **RUN)
     with pytest.raises(InputError, match="^y: 49 labels for 50 rows of X$"):
         fit(chunked(X, 25), da.from_array(y[:49], chunks=25), 2, client=client2, **RUN)
+
+
+@pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 30-90 s
+@pytest.mark.timeout(900)
+def test_a_lost_worker_costs_a_restart_its_rows_read_again(make_client, tmp_path):
+    """The killed worker's part was built there from X's chunks (no copy on the client):
+    X is read again, the part routed to its new worker, and the model is the in-memory
+    one."""
+    from daskhpc.testing import KillOnce, TaskKey
+
+    client = make_client(2)
+    X, y = data()
+    run = dict(RUN, epochs=3)
+    ref = fit(X, y, 2, client=client, **run)
+    marker = tmp_path / "killed"
+    client.register_plugin(KillOnce(TaskKey("linear-"), str(marker), nth=2), name="kill")
+    got = fit(chunked(X), da.from_array(y, chunks=100), 2, client=client, max_restarts=2,
+              checkpoint=tmp_path / "ck", **run)
+    rec = got.report()["recovery"]["recoveries"]
+    assert rec[0]["lost"] == [marker.read_text().split()[0]] and rec[0]["moved"]
+    assert np.array_equal(ref.w, got.w)
+    assert [h["train_accuracy"] for h in ref.history] == \
+        [h["train_accuracy"] for h in got.history]
