@@ -135,3 +135,14 @@ def test_a_lost_worker_costs_a_restart_its_parts_read_again(make_client, tmp_pat
     assert rec[0]["lost"] == [marker.read_text().split()[0]] and rec[0]["moved"]
     assert np.array_equal(ref.weights, got.weights)
     assert all(np.array_equal(a, b) for a, b in zip(ref.factors, got.factors))
+
+
+@pytest.mark.slow              # two runs (the default run has linear's and gcn's)
+def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
+    coords, vals = nonzeros(800, seed=3)
+    first = fit(frame(coords, vals), 3, 2, client=client2, checkpoint=tmp_path, **RUN)
+    again = fit(frame(coords, vals), 3, 2, client=client2, checkpoint=tmp_path,
+                resume=True, **RUN)
+    assert np.array_equal(first.weights, again.weights) and first.fit == again.fit
+    assert all(np.array_equal(a, b) for a, b in zip(first.factors, again.factors))
+    assert again.report()["recovery"]["already_complete"]["units"] == RUN["iters"]

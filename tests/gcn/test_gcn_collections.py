@@ -108,6 +108,23 @@ def test_bad_features_are_one_line(client2):
         fit(ddf, da.from_array(X, chunks=(10, 10)), y, split, 2, client=client2, **RUN)
 
 
+def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
+    """Every epoch in the checkpoint: the final evaluation (a forward pass with its
+    exchanges) runs on the workers that hold the parts' features, no epoch trains."""
+    src, dst, _ = edges(2)
+    frame = dd.from_pandas(pd.DataFrame({"s": src, "t": dst}), npartitions=2)
+    n = np.unique(np.concatenate([src, dst])).size
+    X, y, split = node_data(n)
+    first = fit(frame, da.from_array(X, chunks=(50, 10)), y, split, 2, client=client2,
+                checkpoint=tmp_path, **RUN)
+    again = fit(frame, da.from_array(X, chunks=(50, 10)), y, split, 2, client=client2,
+                checkpoint=tmp_path, resume=True, **RUN)
+    assert np.array_equal(first.logits, again.logits)
+    assert all(np.array_equal(a, b) for a, b in zip(first.params, again.params))
+    assert again.report()["recovery"]["already_complete"] == {"units": 2,
+                                                               "unit_name": "epochs"}
+
+
 @pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 30-90 s
 @pytest.mark.timeout(900)
 def test_a_lost_worker_costs_a_restart_its_features_read_again(make_client, tmp_path):

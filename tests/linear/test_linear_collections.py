@@ -51,6 +51,19 @@ def test_row_chunks_equal_the_matrix(client2):
     assert not [k for k in new if not k.startswith(("_pins", "_summary", "('linear-final"))]
 
 
+def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
+    """Every epoch in the checkpoint: the parts' final values are made on the workers
+    that hold the parts (the client has no statics to replay them), nothing trains."""
+    X, y = data(2)
+    first = fit(chunked(X), y, 2, client=client2, checkpoint=tmp_path, **RUN)
+    again = fit(chunked(X), y, 2, client=client2, checkpoint=tmp_path, resume=True, **RUN)
+    assert np.array_equal(first.w, again.w)
+    assert [h["train_accuracy"] for h in first.history] == \
+        [h["train_accuracy"] for h in again.history]
+    assert again.report()["recovery"]["already_complete"] == {"units": 2,
+                                                               "unit_name": "epochs"}
+
+
 def test_bad_collections_are_one_line(client2):
     X, y = data(1, 50, 8)
     Xd = X.toarray()

@@ -145,6 +145,24 @@ def _pieces_left(client, wait_s: float = 30.0) -> set:
         time.sleep(0.05)
 
 
+def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
+    """A checkpoint whose every epoch is done: the resumed collection run runs nothing
+    and gives the run's W, H and history back; other ratings are refused."""
+    df = table(seed=6)
+    ck = tmp_path / "ck"
+    first = dh.ssgd.fit(dd.from_pandas(df, npartitions=2), 2, client=client2,
+                        checkpoint=ck, **OPTS)
+    again = dh.ssgd.fit(dd.from_pandas(df, npartitions=3), 2, client=client2,
+                        checkpoint=ck, resume=True, **OPTS)
+    same(first, again)
+    assert again.report()["recovery"]["already_complete"] == {"units": 2,
+                                                               "unit_name": "epochs"}
+    other = df.assign(stars=df.stars.where(df.index != 4, 0.5))
+    with pytest.raises(InputError, match="fingerprint|another input|made from|differ"):
+        dh.ssgd.fit(dd.from_pandas(other, npartitions=2), 2, client=client2, checkpoint=ck,
+                    resume=True, **OPTS)
+
+
 @pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 20-60 s
 @pytest.mark.timeout(900)
 def test_a_lost_worker_costs_a_restart_its_parts_read_again(make_client, tmp_path):
