@@ -206,8 +206,10 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     if nparts is None:
         nparts = len(worker_addresses(client))
     nz = None
-    if is_collection(X) or is_collection(y):      # X's values stay on the workers
-        from ._collect import prepare_collection
+    from ._collect import test_collection
+
+    if is_collection(X) or is_collection(y) or test_collection(test):
+        from ._collect import prepare_collection     # X's values stay on the workers
 
         s, nz, y = prepare_collection(client, X, y, nparts, test, options)
     else:
@@ -216,6 +218,8 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     fp = fingerprint(s)
     if nz is not None:
         fp["collection"] = nz.token
+        if getattr(s, "test_set", None) is not None:
+            fp["test_collection"] = s.test_set.nz.token
     job = Job("linear", s.nparts, s.options.epochs, row=functools.partial(row, s),
               fingerprint=fp, program=functools.partial(program, s),
               statics=statics(s) if nz is None else None,
@@ -268,9 +272,13 @@ def _run_collection(client, s, job, nz, run, y, test, options):
             store.adopt("static", part_statics(client, s, nz, placement),
                         rebuild=rebuilder(client, s, nz))
             nz.release()                       # the parts hold the values now
+            if getattr(s, "test_set", None) is not None:
+                s.test_set.release()
             out = run_job(client, job, store=store, **run.frame())
         finally:
             store.release()
     finally:
         nz.release()
+        if getattr(s, "test_set", None) is not None:
+            s.test_set.release()
     return out, full

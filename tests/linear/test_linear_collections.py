@@ -51,6 +51,37 @@ def test_row_chunks_equal_the_matrix(client2):
     assert not [k for k in new if not k.startswith(("_pins", "_summary", "('linear-final"))]
 
 
+def test_test_set_as_collections_is_evaluated_on_the_workers(client2):
+    """X_test as a Dask Array of row chunks (narrower than X: padded, as in memory) and
+    y_test as a Dask Array: the same test accuracy as in memory, and nothing of X_test
+    but its pins reaches the client (the parts' test rows are built on their workers and
+    their correct counts summed)."""
+    X, y = data(3)
+    Xt, yt = data(4, M=90, F=26)
+    ref = fit(X, y, 2, test=(Xt, yt), client=client2, **RUN)
+
+    def sent(dask_worker):
+        return [(e["who"], dict(e["keys"])) for e in dask_worker.transfer_outgoing_log]
+
+    workers = set(client2.scheduler_info()["workers"])
+    before = {str(k) for log in client2.run(sent).values() for who, keys in log
+              if who not in workers for k in keys}
+    got = fit(chunked(X), y, 2, test=(chunked(Xt, 40), da.from_array(yt, chunks=50)),
+              client=client2, **RUN)
+    new = {str(k) for log in client2.run(sent).values() for who, keys in log
+           if who not in workers for k in keys if str(k) not in before}
+    assert [h["test_accuracy"] for h in got.history] == \
+        [h["test_accuracy"] for h in ref.history]
+    assert [h["test_loss"] for h in got.history] == [h["test_loss"] for h in ref.history]
+    assert np.array_equal(ref.w, got.w) and got.report()["input"]["test"] == "dask.array"
+    assert not [k for k in new if not k.startswith(("_pins", "_summary", "('linear-final",
+                                                    "finalize"))]
+    with pytest.raises(InputError, match=r"^test labels: 89 labels for 90 rows of the "
+                                         r"test X$"):
+        fit(chunked(X), y, 2, test=(chunked(Xt, 40), da.from_array(yt[:89], chunks=50)),
+            client=client2, **RUN)
+
+
 def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
     """Every epoch in the checkpoint: the parts' final values are made on the workers
     that hold the parts (the client has no statics to replay them), nothing trains."""
