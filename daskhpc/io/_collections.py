@@ -35,7 +35,7 @@ import numpy as np
 from daskhpc.errors import InputError
 
 __all__ = ["is_collection", "read_nonzeros", "Nonzeros", "route", "labels_route",
-           "DATAFRAME_EXTRA"]
+           "DATAFRAME_EXTRA", "gathered"]
 
 #: What to install for DataFrame input (``pip install "daskhpc[dataframe]"``).
 DATAFRAME_EXTRA = 'dask.dataframe needs pandas and pyarrow: pip install "daskhpc[dataframe]"'
@@ -106,7 +106,9 @@ class Nonzeros:
 
     def gather_values(self, client) -> np.ndarray:
         """All values in collection order on the client (only for checks such as
-        ``check_serial``, which compare with a serial run on the client)."""
+        ``check_serial``, which compare with a serial run on the client; says so on
+        stderr, :func:`gathered`)."""
+        gathered(self.name, self.nnz, 8 * self.nnz)
         parts = client.gather([client.submit(_values_of, p, pure=False) for p in self.pieces])
         return np.concatenate(parts) if parts else np.zeros(0)
 
@@ -127,6 +129,15 @@ class Nonzeros:
     def __repr__(self) -> str:
         return (f"Nonzeros({self.name}: {' x '.join(map(str, self.shape))}, {self.nnz} "
                 f"nonzeros in {len(self.pieces)} pieces)")
+
+
+def gathered(name: str, n: int, nbytes: int) -> None:
+    """One line on stderr: a collection's values go to the client (``check_serial``: the
+    serial reference runs there, on the whole input)."""
+    import sys
+
+    print(f"check_serial: {name}: {n:,} values ({nbytes / 2**20:.1f} MiB) of the Dask "
+          "collection gathered to the client for the serial reference", file=sys.stderr)
 
 
 def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=None,

@@ -15,7 +15,7 @@ import numpy as np
 from daskhpc.errors import InputError
 
 from ._collections import (_frame_piece, _kind, _named_columns, _summary, dataframe_module,
-                           reread_pieces)
+                           gathered, reread_pieces)
 
 __all__ = ["Edges", "read_edge_list", "Rows", "read_rows", "check_rows", "rows_route",
            "join_rows"]
@@ -175,6 +175,7 @@ class Rows:
         """All rows on the client (for checks such as ``check_serial`` only)."""
         import scipy.sparse as sp
 
+        gathered(self.name, self.nonzeros, 8 * self.nonzeros)
         blocks = client.gather([client.submit(_block_of, p, pure=False) for p in self.pieces])
         if blocks and sp.issparse(blocks[0]):
             return sp.vstack(blocks, format="csr")

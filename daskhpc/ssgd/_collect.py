@@ -235,6 +235,9 @@ class Values:
 
     def gather(self) -> tuple[np.ndarray, np.ndarray]:
         """(train values, test values) on the client (``check_serial`` only)."""
+        from daskhpc.io import gathered
+
+        gathered("ratings", self.nz.nnz, 8 * self.nz.nnz)
         return self.client.submit(_keeper_values, self._kept(), self.stats["ntrain"],
                                   pure=False).result()
 
