@@ -158,7 +158,8 @@ def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
     assert again.report()["recovery"]["already_complete"] == {"units": 2,
                                                                "unit_name": "epochs"}
     other = df.assign(stars=df.stars.where(df.index != 4, 0.5))
-    with pytest.raises(InputError, match="fingerprint|another input|made from|differ"):
+    with pytest.raises(InputError, match=r"manifest.json: this checkpoint was made from "
+                                         r"another input \(ratings: "):
         dh.ssgd.fit(dd.from_pandas(other, npartitions=2), 2, client=client2, checkpoint=ck,
                     resume=True, **OPTS)
 
