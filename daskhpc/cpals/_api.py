@@ -177,7 +177,7 @@ def _run_collection(client, s, job, source, run):
     with its values on the client (the serial references need them)."""
     from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
 
-    from ._collect import full_tensor, part_statics
+    from ._collect import full_tensor, part_statics, rebuilder
 
     nz, can = source
     full = full_tensor(client, nz, can, s.tensor) if run.check_serial else None
@@ -187,8 +187,8 @@ def _run_collection(client, s, job, source, run):
     try:
         futs, normx2 = part_statics(client, s, nz, can, placement)
         nz.release()                       # the parts hold the values now
-        store.adopt("static", futs)
         s.tensor.normx2 = normx2
+        store.adopt("static", futs, rebuild=rebuilder(client, s, nz, can))
         if full is not None:
             full.normx2 = normx2           # the references sum ||X||^2 as the run did
         out = run_job(client, job, store=store, **run.frame())

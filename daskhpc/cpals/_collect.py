@@ -22,7 +22,7 @@ from daskhpc.errors import InputError
 
 from ._tensor import Tensor
 
-__all__ = ["read_tensor", "part_statics"]
+__all__ = ["read_tensor", "part_statics", "rebuilder"]
 
 
 class Canonical:
@@ -72,8 +72,11 @@ def full_tensor(client, nz, can: Canonical, X: Tensor) -> Tensor:
     return as_tensor((nz.pins, nz.gather_values(client), X.shape))
 
 
-def part_statics(client, s, nz, can: Canonical, placement) -> dict:
-    """``{part: Future}`` of every part's :class:`PartStatic`, built on its worker."""
+def part_statics(client, s, nz, can: Canonical, placement, only=None,
+                 normx2: float | None = None) -> dict:
+    """``({part: Future}, normx2)``: every part's :class:`PartStatic` (or ``only``'s),
+    built on its worker; ``normx2`` (``||X||^2``) summed over the parts unless given
+    (a rebuild of some parts: the run's own)."""
     from daskhpc.io import route
 
     from ._statics import part_members, statics
@@ -116,20 +119,36 @@ def part_statics(client, s, nz, can: Canonical, placement) -> dict:
         mine = None if wp is None else np.flatnonzero(wp[0][members[p]] == p)
         args[p] = (replace(shells[p], vals=None), perm, starts, mine)
     where = {p: placement.worker(p) for p in range(K)}
-    futs = route(client, nz, takes, where, _part_static, args, name="cpals")
-    from distributed import wait
+    futs = route(client, nz, takes, where, _part_static, args, name="cpals", parts=only)
+    if normx2 is None:
+        from distributed import wait
 
-    wait(list(futs.values()))
-    partial = client.gather([client.submit(_partial_norm, futs[p], workers=[where[p]],
-                                           allow_other_workers=False, pure=False)
-                             for p in range(K)])
-    normx2 = float(sum(partial))
-    out = {p: client.submit(_with_norm, futs[p], normx2, workers=[where[p]],
-                            allow_other_workers=False, pure=False) for p in range(K)}
-    wait(list(out.values()))
+        wait(list(futs.values()))
+        partial = client.gather([client.submit(_partial_norm, futs[p], workers=[where[p]],
+                                               allow_other_workers=False, pure=False)
+                                 for p in range(K)])
+        normx2 = float(sum(partial))
+    out = {p: client.submit(_with_norm, f, normx2, workers=[where[p]],
+                            allow_other_workers=False, pure=False) for p, f in futs.items()}
+    if only is None:
+        from distributed import wait
+
+        wait(list(out.values()))
     for f in futs.values():
         f.release()
     return out, normx2
+
+
+def rebuilder(client, s, nz, can: Canonical):
+    """``rebuild(parts, placement)`` for the part store: the collection read again and
+    the ``parts``' statics built on their workers in ``placement`` (a lost worker's)."""
+    def rebuild(parts, placement):
+        nz.reread(client)
+        try:
+            return part_statics(client, s, nz, can, placement, parts, s.tensor.normx2)[0]
+        finally:
+            nz.release()                 # the parts' joins keep what they read
+    return rebuild
 
 
 def _part_static(arg, *segments):

@@ -182,7 +182,7 @@ def _run_collection(client, s, job, source, run):
 
     from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
 
-    from ._collect import full_setup, part_statics
+    from ._collect import full_setup, part_statics, rebuilder
 
     # check_serial: the serial references run on the client, with the features there
     full = full_setup(client, s, source) if run.check_serial else s
@@ -191,7 +191,8 @@ def _run_collection(client, s, job, source, run):
         Placement(s.K, worker_addresses(client))
     store = PartStore(client, placement, uuid.uuid4().hex[:10])
     try:
-        store.adopt("static", part_statics(client, shells, source, placement))
+        store.adopt("static", part_statics(client, shells, source, placement),
+                    rebuild=rebuilder(client, shells, source))
         source.rows.release()             # the parts hold the features now
         return run_job(client, job, store=store, **run.frame()), full
     finally:

@@ -29,7 +29,8 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-__all__ = ["prepare_collection", "part_statics", "full_setup", "predictions_array"]
+__all__ = ["prepare_collection", "part_statics", "full_setup", "predictions_array",
+           "rebuilder"]
 
 
 class Source:
@@ -134,9 +135,9 @@ def short_steps_of(s, source, workers: int) -> bool:
     return short_steps(dataclasses.replace(s, graph=g), workers)
 
 
-def part_statics(client, shells: list, source, placement) -> dict:
-    """``{part: Future}``: every part's static data on its worker, its feature rows
-    routed there from the features' chunks and row-normalised there."""
+def part_statics(client, shells: list, source, placement, parts=None) -> dict:
+    """``{part: Future}``: every part's static data (or ``parts``') on its worker, its
+    feature rows routed there from the features' chunks and row-normalised there."""
     from distributed import wait
 
     from daskhpc.io import route, rows_route
@@ -153,9 +154,23 @@ def part_statics(client, shells: list, source, placement) -> dict:
             bare[p]["batches"] = [{k: v for k, v in b.items() if k != "X"}
                                   for b in sh["batches"]]
     futs = route(client, source.rows, rows_route(part_rows, source.rows.offsets), where,
-                 _part_static, bare, name="gcn-features")
-    wait(list(futs.values()))
+                 _part_static, bare, name="gcn-features", parts=parts)
+    if parts is None:
+        wait(list(futs.values()))
     return futs
+
+
+def rebuilder(client, shells: list, source):
+    """``rebuild(parts, placement)`` for the part store: the features read again and
+    the ``parts``' static data built on their workers in ``placement`` (a lost
+    worker's)."""
+    def rebuild(parts, placement):
+        source.rows.reread(client)
+        try:
+            return part_statics(client, shells, source, placement, parts)
+        finally:
+            source.rows.release()        # the parts' joins keep what they read
+    return rebuild
 
 
 def _part_static(shell, *segments):
@@ -208,7 +223,8 @@ def predictions_array(client, predictions: np.ndarray, source, workers: list):
     name = f"gcn-predictions-{uuid.uuid4().hex[:8]}"
     dsk, lo = {}, 0
     for k, size in enumerate(sizes):
-        w = holders[k] if k < len(holders) and holders[k] else workers[k % len(workers)]
+        w = holders[k] if k < len(holders) and holders[k] in workers else \
+            workers[k % len(workers)]            # (a holder lost during the run: another)
         dsk[(name, k)] = client.scatter(predictions[lo:lo + size], workers=[w], hash=False)
         lo += size
     return da.Array(dsk, name, chunks=(tuple(sizes),), dtype=predictions.dtype,

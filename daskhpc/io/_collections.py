@@ -35,7 +35,7 @@ import numpy as np
 from daskhpc.errors import InputError
 
 __all__ = ["is_collection", "read_nonzeros", "Nonzeros", "route", "labels_route",
-           "DATAFRAME_EXTRA"]
+           "DATAFRAME_EXTRA", "gathered"]
 
 #: What to install for DataFrame input (``pip install "daskhpc[dataframe]"``).
 DATAFRAME_EXTRA = 'dask.dataframe needs pandas and pyarrow: pip install "daskhpc[dataframe]"'
@@ -84,12 +84,17 @@ class Nonzeros:
         The columns read (ids, then the value), or ``["chunks"]`` for an array.
     token : str
         Dask's token of the collection (what identifies it in a checkpoint).
+    remake : callable, optional
+        ``remake(client) -> list of Future``: the pieces computed again from the
+        collection (:meth:`reread`).
     """
 
-    def __init__(self, name, shape, pins, offsets, pieces, columns, token, nonzero_values):
+    def __init__(self, name, shape, pins, offsets, pieces, columns, token, nonzero_values,
+                 remake=None):
         self.name, self.shape, self.pins, self.offsets = name, tuple(shape), pins, offsets
         self.pieces, self.columns, self.token = pieces, columns, token
         self.nonzero_values = int(nonzero_values)
+        self.remake = remake
 
     @property
     def order(self) -> int:
@@ -101,7 +106,9 @@ class Nonzeros:
 
     def gather_values(self, client) -> np.ndarray:
         """All values in collection order on the client (only for checks such as
-        ``check_serial``, which compare with a serial run on the client)."""
+        ``check_serial``, which compare with a serial run on the client; says so on
+        stderr, :func:`gathered`)."""
+        gathered(self.name, self.nnz, 8 * self.nnz)
         parts = client.gather([client.submit(_values_of, p, pure=False) for p in self.pieces])
         return np.concatenate(parts) if parts else np.zeros(0)
 
@@ -111,9 +118,26 @@ class Nonzeros:
             f.release()
         self.pieces = []
 
+    def reread(self, client) -> None:
+        """Compute the pieces again from the collection (after :meth:`release`, to route
+        parts again when their worker was lost): Dask reads the collection's graph
+        again, on the workers. A collection that no longer holds as many nonzeros per
+        piece (a file rewritten meanwhile) raises RuntimeError."""
+        self.release()
+        self.pieces = reread_pieces(client, self.remake, np.diff(self.offsets), self.name)
+
     def __repr__(self) -> str:
         return (f"Nonzeros({self.name}: {' x '.join(map(str, self.shape))}, {self.nnz} "
                 f"nonzeros in {len(self.pieces)} pieces)")
+
+
+def gathered(name: str, n: int, nbytes: int) -> None:
+    """One line on stderr: a collection's values go to the client (``check_serial``: the
+    serial reference runs there, on the whole input)."""
+    import sys
+
+    print(f"check_serial: {name}: {n:,} values ({nbytes / 2**20:.1f} MiB) of the Dask "
+          "collection gathered to the client for the serial reference", file=sys.stderr)
 
 
 def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=None,
@@ -186,7 +210,23 @@ def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=No
     pins = np.concatenate(pins, axis=1) if pins else np.zeros((order, 0), itype)
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in stats])]).astype(np.int64)
     return Nonzeros(name, shape, pins, offsets, futures, cols, tokenize(x),
-                    sum(s["nonzero"] for s in stats))
+                    sum(s["nonzero"] for s in stats),
+                    remake=lambda c: c.compute(pieces))
+
+
+def reread_pieces(client, remake, counts, name: str) -> list:
+    """``remake(client)``'s pieces, checked to hold ``counts`` items each (what the
+    first read found): the parts routed from them are the parts routed before."""
+    if remake is None:
+        raise RuntimeError(f"{name}: the collection cannot be read again")
+    futures = list(remake(client))
+    got = client.gather([client.submit(_count, f, pure=False) for f in futures])
+    if [int(n) for n in got] != [int(n) for n in counts]:
+        for f in futures:
+            f.release()
+        raise RuntimeError(f"{name}: the collection changed since it was read (items per "
+                           f"partition {[int(n) for n in counts]}, now {got}); run again")
+    return futures
 
 
 def _named_columns(x, columns, name) -> list:
@@ -317,6 +357,11 @@ def _values_of(piece):
     return piece[1]
 
 
+def _count(piece) -> int:
+    v = piece[1]
+    return int(v.shape[0])
+
+
 def _select(piece, take, bounds, with_ids: bool):
     """The piece's nonzeros for each destination: ``take[bounds[d]:bounds[d + 1]]``."""
     ids, vals, _ = piece
@@ -349,7 +394,7 @@ def labels_route(labels: np.ndarray, offsets: np.ndarray, nparts: int) -> list:
 
 
 def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | None = None,
-          *, with_ids: bool = False, name: str = "route") -> dict:
+          *, with_ids: bool = False, name: str = "route", parts=None) -> dict:
     """Send every piece's nonzeros to their parts' workers and build each part there.
 
     Parameters
@@ -367,6 +412,8 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
         ``with_ids``.
     args : dict, optional
         ``part -> arg`` (small, or a Future already on the part's worker).
+    parts : iterable of int, optional
+        Build only these parts (the others' worker lost none: a recovery); default all.
 
     Returns
     -------
@@ -379,8 +426,12 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
     token = uuid.uuid4().hex[:8]
     who = client.who_has(nz.pieces)
     nparts = len(takes[0][1]) - 1 if takes else 0
-    selects, per_part = [], {d: [] for d in range(nparts)}
+    wanted = list(range(nparts)) if parts is None else sorted(int(d) for d in parts)
+    selects, per_part = [], {d: [] for d in wanted}
     for k, (piece, (take, bounds)) in enumerate(zip(nz.pieces, takes)):
+        ds = [d for d in wanted if bounds[d + 1] > bounds[d]]
+        if not ds:
+            continue
         holders = list(who.get(piece.key) or [])
         opts = {"workers": holders[:1], "allow_other_workers": True} if holders else {}
         tk = client.scatter(np.ascontiguousarray(take), hash=False, **(
@@ -388,14 +439,13 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
         sel = client.submit(_select, piece, tk, np.asarray(bounds), with_ids,
                             key=f"daskhpc-{name}-select-{token}-{k}", **opts)
         selects += [sel, tk]
-        ds = [d for d in range(nparts) if bounds[d + 1] > bounds[d]]
         # one submission per piece (client.map), not one per piece and part
         items = client.map(_item, [sel] * len(ds), ds, pure=False,
                            key=[f"daskhpc-{name}-item-{token}-{k}-{d}" for d in ds], **opts)
         for d, item in zip(ds, items):
             per_part[d].append(item)
     out = {}
-    for d in range(nparts):
+    for d in wanted:
         out[d] = client.submit(join, (args or {}).get(d), *per_part[d],
                                key=f"daskhpc-{name}-part-{token}-{d}",
                                workers=[where[d]], allow_other_workers=False)

@@ -14,7 +14,8 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-from ._collections import _frame_piece, _kind, _named_columns, _summary, dataframe_module
+from ._collections import (_frame_piece, _kind, _named_columns, _summary, dataframe_module,
+                           gathered, reread_pieces)
 
 __all__ = ["Edges", "read_edge_list", "Rows", "read_rows", "check_rows", "rows_route",
            "join_rows"]
@@ -158,14 +159,23 @@ class Rows:
     token : str
     """
 
-    def __init__(self, shape, offsets, pieces, nonzeros, token, chunks):
+    def __init__(self, shape, offsets, pieces, nonzeros, token, chunks, remake=None,
+                 name: str = "features"):
         self.shape, self.offsets, self.pieces = tuple(shape), offsets, pieces
         self.nonzeros, self.token, self.chunks = int(nonzeros), token, chunks
+        self.remake, self.name = remake, name
+
+    def reread(self, client) -> None:
+        """The row blocks computed again from the array (to route parts again when
+        their worker was lost; :meth:`daskhpc.io.Nonzeros.reread`)."""
+        self.release()
+        self.pieces = reread_pieces(client, self.remake, np.diff(self.offsets), self.name)
 
     def gather(self, client):
         """All rows on the client (for checks such as ``check_serial`` only)."""
         import scipy.sparse as sp
 
+        gathered(self.name, self.nonzeros, 8 * self.nonzeros)
         blocks = client.gather([client.submit(_block_of, p, pure=False) for p in self.pieces])
         if blocks and sp.issparse(blocks[0]):
             return sp.vstack(blocks, format="csr")
@@ -208,7 +218,11 @@ def read_rows(x, client, *, name: str = "features", rows: int | None = None) -> 
     for f in futures:
         f.release()
     offsets = np.concatenate([[0], np.cumsum(x.chunks[0])]).astype(np.int64)
-    return Rows(x.shape, offsets, pieces, sum(nz for _, nz in stats), token, x.chunks[0])
+    def remake(c):
+        return [c.submit(_as_piece, f, pure=False) for f in c.compute(list(blocks))]
+
+    return Rows(x.shape, offsets, pieces, sum(nz for _, nz in stats), token, x.chunks[0],
+                remake=remake, name=name)
 
 
 def check_rows(x, *, name: str = "features", rows: int | None = None) -> None:

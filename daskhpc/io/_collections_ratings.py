@@ -90,8 +90,14 @@ def read_ratings_frame(x, client, *, columns=None, name: str = "ratings"):
     pins = client.gather([client.submit(_pins, f, itype, pure=False) for f in pieces])
     pins = np.concatenate(pins, axis=1)
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in stats])]).astype(np.int64)
+    def remake(c):
+        """The pieces again from ``x`` (a lost worker's parts are routed again)."""
+        again = [c.scatter(m, broadcast=True, hash=False) for m in maps]
+        return c.compute([delayed(_rating_piece, pure=True)(d, cols, *again)
+                          for d in x[cols].to_delayed()])
+
     nz = Nonzeros(name, shape, pins, offsets, pieces, cols, token,
-                  sum(s["nonzero"] for s in stats))
+                  sum(s["nonzero"] for s in stats), remake=remake)
     _no_repeated_pairs(nz, maps, cols, name)
     out_maps = tuple(None if (m.dtype.kind in "iu" and m[0] == 0 and m[-1] == m.size - 1)
                      else m for m in maps)

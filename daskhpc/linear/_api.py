@@ -164,8 +164,10 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     if nparts is None:
         nparts = len(worker_addresses(client))
     nz = None
-    if is_collection(X) or is_collection(y):      # X's values stay on the workers
-        from ._collect import prepare_collection
+    from ._collect import test_collection
+
+    if is_collection(X) or is_collection(y) or test_collection(test):
+        from ._collect import prepare_collection     # X's values stay on the workers
 
         s, nz, y = prepare_collection(client, X, y, nparts, test, options)
     else:
@@ -174,6 +176,8 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     fp = fingerprint(s)
     if nz is not None:
         fp["collection"] = nz.token
+        if getattr(s, "test_set", None) is not None:
+            fp["test_collection"] = s.test_set.nz.token
     job = linear_job(s, fp, with_statics=nz is None, in_loop=in_loop, exchange=exchange)
     if nz is None:
         out = run_job(client, job, **run.frame())
@@ -212,18 +216,23 @@ def _run_collection(client, s, job, nz, run, y, test, options):
 
     from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
 
-    from ._collect import full_setup, part_statics
+    from ._collect import full_setup, part_statics, rebuilder
 
     try:
         full = full_setup(client, s, nz, y, test, options) if run.check_serial else None
         placement = Placement(s.nparts, worker_addresses(client))
         store = PartStore(client, placement, uuid.uuid4().hex[:10])
         try:
-            store.adopt("static", part_statics(client, s, nz, placement))
+            store.adopt("static", part_statics(client, s, nz, placement),
+                        rebuild=rebuilder(client, s, nz))
             nz.release()                       # the parts hold the values now
+            if getattr(s, "test_set", None) is not None:
+                s.test_set.release()
             out = run_job(client, job, store=store, **run.frame())
         finally:
             store.release()
     finally:
         nz.release()
+        if getattr(s, "test_set", None) is not None:
+            s.test_set.release()
     return out, full

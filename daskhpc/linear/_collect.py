@@ -20,32 +20,76 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-__all__ = ["prepare_collection", "part_statics", "full_setup"]
+__all__ = ["prepare_collection", "part_statics", "full_setup", "rebuilder",
+           "test_collection"]
 
 
-def _labels(client, y, M: int):
+def _labels(client, y, M: int, what: str = "y", of: str = "X"):
     """The labels on the client: a Dask Array checked from its metadata, then computed."""
     from daskhpc.io import is_collection
 
     if y is None:
-        raise InputError("y: give the labels (a Dask Array or an array, one per row of X)")
+        raise InputError(f"{what}: give the labels (a Dask Array or an array, one per row of "
+                         f"{of})")
     if not is_collection(y):
         return y
     if not hasattr(y, "chunks") or y.ndim != 1:
-        raise InputError(f"y: a {type(y).__name__} of {getattr(y, 'ndim', '?')} dimensions; "
-                         "give a 1-D Dask Array of labels")
+        raise InputError(f"{what}: a {type(y).__name__} of {getattr(y, 'ndim', '?')} "
+                         "dimensions; give a 1-D Dask Array of labels")
     if any(np.isnan(c) for c in y.chunks[0]):
-        raise InputError("y: the Dask Array's chunk sizes are unknown (nan); call "
+        raise InputError(f"{what}: the Dask Array's chunk sizes are unknown (nan); call "
                          ".compute_chunk_sizes() first")
     if y.shape[0] != M:
-        raise InputError(f"y: {y.shape[0]} labels for {M} rows of X")
+        raise InputError(f"{what}: {y.shape[0]} labels for {M} rows of {of}")
     if getattr(y.dtype, "kind", "O") not in "biuf":
-        raise InputError(f"y: labels of dtype {y.dtype}; labels must be numbers")
+        raise InputError(f"{what}: labels of dtype {y.dtype}; labels must be numbers")
     out = client.compute(y).result()
     if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
         bad = int(np.flatnonzero(~np.isfinite(out))[0])
-        raise InputError(f"y: NaN or infinite label at row {bad}")
+        raise InputError(f"{what}: NaN or infinite label at row {bad}")
     return out
+
+
+def test_collection(test) -> bool:
+    """Whether ``test`` is ``(X_test, y_test)`` with X_test (or y_test) a Dask collection."""
+    from daskhpc.io import is_collection
+
+    return isinstance(test, tuple) and len(test) == 2 and any(map(is_collection, test))
+
+
+class TestSet:
+    """A test set whose X stays on the workers: its nonzeros (``nz``), its labels as
+    given (on the client: one number a row) and its pattern."""
+
+    def __init__(self, nz, y):
+        self.nz, self.y = nz, y
+
+    def pattern(self):
+        nz = self.nz
+        return sp.csr_array((np.ones(nz.nnz), (nz.pins[0], nz.pins[1])), shape=nz.shape)
+
+    def release(self):
+        self.nz.release()
+
+
+def _read_test(client, test):
+    """``TestSet`` of ``(X_test, y_test)`` whose X_test is a Dask Array of row chunks."""
+    from daskhpc.io import is_collection, read_nonzeros
+
+    Xt, yt = test
+    if not (is_collection(Xt) and hasattr(Xt, "chunks")):
+        raise InputError(f"test: X_test is a {type(Xt).__name__}; with a Dask collection in "
+                         "the test set give X_test as a Dask Array of scipy.sparse row "
+                         "chunks")
+    if Xt.ndim != 2:
+        raise InputError(f"test: X_test is a {Xt.ndim}-D Dask Array; need rows x features")
+    nz = read_nonzeros(Xt, client, order=2, name="test X")
+    try:
+        y = _labels(client, yt, nz.shape[0], "test labels", "the test X")
+    except BaseException:
+        nz.release()
+        raise
+    return TestSet(nz, y)
 
 
 def prepare_collection(client, X, y, nparts, test, options):
@@ -72,24 +116,35 @@ def prepare_collection(client, X, y, nparts, test, options):
         raise InputError(f"y: {y.shape[0]} labels for {M} rows of X")
     t0 = time.perf_counter()
     nz = read_nonzeros(X, client, order=2, name="X")
+    tset = None
     try:
         labels = _labels(client, y, M)
+        if test_collection(test):      # its X's values stay on the workers too
+            tset = _read_test(client, test)
+            test = (tset.pattern(), tset.y)
         # the pattern from the int32 pins as they are (no int64 copies on the client)
         pattern = sp.csr_array((np.ones(nz.nnz), (nz.pins[0], nz.pins[1])), shape=(M, F))
         data = load(pattern, labels, test, fit_intercept=opts.fit_intercept,
                     n_features=opts.n_features)
         del pattern
         data.source["collection"] = nz.token
+        if tset is not None:
+            data.source["test"] = "dask.array"
+            data.source["test_collection"] = tset.nz.token
         s = setup_of(opts, data, nparts, t0)
+        s.test_set = tset
     except BaseException:
         nz.release()
+        if tset is not None:
+            tset.release()
         raise
     return s, nz, labels
 
 
-def part_statics(client, s, nz, placement) -> dict:
-    """``{part: Future}`` of every part's static data, its CSR rows built on its worker
-    from the entries routed there (the other fields from the client, as in memory)."""
+def part_statics(client, s, nz, placement, parts=None) -> dict:
+    """``{part: Future}`` of every part's static data (or ``parts``'), its CSR rows built
+    on its worker from the entries routed there (the other fields from the client, as in
+    memory)."""
     from daskhpc.io import labels_route, route
 
     from ._program import statics
@@ -101,20 +156,61 @@ def part_statics(client, s, nz, placement) -> dict:
     labels = owner[nz.pins[0]]
     shells = statics(s, rows=False)
     width = s.data.n_features
-    args = {p: (s.rows[p], width, s.data.fit_intercept, shells[p]) for p in range(P)}
     where = {p: placement.worker(p) for p in range(P)}
+    tests = _test_parts(client, s, where, parts)
+    for p, f in tests.items():          # the test rows are built on the part's worker
+        shells[p] = {k: v for k, v in shells[p].items() if k != "Xt"}
+    args = {p: (s.rows[p], width, s.data.fit_intercept, shells[p], tests.get(p))
+            for p in range(P)}
     futs = route(client, nz, labels_route(labels, nz.offsets, P), where, _part_static, args,
-                 with_ids=True, name="linear")
-    from distributed import wait
+                 with_ids=True, name="linear", parts=parts)
+    if parts is None:
+        from distributed import wait
 
-    wait(list(futs.values()))
+        wait(list(futs.values()))
     return futs
 
 
-def _part_static(arg, *segments):
-    """On the part's worker: its rows as ``d.X[rows]`` would be (canonical CSR, duplicates
-    summed, the intercept column last), in the shell the client made."""
-    rows, width, intercept, shell = arg
+def _test_parts(client, s, where: dict, parts=None) -> dict:
+    """``{part: Future}`` of every part's test rows (``setup.test_rows[p]``) built on its
+    worker from a test set on the workers (``{}`` without one)."""
+    from daskhpc.io import labels_route, route
+
+    tset = getattr(s, "test_set", None)
+    if tset is None:
+        return {}
+    nz = tset.nz
+    owner = np.empty(nz.shape[0], np.int64)
+    for p, rows in enumerate(s.test_rows):
+        owner[rows] = p
+    args = {p: (rows, s.data.n_features, s.data.fit_intercept)
+            for p, rows in enumerate(s.test_rows)}
+    return route(client, nz, labels_route(owner[nz.pins[0]], nz.offsets, s.nparts), where,
+                 _test_rows, args, with_ids=True, name="linear-test", parts=parts)
+
+
+def rebuilder(client, s, nz):
+    """``rebuild(parts, placement)`` for the part store: X (and a test set on the
+    workers) read again and the ``parts``' rows built on their workers in ``placement``
+    (a lost worker's)."""
+    tset = getattr(s, "test_set", None)
+
+    def rebuild(parts, placement):
+        nz.reread(client)
+        if tset is not None:
+            tset.nz.reread(client)
+        try:
+            return part_statics(client, s, nz, placement, parts)
+        finally:
+            nz.release()                 # the parts' joins keep what they read
+            if tset is not None:
+                tset.release()
+    return rebuild
+
+
+def _csr_rows(rows, width, intercept, segments):
+    """``X[rows]`` of the entries routed here, as the client slices it (canonical CSR,
+    duplicates summed, the intercept column last)."""
     if segments:
         ids = np.concatenate([sg[0] for sg in segments], axis=1)
         vals = np.concatenate([sg[1] for sg in segments])
@@ -125,7 +221,23 @@ def _part_static(arg, *segments):
     X.sum_duplicates()
     if intercept:
         X = sp.csr_array(sp.hstack([X, sp.csr_array(np.ones((rows.size, 1)))], format="csr"))
-    return {**shell, "X": (X.indptr, X.indices, X.data)}
+    return X.indptr, X.indices, X.data
+
+
+def _test_rows(arg, *segments):
+    """On the part's worker: its test rows as ``d.X_test[test_rows]`` would be."""
+    rows, width, intercept = arg
+    return _csr_rows(rows, width, intercept, segments)
+
+
+def _part_static(arg, *segments):
+    """On the part's worker: its rows as ``d.X[rows]`` would be, in the shell the client
+    made (with its test rows, when they were built on the workers too)."""
+    rows, width, intercept, shell, test = arg
+    out = {**shell, "X": _csr_rows(rows, width, intercept, segments)}
+    if test is not None:
+        out["Xt"] = test
+    return out
 
 
 def full_setup(client, s, nz, labels, test, options):
@@ -134,4 +246,10 @@ def full_setup(client, s, nz, labels, test, options):
 
     r, c = nz.pins[0].astype(np.int64), nz.pins[1].astype(np.int64)
     X = sp.csr_array((nz.gather_values(client), (r, c)), shape=nz.shape)
+    tset = getattr(s, "test_set", None)
+    if tset is not None:
+        t = tset.nz
+        test = (sp.csr_array((t.gather_values(client), (t.pins[0].astype(np.int64),
+                                                         t.pins[1].astype(np.int64))),
+                             shape=t.shape), tset.y)
     return prepare(X, labels, s.nparts, test=test, **options)

@@ -357,8 +357,11 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
         starts = (job.restore(ck, first) if job.restore else
                   {p: load_arrays(ck.file(first, f"part-{p}.npz")) for p in range(job.nparts)})
     prog = job.program(first)
-    if not todo:
-        # the checkpoint is at the end: the parts' final values from their saved state
+    # the checkpoint is at the end: the parts' final values from their saved state, here
+    # (or, statics built on the workers from a Dask collection, there: no reports, no
+    # checkpoint steps)
+    replay = not todo
+    if replay and "static" in store.data:
         from daskhpc.comm import run_local
 
         statics = [store.data["static"][p] for p in range(job.nparts)]
@@ -371,15 +374,15 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
     if starts is not None:
         starts = store.put("start", starts, transient=True)
     runner = ProgramRunner(client, prog, store.placement, store["static"], starts=starts,
-                           token=token, topic=topic,
-                           checkpoint=None if ck is None else ck.path, in_loop=job.in_loop,
-                           exchange=exchange_mode(job.exchange))
+                           token=token, topic=None if replay else topic,
+                           checkpoint=None if ck is None or replay else ck.path,
+                           in_loop=job.in_loop, exchange=exchange_mode(job.exchange))
     futures += runner.frontier()
-    ends = prog.unit_steps
+    ends = [] if replay else prog.unit_steps
     if len(ends) != len(todo):
         raise RuntimeError(f"{job.name}: the program for units {todo[0]}..{todo[-1]} has "
                            f"{len(ends)} reported steps")
-    window = job.window or (1 if job.stop else len(ends))
+    window = job.window or (1 if job.stop else max(len(ends), 1))
     # windows of units; without a stop rule the next window is submitted before the
     # previous one is waited for (the workers never idle between windows). The client
     # holds the windows not yet waited for, not every window of the run (each one's
@@ -404,8 +407,9 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
         if job.stop(book.history()):
             ran = j
             break
-    if ran == len(ends) and ends[-1] + 1 < prog.nsteps:     # steps after the last report
-        futures += runner.submit(range(ends[-1] + 1, prog.nsteps))
+    after = ends[-1] + 1 if ends else 0
+    if ran == len(ends) and after < prog.nsteps:             # steps after the last report
+        futures += runner.submit(range(after, prog.nsteps))
     fin = runner.finish()
     futures += fin
     values = gather_watching(client, fin, watch, on_poll=drain)

@@ -42,6 +42,7 @@ class PartStore:
         self.generation = 0
         self.transient: set[str] = set()      # names an attempt puts anew (not moved)
         self.adopted: set[str] = set()        # names built on the workers (``adopt``)
+        self.rebuild: dict = {}               # name -> how to build its parts again
 
     def put(self, name: str, values: dict, *, transient: bool = False) -> dict:
         """Scatter ``{part: value}`` to the parts' workers; returns ``{part: Future}``.
@@ -59,17 +60,21 @@ class PartStore:
         self._scatter(name, self.data[name])
         return self.futures[name]
 
-    def adopt(self, name: str, futures: dict) -> dict:
+    def adopt(self, name: str, futures: dict, rebuild=None) -> dict:
         """Record ``{part: Future}`` that tasks pinned on the parts' workers made (data
         built on the workers, e.g. from a Dask collection: the client has no copy).
 
-        A move of such a part (its worker lost) raises :class:`RuntimeError`: there is
-        nothing to send again."""
+        ``rebuild(parts, placement) -> {part: Future}`` builds the given parts again on
+        their workers in ``placement`` (a collection read and routed again): a move of
+        such a part (its worker lost) calls it; without it the move raises
+        :class:`RuntimeError`: there is nothing to send again."""
         old = self.futures.pop(name, None)
         if old:
             release_futures(old.values())
         self.data.pop(name, None)
         self.adopted.add(name)
+        if rebuild is not None:
+            self.rebuild[name] = rebuild
         self.futures[name] = dict(futures)
         self.where[name] = {p: self.placement.worker(self.part_of(p)) for p in futures}
         return self.futures[name]
@@ -114,7 +119,10 @@ class PartStore:
         for name in self.adopted:
             lost = [p for p, w in self.where.get(name, {}).items()
                     if placement.worker(self.part_of(p)) != w]
-            if lost:
+            if lost and name in self.rebuild:
+                self._rebuilt(name, lost)
+                moved_all.update(lost)
+            elif lost:
                 raise RuntimeError(
                     f"part data {name!r} of part {_label(lost[0])} was built on its worker "
                     "from a Dask collection and died with it (the client holds no copy to "
@@ -128,12 +136,33 @@ class PartStore:
             moved_all.update(moved)
         return sorted(moved_all, key=_label)
 
+    def _rebuilt(self, name: str, parts: list) -> None:
+        """Build adopted ``parts`` again on their workers (``adopt``'s ``rebuild``); their
+        records change once all are there (a worker lost meanwhile: :class:`WorkerLost`,
+        and the next ``move`` builds them again)."""
+        from daskhpc.runtime._fault import WorkerWatch, gather_watching
+
+        new = self.rebuild[name](list(parts), self.placement)
+        workers = {self.placement.worker(self.part_of(p)) for p in parts}
+        try:
+            with WorkerWatch(self.client, workers) as watch:
+                gather_watching(self.client, [new[p] for p in parts], watch, values=False)
+        except BaseException:
+            release_futures(new.values())
+            raise
+        futures, where = self.futures[name], self.where[name]
+        for p in parts:
+            old, futures[p], where[p] = futures.get(p), new[p], \
+                self.placement.worker(self.part_of(p))
+            if old is not None:
+                release_futures([old])
+
     def release(self) -> None:
         """Drop the futures (the workers free the data) and the client's copies."""
         for futs in self.futures.values():
             release_futures(futs.values())
         self.futures, self.data, self.where = {}, {}, {}
-        self.adopted = set()
+        self.adopted, self.rebuild = set(), {}
 
 
 def _label(key) -> str:

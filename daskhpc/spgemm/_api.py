@@ -266,7 +266,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
         # collections: the blocks are built on the cells' workers, not scattered
         from distributed import wait
 
-        from ._collect import route_blocks
+        from ._collect import rebuilder, route_blocks
 
         fa, fb = route_blocks(client, s, store.placement)
         for name, futs, blocks in (("A", fa, s.a_blocks), ("B", fb, s.b_blocks)):
@@ -274,7 +274,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
                 store.put(name, blocks)
             else:
                 wait(list(futs.values()))
-                store.adopt(name, futs)
+                store.adopt(name, futs, rebuild=rebuilder(client, s, name))
         for nz in s.sources.values():
             nz.release()                  # the blocks hold the values now
     else:

@@ -28,7 +28,7 @@ from daskhpc.errors import InputError
 
 from ._block import CscBlock
 
-__all__ = ["read_inputs", "pattern", "route_blocks", "to_dask_array"]
+__all__ = ["read_inputs", "pattern", "route_blocks", "to_dask_array", "rebuilder"]
 
 
 def read_inputs(client, a, b, columns=None) -> dict:
@@ -81,22 +81,23 @@ def _inverse(perm: np.ndarray) -> np.ndarray:
     return inv
 
 
-def route_blocks(client, s, placement) -> tuple[dict, dict]:
+def route_blocks(client, s, placement, names=("A", "B"), only=None) -> tuple[dict, dict]:
     """``({cell: Future}, {cell: Future})``: the A and B cell blocks built on their cells'
     workers from the collections' pieces (the in-memory operand is scattered as usual by
-    the caller: this returns only the collection ones)."""
+    the caller: this returns only the collection ones); ``names`` and ``only`` (cells)
+    restrict it to some (a rebuild)."""
     from daskhpc.io import labels_route, route
 
     g, lay = s.grid, s.layout(1)
-    cells = g.cells()
-    where = {g.rank(*c): placement.worker(g.rank(*c)) for c in cells}
+    cells = g.cells() if only is None else [tuple(c) for c in only]
+    where = {g.rank(*c): placement.worker(g.rank(*c)) for c in g.cells()}
     rb = lay.row_block_of()
     ks, kk = lay.inner_slice_of()
     cb = np.repeat(np.arange(g.q), np.diff(lay.col_bounds))
     out = []
     for name in ("A", "B"):
         nz = (s.sources or {}).get(name)
-        if nz is None:
+        if nz is None or name not in names:
             out.append(None)
             continue
         r, c = nz.pins[0].astype(np.int64), nz.pins[1].astype(np.int64)
@@ -115,9 +116,25 @@ def route_blocks(client, s, placement) -> tuple[dict, dict]:
                 rows, cols = s.pk[slice(*lay.inner(ci, ck))], s.pc[slice(*lay.cols(cj))]
             args[g.rank(ci, cj, ck)] = (rows, cols)
         futs = route(client, nz, labels_route(labels, nz.offsets, g.p), where, _cell_block,
-                     args, with_ids=True, name=f"spgemm-{name}")
+                     args, with_ids=True, name=f"spgemm-{name}",
+                     parts=None if only is None else [g.rank(*c) for c in cells])
         out.append({c: futs[g.rank(*c)] for c in cells})
     return out[0], out[1]
+
+
+def rebuilder(client, s, name: str):
+    """``rebuild(cells, placement)`` for the part store: the collection of operand
+    ``name`` read again and the ``cells``' blocks built on their workers in
+    ``placement`` (a lost worker's)."""
+    def rebuild(cells, placement):
+        nz = s.sources[name]
+        nz.reread(client)
+        try:
+            fa, fb = route_blocks(client, s, placement, (name,), cells)
+            return fa if name == "A" else fb
+        finally:
+            nz.release()                 # the blocks' joins keep what they read
+    return rebuild
 
 
 def _local_index(ids: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -123,9 +123,6 @@ def _collection_first(options, nparts, run) -> None:
     from ._setup import Options
 
     checked_options(Options, options, "SSGD")
-    if run.resume:
-        raise InputError("resume with a Dask collection: the checkpoint cannot check the "
-                         "ratings it was made from; resume from the file, or run again")
     if nparts is not None and (int(nparts) != nparts or nparts < 1):
         raise InputError(f"--parts must be a positive integer, got {nparts}")
 
@@ -144,10 +141,13 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
         from ._setup import load
 
         # the route of a fresh run (format=, empty rows dropped): same ratings, same
-        # fingerprint; prepare below takes this Input as it is
-        data = load(data, format=options.get("format"),
-                    keep_empty=bool(options.get("keep_empty", False)))
-        check_input(checkpoint, data.ratings)          # before its partition is read
+        # fingerprint; prepare below takes this Input as it is (a collection's is read:
+        # its values are digested on the workers, which the fingerprint checks)
+        collection = getattr(data, "values", None) is not None
+        if not collection:
+            data = load(data, format=options.get("format"),
+                        keep_empty=bool(options.get("keep_empty", False)))
+        check_input(checkpoint, data.ratings, collection)   # before its partition is read
         partition_file = partition_path(checkpoint)    # the blocks of the first job
     s = prepare(data, nparts, partition_file=partition_file, **options)
     timeline: list = []
@@ -209,7 +209,7 @@ def _run_collection(client, s, job, run, low_latency, placement):
         futs = s.values.part_values(s, placement)
         wait(list(futs.values()))
         s.values.nz.release()            # the parts and the keeper hold the ratings now
-        store.adopt("values", futs)
+        store.adopt("values", futs, rebuild=s.values.rebuilder(s))
         return run_job(client, job, store=store, low_latency=low_latency, **run.frame())
     finally:
         store.release()

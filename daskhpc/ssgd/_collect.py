@@ -106,19 +106,60 @@ class Values:
         n = self.nz.nnz
         is_test = holdout_mask(n, test_fraction, seed)
         self.is_test = is_test
-        label = np.zeros(n, np.int32) if is_test is None else is_test.astype(np.int32)
-        who = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
-        where = {0: who[0]}
-        futs = self._route(label, 2, 1, where, with_ids=True)
-        self.keeper = futs[0]
+        who = self._route_keeper()
         ntrain = n if is_test is None else int(n - is_test.sum())
         self.stats = self.client.submit(_keeper_stats, self.keeper, ntrain, self.remap,
-                                        workers=[who[0]], pure=False).result()
+                                        workers=[who], pure=False).result()
         self.stats["ntrain"] = ntrain
         return self.stats
 
-    def part_values(self, s, placement) -> dict:
-        """``{part: Future}`` of each part's ratings on its worker (module docstring)."""
+    def _route_keeper(self) -> str:
+        """Route the training and test ratings to the keeper (the first worker); its
+        address."""
+        n = self.nz.nnz
+        label = np.zeros(n, np.int32) if self.is_test is None else \
+            self.is_test.astype(np.int32)
+        who = sorted(self.client.scheduler_info(n_workers=-1)["workers"])[0]
+        self.keeper = self._route(label, 2, 1, {0: who}, with_ids=True)[0]
+        return who
+
+    def _kept(self):
+        """The keeper, routed again from the collection if its worker was lost."""
+        k = self.keeper
+        # a lost keeper's future is cancelled (its routing inputs are forgotten) or lost
+        try:
+            if k is not None and k.status == "finished" and \
+                    self.client.who_has([k]).get(k.key):
+                return k
+        except Exception:  # noqa: BLE001 - cancelled meanwhile: route it again
+            pass
+        from distributed import wait
+
+        self.nz.reread(self.client)
+        try:
+            self._route_keeper()
+            wait([self.keeper])
+        finally:
+            self.nz.release()
+        if k is not None:
+            k.release()
+        return self.keeper
+
+    def rebuilder(self, s):
+        """``rebuild(parts, placement)`` for the part store: the collection read again
+        and the ``parts``' ratings routed to their workers in ``placement`` (a lost
+        worker's parts; the others stay where they are)."""
+        def rebuild(parts, placement):
+            self.nz.reread(self.client)
+            try:
+                return self.part_values(s, placement, parts)
+            finally:
+                self.nz.release()        # the parts' joins keep what they read
+        return rebuild
+
+    def part_values(self, s, placement, parts=None) -> dict:
+        """``{part: Future}`` of each part's ratings (or of ``parts``') on its worker
+        (module docstring)."""
         K = s.K
         n = self.nz.nnz
         a = s.assignment
@@ -133,9 +174,10 @@ class Values:
             label_r[self.is_test] = lab_test
         del lab_train, lab_test
         where = {p: placement.worker(p) for p in range(K)}
-        return self._route(label_r, K + 1, K, where)
+        return self._route(label_r, K + 1, K, where, parts=parts)
 
-    def _route(self, label_r, groups: int, nparts: int, where: dict, *, with_ids=False):
+    def _route(self, label_r, groups: int, nparts: int, where: dict, *, with_ids=False,
+               parts=None):
         from daskhpc.io import route
 
         nz = self.nz
@@ -159,7 +201,7 @@ class Values:
             cs = [c[p] for c in counts if c[p].sum()]
             args[p] = (np.array(cs, np.int64).reshape(-1, groups), perms.get(p))
         return route(self.client, nz, takes, where, _part_join, args, with_ids=with_ids,
-                     name="ssgd")
+                     name="ssgd", parts=parts)
 
     def _perms(self, label, groups, nparts) -> dict:
         """Per part: the permutation from the join's order (label, collection position)
@@ -184,15 +226,19 @@ class Values:
         from ._serial import value_quality
 
         o = s.options
-        who = list(self.client.who_has([self.keeper]).get(self.keeper.key) or [])
+        keeper = self._kept()
+        who = list(self.client.who_has([keeper]).get(keeper.key) or [])
         Wf, Hf = self.client.scatter([W, H], workers=who[:1] or None, hash=False)
-        return self.client.submit(_keeper_quality, self.keeper, self.stats["ntrain"],
+        return self.client.submit(_keeper_quality, keeper, self.stats["ntrain"],
                                   self.remap, value_quality, Wf, Hf, o, s.mu, s.clip,
                                   workers=who[:1] or None, pure=False).result()
 
     def gather(self) -> tuple[np.ndarray, np.ndarray]:
         """(train values, test values) on the client (``check_serial`` only)."""
-        return self.client.submit(_keeper_values, self.keeper, self.stats["ntrain"],
+        from daskhpc.io import gathered
+
+        gathered("ratings", self.nz.nnz, 8 * self.nz.nnz)
+        return self.client.submit(_keeper_values, self._kept(), self.stats["ntrain"],
                                   pure=False).result()
 
     def release(self) -> None:

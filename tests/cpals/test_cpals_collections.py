@@ -111,3 +111,38 @@ def test_array_of_coo_chunks(client2):
               client=client2, **RUN)
     for a, b in zip(ref.factors, got.factors):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 30-90 s
+@pytest.mark.timeout(900)
+def test_a_lost_worker_costs_a_restart_its_parts_read_again(make_client, tmp_path):
+    """The killed worker's part values were routed there from the frame (no copy on the
+    client): the frame is read again, the part built on its new worker, and the factors
+    are the in-memory run's."""
+    import sparse
+
+    from daskhpc.testing import KillOnce, TaskKey
+
+    client = make_client(2)
+    coords, vals = nonzeros()
+    run = dict(RUN, iters=5)
+    ref = fit(sparse.COO(coords, vals, shape=SHAPE), 3, 2, client=client, **run)
+    marker = tmp_path / "killed"
+    client.register_plugin(KillOnce(TaskKey("cpals-"), str(marker), nth=2), name="kill")
+    got = fit(frame(coords, vals), 3, 2, client=client, max_restarts=2,
+              checkpoint=tmp_path / "ck", **run)
+    rec = got.report()["recovery"]["recoveries"]
+    assert rec[0]["lost"] == [marker.read_text().split()[0]] and rec[0]["moved"]
+    assert np.array_equal(ref.weights, got.weights)
+    assert all(np.array_equal(a, b) for a, b in zip(ref.factors, got.factors))
+
+
+@pytest.mark.slow              # two runs (the default run has linear's and gcn's)
+def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
+    coords, vals = nonzeros(800, seed=3)
+    first = fit(frame(coords, vals), 3, 2, client=client2, checkpoint=tmp_path, **RUN)
+    again = fit(frame(coords, vals), 3, 2, client=client2, checkpoint=tmp_path,
+                resume=True, **RUN)
+    assert np.array_equal(first.weights, again.weights) and first.fit == again.fit
+    assert all(np.array_equal(a, b) for a, b in zip(first.factors, again.factors))
+    assert again.report()["recovery"]["already_complete"]["units"] == RUN["iters"]

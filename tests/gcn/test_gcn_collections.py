@@ -106,3 +106,48 @@ def test_bad_features_are_one_line(client2):
     X[4, 2] = np.nan
     with pytest.raises(InputError, match=r"^features: NaN or infinite values in chunk 0"):
         fit(ddf, da.from_array(X, chunks=(10, 10)), y, split, 2, client=client2, **RUN)
+
+
+def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
+    """Every epoch in the checkpoint: the final evaluation (a forward pass with its
+    exchanges) runs on the workers that hold the parts' features, no epoch trains."""
+    src, dst, _ = edges(2)
+    frame = dd.from_pandas(pd.DataFrame({"s": src, "t": dst}), npartitions=2)
+    n = np.unique(np.concatenate([src, dst])).size
+    X, y, split = node_data(n)
+    first = fit(frame, da.from_array(X, chunks=(50, 10)), y, split, 2, client=client2,
+                checkpoint=tmp_path, **RUN)
+    again = fit(frame, da.from_array(X, chunks=(50, 10)), y, split, 2, client=client2,
+                checkpoint=tmp_path, resume=True, **RUN)
+    assert np.array_equal(first.logits, again.logits)
+    assert all(np.array_equal(a, b) for a, b in zip(first.params, again.params))
+    assert again.report()["recovery"]["already_complete"] == {"units": 2,
+                                                               "unit_name": "epochs"}
+
+
+@pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 30-90 s
+@pytest.mark.timeout(900)
+def test_a_lost_worker_costs_a_restart_its_features_read_again(make_client, tmp_path):
+    """The killed worker's part features were routed there from the Dask Array (no copy
+    on the client): they are read again and routed to the new worker; the run equals
+    the undisturbed one."""
+    from daskhpc.testing import KillOnce, TaskKey
+
+    client = make_client(2)
+    src, dst, w = edges()
+    frame = dd.from_pandas(pd.DataFrame({"s": src, "t": dst}), npartitions=3)
+    n = np.unique(np.concatenate([src, dst])).size
+    X, y, split = node_data(n)
+    run = dict(RUN, epochs=4)
+    ref = fit(frame, da.from_array(X, chunks=(40, 10)), y, split, 2, client=client, **run)
+    with client.as_current():          # (its chunks may be on the worker killed below)
+        predicted = ref.predictions.compute()
+    marker = tmp_path / "killed"
+    client.register_plugin(KillOnce(TaskKey("gcn-"), str(marker), nth=2), name="kill")
+    got = fit(frame, da.from_array(X, chunks=(40, 10)), y, split, 2, client=client,
+              max_restarts=2, checkpoint=tmp_path / "ck", **run)
+    rec = got.report()["recovery"]["recoveries"]
+    assert rec[0]["lost"] == [marker.read_text().split()[0]] and rec[0]["moved"]
+    assert np.array_equal(ref.logits, got.logits)
+    with client.as_current():
+        assert np.array_equal(predicted, got.predictions.compute())

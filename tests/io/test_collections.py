@@ -71,6 +71,34 @@ def test_frame_pins_and_pieces(client2):
         nz.release()
 
 
+def test_parts_routed_again_from_the_files(client2, tmp_path):
+    """After a lost worker: the pieces computed again from the collection (the Parquet
+    files read again) and only the wanted parts routed, equal to the first route; a
+    collection whose files changed meanwhile is refused."""
+    rows = [[0, 3, 1], [2, 4]]
+    for k, r in enumerate(rows):
+        pd.DataFrame({"row": r, "col": [1] * len(r), "value": [float(x) for x in r]}) \
+            .to_parquet(tmp_path / f"{k}.parquet")
+    nz = read_nonzeros(dd.read_parquet(tmp_path), client2, order=2, name="A")
+    w = sorted(client2.scheduler_info()["workers"])
+    takes = labels_route(nz.pins[0] % 2, nz.offsets, 2)
+    first = client2.gather(route(client2, nz, takes, {0: w[0], 1: w[1]}, _join, with_ids=True))
+    nz.release()
+    nz.reread(client2)
+    again = route(client2, nz, takes, {0: w[0], 1: w[0]}, _join, with_ids=True, parts=[1])
+    try:
+        assert list(again) == [1] and client2.gather(again[1]) == first[1]
+        assert client2.who_has([again[1]])[again[1].key] == (w[0],)
+    finally:
+        nz.release()
+    pd.DataFrame({"row": [2, 4, 0], "col": [1] * 3, "value": [1.0] * 3}) \
+        .to_parquet(tmp_path / "1.parquet")
+    with pytest.raises(RuntimeError, match=r"^A: the collection changed since it was read "
+                                           r"\(items per partition \[3, 2\], now \[3, 3\]\)"):
+        nz.reread(client2)
+    assert nz.pieces == []
+
+
 def _join(arg, *segments):
     rows = [int(x) for s in segments for x in s[0][0]]
     return rows, [float(x) for s in segments for x in s[1]]

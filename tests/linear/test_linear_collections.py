@@ -51,6 +51,50 @@ def test_row_chunks_equal_the_matrix(client2):
     assert not [k for k in new if not k.startswith(("_pins", "_summary", "('linear-final"))]
 
 
+def test_test_set_as_collections_is_evaluated_on_the_workers(client2):
+    """X_test as a Dask Array of row chunks (narrower than X: padded, as in memory) and
+    y_test as a Dask Array: the same test accuracy as in memory, and nothing of X_test
+    but its pins reaches the client (the parts' test rows are built on their workers and
+    their correct counts summed)."""
+    X, y = data(3)
+    Xt, yt = data(4, M=90, F=26)
+    ref = fit(X, y, 2, test=(Xt, yt), client=client2, **RUN)
+
+    def sent(dask_worker):
+        return [(e["who"], dict(e["keys"])) for e in dask_worker.transfer_outgoing_log]
+
+    workers = set(client2.scheduler_info()["workers"])
+    before = {str(k) for log in client2.run(sent).values() for who, keys in log
+              if who not in workers for k in keys}
+    got = fit(chunked(X), y, 2, test=(chunked(Xt, 40), da.from_array(yt, chunks=50)),
+              client=client2, **RUN)
+    new = {str(k) for log in client2.run(sent).values() for who, keys in log
+           if who not in workers for k in keys if str(k) not in before}
+    assert [h["test_accuracy"] for h in got.history] == \
+        [h["test_accuracy"] for h in ref.history]
+    assert [h["test_loss"] for h in got.history] == [h["test_loss"] for h in ref.history]
+    assert np.array_equal(ref.w, got.w) and got.report()["input"]["test"] == "dask.array"
+    assert not [k for k in new if not k.startswith(("_pins", "_summary", "('linear-final",
+                                                    "finalize"))]
+    with pytest.raises(InputError, match=r"^test labels: 89 labels for 90 rows of the "
+                                         r"test X$"):
+        fit(chunked(X), y, 2, test=(chunked(Xt, 40), da.from_array(yt[:89], chunks=50)),
+            client=client2, **RUN)
+
+
+def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
+    """Every epoch in the checkpoint: the parts' final values are made on the workers
+    that hold the parts (the client has no statics to replay them), nothing trains."""
+    X, y = data(2)
+    first = fit(chunked(X), y, 2, client=client2, checkpoint=tmp_path, **RUN)
+    again = fit(chunked(X), y, 2, client=client2, checkpoint=tmp_path, resume=True, **RUN)
+    assert np.array_equal(first.w, again.w)
+    assert [h["train_accuracy"] for h in first.history] == \
+        [h["train_accuracy"] for h in again.history]
+    assert again.report()["recovery"]["already_complete"] == {"units": 2,
+                                                               "unit_name": "epochs"}
+
+
 def test_bad_collections_are_one_line(client2):
     X, y = data(1, 50, 8)
     Xd = X.toarray()
@@ -64,3 +108,26 @@ def test_bad_collections_are_one_line(client2):
         fit(unknown, y, 2, client=client2, **RUN)
     with pytest.raises(InputError, match="^y: 49 labels for 50 rows of X$"):
         fit(chunked(X, 25), da.from_array(y[:49], chunks=25), 2, client=client2, **RUN)
+
+
+@pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 30-90 s
+@pytest.mark.timeout(900)
+def test_a_lost_worker_costs_a_restart_its_rows_read_again(make_client, tmp_path):
+    """The killed worker's part was built there from X's chunks (no copy on the client):
+    X is read again, the part routed to its new worker, and the model is the in-memory
+    one."""
+    from daskhpc.testing import KillOnce, TaskKey
+
+    client = make_client(2)
+    X, y = data()
+    run = dict(RUN, epochs=3)
+    ref = fit(X, y, 2, client=client, **run)
+    marker = tmp_path / "killed"
+    client.register_plugin(KillOnce(TaskKey("linear-"), str(marker), nth=2), name="kill")
+    got = fit(chunked(X), da.from_array(y, chunks=100), 2, client=client, max_restarts=2,
+              checkpoint=tmp_path / "ck", **run)
+    rec = got.report()["recovery"]["recoveries"]
+    assert rec[0]["lost"] == [marker.read_text().split()[0]] and rec[0]["moved"]
+    assert np.array_equal(ref.w, got.w)
+    assert [h["train_accuracy"] for h in ref.history] == \
+        [h["train_accuracy"] for h in got.history]

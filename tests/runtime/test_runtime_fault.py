@@ -89,6 +89,36 @@ def test_a_worker_gone_before_its_parts_arrive_is_a_lost_worker(client3, workers
     store.release()
 
 
+def test_adopted_parts_of_a_lost_worker_are_rebuilt(client3, workers3):
+    """Data built on the workers (a Dask collection's parts) has no client copy: a move
+    builds the parts whose worker changed again with the ``rebuild`` given to ``adopt``,
+    on their new workers, and leaves the others where they are."""
+    from daskhpc.runtime import PartStore
+
+    a, b, c = workers3
+    calls = []
+
+    def build(parts, placement):
+        calls.append((list(parts), [placement.worker(p) for p in parts]))
+        return {p: client3.submit(np.arange, 10 + p, workers=[placement.worker(p)],
+                                  allow_other_workers=False, pure=False) for p in parts}
+
+    store = PartStore(client3, Placement(2, [a, b]), "adopt")
+    store.adopt("x", build([0, 1], store.placement), rebuild=build)
+    kept = store["x"][1]
+    assert store.move(Placement(2, [c, b])) == [0]
+    assert calls[-1] == ([0], [c]) and store["x"][1] is kept
+    held = client3.who_has([store["x"][0], store["x"][1]])
+    assert [held[store["x"][p].key] for p in (0, 1)] == [(c,), (b,)]
+    assert client3.gather(store["x"][0]).tolist() == list(range(10))
+    store.release()
+    bare = PartStore(client3, Placement(1, [a]), "bare")
+    bare.adopt("x", {0: client3.submit(np.arange, 3, workers=[a], pure=False)})
+    with pytest.raises(RuntimeError, match="built on its worker from a Dask collection"):
+        bare.move(Placement(1, [b]))
+    bare.release()
+
+
 def test_checkpoint_steps_prune_and_resume(tmp_path):
     ck = CheckpointDir(tmp_path, "w", {"seed": 1, "n": [1, 2]})
     assert ck.latest() is None

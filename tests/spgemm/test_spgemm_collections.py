@@ -134,3 +134,25 @@ def test_enron_keep_workers(client2, shared_data, tmp_path):
     assert res.nbatches > 1 and isinstance(res.matrix, da.Array)
     assert res.matrix.numblocks == (1, 2 * res.nbatches)
     assert_same_product(res.matrix.compute(), a @ a)
+
+
+def _cblock_of_batch_1(key) -> bool:
+    return (isinstance(key, tuple) and len(key) > 1 and isinstance(key[0], str)
+            and key[0].startswith("spgemm-") and key[0].endswith("-cblock") and key[1] == 1)
+
+
+@pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 30-90 s
+@pytest.mark.timeout(900)
+def test_a_lost_worker_costs_a_restart_its_blocks_read_again(make_client, tmp_path):
+    """The killed worker's cell blocks were built there from the frames (no copy on the
+    client): they are read again and built on the new worker; C is the scipy product."""
+    from daskhpc.testing import KillOnce
+
+    client = make_client(2)
+    marker = tmp_path / "killed"
+    client.register_plugin(KillOnce(_cblock_of_batch_1, str(marker)), name="kill")
+    res = multiply(triplets(A), triplets(B), client=client, grid="2x2x1", batches=3,
+                   max_restarts=2, **QUIET)
+    rec = res.report()["recoveries"]
+    assert rec[0]["lost"] == [marker.read_text().split()[0]] and rec[0]["moved"]
+    assert_same_product(res.matrix, A @ B)

@@ -145,6 +145,53 @@ def _pieces_left(client, wait_s: float = 30.0) -> set:
         time.sleep(0.05)
 
 
+def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
+    """A checkpoint whose every epoch is done: the resumed collection run runs nothing
+    and gives the run's W, H and history back; other ratings are refused."""
+    df = table(seed=6)
+    ck = tmp_path / "ck"
+    first = dh.ssgd.fit(dd.from_pandas(df, npartitions=2), 2, client=client2,
+                        checkpoint=ck, **OPTS)
+    again = dh.ssgd.fit(dd.from_pandas(df, npartitions=3), 2, client=client2,
+                        checkpoint=ck, resume=True, **OPTS)
+    same(first, again)
+    assert again.report()["recovery"]["already_complete"] == {"units": 2,
+                                                               "unit_name": "epochs"}
+    other = df.assign(stars=df.stars.where(df.index != 4, 0.5))
+    with pytest.raises(InputError, match=r"manifest.json: this checkpoint was made from "
+                                         r"another input \(ratings: "):
+        dh.ssgd.fit(dd.from_pandas(other, npartitions=2), 2, client=client2, checkpoint=ck,
+                    resume=True, **OPTS)
+
+
+@pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 20-60 s
+@pytest.mark.timeout(900)
+def test_a_lost_worker_costs_a_restart_its_parts_read_again(make_client, tmp_path):
+    """The killed worker held part 0's ratings and the keeper's (built there from the
+    Parquet files, no copy on the client): both are read again from the files and routed
+    to the new placement, the run restarts from its checkpoint and ends as the file run."""
+    from daskhpc.testing import KillOnce, TaskKey
+
+    client = make_client(3)
+    df = table(n_users=60, n_items=20)
+    df.to_csv(tmp_path / "r.csv", index=False)
+    (tmp_path / "pq").mkdir()
+    for k, lo in enumerate(range(0, len(df), len(df) // 3 + 1)):
+        df.iloc[lo:lo + len(df) // 3 + 1].to_parquet(tmp_path / "pq" / f"{k}.parquet")
+    opts = dict(OPTS, epochs=4)
+    ref = dh.ssgd.fit(tmp_path / "r.csv", 2, client=client, **opts)
+    marker = tmp_path / "killed"
+    # part 0 is on the first worker (ring placement), where the keeper is too
+    client.register_plugin(KillOnce(TaskKey("ssgd-epoch", {1: 0, 2: 2}), str(marker)),
+                           name="kill")
+    got = dh.ssgd.fit(dd.read_parquet(tmp_path / "pq"), 2, client=client, max_restarts=2,
+                      checkpoint=tmp_path / "ck", **opts)
+    rec = got.report()["recovery"]["recoveries"]
+    assert rec[0]["lost"] == [marker.read_text().split()[0]]
+    assert rec[0]["restart"] == 2 and 0 in rec[0]["moved"]
+    same(ref, got)
+
+
 @pytest.mark.slow              # console scripts that start clusters (CI budget)
 @pytest.mark.timeout(900)      # two runs, each its own cluster
 def test_cli_parquet_files_equal_the_file(tmp_path):
