@@ -145,7 +145,7 @@ def _cores() -> int:
 
 
 def _warm_up_side_by_side(workflows: list, command: str, announce) -> None:
-    """The warm-ups of ``workflows`` in one spawned process per core, largest first, into
+    """The warm-ups of ``workflows`` in one spawned process per core, in turn, into
     numba's cache that this process shares, each writing its stamp; ``announce`` hears
     of the first compile and counts them. A workflow without a fresh stamp afterwards
     (its warm-up failed there) is warmed up in this process next, where an error is
@@ -155,11 +155,10 @@ def _warm_up_side_by_side(workflows: list, command: str, announce) -> None:
 
     ctx = mp.get_context("spawn")
     started = ctx.Event()
-    order = sorted(workflows, key=lambda w: -_WARMUP_WEIGHT.get(w, 1))
     try:
-        with cf.ProcessPoolExecutor(min(len(order), _cores()), mp_context=ctx,
+        with cf.ProcessPoolExecutor(min(len(workflows), _cores()), mp_context=ctx,
                                     initializer=_child_init, initargs=(started,)) as pool:
-            pending = {pool.submit(_warm_up_child, w, command) for w in order}
+            pending = {pool.submit(_warm_up_child, w, command) for w in workflows}
             while pending:
                 done, pending = cf.wait(pending, timeout=0.2)
                 if started.is_set():
@@ -169,11 +168,6 @@ def _warm_up_side_by_side(workflows: list, command: str, announce) -> None:
     except Exception:  # noqa: BLE001 - a broken pool (no /dev/shm, killed child): serial
         pass
 
-
-#: Relative cold compile cost of the workflows' warm-ups (this machine, CPU seconds):
-#: the longest starts first, so the cores finish together.
-_WARMUP_WEIGHT = {"spgemm": 26, "linear": 13, "cpals": 9, "gcn": 6, "ssgd": 5,
-                  "allreduce": 4}
 
 _STARTED = None
 
