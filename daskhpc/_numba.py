@@ -13,7 +13,9 @@ on ``file``::
 A warm cache prints nothing: loading is not compiling (numba fires its
 ``numba:compile`` event only on a cache miss, which is what this listens to). After a
 warm-up a stamp beside numba's cache (the kernels' source files, numba, the CPU) lets
-the next run skip it while nothing changed.
+the next run skip it while nothing changed. Several workflows at once (``daskhpc demo``)
+warm up side by side in one process per core (numba compiles on one core, holding the
+GIL): they share numba's cache, so this process and the workers then only load.
 
 A workflow declares its warm-up in its kernels module (``daskhpc/<name>/_kernels.py``, or
 the module its ``Workflow.kernels`` names): ``WARMUP`` calls every kernel a ``run``
@@ -113,6 +115,9 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
     announce = _announcer(file, ", ".join(workflows))
     t0 = time.perf_counter()
     try:
+        if len(todo) > 1 and _cores() > 1:
+            _warm_up_side_by_side([w for w, _ in todo], command, announce)
+            todo = [(w, path) for w, path in todo if not _fresh(path)]   # what failed there
         for w, path in todo:
             before = _overloads()
             with event.install_listener("numba:compile", announce):
@@ -130,6 +135,60 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
         else:
             print(f" done in {seconds:.1f} s", file=file, flush=True)
     return KernelsReport(tuple(workflows), announce.compiled, seconds)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:     # not Linux
+        return os.cpu_count() or 1
+
+
+def _warm_up_side_by_side(workflows: list, command: str, announce) -> None:
+    """The warm-ups of ``workflows`` in one spawned process per core, in turn, into
+    numba's cache that this process shares, each writing its stamp; ``announce`` hears
+    of the first compile and counts them. A workflow without a fresh stamp afterwards
+    (its warm-up failed there) is warmed up in this process next, where an error is
+    raised where the user sees it."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    started = ctx.Event()
+    try:
+        with cf.ProcessPoolExecutor(min(len(workflows), _cores()), mp_context=ctx,
+                                    initializer=_child_init, initargs=(started,)) as pool:
+            pending = {pool.submit(_warm_up_child, w, command) for w in workflows}
+            while pending:
+                done, pending = cf.wait(pending, timeout=0.2)
+                if started.is_set():
+                    announce.begin()
+                for f in done:
+                    announce.compiled += f.result()
+    except Exception:  # noqa: BLE001 - a broken pool (no /dev/shm, killed child): serial
+        pass
+
+
+_STARTED = None
+
+
+def _child_init(started) -> None:
+    global _STARTED
+    _STARTED = started
+
+
+def _warm_up_child(workflow: str, command: str) -> int:
+    """One workflow's warm-up in a side-by-side process: its compiles (numba:compile
+    of cached kernels), and the first one said to the parent."""
+    from numba.core import event
+
+    announce = _announcer(None, workflow, on_first=_STARTED.set)
+    before = _overloads()
+    with event.install_listener("numba:compile", announce):
+        for fn in warmup_of(workflow, command):
+            fn()
+    _write_stamp(_stamp_path(workflow, command), before)
+    return announce.compiled
 
 
 # The stamp: after a warm-up, a small JSON file beside numba's cache of the workflow's
@@ -210,17 +269,19 @@ def _ticks(file) -> bool:
         bool(getattr(file, "isatty", lambda: False)())
 
 
-def _announcer(file, label: str):
+def _announcer(file, label: str, on_first=None):
     """A numba ``numba:compile`` listener (numba is imported only when kernels are
     prepared) that counts the compiles of cached kernels and writes the message at the
-    first one. Kernels without ``cache=True`` (numba's own, e.g. ``typed.List``'s
-    helpers) compile in every process on every run: not "first run only", not counted."""
+    first one (``begin``; ``on_first`` is called then too). Kernels without
+    ``cache=True`` (numba's own, e.g. ``typed.List``'s helpers) compile in every process
+    on every run: not "first run only", not counted."""
     from numba.core import event
     from numba.core.caching import NullCache
 
     class Announce(event.Listener):
         def __init__(self):
             self.depth = self.compiled = 0
+            self.begun = False
             self.stack = []
             self.stage = None               # the ticker process, on a terminal
             self.label = label
@@ -231,12 +292,21 @@ def _announcer(file, label: str):
             counted = cached and self.depth == 0      # a cached kernel's callees: inside it
             self.stack.append(counted)
             if counted:
-                if self.compiled == 0 and file is not None:
-                    print(f"{label}: {_MESSAGE}", end="", file=file, flush=True)
-                    if _ticks(file):      # seconds ticking, not 40 s of silence (demo)
-                        self.stage = start_ticker(f"{label}: {_MESSAGE[:-4]}", file)
+                self.begin()
                 self.compiled += 1
                 self.depth += 1
+
+        def begin(self):
+            """The message, at the first compile."""
+            if self.begun:
+                return
+            self.begun = True
+            if on_first is not None:
+                on_first()
+            if file is not None:
+                print(f"{label}: {_MESSAGE}", end="", file=file, flush=True)
+                if _ticks(file):      # seconds ticking, not 40 s of silence (demo)
+                    self.stage = start_ticker(f"{label}: {_MESSAGE[:-4]}", file)
 
         def on_end(self, ev):
             if self.stack.pop():

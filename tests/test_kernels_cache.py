@@ -109,6 +109,31 @@ def test_uncached_compiles_are_not_announced():
     assert prepare_kernels("pingpong").compiled == 0      # a frame job, not a workflow
 
 
+@pytest.mark.slow             # compiles two workflows (~10 s on a quiet machine)
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: warm-ups run in turn")
+def test_several_workflows_compile_side_by_side_not_here(tmp_path):
+    """daskhpc demo's warm-up: each workflow compiles in a process of its own (one per
+    core) into the shared cache; this process compiles nothing, says so once, and the
+    next call finds every stamp fresh."""
+    code = ("import sys\n"
+            "from numba.core import event\n"
+            "from daskhpc._numba import _announcer, prepare_kernels\n"
+            "here = _announcer(None, 'here')\n"
+            "with event.install_listener('numba:compile', here):\n"
+            "    r = prepare_kernels('allreduce', 'ssgd', command='demo', file=sys.stderr)\n"
+            "print(r.compiled, here.compiled)\n")
+    runs = [subprocess.run([sys.executable, "-c", code], env=_env(tmp_path),
+                           capture_output=True, text=True, timeout=900, check=True)
+            for _ in range(2)]
+    compiled, here = map(int, runs[0].stdout.split())
+    assert compiled > 0 and here == 0, runs[0].stdout
+    assert runs[0].stderr.startswith(f"allreduce, ssgd: {MESSAGE}")
+    assert runs[0].stderr.count("compiling") == 1 and "done in" in runs[0].stderr
+    assert sorted(p.name for p in tmp_path.rglob("daskhpc-warmup-*.json")) == \
+        ["daskhpc-warmup-allreduce-run.json", "daskhpc-warmup-ssgd-run.json"]
+    assert runs[1].stdout.split() == ["0", "0"] and runs[1].stderr == ""
+
+
 @pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_console_script_says_compiling_on_the_first_run_only(tmp_path):
     cmd = [str(DASKHPC), "run", "allreduce", "--N", "10000", "--parts", "2", "--density",

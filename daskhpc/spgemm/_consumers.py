@@ -37,7 +37,6 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
-from numba.typed import List
 
 from daskhpc.errors import InputError
 from daskhpc.spgemm import _local
@@ -271,20 +270,13 @@ def assemble(kept: list, shape, drop_zeros: bool = True) -> sp.csr_array:
     value is 0 (semirings other than plus_times: an entry is structural).
     """
     nrows, ncols = int(shape[0]), int(shape[1])
-    ptrs, idxs, vals, rmaps, cmaps = List(), List(), List(), List(), List()
-    for block, r, c in kept:
-        if block.nnz == 0:
-            continue
-        if isinstance(r, _Identity):
-            r = np.arange(block.shape[0], dtype=np.int64)
-        ptrs.append(np.ascontiguousarray(block.ptr, dtype=np.int64))
-        idxs.append(np.ascontiguousarray(block.idx, dtype=np.int32))
-        vals.append(np.ascontiguousarray(block.val, dtype=np.float64))
-        rmaps.append(np.ascontiguousarray(r, dtype=np.int64))
-        cmaps.append(np.ascontiguousarray(c, dtype=np.int64))
-    if len(ptrs) == 0:
+    kept = [(block, np.arange(block.shape[0], dtype=np.int64) if isinstance(r, _Identity)
+             else r, c) for block, r, c in kept if block.nnz > 0]
+    if not kept:
         return sp.csr_array(shape, dtype=np.float64)
-    indptr, indices, data, dups = _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols,
+    blocks = _local._stack([block for block, _, _ in kept])
+    rmaps, cmaps = _maps([r for _, r, _ in kept]), _maps([c for _, _, c in kept])
+    indptr, indices, data, dups = _assemble_csr(*blocks, *rmaps, *cmaps, nrows, ncols,
                                                 ASSEMBLE_CHUNK, drop_zeros)
     if indptr[-1] < 2**31 and max(nrows, ncols) < 2**31:
         indptr = indptr.astype(np.int32)
@@ -301,14 +293,25 @@ def assemble(kept: list, shape, drop_zeros: bool = True) -> sp.csr_array:
     return out
 
 
+def _maps(arrays) -> tuple:
+    """Index maps (one per block) concatenated (int64) and the offsets of each."""
+    off = np.concatenate(([0], np.cumsum([a.size for a in arrays], dtype=np.int64)))
+    return np.concatenate(arrays, dtype=np.int64), off
+
+
 #: Rows are assembled in chunks of consecutive rows holding about this many
 #: nonzeros (16 bytes each while in flight: ~4 MiB, cache sized).
 ASSEMBLE_CHUNK = 1 << 18
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols, chunk, drop=True):
+def _assemble_csr(ptr, off, idx, val, rmap, roff, cmap, coff, nrows, ncols, chunk,
+                  drop=True):
     """CSR of C from CSC blocks with original row/column ids (see :func:`assemble`).
+
+    The blocks come stacked (``ptr, off, idx, val`` as the multiply kernels take
+    them), their row maps concatenated in ``rmap`` (block ``b``'s at ``roff[b]``), their
+    column maps likewise in ``cmap``/``coff``.
 
     A direct scatter (entry -> its row's next slot) touches a random cache line
     of the whole output per nonzero. Instead, pass 1 appends each entry (in
@@ -318,34 +321,31 @@ def _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols, chunk, drop=True
     cache-sized, into its rows; both passes keep the column order, so rows come
     out sorted.
     """
-    nb = len(ptrs)
+    nb = off.size - 1
     # every block column, grouped by its original column id
     starts = np.zeros(ncols + 1, np.int64)
     for b in range(nb):
-        cm = cmaps[b]
-        for c in range(cm.size):
-            starts[cm[c] + 1] += 1
+        for c in range(coff[b], coff[b + 1]):
+            starts[cmap[c] + 1] += 1
     for j in range(ncols):
         starts[j + 1] += starts[j]
     fill = starts[:-1].copy()
     piece_block = np.empty(starts[ncols], np.int32)
     piece_col = np.empty(starts[ncols], np.int64)
     for b in range(nb):
-        cm = cmaps[b]
-        for c in range(cm.size):
-            d = fill[cm[c]]
+        for c in range(coff[b + 1] - coff[b]):
+            j = cmap[coff[b] + c]
+            d = fill[j]
             piece_block[d] = b
             piece_col[d] = c
-            fill[cm[c]] = d + 1
+            fill[j] = d + 1
     # nonzeros per original row
     indptr = np.zeros(nrows + 1, np.int64)
     for b in range(nb):
-        ix = idxs[b]
-        vx = vals[b]
-        rm = rmaps[b]
-        for t in range(ix.size):
-            if vx[t] != 0.0 or not drop:
-                indptr[rm[ix[t]] + 1] += 1
+        ro = roff[b]
+        for t in range(ptr[off[b]], ptr[off[b + 1] - 1]):
+            if val[t] != 0.0 or not drop:
+                indptr[rmap[ro + idx[t]] + 1] += 1
     for r in range(nrows):
         indptr[r + 1] += indptr[r]
     nnz = indptr[nrows]
@@ -371,16 +371,13 @@ def _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols, chunk, drop=True
     for j in range(ncols):
         for p in range(starts[j], starts[j + 1]):
             b = piece_block[p]
-            c = piece_col[p]
-            ptr = ptrs[b]
-            ix = idxs[b]
-            vx = vals[b]
-            rm = rmaps[b]
+            c = off[b] + piece_col[p]
+            ro = roff[b]
             for t in range(ptr[c], ptr[c + 1]):
-                v = vx[t]
+                v = val[t]
                 if v == 0.0 and drop:
                     continue
-                r = rm[ix[t]]
+                r = rmap[ro + idx[t]]
                 ch = chunk_of[r]
                 d = cur[ch]
                 indices[d] = j
@@ -400,9 +397,10 @@ def _assemble_csr(ptrs, idxs, vals, rmaps, cmaps, nrows, ncols, chunk, drop=True
         lo = indptr[chunk_lo[c]]
         hi = indptr[chunk_lo[c + 1]]
         n = hi - lo
-        s_idx[:n] = indices[lo:hi]
-        s_val[:n] = data[lo:hi]
-        s_row[:n] = rows[lo:hi]
+        for t in range(n):      # element loops: a slice assignment costs ~2 s of compile
+            s_idx[t] = indices[lo + t]
+            s_val[t] = data[lo + t]
+            s_row[t] = rows[lo + t]
         for t in range(n):
             r = s_row[t]
             d = nxt[r]

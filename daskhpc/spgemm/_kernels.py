@@ -8,8 +8,12 @@ column variant, section II-C)::
 
 The sum over SUMMA stages ``s`` is part of every kernel: a single product is
 one stage, the fused local step feeds all stages into one accumulator.
-Operands are passed as ``numba.typed.List`` s of arrays, one entry per stage
-(or per merged part).
+Operands come as *stacks*: the matrices of all stages (or merged parts)
+concatenated, ``X_ptr, X_off, X_idx, X_val``, where matrix ``s``'s column
+pointers are ``X_ptr[X_off[s]:X_off[s + 1]]`` and point straight into the
+concatenated ``X_idx``/``X_val`` (``daskhpc.spgemm._local._stack`` builds
+them). Plain arrays, not ``numba.typed.List`` s: a typed list compiles numba's own
+uncached helpers in every process (1.5-3.3 s each time).
 
 **One pass.** Multiply and merge write each output column straight into the
 output arrays while they accumulate it; there is no separate symbolic pass.
@@ -65,18 +69,17 @@ def _table_size(n):
 
 
 @njit(**_OPTS)
-def column_flops(a_ptrs, b_ptrs, b_idxs, ncols):
+def column_flops(a_ptr, a_off, b_ptr, b_off, b_idx, ncols):
     """Multiplications per output column: ``sum_s sum_{i in B_s(:,j)} nnz(A_s(:, i))``."""
     flops = np.zeros(ncols, np.int64)
-    for s in range(len(a_ptrs)):
-        a_ptr = a_ptrs[s]
-        b_ptr = b_ptrs[s]
-        b_idx = b_idxs[s]
+    for s in range(a_off.size - 1):
+        ao = a_off[s]
+        bo = b_off[s]
         for j in range(ncols):
             f = 0
-            for q in range(b_ptr[j], b_ptr[j + 1]):
+            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
                 i = b_idx[q]
-                f += a_ptr[i + 1] - a_ptr[i]
+                f += a_ptr[ao + i + 1] - a_ptr[ao + i]
             flops[j] += f
     return flops
 
@@ -93,13 +96,13 @@ def column_bounds(flops, nrows):
 
 
 @njit(**_OPTS)
-def merge_bounds(ptrs, ncols, nrows):
+def merge_bounds(ptr, off, ncols, nrows):
     """Per column ``min(sum of the parts' nonzeros, nrows)`` and their sum."""
     bound = np.zeros(ncols, np.int64)
-    for m in range(len(ptrs)):
-        p = ptrs[m]
+    for m in range(off.size - 1):
+        po = off[m]
         for j in range(ncols):
-            bound[j] += p[j + 1] - p[j]
+            bound[j] += ptr[po + j + 1] - ptr[po + j]
     total = 0
     for j in range(ncols):
         bound[j] = min(bound[j], nrows)
@@ -108,7 +111,7 @@ def merge_bounds(ptrs, ncols, nrows):
 
 
 @njit(**_OPTS)
-def symbolic_dense(a_ptrs, a_idxs, b_ptrs, b_idxs, nrows, ncols):
+def symbolic_dense(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols):
     """LocalSymbolic (Algorithm 3 line 8): nonzeros of every column of ``sum_s A_s·B_s``.
 
     A dense int32 marker per row holds the last column that met the row.
@@ -117,14 +120,12 @@ def symbolic_dense(a_ptrs, a_idxs, b_ptrs, b_idxs, nrows, ncols):
     mark = np.full(nrows, -1, np.int32)
     for j in range(ncols):
         c = 0
-        for s in range(len(a_ptrs)):
-            a_ptr = a_ptrs[s]
-            a_idx = a_idxs[s]
-            b_ptr = b_ptrs[s]
-            b_idx = b_idxs[s]
-            for q in range(b_ptr[j], b_ptr[j + 1]):
+        for s in range(a_off.size - 1):
+            ao = a_off[s]
+            bo = b_off[s]
+            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
                 i = b_idx[q]
-                for t in range(a_ptr[i], a_ptr[i + 1]):
+                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
                     r = a_idx[t]
                     if mark[r] != j:
                         mark[r] = j
@@ -134,7 +135,7 @@ def symbolic_dense(a_ptrs, a_idxs, b_ptrs, b_idxs, nrows, ncols):
 
 
 @njit(**_OPTS)
-def symbolic_hash(a_ptrs, a_idxs, b_ptrs, b_idxs, bound):
+def symbolic_hash(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, bound):
     """:func:`symbolic_dense` with a hash table per column (sized from ``bound``)."""
     ncols = bound.size
     counts = np.zeros(ncols, np.int64)
@@ -149,14 +150,12 @@ def symbolic_hash(a_ptrs, a_idxs, b_ptrs, b_idxs, bound):
         mask = size - 1
         keys[:size] = _EMPTY
         c = 0
-        for s in range(len(a_ptrs)):
-            a_ptr = a_ptrs[s]
-            a_idx = a_idxs[s]
-            b_ptr = b_ptrs[s]
-            b_idx = b_idxs[s]
-            for q in range(b_ptr[j], b_ptr[j + 1]):
+        for s in range(a_off.size - 1):
+            ao = a_off[s]
+            bo = b_off[s]
+            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
                 i = b_idx[q]
-                for t in range(a_ptr[i], a_ptr[i + 1]):
+                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
                     r = a_idx[t]
                     h = (r * _HASH) & mask
                     while True:
@@ -194,8 +193,8 @@ def _hash_add(keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cover - 
 
 
 @njit(**_OPTS)
-def spa_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs, p_vals,
-                 where, c_ptr, c_idx, c_val):
+def spa_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
+                 p_idx, p_val, where, c_ptr, c_idx, c_val):
     """``sum_m P_m + sum_s A_s · B_s`` in one pass with a dense accumulator.
 
     The ``P_m`` (``p_*`` lists, possibly empty) are matrices of the output's
@@ -213,31 +212,25 @@ def spa_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
     pos = 0
     for j in range(ncols):
         start = pos
-        for m in range(len(p_ptrs)):
-            p_ = p_ptrs[m]
-            ix = p_idxs[m]
-            vx = p_vals[m]
-            for t in range(p_[j], p_[j + 1]):
-                r = ix[t]
+        for m in range(p_off.size - 1):
+            po = p_off[m]
+            for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
+                r = p_idx[t]
                 p = where[r]
                 if p >= start:
-                    c_val[p] += vx[t]
+                    c_val[p] += p_val[t]
                 else:
                     where[r] = pos
                     c_idx[pos] = r
-                    c_val[pos] = vx[t]
+                    c_val[pos] = p_val[t]
                     pos += 1
-        for s in range(len(a_ptrs)):
-            a_ptr = a_ptrs[s]
-            a_idx = a_idxs[s]
-            a_val = a_vals[s]
-            b_ptr = b_ptrs[s]
-            b_idx = b_idxs[s]
-            b_val = b_vals[s]
-            for q in range(b_ptr[j], b_ptr[j + 1]):
+        for s in range(a_off.size - 1):
+            ao = a_off[s]
+            bo = b_off[s]
+            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
                 i = b_idx[q]
                 bv = b_val[q]
-                for t in range(a_ptr[i], a_ptr[i + 1]):
+                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
                     r = a_idx[t]
                     p = where[r]
                     if p >= start:
@@ -252,8 +245,8 @@ def spa_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
 
 
 @njit(**_OPTS)
-def hash_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs, p_vals,
-                  bound, c_ptr, c_idx, c_val):
+def hash_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
+                  p_idx, p_val, bound, c_ptr, c_idx, c_val):
     """``sum_m P_m + sum_s A_s · B_s`` in one pass with a hash table per column (§IV-D).
 
     ``bound[j]`` bounds the nonzeros of column j (sizes its table); the rest as
@@ -274,24 +267,18 @@ def hash_multiply(a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs
         size = _table_size(bound[j])
         mask = size - 1
         keys[:size] = _EMPTY
-        for m in range(len(p_ptrs)):
-            p_ = p_ptrs[m]
-            ix = p_idxs[m]
-            vx = p_vals[m]
-            for t in range(p_[j], p_[j + 1]):
-                r = ix[t]
-                pos = _hash_add(keys, slot, mask, r, vx[t], c_idx, c_val, pos)
-        for s in range(len(a_ptrs)):
-            a_ptr = a_ptrs[s]
-            a_idx = a_idxs[s]
-            a_val = a_vals[s]
-            b_ptr = b_ptrs[s]
-            b_idx = b_idxs[s]
-            b_val = b_vals[s]
-            for q in range(b_ptr[j], b_ptr[j + 1]):
+        for m in range(p_off.size - 1):
+            po = p_off[m]
+            for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
+                r = p_idx[t]
+                pos = _hash_add(keys, slot, mask, r, p_val[t], c_idx, c_val, pos)
+        for s in range(a_off.size - 1):
+            ao = a_off[s]
+            bo = b_off[s]
+            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
                 i = b_idx[q]
                 bv = b_val[q]
-                for t in range(a_ptr[i], a_ptr[i + 1]):
+                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
                     r = a_idx[t]
                     pos = _hash_add(keys, slot, mask, r, a_val[t] * bv, c_idx, c_val, pos)
         c_ptr[j + 1] = pos
@@ -342,8 +329,8 @@ def _stamp(m_ptr, m_idx, allow, j):  # pragma: no cover - numba
 
 
 @njit(inline="always", **_OPTS)
-def _spa_body(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                 p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr,
+              p_off, p_idx, p_val, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
     """:func:`spa_multiply` over semiring ``sr``, with ``mmode`` 1 (2) keeping only
     the rows in (not in) the mask's column (``m_ptr``/``m_idx``, CSC of the output's
     shape; ``allow``: int64, one per output row, all < 0; both unused when ``mmode``
@@ -356,31 +343,25 @@ def _spa_body(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs,
         start = pos
         if mmode != 0:
             _stamp(m_ptr, m_idx, allow, j)
-        for m in range(len(p_ptrs)):            # pieces already masked by their makers
-            p_ = p_ptrs[m]
-            ix = p_idxs[m]
-            vx = p_vals[m]
-            for t in range(p_[j], p_[j + 1]):
-                r = ix[t]
+        for m in range(p_off.size - 1):        # pieces already masked by their makers
+            po = p_off[m]
+            for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
+                r = p_idx[t]
                 p = where[r]
                 if p >= start:
-                    c_val[p] = _add(sr, c_val[p], vx[t])
+                    c_val[p] = _add(sr, c_val[p], p_val[t])
                 else:
                     where[r] = pos
                     c_idx[pos] = r
-                    c_val[pos] = vx[t]
+                    c_val[pos] = p_val[t]
                     pos += 1
-        for s in range(len(a_ptrs)):
-            a_ptr = a_ptrs[s]
-            a_idx = a_idxs[s]
-            a_val = a_vals[s]
-            b_ptr = b_ptrs[s]
-            b_idx = b_idxs[s]
-            b_val = b_vals[s]
-            for q in range(b_ptr[j], b_ptr[j + 1]):
+        for s in range(a_off.size - 1):
+            ao = a_off[s]
+            bo = b_off[s]
+            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
                 i = b_idx[q]
                 bv = b_val[q]
-                for t in range(a_ptr[i], a_ptr[i + 1]):
+                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
                     r = a_idx[t]
                     if mmode != 0 and (allow[r] == j) != inside:
                         continue
@@ -416,8 +397,8 @@ def _hash_acc(sr, keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cove
 
 
 @njit(inline="always", **_OPTS)
-def _hash_body(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                  p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+def _hash_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr,
+               p_off, p_idx, p_val, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
     """:func:`hash_multiply` over semiring ``sr`` with a mask (see :func:`_spa_body`)."""
     ncols = c_ptr.size - 1
     inside = mmode == 1
@@ -437,23 +418,17 @@ def _hash_body(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs
         size = _table_size(bound[j])
         mask = size - 1
         keys[:size] = _EMPTY
-        for m in range(len(p_ptrs)):
-            p_ = p_ptrs[m]
-            ix = p_idxs[m]
-            vx = p_vals[m]
-            for t in range(p_[j], p_[j + 1]):
-                pos = _hash_acc(sr, keys, slot, mask, ix[t], vx[t], c_idx, c_val, pos)
-        for s in range(len(a_ptrs)):
-            a_ptr = a_ptrs[s]
-            a_idx = a_idxs[s]
-            a_val = a_vals[s]
-            b_ptr = b_ptrs[s]
-            b_idx = b_idxs[s]
-            b_val = b_vals[s]
-            for q in range(b_ptr[j], b_ptr[j + 1]):
+        for m in range(p_off.size - 1):
+            po = p_off[m]
+            for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
+                pos = _hash_acc(sr, keys, slot, mask, p_idx[t], p_val[t], c_idx, c_val, pos)
+        for s in range(a_off.size - 1):
+            ao = a_off[s]
+            bo = b_off[s]
+            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
                 i = b_idx[q]
                 bv = b_val[q]
-                for t in range(a_ptr[i], a_ptr[i + 1]):
+                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
                     r = a_idx[t]
                     if mmode != 0 and (allow[r] == j) != inside:
                         continue
@@ -467,76 +442,100 @@ def _hash_body(sr, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs
 # with ``sr`` a constant, so its branches fold away at compile time.
 
 @njit(**_OPTS)
-def _spa_plus_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                    p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
-    return _spa_body(0, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+def _spa_plus_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val):
+    return _spa_body(0, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _spa_min_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                  p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
-    return _spa_body(1, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+def _spa_min_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val):
+    return _spa_body(1, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _spa_max_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                  p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
-    return _spa_body(2, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+def _spa_max_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val):
+    return _spa_body(2, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _spa_max_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                   p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
-    return _spa_body(3, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+def _spa_max_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val):
+    return _spa_body(3, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _spa_or_and(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
-    return _spa_body(4, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+def _spa_or_and(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val):
+    return _spa_body(4, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _spa_plus_pair(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                   p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
-    return _spa_body(5, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                     p_vals, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val)
+def _spa_plus_pair(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val):
+    return _spa_body(5, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _hash_plus_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                     p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
-    return _hash_body(0, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+def _hash_plus_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val):
+    return _hash_body(0, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _hash_min_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                   p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
-    return _hash_body(1, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+def _hash_min_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val):
+    return _hash_body(1, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _hash_max_plus(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                   p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
-    return _hash_body(2, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+def _hash_max_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val):
+    return _hash_body(2, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _hash_max_times(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                    p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
-    return _hash_body(3, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+def _hash_max_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val):
+    return _hash_body(3, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _hash_or_and(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                 p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
-    return _hash_body(4, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+def _hash_or_and(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val):
+    return _hash_body(4, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val)
 
 @njit(**_OPTS)
-def _hash_plus_pair(mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                    p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
-    return _hash_body(5, mmode, a_ptrs, a_idxs, a_vals, b_ptrs, b_idxs, b_vals, p_ptrs, p_idxs,
-                      p_vals, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val)
+def _hash_plus_pair(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val):
+    return _hash_body(5, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
+        c_ptr, c_idx, c_val)
 
 
 def spa_semiring(sr, mmode, *args):
@@ -561,7 +560,7 @@ _HASH_KERNELS = (_hash_plus_times, _hash_min_plus, _hash_max_plus, _hash_max_tim
 
 
 @njit(**_OPTS)
-def symbolic_masked(a_ptrs, a_idxs, b_ptrs, b_idxs, nrows, ncols, m_ptr, m_idx, mmode):
+def symbolic_masked(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols, m_ptr, m_idx, mmode):
     """:func:`symbolic_dense` restricted to the rows in (``mmode`` 1) or not in (2) the
     mask's column."""
     counts = np.zeros(ncols, np.int64)
@@ -571,14 +570,12 @@ def symbolic_masked(a_ptrs, a_idxs, b_ptrs, b_idxs, nrows, ncols, m_ptr, m_idx, 
     for j in range(ncols):
         _stamp(m_ptr, m_idx, allow, j)
         c = 0
-        for s in range(len(a_ptrs)):
-            a_ptr = a_ptrs[s]
-            a_idx = a_idxs[s]
-            b_ptr = b_ptrs[s]
-            b_idx = b_idxs[s]
-            for q in range(b_ptr[j], b_ptr[j + 1]):
+        for s in range(a_off.size - 1):
+            ao = a_off[s]
+            bo = b_off[s]
+            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
                 i = b_idx[q]
-                for t in range(a_ptr[i], a_ptr[i + 1]):
+                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
                     r = a_idx[t]
                     if mark[r] != j and (allow[r] == j) == inside:
                         mark[r] = j
@@ -588,33 +585,31 @@ def symbolic_masked(a_ptrs, a_idxs, b_ptrs, b_idxs, nrows, ncols, m_ptr, m_idx, 
 
 
 @njit(**_OPTS)
-def spa_merge(ptrs, idxs, vals, where, c_ptr, c_idx, c_val):
+def spa_merge(ptr, off, idx, val, where, c_ptr, c_idx, c_val):
     """Sum of same-shape matrices in one pass, dense accumulator (Merge-Layer/-Fiber)."""
     ncols = c_ptr.size - 1
     c_ptr[0] = 0
     pos = 0
     for j in range(ncols):
         start = pos
-        for m in range(len(ptrs)):
-            p_ = ptrs[m]
-            ix = idxs[m]
-            vx = vals[m]
-            for t in range(p_[j], p_[j + 1]):
-                r = ix[t]
+        for m in range(off.size - 1):
+            po = off[m]
+            for t in range(ptr[po + j], ptr[po + j + 1]):
+                r = idx[t]
                 p = where[r]
                 if p >= start:
-                    c_val[p] += vx[t]
+                    c_val[p] += val[t]
                 else:
                     where[r] = pos
                     c_idx[pos] = r
-                    c_val[pos] = vx[t]
+                    c_val[pos] = val[t]
                     pos += 1
         c_ptr[j + 1] = pos
     return pos
 
 
 @njit(**_OPTS)
-def hash_merge(ptrs, idxs, vals, bound, c_ptr, c_idx, c_val):
+def hash_merge(ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
     """Unsorted-hash merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
     ncols = c_ptr.size - 1
     maxb = 0
@@ -631,19 +626,17 @@ def hash_merge(ptrs, idxs, vals, bound, c_ptr, c_idx, c_val):
         size = _table_size(bound[j])
         mask = size - 1
         keys[:size] = _EMPTY
-        for m in range(len(ptrs)):
-            p_ = ptrs[m]
-            ix = idxs[m]
-            vx = vals[m]
-            for t in range(p_[j], p_[j + 1]):
-                r = ix[t]
-                pos = _hash_add(keys, slot, mask, r, vx[t], c_idx, c_val, pos)
+        for m in range(off.size - 1):
+            po = off[m]
+            for t in range(ptr[po + j], ptr[po + j + 1]):
+                r = idx[t]
+                pos = _hash_add(keys, slot, mask, r, val[t], c_idx, c_val, pos)
         c_ptr[j + 1] = pos
     return pos
 
 
 @njit(**_OPTS)
-def spa_merge_semiring(sr, ptrs, idxs, vals, where, c_ptr, c_idx, c_val):
+def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
     """Semiring sum of same-shape matrices in one pass, dense accumulator
     (Merge-Layer/-Fiber)."""
     ncols = c_ptr.size - 1
@@ -651,26 +644,24 @@ def spa_merge_semiring(sr, ptrs, idxs, vals, where, c_ptr, c_idx, c_val):
     pos = 0
     for j in range(ncols):
         start = pos
-        for m in range(len(ptrs)):
-            p_ = ptrs[m]
-            ix = idxs[m]
-            vx = vals[m]
-            for t in range(p_[j], p_[j + 1]):
-                r = ix[t]
+        for m in range(off.size - 1):
+            po = off[m]
+            for t in range(ptr[po + j], ptr[po + j + 1]):
+                r = idx[t]
                 p = where[r]
                 if p >= start:
-                    c_val[p] = _add(sr, c_val[p], vx[t])
+                    c_val[p] = _add(sr, c_val[p], val[t])
                 else:
                     where[r] = pos
                     c_idx[pos] = r
-                    c_val[pos] = vx[t]
+                    c_val[pos] = val[t]
                     pos += 1
         c_ptr[j + 1] = pos
     return pos
 
 
 @njit(**_OPTS)
-def hash_merge_semiring(sr, ptrs, idxs, vals, bound, c_ptr, c_idx, c_val):
+def hash_merge_semiring(sr, ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
     """Unsorted-hash semiring merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
     ncols = c_ptr.size - 1
     maxb = 0
@@ -687,28 +678,78 @@ def hash_merge_semiring(sr, ptrs, idxs, vals, bound, c_ptr, c_idx, c_val):
         size = _table_size(bound[j])
         mask = size - 1
         keys[:size] = _EMPTY
-        for m in range(len(ptrs)):
-            p_ = ptrs[m]
-            ix = idxs[m]
-            vx = vals[m]
-            for t in range(p_[j], p_[j + 1]):
-                pos = _hash_acc(sr, keys, slot, mask, ix[t], vx[t], c_idx, c_val, pos)
+        for m in range(off.size - 1):
+            po = off[m]
+            for t in range(ptr[po + j], ptr[po + j + 1]):
+                pos = _hash_acc(sr, keys, slot, mask, idx[t], val[t], c_idx, c_val, pos)
         c_ptr[j + 1] = pos
     return pos
 
 
+# Sorting: our own stable merge sort of (row, value) pairs, not ``np.argsort``: numba
+# compiles every ``argsort`` kind it meets (2-4 s of a cold start each), this compiles
+# in a fraction of that. ``by_value``: by value descending (NaN last, as numpy sorts
+# ``-val``), ties by row; else by row.
+
+@njit(inline="always", **_OPTS)
+def _before(r1, v1, r2, v2, by_value):  # pragma: no cover - numba
+    """Whether entry (r1, v1) sorts strictly before (r2, v2)."""
+    if by_value:
+        nan1 = v1 != v1
+        if nan1 != (v2 != v2):
+            return not nan1
+        if not nan1 and v1 != v2:
+            return v1 > v2
+    return r1 < r2
+
+
 @njit(**_OPTS)
-def _insertion_sort(idx, val, lo, hi):
+def _insertion_sort(idx, val, lo, hi, by_value):
     for a in range(lo + 1, hi):
         r = idx[a]
         v = val[a]
         b = a - 1
-        while b >= lo and idx[b] > r:
+        while b >= lo and _before(r, v, idx[b], val[b], by_value):
             idx[b + 1] = idx[b]
             val[b + 1] = val[b]
             b -= 1
         idx[b + 1] = r
         val[b + 1] = v
+
+
+@njit(**_OPTS)
+def _sort_range(idx, val, lo, hi, tmp_idx, tmp_val, by_value):
+    """Stable sort of entries ``lo:hi`` in place: insertion-sorted runs of 32, then
+    bottom-up merges through ``tmp_*`` (at least ``hi - lo`` long)."""
+    w = 32
+    for a in range(lo, hi, w):
+        _insertion_sort(idx, val, a, min(a + w, hi), by_value)
+    while lo + w < hi:
+        for a in range(lo, hi, 2 * w):
+            mid = min(a + w, hi)
+            end = min(a + 2 * w, hi)
+            if mid >= end:
+                continue
+            x, y, o = a, mid, 0
+            while x < mid and y < end:
+                if _before(idx[y], val[y], idx[x], val[x], by_value):
+                    tmp_idx[o] = idx[y]
+                    tmp_val[o] = val[y]
+                    y += 1
+                else:
+                    tmp_idx[o] = idx[x]
+                    tmp_val[o] = val[x]
+                    x += 1
+                o += 1
+            while x < mid:
+                tmp_idx[o] = idx[x]
+                tmp_val[o] = val[x]
+                x += 1
+                o += 1
+            for t in range(o):          # the rest of the right run is in place
+                idx[a + t] = tmp_idx[t]
+                val[a + t] = tmp_val[t]
+        w *= 2
 
 
 # Element loops, not ``a[lo:hi] = b``: an array assignment to a slice compiles numba's
@@ -721,24 +762,21 @@ def _copy(idx, val, src, out_idx, out_val, dst, n):
 
 
 @njit(**_OPTS)
-def _gather(out_idx, out_val, dst, idx, val, order):
-    # out[dst + t] = (idx, val)[order[t]]
-    for t in range(order.size):
-        out_idx[dst + t] = idx[order[t]]
-        out_val[dst + t] = val[order[t]]
+def _longest(ptr):
+    n = 0
+    for j in range(ptr.size - 1):
+        n = max(n, ptr[j + 1] - ptr[j])
+    return n
 
 
 @njit(**_OPTS)
 def sort_columns(ptr, idx, val):
     """Sort rows ascending within every column, in place."""
+    n = _longest(ptr)
+    tmp_idx = np.empty(n, idx.dtype)
+    tmp_val = np.empty(n, val.dtype)
     for j in range(ptr.size - 1):
-        lo = ptr[j]
-        hi = ptr[j + 1]
-        if hi - lo <= 32:
-            _insertion_sort(idx, val, lo, hi)
-        else:
-            order = np.argsort(idx[lo:hi], kind="quicksort")
-            _gather(idx, val, lo, idx[lo:hi].copy(), val[lo:hi].copy(), order)
+        _sort_range(idx, val, ptr[j], ptr[j + 1], tmp_idx, tmp_val, False)
 
 
 @njit(**_OPTS)
@@ -759,13 +797,19 @@ def select_columns(ptr, idx, val, cols):
 
 @njit(**_OPTS)
 def topk_columns(ptr, idx, val, k):
-    """Keep the ``k`` largest values of every column (ties: smaller row first)."""
+    """Keep the ``k`` largest values of every column, largest first (ties: smaller row
+    first, NaN last)."""
     n = ptr.size - 1
     out_ptr = np.zeros(n + 1, np.int64)
     for j in range(n):
         out_ptr[j + 1] = out_ptr[j] + min(k, ptr[j + 1] - ptr[j])
     out_idx = np.empty(out_ptr[-1], np.int32)
     out_val = np.empty(out_ptr[-1], np.float64)
+    m = _longest(ptr)
+    col_idx = np.empty(m, np.int32)
+    col_val = np.empty(m, np.float64)
+    tmp_idx = np.empty(m, np.int32)
+    tmp_val = np.empty(m, np.float64)
     for j in range(n):
         lo = ptr[j]
         hi = ptr[j + 1]
@@ -774,11 +818,9 @@ def topk_columns(ptr, idx, val, k):
             _copy(idx, val, lo, out_idx, out_val, o, hi - lo)
             continue
         # order by (-value, row): deterministic whatever the hash order was
-        rows = idx[lo:hi]
-        order = np.argsort(rows, kind="mergesort")
-        vs = -val[lo:hi][order]
-        keep = order[np.argsort(vs, kind="mergesort")[:k]]
-        _gather(out_idx, out_val, o, rows, val[lo:hi], keep)
+        _copy(idx, val, lo, col_idx, col_val, 0, hi - lo)
+        _sort_range(col_idx, col_val, 0, hi - lo, tmp_idx, tmp_val, True)
+        _copy(col_idx, col_val, 0, out_idx, out_val, o, k)
     return out_ptr, out_idx, out_val
 
 

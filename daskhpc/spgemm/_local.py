@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import os
 
-import numba
 import numpy as np
-from numba.typed import List
 
 from daskhpc.spgemm import _kernels as K
 from daskhpc.spgemm._block import CscBlock
@@ -102,14 +100,14 @@ def local_symbolic(a: CscBlock, b: CscBlock, *, accumulator: str = "auto", mask=
     CscBlock of the product's shape) only the entries in its pattern (not in it, with
     ``complement``) are counted, by a dense marker whatever ``accumulator`` says."""
     _check(a, b)
-    ap, ai, bp, bi = _lists([a.ptr], [a.idx], [b.ptr], [b.idx])
-    flops = K.column_flops(ap, bp, bi, b.shape[1])
+    sa, sb = _stack([a], values=False), _stack([b], values=False)
+    flops = K.column_flops(sa[0], sa[1], *sb, b.shape[1])
     if mask is not None:
         _check_mask(mask, (a.shape[0], b.shape[1]))
-        return K.symbolic_masked(ap, ai, bp, bi, a.shape[0], b.shape[1], mask.ptr, mask.idx,
+        return K.symbolic_masked(*sa, *sb, a.shape[0], b.shape[1], mask.ptr, mask.idx,
                                  2 if complement else 1), flops
     acc = _pick(accumulator, a.shape[0], flops)
-    return _symbolic(ap, ai, bp, bi, a.shape[0], flops, acc), flops
+    return _symbolic(sa, sb, a.shape[0], flops, acc), flops
 
 
 def local_multiply(a: CscBlock, b: CscBlock, *, sort: bool = False,
@@ -156,14 +154,9 @@ def fused_multiply(a_blocks, b_blocks, *, add=(), sort: bool = False,
         raise ValueError("the stages' products have different shapes")
     if any(p.shape != (m, n) for p in add):
         raise ValueError(f"blocks to add must be {m} x {n}, got {[p.shape for p in add]}")
-    ap, ai, av = _lists([a.ptr for a in a_blocks], [a.idx for a in a_blocks],
-                        [a.val for a in a_blocks])
-    bp, bi, bv = _lists([b.ptr for b in b_blocks], [b.idx for b in b_blocks],
-                        [b.val for b in b_blocks])
-    pp, pi, pv = _lists([p.ptr for p in add], [p.idx for p in add], [p.val for p in add],
-                        dtypes=(np.int64, np.int32, np.float64))
+    sa, sb, sp_ = _stack(a_blocks), _stack(b_blocks), _stack(add)
     sr = semiring_code(semiring)
-    flops = K.column_flops(ap, bp, bi, n)
+    flops = K.column_flops(sa[0], sa[1], sb[0], sb[1], sb[2], n)
     added = sum((np.diff(p.ptr) for p in add), np.zeros(n, np.int64))
     bound, cap = K.column_bounds(flops + added, m)
     acc = _pick(accumulator, m, flops + added)
@@ -175,22 +168,21 @@ def fused_multiply(a_blocks, b_blocks, *, add=(), sort: bool = False,
         allow = np.full(m, -1, np.int64)
     if cap * 12 > RESERVE_BYTES:       # not worth reserving: count exactly first
         if mask is None:
-            exact = _symbolic(ap, ai, bp, bi, m, flops, acc)
+            exact = _symbolic(sa, sb, m, flops, acc)
         else:
-            exact = K.symbolic_masked(ap, ai, bp, bi, m, n, m_ptr, m_idx, mmode)
+            exact = K.symbolic_masked(*sa[:3], *sb[:3], m, n, m_ptr, m_idx, mmode)
         cap = int(exact.sum()) + int(added.sum())
     ptr, idx, val = _outputs(n, cap)
     if sr == K.PLUS_TIMES and mmode == 0:      # the plain kernels: no branch inside
         if acc == "dense":
-            K.spa_multiply(ap, ai, av, bp, bi, bv, pp, pi, pv, _where(m, cap), ptr, idx, val)
+            K.spa_multiply(*sa, *sb, *sp_, _where(m, cap), ptr, idx, val)
         else:
-            K.hash_multiply(ap, ai, av, bp, bi, bv, pp, pi, pv, bound, ptr, idx, val)
+            K.hash_multiply(*sa, *sb, *sp_, bound, ptr, idx, val)
     elif acc == "dense":
-        K.spa_semiring(sr, mmode, ap, ai, av, bp, bi, bv, pp, pi, pv, m_ptr, m_idx, allow,
-                       _where(m, cap), ptr, idx, val)
+        K.spa_semiring(sr, mmode, *sa, *sb, *sp_, m_ptr, m_idx, allow, _where(m, cap), ptr,
+                       idx, val)
     else:
-        K.hash_semiring(sr, mmode, ap, ai, av, bp, bi, bv, pp, pi, pv, m_ptr, m_idx, allow,
-                        bound, ptr, idx, val)
+        K.hash_semiring(sr, mmode, *sa, *sb, *sp_, m_ptr, m_idx, allow, bound, ptr, idx, val)
     return _finish(ptr, idx, val, (m, n), sort)
 
 
@@ -211,21 +203,20 @@ def merge(blocks, *, sort: bool = False, accumulator: str = "auto", semiring=0) 
         return sort_block(out) if sort and not out.sorted else out
     m, n = shape
     sr = semiring_code(semiring)
-    ptrs, idxs, vals = _lists([b.ptr for b in blocks], [b.idx for b in blocks],
-                              [b.val for b in blocks])
-    bound, cap = K.merge_bounds(ptrs, n, m)
+    parts = _stack(blocks)
+    bound, cap = K.merge_bounds(parts[0], parts[1], n, m)
     acc = accumulator if accumulator != "auto" else choose_accumulator(m, cap)
     _valid(acc)
     ptr, idx, val = _outputs(n, cap)
     if acc == "dense":
         if sr == K.PLUS_TIMES:
-            K.spa_merge(ptrs, idxs, vals, _where(m, cap), ptr, idx, val)
+            K.spa_merge(*parts, _where(m, cap), ptr, idx, val)
         else:
-            K.spa_merge_semiring(sr, ptrs, idxs, vals, _where(m, cap), ptr, idx, val)
+            K.spa_merge_semiring(sr, *parts, _where(m, cap), ptr, idx, val)
     elif sr == K.PLUS_TIMES:
-        K.hash_merge(ptrs, idxs, vals, bound, ptr, idx, val)
+        K.hash_merge(*parts, bound, ptr, idx, val)
     else:
-        K.hash_merge_semiring(sr, ptrs, idxs, vals, bound, ptr, idx, val)
+        K.hash_merge_semiring(sr, *parts, bound, ptr, idx, val)
     return _finish(ptr, idx, val, shape, sort)
 
 
@@ -260,6 +251,7 @@ def _check(a: CscBlock, b: CscBlock) -> None:
 
 _NO_PTR = np.zeros(1, np.int64)
 _NO_IDX = np.zeros(0, np.int32)
+_NO_VAL = np.zeros(0, np.float64)
 
 
 def _check_mask(mask: CscBlock, shape) -> None:
@@ -279,26 +271,34 @@ def _pick(accumulator: str, nrows: int, flops: np.ndarray) -> str:
     return acc
 
 
-def _lists(*groups, dtypes=None) -> list:
-    """One ``numba.typed.List`` per group of arrays (one array per stage or part);
-    ``dtypes`` types the lists of groups that may be empty."""
-    out = []
-    for g, arrays in enumerate(groups):
-        if dtypes is not None:
-            lst = List.empty_list(numba.from_dtype(np.dtype(dtypes[g]))[::1])
-        else:
-            lst = List()
-        for x in arrays:
-            lst.append(x)
-        out.append(lst)
-    return out
+def _stack(blocks, values: bool = True) -> tuple:
+    """The kernels' form of a list of blocks (one per stage or part, possibly none):
+    ``ptr, off, idx, val`` (``val`` only with ``values``), the blocks' arrays
+    concatenated, ``ptr[off[s]:off[s + 1]]`` block ``s``'s column pointers shifted to
+    point into the concatenated ``idx``/``val``. One block is passed as it is (no copy).
+    """
+    if len(blocks) == 1:
+        b = blocks[0]
+        ptr = np.ascontiguousarray(b.ptr, dtype=np.int64)
+        out = (ptr, np.array([0, ptr.size], np.int64), np.ascontiguousarray(b.idx, np.int32))
+        return out + (np.ascontiguousarray(b.val, np.float64),) if values else out
+    base = np.concatenate(([0], np.cumsum([b.idx.size for b in blocks], dtype=np.int64)))
+    ptr = np.concatenate([np.asarray(b.ptr, np.int64) + base[s] for s, b in enumerate(blocks)]
+                         + [_NO_PTR[:0]])
+    off = np.concatenate(([0], np.cumsum([b.ptr.size for b in blocks], dtype=np.int64)))
+    idx = np.concatenate([b.idx for b in blocks] + [_NO_IDX], dtype=np.int32)
+    if not values:
+        return ptr, off, idx
+    return ptr, off, idx, np.concatenate([b.val for b in blocks] + [_NO_VAL], dtype=np.float64)
 
 
-def _symbolic(ap, ai, bp, bi, nrows: int, flops: np.ndarray, acc: str) -> np.ndarray:
+def _symbolic(sa, sb, nrows: int, flops: np.ndarray, acc: str) -> np.ndarray:
+    """Nonzeros per column of the stacks' product (``sa``, ``sb``: ``ptr, off, idx``
+    first)."""
     if acc == "dense" and flops.size < 2**31:
-        return K.symbolic_dense(ap, ai, bp, bi, nrows, flops.size)
+        return K.symbolic_dense(*sa[:3], *sb[:3], nrows, flops.size)
     bound, _ = K.column_bounds(flops, nrows)
-    return K.symbolic_hash(ap, ai, bp, bi, bound)
+    return K.symbolic_hash(*sa[:3], *sb[:3], bound)
 
 
 def _where(nrows: int, cap: int) -> np.ndarray:
