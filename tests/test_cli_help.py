@@ -16,7 +16,7 @@ EXE = str(Path(sys.executable).with_name("daskhpc"))
 
 
 def _cli(*argv):
-    return subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=120)
+    return subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=280)
 
 
 def test_a_misspelt_option_names_the_workflow_and_the_likely_option():
@@ -58,7 +58,7 @@ def test_ssgd_help_reads_the_right_way_round():
 def test_a_bundled_data_set_by_its_name(tmp_path):
     done = subprocess.run([EXE, "plan", "ssgd", "ratings", "--parts", "2", "--partition",
                            "random", "--json", "-"], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+                          timeout=280, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     import json
 

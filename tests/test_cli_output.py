@@ -66,6 +66,7 @@ def on_a_terminal(*argv, interrupt_after=None, interrupt_when=None, timeout=300)
     return os.waitstatus_to_exitcode(status), out.decode(errors="replace"), after
 
 
+@pytest.mark.slow             # CI budget: test_info_json_alone_on_stdout keeps the rule
 def test_partition_json_alone_on_stdout_and_table_on_stderr(shared_data):
     r = piped("partition", "column-net", _ratings(shared_data), "--parts", 2,
               "--partitioner", "kahypar", "--json", "-")

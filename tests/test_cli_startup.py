@@ -30,7 +30,9 @@ def _run(*argv, cwd):
                           timeout=300, cwd=cwd)
 
 
-@pytest.mark.parametrize("problem", ["missing", "wrong-format"])
+# CI budget (20 min on 2 cores): a malformed file in the default run of test_io and the
+# readers' tests; every workflow's console script with it under -m slow
+@pytest.mark.parametrize("problem", ["missing", pytest.param("wrong-format", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("workflow", sorted(WORKFLOWS))
 def test_bad_input_fails_before_the_cluster_starts(workflow, problem, tmp_path):
     name, extra = WORKFLOWS[workflow]

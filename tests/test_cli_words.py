@@ -34,6 +34,7 @@ def line(out: str, label: str) -> str:
     return found[0]
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores): a partition of 512 parts
 def test_plan_says_why_an_imbalance_cannot_be_small(tmp_path):
     """512 random parts of 610 users: one user alone outweighs an even part 14 times."""
     status, out, err = daskhpc("plan", "ssgd", datasets.path("ratings"), "--parts", "512",
@@ -52,6 +53,7 @@ def test_plan_says_why_an_imbalance_cannot_be_small(tmp_path):
     assert "no partition can" not in out          # a small bound is not worth a word
 
 
+@pytest.mark.slow             # CI budget (20 min on 2 cores)
 def test_allreduce_says_what_the_model_leaves_out(client2, tmp_path):
     join = ["--scheduler-address", client2.scheduler.address]
     small = ["run", "allreduce", "--N", "20000", "--density", "0.01", "--parts", "2", *join]

@@ -167,7 +167,10 @@ def test_minibatch_on_the_cluster(client2):
 
 
 @pytest.mark.parametrize("with_checkpoint, exchange", [
-    (True, "direct"), pytest.param(False, "direct", marks=pytest.mark.slow),
+    # CI budget (20 min on 2 cores): the frame's killed-worker path runs by default in
+    # tests/runtime and tests/kit; GCN's under -m slow
+    pytest.param(True, "direct", marks=pytest.mark.slow),
+    pytest.param(False, "direct", marks=pytest.mark.slow),
     pytest.param(True, "graph", marks=pytest.mark.slow)])
 def test_a_killed_worker_gives_the_same_weights(make_client, tmp_path, with_checkpoint,
                                                 exchange):

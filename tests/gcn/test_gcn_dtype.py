@@ -132,7 +132,7 @@ def test_command_line_dtype(tmp_path):
     m = rep["measured"]
     assert m["inter_worker_messages"] == m["planned_messages"]
     bad = subprocess.run([EXE, "run", "gcn", "cora", "--dtype", "float16"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=280)
     assert bad.returncode == 2 and "--dtype" in bad.stderr
 
 

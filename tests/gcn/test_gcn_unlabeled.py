@@ -73,7 +73,7 @@ def test_the_command_line_trains_on_it_and_refuses_an_unlabeled_split_node(unlab
         y = f["labels"].copy()
     y[inside[200]] = -1                                  # a validation node
     bad = subprocess.run([EXE, "run", "gcn", _cora_npz(tmp_path / "bad.npz", y)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=280)
     assert bad.returncode == 2
     lines = [x for x in bad.stderr.splitlines() if x.startswith("daskhpc:")]
     assert lines == [f"daskhpc: error: the val split holds node {int(inside[200])}, which "

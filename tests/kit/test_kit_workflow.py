@@ -91,7 +91,7 @@ def test_plan_and_the_command_line(registered, tmp_path):
     assert rep["workflow"] == "toysum" and rep["serial_check"]["identical"] is True
     assert [round(rep["quality"]["total"], 9)] == [round(reference(2, 3)[1][-1], 9)]
     bad = subprocess.run([str(exe), "run", "toysum", "random", "--iters", "0"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=280)
     assert bad.returncode == 2 and "--iters must be at least 1" in bad.stderr
     assert "dashboard" not in bad.stderr                    # refused before any cluster
 

@@ -70,7 +70,7 @@ def test_multiclass_predictions_and_a_saved_model_in_a_fresh_process(tmp_path, d
             f"print(json.dumps([m.score({str(test)!r}), m.predict({str(test)!r}).tolist(), "
             "list(m.w.shape)]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=120)
+                         check=True, timeout=280)
     score, pred, shape = json.loads(out.stdout)
     assert score == r.history[-1]["test_accuracy"] and shape == [10, 65]
     assert pred == r.predict(test).tolist()

@@ -67,7 +67,7 @@ def test_workflow_runs_under_mpiexec(name, tmp_path):
     load = ("import json, sys, daskhpc; r = daskhpc.load(sys.argv[1]); "
             "print(json.dumps([r.workflow, r.report()['quality']]))")
     done = subprocess.run([sys.executable, "-c", load, str(saved)], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=280)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [name, report["quality"]]
     print(f"{name}: mpiexec -n {RANKS} took {seconds:.1f} s")

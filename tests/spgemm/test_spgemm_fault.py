@@ -301,7 +301,7 @@ def test_mpi_job_killed_then_resumed(tmp_path):
     def job(*args):
         cmd = [MPIEXEC, "-n", "5", sys.executable, "-m", "daskhpc.mpi", "--interface", "lo",
                "--dashboard-address", "127.0.0.1:0", *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=280)
 
     ck, marker, out = tmp_path / "ck", tmp_path / "killed", tmp_path / "r.json"
     argv = [datasets.path("ratings"), "--aat", "--grid", "1x1x3", "--batches", "10",

@@ -256,7 +256,7 @@ def test_cli_bad_mask_shape_exits_2_before_a_cluster(tmp_path, small):
     p = subprocess.run([EXE, "run", "spgemm", str(tmp_path / "a.mtx"), "--b",
                         str(tmp_path / "b.mtx"), "--mask", str(tmp_path / "m.mtx"),
                         "--semiring", "min_plus", "--workers", "2"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=280)
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "m.mtx: the mask is 35 x 40" in lines[0], p.stderr

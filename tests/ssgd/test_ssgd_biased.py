@@ -127,7 +127,7 @@ def test_saved_biased_model_predicts_the_same_in_a_fresh_process(tmp_path):
             f"print(json.dumps([m.recommend({u}, 10).tolist(), "
             f"m.predict([{u}] * 5, {items}).tolist(), m.mu, m.item_bias[:3].tolist()]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+                         timeout=280, check=True).stdout
     rec, pred, mu, bias = json.loads(out)
     assert rec == model.recommend(u, 10).tolist()
     assert pred == model.predict([u] * 5, items).tolist()

@@ -49,7 +49,7 @@ def test_the_saved_model_recommends_the_same_in_a_fresh_process(model, tmp_path)
             f"print(json.dumps([m.recommend({u}, 10).tolist(), "
             f"m.predict([{u}], [int(m.col_ids[0])]).tolist()]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+                         timeout=280, check=True).stdout
     rec, pred = json.loads(out)
     assert rec == model.recommend(u, 10).tolist()
     assert pred == model.predict([u], [model.col_ids[0]]).tolist()

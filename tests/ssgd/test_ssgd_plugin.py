@@ -41,14 +41,35 @@ def sleepy(seconds, *deps):
     return (t0, time.time())
 
 
-def graph(prefix, w0, w1):
+def waits_for_b(name, *deps):
+    """a of the control: runs until b has started (an Event b sets), so that "b
+    overlapped a" is seen, not timed (a loaded machine may start b late)."""
+    from distributed import Event
+
+    t0 = time.time()
+    seen = Event(name).wait(timeout=120)
+    return (t0, time.time(), seen)
+
+
+def starts_b(name, *deps):
+    from distributed import Event
+
+    t0 = time.time()
+    Event(name).set()
+    return (t0, time.time())
+
+
+def graph(prefix, w0, w1, control=False):
     """Two parts, two blocks, one sub-epoch each side; (1, T=1) lacks its dependency
-    on (0, T=0), which updates the same block 0 and is slow."""
+    on (0, T=0), which updates the same block 0 and is slow. ``control``: a runs until
+    b has started."""
     a = (prefix, 0, 0, 0, 0, 0)     # part 0, epoch 0, sub-epoch 0, block 0
     c = (prefix, 1, 0, 0, 1, 0)     # part 1, sub-epoch 0, block 1
     b = (prefix, 1, 0, 1, 0, 0)     # part 1, sub-epoch 1, block 0: should follow a
     d = (prefix, 0, 0, 1, 1, 0)     # part 0, sub-epoch 1, block 1: should follow c
     tasks = {a: (sleepy, 0.6), c: (sleepy, 0.0), b: (sleepy, 0.0, c), d: (sleepy, 0.0, a)}
+    if control:
+        tasks.update({a: (waits_for_b, f"{prefix}-b"), b: (starts_b, f"{prefix}-b", c)})
     where = {a: w0, d: w0, c: w1, b: w1}
     return tasks, where, (a, b, c, d)
 
@@ -57,9 +78,10 @@ def test_plugin_holds_a_task_with_a_missing_dependency(client4):
     register(client4)
     w0, w1 = worker_addresses(client4)[:2]
     # Control: keys the plugin does not know run as soon as their inputs are ready.
-    tasks, where, (a, b, c, d) = graph(f"ctrl-step-{uuid.uuid4().hex[:6]}", w0, w1)
+    tasks, where, (a, b, c, d) = graph(f"ctrl-step-{uuid.uuid4().hex[:6]}", w0, w1,
+                                       control=True)
     ta, tb, *_ = client4.gather(submit_pinned(client4, tasks, where, [a, b, c, d]))
-    assert tb[0] < ta[1]                        # b overlapped a: the graph alone allows it
+    assert ta[2] and tb[0] < ta[1]              # b overlapped a: the graph alone allows it
     # The same graph as SSGD steps: b is held in no-worker until a is done.
     run = f"ssgd-step-{uuid.uuid4().hex[:6]}"
     tasks, where, (a, b, c, d) = graph(run, w0, w1)
