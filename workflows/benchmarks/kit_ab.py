@@ -1,4 +1,5 @@
-"""Before/after the workflow kit: SSGD epochs (K = 2 and 4) and SpGEMM 2x2x1 on email-Enron,
+"""Before/after the workflow kit: SSGD epochs (K = 2 and 4), SpGEMM 2x2x1 on email-Enron,
+CP-ALS iterations and GCN epochs,
 two source trees measured in turn (A B A B ...) in fresh processes on the same machine.
 
 ::
@@ -16,9 +17,12 @@ ssgd-k2   median epoch time of a 20-epoch H&C fit, K = 2 on 2 workers (hp rows, 
 ssgd-k4   the same, K = 4 on 4 workers (one part per worker)
 spgemm    wall time of C = A·A, email-Enron, grid 2x2x1 on 4 workers, count consumer
           (median of 3 after one warm-up product)
+cpals     median iteration time of a 20-iteration CP-ALS fit, the bundled tensor, R = 16,
+          2 parts on 2 workers (fine grain, hp)
+gcn       median epoch time of a 50-epoch GCN fit on the bundled Cora, 2 parts on 2 workers
 
-Only public API is used (``dh.ssgd.fit``, ``dh.spgemm.multiply``), so the same file times
-both trees.
+Only public API is used (``dh.ssgd.fit``, ``dh.spgemm.multiply``, ``dh.cpals.fit``,
+``dh.gcn.fit``), so the same file times both trees.
 """
 
 from __future__ import annotations
@@ -53,6 +57,17 @@ def one(which: str) -> dict:
                 dh.ssgd.fit(ratings, K, client=client, strategy="hc", epochs=2)   # warm-up
                 res = dh.ssgd.fit(ratings, K, client=client, strategy="hc", epochs=20)
                 out["epoch_s"] = statistics.median(h["time_s"] for h in res.history)
+        elif which in ("cpals", "gcn"):
+            with connect(n_workers=2, dashboard_address=":0") as client:
+                if which == "cpals":
+                    X = dh.datasets.tensor()
+                    dh.cpals.fit(X, 16, 2, client=client, iters=2, tol=0.0)        # warm-up
+                    res = dh.cpals.fit(X, 16, 2, client=client, iters=20, tol=0.0)
+                else:
+                    g = dh.datasets.cora()
+                    dh.gcn.fit(g, nparts=2, client=client, epochs=2)              # warm-up
+                    res = dh.gcn.fit(g, nparts=2, client=client, epochs=50)
+                out["iteration_s"] = statistics.median(h["time_s"] for h in res.history)
         else:
             a = dh.io.read(DATA / "graphs" / "email-Enron.txt.gz").matrix
             with connect(n_workers=4, dashboard_address=":0") as client:
@@ -86,7 +101,7 @@ def main() -> None:
     p.add_argument("--one", help=argparse.SUPPRESS)
     p.add_argument("--other", type=Path, help="the checkout to compare with (before)")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--only", nargs="*", default=["ssgd-k2", "ssgd-k4", "spgemm"])
+    p.add_argument("--only", nargs="*", default=["ssgd-k2", "ssgd-k4", "spgemm", "cpals", "gcn"])
     p.add_argument("--modes", nargs="*", default=["direct", "graph"],
                    help="exchange modes of the current tree to time (SSGD)")
     p.add_argument("--out")
