@@ -156,6 +156,8 @@ def test_spgemm_page_follows_the_batches_live(browser, live, tmp_path):
     assert got["value"]["totals"]["daskhpc-memory"] > 0
 
 
+@pytest.mark.timeout(1200)    # waits for the 60-batch run: minutes at load 40 (two
+# full runs at once hit pytest's 300 s here); a hung run still ends
 def test_comm_page_shows_planned_and_measured_bytes(browser, live, tmp_path):
     res = finished(live)
     planned = sum(v["bytes"] for k, v in res.measured["expected"].items() if k != "symbolic")
@@ -168,6 +170,8 @@ def test_comm_page_shows_planned_and_measured_bytes(browser, live, tmp_path):
     assert planned > 0 and measured > 0, got["value"]
 
 
+@pytest.mark.timeout(1200)    # waits for the 60-batch run: minutes at load 40 (two
+# full runs at once hit pytest's 300 s here); a hung run still ends
 def test_load_page_shows_planned_and_measured_work(browser, live, tmp_path):
     finished(live)
     probe = models_js(["daskhpc-load"], ["daskhpc-load-summary"])
@@ -186,6 +190,8 @@ def test_strata_page_reads_a_timeline_plugin(browser, live, tmp_path):
         got["value"]["texts"]["daskhpc-strata-summary"]
 
 
+@pytest.mark.timeout(1200)    # waits for the 60-batch run: minutes at load 40 (two
+# full runs at once hit pytest's 300 s here); a hung run still ends
 def test_overview_page_shows_the_running_workflow_and_a_nav_link(browser, live, tmp_path):
     finished(live)
     names = ["daskhpc-comm-planned", "daskhpc-comm-measured", "daskhpc-load",

@@ -61,6 +61,7 @@ def test_bar_on_a_terminal(dash_client):
     assert "\rsteps [####################] 4/4" in out and out.endswith("s\r\n")
 
 
+@pytest.mark.timeout(1200)    # a whole SpGEMM run: over 300 s at load 40 (two full runs at once)
 def test_spgemm_reports_its_batches(dash_client, capsys):
     a = dh.datasets.cora().adjacency
     with dask.config.set({"daskhpc.runtime.progress": True}):
