@@ -194,14 +194,7 @@ def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=No
             raise InputError(f"{name}: shape {shape} has {len(shape)} modes, the input {order}")
     futures = client.compute(pieces)
     stats = client.gather([client.submit(_summary, f, pure=False) for f in futures])
-    problem = _problem(stats, cols, order, name, shape or known)
-    if problem:
-        for f in futures:
-            f.release()
-        raise InputError(problem)
-    nnz = sum(s["n"] for s in stats)
-    if nnz == 0:
-        raise InputError(f"{name}: the collection holds no nonzeros")
+    _checked_count(stats, cols, order, name, shape or known, futures, "nonzeros")
     hi = [max(s["max"][m] for s in stats if s["n"]) for m in range(order)]
     if shape is None:
         shape = known or tuple(h + 1 for h in hi)
@@ -258,16 +251,35 @@ def _frame_columns(x, columns, order, name, min_order) -> list:
     return cols
 
 
-def _array_check(x, order, name, min_order) -> tuple:
-    if order is not None and x.ndim != order:
-        raise InputError(f"{name}: a {x.ndim}-D Dask Array, need {order}-D")
-    if x.ndim < min_order:
-        raise InputError(f"{name}: a {x.ndim}-D Dask Array, need at least {min_order}-D")
+def _checked_count(stats, cols, order, name, shape, pieces, what) -> int:
+    """The entries the pieces' ``_summary`` stats count, after :func:`_problem` (the
+    pieces released on a problem): a one-line InputError for a bad or empty collection."""
+    problem = _problem(stats, cols, order, name, shape)
+    if problem:
+        for f in pieces:
+            f.release()
+        raise InputError(problem)
+    nnz = sum(s["n"] for s in stats)
+    if nnz == 0:
+        raise InputError(f"{name}: the collection holds no {what}")
+    return nnz
+
+
+def _sized_numbers(x, name) -> None:
+    """A Dask Array's chunk sizes known and its dtype numeric, or a one-line InputError."""
     if any(np.isnan(c) for cs in x.chunks for c in cs):
         raise InputError(f"{name}: the Dask Array's chunk sizes are unknown (nan); call "
                          ".compute_chunk_sizes() first")
     if getattr(x.dtype, "kind", "O") not in "biuf":
         raise InputError(f"{name}: the Dask Array's dtype is {x.dtype}; values must be numbers")
+
+
+def _array_check(x, order, name, min_order) -> tuple:
+    if order is not None and x.ndim != order:
+        raise InputError(f"{name}: a {x.ndim}-D Dask Array, need {order}-D")
+    if x.ndim < min_order:
+        raise InputError(f"{name}: a {x.ndim}-D Dask Array, need at least {min_order}-D")
+    _sized_numbers(x, name)
     meta = type(x._meta)
     mod = meta.__module__ or ""
     if not (mod.startswith(("scipy.sparse", "sparse", "numpy"))):

@@ -14,7 +14,8 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-from ._collections import (_frame_piece, _kind, _named_columns, _summary, dataframe_module,
+from ._collections import (_frame_piece, _kind, _named_columns, _sized_numbers, _summary,
+                           dataframe_module,
                            gathered, reread_pieces)
 
 __all__ = ["Edges", "read_edge_list", "Rows", "read_rows", "check_rows", "rows_route",
@@ -231,11 +232,7 @@ def check_rows(x, *, name: str = "features", rows: int | None = None) -> None:
         raise InputError(f"{name}: {type(x).__name__} is not a Dask Array")
     if x.ndim not in (1, 2):
         raise InputError(f"{name}: a {x.ndim}-D Dask Array; need rows (1-D or 2-D)")
-    if any(np.isnan(c) for cs in x.chunks for c in cs):
-        raise InputError(f"{name}: the Dask Array's chunk sizes are unknown (nan); call "
-                         ".compute_chunk_sizes() first")
-    if getattr(x.dtype, "kind", "O") not in "biuf":
-        raise InputError(f"{name}: the Dask Array's dtype is {x.dtype}; values must be numbers")
+    _sized_numbers(x, name)
     mod = type(x._meta).__module__ or ""
     if not mod.startswith(("numpy", "scipy.sparse")):
         raise InputError(f"{name}: chunks of type {type(x._meta).__name__}; use numpy or "

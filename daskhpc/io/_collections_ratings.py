@@ -10,7 +10,7 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-from ._collections import Nonzeros, _kind, _pins, _problem, _summary, dataframe_module
+from ._collections import Nonzeros, _checked_count, _kind, _pins, _summary, dataframe_module
 
 __all__ = ["read_ratings_frame", "ratings_files"]
 
@@ -78,14 +78,7 @@ def read_ratings_frame(x, client, *, columns=None, name: str = "ratings"):
                          f"{_first_line(e)}") from None
     finally:
         del frame
-    problem = _problem(stats, cols, 2, name, shape)
-    if problem:
-        for f in pieces:
-            f.release()
-        raise InputError(problem)
-    nnz = sum(s["n"] for s in stats)
-    if nnz == 0:
-        raise InputError(f"{name}: the collection holds no ratings")
+    _checked_count(stats, cols, 2, name, shape, pieces, "ratings")
     itype = np.int32 if max(shape) < 2**31 else np.int64
     pins = client.gather([client.submit(_pins, f, itype, pure=False) for f in pieces])
     pins = np.concatenate(pins, axis=1)
