@@ -57,6 +57,7 @@ class Exchange(WorkerPlugin):
         self.log: deque = deque(maxlen=100_000)   # like transfer_outgoing_log
         self.count = 0                   # pushes ever logged (wrap detection)
         self.sent: dict = {}             # receiver address -> wire bytes, cumulative
+        self.pushing: dict = {}          # token -> in-flight push RPCs (asyncio tasks)
         self._arrived = None             # asyncio.Condition, made on the worker's loop
         worker.handlers["daskhpc_push"] = self.receive
 
@@ -118,8 +119,22 @@ class Exchange(WorkerPlugin):
         header, frames = serialize(msgs, on_error="raise")
         wire = sum(memoryview(f).nbytes for f in frames)
         start = time.time()
-        await self.worker.rpc(address).daskhpc_push(token=token,
-                                                    msgs=Serialized(header, frames))
+        # a push to a worker that died retries its connection for distributed's connect
+        # timeout (30 s) and holds this worker's task slot that long, so the restart
+        # waited for it: the run's end (forget) cancels its pushes instead
+        call = asyncio.ensure_future(self.worker.rpc(address).daskhpc_push(
+            token=token, msgs=Serialized(header, frames)))
+        inflight = self.pushing.setdefault(token, set())
+        inflight.add(call)
+        try:
+            await call
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if token in self.dead and not (me is not None and me.cancelling()):
+                raise RuntimeError(f"run {token} ended while pushing to {address}") from None
+            raise
+        finally:
+            inflight.discard(call)
         total = sum(sizeof(m[1]) for m in msgs)
         self.log.append({"who": address, "keys": {key: total}, "total": total,
                          "compressed": wire, "start": start, "stop": time.time()})
@@ -127,9 +142,12 @@ class Exchange(WorkerPlugin):
         self.sent[address] = self.sent.get(address, 0) + wire
 
     def forget(self, token: str) -> None:
-        """The run is over: drop its mail and wake its waiters (they fail)."""
+        """The run is over: drop its mail, wake its waiters and cancel its pushes (they
+        fail). Called in the worker's event loop (``client.run``)."""
         self.dead.add(token)
         self.box.pop(token, None)
+        for call in self.pushing.pop(token, ()):
+            call.cancel()
 
 
 def extension(worker) -> Exchange | None:

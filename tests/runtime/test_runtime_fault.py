@@ -156,3 +156,43 @@ def test_checkpoint_bad_files_are_named(tmp_path):
     bad.write_bytes(b"garbage")
     with pytest.raises(InputError, match="x.npz: unreadable checkpoint file"):
         load_arrays(str(bad))
+
+
+async def _push_to_nobody(token):
+    """A direct-exchange push to an address where nothing listens (a worker that died:
+    distributed retries the connection for its 30 s connect timeout)."""
+    from distributed import get_worker
+
+    from daskhpc.runtime._exchange import extension
+
+    await extension(get_worker()).push(token, "tcp://127.0.0.1:9", ("k", 0), [(0, b"x")])
+
+
+def _forget(token, dask_worker=None):
+    from daskhpc.runtime._exchange import extension
+
+    extension(dask_worker).forget(token)
+
+
+def test_the_end_of_a_run_cancels_its_pushes_to_a_dead_worker(client2):
+    """The restart after a lost worker waited for a survivor's push to the dead worker
+    (its connect retries, 30 s) in direct mode: forgetting the run cancels the push, and
+    the task fails with a line saying so instead of a connect timeout."""
+    from distributed import wait
+
+    from daskhpc.runtime._exchange import NAME, Exchange
+
+    client2.register_plugin(Exchange(), name=NAME)
+    worker = sorted(client2.scheduler_info()["workers"])[0]
+    fut = client2.submit(_push_to_nobody, "t-dead", workers=[worker], pure=False)
+    def executing(dask_worker, key=fut.key):
+        ts = dask_worker.state.tasks.get(key)
+        return ts is not None and ts.state == "executing"
+
+    while not client2.run(executing, workers=[worker])[worker]:
+        time.sleep(0.05)
+    time.sleep(0.5)                  # the push is under way (its connection retrying)
+    client2.run(_forget, "t-dead", workers=[worker])
+    wait(fut, timeout=20)
+    with pytest.raises(RuntimeError, match="ended while pushing to tcp://127.0.0.1:9"):
+        fut.result()
