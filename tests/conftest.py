@@ -4,12 +4,41 @@ uses (real worker processes over TCP, built by ``daskhpc.testing.validated_clien
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("DASKHPC_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+#: Compiled in the background while the session starts (see :func:`_warm_kernels`).
+WARM = ("allreduce", "cpals", "spgemm", "gcn", "linear", "ssgd")   # the order tests/ meets them
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_kernels():
+    """Fill numba's cache of a fresh install in one background process at the start.
+
+    A fresh install compiles every kernel at its first call (about 60 CPU s over the six
+    workflows, one core at a time), inside whichever test calls it first, while the
+    session is mostly waiting on clusters and console scripts with the second core idle.
+    numba's cache is shared by processes (each entry written whole), so the tests then
+    load what this process compiled. Tests of the cold path use their own
+    ``NUMBA_CACHE_DIR`` and are not touched."""
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        yield
+        return
+    code = ("from daskhpc._numba import prepare_kernels\n"
+            f"for w in {WARM!r}:\n    prepare_kernels(w)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    yield
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
 
 
 @pytest.fixture(scope="session")
