@@ -21,6 +21,8 @@
   rows) with placement, part data kept on workers (:class:`PartStore`), attempts with
   lost-worker recovery, checkpoints, unit reports (:func:`send_report`), progress, and
   measured-vs-planned bytes; :class:`ProgramRunner` is the Program engine under it.
+  :func:`run_phases` runs a run of several jobs (:class:`Phase`: SpGEMM's symbolic step,
+  then its batches) with one checkpoint, part store, dashboard run and restart budget.
 
 Examples
 --------
@@ -47,7 +49,7 @@ from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gath
                                     release_futures, replace_lost)
 from daskhpc.runtime._engine import ProgramRunner, step_of_key
 from daskhpc.runtime._exchange import Exchange
-from daskhpc.runtime._frame import run_job
+from daskhpc.runtime._phases import Phase, PhaseContext, run_job, run_phases
 from daskhpc._numba import KernelsReport, prepare_kernels
 from daskhpc._workflows import Call, RunOptions, Workflow, option
 from daskhpc.runtime._job import (Attempt, AttemptGraph, Diverged, GaveUp, GraphJob, Job, Outcome,
@@ -83,6 +85,8 @@ __all__ = [
     "Outcome",
     "PARKED",
     "PartStore",
+    "Phase",
+    "PhaseContext",
     "Placement",
     "ProgramRunner",
     "ReportInbox",
@@ -111,6 +115,7 @@ __all__ = [
     "release_futures",
     "replace_lost",
     "run_job",
+    "run_phases",
     "save_arrays",
     "scheduler_file_security",
     "send_report",

@@ -183,8 +183,8 @@ def calibrate_exchange(client: Client, exchange: str = "direct",
     """
     import functools
 
-    from daskhpc.runtime._frame import run_job
     from daskhpc.runtime._job import Job
+    from daskhpc.runtime._phases import run_job
     from daskhpc.runtime._pingpong import pingpong_program, pingpong_row
     from daskhpc.runtime._placement import Placement
 

@@ -3,7 +3,9 @@
 A workflow describes its run as a :class:`Job` (dask-free pieces: the per-part static
 data, the :class:`~daskhpc.comm.Program` of the remaining iterations or a function that
 builds one attempt's graph, how reports become history rows, a fingerprint) and
-:func:`run_job` does the rest, the same way for everybody:
+:func:`run_job` does the rest, the same way for everybody (a run of several jobs:
+:func:`~daskhpc.runtime.run_phases`, ``_phases``, which opens the checkpoint and the part
+store and announces the run once; :func:`run_phase` here runs each job):
 
 * place the parts (:class:`Placement`) and keep their data on the workers (:class:`PartStore`);
 * run *attempts*: submit the program (in windows of units when the job can stop early),
@@ -29,15 +31,13 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-import uuid
 import warnings
 from typing import Callable
 
 import numpy as np
 
 from daskhpc.runtime._book import Book, invalidate, measure, public, settle, todo as todo_of
-from daskhpc.runtime._checkpoint import CheckpointDir, load_arrays
-from daskhpc.runtime._connect import worker_addresses
+from daskhpc.runtime._checkpoint import load_arrays
 from daskhpc.runtime._engine import ProgramRunner, step_of_key
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
                                     replace_lost)
@@ -52,95 +52,32 @@ from daskhpc.runtime._quiet import quiet_recovery
 from daskhpc.runtime._reports import ReportInbox
 from daskhpc.runtime._steps import cleanup
 
-__all__ = ["run_job"]
+__all__ = ["run_phase"]
 
 #: Seconds between two publications of history rows to the dashboard.
 PUBLISH_S = 1.0
 
 
-def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = False,
-            max_restarts: int = 3, callback: Callable | None = None,
-            progress_bar: bool | None = None, low_latency: bool = True,
-            placement: Placement | None = None, store=None,
-            recoveries: list | None = None, announce: bool = True) -> Outcome:
-    """Run ``job`` on ``client``'s cluster (see the module docstring).
-
-    Parameters
-    ----------
-    client : distributed.Client
-    job : Job
-    checkpoint : path or CheckpointDir, optional
-        A directory every worker and the client see: each part writes its state there
-        after every unit, and a lost worker costs only the units since the newest one
-        (an already opened :class:`CheckpointDir` is used as it is).
-    resume : bool
-        Continue the run recorded in ``checkpoint`` (same fingerprint).
-    max_restarts : int
-        Lost workers survived; one more raises :class:`GaveUp`.
-    callback : callable, optional
-        ``callback(row)`` for every unit as it completes (history rows).
-    progress_bar : bool, optional
-        Force the progress display on (lines when not on a terminal) or off (default:
-        ``daskhpc.runtime.progress``: a bar on a terminal, nothing when piped).
-    low_latency : bool
-        Unbatch scheduler <-> worker control messages during the run.
-    placement : Placement, optional
-        Override ``job.placement``.
-    store : PartStore, optional
-        Part data already on the workers (a run of several jobs shares it; its placement
-        is used and kept up to date across recoveries). Default: a new one, released at
-        the end.
-    recoveries : list, optional
-        Recovery records are appended here (several jobs of one run share the budget).
-    announce : bool
-        Tell the dashboard a run starts (its measured counters start from zero), an
-        attempt graph's plan, and that the run ended (``end``: "finished" with the
-        report's bytes, or "failed: <exception>"). A workflow that runs several jobs
-        announces once itself (and publishes its own ``end``).
-
-    Returns
-    -------
-    Outcome
-    """
-    if max_restarts < 0:
-        raise ValueError(f"max_restarts must be >= 0, not {max_restarts}")
-    t_start = time.perf_counter()
-    run_id = uuid.uuid4().hex[:10]
-    own_store = store is None
-    if own_store:
-        from daskhpc.runtime._store import PartStore
-
-        if placement is None:
-            workers = worker_addresses(client)
-            placement = job.placement(workers) if job.placement else \
-                Placement(job.nparts, workers)
-        store = PartStore(client, placement, run_id, part_of=job.part_of)
-    placement = store.placement
+def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_id: str,
+              t_start: float | None = None, max_restarts: int = 3,
+              callback: Callable | None = None, progress_bar: bool | None = None,
+              low_latency: bool = True, announce: bool = True,
+              warm_up: bool = True) -> Outcome:
+    """Run ``job`` on a run's ``store`` and checkpoint ``ck`` (``run_phases`` opened them
+    and prepared the kernels); its recovery records are appended to the run's
+    ``recoveries`` (one budget of ``max_restarts``). ``announce``: publish an attempt
+    graph's plan; ``warm_up``: run ``job.warm_up`` on every worker first."""
+    t_start = time.perf_counter() if t_start is None else t_start
     if job.statics is not None:
         statics = job.statics if isinstance(job.statics, dict) else dict(enumerate(job.statics))
         store.put("static", statics)
-    ck = None
-    if isinstance(checkpoint, CheckpointDir):
-        ck = checkpoint
-    elif checkpoint is not None:
-        ck = CheckpointDir(checkpoint, job.name, job.fingerprint, resume=resume)
-        if job.opened is not None:
-            job.opened(ck)
-    elif resume:
-        from daskhpc.errors import InputError
-
-        raise InputError("resume needs a checkpoint directory (--checkpoint DIR)")
     book = Book(job, ck, t_start)
     resumed_from = book.restart_unit() if job.ordered and book.durable else None
     # a resumed run whose checkpoint holds every unit: nothing is left to run, and the
     # report says so (instead of "0 B in 0 messages")
     complete = ck is not None and job.units > 0 and not todo_of(job, book)
-    _prepare_kernels(client, job.name)
-    if job.warm_up is not None:
+    if warm_up and job.warm_up is not None:
         client.run(job.warm_up)
-    if announce:
-        _publish_start(client, job, placement)
-    recoveries = [] if recoveries is None else recoveries
     budget_used = len(recoveries)
     attempts = 0
     mode = None if progress_bar is None else ("on" if progress_bar else "off")
@@ -148,8 +85,7 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
     value, ledger = None, None
     meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
     with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
-            _maybe_low_latency(client, low_latency), _failed_ends(client, announce), \
-            quiet_recovery(client, run_id, store.run):
+            _maybe_low_latency(client, low_latency), quiet_recovery(client, run_id, store.run):
         bar.advance(len(book.rows))
         while True:
             todo = todo_of(job, book)
@@ -196,10 +132,6 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
     for row in history:
         row.update(measured["per_unit"].get(row["unit"], {}))
     measured.pop("per_unit")
-    if own_store:
-        store.release()
-    if announce:
-        _publish_end(client, "finished", measured, history, ledger)
     timing = {"run_s": run_s, "per_iteration_s": [r.get("time_s") for r in history],
               "setup_s": t0 - t_start}
     recovery = {"recoveries": recoveries[budget_used:], "max_restarts": max_restarts,
@@ -462,10 +394,12 @@ def _publish(client, topic: str, **data) -> None:
     publish(client, topic, **data)
 
 
-def _publish_start(client, job: Job, placement: Placement) -> None:
+def _publish_start(client, label: str, workflow: str, placement: Placement,
+                   units: int | None = None, unit_name: str | None = None) -> None:
     """Tell the dashboard pages a run starts (the measured matrix counts from here)."""
-    _publish(client, "run", name=f"{job.name} K={job.nparts}", workflow=job.name,
-             workers=list(placement.workers), units=job.units, unit_name=job.unit_name)
+    more = {k: v for k, v in (("units", units), ("unit_name", unit_name)) if v is not None}
+    _publish(client, "run", name=label, workflow=workflow, workers=list(placement.workers),
+             **more)
 
 
 def _publish_end(client, status: str, measured: dict | None = None, history=None,

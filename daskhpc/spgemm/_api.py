@@ -11,10 +11,9 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import os
-import sys
 import time
-import uuid
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,14 +22,14 @@ from daskhpc.comm import CostModel
 from daskhpc._workflows import RunOptions
 from daskhpc.errors import InputError
 
-from ._plan import plan_sections, step_plans
+from ._plan import plan_sections
 from ._prep import like_input
 from ._result import SpgemmResult
 from ._serial import serial_check, serial_multiply
 from ._saving import pieces_descriptor, prepare_save
 from ._setup import Setup, fingerprint, prepare
 from ._symbolic import (BYTES_PER_UNMERGED, WORKING_HEADROOM, batch_lower_bound, grid_symbolic,
-                        planned_batches, planning_memory)
+                        planned_batches)
 
 __all__ = ["multiply", "plan", "serial_multiply", "over_budget", "warn_over_budget"]
 
@@ -234,165 +233,79 @@ def over_budget(memory: dict) -> str | None:
 def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_restarts,
          callback, progress, t_start, save=None) -> SpgemmResult:
     from daskhpc import dashboard
-    from distributed import LocalCluster
-
-    from daskhpc.runtime import (CheckpointDir, PartStore, Placement, prepare_kernels, run_job,
-                                 worker_addresses)
+    from daskhpc.runtime import Phase, release_futures, run_phases, worker_addresses
 
     from . import _job as D
-    from ._checkpoint import store_batches, stored_batches
-    from ._plugin import ensure_plugin
 
-    g = s.grid
-    workers = worker_addresses(client)
-    ck = None if checkpoint is None else \
-        CheckpointDir(checkpoint, "spgemm", fingerprint(s), resume=resume, keep=2**31)
-    stored = stored_batches(ck) if ck is not None else None
-    store = PartStore(client, Placement(g.p, workers), uuid.uuid4().hex[:10],
-                      part_of=lambda c: g.rank(*c))
-    t_prep = time.perf_counter()
-    if isinstance(getattr(client, "cluster", None), LocalCluster):
-        prepare_kernels("spgemm", file=sys.stderr)     # once here, not in every worker
+    g, workers = s.grid, worker_addresses(client)
     if s.semiring or s.mask is not None:   # its kernel: compiled once here, loaded there
         _memory_warm_up(s.semiring, s.mask is not None)
-    # load the numba kernels before anything is timed
-    client.run(_memory_warm_up, s.semiring, s.mask is not None)
-    baseline = client.run(_memory_reset) if measure_memory else {}
-    # dashboard pages: the run starts here (measured bytes count from now)
-    dashboard.publish(client, "run", name=f"spgemm {str(g)}", workflow="spgemm",
-                      workers=workers)
-    dashboard.publish(client, "memory", budget=s.memory, baseline=baseline)
-    if s.sources:
-        # collections: the blocks are built on the cells' workers, not scattered
-        from distributed import wait
-
-        from ._collect import rebuilder, route_blocks
-
-        fa, fb = route_blocks(client, s, store.placement)
-        for name, futs, blocks in (("A", fa, s.a_blocks), ("B", fb, s.b_blocks)):
-            if futs is None:
-                store.put(name, blocks)
-            else:
-                wait(list(futs.values()))
-                store.adopt(name, futs, rebuild=rebuilder(client, s, name))
-        for nz in s.sources.values():
-            nz.release()                  # the blocks hold the values now
-    else:
-        store.put("A", s.a_blocks)
-        store.put("B", s.b_blocks)
-    store.put("R", s.row_ids())
-    if s.mask is not None:
-        store.put("MK", s.mask_blocks())      # C<M>: every cell's piece of the mask
-    recoveries: list = []
-    t0 = time.perf_counter()
-    sym_info, ledgers = {}, []
-    if stored is not None:
-        # a restart of this job or a resumed one: the b the checkpoint's files were cut
-        # into, whatever the budget per cell is now
-        nb, sym_info = int(stored["batches"]), dict(stored.get("symbolic") or {})
-    elif s.batches == "auto" and s.mem_cell is not None:
-        out = run_job(client, D.symbolic_job(s), store=store, max_restarts=max_restarts,
-                      recoveries=recoveries, progress_bar=False, low_latency=False,
-                      announce=False)
-        ledgers.append(out.ledger)
-        for rec in out.recovery["recoveries"]:
-            rec.update(phase="symbolic", rerun="symbolic")
-        max_c = out.value
-        nb = planned_batches(max_c, s.nnz_a, s.nnz_b, s.mem_cell, s.r, str(g))
-        sym_info = {"max_nnz_c": max_c, "max_nnz_a": s.nnz_a, "max_nnz_b": s.nnz_b,
-                    "memory_per_cell": s.mem_cell, "r": s.r, "batches": nb,
-                    "working_headroom": WORKING_HEADROOM,
-                    "model_memory_per_cell": planning_memory(s.mem_cell)}
-    else:
-        nb = 1 if s.batches == "auto" else int(s.batches)
-    if ck is not None and stored is None:
-        store_batches(ck, nb, sym_info)
-    t_sym = time.perf_counter()
-    lay = s.layout(nb)
-    if s.mask is not None:
-        store.put("M", s.mask_operands(lay))
+    t_prep = time.perf_counter()
+    ph = D.Phases(s, plan=plan, measure_memory=measure_memory, save=save)
+    outs = run_phases(
+        client, [Phase("symbolic", ph.symbolic, checkpointed=False, shown=False, plan=False),
+                 Phase("batches", ph.batches, plan=False)],
+        name="spgemm", nparts=g.p, part_of=lambda c: g.rank(*c), fingerprint=fingerprint(s),
+        label=f"spgemm {g}", checkpoint=checkpoint, resume=resume, keep=2**31,
+        warm_up=functools.partial(_memory_warm_up, s.semiring, s.mask is not None),
+        max_restarts=max_restarts, callback=callback, progress_bar=progress,
+        low_latency=False)
+    out, runner, nb = outs["batches"], ph.runner, ph.lay.b
+    recoveries = [rec for o in outs.values() for rec in o.recovery["recoveries"]]
+    for rec in recoveries:
+        if rec["phase"] == "symbolic":
+            rec["rerun"] = "symbolic"
+        else:
+            flight = rec.get("in_flight") or []
+            rec.update(phase="batches" if flight else "gather",
+                       batch=min(flight) if flight else None,
+                       batches_invalidated=rec["invalidated"])
+        rec.update(cells_moved=rec.get("moved", []), workers=len(out.placement.workers))
     info = {"input": {"shape": list(s.a.shape), "nnz": int(s.a.nnz)}, "parts": g.p,
             "seed": s.seed, "grid": str(g), "batches": nb, "workers": len(workers),
-            "semiring": s.semiring_name, "mask": s.mask_report()}
-    plans, sym = None, None
-    if plan:                                         # plan first, then run
-        tp = time.perf_counter()
-        sym = grid_symbolic(s.ap, s.bp, g, nb, *_permuted_mask(s))
-        plans = step_plans(sym)
-        info["plan"], info["quality"] = plan_sections(sym, CostModel.from_config())
-        info["plan_s"] = time.perf_counter() - tp
-        _publish_plan(client, s, sym, plans, store.placement, symbolic=bool(sym_info))
-    ensure_plugin(client)
-    runner = D.Batches(client, s, lay, ck, plans, measure_memory, save=save)
-    out = run_job(client, runner.job(fingerprint(s)), checkpoint=ck, store=store,
-                  max_restarts=max_restarts, recoveries=recoveries, callback=callback,
-                  progress_bar=progress, low_latency=False, announce=False)
-    ledgers.append(out.ledger)
-    for rec in out.recovery["recoveries"]:
-        flight = rec.get("in_flight") or []
-        rec.update(phase="batches" if flight else "gather",
-                   batch=min(flight) if flight else None,
-                   batches_invalidated=rec["invalidated"])
-    for rec in recoveries:
-        rec.update(cells_moved=rec.get("moved", []), workers=len(store.placement.workers))
-    final_place = store.placement
-    store.release()
+            "semiring": s.semiring_name, "mask": s.mask_report(), **ph.sections}
     timeline = runner.merged_timeline()
     peaks = runner.after.get("peaks", {})
-    dashboard.publish(client, "batches", run=out.recovery.get("checkpoint") or "spgemm",
+    dashboard.publish(client, "batches", run=out.recovery["checkpoint"] or "spgemm",
                       timeline=timeline)
-    dashboard.publish(client, "memory", budget=s.memory, baseline=baseline, peak=peaks)
-    matrix, value, t_assemble, pieces = None, None, 0.0, None
+    dashboard.publish(client, "memory", budget=s.memory, baseline=ph.baseline, peak=peaks)
+    matrix, value, pieces = None, None, None
+    ta = time.perf_counter()
+    kept = out.value
     if s.consumer.keeps and save is not None:      # C written by the workers: no gather
         got = out.value or {"files": [], "pieces": None}
         pieces = pieces_descriptor(got["files"], (s.shape[0], s.shape[2]))
         value = {"saved": save, "files": len(got["files"]), "nnz": pieces["nnz"]}
-        if s.keep == "workers":
-            from daskhpc.runtime import release_futures
-
-            from ._collect import to_dask_array
-
-            ta = time.perf_counter()
-            matrix = value = to_dask_array(client, s, lay, got["pieces"])
-            release_futures(f for f, *_ in got["pieces"])
-            t_assemble = time.perf_counter() - ta
-    elif s.consumer.keeps and s.keep == "workers":
+        kept = got["pieces"]
+    if s.consumer.keeps and s.keep == "workers":
         from ._collect import to_dask_array
 
-        ta = time.perf_counter()
-        matrix = value = to_dask_array(client, s, lay, out.value or [])
-        from daskhpc.runtime import release_futures
-
-        release_futures(f for f, *_ in (out.value or []))   # the chunks depend on them
-        t_assemble = time.perf_counter() - ta
-    elif s.consumer.keeps:
+        matrix = value = to_dask_array(client, s, ph.lay, kept or [])
+        release_futures(f for f, *_ in (kept or []))   # the chunks depend on them
+    elif s.consumer.keeps and save is None:
         from ._consumers import assemble
 
-        ta = time.perf_counter()
         matrix = value = assemble(out.value or [], (s.shape[0], s.shape[2]),
                                   drop_zeros=s.semiring == 0)
-        t_assemble = time.perf_counter() - ta
-    else:
+    elif not s.consumer.keeps:
         value = s.consumer.finalize(runner.summaries(), [])
+    t_assemble = time.perf_counter() - ta if matrix is not None else 0.0
     t_run = runner.after.get("t_run", time.perf_counter())
-    multiply_s = _multiply_times(timeline, out.history)
-    info["timing"] = {"prepare_s": t_prep - t_start, "symbolic_s": t_sym - t0,
-                      "run_s": t_run - t0, "batches_s": t_run - t_sym,
+    info["timing"] = {"prepare_s": t_prep - t_start, "symbolic_s": ph.t_symbolic - ph.t0,
+                      "run_s": t_run - ph.t0, "batches_s": t_run - ph.t_symbolic,
                       "gather_s": runner.after.get("gather_s", 0.0),
-                      "save_s": runner.after.get("save_s", 0.0),
-                      "assemble_s": t_assemble,
-                      "per_iteration_s": multiply_s}
+                      "save_s": runner.after.get("save_s", 0.0), "assemble_s": t_assemble,
+                      "per_iteration_s": _multiply_times(timeline, out.history)}
     if "plan_s" in info:
         info["timing"]["plan_s"] = info.pop("plan_s")
-    measured = {k: v for k, v in out.measured.items()}
-    measured["per_step"] = D.measured_steps(ledgers)
-    if plans is not None:
+    measured = dict(out.measured)
+    measured["per_step"] = D.measured_steps([o.ledger for o in outs.values()])
+    if ph.plans is not None:
         from ._plan import placed_volume
 
-        _, owner = D.worker_owner(s, final_place)
-        owner = np.asarray(owner)
+        owner = np.asarray(D.worker_owner(s, out.placement)[1])
         measured["expected"] = {n: placed_volume(pl, owner, dedupe_phase_src=(n != "fiber"))
-                                for n, pl in plans.items()}
+                                for n, pl in ph.plans.items()}
     lost = sorted({w for rec in recoveries for w in rec["lost"]})
     if lost:
         measured["workers_lost"] = lost       # their sends are not counted
@@ -409,39 +322,32 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
         if nnz is not None:
             quality["nnz_c"] = nnz
     info.update(quality=quality, measured=measured, timeline=timeline,
-                memory=_memory_section(baseline, peaks, s.memory, workers),
-                symbolic=sym_info, attempts=runner.attempts, recoveries=recoveries)
-    if ck is not None:
+                memory=_memory_section(ph.baseline, peaks, s.memory, workers),
+                symbolic=ph.symbolic_info, attempts=runner.attempts, recoveries=recoveries)
+    if out.recovery["checkpoint"] is not None:
         info["checkpoint"] = {
-            "dir": ck.path, "resumed": bool(resume), "batches_loaded": sorted(runner.loaded),
+            "dir": out.recovery["checkpoint"], "resumed": bool(resume),
+            "batches_loaded": sorted(runner.loaded),
             "batches_written": sorted(set(runner.files) - set(runner.loaded)) if
             s.consumer.keeps else sorted(set(runner.summary) - set(runner.loaded)),
             "batches_run": sum(len(x["completed"]) for x in runner.attempts),
-            "nbatches_from": "checkpoint" if stored is not None else
-            ("symbolic" if sym_info else "argument"),
+            "nbatches_from": "checkpoint" if ph.stored else
+            ("symbolic" if ph.symbolic_info else "argument"),
             "already_complete": out.recovery.get("already_complete")}
     if pieces is not None:
         info["saved"] = {"dir": save, "files": len(pieces["files"]), "nnz": pieces["nnz"],
                          "bytes": sum(e["bytes"] for e in pieces["files"]),
                          "written_by": "workers"}
-    dashboard.publish(client, "end", status="finished")      # the pages stop counting
     res = SpgemmResult(value=value, matrix=matrix, info=info, history=out.history)
     if pieces is not None:
         res.pieces = (save, pieces)
     return res
 
 
-
 def _memory_warm_up(semiring: int = 0, masked: bool = False):
     from ._memory import warm_up
 
     return warm_up(semiring, masked)
-
-
-def _memory_reset():
-    from ._memory import reset_peak
-
-    return reset_peak()
 
 
 def _nnz_from(summaries) -> int | None:
@@ -461,30 +367,6 @@ def _memory_section(baseline: dict, peaks: dict, budget, workers) -> dict:
         out["peak_over_budget"] = round(max(used.values()) / budget, 4) if budget else None
         out["working_headroom"] = WORKING_HEADROOM
     return out
-
-
-def _publish_plan(client, s: Setup, sym, plans, placement, symbolic: bool) -> None:
-    """Planned bytes between workers and flops per worker, for the dashboard pages."""
-    from daskhpc import dashboard
-
-    from ._job import worker_owner
-
-    workers, owner = worker_owner(s, placement)
-    matrix = sum(pl.placed(owner, len(workers), broadcast=(name != "fiber")).bytes_matrix()
-                 for name, pl in plans.items() if symbolic or name != "symbolic")
-    flops = np.zeros(len(workers))
-    per_cell = sym.flops_cell.sum(axis=0)
-    for cell in s.grid.cells():
-        flops[owner[s.grid.rank(*cell)]] += per_cell[cell]
-    dashboard.publish(client, "plan", matrix=matrix, workers=workers, unit="bytes")
-    dashboard.publish(client, "load", planned=dict(zip(workers, flops)), unit="flops")
-
-
-def _permuted_mask(s: Setup) -> tuple:
-    """``(mask, complement)`` permuted like C, for grid_symbolic; () without a mask."""
-    if s.mask is None:
-        return ()
-    return (sp.csr_array(s.mask)[s.pr][:, s.pc], s.complement)
 
 
 def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None = None,
@@ -528,7 +410,7 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     s = prepare(a, b, grid=g, nworkers=g.p if workers is None else int(workers),
                 memory_per_worker=memory_per_worker, batches=batches, seed=seed, r=r,
                 consume="count", semiring=semiring, mask=mask, complement=complement)
-    pm = _permuted_mask(s)
+    pm = s.permuted_mask()
     sym = grid_symbolic(s.ap, s.bp, g, 1, *pm)
     out = {"grid": str(g), "p": g.p, "workers": s.nworkers, "semiring": s.semiring_name}
     if s.mask is not None:

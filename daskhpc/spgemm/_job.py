@@ -1,8 +1,9 @@
-"""BatchedSumma3D on the workflow frame: Symbolic3D and the batches as two jobs.
+"""BatchedSumma3D on the workflow frame: Symbolic3D and the batches as two phases.
 
-Both jobs share one part store (the cell blocks of A and B, scattered once, scattered
+Both phases share one part store (the cell blocks of A and B, scattered once, scattered
 again only to the cells a lost worker leaves), the checkpoint and the restart budget
-(``daskhpc.runtime.run_job``). Symbolic3D (Algorithm 3) is one unit; the batches
+(``daskhpc.runtime.run_phases``; :class:`Phases`: the operands, b between the phases).
+Symbolic3D (Algorithm 3) is one unit; the batches
 (Algorithm 4) are independent units: after a loss only the batches that are not *safe*
 run again. A batch is safe when its ``done`` report reached the client and, for
 consumers that keep blocks on the workers (``keep``, ``prune``), those blocks are on a
@@ -20,16 +21,24 @@ import json
 import os
 import time
 
+import numpy as np
+
+from daskhpc import dashboard
+from daskhpc.comm import CostModel
 from daskhpc.errors import InputError
 from daskhpc.runtime import AttemptGraph, GraphJob, gather_direct, release_futures
 
 from . import _memory
 from ._graph import batch_graph, kept_name, step_of_key, symbolic_graph
-from ._plugin import fetch_timeline, register_run
+from ._plan import plan_sections, step_plans
+from ._plugin import ensure_plugin, fetch_timeline, register_run
 from ._saving import piece_name
+from ._setup import fingerprint
+from ._symbolic import WORKING_HEADROOM, grid_symbolic, planned_batches, planning_memory
 from ._tasks import load_kept, save_piece, save_piece_from
 
-__all__ = ["symbolic_job", "Batches", "measured_steps", "worker_owner"]
+__all__ = ["symbolic_job", "Phases", "Batches", "measured_steps", "worker_owner"]
+
 
 def _owner(s, placement) -> dict:
     return {cell: placement.worker(s.grid.rank(*cell)) for cell in s.grid.cells()}
@@ -47,6 +56,109 @@ def symbolic_job(s) -> GraphJob:
 
     return GraphJob("spgemm-symbolic", s.grid.p, 1, row=lambda u, rep: {}, attempt=attempt,
                reporters=lambda u: set(), ordered=False, part_of=lambda c: s.grid.rank(*c))
+
+
+class Phases:
+    """A product's two phases (``runtime.Phase`` functions), and what the report needs
+    of them: the operands on the cells' workers and Symbolic3D (:meth:`symbolic`), then
+    b decided and the batches (:meth:`batches`; ``runner``: the :class:`Batches`).
+
+    b is kept in the checkpoint's facts before the first batch runs: a restarted or
+    resumed run cuts its batches exactly as the checkpoint's were cut (no Symbolic3D
+    again), whatever the budget per cell is now.
+    """
+
+    def __init__(self, s, *, plan: bool = True, measure_memory: bool = True, save=None):
+        self.s, self.plan, self.measure_memory, self.save = s, plan, measure_memory, save
+        self.baseline, self.symbolic_info, self.sections = {}, {}, {}
+        self.stored, self.plans, self.runner, self.lay = False, None, None, None
+        self.t0 = self.t_symbolic = None
+
+    def symbolic(self, ctx):
+        """The memory baseline, the operands; Symbolic3D's job if b is to be found."""
+        s = self.s
+        self.baseline = ctx.client.run(_memory.reset_peak) if self.measure_memory else {}
+        dashboard.publish(ctx.client, "memory", budget=s.memory, baseline=self.baseline)
+        _put_operands(ctx.client, s, ctx.store)
+        self.t0 = time.perf_counter()
+        self.stored = "batches" in ctx.facts
+        if self.stored or s.batches != "auto" or s.mem_cell is None:
+            return None
+        return symbolic_job(s)
+
+    def batches(self, ctx):
+        """b (the checkpoint's, Symbolic3D's or the given one), the plan, the batches' job."""
+        s, client = self.s, ctx.client
+        if self.stored:
+            nb = int(ctx.facts["batches"])
+            self.symbolic_info = dict(ctx.facts.get("symbolic") or {})
+        elif "symbolic" in ctx.outcomes:
+            max_c = ctx.outcomes["symbolic"].value
+            nb = planned_batches(max_c, s.nnz_a, s.nnz_b, s.mem_cell, s.r, str(s.grid))
+            self.symbolic_info = {
+                "max_nnz_c": max_c, "max_nnz_a": s.nnz_a, "max_nnz_b": s.nnz_b,
+                "memory_per_cell": s.mem_cell, "r": s.r, "batches": nb,
+                "working_headroom": WORKING_HEADROOM,
+                "model_memory_per_cell": planning_memory(s.mem_cell)}
+        else:
+            nb = 1 if s.batches == "auto" else int(s.batches)
+        if not self.stored:
+            ctx.remember(batches=nb, symbolic=self.symbolic_info)
+        self.t_symbolic = time.perf_counter()
+        self.lay = s.layout(nb)
+        if s.mask is not None:
+            ctx.store.put("M", s.mask_operands(self.lay))
+        if self.plan:                                    # plan first, then run
+            tp = time.perf_counter()
+            sym = grid_symbolic(s.ap, s.bp, s.grid, nb, *s.permuted_mask())
+            self.plans = step_plans(sym)
+            self.sections = dict(zip(("plan", "quality"),
+                                     plan_sections(sym, CostModel.from_config())))
+            self.sections["plan_s"] = time.perf_counter() - tp
+            _publish_plan(client, s, sym, self.plans, ctx.store.placement,
+                          symbolic=bool(self.symbolic_info))
+        ensure_plugin(client)
+        self.runner = Batches(client, s, self.lay, ctx.checkpoint, self.plans,
+                              self.measure_memory, save=self.save)
+        return self.runner.job(fingerprint(s))
+
+
+def _put_operands(client, s, store) -> None:
+    """A's and B's cell blocks (and the row ids, the mask) on their cells' workers."""
+    if s.sources:
+        # collections: the blocks are built on the cells' workers, not scattered
+        from distributed import wait
+
+        from ._collect import rebuilder, route_blocks
+
+        fa, fb = route_blocks(client, s, store.placement)
+        for name, futs, blocks in (("A", fa, s.a_blocks), ("B", fb, s.b_blocks)):
+            if futs is None:
+                store.put(name, blocks)
+            else:
+                wait(list(futs.values()))
+                store.adopt(name, futs, rebuild=rebuilder(client, s, name))
+        for nz in s.sources.values():
+            nz.release()                  # the blocks hold the values now
+    else:
+        store.put("A", s.a_blocks)
+        store.put("B", s.b_blocks)
+    store.put("R", s.row_ids())
+    if s.mask is not None:
+        store.put("MK", s.mask_blocks())      # C<M>: every cell's piece of the mask
+
+
+def _publish_plan(client, s, sym, plans, placement, symbolic: bool) -> None:
+    """Planned bytes between workers and flops per worker, for the dashboard pages."""
+    workers, owner = worker_owner(s, placement)
+    matrix = sum(pl.placed(owner, len(workers), broadcast=(name != "fiber")).bytes_matrix()
+                 for name, pl in plans.items() if symbolic or name != "symbolic")
+    flops = np.zeros(len(workers))
+    per_cell = sym.flops_cell.sum(axis=0)
+    for cell in s.grid.cells():
+        flops[owner[s.grid.rank(*cell)]] += per_cell[cell]
+    dashboard.publish(client, "plan", matrix=matrix, workers=workers, unit="bytes")
+    dashboard.publish(client, "load", planned=dict(zip(workers, flops)), unit="flops")
 
 
 class Batches:

@@ -133,6 +133,12 @@ class Setup:
         rows = [self.pr[slice(*lay.rows(i))] for i in range(self.grid.q)]
         return {cell: rows[cell[0]] for cell in self.grid.cells()}
 
+    def permuted_mask(self) -> tuple:
+        """``(mask, complement)`` permuted like C, for grid_symbolic; () without a mask."""
+        if self.mask is None:
+            return ()
+        return (sp.csr_array(self.mask)[self.pr][:, self.pc], self.complement)
+
     def mask_operands(self, lay: Layout) -> dict:
         """The mask's piece of every cell (permuted like C), for masked consumers."""
         mp = sp.csc_array(self.mask[self.pr][:, self.pc])

@@ -1,0 +1,273 @@
+"""A run of several phases in one frame; :func:`run_job` is the run of one.
+
+SpGEMM counts the largest C block of a cell (Symbolic3D), decides from it how many
+batches to cut, then runs the batches: two jobs, one run. :func:`run_phases` opens the
+checkpoint, keeps the part data on the workers (one :class:`PartStore`), prepares the
+kernels, announces the run to the dashboard and publishes its ``end`` once, and gives
+every phase the same restart budget. A :class:`Phase` is a name and a function of the
+:class:`PhaseContext` that returns the phase's job (None: skip it); what a later phase or
+a resumed run needs goes in the checkpoint with :meth:`PhaseContext.remember`.
+
+Examples
+--------
+>>> def count(ctx):                                   # skipped once the total is known
+...     return None if "total" in ctx.facts else count_job()
+>>> def sweep(ctx):
+...     if "total" not in ctx.facts:
+...         ctx.remember(total=ctx.outcomes["count"].value)
+...     return sweep_job(ctx.facts["total"])
+>>> outs = run_phases(client, [Phase("count", count, checkpointed=False),
+...                            Phase("sweep", sweep)], name="demo", nparts=4,
+...                   checkpoint="ck/", resume=True)              # doctest: +SKIP
+>>> outs["sweep"].history                                         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from daskhpc.runtime._checkpoint import CheckpointDir
+from daskhpc.runtime._connect import worker_addresses
+from daskhpc.runtime._frame import (_failed_ends, _prepare_kernels, _publish_end,
+                                    _publish_start, run_phase)
+from daskhpc.runtime._job import GraphJob, Job, Outcome
+from daskhpc.runtime._placement import Placement
+from daskhpc.runtime._store import PartStore
+
+__all__ = ["run_job", "run_phases", "Phase", "PhaseContext", "FACTS"]
+
+#: The run's facts (``PhaseContext.remember``), next to the checkpoint's manifest.
+FACTS = "phases.json"
+
+
+@dataclass
+class Phase:
+    """One phase of a run.
+
+    Parameters
+    ----------
+    name : str
+        Its outcome's key, and the ``phase`` of its recovery records.
+    job : callable
+        ``job(PhaseContext) -> Job | GraphJob | None``, called when the phases before it
+        are done (None: nothing to run). The run's ``fingerprint``, ``placement`` and
+        ``warm_up`` hold for every phase (a job's own are not read, but a job's
+        ``warm_up`` other than the run's runs when its phase starts).
+    checkpointed : bool
+        Its units are the checkpoint's steps (one phase of a run at most; the others
+        keep what a resumed run needs with :meth:`PhaseContext.remember`).
+    shown : bool
+        Its units move the progress bar and reach the user's callback.
+    plan : bool
+        The frame publishes its attempt graph's plan to the dashboard (False: the
+        workflow publishes its own).
+    """
+
+    name: str
+    job: Callable
+    checkpointed: bool = True
+    shown: bool = True
+    plan: bool = True
+
+
+@dataclass
+class PhaseContext:
+    """What a phase's ``job`` function gets: ``client``, ``store`` (the run's
+    :class:`PartStore`), ``checkpoint`` (the open :class:`CheckpointDir` or None),
+    ``outcomes`` (``{phase: Outcome}`` of the phases run so far) and ``facts`` (what
+    earlier phases, or the run this one resumes, remembered)."""
+
+    client: Any
+    store: PartStore
+    checkpoint: CheckpointDir | None
+    outcomes: dict = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
+
+    def remember(self, **facts) -> None:
+        """Keep JSON-serialisable ``facts`` for the rest of the run, and in the checkpoint
+        (written at once: a run that dies before its next step resumes with them)."""
+        self.facts.update(json.loads(json.dumps(facts)))
+        if self.checkpoint is not None:
+            self.checkpoint.write_extra(FACTS, self.facts)
+
+
+def run_phases(client, phases, *, name: str, nparts: int, fingerprint: dict | None = None,
+               placement=None, part_of: Callable | None = None,
+               warm_up: Callable | None = None, opened: Callable | None = None,
+               label: str | None = None, units: int | None = None,
+               unit_name: str | None = None, checkpoint=None, resume: bool = False,
+               keep: int = 2, max_restarts: int = 3, callback: Callable | None = None,
+               progress_bar: bool | None = None, low_latency: bool = True, store=None,
+               announce: bool = True) -> dict[str, Outcome]:
+    """Run ``phases`` (a list of :class:`Phase`) in order as one run (module docstring).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    phases : list of Phase
+    name : str
+        The workflow: checkpoint manifest, kernels to prepare, the dashboard's run.
+    nparts : int
+    fingerprint : dict, optional
+        What must be equal to continue the checkpoint.
+    placement : Placement or callable, optional
+        The parts' workers, or ``placement(workers) -> Placement`` (default round robin).
+    part_of : callable, optional
+        Part of a part-data key (default: keys are parts).
+    warm_up : callable, optional
+        Run on every worker once, before anything is timed (load compiled kernels).
+    opened : callable, optional
+        ``opened(checkpoint)`` once the checkpoint directory is accepted.
+    label, units, unit_name : optional
+        The dashboard's run: its name (default ``"<name> K=<nparts>"``), unit count
+        and what a unit is.
+    checkpoint : path or CheckpointDir, optional
+        The run's checkpoint directory (see :func:`run_job`); ``keep`` complete steps.
+    resume, max_restarts, callback, progress_bar, low_latency
+        As :func:`run_job`; ``max_restarts`` is the whole run's budget.
+    store : PartStore, optional
+        Part data already on the workers (kept; default: a new store, released at the end).
+    announce : bool
+        Tell the dashboard the run starts, and that it ended: "finished" (a run of one
+        phase with its report's bytes and rows; a run of several leaves the pages the
+        counters of all its phases) or "failed: <exception>".
+
+    Returns
+    -------
+    dict
+        ``{phase name: Outcome}`` of the phases that ran, in order; each recovery record
+        in an outcome carries its ``phase``.
+    """
+    if max_restarts < 0:
+        raise ValueError(f"max_restarts must be >= 0, not {max_restarts}")
+    if sum(p.checkpointed for p in phases) > 1:
+        raise ValueError("one phase at most keeps its units in the checkpoint "
+                         "(checkpointed=True); the others remember what a resume needs")
+    t_start = time.perf_counter()
+    run_id = uuid.uuid4().hex[:10]
+    own_store = store is None
+    if own_store:
+        if not isinstance(placement, Placement):
+            workers = worker_addresses(client)
+            placement = placement(workers) if placement else Placement(nparts, workers)
+        store = PartStore(client, placement, run_id, part_of=part_of)
+    ck = _open(checkpoint, name, fingerprint, resume, keep, opened)
+    _prepare_kernels(client, name)
+    if warm_up is not None:
+        client.run(warm_up)
+    if announce:
+        _publish_start(client, label or f"{name} K={nparts}", name, store.placement, units,
+                      unit_name)
+    ctx = PhaseContext(client, store, ck, facts=_facts(ck))
+    recoveries: list = []                # the run's: one budget for every phase
+    with _failed_ends(client, announce):
+        for i, phase in enumerate(phases):
+            job = phase.job(ctx)
+            if job is None:
+                continue
+            before = len(recoveries)
+            try:
+                ctx.outcomes[phase.name] = run_phase(
+                    client, job, store, ck if phase.checkpointed else None, recoveries,
+                    run_id=f"{run_id}p{i}", t_start=None if ctx.outcomes else t_start,
+                    max_restarts=max_restarts, low_latency=low_latency,
+                    callback=callback if phase.shown else None,
+                    progress_bar=progress_bar if phase.shown else False,
+                    announce=announce and phase.plan, warm_up=job.warm_up is not warm_up)
+            finally:
+                for rec in recoveries[before:]:
+                    rec.setdefault("phase", phase.name)
+    if own_store:
+        store.release()
+    if announce:       # one phase: its report's numbers; several: the pages' own counters
+        out = next(iter(ctx.outcomes.values()), None) if len(phases) == 1 else None
+        numbers = () if out is None else (out.measured, out.history, out.ledger)
+        _publish_end(client, "finished", *numbers)
+    return ctx.outcomes
+
+
+def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = False,
+            max_restarts: int = 3, callback: Callable | None = None,
+            progress_bar: bool | None = None, low_latency: bool = True,
+            placement: Placement | None = None, store=None, announce: bool = True) -> Outcome:
+    """Run ``job`` on ``client``'s cluster: a run of one phase (``_frame``'s docstring).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    job : Job or GraphJob
+    checkpoint : path or CheckpointDir, optional
+        A directory every worker and the client see: each part writes its state there
+        after every unit, and a lost worker costs only the units since the newest one
+        (an already opened :class:`CheckpointDir` is used as it is).
+    resume : bool
+        Continue the run recorded in ``checkpoint`` (same fingerprint).
+    max_restarts : int
+        Lost workers survived; one more raises :class:`GaveUp`.
+    callback : callable, optional
+        ``callback(row)`` for every unit as it completes (history rows).
+    progress_bar : bool, optional
+        Force the progress display on (lines when not on a terminal) or off (default:
+        ``daskhpc.runtime.progress``: a bar on a terminal, nothing when piped).
+    low_latency : bool
+        Unbatch scheduler <-> worker control messages during the run.
+    placement : Placement, optional
+        Override ``job.placement``.
+    store : PartStore, optional
+        Part data already on the workers (e.g. built there from a Dask collection; its
+        placement is used and kept up to date across recoveries). Default: a new one,
+        released at the end.
+    announce : bool
+        Tell the dashboard a run starts (its measured counters start from zero), an
+        attempt graph's plan, and that the run ended (``end``: "finished" with the
+        report's bytes, or "failed: <exception>").
+
+    Returns
+    -------
+    Outcome
+    """
+    return run_phases(
+        client, [Phase(job.name, lambda ctx: job)], name=job.name, nparts=job.nparts,
+        fingerprint=job.fingerprint,
+        placement=job.placement if placement is None else placement,
+        part_of=job.part_of, warm_up=job.warm_up, opened=job.opened, units=job.units,
+        unit_name=job.unit_name, checkpoint=checkpoint, resume=resume,
+        max_restarts=max_restarts, callback=callback, progress_bar=progress_bar,
+        low_latency=low_latency, store=store, announce=announce)[job.name]
+
+
+def _open(checkpoint, name, fingerprint, resume, keep, opened) -> CheckpointDir | None:
+    if isinstance(checkpoint, CheckpointDir):
+        return checkpoint
+    if checkpoint is None:
+        if resume:
+            from daskhpc.errors import InputError
+
+            raise InputError("resume needs a checkpoint directory (--checkpoint DIR)")
+        return None
+    ck = CheckpointDir(checkpoint, name, fingerprint or {}, resume=resume, keep=keep)
+    if opened is not None:
+        opened(ck)
+    return ck
+
+
+def _facts(ck: CheckpointDir | None) -> dict:
+    """What the phases of the run in ``ck`` remembered (its fingerprint matched)."""
+    path = None if ck is None else ck.extra(FACTS)
+    if path is None or not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as f:
+            facts = json.load(f)
+        if not isinstance(facts, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as e:
+        from daskhpc.errors import InputError
+
+        raise InputError(f"{path}: unreadable checkpoint facts: {e}") from e
+    return facts
