@@ -157,6 +157,15 @@ CI_BUDGET = (
     "tests/cpals/test_cpals_cluster.py::test_a_killed_worker_gives_the_same_factors",
     "tests/test_cli_output.py::test_ctrl_c_while_the_cluster_starts_exits_130_without_"
     "tracebacks",
+    # the fourth (.ci/run 1,294 s, tests 1,188 s, quiet): the hinge loss's second checks
+    # (log keeps both) and the graph mode's P2P and DSGD epochs (H&C keeps the graph mode)
+    "tests/linear/test_linear_training.py::test_test_accuracy_at_least_sklearn_sgdclassifier"
+    "[hinge",
+    "tests/linear/test_linear_training.py::test_sparse_allreduce_training_equals_dense[hinge",
+    "tests/ssgd/test_ssgd_distributed.py::test_distributed_equals_serial_bit_for_bit[graph-"
+    "p2p",
+    "tests/ssgd/test_ssgd_distributed.py::test_distributed_equals_serial_bit_for_bit[graph-"
+    "dsgd",
 )
 
 
