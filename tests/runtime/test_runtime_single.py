@@ -159,3 +159,36 @@ def test_a_killed_worker_restarts_from_the_newest_checkpoint(make_client, tmp_pa
     assert all(np.array_equal(a, b) for a, b in zip(out.value, finals))
     assert [r["norm"] for r in out.history] == [toy_row(u, r)["norm"]
                                                 for u, r in enumerate(reports)]
+
+
+def _nan_at_2(u, rep):
+    return {**toy_row(u, rep), "loss": float("nan") if u == 2 else 0.5}
+
+
+def _executing(dask_worker=None) -> int:
+    return sum(1 for ts in dask_worker.state.tasks.values()
+               if ts.state in ("executing", "cancelled", "long-running"))
+
+
+@pytest.mark.slow
+def test_a_diverged_run_stops_the_one_task_at_the_next_unit(client1, tmp_path):
+    import time
+
+    from daskhpc.runtime import Diverged
+
+    # one task holds all 400 units (4 s of sleeps at least): the run stops at unit 2, and
+    # the task at its next unit instead of running to the last one (which would write
+    # the last unit's checkpoint)
+    job = toy_job(2, 400, delay=0.01)
+    job.row = _nan_at_2
+    seen: list = []
+    with pytest.raises(Diverged):
+        run_job(client1, job, callback=seen.append, checkpoint=tmp_path,
+                progress_bar=False)
+    assert [r["unit"] for r in seen] == [0, 1]
+    deadline = time.monotonic() + 120
+    while sum(client1.run(_executing).values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sum(client1.run(_executing).values()) == 0
+    assert not list(tmp_path.glob("**/step-000400"))
+    assert run_job(client1, toy_job(1, 2), progress_bar=False).history[-1]["unit"] == 1
