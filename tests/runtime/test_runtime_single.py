@@ -126,6 +126,7 @@ def test_cpals_one_worker_is_the_serial_reference(client1):
     assert "one worker: steps run in one loop, no exchange" in res.summary()
 
 
+@pytest.mark.slow           # the textbook check trains GCN twice more in the client
 def test_gcn_one_worker_is_the_serial_reference(client1):
     res, keys = counted(client1, lambda: dh.gcn.fit(
         "cora", nparts=1, client=client1, epochs=3, check_serial=True, progress=False))
