@@ -71,8 +71,8 @@ class ProgramRunner:
         task per receiving worker and step); ``direct``: one task per worker and unit
         that runs the unit's steps in a loop, messages pushed by the sender
         (:mod:`._exchange`), so a step costs no scheduler round trip. The same results
-        either way. Either way, all parts on one worker: one task per window
-        (:attr:`single`).
+        either way. Direct, with every part on one worker: one task per window
+        (:attr:`single`), no exchange at all.
     """
 
     def __init__(self, client, program, placement, statics: dict, *, starts=None,
