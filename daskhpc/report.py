@@ -257,6 +257,7 @@ def summarize(report: dict) -> str:
                         ("plan", _plan_line(report)),
                         ("traffic", "" if done else _traffic_line(report.get("measured"))),
                         ("time", _time_line(report.get("timing"))),
+                        ("execution", _execution_line(report.get("execution"))),
                         ("quality", _quality_line(report.get("quality"))),
                         ("model", _model_line(report.get("quality"))),
                         ("serial", _serial_line(report.get("serial_check")))):
@@ -273,6 +274,21 @@ def summarize(report: dict) -> str:
                          if k != "dir" and isinstance(v, (int, float, str, bool)))
         lines.append(summary_line("checkpoint", ck["dir"] + (f" ({more})" if more else "")))
     return "\n".join(lines)
+
+
+def _execution_line(execution) -> str:
+    """What the summary says of how the steps ran (only what a user would not guess).
+
+    Examples
+    --------
+    >>> _execution_line({"single_worker": True, "exchange": "direct"})
+    'one worker: steps run in one loop, no exchange'
+    >>> _execution_line({"single_worker": False})
+    ''
+    """
+    if isinstance(execution, dict) and execution.get("single_worker"):
+        return "one worker: steps run in one loop, no exchange"
+    return ""
 
 
 def already_complete(report: dict) -> dict | None:

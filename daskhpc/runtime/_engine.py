@@ -9,6 +9,12 @@ worker's group ``t - 1`` (its chain) and, for every worker ``v`` whose parts sen
 Nothing else: the scheduler sees the algorithm's structure, one transfer per
 communicating worker pair and step.
 
+When every part is on one worker (one label) and the exchange is direct there is no
+message between workers: a window of steps is ONE task (``steps_single``: the steps in
+one loop on the worker, no per-step hand-off, wait or push), keyed like the direct
+mode's last task of the window; ``single`` says so. The graph exchange stays the
+per-step reference.
+
 A long program is submitted in *windows* of steps; the client keeps the futures of the
 frontier (the last chains and bundles of a window) so the next window can start from
 them, and can stop submitting when the run has converged.
@@ -28,7 +34,7 @@ from daskhpc._workflows import exchange_mode
 from daskhpc.runtime._fault import scatter_to
 from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._steps import (ProgramCode, final_group, init_group, step_group,
-                                    step_group_in_loop, steps_direct)
+                                    step_group_in_loop, steps_direct, steps_single)
 
 __all__ = ["ProgramRunner", "step_of_key"]
 
@@ -65,7 +71,8 @@ class ProgramRunner:
         task per receiving worker and step); ``direct``: one task per worker and unit
         that runs the unit's steps in a loop, messages pushed by the sender
         (:mod:`._exchange`), so a step costs no scheduler round trip. The same results
-        either way.
+        either way. Direct, with every part on one worker: one task per window
+        (:attr:`single`), no exchange at all.
     """
 
     def __init__(self, client, program, placement, statics: dict, *, starts=None,
@@ -80,9 +87,11 @@ class ProgramRunner:
         self.parts = {self.label[w]: tuple(placement.parts_of(w)) for w in workers}
         where = {p: self.label[placement.worker(p)] for p in range(program.nparts)}
         self.where = where
+        #: every part on one worker, direct exchange: a window's steps in one task
+        self.single = self.direct and len(self.parts) == 1
         code = ProgramCode(program, where, topic, checkpoint, address=self.address,
                            in_loop=in_loop)
-        if self.direct:
+        if self.direct and not self.single:
             from daskhpc.runtime._exchange import NAME, Exchange
 
             client.register_plugin(Exchange(), name=NAME)    # idempotent
@@ -141,7 +150,13 @@ class ProgramRunner:
         def ref(key):
             return self._frontier.get(key, key)   # a Future from an earlier window
 
-        if self.direct:
+        if self.single:
+            [(lab, parts)] = self.parts.items()
+            key = (self.name, lab, steps.stop - 1, "")
+            tasks[key] = (steps_single, self.code[lab], self.token, lab, steps.start,
+                          steps.stop, parts, ref(self._group(lab, steps.start - 1)[0]))
+            where[key] = self.address[lab]
+        elif self.direct:
             # one task per worker and segment (a unit's steps, or what is left of them):
             # the steps run in a loop on the worker, messages pushed in between
             us = self.program.unit_steps          # the window's slice of it, not all of it

@@ -144,7 +144,9 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
         recovery["damaged_steps"] = list(ck.dropped)
     execution = {"workers": len(store.placement.workers), "units": job.unit_name}
     if job.program is not None:     # how a Program's steps ran (attempt graphs: their own)
-        execution.update(exchange=exchange_mode(job.exchange), in_loop=bool(job.in_loop))
+        single = bool(meter.get("single_worker"))      # the last attempt's (_run_program)
+        execution.update(exchange=exchange_mode(job.exchange),
+                         in_loop=bool(job.in_loop) and not single, single_worker=single)
     return Outcome(value, history, measured, timing, recovery, store.placement, ledger,
                    execution)
 
@@ -310,6 +312,7 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
                            checkpoint=None if ck is None or replay else ck.path,
                            in_loop=job.in_loop, exchange=exchange_mode(job.exchange))
     futures += runner.frontier()
+    meter["single_worker"] = runner.single
     ends = [] if replay else prog.unit_steps
     if len(ends) != len(todo):
         raise RuntimeError(f"{job.name}: the program for units {todo[0]}..{todo[-1]} has "

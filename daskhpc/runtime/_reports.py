@@ -11,6 +11,11 @@ A report names its *reporters* (part ids, or strings such as ``"eval-3"``); the 
 knows which reporters make a unit complete. ``saved`` says the reporters' checkpoint
 files of this unit were written before the report left.
 
+A worker that runs many short units in one task (:class:`ReportBatch`, the one-worker
+loop of ``_steps``) sends their reports together, ``{"batch": [report, ...]}`` in unit
+order, at most one event per :data:`COALESCE_S`: an event per unit cost more than a
+short unit itself; the inbox hands them out one by one.
+
 Examples
 --------
 >>> inbox = ReportInbox(client, "daskhpc-ab12")                     # doctest: +SKIP
@@ -24,7 +29,10 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["send_report", "ReportInbox"]
+__all__ = ["send_report", "ReportInbox", "ReportBatch", "COALESCE_S"]
+
+#: Seconds a worker may hold the reports of finished units before it sends them.
+COALESCE_S = 0.05
 
 
 def send_report(topic: str, unit: int, values: dict, *, start: float | None = None,
@@ -44,14 +52,46 @@ def send_report(topic: str, unit: int, values: dict, *, start: float | None = No
         worker = get_worker()
     except ValueError:
         return
-    now = time.time()
-    msg = {"unit": int(unit), "worker": worker.address,
-           "reports": [[r, v] for r, v in values.items()],
-           "start": now if start is None else float(start),
-           "stop": now if stop is None else float(stop), "saved": bool(saved)}
+    msg = _message(worker, unit, values, start, stop, saved)
     if strata:
         msg["strata"] = [{"worker": worker.address, **r} for r in strata]
     worker.log_event(topic, msg)
+
+
+def _message(worker, unit: int, values: dict, start, stop, saved: bool) -> dict:
+    now = time.time()
+    return {"unit": int(unit), "worker": worker.address,
+            "reports": [[r, v] for r, v in values.items()],
+            "start": now if start is None else float(start),
+            "stop": now if stop is None else float(stop), "saved": bool(saved)}
+
+
+class ReportBatch:
+    """Reports of the units one task runs, sent together (see the module docstring).
+
+    ``add`` holds a unit's report and sends what is held once :data:`COALESCE_S` passed
+    since the last event, or at once when the unit was checkpointed (``saved``: the frame
+    must learn of a checkpoint before the worker can die with it unsaid); ``flush`` (at
+    the end of the task, so the last unit is never held back) sends the rest.
+    """
+
+    def __init__(self, topic: str, worker, every: float = COALESCE_S):
+        self.topic, self.worker, self.every = topic, worker, every
+        self.held: list[dict] = []
+        self.sent_at = time.monotonic()
+
+    def add(self, unit: int, values: dict, *, start: float, stop: float,
+            saved: bool = False) -> None:
+        self.held.append(_message(self.worker, unit, values, start, stop, saved))
+        if saved or time.monotonic() - self.sent_at >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.held:
+            msg = self.held[0] if len(self.held) == 1 else {"batch": self.held}
+            self.worker.log_event(self.topic, msg)
+            self.held = []
+        self.sent_at = time.monotonic()
 
 
 def _forget_topic(topic: str, dask_scheduler=None) -> None:
@@ -73,11 +113,14 @@ class ReportInbox:
 
     def _on_event(self, event) -> None:
         _, msg = event
-        if not isinstance(msg, dict) or "unit" not in msg:
+        if not isinstance(msg, dict):
             return
-        msg = dict(msg, reports={_key(r): v for r, v in msg["reports"]})
+        # (msgpack may hand a list back as a tuple)
+        msgs = msg["batch"] if isinstance(msg.get("batch"), (list, tuple)) else [msg]
+        msgs = [dict(m, reports={_key(r): v for r, v in m["reports"]})
+                for m in msgs if isinstance(m, dict) and "unit" in m]
         with self._lock:
-            self._new.append(msg)
+            self._new.extend(msgs)
 
     def __enter__(self) -> ReportInbox:
         from daskhpc.runtime._logs import bound_topic

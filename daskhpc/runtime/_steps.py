@@ -13,6 +13,11 @@ two parts of the worker stay in the registry (nothing moves). One group per step
 scheduler round trip per step and one transfer per communicating worker pair, as the
 plan's :meth:`~daskhpc.comm.Plan.placed` projection counts them.
 
+When every part of an attempt is on one worker there is nothing to exchange:
+:func:`steps_single` runs a whole window of steps in one task, in one loop (no
+per-step hand-off, wait or push), each reported unit still checkpointed and reported (the
+reports of short units coalesced, :class:`~daskhpc.runtime._reports.ReportBatch`).
+
 .. warning::
    Tasks act on worker-side state: they must not be re-run one by one (Dask's retries
    stay off). A lost worker ends the attempt; the frame re-places the parts and starts
@@ -27,7 +32,7 @@ import time
 from daskhpc.comm import Context
 
 __all__ = ["ProgramCode", "init_group", "step_group", "step_group_in_loop", "steps_direct",
-           "final_group", "cleanup", "registry_size"]
+           "steps_single", "final_group", "cleanup", "registry_size"]
 
 _CONTEXTS: dict = {}    # (token, part) -> Context
 _LOCAL: dict = {}       # (token, t, dst part) -> {src part: payload}
@@ -119,6 +124,18 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
 
 def _report(code: ProgramCode, token: str, label: str, t: int, parts: tuple, unit: int):
     """Checkpoint (if the run keeps one) and send the parts' values of ``unit``."""
+    if code.topic is not None:
+        from daskhpc.runtime._reports import send_report
+
+        values, start, now, saved = _unit_done(code, token, label, parts, unit)
+        send_report(code.topic, unit, values, start=start, stop=now, saved=saved)
+    else:
+        _unit_done(code, token, label, parts, unit)
+
+
+def _unit_done(code: ProgramCode, token: str, label: str, parts: tuple, unit: int):
+    """Checkpoint the parts (if the run keeps one) and take their values of ``unit``:
+    ``({part: values}, start, stop, saved)``."""
     values, saved = {}, False
     for p in parts:
         ctx = _CONTEXTS[(token, p)]
@@ -132,11 +149,7 @@ def _report(code: ProgramCode, token: str, label: str, t: int, parts: tuple, uni
     now = time.time()
     start = _UNIT_START.get((token, label), now)
     _UNIT_START[(token, label)] = now
-    if code.topic is not None:
-        from daskhpc.runtime._reports import send_report
-
-        send_report(code.topic, unit, {p: values[p] for p in parts}, start=start, stop=now,
-                    saved=saved)
+    return values, start, now, saved
 
 
 def step_group(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
@@ -187,6 +200,69 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
                          [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
                 for w, msgs in outgoing])
     return None
+
+
+def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
+                 parts: tuple, chain):
+    """Steps ``t0 .. t1 - 1`` when this worker holds every part of the attempt: one loop,
+    no exchange (messages between parts stay in the registry), the same step functions in
+    the same order as every other mode (the same results, bit for bit).
+
+    Each reported step checkpoints and reports its unit as the other modes do; reports of
+    short units go together, at most one event per ``COALESCE_S`` (a checkpointed unit's
+    at once: the frame restarts from the newest checkpoint it was told about), the last
+    one when the window ends. Once the task is cancelled (the run stopped, diverged or
+    failed), the loop ends at the next unit.
+    """
+    from distributed import get_worker
+
+    from daskhpc.runtime._reports import ReportBatch
+
+    worker = get_worker()
+    key = (f"{code.name}-{token}", label, t1 - 1, "")
+    batch = None if code.topic is None else ReportBatch(code.topic, worker)
+    steps, dests, units = code.steps, code.dests, code.unit_of_step
+    ctxs = [(p, _CONTEXTS[(token, p)]) for p in parts]
+    try:
+        for t in range(t0, t1):
+            fn, args, report, step_label = steps[t]
+            unit, dt = units[t], dests[t]
+            for p, ctx in ctxs:
+                inbox = _LOCAL.pop((token, t - 1, p), None)
+                ctx.step, ctx.unit = t, unit
+                # ascending senders: filled in part order, sorted only to be sure
+                ctx.inbox = {} if inbox is None else \
+                    inbox if len(inbox) < 2 else dict(sorted(inbox.items()))
+                out = fn(ctx, *args)
+                ctx.inbox = {}
+                want = dt.get(p)
+                if out:
+                    if want is None or (list(out) != want and sorted(out) != want):
+                        _mismatch(code, t, step_label, p, out, want or [])
+                    for dst, payload in out.items():
+                        _LOCAL.setdefault((token, t, dst), {})[p] = payload
+                elif want:
+                    _mismatch(code, t, step_label, p, {}, want)
+            if report:
+                values, start, now, saved = _unit_done(code, token, label, parts, unit)
+                if batch is not None:
+                    batch.add(unit, values, start=start, stop=now, saved=saved)
+                _DONE[(token, label)] = t
+                ts = worker.state.tasks.get(key)
+                if ts is None or ts.state == "cancelled":     # nobody waits any more
+                    return None
+        _DONE[(token, label)] = t1 - 1
+    finally:
+        if batch is not None:
+            batch.flush()
+    return None
+
+
+def _mismatch(code: ProgramCode, t: int, step_label: str, p: int, got, want):
+    from daskhpc.comm import PlanMismatch
+
+    raise PlanMismatch(f"{code.name} step {t} ({step_label}): part {p} sent to parts "
+                       f"{sorted(got)}, its plan says {want}")
 
 
 def final_group(code: ProgramCode, token: str, label: str, parts: tuple, chain) -> dict:
