@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import scipy.sparse as sp
 
