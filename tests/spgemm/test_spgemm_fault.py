@@ -51,6 +51,18 @@ def cluster():
         yield client
 
 
+def _replace_silent_nannies(client) -> None:
+    """Drop the cluster's worker specs whose worker never joined, and scale back up."""
+    # (the scheduler asked directly: client.scheduler_info() is a cache, see runtime._connect)
+    workers = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+    joined = {str(w["name"]) for w in workers.values()}
+    cluster = client.cluster
+    for name in [n for n in cluster.worker_spec if str(n) not in joined]:
+        del cluster.worker_spec[name]
+    cluster.sync(cluster._correct_state)     # closes and forgets the silent nannies
+    cluster.scale(NWORKERS)
+
+
 @pytest.fixture
 def client(cluster):
     # a nanny may still be bringing back the worker the previous test killed
@@ -58,9 +70,11 @@ def client(cluster):
         cluster.wait_for_workers(NWORKERS, timeout=20)
     except TimeoutError:
         # distributed 2026.8: now and then (about 1 kill in 40 here) a nanny logs
-        # "Restarting worker" and never starts the process; the tests need a
-        # survivor, not a full cluster
-        cluster.wait_for_workers(2, timeout=10)
+        # "Restarting worker" and never starts the process. The cluster still plans
+        # NWORKERS, so the next run would wait its worker timeout (120 s) for one that
+        # never comes and fail: replace that nanny with a new one
+        _replace_silent_nannies(cluster)
+        cluster.wait_for_workers(NWORKERS, timeout=60)
     yield cluster
     try:
         cluster.unregister_worker_plugin(PLUGIN)
