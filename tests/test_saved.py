@@ -26,10 +26,12 @@ def _fresh(code: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def saved_cp(tmp_path_factory):
+def saved_cp(tmp_path_factory, client2):
     d = tmp_path_factory.mktemp("cp")
     out = d / "r.json"
-    done = subprocess.run([EXE, "run", "cpals", datasets.path("tensor"), "--workers", "2",
+    # the session's cluster, joined: a cluster of its own cost the CI budget ~10 s
+    done = subprocess.run([EXE, "run", "cpals", datasets.path("tensor"), "--scheduler-address",
+                           client2.scheduler.address,
                            "--rank", "4", "--iters", "3", "--tol", "0", "--save",
                            str(d / "model"), "--json", str(out)],
                           capture_output=True, text=True, timeout=300)
