@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from daskhpc._version import __version__
 
 _SUBMODULES = ("io", "datasets", "hypergraph", "comm", "runtime", "dashboard", "report",
                "errors", "cli", "testing")

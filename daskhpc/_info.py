@@ -35,7 +35,8 @@ def mpiexec_path() -> str | None:
 
 
 def collect_info() -> dict:
-    from daskhpc import __version__, _workflows
+    from daskhpc import _workflows
+    from daskhpc._version import __version__
 
     return {
         "daskhpc": __version__,

@@ -69,7 +69,7 @@ def save(result, directory, report: dict, history: list, pieces: dict | None = N
     pieces = pieces or {}
     model = {name: {"pieces": pieces[name]} if name in pieces else
              _flatten(getattr(result, name), name, arrays) for name in result.SAVED}
-    from daskhpc import __version__
+    from daskhpc._version import __version__
 
     manifest = {
         "format": FORMAT, "format_version": 2 if pieces else 1,

@@ -24,7 +24,8 @@ import time
 import traceback
 import warnings
 
-from daskhpc import __version__, _workflows, datasets
+from daskhpc import _workflows, datasets
+from daskhpc._version import __version__
 from daskhpc._numba import prepare_kernels
 from daskhpc._workflows import RunOptions, suggest
 from daskhpc._terminal import json_on_stdout, stage
@@ -307,8 +308,7 @@ SHOWN_ROWS = 10
 
 
 def cmd_predict(args) -> dict:
-    from daskhpc import load
-    from daskhpc._saved import write_csv
+    from daskhpc._saved import load, write_csv
 
     result = load(args.model)
     wf = _workflows.load(result.workflow)

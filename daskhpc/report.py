@@ -30,7 +30,7 @@ import sys
 
 import numpy as np
 
-from daskhpc import __version__
+from daskhpc._version import __version__
 
 __all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
            "summary_line", "format_bytes", "already_complete", "unavailable", "ratio_or_none",
