@@ -24,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -165,7 +166,7 @@ def run_phases(client, phases, *, name: str, nparts: int, fingerprint: dict | No
                       unit_name)
     ctx = PhaseContext(client, store, ck, facts=_facts(ck))
     recoveries: list = []                # the run's: one budget for every phase
-    with _failed_ends(client, announce):
+    with _failed_ends(client, announce), _released(store if own_store else None):
         for i, phase in enumerate(phases):
             job = phase.job(ctx)
             if job is None:
@@ -182,8 +183,6 @@ def run_phases(client, phases, *, name: str, nparts: int, fingerprint: dict | No
             finally:
                 for rec in recoveries[before:]:
                     rec.setdefault("phase", phase.name)
-    if own_store:
-        store.release()
     if announce:       # one phase: its report's numbers; several: the pages' own counters
         out = next(iter(ctx.outcomes.values()), None) if len(phases) == 1 else None
         numbers = () if out is None else (out.measured, out.history, out.ledger)
@@ -239,6 +238,17 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
         unit_name=job.unit_name, checkpoint=checkpoint, resume=resume,
         max_restarts=max_restarts, callback=callback, progress_bar=progress_bar,
         low_latency=low_latency, store=store, announce=announce)[job.name]
+
+
+@contextlib.contextmanager
+def _released(store):
+    """Release the run's own part data at its end, a failed one's too (a phase that
+    raised left it on the workers before)."""
+    try:
+        yield
+    finally:
+        if store is not None:
+            store.release()
 
 
 def _open(checkpoint, name, fingerprint, resume, keep, opened) -> CheckpointDir | None:

@@ -87,8 +87,9 @@ def init_group(code: ProgramCode, token: str, label: str, parts: tuple, statics:
 
 
 def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
-              bundles) -> None:
-    """Step t for every part of the worker; outboxes to the registry."""
+              bundles, batch=None) -> None:
+    """Step t for every part of the worker; outboxes to the registry (a unit's report to
+    ``batch``, a :class:`~daskhpc.runtime._reports.ReportBatch`, when given)."""
     from daskhpc.comm import PlanMismatch
 
     fn, args, report, step_label = code.steps[t]
@@ -118,24 +119,14 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
             else:
                 _REMOTE.setdefault((token, t, w), {})[(p, dst)] = payload
     if report:
-        _report(code, token, label, t, parts, unit)
+        _report(code, token, label, parts, unit, batch)
     _DONE[(token, label)] = t
 
 
-def _report(code: ProgramCode, token: str, label: str, t: int, parts: tuple, unit: int):
-    """Checkpoint (if the run keeps one) and send the parts' values of ``unit``."""
-    if code.topic is not None:
-        from daskhpc.runtime._reports import send_report
-
-        values, start, now, saved = _unit_done(code, token, label, parts, unit)
-        send_report(code.topic, unit, values, start=start, stop=now, saved=saved)
-    else:
-        _unit_done(code, token, label, parts, unit)
-
-
-def _unit_done(code: ProgramCode, token: str, label: str, parts: tuple, unit: int):
-    """Checkpoint the parts (if the run keeps one) and take their values of ``unit``:
-    ``({part: values}, start, stop, saved)``."""
+def _report(code: ProgramCode, token: str, label: str, parts: tuple, unit: int,
+            batch=None) -> None:
+    """Checkpoint (if the run keeps one) and send the parts' values of ``unit`` (to
+    ``batch``, which sends them with other units', when given)."""
     values, saved = {}, False
     for p in parts:
         ctx = _CONTEXTS[(token, p)]
@@ -149,7 +140,12 @@ def _unit_done(code: ProgramCode, token: str, label: str, parts: tuple, unit: in
     now = time.time()
     start = _UNIT_START.get((token, label), now)
     _UNIT_START[(token, label)] = now
-    return values, start, now, saved
+    if batch is not None:
+        batch.add(unit, values, start=start, stop=now, saved=saved)
+    elif code.topic is not None:
+        from daskhpc.runtime._reports import send_report
+
+        send_report(code.topic, unit, values, start=start, stop=now, saved=saved)
 
 
 def step_group(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
@@ -221,48 +217,17 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
     worker = get_worker()
     key = (f"{code.name}-{token}", label, t1 - 1, "")
     batch = None if code.topic is None else ReportBatch(code.topic, worker)
-    steps, dests, units = code.steps, code.dests, code.unit_of_step
-    ctxs = [(p, _CONTEXTS[(token, p)]) for p in parts]
     try:
         for t in range(t0, t1):
-            fn, args, report, step_label = steps[t]
-            unit, dt = units[t], dests[t]
-            for p, ctx in ctxs:
-                inbox = _LOCAL.pop((token, t - 1, p), None)
-                ctx.step, ctx.unit = t, unit
-                # ascending senders: filled in part order, sorted only to be sure
-                ctx.inbox = {} if inbox is None else \
-                    inbox if len(inbox) < 2 else dict(sorted(inbox.items()))
-                out = fn(ctx, *args)
-                ctx.inbox = {}
-                want = dt.get(p)
-                if out:
-                    if want is None or (list(out) != want and sorted(out) != want):
-                        _mismatch(code, t, step_label, p, out, want or [])
-                    for dst, payload in out.items():
-                        _LOCAL.setdefault((token, t, dst), {})[p] = payload
-                elif want:
-                    _mismatch(code, t, step_label, p, {}, want)
-            if report:
-                values, start, now, saved = _unit_done(code, token, label, parts, unit)
-                if batch is not None:
-                    batch.add(unit, values, start=start, stop=now, saved=saved)
-                _DONE[(token, label)] = t
+            _run_step(code, token, label, t, parts, (), batch)
+            if code.steps[t][2]:            # a unit ended: go on only if somebody waits
                 ts = worker.state.tasks.get(key)
-                if ts is None or ts.state == "cancelled":     # nobody waits any more
+                if ts is None or ts.state == "cancelled":
                     return None
-        _DONE[(token, label)] = t1 - 1
     finally:
         if batch is not None:
             batch.flush()
     return None
-
-
-def _mismatch(code: ProgramCode, t: int, step_label: str, p: int, got, want):
-    from daskhpc.comm import PlanMismatch
-
-    raise PlanMismatch(f"{code.name} step {t} ({step_label}): part {p} sent to parts "
-                       f"{sorted(got)}, its plan says {want}")
 
 
 def final_group(code: ProgramCode, token: str, label: str, parts: tuple, chain) -> dict:
