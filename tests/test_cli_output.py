@@ -98,8 +98,10 @@ def test_demo_without_cluster_json_alone_on_stdout():
     assert "Partitioning the bundled data" in r.stderr and "km1/random" in r.stderr
 
 
-def test_run_json_alone_on_stdout_with_a_human_summary_on_stderr(shared_data):
-    r = piped("run", "ssgd", _ratings(shared_data), "--parts", 2, "--workers", 2,
+def test_run_json_alone_on_stdout_with_a_human_summary_on_stderr(shared_data, client2):
+    # the session's cluster, joined (a cluster of its own costs the CI budget ~8 s)
+    r = piped("run", "ssgd", _ratings(shared_data), "--parts", 2,
+              "--scheduler-address", client2.scheduler.address,
               "--epochs", 2, "--check-serial", "--json", "-")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)

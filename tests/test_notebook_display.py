@@ -32,7 +32,7 @@ with progress(40, "steps") as bar:
         bar.advance()
 """
 RUN = """\
-client = dh.connect(n_workers=2)
+client = dh.connect("SCHEDULER")    # the session's cluster (the CI budget)
 A = dh.datasets.cora().adjacency
 res = dh.spgemm.multiply(A, client=client, grid="1x1x2", batches=4, consume="count")
 futs = client.map(lambda i: time.sleep(0.05) or i, range(6), pure=False)
@@ -44,7 +44,7 @@ PLOT = "res.plot()"
 
 
 @pytest.fixture(scope="module")
-def cells(tmp_path_factory):
+def cells(tmp_path_factory, client2):
     """The executed cells of one notebook: setup, a counted bar, a run, a plot."""
     tmp = tmp_path_factory.mktemp("jupyter")
     spec = tmp / "kernels" / KERNEL
@@ -62,7 +62,8 @@ def cells(tmp_path_factory):
                                                         os.environ.get("PYTHONPATH")])))
     try:
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c)
-                                             for c in (SETUP, COUNTED, RUN, PLOT)])
+                                             for c in (SETUP, COUNTED, RUN.replace(
+                                                 "SCHEDULER", client2.scheduler.address), PLOT)])
         NotebookClient(nb, kernel_name=KERNEL, timeout=600, allow_errors=False,
                        resources={"metadata": {"path": str(tmp)}}).execute()
     finally:

@@ -34,7 +34,7 @@ from ._symbolic import (BYTES_PER_UNMERGED, WORKING_HEADROOM, batch_lower_bound,
 __all__ = ["multiply", "plan", "serial_multiply", "over_budget", "warn_over_budget"]
 
 
-def multiply(a, b=None, *, client=None, grid=None, memory_per_worker=None, batches="auto",
+def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
              consume="keep", window: int = 1, seed: int | None = 0,
              r: float = BYTES_PER_UNMERGED, plan: bool = True, measure_memory: bool = True,
              mask=None, local: str = "fused", keep: str = "client", columns=None,

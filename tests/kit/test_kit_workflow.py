@@ -76,15 +76,16 @@ def test_fit_equals_run_local(toy_client, exchange):
     assert rep["measured"]["inter_worker_messages"] == rep["measured"]["planned_messages"] > 0
 
 
-def test_plan_and_the_command_line(registered, tmp_path):
+def test_plan_and_the_command_line(registered, toy_client, tmp_path):
     from daskhpc.testing import workflow_call
 
     wf, call, _ = workflow_call("plan", "toysum", ["random", "--parts", "4"])
     assert wf.plan(call)["plan"]["tot_msgs"] == 8          # recursive doubling, 2 rounds
     exe = Path(sys.executable).with_name("daskhpc")
     out = tmp_path / "r.json"
-    done = subprocess.run([str(exe), "run", "toysum", "random", "--workers", "2",
-                           "--iters", "3", "--check-serial", "--json", str(out)],
+    # the module's cluster, joined (a cluster of its own costs the CI budget ~8 s)
+    done = subprocess.run([str(exe), "run", "toysum", "random", "--scheduler-address",
+                           toy_client.scheduler.address, "--parts", "2", "--iters", "3", "--check-serial", "--json", str(out)],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     rep = json.loads(out.read_text())

@@ -114,6 +114,15 @@ def test_budget_forces_batches_and_is_kept(client2):
     assert res.memory["within_budget"], res.memory
 
 
+def test_the_client_given_is_the_cluster_that_runs(client2, client3):
+    """``client=`` names the cluster even when another client is the current one (it
+    was a parameter of its own that never reached the run, which took the current
+    client: three workers here, and the plan of another cluster)."""
+    with client3.as_current():
+        res = multiply(A_RECT, B_RECT, client=client2, consume="count", measure_memory=False)
+    assert res.grid == "1x1x2" and res.report()["workers"] == 2
+
+
 def test_measured_bytes_follow_the_plan(client2):
     res = multiply(A_RECT, B_RECT, client=client2, grid="2x2x1", batches=2, consume="count")
     steps, expected = res.measured["per_step"], res.measured["expected"]

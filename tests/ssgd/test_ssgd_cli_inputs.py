@@ -55,7 +55,7 @@ def test_run_drops_empty_rows_instead_of_stopping(tmp_path):
     assert m["bytes"]["per_unit"]["unit"] == "epoch"
 
 
-def test_run_on_implicit_feedback_reports_the_unavailable_figure(tmp_path):
+def test_run_on_implicit_feedback_reports_the_unavailable_figure(tmp_path, client2):
     """Issue 22 item 1: every value 1 (a SNAP graph) makes the global mean's test RMSE 0;
     the run keeps its model and says the improvement over the mean is not defined."""
     path = tmp_path / "g.txt"
@@ -63,7 +63,9 @@ def test_run_on_implicit_feedback_reports_the_unavailable_figure(tmp_path):
                    - {(i, i) for i in range(40)})
     path.write_text("# FromNodeId\tToNodeId\n" + "".join(f"{a}\t{b}\n" for a, b in edges))
     out = tmp_path / "out.json"
-    code, summary, err = daskhpc("run", "ssgd", path, "--workers", "2", "--parts", "2",
+    # the session's cluster, joined (a cluster of its own costs the CI budget ~8 s)
+    code, summary, err = daskhpc("run", "ssgd", path, "--scheduler-address",
+                                 client2.scheduler.address, "--parts", "2",
                                  "--epochs", "2", "--json", out)
     assert code == 0, err
     q = json.loads(out.read_text())["quality"]
