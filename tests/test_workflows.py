@@ -50,3 +50,27 @@ def test_registration_names_a_workflow_with_the_hooks(name):
     for hook in ("add_arguments", "plan", "run", "demo", "check", "summary", "small_run"):
         assert callable(getattr(wf, hook, None)), f"{name}: no {hook}()"
     assert dataclasses.is_dataclass(wf.Options)
+
+
+@pytest.mark.parametrize("package", ["ssgd", "cpals", "gcn", "linear", "allreduce", "spgemm"])
+def test_run_options_are_declared_once(package):
+    """A function that takes ``run: RunOptions`` takes none of its fields as a parameter
+    of its own: such a parameter shadows the field, and the run never sees it
+    (``spgemm.multiply(client=...)`` ran on the current client)."""
+    import inspect
+
+    import daskhpc
+
+    fields = {f.name for f in dataclasses.fields(_workflows.RunOptions)}
+    mod = getattr(daskhpc, package)
+    checked = 0
+    for name in mod.__all__:
+        f = getattr(mod, name)
+        if not inspect.isfunction(f):
+            continue
+        params = inspect.signature(f).parameters
+        if "RunOptions" not in str(getattr(params.get("run"), "annotation", "")):
+            continue
+        checked += 1
+        assert not fields & set(params), (name, sorted(fields & set(params)))
+    assert checked >= 1, f"{package}: no function takes run: RunOptions"
