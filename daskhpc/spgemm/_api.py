@@ -93,7 +93,9 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
         Where a kept C (``consume`` keep, prune, threshold) ends: ``client`` gathers it
         into one CSR matrix; ``workers`` leaves it there as a ``dask.array.Array`` of
         ``scipy.sparse.csr_matrix`` chunks (one per batch piece of a cell; ``.compute()``
-        gathers it, ``multiply(res.matrix, ...)`` uses it where it is).
+        gathers it, ``multiply(res.matrix, ...)`` uses it where it is). The chunks are
+        the run's client's futures: with several clients, compute with that one
+        (``.compute(scheduler=client)``).
     columns : list of str, optional
         A DataFrame input's row, column and value columns (default: its columns in order).
     run : RunOptions, optional

@@ -28,7 +28,7 @@ from daskhpc.errors import InputError
 
 from ._block import CscBlock
 
-__all__ = ["read_inputs", "pattern", "route_blocks", "to_dask_array", "rebuilder"]
+__all__ = ["read_inputs", "pattern", "route_blocks", "client_of", "to_dask_array", "rebuilder"]
 
 
 def read_inputs(client, a, b, columns=None) -> dict:
@@ -167,6 +167,20 @@ def piece_of(name: str, t: int) -> tuple:
     m = _NAME.search(name)
     ints = tuple(int(x) for x in m.group(2).split("-"))
     return t, ints if len(ints) == 3 else (None, *ints)
+
+
+def client_of(arr):
+    """The client whose futures the dask array ``arr`` of C holds (None: it holds none).
+
+    Its chunks are that client's futures: another client (the current one, when the run
+    was given ``client=``) cannot compute them."""
+    from distributed import Future
+
+    for v in dict(arr.dask).values():
+        fut = v if isinstance(v, Future) else getattr(v, "value", None)
+        if isinstance(fut, Future):
+            return fut.client
+    return None
 
 
 def to_dask_array(client, s, lay, pieces: list):

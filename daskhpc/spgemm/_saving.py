@@ -82,6 +82,8 @@ def write_chunks(matrix, directory) -> dict:
     task next to it, in original ids; the client gets the manifest entries only."""
     import dask
 
+    from ._collect import client_of
+
     d = prepare_save(directory)
     offsets = [np.concatenate([[0], np.cumsum(c)]).astype(np.int64) for c in matrix.chunks]
     blocks = matrix.to_delayed()
@@ -89,7 +91,7 @@ def write_chunks(matrix, directory) -> dict:
         blocks[i, j], (int(offsets[0][i]), int(offsets[1][j])), matrix.shape, d,
         f"{PIECES}/piece-chunk-{i}-{j}.npz")
         for i in range(blocks.shape[0]) for j in range(blocks.shape[1])]
-    entries = [e for e in dask.compute(*tasks) if e is not None]
+    entries = [e for e in dask.compute(*tasks, scheduler=client_of(matrix)) if e is not None]
     return pieces_descriptor(sorted(entries, key=lambda e: e["file"]), matrix.shape)
 
 

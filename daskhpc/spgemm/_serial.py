@@ -120,7 +120,10 @@ def serial_check(s: Setup, res: SpgemmResult, a=None, b=None) -> dict:
     a, b = (s.a, s.b) if a is None else (a, b)
     ref = _serial_product(a, b, s.semiring, s.mask, s.complement)
     if res.matrix is not None and type(s.consumer).__name__ == "Keep":
-        c = res.matrix if sp.issparse(res.matrix) else sp.csr_array(res.matrix.compute())
+        from ._collect import client_of
+
+        c = res.matrix if sp.issparse(res.matrix) else sp.csr_array(
+            res.matrix.compute(scheduler=client_of(res.matrix)))
         out = compare_products(sp.csr_array(c), ref)
     elif res.pieces is not None and type(s.consumer).__name__ == "Keep":
         from daskhpc._saved import read_pieces       # the files read back: what was saved

@@ -44,6 +44,14 @@ def to_client(client):
     return out
 
 
+@pytest.fixture(autouse=True)
+def _client2_is_current(client2):
+    """C kept on the workers is client2's futures: ``C.compute()`` computes with the
+    current client, as a user's one client is (the session has several)."""
+    with client2.as_current():
+        yield
+
+
 def test_frame_and_array_equal_scipy(client2):
     ref = multiply(A, B, client=client2, grid="2x2x1", batches=2, **QUIET).matrix
     got = multiply(triplets(A), triplets(B, 2, ("i", "j", "x")), client=client2,

@@ -135,6 +135,19 @@ def test_kept_on_the_workers_and_from_a_checkpoint(client2, tmp_path):
     assert (dh.load(tmp_path / "copy").matrix != ref).nnz == 0
 
 
+def test_c_on_the_workers_of_a_client_that_is_not_the_current_one(client2, client3, tmp_path):
+    """The serial check and ``save`` of C left on the workers compute with the run's
+    client (they took the current one, which cannot compute another client's futures:
+    "lost dependencies")."""
+    ref = sp.csr_array(A @ A)
+    with client3.as_current():
+        res = multiply(A, client=client2, grid="1x1x2", batches=2, keep="workers",
+                       check_serial=True, **QUIET)
+        assert res.report()["serial_check"]["identical"] is True
+        res.save(tmp_path / "w")
+    assert (dh.load(tmp_path / "w").matrix != ref).nnz == 0
+
+
 @pytest.mark.slow          # CI budget: the run-time path (save=DIR) is in the default run
 def test_a_result_kept_on_the_workers_saved_afterwards(client2, tmp_path):
     ref = sp.csr_array(A @ A)
