@@ -15,8 +15,8 @@ ROOT = pathlib.Path(daskhpc.__file__).parent
 #: Layers from the bottom (docs/architecture.md): a module may import its own layer and
 #: the ones below. Keys are the first name under ``daskhpc``.
 LAYERS = [
-    {"__init__", "_version", "arrays", "errors", "report", "_config", "_workflows", "_numba", "_saved",
-     "_notebook", "_ticker"},
+    {"__init__", "_version", "arrays", "errors", "report", "_config", "_workflows", "_numba",
+     "_saved", "_notebook", "_ticker"},
     {"io"},
     {"datasets", "hypergraph"},
     {"comm"},

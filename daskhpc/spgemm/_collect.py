@@ -176,11 +176,9 @@ def client_of(arr):
     was given ``client=``) cannot compute them."""
     from distributed import Future
 
-    for v in dict(arr.dask).values():
-        fut = v if isinstance(v, Future) else getattr(v, "value", None)
-        if isinstance(fut, Future):
-            return fut.client
-    return None
+    # to_dask_array puts the futures themselves in the graph, one per chunk
+    return next((v.client for v in arr.__dask_graph__().values() if isinstance(v, Future)),
+                None)
 
 
 def to_dask_array(client, s, lay, pieces: list):

@@ -85,7 +85,8 @@ def test_plan_and_the_command_line(registered, toy_client, tmp_path):
     out = tmp_path / "r.json"
     # the module's cluster, joined (a cluster of its own costs the CI budget ~8 s)
     done = subprocess.run([str(exe), "run", "toysum", "random", "--scheduler-address",
-                           toy_client.scheduler.address, "--parts", "2", "--iters", "3", "--check-serial", "--json", str(out)],
+                           toy_client.scheduler.address, "--parts", "2", "--iters", "3",
+                           "--check-serial", "--json", str(out)],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     rep = json.loads(out.read_text())
