@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from daskhpc._ticker import start_ticker, stop_ticker
 
-__all__ = ["KernelsReport", "prepare_kernels", "warmup_of"]
+__all__ = ["KernelsReport", "prepare_kernels", "usable_cores", "warmup_of"]
 
 _MESSAGE = "compiling kernels (first run only) ..."
 
@@ -115,7 +115,7 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
     announce = _announcer(file, ", ".join(workflows))
     t0 = time.perf_counter()
     try:
-        if len(todo) > 1 and _cores() > 1:
+        if len(todo) > 1 and usable_cores() > 1:
             _warm_up_side_by_side([w for w, _ in todo], command, announce)
             todo = [(w, path) for w, path in todo if not _fresh(path)]   # what failed there
         for w, path in todo:
@@ -137,7 +137,8 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
     return KernelsReport(tuple(workflows), announce.compiled, seconds)
 
 
-def _cores() -> int:
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask on Linux)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:     # not Linux
@@ -156,7 +157,7 @@ def _warm_up_side_by_side(workflows: list, command: str, announce) -> None:
     ctx = mp.get_context("spawn")
     started = ctx.Event()
     try:
-        with cf.ProcessPoolExecutor(min(len(workflows), _cores()), mp_context=ctx,
+        with cf.ProcessPoolExecutor(min(len(workflows), usable_cores()), mp_context=ctx,
                                     initializer=_child_init, initargs=(started,)) as pool:
             pending = {pool.submit(_warm_up_child, w, command) for w in workflows}
             while pending:

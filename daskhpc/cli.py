@@ -26,7 +26,7 @@ import warnings
 
 from daskhpc import _workflows, datasets
 from daskhpc._version import __version__
-from daskhpc._numba import prepare_kernels
+from daskhpc._numba import prepare_kernels, usable_cores
 from daskhpc._workflows import RunOptions, suggest
 from daskhpc._terminal import json_on_stdout, stage
 from daskhpc.errors import InputError
@@ -277,7 +277,9 @@ def cmd_demo(args) -> dict:
     t0 = time.perf_counter()
     print(f"Partitioning the bundled data into {args.parts} parts (km1 objective):",
           flush=True)
-    rows = demo_partitions(args.parts, stage=stage)
+    # the cluster is not up yet: Mt-KaHyPar may use every core (same partitions, see
+    # demo_partitions)
+    rows = demo_partitions(args.parts, stage=stage, threads=usable_cores())
     print()
     print(format_table(rows, ["data", "model", "partitioner", "km1", "km1/random", "soed",
                               "cut", "imbalance", "time_s"]))

@@ -85,7 +85,7 @@ def test_info_json_alone_on_stdout():
     assert "partitioners:" in r.stderr
 
 
-@pytest.mark.slow      # ~30 s: every bundled data set with every partitioner
+@pytest.mark.slow      # ~14 s: three bundled data sets with every partitioner
 def test_demo_without_cluster_json_alone_on_stdout():
     r = piped("demo", "--no-cluster", "--json", "-")
     assert r.returncode == 0, r.stderr

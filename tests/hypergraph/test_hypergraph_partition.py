@@ -163,3 +163,31 @@ def test_partition_file_roundtrip(tmp_path):
     f.write_text("0\n1\n")
     with pytest.raises(ReadError, match="no '-' line"):
         hg.read_pair_file(f)
+
+
+_PARTS_OF_THE_DEMO = """
+import hashlib, sys
+import daskhpc.hypergraph as hg
+from daskhpc import datasets
+from daskhpc._partition_cmd import build_model, _cora_input
+out = []
+for load, model in [(datasets.ratings, "column-net"), (_cora_input, "column-net"),
+                    (datasets.tensor, "tensor-fine")]:
+    h, G = build_model(model, load())
+    for backend in ("mtkahypar", "graph"):
+        opts = {"graph": G} if backend == "graph" else {}
+        p = hg.partition(h, 4, backend, seed=0, threads=int(sys.argv[1]), **opts)
+        out.append(hashlib.sha256(p.parts.tobytes()).hexdigest())
+print(" ".join(out))
+"""
+
+
+@pytest.mark.slow      # ~15 s: two processes (Mt-KaHyPar's thread pool is per process)
+def test_the_demo_partitions_do_not_depend_on_the_thread_count():
+    # daskhpc demo partitions on every core: the table must be the one threads=1 gives
+    import subprocess
+    import sys
+
+    runs = [subprocess.run([sys.executable, "-c", _PARTS_OF_THE_DEMO, str(t)], check=True,
+                           capture_output=True, text=True).stdout.split() for t in (1, 2)]
+    assert len(runs[0]) == 6 and runs[0] == runs[1]
