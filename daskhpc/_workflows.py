@@ -24,6 +24,7 @@ import dataclasses
 import difflib
 import importlib
 import os
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import MISSING, dataclass, field, fields
 from importlib.metadata import entry_points
@@ -572,9 +573,19 @@ def suggest(parser: argparse.ArgumentParser, unknown: list) -> str:
 
 
 # -- the registry --------------------------------------------------------------------
+_FOUND: dict = {}      # tuple(sys.path) -> available()
+
+
 def available() -> dict[str, str]:
-    """name -> entry point value (``module:Class``) of every registered workflow."""
-    return {ep.name: ep.value for ep in entry_points(group=GROUP)}
+    """name -> entry point value (``module:Class``) of every registered workflow.
+
+    Read once per ``sys.path``: reading every installed distribution's metadata costs
+    25-50 ms, and the frame asks at every run (a distribution installed into a folder
+    already on the path while this process runs is seen by the next process)."""
+    key = tuple(sys.path)
+    if key not in _FOUND:
+        _FOUND[key] = {ep.name: ep.value for ep in entry_points(group=GROUP)}
+    return dict(_FOUND[key])
 
 
 def package_of(name: str) -> str:

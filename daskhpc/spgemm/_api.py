@@ -27,7 +27,7 @@ from ._prep import like_input
 from ._result import SpgemmResult
 from ._serial import serial_check, serial_multiply
 from ._saving import pieces_descriptor, prepare_save
-from ._setup import Setup, fingerprint, prepare
+from ._setup import Setup, prepare
 from ._symbolic import (BYTES_PER_UNMERGED, WORKING_HEADROOM, batch_lower_bound, grid_symbolic,
                         planned_batches)
 
@@ -247,7 +247,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     outs = run_phases(
         client, [Phase("symbolic", ph.symbolic, checkpointed=False, shown=False, plan=False),
                  Phase("batches", ph.batches, plan=False)],
-        name="spgemm", nparts=g.p, part_of=lambda c: g.rank(*c), fingerprint=fingerprint(s),
+        name="spgemm", nparts=g.p, part_of=lambda c: g.rank(*c), fingerprint=ph.fp,
         label=f"spgemm {g}", checkpoint=checkpoint, resume=resume, keep=2**31,
         warm_up=functools.partial(_memory_warm_up, s.semiring, s.mask is not None),
         max_restarts=max_restarts, callback=callback, progress_bar=progress,

@@ -9,9 +9,10 @@ two source trees measured in turn (A B A B ...) in fresh processes on the same m
 Each round runs this file's ``--one`` measurement once with the current tree (``PYTHONPATH``
 = this checkout) in each exchange mode of ``--modes`` (SSGD only; ``direct`` is the
 default, ``graph`` the task-graph reference; chosen through the environment variable
-``DASK_DASKHPC__RUNTIME__EXCHANGE``, which the old tree ignores) and once with the other
-tree, rotating which goes first; every measurement starts its own LocalCluster. Figures
-per measurement:
+``DASK_DASKHPC__RUNTIME__EXCHANGE``) and once with the other tree (in each mode of
+``--before-modes`` too, for a tree that reads that variable; without it, in its own
+default), rotating which goes first; every measurement starts its own LocalCluster.
+Figures per measurement:
 
 ssgd-k2   median epoch time of a 20-epoch H&C fit, K = 2 on 2 workers (hp rows, ml-latest-small)
 ssgd-k4   the same, K = 4 on 4 workers (one part per worker)
@@ -104,6 +105,10 @@ def main() -> None:
     p.add_argument("--only", nargs="*", default=["ssgd-k2", "ssgd-k4", "spgemm", "cpals", "gcn"])
     p.add_argument("--modes", nargs="*", default=["direct", "graph"],
                    help="exchange modes of the current tree to time (SSGD)")
+    p.add_argument("--before-modes", nargs="*", default=[],
+                   help="exchange modes to time the other tree in (SSGD; it must read "
+                        "DASK_DASKHPC__RUNTIME__EXCHANGE); each is compared with the same "
+                        "mode of the current tree")
     p.add_argument("--out")
     args = p.parse_args()
     if args.one:
@@ -113,17 +118,20 @@ def main() -> None:
     for which in args.only:
         modes = args.modes if which.startswith("ssgd") else [None]
         runs = [(f"now-{m}" if m else "now", ROOT, m) for m in modes]
-        runs.append(("before", args.other, None))
+        before = args.before_modes if which.startswith("ssgd") else []
+        runs += [(f"before-{m}", args.other, m) for m in before] or \
+            [("before", args.other, None)]
         times: dict[str, list[float]] = {name: [] for name, _, _ in runs}
         for r in range(args.rounds):
             k = r % len(runs)
             for name, tree, mode in runs[k:] + runs[:k]:
                 times[name].append(next(iter(run_tree(tree, which, mode).values())))
         row = {name: {"runs": v, "median": statistics.median(v)} for name, v in times.items()}
-        for name in times:
-            if name != "before":
+        for name, _, mode in runs:
+            if not name.startswith("before"):
+                base = f"before-{mode}" if f"before-{mode}" in times else "before"
                 row[name]["median_ratio_over_before"] = statistics.median(
-                    a / b for a, b in zip(times[name], times["before"]))
+                    a / b for a, b in zip(times[name], times[base]))
         result[which] = row
         print(which, json.dumps(row), flush=True)
     if args.out:
