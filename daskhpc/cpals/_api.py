@@ -287,8 +287,8 @@ def plan(data, nparts: int, *, rank: int = 10, grain: str = "fine", partition: s
 def steps_per_iteration(s: Setup) -> int:
     """Program steps (rounds of Dask tasks) of one iteration (``_program``)."""
     L = len(AllreduceSchedule(s.K).rounds)
-    if s.K == 1:
-        return s.N
+    if s.K == 1:        # the serial iteration in one step
+        return 1
     return s.N * (L + 1) if s.dist.grain == "fine" else s.N * L
 
 

@@ -55,6 +55,7 @@ from ._als import column_scale, converged, fit_value, solve_rows
 from ._kernels import mttkrp_into, slices
 from ._plan import allreduce_words
 from ._rows import col_absmax, col_inner, gram, init_rows, scatter_rows, sum_rows_into
+from ._serial import iteration
 from ._statics import PartStatic, statics
 
 __all__ = ["program", "row", "assemble", "stop", "statics", "fingerprint"]
@@ -177,6 +178,17 @@ def _finish(ctx, vec, n: int):
         ctx.report(fit=fit, compute_s=S.pop("busy"), cpu_s=S.pop("cpu"))
 
 
+def _iteration(ctx, first: bool):
+    """A one-part run's iteration: the serial code's (``_serial.iteration``) on the part's
+    state, which then holds every row of every mode."""
+    st: PartStatic = ctx.static
+    S = ctx.state
+    with _clock(ctx):
+        S["lam"], fit = iteration(S["slices"], S["U"], S["G"], first, st.normx2, st.reg,
+                                  st.nonnegative)
+    ctx.report(fit=fit, compute_s=S.pop("busy"), cpu_s=S.pop("cpu"))
+
+
 # -- the program -----------------------------------------------------------------------
 
 def program(setup, first_unit: int = 0) -> Program:
@@ -184,6 +196,10 @@ def program(setup, first_unit: int = 0) -> Program:
     K, N, R = setup.K, setup.N, setup.R
     fine = setup.dist.grain == "fine" and K > 1
     prog = Program(K, "cpals", init=_init, final=_final, save=_save, first_unit=first_unit)
+    if K == 1:     # one part: the serial iteration, one step each (nothing to exchange)
+        for it in range(first_unit, setup.options.iters):
+            prog.step(_iteration, it == 0, report=True, label="iteration")
+        return prog
     for it in range(first_unit, setup.options.iters):
         for n in range(N):
             mp = setup.plans[n]

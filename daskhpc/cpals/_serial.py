@@ -34,12 +34,32 @@ from ._kernels import mttkrp_into, slices
 from ._rows import col_absmax, col_inner, gram, init_rows
 from ._tensor import Tensor
 
-__all__ = ["run_serial", "initial_factors"]
+__all__ = ["run_serial", "initial_factors", "iteration"]
 
 
 def initial_factors(shape, rank: int, seed: int) -> list[np.ndarray]:
     """U_m(i, :) for every mode and row: :func:`._kernels.init_rows` of (seed, m, i)."""
     return [init_rows(seed, m, np.arange(n), rank) for m, n in enumerate(shape)]
+
+
+def iteration(layout, U: list, G: list, first: bool, normx2: float, reg: float = 0.0,
+              nonnegative: bool = False):
+    """One iteration over every mode (steps 1-4 above) on ``U`` and ``G`` in place, the
+    MTTKRP of mode n from ``layout[n]`` (:func:`._kernels.slices`); returns ``(lam, fit)``.
+
+    Also the whole iteration of a one-part run (``_program``): one worker runs this code.
+    """
+    N, R = len(U), U[0].shape[1]
+    for n in range(N):
+        M = np.empty((U[n].shape[0], R))
+        mttkrp_into(layout[n], U, M)                           # Algorithm 2
+        Unew = solve_rows(M, G, n, reg, nonnegative)
+        lam, div = column_scale(np.einsum("ir,ir->r", Unew, Unew) if first else None,
+                                None if first else col_absmax(Unew), first)
+        U[n] = Unew / div
+        G[n] = gram(U[n])
+    inner = float(lam @ col_inner(M, U[N - 1]))
+    return lam, fit_value(normx2, lam, G, inner)
 
 
 def run_serial(X: Tensor, rank: int, iters: int, tol: float, seed: int, *,
@@ -62,18 +82,8 @@ def run_serial(X: Tensor, rank: int, iters: int, tol: float, seed: int, *,
     history: list[dict] = []
     for it in range(int(iters)):
         t0 = time.perf_counter()
-        for n in range(N):
-            M = np.empty((X.shape[n], R))
-            mttkrp_into(layout[n], U, M)                       # Algorithm 2
-            Unew = solve_rows(M, G, n, reg, nonnegative)
-            first = it == 0
-            lam, div = column_scale(np.einsum("ir,ir->r", Unew, Unew) if first else None,
-                                    None if first else col_absmax(Unew), first)
-            U[n] = Unew / div
-            G[n] = gram(U[n])
-        inner = float(lam @ col_inner(M, U[N - 1]))
-        row = {"iteration": it, "fit": fit_value(normx2, lam, G, inner),
-               "time_s": time.perf_counter() - t0}
+        lam, fit = iteration(layout, U, G, it == 0, normx2, reg, nonnegative)
+        row = {"iteration": it, "fit": fit, "time_s": time.perf_counter() - t0}
         history.append(row)
         if callback is not None:
             callback(row)

@@ -42,6 +42,16 @@ def test_partition_aware_reference_equals_serial(setup_of, name, K, grain, part)
     assert all(np.array_equal(a, b) for a, b in zip(factors, factors2))
 
 
+@pytest.mark.parametrize("grain, part", [("fine", "random"), ("coarse", "block")])
+def test_one_part_is_the_serial_code_bit_for_bit(setup_of, grain, part):
+    # one part runs the serial iteration itself (issue 28 item 3): not merely to rounding
+    s = setup_of("umls", 1, grain, part, rank=10, iters=8, tol=0.0)
+    ser = run_serial(s.tensor, 10, 8, 0.0, 0)
+    lam, factors, fits, _ = run(s)
+    assert np.array_equal(lam, ser["lam"]) and fits == [h["fit"] for h in ser["history"]]
+    assert all(np.array_equal(a, b) for a, b in zip(factors, ser["factors"]))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("K", [2, 4])
 @pytest.mark.parametrize("grain, part", METHODS)
@@ -65,13 +75,14 @@ def test_non_power_of_two_parts(setup_of, K):
 @pytest.mark.parametrize("grain, part", [("fine", "random"), ("coarse", "block")])
 def test_steps_per_iteration(setup_of, grain, part):
     """coarse: N L steps per iteration, fine: N (L + 1), L = all-reduce rounds; the
-    first step of the run and the standalone last one add one."""
+    first step of the run and the standalone last one add one. One part: the serial
+    iteration in one step."""
     from daskhpc.cpals._api import steps_per_iteration
 
     for K in (1, 2, 4, 3):
         s = setup_of("nations", K, grain, part, iters=3)
         L = len(AllreduceSchedule(K).rounds)
-        per = 3 if K == 1 else 3 * (L + 1 if grain == "fine" else L)
+        per = 1 if K == 1 else 3 * (L + 1 if grain == "fine" else L)
         prog = program(s)
         assert steps_per_iteration(s) == per
         assert prog.nsteps == 3 * per + (0 if K == 1 else 1)
