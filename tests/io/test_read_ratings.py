@@ -2,6 +2,7 @@
 
 import csv
 import gzip
+import os
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,9 @@ import pytest
 
 from daskhpc.io import ReadError, read, read_ratings
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+# as tests/conftest.py: DASKHPC_SHARED_DATA, else beside the checkout
+DATA = Path(os.environ.get("DASKHPC_SHARED_DATA",
+                          Path(__file__).resolve().parents[3] / "shared" / "data"))
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared data not present")
 
 

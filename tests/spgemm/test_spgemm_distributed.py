@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,9 @@ from daskhpc.io import read
 from daskhpc.spgemm import (Prune, aat, column_stochastic, load_batch, mcl_step, multiply,
                             triangle_count)
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+# as tests/conftest.py: DASKHPC_SHARED_DATA, else beside the checkout
+DATA = Path(os.environ.get("DASKHPC_SHARED_DATA",
+                          Path(__file__).resolve().parents[3] / "shared" / "data"))
 
 A_RECT = random_matrix(90, 70, 0.06, 11)
 B_RECT = random_matrix(70, 110, 0.06, 12)
