@@ -1,19 +1,12 @@
 """LIBSVM/SVMlight reader: a9a, every variant, malformations."""
 
 import gzip
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from daskhpc.io import ReadError, read, read_libsvm
-
-# as tests/conftest.py: DASKHPC_SHARED_DATA, else beside the checkout
-DATA = Path(os.environ.get("DASKHPC_SHARED_DATA",
-                          Path(__file__).resolve().parents[3] / "shared" / "data"))
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared data not present")
 
 
 def write(tmp_path, text, name="d.svm", gz=False):
@@ -38,10 +31,9 @@ def independent(path, n_features):
     return np.array(labels), m
 
 
-@needs_data
 @pytest.mark.parametrize("name, n_rows, nnz", [("a9a", 32561, 451592), ("a9a.t", 16281, 225731)])
-def test_a9a(name, n_rows, nnz):
-    path = DATA / "libsvm" / name
+def test_a9a(shared_data, name, n_rows, nnz):
+    path = shared_data / "libsvm" / name
     s = read(path, n_features=123)   # no extension: found by content
     assert s.format == "libsvm" and s.shape == (n_rows, 123) and s.nnz == nnz
     assert s.meta == {"zero_based": False} and s.index_maps == (None, None)
@@ -51,10 +43,9 @@ def test_a9a(name, n_rows, nnz):
     assert abs(s.matrix - m).max() == 0
 
 
-@needs_data
-def test_a9a_width_from_the_data():
-    assert read(DATA / "libsvm" / "a9a").shape == (32561, 123)
-    assert read(DATA / "libsvm" / "a9a.t").shape == (16281, 122)   # index 123 never used
+def test_a9a_width_from_the_data(shared_data):
+    assert read(shared_data / "libsvm" / "a9a").shape == (32561, 123)
+    assert read(shared_data / "libsvm" / "a9a.t").shape == (16281, 122)   # index 123 never used
 
 
 def test_comments_qid_crlf_label_only_rows(tmp_path):

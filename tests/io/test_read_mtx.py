@@ -1,8 +1,6 @@
 """MatrixMarket reader: real SuiteSparse files, every variant, every malformation."""
 
 import gzip
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,11 +8,6 @@ import scipy.io
 import scipy.sparse as sp
 
 from daskhpc.io import ReadError, read, read_matrix_market
-
-# as tests/conftest.py: DASKHPC_SHARED_DATA, else beside the checkout
-DATA = Path(os.environ.get("DASKHPC_SHARED_DATA",
-                          Path(__file__).resolve().parents[3] / "shared" / "data"))
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared data not present")
 
 
 def write(tmp_path, text, name="m.mtx", gz=False):
@@ -31,9 +24,8 @@ def reference(path):
 
 # -- real files ---------------------------------------------------------------
 
-@needs_data
-def test_bcsstk13_symmetric_real():
-    path = DATA / "matrices" / "bcsstk13.mtx"
+def test_bcsstk13_symmetric_real(shared_data):
+    path = shared_data / "matrices" / "bcsstk13.mtx"
     s = read(path)
     assert s.format == "mtx" and s.shape == (2003, 2003)
     # The size line stores 42,943 entries (one triangle); the README's 83,883
@@ -48,9 +40,8 @@ def test_bcsstk13_symmetric_real():
     assert abs(m - reference(path)).max() == 0
 
 
-@needs_data
-def test_astro_ph_gz_symmetric_pattern():
-    path = DATA / "matrices" / "astro-ph.mtx.gz"
+def test_astro_ph_gz_symmetric_pattern(shared_data):
+    path = shared_data / "matrices" / "astro-ph.mtx.gz"
     s = read(path)
     assert s.shape == (16706, 16706) and s.nnz == 242502
     assert s.meta["field"] == "pattern" and s.meta["stored_entries"] == 121251

@@ -2,18 +2,11 @@
 
 import csv
 import gzip
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from daskhpc.io import ReadError, read, read_ratings
-
-# as tests/conftest.py: DASKHPC_SHARED_DATA, else beside the checkout
-DATA = Path(os.environ.get("DASKHPC_SHARED_DATA",
-                          Path(__file__).resolve().parents[3] / "shared" / "data"))
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared data not present")
 
 
 def write(tmp_path, text, name="ratings.csv", gz=False):
@@ -23,9 +16,8 @@ def write(tmp_path, text, name="ratings.csv", gz=False):
     return path
 
 
-@needs_data
-def test_movielens_small():
-    path = DATA / "ratings" / "ml-latest-small" / "ratings.csv"
+def test_movielens_small(shared_data):
+    path = shared_data / "ratings" / "ml-latest-small" / "ratings.csv"
     s = read(path)
     assert s.format == "ratings" and s.shape == (610, 9724) and s.nnz == 100836
     assert s.meta["header"] == ["userId", "movieId", "rating", "timestamp"]

@@ -2,18 +2,11 @@
 
 import gzip
 import time
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from daskhpc.io import ReadError, read, read_snap
-
-# as tests/conftest.py: DASKHPC_SHARED_DATA, else beside the checkout
-DATA = Path(os.environ.get("DASKHPC_SHARED_DATA",
-                          Path(__file__).resolve().parents[3] / "shared" / "data"))
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared data not present")
 
 
 def write(tmp_path, text, name="g.txt", gz=False):
@@ -40,9 +33,8 @@ def edge_set(s):
 # -- real files ---------------------------------------------------------------
 
 @pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
-@needs_data
-def test_slashdot_directed_no_duplicates():
-    path = DATA / "graphs" / "soc-Slashdot0902.txt.gz"
+def test_slashdot_directed_no_duplicates(shared_data):
+    path = shared_data / "graphs" / "soc-Slashdot0902.txt.gz"
     t = time.perf_counter()
     s = read(path)
     elapsed = time.perf_counter() - t
@@ -59,9 +51,8 @@ def test_slashdot_directed_no_duplicates():
     assert edge_set(s) == set(map(tuple, edges.tolist()))
 
 
-@needs_data
-def test_enron_count_line_is_a_header():
-    path = DATA / "graphs" / "email-Enron.txt.gz"
+def test_enron_count_line_is_a_header(shared_data):
+    path = shared_data / "graphs" / "email-Enron.txt.gz"
     s = read(path)
     assert s.meta["header_detected"] is True
     assert s.shape == (36692, 36692) and s.nnz == 367662

@@ -1,19 +1,12 @@
 """FROSTT .tns reader: real tensors, any order, malformations."""
 
 import gzip
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 import sparse
 
 from daskhpc.io import ReadError, read, read_tns
-
-# as tests/conftest.py: DASKHPC_SHARED_DATA, else beside the checkout
-DATA = Path(os.environ.get("DASKHPC_SHARED_DATA",
-                          Path(__file__).resolve().parents[3] / "shared" / "data"))
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared data not present")
 
 
 def write(tmp_path, text, name="t.tns", gz=False):
@@ -23,14 +16,13 @@ def write(tmp_path, text, name="t.tns", gz=False):
     return path
 
 
-@needs_data
 @pytest.mark.parametrize("name, shape, nnz", [
     ("umls_head_rel_tail.tns", (135, 46, 135), 6529),
     ("nations_head_rel_tail.tns", (14, 55, 14), 1992),
     ("mlsmall_user_movie_year.tns", (610, 9724, 23), 100836),
 ])
-def test_real_tensors(name, shape, nnz):
-    path = DATA / "tensors" / name
+def test_real_tensors(shared_data, name, shape, nnz):
+    path = shared_data / "tensors" / name
     s = read(path)
     assert s.format == "tns" and s.shape == shape and s.nnz == nnz and s.ndim == 3
     assert isinstance(s.tensor, sparse.COO) and s.tensor.dtype == np.float64

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,10 +14,6 @@ from daskhpc.datasets import cora
 from daskhpc.io import read
 from daskhpc.spgemm import (Prune, aat, column_stochastic, load_batch, mcl_step, multiply,
                             triangle_count)
-
-# as tests/conftest.py: DASKHPC_SHARED_DATA, else beside the checkout
-DATA = Path(os.environ.get("DASKHPC_SHARED_DATA",
-                          Path(__file__).resolve().parents[3] / "shared" / "data"))
 
 A_RECT = random_matrix(90, 70, 0.06, 11)
 B_RECT = random_matrix(70, 110, 0.06, 12)
@@ -99,11 +93,8 @@ def test_mcl_step_matches_scipy(client2):
     assert res.nbatches == 2
 
 
-def test_budget_forces_batches_and_is_kept(client2):
-    path = DATA / "graphs" / "email-Enron.txt.gz"
-    if not path.exists():
-        pytest.skip("shared data not available")
-    a = read(path).matrix
+def test_budget_forces_batches_and_is_kept(client2, shared_data):
+    a = read(shared_data / "graphs" / "email-Enron.txt.gz").matrix
     res = multiply(a, client=client2, grid="2x2x1", memory_per_worker="200MB",
                    consume="count", plan=False)
     assert res.nbatches > 1
@@ -175,10 +166,9 @@ def test_serial_check_compares_values_where_patterns_differ():
     assert r["max_abs_diff"] == 5e5 and not r["identical"]
 
 
-@pytest.mark.skipif(not (DATA / "matrices/bcsstk13.mtx").exists(), reason="no shared data")
-def test_bcsstk13_serial_check_is_identical(client2):
+def test_bcsstk13_serial_check_is_identical(client2, shared_data):
     """The issue's case: A·A on bcsstk13 said identical=False with max_abs_diff 0."""
-    a = read(DATA / "matrices/bcsstk13.mtx").matrix
+    a = read(shared_data / "matrices/bcsstk13.mtx").matrix
     res = multiply(a, a, client=client2, grid="1x1x2", check_serial=True, plan=False,
                    measure_memory=False)
     check = res.report()["serial_check"]
