@@ -37,7 +37,7 @@ __all__ = ["GROUP", "EXCHANGES", "EXCHANGE_PLUGIN", "Call", "RunOptions", "Workf
 GROUP = "daskhpc.workflows"
 
 #: How a Program's messages travel between workers (docs/decisions.md): pushed by the
-#: sender, one task per worker and unit (direct), or as task dependencies (graph).
+#: sender, one task per worker and window (direct), or as task dependencies (graph).
 EXCHANGES = ("direct", "graph")
 #: The name of the direct exchange's worker plugin (``runtime._exchange``).
 EXCHANGE_PLUGIN = "daskhpc-exchange"

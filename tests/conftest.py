@@ -96,6 +96,17 @@ def make_client():
 
 
 @pytest.fixture
+def unit_tasks():
+    """Direct-exchange tasks of one unit each (``daskhpc.runtime.units-per-task: 1``; the
+    default runs a window's units in one task per worker): a task's key then names its
+    unit, so :class:`~daskhpc.testing.KillOnce` can kill a worker at a chosen unit."""
+    import dask
+
+    with dask.config.set({"daskhpc.runtime.units-per-task": 1}):
+        yield
+
+
+@pytest.fixture
 def workers3(client3):
     """The three worker addresses in stable order; checks nobody scaled the cluster."""
     from daskhpc.runtime import worker_addresses

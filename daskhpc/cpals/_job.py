@@ -69,7 +69,7 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
         then waits for every iteration before it submits the next one.
     exchange : {"direct", "graph"}, optional
         How messages travel between workers (``"direct"``: pushed by the sender, one task
-        per worker and iteration; ``"graph"``: task results, one task group per worker
+        per worker and window of iterations; ``"graph"``: task results, one task group per worker
         and step; default: the configured ``daskhpc.runtime.exchange``, resolved here so
         that the report names it).
 

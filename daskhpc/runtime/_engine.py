@@ -36,7 +36,24 @@ from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._steps import (ProgramCode, final_group, init_group, step_group,
                                     step_group_in_loop, steps_direct, steps_single)
 
-__all__ = ["ProgramRunner", "step_of_key"]
+__all__ = ["ProgramRunner", "step_of_key", "units_per_task"]
+
+
+def units_per_task() -> int:
+    """``daskhpc.runtime.units-per-task``: how many units one direct-mode task of a worker
+    runs (0: a whole window; 1: a task per unit, so a task's key names its unit).
+
+    Each task costs a scheduler round trip and the worker's bookkeeping, 4-7 ms on 2 busy
+    cores (a chain of tasks, ``docs/benchmarks.md``): more than a short unit itself.
+    """
+    from daskhpc import _config
+
+    n = _config.get("runtime.units-per-task", 0)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        from daskhpc.errors import InputError
+
+        raise InputError(f"daskhpc.runtime.units-per-task must be an integer >= 0, not {n!r}")
+    return n
 
 
 def step_of_key(key) -> int | None:
@@ -67,9 +84,10 @@ class ProgramRunner:
     in_loop : bool
         Run the steps in the workers' event loops (short steps) instead of their threads.
     exchange : {"direct", "graph"}, optional
-        Default ``daskhpc.runtime.exchange``. ``graph``: messages between workers are task results the receiver fetches (one
-        task per receiving worker and step); ``direct``: one task per worker and unit
-        that runs the unit's steps in a loop, messages pushed by the sender
+        Default ``daskhpc.runtime.exchange``. ``graph``: messages between workers are
+        task results the receiver fetches (one task per receiving worker and step);
+        ``direct``: one task per worker and window of units (:func:`units_per_task`)
+        that runs their steps in a loop, messages pushed by the sender
         (:mod:`._exchange`), so a step costs no scheduler round trip. The same results
         either way. Direct, with every part on one worker: one task per window
         (:attr:`single`), no exchange at all.
@@ -89,6 +107,8 @@ class ProgramRunner:
         self.where = where
         #: every part on one worker, direct exchange: a window's steps in one task
         self.single = self.direct and len(self.parts) == 1
+        #: direct exchange: units per task (0: the whole window)
+        self.units_per_task = units_per_task()
         code = ProgramCode(program, where, topic, checkpoint, address=self.address,
                            in_loop=in_loop)
         if self.direct and not self.single:
@@ -157,11 +177,13 @@ class ProgramRunner:
                           steps.stop, parts, ref(self._group(lab, steps.start - 1)[0]))
             where[key] = self.address[lab]
         elif self.direct:
-            # one task per worker and segment (a unit's steps, or what is left of them):
-            # the steps run in a loop on the worker, messages pushed in between
+            # one task per worker and segment (``units_per_task`` units, or what is left
+            # of the window): the steps run in a loop on the worker, messages pushed in
+            # between, the units' reports sent as events
             us = self.program.unit_steps          # the window's slice of it, not all of it
-            ends = sorted(set(us[bisect.bisect_left(us, steps.start):
-                                 bisect.bisect_left(us, steps.stop)]) | {steps[-1]})
+            mine = us[bisect.bisect_left(us, steps.start):bisect.bisect_left(us, steps.stop)]
+            n = self.units_per_task
+            ends = sorted(set(mine[n - 1::n] if n else []) | {steps[-1]})
             lo = steps.start
             for hi in ends:
                 for lab, parts in self.parts.items():

@@ -152,7 +152,7 @@ class Job(_Units):
     in_loop : bool
         Run steps in the workers' event loops (short steps).
     exchange : {"direct", "graph"}, optional
-        Messages pushed directly by the sender, one task per worker and unit
+        Messages pushed directly by the sender, one task per worker and window
         (``runtime._exchange``: a message costs no scheduler round trip), or as task
         dependencies, one task group per worker and step (the reference); the results
         are the same bit for bit. Default ``daskhpc.runtime.exchange`` (direct).

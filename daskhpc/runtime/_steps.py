@@ -174,27 +174,42 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
                        parts: tuple, chain):
     """Steps ``t0 .. t1 - 1`` of the worker's parts in the direct exchange mode
     (``_exchange``): for each, wait for the messages the plan says arrive from other
-    workers, run the step, push what it sends to other workers (one push per receiving
-    worker, awaited before the next step: a sender never runs ahead of delivery)."""
+    workers, run the step, push what it sends to other workers (one write per receiving
+    worker). The units' reports go as :func:`steps_single`'s do, coalesced; once the task
+    is cancelled (the run stopped) the loop ends at the next unit."""
     from distributed import get_worker
 
     from daskhpc.runtime._exchange import extension
+    from daskhpc.runtime._reports import ReportBatch
 
-    ext = extension(get_worker())
-    for t in range(t0, t1):
-        got = await ext.wait(token, [(t - 1, *m) for m in code.incoming[t - 1].get(label, [])]
-                             ) if t else {}
-        inbox = {mid[1:]: payload for mid, payload in got.items()}
-        if code.in_loop:
-            _run_step(code, token, label, t, parts, [inbox])
-        else:   # off the event loop, which keeps receiving pushes (the context is copied)
-            await asyncio.to_thread(_run_step, code, token, label, t, parts, [inbox])
-        outgoing = [(k[2], _REMOTE.pop(k)) for k in [k for k in _REMOTE if k[:2] == (token, t)]]
-        if outgoing:
-            await asyncio.gather(*[
-                ext.push(token, code.address[w], (f"{code.name}-{token}", label, t, w),
-                         [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
-                for w, msgs in outgoing])
+    worker = get_worker()
+    ext = extension(worker)
+    key = (f"{code.name}-{token}", label, t1 - 1, "")
+    batch = None if code.topic is None else ReportBatch(code.topic, worker)
+    try:
+        for t in range(t0, t1):
+            got = await ext.wait(token, [(t - 1, *m) for m in
+                                         code.incoming[t - 1].get(label, [])]) if t else {}
+            inbox = {mid[1:]: payload for mid, payload in got.items()}
+            if code.in_loop:
+                _run_step(code, token, label, t, parts, [inbox], batch)
+            else:   # off the event loop, which keeps receiving pushes (context copied)
+                await asyncio.to_thread(_run_step, code, token, label, t, parts, [inbox],
+                                        batch)
+            outgoing = [(k[2], _REMOTE.pop(k))
+                        for k in [k for k in _REMOTE if k[:2] == (token, t)]]
+            if outgoing:
+                await asyncio.gather(*[
+                    ext.push(token, code.address[w], (f"{code.name}-{token}", label, t, w),
+                             [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
+                    for w, msgs in outgoing])
+            if code.steps[t][2] and t < t1 - 1:   # a unit ended: go on if somebody waits
+                ts = worker.state.tasks.get(key)
+                if ts is None or ts.state == "cancelled":
+                    return None
+    finally:
+        if batch is not None:
+            batch.flush()
     return None
 
 

@@ -184,7 +184,7 @@ def _kill_step(s, unit: int, exchange: str) -> int:
     pytest.param(False, "direct", marks=pytest.mark.slow),
     pytest.param(False, "graph", marks=pytest.mark.slow)])
 def test_a_killed_worker_gives_the_same_factors(make_client, setup_of, tmp_path,
-                                                with_checkpoint, exchange):
+                                                with_checkpoint, exchange, unit_tasks):
     client = make_client(2)
     s = setup_of("umls", 4, "coarse", "hp", rank=8, iters=10, tol=0.0)
     (lam, factors, fits), _ = references(s)

@@ -173,7 +173,7 @@ def test_minibatch_on_the_cluster(client2):
     pytest.param(False, "direct", marks=pytest.mark.slow),
     pytest.param(True, "graph", marks=pytest.mark.slow)])
 def test_a_killed_worker_gives_the_same_weights(make_client, tmp_path, with_checkpoint,
-                                                exchange):
+                                                exchange, unit_tasks):
     client = make_client(3)
     s = prepare("cora", 3, partition="rp", epochs=8)
     ref, hist = local(s)

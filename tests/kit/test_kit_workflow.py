@@ -98,7 +98,7 @@ def test_plan_and_the_command_line(registered, toy_client, tmp_path):
     assert "dashboard" not in bad.stderr                    # refused before any cluster
 
 
-def test_checkpoint_resume_and_a_killed_worker(registered, make_client, tmp_path):
+def test_checkpoint_resume_and_a_killed_worker(registered, make_client, tmp_path, unit_tasks):
     import toysum
     from daskhpc.testing import KillOnce, TaskKey
 

@@ -65,7 +65,7 @@ def test_topk_on_the_cluster_equals_fit_local(client3, a9a):
 
 
 @pytest.mark.parametrize("exchange", ["direct", pytest.param("graph", marks=pytest.mark.slow)])
-def test_a_killed_worker_gives_the_same_model(make_client, a9a, tmp_path, exchange):
+def test_a_killed_worker_gives_the_same_model(make_client, a9a, tmp_path, exchange, unit_tasks):
     client = make_client(3)
     # per epoch T = 16 calls of 2 steps + 1: kill the worker running step 10 of epoch 1
     # (graph: that step's task; direct: the epoch's one task per worker, keyed by the

@@ -55,6 +55,35 @@ def test_program_equals_run_local(client3, K, exchange):
     assert all(np.array_equal(a, b) for a, b in zip(out.value, out2.value))
 
 
+@pytest.mark.parametrize("per_task", [0, 1, 4])
+def test_direct_tasks_span_the_units_per_task(client3, per_task):
+    """Direct mode: a worker runs ``daskhpc.runtime.units-per-task`` units per task (0:
+    the whole window, one task per worker) with the same bits, history and bytes."""
+    import dask
+    from distributed import get_task_stream
+
+    want, rows = reference(3, 6)
+    with dask.config.set({"daskhpc.runtime.units-per-task": per_task}), \
+            get_task_stream(client3) as ts:
+        out = run_job(client3, job(3, 6, exchange="direct"))
+    steps = [r["key"] for r in ts.data if str(r["key"]).startswith("('toy-")
+             and "-init-" not in str(r["key"]) and "-final-" not in str(r["key"])]
+    assert len(steps) == 3 * {0: 1, 1: 6, 4: 2}[per_task]
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, want))
+    assert [r["norm"] for r in out.history] == [r["norm"] for r in rows]
+    assert out.measured["inter_worker_messages"] == out.measured["planned_messages"]
+
+
+def test_units_per_task_must_be_a_count(client3):
+    import dask
+
+    from daskhpc.errors import InputError
+
+    with dask.config.set({"daskhpc.runtime.units-per-task": -1}), \
+            pytest.raises(InputError, match="units-per-task must be an integer >= 0, not -1"):
+        run_job(client3, job(2, 2, exchange="direct"))
+
+
 def test_checkpoint_and_resume(client3, tmp_path):
     want, rows = reference(3, 6)
     first = run_job(client3, job(3, 3), checkpoint=tmp_path)       # 3 of 6 units
@@ -96,7 +125,7 @@ def test_placement_with_more_parts_than_workers(client3):
 @pytest.mark.parametrize("with_checkpoint,exchange", [(False, "graph"), (True, "graph"),
                                                      (True, "direct")])
 def test_a_killed_worker_costs_nothing_but_time(make_client, tmp_path, with_checkpoint,
-                                                exchange):
+                                                exchange, unit_tasks):
     client = make_client(3)
     want, rows = reference(3, 6)
     marker = str(tmp_path / "killed")
@@ -113,7 +142,7 @@ def test_a_killed_worker_costs_nothing_but_time(make_client, tmp_path, with_chec
     assert [r["norm"] for r in out.history] == [r["norm"] for r in rows]
 
 
-def test_giving_up(make_client, tmp_path):
+def test_giving_up(make_client, tmp_path, unit_tasks):
     client = make_client(3)
     last = toy_program(3, 1).nsteps - 1        # unit 0's last step (a task in both modes)
     client.register_plugin(KillOnce(TaskKey("toy-", {2: last}), str(tmp_path / "k")),

@@ -1,0 +1,118 @@
+"""The floor of a direct-exchange step (issue 28 item 1): what a Program step costs when it
+computes nothing, on 1 and 2 workers, a task per unit against a task per window.
+
+::
+
+    python workflows/benchmarks/step_floor.py --rounds 3 --out floor.json
+
+A toy :class:`~daskhpc.comm.Program` over 2 parts: per unit ``S - 1`` ring steps (each
+part sends a ``--length``-vector of float64 to the other and adds what it got) and a
+reported step. It runs with :func:`~daskhpc.runtime.run_job` on a LocalCluster of 2
+workers (direct exchange: the messages cross between workers) and of 1 worker (every
+part on it: no exchange), each with ``daskhpc.runtime.units-per-task`` 1 (a task per
+unit, issue 14's engine) and 0 (a task per worker for the whole run, issue 28's), in
+alternating order per round. Printed: milliseconds per step and per unit (whole run,
+start-up included, over ``--units`` units), medians over rounds, and the ratios
+per-unit / per-window on the same workers, with the 1-minute load.
+
+Only the public API is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import dask
+import numpy as np
+
+from daskhpc.comm import Plan, Program
+from daskhpc.runtime import Job, connect, run_job
+
+
+def _init(ctx, start):
+    ctx.state["x"] = np.zeros(ctx.static)
+
+
+def _ring(ctx):
+    for v in ctx.inbox.values():
+        ctx.state["x"] += v
+    return {(ctx.part + 1) % ctx.nparts: ctx.state["x"]}
+
+
+def _report(ctx):
+    for v in ctx.inbox.values():
+        ctx.state["x"] += v
+    ctx.report(x0=float(ctx.state["x"][0]))
+
+
+def _program(steps: int, units: int, length: int, first: int) -> Program:
+    ring = Plan.from_messages(2, [(0, 0, 1, [0]), (0, 1, 0, [0])], words_per_unit=length)
+    prog = Program(2, "floor", init=_init, final=lambda ctx: float(ctx.state["x"][0]))
+    for _ in range(first, units):
+        for _ in range(steps - 1):
+            prog.step(_ring, sends=ring, label="ring")
+        prog.step(_report, report=True, label="report")
+    return prog
+
+
+def _job(steps: int, units: int, length: int) -> Job:
+    import functools
+
+    return Job("floor", 2, units, row=lambda u, r: {"x0": r[0]["x0"]},
+               statics=[length, length], program=functools.partial(_program, steps, units,
+                                                                    length))
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--units", type=int, default=100)
+    ap.add_argument("--length", type=int, default=1000)
+    ap.add_argument("--steps", type=int, nargs="+", default=[1, 10],
+                    help="steps per unit (the last one reports)")
+    ap.add_argument("--out")
+    a = ap.parse_args(argv)
+    got: dict = {}
+    for workers in (2, 1):
+        with connect(n_workers=workers) as client:
+            run_job(client, _job(2, 5, a.length), progress_bar=False)      # warm up
+            for r in range(a.rounds):
+                order = (1, 0) if r % 2 == 0 else (0, 1)
+                for steps in a.steps:
+                    for per_task in order:
+                        with dask.config.set({"daskhpc.runtime.units-per-task": per_task}):
+                            t = time.perf_counter()
+                            run_job(client, _job(steps, a.units, a.length),
+                                    progress_bar=False)
+                            dt = time.perf_counter() - t
+                        got.setdefault((workers, steps, per_task), []).append(dt)
+    rows = []
+    print(f"load {os.getloadavg()[0]:.2f}; {a.units} units, {a.rounds} rounds, "
+          f"{8 * a.length} B messages")
+    print(f"{'workers':>7} {'steps/unit':>10} {'per task':>8} {'ms/step':>8} {'ms/unit':>8}"
+          f" {'unit/window':>11}")
+    for (workers, steps, per_task), times in sorted(got.items()):
+        med = statistics.median(times)
+        ratios = [x / y for x, y in zip(times, got[(workers, steps, 0)])]
+        row = {"workers": workers, "steps_per_unit": steps, "units_per_task": per_task,
+               "ms_per_step": 1e3 * med / (a.units * steps),
+               "ms_per_unit": 1e3 * med / a.units,
+               "per_unit_over_per_window": statistics.median(ratios)}
+        rows.append(row)
+        print(f"{workers:>7} {steps:>10} {per_task or 'window':>8} "
+              f"{row['ms_per_step']:>8.2f} {row['ms_per_unit']:>8.2f} "
+              f"{row['per_unit_over_per_window']:>11.2f}")
+    out = {"load": os.getloadavg()[0], "units": a.units, "rounds": a.rounds,
+           "message_bytes": 8 * a.length, "rows": rows}
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(out, f, indent=1)
+    return out
+
+
+if __name__ == "__main__":
+    main()
