@@ -55,7 +55,7 @@ import numpy as np
 from ._allreduce import AllreduceSchedule
 from ._plan import Plan
 
-__all__ = ["Program", "Step", "Context", "run_local", "PlanMismatch"]
+__all__ = ["Program", "Step", "Context", "run_local", "PlanMismatch", "stop_of"]
 
 
 class PlanMismatch(RuntimeError):
@@ -125,17 +125,23 @@ class Program:
         reported step when the run checkpoints (read back as ``start``).
     first_unit : int
         Number of the first unit (a program that resumes a run after ``u`` units).
+    stop : callable, optional
+        ``stop(ctx) -> bool`` on every part after each reported step: True ends the
+        program after that unit (a convergence test on what every part has from an
+        allreduce, so the workers decide without asking the client). Every part must
+        give the same answer.
     """
 
     def __init__(self, nparts: int, name: str = "program", *, init: Callable | None = None,
                  final: Callable | None = None, save: Callable | None = None,
-                 first_unit: int = 0):
+                 first_unit: int = 0, stop: Callable | None = None):
         if nparts < 1:
             raise ValueError(f"a program needs at least one part, got {nparts}")
         self.nparts = int(nparts)
         self.name = name
         self.init, self.final, self.save = init, final, save
         self.first_unit = int(first_unit)
+        self.stop = stop
         self.steps: list[Step] = []
         self._dests: dict[int, dict] = {}
         self._plan: Plan | None = None
@@ -296,9 +302,23 @@ class Program:
                                f"sent to parts {sorted(got)}, its plan says {want}")
         return got
 
+    def stops(self, ctxs) -> bool:
+        """``stop`` of the parts ``ctxs`` after a reported step; they must agree."""
+        return stop_of(self.stop, self.name, ctxs)
+
     def __repr__(self) -> str:
         return (f"Program({self.name}: {self.nparts} parts, {self.nsteps} steps, "
                 f"{len(self.unit_steps)} units)")
+
+
+def stop_of(stop: Callable, name: str, ctxs) -> bool:
+    """``stop(ctx)`` of every context in ``ctxs`` (a program's parts, or a worker's):
+    one answer, or :class:`PlanMismatch` when they disagree."""
+    said = {bool(stop(ctx)) for ctx in ctxs}
+    if len(said) > 1:
+        raise PlanMismatch(f"{name} unit {ctxs[0].unit}: its parts disagree on whether to "
+                           f"stop")
+    return said.pop()
 
 
 def _name(fn) -> str:
@@ -354,6 +374,7 @@ def _allreduce_round(ctx: Context, label: str, i: int, get, put, op, split: int)
 
 # -- the local executor ------------------------------------------------------------------
 
+
 def run_local(program: Program, statics, starts=None, *, on_report=None):
     """Run ``program`` in this process, every part in turn (see the module docstring).
 
@@ -403,6 +424,8 @@ def run_local(program: Program, statics, starts=None, *, on_report=None):
             if on_report is not None:
                 on_report(unit, got)
             unit += 1
+            if program.stop is not None and program.stops(ctxs):
+                break
     finals = [program.final(ctx) if program.final is not None else None for ctx in ctxs]
     return finals, reports
 

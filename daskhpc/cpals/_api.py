@@ -57,8 +57,8 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         ``fine`` (``hp`` or ``random``) or ``coarse`` (``hp`` or ``block``).
     iters, tol : int, float
         At most ``iters`` iterations; with ``tol > 0`` stop once the fit changes by less
-        than ``tol`` (then every iteration is waited for before the next is submitted;
-        ``tol=0`` submits them all at once, see docs/cpals.md for what that saves).
+        than ``tol`` (the workers decide it themselves with the direct exchange; the graph
+        exchange waits for every iteration on the client, docs/cpals.md).
     seed : int
         Initial factors (a function of seed, mode, row, column) and random partitions.
     partitioner, epsilon, partition_file

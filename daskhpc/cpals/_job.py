@@ -65,8 +65,9 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
         Run the steps in the workers' event loops (default: with the graph exchange when
         they are short, :func:`in_loop_default`; never with the direct exchange).
     stop : bool, optional
-        Apply the tol rule between iterations (default: when ``tol > 0``); the frame
-        then waits for every iteration before it submits the next one.
+        Apply the tol rule between iterations (default: when ``tol > 0``): the parts end
+        the run themselves with the direct exchange; with the graph exchange the frame
+        waits for every iteration before it submits the next one.
     exchange : {"direct", "graph"}, optional
         How messages travel between workers (``"direct"``: pushed by the sender, one task
         per worker and window of iterations; ``"graph"``: task results, one task group per worker
@@ -104,7 +105,7 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
         in_loop = mode == "graph" and in_loop_default(s)
     return Job("cpals", s.K, s.options.iters,
                row=functools.partial(_row, s), fingerprint=P.fingerprint(s),
-               program=functools.partial(_program, s),
+               program=functools.partial(_program, s, use_stop),
                statics=P.statics(s) if statics else None,
                assemble=functools.partial(P.assemble, s),
                stop=functools.partial(P.stop, s) if use_stop else None,
@@ -117,8 +118,8 @@ def _row(s, unit, reports):
     return P.row(s, unit, reports)
 
 
-def _program(s, first):
-    return P.program(s, first)
+def _program(s, stop, first):
+    return P.program(s, first, stop)
 
 
 def warm_up(order: int = 3) -> int:

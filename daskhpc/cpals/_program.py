@@ -82,12 +82,15 @@ def _init(ctx, start):
         ctx.state["U"] = [np.array(start[f"U{m}"], dtype=np.float64) for m in range(N)]
         ctx.state["G"] = [np.array(g, dtype=np.float64) for g in start["G"]]
         ctx.state["lam"] = np.array(start["lam"], dtype=np.float64)
+        # the last iteration's fit: the stop rule compares the next one with it
+        ctx.state["fits"] = [float(f) for f in start.get("fit", ())]
 
 
 def _save(ctx) -> dict:
     out = {f"U{m}": u for m, u in enumerate(ctx.state["U"])}
     out["G"] = np.stack(ctx.state["G"])
     out["lam"] = ctx.state["lam"]
+    out["fit"] = np.array(ctx.state.get("fits", [])[-1:], dtype=np.float64)
     return out
 
 
@@ -175,7 +178,7 @@ def _finish(ctx, vec, n: int):
         if n == N - 1:
             fit = fit_value(st.normx2, lam, S["G"], float(np.sum(vec[R * R + R:])))
     if n == N - 1:
-        ctx.report(fit=fit, compute_s=S.pop("busy"), cpu_s=S.pop("cpu"))
+        _fitted(ctx, fit)
 
 
 def _iteration(ctx, first: bool):
@@ -186,16 +189,33 @@ def _iteration(ctx, first: bool):
     with _clock(ctx):
         S["lam"], fit = iteration(S["slices"], S["U"], S["G"], first, st.normx2, st.reg,
                                   st.nonnegative)
+    _fitted(ctx, fit)
+
+
+def _fitted(ctx, fit: float) -> None:
+    """Report the iteration's fit (equal on every part: it is computed from the
+    allreduced Gram and norm terms) and keep the last two for the stop rule."""
+    S = ctx.state
+    S["fits"] = S.get("fits", [])[-1:] + [fit]
     ctx.report(fit=fit, compute_s=S.pop("busy"), cpu_s=S.pop("cpu"))
+
+
+def _stop(ctx, tol: float) -> bool:
+    """The Tensor Toolbox rule (:func:`stop`) on the part's own fits: every part has
+    the same, so the workers end the run without asking the client."""
+    return converged(ctx.state.get("fits", []), tol)
 
 
 # -- the program -----------------------------------------------------------------------
 
-def program(setup, first_unit: int = 0) -> Program:
-    """The run's steps from iteration ``first_unit`` to ``options.iters`` (see module doc)."""
+def program(setup, first_unit: int = 0, stop: bool = False) -> Program:
+    """The run's steps from iteration ``first_unit`` to ``options.iters`` (see module doc);
+    ``stop``: the parts end it themselves once the fit changes by less than ``tol``."""
     K, N, R = setup.K, setup.N, setup.R
     fine = setup.dist.grain == "fine" and K > 1
-    prog = Program(K, "cpals", init=_init, final=_final, save=_save, first_unit=first_unit)
+    rule = partial(_stop, tol=setup.options.tol) if stop and setup.options.tol > 0 else None
+    prog = Program(K, "cpals", init=_init, final=_final, save=_save, first_unit=first_unit,
+                   stop=rule)
     if K == 1:     # one part: the serial iteration, one step each (nothing to exchange)
         for it in range(first_unit, setup.options.iters):
             prog.step(_iteration, it == 0, report=True, label="iteration")

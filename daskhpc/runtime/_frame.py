@@ -50,7 +50,7 @@ from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
 from daskhpc.runtime._quiet import quiet_recovery
 from daskhpc.runtime._reports import ReportInbox
-from daskhpc.runtime._steps import cleanup
+from daskhpc.runtime._steps import cleanup, stopped_at
 
 __all__ = ["run_phase"]
 
@@ -317,7 +317,10 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
     if len(ends) != len(todo):
         raise RuntimeError(f"{job.name}: the program for units {todo[0]}..{todo[-1]} has "
                            f"{len(ends)} reported steps")
-    window = job.window or (1 if job.stop else max(len(ends), 1))
+    # a program with a stop rule of its own, direct exchange: the workers end the run
+    # where the rule says (no window per unit waited for by the client)
+    on_workers = runner.direct and prog.stop is not None and job.stop is not None
+    window = job.window or (1 if job.stop and not on_workers else max(len(ends), 1))
     # windows of units; without a stop rule the next window is submitted before the
     # previous one is waited for (the workers never idle between windows). The client
     # holds the windows not yet waited for, not every window of the run (each one's
@@ -332,7 +335,7 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
         # released now: the new window's tasks, already submitted, keep what they read
         release_futures([f for f in futures if id(f) not in ids])
         futures[:] = keep
-        if job.stop is None:
+        if job.stop is None or on_workers:
             if pending:
                 gather_watching(client, pending, watch, on_poll=drain)
             pending = futs
@@ -348,9 +351,34 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
     fin = runner.finish()
     futures += fin
     values = gather_watching(client, fin, watch, on_poll=drain)
+    if on_workers:
+        ran, stopped = _stopped_units(client, token, prog, ran)
     settle(book, todo[:ran], drain)
+    if on_workers:
+        _check_stop(job, book.history(), ran, stopped)
     finals = ProgramRunner.finals(values, job.nparts)
     return job.assemble(finals) if job.assemble else finals
+
+
+def _stopped_units(client, token: str, prog, ran: int) -> tuple[int, bool]:
+    """``(units run, stopped)``: how many units the workers ran, and whether the
+    program's stop rule ended them (else all ``ran`` did)."""
+    said = {u for u in client.run(stopped_at, token).values() if u is not None}
+    if len(said) > 1:
+        raise RuntimeError(f"{prog.name}: the workers stopped after different units "
+                           f"{sorted(said)}")
+    return (said.pop() - prog.first_unit + 1, True) if said else (ran, False)
+
+
+def _check_stop(job, history: list, ran: int, stopped: bool) -> None:
+    """The workers' rule (``Program.stop``) must be the job's on the history of the
+    ``ran`` units of this attempt: true where they stopped, false before."""
+    says = [bool(job.stop(history[:n])) for n in range(len(history) - ran + 1,
+                                                         len(history) + 1)]
+    if says[:-1].count(True) or (bool(says) and says[-1] != stopped):
+        raise RuntimeError(f"{job.name}: the workers' stop rule and the job's disagree "
+                           f"({'stopped' if stopped else 'ran on'} after {len(history)} "
+                           f"{job.unit_name}; the job's rule: {says})")
 
 
 def _prepare_kernels(client, workflow: str) -> None:

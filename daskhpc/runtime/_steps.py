@@ -32,13 +32,14 @@ import time
 from daskhpc.comm import Context
 
 __all__ = ["ProgramCode", "init_group", "step_group", "step_group_in_loop", "steps_direct",
-           "steps_single", "final_group", "cleanup", "registry_size"]
+           "steps_single", "final_group", "stopped_at", "cleanup", "registry_size"]
 
 _CONTEXTS: dict = {}    # (token, part) -> Context
 _LOCAL: dict = {}       # (token, t, dst part) -> {src part: payload}
 _REMOTE: dict = {}      # (token, t, worker label) -> {(src, dst): payload}
 _DONE: dict = {}        # (token, worker label) -> last step run
 _UNIT_START: dict = {}  # (token, worker label) -> time the worker began its current unit
+_STOPPED: dict = {}     # (token, worker label) -> the unit after which the program stopped
 
 
 class ProgramCode:
@@ -59,6 +60,7 @@ class ProgramCode:
         self.steps = [(s.fn, s.args, s.report, s.label) for s in program.steps]
         self.dests = [program.dests(t) for t in range(program.nsteps)]
         self.init, self.final, self.save = program.init, program.final, program.save
+        self.stop = program.stop
         self.unit_of_step = program.units_of_steps().tolist()
         self.topic = topic
         self.ckpt = ckpt
@@ -90,7 +92,7 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
               bundles, batch=None) -> None:
     """Step t for every part of the worker; outboxes to the registry (a unit's report to
     ``batch``, a :class:`~daskhpc.runtime._reports.ReportBatch`, when given)."""
-    from daskhpc.comm import PlanMismatch
+    from daskhpc.comm import PlanMismatch, stop_of
 
     fn, args, report, step_label = code.steps[t]
     remote_in: dict[int, dict] = {}
@@ -120,6 +122,9 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
                 _REMOTE.setdefault((token, t, w), {})[(p, dst)] = payload
     if report:
         _report(code, token, label, parts, unit, batch)
+        if code.stop is not None and stop_of(code.stop, code.name,
+                                             [_CONTEXTS[(token, p)] for p in parts]):
+            _STOPPED[(token, label)] = unit
     _DONE[(token, label)] = t
 
 
@@ -188,6 +193,8 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
     batch = None if code.topic is None else ReportBatch(code.topic, worker)
     try:
         for t in range(t0, t1):
+            if (token, label) in _STOPPED:        # the program's stop rule ended it
+                return None
             got = await ext.wait(token, [(t - 1, *m) for m in
                                          code.incoming[t - 1].get(label, [])]) if t else {}
             inbox = {mid[1:]: payload for mid, payload in got.items()}
@@ -234,6 +241,8 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
     batch = None if code.topic is None else ReportBatch(code.topic, worker)
     try:
         for t in range(t0, t1):
+            if (token, label) in _STOPPED:
+                return None
             _run_step(code, token, label, t, parts, (), batch)
             if code.steps[t][2]:            # a unit ended: go on only if somebody waits
                 ts = worker.state.tasks.get(key)
@@ -252,6 +261,12 @@ def final_group(code: ProgramCode, token: str, label: str, parts: tuple, chain) 
     return {p: code.final(_CONTEXTS[(token, p)]) for p in parts}
 
 
+def stopped_at(token: str) -> int | None:
+    """The unit after which run ``token``'s program stopped on this worker (its ``stop``
+    rule), None if it did not (through ``client.run``)."""
+    return next((u for (tok, _), u in _STOPPED.items() if tok == token), None)
+
+
 def cleanup(token: str, dask_worker=None) -> int:
     """Forget every context and message of run ``token`` (through ``client.run``)."""
     n = 0
@@ -261,7 +276,7 @@ def cleanup(token: str, dask_worker=None) -> int:
         ext = extension(dask_worker)
         if ext is not None:
             ext.forget(token)
-    for reg in (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START):
+    for reg in (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED):
         for key in [k for k in reg if k[0] == token]:
             del reg[key]
             n += 1
@@ -270,4 +285,4 @@ def cleanup(token: str, dask_worker=None) -> int:
 
 def registry_size() -> int:
     """Entries held for all runs in this process (tests check nothing leaks)."""
-    return sum(len(r) for r in (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START))
+    return sum(len(r) for r in (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED))

@@ -224,3 +224,31 @@ def test_allreduce_with_an_op_other_messages_and_work_fused_around_it(K):
             every.report()["planned_bytes"] + 8 * len(sched.rounds[0].sends)
         middle = [s.sends for s in prog.steps[1:last]]
         assert all(p.name == "sum-max" and p.word_bytes == 4 for p in middle)
+
+
+def _count(ctx):
+    ctx.state["n"] = ctx.state.get("n", 0) + 1
+    ctx.report(n=ctx.state["n"])
+
+
+def _after_three(ctx):
+    return ctx.state["n"] >= 3
+
+
+def _part_zero_only(ctx):
+    return ctx.part == 0
+
+
+def test_a_stop_rule_ends_the_program_where_every_part_says_so():
+    from daskhpc.comm import PlanMismatch
+
+    prog = Program(2, "count", final=lambda ctx: ctx.state["n"], stop=_after_three)
+    for _ in range(10):
+        prog.step(_count, report=True)
+    finals, reports = run_local(prog, [None, None])
+    assert finals == [3, 3] and [r[0]["n"] for r in reports] == [1, 2, 3]
+    split = Program(2, "split", stop=_part_zero_only)
+    split.step(_count, report=True)
+    with pytest.raises(PlanMismatch, match="split unit 0: its parts disagree on whether to "
+                                           "stop"):
+        run_local(split, [None, None])

@@ -149,6 +149,31 @@ def test_stop_rule_stops_where_the_serial_run_stops(client2, setup_of, exchange)
     assert all(h["measured_messages"] == h["planned_messages"] for h in res.history)
 
 
+def test_the_workers_stop_a_converging_run_in_one_task(client2, setup_of, tmp_path):
+    """tol > 0, direct exchange: the parts evaluate the stop rule themselves (the fit is
+    computed from allreduced terms, equal on every part), so the run is one task per
+    worker, not a window per iteration the client waits for; it stops where the serial
+    run stops, also when resumed one iteration before (the checkpoint keeps the last fit)."""
+    from distributed import get_task_stream
+
+    s = setup_of("umls", 4, "fine", "random", rank=6, iters=50, tol=1e-3)
+    kw = dict(grain="fine", partition="random", tol=1e-3, client=client2, progress=False,
+              exchange="direct")
+    with get_task_stream(client2) as ts:
+        res = dh.cpals.fit(s.tensor, 6, 4, iters=50, **kw)
+    n = len(run_serial(s.tensor, 6, 50, 1e-3, 0)["history"])
+    assert 2 <= len(res.history) == n < 50
+    steps = [r["key"] for r in ts.data if str(r["key"]).startswith("('cpals-")
+             and "-init-" not in str(r["key"]) and "-final-" not in str(r["key"])]
+    assert len(steps) == 2                                   # one per worker
+    ck = tmp_path / "ck"
+    dh.cpals.fit(s.tensor, 6, 4, iters=n - 1, checkpoint=ck, **kw)
+    rest = dh.cpals.fit(s.tensor, 6, 4, iters=50, checkpoint=ck, resume=True, **kw)
+    assert rest.report()["recovery"]["resumed_from"] == n - 1
+    assert len(rest.history) == n and rest.fit == res.fit
+    assert all(np.array_equal(x, y) for x, y in zip(rest.factors, res.factors))
+
+
 def test_checkpoint_then_resume_with_more_iterations(client2, tmp_path):
     path = dh.datasets.path("tensor")
     kw = dict(grain="fine", partition="hp", tol=0, client=client2, progress=False)
