@@ -22,9 +22,8 @@ from ._allreduce import AllreduceSchedule, tree_sum
 from ._builders import expand_plan, fold_plan, row_volume
 from ._cost import CostModel
 from ._plan import Plan
-from ._program import (Context, PlanMismatch, Program, Step, run_local, run_local_history,
-                       stop_of)
+from ._program import Context, PlanMismatch, Program, Step, run_local, run_local_history
 
 __all__ = ["Plan", "CostModel", "expand_plan", "fold_plan", "row_volume",
            "AllreduceSchedule", "tree_sum", "Program", "Step", "Context", "PlanMismatch",
-           "run_local", "run_local_history", "stop_of"]
+           "run_local", "run_local_history"]

@@ -55,7 +55,7 @@ import numpy as np
 from ._allreduce import AllreduceSchedule
 from ._plan import Plan
 
-__all__ = ["Program", "Step", "Context", "run_local", "PlanMismatch", "stop_of"]
+__all__ = ["Program", "Step", "Context", "run_local", "PlanMismatch"]
 
 
 class PlanMismatch(RuntimeError):
@@ -304,21 +304,21 @@ class Program:
 
     def stops(self, ctxs) -> bool:
         """``stop`` of the parts ``ctxs`` after a reported step; they must agree."""
-        return stop_of(self.stop, self.name, ctxs)
+        return self.stop_of(self.stop, self.name, ctxs)
+
+    @staticmethod
+    def stop_of(stop: Callable, name: str, ctxs) -> bool:
+        """``stop(ctx)`` of every context in ``ctxs`` (a program's parts, or a worker's
+        share of them): one answer, or :class:`PlanMismatch` when they disagree."""
+        said = {bool(stop(ctx)) for ctx in ctxs}
+        if len(said) > 1:
+            raise PlanMismatch(f"{name} unit {ctxs[0].unit}: its parts disagree on whether "
+                               f"to stop")
+        return said.pop()
 
     def __repr__(self) -> str:
         return (f"Program({self.name}: {self.nparts} parts, {self.nsteps} steps, "
                 f"{len(self.unit_steps)} units)")
-
-
-def stop_of(stop: Callable, name: str, ctxs) -> bool:
-    """``stop(ctx)`` of every context in ``ctxs`` (a program's parts, or a worker's):
-    one answer, or :class:`PlanMismatch` when they disagree."""
-    said = {bool(stop(ctx)) for ctx in ctxs}
-    if len(said) > 1:
-        raise PlanMismatch(f"{name} unit {ctxs[0].unit}: its parts disagree on whether to "
-                           f"stop")
-    return said.pop()
 
 
 def _name(fn) -> str:

@@ -92,7 +92,7 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
               bundles, batch=None) -> None:
     """Step t for every part of the worker; outboxes to the registry (a unit's report to
     ``batch``, a :class:`~daskhpc.runtime._reports.ReportBatch`, when given)."""
-    from daskhpc.comm import PlanMismatch, stop_of
+    from daskhpc.comm import PlanMismatch, Program
 
     fn, args, report, step_label = code.steps[t]
     remote_in: dict[int, dict] = {}
@@ -122,8 +122,8 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
                 _REMOTE.setdefault((token, t, w), {})[(p, dst)] = payload
     if report:
         _report(code, token, label, parts, unit, batch)
-        if code.stop is not None and stop_of(code.stop, code.name,
-                                             [_CONTEXTS[(token, p)] for p in parts]):
+        if code.stop is not None and Program.stop_of(code.stop, code.name,
+                                                     [_CONTEXTS[(token, p)] for p in parts]):
             _STOPPED[(token, label)] = unit
     _DONE[(token, label)] = t
 
