@@ -210,10 +210,8 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
                     ext.push(token, code.address[w], (f"{code.name}-{token}", label, t, w),
                              [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
                     for w, msgs in outgoing])
-            if code.steps[t][2] and t < t1 - 1:   # a unit ended: go on if somebody waits
-                ts = worker.state.tasks.get(key)
-                if ts is None or ts.state == "cancelled":
-                    return None
+            if _ended(code, token, label, t, worker, key):
+                return None
     finally:
         if batch is not None:
             batch.flush()
@@ -244,14 +242,24 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
             if (token, label) in _STOPPED:
                 return None
             _run_step(code, token, label, t, parts, (), batch)
-            if code.steps[t][2]:            # a unit ended: go on only if somebody waits
-                ts = worker.state.tasks.get(key)
-                if ts is None or ts.state == "cancelled":
-                    return None
+            if _ended(code, token, label, t, worker, key):
+                return None
     finally:
         if batch is not None:
             batch.flush()
     return None
+
+
+def _ended(code: ProgramCode, token: str, label: str, t: int, worker, key) -> bool:
+    """After step t of a loop of steps (task ``key``): end it when the program's stop
+    rule did, or at a unit's end when nobody waits for the task any more (cancelled:
+    the run stopped, diverged or failed)."""
+    if (token, label) in _STOPPED:
+        return True
+    if not code.steps[t][2]:
+        return False
+    ts = worker.state.tasks.get(key)
+    return ts is None or ts.state == "cancelled"
 
 
 def final_group(code: ProgramCode, token: str, label: str, parts: tuple, chain) -> dict:
