@@ -38,7 +38,7 @@ import numpy as np
 
 from daskhpc.runtime._book import Book, invalidate, measure, public, settle, todo as todo_of
 from daskhpc.runtime._checkpoint import load_arrays
-from daskhpc.runtime._engine import ProgramRunner, step_of_key
+from daskhpc.runtime._engine import ProgramRunner, step_of_key, units_per_task
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
                                     replace_lost)
 from daskhpc.runtime._graph import submit_pinned
@@ -224,7 +224,7 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
             if job.ordered and first > 0 and ck is not None and job.restore is not None:
                 start = job.restore(ck, first)
             g = job.attempt(Attempt(client, number, token, store.placement, store, topic,
-                                    todo, start, ck, job.window))
+                                    todo, start, ck, job.window, units_per_task()))
             meter.update(plans=g.plans, unit_of_key=g.unit_of_key, broadcast=g.broadcast,
                          cleanup=g.cleanup)
             if g.plans and announce:      # the run is the frame's to show: its plan too

@@ -236,6 +236,7 @@ class Attempt:
     start: Any = None
     checkpoint: CheckpointDir | None = None
     window: int | None = None        # the job's units per submission (Job.window)
+    units_per_task: int = 0          # direct mode: units per task (0: the window)
 
 
 @dataclass

@@ -36,16 +36,17 @@ def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None,
     ckpt_paths : dict, optional
         ``{(p, e): path}``: part p writes its checkpoint of epoch e there.
     direct : bool
-        The direct exchange mode (``daskhpc.runtime._exchange``): one task per worker and
-        epoch runs its K sub-epochs in a loop (:func:`~daskhpc.ssgd._tasks.epoch_direct`)
-        and pushes every bundle to its receiving worker, instead of a task group per
-        sub-epoch whose bundles the receivers fetch. The same sweeps, the same numbers.
+        The direct exchange mode (``daskhpc.runtime._exchange``): one task per worker
+        runs the window's epochs in a loop (:func:`~daskhpc.ssgd._tasks.epochs_direct`):
+        their sub-epochs, test errors and checkpoints, pushing every bundle to its
+        receiving worker, instead of a task group per sub-epoch whose bundles the
+        receivers fetch. The same sweeps, the same numbers.
 
     Returns
     -------
     tasks, workers : dict
     follow : dict
-        ``eval[(p, e)]``, ``ckpt[(p, e)]`` and ``final[p]`` keys.
+        ``eval[(p, e)]``, ``ckpt[(p, e)]`` (graph mode) and ``final[p]`` keys.
     """
     return WindowGraph(s, where_part, data, token, ckpt_paths, direct).window(0, s.E)
 
@@ -63,14 +64,17 @@ class WindowGraph:
     first epoch to the last. Graph mode: a bundle read after its window is fetched by a
     ``stash`` task on its receiver in its own window (the transfer the reader would have
     made) and read from that worker's registry (:class:`~daskhpc.ssgd._tasks.Stashed`).
-    The work per window is proportional to its epochs, not to the run's.
+    The work per window is proportional to its epochs, not to the run's. Direct mode: a
+    window is one task per worker (``per_task`` epochs each, if set), so its windows are
+    longer (``_job.DIRECT_SUBEPOCHS``): the workers wait for the client between windows.
     """
 
     def __init__(self, s: Setup, where_part, data, token: str, ckpt_paths=None,
-                 direct: bool = False):
+                 direct: bool = False, per_task: int = 0):
         self.s, self.where_part, self.data, self.token = s, where_part, data, token
         self.ckpt_paths = ckpt_paths or {}
         self.direct = direct
+        self.per_task = per_task         # direct mode: epochs per task (0: the window)
         self.name = {x: f"ssgd-{x}-{token}" for x in ("init", "evsend", "eval", "ckpt", "final")}
         self.step_name = f"{STEP}-{token}"
         self.team: dict[str, list[int]] = {}           # worker -> its parts, ascending
@@ -102,12 +106,13 @@ class WindowGraph:
                 self.label([int(self.s.strata.block(p, k, e)) for p in self.team[w]]), i)
 
     def epoch_key(self, w, e):
-        return (f"ssgd-epoch-{self.token}", self.label(self.team[w]), e) if e >= 0 else \
+        """The direct mode's task of worker w whose last epoch is e (-1: the init task)."""
+        return _tasks.epoch_key(self.token, self.label(self.team[w]), e) if e >= 0 else \
             self.group_key(w, -1)
 
     def first(self, p, T):
-        w = self.where_part(p)
-        return self.epoch_key(w, T // self.s.K) if self.direct else self.group_key(w, T)
+        """Graph mode: the first task of the group that runs sub-epoch T of part p."""
+        return self.group_key(self.where_part(p), T)
 
     def _messages(self, e0: int, e1: int):
         """Bundles and consumers of the instances that can matter to epochs e0 .. e1 - 1.
@@ -150,22 +155,6 @@ class WindowGraph:
                         last[key] = max(last.get(key, -1), T)
         return bundles, consumers, last
 
-    def _after(self, e: int) -> list:
-        """``(worker, key)`` of the tasks the direct mode's epoch e + 1 waits for: the
-        test-error sends of epoch e its worker hosts, the test error and checkpoint of
-        its parts' epoch e (they read H as epoch e left it)."""
-        s, rp, wp = self.s, self.s.runplan, self.where_part
-        out = []
-        if e in self._evaluated:
-            q = 0 if s.strata.fixed else e
-            ev = rp.eval_pattern(e)
-            out += [(wp(p), (self.name["eval"], p, e)) for p in range(s.K)]
-            out += [(wp(int(ev["src"][m])), (self.name["evsend"], q, m, e))
-                    for m in range(ev["src"].size)]
-        out += [(wp(p), (self.name["ckpt"], p, e)) for p in range(s.K)
-                if (p, e) in self.ckpt_paths]
-        return out
-
     def window(self, e0: int, e1: int):
         """Tasks of epochs ``e0 .. e1 - 1``; see the class docstring.
 
@@ -190,19 +179,15 @@ class WindowGraph:
         done = []
         for w, parts in self.team.items():
             team = [data[p] for p in parts]
+            if direct:        # the tasks also create the states and return the finals
+                self._direct_epochs(tasks, where, w, parts, team, e0, e1, consumers, bundles,
+                                    last)
+                if e1 < E:
+                    done.append(self.epoch_key(w, e1 - 1))
+                continue
             if e0 == 0:
                 tasks[self.group_key(w, -1)] = (_tasks.init, team, token)
                 where[self.group_key(w, -1)] = w
-            if direct:
-                self._direct_epochs(tasks, where, w, parts, team, e0, e1, consumers, bundles,
-                                    last, mine)
-                done.append(self.epoch_key(w, e1 - 1))
-                if e1 == E:
-                    key = self.epoch_key(w, E - 1)
-                    for p in parts:
-                        tasks[(name["final"], p)] = (_tasks.final, data[p], token, key)
-                        where[(name["final"], p)] = w
-                continue
             for T in range(T0, T1):
                 inbox = [c for p in parts for c in consumers.get((p, T), [])]
                 meta = np.array([ids for _, ids in inbox], np.int64).reshape(-1, 7)
@@ -233,7 +218,7 @@ class WindowGraph:
                         done.append(stash)
 
         evals = {}
-        for e in [e for e in rp.eval_epochs.tolist() if e0 <= e < e1]:
+        for e in [e for e in rp.eval_epochs.tolist() if e0 <= e < e1 and not direct]:
             q = 0 if s.strata.fixed else e
             ev = rp.eval_pattern(e)
             inbox: dict[int, list] = {}
@@ -254,7 +239,7 @@ class WindowGraph:
                 evals[(p, e)] = key
         ckpts = {}
         for (p, e), path in self.ckpt_paths.items():
-            if not e0 <= e < e1:
+            if direct or not e0 <= e < e1:     # direct: the epoch task writes it
                 continue
             # after the part's last sub-epoch of e; nothing waits for it (off the critical
             # path), and it reads H versions that stay for two more visits of each block
@@ -264,29 +249,20 @@ class WindowGraph:
                           *([evals[(p, e)]] if (p, e) in evals else []))
             where[key] = self.where_part(p)
             ckpts[(p, e)] = key
-        if direct:
-            # a worker's next epoch waits for the test-error sends it hosts, and for the
-            # test error and checkpoint of its parts' last epoch: they read H as the epoch
-            # left it (a whole epoch of sweeps later the versions they need would be gone;
-            # the graph mode's per-sub-epoch tasks interleave with them instead), and a
-            # send left behind a running epoch task would never run: that task holds the
-            # worker's thread while it waits for pushes from a worker that waits for it
-            # (the next window comes after this one is done)
-            for e in range(e0, e1 - 1):
-                for w, key in self._after(e):
-                    nxt = self.epoch_key(w, e + 1)
-                    tasks[nxt] = (*tasks[nxt], key)
+        final = {p: self.epoch_key(self.where_part(p), E - 1) if direct else
+                 (name["final"], p) for p in range(K)}
         follow = {"eval": evals, "ckpt": ckpts, "done": done,
-                  "final": {p: (name["final"], p) for p in range(K)} if e1 == E else {}}
+                  "final": final if e1 == E else {}}
         return tasks, where, follow
 
-    def _direct_epochs(self, tasks, where, w, parts, team, e0, e1, consumers, bundles, last,
-                       mine):
-        """One task per epoch on worker w: per sub-epoch, what it waits for (the bundle
-        keys of its inputs from other workers, in ``meta`` order), what it may then drop
-        (bundles read for the last time), and the bundles it pushes ``(receiver, key,
-        items)``."""
+    def _direct_epochs(self, tasks, where, w, parts, team, e0, e1, consumers, bundles, last):
+        """Tasks of worker w for epochs e0 .. e1 - 1, ``per_task`` epochs each (0: one
+        task), keyed by their last epoch (the last one's value: the parts' finals). Per epoch: per sub-epoch what it waits for (the
+        bundle keys of its inputs from other workers, in ``meta`` order), what it may then
+        drop (bundles read for the last time) and the bundles it pushes ``(receiver, key,
+        items)``; then the test error and checkpoint of the worker's parts, if any."""
         K = self.s.K
+        epochs = []
         for e in range(e0, e1):
             steps = []
             for T in range(e * K, (e + 1) * K):
@@ -297,7 +273,40 @@ class WindowGraph:
                        for wd, (key, items) in bundles.get((w, T), {}).items()]
                 drop = sorted({c for c in waits if last[c] == T}, key=str)
                 steps.append((T, meta, waits, drop, out))
-            key = self.epoch_key(w, e)
-            prev = self.epoch_key(w, e - 1) if mine(e - 1) else None
-            tasks[key] = (_tasks.epoch_direct, team, self.token, steps, prev)
+            ckpts = {p: self.ckpt_paths[(p, e)] for p in parts if (p, e) in self.ckpt_paths}
+            epochs.append((e, steps, self._eval_spec(w, parts, e), ckpts))
+        n = self.per_task or len(epochs)
+        prev = None
+        for i in range(0, len(epochs), n):
+            chunk = epochs[i:i + n]
+            key = self.epoch_key(w, chunk[-1][0])
+            # the run's first task creates the part states, its last returns the finals
+            tasks[key] = (_tasks.epochs_direct, team, self.token, self.label(parts), chunk,
+                          prev, chunk[0][0] == 0, chunk[-1][0] == self.s.E - 1)
             where[key] = w
+            prev = key
+
+    def _eval_spec(self, w, parts, e):
+        """Epoch e's test error on worker w in the direct mode, or None if e is not
+        evaluated: ``(q, pushes, needs)`` with ``pushes = [(receiver, key, [(m, src)])]``
+        (one push per receiving worker; ``None`` receiver: parts of w) and ``needs =
+        {part: [(m, mail id or None)]}`` in message order (None: sent from w)."""
+        if e not in self._evaluated:
+            return None
+        s = self.s
+        q = 0 if s.strata.fixed else e
+        ev = s.runplan.eval_pattern(e)
+        pushes: dict = {}
+        needs: dict = {p: [] for p in parts}
+        for m in range(ev["src"].size):
+            src, dst = int(ev["src"][m]), int(ev["dst"][m])
+            ws, wd = self.where_part(src), self.where_part(dst)
+            mid = (self.name["evsend"], q, m, e)
+            if ws == w:
+                to = None if wd == w else wd
+                pushes.setdefault(to, (to, (self.name["evsend"], q, self.label(parts), e,
+                                            "" if to is None else self.label(self.team[wd])),
+                                       []))[2].append((m, src))
+            if wd == w:
+                needs[dst].append((m, None if ws == w else mid))
+        return q, list(pushes.values()), needs

@@ -16,6 +16,10 @@ Tasks (all with a hard worker restriction); P is the worker's parts (one label l
 ``ckpt`` (p, e)            part p's state after epoch e, written to the checkpoint
 ``final`` (p)              W_p and the H rows p holds the newest copy of (after the run)
 
+That is the graph mode. In the direct mode a worker runs a window of epochs in one task
+``epoch`` (P, e) (``e``: its last epoch): init, sub-epochs, test errors, checkpoints and
+finals inside it (``_tasks.epochs_direct``), every message pushed to its receiver.
+
 Every part reports the end of each epoch (its loss partial sum), its test error and its
 checkpoint as unit reports (``daskhpc.runtime.send_report``); the frame
 (``daskhpc.runtime.run_job``, with the Job of :func:`ssgd_job`) turns them into the
@@ -49,6 +53,11 @@ __all__ = ["ssgd_job", "attempt_graph", "ring_placement", "WINDOW"]
 #: of tasks, however many epochs the run has (a run submitted whole grew the client by
 #: gigabytes over 1,500 epochs and took minutes to its first epoch).
 WINDOW = 8
+#: Sub-epochs per window in the direct mode (at least ``WINDOW`` epochs): a window is one
+#: task per worker there, so it can be longer (the workers idle for a round trip to the
+#: client between windows: a Dask dependency between windows would keep them all in the
+#: scheduler); what bounds it is the size of the steps' specs it carries.
+DIRECT_SUBEPOCHS = 512
 
 
 def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
@@ -56,8 +65,8 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
     """The graph of the epochs ``ctx.todo`` on ``ctx.placement`` (from ``ctx.start``).
 
     ``exchange``: ``graph`` (a task group per sub-epoch, bundles fetched; the stratum-order
-    plugin orders and records them) or ``direct`` (a task per worker and epoch, bundles
-    pushed; the timeline comes from the parts' own step logs, and their epoch reports carry
+    plugin orders and records them) or ``direct`` (a task per worker and window of epochs,
+    or ``units-per-task`` epochs, bundles pushed; the timeline comes from the parts' own step logs, and their epoch reports carry
     it to the dashboard)."""
     direct = exchange == "direct"
     if not ctx.todo:                   # the checkpoint is at the end: nothing to run
@@ -67,7 +76,7 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
     ck_epochs = range(run.E) if ctx.checkpoint is not None else ()
     datas = all_part_data(run, [pl.worker(p) for p in range(K)], ck_epochs)
     if direct:
-        order_plugin = False          # one task per epoch: nothing for it to order
+        order_plugin = False          # a task per window of epochs: nothing to order
     # where no stratum-order plugin records the step groups (the direct mode's epoch
     # tasks have none), the parts' epoch reports carry their sweeps as strata rows
     from ._plugin import installed
@@ -89,8 +98,9 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
              for p in range(K) for e in ck_epochs}
     # Futures (not their keys) in the tasks: the graph then knows they are data.
     builder = WindowGraph(run, pl.worker, [futures[p] for p in range(K)], ctx.token, paths,
-                          direct=direct)
-    size = max(1, int(ctx.window or WINDOW))
+                          direct=direct, per_task=ctx.units_per_task)
+    size = max(1, int(ctx.window or (max(WINDOW, DIRECT_SUBEPOCHS // K) if direct
+                                     else WINDOW)))
     last: dict = {}            # the last window's finals and the keys they come from
 
     def window(e0):
@@ -114,7 +124,8 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
 
     def collect(values):
         got = dict(zip(last["wanted"], values))
-        finals = {p: got[k] for p, k in last["final"].items()}
+        # direct mode: a worker's last task returns its parts' finals
+        finals = {p: got[k][p] if direct else got[k] for p, k in last["final"].items()}
         if direct and timeline is not None:
             timeline[:] = _step_log_timeline(finals, pl, f"{STEP}-{ctx.token}", K)
         return _assemble(run, finals)
@@ -198,7 +209,8 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
     """The frame's Job for the run prepared in ``s`` (epochs are its units).
 
     ``timeline``, if given, receives the stratum-order plugin's rows of the last attempt.
-    ``window``: epochs per submission (default ``WINDOW``).
+    ``window``: epochs per submission (default ``WINDOW``; direct exchange:
+    ``DIRECT_SUBEPOCHS`` sub-epochs, at least ``WINDOW`` epochs).
     """
     K, o = s.K, s.options
     evaluated = set(s.runplan.eval_epochs.tolist())

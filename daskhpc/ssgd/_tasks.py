@@ -41,9 +41,9 @@ from daskhpc._workflows import EXCHANGE_PLUGIN
 from ._kernels import (block_seed, error_sse, init_rows, initial_rows, sgd_block,
                        sgd_block_biased, sse_block, sse_block_biased, sweep)
 
-__all__ = ["PartData", "PartState", "Stashed", "stash", "init", "work", "work_in_loop", "epoch_direct", "eval_send",
-           "evaluate",
-           "checkpoint", "final", "warm_up", "cleanup", "version"]
+__all__ = ["PartData", "PartState", "Stashed", "stash", "init", "work", "work_in_loop",
+           "epoch_key", "epochs_direct", "eval_send", "evaluate", "checkpoint", "final",
+           "warm_up", "cleanup", "version"]
 
 KEEP_VERSIONS = 3
 _REGISTRY: dict = {}   # (token, part) -> PartState, in each worker process
@@ -278,33 +278,79 @@ def _report(d: PartData, e: int, reporter, values: dict, **kw) -> None:
     send_report(d.topic, d.epoch0 + e, {reporter: values}, **kw)
 
 
-async def epoch_direct(team: list, token: str, steps: list, chain, *after):
-    """One epoch of the worker's parts in the direct exchange mode: for each sub-epoch
-    ``(T, meta, waits, drop, out)``: wait until the bundles ``waits`` (keys) pushed by
+def epoch_key(token: str, label: str, e: int) -> tuple:
+    """Key of the direct mode's task of the parts ``label`` whose last epoch is ``e``."""
+    return (f"ssgd-epoch-{token}", label, e)
+
+
+async def epochs_direct(team: list, token: str, label: str, epochs: list, chain,
+                        first: bool = False, last: bool = False):
+    """Epochs of the worker's parts in the direct exchange mode, in the worker's event
+    loop (sub-epochs are short). Per epoch ``(e, steps, ev, ckpts)``: for each sub-epoch
+    ``(T, meta, waits, drop, out)`` wait until the bundles ``waits`` (keys) pushed by
     other workers are here, sweep (:func:`work`), push each bundle of ``out``
-    ``(receiver, key, items)`` to its receiver. Bundles stay until their last reader
-    (``drop``). Runs in the worker's event loop: sub-epochs are short."""
+    ``(receiver, key, items)``; bundles stay until their last reader (``drop``). Then
+    the parts' test error (``ev``, see ``_graph.WindowGraph._eval_spec``: the test rows
+    of H pushed like the bundles) and checkpoints (``ckpts``: part -> path), as the
+    graph mode's ``evaluate`` and ``checkpoint`` tasks do. Once the task is cancelled
+    (the run stopped) the loop ends at the next epoch. The attempt's ``first`` task
+    creates the part states (:func:`init`), its ``last`` returns ``{part: final}``
+    (:func:`final`): one task per worker for a run of one window."""
     import asyncio
 
     from distributed import get_worker
 
     from daskhpc.runtime import Exchange
 
-    ext = get_worker().plugins[Exchange.name]
+    worker = get_worker()
+    ext = worker.plugins[Exchange.name]
     by_part = {d.part: d for d in team}
-    for T, meta, waits, drop, out in steps:
-        got = await ext.wait(token, sorted(set(waits), key=str), keep=True)
-        work(team, token, T, _NOTHING, meta, None, *[got[k] for k in waits])
-        ext.discard(token, drop)
-        pushes = []
-        for receiver, key, items in out:
-            rows = [_rows(by_part[src].send[(q, m)], _REGISTRY[(token, src)], T,
-                          by_part[src].whole) for q, m, src in items.tolist()]
-            value = rows[0] if len(rows) == 1 else rows
-            pushes.append(ext.push(token, receiver, key, [(key, value)]))
-        if pushes:
-            await asyncio.gather(*pushes)
-    return None
+    key = epoch_key(token, label, epochs[-1][0])
+    if first:
+        init(team, token)
+    for e, steps, ev, ckpts in epochs:
+        for T, meta, waits, drop, out in steps:
+            got = await ext.wait(token, sorted(set(waits), key=str), keep=True)
+            work(team, token, T, _NOTHING, meta, None, *[got[k] for k in waits])
+            ext.discard(token, drop)
+            pushes = []
+            for receiver, bkey, items in out:
+                rows = [_rows(by_part[src].send[(q, m)], _REGISTRY[(token, src)], T,
+                              by_part[src].whole) for q, m, src in items.tolist()]
+                value = rows[0] if len(rows) == 1 else rows
+                pushes.append(ext.push(token, receiver, bkey, [(bkey, value)]))
+            if pushes:
+                await asyncio.gather(*pushes)
+        sse = {} if ev is None else await _evaluate_direct(ext, by_part, token, e, ev)
+        for p, path in ckpts.items():
+            checkpoint(by_part[p], token, e, path, None, sse.get(p))
+        ts = worker.state.tasks.get(key)
+        if ts is None or ts.state == "cancelled":
+            return None
+    return {d.part: final(d, token, None) for d in team} if last else None
+
+
+async def _evaluate_direct(ext, by_part: dict, token: str, e: int, ev) -> dict:
+    """``{part: test SSE}`` of the worker's parts after epoch e (direct mode): push the
+    test rows of H other workers' parts read, then evaluate with the ones they push."""
+    import asyncio
+
+    q, pushes, needs = ev
+    mine, sends = {}, []
+    for receiver, pkey, items in pushes:
+        msgs = [((pkey[0], q, m, e), eval_send(by_part[src], token, e, q, m, None))
+                for m, src in items]
+        if receiver is None:
+            mine.update((mid[2], rows) for mid, rows in msgs)
+        else:
+            sends.append(ext.push(token, receiver, pkey, msgs))
+    if sends:
+        await asyncio.gather(*sends)
+    got = await ext.wait(token, [mid for need in needs.values() for _, mid in need
+                                 if mid is not None])
+    return {p: evaluate(by_part[p], token, e, q, np.array([m for m, _ in need], np.int64),
+                        None, *[mine[m] if mid is None else got[mid] for m, mid in need])
+            for p, need in needs.items()}
 
 
 _NOTHING = np.zeros((0, 3), np.int64)

@@ -253,12 +253,15 @@ def test_job_scripts(tmp_path):
 
 KILLED_MID_RUN = textwrap.dedent("""
     import sys
+    import dask
     import daskhpc as dh
     from daskhpc.testing import KillOnce, TaskKey
 
     client = dh.connect()
     # the worker holding part 2 dies when it starts epoch 3 (direct exchange: one task
-    # per part and epoch) or sub-epoch 1 of epoch 3 (graph: one task per step)
+    # per part and epoch with units-per-task 1) or sub-epoch 1 of epoch 3 (graph: one
+    # task per step)
+    dask.config.set({"daskhpc.runtime.units-per-task": 1})
     key = (TaskKey("ssgd-epoch", {1: 2, 2: 3}) if dh.runtime.exchange_mode() == "direct"
            else TaskKey("ssgd-step", {1: 2, 2: 3, 3: 1}))
     client.register_plugin(KillOnce(key, sys.argv[2]), name="kill")

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from distributed import wait
 
 from daskhpc.errors import InputError
 from daskhpc.runtime import (CheckpointDir, Placement, WorkerLost, WorkerWatch,
@@ -108,6 +109,9 @@ def test_adopted_parts_of_a_lost_worker_are_rebuilt(client3, workers3):
     kept = store["x"][1]
     assert store.move(Placement(2, [c, b])) == [0]
     assert calls[-1] == ([0], [c]) and store["x"][1] is kept
+    # the parts are tasks (not scattered data): where they are is known once they ran
+    # (who_has of a pending task is empty, which failed this test on a busy machine)
+    wait([store["x"][0], store["x"][1]])
     held = client3.who_has([store["x"][0], store["x"][1]])
     assert [held[store["x"][p].key] for p in (0, 1)] == [(c,), (b,)]
     assert client3.gather(store["x"][0]).tolist() == list(range(10))

@@ -287,7 +287,8 @@ def test_a_killed_worker_and_resume_across_addresses(hosts, tmp_path):
 
 #: Per workflow: the tasks whose ``nth`` start on a worker is a later unit of the small
 #: run (after a checkpoint): SSGD's epoch 1, the program jobs' second unit task (their
-#: first matching task is the init), SpGEMM's first task of batch 1.
+#: first matching task is the init), SpGEMM's first task of batch 1; direct-mode tasks of
+#: one unit each (``units-per-task`` 1, set for the CLI runs through the environment).
 KILL_AT = {"ssgd": ("ssgd-epoch", {2: 1}, 1), "gcn": ("gcn-", {}, 3),
            "linear": ("linear-", {}, 3), "spgemm": ("spgemm-", {1: 1}, 1)}
 
@@ -296,7 +297,7 @@ KILL_AT = {"ssgd": ("ssgd-epoch", {2: 1}, 1), "gcn": ("gcn-", {}, 3),
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("name", sorted(KILL_AT))
 def test_every_workflow_survives_a_killed_worker_and_resumes_across_addresses(
-        name, hosts, tmp_path):
+        name, hosts, tmp_path, monkeypatch):
     """The cpals test above, for the other workflows with a checkpoint: a worker killed
     mid-run on its own address costs a restart, the result is the 127.0.0.1 run's, and
     ``--resume`` of the finished run finds it complete in the shared directory."""
@@ -306,6 +307,7 @@ def test_every_workflow_survives_a_killed_worker_and_resumes_across_addresses(
     args = list(_workflows.load(name).small_run())
     multi = ["run", name, *args, "--scheduler-file", hosts["scheduler_file"],
              "--checkpoint", str(tmp_path / "shared")]
+    monkeypatch.setenv("DASK_DASKHPC__RUNTIME__UNITS_PER_TASK", "1")
     prefix, at, nth = KILL_AT[name]
     marker = tmp_path / "killed"
     with dh.connect(scheduler_file=hosts["scheduler_file"]) as client:

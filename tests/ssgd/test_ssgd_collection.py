@@ -166,7 +166,8 @@ def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
 
 @pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 20-60 s
 @pytest.mark.timeout(900)
-def test_a_lost_worker_costs_a_restart_its_parts_read_again(make_client, tmp_path):
+def test_a_lost_worker_costs_a_restart_its_parts_read_again(make_client, tmp_path,
+                                                            unit_tasks):
     """The killed worker held part 0's ratings and the keeper's (built there from the
     Parquet files, no copy on the client): both are read again from the files and routed
     to the new placement, the run restarts from its checkpoint and ends as the file run."""

@@ -42,10 +42,10 @@ def nanny_client():
 
 
 @pytest.fixture
-def kill_at(nanny_client, tmp_path, exchange):
+def kill_at(nanny_client, tmp_path, exchange, unit_tasks):
     """``kill_at(epoch, subepoch, part)`` arms a one-shot SIGKILL of the worker that
     starts that SSGD step (in the direct mode: that epoch, whose task runs its
-    sub-epochs); yields the marker file written by the dying worker."""
+    sub-epochs, a task per epoch with ``unit_tasks``); yields the marker file written by the dying worker."""
     marker = tmp_path / "killed"
     names = []
 

@@ -6,6 +6,7 @@ and the result is still the serial reference's, bit for bit."""
 from __future__ import annotations
 
 import contextlib
+import json
 
 import numpy as np
 import pytest
@@ -56,7 +57,9 @@ def counting(client):
 @pytest.mark.parametrize("exchange", ["direct", "graph"])
 def test_the_scheduler_holds_a_window_of_epochs_not_the_run(client2, exchange):
     seen = {}
-    for epochs in (6, 30):
+    # 60 epochs: the direct mode's window is a task per worker (its epochs' test errors
+    # run inside it), and its whole run must still be far more than a window
+    for epochs in (6, 60):
         s = prepare(datasets.ratings(), 4, epochs=epochs, partition="random",
                     strategy="hc", eval_every=1)
         with counting(client2) as got:
@@ -68,11 +71,40 @@ def test_the_scheduler_holds_a_window_of_epochs_not_the_run(client2, exchange):
         assert np.array_equal(W, ser["W"]) and np.array_equal(H, ser["H"])
         assert [h["test_rmse"] for h in out.history] == \
             [h["test_rmse"] for h in ser["history"]]
-    short, long = seen[6], seen[30]
+    short, long = seen[6], seen[60]
     total = sum(long["submitted"])
     assert len(long["submitted"]) >= 15                # one graph per window of 2 epochs
     # the largest graph sent is one window, whatever the run's length (a run sent whole:
-    # 5 times the 6-epoch run's)
+    # 10 times the 6-epoch run's)
     assert max(long["submitted"]) <= max(short["submitted"])
     # held at once: the window running, the next one, and what it reads of the one before
     assert max(long["held"]) <= 3 * max(short["submitted"]) < total / 2
+
+
+@pytest.mark.parametrize("per_task", [0, 1, 3])
+def test_direct_tasks_span_the_units_per_task(client2, tmp_path, per_task):
+    """Direct mode: a worker runs ``daskhpc.runtime.units-per-task`` epochs per task (0:
+    the window), their test errors and checkpoints inside the task (no evaluation or
+    checkpoint task), with the serial bits, test errors, a checkpoint file per part and
+    epoch, and the planned messages (the test rows of H included)."""
+    import dask
+    from distributed import get_task_stream
+
+    s = prepare(datasets.ratings(), 4, epochs=6, partition="random", strategy="hc",
+                eval_every=1)
+    with dask.config.set({"daskhpc.runtime.units-per-task": per_task}), \
+            get_task_stream(client2) as ts:
+        out = run_job(client2, ssgd_job(s, exchange="direct", checkpointing=True),
+                      checkpoint=tmp_path, progress_bar=False)
+    keys = [str(r["key"]) for r in ts.data]
+    assert sum("ssgd-epoch-" in k for k in keys) == 2 * {0: 1, 1: 6, 3: 2}[per_task]
+    assert not [k for k in keys if "ssgd-eval" in k or "ssgd-ckpt" in k]
+    ser = run_serial(s)
+    W, H = out.value
+    assert np.array_equal(W, ser["W"]) and np.array_equal(H, ser["H"])
+    assert [h["test_rmse"] for h in out.history] == [h["test_rmse"] for h in ser["history"]]
+    # every epoch checkpointed (the newest steps are kept, each with all 4 parts)
+    saved = json.loads((tmp_path / "manifest.json").read_text())["complete"]
+    assert [c["step"] for c in saved] == list(range(1, 7))
+    assert {len(list(d.glob("part-*.npz"))) for d in tmp_path.glob("step-*")} == {4}
+    assert out.measured["inter_worker_messages"] == out.measured["planned_messages"]
