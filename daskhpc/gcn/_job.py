@@ -119,15 +119,17 @@ def steps_per_epoch(s) -> int:
 
 
 def short_steps(s, workers: int) -> bool:
-    """``in_loop="auto"``: run the steps in the workers' event loops when a part's step is
-    short. A step's work is about the part's share of nnz(A_hat) x the widest exchanged
-    row plus its features' nonzeros x d_1 (the layer-1 GEMM); below ~2e6 multiply-adds
-    (~2 ms on this machine) the hand-off to a worker thread and back is a noticeable part
-    of the step (measured: docs/gcn.md)."""
+    """``in_loop="auto"``: run the steps in the workers' event loops unless a part's step
+    is long. A step's work is about the part's share of nnz(A_hat) x the widest exchanged
+    row plus its features' nonzeros x d_1 (the layer-1 GEMM). In the direct exchange the
+    hand-off of every step to a worker thread and back cost more than a fifth of a
+    Facebook epoch (5-step epochs of 2-6 ms steps; docs/gcn.md); a step in the loop holds
+    the worker's heartbeats and the pushes it receives until it ends, so steps above
+    ~2e8 multiply-adds (a few hundred ms) go to the thread."""
     parts_per_worker = max(1, -(-s.K // max(int(workers), 1)))
     g = s.graph
     work = (g.A.nnz * max(s.widths + (s.dims[-1],)) + g.X.nnz * s.dims[1]) / s.K
-    return work * parts_per_worker < 2e6
+    return work * parts_per_worker < 2e8
 
 
 def gcn_job(s, *, in_loop: bool = False, exchange: str | None = None):

@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 __all__ = ["spmm_gemm", "spmm_gemm_csr", "spmm", "gemm", "csr_gemm", "tgemm", "tgemm_csr",
-           "gemm_t", "keep_dense", "keep_csr", "softmax_xent"]
+           "gemm_t", "keep_dense", "keep_csr", "dropout_csr", "softmax_xent"]
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -70,6 +70,32 @@ def keep_csr(seed, epoch, layer, rows, indptr, indices, p):  # pragma: no cover 
         for t in range(indptr[i], indptr[i + 1]):
             out[t] = _uniform(key, rows[i], indices[t]) >= p
     return out
+
+
+@numba.njit(cache=True)
+def dropout_csr(indptr, indices, data, rows, seed, epoch, layer, p,
+                scale):  # pragma: no cover - numba
+    """The CSR block without the entries :func:`keep_csr` drops, the others times
+    ``scale`` (in the data's dtype): ``(indptr, indices, data)``. One pass for the mask,
+    one to copy (boolean indexing and a cumsum in numpy cost 5x more on 2.6M entries)."""
+    keep = keep_csr(seed, epoch, layer, rows, indptr, indices, p)
+    n = rows.size
+    ptr = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        c = 0
+        for t in range(indptr[i], indptr[i + 1]):
+            c += keep[t]
+        ptr[i + 1] = ptr[i] + c
+    idx = np.empty(ptr[n], indices.dtype)
+    val = np.empty(ptr[n], data.dtype)
+    j = 0
+    for i in range(n):
+        for t in range(indptr[i], indptr[i + 1]):
+            if keep[t]:
+                idx[j] = indices[t]
+                val[j] = data[t] * scale
+                j += 1
+    return ptr, idx, val
 
 
 @numba.njit(cache=True)

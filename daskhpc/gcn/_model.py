@@ -90,9 +90,8 @@ def dropout(H, rows, seed, epoch, k, p):
     rows = np.asarray(rows, np.int64)
     if isinstance(H, Csr):
         ptr, idx, val = H
-        keep = kn.keep_csr(seed, epoch, k, rows, ptr, idx, p)
-        kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
-        return Csr((kept[ptr], idx[keep], val[keep] * val.dtype.type(1.0 / (1.0 - p))))
+        return Csr(kn.dropout_csr(ptr, idx, val, rows, seed, epoch, k, p,
+                                  val.dtype.type(1.0 / (1.0 - p))))
     H = np.ascontiguousarray(H)
     return kn.dropout_dense(H, rows, seed, epoch, k, p, H.dtype.type(1.0 / (1.0 - p)))
 
