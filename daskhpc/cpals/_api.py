@@ -77,9 +77,8 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         A DataFrame's id and value columns, and the tensor's shape (default: the
         largest ids + 1).
     in_loop : bool, optional
-        Run steps in the workers' event loops (default: with the graph exchange when
-        they are short, ``_job.in_loop_default``; never with the direct exchange, where
-        it measured slower).
+        Run steps in the workers' event loops (default: when they are short,
+        ``_job.in_loop_default``).
     run : RunOptions, optional
         How the run runs (client, checkpoint/resume, max_restarts, progress, callback,
         exchange, check_serial), or the same names as keywords

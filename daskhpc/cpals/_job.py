@@ -6,7 +6,7 @@ checks it runs on what comes back.
   history row (iteration, fit), the fingerprint, the Tensor Toolbox stop rule when
   ``tol > 0`` (the frame then submits one iteration at a time), a warm-up that loads the
   numba kernels on every worker, and whether steps run in the workers' event loops
-  (graph exchange, short steps) or their threads;
+  (short steps) or their threads;
 * :func:`serial_check`: the ``serial_check`` section: the distributed result against the
   partition-aware reference (``run_local`` of the same program: bit for bit) and against
   the plain serial reference (``_serial``: to ``rtol``, another summation order);
@@ -21,9 +21,9 @@ Examples
 ...             2, grain="fine", partition="random", rank=2, iters=4, tol=0)
 >>> job = cpals_job(s)
 >>> job.units, job.unit_name, job.stop is None, job.in_loop, job.exchange
-(4, 'iterations', True, False, 'direct')
->>> cpals_job(s, exchange="graph").in_loop       # short steps, graph exchange: the loop
-True
+(4, 'iterations', True, True, 'direct')
+>>> cpals_job(s, in_loop=False).in_loop          # threads, whatever the size
+False
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ IN_LOOP_WORK = 2_000_000
 
 def in_loop_default(s) -> bool:
     """Short steps: the largest part's nonzeros per mode x R <= :data:`IN_LOOP_WORK`
-    (the graph exchange's default; the direct exchange runs steps in threads)."""
+    (then the steps run in the workers' event loops)."""
     load = max(int(s.dist.loads(s.tensor, n).max()) for n in range(s.N))
     return load * s.R <= IN_LOOP_WORK
 
@@ -62,8 +62,8 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
     s : Setup
         From :func:`daskhpc.cpals.prepare`.
     in_loop : bool, optional
-        Run the steps in the workers' event loops (default: with the graph exchange when
-        they are short, :func:`in_loop_default`; never with the direct exchange).
+        Run the steps in the workers' event loops (default: when they are short,
+        :func:`in_loop_default`).
     stop : bool, optional
         Apply the tol rule between iterations (default: when ``tol > 0``): the parts end
         the run themselves with the direct exchange; with the graph exchange the frame
@@ -99,10 +99,9 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
     use_stop = s.options.tol > 0 if stop is None else bool(stop)
     mode = exchange_mode(exchange)
     if in_loop is None:
-        # direct exchange: worker threads (in the event loop a step blocks the receipt
-        # of the messages pushed meanwhile; measured 1.5-1.8x slower per iteration on
-        # mlsmall, docs/cpals.md); graph exchange: the loop for short steps
-        in_loop = mode == "graph" and in_loop_default(s)
+        # short steps in the loop, either exchange (the direct one's one-way pushes no
+        # longer wait for a busy receiver: docs/cpals.md)
+        in_loop = in_loop_default(s)
     return Job("cpals", s.K, s.options.iters,
                row=functools.partial(_row, s), fingerprint=P.fingerprint(s),
                program=functools.partial(_program, s, use_stop),
