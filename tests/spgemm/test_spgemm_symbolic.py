@@ -31,6 +31,29 @@ def test_grid_symbolic_counts(grid, nb):
     assert int(s.unmerged.sum()) >= s.sum_layer_nnz
 
 
+@pytest.mark.parametrize("mask", [None, "mask", "complement"])
+def test_grid_symbolic_in_column_ranges_equals_one_pass(monkeypatch, mask):
+    """The plan's pass runs over ranges of B's columns in threads (one per core, at
+    least PARALLEL_FLOPS each): every count equals the single pass's."""
+    import daskhpc.spgemm._symbolic as sym
+
+    a = random_matrix(300, 200, 0.05, 3)
+    b = random_matrix(200, 250, 0.05, 4)
+    m = None if mask is None else random_matrix(300, 250, 0.1, 5)
+    comp = mask == "complement"
+    one = grid_symbolic(a, b, Grid(2, 2), 3, m, comp)
+    monkeypatch.setattr(sym, "PARALLEL_FLOPS", 50)
+    monkeypatch.setattr(sym.os, "sched_getaffinity", lambda pid: set(range(5)), raising=False)
+    calls = []
+    real = sym._grid_pass
+    monkeypatch.setattr(sym, "_grid_pass", lambda *x: calls.append(x[-2:]) or real(*x))
+    many = grid_symbolic(a, b, Grid(2, 2), 3, m, comp)
+    assert len(calls) == 5 and calls[0][0] == 0 and calls[-1][1] == b.shape[1]
+    assert all(x[1] == y[0] for x, y in zip(calls, calls[1:]))      # ranges tile B
+    for k in ("unmerged", "layer", "final", "flops"):
+        np.testing.assert_array_equal(getattr(many, k), getattr(one, k))
+
+
 def test_layout_covers_every_column_once():
     lay = Layout(Grid(3, 2), (10, 11, 29), nbatches=4)
     seen = np.concatenate([lay.batch_columns(t, j, k) for t in range(4) for j in range(3)
