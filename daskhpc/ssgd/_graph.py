@@ -257,10 +257,11 @@ class WindowGraph:
 
     def _direct_epochs(self, tasks, where, w, parts, team, e0, e1, consumers, bundles, last):
         """Tasks of worker w for epochs e0 .. e1 - 1, ``per_task`` epochs each (0: one
-        task), keyed by their last epoch (the last one's value: the parts' finals). Per epoch: per sub-epoch what it waits for (the
-        bundle keys of its inputs from other workers, in ``meta`` order), what it may then
-        drop (bundles read for the last time) and the bundles it pushes ``(receiver, key,
-        items)``; then the test error and checkpoint of the worker's parts, if any."""
+        task), keyed by their last epoch (the run's last task returns the parts' finals).
+        Per epoch: per sub-epoch what it waits for (the bundle keys of its inputs from
+        other workers, in ``meta`` order), what it may then drop (bundles read for the last
+        time) and the bundles it pushes ``(receiver, key, items)``; then the test error and
+        checkpoint of the worker's parts, if any."""
         K = self.s.K
         epochs = []
         for e in range(e0, e1):
