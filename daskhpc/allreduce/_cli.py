@@ -35,9 +35,10 @@ class CommandOptions(Options):
     density: float | None = option(None, "items per rank / N (uniform model)", type=float)
     dtype: str = option("float64", "value type")
     seed: int = option(0, "seed of the uniform model's vectors")
-    engine: str = option("call", "call: one small graph per call; program: the calls as a "
+    engine: str = option("auto", "call: one small graph per call; program: the calls as a "
                                  "Program on the workflow frame (what other workflows "
-                                 "embed)", choices=("call", "program"), modes=("run",))
+                                 "embed); auto: program for vectors from the client",
+                         choices=("auto", "call", "program"), modes=("run",))
 
 
 class Allreduce(Workflow):

@@ -130,7 +130,7 @@ def run_calls(client, s, owner, inputs, callback):
         for u in range(s.options.repeat):
             tok = uuid.uuid4().hex[:10]
             tasks, where, results = call_graph(s.algo, tok, inputs, owner,
-                                               in_loop=short_stages(s.algo))
+                                               in_loop=short_stages(s))
             t1 = time.perf_counter()
             futs = submit_pinned(client, tasks, where, results)
             try:
@@ -188,7 +188,7 @@ def run_program(client, s, owner, run):
     job = Job("allreduce", s.nparts, s.options.repeat, row=functools.partial(row, s),
               fingerprint={}, program=functools.partial(program, s), statics=statics(s),
               assemble=functools.partial(assemble, s),
-              warm_up=warm_up, unit_name="calls", in_loop=short_stages(s.algo),
+              warm_up=warm_up, unit_name="calls", in_loop=short_stages(s),
               placement=lambda ws: Placement(s.nparts, ws, owner), exchange=run.exchange)
     out = run_job(client, job, callback=run.callback, progress_bar=run.progress)
     pname = f"allreduce-{s.algo.name}-"

@@ -35,7 +35,7 @@ def check_equal_to_local(res, vecs, algorithm, **kw):
 def test_call_engine_equals_run_local_bitwise(client3, algorithm, P):
     # P = 5 folds (3.1.4) and puts two ranks on some workers; float values, some overlap
     vecs = vectors(3000, P, 0.05, seed=P, integer=False)
-    res = ar.allreduce(vecs, algorithm, client=client3, check_serial=True)
+    res = ar.allreduce(vecs, algorithm, client=client3, check_serial=True, engine="call")
     check_equal_to_local(res, vecs, algorithm)
     check = res.report()["serial_check"]
     assert check["within_bound"] is True
@@ -71,7 +71,7 @@ def test_program_engine_equals_run_local_and_reruns_are_identical(client3, excha
 def test_measured_bytes_per_stage_are_the_plan_plus_framing(client3):
     # one rank per worker: every planned message between ranks is one transfer
     vecs = vectors(60000, 3, 0.02, seed=3, integer=False)
-    res = ar.allreduce(vecs, "ssar_rec_dbl", client=client3, repeat=2)
+    res = ar.allreduce(vecs, "ssar_rec_dbl", client=client3, repeat=2, engine="call")
     rep = res.report()
     # an independent count of the plan per stage: stage 0 folds rank 2 into rank 0
     # (k items), stage 1 exchanges the partials of ranks 0 and 1, the unfold sends the
