@@ -52,9 +52,37 @@ def test_partition_is_reproducible_for_a_seed():
     A = sp.random_array((400, 300), density=0.02, random_state=4, format="csr")
     h = hg.column_net(A)
     for backend in ["random", "mtkahypar", "kahypar", "graph"]:
-        a = hg.partition(h, 4, backend, seed=11).parts
-        b = hg.partition(h, 4, backend, seed=11).parts
+        # memo=False: the backend itself runs twice (not the process's memo of the first)
+        a = hg.partition(h, 4, backend, seed=11, memo=False).parts
+        b = hg.partition(h, 4, backend, seed=11, memo=False).parts
         assert np.array_equal(a, b), backend
+
+
+def test_a_deterministic_partition_is_computed_once_per_process(monkeypatch):
+    """Mt-KaHyPar's deterministic preset: the same call again returns the parts of the
+    first without running the backend; another seed, K, weight or preset runs it."""
+    import daskhpc.hypergraph._mtkahypar as mk
+
+    A = sp.random_array((300, 200), density=0.03, random_state=5, format="csr")
+    h = hg.column_net(A)
+    calls = []
+    real = mk.partition_mtkahypar
+    monkeypatch.setattr(mk, "partition_mtkahypar", lambda *a, **k: calls.append(k) or real(*a, **k))
+    monkeypatch.setattr(hg._partition, "_MEMO", type(hg._partition._MEMO)())
+    first = hg.partition(h, 4, "mtkahypar", seed=3)
+    again = hg.partition(h, 4, "mtkahypar", seed=3)
+    assert len(calls) == 1 and np.array_equal(first.parts, again.parts)
+    assert "memo" not in first.meta and again.meta["memo"]["partition_s"] == first.time_s
+    heavier = hg.Hypergraph(h.num_vertices, h.net_ptr, h.pins,
+                            vertex_weights=np.arange(h.num_vertices) % 3 + 1)
+    hg.partition(h, 4, "mtkahypar", seed=4)
+    hg.partition(h, 3, "mtkahypar", seed=3)
+    hg.partition(heavier, 4, "mtkahypar", seed=3)
+    hg.partition(h, 4, "mtkahypar", seed=3, preset="default")
+    assert len(calls) == 5
+    monkeypatch.setattr(hg._partition, "MEMO_SIZE", 2)
+    hg.partition(h, 2, "mtkahypar", seed=3)
+    assert len(hg._partition._MEMO) == 2                # the oldest went
 
 
 def test_soed_recursion_charges_2F_then_F():

@@ -29,9 +29,15 @@ def chunked(X, rows=70):
 
 def test_row_chunks_equal_the_matrix(client2):
     X, y = data()
-    ref = fit(X, y, 2, client=client2, **RUN)
+    # binary features and the hinge loss: integer gradients, so the serial reference (its
+    # gradients summed densely) is bit for bit the run's; with float gradients it is
+    # equal up to their reassociation only (it differed in the last bit of one weight
+    # with numpy 2.4 / scipy 1.17)
+    X.data[:] = 1.0
+    opts = dict(RUN, loss="hinge")
+    ref = fit(X, y, 2, client=client2, **opts)
     got = fit(chunked(X), da.from_array(y, chunks=100), 2, client=client2,
-              check_serial=True, **RUN)
+              check_serial=True, **opts)
     assert np.array_equal(ref.w, got.w)
     assert [h["train_accuracy"] for h in ref.history] == \
         [h["train_accuracy"] for h in got.history]
