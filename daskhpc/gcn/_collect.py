@@ -142,14 +142,20 @@ def part_statics(client, shells: list, source, placement, parts=None) -> dict:
 
     from daskhpc.io import route, rows_route
 
+    from ._model import dense_features
+
     K = len(shells)
     where = {p: placement.worker(p) for p in range(K)}
+    # dense or CSR features: the whole matrix's choice, as the in-memory run makes it
+    n, d = sum(sh["rows"].size for sh in shells), int(shells[0]["dims"][0])
+    dense = dense_features(int(source.rows.nonzeros), n, d)
     who = client.who_has(source.rows.pieces)
     source.holders = [sorted(who.get(f.key) or [None])[0] for f in source.rows.pieces]
     part_rows = [sh["rows"] for sh in shells]
     bare = {}
     for p, sh in enumerate(shells):
         bare[p] = {k: v for k, v in sh.items() if k != "X"}
+        bare[p]["dense_x"] = dense
         if sh.get("batches") is not None:
             bare[p]["batches"] = [{k: v for k, v in b.items() if k != "X"}
                                   for b in sh["batches"]]
@@ -175,21 +181,23 @@ def rebuilder(client, shells: list, source):
 
 def _part_static(shell, *segments):
     """On the part's worker: its feature rows as the client would cut them from the
-    row-normalised features (``Csr.of(g.X).take(rows)``), batches' rows from them."""
+    row-normalised features (``take_rows(features(g.X), rows)``, dense or CSR as the
+    whole matrix is: ``shell["dense_x"]``), batches' rows from them."""
     from daskhpc.io import join_rows
 
     from ._data import row_normalize
-    from ._model import Csr
+    from ._model import features, take_rows
 
     block = join_rows(list(segments))
     if block is None:
         block = np.zeros((0, 0))
     M = sp.csr_array(block) if sp.issparse(block) else \
         sp.csr_array(np.atleast_2d(np.asarray(block, float)))
-    X = Csr.of(row_normalize(M))
+    shell = dict(shell)
+    X = features(row_normalize(M), dense=shell.pop("dense_x"))
     out = dict(shell, X=X)
     if shell.get("batches") is not None:
-        out["batches"] = [dict(b, X=X.take(np.searchsorted(shell["rows"], b["rows"])))
+        out["batches"] = [dict(b, X=take_rows(X, np.searchsorted(shell["rows"], b["rows"])))
                           for b in shell["batches"]]
     return out
 

@@ -294,10 +294,10 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
     if num_classes < 2:
         raise InputError("labels name a single class; a classifier needs at least two")
     masks = _masks(n, split)
-    for name, m in masks.items():
+    for split_name, m in masks.items():     # (``name`` is the graph's)
         bad = np.flatnonzero(m & unlabeled)
         if bad.size:
-            raise InputError(f"the {name} split holds node {int(bad[0])}, which has no label "
+            raise InputError(f"the {split_name} split holds node {int(bad[0])}, which has no label "
                              f"({bad.size} such node(s); unlabeled nodes may only lie "
                              "outside the train, validation and test sets)")
     if symmetrize:

@@ -153,8 +153,8 @@ def _row(s, unit, reports):
 
 def warm_up(dtypes=("float64",)) -> bool:
     """Prepare a worker before anything is timed: load the numba
-    kernels (from numba's cache): a tiny directed graph with sparse features through two
-    epochs of the program in both orders of SpMM and GEMM, in each of ``dtypes`` (the
+    kernels (from numba's cache): a tiny directed graph with sparse, then dense, features
+    through two epochs of the program in both orders of SpMM and GEMM, in each of ``dtypes`` (the
     client compiles the default float64 only, so that a first run or ``daskhpc demo``
     does not also compile float32; a run's workers load its own dtype). Run on every worker by the
     frame."""
@@ -167,14 +167,16 @@ def warm_up(dtypes=("float64",)) -> bool:
     rng = np.random.default_rng(0)
     n = 12
     A = sp.csr_array(sp.random(n, n, density=0.3, random_state=1) + sp.eye(n, k=1))
-    X = sp.csr_array(sp.random(n, 6, density=0.5, random_state=2))
     y = rng.integers(0, 3, n)
     split = (np.arange(6), np.arange(6, 9), np.arange(9, 12))
-    for dtype in dtypes:
-        for order in ("aggregate", "transform"):
-            s = prepare(A, 2, X, y, split, partition="rp", epochs=2, layers=(4,), order=order,
-                        dtype=dtype)
-            run_local(program(s), statics(s))
+    # sparse features (CSR kernels) and dense ones (the dense kernels; _model.features)
+    for X in (sp.csr_array(sp.random(n, 6, density=0.3, random_state=2)),
+              rng.random((n, 6)) + 0.1):
+        for dtype in dtypes:
+            for order in ("aggregate", "transform"):
+                s = prepare(A, 2, X, y, split, partition="rp", epochs=2, layers=(4,),
+                            order=order, dtype=dtype)
+                run_local(program(s), statics(s))
     return True
 
 

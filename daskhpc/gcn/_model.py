@@ -27,10 +27,16 @@ import scipy.sparse as sp
 from . import _kernels as kn
 
 __all__ = ["init_params", "dropout", "layer", "layer_input", "layer_output", "head",
-           "backward", "update", "pack", "unpack", "NMETRICS", "Csr"]
+           "backward", "update", "pack", "unpack", "NMETRICS", "Csr", "features",
+           "dense_features", "take_rows", "DENSE_FEATURES"]
 
 NMETRICS = 7      # train loss (dropout pass); per split: eval loss sum, correct count
 BETAS, EPS = (0.9, 0.999), 1e-8
+#: Node features with at least this share of their entries stored are kept as a dense
+#: array (the dense kernels, no index per value): embeddings and random features are; a
+#: bag of words is not. soc-Slashdot0902's 64 random features as CSR: their layer-1
+#: dropout was a quarter of an epoch (docs/gcn.md).
+DENSE_FEATURES = 0.5
 
 
 class Csr(tuple):
@@ -94,6 +100,26 @@ def dropout(H, rows, seed, epoch, k, p):
                                   val.dtype.type(1.0 / (1.0 - p))))
     H = np.ascontiguousarray(H)
     return kn.dropout_dense(H, rows, seed, epoch, k, p, H.dtype.type(1.0 / (1.0 - p)))
+
+
+def dense_features(nnz: int, n: int, d: int) -> bool:
+    """Whether ``n x d`` features with ``nnz`` stored entries are kept dense."""
+    return n * d > 0 and nnz >= DENSE_FEATURES * n * d
+
+
+def features(M, dtype=np.float64, dense: bool | None = None):
+    """Node features for the kernels: a dense array if :func:`dense_features` (or
+    ``dense``: the run's choice, taken from the whole matrix, so that every part and
+    the serial reference compute alike), else :class:`Csr`."""
+    M = sp.csr_array(M)
+    if dense is None:
+        dense = dense_features(M.nnz, *M.shape)
+    return np.ascontiguousarray(M.toarray(), dtype=dtype) if dense else Csr.of(M, dtype)
+
+
+def take_rows(X, rows):
+    """Rows ``rows`` of a features block (dense or :class:`Csr`), in that order."""
+    return X.take(rows) if isinstance(X, Csr) else X[np.asarray(rows, np.int64)]
 
 
 def layer(A, H, W, b):

@@ -157,7 +157,7 @@ def predict_file(result: GCNResult, source) -> dict:
     from daskhpc.errors import InputError
 
     from ._data import as_graph
-    from ._model import Csr
+    from ._model import Csr, features
     from ._serial import evaluate
 
     rep = result.info
@@ -174,7 +174,7 @@ def predict_file(result: GCNResult, source) -> dict:
     transform = tuple(order == "transform" or (order == "auto" and w.shape[1] < w.shape[0])
                       for w in W)
     dt = np.asarray(result.params[0]).dtype        # the run's dtype (float64 or float32)
-    Z, _ = evaluate(Csr.of(g.A, dt), Csr.of(g.X, dt), result.params, transform, g.y, g.masks,
+    Z, _ = evaluate(Csr.of(g.A, dt), features(g.X, dt), result.params, transform, g.y, g.masks,
                     int(g.masks["train"].sum()))
     pred = np.argmax(Z, axis=1)
     quality = {f"{split}_acc": float(np.mean(pred[m] == g.y[m]))

@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-from ._model import (NMETRICS, Csr, backward, dropout, head, init_params, layer_input,
-                     layer_output, pack, unpack, update)
+from ._model import (NMETRICS, Csr, backward, dropout, features, head, init_params,
+                     layer_input, layer_output, pack, take_rows, unpack, update)
 
 __all__ = ["run_serial", "metrics_row", "final_row", "full_block", "batch_block", "epochs_of"]
 
@@ -72,12 +72,12 @@ def full_block(setup) -> dict:
     """The whole graph as one block (what the full-batch epochs and evaluations use)."""
     g, dt = setup.graph, setup.dtype
     A = Csr.of(g.A, dt)
-    return {"A": A, "AT": A if g.symmetric else Csr.of(g.AT, dt), "X": Csr.of(g.X, dt),
+    return {"A": A, "AT": A if g.symmetric else Csr.of(g.AT, dt), "X": features(g.X, dt),
             "rows": np.arange(g.n, dtype=np.int64), "y": g.y, "masks": g.masks,
             "n_train": int(g.masks["train"].sum())}
 
 
-def batch_block(setup, e: int, X: Csr) -> dict:
+def batch_block(setup, e: int, X) -> dict:
     """Mini-batch ``e`` (``setup.batches``) as a block: its induced, renormalised A_hat."""
     mb, g = setup.batches, setup.graph
     nodes = mb["nodes"][e]
@@ -85,7 +85,7 @@ def batch_block(setup, e: int, X: Csr) -> dict:
     none = np.zeros(nodes.size, bool)
     train = g.masks["train"][nodes]
     AT = A if g.symmetric else Csr.of(mb["A"][e].T, setup.dtype)
-    return {"A": A, "AT": AT, "X": X.take(nodes),
+    return {"A": A, "AT": AT, "X": take_rows(X, nodes),
             "rows": nodes, "y": g.y[nodes],
             "masks": {"train": train, "val": none, "test": none},
             "n_train": int(train.sum())}

@@ -152,6 +152,27 @@ def test_directed_graph_in_the_papers_order(client2):
     check_transfers(out, job.program(0), upper_bound=True)
 
 
+@pytest.mark.parametrize("order", ["aggregate", "transform"])
+def test_dense_features_go_through_the_dense_kernels(client2, order):
+    """Features with most entries stored are a dense array in every part's statics (a
+    bag of words stays CSR): the cluster run is run_local's bits, the textbook serial
+    within 1e-10, and in the aggregate-first order the plan's d_0 words per row are what
+    travels (no upper bound)."""
+    from daskhpc.gcn._model import Csr
+
+    A, _, y, split = directed()
+    X = np.random.default_rng(5).random((A.shape[0], 20)) + 0.1
+    s = prepare(A, 3, X, y, split, partition="random", epochs=6, order=order)
+    assert all(isinstance(st["X"], np.ndarray) for st in statics(s))
+    assert isinstance(statics(prepare("cora", 2, partition="rp", epochs=1))[0]["X"], Csr)
+    job = gcn_job(s)
+    out = run_job(client2, job, progress_bar=False)
+    ref, hist = local(s)
+    assert same_bits(out.value["params"], ref["params"]) and values(out.history) == hist
+    assert rel(out.value["params"], run_serial(s)["params"]) < 1e-10
+    check_transfers(out, job.program(0))
+
+
 def test_minibatch_on_the_cluster(client2):
     """Mini-batch training (one batch per unit, each along its own plan) on the cluster:
     run_local's bits, the serial mini-batch reference within 1e-10."""

@@ -108,3 +108,14 @@ def test_public_namespace():
                               "prepare", "Setup", "program", "statics"}
     for name in g.__all__:
         assert hasattr(g, name)
+
+
+def test_a_graph_keeps_its_name(tmp_path):
+    """The graph's name is its file's (or data set's), not a split's: the plan's Table 2
+    comparison is looked up by it (a loop over the splits once overwrote it)."""
+    from daskhpc.gcn._data import as_graph
+
+    path = tmp_path / "my-graph.txt"
+    path.write_text("0 1\n1 2\n2 3\n3 0\n4 5\n5 6\n6 7\n7 4\n")
+    assert as_graph(str(path)).name == "my-graph"
+    assert as_graph("cora").name == "cora"
