@@ -297,8 +297,8 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
     for split_name, m in masks.items():     # (``name`` is the graph's)
         bad = np.flatnonzero(m & unlabeled)
         if bad.size:
-            raise InputError(f"the {split_name} split holds node {int(bad[0])}, which has no label "
-                             f"({bad.size} such node(s); unlabeled nodes may only lie "
+            raise InputError(f"the {split_name} split holds node {int(bad[0])}, which has "
+                             f"no label ({bad.size} such node(s); unlabeled nodes may only lie "
                              "outside the train, validation and test sets)")
     if symmetrize:
         P = sp.csr_array((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)

@@ -66,8 +66,8 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
 
     ``exchange``: ``graph`` (a task group per sub-epoch, bundles fetched; the stratum-order
     plugin orders and records them) or ``direct`` (a task per worker and window of epochs,
-    or ``units-per-task`` epochs, bundles pushed; the timeline comes from the parts' own step logs, and their epoch reports carry
-    it to the dashboard)."""
+    or ``units-per-task`` epochs, bundles pushed; the timeline comes from the parts' own
+    step logs, and their epoch reports carry it to the dashboard)."""
     direct = exchange == "direct"
     if not ctx.todo:                   # the checkpoint is at the end: nothing to run
         return AttemptGraph({}, {}, [], collect=lambda _: ctx.start)
