@@ -302,10 +302,6 @@ class Program:
                                f"sent to parts {sorted(got)}, its plan says {want}")
         return got
 
-    def stops(self, ctxs) -> bool:
-        """``stop`` of the parts ``ctxs`` after a reported step; they must agree."""
-        return self.stop_of(self.stop, self.name, ctxs)
-
     @staticmethod
     def stop_of(stop: Callable, name: str, ctxs) -> bool:
         """``stop(ctx)`` of every context in ``ctxs`` (a program's parts, or a worker's
@@ -424,7 +420,7 @@ def run_local(program: Program, statics, starts=None, *, on_report=None):
             if on_report is not None:
                 on_report(unit, got)
             unit += 1
-            if program.stop is not None and program.stops(ctxs):
+            if program.stop is not None and Program.stop_of(program.stop, program.name, ctxs):
                 break
     finals = [program.final(ctx) if program.final is not None else None for ctx in ctxs]
     return finals, reports

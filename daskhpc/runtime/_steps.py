@@ -191,10 +191,10 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
     ext = extension(worker)
     key = (f"{code.name}-{token}", label, t1 - 1, "")
     batch = None if code.topic is None else ReportBatch(code.topic, worker)
+    if (token, label) in _STOPPED:            # an earlier task's unit ended the program
+        return None
     try:
         for t in range(t0, t1):
-            if (token, label) in _STOPPED:        # the program's stop rule ended it
-                return None
             got = await ext.wait(token, [(t - 1, *m) for m in
                                          code.incoming[t - 1].get(label, [])]) if t else {}
             inbox = {mid[1:]: payload for mid, payload in got.items()}
@@ -237,10 +237,10 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
     worker = get_worker()
     key = (f"{code.name}-{token}", label, t1 - 1, "")
     batch = None if code.topic is None else ReportBatch(code.topic, worker)
+    if (token, label) in _STOPPED:            # an earlier task's unit ended the program
+        return None
     try:
         for t in range(t0, t1):
-            if (token, label) in _STOPPED:
-                return None
             _run_step(code, token, label, t, parts, (), batch)
             if _ended(code, token, label, t, worker, key):
                 return None

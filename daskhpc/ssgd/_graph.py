@@ -289,15 +289,16 @@ class WindowGraph:
 
     def _eval_spec(self, w, parts, e):
         """Epoch e's test error on worker w in the direct mode, or None if e is not
-        evaluated: ``(q, pushes, needs)`` with ``pushes = [(receiver, key, [(m, src)])]``
-        (one push per receiving worker; ``None`` receiver: parts of w) and ``needs =
-        {part: [(m, mail id or None)]}`` in message order (None: sent from w)."""
+        evaluated: ``(q, sends, needs)`` with ``sends = [(receiver, key, [(mail id, m,
+        src)])]``, the messages w's parts send, one push per receiving worker (receiver
+        None: parts of w, kept on w), and ``needs = {part: [(m, mail id)]}`` in message
+        order."""
         if e not in self._evaluated:
             return None
         s = self.s
         q = 0 if s.strata.fixed else e
         ev = s.runplan.eval_pattern(e)
-        pushes: dict = {}
+        sends: dict = {}
         needs: dict = {p: [] for p in parts}
         for m in range(ev["src"].size):
             src, dst = int(ev["src"][m]), int(ev["dst"][m])
@@ -305,9 +306,9 @@ class WindowGraph:
             mid = (self.name["evsend"], q, m, e)
             if ws == w:
                 to = None if wd == w else wd
-                pushes.setdefault(to, (to, (self.name["evsend"], q, self.label(parts), e,
-                                            "" if to is None else self.label(self.team[wd])),
-                                       []))[2].append((m, src))
+                key = None if to is None else (self.name["evsend"], q, self.label(parts), e,
+                                               self.label(self.team[wd]))
+                sends.setdefault(to, (to, key, []))[2].append((mid, m, src))
             if wd == w:
-                needs[dst].append((m, None if ws == w else mid))
-        return q, list(pushes.values()), needs
+                needs[dst].append((m, mid))
+        return q, list(sends.values()), needs

@@ -324,7 +324,7 @@ async def epochs_direct(team: list, token: str, label: str, epochs: list, chain,
         sse = {} if ev is None else await _evaluate_direct(ext, by_part, token, e, ev)
         for p, path in ckpts.items():
             checkpoint(by_part[p], token, e, path, None, sse.get(p))
-        ts = worker.state.tasks.get(key)
+        ts = worker.state.tasks.get(key)      # nobody waits for it: the run stopped
         if ts is None or ts.state == "cancelled":
             return None
     return {d.part: final(d, token, None) for d in team} if last else None
@@ -335,21 +335,20 @@ async def _evaluate_direct(ext, by_part: dict, token: str, e: int, ev) -> dict:
     test rows of H other workers' parts read, then evaluate with the ones they push."""
     import asyncio
 
-    q, pushes, needs = ev
-    mine, sends = {}, []
-    for receiver, pkey, items in pushes:
-        msgs = [((pkey[0], q, m, e), eval_send(by_part[src], token, e, q, m, None))
-                for m, src in items]
-        if receiver is None:
-            mine.update((mid[2], rows) for mid, rows in msgs)
+    q, sends, needs = ev
+    have, pushes = {}, []
+    for receiver, key, items in sends:
+        msgs = [(mid, eval_send(by_part[src], token, e, q, m, None)) for mid, m, src in items]
+        if receiver is None:            # read by a part of this worker
+            have.update(msgs)
         else:
-            sends.append(ext.push(token, receiver, pkey, msgs))
-    if sends:
-        await asyncio.gather(*sends)
-    got = await ext.wait(token, [mid for need in needs.values() for _, mid in need
-                                 if mid is not None])
+            pushes.append(ext.push(token, receiver, key, msgs))
+    if pushes:
+        await asyncio.gather(*pushes)
+    have.update(await ext.wait(token, [mid for need in needs.values() for _, mid in need
+                                       if mid not in have]))
     return {p: evaluate(by_part[p], token, e, q, np.array([m for m, _ in need], np.int64),
-                        None, *[mine[m] if mid is None else got[mid] for m, mid in need])
+                        None, *[have[mid] for _, mid in need])
             for p, need in needs.items()}
 
 
