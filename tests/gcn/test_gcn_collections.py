@@ -31,16 +31,22 @@ def write_snap(path, src, dst, w):
     return path
 
 
-def node_data(n, seed=1):
+def node_data(n, seed=1, density=0.5):
     rng = np.random.default_rng(seed)
-    X = rng.random((n, 10)) * (rng.random((n, 10)) < 0.5)
+    X = rng.random((n, 10)) * (rng.random((n, 10)) < density)
     return X, rng.integers(0, 3, n), (np.arange(20), np.arange(20, 40), np.arange(40, 70))
 
 
-def test_edge_frame_equals_the_file(client2, tmp_path):
+# 0.5: just over half the entries stored, the features are a dense array on the parts;
+# 0.2: CSR (gcn._model.features: the whole matrix's choice, on the workers too)
+@pytest.mark.parametrize("density, dense", [(0.5, True), (0.2, False)])
+def test_edge_frame_equals_the_file(client2, tmp_path, density, dense):
+    from daskhpc.gcn._model import dense_features
+
     src, dst, w = edges()
     n = np.unique(np.concatenate([src, dst])).size
-    X, y, split = node_data(n)
+    X, y, split = node_data(n, density=density)
+    assert dense_features(np.count_nonzero(X), *X.shape) is dense
     ref = fit(str(write_snap(tmp_path / "g.txt", src, dst, w)), X, y, split, 2,
               client=client2, **RUN)
     ddf = dd.from_pandas(pd.DataFrame({"a": dst, "s": src, "t": dst, "w": w}),
