@@ -182,13 +182,12 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
         ``auto`` (Table 3.1 with the calibrated alpha and beta and k = max_i |H_i|) or
         one of :data:`~daskhpc.allreduce.ALGORITHMS`.
     engine : {"auto", "call", "program"}
-        ``call``: one small pinned graph per call (per-rank futures in and out);
-        ``program``: the calls as a Program on the workflow frame, one task per worker
-        for every call (what other workflows embed; client-side vectors only, gathered);
-        ``auto`` (default): ``program`` for vectors from the client (or the uniform
-        model) unless ``gather=False``, else ``call``. N = 1e7 at 0.1 %, 4 ranks: 1.4 ms
-        per call on 2 workers with ``program``, 18-20 ms with ``call``
-        (docs/allreduce.md).
+        ``program`` (``auto``, the default): the calls as a Program on the workflow
+        frame, one task per worker for all calls (what other workflows embed; a lost
+        worker is recovered for vectors from the client); ``call``: one small pinned
+        graph per call. Both take every kind of input and give the same bits. N = 1e7 at
+        0.1 %, 4 ranks: 1.4 ms per call on 2 workers with ``program``, 18-20 ms with
+        ``call`` (docs/allreduce.md).
     gather : bool, optional
         Bring every rank's total to the client (default: yes for client-side vectors,
         no for futures and a Dask Array: the totals stay on the workers, ``result.futures``).
@@ -247,15 +246,11 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
     t_start = time.perf_counter()
     workers = worker_addresses(client)
     collection = _is_collection(vectors)
-    if engine == "auto":       # the program engine takes vectors from the client only
-        on_workers = collection or (vectors is not None and are_futures(vectors))
-        engine = "call" if on_workers or gather is False else "program"
+    if engine == "auto":
+        engine = "program"
     if collection:                         # one rank per row, run where its row is
         from ._collect import rank_futures
 
-        if engine != "call":
-            raise ValueError("engine='program' takes vectors on the client; a Dask Array "
-                             "runs with engine='call'")
         options_of(dict(algorithm=algorithm, **options))   # options first: cost nothing
         vectors, n, collection = rank_futures(client, vectors)
         if N is not None and int(N) != n:
@@ -266,9 +261,6 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
     futures_in = vectors is not None and are_futures(vectors)
     inputs = None
     if futures_in:
-        if engine != "call":
-            raise ValueError("engine='program' takes vectors on the client; futures run "
-                             "with engine='call'")
         try:
             s, inputs, owner = from_futures(client, vectors, N, dict(algorithm=algorithm,
                                                                      **options))
@@ -285,13 +277,17 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
     gather = (not futures_in) if gather is None else bool(gather)
     client.run(warm_up)
     exchange = exchange_mode(run.exchange) if engine == "program" else None
+    # the totals stay on the ranks' workers (futures): the call engine's way, and the
+    # program engine's for vectors from workers or gather=False
+    keep = engine == "call" or futures_in or not gather
     if engine == "program":
-        out = run_program(client, s, owner, dataclasses.replace(run, exchange=exchange))
+        out = run_program(client, s, owner, dataclasses.replace(run, exchange=exchange),
+                          inputs=inputs, keep=keep)
     else:
         out = run_calls(client, s, owner, inputs, run.callback)
     history, finals, measured, timing = out
-    futures = finals if engine == "call" else []
-    streams = [] if engine == "call" else finals
+    futures = finals if keep else []
+    streams = [] if keep else finals
     if futures and (gather or run.check_serial):
         streams = [from_payload(p, 0, s.N) for p in client.gather(futures)]
     info = sections(s, history, command=run.command)

@@ -37,7 +37,7 @@ class CommandOptions(Options):
     seed: int = option(0, "seed of the uniform model's vectors")
     engine: str = option("auto", "call: one small graph per call; program: the calls as a "
                                  "Program on the workflow frame (what other workflows "
-                                 "embed); auto: program for vectors from the client",
+                                 "embed); auto: program",
                          choices=("auto", "call", "program"), modes=("run",))
 
 

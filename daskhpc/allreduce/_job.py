@@ -4,11 +4,14 @@ cluster, planned, run, measured.
 Two engines run the same per-rank step functions (so both equal ``run_local`` bit for
 bit):
 
-* ``engine="call"`` (default): one small pinned graph per call (``_call``): S + 1
-  rounds of tasks, the vectors' futures as inputs, the totals left on the ranks' workers;
-* ``engine="program"``: the call's :class:`~daskhpc.comm.Program` through the workflow
-  frame (:func:`daskhpc.runtime.run_job`: ``repeat`` calls pipelined as units, lost
-  workers recovered); what :func:`append_allreduce` embeds in other workflows.
+* ``engine="program"`` (the default): the call's :class:`~daskhpc.comm.Program` through
+  the workflow frame (:func:`daskhpc.runtime.run_job`: ``repeat`` calls pipelined as
+  units, lost workers recovered for vectors from the client); what
+  :func:`append_allreduce` embeds in other workflows. Vectors on the workers (futures,
+  a Dask Array's rows) are its part data where they are, and the totals can stay there
+  (``Job.keep_finals``);
+* ``engine="call"``: one small pinned graph per call (``_call``): S + 1 rounds of tasks,
+  the vectors' futures as inputs, the totals left on the ranks' workers.
 
 Both measure what moved between workers (:class:`~daskhpc.runtime.TransferLedger`), per
 call and per stage, next to the plan projected on the same workers.
@@ -120,8 +123,7 @@ def run_calls(client, s, owner, inputs, callback):
     store = None
     if inputs is None:
         store = PartStore(client, Placement(s.nparts, workers, owner), uuid.uuid4().hex[:10])
-        inputs = store.put("input", {r: {"N": s.N, "payload": st["input"]}
-                                     for r, st in enumerate(statics(s))})
+        inputs = store.put("input", dict(enumerate(statics(s))))
     t_setup = time.perf_counter() - t0
     publish_start(client, s, owner, workers)
     history, finals, tokens, times = [], None, [], []
@@ -180,17 +182,34 @@ def _wait(futs, watch, wait):
     watch.check()
 
 
-def run_program(client, s, owner, run):
-    from daskhpc.runtime import Job, Placement, run_job, worker_addresses
+def run_program(client, s, owner, run, inputs=None, keep=False):
+    """The calls as a Program job on the frame. ``inputs``: per rank a future of its
+    canonical input on the rank's worker (``from_futures``), else the setup's vectors
+    are scattered; ``keep``: every rank's total stays on its worker (a future each)."""
+    from distributed import Future
+
+    from daskhpc.runtime import Job, PartStore, Placement, run_job, worker_addresses
 
     workers = worker_addresses(client)
     S = s.algo.nstages
     job = Job("allreduce", s.nparts, s.options.repeat, row=functools.partial(row, s),
-              fingerprint={}, program=functools.partial(program, s), statics=statics(s),
+              fingerprint={}, program=functools.partial(program, s),
+              statics=statics(s) if inputs is None else None,
               assemble=functools.partial(assemble, s),
               warm_up=warm_up, unit_name="calls", in_loop=short_stages(s),
-              placement=lambda ws: Placement(s.nparts, ws, owner), exchange=run.exchange)
-    out = run_job(client, job, callback=run.callback, progress_bar=run.progress)
+              placement=lambda ws: Placement(s.nparts, ws, owner), exchange=run.exchange,
+              keep_finals=keep)
+    if inputs is None:
+        out = run_job(client, job, callback=run.callback, progress_bar=run.progress)
+    else:       # the inputs are where their ranks run: the part store takes them as built
+        store = PartStore(client, Placement(s.nparts, workers, owner), uuid.uuid4().hex[:10])
+        # its own references: the caller keeps ``inputs`` (the serial check reads them)
+        store.adopt("static", {r: Future(inputs[r].key, client) for r in range(s.nparts)})
+        try:
+            out = run_job(client, job, store=store, callback=run.callback,
+                          progress_bar=run.progress)
+        finally:
+            store.release()
     pname = f"allreduce-{s.algo.name}-"
 
     def stage_of(key):

@@ -33,12 +33,13 @@ __all__ = ["statics", "program", "row", "assemble"]
 
 
 def statics(setup) -> list[dict]:
-    """Per part: ``{"N": N, "input": payload}``."""
-    return [{"N": setup.N, "input": to_payload(s)} for s in setup.streams]
+    """Per part: ``{"N": N, "payload": payload}`` (what ``_call.input_task`` makes of a
+    vector on a worker)."""
+    return [{"N": setup.N, "payload": to_payload(s)} for s in setup.streams]
 
 
 def _input(ctx) -> Stream:
-    return from_payload(ctx.static["input"], 0, ctx.static["N"])
+    return from_payload(ctx.static["payload"], 0, ctx.static["N"])
 
 
 def _output(ctx, total: Stream) -> None:

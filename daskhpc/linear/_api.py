@@ -62,7 +62,8 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     check_serial : bool
         Also run :func:`serial_fit` and report the largest difference of w.
     **options
-        ``loss`` ("log" or "hinge"), ``batch`` (B per part, 8), ``epochs`` (5),
+        ``loss`` ("log" or "hinge"), ``batch`` (B per part, or "auto": the default),
+        ``epochs`` (5),
         ``learning_rate`` ("optimal", "constant", "invscaling", "legacy"), ``lr``,
         ``lr_decay``, ``power_t``, ``reg`` (alpha), ``penalty`` ("l2", "l1",
         "elasticnet"), ``l1_ratio``, ``class_weight`` (None, "balanced" or a dict

@@ -147,8 +147,9 @@ class SGDClassifier(_LinearClassifier):
         The step size of ``constant``/``invscaling``/``legacy`` and invscaling's exponent.
     max_iter : int
         Epochs (fixed: no tolerance-based stop).
-    batch_size : int
-        Rows per part and iteration (B).
+    batch_size : int or "auto"
+        Rows per part and iteration (B); auto: from the calibrated allreduce cost and
+        the rows per part (``--batch auto``, docs/linear.md).
     class_weight : None, "balanced" or dict
         Weights of the rows' losses per label.
     random_state : int, RandomState or None
@@ -161,7 +162,7 @@ class SGDClassifier(_LinearClassifier):
 
     def __init__(self, client=None, loss="log_loss", penalty="l2", alpha=1e-4, l1_ratio=0.15,
                  fit_intercept=True, learning_rate="optimal", eta0=0.5, power_t=0.5,
-                 max_iter=5, batch_size=8, class_weight=None, random_state=None,
+                 max_iter=5, batch_size="auto", class_weight=None, random_state=None,
                  n_parts=None, allreduce="auto"):
         self.client = client
         self.loss = loss
@@ -186,7 +187,7 @@ class SGDClassifier(_LinearClassifier):
                     l1_ratio=float(self.l1_ratio), fit_intercept=bool(self.fit_intercept),
                     learning_rate=self.learning_rate, lr=float(self.eta0),
                     power_t=float(self.power_t), epochs=int(self.max_iter),
-                    batch=int(self.batch_size), class_weight=self.class_weight,
+                    batch=self.batch_size, class_weight=self.class_weight,
                     seed=self._seed(), allreduce=self.allreduce)
 
 
@@ -211,7 +212,7 @@ class LogisticRegression(_LinearClassifier):
     """
 
     def __init__(self, C=1.0, penalty="l2", l1_ratio=None, fit_intercept=True, max_iter=10,
-                 client=None, batch_size=8, class_weight=None, random_state=None,
+                 client=None, batch_size="auto", class_weight=None, random_state=None,
                  n_parts=None, allreduce="auto"):
         self.C = C
         self.penalty = penalty
@@ -234,6 +235,6 @@ class LogisticRegression(_LinearClassifier):
         return dict(loss="log", penalty=self.penalty, reg=1.0 / (float(self.C) * n_samples),
                     l1_ratio=0.5 if self.l1_ratio is None else float(self.l1_ratio),
                     fit_intercept=bool(self.fit_intercept), learning_rate="optimal",
-                    epochs=int(self.max_iter), batch=int(self.batch_size),
+                    epochs=int(self.max_iter), batch=self.batch_size,
                     class_weight=self.class_weight, seed=self._seed(),
                     allreduce=self.allreduce)

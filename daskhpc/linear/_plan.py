@@ -22,6 +22,8 @@ def sections(s: Setup, history=None, command=None, epochs=None) -> dict:
            "allreduce": o.allreduce, "seed": o.seed,
            "options": {k: getattr(o, k) for k in o.__dataclass_fields__}}
     out["steps"] = {"iterations_per_epoch": s.T}
+    if s.batch_auto is not None:        # --batch auto: what it chose and why
+        out["batch_auto"] = dict(s.batch_auto)
     if s.data.notes:
         out["notes"] = list(s.data.notes)
     eps = range(o.epochs) if epochs is None else epochs

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -50,6 +50,17 @@ from ._update import PENALTIES, SCHEDULES, row_weights
 __all__ = ["warm_weights", "Options", "Setup", "prepare", "setup_of", "permutation",
            "validate_input"]
 
+#: ``--batch auto``: the least B (Renggli's mini-batch, and every B with one part)
+MIN_BATCH = 8
+#: ``--batch auto``: at least this many steps (updates) per part and epoch. Fewer, larger
+#: steps lose accuracy per epoch: on a9a with its positives thinned to 3.7 % and 2 parts
+#: (12,830 rows each), B = 128 fell below scikit-learn's 5-epoch accuracy and B = 64 did
+#: not; on a9a with 2 parts auto gives B = 64, .851 after one epoch (docs/linear.md)
+AUTO_STEPS = 256
+#: ``--batch auto``: seconds per stored entry of a batch's rows (margins, gradient and
+#: update; 40-50 ns measured on a9a for B = 8-256, docs/linear.md)
+ENTRY_S = 45e-9
+
 
 @dataclass
 class Options:
@@ -57,7 +68,11 @@ class Options:
 
     loss: str = option("log", "log (logistic regression) or hinge (linear SVM)",
                        choices=("log", "hinge"))
-    batch: int = option(8, "B, rows per part and iteration")
+    batch: int | str = option("auto", "B, rows per part and iteration, or auto: enough rows "
+                                      "that a step's rows cost what its modelled allreduce "
+                                      "costs, at most 1/64 of a part's rows, at least 8 "
+                                      "(docs/linear.md)",
+                              metavar="B|auto", type=lambda v: parse_batch(v))
     epochs: int = option(5, "epochs")
     learning_rate: str = option("optimal", "step-size schedule over t, the rows used so "
                                            "far: optimal 1/(reg (t0 + t)) (Bottou's t0), "
@@ -106,9 +121,9 @@ class Options:
     def check(self) -> None:
         if self.loss not in LOSSES:
             raise InputError(f"unknown --loss {self.loss!r}; choose one of {list(LOSSES)}")
-        for name in ("batch", "epochs"):
-            if int(getattr(self, name)) < 1:
-                raise InputError(f"--{name} must be at least 1, got {getattr(self, name)}")
+        self.batch = parse_batch(self.batch)
+        if int(self.epochs) < 1:
+            raise InputError(f"--epochs must be at least 1, got {self.epochs}")
         if not (np.isfinite(self.lr) and self.lr > 0):
             raise InputError(f"--lr must be a positive number, got {self.lr}")
         for name in ("lr_decay", "reg", "power_t"):
@@ -180,6 +195,51 @@ def parse_class_weight(value):
     return out
 
 
+def parse_batch(value):
+    """``--batch``: a positive integer or ``auto``.
+
+    Examples
+    --------
+    >>> parse_batch("64"), parse_batch("auto"), parse_batch(8)
+    (64, 'auto', 8)
+    """
+    if value == "auto":
+        return value
+    try:
+        B = int(value)
+    except (TypeError, ValueError):
+        raise InputError(f"--batch must be a positive integer or 'auto', got {value!r}") \
+            from None
+    if B < 1 or B != float(value):
+        raise InputError(f"--batch must be a positive integer or 'auto', got {value!r}")
+    return B
+
+
+def auto_batch(part_rows: int, entries_per_row: float, P: int, width: int, isize: int,
+               cost, group: int) -> dict:
+    """The batch of ``--batch auto`` and why (the report's ``batch_auto``).
+
+    A step costs its rows' compute plus one allreduce, whose modelled time (the
+    calibrated alpha and beta, the ``auto`` algorithm's) hardly depends on B: the batch
+    at which the rows cost as much as the allreduce (``ENTRY_S`` per stored entry)
+    keeps the allreduce from being the bottleneck. Larger batches take fewer steps per
+    epoch, and each step is one update: B stays at most 1/``AUTO_STEPS`` of a part's
+    rows, and at least ``MIN_BATCH`` (the thesis's mini-batch). One part has no
+    allreduce to amortise: B = ``MIN_BATCH``.
+    """
+    cap = max(MIN_BATCH, math.ceil(part_rows / AUTO_STEPS))
+    out = {"rule": f"min(rows per part / {AUTO_STEPS}, allreduce / row), "
+                   f"at least {MIN_BATCH}", "steps_cap": cap}
+    if P == 1:
+        return {**out, "batch": MIN_BATCH, "allreduce_s": 0.0, "row_s": None}
+    row_s = max(entries_per_row, 1.0) * ENTRY_S
+    k = min(cap * entries_per_row, width)           # the union of the cap's rows, at most
+    ar = choose(P, width, k, isize, cost, group=group, candidates=CANDIDATES)
+    by_cost = math.ceil(ar["predicted_s"] / row_s)
+    return {**out, "batch": int(max(MIN_BATCH, min(cap, by_cost))),
+            "allreduce_s": ar["predicted_s"], "row_s": row_s, "cost_batch": by_cost}
+
+
 def parse_topk(value):
     """``--topk``: an integer k or ``approx``.
 
@@ -214,6 +274,7 @@ class Setup:
 
     weights: np.ndarray | None = None   # per training row: the class weight of its label
     w0: np.ndarray | None = None        # a warm start's weights (K N), else zeros
+    batch_auto: dict | None = None      # how --batch auto chose B (auto_batch)
 
     @property
     def N(self) -> int:
@@ -290,10 +351,6 @@ class Setup:
                                       group=self.options.group, candidates=CANDIDATES)
         return self._algos[key]
 
-    def describe(self) -> dict:
-        o = asdict(self.options)
-        o["init"] = None if self.w0 is None else "saved"        # not the weights
-        return {"options": o, "parts": self.nparts}
 
 
 def permutation(seed: int, epoch: int, part: int, n: int) -> np.ndarray:
@@ -351,9 +408,17 @@ def setup_of(opts: Options, data: LinearData, nparts, t0: float) -> Setup:
     rows = [np.sort(c) for c in np.array_split(perm, P)]
     nt = 0 if data.X_test is None else data.X_test.shape[0]
     test_rows = np.array_split(np.arange(nt), P)
-    T = math.ceil(max(r.size for r in rows) / opts.batch)
     fmt = Format(np.float64)
-    s = Setup(opts, P, data, rows, test_rows, T, fmt, cost_model(opts.alpha, opts.beta))
+    cost = cost_model(opts.alpha, opts.beta)
+    chosen = None
+    if opts.batch == "auto":
+        K = data.nclasses
+        chosen = auto_batch(max(r.size for r in rows), K * data.X.nnz / max(M, 1), P,
+                            K * data.X.shape[1], fmt.isize, cost, opts.group)
+        opts = replace(opts, batch=chosen["batch"])
+    T = math.ceil(max(r.size for r in rows) / opts.batch)
+    s = Setup(opts, P, data, rows, test_rows, T, fmt, cost)
+    s.batch_auto = chosen
     s.weights = row_weights(opts.class_weight, data.y, data.classes, data.nclasses)
     if opts.init is not None:
         s.w0 = warm_weights(opts.init, data.classes, s.K * s.N)

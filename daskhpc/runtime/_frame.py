@@ -350,14 +350,35 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
         futures += runner.submit(range(after, prog.nsteps))
     fin = runner.finish()
     futures += fin
-    values = gather_watching(client, fin, watch, on_poll=drain)
+    kept = _kept_finals(client, runner, fin, job.nparts) if job.keep_finals else None
+    values = gather_watching(client, kept or fin, watch, on_poll=drain,
+                             values=kept is None)
     if on_workers:
         ran, stopped = _stopped_units(client, token, prog, ran)
     settle(book, todo[:ran], drain)
     if on_workers:
         _check_stop(job, book.history(), ran, stopped)
+    if kept is not None:
+        return kept
     finals = ProgramRunner.finals(values, job.nparts)
     return job.assemble(finals) if job.assemble else finals
+
+
+def _pick(values: dict, part: int):
+    return values[part]
+
+
+def _kept_finals(client, runner, fin: list, nparts: int) -> list:
+    """Per part, a future of its final value on its own worker (``Job.keep_finals``):
+    a pinned task picks it from its worker's final task (no transfer)."""
+    tasks, where = {}, {}
+    for f, (lab, parts) in zip(fin, runner.parts.items()):
+        for p in parts:
+            key = (f"{runner.program.name}-kept-{runner.token}", int(p))
+            tasks[key] = (_pick, f, p)
+            where[key] = runner.address[lab]
+    got = dict(zip(tasks, submit_pinned(client, tasks, where, list(tasks))))
+    return [got[(f"{runner.program.name}-kept-{runner.token}", p)] for p in range(nparts)]
 
 
 def _stopped_units(client, token: str, prog, ran: int) -> tuple[int, bool]:

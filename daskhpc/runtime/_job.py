@@ -162,12 +162,16 @@ class Job(_Units):
     diverged_hint : str
         Appended to the :class:`Diverged` message (what the user may change, e.g.
         "try a smaller --lr").
+    keep_finals : bool
+        The parts' final values stay on their workers: the run's value is one
+        ``distributed.Future`` per part (in part order; ``assemble`` is not called).
     """
 
     program: Callable | None = None
     assemble: Callable | None = None
     in_loop: bool = False
     exchange: str | None = None
+    keep_finals: bool = False
     # not a graph job: units build on each other, the frame restarts from a checkpoint
     attempt: ClassVar[None] = None
     ordered: ClassVar[bool] = True
@@ -216,6 +220,7 @@ class GraphJob(_Units):
     assemble: ClassVar[None] = None
     in_loop: ClassVar[bool] = False
     exchange: ClassVar[None] = None
+    keep_finals: ClassVar[bool] = False
 
     def __post_init__(self):
         if self.attempt is None:

@@ -109,11 +109,37 @@ def test_schedules():
     (dict(class_weight="heavy"), "--class-weight"),
     (dict(class_weight={7: 2.0}), "label 7 is not among"),
     (dict(class_weight={1: -1.0}), "must be a number >= 0"),
+    (dict(batch=0), "--batch must be a positive integer or 'auto', got 0"),
+    (dict(batch="big"), "--batch must be a positive integer or 'auto', got 'big'"),
+    (dict(batch=2.5), "--batch must be a positive integer or 'auto'"),
 ])
 def test_bad_options_are_input_errors(kwargs, match):
     X = np.random.default_rng(0).random((30, 5))
     with pytest.raises(InputError, match=match):
         prepare(X, np.array([0, 1] * 15), 2, **kwargs)
+
+
+def test_auto_batch_follows_the_cost_model_and_the_step_cap():
+    """--batch auto (the default): one part keeps B = 8; with more parts B is the least of
+    the rows per part / 256 and the batch whose rows cost the modelled allreduce."""
+    X, y = datasets.libsvm().matrix, datasets.libsvm().labels
+    one = prepare(X, y, 1)
+    assert one.options.batch == 8 and one.batch_auto["batch"] == 8
+    m = max(r.size for r in prepare(X, y, 2, batch=8).rows)
+    s = prepare(X, y, 2, alpha=1e-3, beta=1e-9)         # a cluster's cost: the cap binds
+    assert s.options.batch == -(-m // 256) == s.batch_auto["steps_cap"]
+    assert s.batch_auto["cost_batch"] > s.options.batch
+    assert s.T == -(-m // s.options.batch) and s.T <= 256
+    # an allreduce of 20 microseconds pays for a few dozen rows: the cost binds
+    cheap = prepare(X, y, 2, alpha=2e-5, beta=1e-12)
+    row_s = cheap.data.X.nnz / cheap.data.X.shape[0] * 45e-9     # the intercept included
+    assert row_s == pytest.approx(cheap.batch_auto["row_s"])
+    expect = max(8, int(np.ceil(cheap.batch_auto["allreduce_s"] / row_s)))
+    assert 8 < cheap.options.batch == expect < s.options.batch
+    # a stated batch is used as given, and nothing is chosen
+    assert prepare(X, y, 2, batch=8).batch_auto is None
+    rep = lin.plan(X, y, 2, epochs=1, alpha=1e-3, beta=1e-9)
+    assert rep["options"]["batch"] == rep["batch_auto"]["batch"] == s.options.batch
 
 
 def test_class_weight_flag_parses():
