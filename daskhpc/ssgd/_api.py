@@ -294,7 +294,8 @@ def sections(s: Setup, history, W=None, H=None, command=None) -> dict:
     out = {"command": command, "input": dict(s.ratings.source) or
            {"shape": list(s.ratings.shape), "nnz": s.ratings.nnz},
            "parts": s.K, "strategy": o.strategy, "strata": o.strata, "rank": o.rank,
-           "epochs": o.epochs, "seed": o.seed, "partition_method": a.method}
+           "epochs": o.epochs, "seed": o.seed, "shuffle": bool(o.shuffle),
+           "partition_method": a.method}
     if o.biased:       # unbiased reports keep their keys
         out["model"] = {"biased": True, "mu": s.mu, "reg_bias": o.bias_reg,
                         "words_per_row": o.width}

@@ -71,7 +71,8 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
                  blocks=blocks, rows=rows, cols=cols,
                  init_blocks=(int(blocks[0, 0]),) if whole else tuple(range(K)),
                  bli=bli, blj=blj, bval=bval, clip=s.clip,
-                 eval_epochs=frozenset(s.runplan.eval_epochs.tolist()), bias=s.bias)
+                 eval_epochs=frozenset(s.runplan.eval_epochs.tolist()), bias=s.bias,
+                 shuffle=bool(o.shuffle))
     if s.start is not None:          # resuming: start from the checkpointed values
         d.W0 = s.start[0][rows]
         d.H0 = {b: s.start[1][cols[b]] for b in d.init_blocks}

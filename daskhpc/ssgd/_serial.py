@@ -70,7 +70,7 @@ def run_serial(s: Setup) -> dict:
                 b = int(s.strata.block(p, k, e))
                 sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
                 loss[p, k] = sweep(W, H, rows[sel], cols[sel], vals[sel], lr, o.reg,
-                                   block_seed(o.seed, ge, p, b), bias)
+                                   block_seed(o.seed, ge, p, b), bias, o.shuffle)
         row = {"epoch": ge, "lr": lr, "train_loss": _sum_by_part(loss),
                "time_s": time.perf_counter() - t0}
         if e in evaluate:

@@ -88,6 +88,7 @@ class PartData:
     strata: str | None = None        # the run's timeline id: the epoch's report carries its
                                      # sweeps as strata rows (no scheduler plugin sees them)
     epoch0: int = 0                  # epochs of the run before this setup's epoch 0
+    shuffle: bool = True             # the ratings of a block in seeded random order
     W0: np.ndarray | None = None     # resuming: the W rows to start from
     H0: dict | None = None           # resuming: block -> the held H rows to start from
     ckpt_epochs: frozenset = frozenset()   # epochs after which the part checkpoints
@@ -133,9 +134,10 @@ def warm_up() -> bool:
     W = np.zeros((1, 2))
     H = np.zeros((1, 2))
     i = np.zeros(1, np.int64)
-    sgd_block(W, H, i, i, np.ones(1), 0.1, 0.1, block_seed(0, 0, 0, 0))
+    sgd_block(W, H, i, i, np.ones(1), 0.1, 0.1, block_seed(0, 0, 0, 0), True)
     sse_block(W, H, i, i, np.ones(1), 0.0, 1.0)
-    sgd_block_biased(W, H, i, i, np.ones(1), 0.1, 0.1, 0.1, 1.0, block_seed(0, 0, 0, 0))
+    sgd_block_biased(W, H, i, i, np.ones(1), 0.1, 0.1, 0.1, 1.0, block_seed(0, 0, 0, 0),
+                     True)
     sse_block_biased(W, H, i, i, np.ones(1), 0.0, 1.0, 1.0)
     init_rows(0, 0, i, 2, 1.0)
     return True
@@ -187,7 +189,7 @@ def _sweep(st: PartState, d: PartData, token: str, T: int, inputs) -> None:
                 if ei * d.K + ty == T:       # the segment meant for this sub-epoch
                     Hb[pos] = arr[lo:hi]
     loss = sweep(st.W, Hb, d.bli[b], d.blj[b], d.bval[b], d.lr[e], d.reg,
-                 block_seed(d.seed, d.epoch0 + e, d.part, b), d.bias)
+                 block_seed(d.seed, d.epoch0 + e, d.part, b), d.bias, d.shuffle)
     st.H[b] = (st.H[b] + [(T, Hb)])[-KEEP_VERSIONS:]
     st.loss[e] = st.loss[e] + loss if k else loss
     if k == d.K - 1 and e in d.eval_epochs:

@@ -166,13 +166,14 @@ def parse_cessgd(text: str) -> dict:
 
 
 # -- ours -------------------------------------------------------------------------------
-def run_ours(client, K: int, strategy: str, exchange: str, part: Path, epochs: int) -> dict:
+def run_ours(client, K: int, strategy: str, exchange: str, part: Path, epochs: int,
+             shuffle: bool = True) -> dict:
     from daskhpc import datasets, ssgd
 
     res = ssgd.fit(datasets.ratings(), K, client=client, strategy=strategy,
                    partition_file=str(part), epochs=epochs, test_fraction=0.0,
                    eval_every=0, lr=LR, reg=REG, rank=RANK, exchange=exchange,
-                   progress=False)
+                   shuffle=shuffle, progress=False)
     rep = res.report()
     m = rep["measured"]
     return {"epoch_ms": [1000 * h["time_s"] for h in res.history[1:]],
@@ -224,7 +225,7 @@ def pairs(args, K: int, mtx: Path, part: Path, log=None) -> list[dict]:
             client = stack.enter_context(connect(n_workers=K, dashboard_address=":0",
                                                  config=QUIET))
             for ex in OURS:                               # compile, caches, connections
-                run_ours(client, K, "hc", ex, part, 2)
+                run_ours(client, K, "hc", ex, part, 2, not args.no_shuffle)
             if not rows:
                 for binary in peers.values():
                     run_cessgd(args, binary, K, "hc", mtx, part)
@@ -240,7 +241,8 @@ def pairs(args, K: int, mtx: Path, part: Path, log=None) -> list[dict]:
                         got = run_cessgd(args, peers[side], K, st, mtx, part)
                         got["idle_workers_cpu_s"] = worker_cpu(client) - cpu0
                     else:
-                        got = run_ours(client, K, st, side, part, args.epochs)
+                        got = run_ours(client, K, st, side, part, args.epochs,
+                                       not args.no_shuffle)
                 except Exception as exc:                  # noqa: BLE001 - keep the run
                     row.update(error=f"{type(exc).__name__}: {exc}", load_after=load())
                     got = None
@@ -380,6 +382,9 @@ def main(argv=None):
     ap.add_argument("--mpiexec", default=str(Path(sys.executable).parent / "mpiexec"))
     ap.add_argument("--work", default="/work/peers/cessgd/run",
                     help="where the .mtx and the partition files are written")
+    ap.add_argument("--no-shuffle", action="store_true",
+                    help="our sweeps in stored order too (shuffle=False): the visiting "
+                         "order of --cessgd-noshuffle")
     ap.add_argument("--ks", type=int, nargs="*", default=[2, 4])
     ap.add_argument("--strategies", nargs="*", default=["dsgd", "p2p", "hc"])
     ap.add_argument("--repeats", type=int, default=5)
