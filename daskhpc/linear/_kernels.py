@@ -94,6 +94,36 @@ def batch_gradient(indptr, indices, data, rows, coef):
 
 
 @numba.njit(cache=True)
+def batch_features(indptr, indices, rows, B, T, N):
+    """The index sets of :func:`batch_gradient` for the ``T`` batches ``rows[i B:(i + 1)
+    B]`` at once (the plans of an epoch's calls): ``(ptr, idx)``, batch i's sorted
+    uint32 features ``idx[ptr[i]:ptr[i + 1]]`` (explicit zeros kept; past the end of
+    ``rows``: empty). One marker array over the ``N`` features, reset per batch."""
+    mark = np.zeros(N, np.bool_)
+    tot = 0
+    for r in rows:
+        tot += indptr[r + 1] - indptr[r]
+    out = np.empty(tot, np.uint32)
+    ptr = np.zeros(T + 1, np.int64)
+    k = 0
+    for i in range(T):
+        start = k
+        for j in range(i * B, min((i + 1) * B, rows.size)):
+            r = rows[j]
+            for q in range(indptr[r], indptr[r + 1]):
+                c = indices[q]
+                if not mark[c]:
+                    mark[c] = True
+                    out[k] = c
+                    k += 1
+        out[start:k].sort()
+        for t in range(start, k):
+            mark[out[t]] = False
+        ptr[i + 1] = k
+    return ptr, out[:k].copy()
+
+
+@numba.njit(cache=True)
 def losses(m, y, loss):
     """Per-row loss of the margins ``m``."""
     out = np.empty(m.size, np.float64)

@@ -44,7 +44,7 @@ from daskhpc._workflows import checked_options, option
 from daskhpc.errors import InputError
 
 from ._data import LinearData, load
-from ._kernels import LOSSES, batch_gradient
+from ._kernels import LOSSES, batch_features
 from ._update import PENALTIES, SCHEDULES, row_weights
 
 __all__ = ["warm_weights", "Options", "Setup", "prepare", "setup_of", "permutation",
@@ -303,12 +303,28 @@ class Setup:
     def local_batch(self, e: int, i: int, p: int) -> np.ndarray:
         """Positions (in part p's rows) of its batch in iteration i of epoch e."""
         B = self.options.batch
+        return self._perm(e, p)[i * B:(i + 1) * B]
+
+    def _perm(self, e: int, p: int) -> np.ndarray:
         key = ("perm", e, p)
-        if key not in self._algos:
+        if key not in self._algos:          # one epoch's orders kept
             self._algos = {k: v for k, v in self._algos.items()
                            if not (k[0] == "perm" and k[1] != e)}
             self._algos[key] = permutation(self.options.seed, e, p, self.rows[p].size)
-        return self._algos[key][i * B:(i + 1) * B]
+        return self._algos[key]
+
+    def _features(self, e: int, p: int):
+        """Part p's batches' feature sets in epoch e (``batch_features``), kept for
+        the epoch being planned only."""
+        key = ("features", e, p)
+        if key not in self._algos:
+            self._algos = {k: v for k, v in self._algos.items()
+                           if not (k[0] == "features" and k[1] != e)}
+            X = self.data.X
+            self._algos[key] = batch_features(X.indptr, X.indices,
+                                              self.rows[p][self._perm(e, p)],
+                                              self.options.batch, self.T, X.shape[1])
+        return self._algos[key]
 
     def algo(self, name: str):
         if name not in self._algos:
@@ -331,11 +347,10 @@ class Setup:
             if key not in self._algos:
                 self._algos[key] = dense_bound_plan(self.algo(name))
             return self.algo(name), self._algos[key], choice
-        X = self.data.X
         sets = []
         for p in range(P):
-            rows = self.rows[p][self.local_batch(e, i, p)]
-            idx, _ = batch_gradient(X.indptr, X.indices, X.data, rows, np.ones(rows.size))
+            ptr, feats = self._features(e, p)
+            idx = feats[ptr[i]:ptr[i + 1]]
             if self.K > 1:          # the union once per class block (_kernels)
                 idx = np.concatenate([idx + np.uint32(k * self.N) for k in range(self.K)])
             sets.append(idx)

@@ -15,6 +15,7 @@ from daskhpc import datasets
 from daskhpc.errors import InputError
 from daskhpc.linear._kernels import (
     LOSSES,
+    batch_features,
     batch_gradient,
     coefficients,
     losses,
@@ -78,6 +79,21 @@ def test_kernels_match_the_formulas():
         assert np.allclose(ll, np.logaddexp(0, -y[rows] * m) if loss == "log"
                            else np.maximum(0, 1 - y[rows] * m))
     assert np.isfinite(losses(np.array([1e4, -1e4]), np.array([-1.0, 1.0]), 0)).all()
+
+
+def test_batch_features_are_the_gradients_index_sets():
+    # the plans' sets of a whole epoch at once are the sets each step's gradient sends
+    X = sp.random_array((57, 40), density=0.15, random_state=6, format="csr")
+    X.data[::7] = 0.0                                    # explicit zeros stay in the sets
+    rows = np.random.default_rng(7).permutation(57)
+    B, T = 5, 14                             # 11 full batches, one of 2 rows, 2 empty
+    ptr, idx = batch_features(X.indptr, X.indices, rows, B, T, X.shape[1])
+    assert ptr.size == T + 1 and idx.dtype == np.uint32
+    for i in range(T):
+        r = rows[i * B:(i + 1) * B]
+        want, _ = batch_gradient(X.indptr, X.indices, X.data, r, np.ones(r.size))
+        assert np.array_equal(idx[ptr[i]:ptr[i + 1]], want), i
+    assert ptr[-1] == ptr[-2] == ptr[-3]                 # past the rows: empty
 
 
 def test_epoch_plan_equals_an_independent_count():
