@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class Options:
                        choices=("log", "hinge"))
     batch: int | str = option("auto", "B, rows per part and iteration, or auto: enough rows "
                                       "that a step's rows cost what its modelled allreduce "
-                                      "costs, at most 1/64 of a part's rows, at least 8 "
+                                      "costs, at most 1/256 of a part's rows, at least 8 "
                                       "(docs/linear.md)",
                               metavar="B|auto", type=lambda v: parse_batch(v))
     epochs: int = option(5, "epochs")
@@ -365,7 +365,6 @@ class Setup:
             self._algos[key] = choose(self.nparts, self.width, k, self.fmt.isize, self.cost,
                                       group=self.options.group, candidates=CANDIDATES)
         return self._algos[key]
-
 
 
 def permutation(seed: int, epoch: int, part: int, n: int) -> np.ndarray:

@@ -124,9 +124,9 @@ class PartStore:
                 moved_all.update(lost)
             elif lost:
                 raise RuntimeError(
-                    f"part data {name!r} of part {_label(lost[0])} was made on its worker "
-                    "(from a Dask collection or futures) and died with it (the client "
-                    "holds no copy to send again); run again")
+                    f"part data {name!r} of part {_label(lost[0])} was built on its worker "
+                    "from a Dask collection (or futures) and died with it (the client holds "
+                    "no copy to send again); run again")
         for name, values in self.data.items():
             where = self.where.get(name, {})
             moved = [p for p in values if placement.worker(self.part_of(p)) != where.get(p)]
