@@ -175,9 +175,14 @@ class DashboardPlugin(SchedulerPlugin):
     def log_event(self, topic, msg) -> None:
         """Strata-timeline rows carried by an event (``msg["strata"]``), e.g. a unit
         report of a run whose sub-steps no scheduler plugin sees (one task per epoch)."""
-        rows = msg.get("strata") if isinstance(msg, dict) else None
-        if isinstance(rows, (list, tuple)) and rows:      # msgpack hands over tuples
-            self.state.merge_rows(f"event:{topic}", rows)
+        if not isinstance(msg, dict):
+            return
+        # a batch of reports (runtime.ReportBatch) carries each unit's rows
+        batch = msg.get("batch")
+        for m in (batch if isinstance(batch, (list, tuple)) else [msg]):
+            rows = m.get("strata") if isinstance(m, dict) else None
+            if isinstance(rows, (list, tuple)) and rows:      # msgpack hands over tuples
+                self.state.merge_rows(f"event:{topic}", rows)
 
     def sample(self) -> None:
         """Memory peaks and other plugins' timelines (every :data:`SAMPLE_MS`)."""

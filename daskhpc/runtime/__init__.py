@@ -60,7 +60,7 @@ from daskhpc.runtime._latency import low_latency
 from daskhpc.runtime._ledger import TransferLedger, logged_transfers
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
-from daskhpc.runtime._reports import ReportInbox, send_report
+from daskhpc.runtime._reports import ReportBatch, ReportInbox, send_report
 from daskhpc.runtime._scaling import WorkersMissing, wait_for_cluster
 from daskhpc.runtime._store import PartStore
 
@@ -89,6 +89,7 @@ __all__ = [
     "PhaseContext",
     "Placement",
     "ProgramRunner",
+    "ReportBatch",
     "ReportInbox",
     "TransferLedger",
     "WorkerLost",

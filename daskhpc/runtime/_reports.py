@@ -80,9 +80,14 @@ class ReportBatch:
         self.held: list[dict] = []
         self.sent_at = time.monotonic()
 
-    def add(self, unit: int, values: dict, *, start: float, stop: float,
-            saved: bool = False) -> None:
-        self.held.append(_message(self.worker, unit, values, start, stop, saved))
+    def add(self, unit: int, values: dict, *, start: float | None = None,
+            stop: float | None = None, saved: bool = False,
+            strata: list | None = None) -> None:
+        """Hold a report (the arguments of :func:`send_report`)."""
+        msg = _message(self.worker, unit, values, start, stop, saved)
+        if strata:
+            msg["strata"] = [{"worker": self.worker.address, **r} for r in strata]
+        self.held.append(msg)
         if saved or time.monotonic() - self.sent_at >= self.every:
             self.flush()
 

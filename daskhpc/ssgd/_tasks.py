@@ -48,6 +48,7 @@ __all__ = ["PartData", "PartState", "Stashed", "stash", "init", "work", "work_in
 KEEP_VERSIONS = 3
 _REGISTRY: dict = {}   # (token, part) -> PartState, in each worker process
 _STASH: dict = {}      # (token, bundle key) -> (bundle, last sub-epoch that reads it)
+_BATCHES: dict = {}    # topic -> the running window's ReportBatch (direct mode)
 
 
 @dataclass(eq=False)
@@ -275,6 +276,12 @@ async def work_in_loop(team: list, token: str, T: int, bundle: np.ndarray, meta:
 
 
 def _report(d: PartData, e: int, reporter, values: dict, **kw) -> None:
+    """The unit report of epoch e: held by the running window's batch in the direct mode
+    (:func:`epochs_direct`), sent at once otherwise."""
+    batch = _BATCHES.get(d.topic)
+    if batch is not None:
+        batch.add(d.epoch0 + e, {reporter: values}, **kw)
+        return
     from daskhpc.runtime import send_report
 
     send_report(d.topic, d.epoch0 + e, {reporter: values}, **kw)
@@ -302,7 +309,7 @@ async def epochs_direct(team: list, token: str, label: str, epochs: list, chain,
 
     from distributed import get_worker
 
-    from daskhpc.runtime import Exchange
+    from daskhpc.runtime import Exchange, ReportBatch
 
     worker = get_worker()
     ext = worker.plugins[Exchange.name]
@@ -310,6 +317,23 @@ async def epochs_direct(team: list, token: str, label: str, epochs: list, chain,
     key = epoch_key(token, label, epochs[-1][0])
     if first:
         init(team, token)
+    # the epochs' reports go out together, at most one event per COALESCE_S (a
+    # checkpoint's at once): an event per epoch cost 0.8 ms of a 4 ms epoch (the
+    # scheduler and the client woken on 2 cores; docs/benchmarks.md)
+    topic = team[0].topic
+    if topic is not None:
+        _BATCHES[topic] = ReportBatch(topic, worker)
+    try:
+        return await _epochs(team, token, epochs, ext, by_part, worker, key, last)
+    finally:
+        batch = _BATCHES.pop(topic, None)
+        if batch is not None:
+            batch.flush()
+
+
+async def _epochs(team, token, epochs, ext, by_part, worker, key, last):
+    import asyncio
+
     for e, steps, ev, ckpts in epochs:
         for T, meta, waits, drop, out in steps:
             got = await ext.wait(token, sorted(set(waits), key=str), keep=True)

@@ -38,6 +38,7 @@ def test_public_namespace_is_pinned():
         "PhaseContext",
         "Placement",
         "ProgramRunner",
+        "ReportBatch",
         "ReportInbox",
         "RunOptions",
         "TransferLedger",
