@@ -25,6 +25,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import contextmanager
 
 from daskhpc.runtime._connect import worker_addresses
@@ -47,6 +48,12 @@ def _worker(interval, dask_worker=None):
     return old
 
 
+def _restore(old: dict, dask_worker=None):
+    """Put back this worker's interval from ``{address: interval}``."""
+    if dask_worker.address in old:
+        dask_worker.batched_stream.interval = old[dask_worker.address]
+
+
 @contextmanager
 def low_latency(client, interval: float = 0.0):
     """Run the body with the scheduler <-> worker batching intervals at ``interval`` s."""
@@ -62,11 +69,9 @@ def low_latency(client, interval: float = 0.0):
             client.run_on_scheduler(_scheduler, None, sched_old)
             # only workers still there: a run on a lost worker's address would wait
             # for the connect timeout (30 s) before failing
-            alive = set(worker_addresses(client))
-            for addr, old in work_old.items():
-                if addr not in alive:
-                    continue
-                try:
-                    client.run(_worker, old, workers=[addr])
-                except Exception:  # noqa: BLE001 - the worker is gone (a lost worker)
-                    pass
+            alive = [a for a in worker_addresses(client) if a in work_old]
+            # one call for all of them (a call per worker grew with the cluster); a
+            # worker whose call fails (it left meanwhile) is skipped
+            if alive:
+                with contextlib.suppress(Exception):
+                    client.run(_restore, work_old, workers=alive, on_error="ignore")

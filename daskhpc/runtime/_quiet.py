@@ -73,26 +73,28 @@ def _keys(msg: str):
 FILTER = RecoveryFilter()
 
 
-def _quiet(run: str, dask_scheduler=None) -> bool:
+def _quiet(runs: tuple, dask_scheduler=None) -> bool:
     with FILTER._lock:
-        FILTER.runs[run] = FILTER.runs.get(run, 0) + 1
+        for run in runs:
+            FILTER.runs[run] = FILTER.runs.get(run, 0) + 1
     logger = logging.getLogger(LOGGER)
     if FILTER not in logger.filters:
         logger.addFilter(FILTER)
     return True
 
 
-def _loud(run: str, dask_scheduler=None) -> list:
+def _loud(runs: tuple, dask_scheduler=None) -> list:
     with FILTER._lock:
-        n = FILTER.runs.get(run, 0) - 1
-        if n > 0:
-            FILTER.runs[run] = n
-        else:
-            FILTER.runs.pop(run, None)
+        for run in runs:
+            n = FILTER.runs.get(run, 0) - 1
+            if n > 0:
+                FILTER.runs[run] = n
+            else:
+                FILTER.runs.pop(run, None)
         empty = not FILTER.runs
     if empty:
         logging.getLogger(LOGGER).removeFilter(FILTER)
-    return [m for m in FILTER.dropped if run in m]
+    return [m for m in FILTER.dropped if any(run in m for run in runs)]
 
 
 @contextlib.contextmanager
@@ -102,12 +104,10 @@ def quiet_recovery(client, *runs: str):
     logged (see the module docstring). Never fails: a scheduler that cannot take the
     filter logs as before."""
     runs = tuple(dict.fromkeys(runs))
-    with contextlib.suppress(Exception):
-        for run in runs:
-            client.run_on_scheduler(_quiet, run)
+    with contextlib.suppress(Exception):          # one call for all the runs
+        client.run_on_scheduler(_quiet, runs)
     try:
         yield
     finally:
         with contextlib.suppress(Exception):
-            for run in runs:
-                client.run_on_scheduler(_loud, run)
+            client.run_on_scheduler(_loud, runs)
