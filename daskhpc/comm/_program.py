@@ -382,7 +382,9 @@ def run_local(program: Program, statics, starts=None, *, on_report=None):
     starts : sequence, optional
         Per part, what ``init`` gets as ``start`` (default None).
     on_report : callable, optional
-        ``on_report(unit, {part: values})`` after every reported step.
+        ``on_report(unit, {part: values})`` after every reported step; a true return
+        ends the program after that unit (a stop rule on the reports, as the frame's
+        ``Job.stop`` on the history).
 
     Returns
     -------
@@ -417,18 +419,19 @@ def run_local(program: Program, statics, starts=None, *, on_report=None):
             for ctx in ctxs:
                 ctx.reported = {}
             reports.append(got)
-            if on_report is not None:
-                on_report(unit, got)
+            said = on_report is not None and bool(on_report(unit, got))
             unit += 1
-            if program.stop is not None and Program.stop_of(program.stop, program.name, ctxs):
+            if said or (program.stop is not None and
+                        Program.stop_of(program.stop, program.name, ctxs)):
                 break
     finals = [program.final(ctx) if program.final is not None else None for ctx in ctxs]
     return finals, reports
 
 
-def run_local_history(program: Program, statics, row, starts=None):
+def run_local_history(program: Program, statics, row, starts=None, *, stop=None):
     """:func:`run_local` with the history a workflow reports: ``row(unit, reports)`` of
-    every unit plus ``time_s``, the unit's wall time in this process.
+    every unit plus ``time_s``, the unit's wall time in this process; ``stop(history)``
+    (optional) after every unit ends the program when true (the frame's ``Job.stop``).
 
     Returns
     -------
@@ -445,14 +448,13 @@ def run_local_history(program: Program, statics, row, starts=None):
     """
     import time
 
-    times, last = [], [time.perf_counter()]
+    history, last = [], [time.perf_counter()]
 
     def tick(unit, reports):
         now = time.perf_counter()
-        times.append(now - last[0])
-        last[0] = now
+        history.append({**row(len(history), reports), "time_s": now - last[0]})
+        last[0] = time.perf_counter()       # the row is not the next unit's time
+        return stop is not None and stop(history)
 
-    finals, reports = run_local(program, statics, starts, on_report=tick)
-    history = [{**row(u, rep), "time_s": t}
-               for u, (rep, t) in enumerate(zip(reports, times))]
+    finals, _ = run_local(program, statics, starts, on_report=tick)
     return finals, history

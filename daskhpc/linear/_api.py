@@ -27,6 +27,7 @@ from ._program import assemble, fingerprint, model, program, row, statics
 from ._result import LinearResult
 from ._serial import run_serial
 from ._setup import prepare
+from ._update import no_improvement
 
 __all__ = ["fit", "fit_local", "serial_fit", "plan", "sections"]
 
@@ -80,14 +81,17 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     t0 = time.perf_counter()
     prog = program(s)
     s.timing["program_s"] = time.perf_counter() - t0
-    finals, history = run_local_history(prog, statics(s), lambda u, rep: row(s, u, rep))
+    o = s.options
+    finals, history = run_local_history(
+        prog, statics(s), lambda u, rep: row(s, u, rep),
+        stop=lambda h: no_improvement(h, o.tol, o.n_iter_no_change))
     times = [h["time_s"] for h in history]
     w = assemble(s, finals)
     info = sections(s, history, command=command)
     info["timing"]["run_s"] = float(sum(times))
     info["steps"]["total"] = prog.nsteps
     if check_serial:
-        ref = model(s, run_serial(s)["w"])
+        ref = model(s, run_serial(s, epochs=len(history))["w"])
         diff = float(np.max(np.abs(ref - w)))
         info["serial_check"] = {"done": True, "identical": bool(np.array_equal(ref, w)),
                                 "max_abs_diff": diff,
@@ -198,7 +202,7 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
 
         from ._serial import run_serial
 
-        ser = run_serial(s if nz is None else s_full)
+        ser = run_serial(s if nz is None else s_full, epochs=len(out.history))
         check = compare_arrays([(w, model(s, ser["w"]))], rtol=1e-12)
         check["reference"] = "plain serial SGD (dense gradients summed in part order)"
         check["history_identical"] = all(

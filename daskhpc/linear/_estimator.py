@@ -8,7 +8,8 @@ named (its module ``__getattr__``), so ``import daskhpc.linear`` never loads skl
 ``client=None`` trains in this process with the plain serial reference (``serial_fit``:
 the same batches, step sizes and penalties as a cluster run, no cluster started); a
 Dask ``client`` trains with ``fit`` on it (one part per worker unless ``n_parts``).
-Epochs are fixed (``max_iter``): there is no tolerance-based stop.
+``SGDClassifier`` stops before ``max_iter`` epochs with ``tol`` (scikit-learn's rule,
+``n_iter_no_change``); ``LogisticRegression`` runs ``max_iter`` epochs.
 
 Examples
 --------
@@ -87,7 +88,7 @@ class _LinearClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = res.classes_
         self.coef_ = W[:, :-1].copy() if self.fit_intercept else W.copy()
         self.intercept_ = W[:, -1].copy() if self.fit_intercept else np.zeros(W.shape[0])
-        self.n_iter_ = int(options["epochs"])
+        self.n_iter_ = len(res.history)          # fewer than max_iter when tol stopped it
         return self
 
     def decision_function(self, X):
@@ -146,7 +147,12 @@ class SGDClassifier(_LinearClassifier):
     eta0, power_t : float
         The step size of ``constant``/``invscaling``/``legacy`` and invscaling's exponent.
     max_iter : int
-        Epochs (fixed: no tolerance-based stop).
+        Epochs (at most, with ``tol``).
+    tol : float or None
+        Stop once the training objective has not gone below its best by ``tol`` for
+        ``n_iter_no_change`` epochs in a row (scikit-learn's rule); None (the default
+        here, scikit-learn's is 1e-3): every epoch runs. ``n_iter_`` says how many ran.
+    n_iter_no_change : int
     batch_size : int or "auto"
         Rows per part and iteration (B); auto: from the calibrated allreduce cost and
         the rows per part (``--batch auto``, docs/linear.md).
@@ -162,8 +168,8 @@ class SGDClassifier(_LinearClassifier):
 
     def __init__(self, client=None, loss="log_loss", penalty="l2", alpha=1e-4, l1_ratio=0.15,
                  fit_intercept=True, learning_rate="optimal", eta0=0.5, power_t=0.5,
-                 max_iter=5, batch_size="auto", class_weight=None, random_state=None,
-                 n_parts=None, allreduce="auto"):
+                 max_iter=5, tol=None, n_iter_no_change=5, batch_size="auto",
+                 class_weight=None, random_state=None, n_parts=None, allreduce="auto"):
         self.client = client
         self.loss = loss
         self.penalty = penalty
@@ -174,6 +180,8 @@ class SGDClassifier(_LinearClassifier):
         self.eta0 = eta0
         self.power_t = power_t
         self.max_iter = max_iter
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
         self.batch_size = batch_size
         self.class_weight = class_weight
         self.random_state = random_state
@@ -187,6 +195,8 @@ class SGDClassifier(_LinearClassifier):
                     l1_ratio=float(self.l1_ratio), fit_intercept=bool(self.fit_intercept),
                     learning_rate=self.learning_rate, lr=float(self.eta0),
                     power_t=float(self.power_t), epochs=int(self.max_iter),
+                    tol=None if self.tol is None else float(self.tol),
+                    n_iter_no_change=int(self.n_iter_no_change),
                     batch=self.batch_size, class_weight=self.class_weight,
                     seed=self._seed(), allreduce=self.allreduce)
 

@@ -7,6 +7,7 @@ import functools
 
 from ._program import assemble, program, row, statics, warm_up
 from ._setup import Setup
+from ._update import no_improvement
 
 __all__ = ["linear_job"]
 
@@ -17,8 +18,16 @@ def linear_job(s: Setup, fingerprint: dict, *, with_statics: bool = True,
     are already on the workers (a run from a Dask collection adopts them)."""
     from daskhpc.runtime import Job
 
+    o = s.options
+    # --tol: the client checks the rule after every epoch (one epoch per submission)
+    stop = None if o.tol is None else \
+        functools.partial(_stop, o.tol, o.n_iter_no_change)
     return Job("linear", s.nparts, s.options.epochs, row=functools.partial(row, s),
                fingerprint=fingerprint, program=functools.partial(program, s),
                statics=statics(s) if with_statics else None,
                assemble=functools.partial(assemble, s), warm_up=warm_up,
-               unit_name="epochs", in_loop=in_loop, exchange=exchange)
+               unit_name="epochs", in_loop=in_loop, exchange=exchange, stop=stop)
+
+
+def _stop(tol: float, n: int, history: list) -> bool:
+    return no_improvement(history, tol, n)

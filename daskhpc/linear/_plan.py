@@ -48,6 +48,11 @@ def sections(s: Setup, history=None, command=None, epochs=None) -> dict:
     if choice:
         out["choice"] = {"example": choice, "alpha": choice["alpha"], "beta": choice["beta"]}
     out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
+    if history is not None and o.tol is not None:
+        out["stopped"] = {"epochs": len(history), "early": len(history) < o.epochs,
+                          "tol": o.tol, "n_iter_no_change": o.n_iter_no_change,
+                          "rule": "train_loss not below its best by tol for "
+                                  "n_iter_no_change epochs in a row"}
     if history is not None:
         out["timing"]["per_iteration_s"] = [h["time_s"] for h in history]
         last = history[-1]

@@ -254,7 +254,8 @@ def fingerprint(s) -> dict:
     opts = asdict(s.options)
     if isinstance(opts["class_weight"], dict):     # JSON keys: the labels as text
         opts["class_weight"] = {str(k): float(v) for k, v in opts["class_weight"].items()}
-    opts.pop("epochs")          # a resumed run may go on for more epochs
+    for k in ("epochs", "tol", "n_iter_no_change"):
+        opts.pop(k)             # a resumed run may go on for more epochs, or stop otherwise
     opts.pop("init")            # a warm start: its weights (only where set)
     if s.w0 is not None:
         opts["init"] = array_digest(s.w0)

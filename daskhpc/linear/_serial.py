@@ -24,7 +24,8 @@ import numpy as np
 from ._program import global_batch
 from ._setup import permutation
 from ._topk import topk_approx, topk_exact
-from ._update import bottou_t0, eta, l1_penalty, l1_share, penalty_value, rows_before
+from ._update import (bottou_t0, eta, l1_penalty, l1_share, no_improvement, penalty_value,
+                      rows_before)
 
 __all__ = ["run_serial"]
 
@@ -56,8 +57,10 @@ def _coef(Xb, yb, w, K, loss):
         return -yb / (1.0 + np.exp(z)) if loss == "log" else np.where(z < 1.0, -yb, 0.0)
 
 
-def run_serial(s) -> dict:
-    """Train with the setup's batches in one process; returns ``w`` and ``history``."""
+def run_serial(s, epochs: int | None = None) -> dict:
+    """Train with the setup's batches in one process; returns ``w`` and ``history``.
+    ``epochs``: exactly that many (a distributed run's, for its serial check); default
+    ``options.epochs``, fewer when ``options.tol`` stops the run."""
     o, d = s.options, s.data
     P, K, B = s.nparts, s.K, o.batch
     N = s.width
@@ -74,7 +77,7 @@ def run_serial(s) -> dict:
     nrows = [int(rr.size) for rr in s.rows]
     before = rows_before(nrows, B, s.T)
     history = []
-    for e in range(o.epochs):
+    for e in range(o.epochs if epochs is None else int(epochs)):
         perms = [s.rows[p][permutation(o.seed, e, p, s.rows[p].size)] for p in range(P)]
         for i in range(s.T):
             step = eta(o.learning_rate, o.lr, o.lr_decay, o.power_t, o.reg, t0, e,
@@ -116,4 +119,6 @@ def run_serial(s) -> dict:
         if d.X_test is not None:
             h["test_loss"], h["test_accuracy"] = evaluate(w, d.X_test, d.y_test, o.loss, K)
         history.append(h)
+        if epochs is None and no_improvement(history, o.tol, o.n_iter_no_change):
+            break
     return {"w": w, "history": history}

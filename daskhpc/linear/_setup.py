@@ -73,7 +73,13 @@ class Options:
                                       "costs, at most 1/256 of a part's rows, at least 8 "
                                       "(docs/linear.md)",
                               metavar="B|auto", type=lambda v: parse_batch(v))
-    epochs: int = option(5, "epochs")
+    epochs: int = option(5, "epochs (at most, with --tol)")
+    tol: float | None = option(None, "stop once the training objective has not gone below "
+                                     "its best by tol for --n-iter-no-change epochs in a "
+                                     "row (scikit-learn's rule); default: every epoch runs",
+                               type=float)
+    n_iter_no_change: int = option(5, "epochs without improvement that stop a run with "
+                                      "--tol")
     learning_rate: str = option("optimal", "step-size schedule over t, the rows used so "
                                            "far: optimal 1/(reg (t0 + t)) (Bottou's t0), "
                                            "constant lr, invscaling lr/(t+1)^power_t, "
@@ -122,8 +128,12 @@ class Options:
         if self.loss not in LOSSES:
             raise InputError(f"unknown --loss {self.loss!r}; choose one of {list(LOSSES)}")
         self.batch = parse_batch(self.batch)
-        if int(self.epochs) < 1:
-            raise InputError(f"--epochs must be at least 1, got {self.epochs}")
+        for name in ("epochs", "n_iter_no_change"):
+            if int(getattr(self, name)) < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be at least 1, got "
+                                 f"{getattr(self, name)}")
+        if self.tol is not None and not (np.isfinite(self.tol) and self.tol >= 0):
+            raise InputError(f"--tol must be a number >= 0, got {self.tol}")
         if not (np.isfinite(self.lr) and self.lr > 0):
             raise InputError(f"--lr must be a positive number, got {self.lr}")
         for name in ("lr_decay", "reg", "power_t"):

@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 __all__ = ["SCHEDULES", "PENALTIES", "bottou_t0", "eta", "rows_before", "l1_share",
-           "l1_penalty", "row_weights", "penalty_value"]
+           "l1_penalty", "row_weights", "penalty_value", "no_improvement"]
 
 SCHEDULES = ("optimal", "constant", "invscaling", "legacy")
 PENALTIES = ("l2", "l1", "elasticnet")
@@ -122,3 +122,24 @@ def penalty_value(alpha: float, l1: float, norm1: float, norm2: float) -> float:
     if l1 == 0.0:
         return 0.5 * alpha * norm2
     return alpha * (l1 * norm1 + 0.5 * (1.0 - l1) * norm2)
+
+
+def no_improvement(history: list, tol: float | None, n: int) -> bool:
+    """scikit-learn's stop rule of ``SGDClassifier`` on the history so far: true once the
+    training objective (``train_loss``) has not gone below the best one by ``tol`` for
+    ``n`` epochs in a row. ``tol`` None: never.
+
+    Examples
+    --------
+    >>> h = [{"train_loss": v} for v in (0.50, 0.40, 0.399, 0.3995, 0.3991)]
+    >>> no_improvement(h, 1e-2, 3), no_improvement(h[:4], 1e-2, 3), no_improvement(h, None, 3)
+    (True, False, False)
+    """
+    if tol is None:
+        return False
+    best, count = np.inf, 0
+    for h in history:
+        loss = h["train_loss"]
+        count = count + 1 if loss > best - tol else 0
+        best = min(best, loss)
+    return count >= n

@@ -112,6 +112,8 @@ def test_schedules():
     (dict(batch=0), "--batch must be a positive integer or 'auto', got 0"),
     (dict(batch="big"), "--batch must be a positive integer or 'auto', got 'big'"),
     (dict(batch=2.5), "--batch must be a positive integer or 'auto'"),
+    (dict(tol=-1.0), "--tol must be a number >= 0, got -1.0"),
+    (dict(n_iter_no_change=0), "--n-iter-no-change must be at least 1, got 0"),
 ])
 def test_bad_options_are_input_errors(kwargs, match):
     X = np.random.default_rng(0).random((30, 5))
@@ -140,6 +142,56 @@ def test_auto_batch_follows_the_cost_model_and_the_step_cap():
     assert prepare(X, y, 2, batch=8).batch_auto is None
     rep = lin.plan(X, y, 2, epochs=1, alpha=1e-3, beta=1e-9)
     assert rep["options"]["batch"] == rep["batch_auto"]["batch"] == s.options.batch
+
+
+def _sklearn_rule(losses, tol, n):
+    """Epochs scikit-learn's SGD runs on these training losses (its no-improvement count,
+    written out): the first epoch after which the count reaches n."""
+    best, count = np.inf, 0
+    for e, loss in enumerate(losses):
+        count = count + 1 if loss > best - tol else 0
+        best = min(best, loss)
+        if count >= n:
+            return e + 1
+    return len(losses)
+
+
+def test_tol_stops_where_scikit_learns_rule_does(client2):
+    d = datasets.libsvm()
+    X, y = d.matrix[:6000], d.labels[:6000]
+    kw = dict(nparts=2, epochs=40, tol=1e-2, n_iter_no_change=2)
+    loc = lin.fit_local(X, y, check_serial=True, **kw)
+    n = len(loc.history)
+    full = lin.fit_local(X, y, nparts=2, epochs=n + 3)      # no tol: every epoch runs
+    assert len(full.history) == n + 3 and "stopped" not in full.report()
+    losses = [h["train_loss"] for h in full.history]
+    assert 2 <= n < 40 and _sklearn_rule(losses, 1e-2, 2) == n
+    assert [h["train_loss"] for h in loc.history] == losses[:n]
+    assert loc.report()["stopped"]["early"] and loc.report()["stopped"]["epochs"] == n
+    assert loc.report()["serial_check"]["max_rel_diff"] <= 1e-12
+    assert len(lin.serial_fit(X, y, **kw).history) == n
+    run = lin.fit(X, y, client=client2, progress=False, check_serial=True, **kw)
+    assert len(run.history) == n and np.array_equal(run.w, loc.w)
+    rep = run.report()
+    assert rep["stopped"]["early"] and rep["serial_check"]["within_tolerance"]
+    assert rep["measured"]["inter_worker_messages"] == rep["measured"]["planned_messages"]
+    # the estimator's n_iter_ counts the epochs that ran
+    sk = pytest.importorskip("sklearn")
+    del sk
+    from daskhpc.linear import SGDClassifier
+
+    clf = SGDClassifier(max_iter=40, tol=1e-2, n_iter_no_change=2, n_parts=2).fit(X, y)
+    assert clf.n_iter_ == n
+
+
+def test_tol_flags_parse():
+    from daskhpc.testing import workflow_call
+
+    _, call, _ = workflow_call("plan", "linear", [datasets.path("libsvm"), "--tol", "0.01",
+                                                  "--n-iter-no-change", "3"])
+    assert call.options.tol == 0.01 and call.options.n_iter_no_change == 3
+    _, call, _ = workflow_call("plan", "linear", [datasets.path("libsvm")])
+    assert call.options.tol is None and call.options.n_iter_no_change == 5
 
 
 def test_class_weight_flag_parses():
