@@ -194,7 +194,10 @@ def _part_static(shell, *segments):
     M = sp.csr_array(block) if sp.issparse(block) else \
         sp.csr_array(np.atleast_2d(np.asarray(block, float)))
     shell = dict(shell)
-    X = features(row_normalize(M), dense=shell.pop("dense_x"))
+    # in the run's dtype, as the client casts the row-normalised features (it was float64
+    # for a float32 run: layer 1 then computed in float64)
+    X = features(row_normalize(M), np.dtype(shell["options"].dtype),
+                 dense=shell.pop("dense_x"))
     out = dict(shell, X=X)
     if shell.get("batches") is not None:
         out["batches"] = [dict(b, X=take_rows(X, np.searchsorted(shell["rows"], b["rows"])))

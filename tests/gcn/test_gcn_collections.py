@@ -72,6 +72,24 @@ def test_edge_frame_equals_the_file(client2, tmp_path, density, dense):
                                                 "_as_piece", "daskhpc-gcn-features"))]
 
 
+@pytest.mark.parametrize("density", [0.5, 0.2])
+def test_float32_features_from_a_collection_are_float32(client2, tmp_path, density):
+    # the parts built from a Dask Array kept float64 features in a float32 run: layer 1
+    # ran in float64 and the run was not the file's
+    src, dst, w = edges(seed=2)
+    n = np.unique(np.concatenate([src, dst])).size
+    X, y, split = node_data(n, density=density)
+    run = dict(RUN, dtype="float32")
+    ref = fit(str(write_snap(tmp_path / "g.txt", src, dst, w)), X, y, split, 2,
+              client=client2, **run)
+    ddf = dd.from_pandas(pd.DataFrame({"s": src, "t": dst, "w": w}), npartitions=2)
+    got = fit(ddf, da.from_array(X, chunks=(30, 10)), da.from_array(y, chunks=40), split, 2,
+              columns=["s", "t", "w"], client=client2, **run)
+    assert all(p.dtype == np.float32 for p in got.params)
+    assert all(np.array_equal(a, b) for a, b in zip(ref.params, got.params))
+    assert np.array_equal(ref.logits, got.logits)
+
+
 def to_client(client):
     """Keys the workers have sent to a client (their transfer logs)."""
     def sent(dask_worker):
