@@ -79,7 +79,7 @@ class Options:
                                      "row (scikit-learn's rule); default: every epoch runs",
                                type=float)
     n_iter_no_change: int = option(5, "epochs without improvement that stop a run with "
-                                      "--tol")
+                                      "--tol", metavar="N")
     learning_rate: str = option("optimal", "step-size schedule over t, the rows used so "
                                            "far: optimal 1/(reg (t0 + t)) (Bottou's t0), "
                                            "constant lr, invscaling lr/(t+1)^power_t, "

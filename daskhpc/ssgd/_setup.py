@@ -82,10 +82,10 @@ class Options:
     method: str = option("bitwise", "d-gap rows by Algorithm 2 (bitwise) or the "
                                     "connectivity sets (the same rows)", flag="--d-gap",
                          choices=("bitwise", "connectivity"))
-    shuffle: bool = option(True, "visit a block's ratings in their stored order every epoch "
+    shuffle: bool = option(True, "visit a block's ratings in their stored order every epoch, "
+                                 "as CESSGD built with -DNO_SHUFFLE and Surprise's SVD do "
                                  "(default: a seeded random order per epoch and block, the "
-                                 "paper's; without it: CESSGD's -DNO_SHUFFLE, Surprise's "
-                                 "order)", flag="--no-shuffle")
+                                 "paper's)", flag="--no-shuffle")
     keep_empty: bool = option(False, "do not drop empty rows and columns: a matrix that has "
                                      "any is refused (by default they are dropped, with a "
                                      "note)")
