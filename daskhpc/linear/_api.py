@@ -13,6 +13,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -84,7 +85,7 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     o = s.options
     finals, history = run_local_history(
         prog, statics(s), lambda u, rep: row(s, u, rep),
-        stop=lambda h: no_improvement(h, o.tol, o.n_iter_no_change))
+        stop=functools.partial(no_improvement, tol=o.tol, n=o.n_iter_no_change))
     times = [h["time_s"] for h in history]
     w = assemble(s, finals)
     info = sections(s, history, command=command)

@@ -21,13 +21,9 @@ def linear_job(s: Setup, fingerprint: dict, *, with_statics: bool = True,
     o = s.options
     # --tol: the client checks the rule after every epoch (one epoch per submission)
     stop = None if o.tol is None else \
-        functools.partial(_stop, o.tol, o.n_iter_no_change)
+        functools.partial(no_improvement, tol=o.tol, n=o.n_iter_no_change)
     return Job("linear", s.nparts, s.options.epochs, row=functools.partial(row, s),
                fingerprint=fingerprint, program=functools.partial(program, s),
                statics=statics(s) if with_statics else None,
                assemble=functools.partial(assemble, s), warm_up=warm_up,
                unit_name="epochs", in_loop=in_loop, exchange=exchange, stop=stop)
-
-
-def _stop(tol: float, n: int, history: list) -> bool:
-    return no_improvement(history, tol, n)

@@ -442,8 +442,7 @@ def setup_of(opts: Options, data: LinearData, nparts, t0: float) -> Setup:
                             K * data.X.shape[1], fmt.isize, cost, opts.group)
         opts = replace(opts, batch=chosen["batch"])
     T = math.ceil(max(r.size for r in rows) / opts.batch)
-    s = Setup(opts, P, data, rows, test_rows, T, fmt, cost)
-    s.batch_auto = chosen
+    s = Setup(opts, P, data, rows, test_rows, T, fmt, cost, batch_auto=chosen)
     s.weights = row_weights(opts.class_weight, data.y, data.classes, data.nclasses)
     if opts.init is not None:
         s.w0 = warm_weights(opts.init, data.classes, s.K * s.N)

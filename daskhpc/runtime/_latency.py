@@ -43,8 +43,7 @@ def _scheduler(interval, previous=None, dask_scheduler=None):
 
 def _worker(interval, dask_worker=None):
     bs = dask_worker.batched_stream
-    old = bs.interval
-    bs.interval = interval if interval is not None else old
+    old, bs.interval = bs.interval, interval
     return old
 
 

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 __all__ = ["send_report", "ReportInbox", "ReportBatch", "COALESCE_S"]
 
 #: Seconds a worker may hold the reports of finished units before it sends them.
 COALESCE_S = 0.05
+
+_HELD: dict = {}      # topic -> the ReportBatch holding this process's reports of it
 
 
 def send_report(topic: str, unit: int, values: dict, *, start: float | None = None,
@@ -44,26 +47,32 @@ def send_report(topic: str, unit: int, values: dict, *, start: float | None = No
     ``strata``: strata-timeline rows of the unit's sub-steps (dicts: ``run``, ``key``,
     ``substep`` or ``subepoch``, ``start``, ``stop``, ...; ``worker`` is filled in), for
     the dashboard, which reads them from the event on the scheduler (docs/dashboard.md).
-    Outside a worker (a local run) this does nothing.
+    Outside a worker (a local run) this does nothing; while a :class:`ReportBatch` of
+    ``topic`` is holding (``with batch.holding():``) the report goes to it.
     """
+    held = _HELD.get(topic)
+    if held is not None:
+        held.add(unit, values, start=start, stop=stop, saved=saved, strata=strata)
+        return
     try:
         from distributed import get_worker
 
         worker = get_worker()
     except ValueError:
         return
-    msg = _message(worker, unit, values, start, stop, saved)
+    worker.log_event(topic, _message(worker, unit, values, start, stop, saved, strata))
+
+
+def _message(worker, unit: int, values: dict, start, stop, saved: bool,
+             strata=None) -> dict:
+    now = time.time()
+    msg = {"unit": int(unit), "worker": worker.address,
+           "reports": [[r, v] for r, v in values.items()],
+           "start": now if start is None else float(start),
+           "stop": now if stop is None else float(stop), "saved": bool(saved)}
     if strata:
         msg["strata"] = [{"worker": worker.address, **r} for r in strata]
-    worker.log_event(topic, msg)
-
-
-def _message(worker, unit: int, values: dict, start, stop, saved: bool) -> dict:
-    now = time.time()
-    return {"unit": int(unit), "worker": worker.address,
-            "reports": [[r, v] for r, v in values.items()],
-            "start": now if start is None else float(start),
-            "stop": now if stop is None else float(stop), "saved": bool(saved)}
+    return msg
 
 
 class ReportBatch:
@@ -73,6 +82,7 @@ class ReportBatch:
     since the last event, or at once when the unit was checkpointed (``saved``: the frame
     must learn of a checkpoint before the worker can die with it unsaid); ``flush`` (at
     the end of the task, so the last unit is never held back) sends the rest.
+    :meth:`holding` makes :func:`send_report` of its topic add to it.
     """
 
     def __init__(self, topic: str, worker, every: float = COALESCE_S):
@@ -84,11 +94,21 @@ class ReportBatch:
             stop: float | None = None, saved: bool = False,
             strata: list | None = None) -> None:
         """Hold a report (the arguments of :func:`send_report`)."""
-        msg = _message(self.worker, unit, values, start, stop, saved)
-        if strata:
-            msg["strata"] = [{"worker": self.worker.address, **r} for r in strata]
-        self.held.append(msg)
+        self.held.append(_message(self.worker, unit, values, start, stop, saved, strata))
         if saved or time.monotonic() - self.sent_at >= self.every:
+            self.flush()
+
+    @contextmanager
+    def holding(self):
+        """While the block runs, this process's :func:`send_report` calls of the topic
+        add to this batch (code that reports unit by unit, run as one task); what is
+        held is sent when the block ends."""
+        _HELD[self.topic] = self
+        try:
+            yield self
+        finally:
+            if _HELD.get(self.topic) is self:
+                del _HELD[self.topic]
             self.flush()
 
     def flush(self) -> None:

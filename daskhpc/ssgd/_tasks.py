@@ -31,6 +31,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -48,7 +49,6 @@ __all__ = ["PartData", "PartState", "Stashed", "stash", "init", "work", "work_in
 KEEP_VERSIONS = 3
 _REGISTRY: dict = {}   # (token, part) -> PartState, in each worker process
 _STASH: dict = {}      # (token, bundle key) -> (bundle, last sub-epoch that reads it)
-_BATCHES: dict = {}    # topic -> the running window's ReportBatch (direct mode)
 
 
 @dataclass(eq=False)
@@ -276,12 +276,6 @@ async def work_in_loop(team: list, token: str, T: int, bundle: np.ndarray, meta:
 
 
 def _report(d: PartData, e: int, reporter, values: dict, **kw) -> None:
-    """The unit report of epoch e: held by the running window's batch in the direct mode
-    (:func:`epochs_direct`), sent at once otherwise."""
-    batch = _BATCHES.get(d.topic)
-    if batch is not None:
-        batch.add(d.epoch0 + e, {reporter: values}, **kw)
-        return
     from daskhpc.runtime import send_report
 
     send_report(d.topic, d.epoch0 + e, {reporter: values}, **kw)
@@ -305,8 +299,6 @@ async def epochs_direct(team: list, token: str, label: str, epochs: list, chain,
     (the run stopped) the loop ends at the next epoch. The attempt's ``first`` task
     creates the part states (:func:`init`), its ``last`` returns ``{part: final}``
     (:func:`final`): one task per worker for a run of one window."""
-    import asyncio
-
     from distributed import get_worker
 
     from daskhpc.runtime import Exchange, ReportBatch
@@ -321,18 +313,12 @@ async def epochs_direct(team: list, token: str, label: str, epochs: list, chain,
     # checkpoint's at once): with an event per part and epoch the gap between two
     # sweeps was 1.5 ms at an epoch's end against 0.7 ms inside it (docs/benchmarks.md)
     topic = team[0].topic
-    if topic is not None:
-        _BATCHES[topic] = ReportBatch(topic, worker)
-    try:
+    with ReportBatch(topic, worker).holding() if topic else contextlib.nullcontext():
         return await _epochs(team, token, epochs, ext, by_part, worker, key, last)
-    finally:
-        batch = _BATCHES.pop(topic, None)
-        if batch is not None:
-            batch.flush()
 
 
 async def _epochs(team, token, epochs, ext, by_part, worker, key, last):
-    """The loop of :func:`epochs_direct` (its reports held by the window's batch)."""
+    """The loop of :func:`epochs_direct`."""
     import asyncio
 
     for e, steps, ev, ckpts in epochs:
