@@ -69,9 +69,17 @@ def get(key: str, default: Any = _no_default) -> Any:
     """
     if not key.startswith("daskhpc."):
         key = "daskhpc." + key
-    if default is _no_default:
+    try:
         return dask.config.get(key)
-    return dask.config.get(key, default)
+    except KeyError:
+        # not in the live config: a ``dask.config.set({"daskhpc...": ...})`` block that
+        # was open when this module loaded takes the defaults with it when it closes
+        try:
+            return dask.config.get(key, config=_defaults)
+        except KeyError:
+            if default is _no_default:
+                raise
+            return default
 
 
 def progress_setting() -> bool | None:

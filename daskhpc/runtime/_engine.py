@@ -112,8 +112,9 @@ class ProgramRunner:
         code = ProgramCode(program, where, topic, checkpoint, address=self.address,
                            in_loop=in_loop)
         if self.direct and not self.single:
-            from daskhpc.runtime._exchange import NAME, Exchange
+            from daskhpc.runtime._exchange import NAME, Exchange, transport
 
+            transport()          # a bad setting fails here in one line, not in each worker
             client.register_plugin(Exchange(), name=NAME)    # idempotent
         # one copy per worker, each scattered to its worker: a broadcast scatter would
         # replicate, and distributed 2026.8 then logs a "replicate" event holding

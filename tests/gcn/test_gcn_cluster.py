@@ -23,8 +23,10 @@ EPOCHS = 30
 # per transfer between two workers, the bytes beyond the payload's float64 words (measured
 # with distributed 2026.8, docs/gcn.md), as (per transfer, per part-to-part message in
 # it): graph mode (a get_data reply) ~220 B + ~230 B per message + ~155 B per further
-# array; direct mode (a push's serialized frames) ~105 B + ~31 B + ~19 B
-FRAMING = {"graph": (300, 400), "direct": (150, 60)}
+# array; direct mode over the Exchange's sockets (pickle protocol 5, out-of-band buffers
+# with an 8-byte size each, the run's token) ~140 B + ~64 B per message (over
+# distributed's comm it was ~105 B + ~31 B + ~19 B per further array)
+FRAMING = {"graph": (300, 400), "direct": (200, 75)}
 
 
 def local(s):

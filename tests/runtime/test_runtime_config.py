@@ -29,6 +29,20 @@ def test_dask_config_set_wins():
         assert _config.get("runtime.workers") == 7
 
 
+def test_defaults_outlive_a_config_block_open_at_import():
+    """dask.config.set restores the config it found when its block closes: settings of
+    daskhpc loaded inside it (the first import) would go with it."""
+    code = ("import dask\n"
+            "with dask.config.set({'daskhpc.runtime.transport': 'dask'}):\n"
+            "    from daskhpc import _config\n"
+            "    inside = _config.get('runtime.transport')\n"
+            "print(inside, _config.get('runtime.transport'),"
+            " _config.get('runtime.dashboard-address'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["dask", "socket", "localhost:8787"]
+
+
 def test_environment_variable_overrides_default():
     code = "from daskhpc import _config; print(_config.get('runtime.threads-per-worker'))"
     env = {"DASK_DASKHPC__RUNTIME__THREADS_PER_WORKER": "4", "PATH": ""}

@@ -4,6 +4,7 @@ computes nothing, on 1 and 2 workers, a task per unit against a task per window.
 ::
 
     python workflows/benchmarks/step_floor.py --rounds 3 --out floor.json
+    python workflows/benchmarks/step_floor.py --transports --rounds 5 --units 300
 
 A toy :class:`~daskhpc.comm.Program` over 2 parts: per unit ``S - 1`` ring steps (each
 part sends a ``--length``-vector of float64 to the other and adds what it got) and a
@@ -14,6 +15,11 @@ unit, issue 14's engine) and 0 (a task per worker for the whole run, issue 28's)
 alternating order per round. Printed: milliseconds per step and per unit (whole run,
 start-up included, over ``--units`` units), medians over rounds, and the ratios
 per-unit / per-window on the same workers, with the 1-minute load.
+
+``--transports``: instead, two clusters of 2 workers side by side, one with each
+``daskhpc.runtime.transport`` (``socket``: the Exchange's own connections; ``dask``:
+distributed's comm), a task per window, runs alternating; the ratio is dask / socket per
+round.
 
 Only the public API is used.
 """
@@ -74,8 +80,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--length", type=int, default=1000)
     ap.add_argument("--steps", type=int, nargs="+", default=[1, 10],
                     help="steps per unit (the last one reports)")
+    ap.add_argument("--transports", action="store_true",
+                    help="compare the direct exchange's two transports on 2 workers")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
+    if a.transports:
+        return transports(a)
     got: dict = {}
     for workers in (2, 1):
         with connect(n_workers=workers) as client:
@@ -106,6 +116,45 @@ def main(argv=None) -> dict:
         print(f"{workers:>7} {steps:>10} {per_task or 'window':>8} "
               f"{row['ms_per_step']:>8.2f} {row['ms_per_unit']:>8.2f} "
               f"{row['per_unit_over_per_window']:>11.2f}")
+    out = {"load": os.getloadavg()[0], "units": a.units, "rounds": a.rounds,
+           "message_bytes": 8 * a.length, "rows": rows}
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(out, f, indent=1)
+    return out
+
+
+def transports(a) -> dict:
+    """Per step of a task per window, each transport on its own 2-worker cluster."""
+    clients = {}
+    for mode in ("socket", "dask"):
+        with dask.config.set({"daskhpc.runtime.transport": mode}):
+            clients[mode] = connect(n_workers=2)     # its workers keep the setting
+        run_job(clients[mode], _job(2, 5, a.length), progress_bar=False)    # warm up
+    got: dict = {}
+    try:
+        for r in range(a.rounds):
+            for steps in a.steps:
+                for mode in (("socket", "dask") if r % 2 == 0 else ("dask", "socket")):
+                    t = time.perf_counter()
+                    run_job(clients[mode], _job(steps, a.units, a.length),
+                            progress_bar=False)
+                    got.setdefault((steps, mode), []).append(time.perf_counter() - t)
+    finally:
+        for client in clients.values():
+            client.close()
+    print(f"load {os.getloadavg()[0]:.2f}; {a.units} units, {a.rounds} rounds, "
+          f"{8 * a.length} B messages, 2 workers, a task per window")
+    print(f"{'steps/unit':>10} {'socket ms/step':>14} {'dask ms/step':>12} {'dask/socket':>11}")
+    rows = []
+    for steps in a.steps:
+        per = {m: 1e3 * statistics.median(got[(steps, m)]) / (a.units * steps)
+               for m in ("socket", "dask")}
+        ratio = statistics.median(x / y for x, y in zip(got[(steps, "dask")],
+                                                          got[(steps, "socket")]))
+        rows.append({"steps_per_unit": steps, "socket_ms_per_step": per["socket"],
+                     "dask_ms_per_step": per["dask"], "dask_over_socket": ratio})
+        print(f"{steps:>10} {per['socket']:>14.3f} {per['dask']:>12.3f} {ratio:>11.2f}")
     out = {"load": os.getloadavg()[0], "units": a.units, "rounds": a.rounds,
            "message_bytes": 8 * a.length, "rows": rows}
     if a.out:
