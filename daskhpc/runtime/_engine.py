@@ -128,7 +128,15 @@ class ProgramRunner:
         self.step_fn = step_group_in_loop if in_loop else step_group
         self._frontier: dict[tuple, object] = {}   # keys of the last step -> Future
         self._last = -1
-        self._start(statics, starts or {})
+        # direct: the parts are created by the first window's task (a task and a
+        # scheduler round trip fewer per worker and attempt)
+        self._init: dict | None = None
+        if self.direct:
+            self._init = {lab: ([statics[p] for p in parts],
+                                [starts.get(p) for p in parts] if starts else None)
+                          for lab, parts in self.parts.items()}
+        else:
+            self._start(statics, starts or {})
 
     # -- keys ---------------------------------------------------------------------------
     def _group(self, lab: str, t: int) -> list[tuple]:
@@ -151,12 +159,16 @@ class ProgramRunner:
 
     # -- submission -----------------------------------------------------------------------
     def _start(self, statics: dict, starts: dict) -> None:
+        self._start_from({lab: ([statics[p] for p in parts],
+                                [starts.get(p) for p in parts] if starts else None)
+                          for lab, parts in self.parts.items()})
+
+    def _start_from(self, init: dict) -> None:
+        """Init tasks (one per worker) from ``{label: (statics, starts)}``."""
         tasks, where = {}, {}
         for lab, parts in self.parts.items():
             [key] = self._group(lab, -1)
-            st = [starts.get(p) for p in parts] if starts else None
-            tasks[key] = (init_group, self.code[lab], self.token, lab, parts,
-                          [statics[p] for p in parts], st)
+            tasks[key] = (init_group, self.code[lab], self.token, lab, parts, *init[lab])
             where[key] = self.address[lab]
         futs = submit_pinned(self.client, tasks, where, list(tasks))
         self._frontier = dict(zip(tasks, futs))
@@ -166,16 +178,24 @@ class ProgramRunner:
         futures of the new frontier (the last step's chains and bundles)."""
         if steps.start != self._last + 1:
             raise ValueError(f"steps must continue at {self._last + 1}, not {steps.start}")
+        if self.direct and not steps:
+            raise ValueError("a direct-mode window has at least one step")
         tasks, where = {}, {}
+        init, self._init = self._init, None
 
         def ref(key):
             return self._frontier.get(key, key)   # a Future from an earlier window
+
+        def chain_of(lab, t):
+            # the first window of a direct attempt creates the parts: no chain before it
+            return None if init is not None else ref(self._group(lab, t - 1)[0])
 
         if self.single:
             [(lab, parts)] = self.parts.items()
             key = (self.name, lab, steps.stop - 1, "")
             tasks[key] = (steps_single, self.code[lab], self.token, lab, steps.start,
-                          steps.stop, parts, ref(self._group(lab, steps.start - 1)[0]))
+                          steps.stop, parts, chain_of(lab, steps.start),
+                          *(init[lab] if init else (None, None)))
             where[key] = self.address[lab]
         elif self.direct:
             # one task per worker and segment (``units_per_task`` units, or what is left
@@ -188,10 +208,12 @@ class ProgramRunner:
             lo = steps.start
             for hi in ends:
                 for lab, parts in self.parts.items():
-                    chain = ref(self._group(lab, lo - 1)[0])
+                    first = lo == steps.start
+                    chain = chain_of(lab, lo) if first else ref(self._group(lab, lo - 1)[0])
                     [key] = self._group(lab, hi)
                     tasks[key] = (steps_direct, self.code[lab], self.token, lab, lo, hi + 1,
-                                  parts, chain)
+                                  parts, chain,
+                                  *(init[lab] if first and init else (None, None)))
                     where[key] = self.address[lab]
                 lo = hi + 1
             steps = range(steps.start, ends[-1] + 1)
@@ -212,6 +234,9 @@ class ProgramRunner:
 
     def finish(self) -> list:
         """Submit the final tasks (one per worker, after the last step); their futures."""
+        if self._init is not None:            # nothing ran: the parts are made first
+            init, self._init = self._init, None
+            self._start_from(init)
         tasks, where = {}, {}
         for lab, parts in self.parts.items():
             key = (f"{self.program.name}-final-{self.token}", lab)

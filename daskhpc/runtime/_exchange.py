@@ -62,7 +62,14 @@ POLL_S = 0.5
 #: Seconds a push to a worker that cannot be reached waits for its run to end (the
 #: frame then restarts it) before it fails: distributed's connect timeout.
 UNREACHABLE_S = 30.0
+#: Seconds a connection to a worker's exchange port may take before the port counts as
+#: closed to us (the worker answered a moment before).
+CONNECT_S = 10.0
 _HEAD = struct.Struct("<QQ")     # pickle bytes, number of out-of-band buffers
+
+
+class _Closed(OSError):
+    """A live worker's exchange port cannot be connected to (a firewall)."""
 
 
 def transport() -> str:
@@ -217,22 +224,10 @@ class Exchange(WorkerPlugin):
         from dask.sizeof import sizeof
 
         start = time.time()
-        if self.transport == "socket" and address.startswith("tcp://"):
-            bufs: list = []
-            data = _dumps((token, msgs), bufs)
-            frames = [memoryview(b).cast("B") for b in (b.raw() for b in bufs)]
-            sizes = [f.nbytes for f in frames]
-            head = _HEAD.pack(len(data), len(frames)) + struct.pack(f"<{len(sizes)}Q",
-                                                                       *sizes)
-            wire = len(head) + len(data) + sum(sizes)
-            send = self._send_socket(token, address, [head + data, *frames])
+        if self._via_socket(address):
+            send = self._send_socket(token, address, msgs)
         else:
-            from distributed.protocol.serialize import Serialized, serialize
-
-            header, frames = serialize(msgs, on_error="raise")
-            wire = sum(memoryview(f).nbytes for f in frames)
-            send = self._send(address, {"op": "daskhpc_push", "token": token,
-                                        "msgs": Serialized(header, frames), "reply": False})
+            send = self._send_dask(token, address, msgs)
         # a push to a worker that died retries its connection for distributed's connect
         # timeout (30 s) and holds this worker's task slot that long, so the restart
         # waited for it: the run's end (forget) cancels its pushes instead
@@ -240,7 +235,7 @@ class Exchange(WorkerPlugin):
         inflight = self.pushing.setdefault(token, set())
         inflight.add(call)
         try:
-            await call
+            wire = await call
         except asyncio.CancelledError:
             me = asyncio.current_task()
             if token in self.dead and not (me is not None and me.cancelling()):
@@ -254,11 +249,21 @@ class Exchange(WorkerPlugin):
         self.count += 1
         self.sent[address] = self.sent.get(address, 0) + wire
 
-    async def _send(self, address: str, msg: dict) -> None:
-        """Write ``msg`` to the connection kept open to ``address`` (made on first use).
+    def _via_socket(self, address: str) -> bool:
+        """Pushes to ``address`` go over the Exchange's socket (else distributed's comm):
+        a tcp:// worker whose exchange port was not found closed to us."""
+        return (self.transport == "socket" and address.startswith("tcp://")
+                and self.ports.get(address, 0) is not None)
+
+    async def _send_dask(self, token: str, address: str, msgs: list) -> int:
+        """Write the message to the distributed comm kept open to ``address`` (made on
+        first use); returns its bytes.
 
         A request with a reply cost a round trip per push (1.4-1.9 ms measured on 2 busy
         cores, most of a short step); the write returns once the frames are queued."""
+        from distributed.protocol.serialize import Serialized, serialize
+
+        header, frames = serialize(msgs, on_error="raise")
         comm = self.links.get(address)
         if comm is None or comm.closed():
             async with self._linking.setdefault(address, asyncio.Lock()):
@@ -266,24 +271,42 @@ class Exchange(WorkerPlugin):
                 if comm is None or comm.closed():
                     comm = await self.worker.rpc.connect(address)
                     self.links[address] = comm
-        await comm.write(msg, on_error="raise")
+        await comm.write({"op": "daskhpc_push", "token": token,
+                          "msgs": Serialized(header, frames), "reply": False},
+                         on_error="raise")
+        return sum(memoryview(f).nbytes for f in frames)
 
-    async def _send_socket(self, token: str, address: str, frames: list) -> None:
-        """Write one message (``frames``) on the socket to ``address``'s exchange. A
-        worker that cannot be reached (gone, or restarted on the same address) is asked
+    async def _send_socket(self, token: str, address: str, msgs: list) -> int:
+        """Write the message on the socket to ``address``'s exchange; returns its bytes.
+
+        A worker that cannot be reached (gone, or restarted on the same address) is asked
         for its port again once; then the push waits for its run to end (the frame's
-        restart cancels it) for at most :data:`UNREACHABLE_S`."""
+        restart cancels it) for at most :data:`UNREACHABLE_S`. A worker that answers but
+        whose port cannot be connected to (a firewall that lets only Dask's ports
+        through) gets this worker's pushes through distributed's comm from then on."""
+        bufs: list = []
+        data = _dumps((token, msgs), bufs)
+        frames = [memoryview(b).cast("B") for b in (b.raw() for b in bufs)]
+        sizes = [f.nbytes for f in frames]
+        head = _HEAD.pack(len(data), len(frames)) + struct.pack(f"<{len(sizes)}Q", *sizes)
         loop = asyncio.get_running_loop()
         for attempt in (0, 1):
             try:
                 sock, lock = await self._socket(address, fresh=attempt > 0)
+            except _Closed:
+                import logging
+
+                logging.getLogger(__name__).warning(
+                    "cannot connect to the exchange port of worker %s; its messages go "
+                    "through distributed's comm", address)
+                return await self._send_dask(token, address, msgs)
             except OSError:
                 continue
             async with lock:
                 try:
-                    for frame in frames:
+                    for frame in (head + data, *frames):
                         await loop.sock_sendall(sock, frame)
-                    return
+                    return len(head) + len(data) + sum(sizes)
                 except OSError:
                     self._drop(address, sock)
                 except BaseException:
@@ -303,7 +326,8 @@ class Exchange(WorkerPlugin):
 
     async def _socket(self, address: str, fresh: bool):
         """The open socket to ``address``'s exchange and its write lock (made on first
-        use; ``fresh``: forget the port and connection known so far)."""
+        use; ``fresh``: forget the port and connection known so far). Raises
+        :class:`_Closed` when the worker told its port and the port refused us."""
         if fresh:
             self.ports.pop(address, None)
             old = self.sockets.pop(address, None)
@@ -317,15 +341,22 @@ class Exchange(WorkerPlugin):
             if link is None:
                 from distributed.comm import get_address_host
 
-                if address not in self.ports:
+                asked = address not in self.ports
+                if asked:
                     self.ports[address] = await self.worker.rpc(address).daskhpc_listen()
                 host = get_address_host(address)
                 sock = socket.socket(_family(host), socket.SOCK_STREAM)
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 try:
-                    await asyncio.get_running_loop().sock_connect(
-                        sock, (host, self.ports[address]))
+                    await asyncio.wait_for(asyncio.get_running_loop().sock_connect(
+                        sock, (host, self.ports[address])), CONNECT_S)
+                except (OSError, asyncio.TimeoutError) as e:
+                    sock.close()
+                    if asked:               # alive a moment ago, its port shut to us
+                        self.ports[address] = None
+                        raise _Closed(address) from e
+                    raise OSError(f"cannot connect to {address}'s exchange") from e
                 except BaseException:
                     sock.close()
                     raise

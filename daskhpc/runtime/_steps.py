@@ -176,12 +176,15 @@ async def step_group_in_loop(code, token, label, t, parts, for_worker, chain, *b
 
 
 async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: int,
-                       parts: tuple, chain):
+                       parts: tuple, chain, statics=None, starts=None):
     """Steps ``t0 .. t1 - 1`` of the worker's parts in the direct exchange mode
     (``_exchange``): for each, wait for the messages the plan says arrive from other
     workers, run the step, push what it sends to other workers (one write per receiving
     worker). The units' reports go as :func:`steps_single`'s do, coalesced; once the task
-    is cancelled (the run stopped) the loop ends at the next unit."""
+    is cancelled (the run stopped) the loop ends at the next unit.
+
+    ``statics`` (and ``starts``): the first task of the attempt creates the parts
+    (:func:`init_group`), which saves a task and its scheduler round trip per worker."""
     from distributed import get_worker
 
     from daskhpc.runtime._exchange import extension
@@ -190,6 +193,8 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
     worker = get_worker()
     ext = extension(worker)
     key = (f"{code.name}-{token}", label, t1 - 1, "")
+    if statics is not None:
+        init_group(code, token, label, parts, statics, starts)
     batch = None if code.topic is None else ReportBatch(code.topic, worker)
     if (token, label) in _STOPPED:            # an earlier task's unit ended the program
         return None
@@ -219,7 +224,7 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
 
 
 def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
-                 parts: tuple, chain):
+                 parts: tuple, chain, statics=None, starts=None):
     """Steps ``t0 .. t1 - 1`` when this worker holds every part of the attempt: one loop,
     no exchange (messages between parts stay in the registry), the same step functions in
     the same order as every other mode (the same results, bit for bit).
@@ -228,7 +233,8 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
     short units go together, at most one event per ``COALESCE_S`` (a checkpointed unit's
     at once: the frame restarts from the newest checkpoint it was told about), the last
     one when the window ends. Once the task is cancelled (the run stopped, diverged or
-    failed), the loop ends at the next unit.
+    failed), the loop ends at the next unit. ``statics`` and ``starts`` as in
+    :func:`steps_direct`.
     """
     from distributed import get_worker
 
@@ -236,6 +242,8 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
 
     worker = get_worker()
     key = (f"{code.name}-{token}", label, t1 - 1, "")
+    if statics is not None:
+        init_group(code, token, label, parts, statics, starts)
     batch = None if code.topic is None else ReportBatch(code.topic, worker)
     if (token, label) in _STOPPED:            # an earlier task's unit ended the program
         return None

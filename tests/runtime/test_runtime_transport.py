@@ -113,3 +113,37 @@ def test_an_unknown_transport_is_one_line():
     with dask.config.set({"daskhpc.runtime.transport": "udp"}):
         with pytest.raises(InputError, match="transport must be socket or dask, not 'udp'"):
             transport()
+
+
+def _shut_port(dask_worker):
+    """The exchange port this worker tells others is one nobody listens on."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                    # bound once, now closed: refused
+
+    async def listen():
+        return port
+
+    dask_worker.handlers["daskhpc_listen"] = listen
+
+
+def _known_port(address, dask_worker):
+    return dask_worker.plugins[Exchange.name].ports.get(address, "unknown")
+
+
+def test_a_port_shut_by_a_firewall_falls_back_to_dask(make_client):
+    """A worker that answers but whose exchange port refuses connections gets its
+    messages through distributed's comm, with a warning, and they all arrive."""
+    client = make_client(2)
+    a, b = worker_addresses(client)[:2]
+    client.register_plugin(Exchange(), name=Exchange.name)
+    client.run(_shut_port, workers=[b])
+    want = _payloads()
+    take = client.submit(_take_all, len(want), workers=[b], pure=False)
+    assert client.submit(_send_all, b, want, workers=[a], pure=False).result() == len(want)
+    got = take.result()
+    assert np.array_equal(got[4], want[4]) and got[5](4) == 8
+    assert client.run(_known_port, b, workers=[a])[a] is None     # dask from now on
