@@ -44,6 +44,7 @@ bytes), so :class:`~daskhpc.runtime.TransferLedger` and the dashboard count it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import pickle
 import socket
 import struct
@@ -66,6 +67,8 @@ UNREACHABLE_S = 30.0
 #: closed to us (the worker answered a moment before).
 CONNECT_S = 10.0
 _HEAD = struct.Struct("<QQ")     # pickle bytes, number of out-of-band buffers
+#: Messages up to this size are joined into one buffer and written at once.
+JOIN_BYTES = 1 << 16
 
 
 class _Closed(OSError):
@@ -175,10 +178,13 @@ class Exchange(WorkerPlugin):
         try:
             while True:
                 npk, nbuf = _HEAD.unpack(await _read(loop, conn, _HEAD.size))
-                sizes = struct.unpack(f"<{nbuf}Q", await _read(loop, conn, 8 * nbuf))
-                data = await _read(loop, conn, npk)
-                bufs = [await _read(loop, conn, n) for n in sizes]
-                token, msgs = pickle.loads(data, buffers=bufs)
+                meta = memoryview(await _read(loop, conn, 8 * nbuf + npk))
+                sizes = struct.unpack(f"<{nbuf}Q", meta[:8 * nbuf])
+                # the buffers in one read (one allocation), each a writable view of it
+                view = memoryview(await _read(loop, conn, sum(sizes)))
+                ends = list(itertools.accumulate(sizes))
+                bufs = [view[e - n:e] for n, e in zip(sizes, ends)]
+                token, msgs = pickle.loads(meta[8 * nbuf:], buffers=bufs)
                 await self.receive(token, msgs)
         except (ConnectionError, OSError, EOFError):
             pass       # the sender is gone or gave up on the connection
@@ -289,6 +295,10 @@ class Exchange(WorkerPlugin):
         frames = [memoryview(b).cast("B") for b in (b.raw() for b in bufs)]
         sizes = [f.nbytes for f in frames]
         head = _HEAD.pack(len(data), len(frames)) + struct.pack(f"<{len(sizes)}Q", *sizes)
+        wire = len(head) + len(data) + sum(sizes)
+        # a small message in one write (one system call), a large one without copying
+        out = [b"".join([head, data, *frames])] if wire <= JOIN_BYTES else \
+            [head + data, *frames]
         loop = asyncio.get_running_loop()
         for attempt in (0, 1):
             try:
@@ -304,9 +314,9 @@ class Exchange(WorkerPlugin):
                 continue
             async with lock:
                 try:
-                    for frame in (head + data, *frames):
+                    for frame in out:
                         await loop.sock_sendall(sock, frame)
-                    return len(head) + len(data) + sum(sizes)
+                    return wire
                 except OSError:
                     self._drop(address, sock)
                 except BaseException:
