@@ -10,6 +10,12 @@
   permutation cut into K parts whose row counts differ by at most one).
 * ``random``: our balanced random (heaviest rows first onto the lightest part).
 
+A row weighs its nonzeros in A_hat (``weights="nnz"``, the paper's), or those plus the
+nonzeros of its feature row (``"nnz+features"``): layer 1 multiplies the sparse feature
+rows too, and on facebook_page_page (16 nonzeros of A_hat and 14 features a row) the
+paper's weights left the two parts' compute 12.3 and 10.4 ms per epoch apart, these 11.4
+and 10.7 (docs/gcn.md).
+
 Examples
 --------
 >>> from daskhpc.gcn._data import as_graph
@@ -28,9 +34,10 @@ import numpy as np
 import daskhpc.hypergraph as hg
 from daskhpc.errors import InputError
 
-__all__ = ["Assignment", "assign", "paper_random", "hp_backend", "PARTITIONS"]
+__all__ = ["Assignment", "assign", "paper_random", "hp_backend", "PARTITIONS", "WEIGHTS"]
 
 PARTITIONS = ("hp", "gp", "rp", "random")
+WEIGHTS = ("nnz", "nnz+features")
 
 
 @dataclass(eq=False)
@@ -74,7 +81,8 @@ def hp_backend(h, nparts: int) -> dict:
 
 
 def assign(graph, nparts: int, *, partition: str = "hp", partitioner: str = "auto",
-           epsilon: float = 0.03, seed: int = 0, partition_file=None) -> Assignment:
+           epsilon: float = 0.03, seed: int = 0, partition_file=None,
+           weights: str = "nnz") -> Assignment:
     """Partition the rows of A_hat into ``nparts`` parts (see the module docstring).
 
     Parameters
@@ -89,11 +97,17 @@ def assign(graph, nparts: int, *, partition: str = "hp", partitioner: str = "aut
         Allowed imbalance of the rows' nonzero counts (the paper used 0.01).
     partition_file : path, optional
         One part id per line; overrides ``partition``.
+    weights : {"nnz", "nnz+features"}
+        A row's weight (module docstring).
     """
     if partition not in PARTITIONS:
         raise InputError(f"unknown --partition {partition!r}; choose one of {list(PARTITIONS)}")
+    if weights not in WEIGHTS:
+        raise InputError(f"unknown --weights {weights!r}; choose one of {list(WEIGHTS)}")
     n = graph.n
     h = hg.column_net(graph.A)
+    if weights == "nnz+features":
+        h.vertex_weights[:, 0] += np.diff(graph.X.indptr)
     t0 = time.perf_counter()
     choice = None
     if partition_file is not None:

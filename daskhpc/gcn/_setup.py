@@ -20,7 +20,7 @@ import numpy as np
 from daskhpc._workflows import checked_options, option
 from daskhpc.errors import InputError
 
-from ._assign import PARTITIONS, Assignment, assign
+from ._assign import PARTITIONS, WEIGHTS, Assignment, assign
 from ._data import Graph, as_graph, random_data_note
 
 __all__ = ["warm_params", "Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
@@ -61,6 +61,10 @@ class Options:
                                       "lp")
     epsilon: float = option(0.03, "allowed imbalance of the rows' nonzeros (the paper: "
                                   "0.01)")
+    weights: str = option("nnz", "what a row weighs when hp, gp and random balance the "
+                                 "parts: its nonzeros in A_hat (nnz, the paper's) or in A_hat "
+                                 "and its feature row (nnz+features: layer 1's sparse "
+                                 "features balanced too)", choices=WEIGHTS)
     symmetrize: bool = option(False, "train on A + A^T (undirected) instead of the exact "
                                      "directed gradient")
     seed: int = option(0, "seed of the weights, dropout and random partitions")
@@ -100,6 +104,9 @@ class Options:
         if self.partition not in PARTITIONS:
             raise InputError(f"unknown --partition {self.partition!r}; choose one of "
                              f"{list(PARTITIONS)}")
+        if self.weights not in WEIGHTS:
+            raise InputError(f"unknown --weights {self.weights!r}; choose one of "
+                             f"{list(WEIGHTS)}")
         if not 0 <= self.epsilon < 10:
             raise InputError(f"--epsilon must lie in [0, 10), got {self.epsilon}")
         if self.dtype not in DTYPES:
@@ -260,7 +267,8 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
         print(f"note: {note}", file=sys.stderr)
     t1 = time.perf_counter()
     a = assign(g, K, partition=opts.partition, partitioner=opts.partitioner,
-               epsilon=opts.epsilon, seed=opts.seed, partition_file=partition_file)
+               epsilon=opts.epsilon, seed=opts.seed, partition_file=partition_file,
+               weights=opts.weights)
     t2 = time.perf_counter()
     s = Setup(opts, K, g, a, {"read_s": t1 - t0, "partition_s": t2 - t1})
     if opts.init is not None:

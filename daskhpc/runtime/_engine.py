@@ -17,7 +17,9 @@ per-step reference.
 
 A long program is submitted in *windows* of steps; the client keeps the futures of the
 frontier (the last chains and bundles of a window) so the next window can start from
-them, and can stop submitting when the run has converged.
+them, and can stop submitting when the run has converged. The parts are created by an
+init task per worker in the graph mode, and by the first window's task in the direct
+modes (one task and scheduler round trip fewer per worker and attempt).
 
 Examples
 --------

@@ -44,7 +44,6 @@ bytes), so :class:`~daskhpc.runtime.TransferLedger` and the dashboard count it.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import pickle
 import socket
 import struct
@@ -69,6 +68,8 @@ CONNECT_S = 10.0
 _HEAD = struct.Struct("<QQ")     # pickle bytes, number of out-of-band buffers
 #: Messages up to this size are joined into one buffer and written at once.
 JOIN_BYTES = 1 << 16
+#: Byte alignment of every out-of-band buffer on the receiver (float64, int64).
+ALIGN = 8
 
 
 class _Closed(OSError):
@@ -180,14 +181,22 @@ class Exchange(WorkerPlugin):
                 npk, nbuf = _HEAD.unpack(await _read(loop, conn, _HEAD.size))
                 meta = memoryview(await _read(loop, conn, 8 * nbuf + npk))
                 sizes = struct.unpack(f"<{nbuf}Q", meta[:8 * nbuf])
-                # the buffers in one read (one allocation), each a writable view of it
-                view = memoryview(await _read(loop, conn, sum(sizes)))
-                ends = list(itertools.accumulate(sizes))
-                bufs = [view[e - n:e] for n, e in zip(sizes, ends)]
+                # the buffers in one read (one allocation), each a writable, aligned
+                # view of it
+                starts = _offsets(sizes)
+                view = memoryview(await _read(loop, conn, starts[-1] + sizes[-1]
+                                              if sizes else 0))
+                bufs = [view[a:a + n] for a, n in zip(starts, sizes)]
                 token, msgs = pickle.loads(meta[8 * nbuf:], buffers=bufs)
                 await self.receive(token, msgs)
         except (ConnectionError, OSError, EOFError):
             pass       # the sender is gone or gave up on the connection
+        except Exception as e:                     # noqa: BLE001 - not one of ours
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "dropped a connection to the exchange of worker %s: %s: %s",
+                self.worker.address, type(e).__name__, e)
         finally:
             conn.close()
 
@@ -295,10 +304,16 @@ class Exchange(WorkerPlugin):
         frames = [memoryview(b).cast("B") for b in (b.raw() for b in bufs)]
         sizes = [f.nbytes for f in frames]
         head = _HEAD.pack(len(data), len(frames)) + struct.pack(f"<{len(sizes)}Q", *sizes)
-        wire = len(head) + len(data) + sum(sizes)
+        # each buffer starts at a multiple of ALIGN (numpy and numba want aligned arrays)
+        starts = _offsets(sizes)
+        parts: list = [head + data]
+        for i, f in enumerate(frames):
+            if i:
+                parts.append(bytes(starts[i] - starts[i - 1] - sizes[i - 1]))
+            parts.append(f)
+        wire = sum(memoryview(p).nbytes for p in parts)
         # a small message in one write (one system call), a large one without copying
-        out = [b"".join([head, data, *frames])] if wire <= JOIN_BYTES else \
-            [head + data, *frames]
+        out = [b"".join(parts)] if wire <= JOIN_BYTES else [p for p in parts if len(p)]
         loop = asyncio.get_running_loop()
         for attempt in (0, 1):
             try:
@@ -381,6 +396,16 @@ class Exchange(WorkerPlugin):
         self._wake()
         for call in self.pushing.pop(token, ()):
             call.cancel()
+
+
+def _offsets(sizes) -> list:
+    """Where each out-of-band buffer starts in the message's buffer area: the previous
+    one's end rounded up to :data:`ALIGN`."""
+    starts, at = [], 0
+    for n in sizes:
+        starts.append(at)
+        at += -(-n // ALIGN) * ALIGN
+    return starts
 
 
 def _dumps(obj, bufs: list) -> bytes:

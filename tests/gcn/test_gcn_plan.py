@@ -138,6 +138,26 @@ def test_rp_is_even_and_differs_from_balanced_random(graphs):
     assert not np.array_equal(rp, bal)
 
 
+@pytest.mark.parametrize("partition", ["hp", "random"])
+def test_feature_weights_balance_both_sparse_operands(graphs, partition):
+    """weights="nnz+features": the parts' nonzeros of A_hat plus their feature rows' are
+    within epsilon of even (the paper's weights balance A_hat's alone); a bad name is one
+    line before any partitioning."""
+    from daskhpc.errors import InputError
+
+    g = graphs("facebook")
+    both = np.diff(g.A.indptr) + np.diff(g.X.indptr)
+    a = assign(g, 2, partition=partition, weights="nnz+features")
+    loads = np.bincount(a.parts, weights=both, minlength=2)
+    assert loads.max() <= (1 + 0.03) * both.sum() / 2 + both.max()
+    paper = assign(g, 2, partition=partition)
+    nnz = np.bincount(paper.parts, weights=np.diff(g.A.indptr), minlength=2)
+    assert nnz.max() <= (1 + 0.03) * g.A.nnz / 2 + np.diff(g.A.indptr).max()
+    assert not np.array_equal(a.parts, paper.parts)
+    with pytest.raises(InputError, match="unknown --weights 'rows'"):
+        Options(weights="rows").check()
+
+
 @pytest.mark.slow
 def test_slashdot_512_against_table2(shared_data, capsys):
     """``plan gcn soc-Slashdot0902 --parts 512``: HP/RP average volume <= 0.73."""

@@ -86,17 +86,36 @@ def test_parts_routed_again_from_the_files(client2, tmp_path):
     nz.release()
     nz.reread(client2)
     again = route(client2, nz, takes, {0: w[0], 1: w[0]}, _join, with_ids=True, parts=[1])
+    keys = [f.key for f in nz.pieces]
     try:
         assert list(again) == [1] and client2.gather(again[1]) == first[1]
         assert client2.who_has([again[1]])[again[1].key] == (w[0],)
     finally:
         nz.release()
+        again[1].release()
+    # the scheduler forgets released keys asynchronously: a read while it still holds the
+    # old pieces gets them back (the same keys), not the rewritten file (a race that
+    # failed this test under load)
+    _wait_forgotten(client2, keys)
     pd.DataFrame({"row": [2, 4, 0], "col": [1] * 3, "value": [1.0] * 3}) \
         .to_parquet(tmp_path / "1.parquet")
     with pytest.raises(RuntimeError, match=r"^A: the collection changed since it was read "
                                            r"\(items per partition \[3, 2\], now \[3, 3\]\)"):
         nz.reread(client2)
     assert nz.pieces == []
+
+
+def _held(keys, dask_scheduler=None):
+    return [k for k in keys if k in dask_scheduler.tasks]
+
+
+def _wait_forgotten(client, keys, timeout: float = 30.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while client.run_on_scheduler(_held, keys):
+        assert time.monotonic() < deadline, "the scheduler kept released keys"
+        time.sleep(0.01)
 
 
 def _join(arg, *segments):

@@ -28,6 +28,10 @@ distributed
            fit): the busier worker's compute per iteration, and the rest of the wall time
            per step (Dask's round trips, transfers, waiting for the other worker); and the
            stop rule's cost (one iteration per submission).
+versus     mlsmall at R = 16: our 2 workers (K = 2, coarse-hp and fine-hp, direct
+           exchange) against SPLATT with 1 and 2 OpenMP threads, side by side in rounds
+           (rotating order; ``--iters`` iterations per run), per-iteration medians and the
+           ratio to SPLATT 2 threads paired per round
 latency    mlsmall at R = 16 (short steps): per-iteration time on 2 workers at K = 2,
            both exchange modes (direct: messages pushed, one task per worker and
            iteration; graph: one task group per worker and step), every iteration
@@ -357,6 +361,44 @@ def latency(args) -> dict:
     return out
 
 
+def versus(args) -> dict:
+    """2 workers against SPLATT on mlsmall, R = 16, side by side: per round our coarse-hp
+    and fine-hp runs on 2 workers (K = 2, direct exchange, every iteration submitted at
+    once) and SPLATT with 1 and 2 OpenMP threads, in a rotating order; per-iteration
+    medians and the ratio ours / SPLATT 2 threads paired per round."""
+    import daskhpc as dh
+    from daskhpc.cpals import prepare
+
+    if not Path(args.splatt).exists():
+        raise SystemExit(f"no SPLATT binary at {args.splatt} (--splatt)")
+    out: dict = {"load_start": _load()}
+    got: dict = {}
+    with dh.connect(n_workers=2) as client:
+        setups = {m: prepare(str(MLSMALL), 2, grain=m.split("-")[0], partition="hp",
+                             rank=args.rank, iters=args.iters, tol=0.0)
+                  for m in ("coarse-hp", "fine-hp")}
+        for st in setups.values():
+            _cluster_run(client, st)                          # compile, connect
+        contenders = {f"daskhpc 2 workers {m}": (lambda st=st: _cluster_run(
+            client, st)["per_iteration_s"]) for m, st in setups.items()}
+        for t in (1, 2):
+            contenders[f"SPLATT {t} thread{'s' * (t > 1)}"] = (
+                lambda t=t: float(np.median(splatt(args.splatt, args.rank, args.iters, t))))
+        names = list(contenders)
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                _wait_quiet(args.max_load)
+                got.setdefault(name, []).append(contenders[name]())
+    ref = got["SPLATT 2 threads"]
+    out["per_iteration_ms"] = {k: {"median": 1e3 * float(np.median(v)),
+                                   "min": 1e3 * float(np.min(v)),
+                                   "max": 1e3 * float(np.max(v))} for k, v in got.items()}
+    out["over_splatt_2_threads"] = {
+        k: float(np.median([a / b for a, b in zip(v, ref)])) for k, v in got.items()}
+    out["load_end"] = _load()
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="cpals-bench.json")
@@ -384,7 +426,8 @@ def main(argv=None):
     for section in args.only:
         t0 = time.perf_counter()
         res[section] = {"serial": serial, "plans": plans, "synthetic": synthetic,
-                        "distributed": distributed, "latency": latency}[section](args)
+                        "distributed": distributed, "latency": latency,
+                        "versus": versus}[section](args)
         print(section, f"{time.perf_counter() - t0:.1f} s", json.dumps(res[section])[:2000],
               flush=True)
     Path(args.out).write_text(json.dumps(res, indent=2) + "\n")

@@ -194,7 +194,7 @@ def critical_path(s) -> float:
 
 
 def cluster(epochs: int, repeats: int, names, in_loop="auto",
-            exchanges=("direct", "graph")) -> list:
+            exchanges=("direct", "graph"), weights: str = "nnz") -> list:
     """Serial vs 2 workers per training epoch (module docstring), alternated.
 
     The graph is read and its rows partitioned once (``prepare``); every run below trains
@@ -207,7 +207,8 @@ def cluster(epochs: int, repeats: int, names, in_loop="auto",
     with connect(n_workers=2, threads_per_worker=1) as client, \
             tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            s = prepare(GRAPHS[name], 2, partition="hp", epochs=epochs, eval_every=0)
+            s = prepare(GRAPHS[name], 2, partition="hp", epochs=epochs, eval_every=0,
+                        weights=weights)
             parts = Path(tmp) / f"{name}.k2.part"
             np.savetxt(parts, s.assignment.parts, fmt="%d")
             ser, floor, ideal, cap, loads = [], [], [], [], []
@@ -232,7 +233,7 @@ def cluster(epochs: int, repeats: int, names, in_loop="auto",
             g = s.graph
             row = {"graph": name, "nodes": g.n, "nnz_A_hat": int(g.A.nnz),
                    "features": int(g.X.shape[1]), "directed": not g.symmetric,
-                   "epochs": epochs, "repeats": repeats,
+                   "weights": weights, "epochs": epochs, "repeats": repeats,
                    "serial_epoch_ms": [round(1000 * t, 1) for t in ser],
                    "serial_median_ms": round(1000 * float(np.median(ser)), 1)}
             for x in exchanges:
@@ -259,6 +260,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3, help="--cluster: alternations")
     ap.add_argument("--in-loop", choices=("auto", "yes", "no"), default="auto")
     ap.add_argument("--exchanges", default="direct,graph", help="--cluster: exchange modes")
+    ap.add_argument("--weights", default="nnz", choices=("nnz", "nnz+features"),
+                    help="--cluster: the partition's row weights (gcn.fit's weights=)")
     ap.add_argument("--epochs", type=int, default=None,
                     help="epochs (200; --cluster: 30)")
     ap.add_argument("--peer-epochs", type=int, default=50,
@@ -271,7 +274,7 @@ def main(argv=None):
     if args.cluster:
         loop = {"auto": "auto", "yes": True, "no": False}[args.in_loop]
         rows = cluster(args.epochs or 30, args.repeats, args.graphs.split(","), loop,
-                       tuple(args.exchanges.split(",")))
+                       tuple(args.exchanges.split(",")), args.weights)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
         return rows
