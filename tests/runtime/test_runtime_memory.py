@@ -18,7 +18,7 @@ import pytest
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from daskhpc.runtime import Job, run_job
-from daskhpc.ssgd._job import ssgd_job
+from daskhpc.ssgd._job import WINDOW, ssgd_job
 from daskhpc.ssgd._setup import prepare
 from daskhpc.ssgd._synthetic import power_law_ratings
 from daskhpc.testing import toy_program, toy_row
@@ -48,7 +48,8 @@ def held_bytes(*roots) -> int:
     return total
 
 
-#: Epochs of the run (``WINDOW`` = 8 per submission: 8 windows), sampled at half and end.
+#: Epochs of the run (``WINDOW`` = 8 per submission: 8 windows), sampled in the last
+#: window of each half.
 EPOCHS = 64
 
 #: What may still grow per epoch, in bytes. Measured from epoch 32 to 64: about 10 kB,
@@ -68,18 +69,24 @@ def test_the_client_process_holds_no_more_after_many_epochs(client2, exchange):
     held: dict[int, int] = {}
 
     def sample(row):
+        # the last window of each half: what the scheduler holds at one epoch depends on
+        # whether the next window is submitted and the last one released yet (a window
+        # of tasks apart, which a loaded machine shifted: 1.2 MB in one run), so each
+        # half counts its least
         e = row["unit"] + 1
-        if e in (EPOCHS // 2, EPOCHS):
+        if EPOCHS // 2 - WINDOW < e <= EPOCHS // 2 or EPOCHS - WINDOW < e:
             gc.collect()
             held[e] = held_bytes(scheduler, client2)
 
     out = run_job(client2, ssgd_job(s, exchange=exchange), callback=sample,
                   progress_bar=False)
     assert len(out.history) == EPOCHS
-    grew = held[EPOCHS] - held[EPOCHS // 2]
+    first = min(v for e, v in held.items() if e <= EPOCHS // 2)
+    last = min(v for e, v in held.items() if e > EPOCHS // 2)
+    grew = last - first
     assert grew < PER_EPOCH * (EPOCHS // 2), (
         f"{grew / (EPOCHS // 2):.0f} bytes per epoch more held in the client process "
-        f"({held[EPOCHS // 2]} -> {held[EPOCHS]} bytes)")
+        f"({first} -> {last} bytes)")
 
 
 class Held(SchedulerPlugin):
