@@ -20,12 +20,12 @@ order, which has no cycle. One task at a time per worker (the worker's single th
 keeps the part states consistent, as in the graph mode.
 
 Transport: between workers whose addresses are ``tcp://`` a push goes over a socket the
-Exchange opens itself (``daskhpc.runtime.transport: socket``, the default): the payloads pickled
-with protocol 5, their buffers sent out of band (no copy on the sender, one read into a
-writable buffer on the receiver), one TCP connection per sender and receiver with
-``TCP_NODELAY``. A ping-pong of 8-byte messages between two workers took 0.9 ms per round
-trip through distributed's comms and 0.25 ms over a plain asyncio socket (measured on 2
-cores, ``docs/benchmarks.md``): most of a short step. The receiver's port is asked for once
+Exchange opens itself (``daskhpc.runtime.transport: socket``, the default): the payloads
+pickled with protocol 5, their buffers sent out of band (no copy on the sender, one read
+into a writable, aligned buffer on the receiver), one TCP connection per sender and
+receiver with ``TCP_NODELAY``. A ping-pong of 8-byte messages between two workers took
+0.9 ms per round trip through distributed's comms, 0.29-0.38 ms over this socket and
+0.19-0.25 ms over plain asyncio sockets (measured on 2 cores, ``docs/benchmarks.md``). The receiver's port is asked for once
 per pair through distributed (``daskhpc_listen``). Any other address scheme (``tls://``
 under mpiexec, ``ucx://``, ``inproc://``) and ``daskhpc.runtime.transport: dask`` use
 distributed's comm, so a secured cluster stays secured.

@@ -4,7 +4,7 @@ computes nothing, on 1 and 2 workers, a task per unit against a task per window.
 ::
 
     python workflows/benchmarks/step_floor.py --rounds 3 --out floor.json
-    python workflows/benchmarks/step_floor.py --transports --rounds 5 --units 300
+    python workflows/benchmarks/step_floor.py --transports --rounds 5 --units 200
 
 A toy :class:`~daskhpc.comm.Program` over 2 parts: per unit ``S - 1`` ring steps (each
 part sends a ``--length``-vector of float64 to the other and adds what it got) and a
