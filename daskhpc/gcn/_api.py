@@ -72,8 +72,9 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
         float32).
     **options
         The other :class:`~daskhpc.gcn._setup.Options`: ``lr``, ``weight_decay``,
-        ``bias``, ``order``, ``eval_every``, ``partitioner``, ``epsilon``,
-        ``symmetrize``, ``dtype`` (``"float64"``, or ``"float32"``: features, weights,
+        ``bias``, ``order``, ``eval_every``, ``partitioner``, ``epsilon``, ``weights``
+        (``"nnz+features"``: rows balanced by their feature nonzeros too), ``symmetrize``,
+        ``dtype`` (``"float64"``, or ``"float32"``: features, weights,
         messages and kernels in float32, half the bytes exchanged), ``random_features``,
         ``random_classes``.
 
