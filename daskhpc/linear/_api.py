@@ -13,7 +13,6 @@ True
 
 from __future__ import annotations
 
-import functools
 import time
 
 import numpy as np
@@ -28,7 +27,7 @@ from ._program import assemble, fingerprint, model, program, row, statics
 from ._result import LinearResult
 from ._serial import run_serial
 from ._setup import prepare
-from ._update import no_improvement
+from ._update import stop_rule
 
 __all__ = ["fit", "fit_local", "serial_fit", "plan", "sections"]
 
@@ -82,10 +81,8 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     t0 = time.perf_counter()
     prog = program(s)
     s.timing["program_s"] = time.perf_counter() - t0
-    o = s.options
-    finals, history = run_local_history(
-        prog, statics(s), lambda u, rep: row(s, u, rep),
-        stop=functools.partial(no_improvement, tol=o.tol, n=o.n_iter_no_change))
+    finals, history = run_local_history(prog, statics(s), lambda u, rep: row(s, u, rep),
+                                        stop=stop_rule(s.options))
     times = [h["time_s"] for h in history]
     w = assemble(s, finals)
     info = sections(s, history, command=command)

@@ -7,7 +7,7 @@ import functools
 
 from ._program import assemble, program, row, statics, warm_up
 from ._setup import Setup
-from ._update import no_improvement
+from ._update import stop_rule
 
 __all__ = ["linear_job"]
 
@@ -18,12 +18,10 @@ def linear_job(s: Setup, fingerprint: dict, *, with_statics: bool = True,
     are already on the workers (a run from a Dask collection adopts them)."""
     from daskhpc.runtime import Job
 
-    o = s.options
     # --tol: the client checks the rule after every epoch (one epoch per submission)
-    stop = None if o.tol is None else \
-        functools.partial(no_improvement, tol=o.tol, n=o.n_iter_no_change)
     return Job("linear", s.nparts, s.options.epochs, row=functools.partial(row, s),
                fingerprint=fingerprint, program=functools.partial(program, s),
                statics=statics(s) if with_statics else None,
                assemble=functools.partial(assemble, s), warm_up=warm_up,
-               unit_name="epochs", in_loop=in_loop, exchange=exchange, stop=stop)
+               unit_name="epochs", in_loop=in_loop, exchange=exchange,
+               stop=stop_rule(s.options))

@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 __all__ = ["SCHEDULES", "PENALTIES", "bottou_t0", "eta", "rows_before", "l1_share",
-           "l1_penalty", "row_weights", "penalty_value", "no_improvement"]
+           "l1_penalty", "row_weights", "penalty_value", "no_improvement", "stop_rule"]
 
 SCHEDULES = ("optimal", "constant", "invscaling", "legacy")
 PENALTIES = ("l2", "l1", "elasticnet")
@@ -143,3 +143,13 @@ def no_improvement(history: list, tol: float | None, n: int) -> bool:
         count = count + 1 if loss > best - tol else 0
         best = min(best, loss)
     return count >= n
+
+
+def stop_rule(options):
+    """``stop(history)`` of a run with these options (:func:`no_improvement` with their
+    ``tol`` and ``n_iter_no_change``), None without ``tol``."""
+    import functools
+
+    if options.tol is None:
+        return None
+    return functools.partial(no_improvement, tol=options.tol, n=options.n_iter_no_change)

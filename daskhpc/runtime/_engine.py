@@ -130,15 +130,15 @@ class ProgramRunner:
         self.step_fn = step_group_in_loop if in_loop else step_group
         self._frontier: dict[tuple, object] = {}   # keys of the last step -> Future
         self._last = -1
+        starts = starts or {}
+        init = {lab: ([statics[p] for p in parts],
+                      [starts.get(p) for p in parts] if starts else None)
+                for lab, parts in self.parts.items()}
         # direct: the parts are created by the first window's task (a task and a
         # scheduler round trip fewer per worker and attempt)
-        self._init: dict | None = None
-        if self.direct:
-            self._init = {lab: ([statics[p] for p in parts],
-                                [starts.get(p) for p in parts] if starts else None)
-                          for lab, parts in self.parts.items()}
-        else:
-            self._start(statics, starts or {})
+        self._init: dict | None = init if self.direct else None
+        if not self.direct:
+            self._start(init)
 
     # -- keys ---------------------------------------------------------------------------
     def _group(self, lab: str, t: int) -> list[tuple]:
@@ -160,12 +160,7 @@ class ProgramRunner:
         return [(self.name, v, t, lab) for v in sorted(senders)]
 
     # -- submission -----------------------------------------------------------------------
-    def _start(self, statics: dict, starts: dict) -> None:
-        self._start_from({lab: ([statics[p] for p in parts],
-                                [starts.get(p) for p in parts] if starts else None)
-                          for lab, parts in self.parts.items()})
-
-    def _start_from(self, init: dict) -> None:
+    def _start(self, init: dict) -> None:
         """Init tasks (one per worker) from ``{label: (statics, starts)}``."""
         tasks, where = {}, {}
         for lab, parts in self.parts.items():
@@ -238,7 +233,7 @@ class ProgramRunner:
         """Submit the final tasks (one per worker, after the last step); their futures."""
         if self._init is not None:            # nothing ran: the parts are made first
             init, self._init = self._init, None
-            self._start_from(init)
+            self._start(init)
         tasks, where = {}, {}
         for lab, parts in self.parts.items():
             key = (f"{self.program.name}-final-{self.token}", lab)

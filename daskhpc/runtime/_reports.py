@@ -35,7 +35,7 @@ __all__ = ["send_report", "ReportInbox", "ReportBatch", "COALESCE_S"]
 #: Seconds a worker may hold the reports of finished units before it sends them.
 COALESCE_S = 0.05
 
-_HELD: dict = {}      # topic -> the ReportBatch holding this process's reports of it
+_HELD: dict = {}      # (topic, worker address) -> the ReportBatch holding its reports
 
 
 def send_report(topic: str, unit: int, values: dict, *, start: float | None = None,
@@ -50,15 +50,15 @@ def send_report(topic: str, unit: int, values: dict, *, start: float | None = No
     Outside a worker (a local run) this does nothing; while a :class:`ReportBatch` of
     ``topic`` is holding (``with batch.holding():``) the report goes to it.
     """
-    held = _HELD.get(topic)
-    if held is not None:
-        held.add(unit, values, start=start, stop=stop, saved=saved, strata=strata)
-        return
     try:
         from distributed import get_worker
 
         worker = get_worker()
     except ValueError:
+        return
+    held = _HELD.get((topic, worker.address))
+    if held is not None:
+        held.add(unit, values, start=start, stop=stop, saved=saved, strata=strata)
         return
     worker.log_event(topic, _message(worker, unit, values, start, stop, saved, strata))
 
@@ -100,15 +100,16 @@ class ReportBatch:
 
     @contextmanager
     def holding(self):
-        """While the block runs, this process's :func:`send_report` calls of the topic
-        add to this batch (code that reports unit by unit, run as one task); what is
-        held is sent when the block ends."""
-        _HELD[self.topic] = self
+        """While the block runs, the worker's :func:`send_report` calls of the topic add
+        to this batch (code that reports unit by unit, run as one task); what is held is
+        sent when the block ends."""
+        key = (self.topic, self.worker.address)
+        _HELD[key] = self
         try:
             yield self
         finally:
-            if _HELD.get(self.topic) is self:
-                del _HELD[self.topic]
+            if _HELD.get(key) is self:
+                del _HELD[key]
             self.flush()
 
     def flush(self) -> None:

@@ -95,10 +95,7 @@ def main(argv=None) -> dict:
                 for steps in a.steps:
                     for per_task in order:
                         with dask.config.set({"daskhpc.runtime.units-per-task": per_task}):
-                            t = time.perf_counter()
-                            run_job(client, _job(steps, a.units, a.length),
-                                    progress_bar=False)
-                            dt = time.perf_counter() - t
+                            dt = _timed(client, steps, a)
                         got.setdefault((workers, steps, per_task), []).append(dt)
     rows = []
     print(f"load {os.getloadavg()[0]:.2f}; {a.units} units, {a.rounds} rounds, "
@@ -116,6 +113,18 @@ def main(argv=None) -> dict:
         print(f"{workers:>7} {steps:>10} {per_task or 'window':>8} "
               f"{row['ms_per_step']:>8.2f} {row['ms_per_unit']:>8.2f} "
               f"{row['per_unit_over_per_window']:>11.2f}")
+    return _written(a, rows)
+
+
+def _timed(client, steps: int, a) -> float:
+    """Seconds of one run of ``a.units`` units of ``steps`` steps."""
+    t = time.perf_counter()
+    run_job(client, _job(steps, a.units, a.length), progress_bar=False)
+    return time.perf_counter() - t
+
+
+def _written(a, rows: list) -> dict:
+    """The results (rows, the load and the run's size), also to ``--out`` if given."""
     out = {"load": os.getloadavg()[0], "units": a.units, "rounds": a.rounds,
            "message_bytes": 8 * a.length, "rows": rows}
     if a.out:
@@ -136,10 +145,7 @@ def transports(a) -> dict:
         for r in range(a.rounds):
             for steps in a.steps:
                 for mode in (("socket", "dask") if r % 2 == 0 else ("dask", "socket")):
-                    t = time.perf_counter()
-                    run_job(clients[mode], _job(steps, a.units, a.length),
-                            progress_bar=False)
-                    got.setdefault((steps, mode), []).append(time.perf_counter() - t)
+                    got.setdefault((steps, mode), []).append(_timed(clients[mode], steps, a))
     finally:
         for client in clients.values():
             client.close()
@@ -155,12 +161,7 @@ def transports(a) -> dict:
         rows.append({"steps_per_unit": steps, "socket_ms_per_step": per["socket"],
                      "dask_ms_per_step": per["dask"], "dask_over_socket": ratio})
         print(f"{steps:>10} {per['socket']:>14.3f} {per['dask']:>12.3f} {ratio:>11.2f}")
-    out = {"load": os.getloadavg()[0], "units": a.units, "rounds": a.rounds,
-           "message_bytes": 8 * a.length, "rows": rows}
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(out, f, indent=1)
-    return out
+    return _written(a, rows)
 
 
 if __name__ == "__main__":
