@@ -35,7 +35,7 @@ import bisect
 from daskhpc._workflows import exchange_mode
 from daskhpc.runtime._fault import scatter_to
 from daskhpc.runtime._graph import submit_pinned
-from daskhpc.runtime._steps import (ProgramCode, final_group, init_group, step_group,
+from daskhpc.runtime._steps import (Packed, ProgramCode, final_group, init_group, step_group,
                                     step_group_in_loop, steps_direct, steps_single)
 
 __all__ = ["ProgramRunner", "step_of_key", "units_per_task"]
@@ -111,8 +111,8 @@ class ProgramRunner:
         self.single = self.direct and len(self.parts) == 1
         #: direct exchange: units per task (0: the whole window)
         self.units_per_task = units_per_task()
-        code = ProgramCode(program, where, topic, checkpoint, address=self.address,
-                           in_loop=in_loop)
+        code = Packed(ProgramCode(program, where, topic, checkpoint, address=self.address,
+                                  in_loop=in_loop))
         if self.direct and not self.single:
             from daskhpc.runtime._exchange import NAME, Exchange, transport
 

@@ -301,8 +301,9 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
         statics = [store.data["static"][p] for p in range(job.nparts)]
         finals, _ = run_local(prog, statics, [starts[p] for p in range(job.nparts)])
         return job.assemble(finals) if job.assemble else finals
-    _publish_plan(client, job, store.placement, [(prog.plan(), prog.unit_of)], False)
-    meter.update(plans=[(prog.plan(), prog.unit_of)], broadcast=False,
+    plans = [(prog.plan(), prog.unit_of)]      # (one pass over the steps' plans)
+    _publish_plan(client, job, store.placement, plans, False)
+    meter.update(plans=plans, broadcast=False,
                  unit_of_key=lambda key: None if step_of_key(key) is None else
                  prog.unit_of(step_of_key(key)))
     if starts is not None:

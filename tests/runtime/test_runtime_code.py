@@ -1,0 +1,90 @@
+"""The steps' code goes to the workers pickled once (``_steps.Packed``): workers in other
+processes get the code back (a step defined here, which only cloudpickle can send,
+included) and the collector is on again after the unpickling; a cluster in the client's
+process (``processes=False``, nothing pickled) runs the same code; both give the serial
+reference's bits."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import pickle
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from daskhpc.comm import Plan, Program, run_local
+from daskhpc.runtime import Job, run_job
+from daskhpc.runtime._steps import Packed, ProgramCode
+from daskhpc.testing import toy_program, toy_row
+
+LENGTH = 40
+
+
+def _job(K, units, program=None):
+    program = program or functools.partial(_toy, K, units)
+    return Job("toy", K, units, row=toy_row, fingerprint={"K": K}, program=program,
+               statics=[LENGTH] * K, exchange="direct")
+
+
+def _toy(K, units, first_unit):
+    return toy_program(K, units, length=LENGTH, first_unit=first_unit)
+
+
+def test_packed_gives_the_code_back_and_the_collector_on():
+    prog = toy_program(2, 3, length=LENGTH)
+    code = ProgramCode(prog, {0: "w0", 1: "w1"}, None, None)
+    assert gc.isenabled()
+    back = pickle.loads(pickle.dumps(Packed(code)))
+    assert gc.isenabled()
+    assert isinstance(back, ProgramCode)
+    assert [s[3] for s in back.steps] == [s[3] for s in code.steps]
+    assert back.dests == code.dests and back.unit_of_step == code.unit_of_step
+
+
+def test_in_process_cluster_runs_the_packed_code():
+    with LocalCluster(n_workers=2, processes=False, threads_per_worker=1,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        out = run_job(client, _job(2, 3), progress_bar=False)
+    finals, reports = run_local(toy_program(2, 3, length=LENGTH), [LENGTH] * 2)
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, finals))
+    assert [r["norm"] for r in out.history] == [toy_row(u, r)["norm"]
+                                                for u, r in enumerate(reports)]
+
+
+def _scaled_program(K, units, first_unit):
+    # a step made here (a closure over a local): pickle refuses it, cloudpickle sends it
+    factor = 3.0
+    scale = lambda ctx: ctx.state.__setitem__("x", ctx.state["x"] * factor)  # noqa: E731
+    prog = Program(K, "scaled", init=lambda ctx, start: ctx.state.update(x=np.ones(4)),
+                   final=lambda ctx: ctx.state["x"], first_unit=first_unit)
+    for _ in range(first_unit, units):
+        prog.step(scale, report=True)
+    return prog
+
+
+@pytest.mark.parametrize("K", [2])
+def test_a_step_only_cloudpickle_sends(client2, K):
+    job = Job("scaled", K, 2, row=lambda u, reports: {"u": u}, fingerprint={},
+              program=functools.partial(_scaled_program, K, 2), statics=[None] * K,
+              exchange="direct")
+    out = run_job(client2, job, progress_bar=False)
+    assert all(np.array_equal(v, np.full(4, 9.0)) for v in out.value)
+
+
+def test_plan_checks_small_and_large_plans_alike():
+    for m in (2, 200):               # the Python check and numpy's
+        src = np.arange(m) % 3
+        dst = (src + 1) % 3
+        ok = Plan(3, np.zeros(m, int), src, dst, volume=np.ones(m, int))
+        assert ok.nphases == 1 and ok.num_messages == m
+        with pytest.raises(ValueError, match="endpoints must lie in"):
+            Plan(3, np.zeros(m, int), src, np.where(dst == 2, 3, dst), volume=np.ones(m, int))
+        with pytest.raises(ValueError, match="endpoints must lie in"):
+            Plan(3, np.zeros(m, int), src - 2 * (src == 0), dst, volume=np.ones(m, int))
+        with pytest.raises(ValueError, match="to itself"):
+            Plan(3, np.zeros(m, int), src, np.where(src == 1, 1, dst), volume=np.ones(m, int))
+        with pytest.raises(ValueError, match="non-negative"):
+            Plan(3, -(np.arange(m) == m - 1).astype(int), src, dst, volume=np.ones(m, int))
+        assert Plan(3, np.arange(m), src, dst, volume=np.ones(m, int)).nphases == m
