@@ -37,6 +37,7 @@ from typing import Callable
 import numpy as np
 
 from daskhpc.runtime._book import Book, invalidate, measure, public, settle, todo as todo_of
+from daskhpc.runtime._calls import applied
 from daskhpc.runtime._checkpoint import load_arrays
 from daskhpc.runtime._engine import ProgramRunner, step_of_key, units_per_task
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
@@ -45,10 +46,11 @@ from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, GraphJob, Job, Outcome,
                                   exchange_mode, not_finite)
 from daskhpc.runtime._ledger import TransferLedger
-from daskhpc.runtime._logs import bound_logs
+from daskhpc.runtime._latency import LowLatency
+from daskhpc.runtime._logs import BoundLogs, bound_logs
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
-from daskhpc.runtime._quiet import quiet_recovery
+from daskhpc.runtime._quiet import Quiet
 from daskhpc.runtime._reports import ReportInbox
 from daskhpc.runtime._steps import cleanup, stopped_at
 
@@ -84,13 +86,19 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     t0 = time.perf_counter()
     value, ledger = None, None
     meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
+    # one call to the workers and one to the scheduler set what the run needs and one
+    # each puts it back (_calls): the logs' bounds, the recovery filter, low latency
+    settings = [BoundLogs(), Quiet((run_id, store.run))]
+    if low_latency:
+        settings.append(LowLatency())
     with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
-            _maybe_low_latency(client, low_latency), quiet_recovery(client, run_id, store.run):
+            applied(client, *settings):
         bar.advance(len(book.rows))
         while True:
             todo = todo_of(job, book)
             token = f"{run_id}a{attempts}"
-            bound_logs(client)                 # (again: a replacement worker's are long)
+            if attempts:
+                bound_logs(client)             # (again: a replacement worker's are long)
             try:
                 with warnings.catch_warnings():
                     # a worker that died took its transfer log along (the recovery says so)
@@ -430,14 +438,6 @@ def _quiesce(client, token: str, wait: float = 2.0) -> None:
         if not sum(client.run(_running, token).values()):
             return
         time.sleep(0.02)
-
-
-def _maybe_low_latency(client, on: bool):
-    if on:
-        from daskhpc.runtime._latency import low_latency
-
-        return low_latency(client)
-    return contextlib.nullcontext()
 
 
 def _publish(client, topic: str, **data) -> None:

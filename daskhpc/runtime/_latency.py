@@ -25,12 +25,9 @@ Examples
 
 from __future__ import annotations
 
-import contextlib
-from contextlib import contextmanager
+from daskhpc.runtime._calls import Setting, applied
 
-from daskhpc.runtime._connect import worker_addresses
-
-__all__ = ["low_latency"]
+__all__ = ["low_latency", "LowLatency"]
 
 
 def _scheduler(interval, previous=None, dask_scheduler=None):
@@ -53,24 +50,25 @@ def _restore(old: dict, dask_worker=None):
         dask_worker.batched_stream.interval = old[dask_worker.address]
 
 
-@contextmanager
+class LowLatency(Setting):
+    """The batching intervals at ``interval`` s while a run is on (``_calls``)."""
+
+    def __init__(self, interval: float = 0.0):
+        self.interval = interval
+
+    def on(self, calls) -> None:
+        self._sched = calls.on_scheduler(_scheduler, self.interval)
+        self._work = calls.on_workers(_worker, self.interval)
+
+    def off(self, calls, got) -> None:
+        old = got.scheduler(self._sched)
+        if old is not None:
+            calls.on_scheduler(_scheduler, None, old)
+        work_old = got.workers(self._work)
+        if work_old:          # (applied sends it to the workers still there)
+            calls.on_workers(_restore, work_old)
+
+
 def low_latency(client, interval: float = 0.0):
     """Run the body with the scheduler <-> worker batching intervals at ``interval`` s."""
-    try:
-        sched_old = client.run_on_scheduler(_scheduler, interval)
-        work_old = client.run(_worker, interval)
-    except Exception:  # noqa: BLE001 - a tuning that cannot be applied is skipped
-        sched_old, work_old = None, None
-    try:
-        yield
-    finally:
-        if sched_old is not None:
-            client.run_on_scheduler(_scheduler, None, sched_old)
-            # only workers still there: a run on a lost worker's address would wait
-            # for the connect timeout (30 s) before failing
-            alive = [a for a in worker_addresses(client) if a in work_old]
-            # one call for all of them (a call per worker grew with the cluster); a
-            # worker whose call fails (it left meanwhile) is skipped
-            if alive:
-                with contextlib.suppress(Exception):
-                    client.run(_restore, work_old, workers=alive, on_error="ignore")
+    return applied(client, LowLatency(interval))

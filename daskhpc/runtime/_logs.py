@@ -38,7 +38,10 @@ import os
 import sys
 from collections import deque
 
-__all__ = ["quiet_dask_noise", "is_noise", "bound_logs", "bound_topic", "KEEP", "KEEP_MESSAGES"]
+from daskhpc.runtime._calls import Setting, apply_once
+
+__all__ = ["quiet_dask_noise", "is_noise", "bound_logs", "BoundLogs", "bound_topic", "KEEP",
+           "KEEP_MESSAGES"]
 
 #: The loggers whose handlers (one shared StreamHandler) ``distributed`` sets up.
 LOGGERS = ("distributed", "bokeh", "tornado")
@@ -134,17 +137,26 @@ def _topic(topic: str, n: int, dask_scheduler=None) -> bool:
     return True
 
 
+class BoundLogs(Setting):
+    """Dask's logs on the cluster and in the client shortened to ``n`` entries
+    (``KEEP_MESSAGES`` for logs of whole messages); for good, nothing to undo."""
+
+    def __init__(self, n: int = KEEP):
+        self.n = n
+
+    def on(self, calls) -> None:
+        calls.on_workers(_worker, self.n)
+        calls.on_scheduler(_scheduler, self.n)
+        with contextlib.suppress(Exception):
+            _client(calls.client, self.n)
+
+
 def bound_logs(client, n: int = KEEP) -> None:
     """Shorten the scheduler's and the workers' transition and stimulus logs and event
     topics to ``n`` entries, and the batched streams' message logs (the client's too) to
     ``KEEP_MESSAGES`` (workers and clients that join later are shortened at the next
     call). Never fails."""
-    with contextlib.suppress(Exception):
-        client.run(_worker, n)
-    with contextlib.suppress(Exception):
-        client.run_on_scheduler(_scheduler, n)
-    with contextlib.suppress(Exception):
-        _client(client, n)
+    apply_once(client, BoundLogs(n))
 
 
 def bound_topic(client, topic: str, n: int = KEEP_MESSAGES) -> None:

@@ -21,12 +21,13 @@ Examples
 from __future__ import annotations
 
 import ast
-import contextlib
 import logging
 import threading
 from collections import deque
 
-__all__ = ["quiet_recovery", "RecoveryFilter", "FILTER"]
+from daskhpc.runtime._calls import Setting, applied
+
+__all__ = ["quiet_recovery", "Quiet", "RecoveryFilter", "FILTER"]
 
 #: The scheduler's logger (``distributed.scheduler``, distributed 2026.8).
 LOGGER = "distributed.scheduler"
@@ -97,17 +98,22 @@ def _loud(runs: tuple, dask_scheduler=None) -> list:
     return [m for m in FILTER.dropped if any(run in m for run in runs)]
 
 
-@contextlib.contextmanager
+class Quiet(Setting):
+    """The filter on for the keys of ``runs`` while a run is on (``_calls``)."""
+
+    def __init__(self, runs):
+        self.runs = tuple(dict.fromkeys(runs))
+
+    def on(self, calls) -> None:
+        calls.on_scheduler(_quiet, self.runs)
+
+    def off(self, calls, got) -> None:
+        calls.on_scheduler(_loud, self.runs)
+
+
 def quiet_recovery(client, *runs: str):
     """While the block runs, the scheduler's lost-data lines about keys that each contain
     one of ``runs`` (run ids: the frame names every key of a run with one) are not
     logged (see the module docstring). Never fails: a scheduler that cannot take the
     filter logs as before."""
-    runs = tuple(dict.fromkeys(runs))
-    with contextlib.suppress(Exception):          # one call for all the runs
-        client.run_on_scheduler(_quiet, runs)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(Exception):
-            client.run_on_scheduler(_loud, runs)
+    return applied(client, Quiet(runs))
