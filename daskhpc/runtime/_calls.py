@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import inspect
 from contextlib import contextmanager
@@ -80,12 +81,13 @@ class Got:
         return None if isinstance(r, _Failed) else r
 
 
-class Setting:
+class Setting(abc.ABC):
     """Something a run sets on the cluster: :meth:`on` adds the calls that set it,
     :meth:`off` (given what ``on``'s calls returned) the calls that undo it."""
 
+    @abc.abstractmethod
     def on(self, calls: Calls) -> None:
-        raise NotImplementedError
+        """Add the calls that turn it on."""
 
     def off(self, calls: Calls, got: Got) -> None:
         """Nothing to undo by default."""
@@ -103,7 +105,7 @@ def applied(client, *settings: Setting):
         calls = Calls(client)
         for s in reversed(settings):
             s.off(calls, got)
-        calls.send(workers=_alive(client, got.by_worker))
+        calls.send(workers=_alive(client, got.by_worker) if calls.workers else None)
 
 
 def apply_once(client, *settings: Setting) -> Got:

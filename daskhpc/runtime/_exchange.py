@@ -103,6 +103,7 @@ class Exchange(WorkerPlugin):
         self.log: deque = deque(maxlen=100_000)   # like transfer_outgoing_log
         self.count = 0                   # pushes ever logged (wrap detection)
         self.sent: dict = {}             # receiver address -> wire bytes, cumulative
+        self.at_once = 0                 # pushes written without a task (_write_now)
         self.pushing: dict = {}          # token -> in-flight pushes (asyncio tasks)
         self.links: dict = {}            # receiver address -> open comm (one-way pushes)
         self._linking: dict = {}         # receiver address -> asyncio.Lock of its connect
@@ -239,18 +240,39 @@ class Exchange(WorkerPlugin):
         from dask.sizeof import sizeof
 
         start = time.time()
-        if self._via_socket(address):
-            send = self._send_socket(token, address, msgs)
+        if not self._via_socket(address):
+            wire = await self._tracked(token, address, self._send_dask(token, address, msgs))
         else:
-            send = self._send_dask(token, address, msgs)
-        # a push to a worker that died retries its connection for distributed's connect
-        # timeout (30 s) and holds this worker's task slot that long, so the restart
-        # waited for it: the run's end (forget) cancels its pushes instead
+            out, wire = _framed(token, msgs)
+            if len(out) == 1 and self._write_now(address, out[0]):
+                self.at_once += 1
+            else:
+                wire = await self._tracked(token, address,
+                                           self._send_socket(token, address, msgs, out))
+        total = sum(sizeof(m[1]) for m in msgs)
+        self.log.append({"who": address, "keys": {key: total}, "total": total,
+                         "compressed": wire, "start": start, "stop": time.time()})
+        self.count += 1
+        self.sent[address] = self.sent.get(address, 0) + wire
+
+    async def push_all(self, token: str, pushes: list) -> None:
+        """:meth:`push` every ``(address, key, msgs)`` of ``pushes``: one awaited here,
+        several at once (``asyncio.gather`` makes even one a task: a turn of the loop)."""
+        if len(pushes) == 1:
+            await self.push(token, *pushes[0])
+        elif pushes:
+            await asyncio.gather(*(self.push(token, *p) for p in pushes))
+
+    async def _tracked(self, token: str, address: str, send):
+        """Await the coroutine ``send`` as a task of its own, which the run's end
+        (:meth:`forget`) cancels: a push to a worker that died retries its connection
+        for distributed's connect timeout (30 s) and held this worker's task slot that
+        long, so the restart waited for it."""
         call = asyncio.ensure_future(send)
         inflight = self.pushing.setdefault(token, set())
         inflight.add(call)
         try:
-            wire = await call
+            return await call
         except asyncio.CancelledError:
             me = asyncio.current_task()
             if token in self.dead and not (me is not None and me.cancelling()):
@@ -258,11 +280,29 @@ class Exchange(WorkerPlugin):
             raise
         finally:
             inflight.discard(call)
-        total = sum(sizeof(m[1]) for m in msgs)
-        self.log.append({"who": address, "keys": {key: total}, "total": total,
-                         "compressed": wire, "start": start, "stop": time.time()})
-        self.count += 1
-        self.sent[address] = self.sent.get(address, 0) + wire
+
+    def _write_now(self, address: str, buf) -> bool:
+        """Write a one-buffer message at once on the open connection to ``address`` if
+        no push is writing there; whether all of it went. No task, no turn of the event
+        loop (the task of the other path cost two turns a push). Nothing written (a full
+        socket buffer, no connection yet): the caller takes the other path; part of it
+        written: the connection is dropped (the receiver discards the part with it) and
+        the caller sends the whole message again on a new one."""
+        link = self.sockets.get(address)
+        if link is None or link[1].locked():
+            return False
+        sock = link[0]
+        try:
+            n = sock.send(buf)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            self._drop(address, sock)
+            return False
+        if n < len(buf):
+            self._drop(address, sock)
+            return False
+        return True
 
     def _via_socket(self, address: str) -> bool:
         """Pushes to ``address`` go over the Exchange's socket (else distributed's comm):
@@ -291,29 +331,16 @@ class Exchange(WorkerPlugin):
                          on_error="raise")
         return sum(memoryview(f).nbytes for f in frames)
 
-    async def _send_socket(self, token: str, address: str, msgs: list) -> int:
-        """Write the message on the socket to ``address``'s exchange; returns its bytes.
+    async def _send_socket(self, token: str, address: str, msgs: list, out: list) -> int:
+        """Write the message (``out``: its buffers, :func:`_framed`) on the socket to
+        ``address``'s exchange; returns its bytes.
 
         A worker that cannot be reached (gone, or restarted on the same address) is asked
         for its port again once; then the push waits for its run to end (the frame's
         restart cancels it) for at most :data:`UNREACHABLE_S`. A worker that answers but
         whose port cannot be connected to (a firewall that lets only Dask's ports
         through) gets this worker's pushes through distributed's comm from then on."""
-        bufs: list = []
-        data = _dumps((token, msgs), bufs)
-        frames = [memoryview(b).cast("B") for b in (b.raw() for b in bufs)]
-        sizes = [f.nbytes for f in frames]
-        head = _HEAD.pack(len(data), len(frames)) + struct.pack(f"<{len(sizes)}Q", *sizes)
-        # each buffer starts at a multiple of ALIGN (numpy and numba want aligned arrays)
-        starts = _offsets(sizes)
-        parts: list = [head + data]
-        for i, f in enumerate(frames):
-            if i:
-                parts.append(bytes(starts[i] - starts[i - 1] - sizes[i - 1]))
-            parts.append(f)
-        wire = sum(memoryview(p).nbytes for p in parts)
-        # a small message in one write (one system call), a large one without copying
-        out = [b"".join(parts)] if wire <= JOIN_BYTES else [p for p in parts if len(p)]
+        wire = sum(memoryview(p).nbytes for p in out)
         loop = asyncio.get_running_loop()
         for attempt in (0, 1):
             try:
@@ -396,6 +423,27 @@ class Exchange(WorkerPlugin):
         self._wake()
         for call in self.pushing.pop(token, ()):
             call.cancel()
+
+
+def _framed(token: str, msgs: list) -> tuple[list, int]:
+    """The wire form of one push (header, size table, pickle, aligned buffers) as the
+    buffers to write, and its bytes: a small message one buffer (one system call), a
+    large one its pieces (no copy)."""
+    bufs: list = []
+    data = _dumps((token, msgs), bufs)
+    frames = [memoryview(b).cast("B") for b in (b.raw() for b in bufs)]
+    sizes = [f.nbytes for f in frames]
+    head = _HEAD.pack(len(data), len(frames)) + struct.pack(f"<{len(sizes)}Q", *sizes)
+    # each buffer starts at a multiple of ALIGN (numpy and numba want aligned arrays)
+    starts = _offsets(sizes)
+    parts: list = [head + data]
+    for i, f in enumerate(frames):
+        if i:
+            parts.append(bytes(starts[i] - starts[i - 1] - sizes[i - 1]))
+        parts.append(f)
+    wire = sum(memoryview(p).nbytes for p in parts)
+    out = [b"".join(parts)] if wire <= JOIN_BYTES else [p for p in parts if len(p)]
+    return out, wire
 
 
 def _offsets(sizes) -> list:

@@ -258,11 +258,10 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
                                         batch)
             outgoing = [(k[2], _REMOTE.pop(k))
                         for k in [k for k in _REMOTE if k[:2] == (token, t)]]
-            if outgoing:
-                await asyncio.gather(*[
-                    ext.push(token, code.address[w], (f"{code.name}-{token}", label, t, w),
-                             [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
-                    for w, msgs in outgoing])
+            await ext.push_all(token, [
+                (code.address[w], (f"{code.name}-{token}", label, t, w),
+                 [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
+                for w, msgs in outgoing])
             if _ended(code, token, label, t, worker, key):
                 return None
     finally:

@@ -319,8 +319,6 @@ async def epochs_direct(team: list, token: str, label: str, epochs: list, chain,
 
 async def _epochs(team, token, epochs, ext, by_part, worker, key, last):
     """The loop of :func:`epochs_direct`."""
-    import asyncio
-
     for e, steps, ev, ckpts in epochs:
         for T, meta, waits, drop, out in steps:
             got = await ext.wait(token, sorted(set(waits), key=str), keep=True)
@@ -331,9 +329,8 @@ async def _epochs(team, token, epochs, ext, by_part, worker, key, last):
                 rows = [_rows(by_part[src].send[(q, m)], _REGISTRY[(token, src)], T,
                               by_part[src].whole) for q, m, src in items.tolist()]
                 value = rows[0] if len(rows) == 1 else rows
-                pushes.append(ext.push(token, receiver, bkey, [(bkey, value)]))
-            if pushes:
-                await asyncio.gather(*pushes)
+                pushes.append((receiver, bkey, [(bkey, value)]))
+            await ext.push_all(token, pushes)
         sse = {} if ev is None else await _evaluate_direct(ext, by_part, token, e, ev)
         for p, path in ckpts.items():
             checkpoint(by_part[p], token, e, path, None, sse.get(p))
@@ -346,8 +343,6 @@ async def _epochs(team, token, epochs, ext, by_part, worker, key, last):
 async def _evaluate_direct(ext, by_part: dict, token: str, e: int, ev) -> dict:
     """``{part: test SSE}`` of the worker's parts after epoch e (direct mode): push the
     test rows of H other workers' parts read, then evaluate with the ones they push."""
-    import asyncio
-
     q, sends, needs = ev
     have, pushes = {}, []
     for receiver, key, items in sends:
@@ -355,9 +350,8 @@ async def _evaluate_direct(ext, by_part: dict, token: str, e: int, ev) -> dict:
         if receiver is None:            # read by a part of this worker
             have.update(msgs)
         else:
-            pushes.append(ext.push(token, receiver, key, msgs))
-    if pushes:
-        await asyncio.gather(*pushes)
+            pushes.append((receiver, key, msgs))
+    await ext.push_all(token, pushes)
     have.update(await ext.wait(token, [mid for need in needs.values() for _, mid in need
                                        if mid not in have]))
     return {p: evaluate(by_part[p], token, e, q, np.array([m for m, _ in need], np.int64),

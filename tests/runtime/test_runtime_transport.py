@@ -6,6 +6,7 @@ writable, and a run gives the same bits and the same counted messages."""
 from __future__ import annotations
 
 import functools
+import time
 
 import dask
 import numpy as np
@@ -159,3 +160,60 @@ def test_a_port_shut_by_a_firewall_falls_back_to_dask(make_client):
     got = take.result()
     assert np.array_equal(got[5], want[5]) and got[6](4) == 8
     assert client.run(_known_port, b, workers=[a])[a] is None     # dask from now on
+
+
+def _at_once(dask_worker):
+    return dask_worker.plugins[Exchange.name].at_once
+
+
+async def _hold_loop(seconds, started):
+    import pathlib
+    import time
+
+    pathlib.Path(started).touch()
+    time.sleep(seconds)          # the receiver's event loop reads nothing meanwhile
+    return True
+
+
+async def _send_many(other, n):
+    from distributed import get_worker
+
+    ext = get_worker().plugins[Exchange.name]
+    for i in range(n):                  # 48 kB each: one buffer, the quick path's size
+        await ext.push("t-full", other, ("k", i), [(("m", i), np.full(6000, float(i)))])
+    return n
+
+
+async def _take_many(n):
+    from distributed import get_worker
+
+    ext = get_worker().plugins[Exchange.name]
+    got = await ext.wait("t-full", [("m", i) for i in range(n)])
+    return [float(got[("m", i)][0]) for i in range(n)], \
+        all(got[("m", i)].size == 6000 and (got[("m", i)] == i).all() for i in range(n))
+
+
+def test_small_pushes_go_at_once_and_a_full_socket_loses_nothing(client2, tmp_path):
+    """Small messages on an open connection are written at once (no task); when the
+    receiver reads nothing for a while the socket fills, pushes take the other path (a
+    message the socket took part of goes again, whole, on a new connection), and every
+    message arrives whole."""
+    a, b = worker_addresses(client2)[:2]
+    want, got, flags = _exchange_round(client2)         # the connection is open now
+    _check_delivered(want, got, flags)
+    assert client2.run(_at_once, workers=[a])[a] > 0
+    before = client2.run(_at_once, workers=[a])[a]
+    n = 400                                      # 19 MB: more than the sockets hold
+    started = tmp_path / "holding"
+    hold = client2.submit(_hold_loop, 2.0, str(started), workers=[b], pure=False)
+    deadline = time.monotonic() + 60
+    while not started.exists():              # the receiver's loop is held from here
+        assert time.monotonic() < deadline, "the holding task did not start"
+        time.sleep(0.01)
+    sent = client2.submit(_send_many, b, n, workers=[a], pure=False)
+    take = client2.submit(_take_many, n, workers=[b], pure=False)
+    assert hold.result() and sent.result() == n
+    firsts, whole = take.result()
+    assert firsts == [float(i) for i in range(n)] and whole
+    at_once = client2.run(_at_once, workers=[a])[a] - before
+    assert 0 < at_once < n, at_once              # both paths taken
