@@ -5,8 +5,9 @@ scattered data, which can't be recovered: {keys}`` as an ERROR (and a WARNING th
 results "will be recomputed elsewhere", which pinned tasks never are). During a run the
 frame recovers from exactly that: it scatters the parts' data again and restarts the
 attempt (``_frame``, ``_store``), and says so in the run's recovery record. While a run
-is on, :func:`quiet_recovery` drops those two log lines from the scheduler's logger when
-every key they name belongs to the run; anything else still reaches the user.
+is on, the :class:`Quiet` setting (``_calls``) drops those two log lines from the
+scheduler's logger when every key they name belongs to the run; anything else still
+reaches the user. A scheduler that cannot take the filter logs as before.
 
 The filter is installed in the scheduler's process through ``client.run_on_scheduler``:
 for a LocalCluster that is the client's own process (where the line would reach the
@@ -14,7 +15,8 @@ terminal); a scheduler elsewhere gets it too when it can import daskhpc.
 
 Examples
 --------
->>> with quiet_recovery(client, "ab12cd"):                          # doctest: +SKIP
+>>> from daskhpc.runtime._calls import applied
+>>> with applied(client, Quiet(["ab12cd"])):                       # doctest: +SKIP
 ...     ...                              # a worker dies: no ERROR line, the run recovers
 """
 
@@ -25,9 +27,9 @@ import logging
 import threading
 from collections import deque
 
-from daskhpc.runtime._calls import Setting, applied
+from daskhpc.runtime._calls import Setting
 
-__all__ = ["quiet_recovery", "Quiet", "RecoveryFilter", "FILTER"]
+__all__ = ["Quiet", "RecoveryFilter", "FILTER"]
 
 #: The scheduler's logger (``distributed.scheduler``, distributed 2026.8).
 LOGGER = "distributed.scheduler"
@@ -99,7 +101,8 @@ def _loud(runs: tuple, dask_scheduler=None) -> list:
 
 
 class Quiet(Setting):
-    """The filter on for the keys of ``runs`` while a run is on (``_calls``)."""
+    """The filter on for the keys of ``runs`` (run ids: the frame names every key of a
+    run with one) while a run is on (``_calls``)."""
 
     def __init__(self, runs):
         self.runs = tuple(dict.fromkeys(runs))
@@ -109,11 +112,3 @@ class Quiet(Setting):
 
     def off(self, calls, got) -> None:
         calls.on_scheduler(_loud, self.runs)
-
-
-def quiet_recovery(client, *runs: str):
-    """While the block runs, the scheduler's lost-data lines about keys that each contain
-    one of ``runs`` (run ids: the frame names every key of a run with one) are not
-    logged (see the module docstring). Never fails: a scheduler that cannot take the
-    filter logs as before."""
-    return applied(client, Quiet(runs))
