@@ -64,8 +64,8 @@ def _scaled_program(K, units, first_unit):
     return prog
 
 
-@pytest.mark.parametrize("K", [2])
-def test_a_step_only_cloudpickle_sends(client2, K):
+def test_a_step_only_cloudpickle_sends(client2):
+    K = 2
     job = Job("scaled", K, 2, row=lambda u, reports: {"u": u}, fingerprint={},
               program=functools.partial(_scaled_program, K, 2), statics=[None] * K,
               exchange="direct")
