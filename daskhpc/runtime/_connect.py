@@ -25,7 +25,7 @@ from daskhpc._workflows import check_dashboard_address
 from ._logs import quiet_dask_noise
 from ._sigint import start_without_sigint
 
-__all__ = ["connect", "worker_addresses", "CLUSTER_CONFIG", "free_dashboard_address",
+__all__ = ["connect", "worker_addresses", "in_order", "CLUSTER_CONFIG", "free_dashboard_address",
            "scheduler_file_security", "check_dashboard_address", "connected", "connect_timeout",
            "NoScheduler"]
 
@@ -391,7 +391,12 @@ def worker_addresses(client: Client) -> list[str]:
     # client's own periodic refresh (n_workers=0: no workers) may overwrite between the
     # fetch and the read; on a loaded machine that made every worker look lost.
     workers = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
-    return sorted(workers, key=lambda addr: (_natural(workers[addr].get("name")), addr))
+    return in_order({addr: info.get("name") for addr, info in workers.items()})
+
+
+def in_order(names: dict) -> list[str]:
+    """The addresses of ``{address: worker name}`` in :func:`worker_addresses`'s order."""
+    return sorted(names, key=lambda addr: (_natural(names[addr]), addr))
 
 
 def _natural(name: object) -> tuple:

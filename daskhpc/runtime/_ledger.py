@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from daskhpc._workflows import EXCHANGE_PLUGIN
-from daskhpc.runtime._connect import worker_addresses
+from daskhpc.runtime._connect import in_order
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -97,8 +97,10 @@ class TransferLedger:
 
     def start(self) -> TransferLedger:
         """Remember where every worker's log ends now (``__enter__`` calls this)."""
-        self._workers = worker_addresses(self.client)
+        # (the workers' order from their own answers: no extra round trip to ask the
+        # scheduler for them, at both ends of every attempt)
         self._marks = self.client.run(_log_mark)
+        self._workers = in_order({w: m["name"] for w, m in self._marks.items()})
         self.entries = None
         return self
 
@@ -122,7 +124,7 @@ class TransferLedger:
                 RuntimeWarning,
                 stacklevel=3,
             )
-        now = worker_addresses(self.client)
+        now = in_order({w: got["name"] for w, got in collected.items()})
         self._workers = self._workers + [w for w in now if w not in self._workers]
         self.entries = [
             {"sender": sender, **entry}
@@ -283,7 +285,7 @@ def _logs(dask_worker) -> list[tuple]:
 
 def _log_mark(dask_worker) -> dict:
     return {"marks": [{"last": _fingerprint(log[-1]) if log else None, "count": count}
-                      for log, count in _logs(dask_worker)]}
+                      for log, count in _logs(dask_worker)], "name": dask_worker.name}
 
 
 async def _log_since(marks: dict, settle: float, dask_worker) -> dict:
@@ -310,6 +312,7 @@ async def _log_since(marks: dict, settle: float, dask_worker) -> dict:
         wrapped = wrapped or (log.maxlen is not None and calls > log.maxlen)
         new += got
     return {
+        "name": dask_worker.name,
         "wrapped": wrapped,
         "entries": [
             {
