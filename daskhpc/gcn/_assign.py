@@ -98,12 +98,10 @@ def assign(graph, nparts: int, *, partition: str = "hp", partitioner: str = "aut
     partition_file : path, optional
         One part id per line; overrides ``partition``.
     weights : {"nnz", "nnz+features"}
-        A row's weight (module docstring).
+        A row's weight (module docstring; checked with the other options, ``_setup``).
     """
     if partition not in PARTITIONS:
         raise InputError(f"unknown --partition {partition!r}; choose one of {list(PARTITIONS)}")
-    if weights not in WEIGHTS:
-        raise InputError(f"unknown --weights {weights!r}; choose one of {list(WEIGHTS)}")
     n = graph.n
     h = hg.column_net(graph.A)
     if weights == "nnz+features":

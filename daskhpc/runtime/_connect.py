@@ -25,9 +25,9 @@ from daskhpc._workflows import check_dashboard_address
 from ._logs import quiet_dask_noise
 from ._sigint import start_without_sigint
 
-__all__ = ["connect", "worker_addresses", "in_order", "CLUSTER_CONFIG", "free_dashboard_address",
-           "scheduler_file_security", "check_dashboard_address", "connected", "connect_timeout",
-           "NoScheduler"]
+__all__ = ["connect", "worker_addresses", "in_order", "CLUSTER_CONFIG",
+           "free_dashboard_address", "scheduler_file_security", "check_dashboard_address",
+           "connected", "connect_timeout", "NoScheduler"]
 
 #: Set before a cluster that ``connect()`` starts is built: the scheduler and the
 #: workers read these once, at start-up.

@@ -25,8 +25,8 @@ pickled with protocol 5, their buffers sent out of band (no copy on the sender, 
 into a writable, aligned buffer on the receiver), one TCP connection per sender and
 receiver with ``TCP_NODELAY``. A ping-pong of 8-byte messages between two workers took
 0.9 ms per round trip through distributed's comms, 0.29-0.38 ms over this socket and
-0.19-0.25 ms over plain asyncio sockets (measured on 2 cores, ``docs/benchmarks.md``). The receiver's port is asked for once
-per pair through distributed (``daskhpc_listen``). Any other address scheme (``tls://``
+0.19-0.25 ms over plain asyncio sockets (measured on 2 cores, ``docs/benchmarks.md``).
+The receiver's port is asked for once per pair through distributed (``daskhpc_listen``). Any other address scheme (``tls://``
 under mpiexec, ``ucx://``, ``inproc://``) and ``daskhpc.runtime.transport: dask`` use
 distributed's comm, so a secured cluster stays secured.
 
@@ -133,8 +133,7 @@ class Exchange(WorkerPlugin):
 
     def _wake(self) -> None:
         for fut in self._waiters:
-            if not fut.done():
-                fut.set_result(None)
+            _settle(fut)
 
     # -- receiving --------------------------------------------------------------------
     async def receive(self, token: str, msgs: list) -> str:
@@ -429,8 +428,12 @@ def _framed(token: str, msgs: list) -> tuple[list, int]:
     """The wire form of one push (header, size table, pickle, aligned buffers) as the
     buffers to write, and its bytes: a small message one buffer (one system call), a
     large one its pieces (no copy)."""
+    from distributed.protocol.pickle import dumps
+
+    # distributed's pickling (as Packed's): cloudpickle for what pickle refuses and for
+    # what pickle would send by a reference to __main__ that the receiver cannot resolve
     bufs: list = []
-    data = _dumps((token, msgs), bufs)
+    data = dumps((token, msgs), buffer_callback=bufs.append, protocol=5)
     frames = [memoryview(b).cast("B") for b in (b.raw() for b in bufs)]
     sizes = [f.nbytes for f in frames]
     head = _HEAD.pack(len(data), len(frames)) + struct.pack(f"<{len(sizes)}Q", *sizes)
@@ -454,18 +457,6 @@ def _offsets(sizes) -> list:
         starts.append(at)
         at += -(-n // ALIGN) * ALIGN
     return starts
-
-
-def _dumps(obj, bufs: list) -> bytes:
-    """Pickle protocol 5, buffers out of band into ``bufs``; cloudpickle for what the
-    standard pickler refuses (the fallback distributed's own pickling has)."""
-    try:
-        return pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
-    except Exception:
-        import cloudpickle
-
-        bufs.clear()
-        return cloudpickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
 
 
 def _settle(fut) -> None:

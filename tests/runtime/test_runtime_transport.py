@@ -217,3 +217,43 @@ def test_small_pushes_go_at_once_and_a_full_socket_loses_nothing(client2, tmp_pa
     assert firsts == [float(i) for i in range(n)] and whole
     at_once = client2.run(_at_once, workers=[a])[a] - before
     assert 0 < at_once < n, at_once              # both paths taken
+
+
+async def _send_main_object(other):
+    """Push an instance of a class the sender's ``__main__`` holds (a user's script's
+    class) and the receiver's does not: plain pickle would send a reference to
+    ``__main__.Point`` that the receiver cannot resolve."""
+    import sys
+
+    from distributed import get_worker
+
+    main = sys.modules["__main__"]
+    Point = type("Point", (), {"__module__": "__main__", "x": 0})
+    Point.__qualname__ = "Point"
+    main.Point = Point
+    try:
+        p = Point()
+        p.x = 7
+        ext = get_worker().plugins[Exchange.name]
+        await ext.push("t-main", other, ("k", 0), [(("m", 0), p)])
+    finally:
+        del main.Point
+    return True
+
+
+async def _take_main_object():
+    import asyncio
+
+    from distributed import get_worker
+
+    ext = get_worker().plugins[Exchange.name]
+    got = await asyncio.wait_for(ext.wait("t-main", [("m", 0)]), 20)
+    return got[("m", 0)].x
+
+
+def test_an_object_of_the_senders_main_arrives(client2):
+    a, b = worker_addresses(client2)[:2]
+    client2.register_plugin(Exchange(), name=Exchange.name)
+    take = client2.submit(_take_main_object, workers=[b], pure=False)
+    assert client2.submit(_send_main_object, b, workers=[a], pure=False).result()
+    assert take.result() == 7

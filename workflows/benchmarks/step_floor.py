@@ -151,7 +151,8 @@ def transports(a) -> dict:
             client.close()
     print(f"load {os.getloadavg()[0]:.2f}; {a.units} units, {a.rounds} rounds, "
           f"{8 * a.length} B messages, 2 workers, a task per window")
-    print(f"{'steps/unit':>10} {'socket ms/step':>14} {'dask ms/step':>12} {'dask/socket':>11}")
+    print(f"{'steps/unit':>10} {'socket ms/step':>14} {'dask ms/step':>12} "
+          f"{'dask/socket':>11}")
     rows = []
     for steps in a.steps:
         per = {m: 1e3 * statistics.median(got[(steps, m)]) / (a.units * steps)
