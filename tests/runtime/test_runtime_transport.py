@@ -257,3 +257,53 @@ def test_an_object_of_the_senders_main_arrives(client2):
     take = client2.submit(_take_main_object, workers=[b], pure=False)
     assert client2.submit(_send_main_object, b, workers=[a], pure=False).result()
     assert take.result() == 7
+
+
+async def _send_unimportable(other, where):
+    """Push an instance of a class from a module only the sender can import (a package
+    on the sender's path alone), then an ordinary message on the same connection."""
+    import sys
+
+    from distributed import get_worker
+
+    sys.path.insert(0, where)
+    try:
+        import daskhpc_only_here
+
+        ext = get_worker().plugins[Exchange.name]
+        await ext.push("t-lost", other, ("k", 0), [(("m", 0), daskhpc_only_here.Thing())])
+        await ext.push("t-next", other, ("k", 1), [(("m", 1), np.arange(3.0))])
+    finally:
+        sys.path.remove(where)
+        sys.modules.pop("daskhpc_only_here", None)
+    return True
+
+
+async def _take_unimportable():
+    import asyncio
+
+    from distributed import get_worker
+
+    ext = get_worker().plugins[Exchange.name]
+    try:
+        await asyncio.wait_for(ext.wait("t-lost", [("m", 0)]), 20)
+        lost = "arrived"
+    except RuntimeError as e:
+        lost = str(e)
+    got = await asyncio.wait_for(ext.wait("t-next", [("m", 1)]), 20)
+    return lost, got[("m", 1)].tolist()
+
+
+def test_a_message_the_receiver_cannot_read_fails_its_run_not_the_connection(
+        client2, tmp_path):
+    # was: the connection dropped and the waiting step hung until the run was ended
+    (tmp_path / "daskhpc_only_here.py").write_text("class Thing:\n    pass\n")
+    a, b = worker_addresses(client2)[:2]
+    client2.register_plugin(Exchange(), name=Exchange.name)
+    take = client2.submit(_take_unimportable, workers=[b], pure=False)
+    assert client2.submit(_send_unimportable, b, str(tmp_path), workers=[a],
+                          pure=False).result()
+    lost, after = take.result()
+    assert "cannot read a message of run t-lost" in lost and "daskhpc_only_here" in lost
+    assert "\n" not in lost
+    assert after == [0.0, 1.0, 2.0]      # the next message on the connection arrives
