@@ -45,7 +45,7 @@ from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, re
 from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, GraphJob, Job, Outcome,
                                   exchange_mode, not_finite)
-from daskhpc.runtime._ledger import TransferLedger
+from daskhpc.runtime._ledger import LogMarks, TransferLedger
 from daskhpc.runtime._latency import LowLatency
 from daskhpc.runtime._logs import BoundLogs, bound_logs
 from daskhpc.runtime._placement import Placement
@@ -88,11 +88,14 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
     # one call to the workers and one to the scheduler set what the run needs and one
     # each puts it back (_calls): the logs' bounds, the recovery filter, low latency
-    settings = [BoundLogs(), Quiet((run_id, store.run))]
+    # and the first attempt's TransferLedger marks
+    marks = LogMarks()
+    settings = [BoundLogs(), Quiet((run_id, store.run)), marks]
     if low_latency:
         settings.append(LowLatency())
     with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
-            applied(client, *settings):
+            applied(client, *settings) as got:
+        first_marks = marks.marks(got)
         bar.advance(len(book.rows))
         while True:
             todo = todo_of(job, book)
@@ -103,9 +106,17 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                 with warnings.catch_warnings():
                     # a worker that died took its transfer log along (the recovery says so)
                     warnings.filterwarnings("ignore", message="workers left during")
-                    with TransferLedger(client, settle=0.5) as ledger:
+                    ledger = TransferLedger(client, settle=0.5).start(
+                        None if attempts else first_marks)
+                    done = False
+                    try:
                         value = _attempt(client, job, book, store, ck, token, attempts, todo,
                                          callback, bar, meter, announce)
+                        done = True
+                    finally:
+                        # a program's cleanup on the workers in the ledger's call
+                        _stop_ledger(ledger, None if job.program is None else (cleanup, token),
+                                     done)
                 break
             except WorkerLost as lost:
                 t_lost = time.perf_counter()
@@ -157,6 +168,17 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                          in_loop=bool(job.in_loop) and not single, single_worker=single)
     return Outcome(value, history, measured, timing, recovery, store.placement, ledger,
                    execution)
+
+
+def _stop_ledger(ledger, first, done: bool) -> None:
+    """Stop an attempt's ledger (``first``: run on every worker in the same call); after
+    a failed attempt without its warnings and errors, which would hide the attempt's."""
+    if done:
+        ledger.stop(first)
+        return
+    with warnings.catch_warnings(), contextlib.suppress(Exception):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ledger.stop(first)
 
 
 def _move_off(client, store, old: Placement, lost: set):
@@ -263,10 +285,7 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
         finally:
             release_futures(futures)
             drain(force=True)
-            if job.program is not None:
-                with contextlib.suppress(Exception):
-                    client.run(cleanup, token)
-            elif meter.get("cleanup") is not None:
+            if job.program is None and meter.get("cleanup") is not None:
                 with contextlib.suppress(Exception):
                     meter["cleanup"]()
 

@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from daskhpc._workflows import EXCHANGE_PLUGIN
+from daskhpc.runtime._calls import Setting
 from daskhpc.runtime._connect import in_order
 
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["TransferLedger", "logged_transfers"]
+__all__ = ["TransferLedger", "LogMarks", "logged_transfers"]
 
 
 class TransferLedger:
@@ -95,20 +96,23 @@ class TransferLedger:
 
     # -- running -------------------------------------------------------------
 
-    def start(self) -> TransferLedger:
-        """Remember where every worker's log ends now (``__enter__`` calls this)."""
+    def start(self, marks: dict | None = None) -> TransferLedger:
+        """Remember where every worker's log ends now (``__enter__`` calls this);
+        ``marks``: taken already, by a :class:`LogMarks` setting's call."""
         # (the workers' order from their own answers: no extra round trip to ask the
         # scheduler for them, at both ends of every attempt)
-        self._marks = self.client.run(_log_mark)
+        self._marks = self.client.run(_log_mark) if marks is None else marks
         self._workers = in_order({w: m["name"] for w, m in self._marks.items()})
         self.entries = None
         return self
 
-    def stop(self) -> TransferLedger:
-        """Collect the messages logged since :meth:`start` (``__exit__`` calls this)."""
+    def stop(self, first=None) -> TransferLedger:
+        """Collect the messages logged since :meth:`start` (``__exit__`` calls this).
+        ``first``: ``(fn, *args)`` each worker runs before, in the same call (a run's
+        cleanup: one round trip instead of two)."""
         if self._marks is None:
             raise RuntimeError("TransferLedger.stop() before start()")
-        collected = self.client.run(_log_since, self._marks, self.settle)
+        collected = self.client.run(_log_since, self._marks, self.settle, first)
         lost = sorted(set(self._marks) - set(collected))
         if lost:
             warnings.warn(
@@ -283,12 +287,30 @@ def _logs(dask_worker) -> list[tuple]:
     return out
 
 
+class LogMarks(Setting):
+    """Where every worker's log ends, taken by a run's settings call (:mod:`._calls`):
+    its first :class:`TransferLedger` starts from them, one round trip fewer."""
+
+    def on(self, calls) -> None:
+        self.index = calls.on_workers(_log_mark)
+
+    def marks(self, got) -> dict | None:
+        """The marks, or None unless every worker that answered gave one."""
+        marks = got.workers(self.index)
+        return marks if marks and set(marks) == set(got.by_worker) else None
+
+
 def _log_mark(dask_worker) -> dict:
     return {"marks": [{"last": _fingerprint(log[-1]) if log else None, "count": count}
                       for log, count in _logs(dask_worker)], "name": dask_worker.name}
 
 
-async def _log_since(marks: dict, settle: float, dask_worker) -> dict:
+async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
+    if first is not None:
+        try:
+            first[0](*first[1:], dask_worker=dask_worker)
+        except Exception:  # noqa: BLE001 - as the call on its own was: never fails this
+            pass
     # The receiver's task can finish, and the client see it, a moment before
     # the sender appends its log entry (it does so after the receiver's "OK").
     # transfer_outgoing_count drops in the same step as the append.
@@ -334,5 +356,5 @@ def logged_transfers(client, settle: float = 2.0) -> list[dict]:
     """Every worker-to-worker transfer still in the workers' logs (since they started, as
     far as the logs reach), one entry per message, with ``sender``; for before/after
     differences in tests (a run's traffic: use :class:`TransferLedger`)."""
-    logs = client.run(_log_since, {}, settle)
+    logs = client.run(_log_since, {}, settle, None)
     return [{"sender": w, **e} for w, log in logs.items() for e in log["entries"]]
