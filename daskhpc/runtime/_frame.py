@@ -353,12 +353,11 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
     # previous one is waited for (the workers never idle between windows). The client
     # holds the windows not yet waited for, not every window of the run (each one's
     # frontier kept its keys, and their values on the workers, to the end of the run)
-    held = list(runner.code.values())        # the steps' code, on every worker
     bounds = [(i, min(i + window, len(ends))) for i in range(0, len(ends), window)]
     pending, ran = [], len(ends)
     for i, j in bounds:
         futs = runner.submit(range(ends[i - 1] + 1 if i else 0, ends[j - 1] + 1))
-        keep = held + pending + futs
+        keep = runner.code_futures() + pending + futs     # the steps' code, on every worker
         ids = {id(f) for f in keep}
         # released now: the new window's tasks, already submitted, keep what they read
         release_futures([f for f in futures if id(f) not in ids])

@@ -33,8 +33,8 @@ import time
 
 from daskhpc.comm import Context
 
-__all__ = ["ProgramCode", "Packed", "init_group", "step_group", "step_group_in_loop",
-           "steps_direct", "steps_single", "final_group", "stopped_at", "cleanup",
+__all__ = ["ProgramCode", "Packed", "unpack", "init_group", "step_group",
+           "step_group_in_loop", "steps_direct", "steps_single", "final_group", "stopped_at", "cleanup",
            "registry_size"]
 
 _CONTEXTS: dict = {}    # (token, part) -> Context
@@ -61,7 +61,7 @@ class Packed:
         self.blob = dumps(obj)     # cloudpickle where pickle would not do, as distributed
 
     def __reduce__(self):
-        return _unpack, (self.blob,)
+        return unpack, (self.blob,)
 
 
 def _code(code) -> "ProgramCode":
@@ -70,7 +70,8 @@ def _code(code) -> "ProgramCode":
     return code.obj if isinstance(code, Packed) else code
 
 
-def _unpack(blob: bytes):
+def unpack(blob: bytes):
+    """The object :class:`Packed` pickled (the task that puts a run's code on a worker)."""
     from distributed.protocol.pickle import loads
 
     with _collector_paused():
