@@ -142,6 +142,7 @@ class ProgramRunner:
                          for w, lab in self.label.items()}
         self.step_fn = step_group_in_loop if in_loop else step_group
         self._frontier: dict[tuple, object] = {}   # keys of the last step -> Future
+        self._finals: list | None = None           # the last steps' tasks give the finals
         self._last = -1
         starts = starts or {}
         init = {lab: ([statics[p] for p in parts],
@@ -183,9 +184,11 @@ class ProgramRunner:
         futs = self._submit(tasks, where, list(tasks))
         self._frontier = dict(zip(tasks, futs))
 
-    def submit(self, steps: range) -> list:
+    def submit(self, steps: range, final: bool = False) -> list:
         """Submit ``steps`` (consecutive, right after the last submitted one); returns the
-        futures of the new frontier (the last step's chains and bundles)."""
+        futures of the new frontier (the last step's chains and bundles). ``final``: the
+        attempt's last steps; with a loop of steps per worker (direct exchange) its last
+        task also gives the final values, and :meth:`finish` submits nothing."""
         if steps.start != self._last + 1:
             raise ValueError(f"steps must continue at {self._last + 1}, not {steps.start}")
         if self.direct and not steps:
@@ -205,7 +208,7 @@ class ProgramRunner:
             key = (self.name, lab, steps.stop - 1, "")
             tasks[key] = (steps_single, self.code[lab], self.token, lab, steps.start,
                           steps.stop, parts, chain_of(lab, steps.start),
-                          *(init[lab] if init else (None, None)))
+                          *(init[lab] if init else (None, None)), final)
             where[key] = self.address[lab]
         elif self.direct:
             # one task per worker and segment (``units_per_task`` units, or what is left
@@ -223,7 +226,8 @@ class ProgramRunner:
                     [key] = self._group(lab, hi)
                     tasks[key] = (steps_direct, self.code[lab], self.token, lab, lo, hi + 1,
                                   parts, chain,
-                                  *(init[lab] if first and init else (None, None)))
+                                  *(init[lab] if first and init else (None, None)),
+                                  final and hi == ends[-1])
                     where[key] = self.address[lab]
                 lo = hi + 1
             steps = range(steps.start, ends[-1] + 1)
@@ -240,10 +244,16 @@ class ProgramRunner:
         futs = self._submit(tasks, where, keep)
         self._frontier = dict(zip(keep, futs))
         self._last = last
+        if final and self.direct:
+            self._finals = futs
         return futs
 
     def finish(self) -> list:
-        """Submit the final tasks (one per worker, after the last step); their futures."""
+        """Submit the final tasks (one per worker, after the last step); their futures
+        (those of the last steps' tasks if they give the final values: ``submit(...,
+        final=True)``)."""
+        if self._finals is not None:
+            return self._finals
         if self._init is not None:            # nothing ran: the parts are made first
             init, self._init = self._init, None
             self._start(init)

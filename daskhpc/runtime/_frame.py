@@ -355,8 +355,12 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
     # frontier kept its keys, and their values on the workers, to the end of the run)
     bounds = [(i, min(i + window, len(ends))) for i in range(0, len(ends), window)]
     pending, ran = [], len(ends)
+    after = ends[-1] + 1 if ends else 0
+    # the client never stops the run early: the last window's tasks give the final values
+    last = job.stop is None or on_workers
     for i, j in bounds:
-        futs = runner.submit(range(ends[i - 1] + 1 if i else 0, ends[j - 1] + 1))
+        futs = runner.submit(range(ends[i - 1] + 1 if i else 0, ends[j - 1] + 1),
+                             final=last and j == len(ends) and after == prog.nsteps)
         keep = runner.code_futures() + pending + futs     # the steps' code, on every worker
         ids = {id(f) for f in keep}
         # released now: the new window's tasks, already submitted, keep what they read
@@ -372,9 +376,8 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
         if job.stop(book.history()):
             ran = j
             break
-    after = ends[-1] + 1 if ends else 0
     if ran == len(ends) and after < prog.nsteps:             # steps after the last report
-        futures += runner.submit(range(after, prog.nsteps))
+        futures += runner.submit(range(after, prog.nsteps), final=True)
     fin = runner.finish()
     futures += fin
     kept = _kept_finals(client, runner, fin, job.nparts) if job.keep_finals else None

@@ -225,7 +225,7 @@ async def step_group_in_loop(code, token, label, t, parts, for_worker, chain, *b
 
 
 async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: int,
-                       parts: tuple, chain, statics=None, starts=None):
+                       parts: tuple, chain, statics=None, starts=None, final=False):
     """Steps ``t0 .. t1 - 1`` of the worker's parts in the direct exchange mode
     (``_exchange``): for each, wait for the messages the plan says arrive from other
     workers, run the step, push what it sends to other workers (one write per receiving
@@ -233,7 +233,9 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
     is cancelled (the run stopped) the loop ends at the next unit.
 
     ``statics`` (and ``starts``): the first task of the attempt creates the parts
-    (:func:`init_group`), which saves a task and its scheduler round trip per worker."""
+    (:func:`init_group`), which saves a task and its scheduler round trip per worker;
+    ``final``: the last task returns :func:`final_group`'s value (the same saving at the
+    end), else None."""
     code = _code(code)
     from distributed import get_worker
 
@@ -247,7 +249,7 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
         init_group(code, token, label, parts, statics, starts)
     batch = None if code.topic is None else ReportBatch(code.topic, worker)
     if (token, label) in _STOPPED:            # an earlier task's unit ended the program
-        return None
+        return _last(code, token, label, parts, final)
     try:
         for t in range(t0, t1):
             got = await ext.wait(token, [(t - 1, *m) for m in
@@ -265,15 +267,15 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
                  [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
                 for w, msgs in outgoing])
             if _ended(code, token, label, t, worker, key):
-                return None
+                break
     finally:
         if batch is not None:
             batch.flush()
-    return None
+    return _last(code, token, label, parts, final)
 
 
 def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
-                 parts: tuple, chain, statics=None, starts=None):
+                 parts: tuple, chain, statics=None, starts=None, final=False):
     """Steps ``t0 .. t1 - 1`` when this worker holds every part of the attempt: one loop,
     no exchange (messages between parts stay in the registry), the same step functions in
     the same order as every other mode (the same results, bit for bit).
@@ -282,7 +284,7 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
     short units go together, at most one event per ``COALESCE_S`` (a checkpointed unit's
     at once: the frame restarts from the newest checkpoint it was told about), the last
     one when the window ends. Once the task is cancelled (the run stopped, diverged or
-    failed), the loop ends at the next unit. ``statics`` and ``starts`` as in
+    failed), the loop ends at the next unit. ``statics``, ``starts`` and ``final`` as in
     :func:`steps_direct`.
     """
     code = _code(code)
@@ -296,16 +298,24 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
         init_group(code, token, label, parts, statics, starts)
     batch = None if code.topic is None else ReportBatch(code.topic, worker)
     if (token, label) in _STOPPED:            # an earlier task's unit ended the program
-        return None
+        return _last(code, token, label, parts, final)
     try:
         for t in range(t0, t1):
             _run_step(code, token, label, t, parts, (), batch)
             if _ended(code, token, label, t, worker, key):
-                return None
+                break
     finally:
         if batch is not None:
             batch.flush()
-    return None
+    return _last(code, token, label, parts, final)
+
+
+def _last(code: ProgramCode, token: str, label: str, parts: tuple, final: bool):
+    """What a loop of steps returns: the final values if it is the attempt's last (and
+    the run not cleaned up already: a cancelled task's value is nobody's)."""
+    if not final or any((token, p) not in _CONTEXTS for p in parts):
+        return None
+    return final_group(code, token, label, parts, None)
 
 
 def _ended(code: ProgramCode, token: str, label: str, t: int, worker, key) -> bool:
