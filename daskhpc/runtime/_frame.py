@@ -114,9 +114,10 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                                          callback, bar, meter, announce)
                         done = True
                     finally:
-                        # a program's cleanup on the workers in the ledger's call
-                        _stop_ledger(ledger, None if job.program is None else (cleanup, token),
-                                     done)
+                        # the attempt's cleanup on the workers in the ledger's call
+                        closing = ((cleanup, token) if job.program is not None
+                                   else meter.get("worker_cleanup"))
+                        _stop_ledger(ledger, closing, done)
                 break
             except WorkerLost as lost:
                 t_lost = time.perf_counter()
@@ -256,7 +257,7 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
             g = job.attempt(Attempt(client, number, token, store.placement, store, topic,
                                     todo, start, ck, job.window, units_per_task()))
             meter.update(plans=g.plans, unit_of_key=g.unit_of_key, broadcast=g.broadcast,
-                         cleanup=g.cleanup)
+                         cleanup=g.cleanup, worker_cleanup=g.worker_cleanup)
             if g.plans and announce:      # the run is the frame's to show: its plan too
                 _publish_plan(client, job, store.placement, g.plans, g.broadcast)
             if not g.tasks:

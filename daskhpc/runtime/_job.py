@@ -250,7 +250,10 @@ class AttemptGraph:
 
     ``tasks``/``where``: the pinned graph; ``wanted``: the keys to wait on;
     ``collect(values)`` turns their values into the run's value; ``cleanup()`` runs after
-    the attempt, failed or not. For planned-vs-measured bytes: ``plans``, a list of
+    the attempt, failed or not, and ``worker_cleanup`` (``(fn, *args)``) on every worker
+    then, as ``fn(*args, dask_worker=...)``, in the frame's closing call of the attempt
+    (one round trip fewer than a ``client.run`` of its own). For planned-vs-measured
+    bytes: ``plans``, a list of
     ``(Plan, unit_of_phase)`` or ``(Plan, unit_of_phase, broadcast)`` (part-level plans of
     what the attempt sends, a phase mapped to its unit; ``broadcast``: its messages are
     keys fetched once per receiving worker, default ``broadcast`` below) and
@@ -263,8 +266,8 @@ class AttemptGraph:
     returns None after the last one) while this one runs; the frame submits it once this
     one's ``wanted`` keys are all done (they must say the whole window is), so no task
     may depend on another window's. The last window's ``collect`` gets the values of its
-    ``wanted``; the first one's ``plans``, ``unit_of_key`` and ``cleanup`` serve the
-    whole attempt.
+    ``wanted``; the first one's ``plans``, ``unit_of_key``, ``cleanup`` and
+    ``worker_cleanup`` serve the whole attempt.
     """
 
     tasks: dict
@@ -272,6 +275,7 @@ class AttemptGraph:
     wanted: list
     collect: Callable | None = None
     cleanup: Callable | None = None
+    worker_cleanup: tuple | None = None
     plans: list = field(default_factory=list)
     unit_of_key: Callable | None = None
     broadcast: bool = False

@@ -34,8 +34,8 @@ import time
 from daskhpc.comm import Context
 
 __all__ = ["ProgramCode", "Packed", "unpack", "init_group", "step_group",
-           "step_group_in_loop", "steps_direct", "steps_single", "final_group", "stopped_at", "cleanup",
-           "registry_size"]
+           "step_group_in_loop", "steps_direct", "steps_single", "final_group", "stopped_at",
+           "cleanup", "registry_size"]
 
 _CONTEXTS: dict = {}    # (token, part) -> Context
 _LOCAL: dict = {}       # (token, t, dst part) -> {src part: payload}

@@ -131,14 +131,12 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         return _assemble(run, finals)
 
     def cleanup():
-        ctx.client.run(_tasks.cleanup, ctx.token)
-        if order_plugin:
-            from ._plugin import fetch_timeline
+        from ._plugin import fetch_timeline
 
-            rows = fetch_timeline(ctx.client, f"{STEP}-{ctx.token}")
-            if timeline is not None:
-                timeline[:] = rows
-            _publish_strata(ctx.client, rows)
+        rows = fetch_timeline(ctx.client, f"{STEP}-{ctx.token}")
+        if timeline is not None:
+            timeline[:] = rows
+        _publish_strata(ctx.client, rows)
 
     step, evsend = f"{STEP}-{ctx.token}", f"ssgd-evsend-{ctx.token}"
 
@@ -152,7 +150,9 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
     if ev is not None:
         plans.append((ev, lambda ph: run.epoch0 + ph))
     g = window(0)
-    g.cleanup, g.plans, g.unit_of_key = cleanup, plans, unit_of_key
+    g.plans, g.unit_of_key = plans, unit_of_key
+    g.cleanup = cleanup if order_plugin else None
+    g.worker_cleanup = (_tasks.cleanup, ctx.token)     # the frame's closing call runs it
     return g
 
 

@@ -53,6 +53,40 @@ def test_in_process_cluster_runs_the_packed_code():
                                                 for u, r in enumerate(reports)]
 
 
+def _keys_run(client, job):
+    from distributed import get_task_stream
+
+    with get_task_stream(client) as ts:
+        out = run_job(client, job, progress_bar=False)
+    return out, [str(d["key"]) for d in ts.data]
+
+
+@pytest.mark.parametrize("in_graph", [True, False])
+def test_code_in_the_graph_or_scattered_and_no_final_task(client2, monkeypatch, in_graph):
+    # the code is a task of the first graph (or scattered when large); the last loop
+    # tasks give the final values, so no final task runs
+    from daskhpc.runtime import _engine
+
+    if not in_graph:
+        monkeypatch.setattr(_engine, "GRAPH_CODE_BYTES", 0)
+    out, keys = _keys_run(client2, _job(2, 3))
+    finals, _ = run_local(toy_program(2, 3, length=LENGTH), [LENGTH] * 2)
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, finals))
+    assert not [k for k in keys if "-final-" in k]
+    assert len([k for k in keys if k.startswith("daskhpc-code-")]) == (2 if in_graph else 0)
+
+
+def test_a_stop_rule_the_client_checks_keeps_the_final_tasks(client2):
+    # the client decides after each window whether to go on: the finals come after
+    job = _job(2, 3)
+    job.stop = lambda history: len(history) >= 2
+    out, keys = _keys_run(client2, job)
+    finals, _ = run_local(toy_program(2, 2, length=LENGTH), [LENGTH] * 2)
+    assert len(out.history) == 2
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, finals))
+    assert len([k for k in keys if "-final-" in k]) == 2
+
+
 def _scaled_program(K, units, first_unit):
     # a step made here (a closure over a local): pickle refuses it, cloudpickle sends it
     factor = 3.0
