@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 from daskhpc.linear._data import load
@@ -89,3 +90,22 @@ def test_load_widths_in_python(tmp_path):
     only.write_text("1 2:1\n")
     d = load(zero, test=only, fit_intercept=False)
     assert d.X_test.toarray().tolist() == [[0.0, 0.0, 1.0]]
+
+
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_the_intercept_column_is_hstacks(index):
+    # built in one pass: the same arrays, dtypes and order as sp.hstack([X, ones])
+    from daskhpc.linear._data import _with_intercept
+
+    for X in (sp.csr_array(sp.random(60, 9, density=0.3, format="csr", random_state=3)),
+              sp.csr_array((0, 4)), sp.csr_array(np.zeros((3, 2))),
+              sp.csr_array(np.array([[0.0, 2.0, 1.0], [0.0, 0.0, 0.0], [5.0, 0.0, 0.0]]))):
+        X.indices, X.indptr = X.indices.astype(index), X.indptr.astype(index)
+        X.indices[:] = X.indices[::-1] if X.nnz else X.indices      # any order is kept
+        want = sp.csr_array(sp.hstack([X, sp.csr_array(np.ones((X.shape[0], 1)))],
+                                      format="csr"))
+        got = _with_intercept(X)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        for a in ("indptr", "indices", "data"):
+            assert getattr(got, a).dtype == getattr(want, a).dtype
+            assert np.array_equal(getattr(got, a), getattr(want, a))
