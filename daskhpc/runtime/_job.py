@@ -253,10 +253,10 @@ class AttemptGraph:
     the attempt, failed or not, and ``worker_cleanup`` (``(fn, *args)``) on every worker
     then, as ``fn(*args, dask_worker=...)``, in the frame's closing call of the attempt
     (one round trip fewer than a ``client.run`` of its own). For planned-vs-measured
-    bytes: ``plans``, a list of
-    ``(Plan, unit_of_phase)`` or ``(Plan, unit_of_phase, broadcast)`` (part-level plans of
-    what the attempt sends, a phase mapped to its unit; ``broadcast``: its messages are
-    keys fetched once per receiving worker, default ``broadcast`` below) and
+    bytes: ``plans``, a list of ``(Plan, unit_of_phase)`` or ``(Plan, unit_of_phase,
+    broadcast)`` (part-level plans of what the attempt sends, a phase mapped to its unit;
+    ``broadcast``: its messages are keys fetched once per receiving worker, default
+    ``broadcast`` below) and
     ``unit_of_key(key)`` (the unit of a transferred key, or None).
     ``hold``: keys whose futures outlive the attempt (results a later step needs, such as
     SpGEMM's kept blocks): submitted with the graph, handed to ``held({key: Future})``,
