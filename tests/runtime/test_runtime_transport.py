@@ -307,3 +307,50 @@ def test_a_message_the_receiver_cannot_read_fails_its_run_not_the_connection(
     assert "cannot read a message of run t-lost" in lost and "daskhpc_only_here" in lost
     assert "\n" not in lost
     assert after == [0.0, 1.0, 2.0]      # the next message on the connection arrives
+
+
+async def _send_mixed(me, others, n, seed):
+    """Messages of sizes on both sides of the reader's buffer (128 kB), to each peer."""
+    from distributed import get_worker
+
+    ext = get_worker().plugins[Exchange.name]
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        for other in others:
+            k = int(rng.choice([0, 1, 7, 8000, 16_000, 16_300, 17_000, 40_000]))
+            payload = [np.full(k, float(i)), {"i": i, "pad": "x" * int(rng.integers(0, 50))},
+                       np.arange(int(rng.integers(0, 5)), dtype=np.int32)]
+            await ext.push("t-mixed", other, ("k", me, i), [((me, i), payload)])
+    return n
+
+
+async def _take_mixed(senders, n):
+    import asyncio
+
+    from distributed import get_worker
+
+    ext = get_worker().plugins[Exchange.name]
+    got = await asyncio.wait_for(
+        ext.wait("t-mixed", [(s, i) for s in senders for i in range(n)]), 60)
+    bad = [(s, i) for (s, i), (a, meta, b) in got.items()
+           if meta["i"] != i or (a.size and (a[0] != i or a[-1] != i))
+           or not a.flags.writeable or (a.size and a.ctypes.data % 8)
+           or b.tolist() != list(range(b.size))]
+    return len(got), bad
+
+
+async def _mixed(me, others, n, seed):
+    # one task a worker (a worker runs one task at a time): send, then take
+    await _send_mixed(me, others, n, seed)
+    return await _take_mixed(others, n)
+
+
+def test_messages_across_the_readers_buffer_arrive_whole_from_every_sender(client3):
+    # three senders at once, sizes below, at and above the reader's 128 kB buffer
+    # (several read together, one read apart), all whole, writable and aligned
+    workers = worker_addresses(client3)[:3]
+    client3.register_plugin(Exchange(), name=Exchange.name)
+    n = 60
+    runs = [client3.submit(_mixed, w, [x for x in workers if x != w], n, j, workers=[w],
+                           pure=False) for j, w in enumerate(workers)]
+    assert [f.result() for f in runs] == [(2 * n, [])] * 3
