@@ -31,6 +31,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -149,8 +150,6 @@ def no_improvement(history: list, tol: float | None, n: int) -> bool:
 def stop_rule(options):
     """``stop(history)`` of a run with these options (:func:`no_improvement` with their
     ``tol`` and ``n_iter_no_change``), None without ``tol``."""
-    import functools
-
     if options.tol is None:
         return None
     return functools.partial(no_improvement, tol=options.tol, n=options.n_iter_no_change)

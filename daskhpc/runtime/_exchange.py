@@ -510,10 +510,11 @@ class _Reader(asyncio.BufferedProtocol):
                 break
             self._take(self.stage[self.lo:self.lo + n], copy=True)
             self.lo += n
+        n = _length(self.stage, self.lo) if self.hi - self.lo >= _HEAD.size else 0
         if self.lo == self.hi:
             self.lo = self.hi = 0
-        elif self.hi - self.lo >= _HEAD.size and _length(self.stage, self.lo) > STAGE_BYTES:
-            self._read_apart(_length(self.stage, self.lo))
+        elif n > STAGE_BYTES:
+            self._read_apart(n)
         elif self.lo:       # a message's beginning: to the front, its rest will follow
             k = self.hi - self.lo
             self.stage[:k] = self.stage[self.lo:self.hi]

@@ -106,18 +106,15 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                 with warnings.catch_warnings():
                     # a worker that died took its transfer log along (the recovery says so)
                     warnings.filterwarnings("ignore", message="workers left during")
-                    ledger = TransferLedger(client, settle=0.5).start(
-                        None if attempts else first_marks)
-                    done = False
-                    try:
-                        value = _attempt(client, job, book, store, ck, token, attempts, todo,
-                                         callback, bar, meter, announce)
-                        done = True
-                    finally:
-                        # the attempt's cleanup on the workers in the ledger's call
-                        closing = ((cleanup, token) if job.program is not None
-                                   else meter.get("worker_cleanup"))
-                        _stop_ledger(ledger, closing, done)
+                    with TransferLedger(client, settle=0.5,
+                                        marks=None if attempts else first_marks) as ledger:
+                        try:
+                            value = _attempt(client, job, book, store, ck, token, attempts,
+                                             todo, callback, bar, meter, announce)
+                        finally:
+                            # the attempt's cleanup on the workers, in the ledger's call
+                            ledger.then = ((cleanup, token) if job.program is not None
+                                           else meter.get("worker_cleanup"))
                 break
             except WorkerLost as lost:
                 t_lost = time.perf_counter()
@@ -169,17 +166,6 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                          in_loop=bool(job.in_loop) and not single, single_worker=single)
     return Outcome(value, history, measured, timing, recovery, store.placement, ledger,
                    execution)
-
-
-def _stop_ledger(ledger, first, done: bool) -> None:
-    """Stop an attempt's ledger (``first``: run on every worker in the same call); after
-    a failed attempt without its warnings and errors, which would hide the attempt's."""
-    if done:
-        ledger.stop(first)
-        return
-    with warnings.catch_warnings(), contextlib.suppress(Exception):
-        warnings.simplefilter("ignore", RuntimeWarning)
-        ledger.stop(first)
 
 
 def _move_off(client, store, old: Placement, lost: set):

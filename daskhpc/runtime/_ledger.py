@@ -59,6 +59,9 @@ class TransferLedger:
         A synchronous client.
     settle : float, default 2.0
         On exit, seconds to wait at most for transfers still being written.
+    marks : dict, optional
+        Where the workers' logs end, taken already (a :class:`LogMarks` setting's call):
+        the first :meth:`start` uses them instead of asking the workers.
 
     Attributes
     ----------
@@ -87,20 +90,24 @@ class TransferLedger:
     >>> workers, bytes_src_dst = led.matrix()                     # doctest: +SKIP
     """
 
-    def __init__(self, client: Client, *, settle: float = 2.0):
+    def __init__(self, client: Client, *, settle: float = 2.0, marks: dict | None = None):
         self.client = client
         self.settle = settle
+        self._given = marks
+        #: ``(fn, *args)`` every worker runs in the closing call of ``__exit__``, before
+        #: its log is read (the body sets it: a run's cleanup, one round trip fewer)
+        self.then: tuple | None = None
         self._marks: dict[str, dict] | None = None
         self._workers: list[str] = []
         self.entries: list[dict] | None = None
 
     # -- running -------------------------------------------------------------
 
-    def start(self, marks: dict | None = None) -> TransferLedger:
-        """Remember where every worker's log ends now (``__enter__`` calls this);
-        ``marks``: taken already, by a :class:`LogMarks` setting's call."""
+    def start(self) -> TransferLedger:
+        """Remember where every worker's log ends now (``__enter__`` calls this)."""
         # (the workers' order from their own answers: no extra round trip to ask the
         # scheduler for them, at both ends of every attempt)
+        marks, self._given = self._given, None
         self._marks = self.client.run(_log_mark) if marks is None else marks
         self._workers = in_order({w: m["name"] for w, m in self._marks.items()})
         self.entries = None
@@ -108,8 +115,8 @@ class TransferLedger:
 
     def stop(self, first=None) -> TransferLedger:
         """Collect the messages logged since :meth:`start` (``__exit__`` calls this).
-        ``first``: ``(fn, *args)`` each worker runs before, in the same call (a run's
-        cleanup: one round trip instead of two)."""
+        ``first``: ``(fn, *args)`` each worker runs before, in the same call
+        (``__exit__`` passes :attr:`then`)."""
         if self._marks is None:
             raise RuntimeError("TransferLedger.stop() before start()")
         collected = self.client.run(_log_since, self._marks, self.settle, first)
@@ -142,14 +149,14 @@ class TransferLedger:
 
     def __exit__(self, *exc: Any) -> None:
         if exc[0] is None:
-            self.stop()
+            self.stop(self.then)
             return
         # the body failed (a lost worker, say): collect what there is, without the
         # warning about departed workers, and let the body's exception through
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             try:
-                self.stop()
+                self.stop(self.then)
             except Exception:  # noqa: BLE001 - never mask the body's exception
                 pass
 
@@ -289,7 +296,8 @@ def _logs(dask_worker) -> list[tuple]:
 
 class LogMarks(Setting):
     """Where every worker's log ends, taken by a run's settings call (:mod:`._calls`):
-    its first :class:`TransferLedger` starts from them, one round trip fewer."""
+    its first :class:`TransferLedger` starts from them (``marks=``), one round trip
+    fewer."""
 
     def on(self, calls) -> None:
         self.index = calls.on_workers(_log_mark)
