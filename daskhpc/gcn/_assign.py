@@ -14,7 +14,10 @@ A row weighs its nonzeros in A_hat (``weights="nnz"``, the paper's), or those pl
 nonzeros of its feature row (``"nnz+features"``): layer 1 multiplies the sparse feature
 rows too, and on facebook_page_page (16 nonzeros of A_hat and 14 features a row) the
 paper's weights left the two parts' compute 12.3 and 10.4 ms per epoch apart, these 11.4
-and 10.7 (docs/gcn.md).
+and 10.7 (docs/gcn.md). ``"cost"`` weighs what an epoch spends on the row: its dense
+work (the H and C wide rows of every layer, forward and backward) costs about as much
+as ``ROW_COST`` nonzeros of A_hat, a feature nonzero about half of one (a least-squares
+fit of the parts' measured compute against their rows and nonzeros, docs/gcn.md).
 
 Examples
 --------
@@ -37,7 +40,11 @@ from daskhpc.errors import InputError
 __all__ = ["Assignment", "assign", "paper_random", "hp_backend", "PARTITIONS", "WEIGHTS"]
 
 PARTITIONS = ("hp", "gp", "rp", "random")
-WEIGHTS = ("nnz", "nnz+features")
+WEIGHTS = ("nnz", "nnz+features", "cost")
+#: ``weights="cost"``: a row's own dense work in nonzeros of A_hat (measured: about 1 us a
+#: row against 0.02-0.04 us a nonzero of A_hat and 0.01-0.02 us a feature nonzero on
+#: facebook_page_page, soc-Slashdot0902 and Cora; docs/gcn.md)
+ROW_COST = 40
 
 
 @dataclass(eq=False)
@@ -97,7 +104,7 @@ def assign(graph, nparts: int, *, partition: str = "hp", partitioner: str = "aut
         Allowed imbalance of the rows' nonzero counts (the paper used 0.01).
     partition_file : path, optional
         One part id per line; overrides ``partition``.
-    weights : {"nnz", "nnz+features"}
+    weights : {"nnz", "nnz+features", "cost"}
         A row's weight (module docstring; checked with the other options, ``_setup``).
     """
     if partition not in PARTITIONS:
@@ -106,6 +113,9 @@ def assign(graph, nparts: int, *, partition: str = "hp", partitioner: str = "aut
     h = hg.column_net(graph.A)
     if weights == "nnz+features":
         h.vertex_weights[:, 0] += np.diff(graph.X.indptr)
+    elif weights == "cost":        # in half nonzeros: ROW_COST + nnz(A_hat row) + nnz(X row) / 2
+        h.vertex_weights[:, 0] = (2 * (ROW_COST + h.vertex_weights[:, 0])
+                                  + np.diff(graph.X.indptr))
     t0 = time.perf_counter()
     choice = None
     if partition_file is not None:

@@ -64,7 +64,8 @@ class Options:
     weights: str = option("nnz", "what a row weighs when hp, gp and random balance the "
                                  "parts: its nonzeros in A_hat (nnz, the paper's) or in A_hat "
                                  "and its feature row (nnz+features: layer 1's sparse "
-                                 "features balanced too)", choices=WEIGHTS)
+                                 "features balanced too), or an epoch's measured compute "
+                                 "on it (cost: its dense work too)", choices=WEIGHTS)
     symmetrize: bool = option(False, "train on A + A^T (undirected) instead of the exact "
                                      "directed gradient")
     seed: int = option(0, "seed of the weights, dropout and random partitions")

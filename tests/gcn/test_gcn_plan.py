@@ -158,6 +158,26 @@ def test_feature_weights_balance_both_sparse_operands(graphs, partition):
         Options(weights="rows").check()
 
 
+@pytest.mark.parametrize("partition", ["hp", "random"])
+def test_cost_weights_balance_rows_and_nonzeros(graphs, partition):
+    """weights="cost": the parts' modelled compute (ROW_COST per row, one per nonzero of
+    A_hat, a half per feature nonzero) is within epsilon of even, and the parts' row
+    counts are closer to even than with the paper's weights on facebook (most of an
+    epoch's compute is per row there, docs/gcn.md)."""
+    from daskhpc.gcn._assign import ROW_COST
+
+    g = graphs("facebook")
+    cost = 2 * (ROW_COST + np.diff(g.A.indptr)) + np.diff(g.X.indptr)
+    a = assign(g, 2, partition=partition, weights="cost")
+    loads = np.bincount(a.parts, weights=cost, minlength=2)
+    assert loads.max() <= (1 + 0.03) * cost.sum() / 2 + cost.max()
+    paper = assign(g, 2, partition=partition)
+    rows, paper_rows = np.bincount(a.parts, minlength=2), np.bincount(paper.parts, minlength=2)
+    if partition == "hp":
+        assert rows.max() - rows.min() < paper_rows.max() - paper_rows.min()
+    Options(weights="cost").check()
+
+
 @pytest.mark.slow
 def test_slashdot_512_against_table2(shared_data, capsys):
     """``plan gcn soc-Slashdot0902 --parts 512``: HP/RP average volume <= 0.73."""

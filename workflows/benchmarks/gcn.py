@@ -260,7 +260,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3, help="--cluster: alternations")
     ap.add_argument("--in-loop", choices=("auto", "yes", "no"), default="auto")
     ap.add_argument("--exchanges", default="direct,graph", help="--cluster: exchange modes")
-    ap.add_argument("--weights", default="nnz", choices=("nnz", "nnz+features"),
+    ap.add_argument("--weights", default="nnz", choices=("nnz", "nnz+features", "cost"),
                     help="--cluster: the partition's row weights (gcn.fit's weights=)")
     ap.add_argument("--epochs", type=int, default=None,
                     help="epochs (200; --cluster: 30)")
