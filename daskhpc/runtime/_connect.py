@@ -22,6 +22,7 @@ from distributed import Client
 from daskhpc import _config
 from daskhpc._workflows import check_dashboard_address
 
+from ._gc import frozen
 from ._logs import quiet_dask_noise
 from ._sigint import start_without_sigint
 
@@ -437,7 +438,14 @@ def connected(run):
     ``scheduler_address`` or starting a LocalCluster of ``workers`` (closed at the end),
     else the current client (``distributed.get_client``). A cluster object that is still
     growing (``cluster.scale(n)`` of a dask-jobqueue cluster) is waited for, at most
-    ``run.worker_timeout`` seconds (:func:`~daskhpc.runtime._scaling.wait_for_cluster`)."""
+    ``run.worker_timeout`` seconds (:func:`~daskhpc.runtime._scaling.wait_for_cluster`).
+    The client process's objects are frozen meanwhile (``_gc``: no full collection of
+    the imports' objects inside a run)."""
+    with frozen():
+        yield from _connected(run)
+
+
+def _connected(run):
     from daskhpc.runtime._scaling import wait_for_cluster
 
     if run.client is not None:

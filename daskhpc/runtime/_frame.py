@@ -42,6 +42,7 @@ from daskhpc.runtime._checkpoint import load_arrays
 from daskhpc.runtime._engine import ProgramRunner, step_of_key, units_per_task
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
                                     replace_lost)
+from daskhpc.runtime._gc import FrozenHeap
 from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, GraphJob, Job, Outcome,
                                   exchange_mode, not_finite)
@@ -87,10 +88,11 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     value, ledger = None, None
     meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
     # one call to the workers and one to the scheduler set what the run needs and one
-    # each puts it back (_calls): the logs' bounds, the recovery filter, low latency
-    # and the first attempt's TransferLedger marks
+    # each puts it back (_calls): the logs' bounds, the recovery filter, the objects
+    # frozen (no full garbage collection of the imports' objects inside the run), low
+    # latency and the first attempt's TransferLedger marks
     marks = LogMarks()
-    settings = [BoundLogs(), Quiet((run_id, store.run)), marks]
+    settings = [BoundLogs(), Quiet((run_id, store.run)), FrozenHeap(), marks]
     if low_latency:
         settings.append(LowLatency())
     with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
