@@ -9,6 +9,8 @@ Examples
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 
 from . import _tasks
@@ -282,8 +284,12 @@ class WindowGraph:
             chunk = epochs[i:i + n]
             key = self.epoch_key(w, chunk[-1][0])
             # the run's first task creates the part states, its last returns the finals
-            tasks[key] = (_tasks.epochs_direct, team, self.token, self.label(parts), chunk,
-                          prev, chunk[0][0] == 0, chunk[-1][0] == self.s.E - 1)
+            # the epochs' specs as one pickle: as nested lists and tuples the scheduler
+            # walked every item of them looking for keys (11 ms to take a 100-epoch
+            # window of 2 tasks, the workers' part as long again; docs/benchmarks.md)
+            tasks[key] = (_tasks.epochs_direct, team, self.token, self.label(parts),
+                          pickle.dumps(chunk, protocol=5), prev, chunk[0][0] == 0,
+                          chunk[-1][0] == self.s.E - 1)
             where[key] = w
             prev = key
 

@@ -32,6 +32,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import pickle
 import time
 from dataclasses import dataclass, field
 
@@ -286,7 +287,7 @@ def epoch_key(token: str, label: str, e: int) -> tuple:
     return (f"ssgd-epoch-{token}", label, e)
 
 
-async def epochs_direct(team: list, token: str, label: str, epochs: list, chain,
+async def epochs_direct(team: list, token: str, label: str, epochs: bytes, chain,
                         first: bool = False, last: bool = False):
     """Epochs of the worker's parts in the direct exchange mode, in the worker's event
     loop (sub-epochs are short). Per epoch ``(e, steps, ev, ckpts)``: for each sub-epoch
@@ -298,7 +299,8 @@ async def epochs_direct(team: list, token: str, label: str, epochs: list, chain,
     graph mode's ``evaluate`` and ``checkpoint`` tasks do. Once the task is cancelled
     (the run stopped) the loop ends at the next epoch. The attempt's ``first`` task
     creates the part states (:func:`init`), its ``last`` returns ``{part: final}``
-    (:func:`final`): one task per worker for a run of one window."""
+    (:func:`final`): one task per worker for a run of one window. ``epochs`` comes
+    pickled (``_graph``)."""
     from distributed import get_worker
 
     from daskhpc.runtime import Exchange, ReportBatch
@@ -306,6 +308,7 @@ async def epochs_direct(team: list, token: str, label: str, epochs: list, chain,
     worker = get_worker()
     ext = worker.plugins[Exchange.name]
     by_part = {d.part: d for d in team}
+    epochs = pickle.loads(epochs)
     key = epoch_key(token, label, epochs[-1][0])
     if first:
         init(team, token)

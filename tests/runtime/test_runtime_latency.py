@@ -1,4 +1,5 @@
-"""low_latency: the scheduler <-> worker batching is set for a run and restored after."""
+"""low_latency: the client <-> scheduler <-> worker batching is set for a run and restored
+after."""
 
 from __future__ import annotations
 
@@ -7,16 +8,27 @@ def _sched_intervals(dask_scheduler=None):
     return sorted(bs.interval for bs in dask_scheduler.stream_comms.values())
 
 
+def _client_interval(client_id, dask_scheduler=None):
+    return dask_scheduler.client_comms[client_id].interval
+
+
 def _worker_interval(dask_worker=None):
     return dask_worker.batched_stream.interval
+
+
+def _intervals(client):
+    return (client.run_on_scheduler(_sched_intervals), client.run(_worker_interval),
+            client.run_on_scheduler(_client_interval, client.id),
+            client.scheduler_comm.interval)
 
 
 def test_low_latency_sets_and_restores_the_batching(client3):
     from daskhpc.runtime import low_latency
 
-    before = client3.run_on_scheduler(_sched_intervals), client3.run(_worker_interval)
-    assert before[0] and min(before[0]) > 0
+    before = _intervals(client3)
+    assert before[0] and min(before[0]) > 0 and before[2] > 0 and before[3] > 0
     with low_latency(client3):
-        assert set(client3.run_on_scheduler(_sched_intervals)) == {0.0}
-        assert set(client3.run(_worker_interval).values()) == {0.0}
-    assert (client3.run_on_scheduler(_sched_intervals), client3.run(_worker_interval)) == before
+        sched, workers, to_client, from_client = _intervals(client3)
+        assert set(sched) == {0.0} and set(workers.values()) == {0.0}
+        assert to_client == 0.0 and from_client == 0.0
+    assert _intervals(client3) == before
