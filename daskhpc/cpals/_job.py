@@ -103,7 +103,7 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
         # longer wait for a busy receiver: docs/cpals.md)
         in_loop = in_loop_default(s)
     return Job("cpals", s.K, s.options.iters,
-               row=functools.partial(_row, s), fingerprint=P.fingerprint(s),
+               row=functools.partial(_row, s), fingerprint=functools.partial(P.fingerprint, s),
                program=functools.partial(_program, s, use_stop),
                statics=P.statics(s) if statics else None,
                assemble=functools.partial(P.assemble, s),

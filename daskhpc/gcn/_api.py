@@ -12,6 +12,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -136,8 +137,7 @@ def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop
         loop = short_steps(s, workers) if in_loop == "auto" else bool(in_loop)
     job = gcn_job(s, in_loop=loop, exchange=exchange)
     if source is not None:
-        job.fingerprint.update(collection=source.tokens.get("edges"),
-                               features_collection=source.tokens.get("features"))
+        job.fingerprint = functools.partial(_with_tokens, job.fingerprint, source.tokens)
     if source is None or source.rows is None:
         out = run_job(client, job, **run.frame())
     else:
@@ -174,6 +174,13 @@ def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop
         predictions = predictions_array(client, predictions, source,
                                         worker_addresses(client))
     return GCNResult(value["params"], predictions, history, info, value["logits"])
+
+
+def _with_tokens(fingerprint, tokens: dict) -> dict:
+    """The checkpoint fingerprint of a run on Dask collections: the job's, and the
+    collections' dask tokens."""
+    return {**fingerprint(), "collection": tokens.get("edges"),
+            "features_collection": tokens.get("features")}
 
 
 def _run_collection(client, s, job, source, run):

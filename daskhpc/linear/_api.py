@@ -13,6 +13,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -176,12 +177,8 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     else:
         s = prepare(X, y, nparts, test=test, **options)
     exchange = exchange_mode(run.exchange)
-    fp = fingerprint(s)
-    if nz is not None:
-        fp["collection"] = nz.token
-        if getattr(s, "test_set", None) is not None:
-            fp["test_collection"] = s.test_set.nz.token
-    job = linear_job(s, fp, with_statics=nz is None, in_loop=in_loop, exchange=exchange)
+    job = linear_job(s, functools.partial(_fingerprint, s, nz), with_statics=nz is None,
+                     in_loop=in_loop, exchange=exchange)
     if nz is None:
         out = run_job(client, job, **run.frame())
     else:
@@ -209,6 +206,17 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
         info["serial_check"] = check
     return LinearResult(w, s.data.classes, fit_intercept=s.data.fit_intercept,
                         history=out.history, info=info)
+
+
+def _fingerprint(s, nz) -> dict:
+    """The run's checkpoint fingerprint (``_program.fingerprint``), with the tokens of
+    the Dask collections it reads (``nz``: X's pattern, None for in-memory data)."""
+    fp = fingerprint(s)
+    if nz is not None:
+        fp["collection"] = nz.token
+        if getattr(s, "test_set", None) is not None:
+            fp["test_collection"] = s.test_set.nz.token
+    return fp
 
 
 def _run_collection(client, s, job, nz, run, y, test, options):

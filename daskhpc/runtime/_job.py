@@ -86,7 +86,7 @@ class _Units:
     nparts: int
     units: int
     row: Callable[[int, dict], dict]
-    fingerprint: dict = field(default_factory=dict)
+    fingerprint: dict | Callable[[], dict] = field(default_factory=dict)
     statics: Any = None
     restore: Callable | None = None
     reporters: Callable | None = None
@@ -116,8 +116,10 @@ class Job(_Units):
         Iterations of the whole run (epochs, ALS iterations, calls).
     row : callable
         ``row(unit, {reporter: values}) -> dict``: the history row of a complete unit.
-    fingerprint : dict
-        What must be equal to continue a checkpoint (inputs, parts, seeds, options).
+    fingerprint : dict or callable
+        What must be equal to continue a checkpoint (inputs, parts, seeds, options), or a
+        function returning it: called only by a run with a checkpoint (hashing the input
+        took 5-10 ms a run of a9a or email-Enron).
     program : callable
         ``program(first_unit) -> Program`` of units ``first_unit .. units - 1``.
     statics : dict or list, optional

@@ -114,8 +114,9 @@ def run_phases(client, phases, *, name: str, nparts: int, fingerprint: dict | No
     name : str
         The workflow: checkpoint manifest, kernels to prepare, the dashboard's run.
     nparts : int
-    fingerprint : dict, optional
-        What must be equal to continue the checkpoint.
+    fingerprint : dict or callable, optional
+        What must be equal to continue the checkpoint (a callable: called only when there
+        is one).
     placement : Placement or callable, optional
         The parts' workers, or ``placement(workers) -> Placement`` (default round robin).
     part_of : callable, optional
@@ -260,6 +261,8 @@ def _open(checkpoint, name, fingerprint, resume, keep, opened) -> CheckpointDir 
 
             raise InputError("resume needs a checkpoint directory (--checkpoint DIR)")
         return None
+    if callable(fingerprint):           # (hashes the input: only where it is needed)
+        fingerprint = fingerprint()
     ck = CheckpointDir(checkpoint, name, fingerprint or {}, resume=resume, keep=keep)
     if opened is not None:
         opened(ck)

@@ -17,6 +17,7 @@ exactly the matrix of an undisturbed one.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -70,7 +71,8 @@ class Phases:
 
     def __init__(self, s, *, plan: bool = True, measure_memory: bool = True, save=None):
         self.s, self.plan, self.measure_memory, self.save = s, plan, measure_memory, save
-        self.fp = fingerprint(s)        # hashes the inputs (~10 ms on email-Enron): once
+        # hashes the inputs (~10 ms on email-Enron): once, and only for a checkpoint
+        self.fp = functools.cache(functools.partial(fingerprint, s))
         self.baseline, self.symbolic_info, self.sections = {}, {}, {}
         self.stored, self.plans, self.runner, self.lay = False, None, None, None
         self.t0 = self.t_symbolic = None

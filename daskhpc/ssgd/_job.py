@@ -35,6 +35,8 @@ Examples
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from daskhpc.runtime import AttemptGraph, GraphJob, Placement
@@ -238,7 +240,7 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
     def attempt(ctx):
         return attempt_graph(s, ctx, order_plugin, timeline, exchange)
 
-    return GraphJob("ssgd", K, o.epochs, row, fingerprint(s), attempt=attempt,
+    return GraphJob("ssgd", K, o.epochs, row, functools.partial(fingerprint, s), attempt=attempt,
                restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
                savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
                placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
