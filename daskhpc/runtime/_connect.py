@@ -198,16 +198,26 @@ def connect(
             # dashboard_link (printed by the CLI) names; its warning says no more
             warnings.filterwarnings("ignore", message=r"Port \d+ is already in use",
                                     category=UserWarning)
-            # the workers are on this host: data placed and gathered straight from and
-            # to them (through the scheduler, 6 MB took 16-19 ms to place and 10-14 ms
-            # to gather, straight 4.4-4.6 and 4.0; docs/benchmarks.md)
             return start_without_sigint(lambda: Client(
                 n_workers=n_workers,
                 processes=processes,
                 dashboard_address=free_dashboard_address(dashboard_address),
-                direct_to_workers=True,
+                direct_to_workers=direct_to_workers(local=True),
                 **cluster_kwargs,
             ), _close_quietly)
+
+
+def direct_to_workers(local: bool) -> bool | None:
+    """``Client(direct_to_workers=...)`` by ``daskhpc.runtime.direct-to-workers``: data
+    placed and gathered straight to and from the workers (on one host, through the
+    scheduler 6 MB took 16-19 ms to place and 10-14 ms to gather, straight 4.4-4.6 and
+    4.0 ms; docs/benchmarks.md). ``local``: a LocalCluster's client, whose workers are
+    on its host; a joining client goes straight only where the setting is true (None:
+    Dask's default, through the scheduler)."""
+    value = _config.get("runtime.direct-to-workers", "local")
+    if value == "local":
+        return True if local else None
+    return bool(value)
 
 
 def _close_quietly(client: Client) -> None:
@@ -308,7 +318,7 @@ def _join(address, scheduler_file, wait: float, security=None) -> Client:
                           f"listens there{stale})")
     try:
         return Client(address, scheduler_file=scheduler_file, security=security,
-                      timeout=wait)
+                      timeout=wait, direct_to_workers=direct_to_workers(local=False))
     except ValueError as e:         # "missing port number in address 'nonsense'", ...
         from daskhpc.errors import InputError
 

@@ -7,6 +7,7 @@ import socket
 import time
 
 import dask.config
+import numpy as np
 import psutil
 import pytest
 from distributed import Client
@@ -172,6 +173,25 @@ def test_join_existing_scheduler_by_address_file_and_mpi_env(tmp_path, monkeypat
                 assert worker_addresses(other) == worker_addresses(owner)
         # Joining never shuts the owner's cluster down.
         assert len(worker_addresses(owner)) == 1
+
+
+def test_the_client_goes_straight_to_local_workers_and_to_joined_ones_if_configured():
+    """``daskhpc.runtime.direct-to-workers``: a LocalCluster's client places and gathers
+    data straight to and from its workers; a joining one through the scheduler unless
+    the setting is true; false: never."""
+    with connect(n_workers=1, dashboard_address=":0") as owner:
+        assert owner.direct_to_workers is True
+        address = owner.scheduler.address
+        with connect(address) as other:
+            assert not other.direct_to_workers
+        with dask.config.set({"daskhpc.runtime.direct-to-workers": True}):
+            with connect(address) as other:
+                assert other.direct_to_workers is True
+                [f] = other.scatter([np.arange(3)])
+                assert other.gather(f).tolist() == [0, 1, 2]
+    with dask.config.set({"daskhpc.runtime.direct-to-workers": False}):
+        with connect(n_workers=1, dashboard_address=":0") as client:
+            assert client.direct_to_workers is False
 
 
 def test_cluster_config_is_what_we_document():
