@@ -168,6 +168,8 @@ def _ids(lines, idx, col: np.ndarray, what: str):
 
 def _no_empty_fields(path, raw: bytes) -> None:
     """Refuse "1,,4.0": once commas become blanks it would shift the columns."""
+    if not _may_have_empty_field(raw):
+        return
     for match in _EMPTY_FIELD.finditer(raw):
         start = raw.rfind(b"\n", 0, match.start()) + 1
         if raw[start:start + 1] in (b"#", b"%"):
@@ -175,6 +177,27 @@ def _no_empty_fields(path, raw: bytes) -> None:
         line = raw.count(b"\n", 0, start) + 1
         raise ReadError(path, line, "empty field (two commas in a row, or a comma at "
                         "the start or end of the line)")
+
+
+#: Bytes after (``_AFTER``) and before (``_BEFORE``) a comma that may make an empty field
+_AFTER = np.zeros(256, bool)
+_AFTER[list(b",\n\r \t")] = True
+_BEFORE = np.zeros(256, bool)
+_BEFORE[list(b"\n \t")] = True
+
+
+def _may_have_empty_field(raw: bytes) -> bool:
+    """Whether :data:`_EMPTY_FIELD` can match: only at a comma that starts or ends the
+    file or stands next to another comma, a line end or a blank. Found with numpy at the
+    commas' neighbours (3-4 ms for the 2.4 MB of ml-latest-small); the expression itself
+    tries every comma (39 ms there, about 10 s for 25 million lines)."""
+    b = np.frombuffer(raw, np.uint8)
+    at = np.flatnonzero(b == ord(","))
+    if at.size == 0:
+        return False
+    if at[0] == 0 or at[-1] == b.size - 1:
+        return True
+    return bool(_AFTER[b[at + 1]].any() or _BEFORE[b[at - 1]].any())
 
 
 def _first_data_line(raw: bytes) -> bytes | None:

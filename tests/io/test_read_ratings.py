@@ -162,3 +162,16 @@ def test_string_ids_without_a_header_and_duplicates_named_by_their_ids(tmp_path)
                                         r"\(first rated on line 1\)") as info:
         read_ratings(path)
     assert info.value.line == 3
+
+
+def test_the_empty_field_prefilter_never_skips_a_match():
+    """``_may_have_empty_field`` is False only where the expression finds nothing
+    (random lines over the characters that matter, and the malformed cases above)."""
+    from daskhpc.io._ratings import _EMPTY_FIELD, _may_have_empty_field
+
+    rng = np.random.default_rng(0)
+    alphabet = np.frombuffer(b"1,, \t\n\r#2", np.uint8)
+    texts = [bytes(rng.choice(alphabet, rng.integers(0, 12)).tolist()) for _ in range(20000)]
+    texts += [text.encode() for text, _, _ in MALFORMED.values()]
+    skipped = [t for t in texts if not _may_have_empty_field(t)]
+    assert skipped and not [t for t in skipped if _EMPTY_FIELD.search(t)]
