@@ -54,6 +54,7 @@ from daskhpc.runtime._progress import progress
 from daskhpc.runtime._quiet import Quiet
 from daskhpc.runtime._reports import ReportInbox
 from daskhpc.runtime._steps import cleanup, stopped_at
+from daskhpc.runtime._warm import warm
 
 __all__ = ["run_phase"]
 
@@ -80,7 +81,7 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     # report says so (instead of "0 B in 0 messages")
     complete = ck is not None and job.units > 0 and not todo_of(job, book)
     if warm_up and job.warm_up is not None:
-        client.run(job.warm_up)
+        warm(client, job.warm_up)
     budget_used = len(recoveries)
     attempts = 0
     mode = None if progress_bar is None else ("on" if progress_bar else "off")
@@ -134,7 +135,7 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                     fresh = [w for w in new_placement.workers if w not in old.workers]
                     if fresh:
                         with contextlib.suppress(Exception):
-                            client.run(job.warm_up, workers=fresh)
+                            warm(client, job.warm_up, workers=fresh)
                 after = todo_of(job, book)
                 rec.update(
                     restart=(after or [None])[0], rerun=after,

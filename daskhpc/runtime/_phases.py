@@ -39,6 +39,7 @@ from daskhpc.runtime._frame import (_failed_ends, _prepare_kernels, _publish_end
 from daskhpc.runtime._job import GraphJob, Job, Outcome
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._store import PartStore
+from daskhpc.runtime._warm import warm
 
 __all__ = ["run_job", "run_phases", "Phase", "PhaseContext", "FACTS"]
 
@@ -161,7 +162,7 @@ def run_phases(client, phases, *, name: str, nparts: int, fingerprint: dict | No
     ck = _open(checkpoint, name, fingerprint, resume, keep, opened)
     _prepare_kernels(client, name)
     if warm_up is not None:
-        client.run(warm_up)
+        warm(client, warm_up)
     if announce:
         _publish_start(client, label or f"{name} K={nparts}", name, store.placement, units,
                       unit_name)
