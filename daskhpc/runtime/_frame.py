@@ -66,11 +66,13 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
               t_start: float | None = None, max_restarts: int = 3,
               callback: Callable | None = None, progress_bar: bool | None = None,
               low_latency: bool = True, announce: bool = True,
-              warm_up: bool = True) -> Outcome:
+              warm_up: bool = True, rows_at_end: bool = False) -> Outcome:
     """Run ``job`` on a run's ``store`` and checkpoint ``ck`` (``run_phases`` opened them
     and prepared the kernels); its recovery records are appended to the run's
     ``recoveries`` (one budget of ``max_restarts``). ``announce``: publish an attempt
-    graph's plan; ``warm_up``: run ``job.warm_up`` on every worker first."""
+    graph's plan; ``warm_up``: run ``job.warm_up`` on every worker first;
+    ``rows_at_end``: the run's end, published next, carries the history rows (the
+    attempt that completes leaves its last rows to it: one scheduler call fewer)."""
     t_start = time.perf_counter() if t_start is None else t_start
     if job.statics is not None:
         statics = job.statics if isinstance(job.statics, dict) else dict(enumerate(job.statics))
@@ -113,7 +115,8 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                                         marks=None if attempts else first_marks) as ledger:
                         try:
                             value = _attempt(client, job, book, store, ck, token, attempts,
-                                             todo, callback, bar, meter, announce)
+                                             todo, callback, bar, meter, announce,
+                                             rows_at_end)
                         finally:
                             # the attempt's cleanup on the workers, in the ledger's call
                             ledger.then = ((cleanup, token) if job.program is not None
@@ -193,8 +196,9 @@ def _move_off(client, store, old: Placement, lost: set):
 
 
 def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, todo: list,
-             callback, bar, meter: dict, announce: bool = True):
-    """One attempt; returns the job's value or raises WorkerLost."""
+             callback, bar, meter: dict, announce: bool = True, rows_at_end: bool = False):
+    """One attempt; returns the job's value or raises WorkerLost. ``rows_at_end``: if
+    it completes, its last rows go with the run's end (``run_phase``)."""
     topic = f"daskhpc-{token}"
     owners = set(store.placement.workers)
     book.attempt_t0 = time.perf_counter()
@@ -203,7 +207,7 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
     last = [time.monotonic()]
     diverged: list = []           # raised once; the drains after it only clean up
 
-    def drain(force: bool = False):
+    def drain(force: bool = False, publish: bool = True):
         for msg in inbox.drain():
             if not diverged:           # after a divergence: no more rows, no checkpoints
                 book.add(msg)
@@ -225,7 +229,8 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
         unpublished.extend(rows)
         # the dashboard gets the rows at most once a second: a scheduler round trip per
         # unit competed with the run itself (10-25 % of a short SSGD epoch, measured)
-        if unpublished and (force or stop or time.monotonic() - last[0] > PUBLISH_S):
+        if publish and unpublished and (force or stop or
+                                        time.monotonic() - last[0] > PUBLISH_S):
             _publish(client, "history", rows=list(unpublished))
             unpublished.clear()
             last[0] = time.monotonic()
@@ -233,13 +238,16 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
             raise stop
 
     futures: list = []
+    done = False                  # the attempt completed (its value is returned)
     with ReportInbox(client, topic) as inbox, WorkerWatch(client, owners) as watch:
         try:
             meter.clear()
             meter["units"] = set(todo)
             if job.program is not None:
-                return _run_program(client, job, book, store, ck, token, topic, todo, watch,
-                                    drain, futures, meter)
+                value = _run_program(client, job, book, store, ck, token, topic, todo,
+                                     watch, drain, futures, meter)
+                done = True
+                return value
             start, first = None, todo[0] if todo else job.units
             if job.ordered and first > 0 and ck is not None and job.restore is not None:
                 start = job.restore(ck, first)
@@ -254,7 +262,9 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
             g, values = _run_windows(client, g, watch, drain, futures)
             book.complete_silent(todo)
             settle(book, todo, drain)
-            return g.collect(values) if g.collect else values
+            value = g.collect(values) if g.collect else values
+            done = True
+            return value
         except WorkerLost:
             # reports the workers sent before the loss may still be on their way (the
             # loss can be seen first by polling): take them, so the restart is as late
@@ -274,7 +284,7 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
             raise
         finally:
             release_futures(futures)
-            drain(force=True)
+            drain(force=True, publish=not (done and rows_at_end))
             if job.program is None and meter.get("cleanup") is not None:
                 with contextlib.suppress(Exception):
                     meter["cleanup"]()

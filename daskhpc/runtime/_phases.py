@@ -181,7 +181,8 @@ def run_phases(client, phases, *, name: str, nparts: int, fingerprint: dict | No
                     max_restarts=max_restarts, low_latency=low_latency,
                     callback=callback if phase.shown else None,
                     progress_bar=progress_bar if phase.shown else False,
-                    announce=announce and phase.plan, warm_up=job.warm_up is not warm_up)
+                    announce=announce and phase.plan, warm_up=job.warm_up is not warm_up,
+                    rows_at_end=announce and len(phases) == 1)
             finally:
                 for rec in recoveries[before:]:
                     rec.setdefault("phase", phase.name)
