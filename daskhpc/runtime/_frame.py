@@ -95,11 +95,12 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     # frozen (no full garbage collection of the imports' objects inside the run), low
     # latency and the first attempt's TransferLedger marks
     marks = LogMarks()
+    losses: list = []        # the workers lost in this phase (the settings' undo asks)
     settings = [BoundLogs(), Quiet((run_id, store.run)), FrozenHeap(), marks]
     if low_latency:
         settings.append(LowLatency())
     with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
-            applied(client, *settings) as got:
+            applied(client, *settings, lost=lambda: bool(losses)) as got:
         first_marks = marks.marks(got)
         bar.advance(len(book.rows))
         while True:
@@ -124,6 +125,7 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                 break
             except WorkerLost as lost:
                 t_lost = time.perf_counter()
+                losses.append(lost.lost)
                 if len(recoveries) >= max_restarts:
                     raise GaveUp(lost.lost, len(recoveries), max_restarts) from lost
                 in_flight = todo_of(job, book)
