@@ -42,7 +42,7 @@ def _scheduler(interval, client_id, previous=None, dask_scheduler=None):
     ``interval``, or back at ``previous`` (what the first call returned)."""
     streams = dict(dask_scheduler.stream_comms)
     if client_id in dask_scheduler.client_comms:
-        streams[("client", client_id)] = dask_scheduler.client_comms[client_id]
+        streams[f"client {client_id}"] = dask_scheduler.client_comms[client_id]
     old = {}
     for addr, bs in streams.items():
         old[addr] = bs.interval
