@@ -52,7 +52,7 @@ from daskhpc.runtime._logs import BoundLogs, bound_logs
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
 from daskhpc.runtime._quiet import Quiet
-from daskhpc.runtime._reports import ReportInbox
+from daskhpc.runtime._reports import AttemptTopics, ReportInbox
 from daskhpc.runtime._steps import cleanup, stopped_at
 from daskhpc.runtime._warm import warm
 
@@ -96,7 +96,8 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     # latency and the first attempt's TransferLedger marks
     marks = LogMarks()
     losses: list = []        # the workers lost in this phase (the settings' undo asks)
-    settings = [BoundLogs(), Quiet((run_id, store.run)), FrozenHeap(), marks]
+    settings = [BoundLogs(), Quiet((run_id, store.run)), FrozenHeap(), marks,
+                AttemptTopics(f"daskhpc-{run_id}a")]
     if low_latency:
         settings.append(LowLatency())
     with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
@@ -241,7 +242,8 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
 
     futures: list = []
     done = False                  # the attempt completed (its value is returned)
-    with ReportInbox(client, topic) as inbox, WorkerWatch(client, owners) as watch:
+    with ReportInbox(client, topic, bounded=number == 0, forget=False) as inbox, \
+            WorkerWatch(client, owners) as watch:
         try:
             meter.clear()
             meter["units"] = set(todo)

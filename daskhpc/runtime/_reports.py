@@ -30,7 +30,9 @@ import threading
 import time
 from contextlib import contextmanager
 
-__all__ = ["send_report", "ReportInbox", "ReportBatch", "COALESCE_S"]
+from daskhpc.runtime._calls import Setting
+
+__all__ = ["send_report", "ReportInbox", "ReportBatch", "AttemptTopics", "COALESCE_S"]
 
 #: Seconds a worker may hold the reports of finished units before it sends them. Every
 #: event costs the worker, the scheduler and the client some CPU, which 2 workers on 2
@@ -130,15 +132,42 @@ def _forget_topic(topic: str, dask_scheduler=None) -> None:
     dask_scheduler._broker.truncate(topic)
 
 
+def _forget_topics(prefix: str, dask_scheduler=None) -> None:
+    """Drop the events of every topic named ``prefix...`` (a run's attempts)."""
+    for topic in [t for t in dask_scheduler._broker._topics if t.startswith(prefix)]:
+        dask_scheduler._broker.truncate(topic)
+
+
+class AttemptTopics(Setting):
+    """The report topics of a run's attempts (``prefix`` + attempt number) on the
+    scheduler: the first one's events bounded by the run's settings call, every one's
+    forgotten by its undo, instead of a scheduler call of each per attempt
+    (:class:`ReportInbox` with ``own_topic=False``)."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def on(self, calls) -> None:
+        from daskhpc.runtime._logs import KEEP_MESSAGES, _topic
+
+        calls.on_scheduler(_topic, f"{self.prefix}0", KEEP_MESSAGES)
+
+    def off(self, calls, got) -> None:
+        calls.on_scheduler(_forget_topics, self.prefix)
+
+
 def _key(reporter):
     return tuple(reporter) if isinstance(reporter, list) else reporter
 
 
 class ReportInbox:
-    """The reports of one attempt, as they arrive (a context manager that subscribes)."""
+    """The reports of one attempt, as they arrive (a context manager that subscribes).
+    ``bounded``: the topic's events are bounded on the scheduler already;
+    ``forget``: drop them there on exit (else an :class:`AttemptTopics` setting does)."""
 
-    def __init__(self, client, topic: str):
+    def __init__(self, client, topic: str, *, bounded: bool = False, forget: bool = True):
         self.client, self.topic = client, topic
+        self.bounded, self.forget = bounded, forget
         self._lock = threading.Lock()
         self._new: list[dict] = []
 
@@ -157,13 +186,15 @@ class ReportInbox:
         from daskhpc.runtime._logs import bound_topic
 
         self.client.subscribe_topic(self.topic, self._on_event)
-        bound_topic(self.client, self.topic)     # a long run's reports: not kept twice
+        if not self.bounded:                     # a long run's reports: not kept twice
+            bound_topic(self.client, self.topic)
         return self
 
     def __exit__(self, *exc) -> None:
         try:
             self.client.unsubscribe_topic(self.topic)
-            self.client.run_on_scheduler(_forget_topic, self.topic)
+            if self.forget:
+                self.client.run_on_scheduler(_forget_topic, self.topic)
         except Exception:  # noqa: BLE001 - a closed client has nothing to unsubscribe
             pass
 

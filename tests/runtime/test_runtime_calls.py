@@ -48,9 +48,12 @@ def test_a_run_sets_and_restores_in_one_call_of_each_kind(client2, monkeypatch):
     # on: logs' bounds, recovery filter, low latency; off: the filter and the intervals
     assert batched == [("run", "_on_worker"), ("run_on_scheduler", "_on_scheduler"),
                        ("run", "_on_worker"), ("run_on_scheduler", "_on_scheduler")], rec.names
-    # none of the settings' own functions went on its own
+    # none of the settings' own functions went on its own (nor the report topic's bound
+    # and forgetting: AttemptTopics)
     assert not [n for n in rec.names if n[1] in ("_quiet", "_loud", "_worker", "_scheduler",
-                                                 "_restore")], rec.names
+                                                 "_restore", "_topic", "_forget_topic",
+                                                 "_forget_topics", "_freeze",
+                                                 "_unfreeze")], rec.names
 
 
 def _boom(dask_worker=None):
