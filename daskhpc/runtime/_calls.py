@@ -93,6 +93,9 @@ class Setting(abc.ABC):
     def off(self, calls: Calls, got: Got) -> None:
         """Nothing to undo by default."""
 
+    def closed(self, got: Got) -> None:
+        """What the undoing calls returned (nothing to read by default)."""
+
 
 @contextmanager
 def applied(client, *settings: Setting, lost: Callable[[], bool] | None = None):
@@ -113,7 +116,9 @@ def applied(client, *settings: Setting, lost: Callable[[], bool] | None = None):
         if calls.workers:
             workers = list(got.by_worker) if lost is not None and not lost() else \
                 _alive(client, got.by_worker)
-        calls.send(workers=workers)
+        undone = calls.send(workers=workers)
+        for s in settings:
+            s.closed(undone)
 
 
 def apply_once(client, *settings: Setting) -> Got:

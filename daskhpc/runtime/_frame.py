@@ -46,7 +46,7 @@ from daskhpc.runtime._gc import FrozenHeap
 from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, GraphJob, Job, Outcome,
                                   exchange_mode, not_finite)
-from daskhpc.runtime._ledger import LogMarks, TransferLedger
+from daskhpc.runtime._ledger import LedgerClose, LogMarks, TransferLedger
 from daskhpc.runtime._latency import LowLatency
 from daskhpc.runtime._logs import BoundLogs, bound_logs
 from daskhpc.runtime._placement import Placement
@@ -96,10 +96,13 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     # latency and the first attempt's TransferLedger marks
     marks = LogMarks()
     losses: list = []        # the workers lost in this phase (the settings' undo asks)
+    # (the last attempt's ledger is read in the undo call, first: LedgerClose)
+    closing = LedgerClose()
     settings = [BoundLogs(), Quiet((run_id, store.run)), FrozenHeap(), marks,
                 AttemptTopics(f"daskhpc-{run_id}a")]
     if low_latency:
         settings.append(LowLatency())
+    settings.append(closing)
     with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, \
             applied(client, *settings, lost=lambda: bool(losses)) as got:
         first_marks = marks.marks(got)
@@ -113,7 +116,11 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                 with warnings.catch_warnings():
                     # a worker that died took its transfer log along (the recovery says so)
                     warnings.filterwarnings("ignore", message="workers left during")
+                    # read in the undo call only where that call reaches the ledger's
+                    # workers: the first attempt's (after a loss the undo goes to the
+                    # workers of the start still there, not to their replacements)
                     with TransferLedger(client, settle=0.5,
+                                        closing=None if losses else closing,
                                         marks=None if attempts else first_marks) as ledger:
                         try:
                             value = _attempt(client, job, book, store, ck, token, attempts,

@@ -30,7 +30,7 @@ from daskhpc.runtime._connect import in_order
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["TransferLedger", "LogMarks", "logged_transfers"]
+__all__ = ["TransferLedger", "LogMarks", "LedgerClose", "logged_transfers"]
 
 
 class TransferLedger:
@@ -62,6 +62,9 @@ class TransferLedger:
     marks : dict, optional
         Where the workers' logs end, taken already (a :class:`LogMarks` setting's call):
         the first :meth:`start` uses them instead of asking the workers.
+    closing : LedgerClose, optional
+        A body that completes leaves the reading of the logs to this setting's undo call
+        (the run's; one round trip fewer); a body that fails reads them at once.
 
     Attributes
     ----------
@@ -90,10 +93,12 @@ class TransferLedger:
     >>> workers, bytes_src_dst = led.matrix()                     # doctest: +SKIP
     """
 
-    def __init__(self, client: Client, *, settle: float = 2.0, marks: dict | None = None):
+    def __init__(self, client: Client, *, settle: float = 2.0, marks: dict | None = None,
+                 closing: LedgerClose | None = None):
         self.client = client
         self.settle = settle
         self._given = marks
+        self._closing = closing
         #: ``(fn, *args)`` every worker runs in the closing call of ``__exit__``, before
         #: its log is read (the body sets it: a run's cleanup, one round trip fewer)
         self.then: tuple | None = None
@@ -119,7 +124,10 @@ class TransferLedger:
         (``__exit__`` passes :attr:`then`)."""
         if self._marks is None:
             raise RuntimeError("TransferLedger.stop() before start()")
-        collected = self.client.run(_log_since, self._marks, self.settle, first)
+        return self._collected(self.client.run(_log_since, self._marks, self.settle, first))
+
+    def _collected(self, collected: dict) -> TransferLedger:
+        """The entries of ``{worker: _log_since's answer}`` (``stop``, ``LedgerClose``)."""
         lost = sorted(set(self._marks) - set(collected))
         if lost:
             warnings.warn(
@@ -149,7 +157,10 @@ class TransferLedger:
 
     def __exit__(self, *exc: Any) -> None:
         if exc[0] is None:
-            self.stop(self.then)
+            if self._closing is not None:
+                self._closing.ledger = self        # read in the run's undo call
+            else:
+                self.stop(self.then)
             return
         # the body failed (a lost worker, say): collect what there is, without the
         # warning about departed workers, and let the body's exception through
@@ -306,6 +317,28 @@ class LogMarks(Setting):
         """The marks, or None unless every worker that answered gave one."""
         marks = got.workers(self.index)
         return marks if marks and set(marks) == set(got.by_worker) else None
+
+
+class LedgerClose(Setting):
+    """Reads the logs of a run's completed :class:`TransferLedger` (``closing=``) in the
+    run's undo call, after the ledger's ``then``: the worker call that undoes the
+    settings does it (one round trip fewer a run). Put it last among the settings: its
+    call then runs first on each worker, before the others are undone."""
+
+    ledger: TransferLedger | None = None
+
+    def on(self, calls) -> None:
+        """Nothing to set."""
+
+    def off(self, calls, got) -> None:
+        led = self.ledger
+        if led is not None:
+            self._index = calls.on_workers(_log_since, led._marks, led.settle, led.then)
+
+    def closed(self, got) -> None:
+        led, self.ledger = self.ledger, None
+        if led is not None:
+            led._collected(got.workers(self._index))
 
 
 def _log_mark(dask_worker) -> dict:
