@@ -59,8 +59,10 @@ def publish(client, topic: str, **data) -> bool:
         raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
     try:
         # A run's zero (and its end) is read from the workers themselves: the
-        # heartbeats may not yet carry the bytes of whatever ran just before.
-        baseline = client.run(_sent_now) if topic in ("run", "end") else None
+        # heartbeats may not yet carry the bytes of whatever ran just before. An end
+        # with its own measured matrix (the report's) needs no counters.
+        counted = topic == "run" or (topic == "end" and "matrix" not in data)
+        baseline = client.run(_sent_now) if counted else None
         return bool(client.run_on_scheduler(_store, topic, _plain(data), baseline))
     except Exception as e:  # noqa: BLE001 - the dashboard must never fail a run
         logger.warning("daskhpc dashboard: could not publish %r: %s", topic, e)
