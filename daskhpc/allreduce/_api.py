@@ -275,7 +275,8 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
                      algorithm=algorithm, **options)
         owner = [workers[r % len(workers)] for r in range(s.nparts)]
     gather = (not futures_in) if gather is None else bool(gather)
-    client.run(warm_up)
+    if engine != "program":        # (the program's job warms the workers up itself)
+        client.run(warm_up)
     exchange = exchange_mode(run.exchange) if engine == "program" else None
     # the totals stay on the ranks' workers (futures): the call engine's way, and the
     # program engine's for vectors from workers or gather=False
