@@ -140,7 +140,8 @@ def gcn_job(s, *, in_loop: bool = False, exchange: str | None = None):
 
     extra = {} if exchange is None else {"exchange": exchange}
     return Job("gcn", s.K, epochs_of(s), row=functools.partial(_row, s),
-               fingerprint=functools.partial(fingerprint, s), program=functools.partial(program, s),
+               fingerprint=functools.partial(fingerprint, s),
+               program=functools.partial(program, s),
                statics=statics(s), assemble=functools.partial(assemble, s),
                warm_up=functools.partial(warm_up, (s.options.dtype,)),
                unit_name="steps" if s.batches else "epochs",

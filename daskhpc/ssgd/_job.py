@@ -240,12 +240,13 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
     def attempt(ctx):
         return attempt_graph(s, ctx, order_plugin, timeline, exchange)
 
-    return GraphJob("ssgd", K, o.epochs, row, functools.partial(fingerprint, s), attempt=attempt,
-               restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
-               savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
-               placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
-               opened=lambda ck: save_partition(s, ck), window=window,
-               diverged_hint=f"try a smaller --lr than {o.lr:g}")
+    return GraphJob(
+        "ssgd", K, o.epochs, row, functools.partial(fingerprint, s), attempt=attempt,
+        restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
+        savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
+        placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
+        opened=lambda ck: save_partition(s, ck), window=window,
+        diverged_hint=f"try a smaller --lr than {o.lr:g}")
 
 
 def _ring(K):
