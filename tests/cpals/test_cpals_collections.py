@@ -115,10 +115,12 @@ def test_array_of_coo_chunks(client2):
 
 @pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 30-90 s
 @pytest.mark.timeout(900)
-def test_a_lost_worker_costs_a_restart_its_parts_read_again(make_client, tmp_path):
+def test_a_lost_worker_costs_a_restart_its_parts_read_again(make_client, tmp_path,
+                                                           unit_tasks):
     """The killed worker's part values were routed there from the frame (no copy on the
     client): the frame is read again, the part built on its new worker, and the factors
-    are the in-memory run's."""
+    are the in-memory run's. (A task per iteration, ``unit_tasks``: the worker dies at
+    its second one, mid-run.)"""
     import sparse
 
     from daskhpc.testing import KillOnce, TaskKey
