@@ -151,7 +151,8 @@ def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
 
 @pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 30-90 s
 @pytest.mark.timeout(900)
-def test_a_lost_worker_costs_a_restart_its_features_read_again(make_client, tmp_path):
+def test_a_lost_worker_costs_a_restart_its_features_read_again(make_client, tmp_path,
+                                                              unit_tasks):
     """The killed worker's part features were routed there from the Dask Array (no copy
     on the client): they are read again and routed to the new worker; the run equals
     the undisturbed one."""

@@ -130,7 +130,8 @@ def test_bad_collections_are_one_line(client2):
 
 @pytest.mark.slow              # a private cluster, a SIGKILL, a nanny restart: 30-90 s
 @pytest.mark.timeout(900)
-def test_a_lost_worker_costs_a_restart_its_rows_read_again(make_client, tmp_path):
+def test_a_lost_worker_costs_a_restart_its_rows_read_again(make_client, tmp_path,
+                                                          unit_tasks):
     """The killed worker's part was built there from X's chunks (no copy on the client):
     X is read again, the part routed to its new worker, and the model is the in-memory
     one."""
