@@ -448,7 +448,9 @@ class Workflow(ABC):
         """The hooks' arguments from parsed flags (options checked on the way)."""
         values = vars(args)
         options = options_of(cls.Options, values)
-        run = options_of(RunOptions, values)
+        # (``args.command`` is argparse's subcommand, "run": not RunOptions.command, the
+        # command line the report records, which the report then takes from sys.argv)
+        run = options_of(RunOptions, {k: v for k, v in values.items() if k != "command"})
         call = Call(list(values.get("inputs") or ()), options, values.get("parts"),
                     values.get("partition_file"), values.get("format"), workflow=cls.name)
         return call, run

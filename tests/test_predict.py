@@ -45,7 +45,9 @@ def test_the_saved_model_gives_the_runs_figure_back(name, client2, tmp_path):
     code, _, err = daskhpc("run", name, *run_args, "--scheduler-address", address,
                            "--save", tmp_path / "model", "--json", tmp_path / "run.json")
     assert code == 0, err
-    report = json.loads((tmp_path / "run.json").read_text())["quality"][figure]
+    full = json.loads((tmp_path / "run.json").read_text())
+    assert full["command"].startswith(f"daskhpc run {name} "), full["command"]  # not "run"
+    report = full["quality"][figure]
     want = report[-1] if isinstance(report, list) else report
     code, out, err = daskhpc("predict", tmp_path / "model", inp, "--output",
                              tmp_path / "pred.csv", "--json", tmp_path / "pred.json")
