@@ -33,7 +33,7 @@ import numba
 import numpy as np
 
 __all__ = ["sgd_block", "sgd_block_biased", "init_rows", "initial_rows", "sse_block",
-           "sse_block_biased", "sweep", "error_sse", "predict_pairs", "block_seed",
+           "sse_block_biased", "sweep", "error_sse", "pair_terms", "block_seed",
            "learning_rate"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -93,6 +93,19 @@ def _order(n, seed):
     return order
 
 
+@numba.njit(cache=True, inline="always")
+def _dot_norms(W, H, i, j, F):
+    """``(w_i . h_j, |w_i|^2, |h_j|^2)`` over the first F columns, in one pass."""
+    dot = 0.0
+    ww = 0.0
+    hh = 0.0
+    for f in range(F):
+        dot += W[i, f] * H[j, f]
+        ww += W[i, f] * W[i, f]
+        hh += H[j, f] * H[j, f]
+    return dot, ww, hh
+
+
 @numba.njit(cache=True)
 def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
     """One SGD sweep over the ratings of a block, in seeded random order, in place.
@@ -137,13 +150,7 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
         r = order[t]
         i = li[r]
         j = lj[r]
-        dot = 0.0
-        ww = 0.0
-        hh = 0.0
-        for f in range(F):
-            dot += W[i, f] * H[j, f]
-            ww += W[i, f] * W[i, f]
-            hh += H[j, f] * H[j, f]
+        dot, ww, hh = _dot_norms(W, H, i, j, F)
         e = val[r] - dot
         loss += 0.5 * (e * e + reg * (ww + hh))
         for f in range(F):                   # eqs. (3), (4) with the old w_i in (4)
@@ -191,13 +198,7 @@ def sgd_block_biased(W, H, li, lj, val, lr, reg, reg_bias, mu, seed, shuffle=Tru
         r = order[t]
         i = li[r]
         j = lj[r]
-        dot = 0.0
-        ww = 0.0
-        hh = 0.0
-        for f in range(F):
-            dot += W[i, f] * H[j, f]
-            ww += W[i, f] * W[i, f]
-            hh += H[j, f] * H[j, f]
+        dot, ww, hh = _dot_norms(W, H, i, j, F)
         bi = W[i, F]
         cj = H[j, F]
         e = val[r] - (mu + bi + cj + dot)
@@ -259,15 +260,6 @@ def initial_rows(seed, which, ids, rank, scale, biased=False) -> np.ndarray:
     return out
 
 
-def predict_pairs(W, H, rows, cols, mu=None) -> np.ndarray:
-    """Unclipped predictions of the pairs (rows[k], cols[k]), vectorised: ``W . H``, or
-    with ``mu`` the biased model (last columns the biases)."""
-    if mu is None:
-        return np.einsum("if,if->i", W[rows], H[cols])
-    F = W.shape[1] - 1
-    return mu + W[rows, F] + H[cols, F] + np.einsum("if,if->i", W[rows, :F], H[cols, :F])
-
-
 @numba.njit(cache=True)
 def pair_terms(W, H, rows, cols, vals, F, biased, mu, reg, reg_bias, lo, hi):
     """Per rating k, in one pass over the factor rows (no gathered copies of W and H):
@@ -280,13 +272,7 @@ def pair_terms(W, H, rows, cols, vals, F, biased, mu, reg, reg_bias, lo, hi):
     c = np.empty(n)
     for k in range(n):
         i, j = rows[k], cols[k]
-        p = 0.0
-        ww = 0.0
-        hh = 0.0
-        for f in range(F):
-            p += W[i, f] * H[j, f]
-            ww += W[i, f] * W[i, f]
-            hh += H[j, f] * H[j, f]
+        p, ww, hh = _dot_norms(W, H, i, j, F)
         t = reg * (ww + hh)
         if biased:
             p += mu + W[i, F] + H[j, F]
