@@ -48,7 +48,7 @@ def _as_index_stream(s, N, fmt) -> Stream:
     return canon(Stream(0, N, np.asarray(s, np.uint32), None), fmt)
 
 
-def simulate(algo, streams, *, values: bool = False):
+def simulate(algo, streams, *, values: bool = False, results: bool = True):
     """Run ``algo`` in one process on ``streams`` (one per rank).
 
     Parameters
@@ -58,10 +58,13 @@ def simulate(algo, streams, *, values: bool = False):
         Per rank a :class:`Stream`, or an index array (its index set), or None (dense).
     values : bool
         Keep values (the streams must have them): then the results are the real sums.
+    results : bool
+        Compute what the ranks end with; False: the messages alone (the last stage's
+        receives, which send nothing, are skipped; results is then None).
 
     Returns
     -------
-    results : list of Stream
+    results : list of Stream or None
         What every rank ends with.
     messages : list of tuple
         ``(stage, src, dst, items, dense)`` for every send, in stage then (src, dst) order.
@@ -85,8 +88,12 @@ def simulate(algo, streams, *, values: bool = False):
                                      f"{(m.lo, m.hi)}, not {algo.msg_range(s, src, dst)}")
             msgs.append((s, src, dst, m.nitems, m.dense))
             inbox[dst][src] = m
+        if not results and s == algo.nstages - 1:
+            return None, msgs
         for r in range(algo.nparts):
             algo.recv(s, r, states[r], inbox[r])
+    if not results:
+        return None, msgs
     return [algo.result(r, states[r]) for r in range(algo.nparts)], msgs
 
 
@@ -95,17 +102,27 @@ def _plan_of(algo, msgs, name, meta) -> Plan:
     a = np.array([m[:4] for m in msgs], np.int64).reshape(-1, 4)
     dense = np.array([m[4] for m in msgs], bool)
     words = np.where(dense, fmt.isize, fmt.c + fmt.isize).astype(np.int64)
-    meta = {"algorithm": algo.name, "N": algo.N, "dtype": fmt.dtype.name,
-            "stages": [algo.kind(s) for s in range(algo.nstages)],
-            "dense": dense, "header_bytes": HEADER_BYTES, **meta}
+    meta = {**_meta(algo), "dense": dense, **meta}
     return Plan(algo.nparts, a[:, 0], a[:, 1], a[:, 2], volume=a[:, 3],
                 nphases=algo.nstages, unit="items", words_per_unit=fmt.c + fmt.isize,
                 word_bytes=1, words=words, name=name, meta=meta)
 
 
+def _meta(algo) -> dict:
+    """What every plan of ``algo`` says about it (kept on the algorithm: a linear epoch
+    makes hundreds of plans of one algorithm)."""
+    got = getattr(algo, "_plan_meta", None)
+    if got is None:
+        got = algo._plan_meta = {
+            "algorithm": algo.name, "N": algo.N, "dtype": algo.fmt.dtype.name,
+            "stages": [algo.kind(s) for s in range(algo.nstages)],
+            "header_bytes": HEADER_BYTES}
+    return {**got, "stages": list(got["stages"])}
+
+
 def call_plan(algo, streams, *, name: str | None = None) -> Plan:
     """The exact Plan of ``algo`` on these inputs (streams or index sets; None = dense)."""
-    _, msgs = simulate(algo, streams)
+    _, msgs = simulate(algo, streams, results=False)
     return _plan_of(algo, msgs, name or algo.name, {"bound": False})
 
 
@@ -116,7 +133,10 @@ def dense_bound_plan(algo, *, name: str | None = None) -> Plan:
 
 
 def stage_plan(plan: Plan, s: int) -> Plan:
-    """The messages of stage ``s`` alone (phase 0), for a Program step."""
+    """The messages of stage ``s`` alone (phase 0), for a Program step (a plan of one
+    stage is its own: a step reads its messages, not its meta)."""
+    if s == 0 and plan.nphases == 1:
+        return plan
     sel = plan.phase == s
     return Plan(plan.nparts, np.zeros(int(sel.sum()), np.int64), plan.src[sel], plan.dst[sel],
                 volume=plan.volume[sel], nphases=1, unit=plan.unit,

@@ -65,10 +65,21 @@ def coefficients(m, y, loss):
 
 @numba.njit(cache=True)
 def batch_gradient(indptr, indices, data, rows, coef):
-    """``sum_j coef_j x_j`` over ``rows`` as sorted (uint32 index, value) pairs."""
+    """``sum_j coef_j x_j`` over ``rows`` as sorted (uint32 index, value) pairs.
+
+    Each feature's terms are added in batch order, its first term taken as it is (not
+    added to 0.0: a -0.0 stays), whichever way: into a dense scratch vector where the
+    batch's features span at most ``4 n + 64`` indices (n its stored entries: a9a's 64
+    rows, 123 features: 33 -> 6 us a call, measured), else by a stable sort."""
     n = 0
+    top = -1
     for r in rows:
         n += indptr[r + 1] - indptr[r]
+        for q in range(indptr[r], indptr[r + 1]):
+            if indices[q] > top:
+                top = indices[q]
+    if top + 1 <= 4 * n + 64:
+        return _dense_gradient(indptr, indices, data, rows, coef, top + 1)
     f = np.empty(n, np.int64)
     v = np.empty(n, np.float64)
     k = 0
@@ -91,6 +102,34 @@ def batch_gradient(indptr, indices, data, rows, coef):
             ov[m] = v[q]
             m += 1
     return oi[:m].copy(), ov[:m].copy()
+
+
+@numba.njit(cache=True)
+def _dense_gradient(indptr, indices, data, rows, coef, M):
+    """:func:`batch_gradient` over features ``[0, M)`` in a dense scratch vector."""
+    acc = np.empty(M, np.float64)
+    seen = np.zeros(M, np.bool_)
+    m = 0
+    for j in range(rows.size):
+        r = rows[j]
+        c = coef[j]
+        for q in range(indptr[r], indptr[r + 1]):
+            f = indices[q]
+            if seen[f]:
+                acc[f] += c * data[q]
+            else:
+                acc[f] = c * data[q]
+                seen[f] = True
+                m += 1
+    oi = np.empty(m, np.uint32)
+    ov = np.empty(m, np.float64)
+    k = 0
+    for f in range(M):
+        if seen[f]:
+            oi[k] = f
+            ov[k] = acc[f]
+            k += 1
+    return oi, ov
 
 
 @numba.njit(cache=True)
@@ -240,6 +279,8 @@ def _warm_up_run() -> None:
     losses_ovr(mo, rows, 0)
     batch_gradient_ovr(ip, ix, d, rows, c, 2)
     allreduce_local([g, (g[0][:1], g[1][:1])], algorithm="ssar_rec_dbl", N=1000)
+    for t in (np.int32, np.int64):     # the client's plans: scipy's index types of X
+        batch_features(ip.astype(t), ix.astype(t), rows, 1, 2, 2)
 
 
 def _warm_up_plan() -> None:

@@ -32,7 +32,7 @@ def sections(s: Setup, history=None, command=None, epochs=None) -> dict:
         calls = s.calls(e)
         algos.update(a.name for a, _, _ in calls)
         per_epoch.append({"epoch": e, "steps": sum(a.nstages for a, _, _ in calls) + 1,
-                          "planned_bytes": int(sum(p.message_bytes().sum() for _, p, _ in calls)),
+                          "planned_bytes": s.planned_bytes(e),
                           "messages": int(sum(p.num_messages for _, p, _ in calls))})
     first = per_epoch[0]
     e0 = eps[0] if len(eps) else 0

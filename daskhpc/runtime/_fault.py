@@ -25,7 +25,7 @@ import time
 from daskhpc.runtime._connect import worker_addresses
 
 __all__ = ["WorkerLost", "WorkerWatch", "gather_watching", "replace_lost", "release_futures",
-           "gather_direct", "scatter_to"]
+           "gather_direct", "scatter_to", "lost_in_scatter"]
 
 
 class WorkerLost(RuntimeError):
@@ -195,8 +195,17 @@ def replace_lost(client, placement, lost, *, wait_s: float = 5.0):
 
 def scatter_to(client, data, worker: str):
     """``client.scatter(data, workers=[worker])`` (a dict of Futures for a dict, else a
-    Future), or :class:`WorkerLost` if ``worker``
-    has left.
+    Future), or :class:`WorkerLost` if ``worker`` has left (:func:`lost_in_scatter`)."""
+    try:
+        return client.scatter(data, workers=[worker], broadcast=False, hash=False)
+    except (KeyError, TimeoutError) as e:
+        if lost_in_scatter(e, worker):
+            raise WorkerLost({worker}) from None
+        raise
+
+
+def lost_in_scatter(error: BaseException, worker: str) -> bool:
+    """Whether a scatter to ``worker`` failed with ``error`` because the worker left.
 
     A worker listed as alive can be gone by the time the scheduler handles the scatter
     (a nanny's killed worker is removed a moment after the loss that started a recovery
@@ -205,16 +214,9 @@ def scatter_to(client, data, worker: str):
     ``TimeoutError("No valid workers found")``). That is a lost worker, and the
     recovery that handles one takes it from here.
     """
-    try:
-        return client.scatter(data, workers=[worker], broadcast=False, hash=False)
-    except KeyError as e:
-        if e.args and e.args[0] == worker:
-            raise WorkerLost({worker}) from None
-        raise
-    except TimeoutError as e:
-        if "No valid workers" in str(e):
-            raise WorkerLost({worker}) from None
-        raise
+    if isinstance(error, KeyError):
+        return bool(error.args) and error.args[0] == worker
+    return isinstance(error, TimeoutError) and "No valid workers" in str(error)
 
 
 def release_futures(futures) -> None:

@@ -1,7 +1,8 @@
-"""The direct exchange's two transports between workers: the Exchange's own sockets
-(``daskhpc.runtime.transport: socket``, the default for ``tcp://`` workers) and
-distributed's comm (``dask``). The same messages arrive either way, whole, in order and
-writable, and a run gives the same bits and the same counted messages."""
+"""The direct exchange's transports between workers: the Exchange's own sockets
+(``daskhpc.runtime.transport: socket``, the default for ``tcp://`` workers: Unix sockets
+within a host, TCP between hosts; ``tcp``: TCP within a host too) and distributed's comm
+(``dask``). The same messages arrive every way, whole, in order and writable, and a run
+gives the same bits and the same counted messages."""
 
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ def _prog(K, units, first_unit):
 def _links(dask_worker):
     ext = dask_worker.plugins[Exchange.name]
     return ext.transport, len(ext.sockets), len(ext.links)
+
+
+def _families(dask_worker):
+    """The address families of this worker's open exchange connections."""
+    import socket
+
+    return sorted({socket.AddressFamily(s.family).name
+                   for s, _ in dask_worker.plugins[Exchange.name].sockets.values()})
 
 
 async def _send_all(other, payloads):
@@ -101,6 +110,40 @@ def test_socket_transport_delivers_every_kind_of_payload(client2):
     a, b = worker_addresses(client2)[:2]
     links = client2.run(_links, workers=[a])[a]
     assert links[0] == "socket" and links[1] >= 1     # it went over the own socket
+    # the two workers share this host: a Unix socket
+    assert client2.run(_families, workers=[a])[a] == ["AF_UNIX"]
+
+
+def test_tcp_transport_keeps_same_host_pushes_on_tcp(make_client):
+    with dask.config.set({"daskhpc.runtime.transport": "tcp"}):
+        client = make_client(2)
+        want, got, writable = _exchange_round(client)
+    _check_delivered(want, got, writable)
+    a = worker_addresses(client)[0]
+    assert client.run(_families, workers=[a])[a] == ["AF_INET"]
+
+
+def _bogus_unix(dask_worker):
+    """This worker offers a Unix socket nobody listens on (another host of the same
+    name, or another network namespace, looks the same to a sender)."""
+    ext = dask_worker.plugins[Exchange.name]
+    listen = ext.listen
+
+    async def offer():
+        where = await listen()
+        return {**where, "unix": where["unix"] + "-gone"}
+
+    dask_worker.handlers["daskhpc_listen"] = offer
+
+
+def test_a_unix_socket_that_refuses_falls_back_to_tcp(make_client):
+    client = make_client(2)
+    a, b = worker_addresses(client)[:2]
+    client.register_plugin(Exchange(), name=Exchange.name)
+    client.run(_bogus_unix, workers=[b])
+    want, got, writable = _exchange_round(client)
+    _check_delivered(want, got, writable)
+    assert client.run(_families, workers=[a])[a] == ["AF_INET"]
 
 
 def test_both_transports_give_the_same_run(client2, make_client):
@@ -124,7 +167,8 @@ def test_an_unknown_transport_is_one_line():
     from daskhpc.runtime._exchange import transport
 
     with dask.config.set({"daskhpc.runtime.transport": "udp"}):
-        with pytest.raises(InputError, match="transport must be socket or dask, not 'udp'"):
+        with pytest.raises(InputError,
+                           match="transport must be one of socket, tcp, dask, not 'udp'"):
             transport()
 
 
@@ -138,7 +182,7 @@ def _shut_port(dask_worker):
     s.close()                                    # bound once, now closed: refused
 
     async def listen():
-        return port
+        return {"port": port, "host": "", "unix": None}
 
     dask_worker.handlers["daskhpc_listen"] = listen
 
