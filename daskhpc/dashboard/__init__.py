@@ -38,7 +38,8 @@ from daskhpc.dashboard._base import (EMPTY, UPDATE_MS, Component, bytes_text, fo
                                      update_source, worker_label)
 from daskhpc.dashboard._install import install, serve
 from daskhpc.dashboard._plugin import DashboardPlugin, TransferCounter
-from daskhpc.dashboard._publish import ensure_plugin, plan_fields, plan_matrix, publish
+from daskhpc.dashboard._publish import (ensure_plugin, plan_fields, plan_matrix, publish,
+                                        sent_now)
 from daskhpc.dashboard._state import PLUGIN_NAME, TOPICS, DashboardState
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "plan_fields",
     "plan_matrix",
     "publish",
+    "sent_now",
     "serve",
 ]
 

@@ -16,12 +16,17 @@ import numpy as np
 from daskhpc.dashboard._plugin import SENT_METRIC, DashboardPlugin
 from daskhpc.dashboard._state import PLUGIN_NAME, TOPICS
 
-__all__ = ["publish", "ensure_plugin", "plan_matrix", "plan_fields"]
+__all__ = ["publish", "ensure_plugin", "plan_matrix", "plan_fields", "sent_now"]
 
 logger = logging.getLogger(__name__)
 
 
-def publish(client, topic: str, **data) -> bool:
+#: Publications under way (``publish(..., wait=False)``): client id -> futures
+_PENDING: dict = {}
+
+
+def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
+            **data) -> bool:
     """Show ``data`` on the daskhpc dashboard pages under ``topic``.
 
     Parameters
@@ -36,13 +41,20 @@ def publish(client, topic: str, **data) -> bool:
         ``timeline``), ``strata`` (``rows``), ``history`` (``rows``), ``end`` (the run
         is over: ``status``, the report's ``planned_bytes``/``measured_bytes``, final
         ``rows``, the measured ``matrix``/``workers``). See :data:`TOPICS`.
+    sent : dict, optional
+        ``run`` and ``end``: the workers' byte counters (``{worker: sent_now()}``) if the
+        caller read them in a call of its own to the workers (else read here: a round
+        trip).
+    wait : bool
+        False: return at once (True) while the data goes to the scheduler; the next
+        publication of this client waits for it first, so the topics arrive in order.
     **data
         The topic's fields; numpy arrays and scalars are converted.
 
     Returns
     -------
     bool
-        Whether the scheduler stored it.
+        Whether the scheduler stored it (``wait=False``: True).
 
     Examples
     --------
@@ -57,16 +69,49 @@ def publish(client, topic: str, **data) -> bool:
     """
     if topic not in TOPICS:
         raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
+    _settled(client)
     try:
         # A run's zero (and its end) is read from the workers themselves: the
         # heartbeats may not yet carry the bytes of whatever ran just before. An end
         # with its own measured matrix (the report's) needs no counters.
         counted = topic == "run" or (topic == "end" and "matrix" not in data)
-        baseline = client.run(_sent_now) if counted else None
+        baseline = (sent if sent is not None else client.run(sent_now)) if counted else None
+        if not wait:
+            import asyncio
+
+            going = asyncio.run_coroutine_threadsafe(
+                _stored(client.run_on_scheduler(_store, topic, _plain(data), baseline,
+                                                asynchronous=True)),
+                client.loop.asyncio_loop)
+            # (those done already are settled here: a run nobody announces the end of
+            # leaves no list behind)
+            pending = _PENDING.setdefault(client.id, [])
+            for done in [p for p in pending if p[1].done()]:
+                pending.remove(done)
+                _settle_one(*done)
+            pending.append((topic, going))
+            return True
         return bool(client.run_on_scheduler(_store, topic, _plain(data), baseline))
     except Exception as e:  # noqa: BLE001 - the dashboard must never fail a run
         logger.warning("daskhpc dashboard: could not publish %r: %s", topic, e)
         return False
+
+
+async def _stored(call):
+    return await call
+
+
+def _settled(client) -> None:
+    """Wait for this client's publications under way (each one's failure is logged)."""
+    for topic, going in _PENDING.pop(client.id, []):
+        _settle_one(topic, going)
+
+
+def _settle_one(topic: str, going) -> None:
+    try:
+        going.result()
+    except Exception as e:  # noqa: BLE001 - the dashboard must never fail a run
+        logger.warning("daskhpc dashboard: could not publish %r: %s", topic, e)
 
 
 def ensure_plugin(client) -> None:
@@ -162,8 +207,9 @@ async def _store(topic: str, data: dict, baseline=None, dask_scheduler=None) -> 
     return True
 
 
-def _sent_now(dask_worker=None) -> dict:
-    # the worker's cumulative sent bytes per receiver, counted up to this moment
+def sent_now(dask_worker=None) -> dict:
+    """On a worker (``client.run``): its cumulative sent bytes per receiver, counted up
+    to this moment (``publish``'s ``sent``)."""
     sample = dask_worker.metrics.get(SENT_METRIC)
     return sample(dask_worker) if sample is not None else {}
 

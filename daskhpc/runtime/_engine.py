@@ -35,8 +35,9 @@ import bisect
 from daskhpc._workflows import exchange_mode
 from daskhpc.runtime._fault import scatter_to
 from daskhpc.runtime._graph import submit_pinned
-from daskhpc.runtime._steps import (Packed, ProgramCode, final_group, init_group, step_group,
-                                    step_group_in_loop, steps_direct, steps_single, unpack)
+from daskhpc.runtime._steps import (CodeRef, InlineCode, Packed, ProgramCode, final_group,
+                                    init_group, step_group, step_group_in_loop, steps_direct,
+                                    steps_single, unpack)
 
 __all__ = ["ProgramRunner", "step_of_key", "units_per_task"]
 
@@ -133,7 +134,11 @@ class ProgramRunner:
         # (WorkerWatch is); a worker gone before its copy arrives is a lost one (_fault)
         keys = {lab: f"daskhpc-code-{token}-{lab}" for lab in self.address}
         self._code_tasks: dict = {}          # key -> (task, worker) until first submitted
-        if len(code.blob) * len(keys) <= GRAPH_CODE_BYTES:
+        if self.direct and len(code.blob) * len(keys) <= GRAPH_CODE_BYTES:
+            # a loop of steps per worker: its first task brings the code (InlineCode),
+            # the later ones, chained after it, find it there (CodeRef)
+            self.code = {lab: InlineCode(code, (token, lab)) for lab in self.address}
+        elif len(code.blob) * len(keys) <= GRAPH_CODE_BYTES:
             self.code = dict(keys)
             self._code_tasks = {keys[lab]: ((unpack, code.blob), w)
                                 for w, lab in self.label.items()}
@@ -206,7 +211,7 @@ class ProgramRunner:
         if self.single:
             [(lab, parts)] = self.parts.items()
             key = (self.name, lab, steps.stop - 1, "")
-            tasks[key] = (steps_single, self.code[lab], self.token, lab, steps.start,
+            tasks[key] = (steps_single, self._code_of(lab), self.token, lab, steps.start,
                           steps.stop, parts, chain_of(lab, steps.start),
                           *(init[lab] if init else (None, None)), final)
             where[key] = self.address[lab]
@@ -224,7 +229,7 @@ class ProgramRunner:
                     first = lo == steps.start
                     chain = chain_of(lab, lo) if first else ref(self._group(lab, lo - 1)[0])
                     [key] = self._group(lab, hi)
-                    tasks[key] = (steps_direct, self.code[lab], self.token, lab, lo, hi + 1,
+                    tasks[key] = (steps_direct, self._code_of(lab), self.token, lab, lo, hi + 1,
                                   parts, chain,
                                   *(init[lab] if first and init else (None, None)),
                                   final and hi == ends[-1])
@@ -261,7 +266,7 @@ class ProgramRunner:
         for lab, parts in self.parts.items():
             key = (f"{self.program.name}-final-{self.token}", lab)
             chain = self._frontier.get(self._group(lab, self._last)[0])
-            tasks[key] = (final_group, self.code[lab], self.token, lab, parts, chain)
+            tasks[key] = (final_group, self._code_of(lab), self.token, lab, parts, chain)
             where[key] = self.address[lab]
         return self._submit(tasks, where, list(tasks))
 
@@ -278,10 +283,19 @@ class ProgramRunner:
             self.code = {lab: got[key] for lab, key in self.code.items()}
         return futs[:len(keep)]
 
+    def _code_of(self, lab: str):
+        """The code argument of worker ``lab``'s next task (in chain order): an
+        :class:`InlineCode` once, then its :class:`CodeRef`."""
+        code = self.code[lab]
+        if isinstance(code, InlineCode):
+            self.code[lab] = CodeRef(code.key)
+        return code
+
     def code_futures(self) -> list:
         """Futures of the steps' code on the workers (none before the first submit when
-        the code goes in the graph)."""
-        return [c for c in self.code.values() if not isinstance(c, str)]
+        the code goes in the graph, none when the first task brings it)."""
+        return [c for c in self.code.values()
+                if not isinstance(c, (str, InlineCode, CodeRef))]
 
     def frontier(self) -> list:
         """Futures the client must hold while the attempt runs (frontier and code)."""

@@ -480,11 +480,13 @@ def _publish(client, topic: str, **data) -> None:
 
 
 def _publish_start(client, label: str, workflow: str, placement: Placement,
-                   units: int | None = None, unit_name: str | None = None) -> None:
-    """Tell the dashboard pages a run starts (the measured matrix counts from here)."""
+                   units: int | None = None, unit_name: str | None = None,
+                   sent: dict | None = None) -> None:
+    """Tell the dashboard pages a run starts (the measured matrix counts from here;
+    ``sent``: the workers' counters, read already)."""
     more = {k: v for k, v in (("units", units), ("unit_name", unit_name)) if v is not None}
     _publish(client, "run", name=label, workflow=workflow, workers=list(placement.workers),
-             **more)
+             sent=sent, **more)
 
 
 def _publish_end(client, status: str, measured: dict | None = None, history=None,
@@ -525,5 +527,6 @@ def _publish_plan(client, job: Job, placement: Placement, plans, broadcast) -> N
     workers = list(placement.workers)
     owner = [workers.index(placement.worker(p)) for p in range(job.nparts)]
     entries = [e if len(e) > 2 else (e[0], e[1], broadcast) for e in plans]
-    _publish(client, "plan", workers=workers, unit="bytes per run",
+    # (not waited for: it goes while the run starts; the end, published next, waits)
+    _publish(client, "plan", workers=workers, unit="bytes per run", wait=False,
              **plan_fields(entries, owner, len(workers), job.units))

@@ -17,6 +17,7 @@ log ended when it was entered and, on exit, sums the entries written since whose
 from __future__ import annotations
 
 import asyncio
+import pickle
 import time
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -148,7 +149,7 @@ class TransferLedger:
         self.entries = [
             {"sender": sender, **entry}
             for sender in sorted(collected, key=self._order)
-            for entry in collected[sender]["entries"]
+            for entry in _entries(collected[sender])
         ]
         return self
 
@@ -374,10 +375,12 @@ async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
         # holds means the oldest new entries are gone.
         wrapped = wrapped or (log.maxlen is not None and calls > log.maxlen)
         new += got
+    # pickled here: bytes cross the scheduler as one frame (a list of dicts is taken
+    # apart and put together again there: an a9a epoch's 255 pushes a worker)
     return {
         "name": dask_worker.name,
         "wrapped": wrapped,
-        "entries": [
+        "entries": pickle.dumps([
             {
                 "receiver": e["who"],
                 "bytes": int(e["compressed"]),
@@ -389,8 +392,13 @@ async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
             for e in new
             # who=None: a client or scheduler gather, not worker-to-worker.
             if e["who"] is not None
-        ],
+        ], protocol=5),
     }
+
+
+def _entries(got: dict) -> list:
+    """The entries of one worker's :func:`_log_since` answer."""
+    return pickle.loads(got["entries"])
 
 
 def logged_transfers(client, settle: float = 2.0) -> list[dict]:
@@ -398,4 +406,4 @@ def logged_transfers(client, settle: float = 2.0) -> list[dict]:
     far as the logs reach), one entry per message, with ``sender``; for before/after
     differences in tests (a run's traffic: use :class:`TransferLedger`)."""
     logs = client.run(_log_since, {}, settle, None)
-    return [{"sender": w, **e} for w, log in logs.items() for e in log["entries"]]
+    return [{"sender": w, **e} for w, log in logs.items() for e in _entries(log)]

@@ -39,7 +39,7 @@ from daskhpc.runtime._frame import (_failed_ends, _prepare_kernels, _publish_end
 from daskhpc.runtime._job import GraphJob, Job, Outcome
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._store import PartStore
-from daskhpc.runtime._warm import warm
+from daskhpc.runtime._warm import started
 
 __all__ = ["run_job", "run_phases", "Phase", "PhaseContext", "FACTS"]
 
@@ -161,11 +161,11 @@ def run_phases(client, phases, *, name: str, nparts: int, fingerprint: dict | No
         store = PartStore(client, placement, run_id, part_of=part_of)
     ck = _open(checkpoint, name, fingerprint, resume, keep, opened)
     _prepare_kernels(client, name)
-    if warm_up is not None:
-        warm(client, warm_up)
+    if warm_up is not None or announce:           # one worker call for both
+        sent = started(client, warm_up, count=announce)
     if announce:
         _publish_start(client, label or f"{name} K={nparts}", name, store.placement, units,
-                      unit_name)
+                       unit_name, sent=sent)
     ctx = PhaseContext(client, store, ck, facts=_facts(ck))
     recoveries: list = []                # the run's: one budget for every phase
     with _failed_ends(client, announce), _released(store if own_store else None):

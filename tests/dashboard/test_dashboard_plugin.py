@@ -77,6 +77,28 @@ def test_publish_never_fails_a_run(dash_client, caplog):
     assert "could not publish 'plan'" in caplog.text
 
 
+def _topics(dask_scheduler):
+    state = dask_scheduler.plugins[dashboard.PLUGIN_NAME].state
+    return dict(state.run), state.topics.get("plan")
+
+
+def test_a_publication_not_waited_for_arrives_before_the_next(dash_client, caplog):
+    # wait=False returns at once; the next publication of the client waits for it, so
+    # the pages see the topics in order (a run's plan, then its end)
+    w = worker_addresses(dash_client)
+    assert dashboard.publish(dash_client, "run", name="in order", workers=w)
+    assert dashboard.publish(dash_client, "plan", matrix=[[0, 7], [5, 0]], workers=w,
+                             wait=False) is True
+    assert dashboard.publish(dash_client, "end", status="finished")
+    run, plan = dash_client.run_on_scheduler(_topics)
+    assert run["name"] == "in order" and run["status"] == "finished"
+    assert plan is not None and plan["matrix"] == [[0, 7], [5, 0]]
+    # a failure of one not waited for is logged by the next publication, not raised
+    assert dashboard.publish(dash_client, "plan", matrix=[[0]], wait=False) is True
+    assert dashboard.publish(dash_client, "end", status="finished")
+    assert "could not publish 'plan'" in caplog.text
+
+
 def test_timeline_rows_are_read_incrementally():
     """Each sample merges only the rows appended since the last one (re-reading the
     whole list grew with the run); a replaced list is read from its start."""

@@ -14,7 +14,8 @@ def test_public_namespace_is_pinned():
     assert sorted(daskhpc.dashboard.__all__) == [
         "Component", "DashboardPlugin", "DashboardState", "EMPTY", "PAGES", "PLUGIN_NAME",
         "TOPICS", "TransferCounter", "UPDATE_MS", "bytes_text", "ensure_plugin", "format_bytes", "install",
-        "plan_fields", "plan_matrix", "publish", "serve", "update_source", "worker_label"]
+        "plan_fields", "plan_matrix", "publish", "sent_now", "serve", "update_source",
+        "worker_label"]
     for name in daskhpc.dashboard.__all__:
         assert getattr(daskhpc.dashboard, name) is not None
     assert set(daskhpc.dashboard.PAGES) >= {     # and every registered workflow's panels

@@ -62,18 +62,34 @@ def _keys_run(client, job):
 
 
 @pytest.mark.parametrize("in_graph", [True, False])
-def test_code_in_the_graph_or_scattered_and_no_final_task(client2, monkeypatch, in_graph):
-    # the code is a task of the first graph (or scattered when large); the last loop
-    # tasks give the final values, so no final task runs
+@pytest.mark.parametrize("per_task", [0, 1])
+def test_code_in_the_first_task_or_scattered_and_no_final_task(client2, monkeypatch,
+                                                               in_graph, per_task):
+    # the code goes in each worker's first loop task (or is scattered when large): no
+    # task of its own, whose completion the loop's task waited for; a worker's later
+    # tasks (a task per unit) find it there. The last loop tasks give the final values,
+    # so no final task runs
+    import dask
+
     from daskhpc.runtime import _engine
 
     if not in_graph:
         monkeypatch.setattr(_engine, "GRAPH_CODE_BYTES", 0)
-    out, keys = _keys_run(client2, _job(2, 3))
+    with dask.config.set({"daskhpc.runtime.units-per-task": per_task}):
+        out, keys = _keys_run(client2, _job(2, 3))
     finals, _ = run_local(toy_program(2, 3, length=LENGTH), [LENGTH] * 2)
     assert all(np.array_equal(a, b) for a, b in zip(out.value, finals))
     assert not [k for k in keys if "-final-" in k]
-    assert len([k for k in keys if k.startswith("daskhpc-code-")]) == (2 if in_graph else 0)
+    assert not [k for k in keys if k.startswith("daskhpc-code-")]
+    loops = [k for k in keys if k.startswith("('toy-")]
+    assert len(loops) == (6 if per_task else 2), keys
+    assert not any(client2.run(_code_left).values())       # the run's cleanup took it
+
+
+def _code_left():
+    from daskhpc.runtime import _steps
+
+    return len(_steps._CODE)
 
 
 def test_a_stop_rule_the_client_checks_keeps_the_final_tasks(client2):
