@@ -177,7 +177,17 @@ class Plan:
         return cls._joined(plans, np.zeros(len(plans), np.int64), nparts, kw)
 
     @classmethod
-    def _joined(cls, plans, offs, nparts, kw) -> "Plan":
+    def stepped(cls, plans, phases, nphases: int, nparts: int | None = None,
+               **kw) -> "Plan":
+        """Every message of ``plans[i]`` in phase ``phases[i]`` (as ``merge`` of each one
+        ``rephased``, without a Plan per rephasing: a program's plan of a few hundred
+        steps)."""
+        plans = list(plans)
+        kw["nphases"] = int(nphases)
+        return cls._joined(plans, None, nparts, kw, phases=phases)
+
+    @classmethod
+    def _joined(cls, plans, offs, nparts, kw, phases=None) -> "Plan":
         has_idx = all(p.indices is not None for p in plans)
         # the format of the first plan that has messages (an empty head only carries phases)
         first = next((p for p in plans if p.num_messages), plans[0])
@@ -190,9 +200,13 @@ class Plan:
         elif any(p.words is not None or p.words_per_unit != kw["words_per_unit"]
                  for p in plans):
             kw.setdefault("words", np.concatenate([p.message_words() for p in plans]))
+        if phases is None:
+            phase = np.concatenate([p.phase + o for p, o in zip(plans, offs)])
+        else:
+            phase = np.repeat(np.asarray(phases, np.int64), [p.num_messages for p in plans])
         args = dict(
             nparts=nparts or max(p.nparts for p in plans),
-            phase=np.concatenate([p.phase + o for p, o in zip(plans, offs)]),
+            phase=phase,
             src=np.concatenate([p.src for p in plans]),
             dst=np.concatenate([p.dst for p in plans]),
             **{"nphases": int(sum(p.nphases for p in plans)), **kw})

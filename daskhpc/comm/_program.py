@@ -287,10 +287,11 @@ class Program:
     def plan(self) -> Plan:
         """Every message of the program, phase = step index (what a run must send)."""
         if self._plan is None:
-            parts = [s.sends.rephased(t, self.nsteps) for t, s in enumerate(self.steps)
-                     if s.sends is not None]
+            sent = [(t, s.sends) for t, s in enumerate(self.steps) if s.sends is not None]
             empty = Plan(self.nparts, [], [], [], volume=[], nphases=self.nsteps)
-            self._plan = Plan.merge([empty, *parts], name=self.name)
+            self._plan = Plan.stepped([empty, *(p for _, p in sent)],
+                                      [0, *(t for t, _ in sent)], self.nsteps,
+                                      name=self.name)
         return self._plan
 
     def check_outbox(self, t: int, part: int, outbox) -> dict:

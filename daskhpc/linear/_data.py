@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
@@ -132,7 +133,8 @@ def labels(y, n: int, what: str, classes=None):
 
 def _with_intercept(X):
     """X with a last column of ones (each row's entries, then its 1), as
-    ``sp.hstack([X, ones])`` gives it (a9a: 4.8 ms, hstack 8.5 ms; measured)."""
+    ``sp.hstack([X, ones])`` gives it (a9a: 8.5 ms hstack, 4.8 ms with numpy's masks,
+    now one pass of :func:`_append_column`; measured)."""
     n, F = X.shape
     nnz = X.nnz + n
     # (the index type hstack gives a csr_array: its indptr's, at least int32, wider if needed)
@@ -140,14 +142,24 @@ def _with_intercept(X):
     if max(nnz, F + 1) > np.iinfo(np.int32).max:
         dt = np.int64
     indptr = X.indptr.astype(dt) + np.arange(n + 1, dtype=dt)
-    ones = indptr[1:] - 1                           # where each row's 1 goes
-    keep = np.ones(nnz, bool)
-    keep[ones] = False
     indices = np.empty(nnz, dt)
     data = np.empty(nnz, np.result_type(X.data.dtype, np.float64))
-    indices[keep], data[keep] = X.indices, X.data
-    indices[ones], data[ones] = F, 1.0
+    _append_column(X.indptr, X.indices, X.data, F, indices, data)
     return sp.csr_array((data, indices, indptr), shape=(n, F + 1))
+
+
+@numba.njit(cache=True)
+def _append_column(indptr, indices, data, F, out_indices, out_data):
+    """Each row's entries, then a 1 in column F, into ``out_*`` (sequential copies)."""
+    k = 0
+    for i in range(indptr.size - 1):
+        for q in range(indptr[i], indptr[i + 1]):
+            out_indices[k] = indices[q]
+            out_data[k] = data[q]
+            k += 1
+        out_indices[k] = F
+        out_data[k] = 1.0
+        k += 1
 
 
 def load(X, y=None, test=None, *, fit_intercept: bool = True,

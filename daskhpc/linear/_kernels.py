@@ -279,8 +279,18 @@ def _warm_up_run() -> None:
     losses_ovr(mo, rows, 0)
     batch_gradient_ovr(ip, ix, d, rows, c, 2)
     allreduce_local([g, (g[0][:1], g[1][:1])], algorithm="ssar_rec_dbl", N=1000)
-    for t in (np.int32, np.int64):     # the client's plans: scipy's index types of X
+    _warm_up_client()
+
+
+def _warm_up_client() -> None:
+    """What the client compiles for a run and a plan: the intercept column and the
+    batches' feature sets, for scipy's two index types of X."""
+    from ._data import _append_column
+
+    ip, ix, rows, d = np.array([0, 1, 2]), np.array([0, 1]), np.array([0, 1]), np.ones(2)
+    for t in (np.int32, np.int64):
         batch_features(ip.astype(t), ix.astype(t), rows, 1, 2, 2)
+        _append_column(ip.astype(t), ix.astype(t), d, 2, np.empty(4, t), np.empty(4))
 
 
 def _warm_up_plan() -> None:
@@ -292,6 +302,7 @@ def _warm_up_plan() -> None:
     X = sp.csr_array((np.ones(8), (np.arange(8), 100 * np.arange(8))), shape=(8, 1000))
     X.indptr, X.indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
     linear.plan(X, np.array([1.0, -1.0] * 4), 2)
+    _warm_up_client()
 
 
 #: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
