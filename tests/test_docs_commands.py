@@ -43,6 +43,9 @@ NOT_RUN = {
 # Inputs a workflow resolves by name rather than as a file.
 BY_NAME = {"gcn": {"cora"}, "allreduce": {"uniform"}}
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: ``VAR=x python script.py``: a command run with a variable set (a benchmark), not a
+#: setup line (``VAR=$(python -c ...)`` is one)
+ENV_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*=[^\s$\"'(]*\s+)+[^\s=]+(\s|$)")
 # Where the repository's text may not point: beside the checkout (the project's shared
 # directory), which a user of the package never has.
 OUTSIDE = re.compile(r"\.\./shared|shared/(data|papers)/|\b(DESIGN|DASK_NOTES|CLI)\.md\b")
@@ -94,7 +97,8 @@ def shell_lines(doc: Path):
         for line, words in parsed:
             if _is_command(words):
                 yield "command", line
-            elif with_commands and (ASSIGNMENT.match(line) or words[:2] == ["python", "-c"]):
+            elif with_commands and ((ASSIGNMENT.match(line) and not ENV_PREFIX.match(line))
+                                    or words[:2] == ["python", "-c"]):
                 yield "setup", line
             elif words[0] == "curl":
                 yield "curl", line

@@ -29,7 +29,7 @@ import inspect
 from contextlib import contextmanager
 from typing import Callable
 
-__all__ = ["Calls", "Got", "Setting", "applied", "apply_once"]
+__all__ = ["Calls", "Got", "Setting", "applied", "apply_once", "together"]
 
 
 class Calls:
@@ -64,8 +64,11 @@ class Calls:
                                                       asynchronous=True))
         got: list = []
         if coros:
-            with contextlib.suppress(Exception):
-                got = self.client.sync(_together, coros)
+            try:
+                got = self.client.sync(together, coros)
+            except Exception:  # noqa: BLE001 - a cluster going away: nothing was set
+                for c in coros:
+                    c.close()                  # (never awaited: no warning about it)
         by_worker: dict = {}
         on_scheduler: list = []
         if self.workers and (workers is None or workers) and got:
@@ -77,8 +80,9 @@ class Calls:
         return Got({w: r for w, r in by_worker.items() if isinstance(r, list)}, on_scheduler)
 
 
-async def _together(coros: list) -> list:
-    """Await ``coros`` at once; a call that raised reads as its exception."""
+async def together(coros: list) -> list:
+    """Await ``coros`` at once (in the client's loop: ``client.sync(together, coros)``);
+    one that raised reads as its exception."""
     return list(await asyncio.gather(*coros, return_exceptions=True))
 
 

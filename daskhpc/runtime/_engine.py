@@ -131,10 +131,10 @@ class ProgramRunner:
         # there); a scatter per worker cost 2.7-3.3 ms each (measured, a9a's linear
         # program, 46 kB an epoch). Larger code is scattered to each worker (a graph
         # above 10 MB makes distributed warn). Not a broadcast scatter: it would
-        # replicate, and
-        # distributed 2026.8 then logs a "replicate" event holding WorkerState objects on
-        # the "all" topic, which breaks the stream of every client subscribed to it
-        # (WorkerWatch is); a worker gone before its copy arrives is a lost one (_fault)
+        # replicate, and distributed 2026.8 then logs a "replicate" event holding
+        # WorkerState objects on the "all" topic, which breaks the stream of every client
+        # subscribed to it (WorkerWatch is); a worker gone before its copy arrives is a
+        # lost one (_fault)
         keys = {lab: f"daskhpc-code-{token}-{lab}" for lab in self.address}
         self._code_tasks: dict = {}          # key -> (task, worker) until first submitted
         if self.direct and len(code.blob) * len(keys) <= GRAPH_CODE_BYTES:

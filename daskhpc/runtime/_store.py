@@ -14,8 +14,7 @@ Examples
 
 from __future__ import annotations
 
-import asyncio
-
+from daskhpc.runtime._calls import together
 from daskhpc.runtime._fault import WorkerLost, lost_in_scatter, release_futures
 
 __all__ = ["PartStore"]
@@ -101,7 +100,7 @@ class PartStore:
         coros = [self.client.scatter({k: v for k, (_, v) in items.items()}, workers=[w],
                                      broadcast=False, hash=False, asynchronous=True)
                  for w, items in by_worker.items()]
-        got = self.client.sync(_together, coros) if coros else []
+        got = self.client.sync(together, coros) if coros else []
         futures = self.futures.setdefault(name, {})
         where = self.where.setdefault(name, {})
         lost, error = set(), None
@@ -181,11 +180,6 @@ class PartStore:
             release_futures(futs.values())
         self.futures, self.data, self.where = {}, {}, {}
         self.adopted, self.rebuild = set(), {}
-
-
-async def _together(coros: list) -> list:
-    """Await ``coros`` at once; one that raised reads as its exception."""
-    return list(await asyncio.gather(*coros, return_exceptions=True))
 
 
 def _label(key) -> str:

@@ -38,13 +38,20 @@ def warm(client, fn, workers=None) -> None:
     client.run(warm_once, fn, workers=workers)
 
 
-def started(client, fn=None, count: bool = False) -> dict:
+def started(client, fn=None, count: bool = False) -> dict | None:
     """A run's first worker call: the warm-up ``fn`` (once per process, :func:`warm_once`)
     and, with ``count``, each worker's sent-bytes counters now (the dashboard's zero of
-    the run): ``{worker: counters}`` (empty without ``count``). One round trip, not one
-    for each (2 ms a run, measured)."""
-    got = client.run(_started, fn, count)
-    return got if count else {}
+    the run): ``{worker: counters}``, None without ``count`` or where the call failed
+    without a warm-up (the dashboard then reads them itself; a warm-up's failure
+    raises, as it did on its own). One round trip, not one for each (2 ms a run,
+    measured)."""
+    try:
+        got = client.run(_started, fn, count)
+    except Exception:
+        if fn is not None:
+            raise
+        return None
+    return got if count else None
 
 
 def _started(fn, count: bool, dask_worker=None):
