@@ -22,13 +22,13 @@ keeps the part states consistent, as in the graph mode.
 Transport: between workers whose addresses are ``tcp://`` a push goes over a socket the
 Exchange opens itself (``daskhpc.runtime.transport: socket``, the default): the payloads
 pickled with protocol 5, their buffers sent out of band (no copy on the sender), one TCP
-connection per sender and receiver with ``TCP_NODELAY``; between two workers of one host
-a Unix socket instead (an abstract name on Linux, a file of the temporary directory
-elsewhere), which the receiver offers next to its port: a 1 kB ping-pong between two
-processes took 56 us over a Unix socket against 80-93 us over loopback TCP, and the
-sender's write 1.8 against 18 us (measured on 2 cores); a connect that fails (another
-host of the same name, another network namespace) falls back to TCP.
-``daskhpc.runtime.transport: tcp`` keeps every push on TCP. The receiver reads each
+connection per sender and receiver with ``TCP_NODELAY``. ``daskhpc.runtime.transport:
+unix`` uses a Unix socket between two workers of one host instead (an abstract name on
+Linux, a file of the temporary directory elsewhere), which the receiver offers next to
+its port, falling back to TCP where the connect fails (another host of the same name,
+another network namespace): a Program's ping-pong message 10-15 % faster, but SSGD's
+epochs 0.1-0.3 ms slower (docs/benchmarks.md, "A run's edges"), so not the default. The
+receiver reads each
 connection with an asyncio protocol (:class:`_Reader`): a message goes into the mailbox
 in the turn of the event loop that read it, small ones several per system call, a large
 one into a writable, aligned buffer of its own. A message the receiver cannot unpickle
@@ -85,7 +85,7 @@ CONNECT_S = 10.0
 #: then the token, the buffers' sizes, the pickle and the (aligned) buffer area.
 _HEAD = struct.Struct("<IIQQ")
 #: ``daskhpc.runtime.transport`` values (:func:`transport`).
-TRANSPORTS = ("socket", "tcp", "dask")
+TRANSPORTS = ("socket", "unix", "dask")
 #: Messages up to this size are joined into one buffer and written at once.
 JOIN_BYTES = 1 << 16
 #: A reader's buffer: messages up to this size are read into it, several in one system
@@ -101,9 +101,9 @@ class _Closed(OSError):
 
 def transport() -> str:
     """``daskhpc.runtime.transport`` of this process: ``socket`` (pushes between ``tcp://``
-    workers over the Exchange's own sockets: Unix sockets within a host, TCP between
-    hosts; others through distributed), ``tcp`` (the same, TCP within a host too) or
-    ``dask`` (every push through distributed's comm)."""
+    workers over the Exchange's own TCP sockets, others through distributed), ``unix``
+    (the same, Unix sockets between workers of one host) or ``dask`` (every push through
+    distributed's comm)."""
     from daskhpc import _config
 
     mode = _config.get("runtime.transport", "socket")
@@ -206,7 +206,7 @@ class Exchange(WorkerPlugin):
             server.setblocking(False)
             self._server = server
             self._spawn(self._accept(server))
-            if self.transport == "socket" and hasattr(socket, "AF_UNIX"):
+            if self.transport == "unix" and hasattr(socket, "AF_UNIX"):
                 self._unix, self._unix_server = _unix_server()
                 if self._unix_server is not None:
                     self._spawn(self._accept(self._unix_server))
@@ -424,7 +424,7 @@ class Exchange(WorkerPlugin):
                 if asked:
                     self.ports[address] = await self.worker.rpc(address).daskhpc_listen()
                 where = self.ports[address]
-                sock = await _unix_connect(where) if self.transport == "socket" else None
+                sock = await _unix_connect(where) if self.transport == "unix" else None
                 if sock is not None:
                     link = self.sockets[address] = (sock, asyncio.Lock())
                     return link

@@ -1,7 +1,6 @@
 """The direct exchange's transports between workers: the Exchange's own sockets
-(``daskhpc.runtime.transport: socket``, the default for ``tcp://`` workers: Unix sockets
-within a host, TCP between hosts; ``tcp``: TCP within a host too) and distributed's comm
-(``dask``). The same messages arrive every way, whole, in order and writable, and a run
+(``daskhpc.runtime.transport: socket``, the default for ``tcp://`` workers: TCP;
+``unix``: Unix sockets within a host) and distributed's comm (``dask``). The same messages arrive every way, whole, in order and writable, and a run
 gives the same bits and the same counted messages."""
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from daskhpc.comm import run_local
 from daskhpc.errors import InputError
 from daskhpc.runtime import Exchange, Job, run_job, worker_addresses
 from daskhpc.testing import toy_program, toy_row
@@ -110,17 +110,19 @@ def test_socket_transport_delivers_every_kind_of_payload(client2):
     a, b = worker_addresses(client2)[:2]
     links = client2.run(_links, workers=[a])[a]
     assert links[0] == "socket" and links[1] >= 1     # it went over the own socket
-    # the two workers share this host: a Unix socket
-    assert client2.run(_families, workers=[a])[a] == ["AF_UNIX"]
+    assert client2.run(_families, workers=[a])[a] == ["AF_INET"]
 
 
-def test_tcp_transport_keeps_same_host_pushes_on_tcp(make_client):
-    with dask.config.set({"daskhpc.runtime.transport": "tcp"}):
+def test_unix_transport_joins_same_host_workers_by_unix_sockets(make_client):
+    with dask.config.set({"daskhpc.runtime.transport": "unix"}):
         client = make_client(2)
         want, got, writable = _exchange_round(client)
-    _check_delivered(want, got, writable)
-    a = worker_addresses(client)[0]
-    assert client.run(_families, workers=[a])[a] == ["AF_INET"]
+        _check_delivered(want, got, writable)
+        a = worker_addresses(client)[0]
+        assert client.run(_families, workers=[a])[a] == ["AF_UNIX"]
+        out = run_job(client, _job())
+    finals, _ = run_local(toy_program(2, 3, length=LENGTH), [LENGTH] * 2)
+    assert all(np.array_equal(x, y) for x, y in zip(out.value, finals))
 
 
 def _bogus_unix(dask_worker):
@@ -137,7 +139,8 @@ def _bogus_unix(dask_worker):
 
 
 def test_a_unix_socket_that_refuses_falls_back_to_tcp(make_client):
-    client = make_client(2)
+    with dask.config.set({"daskhpc.runtime.transport": "unix"}):
+        client = make_client(2)
     a, b = worker_addresses(client)[:2]
     client.register_plugin(Exchange(), name=Exchange.name)
     client.run(_bogus_unix, workers=[b])
@@ -168,7 +171,7 @@ def test_an_unknown_transport_is_one_line():
 
     with dask.config.set({"daskhpc.runtime.transport": "udp"}):
         with pytest.raises(InputError,
-                           match="transport must be one of socket, tcp, dask, not 'udp'"):
+                           match="transport must be one of socket, unix, dask, not 'udp'"):
             transport()
 
 
