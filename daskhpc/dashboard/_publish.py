@@ -9,6 +9,7 @@ a run: if the scheduler cannot take it, a warning is logged and the run goes on.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import numpy as np
@@ -77,11 +78,9 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
         counted = topic == "run" or (topic == "end" and "matrix" not in data)
         baseline = (sent if sent is not None else client.run(sent_now)) if counted else None
         if not wait:
-            import asyncio
-
             going = asyncio.run_coroutine_threadsafe(
-                _stored(client.run_on_scheduler(_store, topic, _plain(data), baseline,
-                                                asynchronous=True)),
+                client.run_on_scheduler(_store, topic, _plain(data), baseline,
+                                        asynchronous=True),
                 client.loop.asyncio_loop)
             # (those done already are settled here: a run nobody announces the end of
             # leaves no list behind)
@@ -95,10 +94,6 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
     except Exception as e:  # noqa: BLE001 - the dashboard must never fail a run
         logger.warning("daskhpc dashboard: could not publish %r: %s", topic, e)
         return False
-
-
-async def _stored(call):
-    return await call
 
 
 def _settled(client) -> None:

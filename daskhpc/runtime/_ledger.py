@@ -375,8 +375,8 @@ async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
         # holds means the oldest new entries are gone.
         wrapped = wrapped or (log.maxlen is not None and calls > log.maxlen)
         new += got
-    # pickled here: bytes cross the scheduler as one frame (a list of dicts is taken
-    # apart and put together again there: an a9a epoch's 255 pushes a worker)
+    # pickled here: the scheduler relays one bytes object, not 255 dicts a worker for an
+    # a9a epoch (the call 2.3-2.8 ms against 2.8-3.0 ms standalone, measured)
     return {
         "name": dask_worker.name,
         "wrapped": wrapped,
