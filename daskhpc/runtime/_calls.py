@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import inspect
-from contextlib import contextmanager
 from typing import Callable
 
-__all__ = ["Calls", "Got", "Setting", "applied", "apply_once", "together"]
+__all__ = ["Applied", "Calls", "Got", "Setting", "applied", "apply_once", "together"]
 
 
 class Calls:
@@ -51,10 +49,11 @@ class Calls:
         self.scheduler.append((fn, args))
         return len(self.scheduler) - 1
 
-    def send(self, workers: list | None = None) -> Got:
+    def send(self, workers: list | None = None, wait: bool = True) -> Got:
         """Make the calls (the worker ones on ``workers``, default all), the worker and the
         scheduler call at the same time (one round trip, not two in a row: 1-1.5 ms
-        less a call, measured); never raises."""
+        less a call, measured); never raises. ``wait=False``: return at once, the calls
+        on their way; the :class:`Got` waits for them when first read (:meth:`Got.wait`)."""
         calls = {}
         if self.workers and (workers is None or workers):
             calls["workers"] = self.client.run(_on_worker, self.workers, workers=workers,
@@ -62,17 +61,30 @@ class Calls:
         if self.scheduler:
             calls["scheduler"] = self.client.run_on_scheduler(_on_scheduler, self.scheduler,
                                                               asynchronous=True)
-        got: dict = {}
-        if calls:
-            try:
-                got = dict(zip(calls, self.client.sync(together, list(calls.values()))))
-            except Exception:  # noqa: BLE001 - a cluster going away: nothing was set
-                for c in calls.values():
-                    c.close()                  # (never awaited: no warning about it)
-        by_worker, on_scheduler = got.get("workers"), got.get("scheduler")
-        by_worker = by_worker if isinstance(by_worker, dict) else {}
-        on_scheduler = on_scheduler if isinstance(on_scheduler, list) else []
-        return Got({w: r for w, r in by_worker.items() if isinstance(r, list)}, on_scheduler)
+        if not calls:
+            return Got({}, [])
+        coros = list(calls.values())
+        try:
+            sent = asyncio.run_coroutine_threadsafe(together(coros),
+                                                    self.client.loop.asyncio_loop)
+        except Exception:  # noqa: BLE001 - the client's loop has closed: nothing was set
+            for c in coros:
+                c.close()                      # (never awaited: no warning about it)
+            return Got({}, [])
+        got = Got(lambda: _received(calls, sent))
+        return got.wait() if wait else got
+
+
+def _received(calls: dict, sent) -> tuple[dict, list]:
+    """``(by_worker, on_scheduler)`` of :meth:`Calls.send`'s calls once they are back."""
+    try:
+        got = dict(zip(calls, sent.result()))
+    except Exception:  # noqa: BLE001 - a cluster going away: nothing was set
+        got = {}
+    by_worker, on_scheduler = got.get("workers"), got.get("scheduler")
+    by_worker = by_worker if isinstance(by_worker, dict) else {}
+    on_scheduler = on_scheduler if isinstance(on_scheduler, list) else []
+    return {w: r for w, r in by_worker.items() if isinstance(r, list)}, on_scheduler
 
 
 async def together(coros: list) -> list:
@@ -82,11 +94,30 @@ async def together(coros: list) -> list:
 
 
 class Got:
-    """What :meth:`Calls.send` brought back; failed calls read as absent."""
+    """What :meth:`Calls.send` brought back; failed calls read as absent. Made with a
+    callable (calls on their way): it is called when first read, or at :meth:`wait`."""
 
-    def __init__(self, by_worker: dict, on_scheduler: list):
-        self.by_worker = by_worker
-        self.on_scheduler = on_scheduler
+    def __init__(self, by_worker: dict | Callable, on_scheduler: list | None = None):
+        self._later = by_worker if callable(by_worker) else None
+        if self._later is None:
+            self._by_worker, self._on_scheduler = by_worker, on_scheduler
+
+    def wait(self) -> Got:
+        """Wait for the calls (if they are on their way); returns self."""
+        later, self._later = self._later, None
+        if later is not None:
+            self._by_worker, self._on_scheduler = later()
+        return self
+
+    @property
+    def by_worker(self) -> dict:
+        """``{worker address: [value of each worker call]}``."""
+        return self.wait()._by_worker
+
+    @property
+    def on_scheduler(self) -> list:
+        """``[value of each scheduler call]``."""
+        return self.wait()._on_scheduler
 
     def workers(self, i: int) -> dict:
         """``{worker address: value}`` of worker call ``i`` where it succeeded."""
@@ -114,36 +145,62 @@ class Setting(abc.ABC):
         """What the undoing calls returned (nothing to read by default)."""
 
 
-@contextmanager
-def applied(client, *settings: Setting, lost: Callable[[], bool] | None = None):
-    """The body runs with ``settings`` on (one call of each kind to turn them on, one to
-    turn them off; the worker calls that undo go to the workers still there that took
-    the first ones: a call to a lost worker's address waits for the connect timeout).
+class Applied:
+    """``with applied(client, *settings) as got:`` the body runs with ``settings`` on
+    (one call of each kind to turn them on, one to turn them off; the worker calls that
+    undo go to the workers still there that took the first ones: a call to a lost
+    worker's address waits for the connect timeout).
     ``lost``: says whether the body saw workers leave; where it says no, the workers
     that took the first calls are taken as there (no round trip to the scheduler to
-    ask, 2 ms at the end of every run)."""
-    got = apply_once(client, *settings)
-    try:
-        yield got
-    finally:
-        calls = Calls(client)
-        for s in reversed(settings):
-            s.off(calls, got)
+    ask, 2 ms at the end of every run). ``wait=False``: the body starts while the calls
+    that turn the settings on are on their way (it calls ``got.wait()`` before it needs
+    them: 2-3 ms of a run's client work done meanwhile). The body may start the undoing
+    calls itself (:meth:`undo_soon`, once its work on the cluster is done) and go on
+    while they are on their way; the exit then waits for them."""
+
+    def __init__(self, client, *settings: Setting, lost: Callable[[], bool] | None = None,
+                 wait: bool = True):
+        self.client, self.settings, self.lost, self.wait = client, settings, lost, wait
+        self.got: Got | None = None
+        self._undone: Got | None = None
+
+    def __enter__(self) -> Got:
+        self.got = apply_once(self.client, *self.settings, wait=self.wait)
+        return self.got
+
+    def undo_soon(self) -> None:
+        """Send the calls that undo the settings, without waiting for them (once)."""
+        if self._undone is not None:
+            return
+        calls = Calls(self.client)
+        for s in reversed(self.settings):
+            s.off(calls, self.got)
         workers = None
         if calls.workers:
-            workers = list(got.by_worker) if lost is not None and not lost() else \
-                _alive(client, got.by_worker)
-        undone = calls.send(workers=workers)
-        for s in settings:
+            workers = list(self.got.by_worker) if self.lost is not None and \
+                not self.lost() else _alive(self.client, self.got.by_worker)
+        self._undone = calls.send(workers=workers, wait=False)
+
+    def __exit__(self, *exc) -> None:
+        self.undo_soon()
+        undone = self._undone.wait()
+        for s in self.settings:
             s.closed(undone)
 
 
-def apply_once(client, *settings: Setting) -> Got:
-    """Turn ``settings`` on (for good: nothing undoes them); what the calls returned."""
+def applied(client, *settings: Setting, lost: Callable[[], bool] | None = None,
+            wait: bool = True) -> Applied:
+    """The context manager :class:`Applied` (see there)."""
+    return Applied(client, *settings, lost=lost, wait=wait)
+
+
+def apply_once(client, *settings: Setting, wait: bool = True) -> Got:
+    """Turn ``settings`` on (for good: nothing undoes them); what the calls returned
+    (``wait=False``: on their way, see :meth:`Calls.send`)."""
     calls = Calls(client)
     for s in settings:
         s.on(calls)
-    return calls.send()
+    return calls.send(wait=wait)
 
 
 def _alive(client, workers) -> list:

@@ -99,7 +99,7 @@ class WorkerWatch:
 
 
 def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
-                    on_poll=None, values: bool = True) -> list | None:
+                    on_poll=None, values: bool = True, when_done=None) -> list | None:
     """``client.gather(futures)`` that raises :class:`WorkerLost` instead of hanging.
 
     Parameters
@@ -114,6 +114,8 @@ def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
         Called after every slice (e.g. to record finished checkpoint tasks).
     values : bool
         Gather the values (False: only wait until the futures are done).
+    when_done : callable, optional
+        Called once every future is done, before their values are gathered.
 
     Returns
     -------
@@ -145,6 +147,8 @@ def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
             on_poll()
         pending = [f for f in pending if not f.done()]
     watch.check()
+    if when_done is not None:
+        when_done()
     if values:
         return client.gather(list(futures))
     for f in futures:

@@ -60,9 +60,11 @@ class TransferLedger:
         A synchronous client.
     settle : float, default 2.0
         On exit, seconds to wait at most for transfers still being written.
-    marks : dict, optional
+    marks : dict or callable, optional
         Where the workers' logs end, taken already (a :class:`LogMarks` setting's call):
-        the first :meth:`start` uses them instead of asking the workers.
+        the first :meth:`start` uses them instead of asking the workers. A callable
+        gives them (or None: ask the workers) when :meth:`ready` is called, at the
+        latest when the ledger stops: a call still on its way when the ledger starts.
     closing : LedgerClose, optional
         A body that completes leaves the reading of the logs to this setting's undo call
         (the run's; one round trip fewer); a body that fails reads them at once.
@@ -104,6 +106,7 @@ class TransferLedger:
         #: its log is read (the body sets it: a run's cleanup, one round trip fewer)
         self.then: tuple | None = None
         self._marks: dict[str, dict] | None = None
+        self._later = None               # a callable ``marks=`` not taken yet (ready)
         self._workers: list[str] = []
         self.entries: list[dict] | None = None
 
@@ -114,15 +117,31 @@ class TransferLedger:
         # (the workers' order from their own answers: no extra round trip to ask the
         # scheduler for them, at both ends of every attempt)
         marks, self._given = self._given, None
+        self.entries = None
+        if callable(marks):
+            self._later = marks
+            return self
+        self._later = None
+        self._take(marks)
+        return self
+
+    def ready(self) -> TransferLedger:
+        """Take the marks of a callable ``marks=`` now: before the first transfer to
+        count (the frame calls it before it submits the run's tasks)."""
+        later, self._later = self._later, None
+        if later is not None:
+            self._take(later())
+        return self
+
+    def _take(self, marks: dict | None) -> None:
         self._marks = self.client.run(_log_mark) if marks is None else marks
         self._workers = in_order({w: m["name"] for w, m in self._marks.items()})
-        self.entries = None
-        return self
 
     def stop(self, first=None) -> TransferLedger:
         """Collect the messages logged since :meth:`start` (``__exit__`` calls this).
         ``first``: ``(fn, *args)`` each worker runs before, in the same call
         (``__exit__`` passes :attr:`then`)."""
+        self.ready()
         if self._marks is None:
             raise RuntimeError("TransferLedger.stop() before start()")
         return self._collected(self.client.run(_log_since, self._marks, self.settle, first))
@@ -334,6 +353,7 @@ class LedgerClose(Setting):
     def off(self, calls, got) -> None:
         led = self.ledger
         if led is not None:
+            led.ready()
             self._index = calls.on_workers(_log_since, led._marks, led.settle, led.then)
 
     def closed(self, got) -> None:
@@ -355,10 +375,12 @@ async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
             pass
     # The receiver's task can finish, and the client see it, a moment before
     # the sender appends its log entry (it does so after the receiver's "OK").
-    # transfer_outgoing_count drops in the same step as the append.
+    # transfer_outgoing_count drops in the same step as the append. (It counts the
+    # client's gathers too: the frame gathers the final values while this call is on
+    # its way, so the wait is polled finely.)
     deadline = time.monotonic() + settle
     while dask_worker.transfer_outgoing_count and time.monotonic() < deadline:
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.001)
     mark = marks.get(dask_worker.address)
     wrapped, new = False, []
     for i, (log, count) in enumerate(_logs(dask_worker)):

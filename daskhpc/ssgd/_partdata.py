@@ -53,11 +53,16 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
     cols = _held_columns(s, p)
     ptr, idx = s.blocks()
     tr = s.train
+    # local H rows by a lookup table, not a search: a block's ratings come in the
+    # matrix's order, not the columns' (a binary search per rating took 3 ms of a fit's
+    # start on ml-latest-small, measured)
+    local_col = np.empty(tr.shape[1], np.int64)
     bli, blj, bval = [], [], []
     for b in range(K):
         sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
         bli.append(local_row[tr.rows[sel]])
-        blj.append(np.searchsorted(cols[b], tr.cols[sel]))
+        local_col[cols[b]] = np.arange(cols[b].size)
+        blj.append(local_col[tr.cols[sel]])
         # a collection's ratings are put in on the part's worker (_collect.with_values)
         bval.append(None if s.values is not None else tr.vals[sel])
     E, e0 = s.E, s.epoch0

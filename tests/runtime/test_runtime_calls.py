@@ -87,3 +87,38 @@ def test_a_failing_setting_leaves_the_others(client2):
         assert got.workers(0) == {} and got.scheduler(0) is None
         assert set(got.workers(1)) == set(before)
     assert client2.run(_interval) == before
+
+
+def test_settings_on_their_way_and_undone_early(client2):
+    """``wait=False``: the body starts before the calls are back (``got.wait()`` then
+    has them); ``undo_soon`` inside the body sends the undoing calls at once and the
+    exit waits for them: the settings are off inside the body already."""
+    before = client2.run(_interval)
+    app = applied(client2, LowLatency(0.0), wait=False)
+    with app as got:
+        assert got.wait() is got
+        assert set(got.workers(0)) == set(before)
+        assert set(client2.run(_interval).values()) == {0.0}
+        app.undo_soon()
+        app.undo_soon()                      # once only
+        app._undone.wait()
+        assert client2.run(_interval) == before
+    assert client2.run(_interval) == before
+
+
+def test_the_run_measures_the_same_with_the_early_undo(client2):
+    """The frame sends the ledger's read and the undo while it gathers the final values:
+    the run still counts the messages it plans (a toy program: 2 parts, 3 units), and
+    the workers keep none of its registries."""
+    from daskhpc.runtime import _steps
+
+    job = Job("toy", 2, 3, row=toy_row, fingerprint={}, program=functools.partial(_prog, 2, 3),
+              statics=[LENGTH] * 2, exchange="direct")
+    out = run_job(client2, job, progress_bar=False)
+    planned = toy_program(2, 3, length=LENGTH).plan().report()["tot_msgs"]
+    assert out.measured["inter_worker_messages"] == planned
+
+    def left(dask_worker=None):
+        return sum(len(r) for r in (_steps._CONTEXTS, _steps._CODE))
+
+    assert set(client2.run(left).values()) == {0}
