@@ -128,10 +128,16 @@ def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, in_s, in_k, col_block, col
     final = np.zeros((nb, q, q, l), np.int64)
     flops = np.zeros((nb, q, q, l), np.int64)
     mark_s = np.full(m, -1, np.int64)       # stamp of (column, stage, layer)
-    mark_d = np.full(m * l, -1, np.int64)   # stamp of column, one row per layer
+    mark_d = np.full(m * l if l > 1 else 0, -1, np.int64)  # column, a row per layer
     mark_c = np.full(m, -1, np.int64)       # stamp of column
     allow = np.full(m if mmode else 0, -1, np.int64)   # rows of the mask's column c
     inside = mmode == 1
+    # one B entry's counts by row block, added to the grid's arrays after its A column
+    # (t, j, k and k2 are the same for the whole column: the inner loop indexes 1-D)
+    fl = np.zeros(q, np.int64)
+    um = np.zeros(q, np.int64)
+    ly = np.zeros(q, np.int64)
+    fi = np.zeros(q, np.int64)
     for c in range(c0, c1):
         if mmode != 0:
             for e in range(m_ptr[c], m_ptr[c + 1]):
@@ -148,18 +154,30 @@ def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, in_s, in_k, col_block, col
             for t_a in range(a_ptr[r_in], a_ptr[r_in + 1]):
                 row = a_idx[t_a]
                 i = row_block[row]
-                flops[t, i, j, k] += 1
+                fl[i] += 1
                 if mmode != 0 and (allow[row] == c) != inside:
                     continue                        # C<M>: the entry is never formed
                 if mark_s[row] != stamp:
                     mark_s[row] = stamp
-                    unmerged[t, i, j, k] += 1
-                if mark_d[k * m + row] != c:
+                    um[i] += 1
+                # (one layer: a row's layer mark is its column mark, layer = final)
+                if l > 1 and mark_d[k * m + row] != c:
                     mark_d[k * m + row] = c
-                    layer[t, i, j, k, k2] += 1
+                    ly[i] += 1
                 if mark_c[row] != c:
                     mark_c[row] = c
-                    final[t, i, j, k2] += 1
+                    fi[i] += 1
+            for i in range(q):
+                flops[t, i, j, k] += fl[i]
+                unmerged[t, i, j, k] += um[i]
+                layer[t, i, j, k, k2] += ly[i]
+                final[t, i, j, k2] += fi[i]
+                fl[i] = 0
+                um[i] = 0
+                ly[i] = 0
+                fi[i] = 0
+    if l == 1:
+        layer[:, :, :, 0, 0] = final[:, :, :, 0]
     return unmerged, layer, final, flops
 
 
