@@ -53,8 +53,9 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
         the workers: its values go straight to the cells' workers, never to the client
         (docs/collections.md).
     grid : "QxQxL" or Grid, optional
-        Default: one cell per worker, square layers q x q x l for any worker count
-        (2 workers: 1x1x2, 4: 2x2x1, 8: 2x2x2; ``Grid.for_workers``).
+        Default (``Grid.for_workers``): one layer of one or two cells a worker where
+        the worker count allows (2 workers: 2x2x1, 4: 2x2x1, 8: 4x4x1), else one cell a
+        worker in square layers (12: 2x2x3, a prime p: 1x1xp).
         More cells than workers are dealt round robin (several cells per worker).
     memory_per_worker : bytes or str like "512MB", optional
         Budget M/W of Algorithm 3; required for ``batches="auto"`` to batch.

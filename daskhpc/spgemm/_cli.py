@@ -29,9 +29,10 @@ class Options:
 
     b: str | None = option(None, "second factor B (default: A)", metavar="B")
     aat: bool = option(False, "multiply A by its transpose")
-    grid: str | None = option(None, "QxQxL process grid (default: one cell per worker, the "
-                                    "largest square layers that fit: 2 workers 1x1x2, 8 "
-                                    "workers 2x2x2)")
+    grid: str | None = option(None, "QxQxL process grid (default: one layer of one or two "
+                                    "cells a worker where the worker count allows, 2 "
+                                    "workers 2x2x1, 8 workers 4x4x1; else one cell a "
+                                    "worker in square layers, 12 workers 2x2x3)")
     layers: int | None = option(None, "layers l when the grid comes from the worker count "
                                       "(default: chosen)", type=int)
     memory_per_worker: str | None = option(None, "budget per worker, e.g. 512MB")

@@ -70,23 +70,32 @@ class Grid:
 
     @classmethod
     def for_workers(cls, nworkers: int, layers: int | None = None) -> Grid:
-        """The grid with one cell per worker.
+        """The default grid of ``nworkers`` workers.
 
-        ``layers=None`` picks it for any worker count: the largest square layer ``q x q``
-        whose cells times ``l = nworkers / q**2`` layers use every worker (2 workers:
-        1x1x2, 8: 2x2x2, 12: 2x2x3, 16: 4x4x1, a prime p: 1x1xp). Square layers keep
-        the broadcasts of 2D SUMMA short; the layers split the inner dimension (3D).
-        Given ``layers``, ``nworkers / layers`` must be a square.
+        ``layers=None`` picks it for any worker count: one layer where the workers take
+        one or two cells each (``q x q x 1`` with ``q**2`` = the worker count or twice
+        it: 2 workers 2x2x1, 4: 2x2x1, 8: 4x4x1), else one cell per worker, the largest
+        square layer ``q x q`` whose cells times ``l = nworkers / q**2`` layers use
+        every worker (12: 2x2x3, a prime p: 1x1xp). Layers split the inner dimension
+        (3D) and their partial results of C meet in a fiber reduction of about
+        ``nnz(C) (l - 1) / l`` nonzeros, more than the broadcasts a second cell per
+        worker adds when C is denser than A and B (A·A of a graph: on 2 workers
+        email-Enron, soc-Slashdot0902 and astro-ph ran faster and in less memory on
+        2x2x1 than on 1x1x2, docs/benchmarks.md). Given ``layers``, one cell per worker:
+        ``nworkers / layers`` must be a square.
 
         Examples
         --------
-        >>> [str(Grid.for_workers(n)) for n in (1, 2, 4, 8, 9, 12)]
-        ['1x1x1', '1x1x2', '2x2x1', '2x2x2', '3x3x1', '2x2x3']
+        >>> [str(Grid.for_workers(n)) for n in (1, 2, 3, 4, 8, 9, 12)]
+        ['1x1x1', '2x2x1', '1x1x3', '2x2x1', '4x4x1', '3x3x1', '2x2x3']
         """
         if nworkers < 1:
             raise InputError(f"a grid needs at least one worker, got {nworkers}")
         if layers is None:
             q = max(q for q in range(1, math.isqrt(nworkers) + 1) if nworkers % (q * q) == 0)
+            two = math.isqrt(2 * nworkers)
+            if q * q != nworkers and two * two == 2 * nworkers:
+                return cls(two, 1)                    # two cells a worker, one layer
             return cls(q, nworkers // (q * q))
         if layers < 1 or nworkers % layers:
             raise InputError(f"{nworkers} workers cannot be split into {layers} layers")

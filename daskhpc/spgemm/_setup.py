@@ -155,8 +155,8 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
             keep: str = "client", semiring="plus_times", complement: bool = False) -> Setup:
     """Check the inputs and options and cut the blocks of a run on ``nworkers`` workers.
 
-    Parameters are those of :func:`daskhpc.spgemm.multiply`; ``grid=None`` means one
-    cell per worker, square layers (``Grid.for_workers``: any worker count).
+    Parameters are those of :func:`daskhpc.spgemm.multiply`; ``grid=None`` means the
+    worker count's default grid (``Grid.for_workers``: any worker count).
     """
     a, b = check_inputs(a, a if b is None else b)
     sr = check_semiring(semiring)

@@ -101,13 +101,13 @@ def _console(*argv, timeout=300):
 
 @pytest.mark.slow             # CI budget (20 min on 2 cores): default run keeps a lighter test of the same path
 def test_run_without_grid_fits_two_workers(mtx):
-    # "2 workers do not form a square q x q x 1 grid" before: now 1x1x2
+    # "2 workers do not form a square q x q x 1 grid" before: now 2x2x1 (two cells each)
     path, a = mtx
     code, out, err = _console("run", "spgemm", path, "--workers", "2", "--consume", "count",
                               "--json", "-")
     assert code == 0, err
     rep = json.loads(out)
-    assert rep["grid"].startswith("1x1x2") and rep["parts"] == 2
+    assert rep["grid"].startswith("2x2x1") and rep["parts"] == 4
     assert rep["quality"]["nnz_c"] == (a @ a).nnz
 
 

@@ -114,7 +114,7 @@ def test_the_client_given_is_the_cluster_that_runs(client2, client3):
     client: three workers here, and the plan of another cluster)."""
     with client3.as_current():
         res = multiply(A_RECT, B_RECT, client=client2, consume="count", measure_memory=False)
-    assert res.grid == "1x1x2" and res.report()["workers"] == 2
+    assert res.grid == "2x2x1" and res.report()["workers"] == 2
 
 
 def test_measured_bytes_follow_the_plan(client2):
@@ -138,9 +138,9 @@ def test_bad_input_errors(client2):
         multiply(sp.csr_array((5, 5)), client=client2, grid="1x1x1")
     with pytest.raises(InputError, match="layers must be square"):
         multiply(A_RECT, B_RECT, client=client2, grid="2x3x1")
-    # no grid on 2 workers: square layers, one cell per worker (1x1x2), the exact product
+    # no grid on 2 workers: one layer, two cells a worker (2x2x1), the exact product
     res = multiply(A_RECT, B_RECT, client=client2)
-    assert res.grid == "1x1x2"
+    assert res.grid == "2x2x1"
     assert abs(res.matrix - (A_RECT @ B_RECT)).max() == 0
     with pytest.raises(InputError, match="input blocks alone need"):
         multiply(A_RECT, B_RECT, client=client2, grid="1x1x1", memory_per_worker="10kB")
