@@ -77,10 +77,12 @@ def test_enron_40mb_stays_within_its_budget(shared_data, tmp_path):
     """The issue's run (about 2 minutes on 2 shared cores): exit 0, the product identical
     to the serial one, and every worker's measured peak within the 40 MB."""
     out = tmp_path / "r.json"
+    # on the grid of the issue's run (the default of 2 workers then; 2x2x1 now)
     done = subprocess.run(
         [EXE, "run", "spgemm", str(shared_data / "graphs/email-Enron.txt.gz"), "--workers",
-         "2", "--memory-per-worker", "40MB", "--consume", "count", "--check-serial",
-         "--json", str(out), "--no-progress"], capture_output=True, text=True, timeout=900)
+         "2", "--grid", "1x1x2", "--memory-per-worker", "40MB", "--consume", "count",
+         "--check-serial", "--json", str(out), "--no-progress"], capture_output=True,
+        text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     assert "daskhpc: warning" not in done.stderr
     rep = json.loads(out.read_text())

@@ -169,6 +169,7 @@ def test_run_save_on_two_workers_loads_in_a_fresh_process(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "r.json").read_text())
-    assert report["saved"]["files"] == 6 and "saved      C as 6" in done.stdout
+    # the default grid of 2 workers, 2x2x1: 4 cells x 3 batches
+    assert report["saved"]["files"] == 12 and "saved      C as 12" in done.stdout
     assert report["quality"]["nnz_c"] == sp.csr_array(A @ A).nnz
     assert _fresh_load(tmp_path / "c", tmp_path) == "equal"
