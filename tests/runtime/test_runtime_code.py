@@ -44,8 +44,9 @@ def test_packed_gives_the_code_back_and_the_collector_on():
 
 
 def test_in_process_cluster_runs_the_packed_code():
+    # (a free port for the dashboard: 8787, Dask's default, may be another run's)
     with LocalCluster(n_workers=2, processes=False, threads_per_worker=1,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         out = run_job(client, _job(2, 3), progress_bar=False)
     finals, reports = run_local(toy_program(2, 3, length=LENGTH), [LENGTH] * 2)
     assert all(np.array_equal(a, b) for a, b in zip(out.value, finals))
