@@ -29,10 +29,11 @@ class Options:
 
     b: str | None = option(None, "second factor B (default: A)", metavar="B")
     aat: bool = option(False, "multiply A by its transpose")
-    grid: str | None = option(None, "QxQxL process grid (default: one layer of one or two "
-                                    "cells a worker where the worker count allows, 2 "
-                                    "workers 2x2x1, 8 workers 4x4x1; else one cell a "
-                                    "worker in square layers, 12 workers 2x2x3)")
+    grid: str | None = option(None, "QxQxL process grid (default: --parts cells, one per "
+                                    "part, in square layers; without --parts one layer of "
+                                    "one or two cells a worker where the worker count "
+                                    "allows, 2 workers 2x2x1, 8 workers 4x4x1, else one "
+                                    "cell a worker, 12 workers 2x2x3)")
     layers: int | None = option(None, "layers l when the grid comes from the worker count "
                                       "(default: chosen)", type=int)
     memory_per_worker: str | None = option(None, "budget per worker, e.g. 512MB")
@@ -116,8 +117,7 @@ class Spgemm(Workflow):
 
         o = call.options
         a, b, info = call.data or _inputs(call)
-        nparts = call.parts or 1
-        grid = _grid(o, nparts)
+        grid = _grid(o, call.parts or 1, call.parts)
         t0 = time.perf_counter()
         out = plan(a, b, grid=grid, memory_per_worker=o.memory_per_worker,
                    workers=call.parts or grid.p, batches=_batches(o.batches),
@@ -137,7 +137,7 @@ class Spgemm(Workflow):
 
         o = call.options
         a, b, info = call.data or _inputs(call)
-        grid = _grid(o, len(worker_addresses(run.client)))
+        grid = _grid(o, len(worker_addresses(run.client)), call.parts)
         res = multiply(a, b, grid=grid, memory_per_worker=o.memory_per_worker,
                        local=o.local, batches=_batches(o.batches), consume=o.consume,
                        window=o.window, seed=_seed(o), semiring=o.semiring,
@@ -213,10 +213,14 @@ def _mask(o: Options, a, b):
     return check_mask(datasets.resolve(o.mask), (a.shape[0], b.shape[1]))
 
 
-def _grid(o: Options, nworkers: int):
+def _grid(o: Options, nworkers: int, parts: int | None = None):
+    """``--grid``; else ``--parts`` cells (one per part); else the worker count's grid."""
     from ._grid import Grid
 
-    return Grid.parse(o.grid) if o.grid else Grid.for_workers(nworkers, o.layers)
+    if o.grid:
+        return Grid.parse(o.grid)
+    return Grid.one_per_part(parts, o.layers) if parts else \
+        Grid.for_workers(nworkers, o.layers)
 
 
 def _seed(o: Options):

@@ -91,11 +91,27 @@ class Grid:
         """
         if nworkers < 1:
             raise InputError(f"a grid needs at least one worker, got {nworkers}")
+        two = math.isqrt(2 * nworkers)
+        if layers is None and math.isqrt(nworkers) ** 2 != nworkers and \
+                two * two == 2 * nworkers:
+            return cls(two, 1)                        # two cells a worker, one layer
+        return cls.one_per_part(nworkers, layers)
+
+    @classmethod
+    def one_per_part(cls, nparts: int, layers: int | None = None) -> Grid:
+        """The grid of ``nparts`` cells (``--parts``): the largest square layer ``q x q``
+        whose cells times ``l = nparts / q**2`` layers make them, or ``layers`` layers.
+
+        Examples
+        --------
+        >>> [str(Grid.one_per_part(n)) for n in (2, 8, 12)]
+        ['1x1x2', '2x2x2', '2x2x3']
+        """
+        nworkers = nparts             # (the worker count, when for_workers asks)
+        if nworkers < 1:
+            raise InputError(f"a grid needs at least one part, got {nworkers}")
         if layers is None:
             q = max(q for q in range(1, math.isqrt(nworkers) + 1) if nworkers % (q * q) == 0)
-            two = math.isqrt(2 * nworkers)
-            if q * q != nworkers and two * two == 2 * nworkers:
-                return cls(two, 1)                    # two cells a worker, one layer
             return cls(q, nworkers // (q * q))
         if layers < 1 or nworkers % layers:
             raise InputError(f"{nworkers} workers cannot be split into {layers} layers")
