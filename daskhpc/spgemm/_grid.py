@@ -89,12 +89,9 @@ class Grid:
         >>> [str(Grid.for_workers(n)) for n in (1, 2, 3, 4, 8, 9, 12)]
         ['1x1x1', '2x2x1', '1x1x3', '2x2x1', '4x4x1', '3x3x1', '2x2x3']
         """
-        if nworkers < 1:
-            raise InputError(f"a grid needs at least one worker, got {nworkers}")
-        two = math.isqrt(2 * nworkers)
-        if layers is None and math.isqrt(nworkers) ** 2 != nworkers and \
-                two * two == 2 * nworkers:
-            return cls(two, 1)                        # two cells a worker, one layer
+        if layers is None and nworkers > 0 and math.isqrt(nworkers) ** 2 != nworkers and \
+                math.isqrt(2 * nworkers) ** 2 == 2 * nworkers:
+            return cls(math.isqrt(2 * nworkers), 1)   # two cells a worker, one layer
         return cls.one_per_part(nworkers, layers)
 
     @classmethod
@@ -107,18 +104,18 @@ class Grid:
         >>> [str(Grid.one_per_part(n)) for n in (2, 8, 12)]
         ['1x1x2', '2x2x2', '2x2x3']
         """
-        nworkers = nparts             # (the worker count, when for_workers asks)
-        if nworkers < 1:
-            raise InputError(f"a grid needs at least one part, got {nworkers}")
+        n = nparts                     # (the worker count, when for_workers asks)
+        if n < 1:
+            raise InputError(f"a grid needs at least one worker, got {n}")
         if layers is None:
-            q = max(q for q in range(1, math.isqrt(nworkers) + 1) if nworkers % (q * q) == 0)
-            return cls(q, nworkers // (q * q))
-        if layers < 1 or nworkers % layers:
-            raise InputError(f"{nworkers} workers cannot be split into {layers} layers")
-        q = math.isqrt(nworkers // layers)
-        if q * q * layers != nworkers:
+            q = max(q for q in range(1, math.isqrt(n) + 1) if n % (q * q) == 0)
+            return cls(q, n // (q * q))
+        if layers < 1 or n % layers:
+            raise InputError(f"{n} workers cannot be split into {layers} layers")
+        q = math.isqrt(n // layers)
+        if q * q * layers != n:
             raise InputError(
-                f"{nworkers} workers do not form a square q x q x {layers} grid; "
+                f"{n} workers do not form a square q x q x {layers} grid; "
                 f"use {q * q * layers} or {(q + 1) ** 2 * layers} workers, leave out "
                 f"--layers, or give --grid")
         return cls(q, layers)
