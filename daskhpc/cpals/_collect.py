@@ -82,7 +82,7 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
     from ._statics import part_members, statics
 
     K = s.K
-    members, wp = part_members(s)
+    members, _ = part_members(s)
     shells = statics(s)                       # values: the placeholder's ones (dropped)
     canon = can.canon
     # per part: the collection's nonzeros it needs, in collection order
@@ -116,7 +116,7 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
             if starts.size == cs.size:
                 starts = None
         # every nonzero counted once in ||X||^2: by the part that works on it in mode 1
-        mine = None if wp is None else np.flatnonzero(wp[0][members[p]] == p)
+        mine = shells[p].work[0]                  # None: all of them
         args[p] = (replace(shells[p], vals=None), perm, starts, mine)
     where = {p: placement.worker(p) for p in range(K)}
     futs = route(client, nz, takes, where, _part_static, args, name="cpals", parts=only)

@@ -189,10 +189,56 @@ class Slices:
     fibers: bool
 
 
-def slices(coords, vals, mode: int, shape, fibers: bool | None = None) -> Slices:
+@numba.njit(cache=True)
+def _group_rows(coords, vals, every, sel, mode, modes, nrows, nouter, idx, val):  # pragma: no cover
+    # the nonzeros sorted by (row of ``mode``, index of ``modes[0]``), storage order kept
+    # among equals: two stable counting sorts (LSD radix, outer mode first), the second
+    # writing the sorted indices and values at once; returns the row pointer and the
+    # number of (row, outer index) groups. The nonzeros taken: ``sel`` (or ``every``)
+    nnz = vals.size if every else sel.size
+    outer = modes[0]
+    cur = np.zeros(nouter + 1, np.int64)
+    for t in range(nnz):
+        e = t if every else sel[t]
+        cur[coords[outer, e] + 1] += 1
+    for i in range(nouter):
+        cur[i + 1] += cur[i]
+    by_outer = np.empty(nnz, np.int64)
+    for t in range(nnz):
+        e = t if every else sel[t]
+        k = coords[outer, e]
+        by_outer[cur[k]] = e
+        cur[k] += 1
+    ptr = np.zeros(nrows + 1, np.int64)
+    for t in range(nnz):
+        e = t if every else sel[t]
+        ptr[coords[mode, e] + 1] += 1
+    for i in range(nrows):
+        ptr[i + 1] += ptr[i]
+    at = ptr[:-1].copy()
+    for t in range(nnz):
+        e = by_outer[t]
+        r = coords[mode, e]
+        q = at[r]
+        at[r] += 1
+        for j in range(modes.size):
+            idx[j, q] = coords[modes[j], e]
+        val[q] = vals[e]
+    groups = 0
+    for i in range(nrows):
+        for q in range(ptr[i], ptr[i + 1]):
+            if q == ptr[i] or idx[0, q] != idx[0, q - 1]:
+                groups += 1
+    return ptr, groups
+
+
+def slices(coords, vals, mode: int, shape, fibers: bool | None = None,
+           select=None) -> Slices:
     """Group the nonzeros (``coords``: N x nnz) of mode ``mode`` by row.
 
-    ``fibers=None`` decides by the average group size (:data:`FIBER_MIN`).
+    ``fibers=None`` decides by the average group size (:data:`FIBER_MIN`). ``select``:
+    the positions of the nonzeros to take, ascending (None: all), as
+    ``slices(coords[:, select], vals[select], ...)`` without the copies.
 
     Examples
     --------
@@ -201,26 +247,22 @@ def slices(coords, vals, mode: int, shape, fibers: bool | None = None) -> Slices
     >>> s.ptr.tolist(), s.modes, s.idx.tolist(), s.val.tolist()
     ([0, 2, 3], (2, 1), [[0, 1, 1], [1, 2, 0]], [3.0, 1.0, 2.0])
     """
-    coords = np.asarray(coords)
+    coords = np.ascontiguousarray(coords, dtype=np.int64)
     others = [m for m in range(coords.shape[0]) if m != mode]
     outer = min(others, key=lambda m: (shape[m], m))
     order_modes = (outer, *[m for m in others if m != outer])
-    # two stable counting sorts: by the outer mode, then by row
-    _, o1 = counting_order(np.ascontiguousarray(coords[outer], dtype=np.int64), int(shape[outer]))
-    ptr, o2 = counting_order(np.ascontiguousarray(coords[mode][o1], dtype=np.int64),
-                              int(shape[mode]))
-    order = o1[o2]
     big = coords.size and int(coords.max()) >= 2**31 - 1
-    idx = np.ascontiguousarray(coords[list(order_modes)][:, order],
-                               dtype=np.int64 if big else np.int32)
+    every = select is None
+    sel = np.zeros(0, np.int64) if every else np.ascontiguousarray(select, dtype=np.int64)
+    nnz = coords.shape[1] if every else sel.size
+    idx = np.empty((len(order_modes), nnz), np.int64 if big else np.int32)
+    val = np.empty(nnz, np.float64)
+    ptr, groups = _group_rows(coords, np.ascontiguousarray(vals, dtype=np.float64), every,
+                              sel, int(mode), np.array(order_modes, np.int64),
+                              int(shape[mode]), int(shape[outer]), idx, val)
     if fibers is None:
-        nnz = order.size
-        row = np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
-        groups = 1 + int(np.count_nonzero((idx[0, 1:] != idx[0, :-1]) |
-                                          (row[1:] != row[:-1]))) if nnz else 0
         fibers = nnz >= FIBER_MIN * groups and len(order_modes) >= 2
-    return Slices(ptr, idx, np.ascontiguousarray(np.asarray(vals, dtype=np.float64)[order]),
-                  order_modes, bool(fibers))
+    return Slices(ptr, idx, val, order_modes, bool(fibers))
 
 
 def mttkrp_into(s: Slices, factors, out) -> None:

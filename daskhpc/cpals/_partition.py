@@ -71,7 +71,12 @@ class Distribution:
 
     def loads(self, X: Tensor, mode: int) -> np.ndarray:
         """Nonzeros each part processes in ``mode`` (the paper's computational load)."""
-        return np.bincount(self.work_parts(X, mode), minlength=self.nparts)
+        if self.grain == "fine":
+            return np.bincount(self.nnz_parts, minlength=self.nparts)
+        # coarse: the owners' slice sizes summed (exact in float64 below 2**53 nonzeros)
+        per_slice = np.bincount(X.coords[mode], minlength=X.shape[mode])
+        return np.bincount(self.owners[mode], weights=per_slice,
+                           minlength=self.nparts).astype(np.int64)
 
     def connectivity(self, X: Tensor, mode: int) -> tuple[np.ndarray, np.ndarray]:
         """Lambda_i of every row of mode ``mode`` as CSR (ptr over rows, sorted parts).
@@ -82,12 +87,61 @@ class Distribution:
         """
         K, N = self.nparts, X.order
         if self.grain == "fine":
-            rows, parts = X.coords[mode], self.nnz_parts
-        else:
-            others = [m for m in range(N) if m != mode]
-            rows = np.tile(X.coords[mode], len(others))
-            parts = np.concatenate([self.owners[m][X.coords[m]] for m in others])
-        return pairs_csr(rows, parts, X.shape[mode], K)
+            return pairs_csr(X.coords[mode], self.nnz_parts, X.shape[mode], K)
+        rows = X.coords[mode]
+        others = [self.owners[m][X.coords[m]] for m in range(N) if m != mode]
+        if _bits_fit(X.shape[mode], K, rows.size):
+            return _pairs_by_bits(rows, others, X.shape[mode], K)
+        return pairs_csr(np.tile(rows, len(others)), np.concatenate(others), X.shape[mode], K)
+
+
+def _bits_fit(nrows: int, nparts: int, entries: int) -> bool:
+    """A bit per (row, part) takes less memory than sorting ``2 * entries`` pairs."""
+    return nrows * ((nparts + 63) // 64) <= 2 * entries
+
+
+@numba.njit(cache=True)
+def _mark(bits, rows, parts):  # pragma: no cover - numba
+    for e in range(rows.size):
+        p = parts[e]
+        bits[rows[e], p >> 6] |= np.uint64(1) << np.uint64(p & 63)
+
+
+@numba.njit(cache=True)
+def _bits_csr(bits, nparts):  # pragma: no cover - numba
+    nrows, W = bits.shape
+    ptr = np.zeros(nrows + 1, np.int64)
+    for i in range(nrows):
+        c = 0
+        for w in range(W):
+            x = bits[i, w]
+            while x:
+                x &= x - np.uint64(1)          # clears the lowest set bit
+                c += 1
+        ptr[i + 1] = ptr[i] + c
+    out = np.empty(ptr[nrows], np.int64)
+    for i in range(nrows):
+        k = ptr[i]
+        for w in range(W):
+            x = bits[i, w]
+            b = 0
+            while x:
+                if x & np.uint64(1):
+                    out[k] = 64 * w + b
+                    k += 1
+                x >>= np.uint64(1)
+                b += 1
+    return ptr, out
+
+
+def _pairs_by_bits(rows, parts_list, nrows: int, nparts: int):
+    """:func:`pairs_csr` of ``rows`` against each array of ``parts_list`` (the same rows
+    each time) with a bit per (row, part): no sort, no copy of the rows."""
+    bits = np.zeros((int(nrows), (int(nparts) + 63) // 64), np.uint64)
+    r = np.ascontiguousarray(rows, dtype=np.int64)
+    for parts in parts_list:
+        _mark(bits, r, np.ascontiguousarray(parts, dtype=np.int64))
+    return _bits_csr(bits, int(nparts))
 
 
 @numba.njit(cache=True)
@@ -122,6 +176,8 @@ def pairs_csr(rows, parts, nrows: int, nparts: int) -> tuple[np.ndarray, np.ndar
     >>> ptr.tolist(), ps.tolist()
     ([0, 1, 3, 3], [0, 0, 2])
     """
+    if _bits_fit(nrows, nparts, np.size(rows)):
+        return _pairs_by_bits(rows, [parts], nrows, nparts)
     return _row_parts(np.ascontiguousarray(rows, dtype=np.int64),
                       np.ascontiguousarray(parts, dtype=np.int64), int(nrows), int(nparts))
 

@@ -69,9 +69,7 @@ def _init(ctx, start):
     shape = [r.size for r in st.rows]
     lay = []
     for n in range(N):
-        sel = st.work[n]
-        c, v = (st.coords, st.vals) if sel is None else (st.coords[:, sel], st.vals[sel])
-        lay.append(slices(c, v, n, shape))
+        lay.append(slices(st.coords, st.vals, n, shape, select=st.work[n]))
     ctx.state["slices"] = lay
     if start is None:
         ctx.state["U"] = [init_rows(st.seed, m, st.rows[m], R) if st.U0 is None

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
-
-from daskhpc.arrays import unique_sorted
 
 __all__ = ["PartStatic", "statics", "part_members"]
 
@@ -71,23 +70,108 @@ def _group(labels: np.ndarray, K: int) -> list[np.ndarray]:
     return [order[bounds[p]:bounds[p + 1]] for p in range(K)]
 
 
-def part_members(setup) -> tuple[list, list | None]:
-    """Per part the nonzeros it holds (ascending), and per mode the part that works on
-    every nonzero (coarse grain; None in the fine grain, where that is ``nnz_parts``)."""
+@numba.njit(cache=True)
+def _members(coords, owners, offsets, K):  # pragma: no cover - numba
+    # coarse grain: per part, the nonzeros one of whose N slices it owns (the owner of
+    # row i of mode n: owners[offsets[n] + i]), ascending, and per mode whether it
+    # works on each of them (it owns that mode's slice); a count pass and a fill pass
+    N, nnz = coords.shape
+    ptr = np.zeros(K + 1, np.int64)
+    for e in range(nnz):
+        for n in range(N):
+            p = owners[offsets[n] + coords[n, e]]
+            if _first(coords, owners, offsets, n, e, p):
+                ptr[p + 1] += 1
+    for p in range(K):
+        ptr[p + 1] += ptr[p]
+    out = np.empty(ptr[K], np.int64)
+    works = np.zeros((N, ptr[K]), np.bool_)
+    at = ptr[:-1].copy()
+    for e in range(nnz):
+        for n in range(N):
+            p = owners[offsets[n] + coords[n, e]]
+            if _first(coords, owners, offsets, n, e, p):
+                out[at[p]] = e
+                at[p] += 1
+            # the part's entry of e is the last one written
+            works[n, at[p] - 1] = True
+    return ptr, out, works
+
+
+@numba.njit(cache=True)
+def _first(coords, owners, offsets, n, e, p):  # pragma: no cover - numba
+    # is p the owner of e's slice in no mode before n?
+    for m in range(n):
+        if owners[offsets[m] + coords[m, e]] == p:
+            return False
+    return True
+
+
+def part_members(setup) -> tuple[list, list]:
+    """Per part the nonzeros it holds (ascending), and per part and mode the positions
+    among them of those it works on (coarse grain: the slices it owns; None: all of
+    them, as in the fine grain).
+
+    Examples
+    --------
+    >>> from daskhpc.cpals._setup import prepare
+    >>> s = prepare(([[0, 1, 1], [0, 0, 1], [0, 1, 0]], [1.0, 2.0, 3.0], (2, 2, 2)), 2,
+    ...             grain="coarse", partition="block", rank=2)
+    >>> members, work = part_members(s)
+    >>> [m.tolist() for m in members], [[None if w is None else w.tolist() for w in ws]
+    ...                                 for ws in work]
+    ([[0, 1, 2], [1, 2]], [[[0], [0, 1], [0, 2]], [None, [1], [0]]])
+    """
     X, d, K, N = setup.tensor, setup.dist, setup.K, setup.N
     if d.grain == "fine":
-        return _group(d.nnz_parts, K), None
+        return _group(d.nnz_parts, K), [[None] * N for _ in range(K)]
     # a nonzero belongs to the owners of its N slices (replicated up to N times)
-    wp = [d.work_parts(X, n) for n in range(N)]
-    key = unique_sorted(np.concatenate([w * np.int64(X.nnz) + np.arange(X.nnz) for w in wp]))
-    part, e = np.divmod(key, np.int64(X.nnz))
-    return [e[g] for g in _group(part, K)], wp
+    offsets = np.cumsum([0] + [o.size for o in d.owners]).astype(np.int64)
+    ptr, e, works = _members(np.ascontiguousarray(X.coords, dtype=np.int64),
+                             np.concatenate(d.owners).astype(np.int64), offsets, int(K))
+    return ([e[ptr[p]:ptr[p + 1]] for p in range(K)],
+            [[_subset(np.flatnonzero(works[n, ptr[p]:ptr[p + 1]]), ptr[p + 1] - ptr[p])
+              for n in range(N)] for p in range(K)])
+
+
+def _subset(pos: np.ndarray, n: int) -> np.ndarray | None:
+    """``pos`` (ascending positions among ``n``), or None where it is all of them (one
+    part: nothing to send, nothing to select)."""
+    return None if pos.size == n else pos
+
+
+@numba.njit(cache=True)
+def _mark_ids(ids, nz, every, mark):  # pragma: no cover - numba
+    for t in range(ids.size if every else nz.size):
+        mark[ids[t] if every else ids[nz[t]]] = True
+
+
+@numba.njit(cache=True)
+def _look_up(ids, nz, every, where, out):  # pragma: no cover - numba
+    for t in range(out.size):
+        out[t] = where[ids[t] if every else ids[nz[t]]]
+
+
+def _local(ids: np.ndarray, nz: np.ndarray, every: bool, own: np.ndarray, size: int,
+           out: np.ndarray):
+    """The part's rows of a mode (the rows ``ids[nz]`` of its nonzeros, ``ids`` if
+    ``every``, and its own rows ``own``, ascending) and the local ids of its own rows;
+    the nonzeros' local ids go to ``out``. A mark and a lookup table over the mode's
+    ``size`` rows: no sort, no copy of the nonzeros' ids."""
+    mark = np.zeros(size, bool)
+    _mark_ids(ids, nz, every, mark)
+    mark[own] = True
+    rows = np.flatnonzero(mark).astype(np.int64, copy=False)
+    where = np.empty(size, np.int64)
+    where[rows] = np.arange(rows.size)
+    _look_up(ids, nz, every, where, out)
+    return rows, where[own]
 
 
 def statics(setup) -> list[PartStatic]:
     """Per part: its nonzeros in local coordinates, its rows and its message positions."""
     X, d, K, N = setup.tensor, setup.dist, setup.K, setup.N
-    members, wp = part_members(setup)
+    members, work = part_members(setup)
     own_global = [_group(d.owners[m], K) for m in range(N)]     # [mode][part]
     grams0 = np.stack(setup.initial_grams())
     start = setup.start_factors()
@@ -96,16 +180,15 @@ def statics(setup) -> list[PartStatic]:
     out = []
     for p in range(K):
         nz = members[p]
-        gc = X.coords[:, nz]
-        own_g = [own_global[m][p] for m in range(N)]
-        rows = [np.union1d(gc[m], own_g[m]).astype(np.int64) for m in range(N)]
-        lc = np.stack([_positions(rows[m], gc[m]) for m in range(N)]) if nz.size else \
-            np.zeros((N, 0), np.int64)
-        work = [None] * N if d.grain == "fine" else \
-            [np.flatnonzero(wp[n][nz] == p) for n in range(N)]
+        every = nz.size == X.nnz              # (one part) its nonzeros are the tensor's
+        lc = np.empty((N, nz.size), np.int64)
+        rows, own = [], []
+        for m in range(N):
+            r, o_m = _local(X.coords[m], nz, every, own_global[m][p], X.shape[m], lc[m])
+            rows.append(r)
+            own.append(o_m)
         out.append(PartStatic(p, d.grain, setup.R, int(setup.options.seed), normx2, grams0,
-                              lc, X.vals[nz], work, rows,
-                              [_positions(rows[m], own_g[m]) for m in range(N)],
+                              lc, X.vals if every else X.vals[nz], work[p], rows, own,
                               [{} for _ in range(N)], [{} for _ in range(N)],
                               [{} for _ in range(N)], [{} for _ in range(N)],
                               None if start is None else [start[m][rows[m]] for m in range(N)],

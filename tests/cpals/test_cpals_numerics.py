@@ -52,6 +52,32 @@ def test_mttkrp_order_4_both_kernels(fibers):
         assert np.abs(out - want).max() <= 1e-12 * np.abs(want).max()
 
 
+@pytest.mark.parametrize("order", [3, 4])
+def test_slices_are_the_stable_sort_by_row_then_outer_mode(order):
+    """The one-pass grouping (two counting sorts) against numpy's lexsort: nonzeros by
+    (row, shortest other mode), storage order among equals; ``select`` equals slicing
+    the copies; fibers decided from the number of (row, outer) groups."""
+    rng = np.random.default_rng(order)
+    shape = tuple(int(x) for x in rng.integers(2, 9, order))
+    nnz = 300
+    coords = np.stack([rng.integers(0, n, nnz) for n in shape])
+    vals = rng.random(nnz)
+    sel = np.flatnonzero(rng.random(nnz) < 0.6)
+    for n in range(order):
+        for c, v, pick in ((coords, vals, None), (coords[:, sel], vals[sel], sel)):
+            s = slices(coords, vals, n, shape, select=pick)
+            outer = s.modes[0]
+            assert shape[outer] == min(shape[m] for m in range(order) if m != n)
+            o = np.lexsort((np.arange(v.size), c[outer], c[n]))
+            assert s.ptr.tolist() == np.concatenate(
+                [[0], np.cumsum(np.bincount(c[n], minlength=shape[n]))]).tolist()
+            assert np.array_equal(s.idx, c[list(s.modes)][:, o])
+            assert np.array_equal(s.val, v[o])
+            keys = c[n][o] * shape[outer] + c[outer][o]
+            groups = np.unique(keys).size
+            assert s.fibers == (v.size >= 3.0 * groups)
+
+
 def test_fiber_and_plain_kernels_agree_on_mlsmall(tensor):
     X = tensor("mlsmall")
     U = [init_rows(3, m, np.arange(n), 8) for m, n in enumerate(X.shape)]

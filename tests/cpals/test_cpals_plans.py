@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from daskhpc.cpals import as_tensor
-from daskhpc.cpals._partition import Distribution
+from daskhpc.cpals._partition import Distribution, pairs_csr
 from daskhpc.cpals._plan import iteration_plan, mode_plans
 
 KS = [2, 4, 8, 16, 32]
@@ -213,3 +213,16 @@ def test_label_propagation_starts_from_the_block_partition(tensor, monkeypatch, 
                                                     for m in range(3)])
         assert iteration_plan(X, d, 10).report()["tot_vol"] <= \
             iteration_plan(X, block, 10).report()["tot_vol"]
+
+
+@pytest.mark.parametrize("nrows, nparts, entries", [(40, 3, 500), (40, 130, 500),
+                                                    (5000, 3, 50), (3000, 200, 50)])
+def test_row_part_sets_by_bits_and_by_sort_equal_the_sets(nrows, nparts, entries):
+    """pairs_csr takes a bit per (row, part) when that is smaller than sorting the pairs
+    (the first two cases) and a counting sort otherwise (the last two): both give
+    every row's distinct parts ascending."""
+    rng = np.random.default_rng(nparts)
+    rows, parts = rng.integers(0, nrows, entries), rng.integers(0, nparts, entries)
+    ptr, got = pairs_csr(rows, parts, nrows, nparts)
+    want = [sorted(set(parts[rows == i].tolist())) for i in range(nrows)]
+    assert [got[ptr[i]:ptr[i + 1]].tolist() for i in range(nrows)] == want

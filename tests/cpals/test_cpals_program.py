@@ -142,6 +142,31 @@ def test_statics_hold_only_the_parts_own_data(setup_of):
     assert X.nnz <= sum(ps.vals.size for ps in st) <= 3 * X.nnz
 
 
+@pytest.mark.parametrize("K", [1, 3])
+def test_coarse_members_and_work_are_the_owned_slices(setup_of, K):
+    """part_members against its definition: a part holds the nonzeros of the slices it
+    owns in any mode (ascending) and works in mode n on those of its mode-n slices
+    (None where that is all it holds: one part); the local coordinates map back."""
+    from daskhpc.cpals._statics import part_members
+
+    s = setup_of("umls", K, "coarse", "hp")
+    X, d = s.tensor, s.dist
+    members, work = part_members(s)
+    st = statics(s)
+    for p in range(K):
+        mine = [d.owners[n][X.coords[n]] == p for n in range(3)]
+        assert np.array_equal(members[p], np.flatnonzero(np.any(mine, axis=0)))
+        for n in range(3):
+            want = np.flatnonzero(mine[n][members[p]])
+            if work[p][n] is None:
+                assert want.size == members[p].size
+            else:
+                assert np.array_equal(work[p][n], want)
+            assert np.array_equal(st[p].rows[n][st[p].coords[n]], X.coords[n][members[p]])
+        assert np.array_equal(st[p].vals, X.vals[members[p]])
+    assert all(w is None for w in work[0]) == (K == 1)
+
+
 def test_fingerprint_changes_with_what_changes_the_run(setup_of):
     from daskhpc.cpals._program import fingerprint
 
