@@ -190,7 +190,7 @@ class Slices:
 
 
 @numba.njit(cache=True)
-def _group_rows(coords, vals, every, sel, mode, modes, nrows, nouter, idx, val):  # pragma: no cover
+def _group_rows_lsd(coords, vals, every, sel, mode, modes, nrows, nouter, idx, val):  # pragma: no cover
     # the nonzeros sorted by (row of ``mode``, index of ``modes[0]``), storage order kept
     # among equals: two stable counting sorts (LSD radix, outer mode first), the second
     # writing the sorted indices and values at once; returns the row pointer and the
@@ -232,6 +232,74 @@ def _group_rows(coords, vals, every, sel, mode, modes, nrows, nouter, idx, val):
     return ptr, groups
 
 
+@numba.njit(cache=True)
+def _group_rows_by_row(coords, vals, every, sel, mode, modes, nrows, nouter, idx,
+                       val):  # pragma: no cover - numba
+    # the same order as _group_rows_lsd: one counting sort by row, then each row's
+    # nonzeros by the outer mode (counting when the row is at least a quarter of that
+    # mode's length, else a stable merge sort), a row's gathers staying in cache
+    nnz = vals.size if every else sel.size
+    outer = modes[0]
+    ptr = np.zeros(nrows + 1, np.int64)
+    for t in range(nnz):
+        e = t if every else sel[t]
+        ptr[coords[mode, e] + 1] += 1
+    longest = 0
+    for i in range(nrows):
+        longest = max(longest, ptr[i + 1])
+        ptr[i + 1] += ptr[i]
+    at = ptr[:-1].copy()
+    byrow = np.empty(nnz, np.int64)
+    for t in range(nnz):
+        e = t if every else sel[t]
+        r = coords[mode, e]
+        byrow[at[r]] = e
+        at[r] += 1
+    cnt = np.zeros(nouter + 1, np.int64)
+    keys = np.empty(longest, np.int64)
+    groups = 0
+    for i in range(nrows):
+        a, L = ptr[i], ptr[i + 1] - ptr[i]
+        for q in range(L):
+            keys[q] = coords[outer, byrow[a + q]]
+        if nouter <= 4 * L:
+            for q in range(L):
+                cnt[keys[q] + 1] += 1
+            for k in range(nouter):
+                if cnt[k + 1]:
+                    groups += 1
+                cnt[k + 1] += cnt[k]
+            for q in range(L):
+                k = keys[q]
+                w = a + cnt[k]
+                cnt[k] += 1
+                _put(coords, vals, modes, byrow[a + q], k, w, idx, val)
+            cnt[:] = 0
+        elif L:
+            o = np.argsort(keys[:L], kind="mergesort")
+            for q in range(L):
+                k = keys[o[q]]
+                if q == 0 or k != keys[o[q - 1]]:
+                    groups += 1
+                _put(coords, vals, modes, byrow[a + o[q]], k, a + q, idx, val)
+    return ptr, groups
+
+
+@numba.njit(cache=True)
+def _put(coords, vals, modes, e, k, w, idx, val):  # pragma: no cover - numba
+    idx[0, w] = k
+    for j in range(1, modes.size):
+        idx[j, w] = coords[modes[j], e]
+    val[w] = vals[e]
+
+
+#: Rows of at most this many nonzeros on average are grouped row by row (a row's
+#: gathers stay in cache: 3x faster on the 10M tensor's 200-nonzero rows, 1.6x on its
+#: 1,000-nonzero rows), longer ones by two global counting sorts (1.2x faster on its
+#: 27,000-nonzero rows). Both give the same order.
+ROW_FIRST_MAX = 4096
+
+
 def slices(coords, vals, mode: int, shape, fibers: bool | None = None,
            select=None) -> Slices:
     """Group the nonzeros (``coords``: N x nnz) of mode ``mode`` by row.
@@ -257,9 +325,11 @@ def slices(coords, vals, mode: int, shape, fibers: bool | None = None,
     nnz = coords.shape[1] if every else sel.size
     idx = np.empty((len(order_modes), nnz), np.int64 if big else np.int32)
     val = np.empty(nnz, np.float64)
-    ptr, groups = _group_rows(coords, np.ascontiguousarray(vals, dtype=np.float64), every,
-                              sel, int(mode), np.array(order_modes, np.int64),
-                              int(shape[mode]), int(shape[outer]), idx, val)
+    group = _group_rows_by_row if nnz <= ROW_FIRST_MAX * max(int(shape[mode]), 1) else \
+        _group_rows_lsd
+    ptr, groups = group(coords, np.ascontiguousarray(vals, dtype=np.float64), every, sel,
+                        int(mode), np.array(order_modes, np.int64), int(shape[mode]),
+                        int(shape[outer]), idx, val)
     if fibers is None:
         fibers = nnz >= FIBER_MIN * groups and len(order_modes) >= 2
     return Slices(ptr, idx, val, order_modes, bool(fibers))

@@ -53,12 +53,22 @@ def test_mttkrp_order_4_both_kernels(fibers):
 
 
 @pytest.mark.parametrize("order", [3, 4])
-def test_slices_are_the_stable_sort_by_row_then_outer_mode(order):
-    """The one-pass grouping (two counting sorts) against numpy's lexsort: nonzeros by
-    (row, shortest other mode), storage order among equals; ``select`` equals slicing
-    the copies; fibers decided from the number of (row, outer) groups."""
+@pytest.mark.parametrize("row_first_max", [0, 4096])
+@pytest.mark.parametrize("long_mode", [False, True])
+def test_slices_are_the_stable_sort_by_row_then_outer_mode(order, row_first_max, long_mode,
+                                                           monkeypatch):
+    """Both groupings (two global counting sorts; row by row, counting or merge sort)
+    against numpy's lexsort: nonzeros by (row, shortest other mode), storage order among
+    equals; ``select`` equals slicing the copies; fibers decided from the number of
+    (row, outer) groups. ``long_mode``: the outer mode longer than 4 x a row's nonzeros
+    (the row by row merge sort)."""
+    from daskhpc.cpals import _kernels
+
+    monkeypatch.setattr(_kernels, "ROW_FIRST_MAX", row_first_max)
     rng = np.random.default_rng(order)
     shape = tuple(int(x) for x in rng.integers(2, 9, order))
+    if long_mode:
+        shape = tuple(n * 60 for n in shape)
     nnz = 300
     coords = np.stack([rng.integers(0, n, nnz) for n in shape])
     vals = rng.random(nnz)
