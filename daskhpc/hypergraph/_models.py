@@ -42,7 +42,9 @@ def column_net(A, net_cost: int = 1, weights: str = "nnz") -> Hypergraph:
     A = sp.csc_array(_as_sparse(A))
     A.sum_duplicates()
     A.sort_indices()
-    w = np.diff(sp.csr_array(A).indptr) if weights == "nnz" else np.ones(A.shape[0], np.int64)
+    # a row's nonzeros counted from the nets' pins (no second conversion, to CSR)
+    w = np.bincount(A.indices, minlength=A.shape[0]) if weights == "nnz" else \
+        np.ones(A.shape[0], np.int64)
     return Hypergraph(A.shape[0], A.indptr, A.indices, w,
                       np.full(A.shape[1], net_cost, dtype=np.int64), "column-net",
                       {"shape": list(A.shape), "nnz": int(A.nnz)})

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 from daskhpc.io import ReadError
@@ -116,7 +117,9 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
         method, backend = "file", None
     else:
         cols = random_col_blocks(M, nparts, seed)
-        h = column_net(train.matrix(), net_cost=int(rank))
+        # the nets (columns) straight from the triplets: COO to CSC, not through CSR
+        h = column_net(sp.coo_array((train.vals, (train.rows, train.cols)), shape=train.shape),
+                       net_cost=int(rank))
         method, backend = partition, (partitioner if partition == "hp" else "random")
         # The default ``auto`` must stay usable at K = 1024 on 10M ratings, where every
         # Mt-KaHyPar preset takes many minutes: the size rule picks the backend. A named
