@@ -190,7 +190,8 @@ class Slices:
 
 
 @numba.njit(cache=True)
-def _group_rows_lsd(coords, vals, every, sel, mode, modes, nrows, nouter, idx, val):  # pragma: no cover
+def _group_rows_lsd(coords, vals, every, sel, mode, modes, nrows, nouter, idx,
+                    val):  # pragma: no cover - numba
     # the nonzeros sorted by (row of ``mode``, index of ``modes[0]``), storage order kept
     # among equals: two stable counting sorts (LSD radix, outer mode first), the second
     # writing the sorted indices and values at once; returns the row pointer and the
