@@ -237,11 +237,14 @@ def refine(h: Hypergraph, parts: np.ndarray, nparts: int, *, objective: str = "s
     lmax = int(max_part_weight(np.array([w.sum()]), nparts, epsilon)[0])
     vptr, vnets, vpins = vertex_nets(h)
     rng = np.random.default_rng([int(seed), 0x1AB])
-    orders = np.stack([rng.permutation(h.num_vertices) for _ in range(max(int(passes), 0))]) \
-        if passes > 0 else np.zeros((0, h.num_vertices), np.int64)
+    # the passes' vertex orders written in place (no stacked or converted copy: 10M
+    # vertices take 80 MB a pass)
+    orders = np.empty((max(int(passes), 0), h.num_vertices), np.int64)
+    for r in range(orders.shape[0]):
+        orders[r] = rng.permutation(h.num_vertices)
     out, _ = _lp(h.net_ptr, h.pins, vptr, vnets, vpins, h.net_costs.astype(np.int64), w,
                  np.array(parts, dtype=np.int64), int(nparts), lmax, objective == "soed",
-                 orders.astype(np.int64), int(max_net_size),
+                 orders, int(max_net_size),
                  int(stop_fraction * h.num_vertices))
     return out
 
