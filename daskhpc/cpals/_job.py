@@ -124,7 +124,7 @@ def _program(s, stop, first):
 def warm_up(order: int = 3) -> int:
     """Load every numba kernel a CP-ALS step calls (from numba's cache, or compile it)
     with the argument types a run uses, so the first iteration is not timed with it."""
-    from ._kernels import mttkrp_into, slices
+    from ._kernels import ROW_FIRST_MAX, mttkrp_into, slices
     from ._rows import col_absmax, col_inner, init_rows, scatter_rows, sum_rows_into
 
     R, n = 2, 4
@@ -136,6 +136,10 @@ def warm_up(order: int = 3) -> int:
     for mode in (0, 2):
         for fibers in (False, True):
             mttkrp_into(slices(coords, vals, mode, (n,) * order, fibers=fibers), U, M)
+    # the grouping's other path: rows longer than ROW_FIRST_MAX nonzeros on average
+    big = ROW_FIRST_MAX + 1
+    slices(np.zeros((order, big), np.int64), np.ones(big), 0, (1,) * order,
+           select=np.arange(big, dtype=np.int64))
     col_absmax(M)
     col_inner(M, M)
     ro = M[:2].copy()

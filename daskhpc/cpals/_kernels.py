@@ -372,13 +372,20 @@ def mttkrp(coords, vals, factors, mode: int) -> np.ndarray:
 
 
 def _warm_up_plan() -> None:
-    """The client's kernels (partition post-pass, row part sets): ``plan`` on a tiny
-    3-mode tensor with the default options (fine grain, hypergraph partition)."""
+    """The client's kernels (partition post-pass, row part sets, the parts' data):
+    ``plan`` on a tiny 3-mode tensor with the default options (fine grain, hypergraph
+    partition), and its parts' data in both grains."""
     from daskhpc import cpals
+
+    from ._setup import prepare
+    from ._statics import statics
 
     dense = np.zeros((3, 3, 2))
     dense[[0, 1, 2, 0, 1, 2], [0, 1, 2, 1, 2, 0], [0, 1, 0, 1, 0, 1]] = 1.0
     cpals.plan(dense, 2, rank=2)
+    # the parts' data of a run (both grains: the coarse grain's members kernel)
+    for grain, partition in (("fine", "random"), ("coarse", "block")):
+        statics(prepare(dense, 2, grain=grain, partition=partition, rank=2))
 
 
 #: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
