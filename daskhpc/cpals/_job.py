@@ -121,6 +121,17 @@ def _program(s, stop, first):
     return P.program(s, first, stop)
 
 
+def warm_up_parts() -> None:
+    """Load the kernels that build a run's parts' data on the client (both grains: the
+    coarse grain's members pass too), on a tiny 3-mode tensor."""
+    from ._setup import prepare
+
+    dense = np.zeros((3, 3, 2))
+    dense[[0, 1, 2, 0, 1, 2], [0, 1, 2, 1, 2, 0], [0, 1, 0, 1, 0, 1]] = 1.0
+    for grain, partition in (("fine", "random"), ("coarse", "block")):
+        P.statics(prepare(dense, 2, grain=grain, partition=partition, rank=2))
+
+
 def warm_up(order: int = 3) -> int:
     """Load every numba kernel a CP-ALS step calls (from numba's cache, or compile it)
     with the argument types a run uses, so the first iteration is not timed with it."""

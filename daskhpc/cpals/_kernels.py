@@ -152,17 +152,31 @@ def _mttkrp_fibers3(ptr, idx, val, C, B, out):  # pragma: no cover - numba
 @numba.njit(cache=True)
 def counting_order(keys, nkeys):  # pragma: no cover - numba
     # stable counting sort: positions of the nonzeros grouped by key, storage order kept
+    return _counting_order(keys, nkeys, True, np.empty(0, np.int64))
+
+
+@numba.njit(cache=True)
+def _key_ptr(keys, nkeys, every, sel):  # pragma: no cover - numba
+    # where each key's positions start once grouped by key: counts, then their prefix sum
     ptr = np.zeros(nkeys + 1, np.int64)
-    for e in range(keys.size):
-        ptr[keys[e] + 1] += 1
+    for t in range(keys.size if every else sel.size):
+        ptr[keys[t if every else sel[t]] + 1] += 1
     for i in range(nkeys):
         ptr[i + 1] += ptr[i]
-    cur = ptr[:-1].copy()
-    order = np.empty(keys.size, np.int64)
-    for e in range(keys.size):
-        k = keys[e]
-        order[cur[k]] = e
-        cur[k] += 1
+    return ptr
+
+
+@numba.njit(cache=True)
+def _counting_order(keys, nkeys, every, sel):  # pragma: no cover - numba
+    # counting_order of the positions ``sel`` (in their order), or of all if ``every``
+    n = keys.size if every else sel.size
+    ptr = _key_ptr(keys, nkeys, every, sel)
+    at = ptr[:-1].copy()
+    order = np.empty(n, np.int64)
+    for t in range(n):
+        e = t if every else sel[t]
+        order[at[keys[e]]] = e
+        at[keys[e]] += 1
     return ptr, order
 
 
@@ -194,37 +208,17 @@ def _group_rows_lsd(coords, vals, every, sel, mode, modes, nrows, nouter, idx,
                     val):  # pragma: no cover - numba
     # the nonzeros sorted by (row of ``mode``, index of ``modes[0]``), storage order kept
     # among equals: two stable counting sorts (LSD radix, outer mode first), the second
-    # writing the sorted indices and values at once; returns the row pointer and the
+    # writing the sorted indices and values; returns the row pointer and the
     # number of (row, outer index) groups. The nonzeros taken: ``sel`` (or ``every``)
-    nnz = vals.size if every else sel.size
-    outer = modes[0]
-    cur = np.zeros(nouter + 1, np.int64)
-    for t in range(nnz):
-        e = t if every else sel[t]
-        cur[coords[outer, e] + 1] += 1
-    for i in range(nouter):
-        cur[i + 1] += cur[i]
-    by_outer = np.empty(nnz, np.int64)
-    for t in range(nnz):
-        e = t if every else sel[t]
-        k = coords[outer, e]
-        by_outer[cur[k]] = e
-        cur[k] += 1
-    ptr = np.zeros(nrows + 1, np.int64)
-    for t in range(nnz):
-        e = t if every else sel[t]
-        ptr[coords[mode, e] + 1] += 1
-    for i in range(nrows):
-        ptr[i + 1] += ptr[i]
+    _, by_outer = _counting_order(coords[modes[0]], nouter, every, sel)
+    # the second sort writes the indices and values at their places directly (a
+    # separate order array and gather: 0.95 s against 0.6 s on 10M nonzeros)
+    ptr = _key_ptr(coords[mode], nrows, every, sel)
     at = ptr[:-1].copy()
-    for t in range(nnz):
-        e = by_outer[t]
+    for e in by_outer:
         r = coords[mode, e]
-        q = at[r]
+        _put(coords, vals, modes, e, coords[modes[0], e], at[r], idx, val)
         at[r] += 1
-        for j in range(modes.size):
-            idx[j, q] = coords[modes[j], e]
-        val[q] = vals[e]
     groups = 0
     for i in range(nrows):
         for q in range(ptr[i], ptr[i + 1]):
@@ -239,23 +233,11 @@ def _group_rows_by_row(coords, vals, every, sel, mode, modes, nrows, nouter, idx
     # the same order as _group_rows_lsd: one counting sort by row, then each row's
     # nonzeros by the outer mode (counting when the row is at least a quarter of that
     # mode's length, else a stable merge sort), a row's gathers staying in cache
-    nnz = vals.size if every else sel.size
     outer = modes[0]
-    ptr = np.zeros(nrows + 1, np.int64)
-    for t in range(nnz):
-        e = t if every else sel[t]
-        ptr[coords[mode, e] + 1] += 1
+    ptr, byrow = _counting_order(coords[mode], nrows, every, sel)
     longest = 0
     for i in range(nrows):
-        longest = max(longest, ptr[i + 1])
-        ptr[i + 1] += ptr[i]
-    at = ptr[:-1].copy()
-    byrow = np.empty(nnz, np.int64)
-    for t in range(nnz):
-        e = t if every else sel[t]
-        r = coords[mode, e]
-        byrow[at[r]] = e
-        at[r] += 1
+        longest = max(longest, ptr[i + 1] - ptr[i])
     cnt = np.zeros(nouter + 1, np.int64)
     keys = np.empty(longest, np.int64)
     groups = 0
@@ -372,24 +354,17 @@ def mttkrp(coords, vals, factors, mode: int) -> np.ndarray:
 
 
 def _warm_up_plan() -> None:
-    """The client's kernels (partition post-pass, row part sets, the parts' data):
-    ``plan`` on a tiny 3-mode tensor with the default options (fine grain, hypergraph
-    partition), and its parts' data in both grains."""
+    """The client's kernels (partition post-pass, row part sets): ``plan`` on a tiny
+    3-mode tensor with the default options (fine grain, hypergraph partition)."""
     from daskhpc import cpals
-
-    from ._setup import prepare
-    from ._statics import statics
 
     dense = np.zeros((3, 3, 2))
     dense[[0, 1, 2, 0, 1, 2], [0, 1, 2, 1, 2, 0], [0, 1, 0, 1, 0, 1]] = 1.0
     cpals.plan(dense, 2, rank=2)
-    # the parts' data of a run (both grains: the coarse grain's members kernel)
-    for grain, partition in (("fine", "random"), ("coarse", "block")):
-        statics(prepare(dense, 2, grain=grain, partition=partition, rank=2))
 
 
 #: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
 #: compiles it once before the cluster starts; the workers then load it): the client's
-#: kernels and the workers' warm-up (3-mode tensors).
+#: kernels, the parts' data a run builds and the workers' warm-up (3-mode tensors).
 WARMUP_PLAN = (_warm_up_plan,)
-WARMUP = (_warm_up_plan, "daskhpc.cpals._job:warm_up")
+WARMUP = (_warm_up_plan, "daskhpc.cpals._job:warm_up_parts", "daskhpc.cpals._job:warm_up")
