@@ -206,19 +206,24 @@ def update(params, grads, state, opts) -> None:
     first layer's parameter group, as PyG's GCN example).
     """
     wd = opts.weight_decay
-    grads = [g + wd * p if (i < 2 and wd) else g for i, (p, g) in enumerate(zip(params, grads))]
     if opts.optimizer == "sgd":
-        for p, g in zip(params, grads):
-            p -= opts.lr * g
+        for i, (p, g) in enumerate(zip(params, grads)):
+            p -= opts.lr * (g + wd * p if (i < 2 and wd) else g)
         return
     b1, b2 = BETAS
     state["t"] += 1
     t = state["t"]
     c1, c2 = 1.0 - b1 ** t, 1.0 - b2 ** t
-    for p, g, m, v in zip(params, grads, state["m"], state["v"]):
-        m *= b1
-        m += (1.0 - b1) * g
-        v *= b2
-        v += (1.0 - b2) * (g * g)
-        denom = np.sqrt(v) / math.sqrt(c2) + EPS    # a Python float keeps v's dtype
-        p -= (opts.lr / c1) * (m / denom)
+    for i, (p, g, m, v) in enumerate(zip(params, grads, state["m"], state["v"])):
+        if p.size:      # every part repeats this step: one fused pass (kn.adam), not 15
+            x = p.dtype.type           # the scalars in p's dtype, as numpy takes floats
+            kn.adam(_flat(p), np.ascontiguousarray(g).reshape(-1), _flat(m), _flat(v),
+                    x(wd if i < 2 else 0.0), x(b1), x(1.0 - b1), x(b2), x(1.0 - b2),
+                    x(math.sqrt(c2)), x(EPS), x(opts.lr / c1))
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """A 1-D view of a parameter or moment updated in place (never a copy)."""
+    if not a.flags.c_contiguous:
+        raise ValueError("GCN parameters and Adam moments must be C-contiguous")
+    return a.reshape(-1)
