@@ -3,13 +3,15 @@ exact gradient on directed graphs, dropout masks, checkpoints, and accuracy."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from daskhpc.comm import run_local
 from daskhpc.gcn import _kernels as kn
-from daskhpc.gcn._model import Csr, backward, head, init_params, layer
+from daskhpc.gcn._model import Csr, backward, head, init_params, layer, update
 from daskhpc.gcn._program import _save, assemble, program, row, statics
 from daskhpc.gcn._serial import run_serial
 from daskhpc.gcn._setup import prepare
@@ -132,6 +134,43 @@ def test_resume_from_a_checkpoint_is_bitwise_the_same():
     out, hist = run_program(whole, program(whole, first_unit=3), saved)
     assert all(np.array_equal(a, b) for a, b in zip(out["params"], ref["params"]))
     assert hist == href[3:]
+
+
+def _update_in_numpy(params, grads, state, opts):
+    """The optimiser step as array expressions (PyTorch's Adam order), the reference."""
+    wd, (b1, b2) = opts.weight_decay, (0.9, 0.999)
+    grads = [g + wd * p if (i < 2 and wd) else g for i, (p, g) in enumerate(zip(params, grads))]
+    if opts.optimizer == "sgd":
+        for p, g in zip(params, grads):
+            p -= opts.lr * g
+        return
+    state["t"] += 1
+    c1, c2 = 1.0 - b1 ** state["t"], 1.0 - b2 ** state["t"]
+    for p, g, m, v in zip(params, grads, state["m"], state["v"]):
+        m *= b1
+        m += (1.0 - b1) * g
+        v *= b2
+        v += (1.0 - b2) * (g * g)
+        p -= (opts.lr / c1) * (m / (np.sqrt(v) / math.sqrt(c2) + 1e-8))   # Python floats
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("optimizer, wd", [("adam", 5e-4), ("adam", 0.0), ("sgd", 5e-4)])
+def test_fused_optimiser_step_equals_the_array_expressions(dtype, optimizer, wd):
+    from types import SimpleNamespace
+
+    opts = SimpleNamespace(weight_decay=wd, optimizer=optimizer, lr=0.01)
+    ours = init_params([50, 8, 3], 0, True, dtype) + [np.zeros(0, dtype)]
+    ref = [p.copy() for p in ours]
+    states = [{"t": 0, "m": [np.zeros_like(p) for p in ps],
+               "v": [np.zeros_like(p) for p in ps]} for ps in (ours, ref)]
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        grads = [rng.standard_normal(p.shape).astype(dtype) for p in ours]
+        update(ours, [g.copy() for g in grads], states[0], opts)
+        _update_in_numpy(ref, grads, states[1], opts)
+    for a, b in zip(ours + states[0]["m"] + states[0]["v"], ref + states[1]["m"] + states[1]["v"]):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
 def test_sgd_option_trains():
