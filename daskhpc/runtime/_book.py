@@ -145,6 +145,8 @@ def measure(job: Job, ledger, placement: Placement, book: Book, meter: dict) -> 
         return per_unit.setdefault(u, {"planned_bytes": 0, "measured_bytes": 0.0})
 
     plans = meter.get("plans") or []
+    if callable(plans):                 # computed while the tasks ran (AttemptGraph)
+        plans = plans()
     if plans:
         total, count = 0, 0
         ran = meter.get("units", set()) & set(book.rows)

@@ -291,7 +291,7 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
                                     todo, start, ck, job.window, units_per_task()))
             meter.update(plans=g.plans, unit_of_key=g.unit_of_key, broadcast=g.broadcast,
                          cleanup=g.cleanup, worker_cleanup=g.worker_cleanup)
-            if g.plans and announce:      # the run is the frame's to show: its plan too
+            if g.plans and announce and not callable(g.plans):   # the frame's to show
                 _publish_plan(client, job, store.placement, g.plans, g.broadcast)
             if not g.tasks:
                 return g.collect([]) if g.collect else None

@@ -258,7 +258,9 @@ class AttemptGraph:
     bytes: ``plans``, a list of ``(Plan, unit_of_phase)`` or ``(Plan, unit_of_phase,
     broadcast)`` (part-level plans of what the attempt sends, a phase mapped to its unit;
     ``broadcast``: its messages are keys fetched once per receiving worker, default
-    ``broadcast`` below) and
+    ``broadcast`` below), or a callable that returns that list when the bytes are
+    measured (after the attempt's tasks: a plan still being computed while they run,
+    which the frame then does not show; the job publishes its own), and
     ``unit_of_key(key)`` (the unit of a transferred key, or None).
     ``hold``: keys whose futures outlive the attempt (results a later step needs, such as
     SpGEMM's kept blocks): submitted with the graph, handed to ``held({key: Future})``,
@@ -278,7 +280,7 @@ class AttemptGraph:
     collect: Callable | None = None
     cleanup: Callable | None = None
     worker_cleanup: tuple | None = None
-    plans: list = field(default_factory=list)
+    plans: list | Callable = field(default_factory=list)
     unit_of_key: Callable | None = None
     broadcast: bool = False
     hold: list = field(default_factory=list)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -71,7 +72,7 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
     r : float
         Bytes per nonzero in the memory model (Algorithm 3's r).
     plan : bool
-        Compute the plan for the actual nnz (client side) before the batches run: the
+        Compute the plan for the actual nnz (client side, while the batches run): the
         report's plan totals, the dashboard's planned matrix, planned-vs-measured bytes.
     mask : scipy sparse, dense array or path, optional
         ``C<M> = A·B``: only the entries of C in the pattern of M (its stored entries,
@@ -254,6 +255,9 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
         max_restarts=max_restarts, callback=callback, progress_bar=progress,
         low_latency=False)
     out, runner, nb = outs["batches"], ph.runner, ph.lay.b
+    if "plan_error" in ph.sections:
+        warnings.warn(f"spgemm: the plan's pass failed ({ph.sections['plan_error']}); the "
+                      "product is complete, its report has no plan", stacklevel=3)
     recoveries = [rec for o in outs.values() for rec in o.recovery["recoveries"]]
     for rec in recoveries:
         if rec["phase"] == "symbolic":

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 import time
 
 import numpy as np
@@ -73,19 +74,74 @@ class Phases:
         self.s, self.plan, self.measure_memory, self.save = s, plan, measure_memory, save
         # hashes the inputs (~10 ms on email-Enron): once, and only for a checkpoint
         self.fp = functools.cache(functools.partial(fingerprint, s))
-        self.baseline, self.symbolic_info, self.sections = {}, {}, {}
-        self.stored, self.plans, self.runner, self.lay = False, None, None, None
+        self.baseline, self.symbolic_info, self._sections = {}, {}, {}
+        self._plans, self.runner, self.lay = None, None, None
+        self.stored = False
         self.t0 = self.t_symbolic = None
+        self._planning = None           # the plan's thread, while the batches run
+
+    @property
+    def plans(self) -> dict | None:
+        """The step plans (None: no plan), once the plan's pass is over."""
+        self.finish_plan()
+        return self._plans
+
+    @property
+    def sections(self) -> dict:
+        """The report's ``plan`` and ``quality`` sections and ``plan_s`` (or
+        ``plan_error``), once the plan's pass is over."""
+        self.finish_plan()
+        return self._sections
+
+    def finish_plan(self) -> None:
+        """Wait for the plan's pass (started with the batches) if it still runs."""
+        if self._planning is not None:
+            self._planning.join()
+            self._planning = None
+
+    def _start_plan(self, client, nb: int, placement) -> None:
+        """The plan's pass for ``nb`` batches in a thread of its own (once a run)."""
+        if self.plan and self._planning is None and self._plans is None and \
+                not self._sections:
+            self._planning = threading.Thread(
+                target=self._make_plan, args=(client, nb, placement),
+                name="daskhpc-spgemm-plan", daemon=True)
+            self._planning.start()
+
+    def _make_plan(self, client, nb: int, placement) -> None:
+        """Symbolic3D's counts on the client (the report's plan, the dashboard's planned
+        matrix, the planned bytes the measured ones are held against). It runs in a
+        thread while the batches run, not before them: its counts only describe the run,
+        and on email-Enron A·A the pass (0.15-0.25 s) cost as much as the multiply. It
+        starts as soon as b is known: with the phases when b is given or one batch, after
+        the cluster's Symbolic3D when that decides b.
+        A failure is reported, never raised: the product is not lost for its plan."""
+        s, tp = self.s, time.perf_counter()
+        try:
+            sym = grid_symbolic(s.ap, s.bp, s.grid, nb, *s.permuted_mask())
+            plans = step_plans(sym)
+            self._sections = dict(zip(("plan", "quality"),
+                                      plan_sections(sym, CostModel.from_config())))
+            self._sections["plan_s"] = time.perf_counter() - tp
+            self._plans = plans
+            _publish_plan(client, s, sym, plans, placement,
+                          symbolic=bool(self.symbolic_info))
+        except Exception as e:  # noqa: BLE001 - reported in the result instead
+            self._sections["plan_error"] = f"{type(e).__name__}: {e}"
 
     def symbolic(self, ctx):
         """The memory baseline, the operands; Symbolic3D's job if b is to be found."""
         s = self.s
+        self.stored = "batches" in ctx.facts
+        known = not self.stored and (s.batches != "auto" or s.mem_cell is None)
+        if known:                       # b is known: plan from now on, beside the phases
+            self._start_plan(ctx.client, 1 if s.batches == "auto" else int(s.batches),
+                             ctx.store.placement)
         self.baseline = ctx.client.run(_memory.reset_peak) if self.measure_memory else {}
         dashboard.publish(ctx.client, "memory", budget=s.memory, baseline=self.baseline)
         _put_operands(ctx.client, s, ctx.store)
         self.t0 = time.perf_counter()
-        self.stored = "batches" in ctx.facts
-        if self.stored or s.batches != "auto" or s.mem_cell is None:
+        if self.stored or known:
             return None
         return symbolic_job(s)
 
@@ -111,17 +167,10 @@ class Phases:
         self.lay = s.layout(nb)
         if s.mask is not None:
             ctx.store.put("M", s.mask_operands(self.lay))
-        if self.plan:                                    # plan first, then run
-            tp = time.perf_counter()
-            sym = grid_symbolic(s.ap, s.bp, s.grid, nb, *s.permuted_mask())
-            self.plans = step_plans(sym)
-            self.sections = dict(zip(("plan", "quality"),
-                                     plan_sections(sym, CostModel.from_config())))
-            self.sections["plan_s"] = time.perf_counter() - tp
-            _publish_plan(client, s, sym, self.plans, ctx.store.placement,
-                          symbolic=bool(self.symbolic_info))
+        self._start_plan(client, nb, ctx.store.placement)
         ensure_plugin(client)
-        self.runner = Batches(client, s, self.lay, ctx.checkpoint, self.plans,
+        self.runner = Batches(client, s, self.lay, ctx.checkpoint,
+                              (lambda: self.plans) if self.plan else None,
                               self.measure_memory, save=self.save)
         return self.runner.job(self.fp)
 
@@ -175,6 +224,9 @@ class Batches:
         ``batch -> [(Future, worker, file name)]`` of kept blocks in worker memory.
     attempts : list of dict
         ``attempt``, ``batches`` submitted, ``completed`` (in order of completion).
+
+    ``plans``: None, or a callable that returns the step plans (it waits for the plan's
+    pass, which runs beside the batches: :class:`Phases`).
     """
 
     def __init__(self, client, s, lay, checkpoint=None, plans=None, measure_memory=True,
@@ -264,9 +316,14 @@ class Batches:
 
         prefix = f"spgemm-{rid}-"
         q = s.grid.q
-        plans = [] if self.plans is None else [
-            (self.plans[n], (lambda ph: ph // q) if n != "fiber" else (lambda ph: ph),
-             n != "fiber") for n in ("a_bcast", "b_bcast", "fiber")]
+
+        def plans():      # read when the bytes are measured: the plan runs meanwhile
+            got = self.plans()
+            return [] if got is None else [
+                (got[n], (lambda ph: ph // q) if n != "fiber" else (lambda ph: ph),
+                 n != "fiber") for n in ("a_bcast", "b_bcast", "fiber")]
+
+        plans = [] if self.plans is None else plans
         return AttemptGraph(tasks, where, done_keys, collect=self.collect, cleanup=cleanup,
                             hold=kept_keys, held=held, plans=plans,
                             unit_of_key=lambda k: int(k[1]) if isinstance(k, tuple) and

@@ -13,7 +13,7 @@ from daskhpc import datasets
 from daskhpc.datasets import cora
 from daskhpc.io import read
 from daskhpc.spgemm import (Prune, aat, column_stochastic, load_batch, mcl_step, multiply,
-                            triangle_count)
+                            plan, triangle_count)
 
 A_RECT = random_matrix(90, 70, 0.06, 11)
 B_RECT = random_matrix(70, 110, 0.06, 12)
@@ -217,3 +217,27 @@ def test_per_iteration_time_is_each_batchs_multiply(client2, grid, batches, loca
     assert [h["time_s"] for h in res.history] == took          # the table says the same
     for t, e in zip(took, res.timeline["batches"]):
         assert t == e["finished"] - e["started"]
+
+
+def test_the_plan_runs_beside_the_batches_and_its_failure_loses_nothing(client2,
+                                                                          monkeypatch):
+    # the plan's pass (a client thread, started once b is known) fills the report's plan
+    # and the planned bytes; if it fails, the product still comes back, with a warning
+    # and the reason in the report instead of the plan
+    from daskhpc.spgemm import _job
+
+    a = random_matrix(300, 300, 0.02, seed=11)
+    res = multiply(a, a, client=client2, grid="2x2x1")
+    assert res.plan["tot_vol"] > 0 and res.timing["plan_s"] > 0
+    assert res.measured["planned_bytes"] > 0
+    assert res.plan["tot_vol"] == plan(a, a, grid="2x2x1")["tot_vol"]   # the same counts
+
+    def broken(*args, **kwargs):
+        raise MemoryError("no room for the counts")
+
+    monkeypatch.setattr(_job, "grid_symbolic", broken)
+    with pytest.warns(UserWarning, match="plan's pass failed .*no room for the counts"):
+        res2 = multiply(a, a, client=client2, grid="2x2x1")
+    assert_same_product(res2.matrix, a @ a)
+    assert res2.plan == {} and "no room" in res2.info["plan_error"]
+    assert "planned_bytes" not in res2.measured

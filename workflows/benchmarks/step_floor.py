@@ -5,6 +5,7 @@ computes nothing, on 1 and 2 workers, a task per unit against a task per window.
 
     python workflows/benchmarks/step_floor.py --rounds 3 --out floor.json
     python workflows/benchmarks/step_floor.py --transports --rounds 5 --units 200
+    python workflows/benchmarks/step_floor.py --dask-floor --repeats 50
 
 A toy :class:`~daskhpc.comm.Program` over 2 parts: per unit ``S - 1`` ring steps (each
 part sends a ``--length``-vector of float64 to the other and adds what it got) and a
@@ -15,6 +16,14 @@ unit, issue 14's engine) and 0 (a task per worker for the whole run, issue 28's)
 alternating order per round. Printed: milliseconds per step and per unit (whole run,
 start-up included, over ``--units`` units), medians over rounds, and the ratios
 per-unit / per-window on the same workers, with the 1-minute load.
+
+``--dask-floor``: instead, what a run cannot go below on this machine: on one LocalCluster
+of 2 workers, with Dask's message batching as configured and inside
+:func:`~daskhpc.runtime.low_latency` (the intervals at 0, as the frame runs), the median
+and minimum over ``--repeats`` of a no-op task from ``submit`` to its result, a scatter of
+8 kB straight to a worker, a gather of 1.3 MB from one, a scheduler round trip
+(``identity``), and a whole ``run_job`` of one unit of one step that computes nothing (the
+frame's own cost of a run: its edges without any epochs).
 
 ``--transports``: instead, two clusters of 2 workers side by side, one with each
 ``daskhpc.runtime.transport`` (``socket``: the Exchange's own connections; ``dask``:
@@ -27,6 +36,7 @@ Only the public API is used.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -36,7 +46,7 @@ import dask
 import numpy as np
 
 from daskhpc.comm import Plan, Program
-from daskhpc.runtime import Job, connect, run_job
+from daskhpc.runtime import Job, connect, low_latency, run_job
 
 
 def _init(ctx, start):
@@ -82,10 +92,15 @@ def main(argv=None) -> dict:
                     help="steps per unit (the last one reports)")
     ap.add_argument("--transports", action="store_true",
                     help="compare the direct exchange's two transports on 2 workers")
+    ap.add_argument("--dask-floor", action="store_true",
+                    help="the floor of Dask's own calls and of a run that computes nothing")
+    ap.add_argument("--repeats", type=int, default=50, help="--dask-floor: calls each")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     if a.transports:
         return transports(a)
+    if a.dask_floor:
+        return dask_floor(a)
     got: dict = {}
     for workers in (2, 1):
         with connect(n_workers=workers) as client:
@@ -162,6 +177,50 @@ def transports(a) -> dict:
         rows.append({"steps_per_unit": steps, "socket_ms_per_step": per["socket"],
                      "dask_ms_per_step": per["dask"], "dask_over_socket": ratio})
         print(f"{steps:>10} {per['socket']:>14.3f} {per['dask']:>12.3f} {ratio:>11.2f}")
+    return _written(a, rows)
+
+
+def _noop():
+    return 1
+
+
+def dask_floor(a) -> dict:
+    """Milliseconds of Dask's own calls and of an empty run (module docstring)."""
+    big = np.ones(1_300_000 // 8)
+    rows = []
+    with connect(n_workers=2) as client:
+        w = sorted(client.scheduler_info()["workers"])
+        held = client.scatter(big, workers=[w[1]], direct=True)
+        calls = {
+            "task submit -> result": lambda: client.submit(_noop, pure=False,
+                                                           workers=[w[0]]).result(),
+            "scatter 8 kB": lambda: client.scatter(big[:1000], workers=[w[0]], direct=True,
+                                                   hash=False),
+            "gather 1.3 MB": lambda: client.gather(held),
+            "scheduler identity": lambda: client.sync(client.scheduler.identity),
+            "run_job of nothing": lambda: run_job(client, _job(1, 1, a.length),
+                                                  progress_bar=False),
+        }
+        for batching in ("dask", "low_latency"):
+            with (low_latency(client) if batching == "low_latency"
+                  else contextlib.nullcontext()):
+                for name, call in calls.items():
+                    if name == "run_job of nothing" and batching == "low_latency":
+                        continue              # the frame sets it itself during a run
+                    for _ in range(5):
+                        call()                                            # warm up
+                    ts = []
+                    for _ in range(a.repeats):
+                        t = time.perf_counter()
+                        call()
+                        ts.append(1e3 * (time.perf_counter() - t))
+                    rows.append({"call": name, "batching": batching,
+                                 "median_ms": statistics.median(ts), "min_ms": min(ts)})
+    print(f"load {os.getloadavg()[0]:.2f}; 2 workers, {a.repeats} calls each")
+    print(f"{'call':>24} {'batching':>12} {'median ms':>10} {'min ms':>8}")
+    for r in rows:
+        print(f"{r['call']:>24} {r['batching']:>12} {r['median_ms']:>10.2f} "
+              f"{r['min_ms']:>8.2f}")
     return _written(a, rows)
 
 
