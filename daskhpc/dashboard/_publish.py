@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 
 import numpy as np
 
@@ -22,8 +23,10 @@ __all__ = ["publish", "ensure_plugin", "plan_matrix", "plan_fields", "sent_now"]
 logger = logging.getLogger(__name__)
 
 
-#: Publications under way (``publish(..., wait=False)``): client id -> futures
+#: Publications under way (``publish(..., wait=False)``): client id -> futures; the lock
+#: lets a run's threads publish (SpGEMM's plan comes from a thread of its own)
 _PENDING: dict = {}
+_LOCK = threading.Lock()
 
 
 def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
@@ -84,11 +87,14 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
                 client.loop.asyncio_loop)
             # (those done already are settled here: a run nobody announces the end of
             # leaves no list behind)
-            pending = _PENDING.setdefault(client.id, [])
-            for done in [p for p in pending if p[1].done()]:
-                pending.remove(done)
-                _settle_one(*done)
-            pending.append((topic, going))
+            with _LOCK:
+                pending = _PENDING.setdefault(client.id, [])
+                done = [p for p in pending if p[1].done()]
+                for p in done:
+                    pending.remove(p)
+                pending.append((topic, going))
+            for p in done:
+                _settle_one(*p)
             return True
         return bool(client.run_on_scheduler(_store, topic, _plain(data), baseline))
     except Exception as e:  # noqa: BLE001 - the dashboard must never fail a run
@@ -98,7 +104,9 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
 
 def _settled(client) -> None:
     """Wait for this client's publications under way (each one's failure is logged)."""
-    for topic, going in _PENDING.pop(client.id, []):
+    with _LOCK:
+        pending = _PENDING.pop(client.id, [])
+    for topic, going in pending:
         _settle_one(topic, going)
 
 
