@@ -248,8 +248,8 @@ def gemm_t(P, W):  # pragma: no cover - numba
 @numba.njit(cache=True)
 def adam(p, g, m, v, wd, b1, c1b, b2, c2b, sqrt_c2, eps, step):  # pragma: no cover - numba
     """One Adam step on a flat parameter in place, in PyTorch's order of operations
-    (``_model.update``): g += wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
-    p -= step (m / (sqrt(v) / sqrt(c2) + eps)). The scalars come in p's dtype (as
+    (``_model.update``): g' = g + wd p; m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
+    p -= step (m / (sqrt(v) / sqrt(c2) + eps)) (``g`` itself is not changed). The scalars come in p's dtype (as
     numpy takes Python floats), one pass instead of about fifteen array temporaries."""
     for i in range(p.size):
         gi = g[i] + wd * p[i] if wd != 0 else g[i]

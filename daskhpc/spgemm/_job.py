@@ -79,6 +79,7 @@ class Phases:
         self.stored = False
         self.t0 = self.t_symbolic = None
         self._planning = None           # the plan's thread, while the batches run
+        self._plan_started = False
 
     @property
     def plans(self) -> dict | None:
@@ -101,8 +102,8 @@ class Phases:
 
     def _start_plan(self, client, nb: int, placement) -> None:
         """The plan's pass for ``nb`` batches in a thread of its own (once a run)."""
-        if self.plan and self._planning is None and self._plans is None and \
-                not self._sections:
+        if self.plan and not self._plan_started:
+            self._plan_started = True
             self._planning = threading.Thread(
                 target=self._make_plan, args=(client, nb, placement),
                 name="daskhpc-spgemm-plan", daemon=True)
@@ -317,15 +318,15 @@ class Batches:
         prefix = f"spgemm-{rid}-"
         q = s.grid.q
 
-        def plans():      # read when the bytes are measured: the plan runs meanwhile
+        def planned():       # read when the bytes are measured: the plan runs meanwhile
             got = self.plans()
             return [] if got is None else [
                 (got[n], (lambda ph: ph // q) if n != "fiber" else (lambda ph: ph),
                  n != "fiber") for n in ("a_bcast", "b_bcast", "fiber")]
 
-        plans = [] if self.plans is None else plans
         return AttemptGraph(tasks, where, done_keys, collect=self.collect, cleanup=cleanup,
-                            hold=kept_keys, held=held, plans=plans,
+                            hold=kept_keys, held=held,
+                            plans=[] if self.plans is None else planned,
                             unit_of_key=lambda k: int(k[1]) if isinstance(k, tuple) and
                             str(k[0]).startswith(prefix) else None)
 
