@@ -4,7 +4,8 @@
 
     OPENBLAS_NUM_THREADS=1 DASKHPC_SHARED_DATA=<data> \\
         python workflows/benchmarks/targets.py [--only dsgd spgemm-enron cpals-10m] \\
-        [--rounds 2] [--epochs 20] [--fits 6] [--nnz 10000000] [--grids default 1x1x2]
+        [--rounds 2] [--epochs 20] [--fits 6] [--long-epochs 80] [--nnz 10000000]
+        [--grids default 1x1x2]
         [--data DIR] [--out r.json]
 
 Every section runs on one ``daskhpc.connect(n_workers=2)`` cluster (one thread per
@@ -16,7 +17,10 @@ dsgd          ``daskhpc.ssgd.fit`` on the bundled ml-latest-small, K = 2, DSGD, 
               epochs, no evaluation, no test split; ``--fits`` fits per round. Per fit:
               ``run_s / E``, the median and mean epoch (``history[i]["time_s"]``), their
               ratio ``(run_s / E) / median epoch`` and the run's own cost ``run_s - E *
-              mean epoch``. Target: ratio <= 1.2.
+              mean epoch``. Target: ratio <= 1.2. With ``--long-epochs L`` each fit is
+              paired with one of L epochs (order alternating): the medians of ``run_s``
+              at E and L give the cost of an epoch inside a run (the slope) and of a
+              run once (the intercept).
 spgemm-enron  email-Enron A·A: scipy ``A @ A`` on the client (int32 indices, product freed
               at once) against ``daskhpc.spgemm.multiply(A, consume="count", grid=G)``
               for each G of ``--grids`` (``default``: the workflow's own, 2x2x1 on 2
@@ -78,10 +82,16 @@ def dsgd(client, args) -> dict:
 
     R = dh.datasets.ratings()
     out: dict = {"epochs": args.epochs, "load": [_load()], "fits": []}
+    long = args.long_epochs
+    if long:
+        out.update(long_epochs=long, long_fits=[])
     dsgd_fit(R, client, args.epochs)                                   # warm-up
     for r in range(args.rounds):
-        for _ in range(args.fits):
-            out["fits"].append(dsgd_fit(R, client, args.epochs))
+        for i in range(args.fits):
+            order = [args.epochs, long] if (r + i) % 2 == 0 else [long, args.epochs]
+            for e in [e for e in order if e]:
+                got = dsgd_fit(R, client, e)
+                out["fits" if e == args.epochs else "long_fits"].append(got)
         _say(f"dsgd round {r}: ratio " +
              " ".join(f"{f['ratio']:.2f}" for f in out["fits"][-args.fits:]))
     out["load"].append(_load())
@@ -93,6 +103,22 @@ def dsgd(client, args) -> dict:
          f"{m['median_epoch_ms']:.2f} ms, mean {m['mean_epoch_ms']:.2f} ms: ratio "
          f"{m['ratio']:.2f} (target <= 1.2: {'met' if out['met'] else 'not met'}); own "
          f"cost {m['own_cost_ms']:.1f} ms; load {out['load']}")
+    if long:
+        # run_s = fixed + E x slope: the slope is what an epoch costs inside a run, the
+        # intercept what a run costs once (medians of the fits at each length)
+        short_s = _med([f["run_s"] for f in out["fits"]])
+        long_s = _med([f["run_s"] for f in out["long_fits"]])
+        slope = (long_s - short_s) / (long - args.epochs)
+        median = _med([f["median_epoch_ms"] for f in out["fits"] + out["long_fits"]])
+        out["slope"] = {"ms_per_epoch": 1e3 * slope,
+                        "fixed_ms": 1e3 * (short_s - args.epochs * slope),
+                        "median_epoch_ms": median, "ratio": 1e3 * slope / median,
+                        "long_ratio": _med([f["ratio"] for f in out["long_fits"]])}
+        sl = out["slope"]
+        _say(f"dsgd: run_s at {args.epochs} and {long} epochs: {sl['ms_per_epoch']:.2f} ms "
+             f"an epoch inside a run ({sl['ratio']:.2f}x the median epoch "
+             f"{median:.2f} ms) and {sl['fixed_ms']:.1f} ms once a run; ratio at {long} "
+             f"epochs {sl['long_ratio']:.2f}")
     return out
 
 
@@ -229,6 +255,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--epochs", type=int, default=20, help="dsgd: epochs per fit")
     p.add_argument("--fits", type=int, default=6, help="dsgd: fits per round")
+    p.add_argument("--long-epochs", type=int, default=0,
+                   help="dsgd: also fits of this many epochs, alternating with the "
+                        "others: run_s's slope per epoch and its fixed part (0: none)")
     p.add_argument("--nnz", type=int, default=10_000_000, help="cpals-10m: nonzeros")
     p.add_argument("--grids", nargs="+", default=["default", "1x1x2"],
                    help="spgemm-enron: grids of ours ('default': the workflow's own)")
