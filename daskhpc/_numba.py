@@ -95,7 +95,8 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
 
     Call it before the cluster starts: its workers then load the kernels instead of each
     compiling them. A workflow whose stamp is fresh (warmed up before, nothing changed
-    since) is skipped: a warm run pays a few file reads.
+    since) is skipped: a warm run pays a few file reads, and a later call in the same
+    process none (what it prepared is remembered).
 
     Parameters
     ----------
