@@ -52,11 +52,15 @@ def _env(cache: pathlib.Path, **extra) -> dict:
 
 
 def _prepare(cache, *args, command="run"):
+    # run outside the checkout: ``python -c`` puts its working directory first on the
+    # path, and from the checkout it would warm up the checkout's sources while the
+    # console script runs the installed package (a non-editable install, as the README
+    # installs it: other files, so other cache entries)
     code = ("import sys; from daskhpc._numba import prepare_kernels; "
             f"r = prepare_kernels(*{list(args)!r}, command={command!r}, file=sys.stderr); "
             "print(r.compiled)")
     return subprocess.run([sys.executable, "-c", code], env=_env(cache), capture_output=True,
-                          text=True, timeout=600, check=True)
+                          text=True, timeout=600, check=True, cwd=cache)
 
 
 def _saved(stdout: str) -> list[str]:
