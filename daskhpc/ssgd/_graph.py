@@ -68,7 +68,8 @@ class WindowGraph:
     made) and read from that worker's registry (:class:`~daskhpc.ssgd._tasks.Stashed`).
     The work per window is proportional to its epochs, not to the run's. Direct mode: a
     window is one task per worker (``per_task`` epochs each, if set), so its windows are
-    longer (``_job.DIRECT_SUBEPOCHS``): the workers wait for the client between windows.
+    longer (``_job.DIRECT_SUBEPOCHS``, growing to ``_job.DIRECT_MAX_SUBEPOCHS``): the
+    workers wait for the client between windows.
     """
 
     def __init__(self, s: Setup, where_part, data, token: str, ckpt_paths=None,

@@ -55,11 +55,18 @@ __all__ = ["ssgd_job", "attempt_graph", "ring_placement", "WINDOW"]
 #: of tasks, however many epochs the run has (a run submitted whole grew the client by
 #: gigabytes over 1,500 epochs and took minutes to its first epoch).
 WINDOW = 8
-#: Sub-epochs per window in the direct mode (at least ``WINDOW`` epochs): a window is one
-#: task per worker there, so it can be longer (the workers idle for a round trip to the
-#: client between windows: a Dask dependency between windows would keep them all in the
-#: scheduler); what bounds it is the size of the steps' specs it carries.
+#: Sub-epochs of the first window in the direct mode (at least ``WINDOW`` epochs): a
+#: window is one task per worker there, so it can be longer (the workers idle for a round
+#: trip to the client between windows: a Dask dependency between windows would keep them
+#: all in the scheduler); what bounds it is the size of the steps' specs it carries, which
+#: the client builds before the first window is submitted (12 ms for 256 epochs of K = 2)
+#: and while the window before runs for the others.
 DIRECT_SUBEPOCHS = 512
+#: Each next window of the direct mode is twice as long, up to this many sub-epochs: a
+#: window's end cost DSGD's epochs 35-50 ms on ml-latest-small (the workers' round trip to
+#: the client, then the next task's start: 11 epochs above 15 ms in a 3,000-epoch run
+#: against 1-3 with 2,048-epoch windows, 7-10 % of its run time; docs/benchmarks.md).
+DIRECT_MAX_SUBEPOCHS = 4096
 
 
 def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
@@ -103,16 +110,20 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
                           direct=direct, per_task=ctx.units_per_task)
     size = max(1, int(ctx.window or (max(WINDOW, DIRECT_SUBEPOCHS // K) if direct
                                      else WINDOW)))
+    # the direct mode's windows of one task per worker grow (DIRECT_MAX_SUBEPOCHS); a
+    # window set by the job, or a task per few epochs (many tasks a window), stays
+    most = max(size, DIRECT_MAX_SUBEPOCHS // K) if direct and not ctx.window and \
+        not ctx.units_per_task else size
     last: dict = {}            # the last window's finals and the keys they come from
 
-    def window(e0):
+    def window(e0, size=size):
         e1 = min(e0 + size, run.E)
         tasks, where, follow = builder.window(e0, e1)
         wanted = [*follow["eval"].values(), *follow["ckpt"].values(),
                   *follow["final"].values(), *follow["done"]]
         last["final"] = follow["final"]
         last["wanted"] = wanted
-        nxt = (lambda: window(e1)) if e1 < run.E else None
+        nxt = (lambda: window(e1, min(2 * size, most))) if e1 < run.E else None
         return AttemptGraph(tasks, where, wanted, collect=collect, next=nxt)
 
     if direct:
@@ -212,7 +223,8 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
 
     ``timeline``, if given, receives the stratum-order plugin's rows of the last attempt.
     ``window``: epochs per submission (default ``WINDOW``; direct exchange:
-    ``DIRECT_SUBEPOCHS`` sub-epochs, at least ``WINDOW`` epochs).
+    ``DIRECT_SUBEPOCHS`` sub-epochs, at least ``WINDOW`` epochs, each next window twice as
+    long up to ``DIRECT_MAX_SUBEPOCHS``).
     """
     K, o = s.K, s.options
     evaluated = set(s.runplan.eval_epochs.tolist())

@@ -108,3 +108,32 @@ def test_direct_tasks_span_the_units_per_task(client2, tmp_path, per_task):
     assert [c["step"] for c in saved] == list(range(1, 7))
     assert {len(list(d.glob("part-*.npz"))) for d in tmp_path.glob("step-*")} == {4}
     assert out.measured["inter_worker_messages"] == out.measured["planned_messages"]
+
+
+def test_direct_windows_grow_to_their_cap_with_the_serial_bits(client2, monkeypatch):
+    """Direct mode: each window after the first is twice as long, up to
+    ``DIRECT_MAX_SUBEPOCHS`` (a window's end costs the workers a round trip to the
+    client); a window the job sets stays fixed. The epochs' results are the serial
+    reference's whichever way the run is cut."""
+    from distributed import get_task_stream
+
+    from daskhpc.ssgd import _job
+
+    monkeypatch.setattr(_job, "DIRECT_SUBEPOCHS", 16)       # K = 2: 8 epochs first
+    monkeypatch.setattr(_job, "DIRECT_MAX_SUBEPOCHS", 64)   # at most 32 epochs
+    s = prepare(datasets.ratings(), 2, epochs=60, partition="random", strategy="dsgd",
+                eval_every=0, test_fraction=0)
+    ser = run_serial(s)
+    ends = {}
+    for window in (None, 8):
+        with get_task_stream(client2) as ts:
+            out = run_job(client2, ssgd_job(s, exchange="direct", window=window),
+                          progress_bar=False)
+        ends[window] = sorted({r["key"][-1] for r in ts.data
+                               if str(r["key"][0]).startswith("ssgd-epoch-")})
+        W, H = out.value
+        assert np.array_equal(W, ser["W"]) and np.array_equal(H, ser["H"])
+        assert [h["train_loss"] for h in out.history] == \
+            [h["train_loss"] for h in ser["history"]]
+    assert ends[None] == [7, 23, 55, 59]                    # 8, 16, 32, then the rest
+    assert ends[8] == list(range(7, 60, 8)) + [59]
