@@ -64,8 +64,9 @@ WINDOW = 8
 DIRECT_SUBEPOCHS = 512
 #: Each next window of the direct mode is twice as long, up to this many sub-epochs: a
 #: window's end cost DSGD's epochs 35-50 ms on ml-latest-small (the workers' round trip to
-#: the client, then the next task's start: 11 epochs above 15 ms in a 3,000-epoch run
-#: against 1-3 with 2,048-epoch windows, 7-10 % of its run time; docs/benchmarks.md).
+#: the client, then the next task's start); a 3,000-epoch fit had 11-12 epochs above
+#: 15 ms, 338-445 ms above the median epoch, against 3-4 and 139-243 ms with windows
+#: growing to this cap (docs/benchmarks.md).
 DIRECT_MAX_SUBEPOCHS = 4096
 
 
