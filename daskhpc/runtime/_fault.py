@@ -257,10 +257,11 @@ def gather_direct(client, pairs: list) -> list:
     try:
         with WorkerWatch(client, {w for _, w in pairs}) as watch:
             job = pool.submit(client.gather, futures, direct=True)
-            last = time.monotonic() - 0.9             # the first refresh after 0.1 s
+            poll = 0.1
+            last = time.monotonic() - 1.0 + poll      # the first refresh after one slice
             while True:
                 try:
-                    return job.result(timeout=0.1)
+                    return job.result(timeout=poll)
                 except concurrent.futures.TimeoutError:
                     pass
                 except Exception:

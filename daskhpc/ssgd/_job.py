@@ -63,10 +63,10 @@ WINDOW = 8
 #: and while the window before runs for the others.
 DIRECT_SUBEPOCHS = 512
 #: Each next window of the direct mode is twice as long, up to this many sub-epochs: a
-#: window's end cost DSGD's epochs 35-50 ms on ml-latest-small (the workers' round trip to
-#: the client, then the next task's start); a 3,000-epoch fit had 11-12 epochs above
-#: 15 ms, 338-445 ms above the median epoch, against 3-4 and 139-243 ms with windows
-#: growing to this cap (docs/benchmarks.md).
+#: window's end cost DSGD's epochs 35-50 ms on ml-latest-small (13 ms of it between one
+#: window's tasks and the next one's, measured; slower epochs after it); a 3,000-epoch fit
+#: had 11-12 epochs above 15 ms, 338-445 ms above the median epoch, against 3-4 and
+#: 139-243 ms with windows growing to this cap (docs/benchmarks.md).
 DIRECT_MAX_SUBEPOCHS = 4096
 
 
@@ -117,14 +117,14 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         not ctx.units_per_task else size
     last: dict = {}            # the last window's finals and the keys they come from
 
-    def window(e0, size=size):
-        e1 = min(e0 + size, run.E)
+    def window(e0, n=size):
+        e1 = min(e0 + n, run.E)
         tasks, where, follow = builder.window(e0, e1)
         wanted = [*follow["eval"].values(), *follow["ckpt"].values(),
                   *follow["final"].values(), *follow["done"]]
         last["final"] = follow["final"]
         last["wanted"] = wanted
-        nxt = (lambda: window(e1, min(2 * size, most))) if e1 < run.E else None
+        nxt = (lambda: window(e1, min(2 * n, most))) if e1 < run.E else None
         return AttemptGraph(tasks, where, wanted, collect=collect, next=nxt)
 
     if direct:

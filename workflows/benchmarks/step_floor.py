@@ -46,7 +46,7 @@ import dask
 import numpy as np
 
 from daskhpc.comm import Plan, Program
-from daskhpc.runtime import Job, connect, low_latency, run_job
+from daskhpc.runtime import Job, connect, low_latency, run_job, worker_addresses
 
 
 def _init(ctx, start):
@@ -189,7 +189,7 @@ def dask_floor(a) -> dict:
     big = np.ones(1_300_000 // 8)
     rows = []
     with connect(n_workers=2) as client:
-        w = sorted(client.scheduler_info()["workers"])
+        w = worker_addresses(client)
         held = client.scatter(big, workers=[w[1]], direct=True)
         calls = {
             "task submit -> result": lambda: client.submit(_noop, pure=False,
