@@ -178,6 +178,11 @@ def warm_up(dtypes=("float64",)) -> bool:
                 s = prepare(A, 2, X, y, split, partition="rp", epochs=2, layers=(4,),
                             order=order, dtype=dtype)
                 run_local(program(s), statics(s))
+    # a feature per node: no part shares one, dW^1 goes as rows (_plan.first_layer_rows)
+    for dtype in dtypes:
+        s = prepare(A, 2, sp.eye_array(n, format="csr"), y, split, partition="rp",
+                    epochs=2, layers=(4,), order="transform", dtype=dtype)
+        run_local(program(s), statics(s))
     return True
 
 

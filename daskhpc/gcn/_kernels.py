@@ -260,6 +260,21 @@ def adam(p, g, m, v, wd, b1, c1b, b2, c2b, sqrt_c2, eps, step):  # pragma: no co
         p[i] -= step * (mi / (np.sqrt(vi) / sqrt_c2 + eps))
 
 
+@numba.njit(cache=True)
+def adam_rows(p, g, m, v, rows, wd, b1, c1b, b2, c2b, sqrt_c2, eps,
+              step):  # pragma: no cover - numba
+    """:func:`adam` on the rows ``rows`` of 2-D arrays only (the rows of W^1 a part
+    keeps, ``_plan.first_layer_rows``): the same operations on every element."""
+    for r in rows:
+        for j in range(p.shape[1]):
+            gi = g[r, j] + wd * p[r, j] if wd != 0 else g[r, j]
+            mi = m[r, j] * b1 + c1b * gi
+            vi = v[r, j] * b2 + c2b * (gi * gi)
+            m[r, j] = mi
+            v[r, j] = vi
+            p[r, j] -= step * (mi / (np.sqrt(vi) / sqrt_c2 + eps))
+
+
 def softmax_xent(Z, y):
     """Row-wise log-softmax loss and softmax probabilities of logits ``Z``.
 

@@ -198,16 +198,22 @@ def unpack(vec, params) -> tuple[list, np.ndarray]:
     return out, vec[off:]
 
 
-def update(params, grads, state, opts) -> None:
+def update(params, grads, state, opts, rows0=None) -> None:
     """One optimiser step on every parameter, in place (identical on every part).
 
     ``state``: {"t": steps done, "m": [...], "v": [...]} (Adam moments). Weight decay
     adds ``wd * p`` to the gradients of layer 1 (PyTorch's Adam ``weight_decay`` on the
-    first layer's parameter group, as PyG's GCN example).
+    first layer's parameter group, as PyG's GCN example). ``rows0``: only these rows of
+    W^1 are stepped (the part's, ``_plan.first_layer_rows``); the others are not read.
     """
     wd = opts.weight_decay
     if opts.optimizer == "sgd":
         for i, (p, g) in enumerate(zip(params, grads)):
+            if i == 0 and rows0 is not None:
+                p, g = p[rows0], g[rows0]
+                p -= opts.lr * (g + wd * p if wd else g)
+                params[0][rows0] = p
+                continue
             p -= opts.lr * (g + wd * p if (i < 2 and wd) else g)
         return
     b1, b2 = BETAS
@@ -217,9 +223,13 @@ def update(params, grads, state, opts) -> None:
     for i, (p, g, m, v) in enumerate(zip(params, grads, state["m"], state["v"])):
         if p.size:      # every part repeats this step: one fused pass (kn.adam), not 15
             x = p.dtype.type           # the scalars in p's dtype, as numpy takes floats
-            kn.adam(_flat(p), np.ascontiguousarray(g).reshape(-1), _flat(m), _flat(v),
-                    x(wd if i < 2 else 0.0), x(b1), x(1.0 - b1), x(b2), x(1.0 - b2),
-                    x(math.sqrt(c2)), x(EPS), x(opts.lr / c1))
+            scalars = (x(wd if i < 2 else 0.0), x(b1), x(1.0 - b1), x(b2), x(1.0 - b2),
+                       x(math.sqrt(c2)), x(EPS), x(opts.lr / c1))
+            if i == 0 and rows0 is not None:
+                kn.adam_rows(p, np.ascontiguousarray(g), m, v, rows0, *scalars)
+            else:
+                kn.adam(_flat(p), np.ascontiguousarray(g).reshape(-1), _flat(m), _flat(v),
+                        *scalars)
 
 
 def _flat(a: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from daskhpc.comm import Plan
 
 from ._model import Csr, features, take_rows
-from ._plan import exchange_plans
+from ._plan import exchange_plans, first_layer_rows
 
 __all__ = ["statics"]
 
@@ -85,6 +85,14 @@ def statics(setup) -> list[dict]:
                     "val": g.masks["val"][r], "test": g.masks["test"][r],
                     "n_train": n_train, "dims": setup.dims, "transform": setup.transform,
                     "options": o})
+    w1 = first_layer_rows(setup)
+    if w1 is not None:
+        # part m's rows of W^1, what it sends and receives of dW^1 (_program._apply)
+        for p in range(K):
+            recv = {n: w1["send"][n][p] for n in range(K) if p in w1["send"][n]}
+            shared = np.unique(np.concatenate([np.zeros(0, np.int64), *recv.values()]))
+            out[p]["w1"] = {"keep": w1["keep"][p], "send": w1["send"][p], "recv": recv,
+                            "shared": shared}
     mb = setup.batches
     if mb:
         for p in range(K):

@@ -11,7 +11,9 @@ symmetric A_hat both patterns are the same and one epoch moves
     sum_k (d_{k-1} + d_k) x km1 words in 2 L x (communicating pairs) messages.
 
 (Eq. (11)'s factor 2 counts every net twice; the sum above is the volume.) The dW
-allreduces (Algorithm 2 line 13) are a separate dense recursive doubling, reported apart.
+allreduces (Algorithm 2 line 13) are a separate dense recursive doubling, reported apart;
+with sparse features dW^1's rows go only between the parts whose rows have entries in
+them (:func:`first_layer_rows`).
 
 Examples
 --------
@@ -25,13 +27,16 @@ Examples
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 import daskhpc.hypergraph as hg
 from daskhpc.comm import AllreduceSchedule, Plan, expand_plan
 from daskhpc.report import ratio_or_none, unavailable
 
-__all__ = ["patterns", "exchange_plans", "epoch_plan", "allreduce_words", "plan_sections",
-           "graph_model_rows", "vs_rp_line"]
+from ._model import dense_features
+
+__all__ = ["patterns", "exchange_plans", "epoch_plan", "allreduce_words", "vector_words",
+           "first_layer_rows", "plan_sections", "graph_model_rows", "vs_rp_line"]
 
 # Table 2 of the paper (P = 512): HP and GP normalised by RP (avg/max volume and messages).
 PAPER_TABLE2 = {
@@ -91,6 +96,68 @@ def allreduce_words(setup) -> int:
                    for k in range(1, len(d)))) + 7
 
 
+def vector_words(setup) -> int:
+    """Length of the vector the dense allreduce sums: :func:`allreduce_words`, less dW^1's
+    d_0 x d_1 words when they travel as rows (:func:`first_layer_rows`)."""
+    d = setup.dims
+    rows = first_layer_rows(setup)
+    return allreduce_words(setup) - (d[0] * d[1] if rows is not None else 0)
+
+
+def _supports(X, parts, K) -> list:
+    """Per part the sorted feature ids its rows have entries in (where its dW^1 rows can
+    be nonzero: dW^1_m = dropout(X_m)^T P_m, eq. (4) at k = 1)."""
+    d = X.shape[1]
+    key = np.unique(np.repeat(np.asarray(parts, np.int64), np.diff(X.indptr)) * d +
+                    X.indices)                  # (part, feature) pairs, part-major
+    bounds = np.searchsorted(key, np.arange(K + 1) * d)
+    return [key[bounds[p]:bounds[p + 1]] - p * d for p in range(K)]
+
+
+def first_layer_rows(setup) -> dict | None:
+    """dW^1 as rows between the parts that share them, or None (a dense allreduce).
+
+    With sparse features and layer 1 transformed first (part m reads only the rows S_m
+    of W^1 that its own feature rows have entries in), part m's dW^1 is zero outside S_m:
+    m sends part n the rows S_m ∩ S_n, and keeps (updates) only S_m (part 0 also the rows
+    no part has). Every kept row's total is the allreduce's tree over the parts with the
+    absent ones' exact zeros, so the weights are bitwise the dense allreduce's. Chosen
+    when no part sends more words so than in the dense recursive doubling of dW^1.
+
+    Returns ``{"keep": [rows of part m], "send": [{n: rows}], "plan": Plan}`` (rows:
+    global feature ids, ascending).
+    """
+    pat = setup.patterns()
+    if "w1" in pat:
+        return pat["w1"]
+    out = None
+    g, K, d = setup.graph, setup.K, setup.dims
+    X = sp.csr_array(g.X) if K > 1 and setup.transform[0] else None
+    if X is not None and not dense_features(X.nnz, *X.shape):
+        S = _supports(X, setup.assignment.parts, K)
+        send = [{n: np.intersect1d(S[m], S[n], assume_unique=True) for n in range(K)
+                 if n != m} for m in range(K)]
+        send = [{n: r for n, r in s.items() if r.size} for s in send]
+        dense = AllreduceSchedule(K).plan(d[0] * d[1])
+        dense_sent = np.bincount(dense.src, weights=dense.message_bytes() / dense.word_bytes,
+                                 minlength=K)
+        rows_sent = np.array([sum(r.size for r in s.values()) * d[1] for s in send])
+        if np.all((rows_sent < dense_sent) | (rows_sent == 0)):
+            keep = list(S)
+            keep[0] = np.union1d(S[0], np.setdiff1d(np.arange(d[0]),
+                                                    np.concatenate(S)))
+            msgs = [(m, n, r) for m in range(K) for n, r in send[m].items()]
+            vol = np.array([r.size for _, _, r in msgs], np.int64)
+            plan = Plan(K, np.zeros(len(msgs), np.int64), [m for m, _, _ in msgs],
+                        [n for _, n, _ in msgs], ptr=np.concatenate([[0], np.cumsum(vol)]),
+                        indices=np.concatenate([r for _, _, r in msgs] + [vol[:0]]),
+                        unit="rows", words_per_unit=int(d[1]), word_bytes=setup.word_bytes,
+                        name="dW1 rows")
+            out = {"keep": keep, "send": send, "plan": plan}
+    pat["w1"] = out
+    return out
+
+
 def graph_model_rows(A, parts) -> int:
     """The graph model's estimate of rows moved per exchange: 2 x cut edges of the
     symmetrised graph (section 4.3.1: every cut edge counted both ways)."""
@@ -133,10 +200,16 @@ def plan_sections(setup, *, compare_rp: bool = True) -> dict:
     ex["symmetric"] = setup.graph.symmetric
     ex["formula_words"] = ex["words_forward"] + ex["words_backward"]
     per = _summary(plan)
-    ar = AllreduceSchedule(setup.K).plan(allreduce_words(setup), name="dW allreduce")
+    ar = AllreduceSchedule(setup.K).plan(vector_words(setup), name="dW allreduce")
     ar.word_bytes = setup.word_bytes
     out = {"plan": rep, "volume": ex, "per_part": per,
            "allreduce": {**ar.report(), "algorithm": "recursive doubling (dense)"}}
+    w1 = first_layer_rows(setup)
+    if w1 is not None:
+        out["allreduce"]["dW1_rows"] = {
+            **w1["plan"].report(), "dense_words": setup.dims[0] * setup.dims[1],
+            "note": "dW1 leaves the vector: its rows go to the parts that share them, "
+                    "with the allreduce's first messages"}
     gm = graph_model_rows(setup.graph.A, setup.assignment.parts)
     d = setup.dims
     out["graph_model"] = {

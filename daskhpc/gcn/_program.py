@@ -1,7 +1,10 @@
 """The distributed GCN epoch as a :class:`daskhpc.comm.Program` (Algorithms 1-2).
 
 Part m owns rows ``rows_m`` of A_hat, H^k, Z^k and G^k; the weights (and Adam's moments)
-are replicated. Steps of epoch e (L layers, R allreduce rounds; 2L + R per epoch):
+are replicated, but for W^1's rows with sparse features (``_plan.first_layer_rows``: part
+m steps only the rows its features have; dW^1's shared rows travel with the allreduce's
+first messages, not in its vector). Steps of epoch e (L layers, R allreduce rounds;
+2L + R per epoch):
 
 1. ``forward k`` (k = 1 .. L): receive the rows of layer k's input that its A_hat rows
    need (eq. (9)), Z_m = (A_mm H_m + sum_n A_mn H_nm) W^k + b^k (eq. (7)); for k < L
@@ -37,12 +40,12 @@ from functools import partial
 
 import numpy as np
 
-from daskhpc.comm import Plan, Program
+from daskhpc.comm import Plan, Program, tree_sum
 
 from ._model import (NMETRICS, Csr, backward, dropout, head, init_params, layer_input,
                      layer_output, pack, unpack, update)
 from ._parts import statics
-from ._plan import allreduce_words, exchange_plans
+from ._plan import exchange_plans, first_layer_rows, vector_words
 from ._serial import epochs_of, final_row, metrics_row
 
 __all__ = ["statics", "program", "row", "assemble"]
@@ -75,8 +78,9 @@ def _save(ctx):
 
 
 def _final(ctx):
-    st = ctx.state
-    return {"rows": ctx.static["rows"], "logits": st["logits"], "params": st["params"]}
+    st, w1 = ctx.state, ctx.static.get("w1")
+    return {"rows": ctx.static["rows"], "logits": st["logits"], "params": st["params"],
+            "keep": None if w1 is None else w1["keep"]}
 
 
 def _blk(static, epoch):
@@ -171,18 +175,45 @@ def _backward(ctx, k, epoch):
 
 def _gradients(ctx, epoch):
     """The allreduce's contribution: layer 1's backward from the received G^1 rows, then
-    [every dW, db, the metric sums]."""
-    st = ctx.state
+    [every dW, db, the metric sums]; with ``w1`` (``_plan.first_layer_rows``) dW^1 stays
+    out of the vector and its shared rows go to the parts that keep them."""
+    st, w1 = ctx.state, ctx.static.get("w1")
     _backward_layer(ctx, 1, epoch)
     st.pop("G", None)
-    return pack(st.pop("grads"), st.pop("sums"))
+    grads, sums = st.pop("grads"), st.pop("sums")
+    if w1 is None:
+        return pack(grads, sums)
+    st["dW1"] = dW1 = grads[0]
+    return pack(grads[1:], sums), {n: dW1[r].ravel() for n, r in w1["send"].items()}
+
+
+def _first_layer_total(ctx, own, w1):
+    """dW^1's total on the part's kept rows, in place in ``own``: the dense allreduce's
+    arithmetic (the tree over every part, an absent part's row an exact zero)."""
+    shared = w1["shared"]
+    if shared.size:
+        stack = [np.zeros((shared.size, own.shape[1]), own.dtype) for _ in range(ctx.nparts)]
+        stack[ctx.part] = own[shared]
+        for n, got in ctx.inbox.items():
+            stack[n][np.searchsorted(shared, w1["recv"][n])] = got.reshape(-1, own.shape[1])
+        total = tree_sum(stack)
+    np.add(own, 0.0, out=own)     # x + 0.0: what a zero added in the tree does to -0.0
+    if shared.size:
+        own[shared] = total
+    return own
 
 
 def _apply(ctx, total, epoch):
-    """With the reduced gradients every part takes the same optimiser step (Adam)."""
-    st = ctx.state
-    grads, sums = unpack(total, st["params"])
-    update(st["params"], grads, st["adam"], ctx.static["options"])
+    """With the reduced gradients every part takes the same optimiser step (Adam); with
+    ``w1`` on its kept rows of W^1 only."""
+    st, w1 = ctx.state, ctx.static.get("w1")
+    if w1 is None:
+        grads, sums = unpack(total, st["params"])
+        update(st["params"], grads, st["adam"], ctx.static["options"])
+    else:
+        grads, sums = unpack(total, st["params"][1:])
+        grads.insert(0, _first_layer_total(ctx, st.pop("dW1"), w1))
+        update(st["params"], grads, st["adam"], ctx.static["options"], rows0=w1["keep"])
     ctx.report(epoch=int(epoch), sums=[float(v) for v in sums])
     st["inputs"] = st["Z"] = st["xin"] = st["xin_eval"] = None
 
@@ -219,7 +250,8 @@ def program(setup, first_unit: int = 0) -> Program:
 
     def evaluates(e):
         return o.evaluates(e) and not mb
-    nvec = allreduce_words(setup)
+    nvec = vector_words(setup)
+    w1 = first_layer_rows(setup)
 
     def fwd(e, width, what):
         return _words(plans(e)["forward"], width, what, wb)
@@ -251,7 +283,8 @@ def program(setup, first_unit: int = 0) -> Program:
         last = e == E - 1
         nev = (not last) and evaluates(e + 1)
         prog.allreduce(partial(_gradients, epoch=e), partial(_apply, epoch=e), words=nvec,
-                       word_bytes=wb, name="dW allreduce", report=not last)
+                       word_bytes=wb, name="dW allreduce", report=not last,
+                       sends=None if w1 is None else w1["plan"])
         # the next epoch's first exchange (or the final evaluation's) in the same step
         nxt = (e + 1, False, True) if last else (e + 1, True, nev)
         prog.fuse(_start, *nxt, sends=fwd(e + 1, w[1] * (1 + nev) if not last else w[1],
@@ -279,10 +312,15 @@ def row(setup, unit: int, reports: dict) -> dict:
 
 
 def assemble(setup, finals) -> dict:
-    """Weights (part 0's copy; every part holds the same), logits and predictions."""
+    """Weights (part 0's copy; every part holds the same, but for W^1's rows that only
+    their parts keep), logits and predictions."""
     n, C = setup.graph.n, setup.dims[-1]
     logits = np.empty((n, C), setup.dtype)
     for f in finals:
         logits[f["rows"]] = f["logits"]
-    return {"params": finals[0]["params"], "logits": logits,
-            "predictions": logits.argmax(axis=1)}
+    params = list(finals[0]["params"])
+    if finals[0].get("keep") is not None:
+        params[0] = params[0].copy()
+        for f in finals:
+            params[0][f["keep"]] = f["params"][0][f["keep"]]
+    return {"params": params, "logits": logits, "predictions": logits.argmax(axis=1)}
