@@ -135,6 +135,15 @@ def summary(report: dict) -> str:
     if gm:
         lines.append(f"graph model: {gm['cut_edges']} cut edges -> {gm['rows_per_exchange']} "
                      f"rows per exchange estimated, {gm['true_rows_forward']} true")
+    ar = report.get("allreduce")
+    if ar and ar.get("tot_msgs"):
+        line = (f"dW allreduce: {ar['words_per_unit']} words, {ar['tot_msgs']} messages, "
+                f"{ar['planned_bytes']} bytes an epoch")
+        rows = ar.get("dW1_rows")
+        if rows:
+            line += (f"; dW1 as {rows['tot_vol']} shared rows in {rows['tot_msgs']} messages, "
+                     f"{rows['planned_bytes']} bytes (dense: {rows['dense_bytes']})")
+        lines.append(line)
     t = report.get("timing", {})
     if t:
         lines.append("timing: " + ", ".join(f"{k}={v:.3g}" for k, v in t.items()

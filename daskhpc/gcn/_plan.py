@@ -206,8 +206,10 @@ def plan_sections(setup, *, compare_rp: bool = True) -> dict:
            "allreduce": {**ar.report(), "algorithm": "recursive doubling (dense)"}}
     w1 = first_layer_rows(setup)
     if w1 is not None:
+        dense = AllreduceSchedule(setup.K).plan(setup.dims[0] * setup.dims[1])
         out["allreduce"]["dW1_rows"] = {
             **w1["plan"].report(), "dense_words": setup.dims[0] * setup.dims[1],
+            "dense_bytes": int(dense.message_bytes().sum()) * setup.word_bytes // 8,
             "note": "dW1 leaves the vector: its rows go to the parts that share them, "
                     "with the allreduce's first messages"}
     gm = graph_model_rows(setup.graph.A, setup.assignment.parts)

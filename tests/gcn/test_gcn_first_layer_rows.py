@@ -78,6 +78,7 @@ def test_the_plan_counts_the_shared_feature_rows():
     rows = plan_sections(s, compare_rp=False)["allreduce"]["dW1_rows"]
     assert rows["tot_vol"] == shared > 0
     assert rows["planned_bytes"] == shared * 8 * 8           # 8 hidden words of 8 bytes
+    assert rows["dense_bytes"] == 4 * 160 * 8 * 8            # K = 3: 4 messages of dW^1
     kept = [set(k.tolist()) for k in first_layer_rows(s)["keep"]]
     assert kept[1:] == support[1:] and kept[0] >= support[0]
     assert set().union(*kept) == set(range(X.shape[1]))     # part 0 keeps the unused
@@ -88,3 +89,11 @@ def test_dense_features_and_aggregate_first_keep_the_dense_allreduce():
     assert first_layer_rows(prepare(A, 2, X.toarray() + 0.5, y, split, epochs=1)) is None
     assert first_layer_rows(prepare(A, 2, X, y, split, epochs=1, order="aggregate")) is None
     assert first_layer_rows(prepare(A, 1, X, y, split, epochs=1)) is None
+
+
+def test_the_plan_command_says_what_dw1_sends(capsys):
+    from daskhpc.cli import main
+
+    assert main(["plan", "gcn", "cora", "--parts", "2", "--no-compare"]) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("dW allreduce")]
+    assert line and "dW1 as " in line[0] and "shared rows in 2 messages" in line[0]
