@@ -122,7 +122,8 @@ def first_layer_rows(setup) -> dict | None:
     m sends part n the rows S_m ∩ S_n, and keeps (updates) only S_m (part 0 also the rows
     no part has). Every kept row's total is the allreduce's tree over the parts with the
     absent ones' exact zeros, so the weights are bitwise the dense allreduce's. Chosen
-    when no part sends more words so than in the dense recursive doubling of dW^1.
+    when every part that sends rows sends fewer words than in the dense recursive
+    doubling of dW^1.
 
     Returns ``{"keep": [rows of part m], "send": [{n: rows}], "plan": Plan}`` (rows:
     global feature ids, ascending).
