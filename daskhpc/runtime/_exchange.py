@@ -129,6 +129,7 @@ class Exchange(WorkerPlugin):
         self.count = 0                   # pushes ever logged (wrap detection)
         self.sent: dict = {}             # receiver address -> wire bytes, cumulative
         self.at_once = 0                 # pushes written without a task (_write_now)
+        self.in_part = 0                 # pushes it wrote part of (the rest: _send_rest)
         self.pushing: dict = {}          # token -> in-flight pushes (asyncio tasks)
         self.links: dict = {}            # receiver address -> open comm (one-way pushes)
         self._linking: dict = {}         # receiver address -> asyncio.Lock of its connect
@@ -271,8 +272,20 @@ class Exchange(WorkerPlugin):
             wire = await self._tracked(token, address, self._send_dask(token, address, msgs))
         else:
             out, wire = _framed(token, msgs)
-            if len(out) == 1 and self._write_now(address, out[0]):
+            sent = self._write_now(address, out)
+            if sent == wire:
                 self.at_once += 1
+            elif sent:
+                # part of it is on the wire: the rest goes before anything else does (the
+                # lock is free, _write_now saw it, and its acquire does not yield)
+                self.in_part += 1
+                sock, lock = self.sockets[address]
+                await lock.acquire()
+                try:
+                    wire = await self._tracked(token, address, self._send_rest(
+                        token, address, sock, out, sent, msgs))
+                finally:
+                    lock.release()
             else:
                 wire = await self._tracked(token, address,
                                            self._send_socket(token, address, msgs, out))
@@ -308,28 +321,42 @@ class Exchange(WorkerPlugin):
         finally:
             inflight.discard(call)
 
-    def _write_now(self, address: str, buf) -> bool:
-        """Write a one-buffer message at once on the open connection to ``address`` if
-        no push is writing there; whether all of it went. No task, no turn of the event
-        loop (the task of the other path cost two turns a push). Nothing written (a full
-        socket buffer, no connection yet): the caller takes the other path; part of it
-        written: the connection is dropped (the receiver discards the part with it) and
-        the caller sends the whole message again on a new one."""
+    def _write_now(self, address: str, out: list) -> int:
+        """Write a message (``out``: its buffers, gathered by one ``sendmsg``) at once on
+        the open connection to ``address`` if no push is writing there; the bytes that
+        went. No task, no turn of the event loop (the task of the other path cost two
+        turns a push). Nothing written (a full socket buffer, no connection yet): the
+        caller takes the other path; part of it: the caller sends the rest at once
+        (:meth:`_send_rest`), holding the connection's lock."""
         link = self.sockets.get(address)
-        if link is None or link[1].locked():
-            return False
+        if link is None or link[1].locked() or (len(out) > 1 and not
+                                                 (_SENDMSG and len(out) <= _IOV_MAX)):
+            return 0
         sock = link[0]
         try:
-            n = sock.send(buf)
+            return sock.send(out[0]) if len(out) == 1 else sock.sendmsg(out)
         except (BlockingIOError, InterruptedError):
-            return False
+            return 0
         except OSError:
             self._drop(address, sock)
-            return False
-        if n < len(buf):
+            return 0
+
+    async def _send_rest(self, token: str, address: str, sock, out: list, sent: int,
+                         msgs: list) -> int:
+        """The rest of a message :meth:`_write_now` wrote ``sent`` bytes of; on an error
+        the connection goes (the receiver drops the half message with it) and the whole
+        message is sent again (:meth:`_send_socket`)."""
+        loop = asyncio.get_running_loop()
+        try:
+            for frame in _after(out, sent):
+                await loop.sock_sendall(sock, frame)
+            return sum(memoryview(b).nbytes for b in out)
+        except OSError:
             self._drop(address, sock)
-            return False
-        return True
+        except BaseException:
+            self._drop(address, sock)
+            raise
+        return await self._send_socket(token, address, msgs, out)
 
     def _via_socket(self, address: str) -> bool:
         """Pushes to ``address`` go over the Exchange's socket (else distributed's comm):
@@ -482,6 +509,17 @@ def _framed(token: str, msgs: list) -> tuple[list, int]:
     return out, wire
 
 
+def _after(out: list, skip: int) -> list:
+    """The bytes of the buffers ``out`` after the first ``skip``, as memoryviews."""
+    rest = []
+    for buf in out:
+        view = memoryview(buf).cast("B")
+        if skip < view.nbytes:
+            rest.append(view[skip:])
+        skip = max(0, skip - view.nbytes)
+    return rest
+
+
 def _dumps(msgs: list, buffer_callback) -> bytes:
     """``msgs`` pickled (protocol 5, buffers out of band) as distributed pickles: plain
     pickle, unless it refuses or would send an object of the sender's ``__main__`` by a
@@ -611,6 +649,18 @@ def _family(host: str) -> int:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
+#: Whether sockets gather buffers in one call here (not on Windows), and how many at most.
+_SENDMSG = hasattr(socket.socket, "sendmsg")
+
+
+def _iov_max() -> int:
+    try:
+        return int(os.sysconf("SC_IOV_MAX"))
+    except (AttributeError, ValueError, OSError):
+        return 16                               # POSIX's least
+
+
+_IOV_MAX = _iov_max()
 #: ``socket.AF_UNIX`` where the platform has it (else a value no socket has)
 _AF_UNIX = getattr(socket, "AF_UNIX", -1)
 

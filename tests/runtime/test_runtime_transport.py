@@ -113,6 +113,25 @@ def test_socket_transport_delivers_every_kind_of_payload(client2):
     assert client2.run(_families, workers=[a])[a] == ["AF_INET"]
 
 
+def _socket_ids(dask_worker):
+    return sorted(id(s) for s, _ in dask_worker.plugins[Exchange.name].sockets.values())
+
+
+def test_a_message_of_more_buffers_than_one_call_gathers_arrives_on_the_same_socket(
+        client2):
+    """1,500 arrays in one message are 1,501 buffers, more than one ``sendmsg`` may gather
+    (IOV_MAX, 1,024 on Linux): they go the other way, on the same connection."""
+    a, b = worker_addresses(client2)[:2]
+    _exchange_round(client2)                            # the connection is open now
+    socks = client2.run(_socket_ids, workers=[a])[a]
+    arrays = [np.full(100, float(i)) for i in range(1500)]
+    take = client2.submit(_take_all, 1, workers=[b], pure=False)
+    assert client2.submit(_send_all, b, [arrays], workers=[a], pure=False).result() == 1
+    got = take.result()[0]
+    assert len(got) == 1500 and all(np.array_equal(x, y) for x, y in zip(got, arrays))
+    assert client2.run(_socket_ids, workers=[a])[a] == socks
+
+
 def test_unix_transport_joins_same_host_workers_by_unix_sockets(make_client):
     with dask.config.set({"daskhpc.runtime.transport": "unix"}):
         client = make_client(2)
@@ -210,7 +229,8 @@ def test_a_port_shut_by_a_firewall_falls_back_to_dask(make_client):
 
 
 def _at_once(dask_worker):
-    return dask_worker.plugins[Exchange.name].at_once
+    ext = dask_worker.plugins[Exchange.name]
+    return ext.at_once, ext.in_part
 
 
 async def _hold_loop(seconds, started):
@@ -222,48 +242,52 @@ async def _hold_loop(seconds, started):
     return True
 
 
-async def _send_many(other, n):
+async def _send_many(other, n, size, token):
     from distributed import get_worker
 
     ext = get_worker().plugins[Exchange.name]
-    for i in range(n):                  # 48 kB each: one buffer, the quick path's size
-        await ext.push("t-full", other, ("k", i), [(("m", i), np.full(6000, float(i)))])
+    for i in range(n):
+        await ext.push(token, other, ("k", i), [(("m", i), np.full(size, float(i)))])
     return n
 
 
-async def _take_many(n):
+async def _take_many(n, size, token):
     from distributed import get_worker
 
     ext = get_worker().plugins[Exchange.name]
-    got = await ext.wait("t-full", [("m", i) for i in range(n)])
+    got = await ext.wait(token, [("m", i) for i in range(n)])
     return [float(got[("m", i)][0]) for i in range(n)], \
-        all(got[("m", i)].size == 6000 and (got[("m", i)] == i).all() for i in range(n))
+        all(got[("m", i)].size == size and (got[("m", i)] == i).all() for i in range(n))
 
 
-def test_small_pushes_go_at_once_and_a_full_socket_loses_nothing(client2, tmp_path):
-    """Small messages on an open connection are written at once (no task); when the
-    receiver reads nothing for a while the socket fills, pushes take the other path (a
-    message the socket took part of goes again, whole, on a new connection), and every
-    message arrives whole."""
+@pytest.mark.parametrize("n, size", [(400, 6000), (100, 50_000)])
+def test_pushes_go_at_once_and_a_full_socket_loses_nothing(client2, tmp_path, n, size):
+    """Messages on an open connection are written at once (no task; a large one's
+    buffers gathered in one call); when the receiver reads nothing for a while the
+    socket fills: a message the socket took part of is finished on the same connection,
+    the next ones take the other path, and every message arrives whole and in order.
+    48 kB messages (one buffer, 19 MB) and 400 kB ones (several, 40 MB): more than the
+    sockets hold."""
     a, b = worker_addresses(client2)[:2]
     want, got, flags = _exchange_round(client2)         # the connection is open now
     _check_delivered(want, got, flags)
-    assert client2.run(_at_once, workers=[a])[a] > 0
-    before = client2.run(_at_once, workers=[a])[a]
-    n = 400                                      # 19 MB: more than the sockets hold
+    assert client2.run(_at_once, workers=[a])[a][0] > 0
+    before, part0 = client2.run(_at_once, workers=[a])[a]
+    token = f"t-full-{size}"
     started = tmp_path / "holding"
     hold = client2.submit(_hold_loop, 2.0, str(started), workers=[b], pure=False)
     deadline = time.monotonic() + 60
     while not started.exists():              # the receiver's loop is held from here
         assert time.monotonic() < deadline, "the holding task did not start"
         time.sleep(0.01)
-    sent = client2.submit(_send_many, b, n, workers=[a], pure=False)
-    take = client2.submit(_take_many, n, workers=[b], pure=False)
+    sent = client2.submit(_send_many, b, n, size, token, workers=[a], pure=False)
+    take = client2.submit(_take_many, n, size, token, workers=[b], pure=False)
     assert hold.result() and sent.result() == n
     firsts, whole = take.result()
     assert firsts == [float(i) for i in range(n)] and whole
-    at_once = client2.run(_at_once, workers=[a])[a] - before
-    assert 0 < at_once < n, at_once              # both paths taken
+    at_once, in_part = client2.run(_at_once, workers=[a])[a]
+    assert 0 < at_once - before < n, at_once - before          # both paths taken
+    assert in_part - part0 >= 1              # the socket took part of one message
 
 
 async def _send_main_object(other):
