@@ -22,7 +22,10 @@ keeps the part states consistent, as in the graph mode.
 Transport: between workers whose addresses are ``tcp://`` a push goes over a socket the
 Exchange opens itself (``daskhpc.runtime.transport: socket``, the default): the payloads
 pickled with protocol 5, their buffers sent out of band (no copy on the sender), one TCP
-connection per sender and receiver with ``TCP_NODELAY``. ``daskhpc.runtime.transport:
+connection per sender and receiver with ``TCP_NODELAY``. A message goes in one system
+call (its buffers gathered by ``sendmsg``) when its connection is free; a message the
+socket takes in part is finished on the same connection, with its lock held; a full
+socket or a busy connection makes it a task. ``daskhpc.runtime.transport:
 unix`` uses a Unix socket between two workers of one host instead (an abstract name on
 Linux, a file of the temporary directory elsewhere), which the receiver offers next to
 its port, falling back to TCP where the connect fails (another host of the same name,
