@@ -26,11 +26,13 @@ Examples
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 
 import daskhpc.hypergraph as hg
-from daskhpc.comm import AllreduceSchedule, Plan, expand_plan
+from daskhpc.comm import AllreduceSchedule, CostModel, Plan, expand_plan
 from daskhpc.report import ratio_or_none, unavailable
 
 from ._model import dense_features
@@ -104,14 +106,61 @@ def vector_words(setup) -> int:
     return allreduce_words(setup) - (d[0] * d[1] if rows is not None else 0)
 
 
-def _supports(X, parts, K) -> list:
-    """Per part the sorted feature ids its rows have entries in (where its dW^1 rows can
-    be nonzero: dW^1_m = dropout(X_m)^T P_m, eq. (4) at k = 1)."""
+def _incidence(X, parts, K):
+    """The (part, feature) pairs of the parts' feature supports, part-major and sorted:
+    where part m's dW^1 rows can be nonzero (dW^1_m = dropout(X_m)^T P_m, eq. (4) at
+    k = 1). Returns ``(part, feature)`` arrays."""
     d = X.shape[1]
     key = np.unique(np.repeat(np.asarray(parts, np.int64), np.diff(X.indptr)) * d +
-                    X.indices)                  # (part, feature) pairs, part-major
-    bounds = np.searchsorted(key, np.arange(K + 1) * d)
-    return [key[bounds[p]:bounds[p + 1]] - p * d for p in range(K)]
+                    X.indices)
+    return key // d, key % d
+
+
+def _shared(part, feat):
+    """The messages of dW^1's shared rows: ``(src, dst, feature)`` of every feature two
+    parts have (both directions), sorted by src, dst, feature, and each message's first
+    index; built per feature, so the work is the rows sent, not K^2."""
+    order = np.lexsort((part, feat))
+    f, p = feat[order], part[order]
+    starts = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
+    counts = np.diff(np.r_[starts, f.size])
+    src, dst, rows = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for c in np.unique(counts[counts > 1]):      # features held by c parts, together
+        first = starts[counts == c]
+        held = p[first[:, None] + np.arange(c)]  # (features, c) parts
+        i, j = np.nonzero(~np.eye(c, dtype=bool))
+        src.append(held[:, i].ravel())
+        dst.append(held[:, j].ravel())
+        rows.append(np.repeat(f[first], i.size))
+    src, dst, rows = (np.concatenate(x) for x in (src, dst, rows))
+    o = np.lexsort((rows, dst, src))
+    src, dst, rows = src[o], dst[o], rows[o]
+    new = np.flatnonzero(np.r_[True, (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])]) \
+        if src.size else np.zeros(0, np.int64)
+    return src, dst, rows, new
+
+
+def _cheaper(setup, rows_sent, messages) -> bool:
+    """Whether dW^1 as rows beats its dense recursive doubling: fewer words from every
+    part that sends rows, and less time for the slowest part by the calibrated alpha-beta
+    model (many small messages can cost more than a few rounds). The rounds stay either
+    way (the rest of the vector); rows add the messages to parts other than the first
+    round's partner (that one rides in its array) and take dW^1's words out of them.
+    ``messages()`` gives ``_shared``'s messages, built only when the words are fewer."""
+    K, d, wb = setup.K, setup.dims, setup.word_bytes
+    dense = AllreduceSchedule(K).plan(d[0] * d[1])
+    dense_sent = np.bincount(dense.src, weights=dense.message_bytes() / dense.word_bytes,
+                             minlength=K)
+    if not np.all((rows_sent < dense_sent) | (rows_sent == 0)):
+        return False
+    src, dst, _, new = messages()
+    first = dense.phase == 0
+    partner = np.full(K, -1)
+    partner[dense.src[first]] = dense.dst[first]
+    extra = np.bincount(src[new], weights=dst[new] != partner[src[new]], minlength=K)
+    model = CostModel.from_config("direct")
+    t_rows = model.alpha * extra + model.beta * wb * rows_sent
+    return bool(t_rows.max() < (model.beta * wb * dense_sent).max())
 
 
 def first_layer_rows(setup) -> dict | None:
@@ -122,8 +171,8 @@ def first_layer_rows(setup) -> dict | None:
     m sends part n the rows S_m ∩ S_n, and keeps (updates) only S_m (part 0 also the rows
     no part has). Every kept row's total is the allreduce's tree over the parts with the
     absent ones' exact zeros, so the weights are bitwise the dense allreduce's. Chosen
-    when every part that sends rows sends fewer words than in the dense recursive
-    doubling of dW^1.
+    where it is cheaper (:func:`_cheaper`: fewer words from every part, and less time by
+    the calibrated alpha-beta model, ``CostModel.from_config("direct")``).
 
     Returns ``{"keep": [rows of part m], "send": [{n: rows}], "plan": Plan}`` (rows:
     global feature ids, ascending).
@@ -135,25 +184,22 @@ def first_layer_rows(setup) -> dict | None:
     g, K, d = setup.graph, setup.K, setup.dims
     X = sp.csr_array(g.X) if K > 1 and setup.transform[0] else None
     if X is not None and not dense_features(X.nnz, *X.shape):
-        S = _supports(X, setup.assignment.parts, K)
-        send = [{n: np.intersect1d(S[m], S[n], assume_unique=True) for n in range(K)
-                 if n != m} for m in range(K)]
-        send = [{n: r for n, r in s.items() if r.size} for s in send]
-        dense = AllreduceSchedule(K).plan(d[0] * d[1])
-        dense_sent = np.bincount(dense.src, weights=dense.message_bytes() / dense.word_bytes,
-                                 minlength=K)
-        rows_sent = np.array([sum(r.size for r in s.values()) * d[1] for s in send])
-        if np.all((rows_sent < dense_sent) | (rows_sent == 0)):
-            keep = list(S)
-            keep[0] = np.union1d(S[0], np.setdiff1d(np.arange(d[0]),
-                                                    np.concatenate(S)))
-            msgs = [(m, n, r) for m in range(K) for n, r in send[m].items()]
-            vol = np.array([r.size for _, _, r in msgs], np.int64)
-            plan = Plan(K, np.zeros(len(msgs), np.int64), [m for m, _, _ in msgs],
-                        [n for _, n, _ in msgs], ptr=np.concatenate([[0], np.cumsum(vol)]),
-                        indices=np.concatenate([r for _, _, r in msgs] + [vol[:0]]),
-                        unit="rows", words_per_unit=int(d[1]), word_bytes=setup.word_bytes,
-                        name="dW1 rows")
+        part, feat = _incidence(X, setup.assignment.parts, K)
+        holders = np.bincount(feat, minlength=d[0])
+        rows_sent = np.bincount(part, weights=holders[feat] - 1, minlength=K) * d[1]
+        messages = functools.cache(lambda: _shared(part, feat))     # built at most once
+        if _cheaper(setup, rows_sent, messages):
+            src, dst, rows, new = messages()
+            bounds = np.searchsorted(part, np.arange(K + 1))
+            keep = [feat[bounds[m]:bounds[m + 1]] for m in range(K)]
+            keep[0] = np.union1d(keep[0], np.flatnonzero(holders == 0))
+            ptr = np.r_[new, src.size].astype(np.int64)
+            plan = Plan(K, np.zeros(new.size, np.int64), src[new], dst[new], ptr=ptr,
+                        indices=rows, unit="rows", words_per_unit=int(d[1]),
+                        word_bytes=setup.word_bytes, name="dW1 rows")
+            send = [{} for _ in range(K)]
+            for m in range(new.size):
+                send[int(src[new[m]])][int(dst[new[m]])] = rows[ptr[m]:ptr[m + 1]]
             out = {"keep": keep, "send": send, "plan": plan}
     pat["w1"] = out
     return out
