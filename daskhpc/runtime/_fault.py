@@ -101,7 +101,8 @@ class WorkerWatch:
 
 
 def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
-                    on_poll=None, values: bool = True, when_done=None) -> list | None:
+                    on_poll=None, values: bool = True, when_done=None,
+                    wake=None) -> list | None:
     """``client.gather(futures)`` that raises :class:`WorkerLost` instead of hanging.
 
     Parameters
@@ -118,6 +119,10 @@ def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
         Gather the values (False: only wait until the futures are done).
     when_done : callable, optional
         Called once every future is done, before their values are gathered.
+    wake : threading.Event, optional
+        Ends a slice early when set (news for ``on_poll``: a checkpoint's report, which
+        must be recorded before a job that loses a rank is killed); the last future's
+        end sets it too. Without it a slice is :func:`distributed.wait` of ``poll``.
 
     Returns
     -------
@@ -128,13 +133,27 @@ def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
 
     pending = list(futures)
     last = time.monotonic() - 1.0 + poll      # the first refresh after one slice
+    if wake is not None:                      # the last future's end wakes it too
+        left, lock = [len(pending)], threading.Lock()
+
+        def one_done(_):
+            with lock:
+                left[0] -= 1
+                if left[0] == 0:
+                    wake.set()
+
+        for f in pending:
+            f.add_done_callback(one_done)
     while pending:
         if time.monotonic() - last > 1.0:    # the subscription is asynchronous: a loss
             watch.refresh()                   # just before it took effect is seen here
             last = time.monotonic()
         watch.check()
         try:
-            wait(pending, timeout=poll, return_when="ALL_COMPLETED")
+            if wake is None:
+                wait(pending, timeout=poll, return_when="ALL_COMPLETED")
+            elif wake.wait(poll):
+                wake.clear()
         except TimeoutError:
             pass
         except Exception:

@@ -281,7 +281,8 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
             meter["units"] = set(todo)
             if job.program is not None:
                 value = _run_program(client, job, book, store, ck, token, topic, todo,
-                                     watch, drain, futures, meter, ready, work_done)
+                                     watch, drain, futures, meter, ready, work_done,
+                                     wake=inbox.news)
                 done = True
                 return value
             start, first = None, todo[0] if todo else job.units
@@ -296,7 +297,8 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
             if not g.tasks:
                 return g.collect([]) if g.collect else None
             ready()
-            g, values = _run_windows(client, g, watch, drain, futures, work_done)
+            g, values = _run_windows(client, g, watch, drain, futures, work_done,
+                                     wake=inbox.news)
             book.complete_silent(todo)
             settle(book, todo, drain)
             value = g.collect(values) if g.collect else values
@@ -327,7 +329,7 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
                     meter["cleanup"]()
 
 
-def _run_windows(client, g, watch, drain, futures: list, work_done=None):
+def _run_windows(client, g, watch, drain, futures: list, work_done=None, wake=None):
     """Submit an attempt's graph window after window (``AttemptGraph.next``): the next
     window is built while one runs and submitted once it is done, so the scheduler holds
     one window and forgets it when it is over. Returns the last window's graph and the
@@ -341,14 +343,14 @@ def _run_windows(client, g, watch, drain, futures: list, work_done=None):
         nxt = g.next() if g.next is not None else None
         if nxt is None:
             return g, gather_watching(client, futures, watch, on_poll=drain,
-                                      when_done=work_done)
-        gather_watching(client, futures, watch, on_poll=drain, values=False)
+                                      when_done=work_done, wake=wake)
+        gather_watching(client, futures, watch, on_poll=drain, values=False, wake=wake)
         release_futures(futures)
         g = nxt
 
 
 def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain, futures,
-                 meter, ready=lambda: None, work_done=None):
+                 meter, ready=lambda: None, work_done=None, wake=None):
     """An attempt of a program job: windows of units, then the final values."""
     first = todo[0] if todo else job.units
     starts = None
@@ -407,10 +409,10 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
         futures[:] = keep
         if job.stop is None or on_workers:
             if pending:
-                gather_watching(client, pending, watch, on_poll=drain)
+                gather_watching(client, pending, watch, on_poll=drain, wake=wake)
             pending = futs
             continue
-        gather_watching(client, futs, watch, on_poll=drain)
+        gather_watching(client, futs, watch, on_poll=drain, wake=wake)
         settle(book, todo[i:j], drain)
         if job.stop(book.history()):
             ran = j
@@ -423,7 +425,7 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
     # (a stop rule on the workers: their registries are read below, so no early cleanup)
     values = gather_watching(client, kept or fin, watch, on_poll=drain,
                              values=kept is None,
-                             when_done=None if on_workers else work_done)
+                             when_done=None if on_workers else work_done, wake=wake)
     if on_workers:
         ran, stopped = _stopped_units(client, token, prog, ran)
     settle(book, todo[:ran], drain)

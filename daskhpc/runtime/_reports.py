@@ -170,6 +170,8 @@ class ReportInbox:
         self.bounded, self.forget = bounded, forget
         self._lock = threading.Lock()
         self._new: list[dict] = []
+        #: set when a checkpoint's report arrives (``gather_watching``'s ``wake``)
+        self.news = threading.Event()
 
     def _on_event(self, event) -> None:
         _, msg = event
@@ -181,6 +183,8 @@ class ReportInbox:
                 for m in msgs if isinstance(m, dict) and "unit" in m]
         with self._lock:
             self._new.extend(msgs)
+        if any(m.get("saved") for m in msgs):
+            self.news.set()
 
     def __enter__(self) -> ReportInbox:
         from daskhpc.runtime._logs import bound_topic
