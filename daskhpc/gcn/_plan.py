@@ -142,8 +142,8 @@ def _shared(part, feat):
 
 def _cheaper(setup, rows_sent, messages) -> bool:
     """Whether dW^1 as rows beats its dense recursive doubling: fewer words from every
-    part that sends rows, and less time for the slowest part by the calibrated alpha-beta
-    model (many small messages can cost more than a few rounds). The rounds stay either
+    part that sends rows, and less time for the slowest part by the default alpha-beta
+    model (0.8 ms a message: many small messages can cost more than a few rounds). The rounds stay either
     way (the rest of the vector); rows add the messages to parts other than the first
     round's partner (that one rides in its array) and take dW^1's words out of them.
     ``messages()`` gives ``_shared``'s messages, built only when the words are fewer."""
@@ -158,7 +158,8 @@ def _cheaper(setup, rows_sent, messages) -> bool:
     partner = np.full(K, -1)
     partner[dense.src[first]] = dense.dst[first]
     extra = np.bincount(src[new], weights=dst[new] != partner[src[new]], minlength=K)
-    model = CostModel.from_config("direct")
+    model = CostModel()     # the defaults, not dask's config: plan() stays free of dask,
+    #                         and a plan and its run choose alike on every machine
     t_rows = model.alpha * extra + model.beta * wb * rows_sent
     return bool(t_rows.max() < (model.beta * wb * dense_sent).max())
 
@@ -172,7 +173,7 @@ def first_layer_rows(setup) -> dict | None:
     no part has). Every kept row's total is the allreduce's tree over the parts with the
     absent ones' exact zeros, so the weights are bitwise the dense allreduce's. Chosen
     where it is cheaper (:func:`_cheaper`: fewer words from every part, and less time by
-    the calibrated alpha-beta model, ``CostModel.from_config("direct")``).
+    the default alpha-beta model, :class:`~daskhpc.comm.CostModel`).
 
     Returns ``{"keep": [rows of part m], "send": [{n: rows}], "plan": Plan}`` (rows:
     global feature ids, ascending).
