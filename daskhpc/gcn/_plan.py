@@ -143,9 +143,10 @@ def _shared(part, feat):
 def _cheaper(setup, rows_sent, messages) -> bool:
     """Whether dW^1 as rows beats its dense recursive doubling: fewer words from every
     part that sends rows, and less time for the slowest part by the default alpha-beta
-    model (0.8 ms a message: many small messages can cost more than a few rounds). The rounds stay either
-    way (the rest of the vector); rows add the messages to parts other than the first
-    round's partner (that one rides in its array) and take dW^1's words out of them.
+    model (0.8 ms a message: many small messages can cost more than a few rounds). The
+    rounds stay either way (the rest of the vector); rows add the messages to parts other
+    than the first round's partner (that one rides in its array) and take dW^1's words
+    out of them.
     ``messages()`` gives ``_shared``'s messages, built only when the words are fewer."""
     K, d, wb = setup.K, setup.dims, setup.word_bytes
     dense = AllreduceSchedule(K).plan(d[0] * d[1])
