@@ -91,8 +91,9 @@ def statics(setup) -> list[dict]:
         for p in range(K):
             recv = {n: w1["send"][n][p] for n in range(K) if p in w1["send"][n]}
             shared = np.unique(np.concatenate([np.zeros(0, np.int64), *recv.values()]))
-            out[p]["w1"] = {"keep": w1["keep"][p], "send": w1["send"][p], "recv": recv,
-                            "shared": shared}
+            out[p]["w1"] = {"keep": w1["keep"][p], "send": w1["send"][p], "shared": shared,
+                            # where each sender's rows go among the shared ones
+                            "recv": {n: np.searchsorted(shared, r) for n, r in recv.items()}}
     mb = setup.batches
     if mb:
         for p in range(K):

@@ -106,7 +106,7 @@ def vector_words(setup) -> int:
     return allreduce_words(setup) - (d[0] * d[1] if rows is not None else 0)
 
 
-def _incidence(X, parts, K):
+def _incidence(X, parts):
     """The (part, feature) pairs of the parts' feature supports, part-major and sorted:
     where part m's dW^1 rows can be nonzero (dW^1_m = dropout(X_m)^T P_m, eq. (4) at
     k = 1). Returns ``(part, feature)`` arrays."""
@@ -186,7 +186,7 @@ def first_layer_rows(setup) -> dict | None:
     g, K, d = setup.graph, setup.K, setup.dims
     X = sp.csr_array(g.X) if K > 1 and setup.transform[0] else None
     if X is not None and not dense_features(X.nnz, *X.shape):
-        part, feat = _incidence(X, setup.assignment.parts, K)
+        part, feat = _incidence(X, setup.assignment.parts)
         holders = np.bincount(feat, minlength=d[0])
         rows_sent = np.bincount(part, weights=holders[feat] - 1, minlength=K) * d[1]
         messages = functools.cache(lambda: _shared(part, feat))     # built at most once

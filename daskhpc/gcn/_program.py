@@ -195,7 +195,7 @@ def _first_layer_total(ctx, own, w1):
         stack = [np.zeros((shared.size, own.shape[1]), own.dtype) for _ in range(ctx.nparts)]
         stack[ctx.part] = own[shared]
         for n, got in ctx.inbox.items():
-            stack[n][np.searchsorted(shared, w1["recv"][n])] = got.reshape(-1, own.shape[1])
+            stack[n][w1["recv"][n]] = got.reshape(-1, own.shape[1])
         total = tree_sum(stack)
     np.add(own, 0.0, out=own)     # x + 0.0: what a zero added in the tree does to -0.0
     if shared.size:

@@ -285,7 +285,7 @@ class Exchange(WorkerPlugin):
                 sock, lock = self.sockets[address]
                 await lock.acquire()
                 try:
-                    wire = await self._tracked(token, address, self._send_rest(
+                    await self._tracked(token, address, self._send_rest(
                         token, address, sock, out, sent, msgs))
                 finally:
                     lock.release()
@@ -345,7 +345,7 @@ class Exchange(WorkerPlugin):
             return 0
 
     async def _send_rest(self, token: str, address: str, sock, out: list, sent: int,
-                         msgs: list) -> int:
+                         msgs: list) -> None:
         """The rest of a message :meth:`_write_now` wrote ``sent`` bytes of; on an error
         the connection goes (the receiver drops the half message with it) and the whole
         message is sent again (:meth:`_send_socket`)."""
@@ -353,13 +353,13 @@ class Exchange(WorkerPlugin):
         try:
             for frame in _after(out, sent):
                 await loop.sock_sendall(sock, frame)
-            return sum(memoryview(b).nbytes for b in out)
+            return
         except OSError:
             self._drop(address, sock)
         except BaseException:
             self._drop(address, sock)
             raise
-        return await self._send_socket(token, address, msgs, out)
+        await self._send_socket(token, address, msgs, out)
 
     def _via_socket(self, address: str) -> bool:
         """Pushes to ``address`` go over the Exchange's socket (else distributed's comm):
