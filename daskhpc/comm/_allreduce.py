@@ -83,14 +83,10 @@ class AllreduceSchedule:
     def plan(self, words: int, *, first_phase: int = 0, name: str = "allreduce") -> Plan:
         """One message per send, round i in phase ``first_phase + i``; one unit of
         ``words`` words each."""
-        ph, src, dst = [], [], []
-        for i, rnd in enumerate(self.rounds):
-            for p, q in sorted(rnd.sends.items()):
-                ph.append(first_phase + i)
-                src.append(p)
-                dst.append(q)
-        return Plan(self.nparts, np.array(ph, np.int64), np.array(src, np.int64),
-                    np.array(dst, np.int64), volume=np.ones(len(ph), np.int64),
+        msgs = [(first_phase + i, p, q) for i, rnd in enumerate(self.rounds)
+                for p, q in sorted(rnd.sends.items())]
+        ph, src, dst = np.array(msgs, np.int64).reshape(-1, 3).T
+        return Plan(self.nparts, ph, src, dst, volume=np.ones(len(msgs), np.int64),
                     nphases=first_phase + len(self.rounds), unit="vectors",
                     words_per_unit=int(words), name=name)
 

@@ -332,16 +332,18 @@ class Plan:
 
     def bytes_matrix(self) -> np.ndarray:
         """``nparts x nparts`` planned bytes from row part to column part."""
-        out = np.zeros((self.nparts, self.nparts), dtype=np.int64)
-        np.add.at(out, (self.src, self.dst), self.message_bytes())
-        return out
+        return self._summed(self.nparts, self.src, self.dst, self.message_bytes())
 
     # -- metrics ------------------------------------------------------------
+    def _summed(self, nrows: int, rows, cols, values) -> np.ndarray:
+        """(nrows, nparts) table of a per-message quantity summed at ``(rows, cols)``."""
+        out = np.zeros((nrows, self.nparts), dtype=np.int64)
+        np.add.at(out, (rows, cols), values)
+        return out
+
     def _per_phase_part(self, values) -> np.ndarray:
         """(nphases, nparts) table of a per-message quantity summed by sender."""
-        out = np.zeros((self.nphases, self.nparts), dtype=np.int64)
-        np.add.at(out, (self.phase, self.src), values)
-        return out
+        return self._summed(self.nphases, self.phase, self.src, values)
 
     def send_volume(self) -> np.ndarray:
         """(nphases, nparts): units each part sends in each phase."""
@@ -353,15 +355,11 @@ class Plan:
 
     def recv_volume(self) -> np.ndarray:
         """(nphases, nparts): units each part receives in each phase."""
-        out = np.zeros((self.nphases, self.nparts), dtype=np.int64)
-        np.add.at(out, (self.phase, self.dst), self.volume)
-        return out
+        return self._summed(self.nphases, self.phase, self.dst, self.volume)
 
     def comm_matrix(self) -> np.ndarray:
         """K x K units sent from row part to column part over the whole plan."""
-        out = np.zeros((self.nparts, self.nparts), dtype=np.int64)
-        np.add.at(out, (self.src, self.dst), self.volume)
-        return out
+        return self._summed(self.nparts, self.src, self.dst, self.volume)
 
     def report(self) -> dict:
         """The ``plan`` section of the JSON report (units, not words; see ``words_per_unit``)."""

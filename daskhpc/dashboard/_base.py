@@ -100,10 +100,3 @@ def _same(a, b) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     return a == b
-
-
-def _pad(m: np.ndarray, k: int) -> np.ndarray:
-    out = np.zeros((k, k))
-    n = min(k, m.shape[0])
-    out[:n, :n] = m[:n, :n]
-    return out

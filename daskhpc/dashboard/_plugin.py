@@ -86,12 +86,9 @@ class TransferCounter(WorkerPlugin):
     def sample(self, worker) -> dict[str, int]:
         """Cumulative wire bytes sent per receiving worker."""
         log = worker.transfer_outgoing_log
-        new = []
         for entry in reversed(log):   # newest first, back to the last one counted
             if entry is self._last:
                 break
-            new.append(entry)
-        for entry in new:
             who = entry.get("who")
             if who:
                 self._sent[who] = self._sent.get(who, 0) + int(entry.get("compressed") or 0)

@@ -224,15 +224,8 @@ class DashboardState:
     def planned_matrix(self) -> tuple[list[str], np.ndarray | None]:
         """``(workers, K x K)`` planned bytes, in :meth:`workers` order (None if no plan)."""
         plan = self.topics.get("plan")
-        if not plan:
-            return self.workers(), None
         order = self.workers()
-        index = {w: i for i, w in enumerate(order)}
-        src = np.asarray(plan["matrix"], dtype=np.float64)
-        out = np.zeros((len(order), len(order)))
-        pos = [index[w] for w in plan["workers"]]
-        out[np.ix_(pos, pos)] = src
-        return order, out
+        return order, _in_order(order, plan["workers"], plan["matrix"]) if plan else None
 
     def measured_matrix(self, sent: dict[str, dict[str, int]]) -> tuple[list[str], np.ndarray]:
         """``(workers, K x K)`` bytes sent since the run started (src row, dst column).
@@ -248,10 +241,7 @@ class DashboardState:
         end = self.topics.get("end") or {}
         if "matrix" in end:
             order = self.workers(end["workers"])
-            index = {w: i for i, w in enumerate(order)}
-            out = np.zeros((len(order), len(order)))
-            pos = [index[w] for w in end["workers"]]
-            out[np.ix_(pos, pos)] = np.asarray(end["matrix"], dtype=np.float64)
+            out = _in_order(order, end["workers"], end["matrix"])
             np.fill_diagonal(out, 0.0)
             return order, out
         if self._final is not None:
@@ -391,12 +381,20 @@ class DashboardState:
                 "busy_share": _share(b).tolist(),
                 "tasks": [self.tasks_done.get(w, 0) for w in workers]}
 
-
     def load_unit(self) -> str:
         """What the planned amounts of :meth:`load` count."""
         if "load" in self.topics:
             return str(self.topics["load"].get("unit", "work"))
         return "bytes to send" if "plan" in self.topics else "work"
+
+
+def _in_order(order: list, workers: list, matrix) -> np.ndarray:
+    """``matrix`` (between ``workers``) as a ``len(order)`` square in ``order``'s rows."""
+    index = {w: i for i, w in enumerate(order)}
+    out = np.zeros((len(order), len(order)))
+    pos = [index[w] for w in workers]
+    out[np.ix_(pos, pos)] = np.asarray(matrix, dtype=np.float64)
+    return out
 
 
 def _share(x: np.ndarray) -> np.ndarray:

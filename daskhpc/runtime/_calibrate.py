@@ -194,7 +194,7 @@ def calibrate_exchange(client: Client, exchange: str = "direct",
     samples = []
     for size in sizes:
         job = Job("pingpong", 2, 2, row=pingpong_row, statics=[int(size)] * 2,
-                  program=functools.partial(_pingpong, int(steps), int(size)),
+                  program=functools.partial(pingpong_program, int(steps), int(size), 2),
                   exchange=exchange, in_loop=True)
         out = run_job(client, job, placement=Placement(2, workers), progress_bar=False,
                       announce=False)
@@ -202,9 +202,3 @@ def calibrate_exchange(client: Client, exchange: str = "direct",
                         "seconds": out.history[-1]["time_s"] / (steps + 1)})
     alpha, beta = _fit([x["bytes"] for x in samples], [x["seconds"] for x in samples])
     return {"alpha": alpha, "beta": beta, "exchange": exchange, "samples": samples}
-
-
-def _pingpong(steps: int, nbytes: int, first_unit: int):
-    from daskhpc.runtime._pingpong import pingpong_program
-
-    return pingpong_program(steps, nbytes, units=2, first_unit=first_unit)

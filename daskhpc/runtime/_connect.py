@@ -253,7 +253,6 @@ def connect_timeout() -> float:
 def _wait_for_file(scheduler_file, wait: float) -> None:
     """Wait (bounded) for a scheduler file another process writes; one line if it never
     comes. Dask's Client would wait for it forever, printing nothing."""
-    import json
     import time
 
     from daskhpc.errors import InputError
@@ -261,12 +260,8 @@ def _wait_for_file(scheduler_file, wait: float) -> None:
     deadline = time.monotonic() + wait
     folder = os.path.dirname(os.path.abspath(scheduler_file))
     while True:
-        try:
-            with open(scheduler_file) as f:
-                if json.load(f).get("address"):
-                    return
-        except (OSError, ValueError, AttributeError):
-            pass                              # not there yet, or half written
+        if _scheduler_file_address(scheduler_file):   # (None: not there yet, half written)
+            return
         if not os.path.isdir(folder):
             raise InputError(f"{scheduler_file}: no such scheduler file (its directory "
                              f"{folder} does not exist)")
@@ -299,11 +294,12 @@ def _refused(address) -> bool:
 
 
 def _scheduler_file_address(scheduler_file):
+    """The ``address`` a scheduler file holds, None if it cannot be read or has none."""
     import json
 
     with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
         with open(scheduler_file) as f:
-            return json.load(f)["address"]
+            return json.load(f).get("address")
     return None
 
 
@@ -329,12 +325,9 @@ def _join(address, scheduler_file, wait: float, security=None) -> Client:
         # service that is not a Dask scheduler answers (garbage frames: MemoryError)
         where = address or (f"the address in {scheduler_file}" if scheduler_file else
                             dask.config.get("scheduler-address", None) or "the MPI job")
-        if scheduler_file:
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                import json
-
-                with open(scheduler_file) as f:
-                    where = f"{json.load(f)['address']} (from {scheduler_file})"
+        now = _scheduler_file_address(scheduler_file) if scheduler_file else None
+        if now is not None:             # (read again: a scheduler may have rewritten it)
+            where = f"{now} (from {scheduler_file})"
         raise NoScheduler(f"no Dask scheduler answered at {where} within {wait:g} s "
                           f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
                           ) from e
@@ -364,14 +357,9 @@ def scheduler_file_security(scheduler_file: str):
 
 def _plain_scheduler(scheduler_file, pem: str) -> None:
     # A TLS scheduler without credentials would fail deep in distributed (a TypeError
-    # about ssl_context): say what is missing instead.
-    import json
-
-    try:
-        with open(scheduler_file) as f:
-            address = json.load(f).get("address", "")
-    except (OSError, ValueError, AttributeError):
-        return          # Client() reports a missing or broken scheduler file itself
+    # about ssl_context): say what is missing instead (Client() reports a missing or
+    # broken scheduler file itself)
+    address = _scheduler_file_address(scheduler_file)
     if str(address).startswith("tls://") and not dask.config.get(
             "distributed.comm.tls.client.cert", None):
         from daskhpc.errors import InputError

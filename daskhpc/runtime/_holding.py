@@ -82,11 +82,7 @@ class HoldingPlugin(SchedulerPlugin):
 
     def update_graph(self, scheduler, *, tasks=(), **kwargs) -> None:
         self.scheduler = scheduler
-        new = {}
-        for key in tasks:
-            units = self.units_of(key)
-            if units:
-                new[key] = units
+        new = {key: units for key in tasks if (units := self.units_of(key))}
         if not new:
             return
         self.add(scheduler, new)

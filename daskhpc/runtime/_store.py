@@ -53,10 +53,7 @@ class PartStore:
         drops it instead of sending it again (the next attempt puts its own)."""
         if transient:
             self.transient.add(name)
-        old = self.futures.pop(name, None)
-        self.where.pop(name, None)
-        if old:
-            release_futures(old.values())
+        self._drop(name)
         self.data[name] = dict(values)
         self._scatter(name, self.data[name])
         return self.futures[name]
@@ -69,9 +66,7 @@ class PartStore:
         their workers in ``placement`` (a collection read and routed again): a move of
         such a part (its worker lost) calls it; without it the move raises
         :class:`RuntimeError`: there is nothing to send again."""
-        old = self.futures.pop(name, None)
-        if old:
-            release_futures(old.values())
+        self._drop(name)
         self.data.pop(name, None)
         self.adopted.add(name)
         if rebuild is not None:
@@ -85,6 +80,11 @@ class PartStore:
 
     def get(self, name: str):
         return self.futures.get(name)
+
+    def _drop(self, name: str) -> None:
+        """Release data set ``name``'s futures (the workers free it) and its records."""
+        release_futures(self.futures.pop(name, {}).values())
+        self.where.pop(name, None)
 
     def _scatter(self, name: str, values: dict) -> None:
         """Send ``values`` to their parts' workers, to every worker at once (one scatter
@@ -130,8 +130,7 @@ class PartStore:
         self.placement = placement
         moved_all = set()
         for name in [n for n in self.data if n in self.transient]:
-            release_futures(self.futures.pop(name, {}).values())
-            self.where.pop(name, None)
+            self._drop(name)
             del self.data[name]
         for name in self.adopted:
             lost = [p for p, w in self.where.get(name, {}).items()
