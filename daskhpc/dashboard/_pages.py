@@ -56,11 +56,10 @@ class CommMatrix(Component):
                       color_mapper=self.mapper)
             fig.select_one(HoverTool).tooltips = [("from", "$y{0}"), ("to", "$x{0}"),
                                                   ("bytes", "@image{0,0}")]
+            # one mapper: both bars read on the same scale
+            fig.add_layout(ColorBar(color_mapper=self.mapper, width=10, title="bytes"), "right")
             figs.append(fig)
             self.sources[which] = src
-        for fig in figs:       # one mapper: both bars read on the same scale
-            fig.add_layout(ColorBar(color_mapper=self.mapper, width=10,
-                                    title="bytes"), "right")
         self.figs = figs
         self.summary = Div(text=EMPTY, name="daskhpc-comm-summary")
         self.root = column(self.summary, row(*figs, **self.layout), **self.layout)
@@ -139,15 +138,11 @@ class WorkerLoad(Component):
         unit = st.load_unit()
         kinds = [(f"planned ({unit})", "planned", "planned_share", Category10_10[0]),
                  ("compute seconds", "busy", "busy_share", Category10_10[1])]
-        data = {"x": [], "share": [], "value": [], "kind": [], "color": [], "total": []}
-        for i, w in enumerate(workers):
-            for kind, value, share, color in kinds:
-                data["x"].append((worker_label(self.scheduler, w), kind))
-                data["share"].append(d[share][i])
-                data["value"].append(d[value][i])
-                data["kind"].append(kind)
-                data["color"].append(color)
-                data["total"].append(sum(d["busy"]) + sum(d["planned"]))
+        total = sum(d["busy"]) + sum(d["planned"])
+        rows = [((worker_label(self.scheduler, w), kind), d[share][i], d[value][i], kind, color,
+                 total) for i, w in enumerate(workers) for kind, value, share, color in kinds]
+        data = dict(zip(("x", "share", "value", "kind", "color", "total"),
+                        (list(c) for c in zip(*rows))))
         self.fig.x_range.factors = data["x"]
         self.fig.y_range.end = max([0.05, *data["share"]]) * 1.15
         update_source(self.source, data)

@@ -71,8 +71,7 @@ class Book:
 
     def restart_unit(self) -> int:
         """Ordered jobs: where an attempt starts (after the newest durable unit)."""
-        done = [u for u in self.durable]
-        return max(done) + 1 if done else 0
+        return max(self.durable, default=-1) + 1
 
     def forget_from(self, u0: int) -> None:
         for store in (self.reports, self.saved, self.spans):

@@ -90,17 +90,14 @@ def wait_for_cluster(client, timeout=None) -> None:
     wait = worker_timeout(timeout)
     deadline = time.monotonic() + wait
     while have < need:
-        if time.monotonic() > deadline and cluster is None:
-            raise WorkersMissing(
-                f"no worker joined the scheduler at {client.scheduler.address} in {wait:g} "
-                "s: start workers for it, or wait longer (worker_timeout=SECONDS, or "
-                "daskhpc.runtime.worker-timeout)")
         if time.monotonic() > deadline:
             fewer = f" (cluster.scale({have}))" if have else ""
-            raise WorkersMissing(
+            raise WorkersMissing((
+                f"no worker joined the scheduler at {client.scheduler.address} in {wait:g} "
+                "s: start workers for it" if cluster is None else
                 f"{have} of the {need} workers this run needs joined in {wait:g} s (the "
                 f"cluster was scaled to {need}): scale the cluster to the workers you can "
-                f"get{fewer}, or wait longer (worker_timeout=SECONDS, or "
+                f"get{fewer}") + ", or wait longer (worker_timeout=SECONDS, or "
                 "daskhpc.runtime.worker-timeout)")
         time.sleep(POLL_S)
         have = _joined(client)
