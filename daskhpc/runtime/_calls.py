@@ -4,9 +4,7 @@ scheduler.
 While a run is on, the frame unbatches the control messages (``_latency``), filters the
 lost-data lines of its keys (``_quiet``) and bounds Dask's logs (``_logs``); afterwards it
 puts the first two back. Each used to make its own ``client.run`` or
-``run_on_scheduler``: seven calls when a run started and three when it ended, 1-2 ms
-each on 2 busy cores. Seven trivial calls in a row took 7.6-8.1 ms, one of each kind
-2.3-2.4 ms (measured, median of 30). A :class:`Setting` names the worker and scheduler
+``run_on_scheduler``, a round trip each (docs/benchmarks.md). A :class:`Setting` names the worker and scheduler
 functions that turn it on and off; :func:`applied` turns several on with one call of
 each kind and off the same way.
 

@@ -124,17 +124,13 @@ class ProgramRunner:
             transport()          # a bad setting fails here in one line, not in each worker
             client.register_plugin(Exchange(), name=NAME)    # idempotent
         # one copy per worker (keys named after the run: a lost worker's copy is then
-        # known as the run's, see runtime._quiet). Small code goes in the graph: in the
-        # direct mode inside each worker's first loop task (InlineCode: a task of its own
-        # delayed the loop's task by a scheduler round trip, 2.5-4 ms), in the graph
-        # mode as a task of the attempt's first graph, pinned to its worker (unpacked
-        # there); a scatter per worker cost 2.7-3.3 ms each (measured, a9a's linear
-        # program, 46 kB an epoch). Larger code is scattered to each worker (a graph
-        # above 10 MB makes distributed warn). Not a broadcast scatter: it would
-        # replicate, and distributed 2026.8 then logs a "replicate" event holding
-        # WorkerState objects on the "all" topic, which breaks the stream of every client
-        # subscribed to it (WorkerWatch is); a worker gone before its copy arrives is a
-        # lost one (_fault)
+        # known as the run's, see runtime._quiet). Small code goes in the graph (a scatter
+        # per worker cost a round trip each; docs/benchmarks.md): in the direct mode
+        # inside each worker's first loop task (InlineCode), in the graph mode as a task
+        # of the attempt's first graph, pinned to its worker (unpacked there). Larger code
+        # is scattered to each worker (a graph above 10 MB makes distributed warn), not
+        # broadcast (its "replicate" event breaks WorkerWatch's stream: docs/decisions.md);
+        # a worker gone before its copy arrives is a lost one (_fault)
         keys = {lab: f"daskhpc-code-{token}-{lab}" for lab in self.address}
         self._code_tasks: dict = {}          # key -> (task, worker) until first submitted
         if self.direct and len(code.blob) * len(keys) <= GRAPH_CODE_BYTES:

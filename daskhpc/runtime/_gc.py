@@ -1,11 +1,8 @@
 """Full garbage collections kept off a run's path.
 
-A collection of Python's oldest generation scans every tracked object of the process:
-after the imports of dask, distributed, numba and scipy that is about 250,000 objects
-on the client and the scheduler and 165,000 on a worker, and one such collection takes
-70, 77 and 45 ms there (measured with ``gc.collect()`` after a fit). One landed inside
-a 100-epoch SSGD run of 3 ms epochs on the client and doubled the run's own cost (92 ms
-of 172 ms, docs/benchmarks.md). While a run is on, the objects that existed when it
+A collection of Python's oldest generation scans every tracked object of the process
+(about 250,000 on the client after the imports of dask, distributed, numba and scipy);
+one landed inside a short SSGD run and doubled its own cost (docs/benchmarks.md). While a run is on, the objects that existed when it
 started are frozen (:func:`gc.freeze`): collections then scan only what the run made.
 When the last run of the process ends they are put back (:func:`gc.unfreeze`), and the
 next full collection frees whatever of them became garbage meanwhile: nothing is kept

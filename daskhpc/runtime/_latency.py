@@ -2,21 +2,16 @@
 
 The scheduler talks to each worker through a ``BatchedSend`` that sends at most once per
 5 ms, and each worker reports back through one that sends at most once per 2 ms
-(hard-coded in ``distributed`` 2026.8). A chain of dependent tasks therefore advances at
-most one task per ~5-7 ms per worker, whatever the tasks cost: measured on the 2-core
-development machine, 5.6-6.5 ms per dependent task with the defaults, 1.5 ms (same
-worker) and 2.6 ms (alternating workers, with a 13 kB transfer) with both intervals at
-0. An SSGD epoch is K such hops in a row (one per sub-epoch), so for small, latency-bound
-epochs this is the largest single cost; any workflow made of short dependent pinned tasks
-pays it the same way. The client's own stream to the scheduler sends at most once per
-10 ms and the scheduler's to the client once per 2 ms: a graph submitted within 10 ms of
-the client's last message (a scatter's, say) waits for the rest of the 10 ms before the
-scheduler sees it, and the news that its keys are done waits again. A pinned task's
-round trip from the submission to its future done took 9.5-9.7 ms with those intervals
-and 3.6-4.9 ms without (the scheduler's and workers' intervals at 0 in both; the last 3
-of 6 each). :func:`low_latency` sets the intervals of the running streams for the
-duration of a run and restores them afterwards; more, smaller control messages are the
-price.
+(hard-coded in ``distributed`` 2026.8): a chain of dependent tasks advances at most one
+task per ~5-7 ms per worker, whatever the tasks cost. An SSGD epoch is K such hops in a
+row (one per sub-epoch), so for small, latency-bound epochs this is the largest single
+cost; any workflow made of short dependent pinned tasks pays it the same way. The
+client's own stream to the scheduler sends at most once per 10 ms and the scheduler's to
+the client once per 2 ms: a graph submitted within 10 ms of the client's last message (a
+scatter's, say) waits for the rest of the 10 ms before the scheduler sees it, and the
+news that its keys are done waits again (measured: docs/benchmarks.md).
+:func:`low_latency` sets the intervals of the running streams for the duration of a run
+and restores them afterwards; more, smaller control messages are the price.
 
 .. warning::
    Sets ``Scheduler.stream_comms[addr].interval``, ``Scheduler.client_comms[id].interval``,

@@ -36,10 +36,7 @@ __all__ = ["send_report", "ReportInbox", "ReportBatch", "AttemptTopics", "COALES
 
 #: Seconds a worker may hold the reports of finished units before it sends them. Every
 #: event costs the worker, the scheduler and the client some CPU, which 2 workers on 2
-#: cores take from a step: at 0.05 s a 100-epoch SSGD run of 3 ms epochs had a slow
-#: epoch (4.5-7.5 ms) about every 15, its epochs' mean 1.13-1.17x their median and
-#: their 90th percentile 4.7-5.4 ms; at 0.25 s 1.07-1.17x and 3.6-4.5 ms (with the
-#: objects frozen, ``_gc``; docs/benchmarks.md). A progress bar moves 4 times a second.
+#: cores take from a step (docs/benchmarks.md). A progress bar moves 4 times a second.
 COALESCE_S = 0.25
 
 _HELD: dict = {}      # (topic, worker address) -> the ReportBatch holding its reports

@@ -49,12 +49,8 @@ _CODE: dict = {}        # (token, worker label) -> the steps' code (InlineCode's
 
 class Packed:
     """``obj`` pickled once, here, and sent as those bytes: a worker that receives it gets
-    ``obj`` back (unpickled with the garbage collector paused).
-
-    The steps' code goes to every worker of a run: scattered as itself it was pickled
-    once per worker (4 ms per epoch of a9a's linear program, measured), and unpickling
-    its many small objects ran the collector's passes (an 8-epoch program: 131 ms with
-    the collector, 21 ms without, measured on its own)."""
+    ``obj`` back (unpickled with the garbage collector paused, whose passes over the
+    code's many small objects cost most of it; docs/benchmarks.md)."""
 
     def __init__(self, obj):
         from distributed.protocol.pickle import dumps
@@ -70,9 +66,7 @@ class InlineCode:
     """The steps' code as an argument of the first task of a worker's loop of steps
     (:class:`Packed` inside), kept on the worker under ``key`` for the attempt's later
     tasks there (:class:`CodeRef`, which the chain of the loop's tasks orders after it).
-    A task of its own for the code cost a scheduler round trip before the loop began:
-    the loop's task is sent only once the code task is reported done (2.5-4 ms,
-    measured on a9a's linear program)."""
+    A task of its own for the code cost a scheduler round trip before the loop began."""
 
     def __init__(self, code: Packed | None, key: tuple, blob: bytes | None = None):
         self.code, self.key = code, key
@@ -256,7 +250,7 @@ async def step_group_in_loop(code, token, label, t, parts, for_worker, chain, *b
     """:func:`step_group` run by the worker's event loop instead of its thread pool.
 
     Dask runs a coroutine-function task in the event loop; a short step costs less there
-    than the hand-off to a thread and back (measured for SSGD's sub-epochs). The worker
+    than the hand-off to a thread and back. The worker
     still counts it against its threads, so it never overlaps another task of the worker.
     Long steps block the loop (and the heartbeats) while they run: programs choose.
     """

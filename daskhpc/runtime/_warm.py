@@ -2,8 +2,8 @@
 each worker process.
 
 The frame ran it on every worker at the start of every run, though a process keeps the
-kernels it loaded: GCN's, four tiny programs through ``run_local``, took 19 ms of every
-fit on Cora (a call trace, 2 workers). :func:`warm_once` remembers, in the worker
+kernels it loaded (GCN's took 19 ms of every fit on Cora, docs/benchmarks.md).
+:func:`warm_once` remembers, in the worker
 process, which warm-ups it ran (by function and arguments); a new worker process (a
 replacement after a loss) has none and runs them.
 """
