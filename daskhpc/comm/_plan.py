@@ -204,12 +204,10 @@ class Plan:
             phase = np.concatenate([p.phase + o for p, o in zip(plans, offs)])
         else:
             phase = np.repeat(np.asarray(phases, np.int64), [p.num_messages for p in plans])
-        args = dict(
-            nparts=nparts or max(p.nparts for p in plans),
-            phase=phase,
-            src=np.concatenate([p.src for p in plans]),
-            dst=np.concatenate([p.dst for p in plans]),
-            **{"nphases": int(sum(p.nphases for p in plans)), **kw})
+        args = dict(nparts=nparts or max(p.nparts for p in plans), phase=phase,
+                    src=np.concatenate([p.src for p in plans]),
+                    dst=np.concatenate([p.dst for p in plans]),
+                    **{"nphases": int(sum(p.nphases for p in plans)), **kw})
         if has_idx:
             args["indices"] = np.concatenate([p.indices for p in plans])
             args["ptr"] = np.concatenate([[0], np.cumsum(np.concatenate([p.volume for p in plans]))])
@@ -371,23 +369,15 @@ class Plan:
         def top(a):
             return int(a.max()) if a.size else 0
 
-        return {
-            "tot_vol": int(self.volume.sum()),
-            "max_vol": top(per_part_vol),
-            "avg_vol": float(per_part_vol.mean()) if self.nparts else 0.0,
-            "sum_max_vol": int(phase_max_vol.sum()),
-            "max_max_vol": top(phase_max_vol),
-            "tot_msgs": self.num_messages,
-            "max_msgs": top(per_part_msg),
-            "avg_msgs": float(per_part_msg.mean()) if self.nparts else 0.0,
-            "sum_max_msgs": int(phase_max_msg.sum()),
-            "max_max_msgs": top(phase_max_msg),
-            "phases": int(self.nphases),
-            "unit": self.unit,
-            "words_per_unit": int(self.words_per_unit),
-            "word_bytes": int(self.word_bytes),
-            "planned_bytes": int(self.message_bytes().sum()),
-        }
+        return {"tot_vol": int(self.volume.sum()), "max_vol": top(per_part_vol),
+                "avg_vol": float(per_part_vol.mean()) if self.nparts else 0.0,
+                "sum_max_vol": int(phase_max_vol.sum()), "max_max_vol": top(phase_max_vol),
+                "tot_msgs": self.num_messages, "max_msgs": top(per_part_msg),
+                "avg_msgs": float(per_part_msg.mean()) if self.nparts else 0.0,
+                "sum_max_msgs": int(phase_max_msg.sum()), "max_max_msgs": top(phase_max_msg),
+                "phases": int(self.nphases), "unit": self.unit,
+                "words_per_unit": int(self.words_per_unit), "word_bytes": int(self.word_bytes),
+                "planned_bytes": int(self.message_bytes().sum())}
 
     def per_phase(self) -> dict:
         """Per-phase maxima and totals (for plots and the dashboard)."""

@@ -215,11 +215,8 @@ class DashboardState:
     # -- output --------------------------------------------------------------------------
     def workers(self, extra=()) -> list[str]:
         """Row order of the matrices: the run's workers, then the plan's, then others."""
-        order: list[str] = []
-        for group in (self.run.get("workers", ()), self.topics.get("plan", {}).get("workers", ()),
-                      sorted(extra)):
-            order.extend(w for w in group if w not in order)
-        return order
+        return list(dict.fromkeys([*self.run.get("workers", ()),
+                                   *self.topics.get("plan", {}).get("workers", ()), *sorted(extra)]))
 
     def planned_matrix(self) -> tuple[list[str], np.ndarray | None]:
         """``(workers, K x K)`` planned bytes, in :meth:`workers` order (None if no plan)."""

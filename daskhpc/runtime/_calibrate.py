@@ -90,10 +90,8 @@ def calibrate(client: Client, sizes: Sequence[int] = (8, 1 << 12, 1 << 16, 1 << 
     out_sizes = [int(s) for s in sizes for _ in range(repeats + 1)]
     name = f"daskhpc-calibrate-{uuid.uuid4().hex[:8]}"
     keys = [f"{name}-{j}" for j in range(len(out_sizes) + 1)]
-    tasks = {keys[0]: (_payload, None, out_sizes[0])}
-    for j in range(1, len(out_sizes)):
-        tasks[keys[j]] = (_payload, keys[j - 1], out_sizes[j])
-    tasks[keys[-1]] = (_payload, keys[-2], 0)
+    tasks = {k: (_payload, keys[j - 1] if j else None,
+                 out_sizes[j] if j < len(out_sizes) else 0) for j, k in enumerate(keys)}
     where = {k: (a, b)[j % 2] for j, k in enumerate(keys)}
     with TransferLedger(client) as ledger:
         [last] = submit_pinned(client, tasks, where, [keys[-1]])

@@ -29,6 +29,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import operator
 import sys
 import time
 import warnings
@@ -160,18 +161,15 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                 rec.update(invalidate(job, book, lost.lost))
                 old = store.placement
                 new_placement, moved = _move_off(client, store, old, set(lost.lost))
-                if job.warm_up is not None:
-                    fresh = [w for w in new_placement.workers if w not in old.workers]
-                    if fresh:
-                        with contextlib.suppress(Exception):
-                            warm(client, job.warm_up, workers=fresh)
+                fresh = [w for w in new_placement.workers if w not in old.workers]
+                if job.warm_up is not None and fresh:
+                    with contextlib.suppress(Exception):
+                        warm(client, job.warm_up, workers=fresh)
                 after = todo_of(job, book)
-                rec.update(
-                    restart=(after or [None])[0], rerun=after,
-                    moved=[int(m) if isinstance(m, (int, np.integer)) else list(m)
-                           for m in moved],
-                    new_workers=[w for w in new_placement.workers if w not in old.workers],
-                    recovery_s=time.perf_counter() - t_lost)
+                rec.update(restart=(after or [None])[0], rerun=after,
+                           moved=[int(m) if isinstance(m, (int, np.integer)) else list(m)
+                                  for m in moved],
+                           new_workers=fresh, recovery_s=time.perf_counter() - t_lost)
                 rec["time_lost_s"] = rec["wasted_s"] + rec["invalidated_s"] + rec["recovery_s"]
                 recoveries.append(rec)
                 attempts += 1
@@ -437,10 +435,6 @@ def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain,
     return job.assemble(finals) if job.assemble else finals
 
 
-def _pick(values: dict, part: int):
-    return values[part]
-
-
 def _kept_finals(client, runner, fin: list, nparts: int) -> list:
     """Per part, a future of its final value on its own worker (``Job.keep_finals``):
     a pinned task picks it from its worker's final task (no transfer)."""
@@ -448,7 +442,7 @@ def _kept_finals(client, runner, fin: list, nparts: int) -> list:
     for f, (lab, parts) in zip(fin, runner.parts.items()):
         for p in parts:
             key = (f"{runner.program.name}-kept-{runner.token}", int(p))
-            tasks[key] = (_pick, f, p)
+            tasks[key] = (operator.getitem, f, p)
             where[key] = runner.address[lab]
     got = dict(zip(tasks, submit_pinned(client, tasks, where, list(tasks))))
     return [got[(f"{runner.program.name}-kept-{runner.token}", p)] for p in range(nparts)]

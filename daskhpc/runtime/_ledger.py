@@ -222,11 +222,8 @@ class TransferLedger:
         if what not in ("bytes", "sizeof", "messages"):
             raise ValueError(f"what must be 'bytes', 'sizeof' or 'messages', not {what!r}")
         entries = self._done()
-        workers = list(self._workers)
-        for e in entries:
-            for w in (e["sender"], e["receiver"]):
-                if w not in workers:
-                    workers.append(w)
+        workers = list(dict.fromkeys([*self._workers, *(w for e in entries
+                                                        for w in (e["sender"], e["receiver"]))]))
         index = {w: i for i, w in enumerate(workers)}
         counts = np.zeros((len(workers), len(workers)), dtype=np.int64)
         for e in entries:
