@@ -69,8 +69,7 @@ class CommMatrix(Component):
         st = self.state
         if st is None:
             return
-        plugin = self.plugin
-        workers, measured = st.measured_matrix(plugin.sent())
+        workers, measured = st.measured_matrix(self.plugin.sent())
         _, planned = st.planned_matrix()
         k = len(workers)
         if k == 0:

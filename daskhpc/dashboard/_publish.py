@@ -90,9 +90,7 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
             with _LOCK:
                 pending = _PENDING.setdefault(client.id, [])
                 done = [p for p in pending if p[1].done()]
-                for p in done:
-                    pending.remove(p)
-                pending.append((topic, going))
+                pending[:] = [p for p in pending if p not in done] + [(topic, going)]
             for p in done:
                 _settle_one(*p)
             return True

@@ -39,17 +39,16 @@ CLUSTER_CONFIG: dict[str, Any] = {
     # ReduceReplicas drops replicas that a broadcast made on purpose.
     "distributed.scheduler.active-memory-manager.start": False,
     # Fusion and annotation merging drop or intersect worker restrictions
-    # (docs/decisions.md, "The cluster's configuration"). They are client-side optimisations: submit_pinned never
-    # runs them, and this only covers code running on the workers.
+    # (docs/decisions.md, "The cluster's configuration"). They are client-side
+    # optimisations: submit_pinned never runs them, this only covers the workers' code.
     "optimization.fuse.active": False,
     "optimization.annotations.fuse": False,
     # transfer_outgoing_log is a deque of this length (default 1000 entries);
     # one entry per worker-to-worker batch, so a long run needs more.
     "distributed.admin.low-level-log-length": 100_000,
     # Dask's nannies set MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's mmap
-    # threshold at 128 kB: every larger numpy array is then an mmap + page faults + munmap.
-    # A GCN epoch on Cora took 9-25 ms in a worker against 3.2 ms in the client (measured).
-    # Keep the trimming, with the mmap threshold set explicitly and a larger trim one.
+    # threshold at 128 kB: every larger numpy array is then an mmap + page faults + munmap
+    # (docs/gcn.md). Keep the trimming, the mmap threshold set and a larger trim one.
     "distributed.nanny.pre-spawn-environ": {
         "MALLOC_TRIM_THRESHOLD_": 128 * 2**20, "MALLOC_MMAP_THRESHOLD_": 32 * 2**20,
         "OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1},
@@ -195,11 +194,10 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
 
 def direct_to_workers(local: bool) -> bool | None:
     """``Client(direct_to_workers=...)`` by ``daskhpc.runtime.direct-to-workers``: data
-    placed and gathered straight to and from the workers (on one host, through the
-    scheduler 6 MB took 16-19 ms to place and 10-14 ms to gather, straight 4.4-4.6 and
-    4.0 ms; docs/benchmarks.md). ``local``: a LocalCluster's client, whose workers are
-    on its host; a joining client goes straight only where the setting is true (None:
-    Dask's default, through the scheduler)."""
+    placed and gathered straight to and from the workers (one hop, not two: docs/hpc.md).
+    ``local``: a LocalCluster's client, whose workers are on its host; a joining client
+    goes straight only where the setting is true (None: Dask's default, through the
+    scheduler)."""
     value = _config.get("runtime.direct-to-workers", "local")
     if value == "local":
         return True if local else None

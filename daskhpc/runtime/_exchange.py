@@ -25,21 +25,17 @@ pickled with protocol 5, their buffers sent out of band (no copy on the sender),
 connection per sender and receiver with ``TCP_NODELAY``. A message goes in one system
 call (its buffers gathered by ``sendmsg``) when its connection is free; a message the
 socket takes in part is finished on the same connection, with its lock held; a full
-socket or a busy connection makes it a task. ``daskhpc.runtime.transport:
-unix`` uses a Unix socket between two workers of one host instead (an abstract name on
-Linux, a file of the temporary directory elsewhere), which the receiver offers next to
-its port, falling back to TCP where the connect fails (another host of the same name,
-another network namespace): a Program's ping-pong message 10-15 % faster, but SSGD's
-epochs 0.1-0.3 ms slower (docs/benchmarks.md, "A run's edges"), so not the default. The
-receiver reads each
-connection with an asyncio protocol (:class:`_Reader`): a message goes into the mailbox
-in the turn of the event loop that read it, small ones several per system call, a large
-one into a writable, aligned buffer of its own. A message the receiver cannot unpickle
-(a module only the sender has) fails the steps of its run that wait, with the reason,
-and the connection goes on. A ping-pong of 8-byte messages between two workers took
-0.9 ms per round trip through distributed's comms, 0.18-0.24 ms over this socket and
-about 0.09 ms between two plain asyncio processes (measured on 2 cores,
-``docs/benchmarks.md``). The receiver's port (and Unix socket) is asked for once per
+socket or a busy connection makes it a task. ``daskhpc.runtime.transport: unix`` uses a
+Unix socket between two workers of one host instead (an abstract name on Linux, a file
+of the temporary directory elsewhere), which the receiver offers next to its port,
+falling back to TCP where the connect fails (another host of the same name, another
+network namespace); not the default (docs/benchmarks.md, "A run's edges"). The receiver
+reads each connection with an asyncio protocol (:class:`_Reader`): a message goes into
+the mailbox in the turn of the event loop that read it, small ones several per system
+call, a large one into a writable, aligned buffer of its own. A message the receiver
+cannot unpickle (a module only the sender has) fails the steps of its run that wait,
+with the reason, and the connection goes on. Why, and what each piece costs:
+docs/decisions.md, "The direct exchange over its own sockets". The receiver's port (and Unix socket) is asked for once per
 pair through distributed (``daskhpc_listen``). Any other address scheme (``tls://`` under mpiexec,
 ``ucx://``, ``inproc://``) and ``daskhpc.runtime.transport: dask`` use distributed's
 comm, so a secured cluster stays secured.
@@ -368,10 +364,8 @@ class Exchange(WorkerPlugin):
 
     async def _send_dask(self, token: str, address: str, msgs: list) -> int:
         """Write the message to the distributed comm kept open to ``address`` (made on
-        first use); returns its bytes.
-
-        A request with a reply cost a round trip per push (1.4-1.9 ms measured on 2 busy
-        cores, most of a short step); the write returns once the frames are queued."""
+        first use); returns its bytes once the frames are queued (no reply waited for: a
+        round trip per push was most of a short step, docs/decisions.md)."""
         from distributed.protocol.serialize import Serialized, serialize
 
         header, frames = serialize(msgs, on_error="raise")
