@@ -32,9 +32,8 @@ __all__ = ["expand_plan", "fold_plan", "row_volume"]
 
 def _pairs(owner, lam_ptr, lam_parts, nparts: int):
     """(row, needing part) pairs whose part is not the row's owner."""
-    owner = np.asarray(owner, dtype=np.int64)
-    lam_ptr = np.asarray(lam_ptr, dtype=np.int64)
-    lam_parts = np.asarray(lam_parts, dtype=np.int64)
+    owner, lam_ptr, lam_parts = (np.asarray(a, dtype=np.int64)
+                                 for a in (owner, lam_ptr, lam_parts))
     n = owner.size
     if lam_ptr.shape != (n + 1,) or lam_ptr[-1] != lam_parts.size:
         raise ValueError(f"connectivity sets (CSR with {lam_ptr.size} pointers) do not "

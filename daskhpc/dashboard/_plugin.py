@@ -198,9 +198,7 @@ class DashboardPlugin(SchedulerPlugin):
         if isinstance(tl, list):
             # strata-timeline interface: an append-only list (a source may replace it by
             # a new list when a run is fetched). Merge only the rows appended since the
-            # last sample: re-reading the whole list every 200 ms grew with the run and
-            # was about a fifth of the scheduler process's samples on a 300-epoch SSGD
-            # run (py-spy, K = 4).
+            # last sample: re-reading it all grew with the run (docs/benchmarks.md).
             prev = self._seen_lists.get(name)
             new = tl[prev[1]:] if prev is not None and prev[0] is tl else tl
             if new:

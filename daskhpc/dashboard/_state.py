@@ -215,8 +215,9 @@ class DashboardState:
     # -- output --------------------------------------------------------------------------
     def workers(self, extra=()) -> list[str]:
         """Row order of the matrices: the run's workers, then the plan's, then others."""
-        return list(dict.fromkeys([*self.run.get("workers", ()),
-                                   *self.topics.get("plan", {}).get("workers", ()), *sorted(extra)]))
+        plan = self.topics.get("plan", {})
+        return list(dict.fromkeys([*self.run.get("workers", ()), *plan.get("workers", ()),
+                                   *sorted(extra)]))
 
     def planned_matrix(self) -> tuple[list[str], np.ndarray | None]:
         """``(workers, K x K)`` planned bytes, in :meth:`workers` order (None if no plan)."""

@@ -2,11 +2,11 @@
 scheduler.
 
 While a run is on, the frame unbatches the control messages (``_latency``), filters the
-lost-data lines of its keys (``_quiet``) and bounds Dask's logs (``_logs``); afterwards it
-puts the first two back. Each used to make its own ``client.run`` or
-``run_on_scheduler``, a round trip each (docs/benchmarks.md). A :class:`Setting` names the worker and scheduler
-functions that turn it on and off; :func:`applied` turns several on with one call of
-each kind and off the same way.
+lost-data lines of its keys (``_quiet``) and bounds Dask's logs (``_logs``); afterwards
+it puts the first two back. Each used to make its own ``client.run`` or
+``run_on_scheduler``, a round trip each (docs/benchmarks.md). A :class:`Setting` names
+the worker and scheduler functions that turn it on and off; :func:`applied` turns
+several on with one call of each kind and off the same way.
 
 The calls never fail the run: a function that raises, or a worker that left, is left
 out (its setting is then not restored there), as each setting did on its own.
@@ -49,9 +49,9 @@ class Calls:
 
     def send(self, workers: list | None = None, wait: bool = True) -> Got:
         """Make the calls (the worker ones on ``workers``, default all), the worker and the
-        scheduler call at the same time (one round trip, not two in a row: 1-1.5 ms
-        less a call, measured); never raises. ``wait=False``: return at once, the calls
-        on their way; the :class:`Got` waits for them when first read (:meth:`Got.wait`)."""
+        scheduler call at the same time (one round trip, not two in a row); never raises.
+        ``wait=False``: return at once, the calls on their way; the :class:`Got` waits for
+        them when first read (:meth:`Got.wait`)."""
         calls = {}
         if self.workers and (workers is None or workers):
             calls["workers"] = self.client.run(_on_worker, self.workers, workers=workers,

@@ -182,8 +182,7 @@ class CheckpointDir:
         self._write()
         kept = {int(d["step"]) for d in self.manifest["complete"][-self.keep:]}
         for name in os.listdir(self.path):
-            if _is_step(name) and int(name[5:]) not in kept \
-                    and int(name[5:]) < int(step):
+            if _is_step(name) and int(name[5:]) not in kept and int(name[5:]) < int(step):
                 shutil.rmtree(os.path.join(self.path, name), ignore_errors=True)
 
     def _write(self) -> None:

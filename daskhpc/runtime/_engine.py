@@ -50,9 +50,8 @@ def units_per_task() -> int:
     """``daskhpc.runtime.units-per-task``: how many units one direct-mode task of a worker
     runs (0: a whole window; 1: a task per unit, so a task's key names its unit).
 
-    Each task costs a scheduler round trip and the worker's bookkeeping, 4-7 ms on 2 busy
-    cores (a chain of tasks, ``docs/benchmarks.md``): more than a short unit itself.
-    """
+    Each task costs a scheduler round trip and the worker's bookkeeping (4-7 ms on 2 busy
+    cores, ``docs/benchmarks.md``): more than a short unit itself."""
     from daskhpc import _config
 
     n = _config.get("runtime.units-per-task", 0)

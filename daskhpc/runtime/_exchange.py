@@ -35,10 +35,11 @@ the mailbox in the turn of the event loop that read it, small ones several per s
 call, a large one into a writable, aligned buffer of its own. A message the receiver
 cannot unpickle (a module only the sender has) fails the steps of its run that wait,
 with the reason, and the connection goes on. Why, and what each piece costs:
-docs/decisions.md, "The direct exchange over its own sockets". The receiver's port (and Unix socket) is asked for once per
-pair through distributed (``daskhpc_listen``). Any other address scheme (``tls://`` under mpiexec,
-``ucx://``, ``inproc://``) and ``daskhpc.runtime.transport: dask`` use distributed's
-comm, so a secured cluster stays secured.
+docs/decisions.md, "The direct exchange over its own sockets". The receiver's port (and
+Unix socket) is asked for once per pair through distributed (``daskhpc_listen``). Any
+other address scheme (``tls://`` under mpiexec, ``ucx://``, ``inproc://``) and
+``daskhpc.runtime.transport: dask`` use distributed's comm, so a secured cluster stays
+secured.
 
 Bytes: every push is logged like a ``get_data`` reply (``who`` = receiver, ``keys`` = the
 graph mode's bundle key, ``total`` = payload sizeof, ``compressed`` = serialized frame

@@ -50,8 +50,8 @@ class WorkerWatch:
     ``Scheduler.remove_worker``). The subscription takes effect a moment later: a
     worker lost before it is seen by :meth:`refresh`, which :func:`gather_watching`
     calls once its futures have waited one slice, then every second (not on entry: a
-    scheduler call, 1.3 ms of every attempt, measured, for a loss that a run finishing
-    within the slice never meets).
+    scheduler call every attempt paid, for a loss that a run finishing within the slice
+    never meets).
 
     A client keeps one handler per topic: two watches open at once on one client
     would replace each other's handler (our workflows open one at a time).

@@ -2,12 +2,13 @@
 
 A collection of Python's oldest generation scans every tracked object of the process
 (about 250,000 on the client after the imports of dask, distributed, numba and scipy);
-one landed inside a short SSGD run and doubled its own cost (docs/benchmarks.md). While a run is on, the objects that existed when it
-started are frozen (:func:`gc.freeze`): collections then scan only what the run made.
-When the last run of the process ends they are put back (:func:`gc.unfreeze`), and the
-next full collection frees whatever of them became garbage meanwhile: nothing is kept
-for good. Runs may overlap (threads, or several clients of one cluster): the objects are
-frozen by the first and put back by the last.
+one landed inside a short SSGD run and doubled its own cost (docs/benchmarks.md). While a
+run is on, the objects that existed when it started are frozen (:func:`gc.freeze`):
+collections then scan only what the run made. When the last run of the process ends
+they are put back (:func:`gc.unfreeze`), and the next full collection frees whatever of
+them became garbage meanwhile: nothing is kept for good. Runs may overlap (threads, or
+several clients of one cluster): the objects are frozen by the first and put back by
+the last.
 
 :func:`frozen` is the client's; :class:`FrozenHeap`, a run setting (``_calls``), does the
 same on the workers and the scheduler in the run's settings calls.

@@ -118,8 +118,7 @@ class Job(_Units):
         ``row(unit, {reporter: values}) -> dict``: the history row of a complete unit.
     fingerprint : dict or callable
         What must be equal to continue a checkpoint (inputs, parts, seeds, options), or a
-        function returning it: called only by a run with a checkpoint (hashing the input
-        took 5-10 ms a run of a9a or email-Enron).
+        function returning it: called only by a run with a checkpoint (it hashes inputs).
     program : callable
         ``program(first_unit) -> Program`` of units ``first_unit .. units - 1``.
     statics : dict or list, optional

@@ -269,18 +269,11 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
     (:func:`init_group`), which saves a task and its scheduler round trip per worker;
     ``final``: the last task returns :func:`final_group`'s value (the same saving at the
     end), else None."""
-    code = _code(code)
-    from distributed import get_worker
-
     from daskhpc.runtime._exchange import extension
-    from daskhpc.runtime._reports import ReportBatch
 
-    worker = get_worker()
+    code = _code(code)
+    worker, key, batch = _begin(code, token, label, t1, parts, statics, starts)
     ext = extension(worker)
-    key = (f"{code.name}-{token}", label, t1 - 1, "")
-    if statics is not None:
-        init_group(code, token, label, parts, statics, starts)
-    batch = None if code.topic is None else ReportBatch(code.topic, worker)
     if (token, label) in _STOPPED:            # an earlier task's unit ended the program
         return _last(code, token, label, parts, final)
     try:
@@ -321,15 +314,7 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
     :func:`steps_direct`.
     """
     code = _code(code)
-    from distributed import get_worker
-
-    from daskhpc.runtime._reports import ReportBatch
-
-    worker = get_worker()
-    key = (f"{code.name}-{token}", label, t1 - 1, "")
-    if statics is not None:
-        init_group(code, token, label, parts, statics, starts)
-    batch = None if code.topic is None else ReportBatch(code.topic, worker)
+    worker, key, batch = _begin(code, token, label, t1, parts, statics, starts)
     if (token, label) in _STOPPED:            # an earlier task's unit ended the program
         return _last(code, token, label, parts, final)
     try:
@@ -341,6 +326,22 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
         if batch is not None:
             batch.flush()
     return _last(code, token, label, parts, final)
+
+
+def _begin(code: ProgramCode, token: str, label: str, t1: int, parts: tuple, statics,
+           starts) -> tuple:
+    """What a loop of steps up to ``t1 - 1`` starts with: the parts made if it is the
+    attempt's first task (``statics``), then ``(this worker, the task's key, a
+    ReportBatch of its units' reports or None)``."""
+    from distributed import get_worker
+
+    from daskhpc.runtime._reports import ReportBatch
+
+    worker = get_worker()
+    if statics is not None:
+        init_group(code, token, label, parts, statics, starts)
+    batch = None if code.topic is None else ReportBatch(code.topic, worker)
+    return worker, (f"{code.name}-{token}", label, t1 - 1, ""), batch
 
 
 def _last(code: ProgramCode, token: str, label: str, parts: tuple, final: bool):

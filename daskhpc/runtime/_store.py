@@ -87,11 +87,10 @@ class PartStore:
         self.where.pop(name, None)
 
     def _scatter(self, name: str, values: dict) -> None:
-        """Send ``values`` to their parts' workers, to every worker at once (one scatter
-        each: two workers' a9a parts 6.4 -> 4.3 ms, measured); a part's Future and
-        ``where`` change only once its data is there, so a scatter that a lost worker
-        stops half way (:class:`WorkerLost`, after the parts that arrived are recorded)
-        leaves every record true."""
+        """Send ``values`` to their parts' workers, to every worker at once (a scatter
+        each, docs/benchmarks.md); a part's Future and ``where`` change only once its
+        data is there, so a scatter that a lost worker stops half way (:class:`WorkerLost`,
+        after the parts that arrived are recorded) leaves every record true."""
         self.generation += 1
         by_worker: dict[str, dict] = {}
         for p, v in values.items():

@@ -43,8 +43,7 @@ def started(client, fn=None, count: bool = False) -> dict | None:
     and, with ``count``, each worker's sent-bytes counters now (the dashboard's zero of
     the run): ``{worker: counters}``, None without ``count`` or where the call failed
     without a warm-up (the dashboard then reads them itself; a warm-up's failure
-    raises, as it did on its own). One round trip, not one for each (the warm-up's own
-    call took 1.7-3.5 ms a run, measured)."""
+    raises, as it did on its own). One round trip, not one for each (docs/benchmarks.md)."""
     try:
         got = client.run(_started, fn, count)
     except Exception:
