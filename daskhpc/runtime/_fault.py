@@ -19,6 +19,7 @@ Examples
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
 import time
 
@@ -76,10 +77,8 @@ class WorkerWatch:
         return self
 
     def __exit__(self, *exc) -> None:
-        try:
+        with contextlib.suppress(Exception):     # a closed client has nothing to unsubscribe
             self.client.unsubscribe_topic("all")
-        except Exception:  # noqa: BLE001 - a closed client has nothing to unsubscribe
-            pass
 
     @property
     def lost(self) -> frozenset:

@@ -17,6 +17,7 @@ log ended when it was entered and, on exit, sums the entries written since whose
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pickle
 import time
 import warnings
@@ -118,11 +119,9 @@ class TransferLedger:
         # scheduler for them, at both ends of every attempt)
         marks, self._given = self._given, None
         self.entries = None
-        if callable(marks):
-            self._later = marks
-            return self
-        self._later = None
-        self._take(marks)
+        self._later = marks if callable(marks) else None     # (taken by ready)
+        if self._later is None:
+            self._take(marks)
         return self
 
     def ready(self) -> TransferLedger:
@@ -178,10 +177,8 @@ class TransferLedger:
         # warning about departed workers, and let the body's exception through
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            try:
+            with contextlib.suppress(Exception):    # never mask the body's exception
                 self.stop(self.then)
-            except Exception:  # noqa: BLE001 - never mask the body's exception
-                pass
 
     # -- results -------------------------------------------------------------
 
@@ -348,10 +345,8 @@ def _log_mark(dask_worker) -> dict:
 
 async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
     if first is not None:
-        try:
+        with contextlib.suppress(Exception):    # as the call on its own was: never fails this
             first[0](*first[1:], dask_worker=dask_worker)
-        except Exception:  # noqa: BLE001 - as the call on its own was: never fails this
-            pass
     # The receiver's task can finish, and the client see it, a moment before
     # the sender appends its log entry (it does so after the receiver's "OK").
     # transfer_outgoing_count drops in the same step as the append. (It counts the

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from daskhpc.runtime._calls import Setting
 
@@ -192,12 +192,10 @@ class ReportInbox:
         return self
 
     def __exit__(self, *exc) -> None:
-        try:
+        with suppress(Exception):        # a closed client has nothing to unsubscribe
             self.client.unsubscribe_topic(self.topic)
             if self.forget:
                 self.client.run_on_scheduler(_forget_topic, self.topic)
-        except Exception:  # noqa: BLE001 - a closed client has nothing to unsubscribe
-            pass
 
     def drain(self) -> list[dict]:
         """The reports that arrived since the last call, oldest first."""

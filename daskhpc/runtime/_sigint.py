@@ -13,6 +13,7 @@ protected by :func:`start_without_sigint`, which ``connect()`` starts a LocalClu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -83,12 +84,9 @@ def _ignoring_interpreter(exe) -> str | None:
     key = hashlib.sha1(os.fsencode(exe)).hexdigest()[:12]
     path = os.path.join(folder, f"python-nosigint-{key}")
     text = f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(exe)} \"$@\"\n"
-    try:
-        with open(path) as f:
-            if f.read() == text and os.access(path, os.X_OK):
-                return path
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open(path) as f:
+        if f.read() == text and os.access(path, os.X_OK):
+            return path
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         tmp = f"{path}.{os.getpid()}"
