@@ -23,8 +23,8 @@ from bokeh.plotting import figure
 from distributed.dashboard.components.scheduler import BOKEH_THEME, env
 from distributed.utils import log_errors
 
-from daskhpc.dashboard._base import (EMPTY, UPDATE_MS, Component, bytes_text, format_bytes,
-                                     update_source, worker_label)
+from daskhpc.dashboard._base import (EMPTY, UPDATE_MS, Component, bytes_text, update_source,
+                                     worker_label)
 
 __all__ = ["CommMatrix", "WorkerLoad", "PAGES", "workflow_panels", "heading_text"]
 
