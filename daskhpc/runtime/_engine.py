@@ -206,28 +206,23 @@ class ProgramRunner:
             # the first window of a direct attempt creates the parts: no chain before it
             return None if init is not None else ref(self._group(lab, t - 1)[0])
 
-        if self.single:
-            [(lab, parts)] = self.parts.items()
-            key = (self.name, lab, steps.stop - 1, "")
-            tasks[key] = (steps_single, self._code_of(lab), self.token, lab, steps.start,
-                          steps.stop, parts, chain_of(lab, steps.start),
-                          *(init[lab] if init else (None, None)), final)
-            where[key] = self.address[lab]
-        elif self.direct:
+        if self.direct:
             # one task per worker and segment (``units_per_task`` units, or what is left
             # of the window): the steps run in a loop on the worker, messages pushed in
-            # between, the units' reports sent as events
+            # between, the units' reports sent as events (every part on one worker: one
+            # task per window, steps_single)
             us = self.program.unit_steps          # the window's slice of it, not all of it
             mine = us[bisect.bisect_left(us, steps.start):bisect.bisect_left(us, steps.stop)]
-            n = self.units_per_task
+            n = 0 if self.single else self.units_per_task
             ends = sorted(set(mine[n - 1::n] if n else []) | {steps[-1]})
+            loop = steps_single if self.single else steps_direct
             lo = steps.start
             for hi in ends:
                 for lab, parts in self.parts.items():
                     first = lo == steps.start
                     chain = chain_of(lab, lo) if first else ref(self._group(lab, lo - 1)[0])
                     [key] = self._group(lab, hi)
-                    tasks[key] = (steps_direct, self._code_of(lab), self.token, lab, lo, hi + 1,
+                    tasks[key] = (loop, self._code_of(lab), self.token, lab, lo, hi + 1,
                                   parts, chain,
                                   *(init[lab] if first and init else (None, None)),
                                   final and hi == ends[-1])

@@ -45,6 +45,7 @@ _DONE: dict = {}        # (token, worker label) -> last step run
 _UNIT_START: dict = {}  # (token, worker label) -> time the worker began its current unit
 _STOPPED: dict = {}     # (token, worker label) -> the unit after which the program stopped
 _CODE: dict = {}        # (token, worker label) -> the steps' code (InlineCode's, for CodeRef)
+_REGISTRIES = (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED, _CODE)
 
 
 class Packed:
@@ -387,7 +388,7 @@ def cleanup(token: str, dask_worker=None) -> int:
         ext = extension(dask_worker)
         if ext is not None:
             ext.forget(token)
-    for reg in (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED, _CODE):
+    for reg in _REGISTRIES:
         for key in [k for k in reg if k[0] == token]:
             del reg[key]
             n += 1
@@ -396,5 +397,4 @@ def cleanup(token: str, dask_worker=None) -> int:
 
 def registry_size() -> int:
     """Entries held for all runs in this process (tests check nothing leaks)."""
-    return sum(len(r) for r in (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED,
-                                _CODE))
+    return sum(len(r) for r in _REGISTRIES)
