@@ -42,10 +42,28 @@ from daskhpc.dashboard._publish import (ensure_plugin, plan_fields, plan_matrix,
                                         sent_now)
 from daskhpc.dashboard._state import PLUGIN_NAME, TOPICS, DashboardState
 
-__all__ = ["Component", "EMPTY", "UPDATE_MS", "DashboardPlugin", "DashboardState", "PAGES",
-           "PLUGIN_NAME", "TOPICS", "TransferCounter", "bytes_text", "format_bytes",
-           "update_source", "worker_label", "ensure_plugin", "install", "plan_fields",
-           "plan_matrix", "publish", "sent_now", "serve"]
+__all__ = [
+    "Component",
+    "EMPTY",
+    "UPDATE_MS",
+    "DashboardPlugin",
+    "DashboardState",
+    "PAGES",
+    "PLUGIN_NAME",
+    "TOPICS",
+    "TransferCounter",
+    "bytes_text",
+    "format_bytes",
+    "update_source",
+    "worker_label",
+    "ensure_plugin",
+    "install",
+    "plan_fields",
+    "plan_matrix",
+    "publish",
+    "sent_now",
+    "serve",
+]
 
 
 def __getattr__(name: str):

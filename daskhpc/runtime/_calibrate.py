@@ -37,8 +37,13 @@ if TYPE_CHECKING:
 __all__ = ["calibrate", "calibrate_exchange"]
 
 
-def calibrate(client: Client, sizes: Sequence[int] = (8, 1 << 12, 1 << 16, 1 << 20, 1 << 22),
-              repeats: int = 5, *, workers: Sequence[str] | None = None) -> dict:
+def calibrate(
+    client: Client,
+    sizes: Sequence[int] = (8, 1 << 12, 1 << 16, 1 << 20, 1 << 22),
+    repeats: int = 5,
+    *,
+    workers: Sequence[str] | None = None,
+) -> dict:
     """Fit ``t = alpha + beta * bytes`` to timed transfers between two workers.
 
     Parameters
@@ -104,8 +109,14 @@ def calibrate(client: Client, sizes: Sequence[int] = (8, 1 << 12, 1 << 16, 1 << 
     for i, size in enumerate(sizes):
         timed = keys[i * (repeats + 1) + 1 : (i + 1) * (repeats + 1)]
         t = [times[k] for k in timed]
-        samples.append({"bytes": int(size), "wire_bytes": int(np.median([wire[k] for k in timed])),
-                        "times": t, "median": float(np.median(t))})
+        samples.append(
+            {
+                "bytes": int(size),
+                "wire_bytes": int(np.median([wire[k] for k in timed])),
+                "times": t,
+                "median": float(np.median(t)),
+            }
+        )
     # the fastest of the repeats: load on the machine only ever adds time
     alpha, beta = _fit([s["bytes"] for s in samples], [min(s["times"]) for s in samples])
     return {"alpha": alpha, "beta": beta, "samples": samples}
@@ -142,8 +153,12 @@ def _received(client: Client, keys: set) -> dict:
     """Seconds each of ``keys`` took to arrive, from the receivers' logs."""
 
     def incoming(keys, dask_worker):
-        return [(key, e["stop"] - e["start"]) for e in dask_worker.transfer_incoming_log
-                for key in e["keys"] if key in keys]
+        return [
+            (key, e["stop"] - e["start"])
+            for e in dask_worker.transfer_incoming_log
+            for key in e["keys"]
+            if key in keys
+        ]
 
     return {k: t for found in client.run(incoming, keys).values() for k, t in found}
 

@@ -60,9 +60,16 @@ DASHBOARD_PRELOAD = "daskhpc.dashboard.preload"
 SIGINT_PRELOAD = "daskhpc.runtime._sigint"
 
 
-def connect(address: str | None = None, *, scheduler_file: str | None = None,
-            n_workers: int | None = None, dashboard_address: str | None = None,
-            processes: bool = True, security: Any = None, **cluster_kwargs: Any) -> Client:
+def connect(
+    address: str | None = None,
+    *,
+    scheduler_file: str | None = None,
+    n_workers: int | None = None,
+    dashboard_address: str | None = None,
+    processes: bool = True,
+    security: Any = None,
+    **cluster_kwargs: Any,
+) -> Client:
     """Return a Client, starting a local cluster unless told where one is.
 
     Three ways to get a cluster, tried in this order:
@@ -136,8 +143,10 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
         return _join(None, None, wait)
     if address is not None or scheduler_file is not None:
         if n_workers is not None or cluster_kwargs:
-            raise TypeError("n_workers and cluster options only apply to a cluster that "
-                            "connect() starts, not to an existing scheduler")
+            raise TypeError(
+                "n_workers and cluster options only apply to a cluster that "
+                "connect() starts, not to an existing scheduler"
+            )
         if address is not None and scheduler_file is not None:
             raise TypeError("give a scheduler address or a scheduler file, not both")
         if scheduler_file is not None:
@@ -168,8 +177,11 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
         worker_preload = list(dask.config.get("distributed.worker.preload", None) or [])
         if SIGINT_PRELOAD not in worker_preload:
             worker_preload.append(SIGINT_PRELOAD)
-        cluster_kwargs["config"] = {**CLUSTER_CONFIG, "distributed.worker.preload": worker_preload,
-                                    **cluster_kwargs.get("config", {})}
+        cluster_kwargs["config"] = {
+            **CLUSTER_CONFIG,
+            "distributed.worker.preload": worker_preload,
+            **cluster_kwargs.get("config", {}),
+        }
     # The scheduler imports this while it is built: the daskhpc dashboard pages
     # are served with Dask's own, and their data plugin is installed.
     preload = list(dask.config.get("distributed.scheduler.preload", None) or [])
@@ -186,10 +198,12 @@ def connect(address: str | None = None, *, scheduler_file: str | None = None,
             warnings.filterwarnings("ignore", message=r"Port \d+ is already in use",
                                     category=UserWarning)
             return start_without_sigint(lambda: Client(
-                n_workers=n_workers, processes=processes,
+                n_workers=n_workers,
+                processes=processes,
                 dashboard_address=free_dashboard_address(dashboard_address),
-                direct_to_workers=direct_to_workers(local=True), **cluster_kwargs),
-                _close_quietly)
+                direct_to_workers=direct_to_workers(local=True),
+                **cluster_kwargs,
+            ), _close_quietly)
 
 
 def direct_to_workers(local: bool) -> bool | None:
@@ -389,8 +403,11 @@ def in_order(names: dict) -> list[str]:
 def _natural(name: object) -> tuple:
     # Worker names are ints (LocalCluster, dask-mpi) or strings ("gpu-3");
     # compare digits as numbers so that worker 10 comes after worker 9.
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
-                 for part in re.split(r"(\d+)", str(name)) if part)
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in re.split(r"(\d+)", str(name))
+        if part
+    )
 
 
 def free_dashboard_address(address: str | None) -> str | None:

@@ -67,14 +67,20 @@ def pinned_graph(tasks: Mapping[Any, Any], workers: Mapping[Any, str]) -> HighLe
     if extra:
         raise KeyError(f"workers given for {len(extra)} unknown key(s), e.g. {extra[:3]}")
     where = {k: _as_list(workers[k]) for k in tasks}
-    annotations = {"workers": where.__getitem__,
-                   "allow_other_workers": dict.fromkeys(tasks, False).__getitem__}
+    annotations = {
+        "workers": where.__getitem__,
+        "allow_other_workers": dict.fromkeys(tasks, False).__getitem__,
+    }
     layer = MaterializedLayer(dict(tasks), annotations=annotations)
     return HighLevelGraph({LAYER_NAME: layer}, {LAYER_NAME: set()})
 
 
-def submit_pinned(client: Client, tasks: Mapping[Any, Any], workers: Mapping[Any, str],
-                  keys: Iterable[Any]) -> list[Future]:
+def submit_pinned(
+    client: Client,
+    tasks: Mapping[Any, Any],
+    workers: Mapping[Any, str],
+    keys: Iterable[Any],
+) -> list[Future]:
     """Submit a pinned graph and return futures for ``keys``.
 
     Parameters

@@ -45,7 +45,12 @@ class Placement:
     [0, 2]
     """
 
-    def __init__(self, nparts: int, workers: Sequence[str], owners: Sequence[str] | None = None):
+    def __init__(
+        self,
+        nparts: int,
+        workers: Sequence[str],
+        owners: Sequence[str] | None = None,
+    ):
         workers = tuple(workers)
         if nparts < 0:
             raise ValueError(f"nparts must be >= 0, got {nparts}")
@@ -155,4 +160,7 @@ class Placement:
     def __repr__(self) -> str:
         shown = ", ".join(f"{w!r}: {self.parts_of(w)}" for w in self._workers[:4])
         more = ", ..." if len(self._workers) > 4 else ""
-        return f"Placement({self.nparts} parts on {len(self._workers)} workers: {shown}{more})"
+        return (
+            f"Placement({self.nparts} parts on {len(self._workers)} workers: "
+            f"{shown}{more})"
+        )
