@@ -26,7 +26,7 @@ import uuid
 import numpy as np
 
 from ._call import call_graph, describe_task, forget, input_task, short_stages
-from ._measure import call_rows, measure, publish, publish_start
+from ._measure import call_rows, measure, publish_start
 from ._program import assemble, program, row, statics
 from ._setup import finish, options_of
 from ._stream import Format, Stream, from_payload
@@ -107,6 +107,7 @@ def with_values(client, s, inputs):
 def run_calls(client, s, owner, inputs, callback):
     from distributed import wait
 
+    from daskhpc.dashboard import publish
     from daskhpc.runtime import (
         PartStore,
         Placement,
@@ -126,7 +127,7 @@ def run_calls(client, s, owner, inputs, callback):
         inputs = store.put("input", dict(enumerate(statics(s))))
     t_setup = time.perf_counter() - t0
     publish_start(client, s, owner, workers)
-    history, finals, tokens, times = [], None, [], []
+    finals, tokens, times = None, [], []
     with TransferLedger(client, settle=0.5) as led, WorkerWatch(client, set(owner)) as watch, \
             low_latency(client):         # the 2-5 ms batching of control messages per hop
         for u in range(s.options.repeat):
@@ -155,12 +156,11 @@ def run_calls(client, s, owner, inputs, callback):
         return None
 
     m = measure(s, led.entries, owner, workers, stage_of, len(tokens), per_key=True)
-    rows = call_rows(s, times, m)
-    for r in rows:
-        history.append(r)
+    history = call_rows(s, times, m)
+    for r in history:
         if callback is not None:
             callback(r)
-    publish(client, "history", rows=rows)
+    publish(client, "history", rows=history)
     publish(client, "end", status="finished")
     return history, finals, m, {"run_s": float(sum(times)), "setup_s": t_setup,
                                 "per_iteration_s": times}
@@ -220,8 +220,6 @@ def run_program(client, s, owner, run, inputs=None, keep=False):
 
     m = measure(s, out.ledger.entries if out.ledger else [], owner, workers, stage_of,
                  len(out.history))
-    summary = dict(out.measured)
-    summary.update(calls=len(out.history), workers=m["summary"]["workers"])
-    m["summary"] = summary
-    timing = dict(out.timing)
-    return out.history, out.value, m, timing   # value: every rank's total (assemble)
+    m["summary"] = {**out.measured, "calls": len(out.history),
+                    "workers": m["summary"]["workers"]}
+    return out.history, out.value, m, dict(out.timing)   # value: every rank's total

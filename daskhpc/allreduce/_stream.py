@@ -49,7 +49,6 @@ __all__ = ["Format", "Stream", "merge", "take", "concat", "densify", "canon",
 INDEX_BYTES = 4
 #: the stream header: the item count (``unsigned nofitems``, Listing 4.1)
 HEADER_BYTES = 4
-_EMPTY_IDX = np.zeros(0, np.uint32)
 
 
 class Format:
@@ -195,9 +194,3 @@ def from_payload(payload: tuple, lo: int, hi: int) -> Stream:
     if len(payload) == 1:
         return Stream(lo, hi, None, payload[0])
     return Stream(lo, hi, payload[0], payload[1])
-
-
-def empty(lo: int, hi: int, fmt: Format, index_only: bool = False) -> Stream:
-    """A stream with no items over ``[lo, hi)``, in its canonical representation."""
-    val = None if index_only else np.zeros(0, fmt.dtype)
-    return canon(Stream(lo, hi, _EMPTY_IDX, val), fmt)

@@ -63,10 +63,9 @@ def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input
             raise InputError(f"ratings: {('row', 'column')[axis]} {first} has no ratings "
                              f"({empty[axis]} of {nz.shape[axis]} are empty); run without "
                              "keep_empty to drop them")
-        new = [np.cumsum(k) - 1 for k in keep]
-        rows, cols = new[0][rows], new[1][cols]
+        remap = [np.cumsum(k) - 1 for k in keep]
+        rows, cols = remap[0][rows], remap[1][cols]
         kept = tuple(np.flatnonzero(k) for k in keep)
-        remap = new
         source.update(shape_in_file=list(nz.shape), dropped_empty={
             "rows": empty[0], "columns": empty[1]})
         source.setdefault("notes", []).append(
@@ -76,8 +75,7 @@ def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input
     source["shape"] = list(shape)
     r = Ratings(rows, cols, np.zeros(nz.nnz), shape, source)
     nz.pins = None
-    maps = kept
-    return Input(r, maps, kept, nz.shape, 0, None, values=Values(client, nz, order, remap))
+    return Input(r, kept, kept, nz.shape, 0, None, values=Values(client, nz, order, remap))
 
 
 class Values:
@@ -108,8 +106,8 @@ class Values:
         self.is_test = is_test
         who = self._route_keeper()
         ntrain = n if is_test is None else int(n - is_test.sum())
-        self.stats = self.client.submit(_keeper_stats, self.keeper, ntrain, self.remap,
-                                        workers=[who], pure=False).result()
+        self.stats = self.client.submit(_keeper_stats, self.keeper, ntrain, workers=[who],
+                                        pure=False).result()
         self.stats["ntrain"] = ntrain
         return self.stats
 
@@ -299,7 +297,7 @@ def _keeper_rows(keeper, ntrain, remap):
     return rows, cols, v[:ntrain], v[ntrain:]
 
 
-def _keeper_stats(keeper, ntrain, remap) -> dict:
+def _keeper_stats(keeper, ntrain) -> dict:
     from daskhpc.runtime import array_digest
 
     _, v = keeper

@@ -39,12 +39,12 @@ import functools
 
 import numpy as np
 
-from daskhpc.runtime import AttemptGraph, GraphJob, Placement
+from daskhpc.runtime import AttemptGraph, Exchange, GraphJob, Placement
 
 from . import _tasks
 from ._graph import STEP, WindowGraph
 from ._partdata import all_part_data
-from ._serial import initial_factors
+from ._serial import assemble
 from ._checkpoint import fingerprint, restore, save_partition
 from ._kernels import learning_rate
 from ._setup import Setup
@@ -128,8 +128,6 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         return AttemptGraph(tasks, where, wanted, collect=collect, next=nxt)
 
     if direct:
-        from daskhpc.runtime import Exchange
-
         ctx.client.register_plugin(Exchange(), name=Exchange.name)      # idempotent
     if order_plugin:
         from ._plugin import register
@@ -142,7 +140,7 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         finals = {p: got[k][p] if direct else got[k] for p, k in last["final"].items()}
         if direct and timeline is not None:
             timeline[:] = _step_log_timeline(finals, pl, f"{STEP}-{ctx.token}", K)
-        return _assemble(run, finals)
+        return assemble(run, finals.items())
 
     def cleanup():
         from ._plugin import fetch_timeline
@@ -208,15 +206,6 @@ def _step_log_timeline(finals: dict, placement, run: str, K: int) -> list[dict]:
             for p, f in sorted(finals.items()) for e, k, b, t0, t1 in f["log"]]
 
 
-def _assemble(s: Setup, finals: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Full W and H from the parts' final pieces (rows nobody updated stay initial)."""
-    W, H = initial_factors(s)
-    for p, f in finals.items():
-        W[s.layout.row_parts == p] = f["W"]
-        H[f["cols"]] = f["rows"]
-    return W, H
-
-
 def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,
              placement=None, timeline: list | None = None, exchange: str = "graph",
              window: int | None = None):
@@ -257,18 +246,7 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
         "ssgd", K, o.epochs, row, functools.partial(fingerprint, s), attempt=attempt,
         restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
         savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
-        placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
-        opened=lambda ck: save_partition(s, ck), window=window,
+        placement=placement or functools.partial(ring_placement, K), warm_up=_tasks.warm_up,
+        unit_name="epochs", opened=lambda ck: save_partition(s, ck), window=window,
         diverged_hint=f"try a smaller --lr than {o.lr:g}")
 
-
-def _ring(K):
-    def place(workers):
-        return ring_placement(K, workers)
-    return place
-
-
-def _warm_up():
-    from ._tasks import warm_up
-
-    return warm_up()

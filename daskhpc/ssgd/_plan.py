@@ -93,11 +93,10 @@ def row_pieces(lay: Layout, strata: RingStrata, epoch: int = 0, method: str = "b
     K = lay.nparts
     blk = lay.col_blocks
     if strata.fixed:
-        finder = dgap_successors if method == "bitwise" else None
-        if finder is None:
-            x, y, j = successors_by_connectivity(lay.pins_col, lay.pins_part, K)
+        if method == "bitwise":
+            x, y, j = dgap_successors(lay.pins_col, lay.pins_part, blk, K)
         else:
-            x, y, j = finder(lay.pins_col, lay.pins_part, blk, K)
+            x, y, j = successors_by_connectivity(lay.pins_col, lay.pins_part, K)
         tx = strata.subepoch(x, blk[j], epoch)
         ty = tx + strata.distance(x, y)          # fixed distance (Definition 2)
         return x, y, j, tx, ty

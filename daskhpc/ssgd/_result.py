@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskhpc.errors import InputError
 from daskhpc.report import WorkflowResult
 
 __all__ = ["predict_file", "SSGDResult"]
@@ -232,7 +233,6 @@ def predict_file(result: SSGDResult, path: str) -> dict:
         An unreadable file, or a user or item the training data did not have (named,
         with its record's number).
     """
-    from daskhpc.errors import InputError
     from daskhpc.io import read_ratings
 
     got = read_ratings(path)

@@ -175,15 +175,12 @@ class RunPlan:
     def run_plan(self) -> Plan:
         """Every message the run sends (phases = absolute sub-epochs)."""
         inst = self.instances
-        cols = {"send": [], "src": [], "dst": [], "vol": []}
+        cols = []
         for q, pat in enumerate(self.patterns):
             mask = inst.pattern == q
             m = inst.message[mask]
-            cols["send"].append(inst.send[mask])
-            cols["src"].append(pat.src[m])
-            cols["dst"].append(pat.dst[m])
-            cols["vol"].append(pat.volume()[m])
-        send, src, dst, vol = (np.concatenate(cols[k]) for k in ("send", "src", "dst", "vol"))
+            cols.append((inst.send[mask], pat.src[m], pat.dst[m], pat.volume()[m]))
+        send, src, dst, vol = (np.concatenate(c) for c in zip(*cols))
         return Plan(self.layout.nparts, send, src, dst, volume=vol,
                     nphases=self.epochs * self.layout.nparts, unit="rows",
                     words_per_unit=self.rank, name=f"ssgd-{self.strategy}-run")
@@ -192,15 +189,12 @@ class RunPlan:
         """The evaluation messages of all evaluated epochs (phase = epoch)."""
         if not self.eval_patterns or not self.eval_epochs.size:
             return None
-        src, dst, vol, ph = [], [], [], []
+        cols = []
         for e in self.eval_epochs:
             ev = self.eval_pattern(int(e))
-            src.append(ev["src"])
-            dst.append(ev["dst"])
-            vol.append(np.diff(ev["ptr"]))
-            ph.append(np.full(ev["src"].size, e))
-        return Plan(self.layout.nparts, np.concatenate(ph), np.concatenate(src),
-                    np.concatenate(dst), volume=np.concatenate(vol), nphases=self.epochs,
+            cols.append((np.full(ev["src"].size, e), ev["src"], ev["dst"], np.diff(ev["ptr"])))
+        ph, src, dst, vol = (np.concatenate(c) for c in zip(*cols))
+        return Plan(self.layout.nparts, ph, src, dst, volume=vol, nphases=self.epochs,
                     unit="rows", words_per_unit=self.rank, name="ssgd-eval")
 
     def segment_rows(self, q: int, s: int) -> np.ndarray:
