@@ -138,11 +138,8 @@ def allreduce_local(vectors=None, algorithm: str = "auto", *, nparts=None, N=Non
 
 def _identical(streams) -> bool:
     a = streams[0]
-    for b in streams[1:]:
-        if a.dense != b.dense or not np.array_equal(a.val, b.val) or \
-                (not a.dense and not np.array_equal(a.idx, b.idx)):
-            return False
-    return True
+    return all(a.dense == b.dense and np.array_equal(a.val, b.val) and
+               (a.dense or np.array_equal(a.idx, b.idx)) for b in streams[1:])
 
 
 def _check(s: Setup, got: np.ndarray) -> dict:

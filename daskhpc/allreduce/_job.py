@@ -39,10 +39,9 @@ def warm_up():
     """Load the numba kernels on a worker (before anything is timed)."""
     from ._kernels import merge_sum, merge_union
 
+    i = np.array([1], np.uint32)
     for dt in (np.float64, np.int64, np.float32):
-        i = np.array([1], np.uint32)
-        v = np.ones(1, dt)
-        merge_sum(i, v, i, v)
+        merge_sum(i, np.ones(1, dt), i, np.ones(1, dt))
     merge_union(i, i)
 
 
@@ -108,16 +107,8 @@ def run_calls(client, s, owner, inputs, callback):
     from distributed import wait
 
     from daskhpc.dashboard import publish
-    from daskhpc.runtime import (
-        PartStore,
-        Placement,
-        TransferLedger,
-        WorkerWatch,
-        low_latency,
-        release_futures,
-        submit_pinned,
-        worker_addresses,
-    )
+    from daskhpc.runtime import (PartStore, Placement, TransferLedger, WorkerWatch,
+                                 low_latency, release_futures, submit_pinned, worker_addresses)
 
     workers = worker_addresses(client)
     t0 = time.perf_counter()

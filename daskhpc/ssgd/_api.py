@@ -168,12 +168,10 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
     rec.update(resumed_from_epoch=rec["resumed_from"], epochs_saved=rec["saved"])
     info["recovery"] = rec
     if run.check_serial:
-        if s.values is not None:      # the serial reference runs on the client
-            from ._collect import full_setup
+        from ._collect import full_setup
 
-            ser = run_serial(full_setup(s))
-        else:
-            ser = run_serial(s)
+        # a collection's serial reference runs on the client
+        ser = run_serial(full_setup(s) if s.values is not None else s)
         check = compare_arrays([(W, ser["W"]), (H, ser["H"])])
         check["history_identical"] = all(
             a.get("train_loss") == b.get("train_loss") and a.get("test_rmse") == b.get("test_rmse")

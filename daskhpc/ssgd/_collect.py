@@ -102,8 +102,7 @@ class Values:
         """Split as :func:`~daskhpc.ssgd._problem.split` does; route the training and
         test ratings to the keeper; returns its ``mean``, ``clip`` and ``digest``."""
         n = self.nz.nnz
-        is_test = holdout_mask(n, test_fraction, seed)
-        self.is_test = is_test
+        self.is_test = is_test = holdout_mask(n, test_fraction, seed)
         who = self._route_keeper()
         ntrain = n if is_test is None else int(n - is_test.sum())
         self.stats = self.client.submit(_keeper_stats, self.keeper, ntrain, workers=[who],
@@ -194,10 +193,8 @@ class Values:
             takes.append((take.astype(itype), b[::groups].astype(np.int64)))
             counts.append(np.diff(b).reshape(nparts, groups))
         perms = self._perms(label, groups, nparts) if self.order is not None else {}
-        args = {}
-        for p in range(nparts):
-            cs = [c[p] for c in counts if c[p].sum()]
-            args[p] = (np.array(cs, np.int64).reshape(-1, groups), perms.get(p))
+        args = {p: (np.array([c[p] for c in counts if c[p].sum()], np.int64).reshape(-1, groups),
+                    perms.get(p)) for p in range(nparts)}
         return route(self.client, nz, takes, where, _part_join, args, with_ids=with_ids,
                      name="ssgd", parts=parts)
 
@@ -289,14 +286,6 @@ def _part_join(arg, *segments):
     return (i if perm is None else i[:, perm]), v
 
 
-def _keeper_rows(keeper, ntrain, remap):
-    ids, v = keeper
-    rows, cols = ids[0, :ntrain], ids[1, :ntrain]
-    if remap is not None:
-        rows, cols = remap[0][rows], remap[1][cols]
-    return rows, cols, v[:ntrain], v[ntrain:]
-
-
 def _keeper_stats(keeper, ntrain) -> dict:
     from daskhpc.runtime import array_digest
 
@@ -309,8 +298,11 @@ def _keeper_stats(keeper, ntrain) -> dict:
 
 
 def _keeper_quality(keeper, ntrain, remap, value_quality, W, H, o, mu, clip) -> dict:
-    rows, cols, tv, sv = _keeper_rows(keeper, ntrain, remap)
-    return value_quality(rows, cols, tv, sv, W, H, o, mu, clip)
+    ids, v = keeper
+    rows, cols = ids[0, :ntrain], ids[1, :ntrain]
+    if remap is not None:
+        rows, cols = remap[0][rows], remap[1][cols]
+    return value_quality(rows, cols, v[:ntrain], v[ntrain:], W, H, o, mu, clip)
 
 
 def _keeper_values(keeper, ntrain):

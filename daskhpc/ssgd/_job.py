@@ -52,8 +52,7 @@ from ._setup import Setup
 __all__ = ["ssgd_job", "attempt_graph", "ring_placement", "WINDOW"]
 
 #: Epochs per submitted window (``Job.window``): the scheduler holds at most two windows
-#: of tasks, however many epochs the run has (a run submitted whole grew the client by
-#: gigabytes over 1,500 epochs and took minutes to its first epoch).
+#: of tasks, however many epochs the run has (docs/ssgd.md).
 WINDOW = 8
 #: Sub-epochs of the first window in the direct mode (at least ``WINDOW`` epochs): a
 #: window is one task per worker there, so it can be longer (the workers idle for a round
@@ -63,10 +62,7 @@ WINDOW = 8
 #: and while the window before runs for the others.
 DIRECT_SUBEPOCHS = 512
 #: Each next window of the direct mode is twice as long, up to this many sub-epochs: a
-#: window's end cost DSGD's epochs 35-50 ms on ml-latest-small (13 ms of it between one
-#: window's tasks and the next one's, measured; slower epochs after it); a 3,000-epoch fit
-#: had 11-12 epochs above 15 ms, 338-445 ms above the median epoch, against 3-4 and
-#: 139-243 ms with windows growing to this cap (docs/benchmarks.md).
+#: window's end stalls the workers (docs/benchmarks.md).
 DIRECT_MAX_SUBEPOCHS = 4096
 
 

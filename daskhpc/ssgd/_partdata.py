@@ -54,8 +54,7 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
     ptr, idx = s.blocks()
     tr = s.train
     # local H rows by a lookup table, not a search: a block's ratings come in the
-    # matrix's order, not the columns' (a binary search per rating took 3 ms of a fit's
-    # start on ml-latest-small, measured)
+    # matrix's order, not the columns' (docs/benchmarks.md)
     local_col = np.empty(tr.shape[1], np.int64)
     bli, blj, bval = [], [], []
     for b in range(K):

@@ -236,11 +236,9 @@ def predict_file(result: SSGDResult, path: str) -> dict:
     from daskhpc.io import read_ratings
 
     got = read_ratings(path)
-    ids = []
-    for axis, mode in enumerate(("rows", "cols")):
-        idx = got.meta[mode]
-        names = got.index_maps[axis] if got.index_maps else None
-        ids.append(idx if names is None else names[idx])
+    maps = got.index_maps or (None, None)
+    ids = [got.meta[mode] if maps[axis] is None else maps[axis][got.meta[mode]]
+           for axis, mode in enumerate(("rows", "cols"))]
     for axis, what in enumerate(("user", "item")):
         _, known = result.lookup(axis, ids[axis])
         if not known.all():

@@ -35,7 +35,7 @@ import numpy as np
 from daskhpc.comm import Plan
 
 from ._dgap import unique
-from ._plan import Layout, Pattern, epoch_pattern
+from ._plan import Layout, Pattern, epoch_pattern, run_starts
 from ._strata import RingStrata
 
 __all__ = ["RunPlan", "holders", "Instances"]
@@ -153,10 +153,7 @@ class RunPlan:
         col, part, src = col[move], part[move], src[move]
         o = np.lexsort((col, lay.col_blocks[col], part, src))
         col, part, src = col[o], part[o], src[o]
-        new = np.ones(o.size, dtype=bool)
-        if o.size:
-            new[1:] = (src[1:] != src[:-1]) | (part[1:] != part[:-1])
-        first = np.flatnonzero(new)
+        first = run_starts(src, part)
         return {"src": src[first], "dst": part[first],
                 "ptr": np.concatenate([first, [o.size]]).astype(np.int64), "cols": col,
                 "epoch": None if self.strata.fixed else epoch}

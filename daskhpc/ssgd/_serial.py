@@ -109,8 +109,7 @@ def value_quality(rows, cols, vals, test_vals, W, H, o, mu, clip) -> dict:
     on the worker that holds the training ratings in training order: the same bits."""
     q = {}
     if W is not None:
-        # one pass (pair_terms): gathering W[rows] and H[cols] twice took 20-25 ms of
-        # every fit's report on the bundled ratings
+        # one pass (pair_terms), not W[rows] and H[cols] gathered (docs/benchmarks.md)
         # the model's own predictions are clipped to the training range, as the test
         # RMSE's are: the train RMSE of the same predictions (the objective keeps e)
         terms, c = pair_terms(np.ascontiguousarray(W), np.ascontiguousarray(H),

@@ -316,8 +316,8 @@ async def epochs_direct(team: list, token: str, label: str, epochs: bytes, chain
     if first:
         init(team, token)
     # the epochs' reports go out together, at most one event per COALESCE_S (a
-    # checkpoint's at once): with an event per part and epoch the gap between two
-    # sweeps was 1.5 ms at an epoch's end against 0.7 ms inside it (docs/benchmarks.md)
+    # checkpoint's at once): an event per part and epoch slowed the sweeps at an epoch's
+    # end (docs/benchmarks.md)
     topic = team[0].topic
     with ReportBatch(topic, worker).holding() if topic else contextlib.nullcontext():
         return await _epochs(team, token, epochs, ext, by_part, worker, key, last)
