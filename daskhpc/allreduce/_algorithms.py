@@ -231,10 +231,7 @@ class HalvingDoubling(Algorithm):
         return self._range(src, 2 * self.L - s)  # the sender's gathered range
 
     def begin(self, rank, stream):
-        cur = densify(stream, self.fmt) if self.m == 0 else stream
-        if self.L == 0:
-            cur = densify(cur, self.fmt)
-        return {"cur": cur}
+        return {"cur": densify(stream, self.fmt) if self.m == 0 or self.L == 0 else stream}
 
     def send(self, s, rank, st):
         partner = self._partner(s, rank)

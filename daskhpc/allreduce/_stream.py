@@ -120,9 +120,7 @@ def densify(s: Stream, fmt: Format) -> Stream:
     """The same values, dense (index-only streams stay index-only)."""
     if s.dense:
         return s
-    if s.val is None:
-        return Stream(s.lo, s.hi, None, None)
-    return Stream(s.lo, s.hi, None, s.to_dense())
+    return Stream(s.lo, s.hi, None, None if s.val is None else s.to_dense())
 
 
 def canon(s: Stream, fmt: Format) -> Stream:

@@ -319,13 +319,12 @@ def _quality(s: Setup, history, W, H) -> dict:
         t = s.train
         q.update(value_quality(t.rows, t.cols, t.vals, s.test.vals, W, H, s.options, s.mu,
                                s.clip))
-    if s.test.nnz:
-        if rm:
-            q["final_test_rmse"] = rm[-1]
-            r = ratio_or_none(rm[-1], q["global_mean_rmse"])
-            if r is None:       # implicit feedback (all values equal): nothing to improve on
-                unavailable(q, "improvement_over_mean", "every test value equals the "
-                            "training mean: its RMSE is 0")
-            else:
-                q["improvement_over_mean"] = 1.0 - r
+    if s.test.nnz and rm:
+        q["final_test_rmse"] = rm[-1]
+        r = ratio_or_none(rm[-1], q["global_mean_rmse"])
+        if r is None:       # implicit feedback (all values equal): nothing to improve on
+            unavailable(q, "improvement_over_mean", "every test value equals the "
+                        "training mean: its RMSE is 0")
+        else:
+            q["improvement_over_mean"] = 1.0 - r
     return q

@@ -103,8 +103,7 @@ class WindowGraph:
         """Task i of the group that runs sub-epoch T of every part on worker w."""
         if T < 0:
             return (self.name["init"], self.label(self.team[w]))
-        K = self.s.K
-        e, k = divmod(T, K)
+        e, k = divmod(T, self.s.K)
         return (self.step_name, self.label(self.team[w]), e, k,
                 self.label([int(self.s.strata.block(p, k, e)) for p in self.team[w]]), i)
 
