@@ -118,16 +118,12 @@ class Stream:
 
 def densify(s: Stream, fmt: Format) -> Stream:
     """The same values, dense (index-only streams stay index-only)."""
-    if s.dense:
-        return s
-    return Stream(s.lo, s.hi, None, None if s.val is None else s.to_dense())
+    return s if s.dense else Stream(s.lo, s.hi, None, None if s.val is None else s.to_dense())
 
 
 def canon(s: Stream, fmt: Format) -> Stream:
     """A single stream in its representation: dense iff ``n (c + isize) >= d isize``."""
-    if not s.dense and fmt.dense_if(s.nitems, s.dim):
-        return densify(s, fmt)
-    return s
+    return densify(s, fmt) if not s.dense and fmt.dense_if(s.nitems, s.dim) else s
 
 
 def merge(a: Stream, b: Stream, fmt: Format) -> Stream:

@@ -106,18 +106,15 @@ class RunPlan:
         plan, when it continues a checkpoint) only shifts which ones are evaluated:
         every ``eval_every``-th epoch of the whole run, and the last."""
         E = int(epochs)
-        if strata.fixed:
-            patterns = [epoch_pattern(lay, strata, strategy, 0, method)]
-        else:
-            patterns = [epoch_pattern(lay, strata, strategy, e, method) for e in range(E)]
+        patterns = [epoch_pattern(lay, strata, strategy, e, method)
+                    for e in ([0] if strata.fixed else range(E))]
         rp = cls(lay, strata, strategy, E, int(rank), patterns)
         if test is not None and test.nnz and eval_every is not None and eval_every >= 0:
             # every ``eval_every``-th epoch and always the last; 0: the last one only
             rp.eval_epochs = np.array([e for e in range(E) if e == E - 1 or (
                 eval_every and (epoch0 + e + 1) % eval_every == 0)], np.int64)
-            fixed = strata.fixed
-            rp.eval_patterns = [rp._eval_pattern(test, 0 if fixed else e)
-                                for e in ([0] if fixed else range(E))]
+            rp.eval_patterns = [rp._eval_pattern(test, e)
+                                for e in ([0] if strata.fixed else range(E))]
         return rp
 
     @property

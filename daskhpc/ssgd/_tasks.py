@@ -253,9 +253,7 @@ def work(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray, c
             _sweep(st, d, token, T, [x for x in inputs if x[0][0] == d.part])
         elif st.T < T - 1:
             raise RuntimeError(f"part {d.part}: sub-epoch {T} before {T - 1}")
-    if not bundle.size:
-        return None
-    return _bundle({d.part: d for d in team}, token, T, bundle)
+    return _bundle({d.part: d for d in team}, token, T, bundle) if bundle.size else None
 
 
 def _bundle(by_part: dict, token: str, T: int, items: np.ndarray):
