@@ -40,6 +40,8 @@ Examples
 
 from __future__ import annotations
 
+from functools import reduce
+
 import numpy as np
 
 from ._stream import Format, Stream, concat, densify, merge, take
@@ -170,9 +172,8 @@ class SplitAllGather(Algorithm):
         if s == 0:
             parts = dict(msgs)
             parts[rank] = st.pop("own")
-            acc = parts[0]
-            for q in range(1, self.nparts):              # the owner sums in rank order
-                acc = merge(acc, parts[q], self.fmt)
+            acc = reduce(lambda a, b: merge(a, b, self.fmt),     # the owner sums in rank order
+                         [parts[q] for q in range(self.nparts)])
             st["g"] = densify(acc, self.fmt) if self.dense_blocks else acc
             return
         (src, got), = msgs.items()
@@ -230,10 +231,7 @@ class HalvingDoubling(Algorithm):
         return self._range(src, 2 * self.L - s)  # the sender's gathered range
 
     def begin(self, rank, stream):
-        cur = densify(stream, self.fmt) if self.m == 0 else stream
-        if self.L == 0:
-            cur = densify(cur, self.fmt)
-        return {"cur": cur}
+        return {"cur": densify(stream, self.fmt) if self.m == 0 or self.L == 0 else stream}
 
     def send(self, s, rank, st):
         partner = self._partner(s, rank)
@@ -310,11 +308,7 @@ class Ring(Algorithm):
             st["blocks"][b] = got
 
     def result(self, rank, st):
-        P = self.nparts
-        if P == 1:
+        if self.nparts == 1:
             return st["full"]
-        parts = [st["blocks"][b] for b in range(P)]
-        out = parts[0]
-        for p in parts[1:]:
-            out = concat(out, p, self.fmt)
-        return out
+        return reduce(lambda a, b: concat(a, b, self.fmt),
+                      [st["blocks"][b] for b in range(self.nparts)])

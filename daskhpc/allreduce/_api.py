@@ -22,6 +22,7 @@ import numpy as np
 
 from daskhpc._workflows import RunOptions
 from daskhpc.comm import run_local_history
+from daskhpc.errors import InputError
 from daskhpc.report import new_report
 
 from ._plan import plan_sections
@@ -38,8 +39,6 @@ def setup_of(vectors=None, nparts=None, *, N=None, density=None, seed=0, dtype="
              **options) -> Setup:
     """``prepare`` on the given vectors, or on the uniform model (N, nparts, density)."""
     if vectors is None:
-        from daskhpc.errors import InputError
-
         if N is None or nparts is None or density is None:
             raise InputError("without vectors give N, the number of parts and a density "
                              "(the thesis's uniform model)")
@@ -139,11 +138,8 @@ def allreduce_local(vectors=None, algorithm: str = "auto", *, nparts=None, N=Non
 
 def _identical(streams) -> bool:
     a = streams[0]
-    for b in streams[1:]:
-        if a.dense != b.dense or not np.array_equal(a.val, b.val) or \
-                (not a.dense and not np.array_equal(a.idx, b.idx)):
-            return False
-    return True
+    return all(a.dense == b.dense and np.array_equal(a.val, b.val) and
+               (a.dense or np.array_equal(a.idx, b.idx)) for b in streams[1:])
 
 
 def _check(s: Setup, got: np.ndarray) -> dict:
@@ -185,9 +181,8 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
         ``program`` (``auto``, the default): the calls as a Program on the workflow
         frame, one task per worker for all calls (what other workflows embed; a lost
         worker is recovered for vectors from the client); ``call``: one small pinned
-        graph per call. Both take every kind of input and give the same bits. N = 1e7 at
-        0.1 %, 4 ranks: 1.4 ms per call on 2 workers with ``program``, 18-20 ms with
-        ``call`` (docs/allreduce.md).
+        graph per call. Both take every kind of input and give the same bits (their
+        times: docs/allreduce.md).
     gather : bool, optional
         Bring every rank's total to the client (default: yes for client-side vectors,
         no for futures and a Dask Array: the totals stay on the workers, ``result.futures``).
@@ -219,8 +214,6 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
     thesis, ETH Zurich, 2017 (chapters 3-4, Table 3.1).
     """
     if engine not in ("auto", "call", "program"):
-        from daskhpc.errors import InputError
-
         raise InputError(f"unknown engine {engine!r}; choose auto, call or program")
     from daskhpc.runtime import connected
 
@@ -230,14 +223,9 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
                                      seed, dtype, engine, gather, options))
 
 
-def _is_collection(vectors) -> bool:
-    from daskhpc.io import is_collection
-
-    return vectors is not None and is_collection(vectors)
-
-
 def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype, engine,
                gather, options):
+    from daskhpc.io import is_collection
     from daskhpc.runtime import exchange_mode, worker_addresses
 
     from ._job import are_futures, from_futures, run_calls, run_program, warm_up, with_values
@@ -245,17 +233,14 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
 
     t_start = time.perf_counter()
     workers = worker_addresses(client)
-    collection = _is_collection(vectors)
-    if engine == "auto":
-        engine = "program"
+    collection = vectors is not None and is_collection(vectors)
+    engine = "program" if engine == "auto" else engine
     if collection:                         # one rank per row, run where its row is
         from ._collect import rank_futures
 
         options_of(dict(algorithm=algorithm, **options))   # options first: cost nothing
         vectors, n, collection = rank_futures(client, vectors)
         if N is not None and int(N) != n:
-            from daskhpc.errors import InputError
-
             raise InputError(f"N={N} but the Dask Array's rows have length {n}")
         N = n
     futures_in = vectors is not None and are_futures(vectors)
@@ -275,16 +260,16 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
                      algorithm=algorithm, **options)
         owner = [workers[r % len(workers)] for r in range(s.nparts)]
     gather = (not futures_in) if gather is None else bool(gather)
-    if engine != "program":        # (the program's job warms the workers up itself)
-        client.run(warm_up)
-    exchange = exchange_mode(run.exchange) if engine == "program" else None
     # the totals stay on the ranks' workers (futures): the call engine's way, and the
     # program engine's for vectors from workers or gather=False
     keep = engine == "call" or futures_in or not gather
-    if engine == "program":
+    if engine == "program":        # (the program's job warms the workers up itself)
+        exchange = exchange_mode(run.exchange)
         out = run_program(client, s, owner, dataclasses.replace(run, exchange=exchange),
                           inputs=inputs, keep=keep)
     else:
+        exchange = None
+        client.run(warm_up)
         out = run_calls(client, s, owner, inputs, run.callback)
     history, finals, measured, timing = out
     futures = finals if keep else []

@@ -33,10 +33,12 @@ from __future__ import annotations
 import threading
 
 from daskhpc.comm import Context
+from daskhpc.errors import InputError
 
 from ._embed import _ar_step
+from ._program import _input
 from ._setup import check_vector, one_vector, stream_of
-from ._stream import Format, from_payload, to_payload
+from ._stream import Format, to_payload
 
 __all__ = ["input_task", "describe_task", "stage_task", "stage_task_in_loop", "call_graph",
            "forget", "short_stages", "PREFIX"]
@@ -55,8 +57,6 @@ def input_task(v, N, rank: int) -> dict:
     idx, val, n = one_vector(v, N, rank)
     N = int(n if N is None else N)
     if val.dtype.kind not in "iuf":
-        from daskhpc.errors import InputError
-
         raise InputError(f"vector {rank}: values must be integers or floats, got {val.dtype}")
     check_vector(idx, val, N, rank, val.dtype)
     fmt = Format(val.dtype)
@@ -67,10 +67,6 @@ def describe_task(inp: dict) -> dict:
     """What the client needs to plan the call: N, dtype and the index set (None: dense)."""
     p = inp["payload"]
     return {"N": inp["N"], "dtype": inp["dtype"], "idx": None if len(p) == 1 else p[0]}
-
-
-def _contribution(ctx):
-    return from_payload(ctx.static["payload"], 0, ctx.static["N"])
 
 
 def _keep(ctx, total):
@@ -90,7 +86,7 @@ def stage_task(algo, token: str, rank: int, t: int, dst: int, srcs: tuple, first
                 ctx = _REGISTRY[key] = Context(rank, algo.nparts, static, {})
             ctx.step = t
             ctx.inbox = dict(zip(srcs, msgs))              # ascending senders
-            out = _ar_step(ctx, algo, _CALL, t, _contribution if t == 0 else None,
+            out = _ar_step(ctx, algo, _CALL, t, _input if t == 0 else None,
                            _keep if t == S else None, False)
             ctx.inbox = {}
             # a later stage may run before this stage's other tasks took their messages

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from daskhpc._workflows import Call, RunOptions, Workflow, option
 
-from ._setup import Options
+from ._setup import Options, read_vectors, validate_input
 
 __all__ = ["Allreduce"]
 
@@ -54,8 +54,6 @@ class Allreduce(Workflow):
 
     def check(self, call: Call) -> None:
         """The vector files read and checked before a cluster starts."""
-        from ._setup import validate_input
-
         call.data = validate_input([i for i in call.inputs if i != "uniform"],
                                    call.options.N)
 
@@ -90,8 +88,6 @@ class Allreduce(Workflow):
 
 
 def _call_args(call: Call) -> dict:
-    from ._setup import read_vectors
-
     o = call.options
     inputs = [i for i in call.inputs if i != "uniform"]
     opts = {"algorithm": o.algorithm, "group": o.group, "alpha": o.alpha, "beta": o.beta,

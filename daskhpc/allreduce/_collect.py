@@ -68,12 +68,11 @@ def rank_futures(client, X) -> tuple[list, int, dict]:
                 f.release()
             raise InputError(f"vectors: row {int(starts[k]) + b} (chunk {k}) holds NaN or "
                              "infinite values")
-    out, lo = [], 0
+    out = []
     for k, (f, n) in enumerate(zip(chunks, X.chunks[0])):
         w = workers[k % len(workers)]
         out += [client.submit(_row, f, r, key=f"allreduce-row-{f.key}-{r}", workers=[w],
                               allow_other_workers=False) for r in range(int(n))]
-        lo += int(n)
     for f in chunks:
         f.release()                         # the rows keep what they need
     return out, N, source

@@ -58,9 +58,7 @@ def expected_union(k: float, N: float, P: int) -> float:
     if N <= 0 or k <= 0:
         return 0.0
     d = min(k / N, 1.0)
-    if d >= 1.0:
-        return float(N)
-    return float(N) * -math.expm1(P * math.log1p(-d))
+    return float(N) if d >= 1.0 else float(N) * -math.expm1(P * math.log1p(-d))
 
 
 def _bandwidth(name: str, Q: int, N: int, k: float, isize: int, group: int) -> float:

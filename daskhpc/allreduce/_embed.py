@@ -154,7 +154,6 @@ def append_allreduce(program, get, put, *, N: int | None = None, algorithm="ssar
     plan = dense_bound_plan(algo) if plan is None else plan
     key = ("allreduce", label, len(program.steps))
     S = algo.nstages
-    last = -1
     for t in range(S + 1):
         sends = stage_plan(plan, t) if t < S else None
         args = (algo, key, t, get if t == 0 else None, put if t == S else None, count)

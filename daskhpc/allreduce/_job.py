@@ -26,7 +26,7 @@ import uuid
 import numpy as np
 
 from ._call import call_graph, describe_task, forget, input_task, short_stages
-from ._measure import call_rows, measure, publish, publish_start
+from ._measure import call_rows, measure, publish_start
 from ._program import assemble, program, row, statics
 from ._setup import finish, options_of
 from ._stream import Format, Stream, from_payload
@@ -39,10 +39,9 @@ def warm_up():
     """Load the numba kernels on a worker (before anything is timed)."""
     from ._kernels import merge_sum, merge_union
 
+    i = np.array([1], np.uint32)
     for dt in (np.float64, np.int64, np.float32):
-        i = np.array([1], np.uint32)
-        v = np.ones(1, dt)
-        merge_sum(i, v, i, v)
+        merge_sum(i, np.ones(1, dt), i, np.ones(1, dt))
     merge_union(i, i)
 
 
@@ -107,16 +106,9 @@ def with_values(client, s, inputs):
 def run_calls(client, s, owner, inputs, callback):
     from distributed import wait
 
-    from daskhpc.runtime import (
-        PartStore,
-        Placement,
-        TransferLedger,
-        WorkerWatch,
-        low_latency,
-        release_futures,
-        submit_pinned,
-        worker_addresses,
-    )
+    from daskhpc.dashboard import publish
+    from daskhpc.runtime import (PartStore, Placement, TransferLedger, WorkerWatch,
+                                 low_latency, release_futures, submit_pinned, worker_addresses)
 
     workers = worker_addresses(client)
     t0 = time.perf_counter()
@@ -126,7 +118,7 @@ def run_calls(client, s, owner, inputs, callback):
         inputs = store.put("input", dict(enumerate(statics(s))))
     t_setup = time.perf_counter() - t0
     publish_start(client, s, owner, workers)
-    history, finals, tokens, times = [], None, [], []
+    finals, tokens, times = None, [], []
     with TransferLedger(client, settle=0.5) as led, WorkerWatch(client, set(owner)) as watch, \
             low_latency(client):         # the 2-5 ms batching of control messages per hop
         for u in range(s.options.repeat):
@@ -155,12 +147,11 @@ def run_calls(client, s, owner, inputs, callback):
         return None
 
     m = measure(s, led.entries, owner, workers, stage_of, len(tokens), per_key=True)
-    rows = call_rows(s, times, m)
-    for r in rows:
-        history.append(r)
+    history = call_rows(s, times, m)
+    for r in history:
         if callback is not None:
             callback(r)
-    publish(client, "history", rows=rows)
+    publish(client, "history", rows=history)
     publish(client, "end", status="finished")
     return history, finals, m, {"run_s": float(sum(times)), "setup_s": t_setup,
                                 "per_iteration_s": times}
@@ -220,8 +211,6 @@ def run_program(client, s, owner, run, inputs=None, keep=False):
 
     m = measure(s, out.ledger.entries if out.ledger else [], owner, workers, stage_of,
                  len(out.history))
-    summary = dict(out.measured)
-    summary.update(calls=len(out.history), workers=m["summary"]["workers"])
-    m["summary"] = summary
-    timing = dict(out.timing)
-    return out.history, out.value, m, timing   # value: every rank's total (assemble)
+    m["summary"] = {**out.measured, "calls": len(out.history),
+                    "workers": m["summary"]["workers"]}
+    return out.history, out.value, m, dict(out.timing)   # value: every rank's total

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["owner_index", "measure", "call_rows", "publish_start", "publish"]
+__all__ = ["owner_index", "measure", "call_rows", "publish_start"]
 
 
 def owner_index(owner, workers):
@@ -91,10 +91,3 @@ def publish_start(client, s, owner, workers):
             workflow="allreduce", workers=order)
     publish_(client, "plan", matrix=plan_matrix(s.plan, idx), workers=order,
             unit="bytes per call")
-
-
-def publish(client, topic, **data):
-    """Feed the dashboard (never fails a run)."""
-    from daskhpc.dashboard import publish as publish_
-
-    publish_(client, topic, **data)

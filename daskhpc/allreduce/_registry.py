@@ -57,9 +57,7 @@ class Folded(Algorithm):
         return self.inner.msg_range(s - self.off, src, dst)
 
     def begin(self, rank, stream):
-        if self.r:
-            return {"own": stream}
-        return {"in": self.inner.begin(rank, stream)}
+        return {"own": stream} if self.r else {"in": self.inner.begin(rank, stream)}
 
     def send(self, s, rank, st):
         k = self._outer(s)
@@ -86,9 +84,7 @@ class Folded(Algorithm):
             self.inner.recv(s - self.off, rank, st["in"], msgs)
 
     def result(self, rank, st):
-        if rank >= self.Q:
-            return st["res"]
-        return self.inner.result(rank, st["in"])
+        return st["res"] if rank >= self.Q else self.inner.result(rank, st["in"])
 
     def __reduce__(self):
         return (make, (self.name, self.nparts, self.N, self.fmt,

@@ -53,12 +53,14 @@ class AllreduceResult(WorkflowResult):
         self.streams, self.plan, self.choice = list(streams), plan, choice
         self.futures = list(futures)
 
-    def _streams(self) -> list:
+    def _streams(self, n: int | None = None) -> list:
+        """The first ``n`` ranks' totals (all: None), gathered if the workers hold them."""
         if not self.streams and self.futures:        # totals left on the workers
             from ._stream import from_payload
 
             N = int(self.info["N"])
-            return [from_payload(p, 0, N) for p in self.futures[0].client.gather(self.futures)]
+            return [from_payload(p, 0, N)
+                    for p in self.futures[0].client.gather(self.futures[:n])]
         return self.streams
 
     @property
@@ -69,11 +71,7 @@ class AllreduceResult(WorkflowResult):
     @property
     def total(self) -> np.ndarray:
         """The total (rank 0's; every rank holds the same bits)."""
-        if not self.streams and self.futures:
-            from ._stream import from_payload
-
-            return from_payload(self.futures[0].result(), 0, int(self.info["N"])).to_dense()
-        return self.streams[0].to_dense()
+        return self._streams(1)[0].to_dense()
 
     def _notes(self) -> list[str]:
         out = super()._notes()

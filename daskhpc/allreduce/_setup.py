@@ -87,9 +87,6 @@ class Setup:
         """max_i |H_i| (the thesis's k)."""
         return max((s.nitems if not s.dense else self.N) for s in self.streams)
 
-    def index_sets(self) -> list:
-        return [None if s.dense else s.idx for s in self.streams]
-
     def describe(self) -> dict:
         return {"options": asdict(self.options), "parts": self.nparts, "N": self.N}
 
@@ -139,9 +136,7 @@ def check_vector(idx, val, N: int, r: int, dtype) -> None:
 
 def as_vectors(vectors, N: int | None = None):
     """Validate per-rank vectors; returns (N, dtype, [(idx int64, val)])."""
-    if isinstance(vectors, np.ndarray) and vectors.ndim == 2:
-        vectors = list(vectors)
-    vectors = list(vectors)
+    vectors = list(vectors)                 # a 2-D array: its rows
     if not vectors:
         raise InputError("an allreduce needs at least one vector")
     out = []
@@ -243,8 +238,7 @@ def prepare(vectors, nparts: int | None = None, *, N: int | None = None, source=
 
 def options_of(options: dict) -> Options:
     """Checked :class:`Options` from keyword arguments."""
-    opts = checked_options(Options, options, "allreduce")
-    return opts
+    return checked_options(Options, options, "allreduce")
 
 
 def finish(opts: Options, streams: list, N: int, fmt: Format, source, t0: float) -> Setup:

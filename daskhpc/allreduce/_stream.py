@@ -49,7 +49,6 @@ __all__ = ["Format", "Stream", "merge", "take", "concat", "densify", "canon",
 INDEX_BYTES = 4
 #: the stream header: the item count (``unsigned nofitems``, Listing 4.1)
 HEADER_BYTES = 4
-_EMPTY_IDX = np.zeros(0, np.uint32)
 
 
 class Format:
@@ -119,18 +118,12 @@ class Stream:
 
 def densify(s: Stream, fmt: Format) -> Stream:
     """The same values, dense (index-only streams stay index-only)."""
-    if s.dense:
-        return s
-    if s.val is None:
-        return Stream(s.lo, s.hi, None, None)
-    return Stream(s.lo, s.hi, None, s.to_dense())
+    return s if s.dense else Stream(s.lo, s.hi, None, None if s.val is None else s.to_dense())
 
 
 def canon(s: Stream, fmt: Format) -> Stream:
     """A single stream in its representation: dense iff ``n (c + isize) >= d isize``."""
-    if not s.dense and fmt.dense_if(s.nitems, s.dim):
-        return densify(s, fmt)
-    return s
+    return densify(s, fmt) if not s.dense and fmt.dense_if(s.nitems, s.dim) else s
 
 
 def merge(a: Stream, b: Stream, fmt: Format) -> Stream:
@@ -195,9 +188,3 @@ def from_payload(payload: tuple, lo: int, hi: int) -> Stream:
     if len(payload) == 1:
         return Stream(lo, hi, None, payload[0])
     return Stream(lo, hi, payload[0], payload[1])
-
-
-def empty(lo: int, hi: int, fmt: Format, index_only: bool = False) -> Stream:
-    """A stream with no items over ``[lo, hi)``, in its canonical representation."""
-    val = None if index_only else np.zeros(0, fmt.dtype)
-    return canon(Stream(lo, hi, _EMPTY_IDX, val), fmt)

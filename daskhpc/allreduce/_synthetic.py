@@ -31,9 +31,7 @@ def uniform_vectors(N: int, nparts: int, density: float, *, seed: int = 0,
     for child in np.random.SeedSequence(int(seed)).spawn(P):
         rng = np.random.default_rng(child)
         idx = np.sort(rng.choice(N, size=k, replace=False)).astype(np.uint32)
-        if dt.kind == "f":
-            val = rng.standard_normal(k).astype(dt)
-        else:
-            val = rng.integers(-1000, 1001, size=k).astype(dt)
+        val = (rng.standard_normal(k) if dt.kind == "f" else
+               rng.integers(-1000, 1001, size=k)).astype(dt)
         out.append((idx, val))
     return out

@@ -20,12 +20,13 @@ import time
 
 import numpy as np
 
-from daskhpc._workflows import RunOptions
-from daskhpc.report import ratio_or_none, unavailable
+from daskhpc._workflows import RunOptions, checked_options
+from daskhpc.errors import InputError
+from daskhpc.report import compare_arrays, new_report, ratio_or_none, unavailable
 
-from ._serial import value_quality
+from ._serial import run_serial, value_quality
 from ._result import SSGDResult
-from ._setup import Setup, prepare
+from ._setup import Options, Setup, load, prepare
 
 __all__ = ["fit", "serial_fit", "plan"]
 
@@ -94,34 +95,26 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
     with connected(run) as client:
         from daskhpc.io import is_collection
 
-        if not is_collection(data):
-            if columns is not None:
-                from daskhpc.errors import InputError
+        collection = is_collection(data)
+        if collection:
+            from ._collect import read_input
 
-                raise InputError("columns= is for a Dask DataFrame of ratings")
-            return run.finish(_fit(client, data, nparts, run, options,
-                                   order_plugin=order_plugin, low_latency=low_latency,
-                                   placement=placement, partition_file=partition_file))
-        from ._collect import read_input
-
-        _collection_first(options, nparts, run)
-        data = read_input(client, data, columns=columns,
-                          keep_empty=bool(options.get("keep_empty", False)))
+            _collection_first(options, nparts, run)
+            data = read_input(client, data, columns=columns,
+                              keep_empty=bool(options.get("keep_empty", False)))
+        elif columns is not None:
+            raise InputError("columns= is for a Dask DataFrame of ratings")
         try:
             return run.finish(_fit(client, data, nparts, run, options,
                                    order_plugin=order_plugin, low_latency=low_latency,
                                    placement=placement, partition_file=partition_file))
         finally:
-            data.values.release()
+            if collection:
+                data.values.release()
 
 
 def _collection_first(options, nparts, run) -> None:
     """What a collection run can refuse before it reads anything."""
-    from daskhpc._workflows import checked_options
-    from daskhpc.errors import InputError
-
-    from ._setup import Options
-
     checked_options(Options, options, "SSGD")
     if nparts is not None and (int(nparts) != nparts or nparts < 1):
         raise InputError(f"--parts must be a positive integer, got {nparts}")
@@ -138,7 +131,6 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
         nparts = len(worker_addresses(client))
     if checkpoint is not None and resume and partition_file is None:
         from ._checkpoint import check_input, partition_path
-        from ._setup import load
 
         # the route of a fresh run (format=, empty rows dropped): same ratings, same
         # fingerprint; prepare below takes this Input as it is (a collection's is read:
@@ -176,16 +168,10 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
     rec.update(resumed_from_epoch=rec["resumed_from"], epochs_saved=rec["saved"])
     info["recovery"] = rec
     if run.check_serial:
-        from daskhpc.report import compare_arrays
+        from ._collect import full_setup
 
-        from ._serial import run_serial
-
-        if s.values is not None:      # the serial reference runs on the client
-            from ._collect import full_setup
-
-            ser = run_serial(full_setup(s))
-        else:
-            ser = run_serial(s)
+        # a collection's serial reference runs on the client
+        ser = run_serial(full_setup(s) if s.values is not None else s)
         check = compare_arrays([(W, ser["W"]), (H, ser["H"])])
         check["history_identical"] = all(
             a.get("train_loss") == b.get("train_loss") and a.get("test_rmse") == b.get("test_rmse")
@@ -254,8 +240,6 @@ def serial_fit(data, nparts: int = 1, *, partition_file=None, command=None,
     >>> len(res.history), res.W.shape
     (2, (610, 16))
     """
-    from ._serial import run_serial
-
     s = prepare(data, nparts, partition_file=partition_file, **options)
     t0 = time.perf_counter()
     out = run_serial(s)
@@ -279,8 +263,6 @@ def plan(data, nparts: int, *, partition_file=None, command=None, **options) -> 
     >>> rep["plan"]["tot_vol"], rep["plan"]["tot_msgs"]
     (19448, 4)
     """
-    from daskhpc.report import new_report
-
     options.setdefault("eval_every", None)
     s = prepare(data, nparts, partition_file=partition_file, **options)
     info = sections(s, None, command=command)
@@ -337,13 +319,12 @@ def _quality(s: Setup, history, W, H) -> dict:
         t = s.train
         q.update(value_quality(t.rows, t.cols, t.vals, s.test.vals, W, H, s.options, s.mu,
                                s.clip))
-    if s.test.nnz:
-        if rm:
-            q["final_test_rmse"] = rm[-1]
-            r = ratio_or_none(rm[-1], q["global_mean_rmse"])
-            if r is None:       # implicit feedback (all values equal): nothing to improve on
-                unavailable(q, "improvement_over_mean", "every test value equals the "
-                            "training mean: its RMSE is 0")
-            else:
-                q["improvement_over_mean"] = 1.0 - r
+    if s.test.nnz and rm:
+        q["final_test_rmse"] = rm[-1]
+        r = ratio_or_none(rm[-1], q["global_mean_rmse"])
+        if r is None:       # implicit feedback (all values equal): nothing to improve on
+            unavailable(q, "improvement_over_mean", "every test value equals the "
+                        "training mean: its RMSE is 0")
+        else:
+            q["improvement_over_mean"] = 1.0 - r
     return q

@@ -180,10 +180,8 @@ def read_partition(path, N: int, M: int, K: int | None, source=None):
     """
     with open(path, encoding="utf-8") as f:
         has_sep = any(line.strip() == "-" for line in f)
-    if has_sep:
-        rows, cols = read_pair_file(path, nparts=K)
-    else:
-        rows, cols = read_part_file(path, nparts=K), None
+    rows, cols = read_pair_file(path, nparts=K) if has_sep else \
+        (read_part_file(path, nparts=K), None)
     kept = getattr(source, "kept", (None, None))
     in_file = tuple(getattr(source, "file_shape", (N, M)))
     name = getattr(source, "path", "the input")

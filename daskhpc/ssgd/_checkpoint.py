@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from ._serial import initial_factors
+from ._serial import assemble
 from ._setup import Setup
 
 __all__ = ["fingerprint", "partition_path", "save_partition", "restore", "check_input"]
@@ -99,9 +99,5 @@ def restore(s: Setup, ck, n: int):
     """W and H after ``n`` epochs, from the parts' files of step n."""
     from daskhpc.runtime import load_arrays
 
-    W, H = initial_factors(replace(s, start=None, epoch0=0))
-    for p in range(s.K):
-        got = load_arrays(ck.file(n, f"part-{p}.npz"))
-        W[s.layout.row_parts == p] = got["W"]
-        H[got["cols"]] = got["rows"]
-    return W, H
+    return assemble(replace(s, start=None, epoch0=0),
+                    ((p, load_arrays(ck.file(n, f"part-{p}.npz"))) for p in range(s.K)))

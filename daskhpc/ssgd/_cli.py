@@ -14,8 +14,9 @@ Examples
 from __future__ import annotations
 
 from daskhpc._workflows import Call, RunOptions, Workflow
+from daskhpc.errors import InputError
 
-from ._setup import Options
+from ._setup import Options, load
 
 __all__ = ["SSGD"]
 
@@ -35,7 +36,6 @@ class SSGD(Workflow):
         and the partition file against them when ``--parts`` is given."""
         from ._assign import read_partition
         from ._problem import check_parts
-        from ._setup import load
 
         if _collection(call.inputs):
             from daskhpc.io import ratings_files
@@ -55,8 +55,6 @@ class SSGD(Workflow):
         from ._api import plan
 
         if _collection(call.inputs):
-            from daskhpc.errors import InputError
-
             raise InputError("plan reads one ratings file on the client; Parquet files, "
                              "directories and several files are for 'daskhpc run ssgd'")
         opts = dict(call.values("plan"), format=call.format)

@@ -63,10 +63,9 @@ def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input
             raise InputError(f"ratings: {('row', 'column')[axis]} {first} has no ratings "
                              f"({empty[axis]} of {nz.shape[axis]} are empty); run without "
                              "keep_empty to drop them")
-        new = [np.cumsum(k) - 1 for k in keep]
-        rows, cols = new[0][rows], new[1][cols]
+        remap = [np.cumsum(k) - 1 for k in keep]
+        rows, cols = remap[0][rows], remap[1][cols]
         kept = tuple(np.flatnonzero(k) for k in keep)
-        remap = new
         source.update(shape_in_file=list(nz.shape), dropped_empty={
             "rows": empty[0], "columns": empty[1]})
         source.setdefault("notes", []).append(
@@ -76,8 +75,7 @@ def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input
     source["shape"] = list(shape)
     r = Ratings(rows, cols, np.zeros(nz.nnz), shape, source)
     nz.pins = None
-    maps = kept
-    return Input(r, maps, kept, nz.shape, 0, None, values=Values(client, nz, order, remap))
+    return Input(r, kept, kept, nz.shape, 0, None, values=Values(client, nz, order, remap))
 
 
 class Values:
@@ -104,12 +102,11 @@ class Values:
         """Split as :func:`~daskhpc.ssgd._problem.split` does; route the training and
         test ratings to the keeper; returns its ``mean``, ``clip`` and ``digest``."""
         n = self.nz.nnz
-        is_test = holdout_mask(n, test_fraction, seed)
-        self.is_test = is_test
+        self.is_test = is_test = holdout_mask(n, test_fraction, seed)
         who = self._route_keeper()
         ntrain = n if is_test is None else int(n - is_test.sum())
-        self.stats = self.client.submit(_keeper_stats, self.keeper, ntrain, self.remap,
-                                        workers=[who], pure=False).result()
+        self.stats = self.client.submit(_keeper_stats, self.keeper, ntrain, workers=[who],
+                                        pure=False).result()
         self.stats["ntrain"] = ntrain
         return self.stats
 
@@ -196,10 +193,8 @@ class Values:
             takes.append((take.astype(itype), b[::groups].astype(np.int64)))
             counts.append(np.diff(b).reshape(nparts, groups))
         perms = self._perms(label, groups, nparts) if self.order is not None else {}
-        args = {}
-        for p in range(nparts):
-            cs = [c[p] for c in counts if c[p].sum()]
-            args[p] = (np.array(cs, np.int64).reshape(-1, groups), perms.get(p))
+        args = {p: (np.array([c[p] for c in counts if c[p].sum()], np.int64).reshape(-1, groups),
+                    perms.get(p)) for p in range(nparts)}
         return route(self.client, nz, takes, where, _part_join, args, with_ids=with_ids,
                      name="ssgd", parts=parts)
 
@@ -291,15 +286,7 @@ def _part_join(arg, *segments):
     return (i if perm is None else i[:, perm]), v
 
 
-def _keeper_rows(keeper, ntrain, remap):
-    ids, v = keeper
-    rows, cols = ids[0, :ntrain], ids[1, :ntrain]
-    if remap is not None:
-        rows, cols = remap[0][rows], remap[1][cols]
-    return rows, cols, v[:ntrain], v[ntrain:]
-
-
-def _keeper_stats(keeper, ntrain, remap) -> dict:
+def _keeper_stats(keeper, ntrain) -> dict:
     from daskhpc.runtime import array_digest
 
     _, v = keeper
@@ -311,8 +298,11 @@ def _keeper_stats(keeper, ntrain, remap) -> dict:
 
 
 def _keeper_quality(keeper, ntrain, remap, value_quality, W, H, o, mu, clip) -> dict:
-    rows, cols, tv, sv = _keeper_rows(keeper, ntrain, remap)
-    return value_quality(rows, cols, tv, sv, W, H, o, mu, clip)
+    ids, v = keeper
+    rows, cols = ids[0, :ntrain], ids[1, :ntrain]
+    if remap is not None:
+        rows, cols = remap[0][rows], remap[1][cols]
+    return value_quality(rows, cols, v[:ntrain], v[ntrain:], W, H, o, mu, clip)
 
 
 def _keeper_values(keeper, ntrain):

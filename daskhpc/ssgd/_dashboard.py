@@ -45,8 +45,7 @@ class StrataTimeline(Component):
             return
         # The scheduler's clock (``sent`` to the worker, result ``done``) where the row
         # has it: one clock for every task. The workers' ``start``/``stop`` arrive
-        # shifted by the scheduler's per-worker latency estimate, which was off by up to
-        # 1.7 s on a loaded machine, enough to draw sub-epochs out of order.
+        # shifted by the scheduler's latency estimate (off by seconds, docs/ssgd.md).
         rows = [(r.get("sent", r.get("start")), r.get("done", r.get("stop")), r)
                 for r in st.strata_rows() if r.get("worker")]
         rows = [x for x in rows if x[0] is not None]

@@ -71,19 +71,7 @@ class MatrixFactorization:
                  client=None, nparts: int | None = None, strategy: str = "hc",
                  partition: str = "random", init_scale: float | None = None, seed: int = 0,
                  test_fraction: float = 0.0):
-        self.n_factors = n_factors
-        self.epochs = epochs
-        self.lr = lr
-        self.reg = reg
-        self.biased = biased
-        self.reg_bias = reg_bias
-        self.client = client
-        self.nparts = nparts
-        self.strategy = strategy
-        self.partition = partition
-        self.init_scale = init_scale
-        self.seed = seed
-        self.test_fraction = test_fraction
+        self.set_params(**{k: v for k, v in locals().items() if k != "self"})
 
     _PARAMS = ("n_factors", "epochs", "lr", "reg", "biased", "reg_bias", "client", "nparts",
                "strategy", "partition", "init_scale", "seed", "test_fraction")
@@ -189,13 +177,8 @@ def _columns(data, n: int, what: str) -> list[np.ndarray]:
     a = np.asarray(data, dtype=object) if not isinstance(data, np.ndarray) else data
     if a.ndim != 2 or a.shape[1] < n:
         raise InputError(f"{what}: an (n, {n}) table needed, got shape {a.shape}")
-    out = []
-    for k in range(n):
-        col = a[:, k]
-        if col.dtype == object:            # a sequence of mixed rows: each column its type
-            col = np.array(col.tolist())
-        out.append(col)
-    return out
+    # a sequence of mixed rows (object array): each column its own type
+    return [np.array(a[:, k].tolist()) if a.dtype == object else a[:, k] for k in range(n)]
 
 
 def _ids(col: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:

@@ -103,8 +103,7 @@ class WindowGraph:
         """Task i of the group that runs sub-epoch T of every part on worker w."""
         if T < 0:
             return (self.name["init"], self.label(self.team[w]))
-        K = self.s.K
-        e, k = divmod(T, K)
+        e, k = divmod(T, self.s.K)
         return (self.step_name, self.label(self.team[w]), e, k,
                 self.label([int(self.s.strata.block(p, k, e)) for p in self.team[w]]), i)
 
@@ -178,6 +177,10 @@ class WindowGraph:
             return e0 <= e < e1 or (e < 0 and e0 == 0)
 
         tasks, where = {}, {}
+
+        def put(key, w, *task):
+            tasks[key], where[key] = task, w
+
         bundles, consumers, last = self._messages(e0, e1)
         done = []
         for w, parts in self.team.items():
@@ -189,8 +192,7 @@ class WindowGraph:
                     done.append(self.epoch_key(w, e1 - 1))
                 continue
             if e0 == 0:
-                tasks[self.group_key(w, -1)] = (_tasks.init, team, token)
-                where[self.group_key(w, -1)] = w
+                put(self.group_key(w, -1), w, _tasks.init, team, token)
             for T in range(T0, T1):
                 inbox = [c for p in parts for c in consumers.get((p, T), [])]
                 meta = np.array([ids for _, ids in inbox], np.int64).reshape(-1, 7)
@@ -201,23 +203,20 @@ class WindowGraph:
                 chain = self.group_key(w, prev) if mine(prev // K if T else -1) else None
                 for key, items in group:
                     # the step runs in the worker's event loop (see _tasks.work_in_loop)
-                    tasks[key] = (_tasks.work_in_loop, team, token, T,
-                                  np.array(items, np.int64).reshape(-1, 3), meta, chain, *deps)
-                    where[key] = w
+                    put(key, w, _tasks.work_in_loop, team, token, T,
+                        np.array(items, np.int64).reshape(-1, 3), meta, chain, *deps)
             done.append(self.group_key(w, T1 - 1))
             if e1 == E:
                 for p in parts:
-                    key = (name["final"], p)
-                    tasks[key] = (_tasks.final, data[p], token, self.group_key(w, E * K - 1))
-                    where[key] = w
+                    put((name["final"], p), w, _tasks.final, data[p], token,
+                        self.group_key(w, E * K - 1))
         if not direct and e1 < E:
             # bundles sent in this window and read after it: to their receivers' registries
             for (ws, ts), group in bundles.items():
                 for wd, (key, _) in group.items():
                     if T0 <= ts < T1 and last.get(key, -1) >= T1:
                         stash = (f"ssgd-stash-{token}", self.label(self.team[wd]), *key[1:])
-                        tasks[stash] = (_tasks.stash, token, str(key), last[key], key)
-                        where[stash] = wd
+                        put(stash, wd, _tasks.stash, token, str(key), last[key], key)
                         done.append(stash)
 
         evals = {}
@@ -229,16 +228,15 @@ class WindowGraph:
             for m in range(ev["src"].size):
                 src, dst = int(ev["src"][m]), int(ev["dst"][m])
                 key = (name["evsend"], q, m, e)
-                tasks[key] = (_tasks.eval_send, data[src], token, e, q, m, self.first(src, end))
-                where[key] = self.where_part(src)
+                put(key, self.where_part(src), _tasks.eval_send, data[src], token, e, q, m,
+                    self.first(src, end))
                 inbox.setdefault(dst, []).append((m, key))
             for p in range(K):
                 got = inbox.get(p, [])
                 key = (name["eval"], p, e)
-                tasks[key] = (_tasks.evaluate, data[p], token, e, q,
-                              np.array([m for m, _ in got], np.int64), self.first(p, end),
-                              *[k for _, k in got])
-                where[key] = self.where_part(p)
+                put(key, self.where_part(p), _tasks.evaluate, data[p], token, e, q,
+                    np.array([m for m, _ in got], np.int64), self.first(p, end),
+                    *[k for _, k in got])
                 evals[(p, e)] = key
         ckpts = {}
         for (p, e), path in self.ckpt_paths.items():
@@ -247,10 +245,8 @@ class WindowGraph:
             # after the part's last sub-epoch of e; nothing waits for it (off the critical
             # path), and it reads H versions that stay for two more visits of each block
             key = (name["ckpt"], p, e)
-            tasks[key] = (_tasks.checkpoint, data[p], token, e, path,
-                          self.first(p, (e + 1) * K - 1),
-                          *([evals[(p, e)]] if (p, e) in evals else []))
-            where[key] = self.where_part(p)
+            put(key, self.where_part(p), _tasks.checkpoint, data[p], token, e, path,
+                self.first(p, (e + 1) * K - 1), *([evals[(p, e)]] if (p, e) in evals else []))
             ckpts[(p, e)] = key
         final = {p: self.epoch_key(self.where_part(p), E - 1) if direct else
                  (name["final"], p) for p in range(K)}
@@ -285,9 +281,8 @@ class WindowGraph:
             chunk = epochs[i:i + n]
             key = self.epoch_key(w, chunk[-1][0])
             # the run's first task creates the part states, its last returns the finals
-            # the epochs' specs as one pickle: as nested lists and tuples the scheduler
-            # walked every item of them looking for keys (11 ms to take a 100-epoch
-            # window of 2 tasks, the workers' part as long again; docs/benchmarks.md)
+            # the epochs' specs as one pickle: the scheduler walks nested lists and tuples
+            # for keys (docs/decisions.md)
             tasks[key] = (_tasks.epochs_direct, team, self.token, self.label(parts),
                           pickle.dumps(chunk, protocol=5), prev, chunk[0][0] == 0,
                           chunk[-1][0] == self.s.E - 1)

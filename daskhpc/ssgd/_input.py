@@ -19,11 +19,10 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-from ._problem import FileNames, Ratings, _from_input, as_ratings
+from ._problem import FileNames, Ratings, as_ratings, raw_ratings
 
 __all__ = ["Input", "load"]
 
@@ -82,11 +81,16 @@ def load(data, *, format: str | None = None, keep_empty: bool = False) -> Input:
     """
     if isinstance(data, Input):
         return data
-    raw, maps, base, fmt = _raw(data, format)
+    if isinstance(data, (str, os.PathLike)):
+        from daskhpc.io import read
+
+        data = read(data, format=format)
+    raw, names = raw_ratings(data)
     if raw is None:                          # triplets or Ratings: validated as given
         r = as_ratings(data)
         return Input(r, file_shape=r.shape)
-    names = FileNames(maps, base, fmt)
+    names = names or FileNames((None, None))
+    maps, base, fmt = names.maps, names.base, names.fmt
     keep = [np.bincount(idx, minlength=n) > 0 for idx, n in
             ((raw.rows, raw.shape[0]), (raw.cols, raw.shape[1]))]
     empty = [np.flatnonzero(~k) for k in keep]
@@ -121,21 +125,3 @@ def load(data, *, format: str | None = None, keep_empty: bool = False) -> Input:
     return Input(as_ratings(r, names=FileNames(out_maps, base, fmt)), out_maps, kept,
                  raw.shape, base, fmt)
 
-
-def _raw(data, fmt):
-    """``(Ratings not yet validated, index maps, base, format)`` of a file, reader result
-    or sparse matrix; ``(None, maps, 0, None)`` for inputs taken as they are."""
-    if isinstance(data, (str, os.PathLike)):
-        from daskhpc.io import read
-
-        data = read(data, format=fmt)
-    if hasattr(data, "matrix") and hasattr(data, "describe"):
-        r = _from_input(data)
-        maps = tuple(data.index_maps) if len(data.index_maps) == 2 else (None, None)
-        return r, maps, int(data.format in ("mtx", "libsvm")), data.format
-    if sp.issparse(data):
-        coo = sp.coo_array(data)
-        order = np.lexsort((coo.col, coo.row))
-        return Ratings(coo.row[order], coo.col[order], coo.data[order], coo.shape,
-                       {"shape": list(coo.shape), "nnz": int(coo.nnz)}), (None, None), 0, None
-    return None, (None, None), 0, None

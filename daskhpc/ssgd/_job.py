@@ -39,12 +39,12 @@ import functools
 
 import numpy as np
 
-from daskhpc.runtime import AttemptGraph, GraphJob, Placement
+from daskhpc.runtime import AttemptGraph, Exchange, GraphJob, Placement
 
 from . import _tasks
 from ._graph import STEP, WindowGraph
 from ._partdata import all_part_data
-from ._serial import initial_factors
+from ._serial import assemble
 from ._checkpoint import fingerprint, restore, save_partition
 from ._kernels import learning_rate
 from ._setup import Setup
@@ -52,8 +52,7 @@ from ._setup import Setup
 __all__ = ["ssgd_job", "attempt_graph", "ring_placement", "WINDOW"]
 
 #: Epochs per submitted window (``Job.window``): the scheduler holds at most two windows
-#: of tasks, however many epochs the run has (a run submitted whole grew the client by
-#: gigabytes over 1,500 epochs and took minutes to its first epoch).
+#: of tasks, however many epochs the run has (docs/ssgd.md).
 WINDOW = 8
 #: Sub-epochs of the first window in the direct mode (at least ``WINDOW`` epochs): a
 #: window is one task per worker there, so it can be longer (the workers idle for a round
@@ -63,10 +62,7 @@ WINDOW = 8
 #: and while the window before runs for the others.
 DIRECT_SUBEPOCHS = 512
 #: Each next window of the direct mode is twice as long, up to this many sub-epochs: a
-#: window's end cost DSGD's epochs 35-50 ms on ml-latest-small (13 ms of it between one
-#: window's tasks and the next one's, measured; slower epochs after it); a 3,000-epoch fit
-#: had 11-12 epochs above 15 ms, 338-445 ms above the median epoch, against 3-4 and
-#: 139-243 ms with windows growing to this cap (docs/benchmarks.md).
+#: window's end stalls the workers (docs/benchmarks.md).
 DIRECT_MAX_SUBEPOCHS = 4096
 
 
@@ -128,8 +124,6 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         return AttemptGraph(tasks, where, wanted, collect=collect, next=nxt)
 
     if direct:
-        from daskhpc.runtime import Exchange
-
         ctx.client.register_plugin(Exchange(), name=Exchange.name)      # idempotent
     if order_plugin:
         from ._plugin import register
@@ -142,7 +136,7 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         finals = {p: got[k][p] if direct else got[k] for p, k in last["final"].items()}
         if direct and timeline is not None:
             timeline[:] = _step_log_timeline(finals, pl, f"{STEP}-{ctx.token}", K)
-        return _assemble(run, finals)
+        return assemble(run, finals.items())
 
     def cleanup():
         from ._plugin import fetch_timeline
@@ -208,15 +202,6 @@ def _step_log_timeline(finals: dict, placement, run: str, K: int) -> list[dict]:
             for p, f in sorted(finals.items()) for e, k, b, t0, t1 in f["log"]]
 
 
-def _assemble(s: Setup, finals: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Full W and H from the parts' final pieces (rows nobody updated stay initial)."""
-    W, H = initial_factors(s)
-    for p, f in finals.items():
-        W[s.layout.row_parts == p] = f["W"]
-        H[f["cols"]] = f["rows"]
-    return W, H
-
-
 def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,
              placement=None, timeline: list | None = None, exchange: str = "graph",
              window: int | None = None):
@@ -257,18 +242,7 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
         "ssgd", K, o.epochs, row, functools.partial(fingerprint, s), attempt=attempt,
         restore=lambda ck, n: restore(s, ck, n), reporters=reporters,
         savers=(lambda e: {("ckpt", p) for p in range(K)}) if checkpointing else None,
-        placement=placement or _ring(K), warm_up=_warm_up, unit_name="epochs",
-        opened=lambda ck: save_partition(s, ck), window=window,
+        placement=placement or functools.partial(ring_placement, K), warm_up=_tasks.warm_up,
+        unit_name="epochs", opened=lambda ck: save_partition(s, ck), window=window,
         diverged_hint=f"try a smaller --lr than {o.lr:g}")
 
-
-def _ring(K):
-    def place(workers):
-        return ring_placement(K, workers)
-    return place
-
-
-def _warm_up():
-    from ._tasks import warm_up
-
-    return warm_up()

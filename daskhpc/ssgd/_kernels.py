@@ -123,9 +123,8 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
     seed : uint64
         Shuffle seed (a run draws one per epoch, part and block: :func:`block_seed`).
     shuffle : bool
-        False: the ratings in their stored order (``seed`` unused); a stored order has
-        the rows of W in runs: 40 % less time per sweep on ml-latest-small
-        (docs/ssgd.md).
+        False: the ratings in their stored order (``seed`` unused): faster, the rows of
+        W in runs (docs/ssgd.md).
 
     Returns
     -------

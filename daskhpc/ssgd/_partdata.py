@@ -54,8 +54,7 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
     ptr, idx = s.blocks()
     tr = s.train
     # local H rows by a lookup table, not a search: a block's ratings come in the
-    # matrix's order, not the columns' (a binary search per rating took 3 ms of a fit's
-    # start on ml-latest-small, measured)
+    # matrix's order, not the columns' (docs/benchmarks.md)
     local_col = np.empty(tr.shape[1], np.int64)
     bli, blj, bval = [], [], []
     for b in range(K):
@@ -69,11 +68,9 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
     blocks = np.array([[int(s.strata.block(p, k, e)) for k in range(K)] for e in range(E)],
                       np.int64)
     whole = o.strategy == "dsgd"
-    d = PartData(part=p, K=K, F=o.rank, whole=whole, seed=o.seed,
-                 init_scale=s.init_scale,
+    d = PartData(part=p, K=K, F=o.rank, whole=whole, seed=o.seed, init_scale=s.init_scale,
                  lr=np.array([learning_rate(o.lr, e0 + e) for e in range(E)]), reg=o.reg,
-                 epoch0=e0,
-                 blocks=blocks, rows=rows, cols=cols,
+                 epoch0=e0, blocks=blocks, rows=rows, cols=cols,
                  init_blocks=(int(blocks[0, 0]),) if whole else tuple(range(K)),
                  bli=bli, blj=blj, bval=bval, clip=s.clip,
                  eval_epochs=frozenset(s.runplan.eval_epochs.tolist()), bias=s.bias,
@@ -124,14 +121,11 @@ def _messages(s: Setup, p: int, d: PartData, owner=None) -> None:
                     if src not in held:
                         held[src] = _held_columns(s, src)
                     d.local[(q, int(m))] = _send_spec(rp, q, m, held[src])
-                spec = []
-                for sg in segs:
-                    b = int(pat.seg_block[sg])
-                    rows = rp.segment_rows(q, sg)
-                    lo = 0 if pat.whole else int(pat.col_ptr[sg] - lo0)
-                    spec.append((int(pat.seg_ty[sg]), b, lo, lo + rows.size,
-                                 np.searchsorted(d.cols[b], rows)))
-                d.recv[(q, int(m))] = spec
+                # per segment: its sub-epoch, block, rows lo:hi of the message, places in d.cols
+                los = [0 if pat.whole else int(pat.col_ptr[sg] - lo0) for sg in segs]
+                d.recv[(q, int(m))] = [(int(pat.seg_ty[sg]), b, lo, lo + pos.size, pos)
+                                       for sg, (b, pos), lo in
+                                       zip(segs, _send_spec(rp, q, m, d.cols), los)]
 
 
 def _evaluation(s: Setup, p: int, d: PartData, local_row: np.ndarray) -> None:

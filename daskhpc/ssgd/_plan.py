@@ -41,7 +41,7 @@ from ._dgap import dgap_successors, pins_of, successors_by_connectivity
 from ._strata import RingStrata
 
 __all__ = ["STRATEGIES", "Layout", "Pattern", "epoch_pattern", "row_pieces", "send_times",
-           "ranges"]
+           "ranges", "run_starts"]
 
 STRATEGIES = ("dsgd", "p2p", "hc")
 
@@ -93,11 +93,10 @@ def row_pieces(lay: Layout, strata: RingStrata, epoch: int = 0, method: str = "b
     K = lay.nparts
     blk = lay.col_blocks
     if strata.fixed:
-        finder = dgap_successors if method == "bitwise" else None
-        if finder is None:
-            x, y, j = successors_by_connectivity(lay.pins_col, lay.pins_part, K)
+        if method == "bitwise":
+            x, y, j = dgap_successors(lay.pins_col, lay.pins_part, blk, K)
         else:
-            x, y, j = finder(lay.pins_col, lay.pins_part, blk, K)
+            x, y, j = successors_by_connectivity(lay.pins_col, lay.pins_part, K)
         tx = strata.subepoch(x, blk[j], epoch)
         ty = tx + strata.distance(x, y)          # fixed distance (Definition 2)
         return x, y, j, tx, ty
@@ -210,6 +209,18 @@ def ranges(starts, lengths) -> np.ndarray:
     return np.repeat(starts - offs, lengths) + np.arange(total, dtype=np.int64)
 
 
+def run_starts(*keys) -> np.ndarray:
+    """Index of the first element of every run of equal ``keys`` tuples (sorted arrays).
+
+    >>> run_starts(np.array([0, 0, 1, 1]), np.array([5, 5, 5, 6])).tolist()
+    [0, 2, 3]
+    """
+    new = np.ones(keys[0].size, dtype=bool)
+    if keys[0].size:
+        new[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in keys])
+    return np.flatnonzero(new)
+
+
 def _group(K, strategy, whole, src, dst, ts, ty, block, col_ptr, cols, seg_volume, epoch):
     """Sort segments by (ts, src, dst, ty) and cut them into messages."""
     o = np.lexsort((ty, dst, src, ts))
@@ -218,10 +229,7 @@ def _group(K, strategy, whole, src, dst, ts, ty, block, col_ptr, cols, seg_volum
     if cols is not None and np.any(o != np.arange(o.size)):  # re-pack in the new order
         cols = cols[ranges(col_ptr[:-1][o], seg_volume)]
     col_ptr = np.concatenate([[0], np.cumsum(seg_volume)]).astype(np.int64)
-    new = np.ones(o.size, dtype=bool)
-    if o.size:
-        new[1:] = (ts[1:] != ts[:-1]) | (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-    first = np.flatnonzero(new)
+    first = run_starts(ts, src, dst)
     seg_ptr = np.concatenate([first, [o.size]]).astype(np.int64)
     return Pattern(K, strategy, whole, src[first], dst[first], ts[first], seg_ptr, ty,
                    block, col_ptr, cols, seg_volume, epoch)
@@ -249,10 +257,7 @@ def epoch_pattern(lay: Layout, strata: RingStrata, strategy: str, epoch: int = 0
     # sub-epoch; rows ascending inside it.
     o = np.lexsort((j, ty, y, x, ts))
     x, y, j, tx, ty, ts = x[o], y[o], j[o], tx[o], ty[o], ts[o]
-    new = np.ones(o.size, dtype=bool)
-    if o.size:
-        new[1:] = (ts[1:] != ts[:-1]) | (x[1:] != x[:-1]) | (y[1:] != y[:-1]) | (ty[1:] != ty[:-1])
-    first = np.flatnonzero(new)
+    first = run_starts(ts, x, y, ty)
     vol = np.diff(np.concatenate([first, [o.size]]))
     ptr = np.concatenate([[0], np.cumsum(vol)]).astype(np.int64)
     return _group(K, strategy, False, x[first], y[first], ts[first], ty[first],

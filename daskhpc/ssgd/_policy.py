@@ -66,24 +66,24 @@ class StratumPolicy:
     # -- the rules ------------------------------------------------------------------
     def predecessors(self, unit) -> list[tuple]:
         """The previous unit of the same part and the previous unit on the same block."""
+        return self._adjacent(unit, -1)
+
+    def _adjacent(self, unit, d: int) -> list[tuple]:
+        """The unit ``d`` steps along (-1: previous, +1: next) of the same part, and the
+        one on the same block (once, if they are the same)."""
         run, part, T, block = unit
         out = []
         ts = self._by_part[(run, part)]
-        i = bisect_left(ts, T)
-        if i > 0:
-            prev = ts[i - 1]
-            out.append((run, part, prev, self._block_of(run, part, prev)))
+        i = bisect_left(ts, T) + d
+        if 0 <= i < len(ts):
+            out.append((run, part, ts[i], self._part_block[(run, part, ts[i])]))
         tb = self._by_block[(run, block)]
-        j = bisect_left(tb, T)
-        if j > 0:
-            prev = tb[j - 1]
-            u = (run, self._block_part[(run, block, prev)], prev, block)
+        j = bisect_left(tb, T) + d
+        if 0 <= j < len(tb):
+            u = (run, self._block_part[(run, block, tb[j])], tb[j], block)
             if u not in out:
                 out.append(u)
         return out
-
-    def _block_of(self, run, part, T) -> int:
-        return self._part_block[(run, part, T)]
 
     def ready(self, unit) -> bool:
         """True when every predecessor of ``unit`` is done."""
@@ -107,38 +107,19 @@ class StratumPolicy:
         if unit in self._done:
             return []
         self._done.add(unit)
-        run, part, T, block = unit
         freed = []
-        for cand in self._successors(unit):
+        for cand in self._adjacent(unit, +1):
             if cand in self._held and self.ready(cand):
                 self._held.discard(cand)
                 freed.append(cand)
         return freed
-
-    def _successors(self, unit) -> list[tuple]:
-        run, part, T, block = unit
-        out = []
-        ts = self._by_part[(run, part)]
-        i = bisect_left(ts, T)
-        if i + 1 < len(ts):
-            nxt = ts[i + 1]
-            out.append((run, part, nxt, self._block_of(run, part, nxt)))
-        tb = self._by_block[(run, block)]
-        j = bisect_left(tb, T)
-        if j + 1 < len(tb):
-            nxt = tb[j + 1]
-            out.append((run, self._block_part[(run, block, nxt)], nxt, block))
-        return out
 
     def forget(self, run) -> None:
         """Drop everything known about ``run``."""
         for store in (self._units, self._done, self._held):
             for u in [u for u in store if u[0] == run]:
                 store.discard(u)
-        for d in (self._by_part, self._by_block):
-            for k in [k for k in d if k[0] == run]:
-                del d[k]
-        for d in (self._block_part, self._part_block):
+        for d in (self._by_part, self._by_block, self._block_part, self._part_block):
             for k in [k for k in d if k[0] == run]:
                 del d[k]
 

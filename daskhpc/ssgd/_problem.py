@@ -26,7 +26,8 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-__all__ = ["Ratings", "as_ratings", "split", "holdout_mask", "check_parts", "FileNames"]
+__all__ = ["Ratings", "as_ratings", "raw_ratings", "split", "holdout_mask", "check_parts",
+           "FileNames"]
 
 
 @dataclass(eq=False)
@@ -109,17 +110,12 @@ def as_ratings(data, *, names=None) -> Ratings:
         from daskhpc.io import read
 
         data = read(data)
-    if isinstance(data, Ratings):
-        r = data
-    elif hasattr(data, "matrix") and hasattr(data, "describe"):
-        r = _from_input(data)
-        names = names or FileNames.of(data)
-    elif sp.issparse(data):
-        coo = sp.coo_array(data)
-        order = np.lexsort((coo.col, coo.row))
-        r = Ratings(coo.row[order], coo.col[order], coo.data[order], coo.shape,
-                    {"shape": list(coo.shape), "nnz": int(coo.nnz)})
-    elif isinstance(data, tuple) and len(data) in (3, 4):
+    r, file_names = (data, None) if isinstance(data, Ratings) else raw_ratings(data)
+    names = names or file_names
+    if r is None:
+        if not (isinstance(data, tuple) and len(data) in (3, 4)):
+            raise InputError(f"cannot use {type(data).__name__} as ratings: give a file, a "
+                             "scipy.sparse matrix or (rows, cols, vals) triplets")
         rows, cols, vals = (np.asarray(a) for a in data[:3])
         for what, ix in (("row", rows), ("column", cols)):
             if ix.size and ix.min() < 0:
@@ -130,9 +126,6 @@ def as_ratings(data, *, names=None) -> Ratings:
             int(rows.max()) + 1 if rows.size else 0, int(cols.max()) + 1 if cols.size else 0)
         r = Ratings(rows, cols, vals, shape, {"shape": [int(shape[0]), int(shape[1])],
                                               "nnz": int(np.size(vals))})
-    else:
-        raise InputError(f"cannot use {type(data).__name__} as ratings: give a file, a "
-                         "scipy.sparse matrix or (rows, cols, vals) triplets")
     _validate(r, names or _index_names)
     return r
 
@@ -178,6 +171,19 @@ class FileNames:
 
     def __call__(self, axis: int, i: int) -> str:
         return self.label(axis, self.ids(axis, [i])[0])
+
+
+def raw_ratings(data):
+    """``(Ratings not yet validated, FileNames)`` of a reader's result, ``(Ratings,
+    None)`` of a sparse matrix (row-major), ``(None, None)`` for other inputs."""
+    if hasattr(data, "matrix") and hasattr(data, "describe"):
+        return _from_input(data), FileNames.of(data)
+    if sp.issparse(data):
+        coo = sp.coo_array(data)
+        order = np.lexsort((coo.col, coo.row))
+        return Ratings(coo.row[order], coo.col[order], coo.data[order], coo.shape,
+                       {"shape": list(coo.shape), "nnz": int(coo.nnz)}), None
+    return None, None
 
 
 def _from_input(s) -> Ratings:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskhpc.errors import InputError
 from daskhpc.report import WorkflowResult
 
 __all__ = ["predict_file", "SSGDResult"]
@@ -232,15 +233,12 @@ def predict_file(result: SSGDResult, path: str) -> dict:
         An unreadable file, or a user or item the training data did not have (named,
         with its record's number).
     """
-    from daskhpc.errors import InputError
     from daskhpc.io import read_ratings
 
     got = read_ratings(path)
-    ids = []
-    for axis, mode in enumerate(("rows", "cols")):
-        idx = got.meta[mode]
-        names = got.index_maps[axis] if got.index_maps else None
-        ids.append(idx if names is None else names[idx])
+    maps = got.index_maps or (None, None)
+    ids = [got.meta[mode] if maps[axis] is None else maps[axis][got.meta[mode]]
+           for axis, mode in enumerate(("rows", "cols"))]
     for axis, what in enumerate(("user", "item")):
         _, known = result.lookup(axis, ids[axis])
         if not known.all():

@@ -35,7 +35,7 @@ import numpy as np
 from daskhpc.comm import Plan
 
 from ._dgap import unique
-from ._plan import Layout, Pattern, epoch_pattern
+from ._plan import Layout, Pattern, epoch_pattern, run_starts
 from ._strata import RingStrata
 
 __all__ = ["RunPlan", "holders", "Instances"]
@@ -106,18 +106,15 @@ class RunPlan:
         plan, when it continues a checkpoint) only shifts which ones are evaluated:
         every ``eval_every``-th epoch of the whole run, and the last."""
         E = int(epochs)
-        if strata.fixed:
-            patterns = [epoch_pattern(lay, strata, strategy, 0, method)]
-        else:
-            patterns = [epoch_pattern(lay, strata, strategy, e, method) for e in range(E)]
+        patterns = [epoch_pattern(lay, strata, strategy, e, method)
+                    for e in ([0] if strata.fixed else range(E))]
         rp = cls(lay, strata, strategy, E, int(rank), patterns)
         if test is not None and test.nnz and eval_every is not None and eval_every >= 0:
             # every ``eval_every``-th epoch and always the last; 0: the last one only
             rp.eval_epochs = np.array([e for e in range(E) if e == E - 1 or (
                 eval_every and (epoch0 + e + 1) % eval_every == 0)], np.int64)
-            fixed = strata.fixed
-            rp.eval_patterns = [rp._eval_pattern(test, 0 if fixed else e)
-                                for e in ([0] if fixed else range(E))]
+            rp.eval_patterns = [rp._eval_pattern(test, e)
+                                for e in ([0] if strata.fixed else range(E))]
         return rp
 
     @property
@@ -153,10 +150,7 @@ class RunPlan:
         col, part, src = col[move], part[move], src[move]
         o = np.lexsort((col, lay.col_blocks[col], part, src))
         col, part, src = col[o], part[o], src[o]
-        new = np.ones(o.size, dtype=bool)
-        if o.size:
-            new[1:] = (src[1:] != src[:-1]) | (part[1:] != part[:-1])
-        first = np.flatnonzero(new)
+        first = run_starts(src, part)
         return {"src": src[first], "dst": part[first],
                 "ptr": np.concatenate([first, [o.size]]).astype(np.int64), "cols": col,
                 "epoch": None if self.strata.fixed else epoch}
@@ -175,15 +169,12 @@ class RunPlan:
     def run_plan(self) -> Plan:
         """Every message the run sends (phases = absolute sub-epochs)."""
         inst = self.instances
-        cols = {"send": [], "src": [], "dst": [], "vol": []}
+        cols = []
         for q, pat in enumerate(self.patterns):
             mask = inst.pattern == q
             m = inst.message[mask]
-            cols["send"].append(inst.send[mask])
-            cols["src"].append(pat.src[m])
-            cols["dst"].append(pat.dst[m])
-            cols["vol"].append(pat.volume()[m])
-        send, src, dst, vol = (np.concatenate(cols[k]) for k in ("send", "src", "dst", "vol"))
+            cols.append((inst.send[mask], pat.src[m], pat.dst[m], pat.volume()[m]))
+        send, src, dst, vol = (np.concatenate(c) for c in zip(*cols))
         return Plan(self.layout.nparts, send, src, dst, volume=vol,
                     nphases=self.epochs * self.layout.nparts, unit="rows",
                     words_per_unit=self.rank, name=f"ssgd-{self.strategy}-run")
@@ -192,15 +183,12 @@ class RunPlan:
         """The evaluation messages of all evaluated epochs (phase = epoch)."""
         if not self.eval_patterns or not self.eval_epochs.size:
             return None
-        src, dst, vol, ph = [], [], [], []
+        cols = []
         for e in self.eval_epochs:
             ev = self.eval_pattern(int(e))
-            src.append(ev["src"])
-            dst.append(ev["dst"])
-            vol.append(np.diff(ev["ptr"]))
-            ph.append(np.full(ev["src"].size, e))
-        return Plan(self.layout.nparts, np.concatenate(ph), np.concatenate(src),
-                    np.concatenate(dst), volume=np.concatenate(vol), nphases=self.epochs,
+            cols.append((np.full(ev["src"].size, e), ev["src"], ev["dst"], np.diff(ev["ptr"])))
+        ph, src, dst, vol = (np.concatenate(c) for c in zip(*cols))
+        return Plan(self.layout.nparts, ph, src, dst, volume=vol, nphases=self.epochs,
                     unit="rows", words_per_unit=self.rank, name="ssgd-eval")
 
     def segment_rows(self, q: int, s: int) -> np.ndarray:

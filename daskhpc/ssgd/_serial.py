@@ -27,7 +27,7 @@ from ._kernels import (block_seed, error_sse, initial_rows, learning_rate, pair_
                        sweep)
 from ._setup import Setup
 
-__all__ = ["run_serial", "initial_factors", "value_quality"]
+__all__ = ["run_serial", "initial_factors", "assemble", "value_quality"]
 
 
 def initial_factors(s: Setup) -> tuple[np.ndarray, np.ndarray]:
@@ -38,6 +38,16 @@ def initial_factors(s: Setup) -> tuple[np.ndarray, np.ndarray]:
     o = s.options
     return (initial_rows(o.seed, 0, np.arange(N), o.rank, s.init_scale, o.biased),
             initial_rows(o.seed, 1, np.arange(M), o.rank, s.init_scale, o.biased))
+
+
+def assemble(s: Setup, pieces) -> tuple[np.ndarray, np.ndarray]:
+    """Full W and H from the parts' ``(part, {"W", "cols", "rows"})`` pieces (a run's
+    finals, a checkpoint's files): rows nobody updated stay initial."""
+    W, H = initial_factors(s)
+    for p, f in pieces:
+        W[s.layout.row_parts == p] = f["W"]
+        H[f["cols"]] = f["rows"]
+    return W, H
 
 
 def test_sse_by_part(s: Setup, W: np.ndarray, H: np.ndarray) -> np.ndarray:
@@ -99,8 +109,7 @@ def value_quality(rows, cols, vals, test_vals, W, H, o, mu, clip) -> dict:
     on the worker that holds the training ratings in training order: the same bits."""
     q = {}
     if W is not None:
-        # one pass (pair_terms): gathering W[rows] and H[cols] twice took 20-25 ms of
-        # every fit's report on the bundled ratings
+        # one pass (pair_terms), not W[rows] and H[cols] gathered (docs/benchmarks.md)
         # the model's own predictions are clipped to the training range, as the test
         # RMSE's are: the train RMSE of the same predictions (the objective keeps e)
         terms, c = pair_terms(np.ascontiguousarray(W), np.ascontiguousarray(H),

@@ -204,7 +204,6 @@ class Setup:
             key = self.assignment.row_parts[self.train.rows] * K + \
                 self.assignment.col_blocks[self.train.cols]
             # 16-bit keys where they fit: numpy's stable sort is then a radix sort
-            # (0.5 against 2 ms on ml-latest-small's 100,836 ratings, measured)
             small = key.astype(np.uint16) if K * K <= 1 << 16 else key
             idx = np.argsort(small, kind="stable")
             ptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=K * K))])

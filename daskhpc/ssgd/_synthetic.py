@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskhpc.arrays import unique_sorted
+from daskhpc.errors import InputError
 
 from ._problem import Ratings
 
@@ -116,8 +117,6 @@ def write_ratings_parquet(path, r: Ratings, files: int = 8,
     try:
         import pandas as pd
     except ImportError:
-        from daskhpc.errors import InputError
-
         raise InputError('writing Parquet needs pandas and pyarrow: pip install '
                          '"daskhpc[dataframe]"') from None
     os.makedirs(path, exist_ok=True)

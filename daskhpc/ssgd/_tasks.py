@@ -133,13 +133,11 @@ def version(state: PartState, b: int, T: int) -> np.ndarray:
 
 def warm_up() -> bool:
     """Load the compiled kernels (numba cache) before anything is timed."""
-    W = np.zeros((1, 2))
-    H = np.zeros((1, 2))
-    i = np.zeros(1, np.int64)
-    sgd_block(W, H, i, i, np.ones(1), 0.1, 0.1, block_seed(0, 0, 0, 0), True)
+    W, H, i = np.zeros((1, 2)), np.zeros((1, 2)), np.zeros(1, np.int64)
+    seed = block_seed(0, 0, 0, 0)
+    sgd_block(W, H, i, i, np.ones(1), 0.1, 0.1, seed, True)
     sse_block(W, H, i, i, np.ones(1), 0.0, 1.0)
-    sgd_block_biased(W, H, i, i, np.ones(1), 0.1, 0.1, 0.1, 1.0, block_seed(0, 0, 0, 0),
-                     True)
+    sgd_block_biased(W, H, i, i, np.ones(1), 0.1, 0.1, 0.1, 1.0, seed, True)
     sse_block_biased(W, H, i, i, np.ones(1), 0.0, 1.0, 1.0)
     init_rows(0, 0, i, 2, 1.0)
     return True
@@ -255,12 +253,15 @@ def work(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray, c
             _sweep(st, d, token, T, [x for x in inputs if x[0][0] == d.part])
         elif st.T < T - 1:
             raise RuntimeError(f"part {d.part}: sub-epoch {T} before {T - 1}")
-    if not bundle.size:
-        return None
-    by_part = {d.part: d for d in team}
+    return _bundle({d.part: d for d in team}, token, T, bundle) if bundle.size else None
+
+
+def _bundle(by_part: dict, token: str, T: int, items: np.ndarray):
+    """The rows of the messages ``items`` ``(q, m, src)`` as their senders left them after
+    sub-epoch T: a list of arrays, or a lone message as a bare array."""
     out = [_rows(by_part[src].send[(q, m)], _REGISTRY[(token, src)], T, by_part[src].whole)
-           for q, m, src in bundle.tolist()]
-    return out[0] if len(out) == 1 else out     # a lone message travels as a bare array
+           for q, m, src in items.tolist()]
+    return out[0] if len(out) == 1 else out
 
 
 async def work_in_loop(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray,
@@ -313,8 +314,8 @@ async def epochs_direct(team: list, token: str, label: str, epochs: bytes, chain
     if first:
         init(team, token)
     # the epochs' reports go out together, at most one event per COALESCE_S (a
-    # checkpoint's at once): with an event per part and epoch the gap between two
-    # sweeps was 1.5 ms at an epoch's end against 0.7 ms inside it (docs/benchmarks.md)
+    # checkpoint's at once): an event per part and epoch slowed the sweeps at an epoch's
+    # end (docs/benchmarks.md)
     topic = team[0].topic
     with ReportBatch(topic, worker).holding() if topic else contextlib.nullcontext():
         return await _epochs(team, token, epochs, ext, by_part, worker, key, last)
@@ -327,13 +328,8 @@ async def _epochs(team, token, epochs, ext, by_part, worker, key, last):
             got = await ext.wait(token, sorted(set(waits), key=str), keep=True)
             work(team, token, T, _NOTHING, meta, None, *[got[k] for k in waits])
             ext.discard(token, drop)
-            pushes = []
-            for receiver, bkey, items in out:
-                rows = [_rows(by_part[src].send[(q, m)], _REGISTRY[(token, src)], T,
-                              by_part[src].whole) for q, m, src in items.tolist()]
-                value = rows[0] if len(rows) == 1 else rows
-                pushes.append((receiver, bkey, [(bkey, value)]))
-            await ext.push_all(token, pushes)
+            await ext.push_all(token, [(receiver, bkey, [(bkey, _bundle(by_part, token, T, items))])
+                                       for receiver, bkey, items in out])
         sse = {} if ev is None else await _evaluate_direct(ext, by_part, token, e, ev)
         for p, path in ckpts.items():
             checkpoint(by_part[p], token, e, path, None, sse.get(p))
@@ -403,13 +399,9 @@ def checkpoint(d: PartData, token: str, e: int, path: str, chain, sse=None) -> s
 
     st = _REGISTRY[(token, d.part)]
     T = (e + 1) * d.K - 1
-    held = d.ckpt_held.get(e, d.ckpt_held.get(-1, []))
-    cols = [d.cols[b][pos] for b, pos in held]
-    rows = [version(st, b, T)[pos] for b, pos in held]
     log = np.array([x[3:] for x in st.log if x[0] == e], np.float64).reshape(-1, 2)
-    save_arrays(path, W=st.W_ckpt.pop(e),
-                cols=np.concatenate(cols) if cols else np.zeros(0, np.int64),
-                rows=np.concatenate(rows) if rows else np.zeros((0, d.width)),
+    held = d.ckpt_held.get(e, d.ckpt_held.get(-1, []))
+    save_arrays(path, W=st.W_ckpt.pop(e), **_held(d, st, T, held),
                 loss=np.float64(st.loss[e]), times=log,
                 sse=np.float64(np.nan if sse is None else sse))
     if d.topic:        # after the file is whole: the epoch is on disk for this part
@@ -421,12 +413,17 @@ def final(d: PartData, token: str, chain) -> dict:
     """After the last sub-epoch: W, the H rows the part holds the newest copy of, the
     per-epoch loss partial sums and the step log."""
     st = _REGISTRY[(token, d.part)]
-    cols = [d.cols[b][pos] for b, pos in d.final_held]
-    rows = [st.H[b][-1][1][pos] for b, pos in d.final_held]
-    return {"W": st.W,
-            "cols": np.concatenate(cols) if cols else np.zeros(0, np.int64),
-            "rows": np.concatenate(rows) if rows else np.zeros((0, d.width)),
-            "loss": dict(st.loss), "log": list(st.log)}
+    return {"W": st.W, **_held(d, st, None, d.final_held), "loss": dict(st.loss),
+            "log": list(st.log)}
+
+
+def _held(d: PartData, st: PartState, T, held) -> dict:
+    """``cols`` and ``rows``: the global ids and the rows of the held H rows ``held``
+    ``[(block, positions)]``, as sub-epoch T left them (None: the newest)."""
+    rows = [(st.H[b][-1][1] if T is None else version(st, b, T))[pos] for b, pos in held]
+    return {"cols": np.concatenate([d.cols[b][pos] for b, pos in held]) if held
+            else np.zeros(0, np.int64),
+            "rows": np.concatenate(rows) if rows else np.zeros((0, d.width))}
 
 
 def cleanup(token: str, dask_worker=None) -> int:
