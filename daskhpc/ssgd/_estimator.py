@@ -71,7 +71,19 @@ class MatrixFactorization:
                  client=None, nparts: int | None = None, strategy: str = "hc",
                  partition: str = "random", init_scale: float | None = None, seed: int = 0,
                  test_fraction: float = 0.0):
-        self.set_params(**{k: v for k, v in locals().items() if k != "self"})
+        self.n_factors = n_factors
+        self.epochs = epochs
+        self.lr = lr
+        self.reg = reg
+        self.biased = biased
+        self.reg_bias = reg_bias
+        self.client = client
+        self.nparts = nparts
+        self.strategy = strategy
+        self.partition = partition
+        self.init_scale = init_scale
+        self.seed = seed
+        self.test_fraction = test_fraction
 
     _PARAMS = ("n_factors", "epochs", "lr", "reg", "biased", "reg_bias", "client", "nparts",
                "strategy", "partition", "init_scale", "seed", "test_fraction")
