@@ -82,17 +82,3 @@ def partition_mtkahypar(h: Hypergraph, nparts: int, *, objective: str = "km1",
                                 h.net_costs[nets].tolist())
     return np.asarray(hg.partition(ctx).get_partition(), dtype=np.int64)
 
-
-def bisect_mtkahypar(h: Hypergraph, weights: np.ndarray, targets: tuple[int, int], *,
-                     epsilon: float, seed: int, threads: int = 1, **_) -> np.ndarray:
-    """2-way cut partition with individual target weights (used by recursive bisection)."""
-    import mtkahypar
-
-    init = _initializer(threads)
-    ctx = _context(init, 2, "cut", epsilon, "deterministic")
-    ctx.set_individual_target_block_weights([int(t) for t in targets])
-    mtkahypar.set_seed(int(seed))
-    nets = cuttable_nets(h)
-    hg = init.create_hypergraph(ctx, h.num_vertices, int(nets.size), nets_as_lists(h, nets),
-                                weights.tolist(), h.net_costs[nets].tolist())
-    return np.asarray(hg.partition(ctx).get_partition(), dtype=np.int64)

@@ -143,8 +143,6 @@ class Partition:
                 f"imbalance={m['imbalance']:.3f})")
 
     def __dask_tokenize__(self):
-        import hashlib
-
         return ("daskhpc.Partition", self.nparts, hashlib.sha1(self.parts.tobytes()).hexdigest())
 
 
@@ -156,13 +154,11 @@ def _trivial(h: Hypergraph, nparts: int, allow_empty: bool) -> np.ndarray | None
         raise InputError("cannot partition a hypergraph with no vertices")
     if nparts == 1:
         return np.zeros(h.num_vertices, dtype=np.int64)
-    if nparts > h.num_vertices:
-        if not allow_empty:
-            raise InputError(
-                f"more parts ({nparts}) than vertices ({h.num_vertices}): every part would not "
-                "get a vertex; use fewer parts (or allow_empty=True)")
-        return np.arange(h.num_vertices, dtype=np.int64)
-    if nparts == h.num_vertices:
+    if nparts > h.num_vertices and not allow_empty:
+        raise InputError(
+            f"more parts ({nparts}) than vertices ({h.num_vertices}): every part would not "
+            "get a vertex; use fewer parts (or allow_empty=True)")
+    if nparts >= h.num_vertices:
         return np.arange(h.num_vertices, dtype=np.int64)
     return None
 

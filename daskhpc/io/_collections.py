@@ -66,7 +66,26 @@ def dataframe_module():
     return dd
 
 
-class Nonzeros:
+class _Pieces:
+    """What the workers hold of a collection: ``pieces`` (Futures), ``offsets`` (where
+    each piece's items start), ``remake`` and ``name``."""
+
+    def release(self) -> None:
+        """Let the workers free the pieces."""
+        for f in self.pieces:
+            f.release()
+        self.pieces = []
+
+    def reread(self, client) -> None:
+        """Compute the pieces again from the collection (after :meth:`release`, to route
+        parts again when their worker was lost): Dask reads the collection's graph
+        again, on the workers. A collection that no longer holds as many items per
+        piece (a file rewritten meanwhile) raises RuntimeError."""
+        self.release()
+        self.pieces = reread_pieces(client, self.remake, np.diff(self.offsets), self.name)
+
+
+class Nonzeros(_Pieces):
     """A validated collection of nonzeros whose values stay on the workers.
 
     Attributes
@@ -111,20 +130,6 @@ class Nonzeros:
         gathered(self.name, self.nnz, 8 * self.nnz)
         parts = client.gather([client.submit(_values_of, p, pure=False) for p in self.pieces])
         return np.concatenate(parts) if parts else np.zeros(0)
-
-    def release(self) -> None:
-        """Let the workers free the pieces."""
-        for f in self.pieces:
-            f.release()
-        self.pieces = []
-
-    def reread(self, client) -> None:
-        """Compute the pieces again from the collection (after :meth:`release`, to route
-        parts again when their worker was lost): Dask reads the collection's graph
-        again, on the workers. A collection that no longer holds as many nonzeros per
-        piece (a file rewritten meanwhile) raises RuntimeError."""
-        self.release()
-        self.pieces = reread_pieces(client, self.remake, np.diff(self.offsets), self.name)
 
     def __repr__(self) -> str:
         return (f"Nonzeros({self.name}: {' x '.join(map(str, self.shape))}, {self.nnz} "
@@ -370,8 +375,7 @@ def _values_of(piece):
 
 
 def _count(piece) -> int:
-    v = piece[1]
-    return int(v.shape[0])
+    return int(piece[1].shape[0])
 
 
 def _select(piece, take, bounds, with_ids: bool):

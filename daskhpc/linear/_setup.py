@@ -307,10 +307,6 @@ class Setup:
         o = self.options
         return None if o.topk is None else int(o.k if o.topk == "approx" else o.topk)
 
-    def batch_sizes(self, i: int) -> list[int]:
-        B = self.options.batch
-        return [max(0, min(B, r.size - i * B)) for r in self.rows]
-
     def local_batch(self, e: int, i: int, p: int) -> np.ndarray:
         """Positions (in part p's rows) of its batch in iteration i of epoch e."""
         B = self.options.batch
