@@ -104,6 +104,14 @@ def exchange_mode(exchange: str | None = None) -> str:
     return exchange
 
 
+def check_choice(flag: str, value, choices) -> None:
+    """A one-line InputError unless ``value`` is one of ``choices`` (of option ``flag``)."""
+    if value not in choices:
+        from daskhpc.errors import InputError
+
+        raise InputError(f"unknown {flag} {value!r}; choose one of {list(choices)}")
+
+
 @dataclass
 class RunOptions:
     """How a run runs: the same options for every workflow.

@@ -103,22 +103,14 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
         # longer wait for a busy receiver: docs/cpals.md)
         in_loop = in_loop_default(s)
     return Job("cpals", s.K, s.options.iters,
-               row=functools.partial(_row, s), fingerprint=functools.partial(P.fingerprint, s),
-               program=functools.partial(_program, s, use_stop),
+               row=functools.partial(P.row, s), fingerprint=functools.partial(P.fingerprint, s),
+               program=functools.partial(P.program, s, stop=use_stop),
                statics=P.statics(s) if statics else None,
                assemble=functools.partial(P.assemble, s),
                stop=functools.partial(P.stop, s) if use_stop else None,
                warm_up=functools.partial(warm_up, s.N), unit_name="iterations",
                opened=functools.partial(save_distribution, s),
                in_loop=bool(in_loop), exchange=mode)     # resolved: the report says which
-
-
-def _row(s, unit, reports):
-    return P.row(s, unit, reports)
-
-
-def _program(s, stop, first):
-    return P.program(s, first, stop)
 
 
 def warm_up_parts() -> None:

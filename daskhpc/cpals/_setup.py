@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from daskhpc._workflows import option
+from daskhpc._workflows import check_choice, option
 from daskhpc.errors import InputError
 
 from ._partition import GRAINS, Distribution, distribute
@@ -83,8 +83,7 @@ class Options:
                 raise InputError(f"--{name} must be a number, got {v!r}")
         if not (np.isfinite(self.tol) and self.tol >= 0):
             raise InputError(f"--tol must be a non-negative number, got {self.tol}")
-        if self.grain not in GRAINS:
-            raise InputError(f"unknown --grain {self.grain!r}; choose one of {list(GRAINS)}")
+        check_choice("--grain", self.grain, GRAINS)
         if not (np.isfinite(self.epsilon) and self.epsilon >= 0):
             raise InputError(f"--epsilon must be a non-negative number, got {self.epsilon}")
         if isinstance(self.reg, bool) or not isinstance(self.reg, (int, float, np.number)) \

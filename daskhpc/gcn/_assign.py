@@ -78,9 +78,7 @@ def hp_backend(h, nparts: int) -> dict:
     large_k reaches km1 0.718-0.728 of RP's in 50-60 s on one idle thread, where label
     propagation alone stops at 0.731-0.736 and the default preset takes 3+ minutes
     (docs/gcn.md)."""
-    from daskhpc.hypergraph import choose_partitioner
-
-    c = choose_partitioner(h, nparts)
+    c = hg.choose_partitioner(h, nparts)
     if c["backend"] == "lp" and nparts >= 64:
         c = {"backend": "mtkahypar", "options": {"preset": "large_k"}, "work": c["work"],
              "rule": f"pins*sqrt(K) = {c['work']:.3g} and K >= 64: Mt-KaHyPar large_k preset"}
@@ -141,9 +139,7 @@ def assign(graph, nparts: int, *, partition: str = "hp", partitioner: str = "aut
         if options.get("preset") == "large_k":
             # a few seconds of label propagation on top (km1 0.728 -> 0.723 of RP's on
             # soc-Slashdot0902 at K = 512): large_k leaves easy moves behind
-            from daskhpc.hypergraph import refine
-
-            parts = refine(h, parts, nparts, objective="km1", epsilon=epsilon, seed=seed)
+            parts = hg.refine(h, parts, nparts, objective="km1", epsilon=epsilon, seed=seed)
             backend = "mtkahypar large_k + lp"
     dt = time.perf_counter() - t0
     a = Assignment(parts, nparts, method, backend, dt, choice=choice)

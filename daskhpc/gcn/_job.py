@@ -139,17 +139,13 @@ def gcn_job(s, *, in_loop: bool = False, exchange: str | None = None):
     from daskhpc.runtime import Job
 
     extra = {} if exchange is None else {"exchange": exchange}
-    return Job("gcn", s.K, epochs_of(s), row=functools.partial(_row, s),
+    return Job("gcn", s.K, epochs_of(s), row=functools.partial(row, s),
                fingerprint=functools.partial(fingerprint, s),
                program=functools.partial(program, s),
                statics=statics(s), assemble=functools.partial(assemble, s),
                warm_up=functools.partial(warm_up, (s.options.dtype,)),
                unit_name="steps" if s.batches else "epochs",
                opened=functools.partial(save_partition, s), in_loop=bool(in_loop), **extra)
-
-
-def _row(s, unit, reports):
-    return row(s, unit, reports)
 
 
 def warm_up(dtypes=("float64",)) -> bool:
@@ -162,8 +158,6 @@ def warm_up(dtypes=("float64",)) -> bool:
     import scipy.sparse as sp
 
     from daskhpc.comm import run_local
-
-    from ._setup import prepare
 
     rng = np.random.default_rng(0)
     n = 12
@@ -284,7 +278,6 @@ def serial_check(s, value) -> dict:
     from daskhpc.comm import run_local
     from daskhpc.report import compare_arrays
 
-    from ._program import assemble, program, statics
     from ._serial import run_serial
 
     finals, _ = run_local(program(s), statics(s))

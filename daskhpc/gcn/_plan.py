@@ -50,9 +50,7 @@ PAPER_TABLE2 = {
 
 
 def _sets(A, parts, K):
-    h = hg.column_net(A)
-    lam_ptr, lam_parts = hg.connectivity_sets(h, parts, K)
-    return lam_ptr, lam_parts
+    return hg.connectivity_sets(hg.column_net(A), parts, K)
 
 
 def patterns(setup) -> dict:

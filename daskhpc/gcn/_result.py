@@ -113,8 +113,7 @@ def sections(s, command=None, partitioned: bool = True) -> dict:
            "symmetrize": o.symmetrize, "dtype": o.dtype}
     if partitioned:
         out.update(partition_method=a.method, partitioner=a.partitioner,
-                   objective={"hp": "km1", "gp": "cut"}.get(a.method), partition=a.report)
-        out["partition"] = dict(a.report)
+                   objective={"hp": "km1", "gp": "cut"}.get(a.method), partition=dict(a.report))
     out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
     return out
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from daskhpc._workflows import RunOptions
 from daskhpc.comm import run_local_history
-from daskhpc.report import new_report
+from daskhpc.report import compare_arrays, new_report
 
 from ._job import linear_job
 from ._plan import sections
@@ -161,18 +161,16 @@ def fit(X, y=None, nparts: int | None = None, *, test=None, in_loop: bool = True
 
 
 def _fit(client, run, X, y, nparts, test, in_loop, options):
+    from daskhpc.io import is_collection
     from daskhpc.runtime import exchange_mode, run_job, worker_addresses
 
-    from daskhpc.io import is_collection
+    from ._collect import prepare_collection, test_collection
 
     if nparts is None:
         nparts = len(worker_addresses(client))
     nz = None
-    from ._collect import test_collection
-
     if is_collection(X) or is_collection(y) or test_collection(test):
-        from ._collect import prepare_collection     # X's values stay on the workers
-
+        # X's values stay on the workers
         s, nz, y = prepare_collection(client, X, y, nparts, test, options)
     else:
         s = prepare(X, y, nparts, test=test, **options)
@@ -193,10 +191,6 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     info["execution"] = out.execution
     info["placement"] = {str(p): out.placement.worker(p) for p in range(s.nparts)}
     if run.check_serial:
-        from daskhpc.report import compare_arrays
-
-        from ._serial import run_serial
-
         ser = run_serial(s if nz is None else s_full, epochs=len(out.history))
         check = compare_arrays([(w, model(s, ser["w"]))], rtol=1e-12)
         check["reference"] = "plain serial SGD (dense gradients summed in part order)"

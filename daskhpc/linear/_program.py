@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from daskhpc.allreduce import append_allreduce
+from daskhpc.allreduce import allreduce_local, append_allreduce
 from daskhpc.comm import Program
 
 from ._kernels import (
@@ -300,8 +300,6 @@ def fingerprint(s) -> dict:
 
 def warm_up():
     """Load the numba kernels on a worker before anything is timed."""
-    from daskhpc.allreduce import allreduce_local
-
     ip, ix, d = np.array([0, 1]), np.array([0], np.int32), np.array([1.0])
     rows = np.array([0])
     m = margins(ip, ix, d, rows, np.ones(1))

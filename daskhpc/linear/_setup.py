@@ -40,7 +40,7 @@ from daskhpc.allreduce import (
     dense_bound_plan,
     make,
 )
-from daskhpc._workflows import checked_options, option
+from daskhpc._workflows import check_choice, checked_options, option
 from daskhpc.errors import InputError
 
 from ._data import LinearData, load
@@ -126,8 +126,7 @@ class Options:
                                           "the training file's)", type=int)
 
     def check(self) -> None:
-        if self.loss not in LOSSES:
-            raise InputError(f"unknown --loss {self.loss!r}; choose one of {list(LOSSES)}")
+        check_choice("--loss", self.loss, LOSSES)
         self.batch = parse_batch(self.batch)
         for name in ("epochs", "n_iter_no_change"):
             if int(getattr(self, name)) < 1:
@@ -141,15 +140,11 @@ class Options:
             v = getattr(self, name)
             if not (np.isfinite(v) and v >= 0):
                 raise InputError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
-        if self.learning_rate not in SCHEDULES:
-            raise InputError(f"unknown --learning-rate {self.learning_rate!r}; choose one of "
-                             f"{list(SCHEDULES)}")
+        check_choice("--learning-rate", self.learning_rate, SCHEDULES)
         if self.learning_rate == "optimal" and not self.reg > 0:
             raise InputError("--learning-rate optimal needs --reg > 0 (its steps are "
                              "1 / (reg (t0 + t))); choose another schedule for --reg 0")
-        if self.penalty not in PENALTIES:
-            raise InputError(f"unknown --penalty {self.penalty!r}; choose one of "
-                             f"{list(PENALTIES)}")
+        check_choice("--penalty", self.penalty, PENALTIES)
         if not (np.isfinite(self.l1_ratio) and 0.0 <= self.l1_ratio <= 1.0):
             raise InputError(f"--l1-ratio must lie in [0, 1], got {self.l1_ratio}")
         cw = self.class_weight
