@@ -400,12 +400,17 @@ class Workflow(ABC):
 
     def predict(self, result, path: str) -> dict:
         """``daskhpc predict DIR INPUT``: the saved ``result`` (the model of a run of this
-        workflow, :func:`daskhpc.load`) applied to the file ``path``.
+        workflow, :func:`daskhpc.load`) applied to the file ``path``: by default the
+        package's ``_result.predict_file(result, path)``, if it has one.
 
         Returns ``{"columns": {name: array}, "quality": {name: number}}``: one row per
         input record (written as CSV), and the figures the input's known answers allow.
         """
         from daskhpc.errors import InputError
+
+        apply = getattr(self._module(f"{self._package()}._result"), "predict_file", None)
+        if apply is not None:
+            return apply(result, path)
 
         raise InputError(f"daskhpc predict: a saved {self.name} result has no model to "
                          f"apply to {path} (load it in Python: daskhpc.load(DIR))")

@@ -52,12 +52,6 @@ class CPALS(Workflow):
         return fit(call.one_input("tensor file (.tns)"), opts.pop("rank"), call.parts,
                    partition_file=call.partition_file, run=run, **opts).report()
 
-    def predict(self, result, path: str) -> dict:
-        """The model at every coordinate of a .tns file, the RMSE and the fit."""
-        from ._result import predict_file
-
-        return predict_file(result, path)
-
     def demo(self, client) -> dict:
         """The bundled UMLS tensor, fine-hp over 2 parts, R = 10, 10 iterations, checked
         against both serial references."""

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from daskhpc._workflows import check_choice, option
+from daskhpc._workflows import check_choice, checked_options, option
 from daskhpc.errors import InputError
 
 from ._partition import GRAINS, Distribution, distribute
@@ -92,11 +92,10 @@ class Options:
         if not isinstance(self.nonnegative, (bool, np.bool_)):
             raise InputError(f"--nonnegative must be True or False, got {self.nonnegative!r}")
         self.init = _warm_start(self.init)
-        if isinstance(self.init, str):
-            if self.init not in INITS:
-                raise InputError(f"unknown --init {self.init!r}; choose one of {list(INITS)} "
-                                 "or a saved cpals model's directory")
-        elif not isinstance(self.init, (list, tuple)):
+        if isinstance(self.init, str) and self.init not in INITS:
+            raise InputError(f"unknown --init {self.init!r}; choose one of {list(INITS)} or a "
+                             "saved cpals model's directory")
+        if not isinstance(self.init, (str, list, tuple)):
             raise InputError("init must be 'random', 'svd' or a list of factor matrices, "
                              f"got {type(self.init).__name__}")
 
@@ -238,11 +237,7 @@ def prepare(data, nparts: int, *, partition_file=None, distribution=None, **opti
     **options
         Fields of :class:`Options`.
     """
-    unknown = set(options) - set(Options.__dataclass_fields__)
-    if unknown:
-        raise TypeError(f"unknown CP-ALS option(s): {sorted(unknown)}")
-    opts = Options(**options)
-    opts.check()
+    opts = checked_options(Options, options, "CP-ALS")
     X = as_tensor(data)
     K = check_parts(nparts, X)
     if opts.init_name == "given":

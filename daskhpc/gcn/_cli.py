@@ -91,12 +91,6 @@ class GCN(Workflow):
         return fit(call.one_input("graph"), nparts=K, partition_file=call.partition_file,
                    run=run, **call.options.fit_keywords()).report()
 
-    def predict(self, result, path: str) -> dict:
-        """The class of every node of a graph, and each split's accuracy."""
-        from ._result import predict_file
-
-        return predict_file(result, path)
-
     def demo(self, client) -> dict:
         """Cora, one part per worker (HP rows), 50 epochs, checked against both serial
         references (a few seconds)."""

@@ -59,12 +59,6 @@ class Linear(Workflow):
         call.data = validate_input(call.one_input("LIBSVM training file"), call.parts,
                                    **call.options.fit_keywords())
 
-
-    def predict(self, result, path: str) -> dict:
-        """The label of every row of a LIBSVM file, and the accuracy."""
-        from ._result import predict_file
-
-        return predict_file(result, path)
     def plan(self, call: Call) -> dict:
         from ._api import plan
 
