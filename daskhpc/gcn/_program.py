@@ -43,7 +43,7 @@ import numpy as np
 from daskhpc.comm import Plan, Program, tree_sum
 
 from ._model import (NMETRICS, Csr, backward, dropout, head, init_params, layer_input,
-                     layer_output, pack, unpack, update)
+                     layer_output, pack, take_rows, unpack, update)
 from ._parts import statics
 from ._plan import exchange_plans, first_layer_rows, vector_words
 from ._serial import epochs_of, final_row, metrics_row
@@ -90,13 +90,9 @@ def _blk(static, epoch):
     return batches[epoch] if batches is not None and epoch < len(batches) else static
 
 
-def _take(block, idx):
-    return block.take(idx) if isinstance(block, Csr) else block[idx]
-
-
 def _outbox(send, blocks):
     """{dst: tuple of the rows ``send[dst]`` of every block}."""
-    return {dst: tuple(_take(b, idx) for b in blocks) for dst, idx in send.items()}
+    return {dst: tuple(take_rows(b, idx) for b in blocks) for dst, idx in send.items()}
 
 
 def _extend(own, received):
