@@ -30,6 +30,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from importlib.metadata import entry_points
 from typing import Any, Callable, ClassVar
 
+from daskhpc.errors import InputError
+
 __all__ = ["GROUP", "EXCHANGES", "EXCHANGE_PLUGIN", "Call", "RunOptions", "Workflow",
            "available", "load", "option", "exchange_mode", "options_of", "checked_options",
            "check_dashboard_address"]
@@ -98,8 +100,6 @@ def exchange_mode(exchange: str | None = None) -> str:
 
         exchange = _config.get("runtime.exchange", "direct")
     if exchange not in EXCHANGES:
-        from daskhpc.errors import InputError
-
         raise InputError(f"--exchange must be direct or graph, not {exchange!r}")
     return exchange
 
@@ -107,8 +107,6 @@ def exchange_mode(exchange: str | None = None) -> str:
 def check_choice(flag: str, value, choices) -> None:
     """A one-line InputError unless ``value`` is one of ``choices`` (of option ``flag``)."""
     if value not in choices:
-        from daskhpc.errors import InputError
-
         raise InputError(f"unknown {flag} {value!r}; choose one of {list(choices)}")
 
 
@@ -179,8 +177,6 @@ class RunOptions:
 
     def check(self) -> None:
         """Every bad combination -> one-line InputError (before anything starts)."""
-        from daskhpc.errors import InputError
-
         if self.resume and not self.checkpoint:
             raise InputError("--resume needs --checkpoint DIR (the directory to resume from)")
         if self.exchange is not None:
@@ -277,8 +273,6 @@ def check_dashboard_address(address) -> None:
     """
     import socket
 
-    from daskhpc.errors import InputError
-
     if address is None or address is False:
         return
     host, sep, port = str(address).rpartition(":")
@@ -316,8 +310,6 @@ class Call:
 
     def one_input(self, what: str):
         """The one input of a workflow that takes one (what ``check`` read, if it did)."""
-        from daskhpc.errors import InputError
-
         if self.data is not None:
             return self.data
         if len(self.inputs) != 1:
@@ -327,8 +319,6 @@ class Call:
 
     def parts_or(self, default: int | None, name: str) -> int:
         """``--parts``, else ``default``; neither: a one-line error."""
-        from daskhpc.errors import InputError
-
         K = self.parts if self.parts is not None else default
         if K is None:
             raise InputError(f"--parts is required for {name}")
@@ -406,12 +396,9 @@ class Workflow(ABC):
         Returns ``{"columns": {name: array}, "quality": {name: number}}``: one row per
         input record (written as CSV), and the figures the input's known answers allow.
         """
-        from daskhpc.errors import InputError
-
         apply = getattr(self._module(f"{self._package()}._result"), "predict_file", None)
         if apply is not None:
             return apply(result, path)
-
         raise InputError(f"daskhpc predict: a saved {self.name} result has no model to "
                          f"apply to {path} (load it in Python: daskhpc.load(DIR))")
 
@@ -551,8 +538,6 @@ def _typed(parse):
         return parse
 
     def typed(text):
-        from daskhpc.errors import InputError
-
         try:
             return parse(text)
         except InputError as e:
@@ -613,8 +598,6 @@ _LOADED: dict = {}
 
 def load(name: str) -> Workflow:
     """The :class:`Workflow` registered as ``name`` (one instance per process)."""
-    from daskhpc.errors import InputError
-
     found = available()
     if name not in found:
         known = ", ".join(sorted(found)) or "none (is daskhpc installed? pip install .)"

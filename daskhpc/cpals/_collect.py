@@ -19,7 +19,9 @@ from dataclasses import replace
 import numpy as np
 
 from daskhpc.errors import InputError
+from daskhpc.io import read_nonzeros, route, rows_route
 
+from ._statics import part_members, statics
 from ._tensor import Tensor, as_tensor
 
 __all__ = ["read_tensor", "part_statics", "rebuilder"]
@@ -46,8 +48,6 @@ def read_tensor(client, X, *, columns=None, shape=None) -> tuple[Tensor, object,
     """``(tensor, nonzeros, canonical)``: the tensor's pattern (its ``vals`` a read-only
     placeholder of ones, which never reaches a worker), the collection on the workers,
     and the canonical order of its nonzeros."""
-    from daskhpc.io import read_nonzeros
-
     nz = read_nonzeros(X, client, columns=columns, shape=shape, name="tensor", min_order=3)
     for m, n in enumerate(nz.shape):
         if n < 2:
@@ -76,10 +76,6 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
     built on its worker; ``normx2`` (``||X||^2``) summed over the parts unless given
     (a rebuild of some parts: the run's own)."""
     from distributed import wait
-
-    from daskhpc.io import route, rows_route
-
-    from ._statics import part_members, statics
 
     K = s.K
     members, _ = part_members(s)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from daskhpc._workflows import Call, RunOptions, Workflow, option
 
-from ._setup import Options
+from . import _api
+from ._setup import Options, validate_input
 
 __all__ = ["GCN"]
 
@@ -68,38 +69,30 @@ class GCN(Workflow):
 
     def check(self, call: Call) -> None:
         """The graph read and checked, and --parts against it (the run reuses it)."""
-        from ._setup import validate_input
-
         opts = {k: getattr(call.options, k) for k in Options.__dataclass_fields__}
         call.data = validate_input(call.one_input("graph (a file, a directory or 'cora')"),
                                    call.parts, **opts)
 
     def plan(self, call: Call) -> dict:
-        from ._api import plan
-
         opts = {k: v for k, v in call.values("plan").items() if k in Options.__dataclass_fields__}
-        return plan(call.one_input("graph"), call.parts_or(None, "plan gcn"),
-                    partition_file=call.partition_file, compare_rp=call.options.compare,
-                    **opts)
+        return _api.plan(call.one_input("graph"), call.parts_or(None, "plan gcn"),
+                         partition_file=call.partition_file, compare_rp=call.options.compare,
+                         **opts)
 
     def run(self, call: Call, run: RunOptions) -> dict:
         from daskhpc.runtime import worker_addresses
 
-        from ._api import fit
-
         K = call.parts_or(len(worker_addresses(run.client)), "gcn")
-        return fit(call.one_input("graph"), nparts=K, partition_file=call.partition_file,
-                   run=run, **call.options.fit_keywords()).report()
+        return _api.fit(call.one_input("graph"), nparts=K, partition_file=call.partition_file,
+                        run=run, **call.options.fit_keywords()).report()
 
     def demo(self, client) -> dict:
         """Cora, one part per worker (HP rows), 50 epochs, checked against both serial
         references (a few seconds)."""
         from daskhpc.runtime import worker_addresses
 
-        from ._api import fit
-
-        return fit("cora", nparts=len(worker_addresses(client)), client=client, epochs=50,
-                   partition="hp", check_serial=True).report()
+        return _api.fit("cora", nparts=len(worker_addresses(client)), client=client,
+                        epochs=50, partition="hp", check_serial=True).report()
 
     def small_run(self) -> list:
         return ["cora", "--parts", "3", "--epochs", "5", "--check-serial"]

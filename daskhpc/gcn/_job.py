@@ -40,10 +40,13 @@ import os
 
 import numpy as np
 
+from daskhpc.comm import AllreduceSchedule, Plan, run_local
 from daskhpc.errors import InputError
+from daskhpc.report import compare_arrays
 
+from ._plan import plan_sections
 from ._program import assemble, program, row, statics
-from ._serial import epochs_of
+from ._serial import epochs_of, run_serial
 from ._setup import prepare
 
 __all__ = ["gcn_job", "fingerprint", "partition_path", "save_partition", "saved_method",
@@ -113,8 +116,6 @@ def steps_per_epoch(s) -> int:
     """Program steps of one training epoch (2L - 1 exchanges and layer steps, then the
     allreduce's rounds plus its update step; the next epoch's first exchange is fused
     into the update)."""
-    from daskhpc.comm import AllreduceSchedule
-
     return 2 * s.L - 1 + len(AllreduceSchedule(s.K).rounds) + 1
 
 
@@ -157,8 +158,6 @@ def warm_up(dtypes=("float64",)) -> bool:
     frame."""
     import scipy.sparse as sp
 
-    from daskhpc.comm import run_local
-
     rng = np.random.default_rng(0)
     n = 12
     A = sp.csr_array(sp.random(n, n, density=0.3, random_state=1) + sp.eye(n, k=1))
@@ -188,8 +187,6 @@ def prepare_run(graph, features, labels, split, nparts, minibatch, checkpoint, r
                  partition_file, options):
     """``prepare`` for ``fit``: the checkpoint's saved partition on resume, and the
     mini-batches (with the SHP partition of Algorithm 3) when asked for."""
-    from ._job import partition_path, saved_method
-
     saved = None
     if checkpoint is not None and resume and partition_file is None:
         saved = partition_file = partition_path(checkpoint)
@@ -239,10 +236,6 @@ def rows(history) -> list:
 def plan_info(s) -> dict:
     """The run's plan sections: the paper's per-epoch totals (full batch) or the steps'
     exchanges (mini-batch), the exact volumes and the dW allreduce."""
-    from daskhpc.comm import Plan
-
-    from ._plan import plan_sections
-
     if not s.batches:
         out = plan_sections(s, compare_rp=False)
         out.pop("graph_model", None)
@@ -267,19 +260,13 @@ def minibatch_info(s) -> dict:
 
 #: ``serial_check.textbook``'s relative tolerance per dtype: the dW sums are taken per
 #: part, then in the allreduce's tree order, so they round differently from the textbook
-#: epoch's (measured on Cora, 30-200 epochs, K = 2-8: ~1e-15 in float64, 0.8-6e-6 in
-#: float32).
+#: epoch's (the differences measured: docs/gcn.md).
 TEXTBOOK_RTOL = {"float64": 1e-10, "float32": 1e-4}
 
 
 def serial_check(s, value) -> dict:
     """Against the partition-aware reference (bitwise, in either dtype) and the textbook
     one (within :data:`TEXTBOOK_RTOL` of the run's dtype)."""
-    from daskhpc.comm import run_local
-    from daskhpc.report import compare_arrays
-
-    from ._serial import run_serial
-
     finals, _ = run_local(program(s), statics(s))
     ref = assemble(s, finals)
     out = compare_arrays(list(zip(value["params"], ref["params"])) +

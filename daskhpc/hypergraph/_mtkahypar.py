@@ -40,15 +40,10 @@ def _context(init, nparts, objective, epsilon, preset):
 
 
 def capped_weights(weights: np.ndarray, nparts: int) -> np.ndarray:
-    """Vertex weights capped at the average part weight ``ceil(W / K)``.
-
-    A vertex heavier than that overloads its part in every partition, so no partition
-    meets Mt-KaHyPar's balance bound; Mt-KaHyPar then keeps trying to rebalance (on the
-    1M-rating power-law matrix at K = 1024: 127 s and SOED 9.18M uncapped, 92 s and 8.72M
-    capped). Capped, such a vertex fills its part alone, which is the best any partition
-    can do, and the instance is feasible. Weights below the cap are unchanged, so
-    instances without such vertices (all our small ones) get exactly the same input.
-    """
+    """Vertex weights capped at the average part weight ``ceil(W / K)``: a heavier vertex
+    overloads its part in every partition and Mt-KaHyPar keeps trying to rebalance
+    (docs/partitioning.md, "Heavy vertices"); capped, it fills its part alone, the best
+    any partition can do. Weights below the cap are unchanged."""
     cap = -(-int(weights.sum()) // max(int(nparts), 1))
     return np.minimum(weights, cap) if weights.size and weights.max() > cap else weights
 

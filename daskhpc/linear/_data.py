@@ -133,8 +133,8 @@ def labels(y, n: int, what: str, classes=None):
 
 def _with_intercept(X):
     """X with a last column of ones (each row's entries, then its 1), as
-    ``sp.hstack([X, ones])`` gives it (a9a: 8.5 ms hstack, 4.8 ms with numpy's masks,
-    now one pass of :func:`_append_column`; measured)."""
+    ``sp.hstack([X, ones])`` gives it, in one pass of :func:`_append_column` (faster:
+    docs/benchmarks.md)."""
     n, F = X.shape
     nnz = X.nnz + n
     # (the index type hstack gives a csr_array: its indptr's, at least int32, wider if needed)

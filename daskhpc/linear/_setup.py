@@ -52,14 +52,11 @@ __all__ = ["warm_weights", "Options", "Setup", "prepare", "setup_of", "permutati
 
 #: ``--batch auto``: the least B (Renggli's mini-batch, and every B with one part)
 MIN_BATCH = 8
-#: ``--batch auto``: at least this many steps (updates) per part and epoch. Fewer, larger
-#: steps lose accuracy per epoch: on a9a with its positives thinned to 3.7 % and 2 parts
-#: (12,830 rows each), 5 epochs at B = 128 gave .9633, below the tests' 0.998 x
-#: scikit-learn's .9653, B = 51-64 did not; on a9a with 2 parts auto gives B = 64, .851
-#: after one epoch (docs/linear.md)
+#: ``--batch auto``: at least this many steps (updates) per part and epoch: fewer, larger
+#: steps lose accuracy per epoch (docs/linear.md)
 AUTO_STEPS = 256
 #: ``--batch auto``: seconds per stored entry of a batch's rows (margins, gradient and
-#: update; 40-50 ns measured on a9a for B = 8-256, docs/linear.md)
+#: update; measured: docs/linear.md)
 ENTRY_S = 45e-9
 
 
