@@ -18,8 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from daskhpc._workflows import Call, RunOptions, Workflow, option
+from daskhpc.report import summarize, summary_line
 
 from . import _api
+from ._plan import vs_rp_line
+from ._result import random_caveat
 from ._setup import Options, validate_input
 
 __all__ = ["GCN"]
@@ -116,7 +119,6 @@ def summary(report: dict) -> str:
     if pp:
         lines.append("per part: avg vol {avg_vol:.0f}, max vol {max_vol:.0f} words; avg msgs "
                      "{avg_msgs:.1f}, max msgs {max_msgs:.0f}".format(**pp))
-    from ._plan import vs_rp_line
     lines += [vs_rp_line(report["vs_rp"])] if report.get("vs_rp") else []
     gm = report.get("graph_model")
     if gm:
@@ -140,10 +142,6 @@ def summary(report: dict) -> str:
 
 def _run_summary(report: dict) -> str:
     """A run: the common block, then accuracy and time per epoch."""
-    from daskhpc.report import summarize, summary_line
-
-    from ._result import random_caveat
-
     q, t = report.get("quality", {}), report.get("timing", {})
     lines = summarize({k: v for k, v in report.items() if k != "quality"}).splitlines()
     at = next((i for i, x in enumerate(lines) if x.startswith("  serial")), len(lines))

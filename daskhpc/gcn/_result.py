@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskhpc.errors import InputError
 from daskhpc.report import WorkflowResult
+
+from ._data import as_graph
+from ._model import Csr, features
+from ._serial import evaluate
 
 __all__ = ["GCNResult", "predict_file", "sections", "quality", "best_val", "random_caveat", "RANDOM_CAVEAT"]
 
@@ -153,12 +158,6 @@ def predict_file(result: GCNResult, source) -> dict:
     order from the run's ``order``): on the training graph it gives the run's final
     accuracies bit for bit.
     """
-    from daskhpc.errors import InputError
-
-    from ._data import as_graph
-    from ._model import Csr, features
-    from ._serial import evaluate
-
     rep = result.info
     rnd = (rep.get("input") or {}).get("random_node_data") or {}
     g = as_graph(str(source), symmetrize=bool(rep.get("symmetrize", False)),

@@ -11,17 +11,20 @@ Examples
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from daskhpc._saved import load as load_saved
 from daskhpc._workflows import check_choice, checked_options, option
 from daskhpc.errors import InputError
 
 from ._assign import PARTITIONS, WEIGHTS, Assignment, assign
 from ._data import Graph, as_graph, random_data_note
+from ._model import init_params
 
 __all__ = ["warm_params", "Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
 
@@ -281,13 +284,7 @@ def warm_params(init, dims, bias: bool, dtype=np.float64) -> list:
     InputError
         Not a gcn model, or layers of other widths than this run's (d_0, ..., d_L).
     """
-    import os
-
-    from ._model import init_params
-
     if isinstance(init, (str, os.PathLike)):
-        from daskhpc._saved import load as load_saved
-
         init = load_saved(init, workflow="gcn")
     params = getattr(init, "params", init)
     want = [p.shape for p in init_params(dims, 0, bias)]

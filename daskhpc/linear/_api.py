@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import functools
 import time
+import uuid
 
 import numpy as np
 
 from daskhpc._workflows import RunOptions
 from daskhpc.comm import run_local_history
+from daskhpc.io import is_collection
 from daskhpc.report import compare_arrays, new_report
 
+from . import _collect
 from ._job import linear_job
 from ._plan import sections
 from ._program import assemble, fingerprint, model, program, row, statics
@@ -161,17 +164,14 @@ def fit(X, y=None, nparts: int | None = None, *, test=None, in_loop: bool = True
 
 
 def _fit(client, run, X, y, nparts, test, in_loop, options):
-    from daskhpc.io import is_collection
     from daskhpc.runtime import exchange_mode, run_job, worker_addresses
-
-    from ._collect import prepare_collection, test_collection
 
     if nparts is None:
         nparts = len(worker_addresses(client))
     nz = None
-    if is_collection(X) or is_collection(y) or test_collection(test):
+    if is_collection(X) or is_collection(y) or _collect.test_collection(test):
         # X's values stay on the workers
-        s, nz, y = prepare_collection(client, X, y, nparts, test, options)
+        s, nz, y = _collect.prepare_collection(client, X, y, nparts, test, options)
     else:
         s = prepare(X, y, nparts, test=test, **options)
     exchange = exchange_mode(run.exchange)
@@ -217,19 +217,15 @@ def _run_collection(client, s, job, nz, run, y, test, options):
     """``fit`` on a Dask Array: the parts' rows built on their workers (``_collect``),
     kept in the part store the frame runs on; with ``check_serial`` also the setup with
     X's values on the client (the serial reference needs them)."""
-    import uuid
-
     from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
 
-    from ._collect import full_setup, part_statics, rebuilder
-
     try:
-        full = full_setup(client, s, nz, y, test, options) if run.check_serial else None
+        full = _collect.full_setup(client, s, nz, y, test, options) if run.check_serial else None
         placement = Placement(s.nparts, worker_addresses(client))
         store = PartStore(client, placement, uuid.uuid4().hex[:10])
         try:
-            store.adopt("static", part_statics(client, s, nz, placement),
-                        rebuild=rebuilder(client, s, nz))
+            store.adopt("static", _collect.part_statics(client, s, nz, placement),
+                        rebuild=_collect.rebuilder(client, s, nz))
             nz.release()                       # the parts hold the values now
             if getattr(s, "test_set", None) is not None:
                 s.test_set.release()

@@ -24,6 +24,7 @@ Examples
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field, replace
 
@@ -40,6 +41,7 @@ from daskhpc.allreduce import (
     dense_bound_plan,
     make,
 )
+from daskhpc._saved import load as load_saved
 from daskhpc._workflows import check_choice, checked_options, option
 from daskhpc.errors import InputError
 
@@ -455,11 +457,7 @@ def warm_weights(init, classes, size: int) -> np.ndarray:
     InputError
         Not a linear model, other classes, or another width (features, intercept).
     """
-    import os
-
     if isinstance(init, (str, os.PathLike)):
-        from daskhpc._saved import load as load_saved
-
         init = load_saved(init, workflow="linear")
     w = getattr(init, "w", None)
     if w is None:
