@@ -26,6 +26,7 @@ import logging
 import os
 import runpy
 import shlex
+import socket
 import sys
 import threading
 import traceback
@@ -160,8 +161,6 @@ def default_interface() -> str | None:
     >>> default_interface() is None or isinstance(default_interface(), str)
     True
     """
-    import socket
-
     import psutil
     from distributed.utils import get_ip
 

@@ -34,6 +34,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from daskhpc import _workflows
 from daskhpc._ticker import start_ticker, stop_ticker
 
 __all__ = ["KernelsReport", "prepare_kernels", "usable_cores", "warmup_of"]
@@ -75,16 +76,12 @@ def warmup_of(workflow: str, command: str = "run") -> list:
     module = _kernels_module(workflow)
     if module is None:
         return []
-    from daskhpc import _workflows
-
     return _workflows.load(workflow).warmup(command)
 
 
 def _kernels_module(workflow: str):
     """The registered workflow's kernels module (None: not a registered workflow, e.g. a
     job of the frame's own tests, or one without kernels)."""
-    from daskhpc import _workflows
-
     if workflow not in _workflows.available():
         return None
     return _workflows.load(workflow).kernels_module()

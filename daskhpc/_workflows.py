@@ -24,6 +24,7 @@ import dataclasses
 import difflib
 import importlib
 import os
+import socket
 import sys
 from abc import ABC, abstractmethod
 from dataclasses import MISSING, dataclass, field, fields
@@ -31,6 +32,7 @@ from importlib.metadata import entry_points
 from typing import Any, Callable, ClassVar
 
 from daskhpc.errors import InputError
+from daskhpc.report import summarize, write_report
 
 __all__ = ["GROUP", "EXCHANGES", "EXCHANGE_PLUGIN", "Call", "RunOptions", "Workflow",
            "available", "load", "option", "exchange_mode", "options_of", "checked_options",
@@ -249,8 +251,6 @@ class RunOptions:
         if self.save:
             result.save(self.save)
         if self.json:
-            from daskhpc.report import write_report
-
             write_report(result.report(), self.json)
         return result
 
@@ -271,8 +271,6 @@ def check_dashboard_address(address) -> None:
     ...
     daskhpc.errors.InputError: --dashboard-address must be HOST:PORT or :PORT, not 'nonsense'
     """
-    import socket
-
     if address is None or address is False:
         return
     host, sep, port = str(address).rpartition(":")
@@ -384,8 +382,6 @@ class Workflow(ABC):
 
     def summary(self, report: dict) -> str:
         """The lines the command line prints for ``report``."""
-        from daskhpc.report import summarize
-
         return summarize(report)
 
     def predict(self, result, path: str) -> dict:

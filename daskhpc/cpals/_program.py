@@ -43,6 +43,7 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
 import time
 from contextlib import contextmanager
 from functools import partial
@@ -282,8 +283,6 @@ def _init_id(setup) -> str:
 
 def _sha1(arrays, dtype=None, tail: bytes = b"") -> str:
     """SHA-1 of the arrays' bytes (as ``dtype``), then of ``tail``."""
-    import hashlib
-
     h = hashlib.sha1()
     for a in arrays:
         h.update(np.ascontiguousarray(a, dtype=dtype).tobytes())

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+import uuid
 
 import numpy as np
 import scipy.sparse as sp
@@ -208,8 +209,6 @@ def full_setup(client, s, source):
 def predictions_array(client, predictions: np.ndarray, source, workers: list):
     """The predictions as a Dask Array: chunked like the features' rows (each chunk sent
     to the worker of the features' chunk), else in one chunk per worker."""
-    import uuid
-
     import dask.array as da
 
     n = predictions.size

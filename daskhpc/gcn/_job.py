@@ -35,6 +35,7 @@ Examples
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 
@@ -44,6 +45,7 @@ from daskhpc.comm import AllreduceSchedule, Plan, run_local
 from daskhpc.errors import InputError
 from daskhpc.report import compare_arrays
 
+from ._minibatch import attach_batches, shp_assignment
 from ._plan import plan_sections
 from ._program import assemble, program, row, statics
 from ._serial import epochs_of, run_serial
@@ -58,8 +60,6 @@ PARTITION_INFO = "partition.json"
 
 
 def _digest(*arrays) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     for a in arrays:
         a = np.ascontiguousarray(a)
@@ -208,8 +208,6 @@ def prepare_run(graph, features, labels, split, nparts, minibatch, checkpoint, r
         s.assignment.partitioner = info.get("partitioner")
         s.assignment.report["from_checkpoint"] = saved
     if mb is not None:
-        from ._minibatch import attach_batches, shp_assignment
-
         size = mb["batch_size"]
         if not (isinstance(size, (int, float)) and size > 0) or int(mb["steps"]) < 1 or \
                 mb["sampler"] not in ("node", "uniform"):

@@ -25,6 +25,7 @@ from daskhpc.errors import InputError
 from ._assign import PARTITIONS, WEIGHTS, Assignment, assign
 from ._data import Graph, as_graph, random_data_note
 from ._model import init_params
+from ._plan import patterns
 
 __all__ = ["warm_params", "Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
 
@@ -191,8 +192,6 @@ class Setup:
         """Connectivity sets of the forward (column-net of A_hat) and backward (column-net
         of A_hat^T = row-net of A_hat) exchanges (``_plan.patterns``)."""
         if self._patterns is None:
-            from ._plan import patterns
-
             self._patterns = patterns(self)
         return self._patterns
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._auto import mtkahypar_preset
 from ._hypergraph import Hypergraph
 from ._prepare import combined_weights, cuttable_nets, nets_as_lists
 
@@ -65,8 +66,6 @@ def partition_mtkahypar(h: Hypergraph, nparts: int, *, objective: str = "km1",
     import mtkahypar
 
     if preset == "auto":
-        from ._auto import mtkahypar_preset
-
         preset = mtkahypar_preset(h, nparts)
     init = _initializer(threads)
     ctx = _context(init, nparts, objective, epsilon, preset)

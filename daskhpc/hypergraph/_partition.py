@@ -17,8 +17,10 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
+from ._auto import choose_partitioner
 from ._hypergraph import Hypergraph
 from ._metrics import metrics as _metrics
+from ._partfile import read_part_file
 
 OBJECTIVES = ("km1", "soed", "cut")
 
@@ -124,8 +126,6 @@ class Partition:
     @classmethod
     def load(cls, path, nparts: int | None = None, num_vertices: int | None = None) -> "Partition":
         """Read a file written by :meth:`save` (or by PaToH / KaHyPar: one id per line)."""
-        from ._partfile import read_part_file
-
         parts = read_part_file(path, num_vertices=num_vertices, nparts=nparts)
         return cls(parts, int(nparts or (parts.max() + 1 if parts.size else 1)), "file",
                    meta={"path": str(path)})
@@ -207,8 +207,6 @@ def partition(h: Hypergraph, nparts: int, partitioner: str = "mtkahypar", *,
         raise InputError(f"unknown objective {objective!r}; choose one of {list(OBJECTIVES)}")
     meta = {}
     if partitioner == AUTO:
-        from ._auto import choose_partitioner
-
         meta["auto"] = choose_partitioner(h, nparts)
         partitioner = meta["auto"]["backend"]
         options = {**meta["auto"]["options"], **options}  # explicit options win

@@ -30,6 +30,9 @@ Examples
 
 from __future__ import annotations
 
+import sys
+import uuid
+
 import numpy as np
 
 from daskhpc.errors import InputError
@@ -139,8 +142,6 @@ class Nonzeros(_Pieces):
 def gathered(name: str, n: int, nbytes: int) -> None:
     """One line on stderr: a collection's values go to the client (``check_serial``: the
     serial reference runs there, on the whole input)."""
-    import sys
-
     print(f"check_serial: {name}: {n:,} values ({nbytes / 2**20:.1f} MiB) of the Dask "
           "collection gathered to the client for the serial reference", file=sys.stderr)
 
@@ -437,8 +438,6 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
         ``part -> Future`` of ``join``'s result, on the part's worker. The routing
         intermediates are released (Dask frees them once the parts exist).
     """
-    import uuid
-
     token = uuid.uuid4().hex[:8]
     who = client.who_has(nz.pieces)
     nparts = len(takes[0][1]) - 1 if takes else 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskhpc.arrays import unique_sorted
 from daskhpc.errors import InputError
 
 from ._collections import (_frame_piece, _kind, _named_columns, _Pieces, _sized_numbers,
@@ -130,8 +131,6 @@ def _edge_problem(stats, cols, name) -> str | None:
 
 
 def _edge_unique(piece):
-    from daskhpc.arrays import unique_sorted
-
     return unique_sorted(piece[0].reshape(-1))
 
 

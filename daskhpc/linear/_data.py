@@ -26,6 +26,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numba
@@ -33,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from daskhpc.errors import InputError
+from daskhpc.io import read
 
 __all__ = ["LinearData", "load", "features", "labels", "check_width"]
 
@@ -61,10 +63,6 @@ _READ: dict = {}        # the last files read: the CLI's check reads them before
 def _read(x, what, zero_based="auto"):
     """(matrix, labels, source, zero_based) of a path, a SparseInput or an array."""
     if isinstance(x, (str, bytes)) or hasattr(x, "__fspath__"):
-        import os
-
-        from daskhpc.io import read
-
         st = os.stat(x)
         key = (os.path.realpath(x), st.st_mtime_ns, st.st_size, zero_based)
         if key not in _READ:
