@@ -259,14 +259,10 @@ def program(setup, first_unit: int = 0) -> Program:
     if first_unit >= E:
         # every epoch is done (a checkpoint at the end): only the final evaluation
         prog.step(_start, E, False, True, sends=fwd(E, w[1], "layer-1 rows"), label="start")
-        for k in range(1, L + 1):
-            prog.step(_forward, k, E, False, True,
-                      sends=fwd(E, w[k + 1], f"layer-{k + 1} rows") if k < L else None,
-                      report=k == L, label=f"final-{k}")
-        return prog
-    ev0 = evaluates(first_unit)
-    prog.step(_start, first_unit, True, ev0,
-              sends=fwd(first_unit, w[1] * (1 + ev0), "layer-1 rows"), label="start")
+    else:
+        ev0 = evaluates(first_unit)
+        prog.step(_start, first_unit, True, ev0,
+                  sends=fwd(first_unit, w[1] * (1 + ev0), "layer-1 rows"), label="start")
     for e in range(first_unit, E):
         ev = evaluates(e)
         for k in range(1, L + 1):
@@ -285,11 +281,10 @@ def program(setup, first_unit: int = 0) -> Program:
         nxt = (e + 1, False, True) if last else (e + 1, True, nev)
         prog.fuse(_start, *nxt, sends=fwd(e + 1, w[1] * (1 + nev) if not last else w[1],
                                           "layer-1 rows"), after_report=True)
-        if last:
-            for k in range(1, L + 1):
-                prog.step(_forward, k, E, False, True,
-                          sends=fwd(E, w[k + 1], f"layer-{k + 1} rows") if k < L else None,
-                          report=k == L, label=f"final-{k}")
+    for k in range(1, L + 1):          # the final evaluation on the whole graph
+        prog.step(_forward, k, E, False, True,
+                  sends=fwd(E, w[k + 1], f"layer-{k + 1} rows") if k < L else None,
+                  report=k == L, label=f"final-{k}")
     return prog
 
 
