@@ -26,6 +26,7 @@ import logging
 import os
 import runpy
 import shlex
+import socket
 import sys
 import threading
 import traceback
@@ -160,8 +161,6 @@ def default_interface() -> str | None:
     >>> default_interface() is None or isinstance(default_interface(), str)
     True
     """
-    import socket
-
     import psutil
     from distributed.utils import get_ip
 
@@ -281,6 +280,20 @@ def _run_script(job) -> int:
         return FAILED
     finally:
         sys.argv, sys.path[:] = saved
+
+
+def reported_status(launcher: Launcher, rank: int, task: str) -> int:
+    """The exit status the client sent a scheduler or worker ``task`` (rank, task) whose
+    event loop has ended; :data:`LOST_RANK` if none came."""
+    from daskhpc import _mpi_watch
+
+    status = _mpi_watch.received_status()
+    if status is None:
+        role = "scheduler" if rank == SCHEDULER_RANK else "worker"
+        launcher.say(f"{role} {task} {rank}: the cluster closed before the client {task} "
+                     f"reported the job's status; exiting with {LOST_RANK}")
+        return LOST_RANK
+    return status
 
 
 def remove_files(files: list[str]) -> None:

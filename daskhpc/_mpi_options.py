@@ -9,6 +9,7 @@ worker exists. Only one rank prints the complaint.
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 
@@ -91,8 +92,6 @@ def check_worker(worker_class: str, options: str | None) -> tuple[str, dict]:
     >>> check_worker("distributed.Nanny", '{"memory_limit": "4GB"}')
     ('distributed.Nanny', {'memory_limit': '4GB'})
     """
-    import json
-
     from distributed.utils import import_term
 
     try:

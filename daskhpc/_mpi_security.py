@@ -35,6 +35,7 @@ from __future__ import annotations
 import datetime
 import importlib.util
 import os
+import socket
 
 __all__ = ["SecurityError", "available", "config", "credentials_path", "link_dashboard_host",
            "load_credentials", "new_credentials", "offer", "read_credentials", "security", "share",
@@ -198,8 +199,6 @@ def tunnel_hint(client, address: str | None) -> str | None:
     """How to reach a dashboard that listens on rank 0's loopback only (else None)."""
     if (address or "").rpartition(":")[0] not in LOOPBACK:
         return None
-    import socket
-
     node = client.run_on_scheduler(socket.gethostname)
     port = client.scheduler_info(n_workers=0).get("services", {}).get("dashboard")
     return (f"daskhpc.mpi: the dashboard listens on {node}'s loopback only; from your "

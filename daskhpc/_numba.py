@@ -34,6 +34,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from daskhpc import _workflows
 from daskhpc._ticker import start_ticker, stop_ticker
 
 __all__ = ["KernelsReport", "prepare_kernels", "usable_cores", "warmup_of"]
@@ -75,16 +76,12 @@ def warmup_of(workflow: str, command: str = "run") -> list:
     module = _kernels_module(workflow)
     if module is None:
         return []
-    from daskhpc import _workflows
-
     return _workflows.load(workflow).warmup(command)
 
 
 def _kernels_module(workflow: str):
     """The registered workflow's kernels module (None: not a registered workflow, e.g. a
     job of the frame's own tests, or one without kernels)."""
-    from daskhpc import _workflows
-
     if workflow not in _workflows.available():
         return None
     return _workflows.load(workflow).kernels_module()
@@ -114,8 +111,6 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
     KernelsReport
         ``cached`` says whether everything came from numba's cache.
     """
-    from numba.core import event
-
     todo = [(w, _stamp_path(w, command)) for w in workflows if (w, command) not in _PREPARED]
     todo = [(w, path) for w, path in todo if not _fresh(path)]
     announce = _announcer(file, ", ".join(workflows))
@@ -125,11 +120,7 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
             _warm_up_side_by_side([w for w, _ in todo], command, announce)
             todo = [(w, path) for w, path in todo if not _fresh(path)]   # what failed there
         for w, path in todo:
-            before = _overloads()
-            with event.install_listener("numba:compile", announce):
-                for fn in warmup_of(w, command):
-                    fn()
-            _write_stamp(path, before)
+            _warm_up(w, command, path, announce)
         _PREPARED.update((w, command) for w in workflows)
     finally:
         if announce.stage is not None:          # the ticking line (a terminal)
@@ -188,15 +179,21 @@ def _child_init(started) -> None:
 def _warm_up_child(workflow: str, command: str) -> int:
     """One workflow's warm-up in a side-by-side process: its compiles (numba:compile
     of cached kernels), and the first one said to the parent."""
+    announce = _announcer(None, workflow, on_first=_STARTED.set)
+    _warm_up(workflow, command, _stamp_path(workflow, command), announce)
+    return announce.compiled
+
+
+def _warm_up(workflow: str, command: str, path, announce) -> None:
+    """Run the workflow's warm-up functions with ``announce`` listening to numba's
+    compilations, then write the stamp at ``path``."""
     from numba.core import event
 
-    announce = _announcer(None, workflow, on_first=_STARTED.set)
     before = _overloads()
     with event.install_listener("numba:compile", announce):
         for fn in warmup_of(workflow, command):
             fn()
-    _write_stamp(_stamp_path(workflow, command), before)
-    return announce.compiled
+    _write_stamp(path, before)
 
 
 # The stamp: after a warm-up, a small JSON file beside numba's cache of the workflow's

@@ -11,8 +11,10 @@ import time
 
 import numpy as np
 
+from daskhpc import datasets
 from daskhpc import hypergraph as hg
 from daskhpc.errors import InputError
+from daskhpc.io import SparseInput
 from daskhpc.report import new_report
 
 MODELS = ("column-net", "row-net", "graph", "tensor-fine", "tensor-coarse", "stochastic")
@@ -119,8 +121,6 @@ def demo_partitions(nparts: int = 4, seed: int = 0, backends=None, stage=None,
     partition on 1 and 2 threads for these data (checked part by part), in about half the
     time. a9a is not here: no workflow partitions it (``linear`` splits its rows by a
     seed), and its row-net (123 vertices, 32,561 nets) took 16 s of a 60 s demo."""
-    from daskhpc import datasets
-
     stage = stage or _silent
     cases = [("ratings (ml-latest-small)", datasets.ratings, "column-net"),
              ("cora", _cora_input, "column-net"),
@@ -156,9 +156,6 @@ def _silent(_label):
 
 
 def _cora_input():
-    from daskhpc import datasets
-    from daskhpc.io import SparseInput
-
     g = datasets.cora()
     return SparseInput(path=datasets.path("cora"), format="npz", matrix=g.adjacency,
                        tensor=None, labels=g.labels, index_maps=(None, None), meta={})

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import io
 import json
 import os
 import platform
@@ -231,8 +232,6 @@ def read_pieces(directory, desc: dict):
     InputError
         A piece missing, truncated, edited or unreadable: one line naming its file.
     """
-    import io
-
     import scipy.sparse as sp
 
     shape = tuple(int(x) for x in desc["shape"])

@@ -7,6 +7,7 @@ partitioner's native call (Mt-KaHyPar, KaHyPar) holds for its whole run.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 __all__ = ["start_ticker", "stop_ticker"]
@@ -25,8 +26,6 @@ while not select.select([0], [], [], 1.0)[0]:
 
 def start_ticker(label: str, file):
     """Start the ticker process writing to ``file``'s descriptor, or None."""
-    import subprocess
-
     try:
         fd = file.fileno()
         # its own session: a Ctrl-C at the terminal does not reach it (no traceback)

@@ -24,11 +24,15 @@ import dataclasses
 import difflib
 import importlib
 import os
+import socket
 import sys
 from abc import ABC, abstractmethod
 from dataclasses import MISSING, dataclass, field, fields
 from importlib.metadata import entry_points
 from typing import Any, Callable, ClassVar
+
+from daskhpc.errors import InputError
+from daskhpc.report import summarize, write_report
 
 __all__ = ["GROUP", "EXCHANGES", "EXCHANGE_PLUGIN", "Call", "RunOptions", "Workflow",
            "available", "load", "option", "exchange_mode", "options_of", "checked_options",
@@ -98,10 +102,14 @@ def exchange_mode(exchange: str | None = None) -> str:
 
         exchange = _config.get("runtime.exchange", "direct")
     if exchange not in EXCHANGES:
-        from daskhpc.errors import InputError
-
         raise InputError(f"--exchange must be direct or graph, not {exchange!r}")
     return exchange
+
+
+def check_choice(flag: str, value, choices) -> None:
+    """A one-line InputError unless ``value`` is one of ``choices`` (of option ``flag``)."""
+    if value not in choices:
+        raise InputError(f"unknown {flag} {value!r}; choose one of {list(choices)}")
 
 
 @dataclass
@@ -171,8 +179,6 @@ class RunOptions:
 
     def check(self) -> None:
         """Every bad combination -> one-line InputError (before anything starts)."""
-        from daskhpc.errors import InputError
-
         if self.resume and not self.checkpoint:
             raise InputError("--resume needs --checkpoint DIR (the directory to resume from)")
         if self.exchange is not None:
@@ -245,8 +251,6 @@ class RunOptions:
         if self.save:
             result.save(self.save)
         if self.json:
-            from daskhpc.report import write_report
-
             write_report(result.report(), self.json)
         return result
 
@@ -267,10 +271,6 @@ def check_dashboard_address(address) -> None:
     ...
     daskhpc.errors.InputError: --dashboard-address must be HOST:PORT or :PORT, not 'nonsense'
     """
-    import socket
-
-    from daskhpc.errors import InputError
-
     if address is None or address is False:
         return
     host, sep, port = str(address).rpartition(":")
@@ -308,8 +308,6 @@ class Call:
 
     def one_input(self, what: str):
         """The one input of a workflow that takes one (what ``check`` read, if it did)."""
-        from daskhpc.errors import InputError
-
         if self.data is not None:
             return self.data
         if len(self.inputs) != 1:
@@ -319,8 +317,6 @@ class Call:
 
     def parts_or(self, default: int | None, name: str) -> int:
         """``--parts``, else ``default``; neither: a one-line error."""
-        from daskhpc.errors import InputError
-
         K = self.parts if self.parts is not None else default
         if K is None:
             raise InputError(f"--parts is required for {name}")
@@ -386,19 +382,19 @@ class Workflow(ABC):
 
     def summary(self, report: dict) -> str:
         """The lines the command line prints for ``report``."""
-        from daskhpc.report import summarize
-
         return summarize(report)
 
     def predict(self, result, path: str) -> dict:
         """``daskhpc predict DIR INPUT``: the saved ``result`` (the model of a run of this
-        workflow, :func:`daskhpc.load`) applied to the file ``path``.
+        workflow, :func:`daskhpc.load`) applied to the file ``path``: by default the
+        package's ``_result.predict_file(result, path)``, if it has one.
 
         Returns ``{"columns": {name: array}, "quality": {name: number}}``: one row per
         input record (written as CSV), and the figures the input's known answers allow.
         """
-        from daskhpc.errors import InputError
-
+        apply = getattr(self._module(f"{self._package()}._result"), "predict_file", None)
+        if apply is not None:
+            return apply(result, path)
         raise InputError(f"daskhpc predict: a saved {self.name} result has no model to "
                          f"apply to {path} (load it in Python: daskhpc.load(DIR))")
 
@@ -538,8 +534,6 @@ def _typed(parse):
         return parse
 
     def typed(text):
-        from daskhpc.errors import InputError
-
         try:
             return parse(text)
         except InputError as e:
@@ -600,8 +594,6 @@ _LOADED: dict = {}
 
 def load(name: str) -> Workflow:
     """The :class:`Workflow` registered as ``name`` (one instance per process)."""
-    from daskhpc.errors import InputError
-
     found = available()
     if name not in found:
         known = ", ".join(sorted(found)) or "none (is daskhpc installed? pip install .)"

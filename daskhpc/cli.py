@@ -30,6 +30,7 @@ from daskhpc._numba import prepare_kernels, usable_cores
 from daskhpc._workflows import RunOptions, suggest
 from daskhpc._terminal import json_on_stdout, stage
 from daskhpc.errors import InputError
+from daskhpc.io import formats_of, read
 from daskhpc.report import new_report, write_report
 
 
@@ -136,7 +137,6 @@ def build_parser() -> argparse.ArgumentParser:
 # -- commands ---------------------------------------------------------------
 def cmd_partition(args) -> dict:
     from daskhpc._partition_cmd import format_table, partition_report
-    from daskhpc.io import read
 
     _check_parts(args.parts)
     asked = args.epsilon is not None            # a promise the partition must keep
@@ -234,16 +234,9 @@ def _workflow_call(args):
     return wf, call, run
 
 
-def _formats(call):
-    """``--format`` for the command's input files, checked before any work starts."""
-    from daskhpc.io import formats_of
-
-    return formats_of(call.inputs, call.format)
-
-
 def cmd_plan(args) -> dict:
     wf, call, _ = _workflow_call(args)
-    with _formats(call):
+    with formats_of(call.inputs, call.format):   # --format, checked before any work
         wf.check(call)                 # options and inputs first (exit 2, one line)
         prepare_kernels(args.workflow, command="plan", file=sys.stderr)
         report = wf.plan(call)
@@ -253,11 +246,11 @@ def cmd_plan(args) -> dict:
 
 def cmd_run(args) -> dict:
     wf, call, run = _workflow_call(args)
-    with _formats(call):
+    with formats_of(call.inputs, call.format):
         wf.check(call)                 # read and validate before the cluster starts
     # numba compiles here, once, saying so; the workers then load the kernels
     prepare_kernels(args.workflow, command="run", file=sys.stderr)
-    with _formats(call), _client_for(run) as client:
+    with formats_of(call.inputs, call.format), _client_for(run) as client:
         link = getattr(client, "dashboard_link", None)
         if link:
             pages = link.rsplit("/", 1)[0] + "/daskhpc"

@@ -164,16 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if is_client:
         return _launch.client_task(LAUNCHER, opts, job, argv, size, creds, _JOB_FILES)
-    # scheduler or worker rank: its event loop has ended
-    from daskhpc import _mpi_watch
-
-    status = _mpi_watch.received_status()
-    if status is None:
-        role = "scheduler" if rank == SCHEDULER_RANK else "worker"
-        print(f"daskhpc.mpi: {role} rank {rank}: the cluster closed before the client rank "
-              f"reported the job's status; exiting with {LOST_RANK}", file=sys.stderr)
-        return LOST_RANK
-    return status
+    return _launch.reported_status(LAUNCHER, rank, "rank")   # its event loop has ended
 
 
 # -- start-up --------------------------------------------------------------------------

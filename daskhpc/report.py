@@ -664,11 +664,6 @@ class WorkflowResult:
         right = [k for k in right if any(k in h for h in self.history)]
         fig = figure(title=self._title(), x_axis_label=xkey or "step",
                      y_axis_label=", ".join(left), width=600, height=350)
-        colors = ("navy", "firebrick", "darkgreen", "darkorange")
-        for i, key in enumerate(left):
-            pts = [(x, h[key]) for x, h in zip(xs, self.history) if key in h]
-            fig.line([p[0] for p in pts], [p[1] for p in pts], legend_label=key,
-                     line_width=2, color=colors[i % 4])
         if right:
             vals = [h[k] for h in self.history for k in right if k in h]
             lo, hi = min(vals), max(vals)
@@ -676,8 +671,9 @@ class WorkflowResult:
             fig.extra_y_ranges = {"right": Range1d(lo - pad, hi + pad)}
             fig.add_layout(LinearAxis(y_range_name="right", axis_label=", ".join(right)),
                            "right")
-            for i, key in enumerate(right):
-                pts = [(x, h[key]) for x, h in zip(xs, self.history) if key in h]
-                fig.line([p[0] for p in pts], [p[1] for p in pts], y_range_name="right",
-                         legend_label=key, line_width=2, color=colors[(i + len(left)) % 4])
+        colors = ("navy", "firebrick", "darkgreen", "darkorange")
+        for i, key in enumerate(left + right):
+            pts = [(x, h[key]) for x, h in zip(xs, self.history) if key in h]
+            fig.line([p[0] for p in pts], [p[1] for p in pts], legend_label=key, line_width=2,
+                     color=colors[i % 4], **({"y_range_name": "right"} if i >= len(left) else {}))
         return displayable(fig)

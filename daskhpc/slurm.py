@@ -228,13 +228,7 @@ def _run(launcher, opts, job, argv: list[str], rank: int, size: int) -> int:
                                    on_client=_listen_for_abort)
     if rank == SCHEDULER_RANK:
         _launch.remove_files(_JOB_FILES)
-    status = _mpi_watch.received_status()
-    if status is None:
-        role = "scheduler" if rank == SCHEDULER_RANK else "worker"
-        launcher.say(f"{role} task {rank}: the cluster closed before the client task "
-                     f"reported the job's status; exiting with {LOST_RANK}")
-        return LOST_RANK
-    return status
+    return _launch.reported_status(launcher, rank, "task")
 
 
 def _wait_for(path: str, seconds: float, read):
@@ -267,12 +261,13 @@ def _exit_soon(code: int) -> None:
     threading.Timer(0.2, _exit_now, (code,)).start()
 
 
-def _end_job(scheduler, code: int, message: str) -> None:
+def _end_job(scheduler, code: int, message: str | None = None) -> None:
     """The watch's abort on the scheduler task: every task left exits with ``code``."""
     watch = scheduler.plugins.get(_mpi_watch.NAME)
     if watch is not None:
-        watch.closing = True      # once: the others' exits that follow are no news
-    print(f"daskhpc.slurm: {message}", file=sys.stderr, flush=True)
+        watch.closing = True      # once: the others' exits (the client's too) are no news
+    if message is not None:
+        print(f"daskhpc.slurm: {message}", file=sys.stderr, flush=True)
     _mpi_watch.record_status(code)
     asyncio.ensure_future(_end(scheduler, code))
 
@@ -296,11 +291,7 @@ async def _end(scheduler, code: int) -> None:
 
 
 async def _end_from_client(code: int, dask_scheduler=None) -> None:
-    watch = dask_scheduler.plugins.get(_mpi_watch.NAME)
-    if watch is not None:
-        watch.closing = True      # the client's own exit is no lost rank
-    _mpi_watch.record_status(code)
-    asyncio.ensure_future(_end(dask_scheduler, code))
+    _end_job(dask_scheduler, code)
 
 
 def _listen_for_abort(client) -> None:

@@ -10,9 +10,14 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import signal
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from distributed.diagnostics.plugin import WorkerPlugin
 
 if TYPE_CHECKING:
@@ -170,9 +175,6 @@ class KillOnce(WorkerPlugin):
         self.worker = worker
 
     def transition(self, key, start, finish, **kwargs) -> None:
-        import os
-        import signal
-
         if finish != "executing" or not self.match(key):
             return
         self.seen += 1
@@ -213,8 +215,6 @@ class TaskKey:
 # -- a small program for tests of the runtime frame -----------------------------------
 
 def _toy_init(ctx, start):
-    import numpy as np
-
     if start is not None:
         ctx.state["x"] = np.array(start["x"])
         return
@@ -223,8 +223,6 @@ def _toy_init(ctx, start):
 
 
 def _toy_send(ctx, delay):
-    import time
-
     if delay:
         time.sleep(delay)
     return {(ctx.part + 1) % ctx.nparts: ctx.state["x"]}
@@ -240,8 +238,6 @@ def _toy_get(ctx):
 
 
 def _toy_put(ctx, total):
-    import numpy as np
-
     ctx.report(norm=float(np.linalg.norm(total)), first=float(ctx.state["x"][0]))
 
 
@@ -298,8 +294,6 @@ def workflow_call(mode: str, name: str, argv: list, client=None):
     >>> wf.name, call.parts, call.options.rank, run.check_serial
     ('cpals', 2, 10, False)
     """
-    import dataclasses
-
     from daskhpc import _workflows, cli
 
     args = cli.build_parser().parse_args([mode, name, *map(str, argv)])

@@ -22,10 +22,18 @@ import uuid
 from dataclasses import replace
 
 from daskhpc._workflows import RunOptions
-from daskhpc.errors import InputError
 from daskhpc.comm import AllreduceSchedule
+from daskhpc.errors import InputError
+from daskhpc.io import is_collection
+from daskhpc.report import new_report
 
+from ._checkpoint import distribution_path, load_distribution
+from ._collect import full_tensor, part_statics, read_tensor, rebuilder
+from ._init import given_factors, svd_factors
+from ._job import cpals_job, measured_section, serial_check
+from ._plan import mode_table, partition_section
 from ._result import CPResult
+from ._serial import run_serial
 from ._setup import Options, Setup, prepare
 from ._tensor import as_tensor
 
@@ -108,9 +116,6 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
     """
     from daskhpc.runtime import connected, run_job, worker_addresses
 
-    from ._checkpoint import distribution_path, load_distribution
-    from ._job import cpals_job, measured_section, serial_check
-
     run = RunOptions.of(run, **run_options)
     checkpoint, resume = run.checkpoint, run.resume
     with connected(run) as client:
@@ -120,15 +125,11 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
                        seed=seed, partitioner=partitioner, epsilon=epsilon, reg=reg,
                        nonnegative=nonnegative, init=init)
         source = None
-        from daskhpc.io import is_collection
-
         if is_collection(X):
             Options(**options).check()          # options first: they cost nothing
             if isinstance(init, str) and init == "svd":
                 raise InputError("init='svd' needs the tensor's values on the client; with "
                                  "a Dask collection use init='random' or given factors")
-            from ._collect import read_tensor
-
             X, nz, can = read_tensor(client, X, columns=columns, shape=shape)
             source = (nz, can)
         elif columns is not None or shape is not None:
@@ -175,8 +176,6 @@ def _run_collection(client, s, job, source, run):
     kept in the part store the frame runs on; with ``check_serial`` also the tensor
     with its values on the client (the serial references need them)."""
     from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
-
-    from ._collect import full_tensor, part_statics, rebuilder
 
     nz, can = source
     full = full_tensor(client, nz, can, s.tensor) if run.check_serial else None
@@ -233,10 +232,6 @@ def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed
     >>> res.fit[-1] > 1 - 1e-7                       # a one-nonzero tensor: exact
     True
     """
-    from ._serial import run_serial
-
-    from ._init import given_factors, svd_factors
-
     opts = Options(rank=rank, iters=iters, tol=tol, seed=seed, reg=reg,
                    nonnegative=nonnegative, init=init)
     opts.check()
@@ -275,8 +270,6 @@ def plan(data, nparts: int, *, rank: int = 10, grain: str = "fine", partition: s
     >>> r["modes"][0]["msgs_max"] <= 7
     True
     """
-    from daskhpc.report import new_report
-
     s = prepare(data, nparts, partition_file=partition_file, rank=rank, grain=grain,
                 partition=partition, partitioner=partitioner, epsilon=epsilon, seed=seed)
     info = sections(s, command=command)
@@ -293,8 +286,6 @@ def steps_per_iteration(s: Setup) -> int:
 
 def sections(s: Setup, history=None, command=None) -> dict:
     """Report sections shared by ``plan`` and ``fit``."""
-    from ._plan import mode_table, partition_section
-
     o, d = s.options, s.dist
     out = {"command": command, "input": s.tensor.describe(), "parts": s.K,
            "partitioner": d.partitioner if d.method == "hp" else d.method,

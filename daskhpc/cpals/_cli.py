@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from daskhpc import datasets
 from daskhpc._workflows import Call, RunOptions, Workflow
+from daskhpc.report import summarize, summary_line
 
-from ._setup import Options
+from . import _api
+from ._setup import Options, validate_input
 
 __all__ = ["CPALS"]
 
@@ -34,43 +37,26 @@ class CPALS(Workflow):
 
     def check(self, call: Call) -> None:
         """The tensor read and checked, and --parts against it (the run reuses it)."""
-        from ._setup import validate_input
-
         call.data = validate_input(call.one_input("tensor file (.tns)"), call.parts,
                                    **asdict(call.options))
 
     def plan(self, call: Call) -> dict:
-        from ._api import plan
-
-        return plan(call.one_input("tensor file (.tns)"), call.parts_or(None, "plan cpals"),
-                    partition_file=call.partition_file, **call.values("plan"))
+        return _api.plan(call.one_input("tensor file (.tns)"),
+                         call.parts_or(None, "plan cpals"),
+                         partition_file=call.partition_file, **call.values("plan"))
 
     def run(self, call: Call, run: RunOptions) -> dict:
-        from ._api import fit
-
         opts = call.values("run")
-        return fit(call.one_input("tensor file (.tns)"), opts.pop("rank"), call.parts,
-                   partition_file=call.partition_file, run=run, **opts).report()
-
-    def predict(self, result, path: str) -> dict:
-        """The model at every coordinate of a .tns file, the RMSE and the fit."""
-        from ._result import predict_file
-
-        return predict_file(result, path)
+        return _api.fit(call.one_input("tensor file (.tns)"), opts.pop("rank"), call.parts,
+                        partition_file=call.partition_file, run=run, **opts).report()
 
     def demo(self, client) -> dict:
         """The bundled UMLS tensor, fine-hp over 2 parts, R = 10, 10 iterations, checked
         against both serial references."""
-        from daskhpc import datasets
-
-        from ._api import fit
-
-        return fit(datasets.path("tensor"), 10, 2, client=client, grain="fine",
-                   partition="hp", iters=10, tol=0, check_serial=True).report()
+        return _api.fit(datasets.path("tensor"), 10, 2, client=client, grain="fine",
+                        partition="hp", iters=10, tol=0, check_serial=True).report()
 
     def small_run(self) -> list:
-        from daskhpc import datasets
-
         return [datasets.path("tensor"), "--parts", "3", "--rank", "8", "--iters", "5",
                 "--tol", "0", "--check-serial"]
 
@@ -81,8 +67,6 @@ class CPALS(Workflow):
 def summary(report: dict) -> str:
     """What the CLI prints: the common block, Table 2's columns per mode, per-iteration
     plan, the Gram all-reduce, the plain serial check."""
-    from daskhpc.report import summarize, summary_line
-
     lines = [summarize({k: v for k, v in report.items() if k != "plan"})]
     modes = report.get("modes")
     if modes:

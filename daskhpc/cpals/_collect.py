@@ -19,8 +19,10 @@ from dataclasses import replace
 import numpy as np
 
 from daskhpc.errors import InputError
+from daskhpc.io import read_nonzeros, route, rows_route
 
-from ._tensor import Tensor
+from ._statics import part_members, statics
+from ._tensor import Tensor, as_tensor
 
 __all__ = ["read_tensor", "part_statics", "rebuilder"]
 
@@ -46,8 +48,6 @@ def read_tensor(client, X, *, columns=None, shape=None) -> tuple[Tensor, object,
     """``(tensor, nonzeros, canonical)``: the tensor's pattern (its ``vals`` a read-only
     placeholder of ones, which never reaches a worker), the collection on the workers,
     and the canonical order of its nonzeros."""
-    from daskhpc.io import read_nonzeros
-
     nz = read_nonzeros(X, client, columns=columns, shape=shape, name="tensor", min_order=3)
     for m, n in enumerate(nz.shape):
         if n < 2:
@@ -67,8 +67,6 @@ def read_tensor(client, X, *, columns=None, shape=None) -> tuple[Tensor, object,
 
 def full_tensor(client, nz, can: Canonical, X: Tensor) -> Tensor:
     """The tensor with its values on the client (for ``check_serial`` only)."""
-    from ._tensor import as_tensor
-
     return as_tensor((nz.pins, nz.gather_values(client), X.shape))
 
 
@@ -77,9 +75,7 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
     """``({part: Future}, normx2)``: every part's :class:`PartStatic` (or ``only``'s),
     built on its worker; ``normx2`` (``||X||^2``) summed over the parts unless given
     (a rebuild of some parts: the run's own)."""
-    from daskhpc.io import route
-
-    from ._statics import part_members, statics
+    from distributed import wait
 
     K = s.K
     members, _ = part_members(s)
@@ -97,12 +93,7 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
             mask = np.zeros(s.tensor.nnz, dtype=bool)
             mask[members[p]] = True
             wanted.append(np.flatnonzero(mask[canon]))
-    takes = []
-    for lo, hi in zip(nz.offsets[:-1], nz.offsets[1:]):
-        parts = [g[np.searchsorted(g, lo):np.searchsorted(g, hi)] - lo for g in wanted]
-        bounds = np.concatenate([[0], np.cumsum([x.size for x in parts])]).astype(np.int64)
-        takes.append((np.concatenate(parts).astype(np.int64) if parts else
-                      np.zeros(0, np.int64), bounds))
+    takes = rows_route(wanted, nz.offsets)
     args = {}
     for p in range(K):
         cp = canon[wanted[p]]
@@ -121,8 +112,6 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
     where = {p: placement.worker(p) for p in range(K)}
     futs = route(client, nz, takes, where, _part_static, args, name="cpals", parts=only)
     if normx2 is None:
-        from distributed import wait
-
         wait(list(futs.values()))
         partial = client.gather([client.submit(_partial_norm, futs[p], workers=[where[p]],
                                                allow_other_workers=False, pure=False)
@@ -131,8 +120,6 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
     out = {p: client.submit(_with_norm, f, normx2, workers=[where[p]],
                             allow_other_workers=False, pure=False) for p, f in futs.items()}
     if only is None:
-        from distributed import wait
-
         wait(list(out.values()))
     for f in futs.values():
         f.release()

@@ -33,7 +33,15 @@ from dataclasses import replace
 
 import numpy as np
 
+from daskhpc.comm import run_local
+from daskhpc.report import compare_arrays
+
 from . import _program as P
+from ._checkpoint import save_distribution
+from ._kernels import ROW_FIRST_MAX, mttkrp_into, slices
+from ._rows import col_absmax, col_inner, init_rows, scatter_rows, sum_rows_into
+from ._serial import run_serial
+from ._setup import prepare
 
 __all__ = ["cpals_job", "warm_up", "serial_check", "measured_section", "last_program",
            "in_loop_default", "IN_LOOP_WORK"]
@@ -94,8 +102,6 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
     """
     from daskhpc.runtime import Job, exchange_mode
 
-    from ._checkpoint import save_distribution
-
     use_stop = s.options.tol > 0 if stop is None else bool(stop)
     mode = exchange_mode(exchange)
     if in_loop is None:
@@ -103,8 +109,8 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
         # longer wait for a busy receiver: docs/cpals.md)
         in_loop = in_loop_default(s)
     return Job("cpals", s.K, s.options.iters,
-               row=functools.partial(_row, s), fingerprint=functools.partial(P.fingerprint, s),
-               program=functools.partial(_program, s, use_stop),
+               row=functools.partial(P.row, s), fingerprint=functools.partial(P.fingerprint, s),
+               program=functools.partial(P.program, s, stop=use_stop),
                statics=P.statics(s) if statics else None,
                assemble=functools.partial(P.assemble, s),
                stop=functools.partial(P.stop, s) if use_stop else None,
@@ -113,19 +119,9 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
                in_loop=bool(in_loop), exchange=mode)     # resolved: the report says which
 
 
-def _row(s, unit, reports):
-    return P.row(s, unit, reports)
-
-
-def _program(s, stop, first):
-    return P.program(s, first, stop)
-
-
 def warm_up_parts() -> None:
     """Load the kernels that build a run's parts' data on the client (both grains: the
     coarse grain's members pass too), on a tiny 3-mode tensor."""
-    from ._setup import prepare
-
     dense = np.zeros((3, 3, 2))
     dense[[0, 1, 2, 0, 1, 2], [0, 1, 2, 1, 2, 0], [0, 1, 0, 1, 0, 1]] = 1.0
     for grain, partition in (("fine", "random"), ("coarse", "block")):
@@ -135,9 +131,6 @@ def warm_up_parts() -> None:
 def warm_up(order: int = 3) -> int:
     """Load every numba kernel a CP-ALS step calls (from numba's cache, or compile it)
     with the argument types a run uses, so the first iteration is not timed with it."""
-    from ._kernels import ROW_FIRST_MAX, mttkrp_into, slices
-    from ._rows import col_absmax, col_inner, init_rows, scatter_rows, sum_rows_into
-
     R, n = 2, 4
     coords = np.array([[i % n for i in range(16)], [i // n for i in range(16)]] +
                       [[0] * 16] * (order - 2), dtype=np.int64)
@@ -170,11 +163,6 @@ def serial_check(s, lam, factors, history, *, rtol: float = 1e-9) -> dict:
     CP-ALS (``_serial.run_serial``, same options and stop rule), which sums in another
     order: within ``rtol`` of each array's largest magnitude (factors, lambda, fits).
     """
-    from daskhpc.comm import run_local
-    from daskhpc.report import compare_arrays
-
-    from ._serial import run_serial
-
     n = len(history)
     fits = np.array([h["fit"] for h in history])
     s_n = replace(s, options=replace(s.options, iters=n))

@@ -181,8 +181,7 @@ def _counting_order(keys, nkeys, every, sel):  # pragma: no cover - numba
 
 
 #: Fiber reuse pays when a row's nonzeros fall into groups of at least this many on
-#: average (measured on ml-latest-small: groups of ~100 halve the time, groups of 2.5
-#: cost 40 % more than the plain loop).
+#: average (docs/cpals.md, "MTTKRP kernel").
 FIBER_MIN = 3.0
 
 
@@ -211,8 +210,7 @@ def _group_rows_lsd(coords, vals, every, sel, mode, modes, nrows, nouter, idx,
     # writing the sorted indices and values; returns the row pointer and the
     # number of (row, outer index) groups. The nonzeros taken: ``sel`` (or ``every``)
     _, by_outer = _counting_order(coords[modes[0]], nouter, every, sel)
-    # the second sort writes the indices and values at their places directly (a
-    # separate order array and gather: 0.95 s against 0.6 s on 10M nonzeros)
+    # the second sort writes the indices and values at their places directly
     ptr = _key_ptr(coords[mode], nrows, every, sel)
     at = ptr[:-1].copy()
     for e in by_outer:
@@ -276,10 +274,9 @@ def _put(coords, vals, modes, e, k, w, idx, val):  # pragma: no cover - numba
     val[w] = vals[e]
 
 
-#: Rows of at most this many nonzeros on average are grouped row by row (a row's
-#: gathers stay in cache: 3x faster on the 10M tensor's 200-nonzero rows, 1.6x on its
-#: 1,000-nonzero rows), longer ones by two global counting sorts (1.2x faster on its
-#: 27,000-nonzero rows). Both give the same order.
+#: Rows of at most this many nonzeros on average are grouped row by row (a row's gathers
+#: stay in cache), longer ones by two global counting sorts (docs/cpals.md, "MTTKRP
+#: kernel"). Both give the same order.
 ROW_FIRST_MAX = 4096
 
 

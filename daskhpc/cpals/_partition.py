@@ -230,15 +230,11 @@ def _hp(d: Distribution, h, K: int, partitioner: str, epsilon: float, seed: int,
     too large for Mt-KaHyPar), the propagation starts from ``start()`` (the grain's block
     partition) instead of a random one, so hp is never worse than that baseline."""
     if partitioner == "auto":
-        from daskhpc.hypergraph import choose_partitioner
-
-        choice = choose_partitioner(h, K)
+        choice = hg.choose_partitioner(h, K)
         if choice["backend"] == "lp" and K > 1:
-            from daskhpc.hypergraph import refine
-
             d.partitioner, d.choice = "lp", {**choice, "rule": choice["rule"] +
                                              ", from the block partition"}
-            return refine(h, start(), K, objective="km1", epsilon=epsilon, seed=seed,
+            return hg.refine(h, start(), K, objective="km1", epsilon=epsilon, seed=seed,
                           **choice["options"])
     p = hg.partition(h, K, partitioner, objective="km1", epsilon=epsilon, seed=seed, **kw)
     d.partitioner, d.choice = p.partitioner, p.meta.get("auto")
@@ -282,9 +278,7 @@ def distribute(X: Tensor, nparts: int, *, grain: str = "fine", partition: str = 
     offsets = np.concatenate([[0], np.cumsum(X.shape)]).astype(np.int64)
     if grain == "coarse":
         if partition_file is not None:
-            from daskhpc.hypergraph import read_part_file
-
-            parts = read_part_file(partition_file, num_vertices=int(offsets[-1]), nparts=K)
+            parts = hg.read_part_file(partition_file, num_vertices=int(offsets[-1]), nparts=K)
         elif partition == "block":
             parts = coarse_block(X, K)
         else:
@@ -296,9 +290,7 @@ def distribute(X: Tensor, nparts: int, *, grain: str = "fine", partition: str = 
     else:
         h = None
         if partition_file is not None:
-            from daskhpc.hypergraph import read_part_file
-
-            d.nnz_parts = read_part_file(partition_file, num_vertices=X.nnz, nparts=K)
+            d.nnz_parts = hg.read_part_file(partition_file, num_vertices=X.nnz, nparts=K)
         elif partition == "random":
             d.nnz_parts = random_parts(X.nnz, K, seed, N)
             d.owners = [random_parts(X.shape[m], K, seed, m) for m in range(N)]

@@ -43,6 +43,7 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
 import time
 from contextlib import contextmanager
 from functools import partial
@@ -67,10 +68,8 @@ def _init(ctx, start):
     st: PartStatic = ctx.static
     N, R = len(st.rows), st.rank
     shape = [r.size for r in st.rows]
-    lay = []
-    for n in range(N):
-        lay.append(slices(st.coords, st.vals, n, shape, select=st.work[n]))
-    ctx.state["slices"] = lay
+    ctx.state["slices"] = [slices(st.coords, st.vals, n, shape, select=st.work[n])
+                           for n in range(N)]
     if start is None:
         ctx.state["U"] = [init_rows(st.seed, m, st.rows[m], R) if st.U0 is None
                           else st.U0[m].copy() for m in range(N)]
@@ -264,32 +263,28 @@ def assemble(setup, finals) -> tuple[np.ndarray, list[np.ndarray]]:
 def fingerprint(setup) -> dict:
     """What a checkpoint must match to be resumed: the tensor, the options that change
     the arithmetic, and the partition (digests, not the arrays)."""
-    import hashlib
-
     X, d, o = setup.tensor, setup.dist, setup.options
-    h = hashlib.sha1()
-    token = X.source.get("dask_token")
-    for a in (X.coords, X.vals) if token is None else (X.coords,):
-        h.update(np.ascontiguousarray(a).tobytes())
-    if token is not None:              # a Dask collection: its values stay on the workers
-        h.update(token.encode())
-    p = hashlib.sha1()
-    for a in [*d.owners, *([] if d.nnz_parts is None else [d.nnz_parts])]:
-        p.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+    token = X.source.get("dask_token")     # a Dask collection: its values stay on the workers
+    tensor = _sha1((X.coords, X.vals) if token is None else (X.coords,),
+                   tail=b"" if token is None else token.encode())
+    owners = _sha1([*d.owners, *([] if d.nnz_parts is None else [d.nnz_parts])], np.int64)
     return {"workflow": "cpals", "shape": list(X.shape), "nnz": X.nnz,
-            "tensor_sha1": h.hexdigest(), "parts": setup.K, "grain": d.grain,
-            "rank": setup.R, "seed": int(o.seed), "partition_sha1": p.hexdigest(),
+            "tensor_sha1": tensor, "parts": setup.K, "grain": d.grain,
+            "rank": setup.R, "seed": int(o.seed), "partition_sha1": owners,
             "reg": float(o.reg), "nonnegative": bool(o.nonnegative), "init": _init_id(setup)}
 
 
 def _init_id(setup) -> str:
     """``random``/``svd``, or for given factors their digest."""
-    import hashlib
-
     o = setup.options
-    if o.init_name != "given":
-        return o.init_name
+    return o.init_name if o.init_name != "given" else \
+        "given:" + _sha1(setup.start_factors(), np.float64)
+
+
+def _sha1(arrays, dtype=None, tail: bytes = b"") -> str:
+    """SHA-1 of the arrays' bytes (as ``dtype``), then of ``tail``."""
     h = hashlib.sha1()
-    for F in setup.start_factors():
-        h.update(np.ascontiguousarray(F, dtype=np.float64).tobytes())
-    return "given:" + h.hexdigest()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a, dtype=dtype).tobytes())
+    h.update(tail)
+    return h.hexdigest()

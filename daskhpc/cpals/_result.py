@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskhpc.io import read_tns
 from daskhpc.report import WorkflowResult
 
 __all__ = ["CPResult", "predict_file"]
@@ -120,8 +121,6 @@ def predict_file(result: CPResult, path: str) -> dict:
     ``1 - ||X - M|| / ||X||`` of the model to the file taken as the whole tensor (the
     run's own figure when the file is the training tensor; ``||M||^2 = w^T (*_m
     A_m^T A_m) w``, the Hadamard product of the factors' Gram matrices)."""
-    from daskhpc.io import read_tns
-
     shape = tuple(int(f.shape[0]) for f in result.factors)
     t = read_tns(path, shape=shape).tensor           # refuses coordinates beyond the model
     coords, x = t.coords.astype(np.int64), np.asarray(t.data, np.float64)

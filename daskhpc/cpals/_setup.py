@@ -13,16 +13,21 @@ Examples
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from daskhpc._workflows import option
+from daskhpc._saved import load
+from daskhpc._workflows import check_choice, checked_options, option
 from daskhpc.errors import InputError
 
+from ._init import given_factors, svd_factors
 from ._partition import GRAINS, Distribution, distribute
 from ._plan import allreduce_plan, iteration_plan, mode_plans
+from ._rows import gram
+from ._serial import initial_factors
 from ._tensor import Tensor, as_tensor
 
 __all__ = ["Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
@@ -83,8 +88,7 @@ class Options:
                 raise InputError(f"--{name} must be a number, got {v!r}")
         if not (np.isfinite(self.tol) and self.tol >= 0):
             raise InputError(f"--tol must be a non-negative number, got {self.tol}")
-        if self.grain not in GRAINS:
-            raise InputError(f"unknown --grain {self.grain!r}; choose one of {list(GRAINS)}")
+        check_choice("--grain", self.grain, GRAINS)
         if not (np.isfinite(self.epsilon) and self.epsilon >= 0):
             raise InputError(f"--epsilon must be a non-negative number, got {self.epsilon}")
         if isinstance(self.reg, bool) or not isinstance(self.reg, (int, float, np.number)) \
@@ -93,11 +97,10 @@ class Options:
         if not isinstance(self.nonnegative, (bool, np.bool_)):
             raise InputError(f"--nonnegative must be True or False, got {self.nonnegative!r}")
         self.init = _warm_start(self.init)
-        if isinstance(self.init, str):
-            if self.init not in INITS:
-                raise InputError(f"unknown --init {self.init!r}; choose one of {list(INITS)} "
-                                 "or a saved cpals model's directory")
-        elif not isinstance(self.init, (list, tuple)):
+        if isinstance(self.init, str) and self.init not in INITS:
+            raise InputError(f"unknown --init {self.init!r}; choose one of {list(INITS)} or a "
+                             "saved cpals model's directory")
+        if not isinstance(self.init, (str, list, tuple)):
             raise InputError("init must be 'random', 'svd' or a list of factor matrices, "
                              f"got {type(self.init).__name__}")
 
@@ -111,12 +114,8 @@ def _warm_start(init):
     """A saved cpals model (its directory, or the result itself) as the factors to start
     from, the weights folded into the first mode's (ALS solves each mode afresh, so only
     the product matters); anything else unchanged."""
-    import os
-
     if isinstance(init, (str, os.PathLike)) and str(init) not in INITS \
             and os.path.isdir(init):
-        from daskhpc._saved import load
-
         init = load(init, workflow="cpals")
     if hasattr(init, "factors") and hasattr(init, "weights"):
         first = np.asarray(init.factors[0], np.float64) * np.asarray(init.weights, np.float64)
@@ -174,8 +173,6 @@ class Setup:
         if o.init_name == "random":
             return None
         if self._start is None:
-            from ._init import given_factors, svd_factors
-
             t0 = time.perf_counter()
             self._start = svd_factors(self.tensor, self.R, o.seed, o.nonnegative) \
                 if o.init_name == "svd" else given_factors(o.init, self.tensor, self.R)
@@ -185,9 +182,6 @@ class Setup:
     def initial_grams(self) -> list[np.ndarray]:
         """Grams of the initial factors (every part starts from these)."""
         if self._grams is None:
-            from ._rows import gram
-            from ._serial import initial_factors
-
             start = self.start_factors()
             if start is None:
                 start = initial_factors(self.tensor.shape, self.R, self.options.seed)
@@ -239,16 +233,10 @@ def prepare(data, nparts: int, *, partition_file=None, distribution=None, **opti
     **options
         Fields of :class:`Options`.
     """
-    unknown = set(options) - set(Options.__dataclass_fields__)
-    if unknown:
-        raise TypeError(f"unknown CP-ALS option(s): {sorted(unknown)}")
-    opts = Options(**options)
-    opts.check()
+    opts = checked_options(Options, options, "CP-ALS")
     X = as_tensor(data)
     K = check_parts(nparts, X)
     if opts.init_name == "given":
-        from ._init import given_factors
-
         opts.init = given_factors(opts.init, X, opts.rank)     # checked before partitioning
     t0 = time.perf_counter()
     if distribution is not None:

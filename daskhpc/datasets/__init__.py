@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -131,8 +132,6 @@ def resolve(name: str) -> str:
     >>> resolve("tensor").endswith("umls_head_rel_tail.tns.gz"), resolve("my.csv")
     (True, 'my.csv')
     """
-    import os
-
     if os.path.exists(name) or name not in _FILES:
         return name
     return path(name)

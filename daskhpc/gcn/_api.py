@@ -14,13 +14,24 @@ from __future__ import annotations
 
 import functools
 import time
+import uuid
 
 import numpy as np
 
 from daskhpc._workflows import RunOptions
+from daskhpc.comm import run_local
 from daskhpc.errors import InputError
+from daskhpc.io import is_collection
+from daskhpc.report import new_report
 
+from ._collect import (full_setup, part_statics, predictions_array, prepare_collection,
+                       rebuilder, short_steps_of)
+from ._job import (gcn_job, minibatch_info, plan_info, prepare_run, rows, serial_check,
+                   short_steps, steps_per_epoch)
+from ._plan import plan_sections
+from ._program import assemble, program, row, statics
 from ._result import GCNResult, quality, sections
+from ._serial import run_serial
 from ._setup import prepare
 
 __all__ = ["fit", "serial_fit", "local_fit", "plan"]
@@ -113,18 +124,12 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
 
 def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop,
          partition_file, options, columns=None):
-    from daskhpc.io import is_collection
     from daskhpc.runtime import exchange_mode, run_job, worker_addresses
-
-    from ._job import gcn_job, short_steps, steps_per_epoch
-    from ._job import minibatch_info, plan_info, prepare_run, rows, serial_check
 
     exchange = exchange_mode(run.exchange)
     workers = len(worker_addresses(client))
     source = None
     if any(is_collection(x) for x in (graph, features, labels)):
-        from ._collect import prepare_collection, short_steps_of
-
         s, source = prepare_collection(client, graph, features, labels, split,
                                        nparts or workers, minibatch, run.checkpoint,
                                        run.resume, partition_file, options, columns)
@@ -168,8 +173,6 @@ def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop
         info["serial_check"] = serial_check(s, value)
     predictions = value["predictions"]
     if source is not None:            # a collection in, a Dask Array out
-        from ._collect import predictions_array
-
         source.release()
         predictions = predictions_array(client, predictions, source,
                                         worker_addresses(client))
@@ -186,11 +189,7 @@ def _with_tokens(fingerprint, tokens: dict) -> dict:
 def _run_collection(client, s, job, source, run):
     """``fit`` with the features on the workers: every part's static data built on its
     worker (``_collect.part_statics``), kept in the part store the frame runs on."""
-    import uuid
-
     from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
-
-    from ._collect import full_setup, part_statics, rebuilder
 
     # check_serial: the serial references run on the client, with the features there
     full = full_setup(client, s, source) if run.check_serial else s
@@ -240,8 +239,6 @@ def serial_fit(graph, features=None, labels=None, split=None, *, command=None, c
     >>> len(res.history), res.predictions.shape
     (5, (2708,))
     """
-    from ._serial import run_serial
-
     s = prepare(graph, 1, features, labels, split, partition="rp", **options)
     t0 = time.perf_counter()
     out = run_serial(s, callback=callback)
@@ -266,10 +263,6 @@ def local_fit(graph, nparts: int, features=None, labels=None, split=None, *, com
     >>> res.info["parts"], len(res.history)
     (2, 3)
     """
-    from daskhpc.comm import run_local
-
-    from ._program import assemble, program, row, statics
-
     s = prepare(graph, nparts, features, labels, split, partition_file=partition_file,
                 **options)
     t0 = time.perf_counter()
@@ -300,10 +293,6 @@ def plan(graph, nparts: int, features=None, labels=None, split=None, *, command=
     >>> r["vs_rp"]["avg_vol"] < 0.5
     True
     """
-    from daskhpc.report import new_report
-
-    from ._plan import plan_sections
-
     t0 = time.perf_counter()
     s = prepare(graph, nparts, features, labels, split, partition_file=partition_file,
                 **options)

@@ -11,13 +11,11 @@
 * ``random``: our balanced random (heaviest rows first onto the lightest part).
 
 A row weighs its nonzeros in A_hat (``weights="nnz"``, the paper's), or those plus the
-nonzeros of its feature row (``"nnz+features"``): layer 1 multiplies the sparse feature
-rows too, and on facebook_page_page (16 nonzeros of A_hat and 14 features a row) the
-paper's weights left the two parts' compute 12.3 and 10.4 ms per epoch apart, these 11.4
-and 10.7 (docs/gcn.md). ``"cost"`` weighs what an epoch spends on the row: its dense
-work (the H and C wide rows of every layer, forward and backward) costs about as much
-as ``ROW_COST`` nonzeros of A_hat, a feature nonzero about half of one (a least-squares
-fit of the parts' measured compute against their rows and nonzeros, docs/gcn.md).
+nonzeros of its feature row (``"nnz+features"``: layer 1 multiplies the sparse feature
+rows too). ``"cost"`` weighs what an epoch spends on the row: its dense work (the H and
+C wide rows of every layer, forward and backward) costs about as much as ``ROW_COST``
+nonzeros of A_hat, a feature nonzero about half of one. The measurements behind both:
+docs/gcn.md.
 
 Examples
 --------
@@ -41,9 +39,7 @@ __all__ = ["Assignment", "assign", "paper_random", "hp_backend", "PARTITIONS", "
 
 PARTITIONS = ("hp", "gp", "rp", "random")
 WEIGHTS = ("nnz", "nnz+features", "cost")
-#: ``weights="cost"``: a row's own dense work in nonzeros of A_hat (measured: about 1 us a
-#: row against 0.02-0.04 us a nonzero of A_hat and 0.01-0.02 us a feature nonzero on
-#: facebook_page_page, soc-Slashdot0902 and Cora; docs/gcn.md)
+#: ``weights="cost"``: a row's own dense work in nonzeros of A_hat (docs/gcn.md)
 ROW_COST = 40
 
 
@@ -74,13 +70,9 @@ def paper_random(n: int, nparts: int, seed: int = 0) -> np.ndarray:
 def hp_backend(h, nparts: int) -> dict:
     """``auto`` for HP: the hypergraph size rule (:mod:`daskhpc.hypergraph._auto`), except
     that where it falls back to label propagation at K >= 64, Mt-KaHyPar's ``large_k``
-    preset is used, then refined by label propagation: on soc-Slashdot0902 at K = 512
-    large_k reaches km1 0.718-0.728 of RP's in 50-60 s on one idle thread, where label
-    propagation alone stops at 0.731-0.736 and the default preset takes 3+ minutes
-    (docs/gcn.md)."""
-    from daskhpc.hypergraph import choose_partitioner
-
-    c = choose_partitioner(h, nparts)
+    preset is used, then refined by label propagation (better than label propagation
+    alone, far faster than the default preset: docs/gcn.md)."""
+    c = hg.choose_partitioner(h, nparts)
     if c["backend"] == "lp" and nparts >= 64:
         c = {"backend": "mtkahypar", "options": {"preset": "large_k"}, "work": c["work"],
              "rule": f"pins*sqrt(K) = {c['work']:.3g} and K >= 64: Mt-KaHyPar large_k preset"}
@@ -139,11 +131,8 @@ def assign(graph, nparts: int, *, partition: str = "hp", partitioner: str = "aut
                          **options)
         parts, method, backend = p.parts, "hp", p.partitioner
         if options.get("preset") == "large_k":
-            # a few seconds of label propagation on top (km1 0.728 -> 0.723 of RP's on
-            # soc-Slashdot0902 at K = 512): large_k leaves easy moves behind
-            from daskhpc.hypergraph import refine
-
-            parts = refine(h, parts, nparts, objective="km1", epsilon=epsilon, seed=seed)
+            # a few seconds of label propagation on top: large_k leaves easy moves behind
+            parts = hg.refine(h, parts, nparts, objective="km1", epsilon=epsilon, seed=seed)
             backend = "mtkahypar large_k + lp"
     dt = time.perf_counter() - t0
     a = Assignment(parts, nparts, method, backend, dt, choice=choice)

@@ -18,8 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from daskhpc._workflows import Call, RunOptions, Workflow, option
+from daskhpc.report import summarize, summary_line
 
-from ._setup import Options
+from . import _api
+from ._plan import vs_rp_line
+from ._result import random_caveat
+from ._setup import Options, validate_input
 
 __all__ = ["GCN"]
 
@@ -68,44 +72,30 @@ class GCN(Workflow):
 
     def check(self, call: Call) -> None:
         """The graph read and checked, and --parts against it (the run reuses it)."""
-        from ._setup import validate_input
-
         opts = {k: getattr(call.options, k) for k in Options.__dataclass_fields__}
         call.data = validate_input(call.one_input("graph (a file, a directory or 'cora')"),
                                    call.parts, **opts)
 
     def plan(self, call: Call) -> dict:
-        from ._api import plan
-
         opts = {k: v for k, v in call.values("plan").items() if k in Options.__dataclass_fields__}
-        return plan(call.one_input("graph"), call.parts_or(None, "plan gcn"),
-                    partition_file=call.partition_file, compare_rp=call.options.compare,
-                    **opts)
+        return _api.plan(call.one_input("graph"), call.parts_or(None, "plan gcn"),
+                         partition_file=call.partition_file, compare_rp=call.options.compare,
+                         **opts)
 
     def run(self, call: Call, run: RunOptions) -> dict:
         from daskhpc.runtime import worker_addresses
 
-        from ._api import fit
-
         K = call.parts_or(len(worker_addresses(run.client)), "gcn")
-        return fit(call.one_input("graph"), nparts=K, partition_file=call.partition_file,
-                   run=run, **call.options.fit_keywords()).report()
-
-    def predict(self, result, path: str) -> dict:
-        """The class of every node of a graph, and each split's accuracy."""
-        from ._result import predict_file
-
-        return predict_file(result, path)
+        return _api.fit(call.one_input("graph"), nparts=K, partition_file=call.partition_file,
+                        run=run, **call.options.fit_keywords()).report()
 
     def demo(self, client) -> dict:
         """Cora, one part per worker (HP rows), 50 epochs, checked against both serial
         references (a few seconds)."""
         from daskhpc.runtime import worker_addresses
 
-        from ._api import fit
-
-        return fit("cora", nparts=len(worker_addresses(client)), client=client, epochs=50,
-                   partition="hp", check_serial=True).report()
+        return _api.fit("cora", nparts=len(worker_addresses(client)), client=client,
+                        epochs=50, partition="hp", check_serial=True).report()
 
     def small_run(self) -> list:
         return ["cora", "--parts", "3", "--epochs", "5", "--check-serial"]
@@ -129,7 +119,6 @@ def summary(report: dict) -> str:
     if pp:
         lines.append("per part: avg vol {avg_vol:.0f}, max vol {max_vol:.0f} words; avg msgs "
                      "{avg_msgs:.1f}, max msgs {max_msgs:.0f}".format(**pp))
-    from ._plan import vs_rp_line
     lines += [vs_rp_line(report["vs_rp"])] if report.get("vs_rp") else []
     gm = report.get("graph_model")
     if gm:
@@ -153,10 +142,6 @@ def summary(report: dict) -> str:
 
 def _run_summary(report: dict) -> str:
     """A run: the common block, then accuracy and time per epoch."""
-    from daskhpc.report import summarize, summary_line
-
-    from ._result import random_caveat
-
     q, t = report.get("quality", {}), report.get("timing", {})
     lines = summarize({k: v for k, v in report.items() if k != "quality"}).splitlines()
     at = next((i for i, x in enumerate(lines) if x.startswith("  serial")), len(lines))

@@ -23,11 +23,20 @@ from __future__ import annotations
 
 import dataclasses
 import types
+import uuid
 
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc._workflows import checked_options
 from daskhpc.errors import InputError
+from daskhpc.io import (check_rows, is_collection, join_rows, read_edge_list, read_rows, route,
+                        rows_route)
+
+from ._data import as_graph, random_node_data, row_normalize
+from ._job import prepare_run, short_steps
+from ._model import dense_features, features, take_rows
+from ._setup import Options
 
 __all__ = ["prepare_collection", "part_statics", "full_setup", "predictions_array",
            "rebuilder"]
@@ -62,13 +71,6 @@ def prepare_collection(client, graph, features, labels, split, nparts, minibatch
                        checkpoint, resume, partition_file, options, columns=None):
     """``(setup, source)`` of a run whose graph is a Dask DataFrame edge list (module
     docstring); ``features``/``labels`` Dask Arrays or arrays, ``split`` arrays."""
-    from daskhpc._workflows import checked_options
-    from daskhpc.io import check_rows, is_collection, read_edge_list, read_rows
-
-    from ._data import as_graph, random_node_data
-    from ._job import prepare_run
-    from ._setup import Options
-
     opts = checked_options(Options, dict(options), "GCN")   # options first: cost nothing
     if not is_collection(graph):
         raise InputError("features or labels as a Dask Array need the graph as a Dask "
@@ -126,8 +128,6 @@ def prepare_collection(client, graph, features, labels, split, nparts, minibatch
 
 def short_steps_of(s, source, workers: int) -> bool:
     """``_job.short_steps`` with the features' nonzeros counted on the workers."""
-    from ._job import short_steps
-
     if source.rows is None:
         return short_steps(s, workers)
     g = dataclasses.replace(s.graph, X=types.SimpleNamespace(nnz=source.rows.nonzeros,
@@ -139,10 +139,6 @@ def part_statics(client, shells: list, source, placement, parts=None) -> dict:
     """``{part: Future}``: every part's static data (or ``parts``') on its worker, its
     feature rows routed there from the features' chunks and row-normalised there."""
     from distributed import wait
-
-    from daskhpc.io import route, rows_route
-
-    from ._model import dense_features
 
     K = len(shells)
     where = {p: placement.worker(p) for p in range(K)}
@@ -183,11 +179,6 @@ def _part_static(shell, *segments):
     """On the part's worker: its feature rows as the client would cut them from the
     row-normalised features (``take_rows(features(g.X), rows)``, dense or CSR as the
     whole matrix is: ``shell["dense_x"]``), batches' rows from them."""
-    from daskhpc.io import join_rows
-
-    from ._data import row_normalize
-    from ._model import features, take_rows
-
     block = join_rows(list(segments))
     if block is None:
         block = np.zeros((0, 0))
@@ -207,8 +198,6 @@ def _part_static(shell, *segments):
 
 def full_setup(client, s, source):
     """The Setup with the features on the client (``check_serial`` only)."""
-    from ._data import row_normalize
-
     if source.rows is None:
         return s
     full = source.rows.gather(client)
@@ -220,8 +209,6 @@ def full_setup(client, s, source):
 def predictions_array(client, predictions: np.ndarray, source, workers: list):
     """The predictions as a Dask Array: chunked like the features' rows (each chunk sent
     to the worker of the features' chunk), else in one chunk per worker."""
-    import uuid
-
     import dask.array as da
 
     n = predictions.size

@@ -21,7 +21,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc import datasets
 from daskhpc.errors import InputError
+from daskhpc.io import read
+
+from ._pyg import from_pyg, is_pyg_data
 
 __all__ = ["Graph", "as_graph", "normalized_adjacency", "row_normalize", "random_node_data",
            "random_data_note"]
@@ -113,12 +117,10 @@ def random_node_data(n: int, features: int = 64, classes: int = 8, seed: int = 0
 
     For graphs without node data (SNAP edge lists), as the GCN paper's Table 2 runs do.
     """
-    from daskhpc.datasets import class_split
-
     rng = np.random.default_rng([int(seed), 0x6C4])
     X = rng.random((n, features))
     y = rng.integers(0, classes, n)
-    return X, y, class_split(y, 20, min(500, n // 4), min(1000, n // 2), seed=seed)
+    return X, y, datasets.class_split(y, 20, min(500, n // 4), min(1000, n // 2), seed=seed)
 
 
 def random_data_note(source: dict) -> str | None:
@@ -177,8 +179,6 @@ def _masks(n, split) -> dict:
 
 def _load(source, seed: int, features: int, classes: int):
     """(adjacency, features, labels, split, name, source-dict) from a name or path."""
-    from daskhpc import datasets
-
     if isinstance(source, datasets.GraphData):
         g = source
         return (g.adjacency, g.features, g.labels, (g.idx_train, g.idx_val, g.idx_test),
@@ -187,8 +187,6 @@ def _load(source, seed: int, features: int, classes: int):
         g = datasets.cora()
         return _load(g, seed, features, classes)[:5] + ({"path": datasets.path("cora"),
                                                         "name": "cora"},)
-    from ._pyg import from_pyg, is_pyg_data
-
     if is_pyg_data(source):
         A, X, y, split, src = from_pyg(source, seed)
         n = A.shape[0]
@@ -218,8 +216,6 @@ def _load(source, seed: int, features: int, classes: int):
         except KeyError as e:
             raise InputError(f"{source}: not a Planetoid npz (missing {e})") from None
     else:
-        from daskhpc.io import read
-
         A = read(path).matrix
         if A.shape[0] != A.shape[1]:
             raise InputError(f"{source}: a graph needs a square adjacency, got {A.shape}")

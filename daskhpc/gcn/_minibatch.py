@@ -28,8 +28,14 @@ import numpy as np
 import scipy.sparse as sp
 
 import daskhpc.hypergraph as hg
+from daskhpc.comm import expand_plan, run_local
 
-from ._data import normalized_adjacency
+from ._assign import Assignment
+from ._data import as_graph, normalized_adjacency
+from ._program import assemble, program, row, statics
+from ._result import GCNResult, sections
+from ._serial import run_serial
+from ._setup import prepare
 
 __all__ = ["hoeffding_nets", "sample_batch", "stochastic_hypergraph", "batch_volume",
            "minibatch_plan", "minibatch_fit", "attach_batches", "shp_assignment",
@@ -86,6 +92,16 @@ def stochastic_hypergraph(A, batches, weights=None) -> hg.Hypergraph:
                          "stochastic", {"batches": len(batches)})
 
 
+def _model_batches(prob, size: int, seed: int, need: int, rows: float) -> tuple[list, int]:
+    """The batches of the stochastic hypergraph: drawn until they hold ``need`` nets (one
+    per batch node, its self loop) and ``rows`` drawn nodes."""
+    batches, nets = [], 0
+    while nets < need or len(batches) * size < rows:
+        batches.append(sample_batch(prob, size, seed, MODEL, len(batches)))
+        nets += batches[-1].size
+    return batches, nets
+
+
 def batch_volume(A, nodes, parts, nparts) -> int:
     """Rows one forward exchange of a batch moves: km1 of its column-net hypergraph."""
     h = hg.column_net(_sub(A, nodes))
@@ -106,8 +122,6 @@ def minibatch_plan(graph, nparts_list=(3, 9, 27), *, batch_size: int | float = 0
     HP the full-batch column-net; both are scored by the mean forward-exchange rows of
     ``heldout`` fresh batches.
     """
-    from ._data import as_graph
-
     g = graph if hasattr(graph, "A") else as_graph(graph, seed=seed)
     A, n = g.A, g.n
     size = int(round(batch_size * n)) if isinstance(batch_size, float) else int(batch_size)
@@ -118,11 +132,7 @@ def minibatch_plan(graph, nparts_list=(3, 9, 27), *, batch_size: int | float = 0
            "sampler": sampler, "parts": {}}
     for K in nparts_list:
         need = hoeffding_nets(K, epsilon, delta)
-        batches, nets = [], 0
-        while nets < need or len(batches) * size < coverage * n:
-            b = sample_batch(prob, size, seed, MODEL, len(batches))
-            batches.append(b)
-            nets += b.size                     # one net per batch node (its self loop)
+        batches, nets = _model_batches(prob, size, seed, need, coverage * n)
         t0 = time.perf_counter()
         h = stochastic_hypergraph(A, batches, np.diff(A.indptr))
         shp = hg.partition(h, K, "mtkahypar", objective="km1", epsilon=hp_epsilon, seed=seed)
@@ -148,8 +158,6 @@ def attach_batches(setup, *, batch_size: int | float = 0.5, steps: int = 200,
     are skipped (they would not change the weights). Each batch's plan is its own
     column-net (and, directed, row-net) pattern under the setup's partition.
     """
-    from daskhpc.comm import expand_plan
-
     g, K, seed = setup.graph, setup.K, setup.options.seed
     n = g.n
     size = int(round(batch_size * n)) if isinstance(batch_size, float) else int(batch_size)
@@ -180,18 +188,12 @@ def shp_assignment(setup, *, batch_size, epsilon: float = 0.5, delta: float = 0.
                    coverage: float = 20.0, sampler: str = "node"):
     """Algorithm 3: the SHP row partition (stochastic hypergraph of Hoeffding-many nets,
     full-batch vertex weights, km1)."""
-    from ._assign import Assignment
-
     g, K, seed = setup.graph, setup.K, setup.options.seed
     n = g.n
     size = int(round(batch_size * n)) if isinstance(batch_size, float) else int(batch_size)
     prob = node_probabilities(g.A, sampler)
     need = hoeffding_nets(K, epsilon, delta) if K > 1 else 0
-    batches, nets = [], 0
-    while nets < need or len(batches) * size < coverage * n:
-        b = sample_batch(prob, size, seed, MODEL, len(batches))
-        batches.append(b)
-        nets += b.size
+    batches, nets = _model_batches(prob, size, seed, need, coverage * n)
     t0 = time.perf_counter()
     h = stochastic_hypergraph(g.A, batches, np.diff(g.A.indptr))
     p = hg.partition(h, K, "mtkahypar", objective="km1", epsilon=setup.options.epsilon,
@@ -219,10 +221,6 @@ def minibatch_fit(graph, nparts: int = 1, features=None, labels=None, split=None
     >>> len(res.history), res.predictions.shape
     (3, (2708,))
     """
-    from ._result import GCNResult, sections
-    from ._serial import run_serial
-    from ._setup import prepare
-
     options.setdefault("partition", "rp")
     s = prepare(graph, nparts, features, labels, split, **options)
     if shp and nparts > 1:
@@ -231,10 +229,6 @@ def minibatch_fit(graph, nparts: int = 1, features=None, labels=None, split=None
     attach_batches(s, batch_size=batch_size, steps=steps, sampler=sampler)
     t0 = time.perf_counter()
     if local:
-        from daskhpc.comm import run_local
-
-        from ._program import assemble, program, row, statics
-
         finals, reports = run_local(program(s), statics(s))
         history = [row(s, u, r) for u, r in enumerate(reports)]
         out = assemble(s, finals)

@@ -34,8 +34,7 @@ NMETRICS = 7      # train loss (dropout pass); per split: eval loss sum, correct
 BETAS, EPS = (0.9, 0.999), 1e-8
 #: Node features with at least this share of their entries stored are kept as a dense
 #: array (the dense kernels, no index per value): embeddings and random features are; a
-#: bag of words is not. soc-Slashdot0902's 64 random features dense: 86 ms per 2-worker
-#: epoch against 102 as CSR (docs/benchmarks.md).
+#: bag of words is not (docs/gcn.md).
 DENSE_FEATURES = 0.5
 
 

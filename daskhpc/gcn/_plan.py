@@ -27,6 +27,7 @@ Examples
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,6 +36,7 @@ import daskhpc.hypergraph as hg
 from daskhpc.comm import AllreduceSchedule, CostModel, Plan, expand_plan
 from daskhpc.report import ratio_or_none, unavailable
 
+from ._assign import Assignment, paper_random
 from ._model import dense_features
 
 __all__ = ["patterns", "exchange_plans", "epoch_plan", "allreduce_words", "vector_words",
@@ -50,9 +52,7 @@ PAPER_TABLE2 = {
 
 
 def _sets(A, parts, K):
-    h = hg.column_net(A)
-    lam_ptr, lam_parts = hg.connectivity_sets(h, parts, K)
-    return lam_ptr, lam_parts
+    return hg.connectivity_sets(hg.column_net(A), parts, K)
 
 
 def patterns(setup) -> dict:
@@ -270,10 +270,6 @@ def plan_sections(setup, *, compare_rp: bool = True) -> dict:
         "note": "section 4.3.1: every cut edge of the symmetrised graph counted both ways; "
                 "over-counts the true volume (km1)"}
     if compare_rp and setup.assignment.method != "rp":
-        from dataclasses import replace
-
-        from ._assign import Assignment, paper_random
-
         a = Assignment(paper_random(setup.graph.n, setup.K, setup.options.seed), setup.K, "rp")
         rp_setup = replace(setup, assignment=a, _patterns=None)
         base = _summary(epoch_plan(rp_setup))

@@ -43,7 +43,7 @@ import numpy as np
 from daskhpc.comm import Plan, Program, tree_sum
 
 from ._model import (NMETRICS, Csr, backward, dropout, head, init_params, layer_input,
-                     layer_output, pack, unpack, update)
+                     layer_output, pack, take_rows, unpack, update)
 from ._parts import statics
 from ._plan import exchange_plans, first_layer_rows, vector_words
 from ._serial import epochs_of, final_row, metrics_row
@@ -90,13 +90,9 @@ def _blk(static, epoch):
     return batches[epoch] if batches is not None and epoch < len(batches) else static
 
 
-def _take(block, idx):
-    return block.take(idx) if isinstance(block, Csr) else block[idx]
-
-
 def _outbox(send, blocks):
     """{dst: tuple of the rows ``send[dst]`` of every block}."""
-    return {dst: tuple(_take(b, idx) for b in blocks) for dst, idx in send.items()}
+    return {dst: tuple(take_rows(b, idx) for b in blocks) for dst, idx in send.items()}
 
 
 def _extend(own, received):
@@ -263,14 +259,10 @@ def program(setup, first_unit: int = 0) -> Program:
     if first_unit >= E:
         # every epoch is done (a checkpoint at the end): only the final evaluation
         prog.step(_start, E, False, True, sends=fwd(E, w[1], "layer-1 rows"), label="start")
-        for k in range(1, L + 1):
-            prog.step(_forward, k, E, False, True,
-                      sends=fwd(E, w[k + 1], f"layer-{k + 1} rows") if k < L else None,
-                      report=k == L, label=f"final-{k}")
-        return prog
-    ev0 = evaluates(first_unit)
-    prog.step(_start, first_unit, True, ev0,
-              sends=fwd(first_unit, w[1] * (1 + ev0), "layer-1 rows"), label="start")
+    else:
+        ev0 = evaluates(first_unit)
+        prog.step(_start, first_unit, True, ev0,
+                  sends=fwd(first_unit, w[1] * (1 + ev0), "layer-1 rows"), label="start")
     for e in range(first_unit, E):
         ev = evaluates(e)
         for k in range(1, L + 1):
@@ -289,11 +281,10 @@ def program(setup, first_unit: int = 0) -> Program:
         nxt = (e + 1, False, True) if last else (e + 1, True, nev)
         prog.fuse(_start, *nxt, sends=fwd(e + 1, w[1] * (1 + nev) if not last else w[1],
                                           "layer-1 rows"), after_report=True)
-        if last:
-            for k in range(1, L + 1):
-                prog.step(_forward, k, E, False, True,
-                          sends=fwd(E, w[k + 1], f"layer-{k + 1} rows") if k < L else None,
-                          report=k == L, label=f"final-{k}")
+    for k in range(1, L + 1):          # the final evaluation on the whole graph
+        prog.step(_forward, k, E, False, True,
+                  sends=fwd(E, w[k + 1], f"layer-{k + 1} rows") if k < L else None,
+                  report=k == L, label=f"final-{k}")
     return prog
 
 

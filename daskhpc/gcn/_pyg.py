@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc.datasets import class_split
 from daskhpc.errors import InputError
 
 __all__ = ["is_pyg_data", "from_pyg"]
@@ -108,8 +109,6 @@ def _masks(data, n):
 def _labeled_split(y, seed: int):
     """:func:`~daskhpc.datasets.class_split` over the labeled nodes (20 per class, 500,
     1000), as node ids of the whole graph: the split of a Data without masks."""
-    from daskhpc.datasets import class_split
-
     yf = y.astype(np.float64)
     lab = np.flatnonzero(~np.isnan(yf) & (yf >= 0))
     return tuple(lab[s] for s in class_split(y[lab], 20, min(500, lab.size // 4),

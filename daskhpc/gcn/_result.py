@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskhpc.errors import InputError
 from daskhpc.report import WorkflowResult
+
+from ._data import as_graph
+from ._model import Csr, features
+from ._serial import evaluate
 
 __all__ = ["GCNResult", "predict_file", "sections", "quality", "best_val", "random_caveat", "RANDOM_CAVEAT"]
 
@@ -113,8 +118,7 @@ def sections(s, command=None, partitioned: bool = True) -> dict:
            "symmetrize": o.symmetrize, "dtype": o.dtype}
     if partitioned:
         out.update(partition_method=a.method, partitioner=a.partitioner,
-                   objective={"hp": "km1", "gp": "cut"}.get(a.method), partition=a.report)
-        out["partition"] = dict(a.report)
+                   objective={"hp": "km1", "gp": "cut"}.get(a.method), partition=dict(a.report))
     out["timing"] = {k: round(v, 6) for k, v in s.timing.items()}
     return out
 
@@ -154,12 +158,6 @@ def predict_file(result: GCNResult, source) -> dict:
     order from the run's ``order``): on the training graph it gives the run's final
     accuracies bit for bit.
     """
-    from daskhpc.errors import InputError
-
-    from ._data import as_graph
-    from ._model import Csr, features
-    from ._serial import evaluate
-
     rep = result.info
     rnd = (rep.get("input") or {}).get("random_node_data") or {}
     g = as_graph(str(source), symmetrize=bool(rep.get("symmetrize", False)),

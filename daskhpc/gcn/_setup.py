@@ -11,17 +11,21 @@ Examples
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from daskhpc._workflows import checked_options, option
+from daskhpc._saved import load as load_saved
+from daskhpc._workflows import check_choice, checked_options, option
 from daskhpc.errors import InputError
 
 from ._assign import PARTITIONS, WEIGHTS, Assignment, assign
 from ._data import Graph, as_graph, random_data_note
+from ._model import init_params
+from ._plan import patterns
 
 __all__ = ["warm_params", "Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
 
@@ -98,20 +102,14 @@ class Options:
             raise InputError(f"--weight-decay must be >= 0, got {self.weight_decay}")
         if not 0 <= self.dropout < 1:
             raise InputError(f"--dropout must lie in [0, 1), got {self.dropout}")
-        if self.order not in ORDERS:
-            raise InputError(f"unknown --order {self.order!r}; choose one of {list(ORDERS)}")
+        check_choice("--order", self.order, ORDERS)
         if int(self.eval_every) < 0:
             raise InputError(f"--eval-every must be >= 0, got {self.eval_every}")
-        if self.partition not in PARTITIONS:
-            raise InputError(f"unknown --partition {self.partition!r}; choose one of "
-                             f"{list(PARTITIONS)}")
-        if self.weights not in WEIGHTS:
-            raise InputError(f"unknown --weights {self.weights!r}; choose one of "
-                             f"{list(WEIGHTS)}")
+        check_choice("--partition", self.partition, PARTITIONS)
+        check_choice("--weights", self.weights, WEIGHTS)
         if not 0 <= self.epsilon < 10:
             raise InputError(f"--epsilon must lie in [0, 10), got {self.epsilon}")
-        if self.dtype not in DTYPES:
-            raise InputError(f"unknown --dtype {self.dtype!r}; choose one of {list(DTYPES)}")
+        check_choice("--dtype", self.dtype, DTYPES)
         if int(self.random_features) < 1 or int(self.random_classes) < 2:
             raise InputError("--random-features must be >= 1 and --random-classes >= 2")
 
@@ -194,8 +192,6 @@ class Setup:
         """Connectivity sets of the forward (column-net of A_hat) and backward (column-net
         of A_hat^T = row-net of A_hat) exchanges (``_plan.patterns``)."""
         if self._patterns is None:
-            from ._plan import patterns
-
             self._patterns = patterns(self)
         return self._patterns
 
@@ -287,13 +283,7 @@ def warm_params(init, dims, bias: bool, dtype=np.float64) -> list:
     InputError
         Not a gcn model, or layers of other widths than this run's (d_0, ..., d_L).
     """
-    import os
-
-    from ._model import init_params
-
     if isinstance(init, (str, os.PathLike)):
-        from daskhpc._saved import load as load_saved
-
         init = load_saved(init, workflow="gcn")
     params = getattr(init, "params", init)
     want = [p.shape for p in init_params(dims, 0, bias)]

@@ -1,36 +1,18 @@
 """Which partitioner a hypergraph gets when none is named (``partition(h, K, "auto")``).
 
-Mt-KaHyPar's time grows with the pins and with K. On this project's 2-core machine
-(shared, so within a factor of two) it cost about 2-5 microseconds per unit of
-``work = pins * sqrt(K)`` with the ``default`` preset and 7-11 with ``deterministic``
-(SOED, epsilon 0.03; docs/partitioning.md has the full table):
+By ``work = pins * sqrt(K)`` (pins of nets with at least two pins; the times and
+partitions behind the thresholds: docs/partitioning.md, "Which partitioner for which
+size"):
 
-======================================  ====  =====  =======  =============
-instance (pins of nets with >= 2 pins)  K     work   default  deterministic
-======================================  ====  =====  =======  =============
-ml-latest-small, 90% train (91k)        4     1.8e5  0.6 s    1.8 s
-ml-latest-small, 90% train (91k)        256   1.4e6  2.6 s    10.2 s
-power-law 1M ratings (0.9M)             32    5.1e6  21 s     -
-power-law 1M ratings (0.9M)             1024  2.9e7  92 s     > 300 s
-power-law 10M ratings (9M)              2     1.3e7  26 s     -
-power-law 10M ratings (9M)              32    5.1e7  251 s    -
-======================================  ====  =====  =======  =============
-
-so the rule is, with ``work = pins * sqrt(K)``:
-
-* ``work <= DETERMINISTIC_WORK`` (1.5e6, up to ~15 s): Mt-KaHyPar ``deterministic``:
-  the same seed gives the same partition (ml-latest-small at every K up to 256, so all
-  the tests that pin hypergraph rows).
-* ``work <= MTKAHYPAR_WORK`` (6e6, up to ~30 s): Mt-KaHyPar ``default``, ~4x faster,
-  not reproducible run to run (save it with ``--save-partition`` / ``Partition.save`` /
-  the SSGD partition file to reuse it).
+* ``work <= DETERMINISTIC_WORK`` (1.5e6): Mt-KaHyPar ``deterministic``: the same seed
+  gives the same partition (ml-latest-small at every K up to 256, so all the tests that
+  pin hypergraph rows).
+* ``work <= MTKAHYPAR_WORK`` (6e6): Mt-KaHyPar ``default``, ~4x faster, not reproducible
+  run to run (save it with ``--save-partition`` / ``Partition.save`` to reuse it).
 * above: the seeded random partition refined by label propagation (``lp``,
-  :mod:`._refine`): seconds where Mt-KaHyPar takes many minutes, and deterministic. On
-  the power-law ratings its SOED was within 1 % of Mt-KaHyPar's at K = 32 and 1024
-  (11-18 % below random rows). It is a local method: on ml-latest-small at K = 2-8 it
-  is 7-14 % worse than Mt-KaHyPar (where the structure is real and multilevel finds
-  more), which is why it is only the fallback. Its pin-count table needs
-  ``4 * nets * K`` bytes; beyond ``LP_MAX_BYTES`` the rule keeps Mt-KaHyPar ``default``.
+  :mod:`._refine`), seconds where Mt-KaHyPar takes many minutes; only the fallback (a
+  local method). Its pin-count table needs ``4 * nets * K`` bytes; beyond
+  ``LP_MAX_BYTES`` the rule keeps Mt-KaHyPar ``default``.
 
 Examples
 --------

@@ -7,6 +7,7 @@ A hypergraph H = (V, N) has |V| vertices and |N| nets; net n's pins are
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,8 +155,6 @@ class Hypergraph:
 
     def __dask_tokenize__(self):
         # Deterministic key material without importing dask here.
-        import hashlib
-
         digest = hashlib.sha1()
         for a in (self.net_ptr, self.pins, self.vertex_weights, self.net_costs):
             digest.update(np.ascontiguousarray(a).tobytes())

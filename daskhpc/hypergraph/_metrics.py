@@ -51,8 +51,7 @@ def connectivity_sets(h: Hypergraph, parts, nparts: int) -> tuple[np.ndarray, np
 
 def connectivity(h: Hypergraph, parts, nparts: int) -> np.ndarray:
     """lambda(n) for every net (0 for an empty net)."""
-    lam_ptr, _ = connectivity_sets(h, parts, nparts)
-    return np.diff(lam_ptr)
+    return np.diff(connectivity_sets(h, parts, nparts)[0])
 
 
 def part_weights(h: Hypergraph, parts, nparts: int) -> np.ndarray:
@@ -73,8 +72,7 @@ def imbalance(weights: np.ndarray, nparts: int) -> np.ndarray:
     total = weights.sum(axis=0).astype(float)
     avg = total / nparts
     with np.errstate(divide="ignore", invalid="ignore"):
-        imb = np.where(avg > 0, weights.max(axis=0) / avg - 1.0, 0.0)
-    return imb
+        return np.where(avg > 0, weights.max(axis=0) / avg - 1.0, 0.0)
 
 
 def metrics(h: Hypergraph, parts, nparts: int, epsilon: float | None = None) -> dict:

@@ -61,9 +61,7 @@ def row_net(A, net_cost: int = 1, weights: str = "nnz") -> Hypergraph:
 
 def _coords(X):
     """(N, nnz) int64 coordinates and the shape of a sparse.COO or a (coords, shape) pair."""
-    if hasattr(X, "coords") and hasattr(X, "shape"):
-        return np.asarray(X.coords, dtype=np.int64), tuple(int(s) for s in X.shape)
-    coords, shape = X
+    coords, shape = (X.coords, X.shape) if hasattr(X, "coords") and hasattr(X, "shape") else X
     return np.asarray(coords, dtype=np.int64), tuple(int(s) for s in shape)
 
 

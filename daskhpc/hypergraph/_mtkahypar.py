@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._auto import mtkahypar_preset
 from ._hypergraph import Hypergraph
 from ._prepare import combined_weights, cuttable_nets, nets_as_lists
 
@@ -40,15 +41,10 @@ def _context(init, nparts, objective, epsilon, preset):
 
 
 def capped_weights(weights: np.ndarray, nparts: int) -> np.ndarray:
-    """Vertex weights capped at the average part weight ``ceil(W / K)``.
-
-    A vertex heavier than that overloads its part in every partition, so no partition
-    meets Mt-KaHyPar's balance bound; Mt-KaHyPar then keeps trying to rebalance (on the
-    1M-rating power-law matrix at K = 1024: 127 s and SOED 9.18M uncapped, 92 s and 8.72M
-    capped). Capped, such a vertex fills its part alone, which is the best any partition
-    can do, and the instance is feasible. Weights below the cap are unchanged, so
-    instances without such vertices (all our small ones) get exactly the same input.
-    """
+    """Vertex weights capped at the average part weight ``ceil(W / K)``: a heavier vertex
+    overloads its part in every partition and Mt-KaHyPar keeps trying to rebalance
+    (docs/partitioning.md, "Heavy vertices"); capped, it fills its part alone, the best
+    any partition can do. Weights below the cap are unchanged."""
     cap = -(-int(weights.sum()) // max(int(nparts), 1))
     return np.minimum(weights, cap) if weights.size and weights.max() > cap else weights
 
@@ -70,8 +66,6 @@ def partition_mtkahypar(h: Hypergraph, nparts: int, *, objective: str = "km1",
     import mtkahypar
 
     if preset == "auto":
-        from ._auto import mtkahypar_preset
-
         preset = mtkahypar_preset(h, nparts)
     init = _initializer(threads)
     ctx = _context(init, nparts, objective, epsilon, preset)
@@ -82,17 +76,3 @@ def partition_mtkahypar(h: Hypergraph, nparts: int, *, objective: str = "km1",
                                 h.net_costs[nets].tolist())
     return np.asarray(hg.partition(ctx).get_partition(), dtype=np.int64)
 
-
-def bisect_mtkahypar(h: Hypergraph, weights: np.ndarray, targets: tuple[int, int], *,
-                     epsilon: float, seed: int, threads: int = 1, **_) -> np.ndarray:
-    """2-way cut partition with individual target weights (used by recursive bisection)."""
-    import mtkahypar
-
-    init = _initializer(threads)
-    ctx = _context(init, 2, "cut", epsilon, "deterministic")
-    ctx.set_individual_target_block_weights([int(t) for t in targets])
-    mtkahypar.set_seed(int(seed))
-    nets = cuttable_nets(h)
-    hg = init.create_hypergraph(ctx, h.num_vertices, int(nets.size), nets_as_lists(h, nets),
-                                weights.tolist(), h.net_costs[nets].tolist())
-    return np.asarray(hg.partition(ctx).get_partition(), dtype=np.int64)

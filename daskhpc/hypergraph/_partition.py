@@ -17,8 +17,10 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
+from ._auto import choose_partitioner
 from ._hypergraph import Hypergraph
 from ._metrics import metrics as _metrics
+from ._partfile import read_part_file
 
 OBJECTIVES = ("km1", "soed", "cut")
 
@@ -124,8 +126,6 @@ class Partition:
     @classmethod
     def load(cls, path, nparts: int | None = None, num_vertices: int | None = None) -> "Partition":
         """Read a file written by :meth:`save` (or by PaToH / KaHyPar: one id per line)."""
-        from ._partfile import read_part_file
-
         parts = read_part_file(path, num_vertices=num_vertices, nparts=nparts)
         return cls(parts, int(nparts or (parts.max() + 1 if parts.size else 1)), "file",
                    meta={"path": str(path)})
@@ -143,8 +143,6 @@ class Partition:
                 f"imbalance={m['imbalance']:.3f})")
 
     def __dask_tokenize__(self):
-        import hashlib
-
         return ("daskhpc.Partition", self.nparts, hashlib.sha1(self.parts.tobytes()).hexdigest())
 
 
@@ -156,13 +154,11 @@ def _trivial(h: Hypergraph, nparts: int, allow_empty: bool) -> np.ndarray | None
         raise InputError("cannot partition a hypergraph with no vertices")
     if nparts == 1:
         return np.zeros(h.num_vertices, dtype=np.int64)
-    if nparts > h.num_vertices:
-        if not allow_empty:
-            raise InputError(
-                f"more parts ({nparts}) than vertices ({h.num_vertices}): every part would not "
-                "get a vertex; use fewer parts (or allow_empty=True)")
-        return np.arange(h.num_vertices, dtype=np.int64)
-    if nparts == h.num_vertices:
+    if nparts > h.num_vertices and not allow_empty:
+        raise InputError(
+            f"more parts ({nparts}) than vertices ({h.num_vertices}): every part would not "
+            "get a vertex; use fewer parts (or allow_empty=True)")
+    if nparts >= h.num_vertices:
         return np.arange(h.num_vertices, dtype=np.int64)
     return None
 
@@ -211,8 +207,6 @@ def partition(h: Hypergraph, nparts: int, partitioner: str = "mtkahypar", *,
         raise InputError(f"unknown objective {objective!r}; choose one of {list(OBJECTIVES)}")
     meta = {}
     if partitioner == AUTO:
-        from ._auto import choose_partitioner
-
         meta["auto"] = choose_partitioner(h, nparts)
         partitioner = meta["auto"]["backend"]
         options = {**meta["auto"]["options"], **options}  # explicit options win

@@ -23,11 +23,10 @@ def recursive_bisection(h: Hypergraph, nparts: int, bisect, *, epsilon: float = 
     """K-way partition by recursive bisection with the 2F / F SOED net costs.
 
     ``bisect(sub, weights, (max_left, max_right), epsilon=..., seed=...)`` returns 0/1 per
-    vertex of ``sub`` (``bisect_kahypar`` or ``bisect_mtkahypar``).
+    vertex of ``sub`` (``bisect_kahypar``).
 
     Examples
     --------
-    >>> from daskhpc.hypergraph._simple import partition_block
     >>> h = Hypergraph.from_nets(4, [[0, 1], [2, 3]])
     >>> def halves(sub, w, targets, **kw):
     ...     return (np.arange(sub.num_vertices) >= sub.num_vertices // 2).astype(int)

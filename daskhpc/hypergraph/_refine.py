@@ -33,6 +33,7 @@ import numpy as np
 from ._hypergraph import Hypergraph
 from ._metrics import max_part_weight
 from ._prepare import combined_weights
+from ._simple import partition_random
 
 __all__ = ["refine", "partition_lp", "vertex_nets"]
 
@@ -252,8 +253,6 @@ def refine(h: Hypergraph, parts: np.ndarray, nparts: int, *, objective: str = "s
 def partition_lp(h: Hypergraph, nparts: int, *, objective: str = "soed", epsilon: float = 0.03,
                  seed: int = 0, passes: int = 4, max_net_size: int = 128, **_) -> np.ndarray:
     """Seeded balanced random partition, refined by :func:`refine` (backend ``lp``)."""
-    from ._simple import partition_random
-
     start = partition_random(h, nparts, seed=seed)
     return refine(h, start, nparts, objective=objective, epsilon=epsilon, seed=seed,
                   passes=passes, max_net_size=max_net_size)

@@ -30,6 +30,9 @@ Examples
 
 from __future__ import annotations
 
+import sys
+import uuid
+
 import numpy as np
 
 from daskhpc.errors import InputError
@@ -66,7 +69,26 @@ def dataframe_module():
     return dd
 
 
-class Nonzeros:
+class _Pieces:
+    """What the workers hold of a collection: ``pieces`` (Futures), ``offsets`` (where
+    each piece's items start), ``remake`` and ``name``."""
+
+    def release(self) -> None:
+        """Let the workers free the pieces."""
+        for f in self.pieces:
+            f.release()
+        self.pieces = []
+
+    def reread(self, client) -> None:
+        """Compute the pieces again from the collection (after :meth:`release`, to route
+        parts again when their worker was lost): Dask reads the collection's graph
+        again, on the workers. A collection that no longer holds as many items per
+        piece (a file rewritten meanwhile) raises RuntimeError."""
+        self.release()
+        self.pieces = reread_pieces(client, self.remake, np.diff(self.offsets), self.name)
+
+
+class Nonzeros(_Pieces):
     """A validated collection of nonzeros whose values stay on the workers.
 
     Attributes
@@ -112,20 +134,6 @@ class Nonzeros:
         parts = client.gather([client.submit(_values_of, p, pure=False) for p in self.pieces])
         return np.concatenate(parts) if parts else np.zeros(0)
 
-    def release(self) -> None:
-        """Let the workers free the pieces."""
-        for f in self.pieces:
-            f.release()
-        self.pieces = []
-
-    def reread(self, client) -> None:
-        """Compute the pieces again from the collection (after :meth:`release`, to route
-        parts again when their worker was lost): Dask reads the collection's graph
-        again, on the workers. A collection that no longer holds as many nonzeros per
-        piece (a file rewritten meanwhile) raises RuntimeError."""
-        self.release()
-        self.pieces = reread_pieces(client, self.remake, np.diff(self.offsets), self.name)
-
     def __repr__(self) -> str:
         return (f"Nonzeros({self.name}: {' x '.join(map(str, self.shape))}, {self.nnz} "
                 f"nonzeros in {len(self.pieces)} pieces)")
@@ -134,8 +142,6 @@ class Nonzeros:
 def gathered(name: str, n: int, nbytes: int) -> None:
     """One line on stderr: a collection's values go to the client (``check_serial``: the
     serial reference runs there, on the whole input)."""
-    import sys
-
     print(f"check_serial: {name}: {n:,} values ({nbytes / 2**20:.1f} MiB) of the Dask "
           "collection gathered to the client for the serial reference", file=sys.stderr)
 
@@ -370,8 +376,7 @@ def _values_of(piece):
 
 
 def _count(piece) -> int:
-    v = piece[1]
-    return int(v.shape[0])
+    return int(piece[1].shape[0])
 
 
 def _select(piece, take, bounds, with_ids: bool):
@@ -433,8 +438,6 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
         ``part -> Future`` of ``join``'s result, on the part's worker. The routing
         intermediates are released (Dask frees them once the parts exist).
     """
-    import uuid
-
     token = uuid.uuid4().hex[:8]
     who = client.who_has(nz.pieces)
     nparts = len(takes[0][1]) - 1 if takes else 0

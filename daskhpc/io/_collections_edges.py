@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskhpc.arrays import unique_sorted
 from daskhpc.errors import InputError
 
-from ._collections import (_frame_piece, _kind, _named_columns, _sized_numbers, _summary,
-                           dataframe_module,
-                           gathered, reread_pieces)
+from ._collections import (_frame_piece, _kind, _named_columns, _Pieces, _sized_numbers,
+                           _summary, _values_of, dataframe_module, gathered)
 
 __all__ = ["Edges", "read_edge_list", "Rows", "read_rows", "check_rows", "rows_route",
            "join_rows"]
@@ -131,8 +131,6 @@ def _edge_problem(stats, cols, name) -> str | None:
 
 
 def _edge_unique(piece):
-    from daskhpc.arrays import unique_sorted
-
     return unique_sorted(piece[0].reshape(-1))
 
 
@@ -145,7 +143,7 @@ def _dense_pins(piece, id_map, itype):
     return (ids if id_map is None else np.searchsorted(id_map, ids)).astype(itype)
 
 
-class Rows:
+class Rows(_Pieces):
     """A dense (or scipy.sparse) row collection kept on the workers as row blocks.
 
     Attributes
@@ -166,26 +164,15 @@ class Rows:
         self.nonzeros, self.token, self.chunks = int(nonzeros), token, chunks
         self.remake, self.name = remake, name
 
-    def reread(self, client) -> None:
-        """The row blocks computed again from the array (to route parts again when
-        their worker was lost; :meth:`daskhpc.io.Nonzeros.reread`)."""
-        self.release()
-        self.pieces = reread_pieces(client, self.remake, np.diff(self.offsets), self.name)
-
     def gather(self, client):
         """All rows on the client (for checks such as ``check_serial`` only)."""
         import scipy.sparse as sp
 
         gathered(self.name, self.nonzeros, 8 * self.nonzeros)
-        blocks = client.gather([client.submit(_block_of, p, pure=False) for p in self.pieces])
+        blocks = client.gather([client.submit(_values_of, p, pure=False) for p in self.pieces])
         if blocks and sp.issparse(blocks[0]):
             return sp.vstack(blocks, format="csr")
         return np.concatenate(blocks) if blocks else np.zeros((0,) + self.shape[1:])
-
-    def release(self) -> None:
-        for f in self.pieces:
-            f.release()
-        self.pieces = []
 
 
 def read_rows(x, client, *, name: str = "features", rows: int | None = None) -> Rows:
@@ -251,10 +238,6 @@ def _as_piece(block):
     if hasattr(block, "tocsr"):
         block = block.tocsr()
     return None, block, None
-
-
-def _block_of(piece):
-    return piece[1]
 
 
 def rows_route(part_rows: list, offsets: np.ndarray) -> list:

@@ -10,7 +10,8 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-from ._collections import Nonzeros, _checked_count, _kind, _pins, _summary, dataframe_module
+from ._collections import (Nonzeros, _checked_count, _kind, _named_columns, _pins, _summary,
+                           dataframe_module)
 
 __all__ = ["read_ratings_frame", "ratings_files"]
 
@@ -234,10 +235,7 @@ def _rating_columns(x, columns, name) -> list:
         if len(cols) != 3:
             raise InputError(f"{name}: columns= names {len(cols)} columns; give the user, "
                              "item and rating columns")
-    for c in cols:
-        if c not in names:
-            raise InputError(f"{name}: column {c!r} is not in the DataFrame (columns: "
-                             f"{', '.join(map(str, names))})")
+    _named_columns(x, cols, name)
     dtypes = x.dtypes
     for c in cols[:2]:
         kind = getattr(dtypes[c], "kind", "O")

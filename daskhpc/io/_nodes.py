@@ -25,11 +25,6 @@ from ._errors import ReadError
 __all__ = ["read_node_features", "read_node_labels"]
 
 
-def _line_of(text: str, needle: str) -> int | None:
-    at = text.find(needle)
-    return None if at < 0 else text.count("\n", 0, at) + 1
-
-
 def read_node_features(path, *, num_nodes: int | None = None,
                        num_features: int | None = None) -> sp.csr_array:
     """Read ``{"node": [feature ids]}`` JSON into an n x f float64 0/1 CSR matrix.
@@ -62,38 +57,38 @@ def read_node_features(path, *, num_nodes: int | None = None,
         raise ReadError(path, e.lineno, f"not valid JSON ({e.msg})") from None
     if not isinstance(table, dict):
         raise ReadError(path, 1, "expected a JSON object {node id: [feature ids]}")
+
+    def bad(key, problem: str) -> ReadError:       # at the line of node ``key``
+        at = text.find(f'"{key}"')
+        return ReadError(path, None if at < 0 else text.count("\n", 0, at) + 1, problem)
+
     keys = list(table)
     nodes = np.full(len(keys), -1, np.int64)
     for i, key in enumerate(keys):
         if not (key.isdigit() and key.isascii()):
-            raise ReadError(path, _line_of(text, f'"{key}"'),
-                            f"node id {key!r} is not a non-negative integer")
+            raise bad(key, f"node id {key!r} is not a non-negative integer")
         nodes[i] = int(key)
         if not isinstance(table[key], list):
-            raise ReadError(path, _line_of(text, f'"{key}"'),
-                            f"node {key}: expected a list of feature ids")
+            raise bad(key, f"node {key}: expected a list of feature ids")
     lens = np.fromiter((len(table[k]) for k in keys), np.int64, len(keys))
     flat = list(itertools.chain.from_iterable(table[k] for k in keys))
     ok = np.fromiter((type(v) is int and v >= 0 for v in flat), bool, len(flat))
     if not ok.all():
         node = keys[int(np.searchsorted(np.cumsum(lens), int(np.argmin(ok)), side="right"))]
-        raise ReadError(path, _line_of(text, f'"{node}"'),
-                        f"node {node}: feature ids must be non-negative integers, found "
+        raise bad(node, f"node {node}: feature ids must be non-negative integers, found "
                         f"{flat[int(np.argmin(ok))]!r}")
     cols = np.asarray(flat, np.int64)
     n = int(nodes.max()) + 1 if nodes.size else 0
     if num_nodes is not None:
         if nodes.size and nodes.max() >= num_nodes:
             key = keys[int(np.argmax(nodes))]
-            raise ReadError(path, _line_of(text, f'"{key}"'),
-                            f"node id {key} is not below the node count {num_nodes}")
+            raise bad(key, f"node id {key} is not below the node count {num_nodes}")
         n = int(num_nodes)
     f = int(cols.max()) + 1 if cols.size else 0
     if num_features is not None:
         if cols.size and cols.max() >= num_features:
             node = keys[int(np.searchsorted(np.cumsum(lens), int(np.argmax(cols)), side="right"))]
-            raise ReadError(path, _line_of(text, f'"{node}"'),
-                            f"node {node}: feature id {int(cols.max())} is not below "
+            raise bad(node, f"node {node}: feature id {int(cols.max())} is not below "
                             f"{num_features}")
         f = int(num_features)
     rows = np.repeat(nodes, lens)

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import functools
 import time
+import uuid
 
 import numpy as np
 
 from daskhpc._workflows import RunOptions
 from daskhpc.comm import run_local_history
-from daskhpc.report import new_report
+from daskhpc.io import is_collection
+from daskhpc.report import compare_arrays, new_report
 
+from . import _collect
 from ._job import linear_job
 from ._plan import sections
 from ._program import assemble, fingerprint, model, program, row, statics
@@ -163,17 +166,12 @@ def fit(X, y=None, nparts: int | None = None, *, test=None, in_loop: bool = True
 def _fit(client, run, X, y, nparts, test, in_loop, options):
     from daskhpc.runtime import exchange_mode, run_job, worker_addresses
 
-    from daskhpc.io import is_collection
-
     if nparts is None:
         nparts = len(worker_addresses(client))
     nz = None
-    from ._collect import test_collection
-
-    if is_collection(X) or is_collection(y) or test_collection(test):
-        from ._collect import prepare_collection     # X's values stay on the workers
-
-        s, nz, y = prepare_collection(client, X, y, nparts, test, options)
+    if is_collection(X) or is_collection(y) or _collect.test_collection(test):
+        # X's values stay on the workers
+        s, nz, y = _collect.prepare_collection(client, X, y, nparts, test, options)
     else:
         s = prepare(X, y, nparts, test=test, **options)
     exchange = exchange_mode(run.exchange)
@@ -193,10 +191,6 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     info["execution"] = out.execution
     info["placement"] = {str(p): out.placement.worker(p) for p in range(s.nparts)}
     if run.check_serial:
-        from daskhpc.report import compare_arrays
-
-        from ._serial import run_serial
-
         ser = run_serial(s if nz is None else s_full, epochs=len(out.history))
         check = compare_arrays([(w, model(s, ser["w"]))], rtol=1e-12)
         check["reference"] = "plain serial SGD (dense gradients summed in part order)"
@@ -223,19 +217,15 @@ def _run_collection(client, s, job, nz, run, y, test, options):
     """``fit`` on a Dask Array: the parts' rows built on their workers (``_collect``),
     kept in the part store the frame runs on; with ``check_serial`` also the setup with
     X's values on the client (the serial reference needs them)."""
-    import uuid
-
     from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
 
-    from ._collect import full_setup, part_statics, rebuilder
-
     try:
-        full = full_setup(client, s, nz, y, test, options) if run.check_serial else None
+        full = _collect.full_setup(client, s, nz, y, test, options) if run.check_serial else None
         placement = Placement(s.nparts, worker_addresses(client))
         store = PartStore(client, placement, uuid.uuid4().hex[:10])
         try:
-            store.adopt("static", part_statics(client, s, nz, placement),
-                        rebuild=rebuilder(client, s, nz))
+            store.adopt("static", _collect.part_statics(client, s, nz, placement),
+                        rebuild=_collect.rebuilder(client, s, nz))
             nz.release()                       # the parts hold the values now
             if getattr(s, "test_set", None) is not None:
                 s.test_set.release()

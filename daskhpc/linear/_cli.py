@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from daskhpc import datasets
 from daskhpc._workflows import Call, RunOptions, Workflow, option
 
-from ._setup import Options
+from . import _api
+from ._setup import Options, validate_input
 
 __all__ = ["Linear"]
 
@@ -35,10 +37,8 @@ class CommandOptions(Options):
     def fit_keywords(self, read=None) -> dict:
         """``fit``'s keywords; with ``read`` (the data ``check`` read, test set included)
         no test file is named again."""
-        from daskhpc.datasets import resolve
-
         out = {k: getattr(self, k) for k in Options.__dataclass_fields__}
-        test = None if self.test is None or read is not None else resolve(self.test)
+        test = None if self.test is None or read is not None else datasets.resolve(self.test)
         return dict(out, test=test)
 
 
@@ -54,43 +54,25 @@ class Linear(Workflow):
     def check(self, call: Call) -> None:
         """The options, the files and their widths, and --parts against them, before the
         cluster starts (read once: the run reuses what was read)."""
-        from ._setup import validate_input
-
         call.data = validate_input(call.one_input("LIBSVM training file"), call.parts,
                                    **call.options.fit_keywords())
 
-
-    def predict(self, result, path: str) -> dict:
-        """The label of every row of a LIBSVM file, and the accuracy."""
-        from ._result import predict_file
-
-        return predict_file(result, path)
     def plan(self, call: Call) -> dict:
-        from ._api import plan
-
-        return plan(call.one_input("LIBSVM training file"),
-                    nparts=call.parts_or(None, "plan linear"),
-                    **call.options.fit_keywords(call.data))
+        return _api.plan(call.one_input("LIBSVM training file"),
+                         nparts=call.parts_or(None, "plan linear"),
+                         **call.options.fit_keywords(call.data))
 
     def run(self, call: Call, run: RunOptions) -> dict:
-        from ._api import fit
-
-        return fit(call.one_input("LIBSVM training file"), nparts=call.parts, run=run,
-                   **call.options.fit_keywords(call.data)).report()
+        return _api.fit(call.one_input("LIBSVM training file"), nparts=call.parts, run=run,
+                        **call.options.fit_keywords(call.data)).report()
 
     def demo(self, client) -> dict:
         """a9a / a9a.t, 4 parts, B = 512, 3 epochs, logistic loss, checked against serial."""
-        from daskhpc import datasets
-
-        from ._api import fit
-
-        return fit(datasets.path("libsvm"), nparts=4, batch=512, epochs=3, client=client,
-                   test=datasets.path("libsvm-test"), check_serial=True).report()
+        return _api.fit(datasets.path("libsvm"), nparts=4, batch=512, epochs=3, client=client,
+                        test=datasets.path("libsvm-test"), check_serial=True).report()
 
     def small_run(self) -> list:
         """a9a, 2 epochs of B = 512, hinge loss (its gradients are integers on a9a's binary
         features, so the run equals the plain serial reference bit for bit)."""
-        from daskhpc import datasets
-
         return [datasets.path("libsvm"), "--test", datasets.path("libsvm-test"), "--parts",
                 "3", "--batch", "512", "--epochs", "2", "--loss", "hinge", "--check-serial"]

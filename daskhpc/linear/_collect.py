@@ -18,7 +18,13 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc._workflows import checked_options
 from daskhpc.errors import InputError
+from daskhpc.io import is_collection, labels_route, read_nonzeros, route
+
+from ._data import load
+from ._program import statics
+from ._setup import Options, prepare, setup_of
 
 __all__ = ["prepare_collection", "part_statics", "full_setup", "rebuilder",
            "test_collection"]
@@ -26,8 +32,6 @@ __all__ = ["prepare_collection", "part_statics", "full_setup", "rebuilder",
 
 def _labels(client, y, M: int, what: str = "y", of: str = "X"):
     """The labels on the client: a Dask Array checked from its metadata, then computed."""
-    from daskhpc.io import is_collection
-
     if y is None:
         raise InputError(f"{what}: give the labels (a Dask Array or an array, one per row of "
                          f"{of})")
@@ -52,8 +56,6 @@ def _labels(client, y, M: int, what: str = "y", of: str = "X"):
 
 def test_collection(test) -> bool:
     """Whether ``test`` is ``(X_test, y_test)`` with X_test (or y_test) a Dask collection."""
-    from daskhpc.io import is_collection
-
     return isinstance(test, tuple) and len(test) == 2 and any(map(is_collection, test))
 
 
@@ -74,8 +76,6 @@ class TestSet:
 
 def _read_test(client, test):
     """``TestSet`` of ``(X_test, y_test)`` whose X_test is a Dask Array of row chunks."""
-    from daskhpc.io import is_collection, read_nonzeros
-
     Xt, yt = test
     if not (is_collection(Xt) and hasattr(Xt, "chunks")):
         raise InputError(f"test: X_test is a {type(Xt).__name__}; with a Dask collection in "
@@ -95,12 +95,6 @@ def _read_test(client, test):
 def prepare_collection(client, X, y, nparts, test, options):
     """``(setup, nonzeros, y)``: the run's Setup from X's pattern (its values on the
     workers, in ``nonzeros``) and the labels."""
-    from daskhpc._workflows import checked_options
-    from daskhpc.io import is_collection, read_nonzeros
-
-    from ._data import load
-    from ._setup import Options, setup_of
-
     opts = checked_options(Options, options, "linear")   # options first: they cost nothing
     if not (is_collection(X) and hasattr(X, "chunks")):
         raise InputError(f"X: a {type(X).__name__}; give X as a Dask Array of "
@@ -145,10 +139,6 @@ def part_statics(client, s, nz, placement, parts=None) -> dict:
     """``{part: Future}`` of every part's static data (or ``parts``'), its CSR rows built
     on its worker from the entries routed there (the other fields from the client, as in
     memory)."""
-    from daskhpc.io import labels_route, route
-
-    from ._program import statics
-
     P = s.nparts
     owner = np.empty(s.data.X.shape[0], np.int64)
     for p, rows in enumerate(s.rows):
@@ -174,8 +164,6 @@ def part_statics(client, s, nz, placement, parts=None) -> dict:
 def _test_parts(client, s, where: dict, parts=None) -> dict:
     """``{part: Future}`` of every part's test rows (``setup.test_rows[p]``) built on its
     worker from a test set on the workers (``{}`` without one)."""
-    from daskhpc.io import labels_route, route
-
     tset = getattr(s, "test_set", None)
     if tset is None:
         return {}
@@ -242,8 +230,6 @@ def _part_static(arg, *segments):
 
 def full_setup(client, s, nz, labels, test, options):
     """The run's Setup with X's values on the client (``check_serial`` only)."""
-    from ._setup import prepare
-
     r, c = nz.pins[0].astype(np.int64), nz.pins[1].astype(np.int64)
     X = sp.csr_array((nz.gather_values(client), (r, c)), shape=nz.shape)
     tset = getattr(s, "test_set", None)

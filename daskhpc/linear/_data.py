@@ -26,6 +26,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numba
@@ -33,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from daskhpc.errors import InputError
+from daskhpc.io import read
 
 __all__ = ["LinearData", "load", "features", "labels", "check_width"]
 
@@ -61,10 +63,6 @@ _READ: dict = {}        # the last files read: the CLI's check reads them before
 def _read(x, what, zero_based="auto"):
     """(matrix, labels, source, zero_based) of a path, a SparseInput or an array."""
     if isinstance(x, (str, bytes)) or hasattr(x, "__fspath__"):
-        import os
-
-        from daskhpc.io import read
-
         st = os.stat(x)
         key = (os.path.realpath(x), st.st_mtime_ns, st.st_size, zero_based)
         if key not in _READ:
@@ -133,8 +131,8 @@ def labels(y, n: int, what: str, classes=None):
 
 def _with_intercept(X):
     """X with a last column of ones (each row's entries, then its 1), as
-    ``sp.hstack([X, ones])`` gives it (a9a: 8.5 ms hstack, 4.8 ms with numpy's masks,
-    now one pass of :func:`_append_column`; measured)."""
+    ``sp.hstack([X, ones])`` gives it, in one pass of :func:`_append_column` (faster:
+    docs/benchmarks.md)."""
     n, F = X.shape
     nnz = X.nnz + n
     # (the index type hstack gives a csr_array: its indptr's, at least int32, wider if needed)

@@ -30,6 +30,10 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from daskhpc.errors import InputError
+
+from ._api import fit, serial_fit
+
 __all__ = ["SGDClassifier", "LogisticRegression"]
 
 _LOSSES = {"log_loss": "log", "hinge": "hinge"}
@@ -59,10 +63,6 @@ class _LinearClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X, y):
         """Train on ``X`` (dense or scipy sparse, n_samples x n_features) and labels ``y``
         (two values: binary; more: one-vs-rest). Returns self."""
-        from daskhpc.errors import InputError
-
-        from ._api import fit, serial_fit
-
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
                              order="C")
         check_classification_targets(y)

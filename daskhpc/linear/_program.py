@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from daskhpc.allreduce import append_allreduce
+from daskhpc.allreduce import allreduce_local, append_allreduce
 from daskhpc.comm import Program
 
 from ._kernels import (
@@ -286,13 +286,12 @@ def fingerprint(s) -> dict:
     opts = asdict(s.options)
     if isinstance(opts["class_weight"], dict):     # JSON keys: the labels as text
         opts["class_weight"] = {str(k): float(v) for k, v in opts["class_weight"].items()}
-    for k in ("epochs", "tol", "n_iter_no_change"):
-        opts.pop(k)             # a resumed run may go on for more epochs, or stop otherwise
-    opts.pop("init")            # a warm start: its weights (only where set)
+    # a resumed run may go on for more epochs, or stop otherwise; alpha and beta only
+    # choose algorithms (the calls' plans say which); a warm start: its weights
+    for k in ("epochs", "tol", "n_iter_no_change", "alpha", "beta", "init"):
+        opts.pop(k)
     if s.w0 is not None:
         opts["init"] = array_digest(s.w0)
-    for k in ("alpha", "beta"):
-        opts.pop(k)             # they only choose algorithms: the calls' plans say which
     return {"input": {k: v for k, v in s.data.source.items() if k != "path"},
             "data": digest, "parts": s.nparts, "options": opts,
             "algorithms": sorted({a.name for a, _, _ in s.calls(0)})}
@@ -300,8 +299,6 @@ def fingerprint(s) -> dict:
 
 def warm_up():
     """Load the numba kernels on a worker before anything is timed."""
-    from daskhpc.allreduce import allreduce_local
-
     ip, ix, d = np.array([0, 1]), np.array([0], np.int32), np.array([1.0])
     rows = np.array([0])
     m = margins(ip, ix, d, rows, np.ones(1))

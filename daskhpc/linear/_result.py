@@ -12,9 +12,13 @@ Examples
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc.errors import InputError
+from daskhpc.io import read
 from daskhpc.report import WorkflowResult
 
 __all__ = ["LinearResult", "predict_file"]
@@ -106,11 +110,7 @@ class LinearResult(WorkflowResult):
     @staticmethod
     def _matrix(X):
         """``(matrix, labels or None)`` of ``X``: a LIBSVM path is read."""
-        import os
-
         if isinstance(X, (str, os.PathLike)):
-            from daskhpc.io import read
-
             got = read(X, format="libsvm")
             return got.matrix, got.labels
         return (sp.csr_array(X) if sp.issparse(X) else np.asarray(X, np.float64)), None
@@ -119,8 +119,6 @@ class LinearResult(WorkflowResult):
 def predict_file(result: LinearResult, path: str) -> dict:
     """``daskhpc predict DIR DATA.libsvm``: the saved classifier's label of every row of a
     LIBSVM file, and its accuracy against the file's labels."""
-    from daskhpc.errors import InputError
-
     X, y = result._matrix(path)
     try:
         pred = result.predict(X)

@@ -24,6 +24,7 @@ Examples
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field, replace
 
@@ -40,7 +41,8 @@ from daskhpc.allreduce import (
     dense_bound_plan,
     make,
 )
-from daskhpc._workflows import checked_options, option
+from daskhpc._saved import load as load_saved
+from daskhpc._workflows import check_choice, checked_options, option
 from daskhpc.errors import InputError
 
 from ._data import LinearData, load
@@ -52,14 +54,11 @@ __all__ = ["warm_weights", "Options", "Setup", "prepare", "setup_of", "permutati
 
 #: ``--batch auto``: the least B (Renggli's mini-batch, and every B with one part)
 MIN_BATCH = 8
-#: ``--batch auto``: at least this many steps (updates) per part and epoch. Fewer, larger
-#: steps lose accuracy per epoch: on a9a with its positives thinned to 3.7 % and 2 parts
-#: (12,830 rows each), 5 epochs at B = 128 gave .9633, below the tests' 0.998 x
-#: scikit-learn's .9653, B = 51-64 did not; on a9a with 2 parts auto gives B = 64, .851
-#: after one epoch (docs/linear.md)
+#: ``--batch auto``: at least this many steps (updates) per part and epoch: fewer, larger
+#: steps lose accuracy per epoch (docs/linear.md)
 AUTO_STEPS = 256
 #: ``--batch auto``: seconds per stored entry of a batch's rows (margins, gradient and
-#: update; 40-50 ns measured on a9a for B = 8-256, docs/linear.md)
+#: update; measured: docs/linear.md)
 ENTRY_S = 45e-9
 
 
@@ -126,8 +125,7 @@ class Options:
                                           "the training file's)", type=int)
 
     def check(self) -> None:
-        if self.loss not in LOSSES:
-            raise InputError(f"unknown --loss {self.loss!r}; choose one of {list(LOSSES)}")
+        check_choice("--loss", self.loss, LOSSES)
         self.batch = parse_batch(self.batch)
         for name in ("epochs", "n_iter_no_change"):
             if int(getattr(self, name)) < 1:
@@ -141,15 +139,11 @@ class Options:
             v = getattr(self, name)
             if not (np.isfinite(v) and v >= 0):
                 raise InputError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
-        if self.learning_rate not in SCHEDULES:
-            raise InputError(f"unknown --learning-rate {self.learning_rate!r}; choose one of "
-                             f"{list(SCHEDULES)}")
+        check_choice("--learning-rate", self.learning_rate, SCHEDULES)
         if self.learning_rate == "optimal" and not self.reg > 0:
             raise InputError("--learning-rate optimal needs --reg > 0 (its steps are "
                              "1 / (reg (t0 + t))); choose another schedule for --reg 0")
-        if self.penalty not in PENALTIES:
-            raise InputError(f"unknown --penalty {self.penalty!r}; choose one of "
-                             f"{list(PENALTIES)}")
+        check_choice("--penalty", self.penalty, PENALTIES)
         if not (np.isfinite(self.l1_ratio) and 0.0 <= self.l1_ratio <= 1.0):
             raise InputError(f"--l1-ratio must lie in [0, 1], got {self.l1_ratio}")
         cw = self.class_weight
@@ -307,10 +301,6 @@ class Setup:
         o = self.options
         return None if o.topk is None else int(o.k if o.topk == "approx" else o.topk)
 
-    def batch_sizes(self, i: int) -> list[int]:
-        B = self.options.batch
-        return [max(0, min(B, r.size - i * B)) for r in self.rows]
-
     def local_batch(self, e: int, i: int, p: int) -> np.ndarray:
         """Positions (in part p's rows) of its batch in iteration i of epoch e."""
         B = self.options.batch
@@ -467,11 +457,7 @@ def warm_weights(init, classes, size: int) -> np.ndarray:
     InputError
         Not a linear model, other classes, or another width (features, intercept).
     """
-    import os
-
     if isinstance(init, (str, os.PathLike)):
-        from daskhpc._saved import load as load_saved
-
         init = load_saved(init, workflow="linear")
     w = getattr(init, "w", None)
     if w is None:
