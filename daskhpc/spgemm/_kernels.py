@@ -98,16 +98,12 @@ def column_bounds(flops, nrows):
 @njit(**_OPTS)
 def merge_bounds(ptr, off, ncols, nrows):
     """Per column ``min(sum of the parts' nonzeros, nrows)`` and their sum."""
-    bound = np.zeros(ncols, np.int64)
+    nnz = np.zeros(ncols, np.int64)
     for m in range(off.size - 1):
         po = off[m]
         for j in range(ncols):
-            bound[j] += ptr[po + j + 1] - ptr[po + j]
-    total = 0
-    for j in range(ncols):
-        bound[j] = min(bound[j], nrows)
-        total += bound[j]
-    return bound, total
+            nnz[j] += ptr[po + j + 1] - ptr[po + j]
+    return column_bounds(nnz, nrows)
 
 
 @njit(**_OPTS)
@@ -171,127 +167,14 @@ def symbolic_hash(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, bound):
     return counts
 
 
-@njit(inline="always", **_OPTS)
-def _hash_add(keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cover - numba
-    """Add v to row r of the open-addressing table (linear probing, section IV-D).
-
-    A new row takes output position ``pos``; returns the next free position.
-    """
-    h = (r * _HASH) & mask
-    while True:
-        k = keys[h]
-        if k == r:
-            c_val[slot[h]] += v
-            return pos
-        if k == _EMPTY:
-            keys[h] = r
-            slot[h] = pos
-            c_idx[pos] = r
-            c_val[pos] = v
-            return pos + 1
-        h = (h + 1) & mask
-
-
-@njit(**_OPTS)
-def spa_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
-                 p_idx, p_val, where, c_ptr, c_idx, c_val):
-    """``sum_m P_m + sum_s A_s · B_s`` in one pass with a dense accumulator.
-
-    The ``P_m`` (``p_*`` lists, possibly empty) are matrices of the output's
-    shape added on the way (the fused Merge-Fiber: pieces other layers sent).
-
-    ``where`` is an int32 or int64 array with one entry per row of A, all < 0
-    (int32 is enough while the output has fewer than 2**31 entries: it halves
-    the accumulator's cache footprint). Outputs are filled in place: ``c_ptr``
-    (``ncols + 1``), ``c_idx`` and ``c_val`` with at least the product's nnz
-    entries (allocated by the caller with numpy, which asks for huge pages).
-    Returns the nnz written.
-    """
-    ncols = c_ptr.size - 1
-    c_ptr[0] = 0
-    pos = 0
-    for j in range(ncols):
-        start = pos
-        for m in range(p_off.size - 1):
-            po = p_off[m]
-            for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
-                r = p_idx[t]
-                p = where[r]
-                if p >= start:
-                    c_val[p] += p_val[t]
-                else:
-                    where[r] = pos
-                    c_idx[pos] = r
-                    c_val[pos] = p_val[t]
-                    pos += 1
-        for s in range(a_off.size - 1):
-            ao = a_off[s]
-            bo = b_off[s]
-            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
-                i = b_idx[q]
-                bv = b_val[q]
-                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
-                    r = a_idx[t]
-                    p = where[r]
-                    if p >= start:
-                        c_val[p] += a_val[t] * bv
-                    else:
-                        where[r] = pos
-                        c_idx[pos] = r
-                        c_val[pos] = a_val[t] * bv
-                        pos += 1
-        c_ptr[j + 1] = pos
-    return pos
-
-
-@njit(**_OPTS)
-def hash_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
-                  p_idx, p_val, bound, c_ptr, c_idx, c_val):
-    """``sum_m P_m + sum_s A_s · B_s`` in one pass with a hash table per column (§IV-D).
-
-    ``bound[j]`` bounds the nonzeros of column j (sizes its table); the rest as
-    for :func:`spa_multiply`.
-    """
-    ncols = c_ptr.size - 1
-    maxb = 0
-    for j in range(ncols):
-        maxb = max(maxb, bound[j])
-    keys = np.full(_table_size(maxb), _EMPTY, np.int32)
-    slot = np.empty(_table_size(maxb), np.int64)
-    c_ptr[0] = 0
-    pos = 0
-    for j in range(ncols):
-        if bound[j] == 0:
-            c_ptr[j + 1] = pos
-            continue
-        size = _table_size(bound[j])
-        mask = size - 1
-        keys[:size] = _EMPTY
-        for m in range(p_off.size - 1):
-            po = p_off[m]
-            for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
-                r = p_idx[t]
-                pos = _hash_add(keys, slot, mask, r, p_val[t], c_idx, c_val, pos)
-        for s in range(a_off.size - 1):
-            ao = a_off[s]
-            bo = b_off[s]
-            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
-                i = b_idx[q]
-                bv = b_val[q]
-                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
-                    r = a_idx[t]
-                    pos = _hash_add(keys, slot, mask, r, a_val[t] * bv, c_idx, c_val, pos)
-        c_ptr[j + 1] = pos
-    return pos
-
-
 # ---------------------------------------------------------------- semirings and masks
 #
 # A semiring is a small int (``SEMIRINGS`` gives the names). plus_times without a mask
-# runs the kernels above, untouched (the caller, ``_local``, picks the kernel: a branch
-# inside one kernel made plus_times 1.29x slower); every other semiring, and any masked
-# product, runs ``spa_semiring``/``hash_semiring``, whose ``_mul``/``_add`` branch on the
-# semiring, a loop invariant. The first term of an entry is stored
+# runs ``spa_multiply``/``hash_multiply``: the bodies below with the semiring and the mask
+# mode constants (the caller, ``_local``, picks the kernel: a run-time branch inside one
+# kernel made plus_times 1.29x slower); every other semiring, and any masked product,
+# runs ``spa_semiring``/``hash_semiring``, one kernel per semiring (below), whose
+# ``_mul``/``_add`` branch on the semiring, a constant. The first term of an entry is stored
 # as it is, which is what starting the accumulator at the additive identity (0, +inf,
 # -inf, False) gives; an entry exists iff the symbolic product has it, whatever its value.
 # A mask (``mmode`` 1: keep rows in M(:, j); 2: keep rows not in it) is stamped into
@@ -380,7 +263,9 @@ def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
 
 @njit(inline="always", **_OPTS)
 def _hash_acc(sr, keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cover - numba
-    """:func:`_hash_add` with the semiring's addition."""
+    """Add v to row r of the open-addressing table (linear probing, section IV-D) with
+    the semiring's addition; a new row takes output position ``pos``; returns the next
+    free position."""
     h = (r * _HASH) & mask
     while True:
         k = keys[h]
@@ -438,104 +323,56 @@ def _hash_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val
     return pos
 
 
-# One kernel per semiring (module-level, so that numba caches each): the body is inlined
-# with ``sr`` a constant, so its branches fold away at compile time.
+@njit(**_OPTS)
+def spa_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
+                 p_idx, p_val, where, c_ptr, c_idx, c_val):
+    """``sum_m P_m + sum_s A_s · B_s`` in one pass with a dense accumulator.
+
+    The ``P_m`` (``p_*`` lists, possibly empty) are matrices of the output's
+    shape added on the way (the fused Merge-Fiber: pieces other layers sent).
+
+    ``where`` is an int32 or int64 array with one entry per row of A, all < 0
+    (int32 is enough while the output has fewer than 2**31 entries: it halves
+    the accumulator's cache footprint). Outputs are filled in place: ``c_ptr``
+    (``ncols + 1``), ``c_idx`` and ``c_val`` with at least the product's nnz
+    entries (allocated by the caller with numpy, which asks for huge pages).
+    Returns the nnz written.
+    """
+    return _spa_body(PLUS_TIMES, 0, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+                     p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, where, c_ptr, c_idx, c_val)
+
 
 @njit(**_OPTS)
-def _spa_plus_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(0, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
+def hash_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
+                  p_idx, p_val, bound, c_ptr, c_idx, c_val):
+    """``sum_m P_m + sum_s A_s · B_s`` in one pass with a hash table per column (§IV-D).
 
-@njit(**_OPTS)
-def _spa_min_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(1, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
+    ``bound[j]`` bounds the nonzeros of column j (sizes its table); the rest as
+    for :func:`spa_multiply`.
+    """
+    return _hash_body(PLUS_TIMES, 0, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+                      p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, bound, c_ptr, c_idx, c_val)
 
-@njit(**_OPTS)
-def _spa_max_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(2, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
 
-@njit(**_OPTS)
-def _spa_max_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(3, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
+# One kernel per semiring (numba caches each: the semiring is a closure constant, part of
+# numba's cache key): the body is inlined with ``sr`` a constant, so its branches fold
+# away at compile time.
 
-@njit(**_OPTS)
-def _spa_or_and(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(4, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
+def _semiring_kernels(sr):
+    @njit(**_OPTS)
+    def spa(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
+            p_idx, p_val, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+        return _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+                         p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where, c_ptr,
+                         c_idx, c_val)
 
-@njit(**_OPTS)
-def _spa_plus_pair(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(5, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_plus_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(0, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_min_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(1, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_max_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(2, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_max_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(3, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_or_and(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(4, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_plus_pair(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(5, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
+    @njit(**_OPTS)
+    def hash_(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
+              p_idx, p_val, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+        return _hash_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+                          p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound, c_ptr,
+                          c_idx, c_val)
+    return spa, hash_
 
 
 def spa_semiring(sr, mmode, *args):
@@ -553,10 +390,7 @@ def hash_semiring(sr, mmode, *args):
     return _HASH_KERNELS[sr](mmode, *args)
 
 
-_SPA_KERNELS = (_spa_plus_times, _spa_min_plus, _spa_max_plus, _spa_max_times, _spa_or_and,
-                _spa_plus_pair)
-_HASH_KERNELS = (_hash_plus_times, _hash_min_plus, _hash_max_plus, _hash_max_times,
-                 _hash_or_and, _hash_plus_pair)
+_SPA_KERNELS, _HASH_KERNELS = zip(*map(_semiring_kernels, range(len(SEMIRINGS))))
 
 
 @njit(**_OPTS)
@@ -584,58 +418,7 @@ def symbolic_masked(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols, m_pt
     return counts
 
 
-@njit(**_OPTS)
-def spa_merge(ptr, off, idx, val, where, c_ptr, c_idx, c_val):
-    """Sum of same-shape matrices in one pass, dense accumulator (Merge-Layer/-Fiber)."""
-    ncols = c_ptr.size - 1
-    c_ptr[0] = 0
-    pos = 0
-    for j in range(ncols):
-        start = pos
-        for m in range(off.size - 1):
-            po = off[m]
-            for t in range(ptr[po + j], ptr[po + j + 1]):
-                r = idx[t]
-                p = where[r]
-                if p >= start:
-                    c_val[p] += val[t]
-                else:
-                    where[r] = pos
-                    c_idx[pos] = r
-                    c_val[pos] = val[t]
-                    pos += 1
-        c_ptr[j + 1] = pos
-    return pos
-
-
-@njit(**_OPTS)
-def hash_merge(ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
-    """Unsorted-hash merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
-    ncols = c_ptr.size - 1
-    maxb = 0
-    for j in range(ncols):
-        maxb = max(maxb, bound[j])
-    keys = np.full(_table_size(maxb), _EMPTY, np.int32)
-    slot = np.empty(_table_size(maxb), np.int64)
-    c_ptr[0] = 0
-    pos = 0
-    for j in range(ncols):
-        if bound[j] == 0:
-            c_ptr[j + 1] = pos
-            continue
-        size = _table_size(bound[j])
-        mask = size - 1
-        keys[:size] = _EMPTY
-        for m in range(off.size - 1):
-            po = off[m]
-            for t in range(ptr[po + j], ptr[po + j + 1]):
-                r = idx[t]
-                pos = _hash_add(keys, slot, mask, r, val[t], c_idx, c_val, pos)
-        c_ptr[j + 1] = pos
-    return pos
-
-
-@njit(**_OPTS)
+@njit(inline="always", **_OPTS)
 def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
     """Semiring sum of same-shape matrices in one pass, dense accumulator
     (Merge-Layer/-Fiber)."""
@@ -660,7 +443,7 @@ def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
     return pos
 
 
-@njit(**_OPTS)
+@njit(inline="always", **_OPTS)
 def hash_merge_semiring(sr, ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
     """Unsorted-hash semiring merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
     ncols = c_ptr.size - 1
@@ -684,6 +467,18 @@ def hash_merge_semiring(sr, ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
                 pos = _hash_acc(sr, keys, slot, mask, idx[t], val[t], c_idx, c_val, pos)
         c_ptr[j + 1] = pos
     return pos
+
+
+@njit(**_OPTS)
+def spa_merge(ptr, off, idx, val, where, c_ptr, c_idx, c_val):
+    """Sum of same-shape matrices in one pass, dense accumulator (Merge-Layer/-Fiber)."""
+    return spa_merge_semiring(PLUS_TIMES, ptr, off, idx, val, where, c_ptr, c_idx, c_val)
+
+
+@njit(**_OPTS)
+def hash_merge(ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
+    """Unsorted-hash merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
+    return hash_merge_semiring(PLUS_TIMES, ptr, off, idx, val, bound, c_ptr, c_idx, c_val)
 
 
 # Sorting: our own stable merge sort of (row, value) pairs, not ``np.argsort``: numba
