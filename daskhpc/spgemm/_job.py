@@ -346,14 +346,7 @@ class Batches:
         pairs = [(f, w) for t in sorted(self.kept) for f, w, _ in self.kept[t]]
         t0 = time.perf_counter()
         blocks = gather_direct(self.client, pairs) if pairs else []
-        disk = [t for t in sorted(self.files) if t not in self.kept]
-        for t in disk:
-            for name in self.files[t]:
-                path = self.ck.file(t, name)
-                if not os.path.exists(path):
-                    raise InputError(f"{path}: missing from the checkpoint (batch {t} is "
-                                     "recorded complete)")
-                blocks.append(load_kept(path))
+        blocks += [load_kept(path) for _, _, path, _ in self._in_checkpoint_only()]
         release_futures(f for f, _ in pairs)     # C is here now: free it on the workers
         self.kept = {}
         self.after["gather_s"] = time.perf_counter() - t0
@@ -377,9 +370,9 @@ class Batches:
     def _in_checkpoint_only(self) -> list:
         """``(batch, name, path, worker)`` of every kept block recorded in the checkpoint
         but no longer in memory, spread over the workers in turn (a task there reads it)."""
-        workers = sorted(self.client.scheduler_info()["workers"])
         disk = [(t, name) for t in sorted(self.files) if t not in self.kept
                 for name in self.files[t]]
+        workers = sorted(self.client.scheduler_info()["workers"]) if disk else []
         out = []
         for n, (t, name) in enumerate(disk):
             path = self.ck.file(t, name)

@@ -27,8 +27,9 @@ from ._block import CscBlock
 from ._consumers import Consumer, parse_consumer
 from ._kernels import SEMIRINGS
 from ._grid import Grid, Layout
+from ._local import semiring_code
 from ._memory import parse_bytes
-from ._prep import check_inputs, localize, permutations
+from ._prep import as_csr, check_inputs, localize, permutations
 from ._symbolic import BYTES_PER_UNMERGED, planned_batches
 
 __all__ = ["Setup", "prepare", "fingerprint", "matrix_digest", "check_semiring", "check_mask",
@@ -206,11 +207,10 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
 
 def check_semiring(semiring) -> int:
     """The code of a semiring name, or a one-line InputError listing the names."""
-    if isinstance(semiring, (int, np.integer)) and 0 <= int(semiring) < len(SEMIRINGS):
-        return int(semiring)
-    if semiring in SEMIRINGS:
-        return SEMIRINGS.index(semiring)
-    raise InputError(f"semiring must be one of {', '.join(SEMIRINGS)}, not {semiring!r}")
+    try:
+        return semiring_code(semiring)
+    except ValueError as e:
+        raise InputError(str(e)) from None
 
 
 def check_mask(mask, shape) -> sp.csr_array | None:
@@ -218,15 +218,8 @@ def check_mask(mask, shape) -> sp.csr_array | None:
     is not C's. Only its pattern counts (stored entries, whatever their values)."""
     if mask is None:
         return None
-    from ._prep import matrix_of
-
     name = f"{os.fspath(mask)}: " if isinstance(mask, (str, os.PathLike)) else ""
-    m = matrix_of(mask)
-    if not sp.issparse(m):
-        m = np.asarray(m)
-        if m.ndim != 2:
-            raise InputError(f"{name}the mask must be a 2-D matrix, got {m.ndim} dimension(s)")
-    m = sp.csr_array(m, dtype=np.float64)
+    m = as_csr(mask, f"{name}the mask")
     if m.shape != tuple(shape):
         raise InputError(f"{name}the mask is {m.shape[0]} x {m.shape[1]}, but C = A·B is "
                          f"{shape[0]} x {shape[1]}")
