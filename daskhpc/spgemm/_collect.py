@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections import Counter
 
 import numpy as np
 import scipy.sparse as sp
@@ -196,9 +197,7 @@ def to_dask_array(client, s, lay, pieces: list):
     nr, nc = row_bounds.size - 1, col_bounds.size - 1
     row_chunk = np.repeat(np.arange(nr), np.diff(row_bounds))
     col_chunk = np.repeat(np.arange(nc), np.diff(col_bounds))
-    home = {}
-    for f, w, t, cell in pieces:
-        home[(t, cell)] = w
+    home = {(t, cell): w for _, w, t, cell in pieces}
     workers = sorted({w for _, w, _, _ in pieces}) or [None]
     token = uuid.uuid4().hex[:8]
     edges: dict = {}              # chunk -> [item futures]
@@ -209,11 +208,7 @@ def to_dask_array(client, s, lay, pieces: list):
         rows = np.arange(m) if i is None else s.pr[slice(*lay.rows(i))]
         cols = s.pc[lay.batch_columns(t, j, k)]
         touched.append((np.unique(row_chunk[rows]), np.unique(col_chunk[cols])))
-    count: dict = {}
-    for rset, cset in touched:
-        for I in rset:
-            for J in cset:
-                count[(int(I), int(J))] = count.get((int(I), int(J)), 0) + 1
+    count = Counter((int(I), int(J)) for rset, cset in touched for I in rset for J in cset)
     drop = getattr(s, "semiring", 0) == 0    # other semirings keep entries whose value is 0
     direct = {}                   # chunk -> Future: a piece that is its chunk, converted
     for idx, ((f, w, t, cell), (rset, cset)) in enumerate(zip(pieces, touched)):

@@ -161,11 +161,11 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
             put("bpiece", t, cell, (T.b_piece, b_keys[cell], bcols), cell)
             mk[cell] = None if mask_keys is None else \
                 put("mpiece", t, cell, (T.b_piece, mask_keys[cell], bcols), cell)
-        finals, prev = {}, None
+        finals, prev, ins = {}, None, {}
         for cell in g.cells():
             i, j, k = cell
-            a_in = [step_key(run, "sendA", t, i, s, k) for s in range(q)]
-            b_in = [step_key(run, "bpiece", t, s, j, k) for s in range(q)]
+            a_in, b_in = ins[cell] = ([step_key(run, "sendA", t, i, s, k) for s in range(q)],
+                                      [step_key(run, "bpiece", t, s, j, k) for s in range(q)])
             off = lay.part_offsets(t, j)
             if local == "fused":
                 if l == 1:
@@ -181,15 +181,13 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                                     (T.fused_part, q, int(off[k2]), int(off[k2 + 1]), after,
                                      spec, mk[cell], *a_in, *b_in), cell)
                 continue
-            else:
-                mults = [put("mult", t, (*cell, s), (T.stage_multiply, a_in[s], b_in[s], spec,
-                                                     mk[cell]), cell)
-                         for s in range(q)]
-                if l == 1:
-                    put("cblock", t, cell, (T.merge_fiber, consumer.sort, spec[0], *mults),
-                        cell)
-                    continue
-                layer = put("layer", t, cell, (T.merge_layer, spec[0], *mults), cell)
+            mults = [put("mult", t, (*cell, s), (T.stage_multiply, a_in[s], b_in[s], spec,
+                                                 mk[cell]), cell)
+                     for s in range(q)]
+            if l == 1:
+                put("cblock", t, cell, (T.merge_fiber, consumer.sort, spec[0], *mults), cell)
+                continue
+            layer = put("layer", t, cell, (T.merge_layer, spec[0], *mults), cell)
             for k2 in range(l):
                 put("part", t, (*cell, k2), (T.fiber_part, layer, int(off[k2]),
                                              int(off[k2 + 1])), cell)
@@ -208,11 +206,9 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                     # Merge-Fiber fused with the multiply of the piece that stays:
                     # the received pieces go into the same accumulator
                     off = lay.part_offsets(t, j)
-                    a_in = [step_key(run, "sendA", t, i, s, k) for s in range(q)]
-                    b_in = [step_key(run, "bpiece", t, s, j, k) for s in range(q)]
                     put("cblock", t, cell, (T.fused_own, consumer.sort, q, int(off[k]),
                                             int(off[k + 1]), len(recvs), spec, mk[cell],
-                                            *recvs, *a_in, *b_in), cell)
+                                            *recvs, *ins[cell][0], *ins[cell][1]), cell)
                 else:
                     parts = recvs[:k] + [step_key(run, "part", t, i, j, k, k)] + recvs[k:]
                     put("cblock", t, cell, (T.merge_fiber, consumer.sort, spec[0], *parts),
