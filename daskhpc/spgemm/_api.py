@@ -23,6 +23,7 @@ from daskhpc.comm import CostModel
 from daskhpc._workflows import RunOptions
 from daskhpc.errors import InputError
 
+from ._memory import warm_up
 from ._plan import plan_sections
 from ._prep import like_input
 from ._result import SpgemmResult
@@ -127,11 +128,9 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
     Hussain, Selvitopi, Buluç, Azad. Communication-Avoiding and Memory-Constrained
     Sparse Matrix-Matrix Multiplication at Extreme Scale. IPDPS 2021, Algorithm 4.
     """
-    from daskhpc.runtime import worker_addresses
+    from daskhpc.runtime import connected, worker_addresses
 
     t_start = time.perf_counter()
-    from daskhpc.runtime import connected
-
     run = RunOptions.of(run, **run_options)
     with connected(run) as client:
         sources, given = _sources(client, a, b, columns, run.check_serial)
@@ -207,8 +206,6 @@ def warn_over_budget(report: dict) -> dict:
     22). The API only reports ``memory.within_budget``. Returns ``report``."""
     over = over_budget(report.get("memory") or {})
     if over:
-        import warnings
-
         warnings.warn(over, stacklevel=2)
     return report
 
@@ -243,7 +240,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
 
     g, workers = s.grid, worker_addresses(client)
     if s.semiring or s.mask is not None:   # its kernel: compiled once here, loaded there
-        _memory_warm_up(s.semiring, s.mask is not None)
+        warm_up(s.semiring, s.mask is not None)
     t_prep = time.perf_counter()
     ph = D.Phases(s, plan=plan, measure_memory=measure_memory, save=save)
     outs = run_phases(
@@ -251,7 +248,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
                  Phase("batches", ph.batches, plan=False)],
         name="spgemm", nparts=g.p, part_of=lambda c: g.rank(*c), fingerprint=ph.fp,
         label=f"spgemm {g}", checkpoint=checkpoint, resume=resume, keep=2**31,
-        warm_up=functools.partial(_memory_warm_up, s.semiring, s.mask is not None),
+        warm_up=functools.partial(warm_up, s.semiring, s.mask is not None),
         max_restarts=max_restarts, callback=callback, progress_bar=progress,
         low_latency=False)
     out, runner, nb = outs["batches"], ph.runner, ph.lay.b
@@ -349,12 +346,6 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     if pieces is not None:
         res.pieces = (save, pieces)
     return res
-
-
-def _memory_warm_up(semiring: int = 0, masked: bool = False):
-    from ._memory import warm_up
-
-    return warm_up(semiring, masked)
 
 
 def _nnz_from(summaries) -> int | None:

@@ -29,15 +29,11 @@ import numpy as np
 
 from . import _tasks as T
 from ._grid import Layout
+from ._plugin import step_key
 from ._tasks import summary
 
 __all__ = ["symbolic_graph", "batch_graph", "step_of_key", "kept_name", "step_key"]
 
-
-def step_key(run: str, step: str, t: int, *rest) -> tuple:
-    """The key of a task of batch ``t``: ``("spgemm-<run>-<step>", t, *rest)`` (the
-    batch-admission plugin reads the run, the step and t from it)."""
-    return (f"spgemm-{run}-{step}", int(t), *rest)
 
 #: ledger key name -> communicating step of the report
 _STEP_OF = {"sendA": "a_bcast", "bpiece": "b_bcast", "part": "fiber",

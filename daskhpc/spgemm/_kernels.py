@@ -169,14 +169,10 @@ def symbolic_hash(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, bound):
 
 # ---------------------------------------------------------------- semirings and masks
 #
-# A semiring is a small int (``SEMIRINGS`` gives the names). plus_times without a mask
-# runs ``spa_multiply``/``hash_multiply``: the bodies below with the semiring and the mask
-# mode constants (the caller, ``_local``, picks the kernel: a run-time branch inside one
-# kernel made plus_times 1.29x slower); every other semiring, and any masked product,
-# runs ``spa_semiring``/``hash_semiring``, one kernel per semiring (below), whose
-# ``_mul``/``_add`` branch on the semiring, a constant. The first term of an entry is stored
-# as it is, which is what starting the accumulator at the additive identity (0, +inf,
-# -inf, False) gives; an entry exists iff the symbolic product has it, whatever its value.
+# A semiring is a small int (``SEMIRINGS`` gives the names); why a kernel per semiring,
+# and plus_times without a mask in kernels of its own: docs/spgemm.md, "Semirings and
+# masks". The first term of an entry is stored as it is (the accumulator started at the
+# additive identity); an entry exists iff the symbolic product has it, whatever its value.
 # A mask (``mmode`` 1: keep rows in M(:, j); 2: keep rows not in it) is stamped into
 # ``allow`` (one int64 per output row) once per column and tested before each product.
 
