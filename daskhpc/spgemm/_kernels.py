@@ -106,15 +106,15 @@ def merge_bounds(ptr, off, ncols, nrows):
     return column_bounds(nnz, nrows)
 
 
-@njit(**_OPTS)
-def symbolic_dense(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols):
-    """LocalSymbolic (Algorithm 3 line 8): nonzeros of every column of ``sum_s A_s·B_s``.
-
-    A dense int32 marker per row holds the last column that met the row.
-    """
+@njit(inline="always", **_OPTS)
+def _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols, mark, masked, m_ptr,
+                   m_idx, allow, inside):  # pragma: no cover - numba
+    """Nonzeros per column, ``mark[r]`` the last column that met row r; with ``masked``
+    only the rows in (``inside``) or not in the mask's column (stamped into ``allow``)."""
     counts = np.zeros(ncols, np.int64)
-    mark = np.full(nrows, -1, np.int32)
     for j in range(ncols):
+        if masked:
+            _stamp(m_ptr, m_idx, allow, j)
         c = 0
         for s in range(a_off.size - 1):
             ao = a_off[s]
@@ -123,11 +123,21 @@ def symbolic_dense(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols):
                 i = b_idx[q]
                 for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
                     r = a_idx[t]
-                    if mark[r] != j:
+                    if mark[r] != j and (not masked or (allow[r] == j) == inside):
                         mark[r] = j
                         c += 1
         counts[j] = c
     return counts
+
+
+@njit(**_OPTS)
+def symbolic_dense(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols):
+    """LocalSymbolic (Algorithm 3 line 8): nonzeros of every column of ``sum_s A_s·B_s``.
+
+    A dense int32 marker per row holds the last column that met the row.
+    """
+    return _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols,
+                          np.full(nrows, -1, np.int32), False, a_ptr, a_idx, a_ptr, False)
 
 
 @njit(**_OPTS)
@@ -208,6 +218,21 @@ def _stamp(m_ptr, m_idx, allow, j):  # pragma: no cover - numba
 
 
 @njit(inline="always", **_OPTS)
+def _spa_acc(sr, where, start, r, v, c_idx, c_val, pos):  # pragma: no cover - numba
+    """Add v to row r of the column begun at output position ``start`` (dense
+    accumulator: ``where[r]`` is the row's position, before ``start`` when the row is new
+    to the column); returns the next free position."""
+    p = where[r]
+    if p >= start:
+        c_val[p] = _add(sr, c_val[p], v)
+        return pos
+    where[r] = pos
+    c_idx[pos] = r
+    c_val[pos] = v
+    return pos + 1
+
+
+@njit(inline="always", **_OPTS)
 def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr,
               p_off, p_idx, p_val, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
     """:func:`spa_multiply` over semiring ``sr``, with ``mmode`` 1 (2) keeping only
@@ -225,15 +250,7 @@ def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
         for m in range(p_off.size - 1):        # pieces already masked by their makers
             po = p_off[m]
             for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
-                r = p_idx[t]
-                p = where[r]
-                if p >= start:
-                    c_val[p] = _add(sr, c_val[p], p_val[t])
-                else:
-                    where[r] = pos
-                    c_idx[pos] = r
-                    c_val[pos] = p_val[t]
-                    pos += 1
+                pos = _spa_acc(sr, where, start, p_idx[t], p_val[t], c_idx, c_val, pos)
         for s in range(a_off.size - 1):
             ao = a_off[s]
             bo = b_off[s]
@@ -244,15 +261,8 @@ def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
                     r = a_idx[t]
                     if mmode != 0 and (allow[r] == j) != inside:
                         continue
-                    v = _mul(sr, a_val[t], bv)
-                    p = where[r]
-                    if p >= start:
-                        c_val[p] = _add(sr, c_val[p], v)
-                    else:
-                        where[r] = pos
-                        c_idx[pos] = r
-                        c_val[pos] = v
-                        pos += 1
+                    pos = _spa_acc(sr, where, start, r, _mul(sr, a_val[t], bv), c_idx, c_val,
+                                   pos)
         c_ptr[j + 1] = pos
     return pos
 
@@ -334,6 +344,7 @@ def spa_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, 
     entries (allocated by the caller with numpy, which asks for huge pages).
     Returns the nnz written.
     """
+    # mmode 0: the mask's three arrays (c_ptr, c_idx, c_ptr here) are never read
     return _spa_body(PLUS_TIMES, 0, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
                      p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, where, c_ptr, c_idx, c_val)
 
@@ -393,25 +404,9 @@ _SPA_KERNELS, _HASH_KERNELS = zip(*map(_semiring_kernels, range(len(SEMIRINGS)))
 def symbolic_masked(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols, m_ptr, m_idx, mmode):
     """:func:`symbolic_dense` restricted to the rows in (``mmode`` 1) or not in (2) the
     mask's column."""
-    counts = np.zeros(ncols, np.int64)
-    mark = np.full(nrows, -1, np.int64)
-    allow = np.full(nrows, -1, np.int64)
-    inside = mmode == 1
-    for j in range(ncols):
-        _stamp(m_ptr, m_idx, allow, j)
-        c = 0
-        for s in range(a_off.size - 1):
-            ao = a_off[s]
-            bo = b_off[s]
-            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
-                i = b_idx[q]
-                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
-                    r = a_idx[t]
-                    if mark[r] != j and (allow[r] == j) == inside:
-                        mark[r] = j
-                        c += 1
-        counts[j] = c
-    return counts
+    return _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols,
+                          np.full(nrows, -1, np.int64), True, m_ptr, m_idx,
+                          np.full(nrows, -1, np.int64), mmode == 1)
 
 
 @njit(inline="always", **_OPTS)
@@ -426,15 +421,7 @@ def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
         for m in range(off.size - 1):
             po = off[m]
             for t in range(ptr[po + j], ptr[po + j + 1]):
-                r = idx[t]
-                p = where[r]
-                if p >= start:
-                    c_val[p] = _add(sr, c_val[p], val[t])
-                else:
-                    where[r] = pos
-                    c_idx[pos] = r
-                    c_val[pos] = val[t]
-                    pos += 1
+                pos = _spa_acc(sr, where, start, idx[t], val[t], c_idx, c_val, pos)
         c_ptr[j + 1] = pos
     return pos
 
