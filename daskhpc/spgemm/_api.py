@@ -142,10 +142,8 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
         s.sources = sources or None
         files = prepare_save(run.save) if run.save and s.consumer.keeps else None
         try:
-            res = _run(client, s, plan=plan, measure_memory=measure_memory,
-                       checkpoint=run.checkpoint, resume=run.resume,
-                       max_restarts=run.max_restarts, callback=run.callback,
-                       progress=run.progress, t_start=t_start, save=files)
+            res = _run(client, s, run, plan=plan, measure_memory=measure_memory,
+                       t_start=t_start, save=files)
         finally:
             for nz in sources.values():
                 nz.release()
@@ -231,8 +229,8 @@ def over_budget(memory: dict) -> str | None:
             "product is complete; more batches or a larger budget)")
 
 
-def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_restarts,
-         callback, progress, t_start, save=None) -> SpgemmResult:
+def _run(client, s: Setup, run: RunOptions, *, plan, measure_memory, t_start,
+         save=None) -> SpgemmResult:
     from daskhpc import dashboard
     from daskhpc.runtime import Phase, release_futures, run_phases, worker_addresses
 
@@ -247,9 +245,9 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
         client, [Phase("symbolic", ph.symbolic, checkpointed=False, shown=False, plan=False),
                  Phase("batches", ph.batches, plan=False)],
         name="spgemm", nparts=g.p, part_of=lambda c: g.rank(*c), fingerprint=ph.fp,
-        label=f"spgemm {g}", checkpoint=checkpoint, resume=resume, keep=2**31,
+        label=f"spgemm {g}", checkpoint=run.checkpoint, resume=run.resume, keep=2**31,
         warm_up=functools.partial(warm_up, s.semiring, s.mask is not None),
-        max_restarts=max_restarts, callback=callback, progress_bar=progress,
+        max_restarts=run.max_restarts, callback=run.callback, progress_bar=run.progress,
         low_latency=False)
     out, runner, nb = outs["batches"], ph.runner, ph.lay.b
     if "plan_error" in ph.sections:
@@ -330,7 +328,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
                 symbolic=ph.symbolic_info, attempts=runner.attempts, recoveries=recoveries)
     if out.recovery["checkpoint"] is not None:
         info["checkpoint"] = {
-            "dir": out.recovery["checkpoint"], "resumed": bool(resume),
+            "dir": out.recovery["checkpoint"], "resumed": bool(run.resume),
             "batches_loaded": sorted(runner.loaded),
             "batches_written": sorted(set(runner.files) - set(runner.loaded)) if
             s.consumer.keeps else sorted(set(runner.summary) - set(runner.loaded)),

@@ -118,9 +118,6 @@ class Count(Consumer):
             out["structural_nnz"] = sum(s["structural_nnz"] for s in summaries)
         return out
 
-    def __repr__(self) -> str:
-        return "Count()"
-
 
 @dataclass
 class Write(Consumer):

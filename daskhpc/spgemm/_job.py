@@ -112,10 +112,10 @@ class Phases:
     def _make_plan(self, client, nb: int, placement) -> None:
         """Symbolic3D's counts on the client (the report's plan, the dashboard's planned
         matrix, the planned bytes the measured ones are held against). It runs in a
-        thread while the batches run, not before them: its counts only describe the run,
-        and on email-Enron A·A the pass (0.15-0.25 s) cost as much as the multiply. It
-        starts as soon as b is known: with the phases when b is given or one batch, after
-        the cluster's Symbolic3D when that decides b.
+        thread while the batches run, not before them: its counts only describe the run
+        (docs/benchmarks.md, "SpGEMM's plan beside the batches"). It starts as soon as b
+        is known: with the phases when b is given or one batch, after the cluster's
+        Symbolic3D when that decides b.
         A failure is reported, never raised: the product is not lost for its plan."""
         s, tp = self.s, time.perf_counter()
         try:
@@ -234,14 +234,8 @@ class Batches:
                  save: str | None = None):
         self.client, self.s, self.lay, self.ck = client, s, lay, checkpoint
         self.plans, self.measure_memory, self.save = plans, measure_memory, save
-        self.summary: dict = {}
-        self.kept: dict = {}
-        self.files: dict = {}
-        self.loaded: list = []
-        self.attempts: list = []
-        self.timeline: dict = {}
-        self.violations: list = []
-        self.after: dict = {}
+        self.summary, self.kept, self.files, self.timeline, self.after = {}, {}, {}, {}, {}
+        self.loaded, self.attempts, self.violations = [], [], []
 
     def job(self, fp: dict) -> GraphJob:
         s = self.s
@@ -413,13 +407,11 @@ class Batches:
                                  "client; --save DIR must be on a file system that every "
                                  "worker and the client share")
         if self.s.keep == "workers":
-            disk_pieces = self._on_workers()[len(pieces):]   # checkpoint blocks, loaded
-            self.kept = {}
-            out = pieces + disk_pieces
+            out = pieces + self._on_workers()[len(pieces):]   # checkpoint blocks, loaded
         else:
             release_futures(f for f, *_ in pieces)            # C is on disk now
-            self.kept = {}
             out = None
+        self.kept = {}
         self.after["save_s"] = time.perf_counter() - t0
         return {"files": sorted(entries, key=lambda e: e["file"]), "pieces": out}
 

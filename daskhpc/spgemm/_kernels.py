@@ -15,31 +15,14 @@ concatenated ``X_idx``/``X_val`` (``daskhpc.spgemm._local._stack`` builds
 them). Plain arrays, not ``numba.typed.List`` s: a typed list compiles numba's own
 uncached helpers in every process (1.5-3.3 s each time).
 
-**One pass.** Multiply and merge write each output column straight into the
-output arrays while they accumulate it; there is no separate symbolic pass.
-The caller allocates the output (numpy, for huge pages) at an upper bound
-(``sum_j min(flops_j, nrows)`` for a product, the sum of the inputs' nonzeros
-for a merge): the pages beyond what is written are never touched, so they cost
-address space, not memory, and the caller keeps views of the first ``ptr[-1]``
-entries. Where the bound is not worth reserving, the caller sizes the output
-from a symbolic pass instead; the kernels work with any output at least as long
-as the result (nothing checks: ``boundscheck=False``).
-
-**Two accumulators** (the rule that picks one is in :mod:`._local`):
-
-* *dense* (``spa_*``; scipy's choice, Gustavson's sparse accumulator): one
-  array ``where`` with an entry per row of the output, holding the output
-  position of the row in the current column; a row is new to the column when
-  its position is before the column's start. No per-column reset, no hashing;
-  costs ``nrows`` integers, so it is for blocks with few enough rows.
-* *hash* (``hash_*``; section IV-D): one open-addressing table per output
-  column (size the next power of two at least twice the column's bound,
-  Nagasaka's multiplicative hash 107, linear probing) mapping row -> output
-  position. The working set is the column's own size whatever the row count,
-  so it is for tall blocks.
-
-Both leave the rows of a column in the order they were first met ("unsorted",
-section IV-D); only :func:`sort_columns` sorts, where the final output needs it.
+Multiply and merge are one pass: each output column goes straight into output arrays
+the caller allocated at an upper bound, or at the exact size a symbolic pass found
+(nothing checks: ``boundscheck=False``). Two accumulators: *dense* (``spa_*``,
+Gustavson's sparse accumulator: ``where`` holds every row's output position) and
+*hash* (``hash_*``, section IV-D: an open-addressing table per column). Both leave the
+rows of a column in the order they were first met ("unsorted", section IV-D); only
+:func:`sort_columns` sorts. Why and how: docs/spgemm.md, "Local kernels" (the rule
+that picks an accumulator is in :mod:`._local`).
 
 No dask here.
 """

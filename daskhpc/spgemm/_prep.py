@@ -101,10 +101,8 @@ def localize(perm: np.ndarray, bounds) -> np.ndarray:
     The random permutation decides which block each row, inner index or column
     goes to (load balance); the order inside a block is free, and keeping the
     original order there keeps the locality the input's numbering has
-    (neighbours with nearby ids), which a fully random order destroys: on
-    email-Enron the local product runs 1.7x longer in a fully random order
-    than in the original one; the 2x2 cells' products take 0.19 s in total
-    with localized blocks and 0.26 s with fully random ones.
+    (neighbours with nearby ids), which a fully random order destroys
+    (measured: docs/spgemm.md).
 
     >>> localize(np.array([5, 1, 3, 4, 0, 2]), [0, 3, 6]).tolist()
     [1, 3, 5, 0, 2, 4]

@@ -87,11 +87,9 @@ class Setup:
         take."""
         mp = sp.csc_array(sp.csr_array(self.mask)[self.pr][:, self.pc])
         lay = self.layout(1)
-        out = {}
-        for (i, j, k) in self.grid.cells():
-            piece = sp.csc_array(mp[slice(*lay.rows(i))][:, slice(*lay.cols(j))])
-            out[(i, j, k)] = CscBlock.from_scipy(piece)
-        return out
+        return {(i, j, k): CscBlock.from_scipy(sp.csc_array(
+                    mp[slice(*lay.rows(i))][:, slice(*lay.cols(j))]))
+                for (i, j, k) in self.grid.cells()}
 
     def mask_report(self) -> dict | None:
         """What the report records of the mask."""
@@ -130,8 +128,7 @@ class Setup:
 
     def row_ids(self) -> dict:
         """Original row ids of every cell's rows (the consumers' ``info["rows"]``)."""
-        lay = self.layout(1)                 # row blocks do not depend on b
-        rows = [self.pr[slice(*lay.rows(i))] for i in range(self.grid.q)]
+        rows = self.ids(self.layout(1))["rows"]      # row blocks do not depend on b
         return {cell: rows[cell[0]] for cell in self.grid.cells()}
 
     def permuted_mask(self) -> tuple:
@@ -143,11 +140,9 @@ class Setup:
     def mask_operands(self, lay: Layout) -> dict:
         """The mask's piece of every cell (permuted like C), for masked consumers."""
         mp = sp.csc_array(self.mask[self.pr][:, self.pc])
-        out = {}
-        for (i, j, k) in self.grid.cells():
-            cols = np.concatenate([lay.batch_columns(t, j, k) for t in range(lay.b)])
-            out[(i, j, k)] = self.consumer.operand(mp, np.arange(*lay.rows(i)), cols)
-        return out
+        return {(i, j, k): self.consumer.operand(mp, np.arange(*lay.rows(i)), np.concatenate(
+                    [lay.batch_columns(t, j, k) for t in range(lay.b)]))
+                for (i, j, k) in self.grid.cells()}
 
 
 def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
