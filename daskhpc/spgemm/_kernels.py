@@ -344,25 +344,24 @@ def hash_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr,
                       p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, bound, c_ptr, c_idx, c_val)
 
 
-# One kernel per semiring (numba caches each: the semiring is a closure constant, part of
-# numba's cache key): the body is inlined with ``sr`` a constant, so its branches fold
-# away at compile time.
+# One kernel per semiring and accumulator (numba caches each: ``hashed`` and ``sr`` are
+# closure constants, part of numba's cache key): numba drops the other accumulator's
+# branch before it compiles, and the body is inlined with ``sr`` a constant, so its
+# branches fold away at compile time.
 
-def _semiring_kernels(sr):
+def _semiring_kernel(hashed, sr):
     @njit(**_OPTS)
-    def spa(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
-            p_idx, p_val, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    def kernel(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
+               p_idx, p_val, m_ptr, m_idx, allow, acc, c_ptr, c_idx, c_val):
+        # ``acc``: the tables' ``bound`` (hash) or ``where`` (dense)
+        if hashed == 1:
+            return _hash_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx,
+                              b_val, p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, acc,
+                              c_ptr, c_idx, c_val)
         return _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-                         p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where, c_ptr,
-                         c_idx, c_val)
-
-    @njit(**_OPTS)
-    def hash_(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
-              p_idx, p_val, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
-        return _hash_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-                          p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound, c_ptr,
-                          c_idx, c_val)
-    return spa, hash_
+                         p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, acc, c_ptr, c_idx,
+                         c_val)
+    return kernel
 
 
 def spa_semiring(sr, mmode, *args):
@@ -380,7 +379,8 @@ def hash_semiring(sr, mmode, *args):
     return _HASH_KERNELS[sr](mmode, *args)
 
 
-_SPA_KERNELS, _HASH_KERNELS = zip(*map(_semiring_kernels, range(len(SEMIRINGS))))
+_SPA_KERNELS = tuple(_semiring_kernel(0, sr) for sr in range(len(SEMIRINGS)))
+_HASH_KERNELS = tuple(_semiring_kernel(1, sr) for sr in range(len(SEMIRINGS)))
 
 
 @njit(**_OPTS)
