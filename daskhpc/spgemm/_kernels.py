@@ -201,21 +201,6 @@ def _stamp(m_ptr, m_idx, allow, j):  # pragma: no cover - numba
 
 
 @njit(inline="always", **_OPTS)
-def _spa_acc(sr, where, start, r, v, c_idx, c_val, pos):  # pragma: no cover - numba
-    """Add v to row r of the column begun at output position ``start`` (dense
-    accumulator: ``where[r]`` is the row's position, before ``start`` when the row is new
-    to the column); returns the next free position."""
-    p = where[r]
-    if p >= start:
-        c_val[p] = _add(sr, c_val[p], v)
-        return pos
-    where[r] = pos
-    c_idx[pos] = r
-    c_val[pos] = v
-    return pos + 1
-
-
-@njit(inline="always", **_OPTS)
 def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr,
               p_off, p_idx, p_val, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
     """:func:`spa_multiply` over semiring ``sr``, with ``mmode`` 1 (2) keeping only
@@ -233,7 +218,15 @@ def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
         for m in range(p_off.size - 1):        # pieces already masked by their makers
             po = p_off[m]
             for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
-                pos = _spa_acc(sr, where, start, p_idx[t], p_val[t], c_idx, c_val, pos)
+                r = p_idx[t]
+                p = where[r]
+                if p >= start:
+                    c_val[p] = _add(sr, c_val[p], p_val[t])
+                else:
+                    where[r] = pos
+                    c_idx[pos] = r
+                    c_val[pos] = p_val[t]
+                    pos += 1
         for s in range(a_off.size - 1):
             ao = a_off[s]
             bo = b_off[s]
@@ -244,8 +237,15 @@ def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
                     r = a_idx[t]
                     if mmode != 0 and (allow[r] == j) != inside:
                         continue
-                    pos = _spa_acc(sr, where, start, r, _mul(sr, a_val[t], bv), c_idx, c_val,
-                                   pos)
+                    v = _mul(sr, a_val[t], bv)
+                    p = where[r]
+                    if p >= start:
+                        c_val[p] = _add(sr, c_val[p], v)
+                    else:
+                        where[r] = pos
+                        c_idx[pos] = r
+                        c_val[pos] = v
+                        pos += 1
         c_ptr[j + 1] = pos
     return pos
 
@@ -404,7 +404,15 @@ def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
         for m in range(off.size - 1):
             po = off[m]
             for t in range(ptr[po + j], ptr[po + j + 1]):
-                pos = _spa_acc(sr, where, start, idx[t], val[t], c_idx, c_val, pos)
+                r = idx[t]
+                p = where[r]
+                if p >= start:
+                    c_val[p] = _add(sr, c_val[p], val[t])
+                else:
+                    where[r] = pos
+                    c_idx[pos] = r
+                    c_val[pos] = val[t]
+                    pos += 1
         c_ptr[j + 1] = pos
     return pos
 
