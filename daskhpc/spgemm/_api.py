@@ -311,8 +311,7 @@ def _run(client, s: Setup, run: RunOptions, *, plan, measure_memory, t_start,
     lost = sorted({w for rec in recoveries for w in rec["lost"]})
     if lost:
         measured["workers_lost"] = lost       # their sends are not counted
-    quality = dict(info.get("quality", {}))
-    quality.update(batches=nb, window=s.window)
+    quality = {**info.get("quality", {}), "batches": nb, "window": s.window}
     if matrix is not None and type(s.consumer).__name__ == "Keep" and sp.issparse(matrix):
         quality["nnz_c"] = int(matrix.nnz)
     elif pieces is not None and type(s.consumer).__name__ == "Keep":

@@ -240,13 +240,10 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
             kept_keys.extend(finals.values())
             smalls = []
             for key in finals.values():
-                if save is None:
-                    skey = (f"spgemm-{run}-summary", t, *key[2:])
-                    tasks[skey] = (summary, key)
-                else:
-                    # the same summary, once the block is in the checkpoint
-                    skey = (f"spgemm-{run}-ckpt", t, *key[2:])
-                    tasks[skey] = (T.save_kept, save(t, kept_name(key)), key)
+                # with ``save``: the same summary, once the block is in the checkpoint
+                skey = (f"spgemm-{run}-{'summary' if save is None else 'ckpt'}", t, *key[2:])
+                tasks[skey] = (summary, key) if save is None else \
+                    (T.save_kept, save(t, kept_name(key)), key)
                 where[skey] = where[key]
                 smalls.append(skey)
         else:

@@ -105,9 +105,7 @@ def compare_products(c, ref) -> dict:
             vals = sp.csr_array(abs(m) * mask).data
             out[name] = int(mask.nnz)
             out[f"{name}_max_abs"] = float(vals.max()) if vals.size else 0.0
-    out["max_abs_diff"] = diff
-    out["tolerance"] = 1e-12 * scale
-    out["identical"] = diff <= 1e-12 * scale
+    out.update(max_abs_diff=diff, tolerance=1e-12 * scale, identical=diff <= 1e-12 * scale)
     return out
 
 

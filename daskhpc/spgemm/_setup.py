@@ -273,8 +273,7 @@ def fingerprint(s: Setup) -> dict:
     fp = {"a": digest["A"], "b": digest["B"], "grid": str(s.grid),
           "batches": s.batches, "seed": s.seed, "consume": repr(s.consumer), "local": s.local}
     if s.batches == "auto":
-        fp["memory_per_worker"] = s.memory
-        fp["r"] = s.r
+        fp.update(memory_per_worker=s.memory, r=s.r)
     if s.mask is not None:
         fp["mask"] = matrix_digest(s.mask)
     if s.semiring or s.complement:          # so that older checkpoints still match
