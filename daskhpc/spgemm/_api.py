@@ -23,6 +23,7 @@ from daskhpc.comm import CostModel
 from daskhpc._workflows import RunOptions
 from daskhpc.errors import InputError
 
+from ._memory import warm_up
 from ._plan import plan_sections
 from ._prep import like_input
 from ._result import SpgemmResult
@@ -127,11 +128,9 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
     Hussain, Selvitopi, Buluç, Azad. Communication-Avoiding and Memory-Constrained
     Sparse Matrix-Matrix Multiplication at Extreme Scale. IPDPS 2021, Algorithm 4.
     """
-    from daskhpc.runtime import worker_addresses
+    from daskhpc.runtime import connected, worker_addresses
 
     t_start = time.perf_counter()
-    from daskhpc.runtime import connected
-
     run = RunOptions.of(run, **run_options)
     with connected(run) as client:
         sources, given = _sources(client, a, b, columns, run.check_serial)
@@ -143,10 +142,8 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
         s.sources = sources or None
         files = prepare_save(run.save) if run.save and s.consumer.keeps else None
         try:
-            res = _run(client, s, plan=plan, measure_memory=measure_memory,
-                       checkpoint=run.checkpoint, resume=run.resume,
-                       max_restarts=run.max_restarts, callback=run.callback,
-                       progress=run.progress, t_start=t_start, save=files)
+            res = _run(client, s, run, plan=plan, measure_memory=measure_memory,
+                       t_start=t_start, save=files)
         finally:
             for nz in sources.values():
                 nz.release()
@@ -207,8 +204,6 @@ def warn_over_budget(report: dict) -> dict:
     22). The API only reports ``memory.within_budget``. Returns ``report``."""
     over = over_budget(report.get("memory") or {})
     if over:
-        import warnings
-
         warnings.warn(over, stacklevel=2)
     return report
 
@@ -234,8 +229,8 @@ def over_budget(memory: dict) -> str | None:
             "product is complete; more batches or a larger budget)")
 
 
-def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_restarts,
-         callback, progress, t_start, save=None) -> SpgemmResult:
+def _run(client, s: Setup, run: RunOptions, *, plan, measure_memory, t_start,
+         save=None) -> SpgemmResult:
     from daskhpc import dashboard
     from daskhpc.runtime import Phase, release_futures, run_phases, worker_addresses
 
@@ -243,16 +238,16 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
 
     g, workers = s.grid, worker_addresses(client)
     if s.semiring or s.mask is not None:   # its kernel: compiled once here, loaded there
-        _memory_warm_up(s.semiring, s.mask is not None)
+        warm_up(s.semiring, s.mask is not None)
     t_prep = time.perf_counter()
     ph = D.Phases(s, plan=plan, measure_memory=measure_memory, save=save)
     outs = run_phases(
         client, [Phase("symbolic", ph.symbolic, checkpointed=False, shown=False, plan=False),
                  Phase("batches", ph.batches, plan=False)],
         name="spgemm", nparts=g.p, part_of=lambda c: g.rank(*c), fingerprint=ph.fp,
-        label=f"spgemm {g}", checkpoint=checkpoint, resume=resume, keep=2**31,
-        warm_up=functools.partial(_memory_warm_up, s.semiring, s.mask is not None),
-        max_restarts=max_restarts, callback=callback, progress_bar=progress,
+        label=f"spgemm {g}", checkpoint=run.checkpoint, resume=run.resume, keep=2**31,
+        warm_up=functools.partial(warm_up, s.semiring, s.mask is not None),
+        max_restarts=run.max_restarts, callback=run.callback, progress_bar=run.progress,
         low_latency=False)
     out, runner, nb = outs["batches"], ph.runner, ph.lay.b
     if "plan_error" in ph.sections:
@@ -316,8 +311,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     lost = sorted({w for rec in recoveries for w in rec["lost"]})
     if lost:
         measured["workers_lost"] = lost       # their sends are not counted
-    quality = dict(info.get("quality", {}))
-    quality.update(batches=nb, window=s.window)
+    quality = {**info.get("quality", {}), "batches": nb, "window": s.window}
     if matrix is not None and type(s.consumer).__name__ == "Keep" and sp.issparse(matrix):
         quality["nnz_c"] = int(matrix.nnz)
     elif pieces is not None and type(s.consumer).__name__ == "Keep":
@@ -333,7 +327,7 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
                 symbolic=ph.symbolic_info, attempts=runner.attempts, recoveries=recoveries)
     if out.recovery["checkpoint"] is not None:
         info["checkpoint"] = {
-            "dir": out.recovery["checkpoint"], "resumed": bool(resume),
+            "dir": out.recovery["checkpoint"], "resumed": bool(run.resume),
             "batches_loaded": sorted(runner.loaded),
             "batches_written": sorted(set(runner.files) - set(runner.loaded)) if
             s.consumer.keeps else sorted(set(runner.summary) - set(runner.loaded)),
@@ -349,12 +343,6 @@ def _run(client, s: Setup, *, plan, measure_memory, checkpoint, resume, max_rest
     if pieces is not None:
         res.pieces = (save, pieces)
     return res
-
-
-def _memory_warm_up(semiring: int = 0, masked: bool = False):
-    from ._memory import warm_up
-
-    return warm_up(semiring, masked)
 
 
 def _nnz_from(summaries) -> int | None:

@@ -168,30 +168,26 @@ class Spgemm(Workflow):
                 "--consume", "count", "--check-serial"]
 
 
-def _inputs(call: Call):
+def _read(path):
     from daskhpc.io import read
 
+    m = read(path).matrix
+    if m is None:
+        raise InputError(f"{path}: a matrix is needed, not a tensor")
+    return m
+
+
+def _inputs(call: Call):
     o, inputs = call.options, call.inputs
     if not inputs:
         raise InputError("give the matrix A")
     if len(inputs) > 2 or (len(inputs) == 2 and o.b):
         raise InputError("give A (and B with --b, or as a second input), not more")
-    a_in = read(inputs[0])
-    if a_in.matrix is None:
-        raise InputError(f"{inputs[0]}: a matrix is needed, not a tensor")
-    a = a_in.matrix
+    a = _read(inputs[0])
     b_path = o.b or (inputs[1] if len(inputs) == 2 else None)
     if b_path and o.aat:
         raise InputError("--b and --aat exclude each other")
-    if o.aat:
-        b = sp.csr_array(a.T)
-    elif b_path:
-        b_in = read(b_path)
-        if b_in.matrix is None:
-            raise InputError(f"{b_path}: a matrix is needed, not a tensor")
-        b = b_in.matrix
-    else:
-        b = a
+    b = sp.csr_array(a.T) if o.aat else _read(b_path) if b_path else a
     info = {"path": inputs[0], "shape": list(a.shape), "nnz": int(a.nnz)}
     if b_path:
         info["b"] = {"path": b_path, "shape": list(b.shape), "nnz": int(b.nnz)}

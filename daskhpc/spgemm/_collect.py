@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections import Counter
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,9 +59,7 @@ def shapes(sources: dict, a, b) -> tuple[tuple, tuple]:
     inferred = {n for n in ("A", "B") if n in sources and sources[n].columns != ["chunks"]}
     if inferred and sa[1] != sb[0]:
         k = max(sa[1], sb[0])
-        fixed = {"A": ("A" not in inferred and sa[1] != k), "B": ("B" not in inferred and
-                                                                  sb[0] != k)}
-        if not any(fixed.values()):
+        if not (("A" not in inferred and sa[1] != k) or ("B" not in inferred and sb[0] != k)):
             sa, sb = (sa[0], k), (k, sb[1])
     return sa, sb
 
@@ -194,11 +193,9 @@ def to_dask_array(client, s, lay, pieces: list):
     col_bounds = np.concatenate([[0], np.cumsum(np.concatenate(
         [np.diff(lay.sub_bounds[j]) for j in range(g.q)]))]).astype(np.int64)
     nr, nc = row_bounds.size - 1, col_bounds.size - 1
-    row_chunk = np.repeat(np.arange(nr), np.diff(row_bounds))
-    col_chunk = np.repeat(np.arange(nc), np.diff(col_bounds))
-    home = {}
-    for f, w, t, cell in pieces:
-        home[(t, cell)] = w
+    heights, widths = np.diff(row_bounds), np.diff(col_bounds)
+    row_chunk, col_chunk = np.repeat(np.arange(nr), heights), np.repeat(np.arange(nc), widths)
+    home = {(t, cell): w for _, w, t, cell in pieces}
     workers = sorted({w for _, w, _, _ in pieces}) or [None]
     token = uuid.uuid4().hex[:8]
     edges: dict = {}              # chunk -> [item futures]
@@ -209,19 +206,14 @@ def to_dask_array(client, s, lay, pieces: list):
         rows = np.arange(m) if i is None else s.pr[slice(*lay.rows(i))]
         cols = s.pc[lay.batch_columns(t, j, k)]
         touched.append((np.unique(row_chunk[rows]), np.unique(col_chunk[cols])))
-    count: dict = {}
-    for rset, cset in touched:
-        for I in rset:
-            for J in cset:
-                count[(int(I), int(J))] = count.get((int(I), int(J)), 0) + 1
+    count = Counter((int(I), int(J)) for rset, cset in touched for I in rset for J in cset)
     drop = getattr(s, "semiring", 0) == 0    # other semirings keep entries whose value is 0
     direct = {}                   # chunk -> Future: a piece that is its chunk, converted
     for idx, ((f, w, t, cell), (rset, cset)) in enumerate(zip(pieces, touched)):
         if rset.size == 1 and cset.size == 1 and count[(int(rset[0]), int(cset[0]))] == 1:
             I, J = int(rset[0]), int(cset[0])
             direct[(I, J)] = client.submit(
-                _piece_chunk, f, (int(row_bounds[I + 1] - row_bounds[I]),
-                                  int(col_bounds[J + 1] - col_bounds[J])),
+                _piece_chunk, f, (int(heights[I]), int(widths[J])),
                 (int(row_bounds[I]), int(col_bounds[J])), drop, workers=[w],
                 allow_other_workers=False, key=f"daskhpc-spgemm-chunk-{token}-{I}-{J}")
             continue
@@ -247,14 +239,14 @@ def to_dask_array(client, s, lay, pieces: list):
             j, u = sub_of[J]
             t, k = u % lay.b, u // lay.b
             w = home.get((t, (None if whole else I, j, k)), workers[(I * nc + J) % len(workers)])
-            shape = (int(row_bounds[I + 1] - row_bounds[I]), int(col_bounds[J + 1] - col_bounds[J]))
             dsk[(name, I, J)] = client.submit(
-                _chunk_join, shape, (int(row_bounds[I]), int(col_bounds[J])),
+                _chunk_join, (int(heights[I]), int(widths[J])),
+                (int(row_bounds[I]), int(col_bounds[J])),
                 *edges.get((I, J), []), key=f"daskhpc-spgemm-chunk-{token}-{I}-{J}",
                 **({"workers": [w], "allow_other_workers": False} if w else {}))
     for f in temps:
         f.release()
-    chunks = (tuple(int(x) for x in np.diff(row_bounds)), tuple(int(x) for x in np.diff(col_bounds)))
+    chunks = (tuple(int(x) for x in heights), tuple(int(x) for x in widths))
     return da.Array(dsk, name, chunks=chunks, dtype=np.float64, meta=sp.csr_matrix((0, 0)))
 
 

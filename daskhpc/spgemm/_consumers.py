@@ -118,9 +118,6 @@ class Count(Consumer):
             out["structural_nnz"] = sum(s["structural_nnz"] for s in summaries)
         return out
 
-    def __repr__(self) -> str:
-        return "Count()"
-
 
 @dataclass
 class Write(Consumer):
@@ -198,8 +195,7 @@ class Prune(Consumer):
         return (CscBlock(ptr, rows[keep], vals[keep], parts[0][0].shape), _IDENTITY,
                 parts[0][2])
 
-    def batch(self, t, results):
-        return {"nnz": sum(int(r[0].nnz) for r in results)}
+    batch = Keep.batch
 
 
 class _Identity:

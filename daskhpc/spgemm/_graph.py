@@ -29,15 +29,11 @@ import numpy as np
 
 from . import _tasks as T
 from ._grid import Layout
+from ._plugin import step_key
 from ._tasks import summary
 
 __all__ = ["symbolic_graph", "batch_graph", "step_of_key", "kept_name", "step_key"]
 
-
-def step_key(run: str, step: str, t: int, *rest) -> tuple:
-    """The key of a task of batch ``t``: ``("spgemm-<run>-<step>", t, *rest)`` (the
-    batch-admission plugin reads the run, the step and t from it)."""
-    return (f"spgemm-{run}-{step}", int(t), *rest)
 
 #: ledger key name -> communicating step of the report
 _STEP_OF = {"sendA": "a_bcast", "bpiece": "b_bcast", "part": "fiber",
@@ -161,11 +157,11 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
             put("bpiece", t, cell, (T.b_piece, b_keys[cell], bcols), cell)
             mk[cell] = None if mask_keys is None else \
                 put("mpiece", t, cell, (T.b_piece, mask_keys[cell], bcols), cell)
-        finals, prev = {}, None
+        finals, prev, ins = {}, None, {}
         for cell in g.cells():
             i, j, k = cell
-            a_in = [step_key(run, "sendA", t, i, s, k) for s in range(q)]
-            b_in = [step_key(run, "bpiece", t, s, j, k) for s in range(q)]
+            a_in, b_in = ins[cell] = ([step_key(run, "sendA", t, i, s, k) for s in range(q)],
+                                      [step_key(run, "bpiece", t, s, j, k) for s in range(q)])
             off = lay.part_offsets(t, j)
             if local == "fused":
                 if l == 1:
@@ -181,15 +177,13 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                                     (T.fused_part, q, int(off[k2]), int(off[k2 + 1]), after,
                                      spec, mk[cell], *a_in, *b_in), cell)
                 continue
-            else:
-                mults = [put("mult", t, (*cell, s), (T.stage_multiply, a_in[s], b_in[s], spec,
-                                                     mk[cell]), cell)
-                         for s in range(q)]
-                if l == 1:
-                    put("cblock", t, cell, (T.merge_fiber, consumer.sort, spec[0], *mults),
-                        cell)
-                    continue
-                layer = put("layer", t, cell, (T.merge_layer, spec[0], *mults), cell)
+            mults = [put("mult", t, (*cell, s), (T.stage_multiply, a_in[s], b_in[s], spec,
+                                                 mk[cell]), cell)
+                     for s in range(q)]
+            if l == 1:
+                put("cblock", t, cell, (T.merge_fiber, consumer.sort, spec[0], *mults), cell)
+                continue
+            layer = put("layer", t, cell, (T.merge_layer, spec[0], *mults), cell)
             for k2 in range(l):
                 put("part", t, (*cell, k2), (T.fiber_part, layer, int(off[k2]),
                                              int(off[k2 + 1])), cell)
@@ -208,11 +202,9 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                     # Merge-Fiber fused with the multiply of the piece that stays:
                     # the received pieces go into the same accumulator
                     off = lay.part_offsets(t, j)
-                    a_in = [step_key(run, "sendA", t, i, s, k) for s in range(q)]
-                    b_in = [step_key(run, "bpiece", t, s, j, k) for s in range(q)]
                     put("cblock", t, cell, (T.fused_own, consumer.sort, q, int(off[k]),
                                             int(off[k + 1]), len(recvs), spec, mk[cell],
-                                            *recvs, *a_in, *b_in), cell)
+                                            *recvs, *ins[cell][0], *ins[cell][1]), cell)
                 else:
                     parts = recvs[:k] + [step_key(run, "part", t, i, j, k, k)] + recvs[k:]
                     put("cblock", t, cell, (T.merge_fiber, consumer.sort, spec[0], *parts),
@@ -248,13 +240,10 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
             kept_keys.extend(finals.values())
             smalls = []
             for key in finals.values():
-                if save is None:
-                    skey = (f"spgemm-{run}-summary", t, *key[2:])
-                    tasks[skey] = (summary, key)
-                else:
-                    # the same summary, once the block is in the checkpoint
-                    skey = (f"spgemm-{run}-ckpt", t, *key[2:])
-                    tasks[skey] = (T.save_kept, save(t, kept_name(key)), key)
+                # with ``save``: the same summary, once the block is in the checkpoint
+                skey = (f"spgemm-{run}-{'summary' if save is None else 'ckpt'}", t, *key[2:])
+                tasks[skey] = (summary, key) if save is None else \
+                    (T.save_kept, save(t, kept_name(key)), key)
                 where[skey] = where[key]
                 smalls.append(skey)
         else:

@@ -112,10 +112,10 @@ class Phases:
     def _make_plan(self, client, nb: int, placement) -> None:
         """Symbolic3D's counts on the client (the report's plan, the dashboard's planned
         matrix, the planned bytes the measured ones are held against). It runs in a
-        thread while the batches run, not before them: its counts only describe the run,
-        and on email-Enron A·A the pass (0.15-0.25 s) cost as much as the multiply. It
-        starts as soon as b is known: with the phases when b is given or one batch, after
-        the cluster's Symbolic3D when that decides b.
+        thread while the batches run, not before them: its counts only describe the run
+        (docs/benchmarks.md, "SpGEMM's plan beside the batches"). It starts as soon as b
+        is known: with the phases when b is given or one batch, after the cluster's
+        Symbolic3D when that decides b.
         A failure is reported, never raised: the product is not lost for its plan."""
         s, tp = self.s, time.perf_counter()
         try:
@@ -234,14 +234,8 @@ class Batches:
                  save: str | None = None):
         self.client, self.s, self.lay, self.ck = client, s, lay, checkpoint
         self.plans, self.measure_memory, self.save = plans, measure_memory, save
-        self.summary: dict = {}
-        self.kept: dict = {}
-        self.files: dict = {}
-        self.loaded: list = []
-        self.attempts: list = []
-        self.timeline: dict = {}
-        self.violations: list = []
-        self.after: dict = {}
+        self.summary, self.kept, self.files, self.timeline, self.after = {}, {}, {}, {}, {}
+        self.loaded, self.attempts, self.violations = [], [], []
 
     def job(self, fp: dict) -> GraphJob:
         s = self.s
@@ -346,14 +340,7 @@ class Batches:
         pairs = [(f, w) for t in sorted(self.kept) for f, w, _ in self.kept[t]]
         t0 = time.perf_counter()
         blocks = gather_direct(self.client, pairs) if pairs else []
-        disk = [t for t in sorted(self.files) if t not in self.kept]
-        for t in disk:
-            for name in self.files[t]:
-                path = self.ck.file(t, name)
-                if not os.path.exists(path):
-                    raise InputError(f"{path}: missing from the checkpoint (batch {t} is "
-                                     "recorded complete)")
-                blocks.append(load_kept(path))
+        blocks += [load_kept(path) for _, _, path, _ in self._in_checkpoint_only()]
         release_futures(f for f, _ in pairs)     # C is here now: free it on the workers
         self.kept = {}
         self.after["gather_s"] = time.perf_counter() - t0
@@ -377,9 +364,9 @@ class Batches:
     def _in_checkpoint_only(self) -> list:
         """``(batch, name, path, worker)`` of every kept block recorded in the checkpoint
         but no longer in memory, spread over the workers in turn (a task there reads it)."""
-        workers = sorted(self.client.scheduler_info()["workers"])
         disk = [(t, name) for t in sorted(self.files) if t not in self.kept
                 for name in self.files[t]]
+        workers = sorted(self.client.scheduler_info()["workers"]) if disk else []
         out = []
         for n, (t, name) in enumerate(disk):
             path = self.ck.file(t, name)
@@ -420,13 +407,11 @@ class Batches:
                                  "client; --save DIR must be on a file system that every "
                                  "worker and the client share")
         if self.s.keep == "workers":
-            disk_pieces = self._on_workers()[len(pieces):]   # checkpoint blocks, loaded
-            self.kept = {}
-            out = pieces + disk_pieces
+            out = pieces + self._on_workers()[len(pieces):]   # checkpoint blocks, loaded
         else:
             release_futures(f for f, *_ in pieces)            # C is on disk now
-            self.kept = {}
             out = None
+        self.kept = {}
         self.after["save_s"] = time.perf_counter() - t0
         return {"files": sorted(entries, key=lambda e: e["file"]), "pieces": out}
 

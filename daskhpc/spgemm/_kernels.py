@@ -15,31 +15,14 @@ concatenated ``X_idx``/``X_val`` (``daskhpc.spgemm._local._stack`` builds
 them). Plain arrays, not ``numba.typed.List`` s: a typed list compiles numba's own
 uncached helpers in every process (1.5-3.3 s each time).
 
-**One pass.** Multiply and merge write each output column straight into the
-output arrays while they accumulate it; there is no separate symbolic pass.
-The caller allocates the output (numpy, for huge pages) at an upper bound
-(``sum_j min(flops_j, nrows)`` for a product, the sum of the inputs' nonzeros
-for a merge): the pages beyond what is written are never touched, so they cost
-address space, not memory, and the caller keeps views of the first ``ptr[-1]``
-entries. Where the bound is not worth reserving, the caller sizes the output
-from a symbolic pass instead; the kernels work with any output at least as long
-as the result (nothing checks: ``boundscheck=False``).
-
-**Two accumulators** (the rule that picks one is in :mod:`._local`):
-
-* *dense* (``spa_*``; scipy's choice, Gustavson's sparse accumulator): one
-  array ``where`` with an entry per row of the output, holding the output
-  position of the row in the current column; a row is new to the column when
-  its position is before the column's start. No per-column reset, no hashing;
-  costs ``nrows`` integers, so it is for blocks with few enough rows.
-* *hash* (``hash_*``; section IV-D): one open-addressing table per output
-  column (size the next power of two at least twice the column's bound,
-  Nagasaka's multiplicative hash 107, linear probing) mapping row -> output
-  position. The working set is the column's own size whatever the row count,
-  so it is for tall blocks.
-
-Both leave the rows of a column in the order they were first met ("unsorted",
-section IV-D); only :func:`sort_columns` sorts, where the final output needs it.
+Multiply and merge are one pass: each output column goes straight into output arrays
+the caller allocated at an upper bound, or at the exact size a symbolic pass found
+(nothing checks: ``boundscheck=False``). Two accumulators: *dense* (``spa_*``,
+Gustavson's sparse accumulator: ``where`` holds every row's output position) and
+*hash* (``hash_*``, section IV-D: an open-addressing table per column). Both leave the
+rows of a column in the order they were first met ("unsorted", section IV-D); only
+:func:`sort_columns` sorts. Why and how: docs/spgemm.md, "Local kernels" (the rule
+that picks an accumulator is in :mod:`._local`).
 
 No dask here.
 """
@@ -98,27 +81,23 @@ def column_bounds(flops, nrows):
 @njit(**_OPTS)
 def merge_bounds(ptr, off, ncols, nrows):
     """Per column ``min(sum of the parts' nonzeros, nrows)`` and their sum."""
-    bound = np.zeros(ncols, np.int64)
+    nnz = np.zeros(ncols, np.int64)
     for m in range(off.size - 1):
         po = off[m]
         for j in range(ncols):
-            bound[j] += ptr[po + j + 1] - ptr[po + j]
-    total = 0
-    for j in range(ncols):
-        bound[j] = min(bound[j], nrows)
-        total += bound[j]
-    return bound, total
+            nnz[j] += ptr[po + j + 1] - ptr[po + j]
+    return column_bounds(nnz, nrows)
 
 
-@njit(**_OPTS)
-def symbolic_dense(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols):
-    """LocalSymbolic (Algorithm 3 line 8): nonzeros of every column of ``sum_s A_s·B_s``.
-
-    A dense int32 marker per row holds the last column that met the row.
-    """
+@njit(inline="always", **_OPTS)
+def _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols, mark, masked, m_ptr,
+                   m_idx, allow, inside):  # pragma: no cover - numba
+    """Nonzeros per column, ``mark[r]`` the last column that met row r; with ``masked``
+    only the rows in (``inside``) or not in the mask's column (stamped into ``allow``)."""
     counts = np.zeros(ncols, np.int64)
-    mark = np.full(nrows, -1, np.int32)
     for j in range(ncols):
+        if masked:
+            _stamp(m_ptr, m_idx, allow, j)
         c = 0
         for s in range(a_off.size - 1):
             ao = a_off[s]
@@ -127,11 +106,21 @@ def symbolic_dense(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols):
                 i = b_idx[q]
                 for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
                     r = a_idx[t]
-                    if mark[r] != j:
+                    if mark[r] != j and (not masked or (allow[r] == j) == inside):
                         mark[r] = j
                         c += 1
         counts[j] = c
     return counts
+
+
+@njit(**_OPTS)
+def symbolic_dense(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols):
+    """LocalSymbolic (Algorithm 3 line 8): nonzeros of every column of ``sum_s A_s·B_s``.
+
+    A dense int32 marker per row holds the last column that met the row.
+    """
+    return _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols,
+                          np.full(nrows, -1, np.int32), False, a_ptr, a_idx, a_ptr, False)
 
 
 @njit(**_OPTS)
@@ -171,129 +160,12 @@ def symbolic_hash(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, bound):
     return counts
 
 
-@njit(inline="always", **_OPTS)
-def _hash_add(keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cover - numba
-    """Add v to row r of the open-addressing table (linear probing, section IV-D).
-
-    A new row takes output position ``pos``; returns the next free position.
-    """
-    h = (r * _HASH) & mask
-    while True:
-        k = keys[h]
-        if k == r:
-            c_val[slot[h]] += v
-            return pos
-        if k == _EMPTY:
-            keys[h] = r
-            slot[h] = pos
-            c_idx[pos] = r
-            c_val[pos] = v
-            return pos + 1
-        h = (h + 1) & mask
-
-
-@njit(**_OPTS)
-def spa_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
-                 p_idx, p_val, where, c_ptr, c_idx, c_val):
-    """``sum_m P_m + sum_s A_s · B_s`` in one pass with a dense accumulator.
-
-    The ``P_m`` (``p_*`` lists, possibly empty) are matrices of the output's
-    shape added on the way (the fused Merge-Fiber: pieces other layers sent).
-
-    ``where`` is an int32 or int64 array with one entry per row of A, all < 0
-    (int32 is enough while the output has fewer than 2**31 entries: it halves
-    the accumulator's cache footprint). Outputs are filled in place: ``c_ptr``
-    (``ncols + 1``), ``c_idx`` and ``c_val`` with at least the product's nnz
-    entries (allocated by the caller with numpy, which asks for huge pages).
-    Returns the nnz written.
-    """
-    ncols = c_ptr.size - 1
-    c_ptr[0] = 0
-    pos = 0
-    for j in range(ncols):
-        start = pos
-        for m in range(p_off.size - 1):
-            po = p_off[m]
-            for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
-                r = p_idx[t]
-                p = where[r]
-                if p >= start:
-                    c_val[p] += p_val[t]
-                else:
-                    where[r] = pos
-                    c_idx[pos] = r
-                    c_val[pos] = p_val[t]
-                    pos += 1
-        for s in range(a_off.size - 1):
-            ao = a_off[s]
-            bo = b_off[s]
-            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
-                i = b_idx[q]
-                bv = b_val[q]
-                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
-                    r = a_idx[t]
-                    p = where[r]
-                    if p >= start:
-                        c_val[p] += a_val[t] * bv
-                    else:
-                        where[r] = pos
-                        c_idx[pos] = r
-                        c_val[pos] = a_val[t] * bv
-                        pos += 1
-        c_ptr[j + 1] = pos
-    return pos
-
-
-@njit(**_OPTS)
-def hash_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
-                  p_idx, p_val, bound, c_ptr, c_idx, c_val):
-    """``sum_m P_m + sum_s A_s · B_s`` in one pass with a hash table per column (§IV-D).
-
-    ``bound[j]`` bounds the nonzeros of column j (sizes its table); the rest as
-    for :func:`spa_multiply`.
-    """
-    ncols = c_ptr.size - 1
-    maxb = 0
-    for j in range(ncols):
-        maxb = max(maxb, bound[j])
-    keys = np.full(_table_size(maxb), _EMPTY, np.int32)
-    slot = np.empty(_table_size(maxb), np.int64)
-    c_ptr[0] = 0
-    pos = 0
-    for j in range(ncols):
-        if bound[j] == 0:
-            c_ptr[j + 1] = pos
-            continue
-        size = _table_size(bound[j])
-        mask = size - 1
-        keys[:size] = _EMPTY
-        for m in range(p_off.size - 1):
-            po = p_off[m]
-            for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
-                r = p_idx[t]
-                pos = _hash_add(keys, slot, mask, r, p_val[t], c_idx, c_val, pos)
-        for s in range(a_off.size - 1):
-            ao = a_off[s]
-            bo = b_off[s]
-            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
-                i = b_idx[q]
-                bv = b_val[q]
-                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
-                    r = a_idx[t]
-                    pos = _hash_add(keys, slot, mask, r, a_val[t] * bv, c_idx, c_val, pos)
-        c_ptr[j + 1] = pos
-    return pos
-
-
 # ---------------------------------------------------------------- semirings and masks
 #
-# A semiring is a small int (``SEMIRINGS`` gives the names). plus_times without a mask
-# runs the kernels above, untouched (the caller, ``_local``, picks the kernel: a branch
-# inside one kernel made plus_times 1.29x slower); every other semiring, and any masked
-# product, runs ``spa_semiring``/``hash_semiring``, whose ``_mul``/``_add`` branch on the
-# semiring, a loop invariant. The first term of an entry is stored
-# as it is, which is what starting the accumulator at the additive identity (0, +inf,
-# -inf, False) gives; an entry exists iff the symbolic product has it, whatever its value.
+# A semiring is a small int (``SEMIRINGS`` gives the names); why a kernel per semiring,
+# and plus_times without a mask in kernels of its own: docs/spgemm.md, "Semirings and
+# masks". The first term of an entry is stored as it is (the accumulator started at the
+# additive identity); an entry exists iff the symbolic product has it, whatever its value.
 # A mask (``mmode`` 1: keep rows in M(:, j); 2: keep rows not in it) is stamped into
 # ``allow`` (one int64 per output row) once per column and tested before each product.
 
@@ -380,7 +252,9 @@ def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
 
 @njit(inline="always", **_OPTS)
 def _hash_acc(sr, keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cover - numba
-    """:func:`_hash_add` with the semiring's addition."""
+    """Add v to row r of the open-addressing table (linear probing, section IV-D) with
+    the semiring's addition; a new row takes output position ``pos``; returns the next
+    free position."""
     h = (r * _HASH) & mask
     while True:
         k = keys[h]
@@ -438,104 +312,56 @@ def _hash_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val
     return pos
 
 
-# One kernel per semiring (module-level, so that numba caches each): the body is inlined
-# with ``sr`` a constant, so its branches fold away at compile time.
+@njit(**_OPTS)
+def spa_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
+                 p_idx, p_val, where, c_ptr, c_idx, c_val):
+    """``sum_m P_m + sum_s A_s · B_s`` in one pass with a dense accumulator.
+
+    The ``P_m`` (``p_*`` lists, possibly empty) are matrices of the output's
+    shape added on the way (the fused Merge-Fiber: pieces other layers sent).
+
+    ``where`` is an int32 or int64 array with one entry per row of A, all < 0
+    (int32 is enough while the output has fewer than 2**31 entries: it halves
+    the accumulator's cache footprint). Outputs are filled in place: ``c_ptr``
+    (``ncols + 1``), ``c_idx`` and ``c_val`` with at least the product's nnz
+    entries (allocated by the caller with numpy, which asks for huge pages).
+    Returns the nnz written.
+    """
+    # mmode 0: the mask's three arrays (c_ptr, c_idx, c_ptr here) are never read
+    return _spa_body(PLUS_TIMES, 0, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+                     p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, where, c_ptr, c_idx, c_val)
+
 
 @njit(**_OPTS)
-def _spa_plus_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(0, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
+def hash_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
+                  p_idx, p_val, bound, c_ptr, c_idx, c_val):
+    """``sum_m P_m + sum_s A_s · B_s`` in one pass with a hash table per column (§IV-D).
 
-@njit(**_OPTS)
-def _spa_min_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(1, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
+    ``bound[j]`` bounds the nonzeros of column j (sizes its table); the rest as
+    for :func:`spa_multiply`.
+    """
+    return _hash_body(PLUS_TIMES, 0, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+                      p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, bound, c_ptr, c_idx, c_val)
 
-@njit(**_OPTS)
-def _spa_max_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(2, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
 
-@njit(**_OPTS)
-def _spa_max_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(3, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
+# One kernel per semiring and accumulator (numba caches each: ``hashed`` and ``sr`` are
+# closure constants, part of numba's cache key): numba drops the other accumulator's
+# branch before it compiles, and the body is inlined with ``sr`` a constant, so its
+# branches fold away at compile time.
 
-@njit(**_OPTS)
-def _spa_or_and(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(4, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _spa_plus_pair(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val):
-    return _spa_body(5, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, where,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_plus_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(0, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_min_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(1, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_max_plus(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(2, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_max_times(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(3, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_or_and(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(4, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
-
-@njit(**_OPTS)
-def _hash_plus_pair(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val):
-    return _hash_body(5, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-        p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, bound,
-        c_ptr, c_idx, c_val)
+def _semiring_kernel(hashed, sr):
+    @njit(**_OPTS)
+    def kernel(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
+               p_idx, p_val, m_ptr, m_idx, allow, acc, c_ptr, c_idx, c_val):
+        # ``acc``: the tables' ``bound`` (hash) or ``where`` (dense)
+        if hashed == 1:
+            return _hash_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx,
+                              b_val, p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, acc,
+                              c_ptr, c_idx, c_val)
+        return _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+                         p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, acc, c_ptr, c_idx,
+                         c_val)
+    return kernel
 
 
 def spa_semiring(sr, mmode, *args):
@@ -553,89 +379,20 @@ def hash_semiring(sr, mmode, *args):
     return _HASH_KERNELS[sr](mmode, *args)
 
 
-_SPA_KERNELS = (_spa_plus_times, _spa_min_plus, _spa_max_plus, _spa_max_times, _spa_or_and,
-                _spa_plus_pair)
-_HASH_KERNELS = (_hash_plus_times, _hash_min_plus, _hash_max_plus, _hash_max_times,
-                 _hash_or_and, _hash_plus_pair)
+_SPA_KERNELS = tuple(_semiring_kernel(0, sr) for sr in range(len(SEMIRINGS)))
+_HASH_KERNELS = tuple(_semiring_kernel(1, sr) for sr in range(len(SEMIRINGS)))
 
 
 @njit(**_OPTS)
 def symbolic_masked(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols, m_ptr, m_idx, mmode):
     """:func:`symbolic_dense` restricted to the rows in (``mmode`` 1) or not in (2) the
     mask's column."""
-    counts = np.zeros(ncols, np.int64)
-    mark = np.full(nrows, -1, np.int64)
-    allow = np.full(nrows, -1, np.int64)
-    inside = mmode == 1
-    for j in range(ncols):
-        _stamp(m_ptr, m_idx, allow, j)
-        c = 0
-        for s in range(a_off.size - 1):
-            ao = a_off[s]
-            bo = b_off[s]
-            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
-                i = b_idx[q]
-                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
-                    r = a_idx[t]
-                    if mark[r] != j and (allow[r] == j) == inside:
-                        mark[r] = j
-                        c += 1
-        counts[j] = c
-    return counts
+    return _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols,
+                          np.full(nrows, -1, np.int64), True, m_ptr, m_idx,
+                          np.full(nrows, -1, np.int64), mmode == 1)
 
 
-@njit(**_OPTS)
-def spa_merge(ptr, off, idx, val, where, c_ptr, c_idx, c_val):
-    """Sum of same-shape matrices in one pass, dense accumulator (Merge-Layer/-Fiber)."""
-    ncols = c_ptr.size - 1
-    c_ptr[0] = 0
-    pos = 0
-    for j in range(ncols):
-        start = pos
-        for m in range(off.size - 1):
-            po = off[m]
-            for t in range(ptr[po + j], ptr[po + j + 1]):
-                r = idx[t]
-                p = where[r]
-                if p >= start:
-                    c_val[p] += val[t]
-                else:
-                    where[r] = pos
-                    c_idx[pos] = r
-                    c_val[pos] = val[t]
-                    pos += 1
-        c_ptr[j + 1] = pos
-    return pos
-
-
-@njit(**_OPTS)
-def hash_merge(ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
-    """Unsorted-hash merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
-    ncols = c_ptr.size - 1
-    maxb = 0
-    for j in range(ncols):
-        maxb = max(maxb, bound[j])
-    keys = np.full(_table_size(maxb), _EMPTY, np.int32)
-    slot = np.empty(_table_size(maxb), np.int64)
-    c_ptr[0] = 0
-    pos = 0
-    for j in range(ncols):
-        if bound[j] == 0:
-            c_ptr[j + 1] = pos
-            continue
-        size = _table_size(bound[j])
-        mask = size - 1
-        keys[:size] = _EMPTY
-        for m in range(off.size - 1):
-            po = off[m]
-            for t in range(ptr[po + j], ptr[po + j + 1]):
-                r = idx[t]
-                pos = _hash_add(keys, slot, mask, r, val[t], c_idx, c_val, pos)
-        c_ptr[j + 1] = pos
-    return pos
-
-
-@njit(**_OPTS)
+@njit(inline="always", **_OPTS)
 def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
     """Semiring sum of same-shape matrices in one pass, dense accumulator
     (Merge-Layer/-Fiber)."""
@@ -660,7 +417,7 @@ def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
     return pos
 
 
-@njit(**_OPTS)
+@njit(inline="always", **_OPTS)
 def hash_merge_semiring(sr, ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
     """Unsorted-hash semiring merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
     ncols = c_ptr.size - 1
@@ -684,6 +441,18 @@ def hash_merge_semiring(sr, ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
                 pos = _hash_acc(sr, keys, slot, mask, idx[t], val[t], c_idx, c_val, pos)
         c_ptr[j + 1] = pos
     return pos
+
+
+@njit(**_OPTS)
+def spa_merge(ptr, off, idx, val, where, c_ptr, c_idx, c_val):
+    """Sum of same-shape matrices in one pass, dense accumulator (Merge-Layer/-Fiber)."""
+    return spa_merge_semiring(PLUS_TIMES, ptr, off, idx, val, where, c_ptr, c_idx, c_val)
+
+
+@njit(**_OPTS)
+def hash_merge(ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
+    """Unsorted-hash merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
+    return hash_merge_semiring(PLUS_TIMES, ptr, off, idx, val, bound, c_ptr, c_idx, c_val)
 
 
 # Sorting: our own stable merge sort of (row, value) pairs, not ``np.argsort``: numba

@@ -14,9 +14,8 @@ and pick their accumulator by :func:`choose_accumulator`:
   has at most :data:`DENSE_ROWS` rows and the accumulator is no bigger than
   the work (``nrows <= DENSE_WORK_FACTOR * flops``);
 * ``hash`` (section IV-D) otherwise: tall blocks, where the per-row array
-  falls out of cache (random rows, 80-1200 products per column, this machine:
-  equal up to 2**20 rows, hash 1.3x faster at 2**20 rows with sparse columns,
-  2-4x at 2**22-2**24 rows) or would cost more to allocate than the product.
+  falls out of cache or would cost more to allocate than the product
+  (measurements: docs/spgemm.md).
 
 Both leave rows unsorted within a column. ``accumulator="dense"|"hash"``
 forces one.
@@ -199,8 +198,7 @@ def merge(blocks, *, sort: bool = False, accumulator: str = "auto", semiring=0) 
     if any(b.shape != shape for b in blocks):
         raise ValueError(f"cannot merge blocks of shapes {[b.shape for b in blocks]}")
     if len(blocks) == 1:
-        out = blocks[0]
-        return sort_block(out) if sort and not out.sorted else out
+        return sort_block(blocks[0]) if sort else blocks[0]
     m, n = shape
     sr = semiring_code(semiring)
     parts = _stack(blocks)

@@ -30,7 +30,8 @@ DONE_STEP = "done"        # after every consumer task of the batch
 
 
 def step_key(run: str, step: str, t: int, *rest) -> tuple:
-    """The key of a task of batch ``t``: ``("spgemm-<run>-<step>", t, *rest)``."""
+    """The key of a task of batch ``t``: ``("spgemm-<run>-<step>", t, *rest)`` (the
+    plugin reads the run, the step and t from it)."""
     return (f"spgemm-{run}-{step}", int(t), *rest)
 
 

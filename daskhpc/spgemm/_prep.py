@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
-__all__ = ["check_inputs", "matrix_of", "like_input", "permutations", "localize"]
+__all__ = ["check_inputs", "as_csr", "matrix_of", "like_input", "permutations", "localize"]
 
 
 def check_inputs(a, b) -> tuple[sp.csr_array, sp.csr_array]:
@@ -30,12 +30,7 @@ def check_inputs(a, b) -> tuple[sp.csr_array, sp.csr_array]:
     workflow's ``fit`` does; so is a reader's ``SparseInput``."""
     out = []
     for name, m in (("A", a), ("B", b)):
-        m = matrix_of(m)
-        if not sp.issparse(m):
-            m = np.asarray(m)
-            if m.ndim != 2:
-                raise InputError(f"{name} must be a 2-D matrix, got {m.ndim} dimension(s)")
-        m = sp.csr_array(m, dtype=np.float64)
+        m = as_csr(m, name)
         if m.shape[0] == 0 or m.shape[1] == 0 or m.nnz == 0:
             raise InputError(f"{name} is empty ({m.shape[0]} x {m.shape[1]}, {m.nnz} nonzeros)")
         if not np.isfinite(m.data).all():
@@ -47,6 +42,17 @@ def check_inputs(a, b) -> tuple[sp.csr_array, sp.csr_array]:
                          f"B is {out[1].shape[0]} x {out[1].shape[1]}; "
                          f"A's columns must equal B's rows")
     return out[0], out[1]
+
+
+def as_csr(m, name: str) -> sp.csr_array:
+    """``m`` (see :func:`matrix_of`) as a float64 CSR array, or an InputError when it is
+    not 2-D (``name``: how the message starts)."""
+    m = matrix_of(m)
+    if not sp.issparse(m):
+        m = np.asarray(m)
+        if m.ndim != 2:
+            raise InputError(f"{name} must be a 2-D matrix, got {m.ndim} dimension(s)")
+    return sp.csr_array(m, dtype=np.float64)
 
 
 def matrix_of(m):
@@ -95,10 +101,8 @@ def localize(perm: np.ndarray, bounds) -> np.ndarray:
     The random permutation decides which block each row, inner index or column
     goes to (load balance); the order inside a block is free, and keeping the
     original order there keeps the locality the input's numbering has
-    (neighbours with nearby ids), which a fully random order destroys: on
-    email-Enron the local product runs 1.7x longer in a fully random order
-    than in the original one; the 2x2 cells' products take 0.19 s in total
-    with localized blocks and 0.26 s with fully random ones.
+    (neighbours with nearby ids), which a fully random order destroys
+    (measured: docs/spgemm.md).
 
     >>> localize(np.array([5, 1, 3, 4, 0, 2]), [0, 3, 6]).tolist()
     [1, 3, 5, 0, 2, 4]

@@ -99,17 +99,13 @@ def compare_products(c, ref) -> dict:
     else:
         d = sp.csr_array(c - ref)
         diff = float(abs(d.data).max()) if d.nnz else 0.0
-        ones_c = sp.csr_array((np.ones(c.nnz), c.indices, c.indptr), shape=c.shape)
-        ones_r = sp.csr_array((np.ones(ref.nnz), ref.indices, ref.indptr), shape=ref.shape)
-        here = sp.csr_array(ones_c - ones_r)                 # +1 only in c, -1 only in ref
+        here = sp.csr_array(_ones(c) - _ones(ref))           # +1 only in c, -1 only in ref
         for name, sign, m in (("only_here", 1.0, c), ("only_in_serial", -1.0, ref)):
             mask = sp.csr_array(here == sign)
             vals = sp.csr_array(abs(m) * mask).data
             out[name] = int(mask.nnz)
             out[f"{name}_max_abs"] = float(vals.max()) if vals.size else 0.0
-    out["max_abs_diff"] = diff
-    out["tolerance"] = 1e-12 * scale
-    out["identical"] = diff <= 1e-12 * scale
+    out.update(max_abs_diff=diff, tolerance=1e-12 * scale, identical=diff <= 1e-12 * scale)
     return out
 
 
@@ -164,9 +160,7 @@ def compare_counts(value: dict, a, b, ref, mask=None, complement: bool = False) 
     if "structural_nnz" not in value:            # a count from an older checkpoint
         out.update(compared="nnz, sum", identical=bool(sum_ok and out["nnz"] == ref.nnz))
         return out
-    ones = [sp.csr_array((np.ones(m.nnz), m.indices, m.indptr), shape=m.shape)
-            for m in (sp.csr_array(a), sp.csr_array(b))]
-    structural = sp.csr_array(ones[0] @ ones[1])     # positive terms: nothing cancels
+    structural = sp.csr_array(_ones(a) @ _ones(b))     # positive terms: nothing cancels
     if mask is not None:
         inside = sp.csr_array(structural.multiply(_ones(mask)))
         structural = sp.csr_array(structural - inside) if complement else inside

@@ -27,8 +27,9 @@ from ._block import CscBlock
 from ._consumers import Consumer, parse_consumer
 from ._kernels import SEMIRINGS
 from ._grid import Grid, Layout
+from ._local import semiring_code
 from ._memory import parse_bytes
-from ._prep import check_inputs, localize, permutations
+from ._prep import as_csr, check_inputs, localize, permutations
 from ._symbolic import BYTES_PER_UNMERGED, planned_batches
 
 __all__ = ["Setup", "prepare", "fingerprint", "matrix_digest", "check_semiring", "check_mask",
@@ -86,11 +87,9 @@ class Setup:
         take."""
         mp = sp.csc_array(sp.csr_array(self.mask)[self.pr][:, self.pc])
         lay = self.layout(1)
-        out = {}
-        for (i, j, k) in self.grid.cells():
-            piece = sp.csc_array(mp[slice(*lay.rows(i))][:, slice(*lay.cols(j))])
-            out[(i, j, k)] = CscBlock.from_scipy(piece)
-        return out
+        return {(i, j, k): CscBlock.from_scipy(sp.csc_array(
+                    mp[slice(*lay.rows(i))][:, slice(*lay.cols(j))]))
+                for (i, j, k) in self.grid.cells()}
 
     def mask_report(self) -> dict | None:
         """What the report records of the mask."""
@@ -129,8 +128,7 @@ class Setup:
 
     def row_ids(self) -> dict:
         """Original row ids of every cell's rows (the consumers' ``info["rows"]``)."""
-        lay = self.layout(1)                 # row blocks do not depend on b
-        rows = [self.pr[slice(*lay.rows(i))] for i in range(self.grid.q)]
+        rows = self.ids(self.layout(1))["rows"]      # row blocks do not depend on b
         return {cell: rows[cell[0]] for cell in self.grid.cells()}
 
     def permuted_mask(self) -> tuple:
@@ -142,11 +140,9 @@ class Setup:
     def mask_operands(self, lay: Layout) -> dict:
         """The mask's piece of every cell (permuted like C), for masked consumers."""
         mp = sp.csc_array(self.mask[self.pr][:, self.pc])
-        out = {}
-        for (i, j, k) in self.grid.cells():
-            cols = np.concatenate([lay.batch_columns(t, j, k) for t in range(lay.b)])
-            out[(i, j, k)] = self.consumer.operand(mp, np.arange(*lay.rows(i)), cols)
-        return out
+        return {(i, j, k): self.consumer.operand(mp, np.arange(*lay.rows(i)), np.concatenate(
+                    [lay.batch_columns(t, j, k) for t in range(lay.b)]))
+                for (i, j, k) in self.grid.cells()}
 
 
 def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
@@ -206,11 +202,10 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
 
 def check_semiring(semiring) -> int:
     """The code of a semiring name, or a one-line InputError listing the names."""
-    if isinstance(semiring, (int, np.integer)) and 0 <= int(semiring) < len(SEMIRINGS):
-        return int(semiring)
-    if semiring in SEMIRINGS:
-        return SEMIRINGS.index(semiring)
-    raise InputError(f"semiring must be one of {', '.join(SEMIRINGS)}, not {semiring!r}")
+    try:
+        return semiring_code(semiring)
+    except ValueError as e:
+        raise InputError(str(e)) from None
 
 
 def check_mask(mask, shape) -> sp.csr_array | None:
@@ -218,15 +213,8 @@ def check_mask(mask, shape) -> sp.csr_array | None:
     is not C's. Only its pattern counts (stored entries, whatever their values)."""
     if mask is None:
         return None
-    from ._prep import matrix_of
-
     name = f"{os.fspath(mask)}: " if isinstance(mask, (str, os.PathLike)) else ""
-    m = matrix_of(mask)
-    if not sp.issparse(m):
-        m = np.asarray(m)
-        if m.ndim != 2:
-            raise InputError(f"{name}the mask must be a 2-D matrix, got {m.ndim} dimension(s)")
-    m = sp.csr_array(m, dtype=np.float64)
+    m = as_csr(mask, f"{name}the mask")
     if m.shape != tuple(shape):
         raise InputError(f"{name}the mask is {m.shape[0]} x {m.shape[1]}, but C = A·B is "
                          f"{shape[0]} x {shape[1]}")
@@ -285,8 +273,7 @@ def fingerprint(s: Setup) -> dict:
     fp = {"a": digest["A"], "b": digest["B"], "grid": str(s.grid),
           "batches": s.batches, "seed": s.seed, "consume": repr(s.consumer), "local": s.local}
     if s.batches == "auto":
-        fp["memory_per_worker"] = s.memory
-        fp["r"] = s.r
+        fp.update(memory_per_worker=s.memory, r=s.r)
     if s.mask is not None:
         fp["mask"] = matrix_digest(s.mask)
     if s.semiring or s.complement:          # so that older checkpoints still match

@@ -54,9 +54,7 @@ BYTES_PER_UNMERGED = 24
 #: The share of a cell's budget that the planner keeps back for working memory the model
 #: does not count: the previous batch's blocks until the scheduler lets the worker free
 #: them, received message buffers, huge-page rounding of large arrays, the tasks a worker
-#: keeps. Measured (issue 22): email-Enron A·A on 1x1x2 with 40 MB a worker peaked 4-8 MB
-#: (10-20 %) above ``r`` x its batch plus its input blocks; with the whole budget given to
-#: Algorithm 3 the run went 1.13x over it. :func:`planned_batches` applies it.
+#: keeps (measured: docs/spgemm.md, "Working headroom"). :func:`planned_batches` applies it.
 WORKING_HEADROOM = 0.2
 
 
@@ -187,9 +185,8 @@ PARALLEL_FLOPS = 2_000_000
 
 def _passes(csc: list, rest: tuple):
     """:func:`_grid_pass` over ranges of B's columns of about equal flops, one per core
-    in threads (the kernel releases the GIL), summed: the plan runs on the client before
-    the batches, while the workers wait (email-Enron A·A: 51.5M flops, 0.27 s in one
-    thread)."""
+    in threads (the kernel releases the GIL), summed (docs/benchmarks.md, "SpGEMM: the
+    plan's pass in threads")."""
     from concurrent.futures import ThreadPoolExecutor
 
     a_ptr, _, b_ptr, b_idx = csc
