@@ -2,8 +2,9 @@
 
 Examples
 --------
->>> tasks, where, follow = build_graph(setup, placement.worker, part_futures, "ab12")  # doctest: +SKIP
->>> sorted(follow)                                                                   # doctest: +SKIP
+>>> graph = WindowGraph(setup, placement.worker, part_futures, "ab12")  # doctest: +SKIP
+>>> tasks, where, follow = graph.window(0, setup.E)                    # doctest: +SKIP
+>>> sorted(follow)                                                     # doctest: +SKIP
 ['ckpt', 'eval', 'final']
 """
 
@@ -16,41 +17,9 @@ import numpy as np
 from . import _tasks
 from ._setup import Setup
 
-__all__ = ["build_graph", "WindowGraph", "STEP"]
+__all__ = ["WindowGraph", "STEP"]
 
 STEP = "ssgd-step"
-
-
-def build_graph(s: Setup, where_part, data, token: str, ckpt_paths=None,
-                direct: bool = False):
-    """The run's tasks, their workers, and the keys the client follows (all epochs at
-    once: :class:`WindowGraph` ``.window(0, E)``).
-
-    Parameters
-    ----------
-    s : Setup
-    where_part : callable
-        Part -> worker address.
-    data : list
-        Each part's scattered :class:`~daskhpc.ssgd._tasks.PartData` (a Future).
-    token : str
-        Makes the keys of this run unique (and names its worker-side states).
-    ckpt_paths : dict, optional
-        ``{(p, e): path}``: part p writes its checkpoint of epoch e there.
-    direct : bool
-        The direct exchange mode (``daskhpc.runtime._exchange``): one task per worker
-        runs the window's epochs in a loop (:func:`~daskhpc.ssgd._tasks.epochs_direct`):
-        their sub-epochs, test errors and checkpoints, pushing every bundle to its
-        receiving worker, instead of a task group per sub-epoch whose bundles the
-        receivers fetch. The same sweeps, the same numbers.
-
-    Returns
-    -------
-    tasks, workers : dict
-    follow : dict
-        ``eval[(p, e)]``, ``ckpt[(p, e)]`` (graph mode) and ``final[p]`` keys.
-    """
-    return WindowGraph(s, where_part, data, token, ckpt_paths, direct).window(0, s.E)
 
 
 class WindowGraph:
