@@ -5,9 +5,7 @@ time of every call, from the run's history rows (topic ``history``).
 
 from __future__ import annotations
 
-from bokeh.layouts import column, row
-from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool
-from bokeh.plotting import figure
+from bokeh.models import FactorRange
 from distributed.utils import log_errors
 
 from daskhpc.dashboard import EMPTY, Component, format_bytes, update_source
@@ -20,37 +18,24 @@ class AllreduceStages(Component):
 
     def __init__(self, scheduler, **kw):
         super().__init__(scheduler, **kw)
-        self.stage_source = ColumnDataSource({"stage": [], "bytes": [], "total": []},
-                                             name="daskhpc-allreduce-stages")
-        self.stages = figure(title="Bytes per stage (all ranks)", x_range=FactorRange(),
-                             tools="hover,save,reset", toolbar_location="above",
-                             y_axis_label="bytes", **self.sizing)
+        self.stage_source = self.empty_source("daskhpc-allreduce-stages", "stage", "bytes")
+        self.stages = self.figure("Bytes per stage (all ranks)", [("stage", "@stage"),
+                                                                  ("bytes", "@bytes{0,0}")],
+                                  x_range=FactorRange(), y_axis_label="bytes")
         self.stages.vbar(x="stage", top="bytes", width=0.8, source=self.stage_source)
-        self.stages.select_one(HoverTool).tooltips = [("stage", "@stage"),
-                                                      ("bytes", "@bytes{0,0}")]
-        self.call_source = ColumnDataSource({"call": [], "ms": [], "measured": [], "total": []},
-                                            name="daskhpc-allreduce-calls")
-        self.calls = figure(title="Time per call (ms)", tools="hover,save,reset",
-                            toolbar_location="above", x_axis_label="call",
-                            y_axis_label="ms", **self.sizing)
+        self.call_source = self.empty_source("daskhpc-allreduce-calls", "call", "ms", "measured")
+        self.calls = self.figure("Time per call (ms)", [("call", "@call"), ("ms", "@ms{0.0}"),
+                                                        ("measured bytes", "@measured{0,0}")],
+                                 x_axis_label="call", y_axis_label="ms")
         self.calls.line(x="call", y="ms", source=self.call_source)
         self.calls.scatter(x="call", y="ms", source=self.call_source, size=6)
-        self.calls.select_one(HoverTool).tooltips = [("call", "@call"), ("ms", "@ms{0.0}"),
-                                                     ("measured bytes", "@measured{0,0}")]
-        self.summary = Div(text=EMPTY, name="daskhpc-allreduce-summary")
-        self.root = column(self.summary, row(self.stages, self.calls, **self.layout),
-                           **self.layout)
+        self.set_root(EMPTY, "daskhpc-allreduce-summary", self.stages, self.calls)
 
     @log_errors
     def update(self) -> None:
-        st = self.state
-        if st is None:
-            return
-        if st.run.get("workflow") != "allreduce":         # another workflow's run: show nothing
-            st = None
-        rows = [r for r in st.history if "stage_bytes" in r] if st is not None else []
+        rows = self.rows("allreduce", "stage_bytes")
         if not rows:
-            for src in (self.stage_source, self.call_source):
+            for src in (self.stage_source, self.call_source) if rows is not None else ():
                 update_source(src, {k: [] for k in src.data})
             return
         last = rows[-1]

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import math
 
-from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, DataRange1d, Div, HoverTool, LinearAxis
-from bokeh.plotting import figure
+from bokeh.models import DataRange1d, LinearAxis
 from distributed.utils import log_errors
 
 from daskhpc.dashboard import Component, update_source
@@ -45,11 +43,11 @@ class FitCurve(Component):
 
     def __init__(self, scheduler, **kw):
         super().__init__(scheduler, **kw)
-        self.source = ColumnDataSource({"iteration": [], "fit": [], "time_ms": [],
-                                        "total": []}, name="daskhpc-cpals-fit")
-        self.fig = figure(title="CP-ALS: fit per iteration", x_axis_label="iteration",
-                          y_axis_label="fit", tools="hover,xwheel_zoom,xpan,save,reset",
-                          toolbar_location="above", **self.sizing)
+        self.source = self.empty_source("daskhpc-cpals-fit", "iteration", "fit", "time_ms")
+        self.fig = self.figure("CP-ALS: fit per iteration", [
+            ("iteration", "@iteration"), ("fit", "@fit{0.000000}"),
+            ("time", "@time_ms{0.0} ms")], tools="hover,xwheel_zoom,xpan,save,reset",
+            x_axis_label="iteration", y_axis_label="fit")
         self.fig.line("iteration", "fit", source=self.source, line_width=2, color="navy",
                       legend_label="fit")
         self.fig.scatter("iteration", "fit", source=self.source, size=5, color="navy")
@@ -61,11 +59,7 @@ class FitCurve(Component):
                              legend_label="ms per iteration")
         self.fig.extra_y_ranges["time"].renderers = [t]
         self.fig.legend.location = "bottom_right"
-        self.fig.select_one(HoverTool).tooltips = [
-            ("iteration", "@iteration"), ("fit", "@fit{0.000000}"),
-            ("time", "@time_ms{0.0} ms")]
-        self.summary = Div(text=EMPTY, name="daskhpc-cpals-summary")
-        self.root = column(self.summary, self.fig, **self.layout)
+        self.set_root(EMPTY, "daskhpc-cpals-summary", self.fig)
 
     @log_errors
     def update(self) -> None:

@@ -83,6 +83,40 @@ class Component:
         plugin = _plugin(self.scheduler)
         return None if plugin is None else plugin.state
 
+    def rows(self, workflow: str, field: str) -> list | None:
+        """The current run's history rows that have ``field`` ([] unless it is a
+        ``workflow`` run; None before the plugin is installed)."""
+        st = self.state
+        if st is None:
+            return None
+        return [r for r in st.history if field in r] if st.run.get("workflow") == workflow else []
+
+    # bokeh is imported here, not on top: importing daskhpc.dashboard (to publish) must not
+    def empty_source(self, name: str, *columns: str):
+        """An empty data source ``name`` of these columns and ``total``."""
+        from bokeh.models import ColumnDataSource
+
+        return ColumnDataSource({**{k: [] for k in columns}, "total": []}, name=name)
+
+    def figure(self, title: str, tooltips=None, tools: str = "hover,save,reset", **kw):
+        """A figure of the panel's size, its toolbar above, with these hover tooltips."""
+        from bokeh.models import HoverTool
+        from bokeh.plotting import figure
+
+        fig = figure(title=title, tools=tools, toolbar_location="above", **kw, **self.sizing)
+        if tooltips is not None:
+            fig.select_one(HoverTool).tooltips = tooltips
+        return fig
+
+    def set_root(self, text: str, name: str, *figs) -> None:
+        """``root``: the ``summary`` line (a Div named ``name``) above the figures, in a row."""
+        from bokeh.layouts import column, row
+        from bokeh.models import Div
+
+        self.summary = Div(text=text, name=name)
+        self.root = column(self.summary, row(*figs, **self.layout) if len(figs) > 1 else figs[0],
+                           **self.layout)
+
 
 def update_source(source, data: dict) -> None:
     """Replace a source's data only if it changed: every assignment ships all of

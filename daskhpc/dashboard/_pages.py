@@ -15,11 +15,9 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from bokeh.layouts import column, row
-from bokeh.models import (ColorBar, ColumnDataSource, Div, FactorRange, HoverTool,
-                          LinearColorMapper, Range1d)
+from bokeh.layouts import column
+from bokeh.models import ColorBar, ColumnDataSource, Div, FactorRange, LinearColorMapper, Range1d
 from bokeh.palettes import Category10_10, Viridis256
-from bokeh.plotting import figure
 from distributed.dashboard.components.scheduler import BOKEH_THEME, env
 from distributed.utils import log_errors
 
@@ -48,21 +46,19 @@ class CommMatrix(Component):
                              ("measured", "Measured bytes so far")):
             src = ColumnDataSource({"image": [np.zeros((1, 1))], "dw": [1], "dh": [1],
                                     "total": [0.0]}, name=f"daskhpc-comm-{which}")
-            fig = figure(title=title, x_range=Range1d(0, 1), y_range=Range1d(1, 0),
-                         tools="hover,save,reset", toolbar_location="above",
-                         x_axis_label="to worker", y_axis_label="from worker",
-                         match_aspect=True, **self.sizing)
+            fig = self.figure(title, [("from", "$y{0}"), ("to", "$x{0}"),
+                                      ("bytes", "@image{0,0}")],
+                              x_range=Range1d(0, 1), y_range=Range1d(1, 0),
+                              x_axis_label="to worker", y_axis_label="from worker",
+                              match_aspect=True)
             fig.image(image="image", x=0, y=0, dw="dw", dh="dh", source=src,
                       color_mapper=self.mapper)
-            fig.select_one(HoverTool).tooltips = [("from", "$y{0}"), ("to", "$x{0}"),
-                                                  ("bytes", "@image{0,0}")]
             # one mapper: both bars read on the same scale
             fig.add_layout(ColorBar(color_mapper=self.mapper, width=10, title="bytes"), "right")
             figs.append(fig)
             self.sources[which] = src
         self.figs = figs
-        self.summary = Div(text=EMPTY, name="daskhpc-comm-summary")
-        self.root = column(self.summary, row(*figs, **self.layout), **self.layout)
+        self.set_root(EMPTY, "daskhpc-comm-summary", *figs)
 
     @log_errors
     def update(self) -> None:
@@ -111,19 +107,15 @@ class WorkerLoad(Component):
 
     def __init__(self, scheduler, **kw):
         super().__init__(scheduler, **kw)
-        self.source = ColumnDataSource({"x": [], "share": [], "value": [], "kind": [],
-                                        "color": [], "total": []}, name="daskhpc-load")
-        self.fig = figure(title="Share of the work per worker: planned vs compute time",
-                          x_range=FactorRange(), y_range=Range1d(0, 1),
-                          tools="hover,save,reset", toolbar_location="above",
-                          y_axis_label="share", **self.sizing)
+        self.source = self.empty_source("daskhpc-load", "x", "share", "value", "kind", "color")
+        self.fig = self.figure("Share of the work per worker: planned vs compute time",
+                               [("worker", "@x"), ("amount", "@value{0,0.000}"),
+                                ("share", "@share{0.0%}")],
+                               x_range=FactorRange(), y_range=Range1d(0, 1), y_axis_label="share")
         self.fig.vbar(x="x", top="share", width=0.9, source=self.source, fill_color="color",
                       line_color="color", legend_field="kind")
-        self.fig.select_one(HoverTool).tooltips = [("worker", "@x"), ("amount", "@value{0,0.000}"),
-                                                   ("share", "@share{0.0%}")]
         self.fig.legend.location = "top_right"
-        self.summary = Div(text=EMPTY, name="daskhpc-load-summary")
-        self.root = column(self.summary, self.fig, **self.layout)
+        self.set_root(EMPTY, "daskhpc-load-summary", self.fig)
 
     @log_errors
     def update(self) -> None:

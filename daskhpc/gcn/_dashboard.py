@@ -16,9 +16,7 @@ Examples
 
 from __future__ import annotations
 
-from bokeh.layouts import column, row
-from bokeh.models import ColumnDataSource, Div, HoverTool
-from bokeh.plotting import figure
+from bokeh.models import HoverTool
 from distributed.utils import log_errors
 
 from daskhpc.dashboard import Component, update_source
@@ -52,19 +50,16 @@ class AccuracyCurve(Component):
 
     def __init__(self, scheduler, **kw):
         super().__init__(scheduler, **kw)
-        self.source = ColumnDataSource({**{k: [] for k in KEYS}, "total": []},
-                                       name="daskhpc-gcn")
+        self.source = self.empty_source("daskhpc-gcn", *KEYS)
         tools = "xwheel_zoom,xpan,save,reset"
-        self.acc = figure(title="GCN accuracy (no dropout, weights at the epoch's start)",
-                          x_axis_label="epoch", y_axis_label="accuracy", tools=tools,
-                          toolbar_location="above", **self.sizing)
+        self.acc = self.figure("GCN accuracy (no dropout, weights at the epoch's start)",
+                               x_axis_label="epoch", y_axis_label="accuracy", tools=tools)
         for key, label, color in SPLITS:
             self.acc.line("epoch", key, source=self.source, legend_label=label,
                           line_width=2, color=color)
         self.acc.legend.location = "bottom_right"
-        self.loss = figure(title="training loss (dropout pass) per epoch",
-                           x_axis_label="epoch", y_axis_label="loss", tools=tools,
-                           toolbar_location="above", **self.sizing)
+        self.loss = self.figure("training loss (dropout pass) per epoch",
+                                x_axis_label="epoch", y_axis_label="loss", tools=tools)
         self.loss.line("epoch", "train_loss", source=self.source, line_width=2,
                        color="black", legend_label="train")
         self.loss.line("epoch", "val_loss", source=self.source, line_width=2,
@@ -74,9 +69,7 @@ class AccuracyCurve(Component):
                                               ("val", "@val_acc"), ("test", "@test_acc"),
                                               ("loss", "@train_loss"),
                                               ("time", "@time_ms{0.0} ms")]))
-        self.summary = Div(text="<i>No GCN run yet.</i>", name="daskhpc-gcn-summary")
-        self.root = column(self.summary, row(self.acc, self.loss, **self.layout),
-                           **self.layout)
+        self.set_root("<i>No GCN run yet.</i>", "daskhpc-gcn-summary", self.acc, self.loss)
 
     @log_errors
     def update(self) -> None:

@@ -5,10 +5,7 @@ parts' allreduces sent, from the run's history rows (topic ``history``).
 
 from __future__ import annotations
 
-from bokeh.layouts import column, row
-from bokeh.models import ColumnDataSource, Div, HoverTool
 from bokeh.palettes import Category10_10
-from bokeh.plotting import figure
 from distributed.utils import log_errors
 
 from daskhpc.dashboard import EMPTY, Component, format_bytes, update_source
@@ -21,36 +18,26 @@ class AccuracyCurve(Component):
 
     def __init__(self, scheduler, **kw):
         super().__init__(scheduler, **kw)
-        self.source = ColumnDataSource({"epoch": [], "train": [], "test": [], "sent": [],
-                                        "total": []}, name="daskhpc-linear-accuracy")
-        self.acc = figure(title="Accuracy per epoch", tools="hover,save,reset",
-                          toolbar_location="above", x_axis_label="epoch",
-                          y_axis_label="accuracy", **self.sizing)
+        self.source = self.empty_source("daskhpc-linear-accuracy", "epoch", "train", "test", "sent")
+        self.acc = self.figure("Accuracy per epoch", [("epoch", "@epoch"),
+                                                      ("train", "@train{0.0000}"),
+                                                      ("test", "@test{0.0000}")],
+                               x_axis_label="epoch", y_axis_label="accuracy")
         for key, color in (("train", Category10_10[0]), ("test", Category10_10[1])):
             self.acc.line(x="epoch", y=key, source=self.source, color=color, legend_label=key)
             self.acc.scatter(x="epoch", y=key, source=self.source, color=color, size=6)
         self.acc.legend.location = "bottom_right"
-        self.acc.select_one(HoverTool).tooltips = [("epoch", "@epoch"),
-                                                   ("train", "@train{0.0000}"),
-                                                   ("test", "@test{0.0000}")]
-        self.bytes = figure(title="Allreduce bytes sent per epoch (all parts)",
-                            tools="hover,save,reset", toolbar_location="above",
-                            x_axis_label="epoch", y_axis_label="bytes", **self.sizing)
+        self.bytes = self.figure("Allreduce bytes sent per epoch (all parts)",
+                                 x_axis_label="epoch", y_axis_label="bytes")
         self.bytes.vbar(x="epoch", top="sent", width=0.8, source=self.source)
-        self.summary = Div(text=EMPTY, name="daskhpc-linear-summary")
-        self.root = column(self.summary, row(self.acc, self.bytes, **self.layout),
-                           **self.layout)
+        self.set_root(EMPTY, "daskhpc-linear-summary", self.acc, self.bytes)
 
     @log_errors
     def update(self) -> None:
-        st = self.state
-        if st is None:
-            return
-        if st.run.get("workflow") != "linear":         # another workflow's run: show nothing
-            st = None
-        rows = [r for r in st.history if "train_accuracy" in r] if st is not None else []
+        rows = self.rows("linear", "train_accuracy")
         if not rows:
-            update_source(self.source, {k: [] for k in self.source.data})
+            if rows is not None:
+                update_source(self.source, {k: [] for k in self.source.data})
             return
         nan = float("nan")
         update_source(self.source, {

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import time
 
-from bokeh.layouts import column, row
-from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool, Range1d, Span
+from bokeh.models import FactorRange, Range1d, Span
 from bokeh.palettes import Category10_10
-from bokeh.plotting import figure
 from distributed.utils import log_errors
 
 from daskhpc.dashboard import (EMPTY, Component, bytes_text, format_bytes, update_source,
@@ -26,34 +24,26 @@ class BatchProgress(Component):
 
     def __init__(self, scheduler, **kw):
         super().__init__(scheduler, **kw)
-        self.gantt_source = ColumnDataSource(
-            {"batch": [], "left": [], "right": [], "phase": [], "color": [], "total": []},
-            name="daskhpc-batches")
-        self.gantt = figure(title="Batches (seconds since the first admission)",
-                            y_range=Range1d(-0.5, 0.5), tools="hover,save,reset",
-                            toolbar_location="above", x_axis_label="seconds",
-                            y_axis_label="batch", **self.sizing)
+        self.gantt_source = self.empty_source("daskhpc-batches", "batch", "left", "right",
+                                              "phase", "color")
+        self.gantt = self.figure("Batches (seconds since the first admission)",
+                                 [("batch", "@batch"), ("phase", "@phase"),
+                                  ("from", "@left{0.000} s"), ("to", "@right{0.000} s")],
+                                 y_range=Range1d(-0.5, 0.5), x_axis_label="seconds",
+                                 y_axis_label="batch")
         self.gantt.hbar(y="batch", left="left", right="right", height=0.8, fill_color="color",
                         line_color="color", source=self.gantt_source, legend_field="phase")
-        self.gantt.select_one(HoverTool).tooltips = [("batch", "@batch"), ("phase", "@phase"),
-                                                     ("from", "@left{0.000} s"),
-                                                     ("to", "@right{0.000} s")]
         self.gantt.legend.location = "top_right"   # batches run top left to bottom right
-        self.memory_source = ColumnDataSource({"x": [], "bytes": [], "color": [], "total": []},
-                                              name="daskhpc-memory")
-        self.memory = figure(title="Memory added per worker (now, peak) and the budget",
-                             x_range=FactorRange(), y_range=Range1d(0, 1),
-                             tools="hover,save,reset",
-                             toolbar_location="above", y_axis_label="bytes", **self.sizing)
+        self.memory_source = self.empty_source("daskhpc-memory", "x", "bytes", "color")
+        self.memory = self.figure("Memory added per worker (now, peak) and the budget",
+                                  [("", "@x"), ("bytes", "@bytes{0,0}")], x_range=FactorRange(),
+                                  y_range=Range1d(0, 1), y_axis_label="bytes")
         self.memory.vbar(x="x", top="bytes", width=0.9, fill_color="color", line_color="color",
                          source=self.memory_source)
-        self.memory.select_one(HoverTool).tooltips = [("", "@x"), ("bytes", "@bytes{0,0}")]
         self.budget = Span(dimension="width", location=0, line_color="red", line_dash="dashed",
                            line_width=2, visible=False)
         self.memory.add_layout(self.budget)
-        self.summary = Div(text=EMPTY, name="daskhpc-spgemm-summary")
-        self.root = column(self.summary, row(self.gantt, self.memory, **self.layout),
-                           **self.layout)
+        self.set_root(EMPTY, "daskhpc-spgemm-summary", self.gantt, self.memory)
 
     @log_errors
     def update(self) -> None:

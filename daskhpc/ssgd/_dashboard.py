@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import time
 
-from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool
+from bokeh.models import FactorRange
 from bokeh.palettes import Category10_10
-from bokeh.plotting import figure
 from distributed.utils import log_errors
 
 from daskhpc.dashboard import Component, update_source, worker_label
@@ -21,22 +19,19 @@ class StrataTimeline(Component):
 
     def __init__(self, scheduler, **kw):
         super().__init__(scheduler, **kw)
-        self.source = ColumnDataSource(
-            {"worker": [], "left": [], "right": [], "ms": [], "substep": [], "task": [],
-             "epoch": [], "messages": [], "color": [], "total": []}, name="daskhpc-strata")
-        self.fig = figure(title="Strata timeline: sub-steps per worker (seconds)",
-                          y_range=FactorRange(), tools="hover,xwheel_zoom,xpan,save,reset",
-                          toolbar_location="above", x_axis_label="seconds", **self.sizing)
+        self.source = self.empty_source("daskhpc-strata", "worker", "left", "right", "ms",
+                                        "substep", "task", "epoch", "messages", "color")
+        self.fig = self.figure("Strata timeline: sub-steps per worker (seconds)", [
+            ("worker", "@worker"), ("epoch", "@epoch"), ("sub-step", "@substep"),
+            ("task", "@task"), ("messages", "@messages"),
+            ("start", "@left{0.000} s"), ("took", "@ms{0.00} ms")],
+            tools="hover,xwheel_zoom,xpan,save,reset", y_range=FactorRange(),
+            x_axis_label="seconds")
         # outlined in their own colour: a white outline hid sub-millisecond sweeps
         self.fig.hbar(y="worker", left="left", right="right", height=0.8, fill_color="color",
                       line_color="color", source=self.source)
-        self.fig.select_one(HoverTool).tooltips = [
-            ("worker", "@worker"), ("epoch", "@epoch"), ("sub-step", "@substep"),
-            ("task", "@task"), ("messages", "@messages"),
-            ("start", "@left{0.000} s"), ("took", "@ms{0.00} ms")]
-        self.summary = Div(text="<i>No strata timeline yet (SSGD records one).</i>",
-                           name="daskhpc-strata-summary")
-        self.root = column(self.summary, self.fig, **self.layout)
+        self.set_root("<i>No strata timeline yet (SSGD records one).</i>",
+                      "daskhpc-strata-summary", self.fig)
 
     @log_errors
     def update(self) -> None:
