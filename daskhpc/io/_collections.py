@@ -204,13 +204,17 @@ def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=No
     hi = [max(s["max"][m] for s in stats if s["n"]) for m in range(order)]
     if shape is None:
         shape = known or tuple(h + 1 for h in hi)
+    return _with_pins(client, futures, stats, name, shape, cols, tokenize(x),
+                      lambda c: c.compute(pieces))
+
+
+def _with_pins(client, futures, stats, name, shape, cols, token, remake) -> Nonzeros:
+    """The Nonzeros of checked pieces (their ``_summary`` stats), pins gathered."""
     itype = np.int32 if max(shape) < 2**31 else np.int64
     pins = client.gather([client.submit(_pins, f, itype, pure=False) for f in futures])
-    pins = np.concatenate(pins, axis=1) if pins else np.zeros((order, 0), itype)
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in stats])]).astype(np.int64)
-    return Nonzeros(name, shape, pins, offsets, futures, cols, tokenize(x),
-                    sum(s["nonzero"] for s in stats),
-                    remake=lambda c: c.compute(pieces))
+    return Nonzeros(name, shape, np.concatenate(pins, axis=1), offsets, futures, cols, token,
+                    sum(s["nonzero"] for s in stats), remake=remake)
 
 
 def reread_pieces(client, remake, counts, name: str) -> list:
@@ -257,10 +261,10 @@ def _frame_columns(x, columns, order, name, min_order) -> list:
     return cols
 
 
-def _checked_count(stats, cols, order, name, shape, pieces, what) -> int:
+def _checked_count(stats, cols, order, name, shape, pieces, what, **rules) -> int:
     """The entries the pieces' ``_summary`` stats count, after :func:`_problem` (the
     pieces released on a problem): a one-line InputError for a bad or empty collection."""
-    problem = _problem(stats, cols, order, name, shape)
+    problem = _problem(stats, cols, order, name, shape, **rules)
     if problem:
         for f in pieces:
             f.release()
@@ -294,14 +298,13 @@ def _array_check(x, order, name, min_order) -> tuple:
     return tuple(int(s) for s in x.shape)
 
 
-def _problem(stats, cols, order, name, shape) -> str | None:
-    """The first problem of the summaries, as one line, or None."""
+def _problem(stats, cols, order, name, shape, negative: str = "ids are 0-based",
+             value: str = "value") -> str | None:
+    """The first problem of the summaries, as one line, or None (``negative`` says what
+    ids must be, ``value`` names the value column)."""
     label = (lambda m: f"column {cols[m]!r}") if cols != ["chunks"] else \
         (lambda m: f"mode {m + 1}")
     where = "partition" if cols != ["chunks"] else "chunk"
-    for k, s in enumerate(stats):
-        if s.get("error"):
-            return f"{name}: {where} {k}: {s['error']}"
     for k, s in enumerate(stats):
         if not s["n"]:
             continue
@@ -310,12 +313,12 @@ def _problem(stats, cols, order, name, shape) -> str | None:
                 return f"{name}: {label(m)} has missing ids in {where} {k}"
             if s["min"][m] < 0:
                 return (f"{name}: {label(m)} holds a negative id ({s['min'][m]}) in {where} "
-                        f"{k}; ids are 0-based")
+                        f"{k}; {negative}")
             if shape is not None and s["max"][m] >= shape[m]:
                 return (f"{name}: {label(m)} holds id {s['max'][m]} in {where} {k}, outside "
                         f"the shape {' x '.join(map(str, shape))}")
         if s["bad"]:
-            what = "the value column " + repr(cols[-1]) if cols != ["chunks"] else "values"
+            what = f"the {value} column {cols[-1]!r}" if cols != ["chunks"] else "values"
             return (f"{name}: {what} holds NaN or infinite values in {where} {k} "
                     f"({s['bad']} of them)")
     return None

@@ -15,8 +15,8 @@ import numpy as np
 from daskhpc.arrays import unique_sorted
 from daskhpc.errors import InputError
 
-from ._collections import (_frame_piece, _kind, _named_columns, _Pieces, _sized_numbers,
-                           _summary, _values_of, dataframe_module, gathered)
+from ._collections import (_checked_count, _frame_piece, _kind, _named_columns, _Pieces,
+                           _sized_numbers, _summary, _values_of, dataframe_module, gathered)
 
 __all__ = ["Edges", "read_edge_list", "Rows", "read_rows", "check_rows", "rows_route",
            "join_rows"]
@@ -91,11 +91,8 @@ def read_edge_list(x, client, *, columns=None, name: str = "edges") -> Edges:
                               for d in x.to_delayed()])
     try:
         stats = client.gather([client.submit(_summary, f, pure=False) for f in futures])
-        problem = _edge_problem(stats, cols, name)
-        if problem:
-            raise InputError(problem)
-        if not sum(s["n"] for s in stats):
-            raise InputError(f"{name}: the collection holds no edges")
+        _checked_count(stats, cols, 2, name, None, futures, "edges",
+                       negative="node ids must be non-negative integers", value="weight")
         uniq = [client.submit(_edge_unique, f, pure=False) for f in futures]
         while len(uniq) > 1:                        # a tree of unions on the workers
             uniq = [client.submit(_union, *uniq[i:i + 2], pure=False)
@@ -112,22 +109,6 @@ def read_edge_list(x, client, *, columns=None, name: str = "edges") -> Edges:
             f.release()
     pins = np.concatenate(pins, axis=1)
     return Edges(n, pins, id_map, len(cols) == 3, cols, tokenize(x))
-
-
-def _edge_problem(stats, cols, name) -> str | None:
-    for k, s in enumerate(stats):
-        if not s["n"]:
-            continue
-        for m in range(2):
-            if s["missing"][m]:
-                return f"{name}: column {cols[m]!r} has missing ids in partition {k}"
-            if s["min"][m] < 0:
-                return (f"{name}: column {cols[m]!r} holds a negative id ({s['min'][m]}) in "
-                        f"partition {k}; node ids must be non-negative integers")
-        if len(cols) == 3 and s["bad"]:
-            return (f"{name}: the weight column {cols[2]!r} holds NaN or infinite values "
-                    f"in partition {k} ({s['bad']} of them)")
-    return None
 
 
 def _edge_unique(piece):
@@ -166,13 +147,9 @@ class Rows(_Pieces):
 
     def gather(self, client):
         """All rows on the client (for checks such as ``check_serial`` only)."""
-        import scipy.sparse as sp
-
         gathered(self.name, self.nonzeros, 8 * self.nonzeros)
         blocks = client.gather([client.submit(_values_of, p, pure=False) for p in self.pieces])
-        if blocks and sp.issparse(blocks[0]):
-            return sp.vstack(blocks, format="csr")
-        return np.concatenate(blocks) if blocks else np.zeros((0,) + self.shape[1:])
+        return join_rows(blocks) if blocks else np.zeros((0,) + self.shape[1:])
 
 
 def read_rows(x, client, *, name: str = "features", rows: int | None = None) -> Rows:

@@ -10,7 +10,7 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-from ._collections import (Nonzeros, _checked_count, _kind, _named_columns, _pins, _summary,
+from ._collections import (_checked_count, _kind, _named_columns, _summary, _with_pins,
                            dataframe_module)
 
 __all__ = ["read_ratings_frame", "ratings_files"]
@@ -80,18 +80,13 @@ def read_ratings_frame(x, client, *, columns=None, name: str = "ratings"):
     finally:
         del frame
     _checked_count(stats, cols, 2, name, shape, pieces, "ratings")
-    itype = np.int32 if max(shape) < 2**31 else np.int64
-    pins = client.gather([client.submit(_pins, f, itype, pure=False) for f in pieces])
-    pins = np.concatenate(pins, axis=1)
-    offsets = np.concatenate([[0], np.cumsum([s["n"] for s in stats])]).astype(np.int64)
     def remake(c):
         """The pieces again from ``x`` (a lost worker's parts are routed again)."""
         again = [c.scatter(m, broadcast=True, hash=False) for m in maps]
         return c.compute([delayed(_rating_piece, pure=True)(d, cols, *again)
                           for d in x[cols].to_delayed()])
 
-    nz = Nonzeros(name, shape, pins, offsets, pieces, cols, token,
-                  sum(s["nonzero"] for s in stats), remake=remake)
+    nz = _with_pins(client, pieces, stats, name, shape, cols, token, remake)
     _no_repeated_pairs(nz, maps, cols, name)
     out_maps = tuple(None if (m.dtype.kind in "iu" and m[0] == 0 and m[-1] == m.size - 1)
                      else m for m in maps)

@@ -268,6 +268,13 @@ class Lines:
         where = np.flatnonzero(bad)
         return None if where.size == 0 else int(idx[where[0]])
 
+    def check(self, idx: np.ndarray, bad: np.ndarray, problem) -> None:
+        """Raise a ReadError at line ``idx[r]`` of the first ``r`` with ``bad[r]``;
+        ``problem(r)`` says what is wrong."""
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise self.error(idx[r], problem(r))
+
 
 def parses(text: bytes, count: int) -> bool:
     """Whether ``text`` holds exactly ``count`` numbers and nothing else."""
@@ -301,10 +308,8 @@ def as_int(lines: Lines, idx: np.ndarray, values: np.ndarray, what: str) -> np.n
 
 def check_finite(lines: Lines, idx: np.ndarray, values: np.ndarray, what: str = "value") -> None:
     """Raise a ReadError at the first NaN or infinite value (one per line)."""
-    bad = ~np.isfinite(values)
-    if bad.any():
-        r = int(np.flatnonzero(bad)[0])
-        raise lines.error(idx[r], f"{what} is {_fmt(values[r])} (NaN/inf not allowed)")
+    lines.check(idx, ~np.isfinite(values),
+                lambda r: f"{what} is {_fmt(values[r])} (NaN/inf not allowed)")
 
 
 def _fmt(v: float) -> str:

@@ -75,16 +75,11 @@ def read_edge_csv(path, *, directed: bool = True, symmetrize: bool = False,
     if k is not None:
         raise lines.error(k, f"expected 2 fields (source,target), found {lines.ntok[k]}")
     ids = as_int(lines, idx.repeat(2), lines.numbers(idx), "node id").reshape(-1, 2)
-    bad = (ids < 0).any(axis=1)
-    if bad.any():
-        raise lines.error(idx[int(np.flatnonzero(bad)[0])], "node ids must be non-negative")
+    lines.check(idx, (ids < 0).any(axis=1), lambda r: "node ids must be non-negative")
     n = int(ids.max()) + 1
     if num_nodes is not None:
-        bad = (ids >= num_nodes).any(axis=1)
-        if bad.any():
-            r = int(np.flatnonzero(bad)[0])
-            raise lines.error(idx[r], f"node id {int(ids[r].max())} is not below the node "
-                              f"count {num_nodes}")
+        lines.check(idx, (ids >= num_nodes).any(axis=1), lambda r: f"node id "
+                    f"{int(ids[r].max())} is not below the node count {num_nodes}")
         n = int(num_nodes)
     src, dst = ids[:, 0], ids[:, 1]
     arcs = csr(src, dst, np.ones(src.size), (n, n))

@@ -87,18 +87,14 @@ def read_libsvm(path, *, n_features: int | None = None,
     cols = as_int(lines, at, pairs[:, 0], "feature index")
     vals = pairs[:, 1]
     check_finite(lines, at, vals)
-    if (cols < 0).any():
-        r = int(np.flatnonzero(cols < 0)[0])
-        raise lines.error(at[r], f"feature index {cols[r]} is negative")
+    lines.check(at, cols < 0, lambda r: f"feature index {cols[r]} is negative")
     zero = _zero_based(lines, at, cols, zero_based)
     if not zero:
         cols = cols - 1
     if n_features is None:
         n_features = int(cols.max()) + 1 if cols.size else 0
-    elif (cols >= n_features).any():
-        r = int(np.flatnonzero(cols >= n_features)[0])
-        raise lines.error(at[r], f"feature index {cols[r] + (0 if zero else 1)} is beyond "
-                          f"n_features={n_features}")
+    lines.check(at, cols >= n_features, lambda r: f"feature index "
+                f"{cols[r] + (0 if zero else 1)} is beyond n_features={n_features}")
     matrix = csr(rows, cols, vals, (idx.size, int(n_features)))
     return SparseInput(str(path), "libsvm", matrix=matrix, labels=labels,
                        index_maps=(None, None), meta={"zero_based": zero})
@@ -109,10 +105,9 @@ def _zero_based(lines, at, cols, zero_based) -> bool:
         return bool(cols.size) and int(cols.min()) == 0
     if zero_based not in (True, False):
         raise ValueError(f"zero_based must be True, False or 'auto', not {zero_based!r}")
-    if not zero_based and (cols == 0).any():
-        r = int(np.flatnonzero(cols == 0)[0])
-        raise lines.error(at[r], "feature index 0 in a 1-based file (pass zero_based=True "
-                          "or 'auto')")
+    if not zero_based:
+        lines.check(at, cols == 0, lambda r: "feature index 0 in a 1-based file (pass "
+                    "zero_based=True or 'auto')")
     return bool(zero_based)
 
 

@@ -142,19 +142,17 @@ def _size_line(lines: Lines, k: int) -> tuple[int, int, int]:
 def _index(lines, entries, column, n, what) -> np.ndarray:
     """1-based file indices -> 0-based, checked against 1..n."""
     index = as_int(lines, entries, column, f"{what} index")
-    bad = (index < 1) | (index > n)
-    if bad.any():
-        r = int(np.flatnonzero(bad)[0])
-        raise lines.error(entries[r], f"{what} index {index[r]} out of range 1..{n}")
+    lines.check(entries, (index < 1) | (index > n),
+                lambda r: f"{what} index {index[r]} out of range 1..{n}")
     return index - 1
 
 
 def _expand(lines, entries, rows, cols, vals, n_rows, n_cols, symmetry):
     """Add the mirror of each off-diagonal entry of a one-triangle file."""
     diag = rows == cols
-    if symmetry == "skew-symmetric" and (vals[diag] != 0).any():
-        r = int(np.flatnonzero(diag & (vals != 0))[0])
-        raise lines.error(entries[r], "skew-symmetric matrix stores a nonzero diagonal entry")
+    if symmetry == "skew-symmetric":
+        lines.check(entries, diag & (vals != 0),
+                    lambda r: "skew-symmetric matrix stores a nonzero diagonal entry")
     # The spec stores each off-diagonal pair once.  Some writers use the upper
     # triangle, which mirrors fine; a pair stored on both sides would be
     # doubled silently, so refuse it.
@@ -163,10 +161,8 @@ def _expand(lines, entries, rows, cols, vals, n_rows, n_cols, symmetry):
         lower_keys = rows[lower] * n_cols + cols[lower]
         both = np.zeros(rows.size, dtype=bool)
         both[upper] = np.isin(cols[upper] * n_cols + rows[upper], lower_keys)
-        if both.any():
-            r = int(np.flatnonzero(both)[0])
-            raise lines.error(entries[r], f"entry ({rows[r] + 1}, {cols[r] + 1}) and its "
-                              f"mirror are both stored in a {symmetry} matrix")
+        lines.check(entries, both, lambda r: f"entry ({rows[r] + 1}, {cols[r] + 1}) and its "
+                    f"mirror are both stored in a {symmetry} matrix")
     off = ~diag
     sign = -1.0 if symmetry == "skew-symmetric" else 1.0
     return (np.concatenate((rows, cols[off])), np.concatenate((cols, rows[off])),

@@ -111,9 +111,7 @@ def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
             third = np.concatenate(([np.nan], third))
     else:
         ids = as_int(lines, idx.repeat(2), lines.numbers(idx), "node id").reshape(-1, 2)
-    if (ids < 0).any():
-        r = int(np.flatnonzero((ids < 0).any(axis=1))[0])
-        raise lines.error(idx[r], "node ids must be non-negative integers")
+    lines.check(idx, (ids < 0).any(axis=1), lambda r: "node ids must be non-negative integers")
 
     has_header = _header(lines, idx, ids, header)
     if lead and not has_header:
