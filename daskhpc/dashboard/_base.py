@@ -26,10 +26,6 @@ UPDATE_MS = 500
 EMPTY = "<i>No daskhpc run on this scheduler yet.</i>"
 
 
-def _plugin(scheduler):
-    return scheduler.plugins.get(PLUGIN_NAME)
-
-
 def worker_label(scheduler, addr: str) -> str:
     ws = scheduler.workers.get(addr)
     name = ws.name if ws is not None else None
@@ -76,11 +72,11 @@ class Component:
     @property
     def plugin(self):
         """The scheduler's DashboardPlugin (None before it is installed)."""
-        return _plugin(self.scheduler)
+        return self.scheduler.plugins.get(PLUGIN_NAME)
 
     @property
     def state(self):
-        plugin = _plugin(self.scheduler)
+        plugin = self.plugin
         return None if plugin is None else plugin.state
 
     def rows(self, workflow: str, field: str) -> list | None:

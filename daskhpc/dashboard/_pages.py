@@ -70,8 +70,10 @@ class CommMatrix(Component):
         k = len(workers)
         if k == 0:
             return
-        if planned is None or planned.shape[0] != k:
-            planned = np.zeros((k, k)) if planned is None else _pad(planned, k)
+        if planned is None:
+            planned = np.zeros((k, k))
+        elif planned.shape[0] != k:          # the plan's corner, zeros for workers beyond it
+            planned = np.pad(planned[:k, :k], (0, k - min(k, planned.shape[0])))
         d = st.bytes_summary(float(measured.sum()))
         # the planned heatmap is the plan of the units done so far (a per-unit plan times
         # the units done, a run plan in proportion), so both share one scale all along
@@ -93,13 +95,6 @@ class CommMatrix(Component):
                     axis.major_label_overrides = labels
         self.summary.text = f"<b>{st.run.get('name', 'run')}</b>: {k} workers; " + \
             bytes_text(d, st.unit_name())
-
-
-def _pad(m: np.ndarray, k: int) -> np.ndarray:
-    out = np.zeros((k, k))
-    n = min(k, m.shape[0])
-    out[:n, :n] = m[:n, :n]
-    return out
 
 
 class WorkerLoad(Component):

@@ -250,15 +250,22 @@ def _frame_columns(x, columns, order, name, min_order) -> list:
     if len(cols) < min_order + 1 or (order is not None and len(cols) != order + 1):
         raise InputError(f"{name}: {len(cols)} columns ({', '.join(map(str, cols))}); need "
                          f"{want} (name them with columns=[...])")
-    dtypes = x.dtypes
-    for c in cols[:-1]:
-        dt = dtypes[c]
-        if getattr(dt, "kind", "O") not in "iu":
-            raise InputError(f"{name}: column {c!r} is {dt}; ids must be integers (0-based)")
-    if getattr(dtypes[cols[-1]], "kind", "O") not in "biuf":
-        raise InputError(f"{name}: value column {cols[-1]!r} is {dtypes[cols[-1]]}; values "
-                         "must be numbers")
+    _column_kinds(x, cols[:-1], cols[-1], name, "ids must be integers (0-based)", "value")
     return cols
+
+
+def _column_kinds(x, ids, value, name, ids_rule: str, what: str, strings=False) -> None:
+    """A one-line InputError unless the ``ids`` columns hold integers (or ``strings``;
+    else ``ids_rule`` says what they must be) and ``value``, the ``what`` column (None:
+    none), holds numbers."""
+    for c in ids:
+        dt = x.dtypes[c]
+        if getattr(dt, "kind", "O") not in ("iuOU" if strings else "iu") and \
+                not (strings and "str" in str(dt)):
+            raise InputError(f"{name}: column {c!r} is {dt}; {ids_rule}")
+    if value is not None and getattr(x.dtypes[value], "kind", "O") not in "biuf":
+        raise InputError(f"{name}: {what} column {value!r} is {x.dtypes[value]}; {what}s "
+                         "must be numbers")
 
 
 def _checked_count(stats, cols, order, name, shape, pieces, what, **rules) -> int:
@@ -275,13 +282,18 @@ def _checked_count(stats, cols, order, name, shape, pieces, what, **rules) -> in
     return nnz
 
 
-def _sized_numbers(x, name) -> None:
-    """A Dask Array's chunk sizes known and its dtype numeric, or a one-line InputError."""
+def _sized_numbers(x, name, chunks=("numpy", "scipy.sparse"),
+                   use="numpy or scipy.sparse") -> None:
+    """A Dask Array's chunk sizes known, its dtype numeric and its chunks from the
+    ``chunks`` modules (``use`` names them), or a one-line InputError."""
     if any(np.isnan(c) for cs in x.chunks for c in cs):
         raise InputError(f"{name}: the Dask Array's chunk sizes are unknown (nan); call "
                          ".compute_chunk_sizes() first")
     if getattr(x.dtype, "kind", "O") not in "biuf":
         raise InputError(f"{name}: the Dask Array's dtype is {x.dtype}; values must be numbers")
+    meta = type(x._meta)
+    if not (meta.__module__ or "").startswith(chunks):
+        raise InputError(f"{name}: chunks of type {meta.__name__}; use {use} chunks")
 
 
 def _array_check(x, order, name, min_order) -> tuple:
@@ -289,12 +301,8 @@ def _array_check(x, order, name, min_order) -> tuple:
         raise InputError(f"{name}: a {x.ndim}-D Dask Array, need {order}-D")
     if x.ndim < min_order:
         raise InputError(f"{name}: a {x.ndim}-D Dask Array, need at least {min_order}-D")
-    _sized_numbers(x, name)
-    meta = type(x._meta)
-    mod = meta.__module__ or ""
-    if not (mod.startswith(("scipy.sparse", "sparse", "numpy"))):
-        raise InputError(f"{name}: chunks of type {meta.__name__}; use scipy.sparse, "
-                         "sparse.COO or numpy chunks")
+    _sized_numbers(x, name, ("scipy.sparse", "sparse", "numpy"),
+                   "scipy.sparse, sparse.COO or numpy")
     return tuple(int(s) for s in x.shape)
 
 

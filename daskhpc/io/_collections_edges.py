@@ -15,8 +15,9 @@ import numpy as np
 from daskhpc.arrays import unique_sorted
 from daskhpc.errors import InputError
 
-from ._collections import (_checked_count, _frame_piece, _kind, _named_columns, _Pieces,
-                           _sized_numbers, _summary, _values_of, dataframe_module, gathered)
+from ._collections import (_checked_count, _column_kinds, _frame_piece, _kind, _named_columns,
+                           _Pieces, _sized_numbers, _summary, _values_of, dataframe_module,
+                           gathered)
 
 __all__ = ["Edges", "read_edge_list", "Rows", "read_rows", "check_rows", "rows_route",
            "join_rows"]
@@ -79,13 +80,8 @@ def read_edge_list(x, client, *, columns=None, name: str = "edges") -> Edges:
         raise InputError(f"{name}: {len(cols)} columns ({', '.join(map(str, cols))}); an "
                          "edge list has source, target and optionally a weight (name them "
                          "with columns=[...])")
-    for c in cols[:2]:
-        if getattr(x.dtypes[c], "kind", "O") not in "iu":
-            raise InputError(f"{name}: column {c!r} is {x.dtypes[c]}; node ids must be "
-                             "integers")
-    if len(cols) == 3 and getattr(x.dtypes[cols[2]], "kind", "O") not in "biuf":
-        raise InputError(f"{name}: weight column {cols[2]!r} is {x.dtypes[cols[2]]}; "
-                         "weights must be numbers")
+    _column_kinds(x, cols[:2], cols[2] if len(cols) == 3 else None, name,
+                  "node ids must be integers", "weight")
     futures = client.compute([delayed(_frame_piece, pure=True)(d, cols if len(cols) == 3
                                                                   else cols + cols[:1])
                               for d in x.to_delayed()])
@@ -197,10 +193,6 @@ def check_rows(x, *, name: str = "features", rows: int | None = None) -> None:
     if x.ndim not in (1, 2):
         raise InputError(f"{name}: a {x.ndim}-D Dask Array; need rows (1-D or 2-D)")
     _sized_numbers(x, name)
-    mod = type(x._meta).__module__ or ""
-    if not mod.startswith(("numpy", "scipy.sparse")):
-        raise InputError(f"{name}: chunks of type {type(x._meta).__name__}; use numpy or "
-                         "scipy.sparse chunks")
     if rows is not None and x.shape[0] != rows:
         raise InputError(f"{name}: {x.shape[0]} rows for {rows} nodes/rows")
 

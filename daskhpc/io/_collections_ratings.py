@@ -10,8 +10,9 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-from ._collections import (_checked_count, _kind, _named_columns, _summary, _with_pins,
-                           dataframe_module)
+from ._collections import (_checked_count, _column_kinds, _kind, _named_columns, _summary,
+                           _with_pins, dataframe_module)
+from ._common import first_repeat
 
 __all__ = ["read_ratings_frame", "ratings_files"]
 
@@ -231,15 +232,8 @@ def _rating_columns(x, columns, name) -> list:
             raise InputError(f"{name}: columns= names {len(cols)} columns; give the user, "
                              "item and rating columns")
     _named_columns(x, cols, name)
-    dtypes = x.dtypes
-    for c in cols[:2]:
-        kind = getattr(dtypes[c], "kind", "O")
-        if kind not in "iuOU" and "str" not in str(dtypes[c]):
-            raise InputError(f"{name}: column {c!r} is {dtypes[c]}; ids must be integers or "
-                             "strings")
-    if getattr(dtypes[cols[2]], "kind", "O") not in "biuf":
-        raise InputError(f"{name}: rating column {cols[2]!r} is {dtypes[cols[2]]}; ratings "
-                         "must be numbers")
+    _column_kinds(x, cols[:2], cols[2], name, "ids must be integers or strings", "rating",
+                  strings=True)
     return cols
 
 
@@ -284,11 +278,7 @@ def _no_repeated_pairs(nz, maps, cols, name) -> None:
     del ranked
     if not repeat.size:
         return
-    order = np.argsort(key, kind="stable")
-    ranked = key[order]
-    dup = ranked[1:] == ranked[:-1]
-    second = int(order[1:][dup].min())
-    first = int(order[np.searchsorted(ranked, key[second])])
+    first, second = first_repeat(key)
     u, i = (maps[m][nz.pins[m][second]] for m in range(2))
     piece = int(np.searchsorted(nz.offsets, second, side="right") - 1)
     nz.release()

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pydata sparse pulls in numba: import it only where needed
     import sparse
 
 __all__ = ["FORMATS", "SparseInput", "Lines", "read_bytes", "dense_ids", "as_int",
-           "check_finite", "csr", "parses"]
+           "check_finite", "csr", "parses", "first_repeat"]
 
 FORMATS = ("mtx", "snap", "tns", "libsvm", "ratings")
 
@@ -339,6 +339,18 @@ def dense_ids(ids: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
     if uniq.size == 0 or (uniq[0] == 0 and uniq[-1] == uniq.size - 1):
         return None, ids.astype(np.int64)
     return uniq.astype(np.int64), dense
+
+
+def first_repeat(keys: np.ndarray) -> tuple[int, int] | None:
+    """``(first, second)``: the earliest position ``second`` whose key an earlier one holds,
+    and the first position of that key; None when no key repeats."""
+    order = np.argsort(keys, kind="stable")
+    ranked = keys[order]
+    repeat = ranked[1:] == ranked[:-1]
+    if not repeat.any():
+        return None
+    second = int(order[1:][repeat].min())
+    return int(order[np.searchsorted(ranked, keys[second])]), second
 
 
 def csr(rows, cols, vals, shape) -> sp.csr_array:

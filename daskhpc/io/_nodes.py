@@ -19,7 +19,7 @@ import json
 import numpy as np
 import scipy.sparse as sp
 
-from ._common import read_bytes
+from ._common import csr, read_bytes
 from ._errors import ReadError
 
 __all__ = ["read_node_features", "read_node_labels"]
@@ -92,8 +92,7 @@ def read_node_features(path, *, num_nodes: int | None = None,
                             f"{num_features}")
         f = int(num_features)
     rows = np.repeat(nodes, lens)
-    X = sp.coo_array((np.ones(cols.size), (rows, cols)), shape=(n, f)).tocsr()
-    X.sum_duplicates()
+    X = csr(rows, cols, np.ones(cols.size), (n, f))
     X.data[:] = 1.0
     return X
 

@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 
-from ._common import (Lines, SparseInput, as_int, check_finite, csr, dense_ids, parses,
-                      read_bytes)
+from ._common import (Lines, SparseInput, as_int, check_finite, csr, dense_ids,
+                      first_repeat, parses, read_bytes)
 from ._errors import ReadError
 
 __all__ = ["read_ratings"]
@@ -213,12 +213,8 @@ def _first_data_line(raw: bytes) -> bytes | None:
 
 
 def _no_duplicates(lines, idx, keys, users, items) -> None:
-    order = np.argsort(keys, kind="stable")
-    ranked = keys[order]
-    repeat = ranked[1:] == ranked[:-1]
-    if not repeat.any():
-        return
-    second = int(order[1:][repeat].min())   # earliest line that repeats a pair
-    first = int(order[np.searchsorted(ranked, keys[second])])
-    raise lines.error(idx[second], f"duplicate rating for user {users[second]}, item "
-                      f"{items[second]} (first rated on line {idx[first] + 1})")
+    pair = first_repeat(keys)
+    if pair is not None:
+        first, second = pair
+        raise lines.error(idx[second], f"duplicate rating for user {users[second]}, item "
+                          f"{items[second]} (first rated on line {idx[first] + 1})")

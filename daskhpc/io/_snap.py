@@ -106,11 +106,10 @@ def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
         third = table[:, 2].copy()
         if lead:
             pairs = np.concatenate((lines.numbers(idx[:1]).reshape(1, 2), pairs))
-        ids = as_int(lines, idx.repeat(2), pairs.reshape(-1), "node id").reshape(-1, 2)
-        if lead:
             third = np.concatenate(([np.nan], third))
     else:
-        ids = as_int(lines, idx.repeat(2), lines.numbers(idx), "node id").reshape(-1, 2)
+        pairs = lines.numbers(idx)
+    ids = as_int(lines, idx.repeat(2), pairs.reshape(-1), "node id").reshape(-1, 2)
     lines.check(idx, (ids < 0).any(axis=1), lambda r: "node ids must be non-negative integers")
 
     has_header = _header(lines, idx, ids, header)
