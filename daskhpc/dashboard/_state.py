@@ -90,18 +90,19 @@ class DashboardState:
     """
 
     def __init__(self):
-        self.run: dict[str, Any] = {}
-        self.topics: dict[str, dict] = {}
-        self._baseline: dict[str, dict[str, int]] = {}
-        self.busy: dict[str, float] = {}
-        self.tasks_done: dict[str, int] = {}
-        self.memory_peak: dict[str, int] = {}
-        self.batches: dict[str, dict] = {}
-        self.batches_seen: dict[str, float] = {}
         self.strata: dict[tuple, dict] = {}
-        self.history: list[dict] = []
-        self._final: dict[str, dict[str, int]] | None = None
         self.updated = 0.0
+        self._new_run({}, None)
+
+    def _new_run(self, run: dict[str, Any], sent: dict | None) -> None:
+        """What earlier runs planned, measured or timed no longer applies (strata rows
+        stay: they carry their own run id, see strata_rows)."""
+        self.run, self.topics = run, {}
+        self._baseline: dict[str, dict[str, int]] = {w: dict(d) for w, d in (sent or {}).items()}
+        self._final: dict[str, dict[str, int]] | None = None
+        self.busy, self.tasks_done, self.memory_peak = {}, {}, {}
+        self.batches, self.batches_seen = {}, {}
+        self.history: list[dict] = []
 
     # -- input ---------------------------------------------------------------------------
     def publish(self, topic: str, data: dict, *, now: float | None = None,
@@ -131,15 +132,7 @@ class DashboardState:
                              f"{len(data.get('workers', ()))} workers")
         now = time.time() if now is None else now
         if topic == "run":
-            # a new run: what earlier runs planned, measured or timed no longer applies
-            self.run = {**data, "started": now}
-            self._baseline = {w: dict(d) for w, d in (sent or {}).items()}
-            self._final = None
-            self.topics = {}
-            self.busy, self.tasks_done, self.memory_peak = {}, {}, {}
-            # strata rows stay: they carry their own run id (see strata_rows)
-            self.batches, self.batches_seen = {}, {}
-            self.history = []
+            self._new_run({**data, "started": now}, sent)
         elif topic == "batches":
             self.batches[str(data["run"])] = data["timeline"]
         elif topic == "strata":

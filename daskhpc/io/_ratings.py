@@ -22,6 +22,8 @@ __all__ = ["read_ratings"]
 
 # a comma at the start of a line, or followed by another comma or the line end
 _EMPTY_FIELD = re.compile(rb"(?m)^[ \t]*,|,[ \t]*(?=,|\r?$)")
+#: A line's first token that is not a comment, and the rest of the line
+_DATA_LINE = re.compile(rb"(?m)^[^\S\n]*([^#%\s][^\n]*)")
 
 
 def read_ratings(path, *, header: bool | None = None) -> SparseInput:
@@ -201,15 +203,8 @@ def _may_have_empty_field(raw: bytes) -> bool:
 
 def _first_data_line(raw: bytes) -> bytes | None:
     """The first non-blank, non-comment line, found without indexing the file."""
-    start = 0
-    while start < len(raw):
-        end = raw.find(b"\n", start)
-        end = len(raw) if end < 0 else end
-        line = raw[start:end].strip()
-        if line and line[:1] not in (b"#", b"%"):
-            return line
-        start = end + 1
-    return None
+    m = _DATA_LINE.search(raw)
+    return m.group(1).rstrip() if m else None
 
 
 def _no_duplicates(lines, idx, keys, users, items) -> None:

@@ -66,10 +66,8 @@ def read_tns(path, *, shape=None) -> SparseInput:
     vals = table[:, order]
     check_finite(lines, idx, vals)
     low = coords < 1
-    if low.any():
-        r, mode = (int(a[0]) for a in np.nonzero(low))
-        raise lines.error(idx[r], f"index {coords[r, mode]} in mode {mode + 1} is below 1 "
-                          "(.tns indices are 1-based)")
+    lines.check(idx, low.any(axis=1), lambda r: f"index {coords[r, np.argmax(low[r])]} in "
+                f"mode {np.argmax(low[r]) + 1} is below 1 (.tns indices are 1-based)")
 
     if shape is None:
         shape = tuple(int(n) for n in coords.max(axis=0))
@@ -79,10 +77,8 @@ def read_tns(path, *, shape=None) -> SparseInput:
             raise ReadError(path, None, f"shape {shape} has {len(shape)} modes, "
                             f"the file has {order}")
         high = coords > np.array(shape)
-        if high.any():
-            r, mode = (int(a[0]) for a in np.nonzero(high))
-            raise lines.error(idx[r], f"index {coords[r, mode]} in mode {mode + 1} is "
-                              f"beyond the given shape {shape}")
+        lines.check(idx, high.any(axis=1), lambda r: f"index {coords[r, np.argmax(high[r])]} "
+                    f"in mode {np.argmax(high[r]) + 1} is beyond the given shape {shape}")
 
     tensor = sparse.COO((coords - 1).T, vals.astype(np.float64), shape=shape,
                         has_duplicates=True)
