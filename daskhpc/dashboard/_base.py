@@ -87,7 +87,8 @@ class Component:
             return None
         return [r for r in st.history if field in r] if st.run.get("workflow") == workflow else []
 
-    # bokeh is imported here, not on top: importing daskhpc.dashboard (to publish) must not
+    # bokeh is imported in these methods: importing daskhpc.dashboard (to publish) must
+    # not load it
     def empty_source(self, name: str, *columns: str):
         """An empty data source ``name`` of these columns and ``total``."""
         from bokeh.models import ColumnDataSource
