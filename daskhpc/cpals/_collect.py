@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from daskhpc._workflows import rereading
 from daskhpc.errors import InputError
 from daskhpc.io import read_nonzeros, route, rows_route
 
@@ -129,13 +130,8 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
 def rebuilder(client, s, nz, can: Canonical):
     """``rebuild(parts, placement)`` for the part store: the collection read again and
     the ``parts``' statics built on their workers in ``placement`` (a lost worker's)."""
-    def rebuild(parts, placement):
-        nz.reread(client)
-        try:
-            return part_statics(client, s, nz, can, placement, parts, s.tensor.normx2)[0]
-        finally:
-            nz.release()                 # the parts' joins keep what they read
-    return rebuild
+    return rereading(client, [nz], lambda parts, placement: part_statics(
+        client, s, nz, can, placement, parts, s.tensor.normx2)[0])
 
 
 def _part_static(arg, *segments):

@@ -28,7 +28,7 @@ import uuid
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc._workflows import checked_options
+from daskhpc._workflows import checked_options, rereading
 from daskhpc.errors import InputError
 from daskhpc.io import (check_rows, is_collection, join_rows, read_edge_list, read_rows, route,
                         rows_route)
@@ -166,13 +166,8 @@ def rebuilder(client, shells: list, source):
     """``rebuild(parts, placement)`` for the part store: the features read again and
     the ``parts``' static data built on their workers in ``placement`` (a lost
     worker's)."""
-    def rebuild(parts, placement):
-        source.rows.reread(client)
-        try:
-            return part_statics(client, shells, source, placement, parts)
-        finally:
-            source.rows.release()        # the parts' joins keep what they read
-    return rebuild
+    return rereading(client, [source.rows], lambda parts, placement: part_statics(
+        client, shells, source, placement, parts))
 
 
 def _part_static(shell, *segments):

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc._workflows import checked_options
+from daskhpc._workflows import checked_options, rereading
 from daskhpc.errors import InputError
 from daskhpc.io import is_collection, labels_route, read_nonzeros, route
 
@@ -182,18 +182,8 @@ def rebuilder(client, s, nz):
     workers) read again and the ``parts``' rows built on their workers in ``placement``
     (a lost worker's)."""
     tset = getattr(s, "test_set", None)
-
-    def rebuild(parts, placement):
-        nz.reread(client)
-        if tset is not None:
-            tset.nz.reread(client)
-        try:
-            return part_statics(client, s, nz, placement, parts)
-        finally:
-            nz.release()                 # the parts' joins keep what they read
-            if tset is not None:
-                tset.release()
-    return rebuild
+    return rereading(client, [nz] if tset is None else [nz, tset.nz],
+                     lambda parts, placement: part_statics(client, s, nz, placement, parts))
 
 
 def _csr_rows(rows, width, intercept, segments):

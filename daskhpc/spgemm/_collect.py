@@ -25,6 +25,7 @@ from collections import Counter
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc._workflows import rereading
 from daskhpc.errors import InputError
 
 from ._block import CscBlock
@@ -125,15 +126,8 @@ def rebuilder(client, s, name: str):
     """``rebuild(cells, placement)`` for the part store: the collection of operand
     ``name`` read again and the ``cells``' blocks built on their workers in
     ``placement`` (a lost worker's)."""
-    def rebuild(cells, placement):
-        nz = s.sources[name]
-        nz.reread(client)
-        try:
-            fa, fb = route_blocks(client, s, placement, (name,), cells)
-            return fa if name == "A" else fb
-        finally:
-            nz.release()                 # the blocks' joins keep what they read
-    return rebuild
+    return rereading(client, [s.sources[name]], lambda cells, placement: route_blocks(
+        client, s, placement, (name,), cells)[("A", "B").index(name)])
 
 
 def _local_index(ids: np.ndarray, values: np.ndarray) -> np.ndarray:

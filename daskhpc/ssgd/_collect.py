@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from daskhpc._workflows import rereading
 from daskhpc.errors import InputError
 
 from ._input import Input
@@ -146,13 +147,8 @@ class Values:
         """``rebuild(parts, placement)`` for the part store: the collection read again
         and the ``parts``' ratings routed to their workers in ``placement`` (a lost
         worker's parts; the others stay where they are)."""
-        def rebuild(parts, placement):
-            self.nz.reread(self.client)
-            try:
-                return self.part_values(s, placement, parts)
-            finally:
-                self.nz.release()        # the parts' joins keep what they read
-        return rebuild
+        return rereading(self.client, [self.nz], lambda parts, placement: self.part_values(
+            s, placement, parts))
 
     def part_values(self, s, placement, parts=None) -> dict:
         """``{part: Future}`` of each part's ratings (or of ``parts``') on its worker
