@@ -58,6 +58,8 @@ MPI_CLIENT_ENV = "DASKHPC_MPI_CLIENT"
 DASHBOARD_PRELOAD = "daskhpc.dashboard.preload"
 #: Worker preload of a LocalCluster: Ctrl-C is the client's (daskhpc/runtime/_sigint.py).
 SIGINT_PRELOAD = "daskhpc.runtime._sigint"
+#: Worker preload of a LocalCluster: Dask's noise kept off stderr (daskhpc/runtime/_logs.py).
+LOGS_PRELOAD = "daskhpc.runtime._logs"
 
 
 def connect(
@@ -175,8 +177,7 @@ def connect(
         # explicitly also covers workers added later by cluster.scale(), which
         # are built after the dask.config.set below has been undone.
         worker_preload = list(dask.config.get("distributed.worker.preload", None) or [])
-        if SIGINT_PRELOAD not in worker_preload:
-            worker_preload.append(SIGINT_PRELOAD)
+        worker_preload += [m for m in (SIGINT_PRELOAD, LOGS_PRELOAD) if m not in worker_preload]
         cluster_kwargs["config"] = {
             **CLUSTER_CONFIG,
             "distributed.worker.preload": worker_preload,

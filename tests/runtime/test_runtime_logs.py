@@ -55,3 +55,39 @@ def test_is_noise_leaves_other_records_alone():
         bad = logging.LogRecord("bokeh.server", logging.ERROR, __file__, 1, "m", None,
                                 sys.exc_info())
     assert not is_noise(bad)
+
+
+def _record(name, msg, exc):
+    try:
+        raise exc
+    except type(exc):
+        return logging.LogRecord(name, logging.ERROR, __file__, 1, msg, None, sys.exc_info())
+
+
+def test_a_heartbeat_into_a_closing_scheduler_is_noise():
+    from distributed.comm.core import CommClosedError
+
+    from daskhpc.runtime._logs import is_noise
+
+    msg = "Failed to communicate with scheduler during heartbeat."
+    assert is_noise(_record("distributed.worker", msg, CommClosedError("Stream is closed")))
+    # the scheduler not answering in time, another message, another logger: real news
+    assert not is_noise(_record("distributed.worker", msg, TimeoutError("no answer")))
+    assert not is_noise(_record("distributed.worker", "Unexpected exception during heartbeat",
+                                CommClosedError("x")))
+    assert not is_noise(_record("distributed.client", msg, CommClosedError("x")))
+
+
+def _worker_filters(dask_worker=None):
+    from daskhpc.runtime._logs import _QUIET
+
+    return [any(f is _QUIET for f in h.filters)
+            for h in logging.getLogger("distributed").handlers]
+
+
+def test_a_local_clusters_workers_filter_the_noise():
+    from daskhpc.runtime import connect
+
+    with connect(n_workers=1, dashboard_address=None) as client:
+        [got] = client.run(_worker_filters).values()
+    assert got and all(got), got          # every handler of the worker process filters
