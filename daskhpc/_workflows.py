@@ -498,21 +498,6 @@ def checked_options(cls: type, keywords: dict, what: str):
     return options_of(cls, keywords)
 
 
-def rereading(client, sources, build):
-    """``rebuild(parts, placement)`` for a part store: the collections ``sources`` read
-    again, ``build(parts, placement)`` (the parts' data on their workers), the
-    collections released (the parts' joins keep what they read)."""
-    def rebuild(parts, placement):
-        for nz in sources:
-            nz.reread(client)
-        try:
-            return build(parts, placement)
-        finally:
-            for nz in sources:
-                nz.release()
-    return rebuild
-
-
 def add_fields(group, cls: type, mode: str, skip=()) -> None:
     """Add one flag per :func:`option` field of dataclass ``cls`` taken by ``mode``."""
     for f in fields(cls):

@@ -18,9 +18,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from daskhpc._workflows import rereading
 from daskhpc.errors import InputError
-from daskhpc.io import read_nonzeros, route, rows_route
+from daskhpc.io import read_nonzeros, rereading, route, rows_route
 
 from ._statics import part_members, statics
 from ._tensor import Tensor, as_tensor

@@ -28,10 +28,10 @@ import uuid
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc._workflows import checked_options, rereading
+from daskhpc._workflows import checked_options
 from daskhpc.errors import InputError
-from daskhpc.io import (check_rows, is_collection, join_rows, read_edge_list, read_rows, route,
-                        rows_route)
+from daskhpc.io import (check_rows, is_collection, join_rows, read_edge_list, read_rows,
+                        rereading, route, rows_route)
 
 from ._data import as_graph, random_node_data, row_normalize
 from ._job import prepare_run, short_steps

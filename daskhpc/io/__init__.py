@@ -12,7 +12,7 @@ Examples
 """
 
 from ._collections import (Nonzeros, gathered, is_collection, labels_route, read_nonzeros,
-                           route)
+                           rereading, route)
 from ._collections_edges import (Edges, Rows, check_rows, join_rows, read_edge_list,
                                  read_rows, rows_route)
 from ._collections_ratings import ratings_files, read_ratings_frame   # original ids
@@ -31,7 +31,8 @@ __all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_sn
            "read_libsvm", "read_ratings", "read_edge_csv", "read_node_features",
            "read_node_labels", "ReadError", "SparseInput", "FORMATS",
            # Dask collections (daskhpc.io._collections; dask imported only when used)
-           "is_collection", "read_nonzeros", "route", "labels_route", "Nonzeros", "gathered"]
+           "is_collection", "read_nonzeros", "route", "labels_route", "Nonzeros", "gathered",
+           "rereading"]
 # edge lists and dense row collections (gcn, linear)
 __all__ += ["read_edge_list", "Edges", "read_rows", "Rows", "rows_route", "join_rows",
             "check_rows"]

@@ -38,7 +38,7 @@ import numpy as np
 from daskhpc.errors import InputError
 
 __all__ = ["is_collection", "read_nonzeros", "Nonzeros", "route", "labels_route",
-           "DATAFRAME_EXTRA", "gathered"]
+           "DATAFRAME_EXTRA", "gathered", "rereading"]
 
 #: What to install for DataFrame input (``pip install "daskhpc[dataframe]"``).
 DATAFRAME_EXTRA = 'dask.dataframe needs pandas and pyarrow: pip install "daskhpc[dataframe]"'
@@ -215,6 +215,22 @@ def _with_pins(client, futures, stats, name, shape, cols, token, remake) -> Nonz
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in stats])]).astype(np.int64)
     return Nonzeros(name, shape, np.concatenate(pins, axis=1), offsets, futures, cols, token,
                     sum(s["nonzero"] for s in stats), remake=remake)
+
+
+def rereading(client, sources, build):
+    """``rebuild(parts, placement)`` for a part store (a lost worker's parts made again):
+    the collections ``sources`` (:class:`Nonzeros`, :class:`Rows`) read again,
+    ``build(parts, placement)`` (the parts' data on their workers), the collections
+    released (the parts' joins keep what they read)."""
+    def rebuild(parts, placement):
+        for nz in sources:
+            nz.reread(client)
+        try:
+            return build(parts, placement)
+        finally:
+            for nz in sources:
+                nz.release()
+    return rebuild
 
 
 def reread_pieces(client, remake, counts, name: str) -> list:

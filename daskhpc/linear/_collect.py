@@ -18,9 +18,9 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc._workflows import checked_options, rereading
+from daskhpc._workflows import checked_options
 from daskhpc.errors import InputError
-from daskhpc.io import is_collection, labels_route, read_nonzeros, route
+from daskhpc.io import is_collection, labels_route, read_nonzeros, rereading, route
 
 from ._data import load
 from ._program import statics

@@ -351,10 +351,11 @@ class Exchange(WorkerPlugin):
             for frame in _after(out, sent):
                 await loop.sock_sendall(sock, frame)
             return
-        except BaseException as e:
+        except OSError:
             self._drop(address, sock)
-            if not isinstance(e, OSError):
-                raise
+        except BaseException:
+            self._drop(address, sock)
+            raise
         await self._send_socket(token, address, msgs, out)
 
     def _via_socket(self, address: str) -> bool:
@@ -410,10 +411,11 @@ class Exchange(WorkerPlugin):
                     for frame in out:
                         await loop.sock_sendall(sock, frame)
                     return wire
-                except BaseException as e:      # (OSError: the next attempt)
+                except OSError:                 # the next attempt
                     self._drop(address, sock)
-                    if not isinstance(e, OSError):
-                        raise
+                except BaseException:
+                    self._drop(address, sock)
+                    raise
         deadline = time.monotonic() + UNREACHABLE_S
         while token not in self.dead and time.monotonic() < deadline:
             await asyncio.sleep(POLL_S)
@@ -458,14 +460,15 @@ class Exchange(WorkerPlugin):
                 try:
                     await asyncio.wait_for(asyncio.get_running_loop().sock_connect(
                         sock, (host, where["port"])), CONNECT_S)
-                except BaseException as e:
+                except (OSError, asyncio.TimeoutError) as e:
                     sock.close()
-                    if not isinstance(e, (OSError, asyncio.TimeoutError)):
-                        raise
                     if asked:               # alive a moment ago, its port shut to us
                         self.ports[address] = None
                         raise _Closed(address) from e
                     raise OSError(f"cannot connect to {address}'s exchange") from e
+                except BaseException:
+                    sock.close()
+                    raise
                 link = self.sockets[address] = (sock, asyncio.Lock())
         return link
 

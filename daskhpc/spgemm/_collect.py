@@ -25,7 +25,6 @@ from collections import Counter
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc._workflows import rereading
 from daskhpc.errors import InputError
 
 from ._block import CscBlock
@@ -126,6 +125,8 @@ def rebuilder(client, s, name: str):
     """``rebuild(cells, placement)`` for the part store: the collection of operand
     ``name`` read again and the ``cells``' blocks built on their workers in
     ``placement`` (a lost worker's)."""
+    from daskhpc.io import rereading
+
     return rereading(client, [s.sources[name]], lambda cells, placement: route_blocks(
         client, s, placement, (name,), cells)[("A", "B").index(name)])
 

@@ -21,7 +21,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from daskhpc._workflows import rereading
 from daskhpc.errors import InputError
 
 from ._input import Input
@@ -147,6 +146,8 @@ class Values:
         """``rebuild(parts, placement)`` for the part store: the collection read again
         and the ``parts``' ratings routed to their workers in ``placement`` (a lost
         worker's parts; the others stay where they are)."""
+        from daskhpc.io import rereading
+
         return rereading(self.client, [self.nz], lambda parts, placement: self.part_values(
             s, placement, parts))
 
