@@ -258,6 +258,7 @@ def summarize(report: dict) -> str:
                         ("traffic", "" if done else _traffic_line(report.get("measured"))),
                         ("time", _time_line(report.get("timing"))),
                         ("execution", _execution_line(report.get("execution"))),
+                        ("steps", _steps_line(report.get("execution"))),
                         ("quality", _quality_line(report.get("quality"))),
                         ("model", _model_line(report.get("quality"))),
                         ("serial", _serial_line(report.get("serial_check")))):
@@ -289,6 +290,33 @@ def _execution_line(execution) -> str:
     if isinstance(execution, dict) and execution.get("single_worker"):
         return "one worker: steps run in one loop, no exchange"
     return ""
+
+
+def _steps_line(execution) -> str:
+    """Where the busiest worker's time in the steps went, per unit (``execution["steps"]``,
+    the frame's ``step_split``), and the other workers' wait when they have one.
+
+    Examples
+    --------
+    >>> _steps_line({"units": "epochs", "steps": {"units": 10, "per_worker": {
+    ...     "a": {"compute_s": 0.09, "wait_s": 0.01, "send_s": 0.005, "steps": 50},
+    ...     "b": {"compute_s": 0.07, "wait_s": 0.03, "send_s": 0.005, "steps": 50}}}})
+    'per epoch on the busiest of 2 workers: compute 9 ms, wait 1 ms, send 0.5 ms (the others wait up to 3 ms)'
+    """
+    sp = execution.get("steps") if isinstance(execution, dict) else None
+    if not isinstance(sp, dict) or not sp.get("per_worker") or not sp.get("units"):
+        return ""
+    n, workers = sp["units"], list(sp["per_worker"].values())
+    unit = str(execution.get("units") or "unit")
+    unit = unit[:-1] if unit.endswith("s") else unit
+    busy = max(workers, key=lambda v: v["compute_s"] + (v.get("send_s") or 0.0))
+    line = (f"per {unit} on the busiest of {len(workers)} worker"
+            f"{'s' if len(workers) != 1 else ''}: compute {_seconds(busy['compute_s'] / n)}")
+    if len(workers) == 1 or busy.get("wait_s") is None:    # (no exchange timed)
+        return line
+    line += f", wait {_seconds(busy['wait_s'] / n)}, send {_seconds(busy['send_s'] / n)}"
+    rest = [v.get("wait_s") or 0.0 for v in workers if v is not busy]
+    return line + f" (the others wait up to {_seconds(max(rest) / n)})"
 
 
 def already_complete(report: dict) -> dict | None:

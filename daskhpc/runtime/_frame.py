@@ -194,8 +194,24 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
         single = bool(meter.get("single_worker"))      # the last attempt's (_run_program)
         execution.update(exchange=exchange_mode(job.exchange),
                          in_loop=bool(job.in_loop) and not single, single_worker=single)
+    ran = meter.get("units", ())                  # the last attempt's units, as run
+    split = step_split(ledger, sum(1 for row in history if row.get("unit") in ran))
+    if split is not None:
+        execution["steps"] = split
     return Outcome(value, history, measured, timing, recovery, store.placement, ledger,
                    execution)
+
+
+def step_split(ledger, units: int) -> dict | None:
+    """The report's ``execution["steps"]``: where the workers' time in the last attempt's
+    steps went, per worker (``compute_s``, ``wait_s`` for other workers' messages,
+    ``send_s``, ``steps``: what its cleanup returned, ``_steps.step_times``) and over
+    its ``units``; None when no worker timed its steps."""
+    got = {w: v for w, v in (getattr(ledger, "then_values", None) or {}).items()
+           if isinstance(v, dict) and v.get("steps")}
+    if not got:
+        return None
+    return {"per_worker": got, "units": units}
 
 
 def _worker_cleanup(job, token: str, meter: dict):

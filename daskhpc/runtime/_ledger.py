@@ -106,6 +106,8 @@ class TransferLedger:
         #: ``(fn, *args)`` every worker runs in the closing call of ``__exit__``, before
         #: its log is read (the body sets it: a run's cleanup, one round trip fewer)
         self.then: tuple | None = None
+        #: what :attr:`then` returned on each worker (``{address: value}``), once read
+        self.then_values: dict = {}
         self._marks: dict[str, dict] | None = None
         self._later = None               # a callable ``marks=`` not taken yet (ready)
         self._workers: list[str] = []
@@ -156,6 +158,7 @@ class TransferLedger:
             warnings.warn(f"transfer logs wrapped around on {wrapped}; totals are lower bounds "
                           "(raise distributed.admin.low-level-log-length)", RuntimeWarning,
                           stacklevel=3)
+        self.then_values = {w: got.get("then") for w, got in collected.items()}
         now = in_order({w: got["name"] for w, got in collected.items()})
         self._workers = self._workers + [w for w in now if w not in self._workers]
         self.entries = [{"sender": sender, **entry}
@@ -344,9 +347,10 @@ def _log_mark(dask_worker) -> dict:
 
 
 async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
+    then = None
     if first is not None:
         with contextlib.suppress(Exception):    # as the call on its own was: never fails this
-            first[0](*first[1:], dask_worker=dask_worker)
+            then = first[0](*first[1:], dask_worker=dask_worker)
     # The receiver's task can finish, and the client see it, a moment before
     # the sender appends its log entry (it does so after the receiver's "OK").
     # transfer_outgoing_count drops in the same step as the append. (It counts the
@@ -373,10 +377,11 @@ async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
         new += got
     # pickled here: the scheduler relays one bytes object, not a dict per entry
     # (who=None: a client or scheduler gather, not worker-to-worker)
-    return {"name": dask_worker.name, "wrapped": wrapped, "entries": pickle.dumps([
-        {"receiver": e["who"], "bytes": int(e["compressed"]), "sizeof": int(e["total"]),
-         "keys": dict(e["keys"]), "start": e["start"], "stop": e["stop"]}
-        for e in new if e["who"] is not None], protocol=5)}
+    entries = [{"receiver": e["who"], "bytes": int(e["compressed"]),
+                "sizeof": int(e["total"]), "keys": dict(e["keys"]), "start": e["start"],
+                "stop": e["stop"]} for e in new if e["who"] is not None]
+    return {"name": dask_worker.name, "wrapped": wrapped, "then": then,
+            "entries": pickle.dumps(entries, protocol=5)}
 
 
 def _entries(got: dict) -> list:

@@ -36,7 +36,7 @@ from daskhpc.comm import Context
 __all__ = ["ProgramCode", "Packed", "InlineCode", "CodeRef", "unpack", "init_group",
            "step_group",
            "step_group_in_loop", "steps_direct", "steps_single", "final_group", "stopped_at",
-           "cleanup", "registry_size"]
+           "cleanup", "step_times", "registry_size"]
 
 _CONTEXTS: dict = {}    # (token, part) -> Context
 _LOCAL: dict = {}       # (token, t, dst part) -> {src part: payload}
@@ -45,7 +45,8 @@ _DONE: dict = {}        # (token, worker label) -> last step run
 _UNIT_START: dict = {}  # (token, worker label) -> time the worker began its current unit
 _STOPPED: dict = {}     # (token, worker label) -> the unit after which the program stopped
 _CODE: dict = {}        # (token, worker label) -> the steps' code (InlineCode's, for CodeRef)
-_REGISTRIES = (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED, _CODE)
+_TIMES: dict = {}       # (token, worker label) -> [compute s, wait s, send s, steps, direct]
+_REGISTRIES = (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED, _CODE, _TIMES)
 
 
 class Packed:
@@ -176,6 +177,7 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
     ``batch``, a :class:`~daskhpc.runtime._reports.ReportBatch`, when given)."""
     from daskhpc.comm import PlanMismatch, Program
 
+    start = time.perf_counter()
     fn, args, report, step_label = code.steps[t]
     remote_in: dict[int, dict] = {}
     for bundle in bundles:
@@ -208,6 +210,18 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
                                                      [_CONTEXTS[(token, p)] for p in parts]):
             _STOPPED[(token, label)] = unit
     _DONE[(token, label)] = t
+    spent = _times(token, label)        # (a unit's report and checkpoint count as its work)
+    spent[0] += time.perf_counter() - start
+    spent[3] += 1
+
+
+def _times(token: str, label: str) -> list:
+    """The worker's ``[compute, wait, send seconds, steps]`` of run ``token`` so far: what
+    the run's report calls the steps' time split (``execution["steps"]``)."""
+    spent = _TIMES.get((token, label))
+    if spent is None:
+        spent = _TIMES[(token, label)] = [0.0, 0.0, 0.0, 0, False]
+    return spent
 
 
 def _report(code: ProgramCode, token: str, label: str, parts: tuple, unit: int,
@@ -278,21 +292,27 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
     if (token, label) in _STOPPED:            # an earlier task's unit ended the program
         return _last(code, token, label, parts, final)
     try:
+        spent = _times(token, label)
+        spent[4] = True                 # its waits and sends are timed
         for t in range(t0, t1):
+            waited = time.perf_counter()
             got = await ext.wait(token, [(t - 1, *m) for m in
                                          code.incoming[t - 1].get(label, [])]) if t else {}
+            spent[1] += time.perf_counter() - waited
             inbox = {mid[1:]: payload for mid, payload in got.items()}
             if code.in_loop:
                 _run_step(code, token, label, t, parts, [inbox], batch)
             else:   # off the event loop, which keeps receiving pushes (context copied)
                 await asyncio.to_thread(_run_step, code, token, label, t, parts, [inbox],
                                         batch)
+            sending = time.perf_counter()
             outgoing = [(k[2], _REMOTE.pop(k))
                         for k in [k for k in _REMOTE if k[:2] == (token, t)]]
             await ext.push_all(token, [
                 (code.address[w], (f"{code.name}-{token}", label, t, w),
                  [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
                 for w, msgs in outgoing])
+            spent[2] += time.perf_counter() - sending
             if _ended(code, token, label, t, worker, key):
                 break
     finally:
@@ -379,9 +399,10 @@ def stopped_at(token: str) -> int | None:
     return next((u for (tok, _), u in _STOPPED.items() if tok == token), None)
 
 
-def cleanup(token: str, dask_worker=None) -> int:
-    """Forget every context and message of run ``token`` (through ``client.run``)."""
-    n = 0
+def cleanup(token: str, dask_worker=None) -> dict:
+    """Forget every context and message of run ``token`` (through ``client.run``);
+    returns the worker's time split of its steps (:func:`step_times`)."""
+    times = step_times(token)
     if dask_worker is not None:
         from daskhpc.runtime._exchange import extension
 
@@ -391,8 +412,23 @@ def cleanup(token: str, dask_worker=None) -> int:
     for reg in _REGISTRIES:
         for key in [k for k in reg if k[0] == token]:
             del reg[key]
-            n += 1
-    return n
+    return times
+
+
+def step_times(token: str) -> dict:
+    """``{"compute_s", "wait_s", "send_s", "steps"}`` of run ``token``'s steps on this
+    worker, summed over its loops and groups of steps (empty if it ran none). Waiting
+    for other workers' messages and sending them are timed by the direct exchange's
+    loops only (None otherwise: one worker's loop has none, and a group of tasks
+    waits and sends in the scheduler's time, not its own)."""
+    got = [v for k, v in _TIMES.items() if k[0] == token]
+    if not got:
+        return {}
+    timed = any(v[4] for v in got)
+    return {"compute_s": sum(v[0] for v in got),
+            "wait_s": sum(v[1] for v in got) if timed else None,
+            "send_s": sum(v[2] for v in got) if timed else None,
+            "steps": sum(v[3] for v in got)}
 
 
 def registry_size() -> int:

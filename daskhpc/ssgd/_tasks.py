@@ -50,6 +50,7 @@ __all__ = ["PartData", "PartState", "Stashed", "stash", "init", "work", "work_in
 KEEP_VERSIONS = 3
 _REGISTRY: dict = {}   # (token, part) -> PartState, in each worker process
 _STASH: dict = {}      # (token, bundle key) -> (bundle, last sub-epoch that reads it)
+_TIMES: dict = {}      # token -> [compute s, wait s, send s, sub-epochs] (direct mode)
 
 
 @dataclass(eq=False)
@@ -323,16 +324,27 @@ async def epochs_direct(team: list, token: str, label: str, epochs: bytes, chain
 
 async def _epochs(team, token, epochs, ext, by_part, worker, key, last):
     """The loop of :func:`epochs_direct`."""
+    spent = _TIMES.setdefault(token, [0.0, 0.0, 0.0, 0])     # (the report's time split)
+    clock = time.perf_counter
     for e, steps, ev, ckpts in epochs:
         for T, meta, waits, drop, out in steps:
+            t0 = clock()
             got = await ext.wait(token, sorted(set(waits), key=str), keep=True)
+            t1 = clock()
             work(team, token, T, _NOTHING, meta, None, *[got[k] for k in waits])
             ext.discard(token, drop)
+            t2 = clock()
             await ext.push_all(token, [(receiver, bkey, [(bkey, _bundle(by_part, token, T, items))])
                                        for receiver, bkey, items in out])
+            spent[0] += t2 - t1
+            spent[1] += t1 - t0
+            spent[2] += clock() - t2
+            spent[3] += 1
+        t0 = clock()              # an epoch's test error and checkpoints count as compute
         sse = {} if ev is None else await _evaluate_direct(ext, by_part, token, e, ev)
         for p, path in ckpts.items():
             checkpoint(by_part[p], token, e, path, None, sse.get(p))
+        spent[0] += clock() - t0
         ts = worker.state.tasks.get(key)      # nobody waits for it: the run stopped
         if ts is None or ts.state == "cancelled":
             return None
@@ -426,15 +438,18 @@ def _held(d: PartData, st: PartState, T, held) -> dict:
             "rows": np.concatenate(rows) if rows else np.zeros((0, d.width))}
 
 
-def cleanup(token: str, dask_worker=None) -> int:
+def cleanup(token: str, dask_worker=None) -> dict:
     """Drop the run's states from this worker's registry (through ``client.run``), and its
-    mail if the run exchanged directly."""
+    mail if the run exchanged directly. Returns the direct mode's time split of the
+    worker's sub-epochs (as ``daskhpc.runtime``'s steps report theirs; empty without)."""
     ext = None if dask_worker is None else dask_worker.plugins.get(EXCHANGE_PLUGIN)
     if ext is not None:
         ext.forget(token)
     for key in [key for key in _STASH if key[0] == token]:
         del _STASH[key]
-    mine = [key for key in _REGISTRY if key[0] == token]
-    for key in mine:
+    for key in [key for key in _REGISTRY if key[0] == token]:
         del _REGISTRY[key]
-    return len(mine)
+    spent = _TIMES.pop(token, None)
+    if spent is None:
+        return {}
+    return dict(zip(("compute_s", "wait_s", "send_s", "steps"), spent))

@@ -16,9 +16,11 @@ results), alternated ``--repeats`` times in one process (the machine is shared:
 alternating keeps the comparison fair), each the median of its epochs after the first;
 and, to read them: the program's steps per epoch, the kit's floor per step in the graph
 exchange (the frame's toy program: a ring exchange and an allreduce of 100 words, no
-work), the K = 2 compute critical path (per step the slower part's compute, measured
-part by part in-process: the epoch on two idle cores at no cost per step), and the
-cores the machine gave two compute-bound processes at that moment.
+work), where each worker's epoch went (the report's ``execution["steps"]``: compute,
+wait and send ms per epoch, per repeat), the K = 2 compute critical path (per step the
+slower part's compute, measured part by part in-process: the epoch on two idle cores at
+no cost per step), and the cores the machine gave two compute-bound processes at that
+moment.
 
 Both sides train the same 2-layer GCN (16 hidden, dropout 0.5, Adam lr 0.01, weight decay
 5e-4 on layer 1, row-normalised sparse features, 200 epochs) on the same graph, split and
@@ -112,6 +114,18 @@ def ours(source, epochs, eval_every):
 
 GRAPHS = {"facebook": str(DATA / "facebook_page_page"),
           "slashdot": str(DATA / "soc-Slashdot0902.txt.gz")}
+
+
+def _split_ms(rep) -> dict | None:
+    """Per worker, per epoch: its steps' compute, wait and send ms (the report's
+    ``execution["steps"]``; wait and send are null in the graph exchange)."""
+    sp = rep["execution"].get("steps")
+    if not sp:
+        return None
+    n = sp["units"]
+    return {w[-5:]: {k[:-2]: None if v[k] is None else round(1e3 * v[k] / n, 2)
+                     for k in ("compute_s", "wait_s", "send_s")}
+            for w, v in sp["per_worker"].items()}
 
 
 def _median_epoch(history) -> float:
@@ -213,7 +227,7 @@ def cluster(epochs: int, repeats: int, names, in_loop="auto",
             np.savetxt(parts, s.assignment.parts, fmt="%d")
             ser, floor, ideal, cap, loads = [], [], [], [], []
             dist = {x: [] for x in exchanges}
-            nbytes, steps, loop = {}, None, None
+            nbytes, steps, loop, split = {}, None, None, {}
             for _ in range(repeats):
                 loads.append(os.getloadavg()[0])
                 ser.append(_median_epoch(serial_fit(s.graph, epochs=epochs,
@@ -224,6 +238,7 @@ def cluster(epochs: int, repeats: int, names, in_loop="auto",
                               progress=False)
                     rep = res.report()
                     dist[x].append(_median_epoch(res.history))
+                    split.setdefault(x, []).append(_split_ms(rep))
                     nbytes[x] = int(rep["measured"]["inter_worker_bytes"] / epochs)
                     steps = rep["timing"]["steps_per_epoch"]
                     loop = rep["execution"]["in_loop"]
@@ -241,6 +256,7 @@ def cluster(epochs: int, repeats: int, names, in_loop="auto",
                 row[f"k2_{x}_median_ms"] = round(1000 * float(np.median(dist[x])), 1)
                 row[f"speedup_{x}"] = round(float(np.median(ser) / np.median(dist[x])), 3)
                 row[f"bytes_per_epoch_{x}"] = nbytes[x]
+                row[f"k2_{x}_split_ms"] = split[x]
             row.update({
                 "k2_compute_critical_path_ms": round(1000 * float(np.median(ideal)), 1),
                 "parallel_capacity_cores": [round(c, 2) for c in cap],
