@@ -58,6 +58,10 @@ from ._plan import Plan
 __all__ = ["Program", "Step", "Context", "run_local", "PlanMismatch"]
 
 
+#: A fused step's label names this many calls; a longer chain its first and last.
+LABELLED_CALLS = 3
+
+
 class PlanMismatch(RuntimeError):
     """A step sent to other parts than its plan says."""
 
@@ -191,11 +195,20 @@ class Program:
                 (prev.report and not after_report):
             raise ValueError(f"step {prev.label!r} sends or reports: nothing can be fused "
                              "into it")
-        # flat: fusing into a fused step extends its list (a chain of T fused calls
-        # nested T deep hit the recursion limit at one part, where nothing is sent)
-        parts = prev.args if prev.fn is _chained else ((prev.fn, prev.args),)
-        t = self.step(_chained, *parts, (fn, tuple(args)), sends=sends,
-                      report=report or prev.report, label=f"{prev.label}+{label or _name(fn)}")
+        # flat: fusing into a fused step extends its list in place (a chain of T fused
+        # calls nested T deep hit the recursion limit at one part, where nothing is sent;
+        # copied at every fuse, it cost O(T^2): a one-part linear epoch fuses 4,000)
+        calls = prev.args[0] if prev.fn is _chained else [(prev.fn, prev.args)]
+        calls.append((fn, tuple(args)))
+        new = label or _name(fn)
+        text = f"{prev.label}+{new}" if len(calls) <= LABELLED_CALLS else \
+            f"{prev.label.split('+', 1)[0]}+...+{new} ({len(calls)} calls)"
+        try:
+            t = self.step(_chained, calls, sends=sends, report=report or prev.report,
+                          label=text)
+        except ValueError:
+            calls.pop()                            # (the last step stays as it was)
+            raise
         self.steps[t - 1] = self.steps.pop()       # the new step takes the last one's place
         self._dests.pop(t - 1, None)
         self._dests.pop(t, None)
@@ -322,7 +335,7 @@ def _name(fn) -> str:
     return getattr(fn, "__name__", None) or getattr(fn, "func", fn).__name__
 
 
-def _chained(ctx: Context, *calls):
+def _chained(ctx: Context, calls: list):
     """A fused step (:meth:`Program.fuse`): the ``(fn, args)`` calls in order; all but the
     last send nothing."""
     for fn, args in calls[:-1]:

@@ -178,6 +178,26 @@ def test_a_long_chain_of_fused_steps_is_flat():
         prog.fuse(_noop)
     assert prog.nsteps == 1
     assert run_local(prog, [1])[0] == [5001]
+    # the label names the first and last calls of a long chain (it grew by every call's
+    # name, 40 kB for a one-part linear epoch); a short chain names them all
+    assert prog.steps[0].label == "_noop+...+_noop (5001 calls)"
+    short = Program(1, "short")
+    short.step(_noop, label="a")
+    short.fuse(_noop, label="b")
+    short.fuse(_noop, label="c")
+    assert short.steps[0].label == "a+b+c"
+    short.fuse(_noop, label="d")
+    assert short.steps[0].label == "a+...+d (4 calls)"
+
+
+def test_a_refused_fuse_leaves_the_chain_as_it_was():
+    prog = Program(2, "chain", init=_init, final=lambda ctx: ctx.state["seen"])
+    prog.step(_noop)
+    prog.fuse(_noop)
+    with pytest.raises(ValueError, match="over 3 parts"):
+        prog.fuse(_noop, sends=ring(3))
+    assert prog.nsteps == 1 and prog.steps[0].label == "_noop+_noop"
+    assert run_local(prog, [1, 2])[0] == [2, 2]
 
 
 def _sum_max(lo, hi):
