@@ -216,8 +216,9 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
 
 
 def _times(token: str, label: str) -> list:
-    """The worker's ``[compute, wait, send seconds, steps]`` of run ``token`` so far: what
-    the run's report calls the steps' time split (``execution["steps"]``)."""
+    """The worker's ``[compute, wait, send seconds, steps, exchange timed]`` of run
+    ``token`` so far: what the run's report calls the steps' time split
+    (``execution["steps"]``, :func:`step_times`)."""
     spent = _TIMES.get((token, label))
     if spent is None:
         spent = _TIMES[(token, label)] = [0.0, 0.0, 0.0, 0, False]
