@@ -205,8 +205,8 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
 def step_split(ledger, units: int) -> dict | None:
     """The report's ``execution["steps"]``: where the workers' time in the last attempt's
     steps went, per worker (``compute_s``, ``wait_s`` for other workers' messages,
-    ``send_s``, ``steps``: what its cleanup returned, ``_steps.step_times``) and over
-    its ``units``; None when no worker timed its steps."""
+    ``send_s``, ``steps``: what its cleanup returned, ``daskhpc._clock.step_times``) and
+    over its ``units``; None when no worker timed its steps."""
     got = {w: v for w, v in (getattr(ledger, "then_values", None) or {}).items()
            if isinstance(v, dict) and v.get("steps")}
     if not got:

@@ -32,11 +32,12 @@ import gc
 import time
 
 from daskhpc.comm import Context
+from daskhpc._clock import CLOCKS, step_clock, step_times
 
 __all__ = ["ProgramCode", "Packed", "InlineCode", "CodeRef", "unpack", "init_group",
            "step_group",
            "step_group_in_loop", "steps_direct", "steps_single", "final_group", "stopped_at",
-           "cleanup", "step_times", "registry_size"]
+           "cleanup", "registry_size"]
 
 _CONTEXTS: dict = {}    # (token, part) -> Context
 _LOCAL: dict = {}       # (token, t, dst part) -> {src part: payload}
@@ -45,8 +46,7 @@ _DONE: dict = {}        # (token, worker label) -> last step run
 _UNIT_START: dict = {}  # (token, worker label) -> time the worker began its current unit
 _STOPPED: dict = {}     # (token, worker label) -> the unit after which the program stopped
 _CODE: dict = {}        # (token, worker label) -> the steps' code (InlineCode's, for CodeRef)
-_TIMES: dict = {}       # (token, worker label) -> [compute s, wait s, send s, steps, direct]
-_REGISTRIES = (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED, _CODE, _TIMES)
+_REGISTRIES = (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED, _CODE, CLOCKS)
 
 
 class Packed:
@@ -210,19 +210,9 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
                                                      [_CONTEXTS[(token, p)] for p in parts]):
             _STOPPED[(token, label)] = unit
     _DONE[(token, label)] = t
-    spent = _times(token, label)        # (a unit's report and checkpoint count as its work)
-    spent[0] += time.perf_counter() - start
-    spent[3] += 1
-
-
-def _times(token: str, label: str) -> list:
-    """The worker's ``[compute, wait, send seconds, steps, exchange timed]`` of run
-    ``token`` so far: what the run's report calls the steps' time split
-    (``execution["steps"]``, :func:`step_times`)."""
-    spent = _TIMES.get((token, label))
-    if spent is None:
-        spent = _TIMES[(token, label)] = [0.0, 0.0, 0.0, 0, False]
-    return spent
+    clock = step_clock(token, label)    # (a unit's report and checkpoint count as its work)
+    clock.compute += time.perf_counter() - start
+    clock.steps += 1
 
 
 def _report(code: ProgramCode, token: str, label: str, parts: tuple, unit: int,
@@ -293,13 +283,13 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
     if (token, label) in _STOPPED:            # an earlier task's unit ended the program
         return _last(code, token, label, parts, final)
     try:
-        spent = _times(token, label)
-        spent[4] = True                 # its waits and sends are timed
+        clock = step_clock(token, label)
+        clock.exchange = True            # its waits and sends are timed
         for t in range(t0, t1):
             waited = time.perf_counter()
             got = await ext.wait(token, [(t - 1, *m) for m in
                                          code.incoming[t - 1].get(label, [])]) if t else {}
-            spent[1] += time.perf_counter() - waited
+            clock.wait += time.perf_counter() - waited
             inbox = {mid[1:]: payload for mid, payload in got.items()}
             if code.in_loop:
                 _run_step(code, token, label, t, parts, [inbox], batch)
@@ -313,7 +303,7 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
                 (code.address[w], (f"{code.name}-{token}", label, t, w),
                  [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
                 for w, msgs in outgoing])
-            spent[2] += time.perf_counter() - sending
+            clock.send += time.perf_counter() - sending
             if _ended(code, token, label, t, worker, key):
                 break
     finally:
@@ -402,7 +392,7 @@ def stopped_at(token: str) -> int | None:
 
 def cleanup(token: str, dask_worker=None) -> dict:
     """Forget every context and message of run ``token`` (through ``client.run``);
-    returns the worker's time split of its steps (:func:`step_times`)."""
+    returns the worker's time split of its steps (``daskhpc._clock.step_times``)."""
     times = step_times(token)
     if dask_worker is not None:
         from daskhpc.runtime._exchange import extension
@@ -414,22 +404,6 @@ def cleanup(token: str, dask_worker=None) -> dict:
         for key in [k for k in reg if k[0] == token]:
             del reg[key]
     return times
-
-
-def step_times(token: str) -> dict:
-    """``{"compute_s", "wait_s", "send_s", "steps"}`` of run ``token``'s steps on this
-    worker, summed over its loops and groups of steps (empty if it ran none). Waiting
-    for other workers' messages and sending them are timed by the direct exchange's
-    loops only (None otherwise: one worker's loop has none, and a group of tasks
-    waits and sends in the scheduler's time, not its own)."""
-    got = [v for k, v in _TIMES.items() if k[0] == token]
-    if not got:
-        return {}
-    timed = any(v[4] for v in got)
-    return {"compute_s": sum(v[0] for v in got),
-            "wait_s": sum(v[1] for v in got) if timed else None,
-            "send_s": sum(v[2] for v in got) if timed else None,
-            "steps": sum(v[3] for v in got)}
 
 
 def registry_size() -> int:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from daskhpc._clock import step_clock, step_times
 from daskhpc._workflows import EXCHANGE_PLUGIN
 
 from ._kernels import (block_seed, error_sse, init_rows, initial_rows, sgd_block,
@@ -50,7 +51,6 @@ __all__ = ["PartData", "PartState", "Stashed", "stash", "init", "work", "work_in
 KEEP_VERSIONS = 3
 _REGISTRY: dict = {}   # (token, part) -> PartState, in each worker process
 _STASH: dict = {}      # (token, bundle key) -> (bundle, last sub-epoch that reads it)
-_TIMES: dict = {}      # token -> [compute s, wait s, send s, sub-epochs] (direct mode)
 
 
 @dataclass(eq=False)
@@ -319,12 +319,13 @@ async def epochs_direct(team: list, token: str, label: str, epochs: bytes, chain
     # end (docs/benchmarks.md)
     topic = team[0].topic
     with ReportBatch(topic, worker).holding() if topic else contextlib.nullcontext():
-        return await _epochs(team, token, epochs, ext, by_part, worker, key, last)
+        return await _epochs(team, token, epochs, ext, by_part, worker, key, last,
+                             step_clock(token, label))
 
 
-async def _epochs(team, token, epochs, ext, by_part, worker, key, last):
-    """The loop of :func:`epochs_direct`."""
-    spent = _TIMES.setdefault(token, [0.0, 0.0, 0.0, 0])     # (the report's time split)
+async def _epochs(team, token, epochs, ext, by_part, worker, key, last, spent):
+    """The loop of :func:`epochs_direct`; ``spent``: its StepClock (the report's split)."""
+    spent.exchange = True
     clock = time.perf_counter
     for e, steps, ev, ckpts in epochs:
         for T, meta, waits, drop, out in steps:
@@ -336,15 +337,15 @@ async def _epochs(team, token, epochs, ext, by_part, worker, key, last):
             t2 = clock()
             await ext.push_all(token, [(receiver, bkey, [(bkey, _bundle(by_part, token, T, items))])
                                        for receiver, bkey, items in out])
-            spent[0] += t2 - t1
-            spent[1] += t1 - t0
-            spent[2] += clock() - t2
-            spent[3] += 1
+            spent.compute += t2 - t1
+            spent.wait += t1 - t0
+            spent.send += clock() - t2
+            spent.steps += 1
         t0 = clock()              # an epoch's test error and checkpoints count as compute
         sse = {} if ev is None else await _evaluate_direct(ext, by_part, token, e, ev)
         for p, path in ckpts.items():
             checkpoint(by_part[p], token, e, path, None, sse.get(p))
-        spent[0] += clock() - t0
+        spent.compute += clock() - t0
         ts = worker.state.tasks.get(key)      # nobody waits for it: the run stopped
         if ts is None or ts.state == "cancelled":
             return None
@@ -441,7 +442,8 @@ def _held(d: PartData, st: PartState, T, held) -> dict:
 def cleanup(token: str, dask_worker=None) -> dict:
     """Drop the run's states from this worker's registry (through ``client.run``), and its
     mail if the run exchanged directly. Returns the direct mode's time split of the
-    worker's sub-epochs (as ``daskhpc.runtime``'s steps report theirs; empty without)."""
+    worker's sub-epochs (``daskhpc._clock.step_times``; empty without)."""
+
     ext = None if dask_worker is None else dask_worker.plugins.get(EXCHANGE_PLUGIN)
     if ext is not None:
         ext.forget(token)
@@ -449,7 +451,4 @@ def cleanup(token: str, dask_worker=None) -> dict:
         del _STASH[key]
     for key in [key for key in _REGISTRY if key[0] == token]:
         del _REGISTRY[key]
-    spent = _TIMES.pop(token, None)
-    if spent is None:
-        return {}
-    return dict(zip(("compute_s", "wait_s", "send_s", "steps"), spent))
+    return step_times(token, forget=True)
