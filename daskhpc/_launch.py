@@ -30,6 +30,7 @@ import socket
 import sys
 import threading
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -151,24 +152,71 @@ def configure(opts, job, rank: int) -> None:
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", opts.log_level)
 
 
-def default_interface() -> str | None:
-    """The network interface of the address Dask would advertise for this host
-    (``distributed.utils.get_ip``: the one routing outwards, or the loopback), or None
-    if no interface holds it.
+def job_nodes(env=None) -> int | None:
+    """How many nodes the batch system gave the job (SLURM), or None if it does not say.
 
     Examples
     --------
-    >>> default_interface() is None or isinstance(default_interface(), str)
+    >>> job_nodes({"SLURM_JOB_NUM_NODES": "4"}), job_nodes({})
+    (4, None)
+    """
+    env = os.environ if env is None else env
+    for key in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"):
+        if env.get(key, "").isdigit():
+            return int(env[key])
+    return None
+
+
+def pick_interface(opts, env=None) -> None:
+    """Set ``opts.interface`` when it is not given (:func:`default_interface`), before
+    anything starts: a host it cannot choose for stops the task with one line."""
+    if not opts.interface:
+        opts.interface = default_interface(job_nodes(env))
+
+
+def default_interface(nodes: int | None = None) -> str | None:
+    """The network interface of the address Dask would advertise for this host
+    (``distributed.utils.get_ip``: the one routing outwards), or None if no interface
+    holds it.
+
+    A compute node often has no default route: ``get_ip`` then falls back to the
+    loopback, which other nodes cannot reach. The host's own routable address is used
+    instead when it has exactly one; with several, or with none on a job of more than
+    one node, :class:`~daskhpc._mpi_options.BadOptions` says to pass ``--interface``.
+
+    Examples
+    --------
+    >>> default_interface(1) is None or isinstance(default_interface(1), str)
     True
     """
+    import ipaddress
+
     import psutil
     from distributed.utils import get_ip
 
-    ip = get_ip()
-    for name, addrs in psutil.net_if_addrs().items():
-        if any(a.family == socket.AF_INET and a.address == ip for a in addrs):
-            return name
-    return None
+    from daskhpc._mpi_options import BadOptions
+
+    with warnings.catch_warnings():    # no route to its probe address: handled below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ip = get_ip()
+    addrs = psutil.net_if_addrs()
+    holder = next((name for name, found in addrs.items()
+                   if any(a.family == socket.AF_INET and a.address == ip for a in found)),
+                  None)
+    if not ipaddress.ip_address(ip).is_loopback:
+        return holder
+    up = psutil.net_if_stats()
+    own = [(name, a.address) for name, found in addrs.items()
+           if name in up and up[name].isup for a in found
+           if a.family == socket.AF_INET and not ipaddress.ip_address(a.address).is_loopback]
+    if len(own) == 1:
+        return own[0][0]
+    if not own and (nodes or 1) == 1:
+        return holder               # one host and no network: the loopback serves
+    have = ", ".join(f"{n} {a}" for n, a in own) or "no address but the loopback"
+    raise BadOptions(f"this host has no route outwards to tell which interface the other "
+                     f"hosts reach it on ({have}): pass --interface IF, e.g. --interface "
+                     f"{own[0][0] if own else 'eth0'}")
 
 
 # -- the client task ----------------------------------------------------------------

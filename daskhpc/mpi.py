@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         with quiet_unless(loud):
             opts = build_parser().parse_args(argv)
             job = resolve(opts)
+            _launch.pick_interface(opts)
     except SystemExit as e:  # argparse: 2 for bad options, 0 for --help
         return int(e.code or 0)
     except BadOptions as e:

@@ -34,7 +34,7 @@ from daskhpc._version import __version__
 
 __all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
            "summary_line", "format_bytes", "already_complete", "unavailable", "ratio_or_none",
-           "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES"]
+           "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES", "rerun_text"]
 
 #: The one meaning of ``planned_bytes`` in a report, a history row and the dashboard.
 PLANNED_BYTES = (
@@ -266,15 +266,36 @@ def summarize(report: dict) -> str:
             lines.append(summary_line(label, text))
     recs = report.get("recoveries") or (report.get("recovery") or {}).get("recoveries") or []
     for r in recs:
-        again = r.get("rerun") if r.get("rerun") is not None else r.get("restart")
         lines.append(summary_line("recovered", f"lost {', '.join(r['lost'])}; ran again "
-                                  f"from {again}; {r.get('time_lost_s', 0.0):.2f} s lost"))
+                                  f"{rerun_text(r)}; {r.get('time_lost_s', 0.0):.2f} s lost"))
     ck = report.get("checkpoint")
     if isinstance(ck, dict) and "dir" in ck:
         more = ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in ck.items()
                          if k != "dir" and isinstance(v, (int, float, str, bool)))
         lines.append(summary_line("checkpoint", ck["dir"] + (f" ({more})" if more else "")))
     return "\n".join(lines)
+
+
+def rerun_text(rec: dict) -> str:
+    """What a recovery ran again, as ranges and a count.
+
+    Examples
+    --------
+    >>> rerun_text({"rerun": [[479, 2999]], "rerun_count": 2521, "unit_name": "iterations"})
+    '479-2999 (2,521 iterations)'
+    >>> rerun_text({"rerun": "symbolic"})
+    'symbolic'
+    """
+    again = rec.get("rerun")
+    if not isinstance(again, list):
+        return str(again if again is not None else rec.get("restart"))
+    if not again:
+        return "nothing"
+    runs = [f"{a}-{b}" if b != a else f"{a}" for a, b in again[:4]]
+    more = f", ... ({len(again) - 4} more runs)" if len(again) > 4 else ""
+    count = rec.get("rerun_count")
+    return ", ".join(runs) + more + (f" ({count:,} {rec.get('unit_name') or 'units'})"
+                                     if count is not None else "")
 
 
 def _execution_line(execution) -> str:
@@ -310,8 +331,10 @@ def _steps_line(execution) -> str:
     unit = str(execution.get("units") or "unit")
     unit = unit[:-1] if unit.endswith("s") else unit
     busy = max(workers, key=lambda v: v["compute_s"] + (v.get("send_s") or 0.0))
+    name = f" ({sp['waited_for']})" if sp.get("waited_for") and len(workers) > 1 else ""
     line = (f"per {unit} on the busiest of {len(workers)} worker"
-            f"{'s' if len(workers) != 1 else ''}: compute {_seconds(busy['compute_s'] / n)}")
+            f"{'s' if len(workers) != 1 else ''}{name}: compute "
+            f"{_seconds(busy['compute_s'] / n)}")
     if len(workers) == 1 or busy.get("wait_s") is None:    # (no exchange timed)
         return line
     line += f", wait {_seconds(busy['wait_s'] / n)}, send {_seconds(busy['send_s'] / n)}"

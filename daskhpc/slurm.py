@@ -57,6 +57,12 @@ ABORT_TOPIC = "daskhpc-job-abort"
 ABORT_GRACE = 0.5
 #: Files of this job in the shared directory (scheduler file, credentials).
 _JOB_FILES: list[str] = []
+#: The file a task that ends the job early writes its status to (beside the scheduler
+#: file): the tasks that cannot hear the scheduler (it is gone, or its host cut off, or
+#: it never started) read it there.
+_ENDED: list[str] = []
+#: Seconds between two looks for that file.
+ENDED_POLL = 0.5
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         with quiet_unless(rank in (None, SCHEDULER_RANK)):
             opts = build_parser().parse_args(argv)
             job = resolve(opts, where="srun")
+            _launch.pick_interface(opts)
             if ranks is None:
                 raise BadOptions("no task rank in the environment (SLURM_PROCID and "
                                  f"SLURM_NTASKS, or PMI_RANK and PMI_SIZE): run it as "
@@ -155,10 +162,13 @@ def _run(launcher, opts, job, argv: list[str], rank: int, size: int) -> int:
     from dask_jobqueue.runner import BaseRunner, Role
 
     pem = _mpi_security.credentials_path(job.scheduler_file)
+    ended = job.scheduler_file + ".ended"
     _launch.configure(opts, job, rank)
     if rank == SCHEDULER_RANK:
-        _launch.remove_files([job.scheduler_file, pem])      # a crashed run's
+        _launch.remove_files([job.scheduler_file, pem, ended])      # a crashed run's
         _JOB_FILES.extend([job.scheduler_file, pem])
+    _ENDED[:] = [ended]
+    _watch_ended(launcher, rank, ended)
     creds = None
     if job.secure:
         if rank == SCHEDULER_RANK:
@@ -211,11 +221,13 @@ def _run(launcher, opts, job, argv: list[str], rank: int, size: int) -> int:
                             worker_options=_launch.worker_kwargs(opts, job))
     except TimeoutError as e:
         launcher.say(f"task {rank}: {e}")
+        _write_ended(LOST_RANK, rank)
         return LOST_RANK
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # noqa: BLE001 - any start-up failure ends this task
         launcher.say(f"task {rank}: could not start: {type(e).__name__}: {e}")
+        _write_ended(_launch.FAILED, rank)
         _launch.remove_files(_JOB_FILES)
         return _launch.FAILED
     if rank == 1:
@@ -223,12 +235,43 @@ def _run(launcher, opts, job, argv: list[str], rank: int, size: int) -> int:
         # without the job's credentials) would try to at exit and fail noisily
         runner.scheduler_comm = None
         dask.config.set(scheduler_address=runner.scheduler_address)
-        return _launch.client_task(launcher, opts, job, argv, size, creds,
-                                   [job.scheduler_file, pem], publish=False,
-                                   on_client=_listen_for_abort)
+        status = _launch.client_task(launcher, opts, job, argv, size, creds,
+                                     [job.scheduler_file, pem], publish=False,
+                                     on_client=_listen_for_abort)
+        if status != 0:        # also for the tasks the scheduler cannot tell (or is gone)
+            _write_ended(status, rank)
+        return status
     if rank == SCHEDULER_RANK:
         _launch.remove_files(_JOB_FILES)
     return _launch.reported_status(launcher, rank, "task")
+
+
+def _write_ended(code: int, rank: int) -> None:
+    """Tell every task, through the shared directory, that the job ends with ``code``."""
+    if _ENDED:
+        with suppress(OSError):
+            tmp = f"{_ENDED[0]}.{rank}.tmp"
+            with open(tmp, "w") as f:
+                json.dump({"code": code, "task": rank}, f)
+            os.replace(tmp, _ENDED[0])
+
+
+def _watch_ended(launcher, rank: int, path: str) -> None:
+    """Exit with the status another task wrote to ``path``, within ``ENDED_POLL`` s of
+    it (a daemon thread: a task that ends otherwise never waits for it)."""
+    def watch():
+        while True:
+            time.sleep(ENDED_POLL)
+            with suppress(OSError, ValueError, KeyError):
+                with open(path) as f:
+                    said = json.load(f)
+                if said["task"] != rank:
+                    launcher.say(f"task {rank}: task {said['task']} ended the job with "
+                                 f"status {said['code']}")
+                    _exit_now(int(said["code"]))
+                return
+
+    threading.Thread(target=watch, name="daskhpc-slurm-ended", daemon=True).start()
 
 
 def _wait_for(path: str, seconds: float, read):
@@ -275,6 +318,7 @@ def _end_job(scheduler, code: int, message: str | None = None) -> None:
 async def _end(scheduler, code: int) -> None:
     from distributed.protocol.pickle import dumps
 
+    _write_ended(code, SCHEDULER_RANK)         # for tasks the messages below cannot reach
     scheduler.log_event(ABORT_TOPIC, {"code": code})      # the client task
     msg = {"op": "run", "function": dumps(_exit_soon), "args": dumps((code,)),
            "kwargs": dumps({}), "wait": True}
@@ -302,6 +346,7 @@ def _abort(status: int) -> None:
     """The client task's abort (--timeout, no client): every task exits with ``status``."""
     from distributed import default_client
 
+    _write_ended(status, 1)       # the tasks the scheduler cannot tell, or with no scheduler
     with suppress(Exception):
         default_client().run_on_scheduler(_end_from_client, status)
     _exit_now(status)

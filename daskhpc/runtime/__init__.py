@@ -46,7 +46,8 @@ from daskhpc.runtime._connect import (CLUSTER_CONFIG, NoScheduler, check_dashboa
                                       connect, free_dashboard_address, scheduler_file_security,
                                       worker_addresses)
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gather_watching,
-                                    release_futures, replace_lost)
+                                    host_timeout, register_once, release_futures,
+                                    replace_lost, run_on_workers)
 from daskhpc.runtime._engine import ProgramRunner, step_of_key
 from daskhpc.runtime._exchange import Exchange
 from daskhpc.runtime._phases import Phase, PhaseContext, run_job, run_phases
@@ -106,6 +107,7 @@ __all__ = [
     "exchange_mode",
     "gather_direct",
     "gather_watching",
+    "host_timeout",
     "install",
     "load_arrays",
     "logged_transfers",
@@ -113,9 +115,11 @@ __all__ = [
     "pinned_graph",
     "prepare_kernels",
     "progress",
+    "register_once",
     "release_futures",
     "replace_lost",
     "run_job",
+    "run_on_workers",
     "run_phases",
     "save_arrays",
     "scheduler_file_security",

@@ -33,7 +33,7 @@ from __future__ import annotations
 import bisect
 
 from daskhpc._workflows import exchange_mode
-from daskhpc.runtime._fault import scatter_to
+from daskhpc.runtime._fault import register_once, scatter_to
 from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._steps import (CodeRef, InlineCode, Packed, ProgramCode, final_group,
                                     init_group, step_group, step_group_in_loop, steps_direct,
@@ -121,7 +121,7 @@ class ProgramRunner:
             from daskhpc.runtime._exchange import NAME, Exchange, transport
 
             transport()          # a bad setting fails here in one line, not in each worker
-            client.register_plugin(Exchange(), name=NAME)    # idempotent
+            register_once(client, Exchange(), NAME)
         # one copy per worker (keys named after the run: a lost worker's copy is then
         # known as the run's, see runtime._quiet). Small code goes in the graph (a scatter
         # per worker cost a round trip each; docs/benchmarks.md): in the direct mode

@@ -26,7 +26,16 @@ import time
 from daskhpc.runtime._connect import worker_addresses
 
 __all__ = ["WorkerLost", "WorkerWatch", "gather_watching", "replace_lost", "release_futures",
-           "gather_direct", "scatter_to", "lost_in_scatter"]
+           "gather_direct", "scatter_to", "lost_in_scatter", "run_on_workers", "host_timeout",
+           "register_once"]
+
+
+def host_timeout() -> float:
+    """Seconds without a worker's heartbeat before a run counts it lost
+    (``daskhpc.runtime.host-timeout``, 30 by default)."""
+    from daskhpc import _config
+
+    return float(_config.get("runtime.host-timeout", 30))
 
 
 class WorkerLost(RuntimeError):
@@ -36,11 +45,15 @@ class WorkerLost(RuntimeError):
     ----------
     lost : frozenset of str
         Their addresses.
+    why : dict
+        For some of them, why they count as lost (e.g. no heartbeat for 30 s).
     """
 
-    def __init__(self, lost):
+    def __init__(self, lost, why: dict | None = None):
         self.lost = frozenset(lost)
-        super().__init__("worker(s) lost during the run: " + ", ".join(sorted(self.lost)))
+        self.why = dict(why or {})
+        super().__init__("worker(s) lost during the run: " + ", ".join(
+            a + (f" ({self.why[a]})" if a in self.why else "") for a in sorted(self.lost)))
 
 
 class WorkerWatch:
@@ -58,10 +71,13 @@ class WorkerWatch:
     would replace each other's handler (our workflows open one at a time).
     """
 
-    def __init__(self, client, workers):
+    def __init__(self, client, workers, timeout: float | None = None):
         self.client = client
         self.workers = frozenset(workers)
+        self.timeout = host_timeout() if timeout is None else timeout
         self._lost: set[str] = set()
+        self._why: dict[str, str] = {}
+        self._seen: dict[str, tuple] = {}     # worker -> (last_seen, monotonic when it moved)
         self._lock = threading.Lock()
 
     def _on_event(self, event) -> None:
@@ -86,17 +102,86 @@ class WorkerWatch:
             return frozenset(self._lost)
 
     def refresh(self) -> None:
-        """Compare with the workers alive now (a fallback to the events)."""
-        gone = self.workers - set(worker_addresses(self.client))
-        if gone:
+        """Compare with the workers alive now (a fallback to the events), and count as
+        lost a worker the scheduler has not heard from in ``timeout`` seconds.
+
+        A host cut off with its processes alive sends nothing and closes nothing: the
+        scheduler keeps the worker until its connection times out (``distributed.comm.
+        timeouts.tcp``, for a connection with data in flight), which nothing bounds for
+        an idle one. Its heartbeat (every 0.5-1 s on clusters of up to 50 workers) stops
+        at once, so the time since the scheduler last saw it, on this clock, bounds the
+        detection; the scheduler is then told to remove it (its late heartbeat makes it
+        close itself: distributed does not take a removed worker back).
+        """
+        workers = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
+        gone = self.workers - set(workers)
+        now = time.monotonic()
+        silent = {}
+        for addr in self.workers & set(workers):
+            seen = workers[addr].get("last_seen")
+            before = self._seen.get(addr)
+            if before is None or before[0] != seen:
+                self._seen[addr] = (seen, now)
+            elif now - before[1] > self.timeout:
+                silent[addr] = f"no heartbeat for {now - before[1]:.0f} s: its host is " \
+                               "cut off or hung"
+        if silent:
+            with contextlib.suppress(Exception):
+                self.client.run_on_scheduler(_remove_workers, sorted(silent))
+        if gone or silent:
             with self._lock:
-                self._lost |= gone
+                self._lost |= gone | set(silent)
+                self._why.update(silent)
 
     def check(self) -> None:
         """Raise :class:`WorkerLost` if a watched worker has gone."""
         lost = self.lost
         if lost:
-            raise WorkerLost(lost)
+            with self._lock:
+                why = {a: w for a, w in self._why.items() if a in lost}
+            raise WorkerLost(lost, why)
+
+
+async def _remove_workers(addresses, dask_scheduler=None) -> None:
+    """On the scheduler: remove workers that stopped answering."""
+    for addr in addresses:
+        if addr in dask_scheduler.workers:
+            await dask_scheduler.remove_worker(address=addr, close=False,
+                                               stimulus_id=f"daskhpc-silent-{time.time()}")
+
+
+def register_once(client, plugin, name: str) -> None:
+    """Register the worker plugin ``plugin`` as ``name`` unless the scheduler has one.
+
+    The scheduler gives it to every worker that joins later. Registering again would
+    broadcast it to every worker, and a worker whose host is cut off holds that call
+    until its connection times out.
+    """
+    def has(dask_scheduler, name=name):
+        return name in dask_scheduler.worker_plugins
+
+    if not client.run_on_scheduler(has):
+        try:
+            client.register_plugin(plugin, name=name)
+        except OSError:
+            # a worker that cannot be reached: the scheduler keeps the plugin for the
+            # others and for newcomers, and the run's watch counts that worker lost
+            if not client.run_on_scheduler(has):
+                raise
+
+
+def run_on_workers(client, fn, *args, workers=None, **kwargs) -> dict:
+    """``client.run(fn, *args, workers=workers)``, leaving out the workers that cannot
+    be reached (a host cut off: the call then waits for the connection's timeout and
+    returns without them; the run's :class:`WorkerWatch` counts them lost).
+
+    Any other error on a worker is raised.
+    """
+    out = client.run(fn, *args, workers=workers, on_error="return", **kwargs)
+    for value in out.values():
+        if isinstance(value, BaseException) and not isinstance(value, OSError):
+            raise value
+    return {w: v for w, v in out.items() if not isinstance(v, OSError)}
 
 
 def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
@@ -209,7 +294,11 @@ def replace_lost(client, placement, lost, *, wait_s: float = 5.0):
             break
         time.sleep(0.1)
     if not alive:
-        raise RuntimeError(f"no worker left after losing {sorted(lost)}")
+        raise RuntimeError(f"no worker left after losing {sorted(lost)}"
+                           + (": every worker at once, so the likely cause is the network "
+                              "of the scheduler's host (or of this client's), not the "
+                              "workers" if len(set(lost) & set(placement.workers)) > 1
+                              and set(placement.workers) <= set(lost) else ""))
     # survivors first, in their old order, so that kept parts keep their place;
     # new workers after them in stable order
     old = [w for w in placement.workers if w in alive]

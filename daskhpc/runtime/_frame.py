@@ -42,7 +42,7 @@ from daskhpc.runtime._calls import applied
 from daskhpc.runtime._checkpoint import load_arrays
 from daskhpc.runtime._engine import ProgramRunner, step_of_key, units_per_task
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
-                                    replace_lost)
+                                    replace_lost, run_on_workers)
 from daskhpc.runtime._gc import FrozenHeap
 from daskhpc.runtime._graph import submit_pinned
 from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, GraphJob, Job, Outcome,
@@ -156,7 +156,7 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                 in_flight = todo_of(job, book)
                 since = max([book.done_at.get(u, 0.0) for u in todo] + [book.attempt_t0])
                 rec = {"lost": sorted(lost.lost), "attempt": attempts,
-                       "in_flight": in_flight, "after_s": round(t_lost - t0, 3),
+                       "in_flight": unit_ranges(in_flight), "after_s": round(t_lost - t0, 3),
                        "wasted_s": max(t_lost - since, 0.0) if in_flight else 0.0}
                 rec.update(invalidate(job, book, lost.lost))
                 old = store.placement
@@ -166,7 +166,8 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                     with contextlib.suppress(Exception):
                         warm(client, job.warm_up, workers=fresh)
                 after = todo_of(job, book)
-                rec.update(restart=(after or [None])[0], rerun=after,
+                rec.update(restart=(after or [None])[0], rerun=unit_ranges(after),
+                           rerun_count=len(after), unit_name=job.unit_name,
                            moved=[int(m) if isinstance(m, (int, np.integer)) else list(m)
                                   for m in moved],
                            new_workers=fresh, recovery_s=time.perf_counter() - t_lost)
@@ -206,12 +207,15 @@ def step_split(ledger, units: int) -> dict | None:
     """The report's ``execution["steps"]``: where the workers' time in the last attempt's
     steps went, per worker (``compute_s``, ``wait_s`` for other workers' messages,
     ``send_s``, ``steps``: what its cleanup returned, ``daskhpc._clock.step_times``) and
-    over its ``units``; None when no worker timed its steps."""
+    over its ``units``, and ``waited_for``: the worker the others waited for (the most
+    time computing and sending: a slow host, or a slow link, shows here); None when no
+    worker timed its steps."""
     got = {w: v for w, v in (getattr(ledger, "then_values", None) or {}).items()
            if isinstance(v, dict) and v.get("steps")}
     if not got:
         return None
-    return {"per_worker": got, "units": units}
+    slowest = max(got, key=lambda w: got[w]["compute_s"] + (got[w].get("send_s") or 0.0))
+    return {"per_worker": got, "units": units, "waited_for": slowest}
 
 
 def _worker_cleanup(job, token: str, meter: dict):
@@ -464,10 +468,28 @@ def _kept_finals(client, runner, fin: list, nparts: int) -> list:
     return [got[(f"{runner.program.name}-kept-{runner.token}", p)] for p in range(nparts)]
 
 
+def unit_ranges(units) -> list:
+    """Units as ``[first, last]`` runs of consecutive integers (a recovery's record says
+    what it redoes in a few numbers, not one per unit).
+
+    Examples
+    --------
+    >>> unit_ranges([479, 480, 481, 7, 9, 10])
+    [[7, 7], [9, 10], [479, 481]]
+    """
+    runs: list = []
+    for u in sorted(int(u) for u in units):
+        if runs and u == runs[-1][1] + 1:
+            runs[-1][1] = u
+        else:
+            runs.append([u, u])
+    return runs
+
+
 def _stopped_units(client, token: str, prog, ran: int) -> tuple[int, bool]:
     """``(units run, stopped)``: how many units the workers ran, and whether the
     program's stop rule ended them (else all ``ran`` did)."""
-    said = {u for u in client.run(stopped_at, token).values() if u is not None}
+    said = {u for u in run_on_workers(client, stopped_at, token).values() if u is not None}
     if len(said) > 1:
         raise RuntimeError(f"{prog.name}: the workers stopped after different units "
                            f"{sorted(said)}")
@@ -509,7 +531,7 @@ def _quiesce(client, token: str, wait: float = 2.0) -> None:
     """Wait (bounded) until the workers have cancelled every released task of ``token``."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        if not sum(client.run(_running, token).values()):
+        if not sum(run_on_workers(client, _running, token).values()):
             return
         time.sleep(0.02)
 

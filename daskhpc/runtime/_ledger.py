@@ -28,6 +28,7 @@ import numpy as np
 from daskhpc._workflows import EXCHANGE_PLUGIN
 from daskhpc.runtime._calls import Setting
 from daskhpc.runtime._connect import in_order
+from daskhpc.runtime._fault import run_on_workers
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -135,7 +136,7 @@ class TransferLedger:
         return self
 
     def _take(self, marks: dict | None) -> None:
-        self._marks = self.client.run(_log_mark) if marks is None else marks
+        self._marks = run_on_workers(self.client, _log_mark) if marks is None else marks
         self._workers = in_order({w: m["name"] for w, m in self._marks.items()})
 
     def stop(self, first=None) -> TransferLedger:
@@ -145,7 +146,8 @@ class TransferLedger:
         self.ready()
         if self._marks is None:
             raise RuntimeError("TransferLedger.stop() before start()")
-        return self._collected(self.client.run(_log_since, self._marks, self.settle, first))
+        return self._collected(run_on_workers(self.client, _log_since, self._marks, self.settle,
+                                              first))
 
     def _collected(self, collected: dict) -> TransferLedger:
         """The entries of ``{worker: _log_since's answer}`` (``stop``, ``LedgerClose``)."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 
+from daskhpc.runtime._fault import run_on_workers
+
 __all__ = ["warm", "warm_once", "started"]
 
 _DONE: set = set()       # this process's warm-ups already run
@@ -35,7 +37,7 @@ def warm_once(fn, dask_worker=None) -> bool:
 
 def warm(client, fn, workers=None) -> None:
     """``fn`` run once in each of the ``workers`` (default all) that has not run it."""
-    client.run(warm_once, fn, workers=workers)
+    run_on_workers(client, warm_once, fn, workers=workers)
 
 
 def started(client, fn=None, count: bool = False) -> dict | None:
@@ -45,7 +47,7 @@ def started(client, fn=None, count: bool = False) -> dict | None:
     without a warm-up (the dashboard then reads them itself; a warm-up's failure
     raises, as it did on its own). One round trip, not one for each (docs/benchmarks.md)."""
     try:
-        got = client.run(_started, fn, count)
+        got = run_on_workers(client, _started, fn, count)
     except Exception:
         if fn is not None:
             raise

@@ -257,10 +257,11 @@ def _run(client, s: Setup, run: RunOptions, *, plan, measure_memory, t_start,
     for rec in recoveries:
         if rec["phase"] == "symbolic":
             rec["rerun"] = "symbolic"
+            rec.pop("rerun_count", None)
         else:
             flight = rec.get("in_flight") or []
             rec.update(phase="batches" if flight else "gather",
-                       batch=min(flight) if flight else None,
+                       batch=flight[0][0] if flight else None,
                        batches_invalidated=rec["invalidated"])
         rec.update(cells_moved=rec.get("moved", []), workers=len(out.placement.workers))
     info = {"input": {"shape": list(s.a.shape), "nnz": int(s.a.nnz)}, "parts": g.p,

@@ -14,7 +14,7 @@ from typing import Any
 
 import scipy.sparse as sp
 
-from daskhpc.report import WorkflowResult, new_report
+from daskhpc.report import WorkflowResult, new_report, rerun_text
 
 __all__ = ["SpgemmResult", "serial_statement"]
 
@@ -184,7 +184,7 @@ class SpgemmResult(WorkflowResult):
         for r in self.recoveries:
             where = f"batch {r['batch']}" if r.get("batch") is not None else r.get("phase")
             out.append(f"recovered: lost {', '.join(r['lost'])} in {where}; re-ran "
-                       f"{r.get('rerun')}; {r.get('time_lost_s', 0.0):.2f} s lost")
+                       f"{rerun_text(r)}; {r.get('time_lost_s', 0.0):.2f} s lost")
         saved = self._get("saved", {})
         if saved:
             from daskhpc.report import format_bytes

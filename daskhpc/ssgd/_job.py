@@ -39,7 +39,7 @@ import functools
 
 import numpy as np
 
-from daskhpc.runtime import AttemptGraph, Exchange, GraphJob, Placement
+from daskhpc.runtime import AttemptGraph, Exchange, GraphJob, Placement, register_once
 
 from . import _tasks
 from ._graph import STEP, WindowGraph
@@ -124,7 +124,7 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         return AttemptGraph(tasks, where, wanted, collect=collect, next=nxt)
 
     if direct:
-        ctx.client.register_plugin(Exchange(), name=Exchange.name)      # idempotent
+        register_once(ctx.client, Exchange(), Exchange.name)
     if order_plugin:
         from ._plugin import register
 

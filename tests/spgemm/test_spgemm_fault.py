@@ -137,7 +137,7 @@ def test_keep_survives_a_killed_worker(client, tmp_path):
     assert rec["lost"] == [dead] and rec["phase"] == "batches"
     assert rec["attempt"] == 0 and rec["batch"] == 1
     # every worker held a cell, so batch 0's kept blocks died with it: batch 0 runs again
-    assert rec["batches_invalidated"] == [0] and rec["rerun"] == [0, 1, 2, 3]
+    assert rec["batches_invalidated"] == [0] and rec["rerun"] == [[0, 3]] and rec["rerun_count"] == 4
     g = Grid.parse(grid)
     owned = sorted(list(c) for c in g.cells()
                    if Placement(g.p, before).worker(g.rank(*c)) == dead)
@@ -162,7 +162,7 @@ def test_checkpoint_reruns_only_unfinished_batches_and_resumes(client, tmp_path)
     rec = res.recoveries[0]
     # batch 0 was on disk: its lost blocks are read back, it is not computed again
     assert rec["batch"] == 1 and rec["batches_invalidated"] == []
-    assert rec["batches_from_checkpoint"] == [0] and rec["rerun"] == [1, 2, 3]
+    assert rec["batches_from_checkpoint"] == [0] and rec["rerun"] == [[1, 3]]
     assert [a["batches"] for a in res.attempts] == [[0, 1, 2, 3], [1, 2, 3]]
     assert res.checkpoint["batches_written"] == [0, 1, 2, 3]
     assert res.checkpoint["batches_run"] == 4 and res.checkpoint["batches_loaded"] == []
@@ -203,7 +203,7 @@ def test_count_on_layers_survives_a_killed_worker(client, tmp_path):
     assert res.value["nnz"] == REF.nnz
     rec = res.recoveries[0]
     # a count is safe once its summary reached the client: batch 0 is not run again
-    assert rec["batches_safe"] == [0] and rec["rerun"] == [1, 2], rec
+    assert rec["batches_safe"] == [0] and rec["rerun"] == [[1, 2]], rec
     assert len(rec["cells_moved"]) == 1
     assert [a["batches"] for a in res.attempts] == [[0, 1, 2], [1, 2]]
 
