@@ -59,7 +59,9 @@ REQUIRED: dict[str, tuple[str, ...]] = {"plan": ("matrix", "workers"), "load": (
 #: Words that end a plan ``unit`` text meaning "one unit's plan" ("bytes per epoch").
 UNIT_WORDS = ("epoch", "iteration", "batch", "unit", "step")
 
-#: Timeline rows kept per source; older rows are dropped first.
+#: Rows kept: history rows (the oldest are dropped first), and strata-timeline rows (the
+#: older runs' first; past it, a run's timeline keeps every 2nd, 4th, ... epoch, so the
+#: whole run stays in view; see :meth:`DashboardState.strata_thinning`).
 MAX_ROWS = 20_000
 
 
@@ -84,13 +86,19 @@ class DashboardState:
         The current run's completed units (topic ``history``): what workflow panels plot.
     strata : dict
         ``{row id: row}``: strata-timeline rows from every source (a plugin read
-        live, or rows a workflow published), one copy per ``(run, key or task)``.
+        live, or rows a workflow published), one copy per ``(run, key or task)``;
+        at most :data:`MAX_ROWS`, thinned by epoch (:meth:`strata_thinning`).
     updated : float
         Time of the last change, for pages to skip redrawing.
     """
 
     def __init__(self):
         self.strata: dict[tuple, dict] = {}
+        # per strata run: the epoch stride kept (1: every epoch), whether rows without an
+        # epoch had to be dropped oldest first, and the span of every row seen
+        self._stride: dict[str, int] = {}
+        self._dropped: dict[str, int] = {}
+        self._extent: dict[str, list] = {}
         self.updated = 0.0
         self._new_run({}, None)
 
@@ -169,16 +177,86 @@ class DashboardState:
         """
         have = self.strata
         changed = False
+        runs = set()
         for r in rows:
             rid = _row_id(r)
+            run = rid[0]
+            self._widen(run, r)
+            epoch = _epoch(r)
+            if epoch is not None and epoch % self._stride.get(run, 1):
+                continue          # an epoch the thinned timeline leaves out
             if have.get(rid) != r:
                 have[rid] = dict(r)
                 changed = True
-        while len(have) > MAX_ROWS:
-            del have[next(iter(have))]
+                runs.add(run)
+        if len(have) > MAX_ROWS:
+            self._thin(runs)
         if changed:
             self.updated = time.time()
         return changed
+
+    def _widen(self, run: str, row: dict) -> None:
+        """The run's span covers ``row`` (every row seen, kept or not)."""
+        begin = row.get("sent", row.get("start"))
+        end = row.get("done", row.get("stop"))
+        ext = self._extent.setdefault(run, [None, None])
+        if begin is not None and (ext[0] is None or begin < ext[0]):
+            ext[0] = begin
+        for t in (begin, end):
+            if t is not None and (ext[1] is None or t > ext[1]):
+                ext[1] = t
+
+    def _thin(self, runs: set) -> None:
+        """Back to :data:`MAX_ROWS`: older runs' rows first, then the growing runs keep
+        every other epoch of what they kept (rows without an epoch: the oldest go)."""
+        have = self.strata
+        for rid in [rid for rid in have if rid[0] not in runs]:
+            if len(have) <= MAX_ROWS:
+                return
+            del have[rid]
+            self._stride.pop(rid[0], None)
+        while len(have) > MAX_ROWS:
+            with_epochs = {rid[0] for rid, r in have.items() if _epoch(r) is not None}
+            if not with_epochs:
+                break
+            before = len(have)
+            for run in with_epochs:
+                self._stride[run] = stride = 2 * self._stride.get(run, 1)
+                for rid in [rid for rid, r in have.items() if rid[0] == run and
+                            _epoch(r) is not None and _epoch(r) % stride]:
+                    del have[rid]
+            if len(have) == before:      # epoch 0 alone is too many: the oldest go below
+                break
+        while len(have) > MAX_ROWS:
+            rid = next(iter(have))
+            self._dropped[rid[0]] = self._dropped.get(rid[0], 0) + 1
+            del have[rid]
+
+    def strata_thinning(self, run=None) -> dict:
+        """What the strata timeline of ``run`` (default the latest) shows of it.
+
+        Returns
+        -------
+        dict
+            ``stride`` (every ``stride``-th epoch is kept: 1 unless the run passed
+            :data:`MAX_ROWS` rows), ``dropped`` (rows without an epoch dropped, oldest
+            first), ``span`` (``(first start, last stop)`` over every row seen, kept or
+            not: the whole run so far), ``limit`` (:data:`MAX_ROWS`).
+
+        Examples
+        --------
+        >>> st = DashboardState()
+        >>> _ = st.merge_rows("s", [{"run": "r", "key": [0, e], "epoch": e, "start": e,
+        ...                          "stop": e + 1.0} for e in range(MAX_ROWS + 1)])
+        >>> st.strata_thinning()["stride"], len(st.strata_rows()), st.strata_thinning()["span"]
+        (2, 10001, (0, 20001.0))
+        """
+        if run is None:
+            rows = self.strata_rows()
+            run = str(rows[0].get("run")) if rows else None
+        ext = self._extent.get(run, [None, None])
+        return {"stride": self._stride.get(run, 1), "dropped": self._dropped.get(run, 0),
+                "span": (ext[0], ext[1]), "limit": MAX_ROWS}
 
     def strata_rows(self) -> list[dict]:
         """The strata-timeline rows of the latest run (the run of the row that started
@@ -391,6 +469,12 @@ def _in_order(order: list, workers: list, matrix) -> np.ndarray:
 def _share(x: np.ndarray) -> np.ndarray:
     total = x.sum()
     return x / total if total > 0 else np.zeros_like(x)
+
+
+def _epoch(row: dict) -> int | None:
+    """A strata row's epoch, if it has an integer one."""
+    e = row.get("epoch")
+    return int(e) if isinstance(e, (int, np.integer)) and not isinstance(e, bool) else None
 
 
 def _row_id(row: dict) -> tuple:
