@@ -48,7 +48,8 @@ TOPICS: dict[str, str] = {
     "end": "status ('finished', or 'failed: <why>'), optionally planned_bytes and "
            "measured_bytes (the run's report: measured.planned_bytes, inter_worker_bytes), "
            "rows (the final history rows, replacing the live ones), matrix and workers "
-           "(the run's measured bytes between workers): the run is over",
+           "(the run's measured bytes between workers), compute ({worker: [seconds, "
+           "steps]}: the report's execution.steps): the run is over",
 }
 
 #: Fields a topic cannot do without.
@@ -75,7 +76,8 @@ class DashboardState:
     topics : dict
         The last value published under each topic of :data:`TOPICS`.
     busy : dict
-        ``{worker: seconds}`` of task compute time since the run started.
+        ``{worker: seconds}`` of task compute time since the run started (whole tasks;
+        :meth:`load` prefers the step clocks).
     tasks_done : dict
         ``{worker: count}`` of tasks finished since the run started.
     memory_peak : dict
@@ -109,12 +111,15 @@ class DashboardState:
         self._baseline: dict[str, dict[str, int]] = {w: dict(d) for w, d in (sent or {}).items()}
         self._final: dict[str, dict[str, int]] | None = None
         self.busy, self.tasks_done, self.memory_peak = {}, {}, {}
+        self._steps0: dict = {}
+        self._steps_end: dict | None = None
         self.batches, self.batches_seen = {}, {}
         self.history: list[dict] = []
 
     # -- input ---------------------------------------------------------------------------
     def publish(self, topic: str, data: dict, *, now: float | None = None,
-                sent: dict[str, dict[str, int]] | None = None) -> None:
+                sent: dict[str, dict[str, int]] | None = None,
+                steps: dict[str, tuple] | None = None) -> None:
         """Store what a workflow published.
 
         Parameters
@@ -128,6 +133,10 @@ class DashboardState:
         sent : dict, optional
             For ``run``: the workers' cumulative sent bytes now, the zero of the
             measured matrix.
+        steps : dict, optional
+            For ``run`` and ``end``: ``{worker: (compute seconds, steps)}`` of the
+            workers' step clocks now, cumulative (the zero, and the end, of the run's
+            compute time, :meth:`load`).
         """
         if topic not in TOPICS:
             raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
@@ -141,6 +150,7 @@ class DashboardState:
         now = time.time() if now is None else now
         if topic == "run":
             self._new_run({**data, "started": now}, sent)
+            self._steps0 = dict(steps or {})
         elif topic == "batches":
             self.batches[str(data["run"])] = data["timeline"]
         elif topic == "strata":
@@ -152,6 +162,10 @@ class DashboardState:
             # and its final rows carry the report's per-unit bytes
             self.run = {**self.run, "ended": now, "status": str(data.get("status", "finished"))}
             self._final = {w: dict(d) for w, d in (sent or {}).items()} if sent else None
+            self._steps_end = dict(steps) if steps else None
+            if data.get("compute"):          # the report's own: the steps of the run
+                self._steps0 = {}
+                self._steps_end = {w: tuple(v) for w, v in data["compute"].items()}
             if "rows" in data:
                 self.history = list(data["rows"])[-MAX_ROWS:]
         self.topics[topic] = dict(data)
@@ -434,21 +448,48 @@ class DashboardState:
             if n else None,
             "ratio": float(measured) / planned_so_far if planned_so_far else None}
 
-    def load(self, workers: list[str]) -> dict[str, list]:
-        """Per worker: planned amount, its share, compute seconds, their share, tasks.
+    def load(self, workers: list[str], steps: dict | None = None) -> dict:
+        """Per worker: planned amount, its share, compute seconds, their share, and the
+        steps (or tasks) done.
+
+        Compute seconds have one definition, the report's: the time the run's steps
+        spent in their step functions (``execution.steps`` ``compute_s``, what the
+        summary's ``steps`` line calls "compute"), from the workers' step clocks
+        (``steps``: ``{worker: (seconds, steps)}`` now, cumulative; the differences from
+        the run's start count). A run that timed no step (SpGEMM's batches are plain
+        tasks) counts its tasks' compute spans instead; ``compute`` says which.
 
         Without a ``load`` topic the planned amount is what the plan has each worker
-        send (the row sums of the planned matrix; :meth:`load_unit` says so)."""
+        send (the row sums of the planned matrix; :meth:`load_unit` says so).
+
+        Examples
+        --------
+        >>> st = DashboardState()
+        >>> st.publish("run", {"workers": ["a"]}, steps={"a": (10.0, 4)})
+        >>> st.record_task("a", 7.0)                   # a whole task: waits included
+        >>> d = st.load(["a"], steps={"a": (10.5, 9)})
+        >>> d["compute"], d["busy"], d["tasks"]
+        ('steps', [0.5], [5])
+        """
         planned = self.topics.get("load", {}).get("planned")
         if planned is None:
             order, m = self.planned_matrix()
             planned = {} if m is None else dict(zip(order, m.sum(axis=1).tolist()))
         p = np.array([float(planned.get(w, 0)) for w in workers])
-        b = np.array([self.busy.get(w, 0.0) for w in workers])
+        now = self._steps_end if self._steps_end is not None else (steps or {})
+        spent = {w: (now[w][0] - self._steps0.get(w, (0.0, 0))[0],
+                     now[w][1] - self._steps0.get(w, (0.0, 0))[1]) for w in now}
+        if any(n > 0 for _, n in spent.values()):
+            kind = "steps"
+            b = np.array([max(spent.get(w, (0.0, 0))[0], 0.0) for w in workers])
+            count = [max(int(spent.get(w, (0.0, 0))[1]), 0) for w in workers]
+        else:
+            kind = "tasks"
+            b = np.array([self.busy.get(w, 0.0) for w in workers])
+            count = [self.tasks_done.get(w, 0) for w in workers]
         return {"worker": list(workers), "planned": p.tolist(),
                 "planned_share": _share(p).tolist(), "busy": b.tolist(),
-                "busy_share": _share(b).tolist(),
-                "tasks": [self.tasks_done.get(w, 0) for w in workers]}
+                "busy_share": _share(b).tolist(), "tasks": count, "compute": kind}
 
     def load_unit(self) -> str:
         """What the planned amounts of :meth:`load` count."""

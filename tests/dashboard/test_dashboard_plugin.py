@@ -160,3 +160,48 @@ def test_the_frame_says_when_a_run_ends_and_how(dash_client):
 
 def _toy(make, first_unit):
     return make(2, 3, length=50, first_unit=first_unit)
+
+
+def _load_panel(dask_scheduler):
+    """The load panel as the page draws it, built in the scheduler, and its numbers."""
+    from daskhpc.dashboard._pages import WorkerLoad
+
+    panel = WorkerLoad(dask_scheduler)
+    panel.update()
+    plugin = dask_scheduler.plugins[dashboard.PLUGIN_NAME]
+    st = plugin.state
+    d = st.load(st.workers(dask_scheduler.workers), plugin.steps())
+    return {"text": panel.summary.text, "compute": d["compute"],
+            "busy": dict(zip(d["worker"], d["busy"])), "count": sum(d["tasks"])}
+
+
+def test_the_load_panel_counts_the_steps_compute_as_the_report_does(dash_client):
+    """GCN's direct exchange runs a window of epochs in one task per worker: counting
+    finished tasks, the panel read "0 tasks done, 0.00 s of compute" mid-run. It counts
+    the steps' own compute time (the workers' step clocks) live, and ends on the
+    report's ``execution.steps`` numbers, with the same name."""
+    from daskhpc import gcn
+
+    mid = {}
+
+    def at_epoch(row):
+        if row["unit"] != 3 or mid:
+            return
+        # the run is held here (the client's side) while the workers go on; their step
+        # clocks reach the scheduler with their heartbeats (every second)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            mid.update(dash_client.run_on_scheduler(_load_panel))
+            if mid["count"] > 0:
+                break
+            time.sleep(0.5)
+
+    res = gcn.fit("cora", nparts=2, epochs=40, client=dash_client, exchange="direct",
+                  callback=at_epoch, progress=False)
+    assert mid["compute"] == "steps" and mid["count"] > 0, mid
+    assert sum(mid["busy"].values()) > 0
+    assert "steps done" in mid["text"] and "in the step functions" in mid["text"], mid["text"]
+    end = dash_client.run_on_scheduler(_load_panel)
+    per_worker = res.report()["execution"]["steps"]["per_worker"]
+    assert end["busy"] == pytest.approx({w: v["compute_s"] for w, v in per_worker.items()})
+    assert end["count"] == sum(v["steps"] for v in per_worker.values())
