@@ -83,6 +83,10 @@ class TransferCounter(WorkerPlugin):
     idempotent = True
 
     def setup(self, worker) -> None:
+        import threading
+
+        # the heartbeat (event loop) and the unit reports (task threads) both sample
+        self._lock = threading.Lock()
         self._last = None
         self._sent: dict[str, int] = {}
         worker.metrics[SENT_METRIC] = self.sample
@@ -95,6 +99,10 @@ class TransferCounter(WorkerPlugin):
 
     def sample(self, worker) -> dict[str, int]:
         """Cumulative wire bytes sent per receiving worker."""
+        with self._lock:
+            return self._sample(worker)
+
+    def _sample(self, worker) -> dict[str, int]:
         log = worker.transfer_outgoing_log
         for entry in reversed(log):   # newest first, back to the last one counted
             if entry is self._last:
@@ -194,15 +202,20 @@ class DashboardPlugin(SchedulerPlugin):
 
     def log_event(self, topic, msg) -> None:
         """Strata-timeline rows carried by an event (``msg["strata"]``), e.g. a unit
-        report of a run whose sub-steps no scheduler plugin sees (one task per epoch)."""
+        report of a run whose sub-steps no scheduler plugin sees (one task per epoch),
+        and the bytes a worker had sent when it reported a unit (``msg["sent"]``)."""
         if not isinstance(msg, dict):
             return
         # a batch of reports (runtime.ReportBatch) carries each unit's rows
         batch = msg.get("batch")
         for m in (batch if isinstance(batch, (list, tuple)) else [msg]):
-            rows = m.get("strata") if isinstance(m, dict) else None
+            if not isinstance(m, dict):
+                continue
+            rows = m.get("strata")
             if isinstance(rows, (list, tuple)) and rows:      # msgpack hands over tuples
                 self.state.merge_rows(f"event:{topic}", rows)
+            if m.get("sent") is not None and m.get("unit") is not None and m.get("worker"):
+                self.state.record_unit_sent(m["worker"], int(m["unit"]), int(m["sent"]))
 
     def sample(self) -> None:
         """Memory peaks and other plugins' timelines (every :data:`SAMPLE_MS`)."""

@@ -113,6 +113,8 @@ class DashboardState:
         self.busy, self.tasks_done, self.memory_peak = {}, {}, {}
         self._steps0: dict = {}
         self._steps_end: dict | None = None
+        # {worker: {unit: bytes it had sent when it reported the unit}} (unit reports)
+        self._unit_sent: dict[str, dict[int, int]] = {}
         self.batches, self.batches_seen = {}, {}
         self.history: list[dict] = []
 
@@ -175,6 +177,30 @@ class DashboardState:
         """A task finished on ``worker`` after ``seconds`` of compute."""
         self.busy[worker] = self.busy.get(worker, 0.0) + float(seconds)
         self.tasks_done[worker] = self.tasks_done.get(worker, 0) + 1
+
+    def record_unit_sent(self, worker: str, unit: int, sent: int) -> None:
+        """``worker`` reported ``unit`` done with ``sent`` bytes sent to other workers
+        (cumulative, the counter of the measured matrix): the bytes of the units done
+        (:meth:`measured_done`)."""
+        got = self._unit_sent.setdefault(worker, {})
+        if sent > got.get(unit, -1):       # its last part to report the unit
+            got[unit] = sent
+
+    def measured_done(self) -> float | None:
+        """Bytes the workers sent up to their reports of the latest unit done (by the
+        history rows), since the run started: the units done, not those in flight; None
+        without such reports (a run whose reports carry no ``sent``)."""
+        done = self.units_done()
+        if not done or not self._unit_sent:
+            return None
+        last = done[-1]
+        total = 0
+        for worker, units in self._unit_sent.items():
+            upto = [u for u in units if u <= last]
+            if upto:
+                base = sum(self._baseline.get(worker, {}).values())
+                total += max(units[max(upto)] - base, 0)
+        return float(total)
 
     def record_memory(self, worker: str, process_bytes: int | None) -> None:
         """A sample of a worker's process memory (RSS)."""
@@ -436,6 +462,12 @@ class DashboardState:
             planned_so_far = float(end["planned_bytes"])
         if end.get("measured_bytes") is not None:
             measured = float(end["measured_bytes"])
+        elif not end and n and (total is None or n < total):
+            # mid-run: the counters run ahead (the units in flight, the history's lag):
+            # the bytes sent up to the reports of the units done, where reports say it
+            upto = self.measured_done()
+            if upto is not None:
+                measured = upto
         rows_measured = [r["measured_bytes"] for r in self.history if "measured_bytes" in r]
         return {
             "scope": scope, "units_done": n, "units_total": total,

@@ -205,3 +205,45 @@ def test_the_load_panel_counts_the_steps_compute_as_the_report_does(dash_client)
     per_worker = res.report()["execution"]["steps"]["per_worker"]
     assert end["busy"] == pytest.approx({w: v["compute_s"] for w, v in per_worker.items()})
     assert end["count"] == sum(v["steps"] for v in per_worker.values())
+
+
+def _ratios_mid_run(dask_scheduler):
+    """Replay the run that just ended on the scheduler's state as the page saw it while
+    it ran, after each unit: ``(units done, ratio shown, live counters / plan)``."""
+    import copy
+
+    plugin = dask_scheduler.plugins[dashboard.PLUGIN_NAME]
+    st = copy.deepcopy(plugin.state)
+    rows = list(st.history)
+    live = float(st.measured_matrix(plugin.sent())[1].sum())   # every unit's bytes
+    end = st.topics.pop("end")
+    st._final = st._steps_end = None
+    out = []
+    for u in range(1, len(rows) - 1):
+        st.history = [{k: v for k, v in r.items() if k not in ("planned_bytes",
+                                                              "measured_bytes")}
+                      for r in rows[:u]]
+        d = st.bytes_summary(live)
+        out.append((u, d["ratio"], live / d["planned_so_far"]))
+    return {"ratios": out, "end_ratio": end["measured_bytes"] / end["planned_bytes"],
+            "reported": {w: len(us) for w, us in st._unit_sent.items()}}
+
+
+def test_mid_run_bytes_compare_the_units_done_with_their_plan(dash_client):
+    """Mid-run the page read 1.36x the plan (SSGD) against 1.00x at the end: the live
+    counters hold the units in flight too, the plan only the units done. The workers'
+    unit reports carry their sent bytes, and the page compares the bytes sent up to the
+    units done with their plan."""
+    import daskhpc as dh
+
+    epochs = 8
+    res = dh.ssgd.fit(dh.datasets.ratings(), 4, client=dash_client, epochs=epochs,
+                      strategy="hc", partition="random", exchange="direct", progress=False)
+    got = dash_client.run_on_scheduler(_ratios_mid_run)
+    assert got["reported"] and all(n == epochs for n in got["reported"].values()), got
+    m = res.report()["measured"]
+    assert got["end_ratio"] == pytest.approx(m["inter_worker_bytes"] / m["planned_bytes"])
+    for u, ratio, naive in got["ratios"]:
+        # what the counters alone gave: all 8 epochs' bytes over the plan of u of them
+        assert naive > got["end_ratio"] * (1.5 if u <= epochs // 2 else 1.1), (u, naive)
+        assert ratio == pytest.approx(got["end_ratio"], rel=0.15), (u, ratio, got)
