@@ -41,7 +41,7 @@ import time
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 __all__ = ["ABORT_TOPIC", "JobWatch", "LOST_RANK", "NAME", "dask_setup", "listen_for_end",
-           "received_status", "record_status", "set_abort"]
+           "quiet_logs", "received_status", "record_status", "set_abort"]
 
 NAME = "daskhpc-mpi-watch"
 #: The event topic on which the scheduler tells the client rank that the job ends, and why.
