@@ -19,7 +19,7 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["StepClock", "step_clock", "step_times", "CLOCKS"]
+__all__ = ["StepClock", "step_clock", "step_times", "compute_total", "CLOCKS"]
 
 #: (token, worker label) -> StepClock, in each worker process
 CLOCKS: dict = {}
@@ -46,6 +46,28 @@ def step_clock(token: str, label: str) -> StepClock:
     return clock
 
 
+#: [compute seconds, steps] of the clocks already forgotten in this process (ended runs)
+_ENDED = [0.0, 0]
+
+
+def compute_total() -> tuple[float, int]:
+    """``(compute seconds, steps)`` of every step timed in this process so far, the
+    ended runs' included: a running total that only grows (the dashboard's heartbeat
+    metric; the difference over a run is that run's ``compute_s`` and ``steps``).
+
+    Examples
+    --------
+    >>> before = compute_total()
+    >>> clock = step_clock("run-b", "w0")
+    >>> clock.compute += 0.5; clock.steps += 2
+    >>> _ = step_times("run-b", forget=True)
+    >>> [round(a - b, 6) for a, b in zip(compute_total(), before)]
+    [0.5, 2]
+    """
+    live = list(CLOCKS.values())
+    return (_ENDED[0] + sum(c.compute for c in live), _ENDED[1] + sum(c.steps for c in live))
+
+
 def step_times(token: str, forget: bool = False) -> dict:
     """``{"compute_s", "wait_s", "send_s", "steps"}`` of run ``token``'s steps on this
     worker, summed over its clocks (empty if it ran none; ``forget``: drop them). Waiting
@@ -55,6 +77,8 @@ def step_times(token: str, forget: bool = False) -> dict:
     if forget:
         for k in [k for k in CLOCKS if k[0] == token]:
             del CLOCKS[k]
+        _ENDED[0] += sum(c.compute for c in got)
+        _ENDED[1] += sum(c.steps for c in got)
     if not got:
         return {}
     timed = any(c.exchange for c in got)

@@ -10,6 +10,10 @@ rather than letting it hang until the wall-clock limit:
   job with :data:`LOST_RANK` and a message naming the rank when a worker
   leaves, or when the client rank disconnects, before the client said the job
   is over.
+- Either way the watch first silences Dask's loggers (the comms the end closes are
+  no news after the line that says why) and sends that line to the client rank
+  (event topic :data:`ABORT_TOPIC`), which prints it too: its own log says why it
+  stopped (:func:`listen_for_end`).
 - :func:`record_status` is how the client rank tells the scheduler and the
   workers the job's exit status before it shuts the cluster down; each rank
   exits with it (:func:`received_status`). A rank whose cluster closed without
@@ -36,10 +40,12 @@ import time
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-__all__ = ["JobWatch", "LOST_RANK", "NAME", "dask_setup", "received_status", "record_status",
-           "set_abort"]
+__all__ = ["ABORT_TOPIC", "JobWatch", "LOST_RANK", "NAME", "dask_setup", "listen_for_end",
+           "quiet_logs", "received_status", "record_status", "set_abort"]
 
 NAME = "daskhpc-mpi-watch"
+#: The event topic on which the scheduler tells the client rank that the job ends, and why.
+ABORT_TOPIC = "daskhpc-job-abort"
 #: Exit status of a job that lost a rank (0 success, 1 failure, 2 bad options).
 LOST_RANK = 3
 #: Seconds between printing why the job ends and aborting it.
@@ -54,15 +60,27 @@ _hooks: dict = {"abort": None}
 
 
 def _mpi_abort(code: int, message: str) -> None:
-    print(f"daskhpc.mpi: {message}", file=sys.stderr, flush=True)
-    # mpiexec kills every rank as soon as one aborts; give its output forwarding
-    # a moment, or the one line that says why the job ended can be lost.
-    time.sleep(ABORT_GRACE)
+    import asyncio
+
     from mpi4py import MPI
 
+    print(f"daskhpc.mpi: {message}", file=sys.stderr, flush=True)
     # Abort, not sys.exit: the other ranks may be blocked in the event loop or
     # waiting on a task that can never run; mpiexec kills them all.
-    MPI.COMM_WORLD.Abort(code)
+    # mpiexec kills every rank as soon as one aborts; give its output forwarding (and
+    # the event to the client rank, sent by this event loop) a moment, or the lines
+    # that say why the job ended can be lost.
+    try:
+        asyncio.get_running_loop().call_later(ABORT_GRACE, MPI.COMM_WORLD.Abort, code)
+    except RuntimeError:                  # no event loop here: wait in this thread
+        time.sleep(ABORT_GRACE)
+        MPI.COMM_WORLD.Abort(code)
+
+
+def quiet_logs() -> None:
+    """Silence Dask's loggers in this process: the job's end is decided and said."""
+    for name in QUIET_AT_SHUTDOWN:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 class JobWatch(SchedulerPlugin):
@@ -97,15 +115,28 @@ class JobWatch(SchedulerPlugin):
         if self.closing:
             return
         rank = self.names.get(worker)
-        self.abort(LOST_RANK, f"worker rank {rank} ({worker}) left the cluster before the job "
-                              "finished; a lost rank ends the job "
-                              f"(exit status {LOST_RANK})")
+        self._end(scheduler, LOST_RANK, f"worker rank {rank} ({worker}) left the cluster before "
+                                        "the job finished; a lost rank ends the job "
+                                        f"(exit status {LOST_RANK})")
 
     def remove_client(self, scheduler, client: str) -> None:
         if self.closing or client != self.job_client:
             return
-        self.abort(LOST_RANK, "the client rank (1) disconnected before the job finished; "
-                              f"ending the job (exit status {LOST_RANK})")
+        self._end(scheduler, LOST_RANK, "the client rank (1) disconnected before the job "
+                                        f"finished; ending the job (exit status {LOST_RANK})")
+
+    def _end(self, scheduler, code: int, message: str) -> None:
+        # once: the other ranks' exits that follow are no news
+        self.closing = True
+        # the comms the end closes (a client subscribed to every event, such as a
+        # workflow's WorkerWatch) made the scheduler log CRITICAL tracebacks after the line
+        # that says why
+        quiet_logs()
+        try:
+            scheduler.log_event(ABORT_TOPIC, {"code": code, "message": message})
+        except Exception:  # noqa: BLE001, S110 - the job ends either way
+            pass
+        self.abort(code, message)
 
 
 def set_abort(hook) -> None:
@@ -123,6 +154,25 @@ def dask_setup(scheduler) -> None:
 
 # -- called from the client rank through run_on_scheduler / run -----------------------
 
+def listen_for_end(client, name: str, exit_now=None) -> None:
+    """Print, on the client rank, why the scheduler ends the job (``name: message``); then
+    ``exit_now(code)`` if given (without MPI, nothing else ends this process).
+
+    Examples
+    --------
+    >>> listen_for_end(client, "daskhpc.slurm", exit_now=os._exit)   # doctest: +SKIP
+    """
+    def on_end(event) -> None:
+        msg = event[1]
+        if msg.get("message"):
+            print(f"{name}: the scheduler ends the job: {msg['message']}", file=sys.stderr,
+                  flush=True)
+        if exit_now is not None:
+            exit_now(int(msg["code"]))
+
+    client.subscribe_topic(ABORT_TOPIC, on_end)
+
+
 def watch_client(client_id: str, dask_scheduler=None) -> None:
     """Tell the watch which client is the job's (its disconnect ends the job)."""
     dask_scheduler.plugins[NAME].job_client = client_id
@@ -138,8 +188,7 @@ def record_status(code: int, dask_scheduler=None, dask_worker=None) -> None:
         # (a heartbeat in flight from a worker being retired, "Scheduler was unaware
         # of this worker", "Failed to communicate with scheduler during heartbeat")
         # are no news to the user, and change nothing.
-        for name in QUIET_AT_SHUTDOWN:
-            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        quiet_logs()
 
 
 def received_status() -> int | None:

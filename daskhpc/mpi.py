@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         return FAILED  # pragma: no cover - Abort does not return
 
     if is_client:
-        return _launch.client_task(LAUNCHER, opts, job, argv, size, creds, _JOB_FILES)
+        return _launch.client_task(LAUNCHER, opts, job, argv, size, creds, _JOB_FILES,
+                                   on_client=_listen_for_abort)
     return _launch.reported_status(LAUNCHER, rank, "rank")   # its event loop has ended
 
 
@@ -192,6 +193,13 @@ def _start(opts, job: Job, rank: int) -> bool:
         worker_class=job.worker_class,
         worker_options={k: v for k, v in kwargs.items() if k != "interface"},
     )
+
+
+def _listen_for_abort(client) -> None:
+    # the client rank says why the job ends, then MPI_Abort on rank 0 ends it
+    from daskhpc import _mpi_watch
+
+    _mpi_watch.listen_for_end(client, LAUNCHER.name)
 
 
 def _abort(status: int) -> None:

@@ -51,8 +51,6 @@ from daskhpc._mpi_options import BadOptions, quiet_unless, resolve
 __all__ = ["build_parser", "main", "task_ranks"]
 
 PROG = "python -m daskhpc.slurm"
-#: The event topic on which the scheduler tells the client task to exit at once.
-ABORT_TOPIC = "daskhpc-job-abort"
 #: Seconds the scheduler gives the others to receive "exit" before it exits itself.
 ABORT_GRACE = 0.5
 #: Files of this job in the shared directory (scheduler file, credentials).
@@ -312,6 +310,7 @@ def _end_job(scheduler, code: int, message: str | None = None) -> None:
     if message is not None:
         print(f"daskhpc.slurm: {message}", file=sys.stderr, flush=True)
     _mpi_watch.record_status(code)
+    _mpi_watch.quiet_logs()       # the comms the end closes are no news after that line
     asyncio.ensure_future(_end(scheduler, code))
 
 
@@ -319,7 +318,8 @@ async def _end(scheduler, code: int) -> None:
     from distributed.protocol.pickle import dumps
 
     _write_ended(code, SCHEDULER_RANK)         # for tasks the messages below cannot reach
-    scheduler.log_event(ABORT_TOPIC, {"code": code})      # the client task
+    # the client task (the watch told it already why, when the watch ends the job)
+    scheduler.log_event(_mpi_watch.ABORT_TOPIC, {"code": code})
     msg = {"op": "run", "function": dumps(_exit_soon), "args": dumps((code,)),
            "kwargs": dumps({}), "wait": True}
     nannies = [w for w, ws in scheduler.workers.items() if ws.nanny]
@@ -339,7 +339,7 @@ async def _end_from_client(code: int, dask_scheduler=None) -> None:
 
 
 def _listen_for_abort(client) -> None:
-    client.subscribe_topic(ABORT_TOPIC, lambda event: _exit_now(int(event[1]["code"])))
+    _mpi_watch.listen_for_end(client, "daskhpc.slurm", exit_now=_exit_now)
 
 
 def _abort(status: int) -> None:

@@ -120,10 +120,11 @@ class WorkerLoad(Component):
         workers = st.workers(self.scheduler.workers)
         if not workers:
             return
-        d = st.load(workers)
+        d = st.load(workers, self.plugin.steps())
         unit = st.load_unit()
         kinds = [(f"planned ({unit})", "planned", "planned_share", Category10_10[0]),
-                 ("compute seconds", "busy", "busy_share", Category10_10[1])]
+                 (f"compute seconds ({COMPUTE_WORDS[d['compute']][0]})", "busy", "busy_share",
+                  Category10_10[1])]
         total = sum(d["busy"]) + sum(d["planned"])
         rows = [((worker_label(self.scheduler, w), kind), d[share][i], d[value][i], kind, color,
                  total) for i, w in enumerate(workers) for kind, value, share, color in kinds]
@@ -134,8 +135,16 @@ class WorkerLoad(Component):
         update_source(self.source, data)
         busy = np.asarray(d["busy"])
         spread = f"; slowest/mean compute = {busy.max() / busy.mean():.2f}" if busy.sum() else ""
-        self.summary.text = (f"<b>{st.run.get('name', 'run')}</b>: {sum(d['tasks'])} tasks "
-                             f"done, {busy.sum():.2f} s of compute{spread}")
+        what, done = COMPUTE_WORDS[d["compute"]]
+        self.summary.text = (f"<b>{st.run.get('name', 'run')}</b>: {sum(d['tasks']):,} {done} "
+                             f"done, {busy.sum():.2f} s of compute ({what}){spread}")
+
+
+#: How the load panel names its compute seconds, and what it counts done, per
+#: :meth:`DashboardState.load` ``compute``: the step functions' time is what the command
+#: line's summary calls "compute" (``execution.steps``).
+COMPUTE_WORDS = {"steps": ("in the step functions, as the summary's steps line", "steps"),
+                 "tasks": ("whole tasks: this run timed no steps", "tasks")}
 
 
 def workflow_panels() -> dict:

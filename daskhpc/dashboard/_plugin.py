@@ -8,7 +8,11 @@ on the scheduler and fills it from four places:
 - the bytes each worker sent to each other worker, counted on the workers by
   :class:`TransferCounter` and carried to the scheduler with every heartbeat
   (``Worker.metrics``; docs/decisions.md, "Measuring bytes");
-- compute time per worker, from the ``processing -> memory`` transitions;
+- compute time per worker: the seconds the run's steps spent in their step
+  functions (the workers' step clocks, ``daskhpc._clock``, carried with every
+  heartbeat: the report's ``execution.steps`` ``compute_s``), or, in a run whose
+  work is no loop of steps (SpGEMM's batches), its tasks' compute spans from the
+  ``processing -> memory`` transitions;
 - strata-timeline rows that Dask events carry (an event message that is a dict
   with a ``strata`` list, such as the unit reports of SSGD's direct exchange,
   ``daskhpc.runtime.send_report(..., strata=rows)``): rows from the workers
@@ -42,15 +46,18 @@ import logging
 
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
+from daskhpc._clock import compute_total
 from daskhpc._workflows import EXCHANGE_PLUGIN
 from daskhpc.dashboard._state import PLUGIN_NAME, DashboardState
 
-__all__ = ["DashboardPlugin", "TransferCounter", "PLUGIN_NAME", "SENT_METRIC"]
+__all__ = ["DashboardPlugin", "TransferCounter", "PLUGIN_NAME", "SENT_METRIC", "STEPS_METRIC"]
 
 logger = logging.getLogger(__name__)
 
 #: Key of the per-destination sent-bytes dict in a worker's heartbeat metrics.
 SENT_METRIC = "daskhpc-sent"
+#: Key of ``[compute seconds, steps]`` of the worker's step clocks in its heartbeat metrics.
+STEPS_METRIC = "daskhpc-steps"
 #: Short runs (a few hundred ms per epoch) must still be caught while they run.
 SAMPLE_MS = 200
 
@@ -76,15 +83,26 @@ class TransferCounter(WorkerPlugin):
     idempotent = True
 
     def setup(self, worker) -> None:
+        import threading
+
+        # the heartbeat (event loop) and the unit reports (task threads) both sample
+        self._lock = threading.Lock()
         self._last = None
         self._sent: dict[str, int] = {}
         worker.metrics[SENT_METRIC] = self.sample
+        # the step clocks of this worker's process: what the report calls compute_s
+        worker.metrics[STEPS_METRIC] = lambda worker: list(compute_total())
 
     def teardown(self, worker) -> None:
         worker.metrics.pop(SENT_METRIC, None)
+        worker.metrics.pop(STEPS_METRIC, None)
 
     def sample(self, worker) -> dict[str, int]:
         """Cumulative wire bytes sent per receiving worker."""
+        with self._lock:
+            return self._sample(worker)
+
+    def _sample(self, worker) -> dict[str, int]:
         log = worker.transfer_outgoing_log
         for entry in reversed(log):   # newest first, back to the last one counted
             if entry is self._last:
@@ -149,7 +167,8 @@ class DashboardPlugin(SchedulerPlugin):
         counts = topic in ("run", "end")
         if counts and sent is None:
             sent = self.sent()
-        self.state.publish(topic, data, sent=sent if counts else None)
+        self.state.publish(topic, data, sent=sent if counts else None,
+                           steps=self.steps() if counts else None)
 
     # -- read by the pages ---------------------------------------------------------------
     def sent(self) -> dict[str, dict[str, int]]:
@@ -158,6 +177,18 @@ class DashboardPlugin(SchedulerPlugin):
             return {}
         return {addr: dict(ws.metrics.get(SENT_METRIC) or {})
                 for addr, ws in self.scheduler.workers.items()}
+
+    def steps(self) -> dict[str, tuple[float, int]]:
+        """``{worker: (compute seconds, steps)}``, cumulative, from the workers' last
+        heartbeats (their step clocks; workers that report none are left out)."""
+        if self.scheduler is None:
+            return {}
+        out = {}
+        for addr, ws in self.scheduler.workers.items():
+            got = ws.metrics.get(STEPS_METRIC)
+            if got:
+                out[addr] = (float(got[0]), int(got[1]))
+        return out
 
     # -- scheduler hooks -----------------------------------------------------------------
     def transition(self, key, start, finish, *args, **kwargs) -> None:
@@ -171,15 +202,20 @@ class DashboardPlugin(SchedulerPlugin):
 
     def log_event(self, topic, msg) -> None:
         """Strata-timeline rows carried by an event (``msg["strata"]``), e.g. a unit
-        report of a run whose sub-steps no scheduler plugin sees (one task per epoch)."""
+        report of a run whose sub-steps no scheduler plugin sees (one task per epoch),
+        and the bytes a worker had sent when it reported a unit (``msg["sent"]``)."""
         if not isinstance(msg, dict):
             return
         # a batch of reports (runtime.ReportBatch) carries each unit's rows
         batch = msg.get("batch")
         for m in (batch if isinstance(batch, (list, tuple)) else [msg]):
-            rows = m.get("strata") if isinstance(m, dict) else None
+            if not isinstance(m, dict):
+                continue
+            rows = m.get("strata")
             if isinstance(rows, (list, tuple)) and rows:      # msgpack hands over tuples
                 self.state.merge_rows(f"event:{topic}", rows)
+            if m.get("sent") is not None and m.get("unit") is not None and m.get("worker"):
+                self.state.record_unit_sent(m["worker"], int(m["unit"]), int(m["sent"]))
 
     def sample(self) -> None:
         """Memory peaks and other plugins' timelines (every :data:`SAMPLE_MS`)."""

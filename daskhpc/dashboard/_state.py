@@ -48,7 +48,8 @@ TOPICS: dict[str, str] = {
     "end": "status ('finished', or 'failed: <why>'), optionally planned_bytes and "
            "measured_bytes (the run's report: measured.planned_bytes, inter_worker_bytes), "
            "rows (the final history rows, replacing the live ones), matrix and workers "
-           "(the run's measured bytes between workers): the run is over",
+           "(the run's measured bytes between workers), compute ({worker: [seconds, "
+           "steps]}: the report's execution.steps): the run is over",
 }
 
 #: Fields a topic cannot do without.
@@ -59,7 +60,9 @@ REQUIRED: dict[str, tuple[str, ...]] = {"plan": ("matrix", "workers"), "load": (
 #: Words that end a plan ``unit`` text meaning "one unit's plan" ("bytes per epoch").
 UNIT_WORDS = ("epoch", "iteration", "batch", "unit", "step")
 
-#: Timeline rows kept per source; older rows are dropped first.
+#: Rows kept: history rows (the oldest are dropped first), and strata-timeline rows (the
+#: older runs' first; past it, a run's timeline keeps every 2nd, 4th, ... epoch, so the
+#: whole run stays in view; see :meth:`DashboardState.strata_thinning`).
 MAX_ROWS = 20_000
 
 
@@ -73,7 +76,8 @@ class DashboardState:
     topics : dict
         The last value published under each topic of :data:`TOPICS`.
     busy : dict
-        ``{worker: seconds}`` of task compute time since the run started.
+        ``{worker: seconds}`` of task compute time since the run started (whole tasks;
+        :meth:`load` prefers the step clocks).
     tasks_done : dict
         ``{worker: count}`` of tasks finished since the run started.
     memory_peak : dict
@@ -84,13 +88,19 @@ class DashboardState:
         The current run's completed units (topic ``history``): what workflow panels plot.
     strata : dict
         ``{row id: row}``: strata-timeline rows from every source (a plugin read
-        live, or rows a workflow published), one copy per ``(run, key or task)``.
+        live, or rows a workflow published), one copy per ``(run, key or task)``;
+        at most :data:`MAX_ROWS`, thinned by epoch (:meth:`strata_thinning`).
     updated : float
         Time of the last change, for pages to skip redrawing.
     """
 
     def __init__(self):
         self.strata: dict[tuple, dict] = {}
+        # per strata run: the epoch stride kept (1: every epoch), whether rows without an
+        # epoch had to be dropped oldest first, and the span of every row seen
+        self._stride: dict[str, int] = {}
+        self._dropped: dict[str, int] = {}
+        self._extent: dict[str, list] = {}
         self.updated = 0.0
         self._new_run({}, None)
 
@@ -101,12 +111,17 @@ class DashboardState:
         self._baseline: dict[str, dict[str, int]] = {w: dict(d) for w, d in (sent or {}).items()}
         self._final: dict[str, dict[str, int]] | None = None
         self.busy, self.tasks_done, self.memory_peak = {}, {}, {}
+        self._steps0: dict = {}
+        self._steps_end: dict | None = None
+        # {worker: {unit: bytes it had sent when it reported the unit}} (unit reports)
+        self._unit_sent: dict[str, dict[int, int]] = {}
         self.batches, self.batches_seen = {}, {}
         self.history: list[dict] = []
 
     # -- input ---------------------------------------------------------------------------
     def publish(self, topic: str, data: dict, *, now: float | None = None,
-                sent: dict[str, dict[str, int]] | None = None) -> None:
+                sent: dict[str, dict[str, int]] | None = None,
+                steps: dict[str, tuple] | None = None) -> None:
         """Store what a workflow published.
 
         Parameters
@@ -120,6 +135,10 @@ class DashboardState:
         sent : dict, optional
             For ``run``: the workers' cumulative sent bytes now, the zero of the
             measured matrix.
+        steps : dict, optional
+            For ``run`` and ``end``: ``{worker: (compute seconds, steps)}`` of the
+            workers' step clocks now, cumulative (the zero, and the end, of the run's
+            compute time, :meth:`load`).
         """
         if topic not in TOPICS:
             raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
@@ -133,6 +152,7 @@ class DashboardState:
         now = time.time() if now is None else now
         if topic == "run":
             self._new_run({**data, "started": now}, sent)
+            self._steps0 = dict(steps or {})
         elif topic == "batches":
             self.batches[str(data["run"])] = data["timeline"]
         elif topic == "strata":
@@ -144,6 +164,10 @@ class DashboardState:
             # and its final rows carry the report's per-unit bytes
             self.run = {**self.run, "ended": now, "status": str(data.get("status", "finished"))}
             self._final = {w: dict(d) for w, d in (sent or {}).items()} if sent else None
+            self._steps_end = dict(steps) if steps else None
+            if data.get("compute"):          # the report's own: the steps of the run
+                self._steps0 = {}
+                self._steps_end = {w: tuple(v) for w, v in data["compute"].items()}
             if "rows" in data:
                 self.history = list(data["rows"])[-MAX_ROWS:]
         self.topics[topic] = dict(data)
@@ -153,6 +177,30 @@ class DashboardState:
         """A task finished on ``worker`` after ``seconds`` of compute."""
         self.busy[worker] = self.busy.get(worker, 0.0) + float(seconds)
         self.tasks_done[worker] = self.tasks_done.get(worker, 0) + 1
+
+    def record_unit_sent(self, worker: str, unit: int, sent: int) -> None:
+        """``worker`` reported ``unit`` done with ``sent`` bytes sent to other workers
+        (cumulative, the counter of the measured matrix): the bytes of the units done
+        (:meth:`measured_done`)."""
+        got = self._unit_sent.setdefault(worker, {})
+        if sent > got.get(unit, -1):       # its last part to report the unit
+            got[unit] = sent
+
+    def measured_done(self) -> float | None:
+        """Bytes the workers sent up to their reports of the latest unit done (by the
+        history rows), since the run started: the units done, not those in flight; None
+        without such reports (a run whose reports carry no ``sent``)."""
+        done = self.units_done()
+        if not done or not self._unit_sent:
+            return None
+        last = done[-1]
+        total = 0
+        for worker, units in self._unit_sent.items():
+            upto = [u for u in units if u <= last]
+            if upto:
+                base = sum(self._baseline.get(worker, {}).values())
+                total += max(units[max(upto)] - base, 0)
+        return float(total)
 
     def record_memory(self, worker: str, process_bytes: int | None) -> None:
         """A sample of a worker's process memory (RSS)."""
@@ -169,16 +217,86 @@ class DashboardState:
         """
         have = self.strata
         changed = False
+        runs = set()
         for r in rows:
             rid = _row_id(r)
+            run = rid[0]
+            self._widen(run, r)
+            epoch = _epoch(r)
+            if epoch is not None and epoch % self._stride.get(run, 1):
+                continue          # an epoch the thinned timeline leaves out
             if have.get(rid) != r:
                 have[rid] = dict(r)
                 changed = True
-        while len(have) > MAX_ROWS:
-            del have[next(iter(have))]
+                runs.add(run)
+        if len(have) > MAX_ROWS:
+            self._thin(runs)
         if changed:
             self.updated = time.time()
         return changed
+
+    def _widen(self, run: str, row: dict) -> None:
+        """The run's span covers ``row`` (every row seen, kept or not)."""
+        begin = row.get("sent", row.get("start"))
+        end = row.get("done", row.get("stop"))
+        ext = self._extent.setdefault(run, [None, None])
+        if begin is not None and (ext[0] is None or begin < ext[0]):
+            ext[0] = begin
+        for t in (begin, end):
+            if t is not None and (ext[1] is None or t > ext[1]):
+                ext[1] = t
+
+    def _thin(self, runs: set) -> None:
+        """Back to :data:`MAX_ROWS`: older runs' rows first, then the growing runs keep
+        every other epoch of what they kept (rows without an epoch: the oldest go)."""
+        have = self.strata
+        for rid in [rid for rid in have if rid[0] not in runs]:
+            if len(have) <= MAX_ROWS:
+                return
+            del have[rid]
+            self._stride.pop(rid[0], None)
+        while len(have) > MAX_ROWS:
+            with_epochs = {rid[0] for rid, r in have.items() if _epoch(r) is not None}
+            if not with_epochs:
+                break
+            before = len(have)
+            for run in with_epochs:
+                self._stride[run] = stride = 2 * self._stride.get(run, 1)
+                for rid in [rid for rid, r in have.items() if rid[0] == run and
+                            _epoch(r) is not None and _epoch(r) % stride]:
+                    del have[rid]
+            if len(have) == before:      # epoch 0 alone is too many: the oldest go below
+                break
+        while len(have) > MAX_ROWS:
+            rid = next(iter(have))
+            self._dropped[rid[0]] = self._dropped.get(rid[0], 0) + 1
+            del have[rid]
+
+    def strata_thinning(self, run=None) -> dict:
+        """What the strata timeline of ``run`` (default the latest) shows of it.
+
+        Returns
+        -------
+        dict
+            ``stride`` (every ``stride``-th epoch is kept: 1 unless the run passed
+            :data:`MAX_ROWS` rows), ``dropped`` (rows without an epoch dropped, oldest
+            first), ``span`` (``(first start, last stop)`` over every row seen, kept or
+            not: the whole run so far), ``limit`` (:data:`MAX_ROWS`).
+
+        Examples
+        --------
+        >>> st = DashboardState()
+        >>> _ = st.merge_rows("s", [{"run": "r", "key": [0, e], "epoch": e, "start": e,
+        ...                          "stop": e + 1.0} for e in range(MAX_ROWS + 1)])
+        >>> st.strata_thinning()["stride"], len(st.strata_rows()), st.strata_thinning()["span"]
+        (2, 10001, (0, 20001.0))
+        """
+        if run is None:
+            rows = self.strata_rows()
+            run = str(rows[0].get("run")) if rows else None
+        ext = self._extent.get(run, [None, None])
+        return {"stride": self._stride.get(run, 1), "dropped": self._dropped.get(run, 0),
+                "span": (ext[0], ext[1]), "limit": MAX_ROWS}
 
     def strata_rows(self) -> list[dict]:
         """The strata-timeline rows of the latest run (the run of the row that started
@@ -344,6 +462,12 @@ class DashboardState:
             planned_so_far = float(end["planned_bytes"])
         if end.get("measured_bytes") is not None:
             measured = float(end["measured_bytes"])
+        elif not end and n and (total is None or n < total):
+            # mid-run: the counters run ahead (the units in flight, the history's lag):
+            # the bytes sent up to the reports of the units done, where reports say it
+            upto = self.measured_done()
+            if upto is not None:
+                measured = upto
         rows_measured = [r["measured_bytes"] for r in self.history if "measured_bytes" in r]
         return {
             "scope": scope, "units_done": n, "units_total": total,
@@ -356,21 +480,48 @@ class DashboardState:
             if n else None,
             "ratio": float(measured) / planned_so_far if planned_so_far else None}
 
-    def load(self, workers: list[str]) -> dict[str, list]:
-        """Per worker: planned amount, its share, compute seconds, their share, tasks.
+    def load(self, workers: list[str], steps: dict | None = None) -> dict:
+        """Per worker: planned amount, its share, compute seconds, their share, and the
+        steps (or tasks) done.
+
+        Compute seconds have one definition, the report's: the time the run's steps
+        spent in their step functions (``execution.steps`` ``compute_s``, what the
+        summary's ``steps`` line calls "compute"), from the workers' step clocks
+        (``steps``: ``{worker: (seconds, steps)}`` now, cumulative; the differences from
+        the run's start count). A run that timed no step (SpGEMM's batches are plain
+        tasks) counts its tasks' compute spans instead; ``compute`` says which.
 
         Without a ``load`` topic the planned amount is what the plan has each worker
-        send (the row sums of the planned matrix; :meth:`load_unit` says so)."""
+        send (the row sums of the planned matrix; :meth:`load_unit` says so).
+
+        Examples
+        --------
+        >>> st = DashboardState()
+        >>> st.publish("run", {"workers": ["a"]}, steps={"a": (10.0, 4)})
+        >>> st.record_task("a", 7.0)                   # a whole task: waits included
+        >>> d = st.load(["a"], steps={"a": (10.5, 9)})
+        >>> d["compute"], d["busy"], d["tasks"]
+        ('steps', [0.5], [5])
+        """
         planned = self.topics.get("load", {}).get("planned")
         if planned is None:
             order, m = self.planned_matrix()
             planned = {} if m is None else dict(zip(order, m.sum(axis=1).tolist()))
         p = np.array([float(planned.get(w, 0)) for w in workers])
-        b = np.array([self.busy.get(w, 0.0) for w in workers])
+        now = self._steps_end if self._steps_end is not None else (steps or {})
+        spent = {w: (now[w][0] - self._steps0.get(w, (0.0, 0))[0],
+                     now[w][1] - self._steps0.get(w, (0.0, 0))[1]) for w in now}
+        if any(n > 0 for _, n in spent.values()):
+            kind = "steps"
+            b = np.array([max(spent.get(w, (0.0, 0))[0], 0.0) for w in workers])
+            count = [max(int(spent.get(w, (0.0, 0))[1]), 0) for w in workers]
+        else:
+            kind = "tasks"
+            b = np.array([self.busy.get(w, 0.0) for w in workers])
+            count = [self.tasks_done.get(w, 0) for w in workers]
         return {"worker": list(workers), "planned": p.tolist(),
                 "planned_share": _share(p).tolist(), "busy": b.tolist(),
-                "busy_share": _share(b).tolist(),
-                "tasks": [self.tasks_done.get(w, 0) for w in workers]}
+                "busy_share": _share(b).tolist(), "tasks": count, "compute": kind}
 
     def load_unit(self) -> str:
         """What the planned amounts of :meth:`load` count."""
@@ -391,6 +542,12 @@ def _in_order(order: list, workers: list, matrix) -> np.ndarray:
 def _share(x: np.ndarray) -> np.ndarray:
     total = x.sum()
     return x / total if total > 0 else np.zeros_like(x)
+
+
+def _epoch(row: dict) -> int | None:
+    """A strata row's epoch, if it has an integer one."""
+    e = row.get("epoch")
+    return int(e) if isinstance(e, (int, np.integer)) and not isinstance(e, bool) else None
 
 
 def _row_id(row: dict) -> tuple:

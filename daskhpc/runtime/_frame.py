@@ -554,10 +554,11 @@ def _publish_start(client, label: str, workflow: str, placement: Placement,
 
 
 def _publish_end(client, status: str, measured: dict | None = None, history=None,
-                 ledger=None) -> None:
+                 ledger=None, execution: dict | None = None) -> None:
     """Tell the dashboard pages the run is over, with the numbers of its report: the
     planned and measured bytes the summary prints, the history rows with their per-unit
-    bytes, and the measured matrix of the ledger they come from."""
+    bytes, the measured matrix of the ledger they come from, and the steps' compute time
+    per worker (``execution.steps``)."""
     data: dict = {"status": status}
     m = measured or {}
     if m.get("planned_bytes") is not None:
@@ -568,6 +569,10 @@ def _publish_end(client, status: str, measured: dict | None = None, history=None
         data["rows"] = list(history)
     if ledger is not None and ledger.entries is not None:
         data["workers"], data["matrix"] = ledger.matrix("bytes")
+    split = (execution or {}).get("steps") or {}
+    if split.get("per_worker"):
+        data["compute"] = {w: [float(v["compute_s"]), int(v["steps"])]
+                           for w, v in split["per_worker"].items()}
     _publish(client, "end", **data)
 
 

@@ -188,7 +188,8 @@ def run_phases(client, phases, *, name: str, nparts: int, fingerprint: dict | No
                     rec.setdefault("phase", phase.name)
     if announce:       # one phase: its report's numbers; several: the pages' own counters
         out = next(iter(ctx.outcomes.values()), None) if len(phases) == 1 else None
-        numbers = () if out is None else (out.measured, out.history, out.ledger)
+        numbers = () if out is None else (out.measured, out.history, out.ledger,
+                                          out.execution)
         _publish_end(client, "finished", *numbers)
     return ctx.outcomes
 

@@ -17,8 +17,10 @@ and, depending on where it runs, the user sees
   HTML progress bar with the same text), at most every few tenths of a second;
 - on a terminal (stderr is a TTY): one line redrawn in place,
   ``spgemm batches [#########-----------]  9/20  3.1 s``;
-- in a batch job's log (``python -m daskhpc.mpi`` turns this on): a line per
-  step at most every few seconds, and a last line with the total time;
+- in a batch job's log (``python -m daskhpc.mpi`` turns this on): a line every
+  ``interval`` seconds (2) while the run goes, whether steps completed or not (while
+  the count stands still the lines slow down: 4, 8, ... up to :data:`QUIET_MAX_S`
+  apart), and a last line with the total time;
 - elsewhere (scripts piped to files, tests): nothing.
 
 Setting ``daskhpc.runtime.progress`` (``DASK_DASKHPC__RUNTIME__PROGRESS``) to
@@ -48,6 +50,8 @@ __all__ = ["progress"]
 BAR = 20
 #: Seconds between two updates of a notebook's display.
 NOTEBOOK_S = 0.25
+#: Longest gap between two lines of a job log while no step completes.
+QUIET_MAX_S = 60.0
 
 
 class progress:  # noqa: N801 - used like a function: `with progress(futs, label):`
@@ -66,7 +70,9 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         ``on`` (``auto`` but lines instead of nothing), ``False`` means ``off``.
     file : file object, default sys.stderr
     interval : float, default 2.0
-        Seconds between two lines in ``lines`` mode.
+        Seconds between two lines in ``lines`` mode (a line is due every ``interval``
+        while steps complete; each line that repeats the last count doubles the gap, up
+        to :data:`QUIET_MAX_S`).
 
     Examples
     --------
@@ -89,6 +95,10 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         self._last = 0.0
         self._closing = False
         self._display = None           # notebook mode: the cell's display handle
+        self._gap = interval           # lines mode: seconds until the next line is due
+        self._said = -1                # lines mode: the count of the last line
+        self._stop = threading.Event()
+        self._clock = None             # lines mode: the thread that keeps the lines coming
 
     def __enter__(self) -> progress:
         self._t0 = time.perf_counter()
@@ -100,9 +110,19 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
             self._display = display(self._bundle(0, 0.0), raw=True, display_id=True)
         for fut in self.futures:
             fut.add_done_callback(self._one_done)
+        if self.mode == "lines" and self.interval > 0:
+            # steps can complete seconds apart, or in bursts (a window of epochs at once):
+            # a log must still show every `interval` that the run goes on
+            self._last = self._t0
+            self._clock = threading.Thread(target=self._tick, name="daskhpc-progress",
+                                           daemon=True)
+            self._clock.start()
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
+        self._stop.set()
+        if self._clock is not None:
+            self._clock.join()
         if self.mode in ("bar", "lines", "notebook") and self.total:
             with self._lock:
                 self._closing = True   # end the bar's line even if the run failed
@@ -121,13 +141,26 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
             now = time.perf_counter()
             # in a log, the last step is said once, by __exit__ ("done in"); a notebook's
             # display is redrawn at most every NOTEBOOK_S (each update is a message)
-            if self.mode == "bar" or (now - self._last >= self._every()
+            # (the first step is said at once)
+            if self.mode == "bar" or ((now - self._last >= self._every() or self._said <= 0)
                                       and self.done < self.total):
                 self._print()
                 self._last = now
 
     def _every(self) -> float:
         return NOTEBOOK_S if self.mode == "notebook" else self.interval
+
+    def _tick(self) -> None:
+        """Lines mode: a line whenever one is due, whether a step completed or not
+        (checked four times an interval: a step's line is at most that late)."""
+        while not self._stop.wait(self.interval / 4):
+            with self._lock:
+                now = time.perf_counter()
+                gap = self.interval if self.done != self._said else self._gap
+                if self._closing or now - self._last < gap:
+                    continue
+                self._print()
+                self._last = now
 
     def _bundle(self, done: int, elapsed: float, final: bool = False) -> dict:
         """The notebook display: an HTML bar and, for other front ends, the text."""
@@ -154,6 +187,11 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         else:
             state = "done in" if final else "after"
             self.file.write(f"{self.label}: {done}/{self.total} {state} {elapsed:.1f} s\n")
+            # the same count again: the next line waits twice as long (a long step must not
+            # fill the log); a new count brings the lines back to every interval
+            self._gap = min(2 * self._gap, max(QUIET_MAX_S, self.interval)) \
+                if done == self._said else self.interval
+            self._said = done
         self.file.flush()
 
 

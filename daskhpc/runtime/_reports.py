@@ -30,6 +30,7 @@ import threading
 import time
 from contextlib import contextmanager, suppress
 
+from daskhpc.dashboard import sent_now
 from daskhpc.runtime._calls import Setting
 
 __all__ = ["send_report", "ReportInbox", "ReportBatch", "AttemptTopics", "COALESCE_S"]
@@ -76,6 +77,11 @@ def _message(worker, unit: int, values: dict, start, stop, saved: bool,
            "stop": now if stop is None else float(stop), "saved": bool(saved)}
     if strata:
         msg["strata"] = [{"worker": worker.address, **r} for r in strata]
+    sent = sent_now(worker)
+    if sent:
+        # the worker's bytes to other workers so far: the dashboard compares the bytes of
+        # the units done (not of the units in flight too) with their plan
+        msg["sent"] = int(sum(sent.values()))
     return msg
 
 

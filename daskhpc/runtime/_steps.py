@@ -393,7 +393,7 @@ def stopped_at(token: str) -> int | None:
 def cleanup(token: str, dask_worker=None) -> dict:
     """Forget every context and message of run ``token`` (through ``client.run``);
     returns the worker's time split of its steps (``daskhpc._clock.step_times``)."""
-    times = step_times(token)
+    times = step_times(token, forget=True)   # (the clocks' totals stay counted)
     if dask_worker is not None:
         from daskhpc.runtime._exchange import extension
 

@@ -11,7 +11,7 @@ from distributed.utils import log_errors
 
 from daskhpc.dashboard import Component, update_source, worker_label
 
-__all__ = ["StrataTimeline", "PANELS"]
+__all__ = ["StrataTimeline", "PANELS", "shown_text"]
 
 
 class StrataTimeline(Component):
@@ -70,8 +70,33 @@ class StrataTimeline(Component):
         self.fig.y_range.factors = workers
         update_source(self.source, data)
         subs = len(set(data["substep"]))
-        self.summary.text = (f"<b>strata timeline</b>: {len(rows)} steps on {len(workers)} "
-                             f"workers, {subs} sub-steps, {span:.2f} s")
+        self.summary.text = (f"<b>strata timeline</b>: {len(rows):,} steps on {len(workers)} "
+                             f"workers, {subs} sub-steps, {span:.2f} s" + shown_text(st))
+
+
+def shown_text(state) -> str:
+    """What of the run the timeline shows, when it is not every row (a long run passes
+    the state's row limit): e.g. "; every 4th epoch shown (0, 4, 8, ...) of a run of 88.80 s".
+
+    Examples
+    --------
+    >>> from daskhpc.dashboard import DashboardState
+    >>> shown_text(DashboardState())
+    ''
+    """
+    thin = state.strata_thinning()
+    first, last = thin["span"]
+    whole = f" of a run of {last - first:.2f} s" if first is not None and last is not None \
+        else ""
+    k = thin["stride"]
+    if k > 1:
+        nth = {2: "2nd", 3: "3rd"}.get(k, f"{k}th")
+        return (f"; every {nth} epoch shown (0, {k}, {2 * k}, ...: over {thin['limit']:,} rows)"
+                f"{whole}")
+    if thin["dropped"]:
+        return f"; the latest {thin['limit']:,} steps shown ({thin['dropped']:,} older ones dropped)" \
+            f"{whole}"
+    return ""
 
 
 #: page key -> (panel, title): ``/individual-daskhpc-strata``

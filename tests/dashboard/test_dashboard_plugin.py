@@ -160,3 +160,90 @@ def test_the_frame_says_when_a_run_ends_and_how(dash_client):
 
 def _toy(make, first_unit):
     return make(2, 3, length=50, first_unit=first_unit)
+
+
+def _load_panel(dask_scheduler):
+    """The load panel as the page draws it, built in the scheduler, and its numbers."""
+    from daskhpc.dashboard._pages import WorkerLoad
+
+    panel = WorkerLoad(dask_scheduler)
+    panel.update()
+    plugin = dask_scheduler.plugins[dashboard.PLUGIN_NAME]
+    st = plugin.state
+    d = st.load(st.workers(dask_scheduler.workers), plugin.steps())
+    return {"text": panel.summary.text, "compute": d["compute"],
+            "busy": dict(zip(d["worker"], d["busy"])), "count": sum(d["tasks"])}
+
+
+def test_the_load_panel_counts_the_steps_compute_as_the_report_does(dash_client):
+    """GCN's direct exchange runs a window of epochs in one task per worker: counting
+    finished tasks, the panel read "0 tasks done, 0.00 s of compute" mid-run. It counts
+    the steps' own compute time (the workers' step clocks) live, and ends on the
+    report's ``execution.steps`` numbers, with the same name."""
+    from daskhpc import gcn
+
+    mid = {}
+
+    def at_epoch(row):
+        if row["unit"] != 3 or mid:
+            return
+        # the run is held here (the client's side) while the workers go on; their step
+        # clocks reach the scheduler with their heartbeats (every second)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            mid.update(dash_client.run_on_scheduler(_load_panel))
+            if mid["count"] > 0:
+                break
+            time.sleep(0.5)
+
+    res = gcn.fit("cora", nparts=2, epochs=40, client=dash_client, exchange="direct",
+                  callback=at_epoch, progress=False)
+    assert mid["compute"] == "steps" and mid["count"] > 0, mid
+    assert sum(mid["busy"].values()) > 0
+    assert "steps done" in mid["text"] and "in the step functions" in mid["text"], mid["text"]
+    end = dash_client.run_on_scheduler(_load_panel)
+    per_worker = res.report()["execution"]["steps"]["per_worker"]
+    assert end["busy"] == pytest.approx({w: v["compute_s"] for w, v in per_worker.items()})
+    assert end["count"] == sum(v["steps"] for v in per_worker.values())
+
+
+def _ratios_mid_run(dask_scheduler):
+    """Replay the run that just ended on the scheduler's state as the page saw it while
+    it ran, after each unit: ``(units done, ratio shown, live counters / plan)``."""
+    import copy
+
+    plugin = dask_scheduler.plugins[dashboard.PLUGIN_NAME]
+    st = copy.deepcopy(plugin.state)
+    rows = list(st.history)
+    live = float(st.measured_matrix(plugin.sent())[1].sum())   # every unit's bytes
+    end = st.topics.pop("end")
+    st._final = st._steps_end = None
+    out = []
+    for u in range(1, len(rows) - 1):
+        st.history = [{k: v for k, v in r.items() if k not in ("planned_bytes",
+                                                              "measured_bytes")}
+                      for r in rows[:u]]
+        d = st.bytes_summary(live)
+        out.append((u, d["ratio"], live / d["planned_so_far"]))
+    return {"ratios": out, "end_ratio": end["measured_bytes"] / end["planned_bytes"],
+            "reported": {w: len(us) for w, us in st._unit_sent.items()}}
+
+
+def test_mid_run_bytes_compare_the_units_done_with_their_plan(dash_client):
+    """Mid-run the page read 1.36x the plan (SSGD) against 1.00x at the end: the live
+    counters hold the units in flight too, the plan only the units done. The workers'
+    unit reports carry their sent bytes, and the page compares the bytes sent up to the
+    units done with their plan."""
+    import daskhpc as dh
+
+    epochs = 8
+    res = dh.ssgd.fit(dh.datasets.ratings(), 4, client=dash_client, epochs=epochs,
+                      strategy="hc", partition="random", exchange="direct", progress=False)
+    got = dash_client.run_on_scheduler(_ratios_mid_run)
+    assert got["reported"] and all(n == epochs for n in got["reported"].values()), got
+    m = res.report()["measured"]
+    assert got["end_ratio"] == pytest.approx(m["inter_worker_bytes"] / m["planned_bytes"])
+    for u, ratio, naive in got["ratios"]:
+        # what the counters alone gave: all 8 epochs' bytes over the plan of u of them
+        assert naive > got["end_ratio"] * (1.5 if u <= epochs // 2 else 1.1), (u, naive)
+        assert ratio == pytest.approx(got["end_ratio"], rel=0.15), (u, ratio, got)

@@ -67,3 +67,23 @@ def test_spgemm_reports_its_batches(dash_client, capsys):
     with dask.config.set({"daskhpc.runtime.progress": True}):
         spgemm.multiply(a, client=dash_client, grid="1x1x2", consume="count", batches=3)
     assert "spgemm batches: 3/3 done in" in capsys.readouterr().err
+
+
+def test_a_log_hears_from_a_run_whose_steps_are_slow():
+    """In a log, lines come every interval while the run goes, not only when a step ends;
+    while the count stands still they slow down (each repeat doubles the gap)."""
+    log = io.StringIO()
+    interval = 0.05
+    with progress(3, "steps", mode="lines", file=log, interval=interval) as bar:
+        bar.advance()
+        time.sleep(30 * interval)                 # a long step: no step ends
+        bar.advance()
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("steps: 1/3 after ")       # the first step at once
+    repeats = sum(line.startswith("steps: 1/3 after ") for line in lines)
+    # 30 intervals, gaps of 1, 2, 4, 8, 16 intervals: the first line and 4 more if the
+    # thread keeps up, fewer on a busy machine, 1 without it; 31 if they did not slow down
+    assert 3 <= repeats <= 6, lines
+    assert lines[-1].startswith("steps: 3/3 done in ")
+    elapsed = [float(line.split()[-2]) for line in lines[:repeats]]
+    assert elapsed == sorted(elapsed)

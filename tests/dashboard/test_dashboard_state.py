@@ -87,6 +87,39 @@ def test_strata_rows_merge_and_survive_their_source_forgetting_them():
     assert st.strata_rows() == [later]                      # the latest run only
 
 
+def test_a_long_runs_timeline_is_thinned_by_epoch_and_says_so():
+    """4,000 epochs of 8 sweeps (32,000 rows, over MAX_ROWS): the timeline keeps every
+    2nd epoch from epoch 0, each kept epoch whole, and says what it shows."""
+    from daskhpc.dashboard._state import MAX_ROWS
+    from daskhpc.ssgd._dashboard import shown_text
+
+    st = DashboardState()
+    epochs, sweeps = 4000, 8
+    for e in range(epochs):               # epoch by epoch, as the workers report them
+        st.merge_rows("event", [{"run": "r", "key": [e % 2, e, k], "epoch": e, "subepoch": k,
+                                 "worker": "ab"[e % 2], "start": e + k / 10,
+                                 "stop": e + (k + 1) / 10} for k in range(sweeps)])
+    rows = st.strata_rows()
+    kept = sorted({r["epoch"] for r in rows})
+    assert len(rows) <= MAX_ROWS
+    assert kept[0] == 0 and kept[-1] >= epochs - 2      # the whole run, not its last part
+    assert kept == list(range(0, epochs, 2))
+    assert all(sum(r["epoch"] == e for r in rows) == sweeps for e in kept[:3])
+    assert st.strata_thinning() == {"stride": 2, "dropped": 0, "span": (0, epochs - 0.2),
+                                     "limit": MAX_ROWS}
+    text = shown_text(st)
+    assert "every 2nd epoch shown" in text and "of a run of 3999.80 s" in text
+    # a row of an epoch the thinning leaves out is not taken back in
+    assert not st.merge_rows("event", [{"run": "r", "key": [1, 3, 0], "epoch": 3,
+                                        "start": 3.0, "stop": 3.1}])
+    # without epochs the oldest go, and the text says so
+    st2 = DashboardState()
+    st2.merge_rows("s", [{"run": "q", "task": i, "start": float(i), "stop": i + 0.5}
+                         for i in range(MAX_ROWS + 5)])
+    assert len(st2.strata_rows()) == MAX_ROWS and st2.strata_thinning()["dropped"] == 5
+    assert "(5 older ones dropped)" in shown_text(st2)
+
+
 def test_stale_batch_runs_stop_growing():
     st = DashboardState()
     st.merge_batches("r", {"batches": []}, now=10.0)

@@ -105,6 +105,9 @@ HOLD = textwrap.dedent("""
     from daskhpc.runtime import worker_addresses
 
     client = dh.connect()
+    # as a workflow's WorkerWatch does: the scheduler then sends this client every event
+    # (a client gone when the job ends made it log a CRITICAL traceback)
+    client.subscribe_topic("all", lambda event: None)
     last = worker_addresses(client)[-1]
     future = client.submit(time.sleep, 600, workers=[last], allow_other_workers=False)
     open(sys.argv[1], "w").close()          # the work is running: the test kills a worker
@@ -132,6 +135,12 @@ def test_killed_worker_task_ends_the_job_with_3(tmp_path):
     assert codes == [3, 3, 3], [log(tmp_path, r) for r in range(3)]
     assert f"worker rank {TASKS - 1} (tls://127.0.0.1:" in log(tmp_path, 0)
     assert "left the cluster before the job finished" in log(tmp_path, 0)
+    # the scheduler's line is the last word: no traceback of the comms the end closed
+    assert "CRITICAL" not in log(tmp_path, 0) and "Traceback" not in log(tmp_path, 0), \
+        log(tmp_path, 0)
+    # the client task, whose log may be read alone (srun --output=%t), says why it stopped
+    assert f"worker rank {TASKS - 1} (tls://127.0.0.1:" in log(tmp_path, 1), log(tmp_path, 1)
+    assert "Traceback" not in log(tmp_path, 1), log(tmp_path, 1)
     assert job_files(tmp_path) == []
     print(f"the job ended {seconds:.1f} s after the worker task was killed")
 

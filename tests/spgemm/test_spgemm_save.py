@@ -43,8 +43,10 @@ def _sent_since_mark(dask_worker) -> int:
     the receiver: a gather) after the entry :func:`_mark_logs` remembered. Entries are told
     apart by identity, not by time: their times carry the worker's estimate of its clock
     offset to the scheduler (``scheduler_delay``, from the newest heartbeat), which a
-    loaded full test run skews by seconds; nor by position: the log is a bounded deque,
-    full after the session's earlier tests, so positions shift."""
+    loaded full test run skews by seconds (told apart by time, a worker whose estimate is
+    3 s behind logs C's gather "before" the mark: 0 B of 559,980 seen, the failure that
+    once kept this test out of the default run); nor by position: the log is a bounded
+    deque, full after the session's earlier tests, so positions shift."""
     log = list(dask_worker.transfer_outgoing_log)
     mark = getattr(dask_worker, "_daskhpc_test_mark", None)
     first = next((i + 1 for i in range(len(log) - 1, -1, -1) if log[i] is mark), 0)
@@ -69,7 +71,6 @@ def _fresh_load(directory, tmp_path) -> str:
     return done.stdout.strip()
 
 
-@pytest.mark.slow  # CI budget; test_predict keeps the save/fresh-load path in the default run
 def test_the_workers_write_c_and_the_client_receives_none_of_it(client2, tmp_path):
     ref = sp.csr_array(A @ A)
     c_bytes = ref.data.nbytes + ref.indices.nbytes
