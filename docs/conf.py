@@ -24,7 +24,7 @@ release = version = __version__
 extensions = ["sphinx.ext.autodoc", "numpydoc", "myst_nb"]
 root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
-source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 
 # the API reference: every name in a public module's __all__, in the module's order
 autodoc_default_options = {"members": True, "undoc-members": True,
@@ -57,3 +57,74 @@ html_theme = "alabaster"
 html_title = f"daskhpc {version}"
 html_static_path: list[str] = []
 html_copy_source = False
+
+
+# ---- the names automodule leaves out -------------------------------------------------
+# ``automodule`` documents a module's ``__all__`` but skips three kinds of name: data
+# (autodoc documents a module attribute only where a ``#:`` comment stands beside it in
+# that module's own source, never a re-exported constant), dunder names (``__version__``)
+# and names a module provides lazily through ``__getattr__`` (``dh.ssgd.StratumOrderPlugin``).
+# ``.. public-rest:: MODULE`` documents exactly those, so a page of ``automodule`` plus
+# ``public-rest`` covers the whole ``__all__`` (tests/test_docs_build.py checks it).
+
+import importlib  # noqa: E402
+import inspect  # noqa: E402
+import types  # noqa: E402
+
+from docutils import nodes  # noqa: E402
+from docutils.parsers.rst import directives  # noqa: E402
+from docutils.statemachine import StringList  # noqa: E402
+from sphinx.util.docutils import SphinxDirective  # noqa: E402
+from sphinx.util.nodes import nested_parse_with_titles  # noqa: E402
+
+
+def _is_data(obj) -> bool:
+    return not (isinstance(obj, types.ModuleType) or inspect.isclass(obj) or callable(obj))
+
+
+def _left_out(mod) -> list[tuple[str, object]]:
+    out = []
+    for name in getattr(mod, "__all__", ()):
+        obj = getattr(mod, name)
+        if isinstance(obj, types.ModuleType):
+            continue                                   # a sub-package: its own page
+        if _is_data(obj) or name.startswith("__") or name not in vars(mod):
+            out.append((name, obj))
+    return out
+
+
+class PublicRest(SphinxDirective):
+    required_arguments = 1
+    option_spec = {"exclude": directives.unchanged}     # names documented elsewhere
+
+    def run(self):
+        mod = importlib.import_module(self.arguments[0])
+        exclude = {n.strip() for n in self.options.get("exclude", "").split(",")}
+        lines = []
+        for name, obj in _left_out(mod):
+            if name in exclude:
+                continue
+            kind = ("autodata" if _is_data(obj) else
+                    "autoclass" if inspect.isclass(obj) else "autofunction")
+            lines.append(f".. {kind}:: {mod.__name__}.{name}")
+            if kind == "autodata" and len(repr(obj)) > 120:
+                lines.append("   :no-value:")          # a long dict says nothing inline
+            lines.append("")
+        node = nodes.section()
+        node.document = self.state.document
+        nested_parse_with_titles(self.state, StringList(lines, source=self.arguments[0]), node)
+        return node.children
+
+
+def _skip_data(app, what, name, obj, skip, options):
+    # automodule's own data (the ones with a ``#:`` comment) go to public-rest, so that
+    # every constant is documented once, the same way
+    if what == "module" and _is_data(obj):
+        return True
+    return None
+
+
+def setup(app):
+    app.add_directive("public-rest", PublicRest)
+    app.connect("autodoc-skip-member", _skip_data)
+    return {"parallel_read_safe": True}

@@ -58,7 +58,8 @@ def documented(site: Path) -> set[str]:
 
     with open(site / "objects.inv", "rb") as f:
         inv = InventoryFile.load(f, "", lambda a, b: b)
-    return {name for role, items in inv.data.items() if role.startswith("py:")
+    by_role = getattr(inv, "data", inv)     # an Inventory in newer Sphinx, a dict before
+    return {name for role, items in by_role.items() if role.startswith("py:")
             for name in items}
 
 
