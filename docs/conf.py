@@ -51,6 +51,10 @@ nb_execution_in_temp = True
 nb_execution_timeout = 900
 nb_execution_raise_on_error = True
 nb_ipywidgets_js = {}                   # no widget manager from a CDN
+# an executed bokeh cell carries bokeh's own mime types beside application/javascript;
+# myst-nb renders every type of a bundle before it picks the javascript, and warns for
+# the ones it has no renderer for
+suppress_warnings = ["mystnb.unknown_mime_type"]
 myst_heading_anchors = 3                # [text](cli.md#the-json-report) links resolve
 
 html_theme = "alabaster"
