@@ -34,8 +34,9 @@ def displayable(fig):
 
     Bokeh's own ``_repr_html_`` lists the figure's properties; this figure instead
     shows itself the way ``bokeh.io.show`` does in a notebook (loading BokehJS into the
-    page first, once per kernel). Outside a kernel it prints its usual ``repr``. It stays
-    a bokeh figure: ``show``, ``save`` and layouts take it as before.
+    page first, once per kernel, inline: the plot shows offline and in an exported HTML).
+    Outside a kernel it prints its usual ``repr``. It stays a bokeh figure: ``show``,
+    ``save`` and layouts take it as before.
 
     Examples
     --------
@@ -56,7 +57,10 @@ def _show(fig) -> None:
         return
     from bokeh.io import output_notebook, show
     from bokeh.io.state import curstate
+    from bokeh.resources import INLINE
 
     if not curstate().notebook:
-        output_notebook(hide_banner=True)
+        # inline, not bokeh's default CDN: a notebook opened or exported offline (a
+        # cluster's login node, nbconvert's HTML) would otherwise show empty plots
+        output_notebook(INLINE, hide_banner=True)
     show(fig)

@@ -4,6 +4,7 @@ uses (real worker processes over TCP, built by ``daskhpc.testing.validated_clien
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,24 @@ def client4():
 def dash_client():
     """Two workers for the dashboard pages (their own: the pages show one run)."""
     yield from _session_client(2)
+
+
+#: bokeh's inline bundle opens with this line; a page that loads BokehJS from a CDN has a
+#: ``<script src=".../bokeh-3.x.y.min.js">`` instead, and shows empty plots offline
+BOKEHJS_INLINE = re.compile(r"/\* BEGIN bokeh(\.min)?\.js \*/")
+BOKEH_CDN = re.compile(r"https?://cdn\.bokeh\.org[^\"' ]*|https?://[^\"' ]*/bokeh[^\"' ]*\.js")
+
+
+@pytest.fixture(scope="session")
+def offline_plots():
+    """A check that an HTML page draws its bokeh plots with the network off: BokehJS is in
+    the page and nothing of bokeh's comes from a CDN."""
+    def check(html: str, name: str) -> None:
+        cdn = BOKEH_CDN.findall(html)
+        assert not cdn, f"{name}: BokehJS from a CDN (empty plots offline): {cdn[:3]}"
+        assert BOKEHJS_INLINE.search(html), f"{name}: no BokehJS in the page"
+
+    return check
 
 
 @pytest.fixture

@@ -170,7 +170,7 @@ def registered(ready) -> list[str]:
 
 @pytest.fixture(scope="module")
 def full_install(ready):
-    """The install part of the README's test set-up command (.[test,mpi]: the mpich
+    """The install part of the README's test set-up command (.[test,mpi,docs]: the mpich
     wheel's mpiexec the README's HPC command needs)."""
     assert len(TEST_SETUP) == 1 and TEST_SETUP[0].endswith(TEST_SUITE), TEST_SETUP
     done = ready(TEST_SETUP[0].removesuffix(TEST_SUITE), timeout=900,

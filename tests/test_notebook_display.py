@@ -1,4 +1,4 @@
-"""What a notebook shows (issue 22): a result's ``plot()`` as a cell's value, and the
+"""What a notebook shows: a result's ``plot()`` as a cell's value, and the
 progress of a run as one display updated in place.
 
 The cells run on a real Jupyter kernel (nbclient, ipykernel on this interpreter), which
@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbconvert import HTMLExporter
 
 KERNEL = "daskhpc-display"
 BOKEH_EXEC = "application/vnd.bokehjs_exec.v0+json"
@@ -108,3 +109,13 @@ def test_a_plot_renders_as_the_cells_value(cells):
     script = shown[0].data["application/javascript"]
     assert "embed_items_notebook" in script and '"text":"SpgemmResult(' in script
     assert not any("figure(id=" in _texts(o) for o in outs)     # not bokeh's property list
+
+
+@pytest.mark.timeout(900)
+def test_an_exported_plot_shows_offline(cells, offline_plots):
+    """The notebook exported to HTML (``jupyter nbconvert --to html``) carries BokehJS
+    itself: a result's plot() loads it inline, not from bokeh's CDN."""
+    nb = nbformat.v4.new_notebook(cells=[cells["setup"], cells["plot"]])
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    assert 'data-root-id="p' in html
+    offline_plots(html, "plot()")

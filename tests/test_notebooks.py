@@ -1,11 +1,12 @@
-"""The notebook gallery (docs/notebooks/, issue 15) runs with a real Jupyter kernel.
+"""The notebook gallery (docs/notebooks/) runs with a real Jupyter kernel.
 
 Every notebook is executed top to bottom by nbclient on an ipykernel whose python is
 this interpreter (the venv's), in its own directory, and any cell error fails the test.
 The executed notebook is converted to HTML by nbconvert, which must contain the
 result's table (a workflow result's ``_repr_html_``) and at least one bokeh figure
-(``plot()`` or a plan sweep shown with ``bokeh.io.show``). The committed files carry no
-outputs, and the notebooks import only the public API.
+(``plot()`` or a plan sweep shown with ``bokeh.io.show``), with BokehJS inline and
+nothing loaded from a CDN (the plots show with the network off). The committed files
+carry no outputs, and the notebooks import only the public API.
 
 The default run executes the small version (2 workers, bundled data) of quickstart,
 spgemm and allreduce-linear (the CI budget); the other notebooks' small runs and every
@@ -118,8 +119,9 @@ def test_private_pattern_catches_underscore_modules():
     assert not any(PRIVATE.search(s) for s in good)
 
 
-def check_executed(nb, name: str) -> None:
-    """No error output; the HTML has a result table, figures, and a result's plot()."""
+def check_executed(nb, name: str, offline_plots) -> None:
+    """No error output; the HTML has a result table, figures, a result's plot(), and
+    BokehJS inline (``offline_plots``, tests/conftest.py)."""
     outs = outputs(nb)
     assert not [o for o in outs if o.output_type == "error"], name
     assert any(BOKEH_MIME in o.get("data", {}) for o in outs), f"{name}: no bokeh figure shown"
@@ -128,6 +130,7 @@ def check_executed(nb, name: str) -> None:
     figures = [i for i in FIGURE_DIV.findall(html) if FIGURE_DOC.format(i) in html]
     assert figures, f"{name}: no figure in the HTML"
     assert RESULT_PLOT.search(html), f"{name}: no result's plot() in the HTML"
+    offline_plots(html, name)
 
 
 # The default run executes these (the CI budget); the others run with -m slow.
@@ -138,13 +141,13 @@ DEFAULT_RUN = {"quickstart"}   # CI budget: the others run with -m slow
 @pytest.mark.parametrize("path", [
     p if p.stem in DEFAULT_RUN else pytest.param(p, marks=pytest.mark.slow)
     for p in NOTEBOOKS], ids=IDS)
-def test_notebook_runs_and_renders(path):
-    check_executed(execute(path), path.stem)
+def test_notebook_runs_and_renders(path, offline_plots):
+    check_executed(execute(path), path.stem, offline_plots)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_notebook_full_scale(path, monkeypatch):
+def test_notebook_full_scale(path, monkeypatch, offline_plots):
     monkeypatch.setenv("DASKHPC_GALLERY", "full")
-    check_executed(execute(path), path.stem)
+    check_executed(execute(path), path.stem, offline_plots)

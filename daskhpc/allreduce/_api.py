@@ -107,7 +107,7 @@ def allreduce_local(vectors=None, algorithm: str = "auto", *, nparts=None, N=Non
         ``auto`` or one of :data:`~daskhpc.allreduce.ALGORITHMS`.
     check_serial : bool
         Compare with the dense rank-order sum: integers must be equal; floats within
-        the reassociation bound (P - 1) u sum_i |v_i|.
+        the reassociation bound ``(P - 1) u sum_i |v_i|``.
     **options
         ``group`` (early switch), ``alpha``, ``beta`` (for ``auto``), ``repeat``.
 
@@ -175,7 +175,7 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
         the thesis's uniform model of ``N``, ``nparts``, ``density``, ``seed`` (section
         5.1).
     algorithm : str
-        ``auto`` (Table 3.1 with the calibrated alpha and beta and k = max_i |H_i|) or
+        ``auto`` (Table 3.1 with the calibrated alpha and beta and ``k = max_i |H_i|``) or
         one of :data:`~daskhpc.allreduce.ALGORITHMS`.
     engine : {"auto", "call", "program"}
         ``program`` (``auto``, the default): the calls as a Program on the workflow
@@ -191,7 +191,7 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
         callback (after every call), exchange (``engine="program"`` only),
         check_serial), or the same names among the keywords. ``check_serial`` compares
         with the dense rank-order sum: integers equal, floats within the reassociation
-        bound (P - 1) u sum_i |v_i|.
+        bound ``(P - 1) u sum_i |v_i|``.
     **options
         ``repeat`` (calls, each a history row), ``group``, ``alpha``, ``beta``.
 

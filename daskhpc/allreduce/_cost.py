@@ -107,7 +107,7 @@ def predicted_times(P: int, N: int, k: float, isize: int, cost, *,
     ----------
     P, N : int
     k : float
-        Items per rank (the thesis takes k = max_i |H_i|).
+        Items per rank (the thesis takes ``k = max_i |H_i|``).
     isize : int
         Bytes per value.
     cost : daskhpc.comm.CostModel

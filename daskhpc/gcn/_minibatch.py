@@ -48,7 +48,7 @@ MODEL, HELDOUT = 10**9, 2 * 10**9
 
 
 def hoeffding_nets(nparts: int, epsilon: float, delta: float) -> int:
-    """Eq. (14): the fewest nets for |lambda' - lambda| < epsilon w.p. >= 1 - delta."""
+    """Eq. (14): the fewest nets for ``|lambda' - lambda| < epsilon`` w.p. >= 1 - delta."""
     return int(math.ceil((nparts - 1) ** 2 * math.log(2.0 / delta) / (2.0 * epsilon ** 2)))
 
 

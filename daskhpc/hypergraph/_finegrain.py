@@ -75,7 +75,8 @@ def assign_factor_rows(h: Hypergraph, nnz_parts, nparts: int, epsilon: float = 0
 
 
 def fine_grain_volume(h: Hypergraph, nnz_parts, row_owners, nparts: int) -> int:
-    """Words of one expand (or fold) phase over all modes: sum_n c[n](|Lambda(n) + owner| - 1)."""
+    """Words of one expand (or fold) phase over all modes:
+    ``sum_n c[n](|Lambda(n) + owner| - 1)``."""
     lam_ptr, lam_parts = connectivity_sets(h, nnz_parts, nparts)
     owner = np.concatenate(row_owners)
     net_of = np.repeat(np.arange(h.num_nets), np.diff(lam_ptr))

@@ -4,7 +4,7 @@ Logistic regression and linear SVMs (Renggli 2017, section 2.2) trained by mini-
 SGD (Algorithm 1): each of P parts owns rows of X, computes its batch gradient, the
 parts' gradients are summed with :mod:`daskhpc.allreduce` (sparse: the union of the
 batch rows' features), and every part applies the same update to its copy of the
-model. Top-k SGD (Algorithm 2: the k largest |residual + gradient|, the rest kept as
+model. Top-k SGD (Algorithm 2: the k largest ``|residual + gradient|``, the rest kept as
 residual; without error feedback as an option) and approximate Top-k (section 2.4.1,
 k items in expectation) enforce sparsity when it is not natural.
 

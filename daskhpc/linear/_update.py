@@ -10,7 +10,7 @@ on the batch's mean gradient:
   sklearn's SGDClassifier; it needs ``reg`` > 0);
 * ``invscaling``: ``eta = lr / (t + 1) ** power_t``;
 * ``constant``: ``eta = lr``;
-* ``legacy``: ``eta = lr / (1 + lr_decay e)`` in epoch e (before issue 24 the only one).
+* ``legacy``: ``eta = lr / (1 + lr_decay e)`` in epoch e (the thesis's schedule).
 
 Penalties (``penalty``, ``l1_ratio`` as scikit-learn's; ``reg`` is alpha): L2 with
 strength ``alpha (1 - l1_ratio)`` in the step; L1 with strength ``alpha l1_ratio`` by

@@ -200,8 +200,8 @@ def as_given(res: SpgemmResult, *inputs) -> SpgemmResult:
 
 def warn_over_budget(report: dict) -> dict:
     """The CLI's end of a run: a peak over the budget is a warning (one line; the figures
-    are in the report's ``memory`` section), not a failed run: the work is done (issue
-    22). The API only reports ``memory.within_budget``. Returns ``report``."""
+    are in the report's ``memory`` section), not a failed run: the work is done. The API
+    only reports ``memory.within_budget``. Returns ``report``."""
     over = over_budget(report.get("memory") or {})
     if over:
         warnings.warn(over, stacklevel=2)

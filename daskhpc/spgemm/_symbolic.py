@@ -311,8 +311,8 @@ def planned_batches(max_c: int, max_a: int, max_b: int, mem_per_cell: float,
 
     Examples
     --------
-    The issue 22 run (email-Enron A·A, 1x1x2, 40 MB a worker): Algorithm 3 alone gives
-    16 batches, whose peak went 1.13x over the budget; the planner gives 21.
+    email-Enron A·A on 1x1x2 with 40 MB a worker: Algorithm 3 alone gives 16 batches,
+    whose measured peak is 1.13x the budget; the planner gives 21.
 
     >>> batches_for(19_821_452, 183_879, 183_879, 40e6)
     16

@@ -122,7 +122,7 @@ def consume(consumer, block: CscBlock, info: dict, operand=None, prev=None, rows
 
     ``rows`` (the original ids of the cell's rows) comes from the part store, not from
     the task: a worker keeps the tasks of every batch whose result it holds, and the
-    array in each of them grew its memory with the number of batches (issue 22)."""
+    array in each of them would grow its memory with the number of batches."""
     if rows is not None:
         info = {**info, "rows": rows}
     if operand is not None:

@@ -8,7 +8,7 @@ arrays' alignment).
 * The update order of a block is a Fisher-Yates shuffle driven by a SplitMix64 stream
   seeded from (seed, epoch, part, block): reproducible, and no permutation arrays to
   ship (the paper's code reshuffles every block every epoch too, ``gen_perm_arr``).
-* Per rating r_ij with e = r_ij - w_i . h_j (eqs. (3)-(4), the issue's form):
+* Per rating r_ij with e = r_ij - w_i . h_j (the paper's eqs. (3)-(4)):
   ``w_i += lr (e h_j - reg w_i)`` and ``h_j += lr (e w_i_old - reg h_j)``.
 * The sweep also sums the objective terms ``0.5 (e^2 + reg (|w_i|^2 + |h_j|^2))``
   evaluated just before each update (the running training loss).
@@ -129,7 +129,7 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
     Returns
     -------
     float
-        Sum over the block of 0.5 (e^2 + reg (|w|^2 + |h|^2)) before each update.
+        Sum over the block of ``0.5 (e^2 + reg (|w|^2 + |h|^2))`` before each update.
 
     Examples
     --------

@@ -21,7 +21,7 @@ sweep      densities 1e-4 .. 0.5, P in {2, 4}, N = --sweep-n: every fixed algori
            auto's time over the best fixed time
 
 SparCML (the thesis's C++/MPI library) is not a peer here: no copy of its source could
-be fetched (see docs/allreduce.md).
+be fetched (see docs/benchmarks.md, "Allreduce").
 """
 
 from __future__ import annotations

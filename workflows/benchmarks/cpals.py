@@ -39,8 +39,8 @@ latency    mlsmall at R = 16 (short steps): per-iteration time on 2 workers at K
            the workers' event loops or their threads; and our serial on the same tensor
 
 Peers live outside the project (never a dependency): SPLATT built from its public
-repository under /work/peers/splatt (``--splatt``, see docs/cpals.md), tensorly in the
-shared benchmark venv /work/bench-venv (``--peer-python``).
+repository under /work/peers/splatt (``--splatt``; docs/benchmarks.md, "Peers"),
+tensorly in the shared benchmark venv /work/bench-venv (``--peer-python``).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ Both sides train the same 2-layer GCN (16 hidden, dropout 0.5, Adam lr 0.01, wei
 normalisation; the time of a training epoch (forward, backward, optimiser step; no
 evaluation pass) is the median over the epochs after the first (compilation, caches).
 Our side also reports the epoch with the evaluation pass (eval_every=1) and the test
-accuracy both reach. Results: docs/gcn.md.
+accuracy both reach. Results: docs/benchmarks.md, "GCN".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ ml-latest-small with F = 16, the same row parts and the same column blocks, and 
 per-epoch times and the paired ratios ours / CESSGD. It then measures the per-message
 cost of both exchange modes with ``daskhpc.runtime.calibrate_exchange`` on two workers.
 
-Build CESSGD first (docs/ssgd.md, "Side by side with CESSGD"), then::
+Build CESSGD first (docs/benchmarks.md, "Peers"), then::
 
     flock /tmp/daskhpc-bench.lock .venv/bin/python workflows/benchmarks/ssgd_cessgd.py \\
         --cessgd /work/peers/cessgd/src-repo/bin/cessgd \\
@@ -322,7 +322,7 @@ def calibration(args) -> dict:
 
 
 def markdown(out: dict) -> str:
-    """The tables of docs/ssgd.md from a result file (``--markdown``)."""
+    """Markdown tables (as in docs/benchmarks.md) from a result file (``--markdown``)."""
     def ms(d):
         return f"{d['median']:.1f} ({d['min']:.1f}-{d['max']:.1f})"
 
