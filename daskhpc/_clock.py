@@ -30,12 +30,15 @@ class StepClock:
     reports and checkpoints), ``wait`` and ``send`` (timed by loops that exchange:
     ``exchange`` true), and ``steps``."""
 
-    __slots__ = ("compute", "wait", "send", "steps", "exchange")
+    __slots__ = ("compute", "wait", "send", "steps", "exchange", "waited_on")
 
     def __init__(self):
         self.compute = self.wait = self.send = 0.0
         self.steps = 0
         self.exchange = False
+        #: worker -> seconds of ``wait`` spent for its messages (shared among the workers
+        #: whose messages had not arrived when the wait began)
+        self.waited_on: dict = {}
 
 
 def step_clock(token: str, label: str) -> StepClock:
@@ -82,7 +85,12 @@ def step_times(token: str, forget: bool = False) -> dict:
     if not got:
         return {}
     timed = any(c.exchange for c in got)
+    waited_on: dict = {}
+    for c in got:
+        for who, s in c.waited_on.items():
+            waited_on[who] = waited_on.get(who, 0.0) + s
     return {"compute_s": sum(c.compute for c in got),
             "wait_s": sum(c.wait for c in got) if timed else None,
             "send_s": sum(c.send for c in got) if timed else None,
-            "steps": sum(c.steps for c in got)}
+            "steps": sum(c.steps for c in got),
+            **({"waited_on_s": waited_on} if waited_on else {})}

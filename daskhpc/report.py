@@ -331,15 +331,16 @@ def _steps_line(execution) -> str:
     unit = str(execution.get("units") or "unit")
     unit = unit[:-1] if unit.endswith("s") else unit
     busy = max(workers, key=lambda v: v["compute_s"] + (v.get("send_s") or 0.0))
-    name = f" ({sp['waited_for']})" if sp.get("waited_for") and len(workers) > 1 else ""
     line = (f"per {unit} on the busiest of {len(workers)} worker"
-            f"{'s' if len(workers) != 1 else ''}{name}: compute "
-            f"{_seconds(busy['compute_s'] / n)}")
+            f"{'s' if len(workers) != 1 else ''}: compute {_seconds(busy['compute_s'] / n)}")
     if len(workers) == 1 or busy.get("wait_s") is None:    # (no exchange timed)
         return line
     line += f", wait {_seconds(busy['wait_s'] / n)}, send {_seconds(busy['send_s'] / n)}"
     rest = [v.get("wait_s") or 0.0 for v in workers if v is not busy]
-    return line + f" (the others wait up to {_seconds(max(rest) / n)})"
+    line += f" (the others wait up to {_seconds(max(rest) / n)})"
+    on = sp.get("waited_for")
+    return line + (f"; waited for most: {on}" if on and any(
+        v.get("waited_on_s") for v in workers) else "")
 
 
 def already_complete(report: dict) -> dict | None:

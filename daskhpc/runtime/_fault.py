@@ -116,15 +116,20 @@ class WorkerWatch:
         workers = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
         gone = self.workers - set(workers)
         now = time.monotonic()
-        silent = {}
+        quiet = {}
         for addr in self.workers & set(workers):
             seen = workers[addr].get("last_seen")
             before = self._seen.get(addr)
             if before is None or before[0] != seen:
                 self._seen[addr] = (seen, now)
-            elif now - before[1] > self.timeout:
-                silent[addr] = f"no heartbeat for {now - before[1]:.0f} s: its host is " \
-                               "cut off or hung"
+            else:
+                quiet[addr] = now - before[1]
+        # one worker silent past the timeout; with it, any silent for half of it: a
+        # network that failed took them at once (the scheduler's own host, a switch),
+        # and counting them one timeout apart would cost a timeout each
+        silent = {a: f"no heartbeat for {t:.0f} s: its host is cut off or hung"
+                  for a, t in quiet.items()
+                  if t > self.timeout / 2 and max(quiet.values()) > self.timeout}
         if silent:
             with contextlib.suppress(Exception):
                 self.client.run_on_scheduler(_remove_workers, sorted(silent))
@@ -315,6 +320,8 @@ def scatter_to(client, data, worker: str):
         if lost_in_scatter(e, worker):
             raise WorkerLost({worker}) from None
         raise
+    except OSError as e:         # the worker's host cannot be reached (comm closed)
+        raise WorkerLost({worker}, {worker: f"unreachable: {e}"}) from None
 
 
 def lost_in_scatter(error: BaseException, worker: str) -> bool:

@@ -207,14 +207,20 @@ def step_split(ledger, units: int) -> dict | None:
     """The report's ``execution["steps"]``: where the workers' time in the last attempt's
     steps went, per worker (``compute_s``, ``wait_s`` for other workers' messages,
     ``send_s``, ``steps``: what its cleanup returned, ``daskhpc._clock.step_times``) and
-    over its ``units``, and ``waited_for``: the worker the others waited for (the most
-    time computing and sending: a slow host, or a slow link, shows here); None when no
-    worker timed its steps."""
+    over its ``units``, and ``waited_for``: the worker the others waited for longest
+    (each wait is shared by the workers whose messages had not arrived when it began: a
+    slow host or a slow link shows here; where no wait was timed, the worker with the
+    most time computing and sending); None when no worker timed its steps."""
     got = {w: v for w, v in (getattr(ledger, "then_values", None) or {}).items()
            if isinstance(v, dict) and v.get("steps")}
     if not got:
         return None
-    slowest = max(got, key=lambda w: got[w]["compute_s"] + (got[w].get("send_s") or 0.0))
+    on: dict = {}
+    for v in got.values():
+        for who, s in (v.get("waited_on_s") or {}).items():
+            on[who] = on.get(who, 0.0) + s
+    slowest = max(on, key=on.get) if on else max(
+        got, key=lambda w: got[w]["compute_s"] + (got[w].get("send_s") or 0.0))
     return {"per_worker": got, "units": units, "waited_for": slowest}
 
 
