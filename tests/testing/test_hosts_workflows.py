@@ -26,7 +26,7 @@ BIN = os.path.dirname(sys.executable)
 #: Workflows without --checkpoint (one call per repetition: nothing to resume)
 NO_CHECKPOINT = {"allreduce"}
 #: The option that makes a small run long enough to be cut in the middle.
-LONGER = {"cpals": ("--iters", "400"), "ssgd": ("--epochs", "60"),
+LONGER = {"cpals": ("--iters", "1000"), "ssgd": ("--epochs", "60"),
           "gcn": ("--epochs", "300"), "linear": ("--epochs", "40")}
 
 
@@ -159,7 +159,7 @@ def cut_mid_run(name: str, tmp_path, restore_after: float | None):
 
 @pytest.mark.timeout(900)
 def test_a_cut_host_costs_a_restart_and_does_not_come_back(tmp_path):
-    cut_mid_run("cpals", tmp_path, restore_after=8.0)
+    cut_mid_run("cpals", tmp_path, restore_after=6.5)
 
 
 @pytest.mark.slow

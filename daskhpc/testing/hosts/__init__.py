@@ -170,7 +170,7 @@ class VirtualCluster:
     def shape(self, i: int, rate: str | None) -> None:
         """Shape host ``i``'s link to ``rate`` both ways (None: unshaped).
 
-        The token bucket holds about 4 ms of traffic at the rate (at least 32 KiB), so a
+        The token bucket holds about 4 ms of traffic at the rate (at least 8 KiB), so a
         transfer longer than that runs at the rate.
         """
         ends = [(self.names[i], self.interface), (self.bridge, f"h{i}")]
@@ -178,7 +178,7 @@ class VirtualCluster:
             if rate is None:
                 _run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
                 continue
-            burst = max(32768, int(parse_rate(rate) / 8 / 250))
+            burst = max(8192, int(parse_rate(rate) / 8 / 250))
             _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf",
                   "rate", str(rate), "burst", str(burst), "latency", "200ms"])
         self.rates[i] = rate
