@@ -69,8 +69,8 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     **options
         ``loss`` ("log" or "hinge"), ``batch`` (B per part, or "auto": the default),
         ``epochs`` (5),
-        ``learning_rate`` ("optimal", "constant", "invscaling", "legacy"), ``lr``,
-        ``lr_decay``, ``power_t``, ``reg`` (alpha), ``penalty`` ("l2", "l1",
+        ``learning_rate`` ("optimal", "constant", "invscaling"), ``lr``,
+        ``power_t``, ``reg`` (alpha), ``penalty`` ("l2", "l1",
         "elasticnet"), ``l1_ratio``, ``class_weight`` (None, "balanced" or a dict
         label -> weight), ``topk`` (None, k or "approx" with ``k``),
         ``error_feedback`` (True), ``allreduce`` ("auto" or an algorithm), ``group``,
@@ -132,7 +132,7 @@ def fit(X, y=None, nparts: int | None = None, *, test=None, in_loop: bool = True
         scipy.sparse (or numpy) row chunks and y a Dask Array: X's values then go from
         their chunks' workers to the parts' workers, never through the client
         (docs/collections.md). Options: ``loss``, ``batch``, ``epochs``, ``lr``,
-        ``lr_decay``, ``reg``, ``topk``, ``k``, ``error_feedback``, ``allreduce``,
+        ``reg``, ``topk``, ``k``, ``error_feedback``, ``allreduce``,
         ``group``, ``alpha``, ``beta``, ``fit_intercept``, ``seed``.
     nparts : int, optional
         P (default: one part per worker); part p runs on worker ``p mod W``.

@@ -14,6 +14,7 @@ in-memory run, bit for bit.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,6 +26,7 @@ from daskhpc.io import is_collection, labels_route, read_nonzeros, rereading, ro
 from ._data import load
 from ._program import statics
 from ._setup import Options, prepare, setup_of
+from ._update import power_iteration
 
 __all__ = ["prepare_collection", "part_statics", "full_setup", "rebuilder",
            "test_collection"]
@@ -125,6 +127,8 @@ def prepare_collection(client, X, y, nparts, test, options):
         if tset is not None:
             data.source["test"] = "dask.array"
             data.source["test_collection"] = tset.nz.token
+        if opts.curvature is None:         # of X's values, which stay on the workers
+            opts = replace(opts, curvature=_curvature(client, nz, opts.fit_intercept))
         s = setup_of(opts, data, nparts, t0)
         s.test_set = tset
     except BaseException:
@@ -218,6 +222,40 @@ def _part_static(arg, *segments):
     return out
 
 
+def _curvature(client, nz, intercept: bool) -> float:
+    """``_update.curvature`` of X (with the intercept column) from its pieces on the
+    workers: per power iteration the pieces' ``X v`` and ``X^T m``, summed on the client
+    (vectors of the rows and of the features, not X's values)."""
+    M, F = nz.shape
+
+    def sums(fn, x, n):
+        x = client.scatter(x, broadcast=True)
+        return np.sum([r for r in client.gather([client.submit(fn, p, x, n, pure=False)
+                                                 for p in nz.pieces])], axis=0) \
+            if nz.pieces else np.zeros(n)
+
+    def gram(v):
+        m = sums(_summary_matvec, v[:F], M)
+        if intercept:
+            m = m + v[F]
+        g = sums(_summary_rmatvec, m, F)
+        return np.concatenate([g, [m.sum()]]) if intercept else g
+
+    return power_iteration(gram, M, F + int(intercept))
+
+
+def _summary_matvec(piece, v, M):
+    """A piece's share of ``X v`` (a statistic of the piece, as ``io``'s ``_summary``)."""
+    ids, vals = piece[0], piece[1]
+    return np.bincount(ids[0], weights=vals * v[ids[1]], minlength=M)
+
+
+def _summary_rmatvec(piece, m, F):
+    """A piece's share of ``X^T m``."""
+    ids, vals = piece[0], piece[1]
+    return np.bincount(ids[1], weights=vals * m[ids[0]], minlength=F)
+
+
 def full_setup(client, s, nz, labels, test, options):
     """The run's Setup with X's values on the client (``check_serial`` only)."""
     r, c = nz.pins[0].astype(np.int64), nz.pins[1].astype(np.int64)
@@ -228,4 +266,6 @@ def full_setup(client, s, nz, labels, test, options):
         test = (sp.csr_array((t.gather_values(client), (t.pins[0].astype(np.int64),
                                                          t.pins[1].astype(np.int64))),
                              shape=t.shape), tset.y)
-    return prepare(X, labels, s.nparts, test=test, **options)
+    # the run's step cap (of X's pattern: the same steps as the run)
+    return prepare(X, labels, s.nparts, test=test,
+                   **{**options, "curvature": s.options.curvature})

@@ -23,6 +23,8 @@ Examples
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
@@ -122,6 +124,17 @@ class _LinearClassifier(ClassifierMixin, BaseEstimator):
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
+    def __sklearn_clone__(self):
+        """scikit-learn's ``clone`` (cross-validation, grid search) with the same
+        ``client``: a client holds a live connection (its event loop's tasks, sockets),
+        which cannot be deep-copied as the other parameters are, and the clone is to run
+        on that cluster anyway."""
+        shallow = copy.copy(self)
+        shallow.client = None
+        new = super(_LinearClassifier, shallow).__sklearn_clone__()
+        new.client = self.client
+        return new
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
@@ -143,9 +156,11 @@ class SGDClassifier(_LinearClassifier):
     l1_ratio : float
         The L1 share of ``elasticnet``.
     fit_intercept : bool
-    learning_rate : {"optimal", "constant", "invscaling", "legacy"}
+    learning_rate : {"optimal", "constant", "invscaling"}
+        scikit-learn's per-sample schedule; a step of n rows takes n per-sample steps
+        (capped where the mean-gradient step stays stable, docs/linear.md).
     eta0, power_t : float
-        The step size of ``constant``/``invscaling``/``legacy`` and invscaling's exponent.
+        The per-sample step size of ``constant``/``invscaling`` and invscaling's exponent.
     max_iter : int
         Epochs (at most, with ``tol``).
     tol : float or None

@@ -310,3 +310,66 @@ def _warm_up_plan() -> None:
 #: warm-up (whose int32 indices no run from a file uses) and the run's types.
 WARMUP_PLAN = (_warm_up_plan,)
 WARMUP = ("daskhpc.linear._program:warm_up", _warm_up_run)
+
+
+@numba.njit(cache=True)
+def serial_epoch(indptr, indices, data, y, sw, order, start, B, T, a, b, counts, w, wbar,
+                 mask, K, N, loss, reg, l1, q, u):
+    """One epoch of plain serial SGD (the reference of ``_serial``) without Top-k; w, the
+    epoch's mean of iterates ``wbar`` and q updated in place, returns u.
+
+    Part p's rows in visiting order are ``order[start[p]:start[p + 1]]``; iteration i
+    takes each part's ``[i B, (i + 1) B)`` of them and adds their gradients into one
+    dense G (part by part, each in batch order: the allreduce adds the parts' sums in
+    its own order, so the two agree to reassociation), steps
+    ``w <- w - a[i] (G / counts[i]) - b[i] w_masked`` (:func:`._update.batch_steps`),
+    then the L1 cumulative penalty when ``l1`` > 0 (``u += a[i] reg l1``), then
+    ``wbar += (w - wbar) / (i + 1)`` (``wbar = w`` at i = 0): each as the Program's
+    update writes it. ``sw`` the rows' class weights (empty: none); y +-1 (K = 1) or
+    class indices (one-vs-rest, w the K models class-major)."""
+    P = start.size - 1
+    W = K * N
+    G = np.zeros(W)
+    coef = np.empty(K, np.float64)
+    for i in range(T):
+        for p in range(P):
+            for j in range(start[p] + i * B, min(start[p] + (i + 1) * B, start[p + 1])):
+                r = order[j]
+                lo, hi = indptr[r], indptr[r + 1]
+                for k in range(K):
+                    s = 0.0
+                    for e in range(lo, hi):
+                        s += data[e] * w[k * N + indices[e]]
+                    yk = y[r] if K == 1 else (1.0 if y[r] == k else -1.0)
+                    z = yk * s
+                    if loss == 0:
+                        c = -yk / (1.0 + np.exp(z))
+                    else:
+                        c = -yk if z < 1.0 else 0.0
+                    if sw.size:
+                        c = c * sw[r]
+                    coef[k] = c
+                for k in range(K):
+                    c = coef[k]
+                    if c != 0.0:
+                        for e in range(lo, hi):
+                            G[k * N + indices[e]] += c * data[e]
+        ai, bi, n = a[i], b[i], counts[i]
+        if l1 > 0.0:
+            u += ai * reg * l1
+        first = i == 0
+        for f in range(W):
+            x = w[f] - ai * (G[f] / n) - bi * (w[f] * mask[f])
+            G[f] = 0.0
+            if l1 > 0.0 and mask[f] != 0.0:
+                if x > 0.0:
+                    x1 = max(0.0, x - (u + q[f]))
+                elif x < 0.0:
+                    x1 = min(0.0, x + (u - q[f]))
+                else:
+                    x1 = x
+                q[f] += x1 - x
+                x = x1
+            w[f] = x
+            wbar[f] = x if first else wbar[f] + (x - wbar[f]) / (i + 1.0)
+    return u

@@ -8,10 +8,11 @@ one step, so an iteration costs S steps (S = the algorithm's stages: 2 for SSAR_
 at P = 4). The last iteration of an epoch also evaluates and reports (a reported step
 sends nothing, so a checkpoint after it holds no message in flight); each epoch is a unit.
 
-Update (every part, same bits): ``w <- w - eta (G / n_i + alpha_2 * w_masked)`` with G the
-allreduced gradient sum, n_i the global batch size, eta the schedule's step after the rows
-used so far, then the L1 cumulative penalty (:mod:`._update`); the intercept is not
-regularised. Top-k (Algorithm 2): ``g_hat = r + g``; the selected items are sent; with
+Update (every part, same bits): ``w <- w - a G / n_i - b w_masked`` with G the
+allreduced gradient sum, n_i the global batch size, a and b the schedule's steps for n_i
+rows after the rows used so far, then the L1 cumulative penalty, then the epoch's mean of
+iterates (the epoch's model: evaluated and returned; :mod:`._update`); the intercept is
+not regularised. Top-k (Algorithm 2): ``g_hat = r + g``; the selected items are sent; with
 error feedback the rest stays in r (lines 10-12). Multiclass (one-vs-rest, K classes):
 w is the K models class-major and one call allreduces the K gradients as one sparse
 vector of length K N (the batch's feature union once per class block).
@@ -42,7 +43,8 @@ from ._kernels import (
 )
 from ._setup import permutation
 from ._topk import topk_approx, topk_exact
-from ._update import bottou_t0, eta, l1_penalty, l1_share, penalty_value, rows_before
+from ._update import (bottou_t0, epoch_steps, l1_penalty, l1_share, mean_step, penalty_value,
+                      rows_before, step, step_cap)
 
 __all__ = ["statics", "program", "row", "assemble", "fingerprint", "warm_up"]
 
@@ -58,10 +60,10 @@ def statics(setup, rows: bool = True) -> list[dict]:
         st = {"X": None if X is None else packed(X),
               "y": d.y[setup.rows[p]],
               "nrows": [int(r.size) for r in setup.rows], "N": setup.N, "K": setup.K,
-              "loss": LOSSES[o.loss], "batch": o.batch, "lr": o.lr, "lr_decay": o.lr_decay,
+              "loss": LOSSES[o.loss], "batch": o.batch, "lr": o.lr,
               "schedule": o.learning_rate, "power_t": o.power_t, "T": setup.T,
               "t0": bottou_t0(o.loss, o.reg) if o.learning_rate == "optimal" else 0.0,
-              "reg": o.reg, "l1": l1_share(o.penalty, o.l1_ratio),
+              "reg": o.reg, "cap": step_cap(o), "l1": l1_share(o.penalty, o.l1_ratio),
               "sw": None if setup.weights is None else setup.weights[setup.rows[p]],
               "topk": o.topk, "k": setup.k, "ef": o.error_feedback,
               "seed": o.seed, "intercept": o.fit_intercept, "w0": setup.w0}
@@ -110,6 +112,10 @@ def _init(ctx, start):
     w0 = np.zeros(N) if S["w0"] is None else np.array(S["w0"])     # a warm start's
     w = w0 if start is None else np.array(start["w"], np.float64)
     ctx.state["w"] = w
+    # the epoch's mean of iterates (the model an epoch ends with); a checkpoint's is the
+    # last finished epoch's
+    ctx.state["wbar"] = w.copy() if start is None or "wbar" not in start else \
+        np.array(start["wbar"], np.float64)
     ctx.state["X"], ctx.state["Xt"] = unpacked(S["X"]), unpacked(S.get("Xt"))
     if S["topk"] is not None:
         ctx.state["r"] = np.zeros(N) if start is None else np.array(start["r"])
@@ -124,7 +130,7 @@ def _init(ctx, start):
 
 
 def _save(ctx):
-    out = {"w": ctx.state["w"]}
+    out = {"w": ctx.state["w"], "wbar": ctx.state["wbar"]}
     for key in ("r", "q"):
         if key in ctx.state:
             out[key] = ctx.state[key]
@@ -134,7 +140,7 @@ def _save(ctx):
 
 
 def _final(ctx):
-    return ctx.state["w"]
+    return ctx.state["wbar"]
 
 
 def _batch(ctx, epoch, it):
@@ -179,32 +185,33 @@ def _grad(ctx, epoch, it):
     return send
 
 
-def global_batch(nrows, batch, it) -> int:
-    return int(sum(max(0, min(batch, n - it * batch)) for n in nrows))
-
-
 def _update(ctx, total, epoch, it, last):
-    """``put``: the update every part applies to its copy of w (Algorithm 1 line 10)."""
+    """``put``: the update every part applies to its copy of w (Algorithm 1 line 10), the
+    epoch's mean of iterates after it."""
     S, st = ctx.static, ctx.state
-    n = global_batch(S["nrows"], S["batch"], it)
-    before = st["before"]
-    step = eta(S["schedule"], S["lr"], S["lr_decay"], S["power_t"], S["reg"], S["t0"],
-               epoch, int(epoch * before[-1] + before[it]))
+    if st.get("steps_epoch") != epoch:       # the epoch's steps, as the serial reference
+        st["steps"] = epoch_steps(S["schedule"], S["lr"], S["power_t"], S["reg"], S["t0"],
+                                  _reg2(S), S["cap"], st["before"], epoch)
+        st["steps_epoch"] = epoch
+    a, b, n = st["steps"]
     l1 = S["l1"]
-    reg2 = S["reg"] if l1 == 0.0 else S["reg"] * (1.0 - l1)
-    w = st["w"]
-    w = w - step * (total.to_dense() / n + reg2 * (w * st["mask"]))
+    w = step(st["w"], total.to_dense(), a[it], b[it], n[it], st["mask"])
     if l1 > 0.0:
-        st["u"] += step * S["reg"] * l1
+        st["u"] += a[it] * S["reg"] * l1
         w = l1_penalty(w, st["q"], st["u"], st["mask"])
     st["w"] = w
+    st["wbar"] = w.copy() if it == 0 else mean_step(st["wbar"], w, it)
     if last:
         _evaluate(ctx)
 
 
+def _reg2(S) -> float:
+    return S["reg"] if S["l1"] == 0.0 else S["reg"] * (1.0 - S["l1"])
+
+
 def _evaluate(ctx):
     S, st = ctx.static, ctx.state
-    w = st["w"]
+    w = st["wbar"]
     vals = {}
     for tag, X, y in (("train", st["X"], S["y"]), ("test", st["Xt"], S.get("yt"))):
         if X is None:

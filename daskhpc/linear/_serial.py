@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._program import global_batch
+from ._kernels import LOSSES, serial_epoch
 from ._setup import permutation
 from ._topk import topk_approx, topk_exact
-from ._update import (bottou_t0, eta, l1_penalty, l1_share, no_improvement, penalty_value,
-                      rows_before)
+from ._update import (bottou_t0, epoch_steps, l1_penalty, l1_share, mean_step,
+                      no_improvement, penalty_value, rows_before, step, step_cap)
 
 __all__ = ["run_serial"]
 
@@ -66,6 +66,7 @@ def run_serial(s, epochs: int | None = None) -> dict:
     N = s.width
     X, y = d.X, d.y
     w = np.zeros(N) if s.w0 is None else s.w0.copy()         # a warm start's weights
+    wbar = w.copy()                                          # the epoch's mean of iterates
     mask = np.ones(N)
     if o.fit_intercept:
         mask[s.N - 1::s.N] = 0.0
@@ -77,48 +78,63 @@ def run_serial(s, epochs: int | None = None) -> dict:
     nrows = [int(rr.size) for rr in s.rows]
     before = rows_before(nrows, B, s.T)
     history = []
+    X32 = (X.indptr, X.indices, X.data)
+    sw = np.empty(0) if s.weights is None else s.weights
     for e in range(o.epochs if epochs is None else int(epochs)):
         perms = [s.rows[p][permutation(o.seed, e, p, s.rows[p].size)] for p in range(P)]
-        for i in range(s.T):
-            step = eta(o.learning_rate, o.lr, o.lr_decay, o.power_t, o.reg, t0, e,
-                       int(e * before[-1] + before[i]))
-            G = np.zeros(N)
-            for p in range(P):
-                rows = perms[p][i * B:(i + 1) * B]
-                Xb = X[rows]
-                coef = _coef(Xb, y[rows], w, K, o.loss)
-                if s.weights is not None:
-                    coef = coef * (s.weights[rows][:, None] if K > 1 else s.weights[rows])
-                g = Xb.T @ coef
-                if K > 1:
-                    g = g.T.ravel()
-                if o.topk is not None:
-                    ghat = r[p] + g
-                    if o.topk == "approx":
-                        rng = np.random.default_rng([o.seed, 29, e, p, i])
-                        sel = topk_approx(ghat, s.k, rng)
-                    else:
-                        sel = topk_exact(ghat, s.k)
-                    g = np.zeros(N)
-                    g[sel] = ghat[sel]
-                    if o.error_feedback:
-                        ghat[sel] = 0.0
-                        r[p] = ghat
-                G = G + g
-            n = global_batch(nrows, B, i)
-            w = w - step * (G / n + reg2 * (w * mask))
-            if l1 > 0.0:
-                u += step * o.reg * l1
-                w = l1_penalty(w, q, u, mask)
+        a, b, n = epoch_steps(o.learning_rate, o.lr, o.power_t, o.reg, t0, reg2,
+                              step_cap(o), before, e)
+        if o.topk is None:       # the compiled epoch (the estimators' path)
+            u = serial_epoch(*X32, y, sw, np.concatenate(perms),
+                             np.concatenate([[0], np.cumsum(nrows)]), B, s.T, a, b, n, w,
+                             wbar, mask, K, s.N, LOSSES[o.loss], o.reg, l1, q, u)
+        else:
+            u = _topk_epoch(s, e, perms, (a, b, n), w, wbar, r, mask, l1, q, u)
         h = {"epoch": e}
-        loss, acc = evaluate(w, X, y, o.loss, K)
-        wm = w * mask
+        loss, acc = evaluate(wbar, X, y, o.loss, K)
+        wm = wbar * mask
         h["train_loss"] = loss + penalty_value(o.reg, l1, float(np.abs(wm).sum()),
                                                float(np.dot(wm, wm)))
         h["train_accuracy"] = acc
         if d.X_test is not None:
-            h["test_loss"], h["test_accuracy"] = evaluate(w, d.X_test, d.y_test, o.loss, K)
+            h["test_loss"], h["test_accuracy"] = evaluate(wbar, d.X_test, d.y_test, o.loss, K)
         history.append(h)
         if epochs is None and no_improvement(history, o.tol, o.n_iter_no_change):
             break
-    return {"w": w, "history": history}
+    return {"w": wbar, "history": history}
+
+
+def _topk_epoch(s, e, perms, steps, w, wbar, r, mask, l1, q, u):
+    """One epoch with Top-k (Algorithm 2) over dense vectors; w, wbar, r, q updated in
+    place, returns u."""
+    o, d = s.options, s.data
+    P, K, B, N = s.nparts, s.K, o.batch, s.width
+    a, b, n = steps
+    for i in range(s.T):
+        G = np.zeros(N)
+        for p in range(P):
+            rows = perms[p][i * B:(i + 1) * B]
+            Xb = d.X[rows]
+            coef = _coef(Xb, d.y[rows], w, K, o.loss)
+            if s.weights is not None:
+                coef = coef * (s.weights[rows][:, None] if K > 1 else s.weights[rows])
+            g = Xb.T @ coef
+            if K > 1:
+                g = g.T.ravel()
+            ghat = r[p] + g
+            if o.topk == "approx":
+                sel = topk_approx(ghat, s.k, np.random.default_rng([o.seed, 29, e, p, i]))
+            else:
+                sel = topk_exact(ghat, s.k)
+            g = np.zeros(N)
+            g[sel] = ghat[sel]
+            if o.error_feedback:
+                ghat[sel] = 0.0
+                r[p] = ghat
+            G = G + g
+        w[:] = step(w, G, a[i], b[i], n[i], mask)
+        if l1 > 0.0:
+            u += a[i] * o.reg * l1
+            w[:] = l1_penalty(w, q, u, mask)
+        wbar[:] = w if i == 0 else mean_step(wbar, w, i)
+    return u

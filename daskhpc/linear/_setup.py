@@ -47,7 +47,7 @@ from daskhpc.errors import InputError
 
 from ._data import LinearData, load
 from ._kernels import LOSSES, batch_features
-from ._update import PENALTIES, SCHEDULES, row_weights
+from ._update import PENALTIES, SCHEDULES, curvature, row_weights
 
 __all__ = ["warm_weights", "Options", "Setup", "prepare", "setup_of", "permutation",
            "validate_input"]
@@ -80,14 +80,14 @@ class Options:
                                type=float)
     n_iter_no_change: int = option(5, "epochs without improvement that stop a run with "
                                       "--tol", metavar="N")
-    learning_rate: str = option("optimal", "step-size schedule over t, the rows used so "
-                                           "far: optimal 1/(reg (t0 + t)) (Bottou's t0), "
-                                           "constant lr, invscaling lr/(t+1)^power_t, "
-                                           "legacy lr/(1 + lr_decay epoch)",
+    learning_rate: str = option("optimal", "per-sample step-size schedule over t, the rows "
+                                           "used so far: optimal 1/(reg (t0 + t)) (Bottou's "
+                                           "t0), constant lr, invscaling lr/(t+1)^power_t; "
+                                           "a step of n rows takes n of them, at most 6/L "
+                                           "(L the loss's curvature bound)",
                                 choices=SCHEDULES)
-    lr: float = option(0.5, "eta0, the step size of --learning-rate constant, invscaling "
-                            "and legacy")
-    lr_decay: float = option(1.0, "step-size decay per epoch of --learning-rate legacy")
+    lr: float = option(0.5, "eta0, the per-sample step size of --learning-rate constant "
+                            "and invscaling")
     power_t: float = option(0.5, "exponent of --learning-rate invscaling")
     reg: float = option(1e-4, "alpha, the regularisation strength, applied by every part to "
                               "its copy of w")
@@ -119,6 +119,8 @@ class Options:
                                 "classes and width)", metavar="DIR", type=str,
                           modes=("run",))
     fit_intercept: bool = option(True, cli=False)
+    #: L of the step cap (``_update.curvature`` of the training rows; None: computed)
+    curvature: float | None = option(None, cli=False)
     seed: int = option(0, "seed of the row shares and the batches")
     n_features: int | None = option(None, "the width of the training and test data (LIBSVM "
                                           "files state only their largest index; default: "
@@ -135,7 +137,7 @@ class Options:
             raise InputError(f"--tol must be a number >= 0, got {self.tol}")
         if not (np.isfinite(self.lr) and self.lr > 0):
             raise InputError(f"--lr must be a positive number, got {self.lr}")
-        for name in ("lr_decay", "reg", "power_t"):
+        for name in ("reg", "power_t"):
             v = getattr(self, name)
             if not (np.isfinite(v) and v >= 0):
                 raise InputError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
@@ -444,6 +446,8 @@ def setup_of(opts: Options, data: LinearData, nparts, t0: float) -> Setup:
         chosen = auto_batch(max(r.size for r in rows), K * data.X.nnz / max(M, 1), P,
                             K * data.X.shape[1], fmt.isize, cost, opts.group)
         opts = replace(opts, batch=chosen["batch"])
+    if opts.curvature is None:     # (a Dask collection's: from its pieces, _collect)
+        opts = replace(opts, curvature=curvature(data.X))
     T = math.ceil(max(r.size for r in rows) / opts.batch)
     s = Setup(opts, P, data, rows, test_rows, T, fmt, cost, batch_auto=chosen)
     s.weights = row_weights(opts.class_weight, data.y, data.classes, data.nclasses)

@@ -21,6 +21,8 @@ Examples
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from daskhpc.errors import InputError
@@ -100,6 +102,14 @@ class MatrixFactorization:
                                  f"valid: {', '.join(self._PARAMS)}")
             setattr(self, name, value)
         return self
+
+    def __sklearn_clone__(self) -> MatrixFactorization:
+        """scikit-learn's ``clone``: a new unfitted estimator with copies of the
+        parameters and the same ``client`` (a live connection, which cannot be copied,
+        and the cluster the clone is to run on)."""
+        params = {k: v if k == "client" else copy.deepcopy(v)
+                  for k, v in self.get_params().items()}
+        return type(self)(**params)
 
     def __repr__(self) -> str:
         default = MatrixFactorization.__init__.__defaults__

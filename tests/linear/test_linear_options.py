@@ -9,12 +9,13 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import daskhpc.linear as lin
 from daskhpc import datasets
 from daskhpc.errors import InputError
 from daskhpc.linear._setup import parse_class_weight, prepare
-from daskhpc.linear._update import bottou_t0, eta, rows_before
+from daskhpc.linear._update import CAP, batch_steps, bottou_t0, curvature, eta, rows_before
 
 A9A = dict(nparts=4, batch=64, epochs=2)
 _RUNS: dict = {}
@@ -82,18 +83,26 @@ def test_class_weight_runs_equal_serial_and_on_the_cluster(client2, rare_a9a):
 
 def test_schedules():
     assert bottou_t0("log", 1e-4) == pytest.approx(1000.0)
-    assert eta("optimal", 0.5, 1.0, 0.5, 1e-4, 1000.0, 3, 9000) == pytest.approx(1.0)
-    assert eta("legacy", 0.5, 1.0, 0.5, 1e-4, 0.0, 3, 10) == 0.125
-    assert eta("invscaling", 0.5, 1.0, 0.5, 1e-4, 0.0, 0, 3) == 0.25
+    assert eta("optimal", 0.5, 0.5, 1e-4, 1000.0, 9000) == pytest.approx(1.0)
+    assert eta("invscaling", 0.5, 0.5, 1e-4, 0.0, 3) == 0.25
+    # a step of n rows: n per-sample steps at t, at most the cap; the L2 shrink of as
+    # many per-sample steps
+    a, b = batch_steps("optimal", 0.5, 0.5, 1e-4, 1000.0, 1e-4, np.array([0, 99000]),
+                       np.array([64, 64]), 30.0)
+    assert a.tolist() == pytest.approx([30.0, 64 * 0.1])
+    assert b.tolist() == pytest.approx([1 - (1 - 1e-3) ** 3, 1 - (1 - 1e-5) ** 64])
+    # the cap: CAP / L, L the logistic curvature bound lambda_max(X^T X / M) / 4
+    X = sp.csr_array(np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]]))
+    lam = np.linalg.eigvalsh((X.T @ X).toarray() / 3).max()
+    L = curvature(X)
+    assert L == float(f"{lam / 4:.3g}") and CAP == 6.0             # 3 significant digits
     # t counts the rows of every part's batches before the step (short parts run dry)
     assert rows_before([5, 3], 2, 3).tolist() == [0, 4, 7, 8]
     X = np.random.default_rng(0).standard_normal((60, 4))
     y = X[:, 0] > 0
     kw = dict(nparts=3, batch=4, epochs=2)
     const = lin.fit_local(X, y, learning_rate="constant", lr=0.1, **kw)
-    # legacy without decay and invscaling with power 0 are the constant step
-    assert np.array_equal(const.w, lin.fit_local(X, y, learning_rate="legacy", lr=0.1,
-                                                 lr_decay=0.0, **kw).w)
+    # invscaling with power 0 is the constant step
     assert np.array_equal(const.w, lin.fit_local(X, y, learning_rate="invscaling", lr=0.1,
                                                  power_t=0.0, **kw).w)
     opt = lin.fit_local(X, y, **kw)                 # the default schedule
@@ -105,6 +114,7 @@ def test_schedules():
     (dict(penalty="l3"), "--penalty"),
     (dict(l1_ratio=1.5), "--l1-ratio"),
     (dict(learning_rate="adaptive"), "--learning-rate"),
+    (dict(learning_rate="legacy"), "--learning-rate"),
     (dict(reg=0.0), "optimal needs --reg > 0"),
     (dict(class_weight="heavy"), "--class-weight"),
     (dict(class_weight={7: 2.0}), "label 7 is not among"),

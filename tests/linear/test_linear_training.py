@@ -109,11 +109,3 @@ def test_result_predicts_like_its_history(a9a):
     d = r.decision_function(te.matrix)
     assert np.array_equal(r.predict(te.matrix), np.where(d > 0, 1.0, -1.0))
     assert repr(r).startswith("LinearResult(parts=4, loss=log")
-
-
-def test_legacy_schedule_reproduces_the_numbers_before_issue_24(a9a):
-    # docs/linear.md, "Measured": log loss, P = 4, B = 8, test accuracy .8344 after
-    # epoch 1 with lr 0.5 / (1 + e), the only schedule before issue 24
-    r = _fit(a9a, learning_rate="legacy")
-    assert round(r.history[0]["test_accuracy"], 4) == 0.8344
-    assert _fit(a9a).report()["learning_rate"] == "optimal"        # the new default
