@@ -24,7 +24,7 @@ def test_comm_namespace():
     assert set(daskhpc.comm.__all__) == {
         "Plan", "CostModel", "expand_plan", "fold_plan", "row_volume", "AllreduceSchedule",
         "tree_sum", "Program", "Step", "Context", "PlanMismatch", "run_local",
-        "run_local_history", "StepCost", "network_model", "NETWORKS", "PROFILES",
+        "run_local_history", "StepCost", "rank_layouts", "network_model", "plan_network", "NETWORKS", "PROFILES",
         "calibration_path", "save_calibration", "saved_calibrations"}
 
 

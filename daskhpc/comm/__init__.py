@@ -23,13 +23,13 @@ Examples
 
 from ._allreduce import AllreduceSchedule, tree_sum
 from ._builders import expand_plan, fold_plan, row_volume
-from ._cost import CostModel, StepCost
-from ._network import (NETWORKS, PROFILES, calibration_path, network_model, save_calibration,
-                       saved_calibrations)
+from ._cost import CostModel, StepCost, rank_layouts
+from ._network import (NETWORKS, PROFILES, calibration_path, network_model, plan_network,
+                       save_calibration, saved_calibrations)
 from ._plan import Plan
 from ._program import Context, PlanMismatch, Program, Step, run_local, run_local_history
 
-__all__ = ["Plan", "CostModel", "StepCost", "network_model", "NETWORKS", "PROFILES",
+__all__ = ["Plan", "CostModel", "StepCost", "rank_layouts", "network_model", "plan_network", "NETWORKS", "PROFILES",
            "calibration_path", "save_calibration", "saved_calibrations", "expand_plan", "fold_plan", "row_volume",
            "AllreduceSchedule", "tree_sum", "Program", "Step", "Context", "PlanMismatch",
            "run_local", "run_local_history"]

@@ -40,15 +40,17 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-__all__ = ["CostModel", "StepCost", "DEFAULT_ALPHA", "DEFAULT_BETA", "DEFAULT_FLOP_S"]
+__all__ = ["CostModel", "StepCost", "rank_layouts", "DEFAULT_ALPHA", "DEFAULT_BETA",
+           "DEFAULT_FLOP_S"]
 
 # Measured with `daskhpc info --calibrate` on the 2-core development machine (loopback TCP,
 # worker processes): alpha 0.6-1.0 ms, beta 3.5-5.3e-10 s/byte. Dask's per-transfer cost is
 # dominated by the get_data round trip and (de)serialisation, not by the wire.
 DEFAULT_ALPHA = 8.0e-4
 DEFAULT_BETA = 4.5e-10
-# scipy's CSR x dense (16 columns) on one core of the same machine, under load:
-# 3.2-8.1e-9 s per flop (a multiply-add is 2 flops); the fastest repeat.
+# scipy's CSR x dense (16 columns; 200,000 rows, 400,000 nonzeros: out of cache) on one
+# core of the same machine, under load: 3.9-5.6e-9 s per flop (a multiply-add is 2
+# flops; `kernel_flop_seconds` in daskhpc.runtime), about 3e-9 on a quieter machine.
 DEFAULT_FLOP_S = 3.0e-9
 
 
@@ -159,6 +161,19 @@ class CostModel:
                         host_link_messages=[int(x) for x in (sent_m + recv_m).sum(axis=0)],
                         busiest_host=int(np.argmax(host_bytes)) if nhosts else -1)
 
+    def allreduce(self, nbytes: float, nparts: int) -> float:
+        """Seconds of a dense recursive-doubling allreduce of ``nbytes`` over ``nparts``
+        parts, one per host: ceil(log2 P) rounds, in each every host sends and receives
+        the whole vector (both over its link unless ``duplex``).
+
+        Examples
+        --------
+        >>> CostModel(alpha=1.0, beta=0.01).allreduce(100, 8)
+        12.0
+        """
+        rounds = int(np.ceil(np.log2(nparts))) if nparts > 1 else 0
+        return rounds * (1 if self.duplex else 2) * self.message(nbytes)
+
     def replace(self, **changes) -> CostModel:
         """A copy with ``changes`` (e.g. another ``flop_s``)."""
         return CostModel(**{**asdict(self), **changes})
@@ -218,12 +233,84 @@ class StepCost:
     host_link_messages: list = field(default_factory=list)
     busiest_host: int = -1
 
+    def then(self, other: StepCost) -> StepCost:
+        """This step followed by ``other`` (its phases after these; links add up).
+
+        Examples
+        --------
+        >>> a = StepCost(3.0, 1.0, 2.0, [3.0], [10, 0], [1, 0], 0)
+        >>> b = StepCost(1.0, 0.0, 1.0, [1.0], [0, 20], [0, 1], 1)
+        >>> c = a.then(b)
+        >>> c.seconds, c.host_link_bytes, c.busiest_host
+        (4.0, [10, 20], 1)
+        """
+        n = max(len(self.host_link_bytes), len(other.host_link_bytes))
+
+        def add(x, y):
+            return [int(u + v) for u, v in zip(x + [0] * (n - len(x)), y + [0] * (n - len(y)))]
+
+        link = add(self.host_link_bytes, other.host_link_bytes)
+        return StepCost(self.seconds + other.seconds, self.compute_s + other.compute_s,
+                        self.comm_s + other.comm_s, self.phase_s + other.phase_s, link,
+                        add(self.host_link_messages, other.host_link_messages),
+                        int(np.argmax(link)) if link else -1)
+
+    def plus_comm(self, seconds: float) -> StepCost:
+        """This step with ``seconds`` more communication (a collective the plan leaves
+        out, such as a dense allreduce)."""
+        return StepCost(self.seconds + seconds, self.compute_s, self.comm_s + seconds,
+                        self.phase_s + [seconds], self.host_link_bytes,
+                        self.host_link_messages, self.busiest_host)
+
+    def section(self, model: CostModel) -> dict:
+        """What a report's ``plan`` section gets: ``predicted_s_per_step`` and
+        ``prediction`` (the split, and the network it was priced on)."""
+        return {"predicted_s_per_step": self.seconds,
+                "prediction": {**self.as_dict(), "network": model.as_dict()}}
+
     def as_dict(self) -> dict:
         """The numbers a report keeps (not the per-phase list)."""
         return {"predicted_s_per_step": self.seconds, "compute_s": self.compute_s,
                 "comm_s": self.comm_s, "busiest_host": self.busiest_host,
                 "busiest_host_link_bytes": max(self.host_link_bytes, default=0),
                 "phases": len(self.phase_s)}
+
+
+def rank_layouts(candidates: dict, price, keep: str | None = None):
+    """Build every candidate layout, price it, and rank them fastest first.
+
+    Parameters
+    ----------
+    candidates : dict
+        ``{name: build()}``: a callable per layout, returning what ``price`` takes (a
+        workflow's prepared setup).
+    price : callable
+        ``price(built) -> StepCost``.
+    keep : str, optional
+        The layout whose build to return (default: the fastest).
+
+    Returns
+    -------
+    (str, object, list of dict)
+        The kept layout's name and build, and one row per layout, fastest first:
+        ``{"layout", "predicted_s_per_step", "compute_s", "comm_s", ...}``.
+
+    Examples
+    --------
+    >>> m = CostModel(alpha=0.0, beta=0.0, flop_s=1.0)
+    >>> name, _, rows = rank_layouts({"a": lambda: [3, 1], "b": lambda: [2, 2]},
+    ...                              lambda load: m.step(None, load))
+    >>> name, [(r["layout"], r["predicted_s_per_step"]) for r in rows]
+    ('b', [('b', 2.0), ('a', 3.0)])
+    """
+    built, rows = {}, []
+    for name, build in candidates.items():
+        built[name] = build()
+        cost = price(built[name])
+        rows.append({"layout": name, **cost.as_dict()})
+    rows.sort(key=lambda r: r["predicted_s_per_step"])
+    chosen = keep if keep is not None else rows[0]["layout"]
+    return chosen, built[chosen], rows
 
 
 def _host_index(hosts, nworkers: int) -> np.ndarray:

@@ -38,7 +38,8 @@ from daskhpc.errors import InputError
 
 from ._cost import CostModel
 
-__all__ = ["PROFILES", "PROFILE_SOURCES", "NETWORKS", "network_model", "calibration_path",
+__all__ = ["PROFILES", "PROFILE_SOURCES", "NETWORKS", "network_model", "plan_network",
+           "calibration_path",
            "save_calibration", "saved_calibrations"]
 
 PROFILES = {
@@ -87,8 +88,8 @@ def saved_calibrations() -> dict:
 
 
 def save_calibration(name: str, entry: dict) -> str:
-    """Keep ``entry`` (``alpha``, ``beta``, optionally ``flop_s``, ``exchange``, ``hosts``,
-    ``workers``) as cluster ``name``'s calibration, the others kept; returns the path."""
+    """Keep ``entry`` (``alpha``, ``beta``, optionally ``flop_s``, ``exchange``,
+    ``transfer``, ``hosts``, ``workers``) as cluster ``name``'s calibration, the others kept; returns the path."""
     import yaml
 
     path = calibration_path()
@@ -99,8 +100,10 @@ def save_calibration(name: str, entry: dict) -> str:
     comm = data.setdefault("daskhpc", {}).setdefault("comm", {})
     comm.setdefault("clusters", {})[str(name)] = entry
     comm["cluster"] = str(name)
-    # the last calibration is also dask.config's daskhpc.comm (CostModel.from_config)
-    comm.update(alpha=float(entry["alpha"]), beta=float(entry["beta"]))
+    # the last calibration is also dask.config's daskhpc.comm (CostModel.from_config):
+    # a Dask transfer's cost where it was timed, as that key has always held
+    top = entry.get("transfer") or entry
+    comm.update(alpha=float(top["alpha"]), beta=float(top["beta"]))
     if entry.get("flop_s"):
         comm["flop-s"] = float(entry["flop_s"])
     if entry.get("exchange"):
@@ -109,6 +112,14 @@ def save_calibration(name: str, entry: dict) -> str:
     with open(path, "w", encoding="utf-8") as f:
         yaml.safe_dump(data, f, sort_keys=False)
     return path
+
+
+def plan_network(name: str | None) -> str:
+    """The network ``plan`` predicts on: ``name``, else ``calibrated`` if a calibration was
+    saved, else ``ethernet-10g`` (a cluster-free plan needs some network)."""
+    if name is not None:
+        return name
+    return "calibrated" if saved_calibrations()["clusters"] else "ethernet-10g"
 
 
 def network_model(name: str | None, cluster: str | None = None) -> CostModel:
