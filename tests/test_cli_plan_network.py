@@ -140,3 +140,53 @@ def test_cpals_run_auto(client3, capsys, tmp_path):
     rep = json.loads(out_json.read_text())
     assert f"{rep['grain']}-{rep['partition_method']}" == fastest_first(rep["layouts"])
     assert rep["plan"]["predicted_s_per_step"] > 0
+
+
+@pytest.mark.slow             # both exchange modes and a Dask transfer, 5 sizes each
+def test_info_calibrate_saves_per_cluster(client3, capsys, tmp_path):
+    out_json = tmp_path / "info.json"
+    status, out, err = run_cli(capsys, "info", "--calibrate", "--save", "--name", "rack-a",
+                               "--scheduler-address", client3.scheduler.address,
+                               "--json", out_json)
+    assert status == 0, err
+    cal = json.loads(out_json.read_text())["calibration"]
+    assert cal["cluster"] == "rack-a" and cal["saved_to"].startswith(str(tmp_path))
+    saved = network_model("calibrated:rack-a")
+    assert (saved.alpha, saved.beta, saved.flop_s) == (cal["alpha"], cal["beta"],
+                                                      cal["flop_s"])
+    assert "cluster rack-a: 3 workers on 1 host" in out
+
+
+def test_gcn_run_auto(client3, capsys, tmp_path):
+    out_json = tmp_path / "run.json"
+    status, _, err = run_cli(capsys, "run", "gcn", "cora", "--parts", 3, "--epochs", 2,
+                             "--partition", "auto", "--network", "ethernet-10g",
+                             "--scheduler-address", client3.scheduler.address,
+                             "--json", out_json)
+    assert status == 0, err
+    rep = json.loads(out_json.read_text())
+    assert rep["partition_method"] == fastest_first(rep["layouts"])
+    chosen = rep["layouts"][0]
+    # the run prices its own placement (one host: each worker its link), one part a
+    # worker here as in the choice: the same prediction
+    assert rep["plan"]["predicted_s_per_step"] == pytest.approx(chosen["predicted_s_per_step"])
+
+
+def test_spgemm_run_grid_auto_and_allreduce_on_a_network(client2, capsys, tmp_path):
+    join = ["--scheduler-address", client2.scheduler.address]
+    out_json = tmp_path / "spgemm.json"
+    status, _, err = run_cli(capsys, "run", "spgemm", datasets.path("ratings"), "--aat",
+                             "--grid", "auto", "--network", "ethernet-10g", *join,
+                             "--json", out_json)
+    assert status == 0, err
+    rep = json.loads(out_json.read_text())
+    assert {r["layout"] for r in rep["layouts"]} == {"1x1x2"}     # 2 cells: one grid
+    assert rep["grid"] == "1x1x2" and rep["plan"]["predicted_s_per_step"] > 0
+    out_json = tmp_path / "allreduce.json"
+    status, _, err = run_cli(capsys, "run", "allreduce", "--N", 20_000, "--density", 0.01,
+                             "--parts", 2, "--network", "infiniband-100g", *join,
+                             "--json", out_json)
+    assert status == 0, err
+    rep = json.loads(out_json.read_text())
+    assert rep["choice"]["alpha"] == network_model("infiniband-100g").alpha
+    assert rep["algorithm"] == fastest_first(rep["layouts"])

@@ -438,15 +438,16 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     return out
 
 
-def choose_grid(a, b, K: int, network, **plan_options):
+def choose_grid(a, b, K: int, network, candidates=None, **plan_options):
     """The grid of K cells the cost model predicts fastest for ``a @ b`` on ``network``.
 
     Returns ``(grid, rows)``: the fastest :class:`~daskhpc.spgemm._grid.Grid` and one
     ``{"layout", "predicted_s_per_step", ...}`` row per grid of :func:`._layouts.grids`,
-    fastest first (each from its symbolic step, :func:`plan`).
+    fastest first (each from its symbolic step, :func:`plan`); ``candidates``: these
+    grids instead.
     """
     rows = []
-    for g in grids(int(K)):
+    for g in candidates or grids(int(K)):
         got = plan(a, b, grid=g, network=network, **plan_options)
         rows.append({"layout": str(g), **got["prediction"],
                      "predicted_s_per_step": got["predicted_s_per_step"]})

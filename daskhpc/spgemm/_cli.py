@@ -154,19 +154,24 @@ class Spgemm(Workflow):
         a, b, info = call.data or _inputs(call)
         rows = None
         if o.grid == "auto":      # the fastest grid on this cluster (calibrate by default)
-            grid, rows = _auto_grid(o, a, b, call.parts, run)
+            grid, rows, model = _auto_grid(o, a, b, call.parts, run)
         else:
             grid = _grid(o, len(worker_addresses(run.client)), call.parts)
+            if run.network is not None:       # the given grid's prediction
+                _, rows, model = _auto_grid(o, a, b, call.parts, run, [grid])
         res = multiply(a, b, grid=grid, memory_per_worker=o.memory_per_worker,
                        local=o.local, batches=_batches(o.batches), consume=o.consume,
                        window=o.window, seed=_seed(o), semiring=o.semiring,
                        mask=_mask(o, a, b), complement=o.mask_complement, run=run)
         res.info["input"] = info
         if rows is not None:
-            res.info["layouts"] = rows
+            if o.grid == "auto":
+                res.info["layouts"] = rows
             chosen = next(r for r in rows if r["layout"] == str(grid))
-            res.info.setdefault("plan", {})["predicted_s_per_step"] = \
-                chosen["predicted_s_per_step"]
+            res.info.setdefault("plan", {}).update(
+                predicted_s_per_step=chosen["predicted_s_per_step"],
+                prediction={**{k: v for k, v in chosen.items() if k != "layout"},
+                            "network": model.as_dict()})
         if res.info.get("mask"):
             res.info["mask"]["path"] = o.mask
         return warn_over_budget(res.report())     # over the budget: a warning, exit 0
@@ -243,19 +248,22 @@ def _grid(o: Options, nworkers: int, parts: int | None = None):
         Grid.for_workers(nworkers, o.layers)
 
 
-def _auto_grid(o: Options, a, b, parts, run):
-    """``--grid auto`` of a run: the grids of ``--parts`` cells (default one a worker)
-    priced on ``--network`` (default: this cluster, calibrated now), one cell a worker."""
+def _auto_grid(o: Options, a, b, parts, run, candidates=None):
+    """``--grid auto`` of a run: ``(grid, rows, model)``, the grids of ``--parts`` cells
+    (default one a worker; ``candidates``: these) priced on ``--network`` (default: this
+    cluster, calibrated now), one cell a worker."""
     from daskhpc.runtime import exchange_mode, network_for, worker_addresses
 
     from ._api import choose_grid
 
     workers = worker_addresses(run.client)
     model = network_for(run.network, run.client, exchange_mode(run.exchange), auto=True)
-    return choose_grid(a, b, parts or len(workers), model, workers=len(workers),
-                       memory_per_worker=o.memory_per_worker, batches=_batches(o.batches),
-                       seed=_seed(o), semiring=o.semiring, mask=_mask(o, a, b),
-                       complement=o.mask_complement)
+    grid, rows = choose_grid(a, b, parts or len(workers), model, candidates,
+                             workers=len(workers), memory_per_worker=o.memory_per_worker,
+                             batches=_batches(o.batches), seed=_seed(o),
+                             semiring=o.semiring, mask=_mask(o, a, b),
+                             complement=o.mask_complement)
+    return grid, rows, model
 
 
 def _seed(o: Options):

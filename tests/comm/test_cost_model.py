@@ -126,3 +126,31 @@ def test_saved_calibrations_per_cluster(tmp_path, monkeypatch):
     assert network_model("calibrated:rack-a").flop_s == 2e-9
     with pytest.raises(InputError, match="no calibration saved as 'rack-c'"):
         network_model("calibrated:rack-c")
+
+
+def test_rank_layouts_fastest_first_and_keeps_the_asked_one():
+    from daskhpc.comm import rank_layouts
+
+    built = []
+
+    def layout(load):
+        def build():
+            built.append(load)
+            return load
+        return build
+
+    layouts = {"even": layout([2000, 2000]), "skewed": layout([3500, 500])}
+    name, kept, rows = rank_layouts(layouts, lambda load: M.step(None, load))
+    assert (name, kept) == ("even", [2000, 2000]) and len(built) == 2
+    assert [r["layout"] for r in rows] == ["even", "skewed"]
+    assert [r["predicted_s_per_step"] for r in rows] == pytest.approx([2.0, 3.5])
+    name, kept, _ = rank_layouts(layouts, lambda load: M.step(None, load), keep="skewed")
+    assert (name, kept) == ("skewed", [3500, 500])
+
+
+def test_a_dense_allreduce_by_hand():
+    # 8 parts: 3 rounds; each host sends and receives 800 B a round over one link:
+    # 3 x 2 x (1 + 8) = 54 s; duplex: 27 s
+    assert M.allreduce(800, 8) == pytest.approx(54.0)
+    assert M.replace(duplex=True).allreduce(800, 8) == pytest.approx(27.0)
+    assert M.allreduce(800, 1) == 0.0
