@@ -173,8 +173,10 @@ calibrated:NAME, infiniband-100g, ethernet-10g, default (run also: calibrate)
 
 
 def model_of(entry: dict, name: str) -> CostModel:
-    """A CostModel from a calibration's ``alpha``, ``beta`` and (if measured) ``flop_s``."""
+    """A CostModel from a calibration's ``alpha``, ``beta`` and (if measured) ``flop_s``;
+    ``memory_beta`` and ``duplex`` where the entry was given them (edited by hand: a
+    calibration measures neither)."""
     flop_s = entry.get("flop_s") or CostModel().flop_s
     return CostModel(alpha=float(entry["alpha"]), beta=float(entry["beta"]),
-                     flop_s=float(flop_s),
-                     memory_beta=float(entry.get("memory_beta", 0.0)), name=name)
+                     flop_s=float(flop_s), memory_beta=float(entry.get("memory_beta", 0.0)),
+                     duplex=bool(entry.get("duplex", False)), name=name)

@@ -126,6 +126,10 @@ def test_saved_calibrations_per_cluster(tmp_path, monkeypatch):
     assert network_model("calibrated:rack-a").flop_s == 2e-9
     with pytest.raises(InputError, match="no calibration saved as 'rack-c'"):
         network_model("calibrated:rack-c")
+    # an entry edited to say its links are duplex
+    save_calibration("rack-d", {"alpha": 1e-4, "beta": 1e-9, "duplex": True})
+    assert network_model("calibrated:rack-d").duplex
+    assert not network_model("calibrated:rack-a").duplex
 
 
 def test_rank_layouts_fastest_first_and_keeps_the_asked_one():
