@@ -67,24 +67,17 @@ def format_info(info: dict) -> str:
     return "\n".join(lines)
 
 
-def calibrate_and_save(client, save: bool = False) -> dict:
-    """Measure alpha and beta on ``client``'s cluster; optionally persist them for dask.config."""
-    from daskhpc.runtime import calibrate, calibrate_exchange, worker_addresses
+def calibrate_and_save(client, save: bool = False, name: str | None = None) -> dict:
+    """Measure alpha, beta and the kernel rate on ``client``'s cluster (between two hosts
+    where it has two); with ``save``, keep them as cluster ``name`` (default: ``local`` or
+    the scheduler's address) for ``--network calibrated``."""
+    from daskhpc.comm import save_calibration
+    from daskhpc.runtime import cluster_name, measure_network
 
-    cal = calibrate(client)
-    out = {"alpha": float(cal["alpha"]), "beta": float(cal["beta"]),
-           "workers": len(worker_addresses(client))}
-    # what a message costs a Program in each exchange mode (ping-pong inside a run)
-    out["exchange"] = {mode: {k: float(v) for k, v in calibrate_exchange(client, mode).items()
-                              if k in ("alpha", "beta")} for mode in ("graph", "direct")}
+    out = measure_network(client)
+    out["cluster"] = name or cluster_name(client)
     if save:
-        import yaml
-
-        folder = os.path.join(os.path.expanduser("~"), ".config", "dask")
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, "daskhpc-calibration.yaml")
-        with open(path, "w", encoding="utf-8") as f:
-            yaml.safe_dump({"daskhpc": {"comm": {"alpha": out["alpha"], "beta": out["beta"],
-                                                 "exchange": out["exchange"]}}}, f)
-        out["saved_to"] = path
+        entry = {k: out[k] for k in ("alpha", "beta", "flop_s", "exchange", "transfer",
+                                     "workers", "hosts") if k in out}
+        out["saved_to"] = save_calibration(out["cluster"], entry)
     return out

@@ -166,6 +166,14 @@ class RunOptions:
                                         "(direct, the default: daskhpc.runtime.exchange) or "
                                         "as task dependencies (graph, the reference); the "
                                         "same numbers", choices=EXCHANGES)
+    network: str | None = option(None, "the network a run is predicted on: calibrate "
+                                       "(measure this cluster first), calibrated (what "
+                                       "daskhpc info --calibrate --save kept; "
+                                       "calibrated:NAME), infiniband-100g, ethernet-10g or "
+                                       "default; what --partition auto chooses with and the "
+                                       "report's plan.predicted_s_per_step (default: "
+                                       "calibrated if saved, else default; with --partition "
+                                       "auto on a cluster: calibrate)", metavar="PROFILE")
     check_serial: bool = option(False, "also run the serial reference and compare (the "
                                        "report's serial_check)")
     save: str | None = option(None, "keep the result (the model, its history and report) in "
@@ -299,6 +307,8 @@ class Call:
     format: str | None = None
     data: Any = None
     workflow: str = ""
+    #: ``--network``: the network ``plan`` predicts on (None: not asked)
+    network: str | None = None
 
     def values(self, mode: str = "run") -> dict:
         """The options as keywords: the fields ``mode`` takes (``plan`` leaves out what
@@ -448,7 +458,8 @@ class Workflow(ABC):
         # command line the report records, which the report then takes from sys.argv)
         run = options_of(RunOptions, {k: v for k, v in values.items() if k != "command"})
         call = Call(list(values.get("inputs") or ()), options, values.get("parts"),
-                    values.get("partition_file"), values.get("format"), workflow=cls.name)
+                    values.get("partition_file"), values.get("format"), workflow=cls.name,
+                    network=values.get("network"))
         return call, run
 
     # -- internals --------------------------------------------------------------------
@@ -504,8 +515,8 @@ def add_fields(group, cls: type, mode: str, skip=()) -> None:
         m = f.metadata
         if not m.get("cli", False) or f.name in skip:
             continue
-        if mode == "plan-output":           # plan takes only the report's destination
-            if f.name != "json":
+        if mode == "plan-output":      # plan takes the report's destination and the network
+            if f.name not in ("json", "network"):
                 continue
         elif mode not in m["modes"]:
             continue

@@ -6,7 +6,7 @@
     daskhpc plan <workflow> <inputs...> --parts K [workflow options] [--json OUT]
     daskhpc run  <workflow> <inputs...> [--parts K] [--workers N | --scheduler-file F | ...]
     daskhpc demo [--json OUT]
-    daskhpc info [--calibrate [--save]] [--json OUT]
+    daskhpc info [--calibrate [--save [--name NAME]]] [--json OUT]
 
 Exit status: 0 success; 2 bad input or options (one line naming file, line and problem);
 1 any other failure, with its cause (``--debug`` shows the traceback).
@@ -31,7 +31,7 @@ from daskhpc._workflows import RunOptions, suggest
 from daskhpc._terminal import json_on_stdout, stage
 from daskhpc.errors import InputError
 from daskhpc.io import formats_of, read
-from daskhpc.report import new_report, write_report
+from daskhpc.report import new_report, prediction_lines, write_report
 
 
 # -- parsers --------------------------------------------------------------
@@ -125,7 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--calibrate", action="store_true",
                    help="measure alpha and beta on a cluster (LocalCluster unless given one)")
     i.add_argument("--save", action="store_true",
-                   help="with --calibrate: write them to ~/.config/dask/daskhpc-calibration.yaml")
+                   help="with --calibrate: keep them for --network calibrated, in "
+                        "daskhpc-calibration.yaml of Dask's config directory ($DASK_CONFIG, "
+                        "default ~/.config/dask)")
+    i.add_argument("--name", metavar="NAME",
+                   help="with --save: the cluster's name (default: local, or the "
+                        "scheduler's address); --network calibrated:NAME selects it")
     i.add_argument("--workers", type=int, metavar="N",
                    help="LocalCluster workers (default daskhpc.runtime.workers)")
     i.add_argument("--scheduler-file", metavar="F")
@@ -234,18 +239,33 @@ def _workflow_call(args):
     return wf, call, run
 
 
+def _check_network(network, mode: str) -> None:
+    """A bad ``--network`` is a one-line error before anything is read or started."""
+    from daskhpc.comm import network_model
+
+    if network == "calibrate":
+        if mode == "plan":
+            raise InputError("--network calibrate measures a cluster: it is for daskhpc run "
+                             "(plan takes a profile, or calibrated)")
+        return
+    if network is not None:
+        network_model(network)
+
+
 def cmd_plan(args) -> dict:
     wf, call, _ = _workflow_call(args)
+    _check_network(call.network, "plan")
     with formats_of(call.inputs, call.format):   # --format, checked before any work
         wf.check(call)                 # options and inputs first (exit 2, one line)
         prepare_kernels(args.workflow, command="plan", file=sys.stderr)
         report = wf.plan(call)
-    print(wf.summary(report))
+    print("\n".join([wf.summary(report), *prediction_lines(report)]))
     return report
 
 
 def cmd_run(args) -> dict:
     wf, call, run = _workflow_call(args)
+    _check_network(run.network, "run")
     with formats_of(call.inputs, call.format):
         wf.check(call)                 # read and validate before the cluster starts
     # numba compiles here, once, saying so; the workers then load the kernels
@@ -256,7 +276,7 @@ def cmd_run(args) -> dict:
             pages = link.rsplit("/", 1)[0] + "/daskhpc"
             print(f"dashboard: {link} (daskhpc pages: {pages})", file=sys.stderr)
         report = wf.run(call, dataclasses.replace(run, client=client, json=None))
-    print(wf.summary(report))
+    print("\n".join([wf.summary(report), *prediction_lines(report)]))
     if not run.json:
         print("(the full report: --json FILE, or --json - for stdout)")
     return report
@@ -334,10 +354,16 @@ def cmd_info(args) -> dict:
         run = RunOptions(workers=args.workers, scheduler_file=args.scheduler_file,
                          scheduler_address=args.scheduler_address)
         with _client_for(run) as client:
-            cal = calibrate_and_save(client, save=args.save)
+            cal = calibrate_and_save(client, save=args.save, name=args.name)
         info["calibration"] = cal
-        print(f"\nalpha = {cal['alpha']:.3e} s per message, beta = {cal['beta']:.3e} s per byte "
-              f"({1 / cal['beta'] / 1e9:.2f} GB/s) on {cal['workers']} workers (a Dask transfer)")
+        t = cal["transfer"]
+        print(f"\ncluster {cal['cluster']}: {cal['workers']} workers on {cal['hosts']} "
+              f"host{'s' if cal['hosts'] != 1 else ''}, timed between {cal['pair'][0]} and "
+              f"{cal['pair'][1]}")
+        print(f"alpha = {t['alpha']:.3e} s per message, beta = {t['beta']:.3e} s per byte "
+              f"({1 / t['beta'] / 1e9:.2f} GB/s) (a Dask transfer)")
+        print(f"compute: {cal['flop_s']:.3e} s per flop of a sparse kernel "
+              f"({1e-9 / cal['flop_s']:.2f} GFlop/s)")
         for mode, fit in cal["exchange"].items():
             print(f"  program messages, {mode} exchange: alpha = {fit['alpha']:.3e} s, "
                   f"beta = {fit['beta']:.3e} s/byte")

@@ -367,6 +367,41 @@ def _complete_line(done, report: dict) -> str:
             "ran (the numbers below are the saved ones)")
 
 
+def prediction_lines(report: dict) -> list[str]:
+    """The cost model's lines of a report: every layout's predicted time per step,
+    fastest first (``layouts``), and a run's prediction next to its measured median.
+
+    Examples
+    --------
+    >>> rep = {"plan": {"predicted_s_per_step": 0.004, "prediction": {"network":
+    ...        {"name": "ethernet-10g"}}}, "layouts": [
+    ...        {"layout": "hp", "predicted_s_per_step": 0.004},
+    ...        {"layout": "random", "predicted_s_per_step": 0.02}]}
+    >>> for line in prediction_lines(rep):
+    ...     print(line)
+      layouts    predicted per step on ethernet-10g: hp 4 ms, random 20 ms
+    """
+    plan = report.get("plan")
+    if not isinstance(plan, dict) or "predicted_s_per_step" not in plan:
+        return []
+    net = ((plan.get("prediction") or {}).get("network") or {}).get("name", "?")
+    lines = []
+    rows = report.get("layouts") or []
+    if rows:
+        shown = ", ".join(f"{r['layout']} {_seconds(r['predicted_s_per_step'])}" for r in rows)
+        lines.append(summary_line("layouts", f"predicted per step on {net}: {shown}"))
+    steps = (report.get("timing") or {}).get("per_iteration_s")
+    if isinstance(steps, list) and steps:
+        pred = plan.get("prediction") or {}
+        text = f"{_seconds(plan['predicted_s_per_step'])} per step on {net}"
+        if "compute_s" in pred:
+            text += (f" (compute {_seconds(pred['compute_s'])}, "
+                     f"communication {_seconds(pred['comm_s'])})")
+        lines.append(summary_line("predicted", text + f"; measured median "
+                                  f"{_seconds(float(np.median(steps)))}"))
+    return lines
+
+
 def summary_line(label: str, text: str) -> str:
     """One line of :func:`summarize`'s block (a workflow's ``summary`` adds its own)."""
     return f"  {label:<10} {text}"

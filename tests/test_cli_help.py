@@ -50,7 +50,8 @@ def test_linear_help_says_what_the_options_do_and_their_defaults():
 
 def test_ssgd_help_reads_the_right_way_round():
     text = " ".join(_cli("plan", "ssgd", "--help").stdout.split())
-    assert "seeded balanced random (random) (default hp)" in text
+    assert "seeded balanced random (random), or the one the cost model predicts fastest " \
+           "on --network (auto) (default hp)" in text
     assert "--keep-empty do not drop empty rows and columns: a matrix that has any is " \
            "refused (by default they are dropped, with a note)" in text
 

@@ -24,7 +24,8 @@ def test_comm_namespace():
     assert set(daskhpc.comm.__all__) == {
         "Plan", "CostModel", "expand_plan", "fold_plan", "row_volume", "AllreduceSchedule",
         "tree_sum", "Program", "Step", "Context", "PlanMismatch", "run_local",
-        "run_local_history"}
+        "run_local_history", "StepCost", "rank_layouts", "network_model", "plan_network", "NETWORKS", "PROFILES",
+        "calibration_path", "save_calibration", "saved_calibrations"}
 
 
 def test_top_level_lazy():

@@ -68,6 +68,14 @@ def sections(s: Setup, history=None, command=None) -> dict:
     out.update(plan_sections(s.plan))
     out["plan"]["estimate_s"] = s.plan.estimate_time(s.choice["alpha"], s.choice["beta"]) \
         if s.choice else None
+    if s.choice is not None:        # every algorithm's Table 3.1 time, fastest first
+        times = s.choice["candidates"]
+        out["plan"]["predicted_s_per_step"] = times.get(s.algo.name)
+        out["plan"]["prediction"] = {"network": {"name": "alpha-beta",
+                                                 "alpha_s": s.choice["alpha"],
+                                                 "beta_s_per_byte": s.choice["beta"]}}
+        out["layouts"] = [{"layout": n, "predicted_s_per_step": t}
+                          for n, t in sorted(times.items(), key=lambda kv: kv[1])]
     out["timing"] = {k2: round(v, 6) for k2, v in s.timing.items()}
     if history is not None:
         out["timing"]["per_iteration_s"] = [h["time_s"] for h in history]
@@ -233,6 +241,13 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
 
     t_start = time.perf_counter()
     workers = worker_addresses(client)
+    if run.network is not None:       # auto decides on this network (calibrate: measured)
+        from daskhpc.runtime import network_for
+
+        model = network_for(run.network, client, exchange_mode(run.exchange))
+        options = {**options,
+                   "alpha": model.alpha if options.get("alpha") is None else options["alpha"],
+                   "beta": model.beta if options.get("beta") is None else options["beta"]}
     collection = vectors is not None and is_collection(vectors)
     engine = "program" if engine == "auto" else engine
     if collection:                         # one rank per row, run where its row is

@@ -62,6 +62,10 @@ class Allreduce(Workflow):
 
         kw = _call_args(call)
         kw.pop("repeat")
+        if call.network is not None:      # auto decides on the named network
+            from daskhpc.comm import network_model
+
+            kw.update(_network_alpha_beta(network_model(call.network), kw))
         return plan(**kw)
 
     def run(self, call: Call, run: RunOptions) -> dict:
@@ -85,6 +89,13 @@ class Allreduce(Workflow):
         """Integer values: every algorithm's sum is exactly the serial one."""
         return ["--N", "100000", "--parts", "3", "--density", "0.01", "--dtype", "int64",
                 "--repeat", "3", "--check-serial"]
+
+
+def _network_alpha_beta(model, kw: dict) -> dict:
+    """``alpha`` and ``beta`` of a ``--network``'s model where ``--alpha``/``--beta`` did
+    not give them."""
+    return {"alpha": model.alpha if kw.get("alpha") is None else kw["alpha"],
+            "beta": model.beta if kw.get("beta") is None else kw["beta"]}
 
 
 def _call_args(call: Call) -> dict:

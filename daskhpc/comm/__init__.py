@@ -5,6 +5,9 @@
 * :func:`expand_plan` / :func:`fold_plan`: owners to the parts of a connectivity set and
   back (CP-ALS, GCN);
 * :class:`AllreduceSchedule` / :func:`tree_sum`: a deterministic dense allreduce;
+* :class:`CostModel`: what a message and a bulk-synchronous step cost on a network (the
+  busiest worker's compute plus the busiest host's link); :func:`network_model` the named
+  networks (``infiniband-100g``, ``ethernet-10g``, ``calibrated``);
 * :class:`Program` / :func:`run_local`: a bulk-synchronous program of steps over parts,
   each step with its Plan; ``daskhpc.runtime`` runs the same program on a cluster.
 
@@ -20,10 +23,13 @@ Examples
 
 from ._allreduce import AllreduceSchedule, tree_sum
 from ._builders import expand_plan, fold_plan, row_volume
-from ._cost import CostModel
+from ._cost import CostModel, StepCost, rank_layouts
+from ._network import (NETWORKS, PROFILES, calibration_path, network_model, plan_network,
+                       save_calibration, saved_calibrations)
 from ._plan import Plan
 from ._program import Context, PlanMismatch, Program, Step, run_local, run_local_history
 
-__all__ = ["Plan", "CostModel", "expand_plan", "fold_plan", "row_volume",
+__all__ = ["Plan", "CostModel", "StepCost", "rank_layouts", "network_model", "plan_network", "NETWORKS", "PROFILES",
+           "calibration_path", "save_calibration", "saved_calibrations", "expand_plan", "fold_plan", "row_volume",
            "AllreduceSchedule", "tree_sum", "Program", "Step", "Context", "PlanMismatch",
            "run_local", "run_local_history"]

@@ -1,24 +1,78 @@
-"""The alpha-beta message cost model: sending n bytes in one message costs alpha + beta * n.
+"""The cost model: what a message, and a bulk-synchronous step, costs on a network.
 
-``alpha`` (latency, s) and ``beta`` (s per byte) come from ``daskhpc info --calibrate``, which
-measures them on the current cluster (ping-pong between two workers, least-squares fit).
-The defaults are what that command measured on a 2-core LocalCluster over loopback TCP.
+One message of n bytes costs ``alpha + beta * n`` (latency, inverse bandwidth). A step
+of a workflow is bulk-synchronous (Valiant's BSP: ``w + g h + l``): every part computes
+its share, then the step's messages cross the network, then the next step starts. On a
+real cluster the messages do not travel independently: every part on a host sends and
+receives through that host's one link, so a phase lasts as long as
+
+* its busiest worker computes (the papers' max-load): ``flop_s`` seconds per unit of
+  load, a worker's parts run one after the other (one thread per worker), and
+* its busiest host's link carries everything the host sends and receives to and from
+  other hosts (the papers' max-volume and max-messages, counted per host):
+  ``alpha * messages + beta * bytes``; with ``duplex`` the two directions are separate
+  and the busier one counts.
+
+Traffic between parts of one worker is free (it never leaves the process); between two
+workers of one host it costs ``memory_beta`` per byte (a copy through memory). A step's
+time is the sum of its phases: ``sum_t (max_w compute_tw + max_h link_th)``.
+
+``alpha`` and ``beta`` come from ``daskhpc info --calibrate`` (measured on a cluster) or a
+named network profile (:mod:`daskhpc.comm._network`). The defaults are what that command
+measured on a 2-core LocalCluster over loopback TCP. No dask here.
+
+Examples
+--------
+Two hosts, one part each: part 0 computes 1e6 flops, then sends 1 MB to part 1.
+
+>>> import numpy as np
+>>> from daskhpc.comm import Plan
+>>> p = Plan.from_messages(2, [(0, 0, 1, np.arange(1000))], words_per_unit=125)
+>>> m = CostModel(alpha=1e-5, beta=1e-9, flop_s=1e-9)
+>>> c = m.step(p, load=[1e6, 0])
+>>> round(c.compute_s, 6), round(c.comm_s, 6), round(c.seconds, 6)
+(0.001, 0.00101, 0.00201)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+__all__ = ["CostModel", "StepCost", "rank_layouts", "DEFAULT_ALPHA", "DEFAULT_BETA",
+           "DEFAULT_FLOP_S"]
 
 # Measured with `daskhpc info --calibrate` on the 2-core development machine (loopback TCP,
 # worker processes): alpha 0.6-1.0 ms, beta 3.5-5.3e-10 s/byte. Dask's per-transfer cost is
 # dominated by the get_data round trip and (de)serialisation, not by the wire.
 DEFAULT_ALPHA = 8.0e-4
 DEFAULT_BETA = 4.5e-10
+# scipy's CSR x dense (16 columns; 200,000 rows, 400,000 nonzeros: out of cache) on one
+# core of the same machine, under load: 3.9-5.6e-9 s per flop (a multiply-add is 2
+# flops; `kernel_flop_seconds` in daskhpc.runtime), about 3e-9 on a quieter machine.
+DEFAULT_FLOP_S = 3.0e-9
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """Latency ``alpha`` (seconds per message) and inverse bandwidth ``beta`` (s/byte).
+    """A network and a core: what a message and a bulk-synchronous step cost.
+
+    Parameters
+    ----------
+    alpha : float
+        Seconds per message over a host's link.
+    beta : float
+        Seconds per byte over a host's link.
+    flop_s : float
+        Seconds per unit of load (a flop of the workflow's sparse kernels) on one worker.
+    memory_beta : float
+        Seconds per byte between two workers of one host (0: free).
+    duplex : bool
+        True: a link sends and receives at once (the busier direction counts); False: its
+        sends and receives share it (they add up).
+    name : str
+        Where the numbers come from (a profile's name, ``calibrated``, ``default``).
 
     Examples
     --------
@@ -29,17 +83,108 @@ class CostModel:
 
     alpha: float = DEFAULT_ALPHA
     beta: float = DEFAULT_BETA
+    flop_s: float = DEFAULT_FLOP_S
+    memory_beta: float = 0.0
+    duplex: bool = False
+    name: str = "default"
 
     def message(self, nbytes: float) -> float:
         """Seconds to send one message of ``nbytes``."""
         return self.alpha + self.beta * nbytes
 
     def plan_time(self, plan) -> float:
-        """Bulk-synchronous estimate of a Plan (see :meth:`Plan.estimate_time`)."""
+        """The per-part alpha-beta estimate of a Plan (see :meth:`Plan.estimate_time`)."""
         return plan.estimate_time(self.alpha, self.beta)
 
+    def step(self, plan, load=None, *, owner=None, hosts=None,
+             broadcast: bool = False) -> StepCost:
+        """Predicted seconds of one bulk-synchronous step: ``plan``'s messages after
+        ``load``'s compute, parts placed on workers and workers on hosts.
+
+        Parameters
+        ----------
+        plan : Plan or None
+            The step's messages over K parts (its phases are the step's phases); None: a
+            step without messages.
+        load : array, optional
+            Units of load (flops) per part: shape ``(K,)`` (computed before the first
+            phase's messages) or ``(nphases, K)`` (part p computes ``load[t, p]`` before
+            phase t's messages). Default: none.
+        owner : sequence of int, optional
+            Worker of every part (default: part p on worker p).
+        hosts : sequence, optional
+            Host of every worker (any hashable labels; default: every worker its own host).
+        broadcast : bool
+            Messages are keys a worker fetches once for all its parts (SpGEMM's
+            broadcasts; :meth:`Plan.placed`).
+
+        Returns
+        -------
+        StepCost
+        """
+        K = plan.nparts if plan is not None else np.asarray(load).shape[-1]
+        owner = np.arange(K) if owner is None else np.asarray(owner, dtype=np.int64)
+        if owner.shape != (K,):
+            raise ValueError(f"owner needs one worker per part ({K}), got {owner.shape}")
+        nworkers = int(owner.max()) + 1 if K else 0
+        host_of = _host_index(hosts, nworkers)
+        nhosts = int(host_of.max()) + 1 if host_of.size else 0
+        nphases = int(plan.nphases) if plan is not None else 1
+        work = _phase_load(load, nphases, K)
+        nphases = max(nphases, work.shape[0])
+        # busiest worker per phase: its parts compute one after another
+        per_worker = np.zeros((nphases, nworkers))
+        np.add.at(per_worker, (slice(None), owner), work[:nphases] if work.size else 0.0)
+        compute = per_worker.max(axis=1) * self.flop_s if nworkers else np.zeros(nphases)
+        sent_b, recv_b, sent_m, recv_m, memory = (np.zeros((nphases, nhosts))
+                                                  for _ in range(5))
+        if plan is not None and plan.num_messages:
+            w = plan.placed(owner, nworkers, broadcast=broadcast)  # bundled per worker pair
+            hs, hd = host_of[w.src], host_of[w.dst]
+            b = w.message_bytes().astype(float)
+            away = hs != hd
+            for table, at, values in ((sent_b, hs, b), (recv_b, hd, b),
+                                      (sent_m, hs, 1.0), (recv_m, hd, 1.0)):
+                vals = np.broadcast_to(values, b.shape)[away]
+                np.add.at(table, (w.phase[away], at[away]), vals)
+            np.add.at(memory, (w.phase[~away], hs[~away]), b[~away] * self.memory_beta)
+        send = self.alpha * sent_m + self.beta * sent_b
+        recv = self.alpha * recv_m + self.beta * recv_b
+        link = np.maximum(send, recv) if self.duplex else send + recv
+        per_host = link + memory
+        comm = per_host.max(axis=1) if nhosts else np.zeros(nphases)
+        host_bytes = (sent_b + recv_b).sum(axis=0)
+        return StepCost(seconds=float((compute + comm).sum()),
+                        compute_s=float(compute.sum()), comm_s=float(comm.sum()),
+                        phase_s=(compute + comm).tolist(),
+                        host_link_bytes=[int(x) for x in host_bytes],
+                        host_link_messages=[int(x) for x in (sent_m + recv_m).sum(axis=0)],
+                        busiest_host=int(np.argmax(host_bytes)) if nhosts else -1)
+
+    def allreduce(self, nbytes: float, nparts: int) -> float:
+        """Seconds of a dense recursive-doubling allreduce of ``nbytes`` over ``nparts``
+        parts, one per host: ceil(log2 P) rounds, in each every host sends and receives
+        the whole vector (both over its link unless ``duplex``).
+
+        Examples
+        --------
+        >>> CostModel(alpha=1.0, beta=0.01).allreduce(100, 8)
+        12.0
+        """
+        rounds = int(np.ceil(np.log2(nparts))) if nparts > 1 else 0
+        return rounds * (1 if self.duplex else 2) * self.message(nbytes)
+
+    def replace(self, **changes) -> CostModel:
+        """A copy with ``changes`` (e.g. another ``flop_s``)."""
+        return CostModel(**{**asdict(self), **changes})
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "alpha_s": self.alpha, "beta_s_per_byte": self.beta,
+                "flop_s": self.flop_s, "memory_beta_s_per_byte": self.memory_beta,
+                "duplex": self.duplex}
+
     @classmethod
-    def from_config(cls, exchange: str | None = None) -> "CostModel":
+    def from_config(cls, exchange: str | None = None) -> CostModel:
         """alpha and beta from ``daskhpc.comm.alpha`` / ``daskhpc.comm.beta`` in
         ``dask.config`` (what ``daskhpc info --calibrate --save`` writes; environment
         variables ``DASK_DASKHPC__COMM__ALPHA`` work too), else the defaults above. With
@@ -53,12 +198,146 @@ class CostModel:
             from daskhpc import _config
         except ImportError:                 # no dask installed
             return cls()
+        flop_s = float(_config.get("comm.flop-s", DEFAULT_FLOP_S) or DEFAULT_FLOP_S)
         if exchange is not None:
             fit = _config.get(f"comm.exchange.{exchange}", None)
             if fit:
-                return cls(float(fit["alpha"]), float(fit["beta"]))
+                return cls(float(fit["alpha"]), float(fit["beta"]), flop_s, name="calibrated")
         return cls(float(_config.get("comm.alpha", DEFAULT_ALPHA)),
-                   float(_config.get("comm.beta", DEFAULT_BETA)))
+                   float(_config.get("comm.beta", DEFAULT_BETA)), flop_s, name="config")
+
+
+@dataclass
+class StepCost:
+    """The prediction of one step (:meth:`CostModel.step`).
+
+    Attributes
+    ----------
+    seconds : float
+        The step: ``compute_s + comm_s``.
+    compute_s, comm_s : float
+        Summed over phases: the busiest worker's compute, the busiest host's traffic.
+    phase_s : list of float
+        Every phase's time.
+    host_link_bytes, host_link_messages : list of int
+        Per host, what its link carries in the step (sent plus received, other hosts only).
+    busiest_host : int
+        The host whose link carries the most bytes (-1: no hosts).
+    """
+
+    seconds: float
+    compute_s: float
+    comm_s: float
+    phase_s: list = field(default_factory=list)
+    host_link_bytes: list = field(default_factory=list)
+    host_link_messages: list = field(default_factory=list)
+    busiest_host: int = -1
+
+    def then(self, other: StepCost) -> StepCost:
+        """This step followed by ``other`` (its phases after these; links add up).
+
+        Examples
+        --------
+        >>> a = StepCost(3.0, 1.0, 2.0, [3.0], [10, 0], [1, 0], 0)
+        >>> b = StepCost(1.0, 0.0, 1.0, [1.0], [0, 20], [0, 1], 1)
+        >>> c = a.then(b)
+        >>> c.seconds, c.host_link_bytes, c.busiest_host
+        (4.0, [10, 20], 1)
+        """
+        n = max(len(self.host_link_bytes), len(other.host_link_bytes))
+
+        def add(x, y):
+            return [int(u + v) for u, v in zip(x + [0] * (n - len(x)), y + [0] * (n - len(y)))]
+
+        link = add(self.host_link_bytes, other.host_link_bytes)
+        return StepCost(self.seconds + other.seconds, self.compute_s + other.compute_s,
+                        self.comm_s + other.comm_s, self.phase_s + other.phase_s, link,
+                        add(self.host_link_messages, other.host_link_messages),
+                        int(np.argmax(link)) if link else -1)
+
+    def plus_comm(self, seconds: float) -> StepCost:
+        """This step with ``seconds`` more communication (a collective the plan leaves
+        out, such as a dense allreduce)."""
+        return StepCost(self.seconds + seconds, self.compute_s, self.comm_s + seconds,
+                        self.phase_s + [seconds], self.host_link_bytes,
+                        self.host_link_messages, self.busiest_host)
+
+    def section(self, model: CostModel) -> dict:
+        """What a report's ``plan`` section gets: ``predicted_s_per_step`` and
+        ``prediction`` (the split, and the network it was priced on)."""
+        return {"predicted_s_per_step": self.seconds,
+                "prediction": {**self.as_dict(), "network": model.as_dict()}}
 
     def as_dict(self) -> dict:
-        return {"alpha_s": self.alpha, "beta_s_per_byte": self.beta}
+        """The numbers a report keeps (not the per-phase list)."""
+        return {"predicted_s_per_step": self.seconds, "compute_s": self.compute_s,
+                "comm_s": self.comm_s, "busiest_host": self.busiest_host,
+                "busiest_host_link_bytes": max(self.host_link_bytes, default=0),
+                "phases": len(self.phase_s)}
+
+
+def rank_layouts(candidates: dict, price, keep: str | None = None):
+    """Build every candidate layout, price it, and rank them fastest first.
+
+    Parameters
+    ----------
+    candidates : dict
+        ``{name: build()}``: a callable per layout, returning what ``price`` takes (a
+        workflow's prepared setup).
+    price : callable
+        ``price(built) -> StepCost``.
+    keep : str, optional
+        The layout whose build to return (default: the fastest).
+
+    Returns
+    -------
+    (str, object, list of dict)
+        The kept layout's name and build, and one row per layout, fastest first:
+        ``{"layout", "predicted_s_per_step", "compute_s", "comm_s", ...}``.
+
+    Examples
+    --------
+    >>> m = CostModel(alpha=0.0, beta=0.0, flop_s=1.0)
+    >>> name, _, rows = rank_layouts({"a": lambda: [3, 1], "b": lambda: [2, 2]},
+    ...                              lambda load: m.step(None, load))
+    >>> name, [(r["layout"], r["predicted_s_per_step"]) for r in rows]
+    ('b', [('b', 2.0), ('a', 3.0)])
+    """
+    built, rows = {}, []
+    for name, build in candidates.items():
+        built[name] = build()
+        cost = price(built[name])
+        rows.append({"layout": name, **cost.as_dict()})
+    rows.sort(key=lambda r: r["predicted_s_per_step"])
+    chosen = keep if keep is not None else rows[0]["layout"]
+    return chosen, built[chosen], rows
+
+
+def _host_index(hosts, nworkers: int) -> np.ndarray:
+    """Host index (0, 1, ... in order of first appearance) of every worker."""
+    if hosts is None:
+        return np.arange(nworkers, dtype=np.int64)
+    hosts = list(hosts)
+    if len(hosts) < nworkers:
+        raise ValueError(f"hosts names {len(hosts)} workers, the parts use {nworkers}")
+    index: dict = {}
+    return np.array([index.setdefault(h, len(index)) for h in hosts[:nworkers]],
+                    dtype=np.int64)
+
+
+def _phase_load(load, nphases: int, K: int) -> np.ndarray:
+    """``load`` as a (phases, K) array of floats (a (K,) load in phase 0)."""
+    if load is None:
+        return np.zeros((nphases, K))
+    a = np.asarray(load, dtype=float)
+    if a.ndim == 1:
+        if a.shape != (K,):
+            raise ValueError(f"load needs one entry per part ({K}), got {a.shape}")
+        out = np.zeros((nphases, K))
+        out[0] = a
+        return out
+    if a.ndim != 2 or a.shape[1] != K:
+        raise ValueError(f"load must be (K,) or (phases, K) with K = {K}, got {a.shape}")
+    if a.shape[0] < nphases:       # phases without compute
+        a = np.vstack([a, np.zeros((nphases - a.shape[0], K))])
+    return a

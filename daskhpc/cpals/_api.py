@@ -22,7 +22,7 @@ import uuid
 from dataclasses import replace
 
 from daskhpc._workflows import RunOptions
-from daskhpc.comm import AllreduceSchedule
+from daskhpc.comm import AllreduceSchedule, network_model, plan_network
 from daskhpc.errors import InputError
 from daskhpc.io import is_collection
 from daskhpc.report import new_report
@@ -31,10 +31,11 @@ from ._checkpoint import distribution_path, load_distribution
 from ._collect import full_tensor, part_statics, read_tensor, rebuilder
 from ._init import given_factors, svd_factors
 from ._job import cpals_job, measured_section, serial_check
+from ._layouts import iteration_cost, layout_name
 from ._plan import mode_table, partition_section
 from ._result import CPResult
 from ._serial import run_serial
-from ._setup import Options, Setup, prepare
+from ._setup import Options, Setup, choose, prepare
 from ._tensor import as_tensor
 
 __all__ = ["fit", "serial_fit", "plan", "sections"]
@@ -114,7 +115,8 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
     >>> res = dh.cpals.fit("umls.tns", 10, 4, client=client, tol=0)  # doctest: +SKIP
     >>> res.fit[-1], res.report()["measured"]["inter_worker_bytes"]   # doctest: +SKIP
     """
-    from daskhpc.runtime import connected, run_job, worker_addresses
+    from daskhpc.runtime import (connected, network_for, placed_hosts, run_job,
+                                 worker_addresses)
 
     run = RunOptions.of(run, **run_options)
     checkpoint, resume = run.checkpoint, run.resume
@@ -135,6 +137,7 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         elif columns is not None or shape is not None:
             raise InputError("columns= and shape= are for a Dask collection input")
         saved = distribution_path(checkpoint) if checkpoint is not None and resume else None
+        layouts = None
         try:
             if saved is not None:
                 Options(**options).check()
@@ -142,7 +145,7 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
                 d = load_distribution(saved, X, nparts)
                 s = prepare(X, nparts, distribution=d, **options)
             else:
-                s = prepare(X, nparts, partition_file=partition_file, **options)
+                s, layouts = _chosen(client, run, X, nparts, partition_file, options)
             job = cpals_job(s, in_loop=in_loop, exchange=run.exchange,
                             statics=source is None)
             if source is None:
@@ -165,10 +168,31 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
                               per_iteration_s=out.timing["per_iteration_s"])
         info["execution"] = {**out.execution, "stop_rule": job.stop is not None}
         info["placement"] = {str(p): out.placement.worker(p) for p in range(s.K)}
+        model = network_for(run.network, client, job.exchange)
+        info["plan"].update(iteration_cost(s, model, *placed_hosts(client, out.placement))
+                            .section(model))
+        if layouts is not None:
+            info["layouts"] = layouts
         info["recovery"] = out.recovery
         if run.check_serial:
             info["serial_check"] = serial_check(s, lam, factors, out.history)
         return run.finish(CPResult(lam, factors, out.history, info))
+
+
+def _chosen(client, run, X, nparts, partition_file, options):
+    """``(setup, layouts)``: the asked layout (layouts None), or with ``partition="auto"``
+    the grain and partition the model predicts fastest on this cluster (``layouts``:
+    all of them, fastest first)."""
+    from daskhpc.runtime import (Placement, exchange_mode, network_for, placed_hosts,
+                                 worker_addresses)
+
+    if options.get("partition") != "auto":
+        return prepare(X, nparts, partition_file=partition_file, **options), None
+    model = network_for(run.network, client, exchange_mode(run.exchange), auto=True)
+    owner, hosts = placed_hosts(client, Placement(nparts, worker_addresses(client)))
+    _, s, rows = choose(X, nparts, model, owner=owner, hosts=hosts,
+                        partition_file=partition_file, **options)
+    return s, rows
 
 
 def _run_collection(client, s, job, source, run):
@@ -253,7 +277,7 @@ def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed
 
 def plan(data, nparts: int, *, rank: int = 10, grain: str = "fine", partition: str = "hp",
          partitioner: str = "auto", epsilon: float = 0.03, seed: int = 0,
-         partition_file=None, command=None) -> dict:
+         partition_file=None, command=None, network=None) -> dict:
     """The communication of one CP-ALS iteration on ``nparts`` parts, without a cluster.
 
     Returns the JSON report (docs/cli.md): ``plan`` (tot/max/sum-max/max-max volume
@@ -270,9 +294,20 @@ def plan(data, nparts: int, *, rank: int = 10, grain: str = "fine", partition: s
     >>> r["modes"][0]["msgs_max"] <= 7
     True
     """
-    s = prepare(data, nparts, partition_file=partition_file, rank=rank, grain=grain,
-                partition=partition, partitioner=partitioner, epsilon=epsilon, seed=seed)
+    opts = dict(rank=rank, grain=grain, partition=partition, partitioner=partitioner,
+                epsilon=epsilon, seed=seed)
+    rows = None
+    if network is None and partition != "auto":
+        s = prepare(data, nparts, partition_file=partition_file, **opts)
+    else:       # every layout, priced on the network (one part per host)
+        model = network_model(plan_network(network))
+        keep = None if partition == "auto" else layout_name(grain, partition)
+        _, s, rows = choose(data, nparts, model, keep=keep, partition_file=partition_file,
+                            **opts)
     info = sections(s, command=command)
+    if rows is not None:
+        info["plan"].update(iteration_cost(s, model).section(model))
+        info["layouts"] = rows
     return new_report("cpals", command=info.pop("command"), **info)
 
 

@@ -43,7 +43,8 @@ class CPALS(Workflow):
     def plan(self, call: Call) -> dict:
         return _api.plan(call.one_input("tensor file (.tns)"),
                          call.parts_or(None, "plan cpals"),
-                         partition_file=call.partition_file, **call.values("plan"))
+                         partition_file=call.partition_file, network=call.network,
+                         **call.values("plan"))
 
     def run(self, call: Call, run: RunOptions) -> dict:
         opts = call.values("run")

@@ -21,16 +21,18 @@ import numpy as np
 
 from daskhpc._saved import load
 from daskhpc._workflows import check_choice, checked_options, option
+from daskhpc.comm import CostModel, network_model, plan_network, rank_layouts
 from daskhpc.errors import InputError
 
 from ._init import given_factors, svd_factors
+from ._layouts import LAYOUTS, iteration_cost, layout_name
 from ._partition import GRAINS, Distribution, distribute
 from ._plan import allreduce_plan, iteration_plan, mode_plans
 from ._rows import gram
 from ._serial import initial_factors
 from ._tensor import Tensor, as_tensor
 
-__all__ = ["Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
+__all__ = ["Options", "Setup", "prepare", "DEFAULTS", "validate_input", "choose"]
 
 
 @dataclass
@@ -59,7 +61,9 @@ class Options:
                                 "(Algorithm 3)", choices=("fine", "coarse"))
     partition: str = option("hp", "hp: hypergraph model (Mt-KaHyPar); random: fine-grain "
                                   "baseline; block: coarse-grain baseline (consecutive slices "
-                                  "of equal nonzeros)", choices=("hp", "random", "block"))
+                                  "of equal nonzeros); auto: the grain and partition the "
+                                  "cost model predicts fastest on --network",
+                            choices=("hp", "random", "block", "auto"))
     partitioner: str = option("auto", "backend for --partition hp: auto (Mt-KaHyPar, or "
                                       "label propagation by size), mtkahypar, lp, kahypar")
     epsilon: float = option(0.03, "allowed imbalance (hp partitions, fine-grain row "
@@ -234,6 +238,9 @@ def prepare(data, nparts: int, *, partition_file=None, distribution=None, **opti
         Fields of :class:`Options`.
     """
     opts = checked_options(Options, options, "CP-ALS")
+    if opts.partition == "auto" and distribution is None:   # the fastest by the cost model
+        return choose(data, nparts, network_model(plan_network(None)),
+                      partition_file=partition_file, **options)[1]
     X = as_tensor(data)
     K = check_parts(nparts, X)
     if opts.init_name == "given":
@@ -252,3 +259,26 @@ def prepare(data, nparts: int, *, partition_file=None, distribution=None, **opti
     plans = mode_plans(X, d, opts.rank)
     t2 = time.perf_counter()
     return Setup(opts, K, X, d, plans, {"partition_s": t1 - t0, "plan_s": t2 - t1})
+
+
+def choose(data, nparts: int, model: CostModel, *, keep: str | None = None, owner=None,
+           hosts=None, partition_file=None, **options):
+    """Prepare every layout, price an iteration of each, rank them fastest first.
+
+    Returns ``(name, setup, rows)``: the fastest layout (or ``keep``, a name such as
+    ``fine-hp``), its prepared setup, and one ``{"layout", "predicted_s_per_step",
+    ...}`` row per layout.
+    """
+
+    X = as_tensor(data)                      # read once for every layout
+    grain = options.get("grain", "fine")
+    options = {k: v for k, v in options.items() if k not in ("grain", "partition")}
+    if partition_file is not None:           # a given partition is the only layout
+        layouts = {"file": lambda: prepare(X, nparts, partition_file=partition_file,
+                                           grain=grain, **options)}
+        keep = "file"
+    else:
+        layouts = {layout_name(g, p): (lambda g=g, p=p: prepare(X, nparts, grain=g,
+                                                                partition=p, **options))
+                   for g, p in LAYOUTS}
+    return rank_layouts(layouts, lambda s: iteration_cost(s, model, owner, hosts), keep=keep)

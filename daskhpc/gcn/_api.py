@@ -19,20 +19,21 @@ import uuid
 import numpy as np
 
 from daskhpc._workflows import RunOptions
-from daskhpc.comm import run_local
+from daskhpc.comm import network_model, plan_network, run_local
 from daskhpc.errors import InputError
 from daskhpc.io import is_collection
 from daskhpc.report import new_report
 
 from ._collect import (full_setup, part_statics, predictions_array, prepare_collection,
                        rebuilder, short_steps_of)
+from ._layouts import LAYOUTS, epoch_cost
 from ._job import (gcn_job, minibatch_info, plan_info, prepare_run, rows, serial_check,
                    short_steps, steps_per_epoch)
 from ._plan import plan_sections
 from ._program import assemble, program, row, statics
 from ._result import GCNResult, quality, sections
 from ._serial import run_serial
-from ._setup import prepare
+from ._setup import Options, choose, prepare
 
 __all__ = ["fit", "serial_fit", "local_fit", "plan"]
 
@@ -124,11 +125,12 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
 
 def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop,
          partition_file, options, columns=None):
-    from daskhpc.runtime import exchange_mode, run_job, worker_addresses
+    from daskhpc.runtime import (exchange_mode, network_for, placed_hosts, run_job,
+                                 worker_addresses)
 
     exchange = exchange_mode(run.exchange)
     workers = len(worker_addresses(client))
-    source = None
+    source = layouts = None
     if any(is_collection(x) for x in (graph, features, labels)):
         s, source = prepare_collection(client, graph, features, labels, split,
                                        nparts or workers, minibatch, run.checkpoint,
@@ -137,8 +139,11 @@ def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop
     else:
         if columns is not None:
             raise InputError("columns= is for a Dask DataFrame edge list")
-        s = prepare_run(graph, features, labels, split, nparts or workers, minibatch,
-                        run.checkpoint, run.resume, partition_file, options)
+        s, layouts = _chosen(client, run, exchange, graph, features, labels, split,
+                             nparts or workers, minibatch, partition_file, options)
+        if s is None:
+            s = prepare_run(graph, features, labels, split, nparts or workers, minibatch,
+                            run.checkpoint, run.resume, partition_file, options)
         loop = short_steps(s, workers) if in_loop == "auto" else bool(in_loop)
     job = gcn_job(s, in_loop=loop, exchange=exchange)
     if source is not None:
@@ -163,6 +168,12 @@ def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop
         med = float(np.median(per[1:]))
         info["timing"].update(median_epoch_s=med, median_step_s=med / steps)
     info["placement"] = {str(p): out.placement.worker(p) for p in range(s.K)}
+    if not s.batches and "plan" in info:     # the model prices a full-batch epoch
+        model = network_for(run.network, client, exchange)
+        info["plan"].update(epoch_cost(s, model, *placed_hosts(client, out.placement))
+                            .section(model))
+    if layouts:
+        info["layouts"] = layouts
     info["recovery"] = dict(out.recovery)
     final = {k: v for k, v in (history[-1] if history else {}).items()
              if k.startswith("final_")}
@@ -177,6 +188,25 @@ def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop
         predictions = predictions_array(client, predictions, source,
                                         worker_addresses(client))
     return GCNResult(value["params"], predictions, history, info, value["logits"])
+
+
+def _chosen(client, run, exchange, graph, features, labels, split, nparts, minibatch,
+            partition_file, options):
+    """With ``partition="auto"``: ``(setup, layouts)`` of the layout the model predicts
+    fastest on this cluster (the setup None when the run prepares it itself: mini-batches,
+    a resumed partition); else ``(None, None)``."""
+    if options.get("partition") != "auto":
+        return None, None
+    from daskhpc.runtime import Placement, network_for, placed_hosts, worker_addresses
+
+    model = network_for(run.network, client, exchange, auto=True)
+    owner, hosts = placed_hosts(client, Placement(nparts, worker_addresses(client)))
+    name, s, rows = choose(graph, nparts, model, features, labels, split, owner=owner,
+                           hosts=hosts, partition_file=partition_file, **options)
+    options["partition"] = name if name in LAYOUTS else options["partition"]
+    if minibatch or (run.checkpoint is not None and run.resume) or name not in LAYOUTS:
+        return None, rows
+    return s, rows
 
 
 def _with_tokens(fingerprint, tokens: dict) -> dict:
@@ -277,7 +307,7 @@ def local_fit(graph, nparts: int, features=None, labels=None, split=None, *, com
 
 
 def plan(graph, nparts: int, features=None, labels=None, split=None, *, command=None,
-         partition_file=None, compare_rp: bool = True, **options) -> dict:
+         partition_file=None, compare_rp: bool = True, network=None, **options) -> dict:
     """The messages of one epoch and the paper's metrics, without a cluster.
 
     Returns the JSON report: ``plan`` (the epoch's Plan report: rows, per-message words
@@ -294,11 +324,22 @@ def plan(graph, nparts: int, features=None, labels=None, split=None, *, command=
     True
     """
     t0 = time.perf_counter()
-    s = prepare(graph, nparts, features, labels, split, partition_file=partition_file,
-                **options)
+    rows = None
+    if network is None and options.get("partition") != "auto":
+        s = prepare(graph, nparts, features, labels, split, partition_file=partition_file,
+                    **options)
+    else:       # every layout, priced on the network (one part per host)
+        model = network_model(plan_network(network))
+        keep = None if options.get("partition") == "auto" else \
+            options.get("partition", Options.partition)
+        _, s, rows = choose(graph, nparts, model, features, labels, split, keep=keep,
+                            partition_file=partition_file, **options)
     t1 = time.perf_counter()
     info = sections(s, command=command)
     info.update(plan_sections(s, compare_rp=compare_rp))
+    if rows is not None:
+        info["plan"].update(epoch_cost(s, model).section(model))
+        info["layouts"] = rows
     info["timing"]["plan_s"] = time.perf_counter() - t1
     info["timing"]["total_s"] = time.perf_counter() - t0
     return new_report("gcn", command=info.pop("command"), **info)

@@ -80,7 +80,7 @@ class GCN(Workflow):
         opts = {k: v for k, v in call.values("plan").items() if k in Options.__dataclass_fields__}
         return _api.plan(call.one_input("graph"), call.parts_or(None, "plan gcn"),
                          partition_file=call.partition_file, compare_rp=call.options.compare,
-                         **opts)
+                         network=call.network, **opts)
 
     def run(self, call: Call, run: RunOptions) -> dict:
         from daskhpc.runtime import worker_addresses

@@ -20,14 +20,16 @@ import numpy as np
 
 from daskhpc._saved import load as load_saved
 from daskhpc._workflows import check_choice, checked_options, option
+from daskhpc.comm import CostModel, network_model, plan_network, rank_layouts
 from daskhpc.errors import InputError
 
 from ._assign import PARTITIONS, WEIGHTS, Assignment, assign
 from ._data import Graph, as_graph, random_data_note
+from ._layouts import LAYOUTS, epoch_cost
 from ._model import init_params
 from ._plan import patterns
 
-__all__ = ["warm_params", "Options", "Setup", "prepare", "DEFAULTS", "validate_input"]
+__all__ = ["warm_params", "Options", "Setup", "prepare", "DEFAULTS", "validate_input", "choose"]
 
 
 DTYPES = ("float64", "float32")
@@ -58,9 +60,10 @@ class Options:
     eval_every: int = option(1, "evaluate (no dropout) every N epochs (0: only after the "
                                 "last)", modes=("run",))
     partition: str = option("hp", "rows by the column-net hypergraph (hp), the graph model "
-                                  "(gp), uniformly random rows as the paper's RP (rp), or "
-                                  "balanced random (random)",
-                            choices=("hp", "gp", "rp", "random"))
+                                  "(gp), uniformly random rows as the paper's RP (rp), "
+                                  "balanced random (random), or the one the cost model "
+                                  "predicts fastest on --network (auto)",
+                            choices=(*PARTITIONS, "auto"))
     partitioner: str = option("auto", "hypergraph backend for hp: auto, mtkahypar, kahypar, "
                                       "lp")
     epsilon: float = option(0.03, "allowed imbalance of the rows' nonzeros (the paper: "
@@ -105,7 +108,7 @@ class Options:
         check_choice("--order", self.order, ORDERS)
         if int(self.eval_every) < 0:
             raise InputError(f"--eval-every must be >= 0, got {self.eval_every}")
-        check_choice("--partition", self.partition, PARTITIONS)
+        check_choice("--partition", self.partition, (*PARTITIONS, "auto"))
         check_choice("--weights", self.weights, WEIGHTS)
         if not 0 <= self.epsilon < 10:
             raise InputError(f"--epsilon must lie in [0, 10), got {self.epsilon}")
@@ -248,6 +251,9 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
     (2708, 2, (1433, 16, 7))
     """
     opts = checked_options(Options, options, "GCN")
+    if opts.partition == "auto":        # the layout the cost model predicts fastest
+        return choose(graph, nparts, network_model(plan_network(None)), features, labels,
+                      split, partition_file=partition_file, **options)[1]
     try:
         K = int(nparts)
     except (TypeError, ValueError):
@@ -296,3 +302,29 @@ def warm_params(init, dims, bias: bool, dtype=np.float64) -> list:
                          f"{[p.shape for p in got]}, this run's layers {list(dims)} need "
                          f"{want}")
     return got
+
+
+def choose(graph, nparts: int, model: CostModel, features=None, labels=None, split=None, *,
+           keep: str | None = None, owner=None, hosts=None, partition_file=None, **options):
+    """Prepare every layout, price an epoch of each, rank them fastest first.
+
+    Returns ``(name, setup, rows)``: the fastest layout (or ``keep``), its prepared
+    setup, and one ``{"layout", "predicted_s_per_step", ...}`` row per layout.
+    """
+
+    options = {k: v for k, v in options.items() if k != "partition"}
+    read = {}
+
+    def build(name):
+        # the graph is read (or drawn) once: the next layouts take the first one's
+        data = (read["graph"], None, None, None) if read else (graph, features, labels, split)
+        s = prepare(*data[:1], nparts, *data[1:], partition_file=partition_file,
+                    **options, partition=name)
+        read["graph"] = s.graph
+        return s
+
+    if partition_file is not None:         # a given partition is the only layout
+        layouts, keep = {"file": lambda: build("hp")}, "file"
+    else:
+        layouts = {name: (lambda name=name: build(name)) for name in LAYOUTS}
+    return rank_layouts(layouts, lambda s: epoch_cost(s, model, owner, hosts), keep=keep)

@@ -15,7 +15,9 @@
 - :func:`wait_for_cluster` waits (bounded) for the workers a growing cluster was scaled
   to (:class:`WorkersMissing` when they do not come).
 - :class:`TransferLedger` measures the bytes and messages that moved between
-  workers; :func:`calibrate` fits the alpha-beta message cost of the cluster.
+  workers; :func:`calibrate` fits the alpha-beta message cost of the cluster;
+  :func:`network_for` the cost model a run is predicted on (:func:`measure_network`
+  calibrates the cluster, between hosts), :func:`placed_hosts` where its parts sit.
 - The workflow frame: :func:`run_job` runs a :class:`Job` (a workflow's dask-free pieces:
   a :class:`~daskhpc.comm.Program` or an attempt-graph builder, per-part data, history
   rows) with placement, part data kept on workers (:class:`PartStore`), attempts with
@@ -58,6 +60,8 @@ from daskhpc.runtime._job import (Attempt, AttemptGraph, Diverged, GaveUp, Graph
 from daskhpc.runtime._graph import pinned_graph, submit_pinned
 from daskhpc.runtime._holding import PARKED, HoldingPlugin, call, install, take
 from daskhpc.runtime._latency import low_latency
+from daskhpc.runtime._network import (cluster_name, measure_network, network_for,
+                                      placed_hosts, worker_hosts)
 from daskhpc.runtime._ledger import TransferLedger, logged_transfers
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
@@ -99,6 +103,11 @@ __all__ = [
     "array_digest",
     "calibrate",
     "calibrate_exchange",
+    "cluster_name",
+    "measure_network",
+    "network_for",
+    "placed_hosts",
+    "worker_hosts",
     "call",
     "check_dashboard_address",
     "connect",

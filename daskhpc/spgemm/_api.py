@@ -23,6 +23,8 @@ from daskhpc.comm import CostModel
 from daskhpc._workflows import RunOptions
 from daskhpc.errors import InputError
 
+from ._grid import Grid
+from ._layouts import grids, multiply_cost
 from ._memory import warm_up
 from ._plan import plan_sections
 from ._prep import like_input
@@ -33,7 +35,8 @@ from ._setup import Setup, prepare
 from ._symbolic import (BYTES_PER_UNMERGED, WORKING_HEADROOM, batch_lower_bound, grid_symbolic,
                         planned_batches)
 
-__all__ = ["multiply", "plan", "serial_multiply", "over_budget", "warn_over_budget"]
+__all__ = ["choose_grid", "multiply", "plan", "serial_multiply", "over_budget",
+           "warn_over_budget"]
 
 
 def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
@@ -368,7 +371,7 @@ def _memory_section(baseline: dict, peaks: dict, budget, workers) -> dict:
 def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None = None,
          batches="auto", seed: int | None = 0, r: float = BYTES_PER_UNMERGED,
          alpha: float | None = None, beta: float | None = None, semiring="plus_times",
-         mask=None, complement: bool = False) -> dict:
+         mask=None, complement: bool = False, network=None) -> dict:
     """The batch count and per-step communication of BatchedSumma3D, without a cluster.
 
     Parameters
@@ -390,6 +393,9 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     semiring, mask, complement
         As for :func:`multiply`: the mask restricts every count (and so b) to the
         entries it keeps; the semiring changes no count (recorded in the output).
+    network : daskhpc.comm.CostModel, optional
+        Also predict one multiply on this network (``predicted_s_per_step``,
+        ``prediction``; every cell on its own host).
 
     Returns
     -------
@@ -400,8 +406,6 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
         (eq. (2)), ``steps`` (one Plan report per step), ``table2``, ``estimate_s``
         (alpha-beta time per step and in total) and ``quality``.
     """
-    from ._grid import Grid
-
     g = grid if isinstance(grid, Grid) else Grid.parse(grid)
     s = prepare(a, b, grid=g, nworkers=g.p if workers is None else int(workers),
                 memory_per_worker=memory_per_worker, batches=batches, seed=seed, r=r,
@@ -430,7 +434,27 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     sections, quality = plan_sections(sym, cost)
     out.update(sections)          # unit "nonzeros": WORDS_PER_UNIT words of WORD_BYTES
     out["quality"] = quality
+    if network is not None:       # one multiply on the network, a cell per host
+        out.update(multiply_cost(sym, network).section(network))
     return out
+
+
+def choose_grid(a, b, K: int, network, candidates=None, **plan_options):
+    """The grid of K cells the cost model predicts fastest for ``a @ b`` on ``network``.
+
+    Returns ``(grid, rows)``: the fastest :class:`~daskhpc.spgemm._grid.Grid` and one
+    ``{"layout", "predicted_s_per_step", ...}`` row per grid of :func:`._layouts.grids`,
+    fastest first (each from its symbolic step, :func:`plan`); ``candidates``: these
+    grids instead.
+    """
+    rows = []
+    for g in candidates or grids(int(K)):
+        got = plan(a, b, grid=g, network=network, **plan_options)
+        rows.append({"layout": str(g), **got["prediction"],
+                     "predicted_s_per_step": got["predicted_s_per_step"]})
+        rows[-1].pop("network", None)
+    rows.sort(key=lambda r: r["predicted_s_per_step"])
+    return Grid.parse(rows[0]["layout"]), rows
 
 
 def _multiply_times(timeline: dict, history: list) -> list:

@@ -33,7 +33,9 @@ class Options:
                                     "part, in square layers; without --parts one layer of "
                                     "one or two cells a worker where the worker count "
                                     "allows, 2 workers 2x2x1, 8 workers 4x4x1, else one "
-                                    "cell a worker, 12 workers 2x2x3)")
+                                    "cell a worker, 12 workers 2x2x3), or auto: the grid of "
+                                    "--parts cells (one a worker) the cost model predicts "
+                                    "fastest on --network")
     layers: int | None = option(None, "layers l when the grid comes from the worker count "
                                       "(default: chosen)", type=int)
     memory_per_worker: str | None = option(None, "budget per worker, e.g. 512MB")
@@ -68,7 +70,7 @@ class Options:
         _batches(self.batches)
         if self.memory_per_worker is not None:
             parse_bytes(self.memory_per_worker)
-        if self.grid:
+        if self.grid and self.grid != "auto":
             from ._grid import Grid
 
             Grid.parse(self.grid)
@@ -115,18 +117,31 @@ class Spgemm(Workflow):
         """Symbolic only: b, per-step volumes, Table II, alpha-beta estimate; no cluster."""
         from ._api import plan
 
+        from daskhpc.comm import network_model, plan_network
+
+        from ._api import choose_grid
+
         o = call.options
         a, b, info = call.data or _inputs(call)
-        grid = _grid(o, call.parts or 1, call.parts)
         t0 = time.perf_counter()
-        out = plan(a, b, grid=grid, memory_per_worker=o.memory_per_worker,
-                   workers=call.parts or grid.p, batches=_batches(o.batches),
-                   seed=_seed(o), alpha=o.alpha, beta=o.beta, semiring=o.semiring,
-                   mask=_mask(o, a, b), complement=o.mask_complement)
+        model = rows = None
+        if call.network is not None or o.grid == "auto":
+            model = network_model(plan_network(call.network))
+        kw = dict(memory_per_worker=o.memory_per_worker, batches=_batches(o.batches),
+                  seed=_seed(o), alpha=o.alpha, beta=o.beta, semiring=o.semiring,
+                  mask=_mask(o, a, b), complement=o.mask_complement)
+        if o.grid == "auto":
+            if not call.parts:
+                raise InputError("--grid auto chooses among the grids of --parts cells: "
+                                 "give --parts")
+            grid, rows = choose_grid(a, b, call.parts, model, workers=call.parts, **kw)
+        else:
+            grid = _grid(o, call.parts or 1, call.parts)
+        out = plan(a, b, grid=grid, workers=call.parts or grid.p, network=model, **kw)
         quality = out.pop("quality")
         quality["batches"] = out["batches"]
         return new_report(self.name, input=info, parts=grid.p, seed=_seed(o),
-                          grid=out.pop("grid"), plan=out,
+                          grid=out.pop("grid"), plan=out, layouts=rows,
                           timing={"plan_s": time.perf_counter() - t0}, quality=quality)
 
     def run(self, call: Call, run: RunOptions) -> dict:
@@ -137,12 +152,26 @@ class Spgemm(Workflow):
 
         o = call.options
         a, b, info = call.data or _inputs(call)
-        grid = _grid(o, len(worker_addresses(run.client)), call.parts)
+        rows = None
+        if o.grid == "auto":      # the fastest grid on this cluster (calibrate by default)
+            grid, rows, model = _auto_grid(o, a, b, call.parts, run)
+        else:
+            grid = _grid(o, len(worker_addresses(run.client)), call.parts)
+            if run.network is not None:       # the given grid's prediction
+                _, rows, model = _auto_grid(o, a, b, call.parts, run, [grid])
         res = multiply(a, b, grid=grid, memory_per_worker=o.memory_per_worker,
                        local=o.local, batches=_batches(o.batches), consume=o.consume,
                        window=o.window, seed=_seed(o), semiring=o.semiring,
                        mask=_mask(o, a, b), complement=o.mask_complement, run=run)
         res.info["input"] = info
+        if rows is not None:
+            if o.grid == "auto":
+                res.info["layouts"] = rows
+            chosen = next(r for r in rows if r["layout"] == str(grid))
+            res.info.setdefault("plan", {}).update(
+                predicted_s_per_step=chosen["predicted_s_per_step"],
+                prediction={**{k: v for k, v in chosen.items() if k != "layout"},
+                            "network": model.as_dict()})
         if res.info.get("mask"):
             res.info["mask"]["path"] = o.mask
         return warn_over_budget(res.report())     # over the budget: a warning, exit 0
@@ -217,6 +246,24 @@ def _grid(o: Options, nworkers: int, parts: int | None = None):
         return Grid.parse(o.grid)
     return Grid.one_per_part(parts, o.layers) if parts else \
         Grid.for_workers(nworkers, o.layers)
+
+
+def _auto_grid(o: Options, a, b, parts, run, candidates=None):
+    """``--grid auto`` of a run: ``(grid, rows, model)``, the grids of ``--parts`` cells
+    (default one a worker; ``candidates``: these) priced on ``--network`` (default: this
+    cluster, calibrated now), one cell a worker."""
+    from daskhpc.runtime import exchange_mode, network_for, worker_addresses
+
+    from ._api import choose_grid
+
+    workers = worker_addresses(run.client)
+    model = network_for(run.network, run.client, exchange_mode(run.exchange), auto=True)
+    grid, rows = choose_grid(a, b, parts or len(workers), model, candidates,
+                             workers=len(workers), memory_per_worker=o.memory_per_worker,
+                             batches=_batches(o.batches), seed=_seed(o),
+                             semiring=o.semiring, mask=_mask(o, a, b),
+                             complement=o.mask_complement)
+    return grid, rows, model
 
 
 def _seed(o: Options):

@@ -22,11 +22,13 @@ import numpy as np
 
 from daskhpc._workflows import RunOptions, checked_options
 from daskhpc.errors import InputError
+from daskhpc.comm import network_model, plan_network
 from daskhpc.report import compare_arrays, new_report, ratio_or_none, unavailable
 
+from ._layouts import epoch_cost
 from ._serial import run_serial, value_quality
 from ._result import SSGDResult
-from ._setup import Options, Setup, load, prepare
+from ._setup import Options, Setup, choose, load, prepare
 
 __all__ = ["fit", "serial_fit", "plan"]
 
@@ -122,7 +124,7 @@ def _collection_first(options, nparts, run) -> None:
 
 def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, placement,
          partition_file):
-    from daskhpc.runtime import exchange_mode, run_job, worker_addresses
+    from daskhpc.runtime import exchange_mode, placed_hosts, run_job, worker_addresses
 
     from ._job import ssgd_job
 
@@ -141,9 +143,10 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
                         keep_empty=bool(options.get("keep_empty", False)))
         check_input(checkpoint, data.ratings, collection)   # before its partition is read
         partition_file = partition_path(checkpoint)    # the blocks of the first job
-    s = prepare(data, nparts, partition_file=partition_file, **options)
-    timeline: list = []
     exchange = exchange_mode(run.exchange)
+    s, model, layouts = _prepared(client, data, nparts, partition_file, options, run,
+                                  exchange)
+    timeline: list = []
     job = ssgd_job(s, checkpointing=checkpoint is not None, order_plugin=order_plugin,
                    timeline=timeline, exchange=exchange)
     if s.values is None:
@@ -161,6 +164,10 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
     info["measured"] = measured
     info["timing"].update(run_s=out.timing["run_s"],
                           per_iteration_s=out.timing["per_iteration_s"])
+    info["plan"].update(epoch_cost(s, model, *placed_hosts(client, out.placement))
+                        .section(model))
+    if layouts is not None:
+        info["layouts"] = layouts
     info["placement"] = {str(p): w for p, w in enumerate(owner)}
     info["execution"] = {**out.execution, "exchange": exchange}
     rec = dict(out.recovery)
@@ -178,6 +185,24 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
             for a, b in zip(ser["history"], out.history))
         info["serial_check"] = check
     return _named(SSGDResult(W, H, out.history, info, timeline or None), s)
+
+
+def _prepared(client, data, nparts, partition_file, options, run, exchange):
+    """``(setup, cost model, layouts)``: the asked layout, or with ``partition="auto"``
+    the one the model predicts fastest on this cluster (``layouts``: all of them,
+    fastest first; None when not chosen)."""
+    from daskhpc.runtime import network_for, placed_hosts, worker_addresses
+
+    from ._job import ring_placement
+
+    auto = options.get("partition") == "auto"
+    model = network_for(run.network, client, exchange, auto=auto)
+    if not auto:
+        return prepare(data, nparts, partition_file=partition_file, **options), model, None
+    owner, hosts = placed_hosts(client, ring_placement(nparts, worker_addresses(client)))
+    _, s, rows = choose(data, nparts, model, owner=owner, hosts=hosts,
+                        partition_file=partition_file, **options)
+    return s, model, rows
 
 
 def _run_collection(client, s, job, run, low_latency, placement):
@@ -248,7 +273,8 @@ def serial_fit(data, nparts: int = 1, *, partition_file=None, command=None,
     return _named(SSGDResult(out["W"], out["H"], out["history"], info), s)
 
 
-def plan(data, nparts: int, *, partition_file=None, command=None, **options) -> dict:
+def plan(data, nparts: int, *, partition_file=None, command=None, network=None,
+         **options) -> dict:
     """The communication plan of one epoch (section VI metrics), without a cluster.
 
     Returns the JSON report: ``plan`` (tot/max/sum-max/max-max vol and msgs per epoch,
@@ -264,8 +290,19 @@ def plan(data, nparts: int, *, partition_file=None, command=None, **options) -> 
     (19448, 4)
     """
     options.setdefault("eval_every", None)
-    s = prepare(data, nparts, partition_file=partition_file, **options)
+    auto = options.get("partition") == "auto"
+    rows = None
+    if network is None and not auto:
+        s = prepare(data, nparts, partition_file=partition_file, **options)
+    else:       # every layout, priced on the network (one part per host)
+        model = network_model(plan_network(network))
+        keep = None if auto else options.get("partition", Options.partition)
+        _, s, rows = choose(data, nparts, model, keep=keep, partition_file=partition_file,
+                            **options)
     info = sections(s, None, command=command)
+    if rows is not None:
+        info["plan"].update(epoch_cost(s, model).section(model))
+        info["layouts"] = rows
     return new_report("ssgd", command=info.pop("command"), **info)
 
 

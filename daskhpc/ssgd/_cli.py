@@ -59,7 +59,8 @@ class SSGD(Workflow):
                              "directories and several files are for 'daskhpc run ssgd'")
         opts = dict(call.values("plan"), format=call.format)
         return _noted(plan(call.one_input("ratings file"), call.parts_or(None, "ssgd"),
-                           partition_file=call.partition_file, **opts))
+                           partition_file=call.partition_file, network=call.network,
+                           **opts))
 
     def run(self, call: Call, run: RunOptions) -> dict:
         from daskhpc.runtime import worker_addresses

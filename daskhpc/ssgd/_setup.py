@@ -18,16 +18,18 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from daskhpc._workflows import checked_options, option
+from daskhpc.comm import CostModel, network_model, plan_network, rank_layouts
 from daskhpc.errors import InputError
 
 from ._assign import Assignment, assign, partition_report
 from ._input import Input, load
+from ._layouts import LAYOUTS, epoch_cost
 from ._plan import STRATEGIES, Layout
 from ._problem import Ratings, check_parts, split
 from ._runplan import RunPlan
 from ._strata import RingStrata
 
-__all__ = ["warm_start", "Options", "Setup", "prepare", "DEFAULTS", "Input", "load"]
+__all__ = ["warm_start", "Options", "Setup", "prepare", "DEFAULTS", "Input", "load", "choose"]
 
 
 @dataclass
@@ -56,8 +58,10 @@ class Options:
     epochs: int = option(20, "SGD epochs")
     strategy: str = option("hc", "communication: dense blocks (dsgd), P2P d-gap rows (p2p), "
                                  "Hold-and-Combine (hc)", choices=("dsgd", "p2p", "hc"))
-    partition: str = option("hp", "row partition: hypergraph, SOED objective (hp), or seeded "
-                                  "balanced random (random)", choices=("hp", "random"))
+    partition: str = option("hp", "row partition: hypergraph, SOED objective (hp), seeded "
+                                  "balanced random (random), or the one the cost model "
+                                  "predicts fastest on --network (auto)",
+                            choices=("hp", "random", "auto"))
     partitioner: str = option("auto", "hypergraph partitioner for --partition hp: auto "
                                       "(Mt-KaHyPar, or label propagation where Mt-KaHyPar "
                                       "would take minutes), mtkahypar, kahypar, lp")
@@ -251,6 +255,9 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     ...                            s.assignment.col_blocks)         # doctest: +SKIP
     """
     opts = checked_options(Options, options, "SSGD")
+    if opts.partition == "auto":        # the layout the cost model predicts fastest
+        return choose(data, nparts, network_model(plan_network(None)),
+                      partition_file=partition_file, **options)[1]
     inp = load(data, format=opts.format, keep_empty=opts.keep_empty)
     ratings, maps = inp.ratings, inp.index_maps
     check_parts(nparts, ratings)
@@ -324,3 +331,26 @@ def warm_start(s: Setup, init) -> tuple[np.ndarray, np.ndarray]:
         X[known] = saved[idx[known]]
         out.append(X)
     return out[0], out[1]
+
+
+def choose(data, nparts: int, model: CostModel, *, keep: str | None = None, owner=None,
+           hosts=None, partition_file=None, **options):
+    options = {k: v for k, v in options.items() if k != "partition"}
+    """Prepare every layout, price an epoch of each, rank them fastest first.
+
+    Returns ``(name, setup, rows)``: the fastest layout (or ``keep``), its prepared
+    setup, and one ``{"layout", "predicted_s_per_step", ...}`` row per layout.
+    """
+
+    # read once: every layout prepares the same ratings
+    data = load(data, format=options.get("format"),
+                keep_empty=bool(options.get("keep_empty", False)))
+    if partition_file is not None:     # a given partition is the only layout
+        keep = "file"
+        layouts = {"file": lambda: prepare(data, nparts, partition_file=partition_file,
+                                           **options)}
+    else:
+        layouts = {name: (lambda name=name: prepare(data, nparts, **{**options,
+                                                                     "partition": name}))
+                   for name in LAYOUTS}
+    return rank_layouts(layouts, lambda s: epoch_cost(s, model, owner, hosts), keep=keep)

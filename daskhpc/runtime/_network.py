@@ -1,0 +1,168 @@
+"""The network a run is priced on: measured on its cluster, or a named profile.
+
+:func:`measure_network` calibrates a cluster (``daskhpc info --calibrate``, ``run
+--network calibrate``): alpha and beta of a message between two workers on different
+hosts where there are two hosts, and the seconds per flop of a sparse kernel on one
+worker. :func:`network_for` turns a ``--network`` value into a
+:class:`~daskhpc.comm.CostModel`; :func:`worker_hosts` says which workers share a host
+(their link), :func:`cluster_name` what a saved calibration is filed under.
+
+Examples
+--------
+>>> network_for("ethernet-10g").name
+'ethernet-10g'
+>>> network_for("calibrate", client).name                         # doctest: +SKIP
+'calibrate'
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from daskhpc.comm import CostModel, network_model
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["measure_network", "network_for", "worker_hosts", "cluster_name",
+           "kernel_flop_seconds", "placed_hosts"]
+
+
+def worker_hosts(client: Client, workers=None) -> list[str]:
+    """The host (IP address or name, as the scheduler sees it) of every worker."""
+    from daskhpc.runtime._connect import worker_addresses
+
+    workers = list(workers if workers is not None else worker_addresses(client))
+    info = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+    return [str(info.get(w, {}).get("host") or _host_of(w)) for w in workers]
+
+
+def placed_hosts(client: Client, placement) -> tuple[list[int], list[str] | None]:
+    """``(owner, hosts)`` of a :class:`~daskhpc.runtime.Placement` as
+    :meth:`daskhpc.comm.CostModel.step` takes them: the worker index of every part, the
+    host of every worker. On one host (a LocalCluster) ``hosts`` is None: every worker
+    then counts as its own link, the loopback a calibration of that machine measured."""
+    workers = list(placement.workers)
+    index = {w: i for i, w in enumerate(workers)}
+    owner = [index[placement.worker(p)] for p in range(placement.nparts)]
+    hosts = worker_hosts(client, workers)
+    return owner, (hosts if len(set(hosts)) > 1 else None)
+
+
+def _host_of(address: str) -> str:
+    """``tcp://10.0.0.2:4711`` -> ``10.0.0.2``."""
+    return address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+def cluster_name(client: Client) -> str:
+    """What the calibration of ``client``'s cluster is saved under when not named:
+    ``local`` for a scheduler on this machine's loopback, else its address."""
+    address = client.scheduler.address
+    host = _host_of(address)
+    return "local" if host in ("127.0.0.1", "localhost", "::1", "[::1]") else address
+
+
+def kernel_flop_seconds(n: int = 200_000, density: float = 1e-5, width: int = 16,
+                        repeats: int = 5) -> float:
+    """Seconds per flop of a CSR x dense product (``width`` columns) on this core: the
+    fastest of ``repeats`` (load only ever adds time). What ``flop_s`` prices a unit of
+    load with; the workflows count their loads in the same flops (2 per multiply-add)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    nnz = int(n * n * density)
+    # coordinates drawn directly: sp.random draws without replacement from n * n cells
+    # (a permutation of 4e8 entries here)
+    A = sp.csr_array((rng.random(nnz), (rng.integers(0, n, nnz), rng.integers(0, n, nnz))),
+                     shape=(n, n))
+    X = rng.random((n, width))
+    A @ X                                   # first touch: allocation, caches
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        A @ X
+        best = min(best, time.perf_counter() - t0)
+    return float(best / (2.0 * A.nnz * width))
+
+
+def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int = 40,
+                    transfer: bool = True) -> dict:
+    """Calibrate ``client``'s cluster: a calibration entry for
+    :func:`daskhpc.comm.save_calibration`.
+
+    Two workers on different hosts exchange messages of 8 B to 4 MiB (two workers of one
+    host where there is one host); one worker times a sparse kernel.
+
+    Parameters
+    ----------
+    exchanges : tuple of str
+        The exchange modes whose Program messages are timed (``calibrate_exchange``).
+    steps : int
+        Ping-pong steps per size in each mode.
+    transfer : bool
+        Also time Dask's own transfers (``calibrate``; what ``daskhpc.comm.alpha`` keeps).
+
+    Returns
+    -------
+    dict
+        ``alpha``, ``beta`` (of the first exchange mode: what a run's messages cost),
+        ``flop_s``, ``exchange`` (per mode), ``transfer`` (if timed), ``workers``,
+        ``hosts`` (distinct), ``pair`` (the two workers timed).
+    """
+    from daskhpc.runtime._calibrate import calibrate, calibrate_exchange
+    from daskhpc.runtime._connect import worker_addresses
+
+    workers = worker_addresses(client)
+    if len(workers) < 2:
+        raise ValueError(f"calibrate needs two workers, the cluster has {len(workers)}")
+    hosts = worker_hosts(client, workers)
+    pair = _pair_across_hosts(workers, hosts)
+    out: dict = {}
+    modes = {}
+    for mode in exchanges:
+        fit = calibrate_exchange(client, mode, steps=steps, workers=pair)
+        modes[mode] = {"alpha": float(fit["alpha"]), "beta": float(fit["beta"])}
+    first = modes[exchanges[0]]
+    out.update(alpha=first["alpha"], beta=first["beta"], exchange=modes)
+    if transfer:
+        cal = calibrate(client, workers=pair)
+        out["transfer"] = {"alpha": float(cal["alpha"]), "beta": float(cal["beta"])}
+    out["flop_s"] = float(client.run(kernel_flop_seconds, workers=[pair[0]])[pair[0]])
+    out.update(workers=len(workers), hosts=len(set(hosts)), pair=list(pair))
+    return out
+
+
+def _pair_across_hosts(workers, hosts) -> tuple[str, str]:
+    """Two workers on different hosts (their link is what a step waits for), else the
+    first two."""
+    for i in range(1, len(workers)):
+        if hosts[i] != hosts[0]:
+            return workers[0], workers[i]
+    return workers[0], workers[1]
+
+
+def network_for(network: str | None, client: Client | None = None,
+                exchange: str = "direct", *, auto: bool = False) -> CostModel:
+    """The :class:`~daskhpc.comm.CostModel` of a ``--network`` value.
+
+    ``calibrate`` measures ``client``'s cluster now (the ``exchange`` mode's messages, a
+    short ping-pong, and the kernel rate); a profile name is looked up; ``calibrated``
+    prefers the entry saved for this cluster (:func:`cluster_name`); None: ``calibrate``
+    when the run chooses its layout (``auto``) on a cluster, else a saved calibration if
+    there is one, else the built-in defaults.
+    """
+    if network is None and auto and client is not None:
+        network = "calibrate"
+    if network == "calibrate":
+        if client is None:
+            from daskhpc.errors import InputError
+
+            raise InputError("--network calibrate measures a cluster: it is for daskhpc run "
+                             "(plan takes a profile or calibrated)")
+        got = measure_network(client, exchanges=(exchange,), steps=10, transfer=False)
+        return CostModel(alpha=got["alpha"], beta=got["beta"], flop_s=got["flop_s"],
+                         name="calibrate")
+    return network_model(network, cluster_name(client) if client is not None else None)

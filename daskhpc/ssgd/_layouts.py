@@ -1,0 +1,49 @@
+"""What an SSGD epoch costs on a network, per row partition, and the fastest one.
+
+An epoch is K sub-epochs; in sub-epoch t part p updates the ratings of its block
+(p, b) with t = subepoch(p, b), about ``6 F`` flops each (the dot product w.h, then
+both rows updated), then sends what the strategy sends after sub-epoch t (the epoch
+plan's phase t). :func:`epoch_cost` prices that with a
+:class:`~daskhpc.comm.CostModel`; :func:`~daskhpc.ssgd._setup.choose` prepares every layout of
+:data:`LAYOUTS` and ranks them (``--partition auto`` runs the first).
+
+Examples
+--------
+>>> from daskhpc import datasets
+>>> from daskhpc.comm import network_model
+>>> from daskhpc.ssgd._setup import choose
+>>> name, s, rows = choose(datasets.ratings(), 4, network_model("ethernet-10g"),
+...                        epochs=1)                             # doctest: +SKIP
+>>> [r["layout"] for r in rows]                                  # doctest: +SKIP
+['hp', 'random']
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskhpc.comm import CostModel, StepCost
+
+__all__ = ["LAYOUTS", "FLOPS_PER_RATING", "epoch_load", "epoch_cost"]
+
+#: The row partitions ``--partition auto`` chooses between
+LAYOUTS = ("hp", "random")
+#: flops of one rating's update per word of a row: 2 F for w.h, 2 F for each row's update
+FLOPS_PER_RATING = 6
+
+
+def epoch_load(s) -> np.ndarray:
+    """(K sub-epochs, K parts): flops each part computes in each sub-epoch."""
+    K = s.K
+    ptr, _ = s.blocks()
+    counts = np.diff(ptr).reshape(K, K)          # [part, column block]
+    p, b = np.divmod(np.arange(K * K), K)
+    t = s.strata.subepoch(p, b, 0)
+    load = np.zeros((K, K))
+    load[t, p] = counts[p, b] * FLOPS_PER_RATING * s.options.width
+    return load
+
+
+def epoch_cost(s, model: CostModel, owner=None, hosts=None) -> StepCost:
+    """Predicted seconds of one epoch of setup ``s`` (its epoch plan after its loads)."""
+    return model.step(s.runplan.epoch_plan(), epoch_load(s), owner=owner, hosts=hosts)
