@@ -42,7 +42,7 @@ def test_every_option_has_a_help_text(name, mode):
 def test_linear_help_says_what_the_options_do_and_their_defaults():
     done = _cli("run", "linear", "--help")
     text = " ".join(done.stdout.split())
-    for words in ("--lr LR eta0, the step size", "(default 0.5)", "--reg REG alpha, the "
+    for words in ("--lr LR eta0, the per-sample step size", "(default 0.5)", "--reg REG alpha, the "
                   "regularisation strength", "--learning-rate {", "(default optimal)",
                   "--group GROUP ranks per sparse group", "--loss {log,hinge}"):
         assert words in text, words

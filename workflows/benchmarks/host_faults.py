@@ -46,9 +46,9 @@ def args_of(name: str) -> list[str]:
                            name != "spgemm")
 
 
-def one(name: str, fault: str, host_timeout: float | None) -> dict:
+def one(name: str, fault: str, host_timeout: float | None, rate: str = RATE) -> dict:
     work = tempfile.mkdtemp(prefix="host-faults-")
-    rate = [RATE] * 4
+    base, rate = rate, [rate] * 4
     with hosts.virtual_cluster(4, rate=rate) as vc:
         sf = vc.start_dask(os.path.join(work, "dask"))
         ck = os.path.join(work, "ck")
@@ -72,7 +72,7 @@ def one(name: str, fault: str, host_timeout: float | None) -> dict:
         elif fault == "scheduler":
             vc.cut(0)
         elif fault == "slow":
-            vc.shape(2, f"{hosts.parse_rate(RATE) / 10:.0f}bit")
+            vc.shape(2, f"{hosts.parse_rate(base) / 10:.0f}bit")
         try:
             _, err = proc.communicate(timeout=900)
         except subprocess.TimeoutExpired:
@@ -80,7 +80,7 @@ def one(name: str, fault: str, host_timeout: float | None) -> dict:
             _, err = proc.communicate()
         took = time.monotonic() - t_fault
         host2 = vc.addresses[2]
-    out = {"workflow": name, "fault": fault, "host_timeout": host_timeout,
+    out = {"workflow": name, "fault": fault, "host_timeout": host_timeout, "rate": base,
            "status": proc.returncode, "fault_to_end_s": round(took, 1),
            "last_line": (err.strip().splitlines() or [""])[-1][:300]}
     path = os.path.join(work, "r.json")
@@ -105,6 +105,7 @@ def main(argv=None) -> int:
     p.add_argument("--workflows", nargs="+", default=["cpals", "gcn", "linear", "spgemm", "ssgd"])
     p.add_argument("--faults", nargs="+", default=["cut", "kill", "scheduler", "slow"])
     p.add_argument("--host-timeout", type=float)
+    p.add_argument("--rate", default=RATE, help=f"every link's rate (default {RATE})")
     opts = p.parse_args(argv)
     why = hosts.unavailable()
     if why:
@@ -112,7 +113,7 @@ def main(argv=None) -> int:
         return 2
     for name in opts.workflows:
         for fault in opts.faults:
-            print(json.dumps(one(name, fault, opts.host_timeout)), flush=True)
+            print(json.dumps(one(name, fault, opts.host_timeout, opts.rate)), flush=True)
     return 0
 
 
