@@ -162,7 +162,7 @@ def default_interface() -> str | None:
     True
     """
     import psutil
-    from distributed.utils import get_ip
+    from daskhpc._dask_internals import get_ip
 
     ip = get_ip()
     for name, addrs in psutil.net_if_addrs().items():
