@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from daskhpc._dask_internals import add_handlers
 from daskhpc.errors import InputError
 from daskhpc.runtime import Exchange, Job, run_job, worker_addresses
 from daskhpc.testing import toy_program, toy_row
@@ -169,7 +170,7 @@ def _shut_port(dask_worker):
     async def listen():
         return {"port": port}
 
-    dask_worker.handlers["daskhpc_listen"] = listen
+    add_handlers(dask_worker, {"daskhpc_listen": listen})
 
 
 def _known_port(address, dask_worker):
