@@ -25,20 +25,21 @@ pickled with protocol 5, their buffers sent out of band (no copy on the sender),
 connection per sender and receiver with ``TCP_NODELAY``. A message goes in one system
 call (its buffers gathered by ``sendmsg``) when its connection is free; a message the
 socket takes in part is finished on the same connection, with its lock held; a full
-socket or a busy connection makes it a task. The receiver reads each connection with an asyncio protocol (:class:`_Reader`): a message goes into
-the mailbox in the turn of the event loop that read it, small ones several per system
-call, a large one into a writable, aligned buffer of its own. A message the receiver
-cannot unpickle (a module only the sender has) fails the steps of its run that wait,
-with the reason, and the connection goes on. Why, and what each piece costs:
-docs/decisions.md, "The direct exchange over its own sockets". The receiver's port is
-asked for once per pair through distributed (``daskhpc_listen``). Any
-other address scheme (``tls://`` under mpiexec, ``ucx://``, ``inproc://``) and
-``daskhpc.runtime.transport: dask`` use distributed's comm, so a secured cluster stays
-secured.
+socket or a busy connection makes it a task. The receiver reads each connection with an
+asyncio protocol (:class:`_Reader`): a message goes into the mailbox in the turn of the
+event loop that read it, small ones several per system call, a large one into a
+writable, aligned buffer of its own. A message the receiver cannot unpickle (a module
+only the sender has) fails the steps of its run that wait, with the reason, and the
+connection goes on. Why, and what each piece costs: docs/decisions.md, "The direct
+exchange over its own sockets". The receiver's port is asked for once per pair through
+distributed (``daskhpc_listen``). Any other address scheme (``tls://`` under mpiexec,
+``ucx://``, ``inproc://``) and ``daskhpc.runtime.transport: dask`` use distributed's
+comm, so a secured cluster stays secured.
 
-Bytes: every push is logged like a ``get_data`` reply (``who`` = receiver, ``keys`` = the
-graph mode's bundle key, ``total`` = payload sizeof, ``compressed`` = serialized frame
-bytes), so :class:`~daskhpc.runtime.TransferLedger` and the dashboard count it.
+Bytes: the exchange keeps its own ledger of what it sent (``log``, ``count``, ``sent``):
+every push is an entry shaped like a ``get_data`` reply (``who`` = receiver, ``keys`` =
+the graph mode's bundle key, ``total`` = payload sizeof, ``compressed`` = serialized
+frame bytes), so :class:`~daskhpc.runtime.TransferLedger` and the dashboard count it.
 
 Two RPC handlers (``daskhpc_push``, ``daskhpc_listen``) on the worker's server and the
 worker's connection pool (:mod:`daskhpc._dask_internals`): the first is sent to with
