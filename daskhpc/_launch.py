@@ -192,7 +192,7 @@ def default_interface(nodes: int | None = None) -> str | None:
     import ipaddress
 
     import psutil
-    from distributed.utils import get_ip
+    from daskhpc._dask_internals import get_ip
 
     from daskhpc._mpi_options import BadOptions
 

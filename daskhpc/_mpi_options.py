@@ -92,7 +92,7 @@ def check_worker(worker_class: str, options: str | None) -> tuple[str, dict]:
     >>> check_worker("distributed.Nanny", '{"memory_limit": "4GB"}')
     ('distributed.Nanny', {'memory_limit': '4GB'})
     """
-    from distributed.utils import import_term
+    from daskhpc._dask_internals import import_term
 
     try:
         import_term(worker_class)

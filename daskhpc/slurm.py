@@ -315,20 +315,18 @@ def _end_job(scheduler, code: int, message: str | None = None) -> None:
 
 
 async def _end(scheduler, code: int) -> None:
-    from distributed.protocol.pickle import dumps
+    from daskhpc._dask_internals import broadcast, run_message
 
     _write_ended(code, SCHEDULER_RANK)         # for tasks the messages below cannot reach
     # the client task (the watch told it already why, when the watch ends the job)
     scheduler.log_event(_mpi_watch.ABORT_TOPIC, {"code": code})
-    msg = {"op": "run", "function": dumps(_exit_soon), "args": dumps((code,)),
-           "kwargs": dumps({}), "wait": True}
+    msg = run_message(_exit_soon, code)
     nannies = [w for w, ws in scheduler.workers.items() if ws.nanny]
     with suppress(Exception):
-        await asyncio.wait_for(scheduler.broadcast(msg=msg, on_error="ignore"), 5)
+        await asyncio.wait_for(broadcast(scheduler, msg), 5)
     if nannies:
         with suppress(Exception):
-            await asyncio.wait_for(scheduler.broadcast(msg=msg, workers=nannies, nanny=True,
-                                                       on_error="ignore"), 5)
+            await asyncio.wait_for(broadcast(scheduler, msg, nannies, nanny=True), 5)
     await asyncio.sleep(ABORT_GRACE)
     _launch.remove_files(_JOB_FILES)
     _exit_now(code)

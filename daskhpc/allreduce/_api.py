@@ -1,5 +1,5 @@
 """The public functions: ``allreduce`` (the call on a Dask cluster, planned, run,
-measured; its engines in ``_job``), ``plan`` (no cluster), ``allreduce_local`` (the
+measured; the run in ``_job``), ``plan`` (no cluster), ``allreduce_local`` (the
 Program run in this process: the partition-aware serial reference) and
 ``serial_allreduce``.
 
@@ -168,7 +168,7 @@ def _check(s: Setup, got: np.ndarray) -> dict:
 
 
 def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, density=None,
-              seed=0, dtype="float64", engine: str = "auto", gather=None,
+              seed=0, dtype="float64", gather=None,
               run: RunOptions | None = None, **options) -> AllreduceResult:
     """Sum per-rank vectors on a Dask cluster; every rank ends with the same total.
 
@@ -185,19 +185,12 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
     algorithm : str
         ``auto`` (Table 3.1 with the calibrated alpha and beta and ``k = max_i |H_i|``) or
         one of :data:`~daskhpc.allreduce.ALGORITHMS`.
-    engine : {"auto", "call", "program"}
-        ``program`` (``auto``, the default): the calls as a Program on the workflow
-        frame, one task per worker for all calls (what other workflows embed; a lost
-        worker is recovered for vectors from the client); ``call``: one small pinned
-        graph per call. Both take every kind of input and give the same bits (their
-        times: docs/allreduce.md).
     gather : bool, optional
         Bring every rank's total to the client (default: yes for client-side vectors,
         no for futures and a Dask Array: the totals stay on the workers, ``result.futures``).
     run : RunOptions, optional
         How the run runs (:class:`daskhpc.runtime.RunOptions`: client, progress,
-        callback (after every call), exchange (``engine="program"`` only),
-        check_serial), or the same names among the keywords. ``check_serial`` compares
+        callback (after every call), exchange, check_serial), or the same names among the keywords. ``check_serial`` compares
         with the dense rank-order sum: integers equal, floats within the reassociation
         bound ``(P - 1) u sum_i |v_i|``.
     **options
@@ -221,22 +214,21 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
     C. Renggli, "Efficient Sparse AllReduce For Scalable Machine Learning", Master's
     thesis, ETH Zurich, 2017 (chapters 3-4, Table 3.1).
     """
-    if engine not in ("auto", "call", "program"):
-        raise InputError(f"unknown engine {engine!r}; choose auto, call or program")
     from daskhpc.runtime import connected
 
     run, options = RunOptions.split(run, options)
+    options_of(dict(algorithm=algorithm, **options))   # a wrong keyword: before a cluster
     with connected(run) as client:
         return run.finish(_allreduce(client, run, vectors, algorithm, N, nparts, density,
-                                     seed, dtype, engine, gather, options))
+                                     seed, dtype, gather, options))
 
 
-def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype, engine,
-               gather, options):
+def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype, gather,
+               options):
     from daskhpc.io import is_collection
     from daskhpc.runtime import exchange_mode, worker_addresses
 
-    from ._job import are_futures, from_futures, run_calls, run_program, warm_up, with_values
+    from ._job import are_futures, from_futures, run_program, with_values
     from ._stream import from_payload
 
     t_start = time.perf_counter()
@@ -249,7 +241,6 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
                    "alpha": model.alpha if options.get("alpha") is None else options["alpha"],
                    "beta": model.beta if options.get("beta") is None else options["beta"]}
     collection = vectors is not None and is_collection(vectors)
-    engine = "program" if engine == "auto" else engine
     if collection:                         # one rank per row, run where its row is
         from ._collect import rank_futures
 
@@ -275,24 +266,19 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
                      algorithm=algorithm, **options)
         owner = [workers[r % len(workers)] for r in range(s.nparts)]
     gather = (not futures_in) if gather is None else bool(gather)
-    # the totals stay on the ranks' workers (futures): the call engine's way, and the
-    # program engine's for vectors from workers or gather=False
-    keep = engine == "call" or futures_in or not gather
-    if engine == "program":        # (the program's job warms the workers up itself)
-        exchange = exchange_mode(run.exchange)
-        out = run_program(client, s, owner, dataclasses.replace(run, exchange=exchange),
-                          inputs=inputs, keep=keep)
-    else:
-        exchange = None
-        client.run(warm_up)
-        out = run_calls(client, s, owner, inputs, run.callback)
+    # the totals stay on the ranks' workers (futures) for vectors from workers or
+    # gather=False (the program's job warms the workers up itself)
+    keep = futures_in or not gather
+    exchange = exchange_mode(run.exchange)
+    out = run_program(client, s, owner, dataclasses.replace(run, exchange=exchange),
+                      inputs=inputs, keep=keep)
     history, finals, measured, timing = out
     futures = finals if keep else []
     streams = [] if keep else finals
     if futures and (gather or run.check_serial):
         streams = [from_payload(p, 0, s.N) for p in client.gather(futures)]
     info = sections(s, history, command=run.command)
-    info["execution"] = {"engine": engine, "exchange": exchange}
+    info["execution"] = {"exchange": exchange}
     info["measured"] = measured.pop("summary")
     for st in info["stages"]:
         st.update(measured["stages"].get(st["stage"], {}))
@@ -300,7 +286,7 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
     times = [h["time_s"] for h in history]
     info["timing"]["call_s_median"] = float(np.median(times))
     info["timing"]["total_s"] = time.perf_counter() - t_start
-    q = {"result_items": None, "engine": engine}
+    q = {"result_items": None}
     if streams:
         q.update(ranks_identical=_identical(streams), result_items=streams[0].nitems,
                  result_dense=bool(streams[0].dense))

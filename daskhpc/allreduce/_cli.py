@@ -29,16 +29,12 @@ __all__ = ["Allreduce"]
 
 @dataclass
 class CommandOptions(Options):
-    """The call options, the uniform model's (N, density, seed, dtype) and the engine."""
+    """The call options and the uniform model's (N, density, seed, dtype)."""
 
     N: int | None = option(None, "vector length (uniform model)", type=int)
     density: float | None = option(None, "items per rank / N (uniform model)", type=float)
     dtype: str = option("float64", "value type")
     seed: int = option(0, "seed of the uniform model's vectors")
-    engine: str = option("auto", "call: one small graph per call; program: the calls as a "
-                                 "Program on the workflow frame (what other workflows "
-                                 "embed); auto: program",
-                         choices=("auto", "call", "program"), modes=("run",))
 
 
 class Allreduce(Workflow):
@@ -76,7 +72,7 @@ class Allreduce(Workflow):
         kw = _call_args(call)
         if kw.get("nparts") is None and "vectors" not in kw:
             kw["nparts"] = len(worker_addresses(run.client))
-        return allreduce(engine=call.options.engine, run=run, **kw).report()
+        return allreduce(run=run, **kw).report()
 
     def demo(self, client) -> dict:
         """N = 2^20, 4 ranks, density 0.1 %, auto, 5 calls, checked against the dense sum."""

@@ -6,7 +6,7 @@ time of every call, from the run's history rows (topic ``history``).
 from __future__ import annotations
 
 from bokeh.models import FactorRange
-from distributed.utils import log_errors
+from daskhpc._dask_internals import log_errors
 
 from daskhpc.dashboard import EMPTY, Component, format_bytes, update_source
 

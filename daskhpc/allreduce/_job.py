@@ -1,20 +1,13 @@
-"""The engines under ``allreduce(vectors, client=...)`` (``_api``): the call on a Dask
-cluster, planned, run, measured.
+"""The allreduce on a Dask cluster (``allreduce(vectors, client=...)``, ``_api``): planned,
+run, measured.
 
-Two engines run the same per-rank step functions (so both equal ``run_local`` bit for
-bit):
-
-* ``engine="program"`` (the default): the call's :class:`~daskhpc.comm.Program` through
-  the workflow frame (:func:`daskhpc.runtime.run_job`: ``repeat`` calls pipelined as
-  units, lost workers recovered for vectors from the client); what
-  :func:`append_allreduce` embeds in other workflows. Vectors on the workers (futures,
-  a Dask Array's rows) are its part data where they are, and the totals can stay there
-  (``Job.keep_finals``);
-* ``engine="call"``: one small pinned graph per call (``_call``): S + 1 rounds of tasks,
-  the vectors' futures as inputs, the totals left on the ranks' workers.
-
-Both measure what moved between workers (:class:`~daskhpc.runtime.TransferLedger`), per
-call and per stage, next to the plan projected on the same workers.
+The call's :class:`~daskhpc.comm.Program` runs through the workflow frame
+(:func:`daskhpc.runtime.run_job`): ``repeat`` calls pipelined as units, lost workers
+recovered for vectors from the client; what :func:`append_allreduce` embeds in other
+workflows. Vectors on the workers (futures, a Dask Array's rows) are its part data where
+they are, and the totals can stay there (``Job.keep_finals``). What moved between
+workers is measured (:class:`~daskhpc.runtime.TransferLedger`), per call and per stage,
+next to the plan projected on the same workers.
 """
 
 from __future__ import annotations
@@ -25,14 +18,15 @@ import uuid
 
 import numpy as np
 
-from ._call import call_graph, describe_task, forget, input_task, short_stages
-from ._measure import call_rows, measure, publish_start
-from ._program import assemble, program, row, statics
-from ._setup import finish, options_of
-from ._stream import Format, Stream, from_payload
+from daskhpc.errors import InputError
 
-__all__ = ["warm_up", "run_calls", "run_program", "are_futures", "from_futures",
-           "with_values"]
+from ._measure import measure
+from ._program import assemble, program, row, statics
+from ._setup import check_vector, finish, one_vector, options_of, stream_of
+from ._stream import Format, Stream, from_payload, to_payload
+
+__all__ = ["warm_up", "run_program", "are_futures", "from_futures", "with_values",
+           "input_task", "describe_task", "short_stages"]
 
 
 def warm_up():
@@ -43,6 +37,33 @@ def warm_up():
     for dt in (np.float64, np.int64, np.float32):
         merge_sum(i, np.ones(1, dt), i, np.ones(1, dt))
     merge_union(i, i)
+
+
+def input_task(v, N, rank: int) -> dict:
+    """A user's vector (dense array, ``(idx, val)`` or scipy sparse), validated and made
+    the rank's canonical input stream on its own worker."""
+    idx, val, n = one_vector(v, N, rank)
+    N = int(n if N is None else N)
+    if val.dtype.kind not in "iuf":
+        raise InputError(f"vector {rank}: values must be integers or floats, got {val.dtype}")
+    check_vector(idx, val, N, rank, val.dtype)
+    fmt = Format(val.dtype)
+    return {"N": N, "dtype": fmt.dtype.str, "payload": to_payload(stream_of(idx, val, N, fmt))}
+
+
+def describe_task(inp: dict) -> dict:
+    """What the client needs to plan the call: N, dtype and the index set (None: dense)."""
+    p = inp["payload"]
+    return {"N": inp["N"], "dtype": inp["dtype"], "idx": None if len(p) == 1 else p[0]}
+
+
+def short_stages(s) -> bool:
+    """Stages short enough for the event loop: planned messages of at most 8 MB (a merge
+    of a million float64 items takes a few ms; longer would hold transfers up). The
+    messages, not N: a 0.1 % sparse vector of N = 1e7 has short stages (a call on 2
+    workers took 1.4 ms in the loop against 1.8-2.7 ms in threads, docs/allreduce.md)."""
+    nbytes = s.plan.message_bytes()
+    return int(nbytes.max()) <= 1 << 23 if nbytes.size else True
 
 
 def are_futures(vectors) -> bool:
@@ -56,7 +77,6 @@ def from_futures(client, futures, N, options):
     """Inputs made canonical where they live; their index sets planned on the client."""
     from distributed import wait
 
-    from daskhpc.errors import InputError
     from daskhpc.runtime import submit_pinned
 
     t0 = time.perf_counter()
@@ -101,76 +121,6 @@ def with_values(client, s, inputs):
     vs.streams = [from_payload(d["payload"], 0, s.N)
                   for d in client.gather([inputs[r] for r in range(s.nparts)])]
     return vs
-
-
-def run_calls(client, s, owner, inputs, callback):
-    from distributed import wait
-
-    from daskhpc.dashboard import publish
-    from daskhpc.runtime import (PartStore, Placement, TransferLedger, WorkerWatch,
-                                 low_latency, release_futures, submit_pinned, worker_addresses)
-
-    workers = worker_addresses(client)
-    t0 = time.perf_counter()
-    store = None
-    if inputs is None:
-        store = PartStore(client, Placement(s.nparts, workers, owner), uuid.uuid4().hex[:10])
-        inputs = store.put("input", dict(enumerate(statics(s))))
-    t_setup = time.perf_counter() - t0
-    publish_start(client, s, owner, workers)
-    finals, tokens, times = None, [], []
-    with TransferLedger(client, settle=0.5) as led, WorkerWatch(client, set(owner)) as watch, \
-            low_latency(client):         # the 2-5 ms batching of control messages per hop
-        for u in range(s.options.repeat):
-            tok = uuid.uuid4().hex[:10]
-            tasks, where, results = call_graph(s.algo, tok, inputs, owner,
-                                               in_loop=short_stages(s))
-            t1 = time.perf_counter()
-            futs = submit_pinned(client, tasks, where, results)
-            try:
-                _wait(futs, watch, wait)
-            except BaseException:
-                client.run(forget, tok)
-                raise
-            times.append(time.perf_counter() - t1)
-            tokens.append(tok)
-            if finals is not None:
-                release_futures(finals)
-            finals = futs
-    if store is not None:
-        store.release()
-
-    def stage_of(key):
-        if isinstance(key, (tuple, list)) and len(key) == 4 and str(key[0]).startswith(
-                "allreduce-") and key[0][len("allreduce-"):] in tokens:
-            return tokens.index(key[0][len("allreduce-"):]), int(key[2])
-        return None
-
-    m = measure(s, led.entries, owner, workers, stage_of, len(tokens), per_key=True)
-    history = call_rows(s, times, m)
-    for r in history:
-        if callback is not None:
-            callback(r)
-    publish(client, "history", rows=history)
-    publish(client, "end", status="finished")
-    return history, finals, m, {"run_s": float(sum(times)), "setup_s": t_setup,
-                                "per_iteration_s": times}
-
-
-def _wait(futs, watch, wait):
-    pending = list(futs)
-    while pending:
-        watch.check()
-        try:
-            wait(pending, timeout=0.2)
-        except TimeoutError:
-            pass
-        pending = [f for f in pending if not f.done()]
-        bad = [f for f in futs if f.status in ("error", "cancelled")]
-        if bad:
-            watch.check()
-            bad[0].result()
-    watch.check()
 
 
 def run_program(client, s, owner, run, inputs=None, keep=False):

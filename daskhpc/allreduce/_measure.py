@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["owner_index", "measure", "call_rows", "publish_start"]
+__all__ = ["owner_index", "measure", "publish_start"]
 
 
 def owner_index(owner, workers):
@@ -21,28 +21,22 @@ def owner_index(owner, workers):
     return [order.index(w) for w in owner], order
 
 
-def measure(s, entries, owner, workers, stage_of, calls, *, per_key: bool = False) -> dict:
+def measure(s, entries, owner, workers, stage_of, calls) -> dict:
     """Measured bytes and messages (per call and stage) next to the plan on the workers.
 
     A measured message is one key of the calls moved between workers (Dask may fetch
-    several keys in one transfer). ``per_key``: every rank-to-rank message is its own
-    key (the call engine), so the plan's messages between workers count one by one;
-    otherwise they are bundled per stage and worker pair, as the Program engine sends
-    them. Either way the two counts are of the same things, on any number of workers."""
+    several keys in one transfer); the plan's messages are bundled per stage and worker
+    pair, as the Program sends them, so the two counts are of the same things on any
+    number of workers."""
     idx, order = owner_index(owner, workers)
     placed = s.plan.placed(idx, len(order))
     pb = placed.message_bytes()
-    if per_key:
-        cross = np.asarray(idx)[s.plan.src] != np.asarray(idx)[s.plan.dst]
-        nmsg = [int((cross & (s.plan.phase == t)).sum()) for t in range(s.algo.nstages)]
-    else:
-        nmsg = [int((placed.phase == t).sum()) for t in range(s.algo.nstages)]
+    nmsg = [int((placed.phase == t).sum()) for t in range(s.algo.nstages)]
     plan_stage = {int(t): (int(pb[placed.phase == t].sum()), nmsg[t])
                   for t in range(s.algo.nstages)}
     stages: dict = {t: {"planned_worker_bytes": b * calls, "planned_worker_messages": m * calls,
                         "measured_bytes": 0, "measured_messages": 0}
                     for t, (b, m) in plan_stage.items()}
-    per_call: dict = {}
     total_b = total_m = 0
     for e in entries:
         hits = [ct for ct in map(stage_of, e["keys"]) if ct is not None]
@@ -50,11 +44,10 @@ def measure(s, entries, owner, workers, stage_of, calls, *, per_key: bool = Fals
             continue
         total_b += e["bytes"]
         total_m += len(hits)
-        c, t = hits[0]                  # a transfer carries keys of one call and stage
+        _, t = hits[0]                  # a transfer carries keys of one call and stage
         stages.setdefault(t, {"measured_bytes": 0, "measured_messages": 0})
         stages[t]["measured_bytes"] += e["bytes"]
         stages[t]["measured_messages"] += len(hits)
-        per_call[c] = per_call.get(c, 0) + e["bytes"]
     planned_b = sum(b for b, _ in plan_stage.values()) * calls
     planned_m = sum(m for _, m in plan_stage.values()) * calls
     summary = {"inter_worker_bytes": total_b, "inter_worker_messages": total_m,
@@ -62,23 +55,7 @@ def measure(s, entries, owner, workers, stage_of, calls, *, per_key: bool = Fals
                "workers": len(order)}
     if total_m:
         summary["framing_bytes_per_message"] = (total_b - planned_b) / total_m
-    return {"summary": summary, "stages": stages, "per_call": per_call,
-            "planned_call_bytes": sum(b for b, _ in plan_stage.values())}
-
-
-def call_rows(s, times, m) -> list[dict]:
-    """History rows of the call engine's calls (the program engine's come from ``row``)."""
-    rep = s.plan.report()
-    per_stage = [int(x) for x in np.bincount(s.plan.phase, weights=s.plan.message_bytes(),
-                                              minlength=s.algo.nstages)]
-    out = []
-    for u, t in enumerate(times):
-        out.append({"unit": u, "call": u, "algorithm": s.algo.name, "time_s": t,
-                    "sent_bytes": int(rep["planned_bytes"]), "messages": int(rep["tot_msgs"]),
-                    "stage_bytes": per_stage,
-                    "planned_bytes": m["planned_call_bytes"],
-                    "measured_bytes": int(m["per_call"].get(u, 0))})
-    return out
+    return {"summary": summary, "stages": stages}
 
 
 def publish_start(client, s, owner, workers):

@@ -33,7 +33,7 @@ __all__ = ["statics", "program", "row", "assemble"]
 
 
 def statics(setup) -> list[dict]:
-    """Per part: ``{"N": N, "payload": payload}`` (what ``_call.input_task`` makes of a
+    """Per part: ``{"N": N, "payload": payload}`` (what ``_job.input_task`` makes of a
     vector on a worker)."""
     return [{"N": setup.N, "payload": to_payload(s)} for s in setup.streams]
 

@@ -29,8 +29,8 @@ class AllreduceResult(WorkflowResult):
         Every rank's total over [0, N) (sparse or dense, as the algorithm left it), when
         gathered to the client.
     futures : list of distributed.Future
-        On a cluster, for vectors given as futures or a Dask Array, ``gather=False``
-        or ``engine="call"``: every rank's total as a stream payload (``(idx, val)`` or
+        On a cluster, for vectors given as futures or a Dask Array, or ``gather=False``:
+        every rank's total as a stream payload (``(idx, val)`` or
         ``(val,)``) on the rank's worker.
     plan : daskhpc.comm.Plan
         The call's plan (messages, items, bytes per stage).

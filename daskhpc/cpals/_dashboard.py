@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from bokeh.models import DataRange1d, LinearAxis
-from distributed.utils import log_errors
+from daskhpc._dask_internals import log_errors
 
 from daskhpc.dashboard import Component, update_source
 

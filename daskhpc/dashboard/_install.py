@@ -2,8 +2,8 @@
 
 Two ways, because schedulers are born in two ways:
 
-- :func:`install` adds the pages to ``distributed.dashboard.scheduler.applications``
-  in this process. A scheduler built afterwards serves them with its own pages,
+- :func:`install` adds the pages to distributed's ``applications``
+  (:mod:`daskhpc._dask_internals`) in this process. A scheduler built afterwards serves them with its own pages,
   lists the ``/individual-daskhpc-*`` ones under "More..." and for JupyterLab
   (``/individual-plots.json``). ``connect()`` (before it starts a LocalCluster)
   and the preload module (imported while the scheduler is being built, under
@@ -15,10 +15,9 @@ Two ways, because schedulers are born in two ways:
 
 Either way :func:`serve` adds a "Daskhpc" link to the navigation bar.
 
-.. warning::
-   The navigation link appends to the list memoised by
-   ``distributed.dashboard.scheduler.template_variables`` (``distributed``
-   2026.8); if that changes, the pages are still served, only the link is missing.
+The navigation link appends to the list memoised by distributed's
+``template_variables``; if that changes, the pages are still served, only the link is
+missing.
 """
 
 from __future__ import annotations
@@ -40,13 +39,12 @@ def install() -> None:
     --------
     >>> from daskhpc.dashboard import install
     >>> install()
-    >>> from distributed.dashboard.scheduler import applications
+    >>> from daskhpc._dask_internals import applications
     >>> "/individual-daskhpc-comm" in applications
     True
     """
     try:
-        from distributed.dashboard.scheduler import applications
-
+        from daskhpc._dask_internals import applications
         from daskhpc.dashboard._pages import pages
     except ImportError as e:   # no bokeh: the scheduler must still start
         logger.warning("daskhpc dashboard pages unavailable: %s", e)
@@ -74,13 +72,13 @@ def serve(scheduler) -> None:
     """
     if getattr(scheduler, "http_application", None) is None:
         return   # started with dashboard=False
-    from distributed.dashboard.scheduler import template_variables
+    from daskhpc._dask_internals import template_variables
 
     variables = template_variables(scheduler)
     if not served(scheduler):
-        from distributed.dashboard.core import BokehApplication
         from tornado.ioloop import IOLoop
 
+        from daskhpc._dask_internals import BokehApplication
         from daskhpc.dashboard._pages import pages
 
         # The scheduler does not keep its http_prefix: pages added late live at

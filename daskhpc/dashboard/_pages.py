@@ -18,8 +18,7 @@ import numpy as np
 from bokeh.layouts import column
 from bokeh.models import ColorBar, ColumnDataSource, Div, FactorRange, LinearColorMapper, Range1d
 from bokeh.palettes import Category10_10, Viridis256
-from distributed.dashboard.components.scheduler import BOKEH_THEME, env
-from distributed.utils import log_errors
+from daskhpc._dask_internals import BOKEH_THEME, env, log_errors
 
 from daskhpc.dashboard._base import (EMPTY, UPDATE_MS, Component, bytes_text, update_source,
                                      worker_label)

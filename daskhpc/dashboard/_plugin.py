@@ -35,9 +35,7 @@ on the scheduler and fills it from four places:
 On ``start`` it also installs :class:`TransferCounter` on every worker, present
 and future, and serves the pages if the scheduler was started without them.
 
-.. warning::
-   Reads ``Worker.transfer_outgoing_log`` (fields ``who`` and ``compressed``),
-   ``WorkerState.metrics`` and ``WorkerState.memory`` of ``distributed`` 2026.8.
+The workers' transfer logs are read through :mod:`daskhpc._dask_internals`.
 """
 
 from __future__ import annotations
@@ -66,10 +64,11 @@ class TransferCounter(WorkerPlugin):
     """Count the bytes this worker sent to each other worker, for the heartbeat.
 
     Every ``get_data`` reply a worker sends is one entry of its
-    ``transfer_outgoing_log``; entries with ``who`` set went to a worker (the
-    client's gathers have ``who=None``). Each heartbeat, the new entries are
-    added to running totals, so nothing is lost when the deque wraps between
-    two heartbeats less often than it holds entries.
+    ``transfer_outgoing_log`` (:func:`daskhpc._dask_internals.outgoing_log`); entries
+    with ``who`` set went to a worker (the client's gathers have ``who=None``). Each
+    heartbeat, the new entries are added to running totals, so nothing is lost unless a
+    worker sends more replies between two heartbeats than the log holds (1000). The
+    direct exchange's pushes come from its own ledger (``Exchange.sent``).
 
     Examples
     --------
@@ -103,7 +102,9 @@ class TransferCounter(WorkerPlugin):
             return self._sample(worker)
 
     def _sample(self, worker) -> dict[str, int]:
-        log = worker.transfer_outgoing_log
+        from daskhpc._dask_internals import outgoing_log
+
+        log = outgoing_log(worker)
         for entry in reversed(log):   # newest first, back to the last one counted
             if entry is self._last:
                 break
@@ -138,12 +139,12 @@ class DashboardPlugin(SchedulerPlugin):
         self._seen_lists: dict[str, tuple[list, int]] = {}
 
     async def start(self, scheduler) -> None:
-        from distributed.protocol.pickle import dumps
         from tornado.ioloop import PeriodicCallback
 
+        from daskhpc._dask_internals import register_worker_plugin
+
         self.scheduler = scheduler
-        await scheduler.register_worker_plugin(
-            None, dumps(TransferCounter()), name=TransferCounter.name, idempotent=True)
+        await register_worker_plugin(scheduler, TransferCounter(), TransferCounter.name)
         try:
             from daskhpc.dashboard._install import serve
 

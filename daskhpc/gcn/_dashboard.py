@@ -17,7 +17,7 @@ Examples
 from __future__ import annotations
 
 from bokeh.models import HoverTool
-from distributed.utils import log_errors
+from daskhpc._dask_internals import log_errors
 
 from daskhpc.dashboard import Component, update_source
 

@@ -11,11 +11,9 @@ Each transfer is timed by the receiving worker: the ``start``/``stop`` of its
 the wire and the deserialisation, i.e. the time a dependent task waits for its
 input. Client round trips and task run times do not enter.
 
-.. warning::
-   Reads ``Worker.transfer_incoming_log`` (fields ``keys``, ``start``,
-   ``stop``), and the outgoing logs through :class:`TransferLedger`: internals
-   of ``distributed`` 2026.8. The logged ``duration`` is clamped to at least
-   1 ms, so we use ``stop - start`` instead.
+The receivers' ``transfer_incoming_log`` is read through :mod:`daskhpc._dask_internals`
+(its logged ``duration`` is clamped to at least 1 ms, so ``stop - start`` is used), the
+bytes on the wire through :class:`TransferLedger`.
 """
 
 from __future__ import annotations
@@ -153,9 +151,11 @@ def _received(client: Client, keys: set) -> dict:
     """Seconds each of ``keys`` took to arrive, from the receivers' logs."""
 
     def incoming(keys, dask_worker):
+        from daskhpc._dask_internals import incoming_log
+
         return [
             (key, e["stop"] - e["start"])
-            for e in dask_worker.transfer_incoming_log
+            for e in incoming_log(dask_worker)
             for key in e["keys"]
             if key in keys
         ]

@@ -2,9 +2,8 @@
 
 ``connect()`` is the one place where daskhpc starts or finds a cluster. A cluster
 it starts itself is set up for our graphs before anything runs: no work stealing
-(pinned placement is the point), no task fusion, no active memory manager (it
-would drop replicas we made on purpose), and transfer logs long enough to cover
-a whole run (the :class:`~daskhpc.runtime.TransferLedger` reads them).
+(pinned placement is the point), no task fusion, and no active memory manager (it
+would drop replicas we made on purpose).
 """
 
 from __future__ import annotations
@@ -43,9 +42,6 @@ CLUSTER_CONFIG: dict[str, Any] = {
     # optimisations: submit_pinned never runs them, this only covers the workers' code.
     "optimization.fuse.active": False,
     "optimization.annotations.fuse": False,
-    # transfer_outgoing_log is a deque of this length (default 1000 entries);
-    # one entry per worker-to-worker batch, so a long run needs more.
-    "distributed.admin.low-level-log-length": 100_000,
     # Dask's nannies set MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's mmap
     # threshold at 128 kB: every larger numpy array is then an mmap + page faults + munmap
     # (docs/gcn.md). Keep the trimming, the mmap threshold set and a larger trim one.
@@ -277,7 +273,7 @@ def _refused(address) -> bool:
     """Whether nothing listens at a TCP ``address`` (the connection is refused): then
     waiting for an answer is pointless. Unreachable or slow hosts are left to the wait,
     and so is TLS (a bare connection would make the scheduler log a failed handshake)."""
-    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm import parse_address, parse_host_port
 
     try:
         scheme, loc = parse_address(address)

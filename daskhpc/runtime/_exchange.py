@@ -25,49 +25,41 @@ pickled with protocol 5, their buffers sent out of band (no copy on the sender),
 connection per sender and receiver with ``TCP_NODELAY``. A message goes in one system
 call (its buffers gathered by ``sendmsg``) when its connection is free; a message the
 socket takes in part is finished on the same connection, with its lock held; a full
-socket or a busy connection makes it a task. ``daskhpc.runtime.transport: unix`` uses a
-Unix socket between two workers of one host instead (an abstract name on Linux, a file
-of the temporary directory elsewhere), which the receiver offers next to its port,
-falling back to TCP where the connect fails (another host of the same name, another
-network namespace); not the default (docs/benchmarks.md, "A run's edges"). The receiver
-reads each connection with an asyncio protocol (:class:`_Reader`): a message goes into
-the mailbox in the turn of the event loop that read it, small ones several per system
-call, a large one into a writable, aligned buffer of its own. A message the receiver
-cannot unpickle (a module only the sender has) fails the steps of its run that wait,
-with the reason, and the connection goes on. Why, and what each piece costs:
-docs/decisions.md, "The direct exchange over its own sockets". The receiver's port (and
-Unix socket) is asked for once per pair through distributed (``daskhpc_listen``). Any
-other address scheme (``tls://`` under mpiexec, ``ucx://``, ``inproc://``) and
-``daskhpc.runtime.transport: dask`` use distributed's comm, so a secured cluster stays
-secured.
+socket or a busy connection makes it a task. The receiver reads each connection with an
+asyncio protocol (:class:`_Reader`): a message goes into the mailbox in the turn of the
+event loop that read it, small ones several per system call, a large one into a
+writable, aligned buffer of its own. A message the receiver cannot unpickle (a module
+only the sender has) fails the steps of its run that wait, with the reason, and the
+connection goes on. Why, and what each piece costs: docs/decisions.md, "The direct
+exchange over its own sockets". The receiver's port is asked for once per pair through
+distributed (``daskhpc_listen``). Any other address scheme (``tls://`` under mpiexec,
+``ucx://``, ``inproc://``) and ``daskhpc.runtime.transport: dask`` use distributed's
+comm, so a secured cluster stays secured.
 
-Bytes: every push is logged like a ``get_data`` reply (``who`` = receiver, ``keys`` = the
-graph mode's bundle key, ``total`` = payload sizeof, ``compressed`` = serialized frame
-bytes), so :class:`~daskhpc.runtime.TransferLedger` and the dashboard count it.
+Bytes: the exchange keeps its own ledger of what it sent (``log``, ``count``, ``sent``):
+every push is an entry shaped like a ``get_data`` reply (``who`` = receiver, ``keys`` =
+the graph mode's bundle key, ``total`` = payload sizeof, ``compressed`` = serialized
+frame bytes), so :class:`~daskhpc.runtime.TransferLedger` and the dashboard count it.
 
-.. warning::
-   Registers two RPC handlers (``daskhpc_push``, ``daskhpc_listen``) on the worker's
-   server, sends to the first with ``reply=False`` over a comm taken from ``Worker.rpc``
-   (the pool's ``connect``; given back at teardown), and uses
-   ``distributed.protocol.serialize`` of ``distributed`` 2026.8.
+Two RPC handlers (``daskhpc_push``, ``daskhpc_listen``) on the worker's server and the
+worker's connection pool (:mod:`daskhpc._dask_internals`): the first is sent to with
+``reply=False`` over a comm taken from the pool (given back at teardown).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import pickle
 import socket
 import struct
-import sys
-import tempfile
 import time
-import uuid
 from collections import deque
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from daskhpc._dask_internals import (add_handlers, pooled_call, pooled_connect, pooled_reuse,
+                                     remove_handlers)
 from daskhpc._workflows import EXCHANGE_PLUGIN
 
 __all__ = ["Exchange", "NAME", "extension", "transport"]
@@ -85,7 +77,7 @@ CONNECT_S = 10.0
 #: then the token, the buffers' sizes, the pickle and the (aligned) buffer area.
 _HEAD = struct.Struct("<IIQQ")
 #: ``daskhpc.runtime.transport`` values (:func:`transport`).
-TRANSPORTS = ("socket", "unix", "dask")
+TRANSPORTS = ("socket", "dask")
 #: Messages up to this size are joined into one buffer and written at once.
 JOIN_BYTES = 1 << 16
 #: A reader's buffer: messages up to this size are read into it, several in one system
@@ -101,9 +93,8 @@ class _Closed(OSError):
 
 def transport() -> str:
     """``daskhpc.runtime.transport`` of this process: ``socket`` (pushes between ``tcp://``
-    workers over the Exchange's own TCP sockets, others through distributed), ``unix``
-    (the same, Unix sockets between workers of one host) or ``dask`` (every push through
-    distributed's comm)."""
+    workers over the Exchange's own TCP sockets, others through distributed) or ``dask``
+    (every push through distributed's comm)."""
     from daskhpc import _config
 
     mode = _config.get("runtime.transport", "socket")
@@ -137,21 +128,17 @@ class Exchange(WorkerPlugin):
         self.transport = transport()
         self.sockets: dict = {}          # receiver address -> (socket, asyncio.Lock)
         self.ports: dict = {}            # receiver address -> where its exchange listens
-        self._unix = None                # our Unix socket's address (``listen``)
         self.unreadable: dict = {}       # token -> why a message of its run was unreadable
         self._server = None              # listening socket (made on first request)
-        self._unix_server = None         # the same within the host (a Unix socket)
         self._serving: set = set()       # the accept loop
         self._readers: set = set()       # transports of the connections we read
-        worker.handlers["daskhpc_push"] = self.receive
-        worker.handlers["daskhpc_listen"] = self.listen
+        add_handlers(worker, {"daskhpc_push": self.receive, "daskhpc_listen": self.listen})
 
     def teardown(self, worker) -> None:
-        for name in ("daskhpc_push", "daskhpc_listen"):
-            worker.handlers.pop(name, None)
+        remove_handlers(worker, ("daskhpc_push", "daskhpc_listen"))
         for address, comm in self.links.items():
             if not comm.closed():
-                worker.rpc.reuse(address, comm)
+                pooled_reuse(worker, address, comm)
         self.links.clear()
         for task in self._serving:
             task.cancel()
@@ -160,12 +147,8 @@ class Exchange(WorkerPlugin):
         for sock, _ in self.sockets.values():
             sock.close()
         self.sockets.clear()
-        for server in (self._server, self._unix_server):
-            if server is not None:
-                server.close()
-        if self._unix and not self._unix.startswith("\0"):   # a file, not an abstract name
-            with contextlib.suppress(OSError):
-                os.unlink(self._unix)
+        if self._server is not None:
+            self._server.close()
 
     def _wake(self) -> None:
         for fut in self._waiters:
@@ -196,9 +179,7 @@ class Exchange(WorkerPlugin):
 
     async def listen(self) -> dict:
         """RPC handler: where this worker's exchange listens (opened on first call): the
-        ``port`` on the host of the worker's own address and, for a sender on the same
-        host (``host``: its name), a Unix socket (``unix``: its address; None where
-        none could be made)."""
+        ``port`` on the host of the worker's own address."""
         if self._server is None:
             from distributed.comm import get_address_host
 
@@ -207,12 +188,7 @@ class Exchange(WorkerPlugin):
             server.setblocking(False)
             self._server = server
             self._spawn(self._accept(server))
-            if self.transport == "unix" and hasattr(socket, "AF_UNIX"):
-                self._unix, self._unix_server = _unix_server()
-                if self._unix_server is not None:
-                    self._spawn(self._accept(self._unix_server))
-        return {"port": self._server.getsockname()[1], "host": socket.gethostname(),
-                "unix": self._unix}
+        return {"port": self._server.getsockname()[1]}
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
@@ -223,8 +199,7 @@ class Exchange(WorkerPlugin):
         loop = asyncio.get_running_loop()
         while True:
             conn, peer = await loop.sock_accept(server)
-            if conn.family != _AF_UNIX:
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             await loop.connect_accepted_socket(lambda: _Reader(self, peer), conn)
 
     async def wait(self, token: str, ids: list, keep: bool = False) -> dict:
@@ -368,7 +343,7 @@ class Exchange(WorkerPlugin):
         """Write the message to the distributed comm kept open to ``address`` (made on
         first use); returns its bytes once the frames are queued (no reply waited for: a
         round trip per push was most of a short step, docs/decisions.md)."""
-        from distributed.protocol.serialize import Serialized, serialize
+        from distributed.protocol import Serialized, serialize
 
         header, frames = serialize(msgs, on_error="raise")
         comm = self.links.get(address)
@@ -376,7 +351,7 @@ class Exchange(WorkerPlugin):
             async with self._linking.setdefault(address, asyncio.Lock()):
                 comm = self.links.get(address)
                 if comm is None or comm.closed():
-                    comm = await self.worker.rpc.connect(address)
+                    comm = await pooled_connect(self.worker, address)
                     self.links[address] = comm
         await comm.write({"op": "daskhpc_push", "token": token,
                           "msgs": Serialized(header, frames), "reply": False},
@@ -447,12 +422,9 @@ class Exchange(WorkerPlugin):
 
                 asked = address not in self.ports
                 if asked:
-                    self.ports[address] = await self.worker.rpc(address).daskhpc_listen()
+                    self.ports[address] = await pooled_call(self.worker,
+                                                            address).daskhpc_listen()
                 where = self.ports[address]
-                sock = await _unix_connect(where) if self.transport == "unix" else None
-                if sock is not None:
-                    link = self.sockets[address] = (sock, asyncio.Lock())
-                    return link
                 host = get_address_host(address)
                 sock = socket.socket(_family(host), socket.SOCK_STREAM)
                 sock.setblocking(False)
@@ -530,7 +502,7 @@ def _dumps(msgs: list, buffer_callback) -> bytes:
     except Exception:                              # noqa: BLE001 - retried below
         data = None
     if data is None or b"__main__" in data:
-        from distributed.protocol.pickle import dumps
+        from daskhpc._dask_internals import dumps
 
         got.clear()
         data = dumps(msgs, buffer_callback=got.append, protocol=5)
@@ -659,46 +631,6 @@ def _iov_max() -> int:
 
 
 _IOV_MAX = _iov_max()
-#: ``socket.AF_UNIX`` where the platform has it (else a value no socket has)
-_AF_UNIX = getattr(socket, "AF_UNIX", -1)
-
-
-def _unix_server():
-    """``(address, listening socket)`` of a new Unix socket for same-host senders: an
-    abstract name on Linux (no file; it goes with the process), else a file in the
-    temporary directory; ``(None, None)`` where neither can be made."""
-    name = f"daskhpc-exchange-{uuid.uuid4().hex}"
-    address = "\0" + name if sys.platform.startswith("linux") else \
-        os.path.join(tempfile.gettempdir(), name[:40])
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        server.bind(address)
-        server.listen(128)
-    except OSError:
-        server.close()
-        return None, None
-    server.setblocking(False)
-    return address, server
-
-
-async def _unix_connect(where: dict):
-    """A connected Unix socket to a receiver's exchange (``listen``'s answer) on this
-    host, or None: another host, no Unix socket offered, or a connect that fails (the
-    same host name elsewhere, another network namespace)."""
-    address = where.get("unix")
-    if not address or where.get("host") != socket.gethostname():
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.setblocking(False)
-    try:
-        await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, address),
-                               CONNECT_S)
-    except (OSError, asyncio.TimeoutError):
-        sock.close()
-        return None
-    return sock
-
-
 def extension(worker) -> Exchange | None:
     """The worker's :class:`Exchange`, if installed."""
     return worker.plugins.get(NAME)

@@ -49,7 +49,6 @@ from daskhpc.runtime._job import (Attempt, Diverged, GaveUp, GraphJob, Job, Outc
                                   exchange_mode, not_finite)
 from daskhpc.runtime._ledger import LedgerClose, LogMarks, TransferLedger
 from daskhpc.runtime._latency import LowLatency
-from daskhpc.runtime._logs import BoundLogs, bound_logs
 from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._progress import progress
 from daskhpc.runtime._quiet import Quiet
@@ -92,14 +91,14 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     value, ledger = None, None
     meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
     # one call to the workers and one to the scheduler set what the run needs and one
-    # each puts it back (_calls): the logs' bounds, the recovery filter, the objects
+    # each puts it back (_calls): the recovery filter, the objects
     # frozen (no full garbage collection of the imports' objects inside the run), low
     # latency and the first attempt's TransferLedger marks
     marks = LogMarks()
     losses: list = []        # the workers lost in this phase (the settings' undo asks)
     # (the last attempt's ledger is read in the undo call, first: LedgerClose)
     closing = LedgerClose()
-    settings = [BoundLogs(), Quiet((run_id, store.run)), FrozenHeap(), marks,
+    settings = [Quiet((run_id, store.run)), FrozenHeap(), marks,
                 AttemptTopics(f"daskhpc-{run_id}a")]
     if low_latency:
         settings.append(LowLatency())
@@ -115,8 +114,6 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
         while True:
             todo = todo_of(job, book)
             token = f"{run_id}a{attempts}"
-            if attempts:
-                bound_logs(client)             # (again: a replacement worker's are long)
             try:
                 with warnings.catch_warnings():
                     # a worker that died took its transfer log along (the recovery says so)
@@ -298,7 +295,7 @@ def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, t
 
     futures: list = []
     done = False                  # the attempt completed (its value is returned)
-    with ReportInbox(client, topic, bounded=number == 0, forget=False) as inbox, \
+    with ReportInbox(client, topic, forget=False) as inbox, \
             WorkerWatch(client, owners) as watch:
         try:
             meter.clear()

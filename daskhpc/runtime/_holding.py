@@ -14,11 +14,10 @@ releases. Rows have the fields ``key, run, worker, sent, done, start, stop, held
 (``sent``/``done``: the scheduler's clock when the task went to its worker and when its
 result came back; ``start``/``stop``: the worker's compute span) plus the adapter's own.
 
-.. warning::
-   Relies on scheduler internals of ``distributed`` 2026.8: ``TaskState.
-   worker_restrictions``, the ``no-worker`` state, ``Scheduler.transitions`` and the
-   ``startstops`` transition argument. ``distributed.scheduler.no-workers-timeout`` must
-   stay unset, or parked tasks would be failed.
+Uses the scheduler's documented state: ``Scheduler.tasks`` (``TaskState.
+worker_restrictions``, ``state``), ``Scheduler.set_restrictions``, ``Scheduler.transitions``
+and the ``startstops`` transition argument. ``distributed.scheduler.no-workers-timeout``
+must stay unset, or parked tasks would be failed.
 
 Examples
 --------
@@ -97,7 +96,7 @@ class HoldingPlugin(SchedulerPlugin):
                 if key not in self._real:
                     ts = scheduler.tasks[key]
                     self._real[key] = set(ts.worker_restrictions or ())
-                    ts.worker_restrictions = {PARKED}
+                    scheduler.set_restrictions({key: {PARKED}})
 
     def transition(self, key, start, finish, *args, **kwargs) -> None:
         if finish == "processing":
@@ -144,7 +143,7 @@ class HoldingPlugin(SchedulerPlugin):
             ts = s.tasks.get(key)
             if ts is None:
                 continue
-            ts.worker_restrictions = real or None
+            s.set_restrictions({key: real or None})
             if ts.state == "no-worker":
                 recs[key] = "processing"
         if recs:

@@ -2,7 +2,7 @@
 
 The scheduler talks to each worker through a ``BatchedSend`` that sends at most once per
 5 ms, and each worker reports back through one that sends at most once per 2 ms
-(hard-coded in ``distributed`` 2026.8): a chain of dependent tasks advances at most one
+(hard-coded in ``distributed``, no setting): a chain of dependent tasks advances at most one
 task per ~5-7 ms per worker, whatever the tasks cost. An SSGD epoch is K such hops in a
 row (one per sub-epoch), so for small, latency-bound epochs this is the largest single
 cost; any workflow made of short dependent pinned tasks pays it the same way. The
@@ -13,11 +13,8 @@ news that its keys are done waits again (measured: docs/benchmarks.md).
 :func:`low_latency` sets the intervals of the running streams for the duration of a run
 and restores them afterwards; more, smaller control messages are the price.
 
-.. warning::
-   Sets ``Scheduler.stream_comms[addr].interval``, ``Scheduler.client_comms[id].interval``,
-   ``Client.scheduler_comm.interval`` and ``Worker.batched_stream.interval``, attributes
-   of ``distributed``'s ``BatchedSend`` (internals of 2026.8). Workers that join during
-   the run keep the default.
+The streams and their ``interval`` are internals of ``distributed``
+(:mod:`daskhpc._dask_internals`). Workers that join during the run keep the default.
 
 Examples
 --------
@@ -27,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+from daskhpc._dask_internals import client_stream, scheduler_streams, worker_stream
 from daskhpc.runtime._calls import Setting, applied
 
 __all__ = ["low_latency", "LowLatency"]
@@ -35,18 +33,15 @@ __all__ = ["low_latency", "LowLatency"]
 def _scheduler(interval, client_id, previous=None, dask_scheduler=None):
     """The scheduler's streams to the workers and to the client ``client_id`` at
     ``interval``, or back at ``previous`` (what the first call returned)."""
-    streams = dict(dask_scheduler.stream_comms)
-    if client_id in dask_scheduler.client_comms:
-        streams[f"client {client_id}"] = dask_scheduler.client_comms[client_id]
     old = {}
-    for addr, bs in streams.items():
+    for addr, bs in scheduler_streams(dask_scheduler, client_id).items():
         old[addr] = bs.interval
         bs.interval = previous.get(addr, bs.interval) if previous is not None else interval
     return old
 
 
 def _worker(interval, dask_worker=None):
-    bs = dask_worker.batched_stream
+    bs = worker_stream(dask_worker)
     old, bs.interval = bs.interval, interval
     return old
 
@@ -54,7 +49,7 @@ def _worker(interval, dask_worker=None):
 def _restore(old: dict, dask_worker=None):
     """Put back this worker's interval from ``{address: interval}``."""
     if dask_worker.address in old:
-        dask_worker.batched_stream.interval = old[dask_worker.address]
+        worker_stream(dask_worker).interval = old[dask_worker.address]
 
 
 class LowLatency(Setting):
@@ -66,7 +61,7 @@ class LowLatency(Setting):
     def on(self, calls) -> None:
         self._sched = calls.on_scheduler(_scheduler, self.interval, calls.client.id)
         self._work = calls.on_workers(_worker, self.interval)
-        own = getattr(calls.client, "scheduler_comm", None)       # the client's stream
+        own = client_stream(calls.client)
         self._own = None if own is None else (own, own.interval)
         if own is not None:
             own.interval = self.interval

@@ -1,17 +1,23 @@
-"""Measure the bytes and messages that moved between workers.
+"""Measure the bytes and messages that moved between workers, counted where they were
+sent.
 
-Every worker keeps a ``transfer_outgoing_log``: one entry per batch of keys it
-sent in answer to a ``get_data`` request. A worker fetching the inputs of its
-next task names itself in the request (``who`` is its address); the client and
-the scheduler do not (``who=None``). The ledger remembers where each worker's
-log ended when it was entered and, on exit, sums the entries written since whose
-``who`` is set: exactly the worker-to-worker traffic of the run.
+Two sources on every worker, both read from the sender's side:
 
-.. warning::
-   This reads ``Worker.transfer_outgoing_log`` and the entry fields
-   ``who``/``keys``/``total``/``compressed``/``start``/``stop`` of
-   ``distributed`` 2026.8; they are not a public API and may change. Transfers
-   of P2P shuffles go over their own channel and are not in these logs.
+- the direct exchange's pushes: the :class:`~daskhpc.runtime.Exchange` keeps its own
+  ledger of what it wrote (one entry per push: receiver, key, sizeof, wire bytes);
+- Dask's transfers: every ``get_data`` reply is an entry of the worker's
+  ``transfer_outgoing_log`` (:func:`daskhpc._dask_internals.outgoing_log`). A worker
+  fetching the inputs of its next task names itself in the request (``who`` is its
+  address); the client and the scheduler do not (``who=None``). That log keeps
+  distributed's default of 1000 entries: while a ledger is open, a *tap* on the worker
+  copies its new entries every :data:`DRAIN_S` into a list of its own, so a run's
+  transfers are all counted however many there are (a worker would have to send more
+  than 1000 replies in :data:`DRAIN_S` to lose some, and the ledger would say so).
+
+The ledger remembers where each worker's sources ended when it was entered and, on
+exit, sums the entries written since whose receiver is a worker: exactly the
+worker-to-worker traffic of the run. Transfers of P2P shuffles go over their own
+channel and are not counted.
 """
 
 from __future__ import annotations
@@ -21,10 +27,13 @@ import contextlib
 import pickle
 import time
 import warnings
+import weakref
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from daskhpc._dask_internals import outgoing_log
 from daskhpc._workflows import EXCHANGE_PLUGIN
 from daskhpc.runtime._calls import Setting
 from daskhpc.runtime._connect import in_order
@@ -42,19 +51,19 @@ class TransferLedger:
     Two byte counts are kept for every message:
 
     ``bytes`` (reported as ``inter_worker_bytes``)
-        What the sending worker wrote to the socket: the ``compressed`` field of
-        the log, i.e. all frames of the message plus their length headers. With
+        What the sending worker wrote to the socket: all frames of the message plus
+        their length headers. With
         ``distributed.comm.compression: False`` (the default) this is the
         uncompressed payload plus framing: a 1 MiB float64 array travels as
         1,048,867 bytes over TCP (291 bytes of msgpack header and frame lengths).
         Not counted: the receiver's small ``get_data`` request, the "OK" it sends
         back, and TCP/IP headers.
     ``sizeof``
-        Dask's ``sizeof`` estimate of the values sent (the log's ``total``
-        field), without framing: 1,048,576 for the same array.
+        Dask's ``sizeof`` estimate of the values sent, without framing: 1,048,576
+        for the same array.
 
-    A message is one log entry: one ``get_data`` batch, which may carry several
-    keys from the same sender to the same receiver.
+    A message is one ``get_data`` batch, which may carry several keys from the same
+    sender to the same receiver, or one push of the direct exchange.
 
     Parameters
     ----------
@@ -82,11 +91,12 @@ class TransferLedger:
     Notes
     -----
     Transfers in flight when the ledger is entered are counted if they finish
-    after it. A worker that leaves before the exit takes its log with it: its
+    after it. A worker that leaves before the exit takes its counts with it: its
     sends are lost and a ``RuntimeWarning`` says so. Workers that join are
-    counted from their start. If a log wrapped around (more messages than
-    ``distributed.admin.low-level-log-length``; ``connect()`` sets 100,000), the
-    totals are lower bounds and a ``RuntimeWarning`` is raised.
+    counted from their start (the last 1000 of Dask's transfers at most). If
+    entries were lost (more than 1000 ``get_data`` replies of one worker within
+    :data:`DRAIN_S`, or more than :data:`KEPT` messages of one worker in the
+    ledger), the totals are lower bounds and a ``RuntimeWarning`` says so.
 
     Examples
     --------
@@ -157,8 +167,8 @@ class TransferLedger:
                           f"{lost}", RuntimeWarning, stacklevel=3)
         wrapped = sorted(w for w, got in collected.items() if got["wrapped"])
         if wrapped:
-            warnings.warn(f"transfer logs wrapped around on {wrapped}; totals are lower bounds "
-                          "(raise distributed.admin.low-level-log-length)", RuntimeWarning,
+            warnings.warn(f"transfers were sent faster than they could be counted on "
+                          f"{wrapped}; totals are lower bounds", RuntimeWarning,
                           stacklevel=3)
         self.then_values = {w: got.get("then") for w, got in collected.items()}
         now = in_order({w: got["name"] for w, got in collected.items()})
@@ -296,14 +306,63 @@ def _after(entries: list[dict], last: tuple | None) -> list[dict] | None:
     return None
 
 
-def _logs(dask_worker) -> list[tuple]:
-    """(entries deque, count of appends ever) of the worker's two outgoing logs: Dask's
-    ``get_data`` replies and the direct pushes of the exchange extension (``_exchange``)."""
-    out = [(dask_worker.transfer_outgoing_log, dask_worker.transfer_outgoing_count_total)]
-    ext = dask_worker.plugins.get(EXCHANGE_PLUGIN)
-    if ext is not None and hasattr(ext, "log"):
-        out.append((ext.log, ext.count))
-    return out
+#: Seconds between two copies of a worker's Dask transfer log into its tap while a
+#: ledger is open (the log keeps 1000 entries).
+DRAIN_S = 0.2
+#: Messages a worker's tap (and the exchange's own ledger) keeps at most.
+KEPT = 100_000
+
+
+class _Tap:
+    """One worker's ``get_data`` replies since its first ledger opened, copied from
+    Dask's transfer log (which keeps 1000) every :data:`DRAIN_S` while a ledger is
+    open; ``total`` counts every entry ever copied, ``lost`` where entries were lost
+    (the log overran between two copies)."""
+
+    def __init__(self, worker):
+        log = outgoing_log(worker)
+        self.last = _fingerprint(log[-1]) if log else None
+        self.entries: deque = deque(maxlen=KEPT)
+        self.total = 0
+        self.lost: list[int] = []
+        self.open = 0
+        self.task = None
+
+    def drain(self, worker) -> None:
+        log = list(outgoing_log(worker))
+        new = _after(log, self.last)
+        if new is None:                   # the last one copied was pushed out: a gap
+            self.lost.append(self.total)
+            new = log
+        if new:
+            self.entries.extend(new)
+            self.total += len(new)
+            self.last = _fingerprint(new[-1])
+
+    def since(self, mark: int) -> tuple[list, bool]:
+        """The entries copied after ``mark`` (a ``total``) and whether some are missing."""
+        n = self.total - mark
+        return _last(list(self.entries), n), \
+            n > len(self.entries) or any(at >= mark for at in self.lost)
+
+    async def follow(self, worker) -> None:
+        try:
+            while self.open > 0:
+                await asyncio.sleep(DRAIN_S)
+                self.drain(worker)
+        finally:
+            self.task = None
+
+
+#: The tap of every worker in this process (threads clusters have several).
+_TAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _tap(worker) -> _Tap:
+    tap = _TAPS.get(worker)
+    if tap is None:
+        tap = _TAPS[worker] = _Tap(worker)
+    return tap
 
 
 class LogMarks(Setting):
@@ -344,8 +403,32 @@ class LedgerClose(Setting):
 
 
 def _log_mark(dask_worker) -> dict:
-    return {"marks": [{"last": _fingerprint(log[-1]) if log else None, "count": count}
-                      for log, count in _logs(dask_worker)], "name": dask_worker.name}
+    """Where this worker's two sources end now; its tap follows Dask's log until the
+    ledger reads it (run in the worker's event loop, through ``client.run``)."""
+    tap = _tap(dask_worker)
+    tap.drain(dask_worker)
+    tap.open += 1
+    if tap.task is None:
+        tap.task = asyncio.ensure_future(tap.follow(dask_worker))
+    ext = dask_worker.plugins.get(EXCHANGE_PLUGIN)
+    return {"name": dask_worker.name, "dask": tap.total,
+            "push": getattr(ext, "count", None)}
+
+
+def _pushes(ext, mark) -> tuple[list, bool]:
+    """The exchange's ledger entries after ``mark`` (its ``count`` then; None: all)."""
+    if ext is None or not hasattr(ext, "log"):
+        return [], False
+    entries = list(ext.log)
+    if mark is None:
+        return entries, False
+    n = ext.count - mark if ext.count >= mark else ext.count    # (else: a new exchange)
+    return _last(entries, n), n > len(entries)
+
+
+def _last(entries: list, n: int) -> list:
+    """The last ``n`` of ``entries`` (all of them if fewer)."""
+    return entries[max(0, len(entries) - n):] if n > 0 else []
 
 
 async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
@@ -355,28 +438,27 @@ async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
             then = first[0](*first[1:], dask_worker=dask_worker)
     # The receiver's task can finish, and the client see it, a moment before
     # the sender appends its log entry (it does so after the receiver's "OK").
-    # transfer_outgoing_count drops in the same step as the append. (It counts the
+    # transfer_outgoing_count (open transfers) drops in the same step as the append. (It counts the
     # client's gathers too: the frame gathers the final values while this call is on
     # its way, so the wait is polled finely.)
     deadline = time.monotonic() + settle
     while dask_worker.transfer_outgoing_count and time.monotonic() < deadline:
         await asyncio.sleep(0.001)
     mark = marks.get(dask_worker.address)
-    wrapped, new = False, []
-    for i, (log, count) in enumerate(_logs(dask_worker)):
-        entries = list(log)
-        m = None if mark is None or i >= len(mark["marks"]) else mark["marks"][i]
-        if m is None:  # joined (or the log appeared) after start: all of it is new
-            got, calls = entries, count
-        else:
-            calls = count - m["count"]
-            got = _after(entries, m["last"])
-            if got is None:  # the mark itself was pushed out of the deque
-                got, calls = entries, float("inf")
-        # Every call that got this far appends one entry; more calls than the deque
-        # holds means the oldest new entries are gone.
-        wrapped = wrapped or (log.maxlen is not None and calls > log.maxlen)
-        new += got
+    ext = dask_worker.plugins.get(EXCHANGE_PLUGIN)
+    if mark is None:       # joined after the start (or logged_transfers): what there is
+        new, wrapped = list(outgoing_log(dask_worker)), False
+        pushed, _ = _pushes(ext, None)
+    else:
+        tap = _tap(dask_worker)
+        tap.drain(dask_worker)
+        new, wrapped = tap.since(mark["dask"])
+        tap.open = max(0, tap.open - 1)
+        if tap.open == 0:
+            tap.entries.clear()           # (the total stays: later marks count from it)
+        pushed, gone = _pushes(ext, mark["push"])
+        wrapped = wrapped or gone
+    new += pushed
     # pickled here: the scheduler relays one bytes object, not a dict per entry
     # (who=None: a client or scheduler gather, not worker-to-worker)
     entries = [{"receiver": e["who"], "bytes": int(e["compressed"]),
@@ -392,8 +474,9 @@ def _entries(got: dict) -> list:
 
 
 def logged_transfers(client, settle: float = 2.0) -> list[dict]:
-    """Every worker-to-worker transfer still in the workers' logs (since they started, as
-    far as the logs reach), one entry per message, with ``sender``; for before/after
-    differences in tests (a run's traffic: use :class:`TransferLedger`)."""
+    """Every worker-to-worker transfer still in the workers' logs (the last 1000 of
+    Dask's and the direct exchange's pushes), one entry per message, with ``sender``;
+    for before/after differences in tests (a run's traffic: use
+    :class:`TransferLedger`)."""
     logs = client.run(_log_since, {}, settle, None)
     return [{"sender": w, **e} for w, log in logs.items() for e in _entries(log)]

@@ -132,28 +132,28 @@ class ReportBatch:
 
 def _forget_topic(topic: str, dask_scheduler=None) -> None:
     """Drop the events of an attempt's topic (nobody reads them after the attempt)."""
-    dask_scheduler._broker.truncate(topic)
+    from daskhpc._dask_internals import forget_topic
+
+    forget_topic(dask_scheduler, topic)
 
 
 def _forget_topics(prefix: str, dask_scheduler=None) -> None:
     """Drop the events of every topic named ``prefix...`` (a run's attempts)."""
-    for topic in [t for t in dask_scheduler._broker._topics if t.startswith(prefix)]:
-        dask_scheduler._broker.truncate(topic)
+    from daskhpc._dask_internals import forget_topics
+
+    forget_topics(dask_scheduler, prefix)
 
 
 class AttemptTopics(Setting):
     """The report topics of a run's attempts (``prefix`` + attempt number) on the
-    scheduler: the first one's events bounded by the run's settings call, every one's
-    forgotten by its undo, instead of a scheduler call of each per attempt
-    (:class:`ReportInbox` with ``own_topic=False``)."""
+    scheduler, every one's events forgotten by the run's undo call, instead of a
+    scheduler call per attempt (:class:`ReportInbox` with ``forget=False``)."""
 
     def __init__(self, prefix: str):
         self.prefix = prefix
 
     def on(self, calls) -> None:
-        from daskhpc.runtime._logs import KEEP_MESSAGES, _topic
-
-        calls.on_scheduler(_topic, f"{self.prefix}0", KEEP_MESSAGES)
+        """Nothing to set."""
 
     def off(self, calls, got) -> None:
         calls.on_scheduler(_forget_topics, self.prefix)
@@ -165,12 +165,12 @@ def _key(reporter):
 
 class ReportInbox:
     """The reports of one attempt, as they arrive (a context manager that subscribes).
-    ``bounded``: the topic's events are bounded on the scheduler already;
-    ``forget``: drop them there on exit (else an :class:`AttemptTopics` setting does)."""
+    ``forget``: drop the topic's events on the scheduler on exit (else an
+    :class:`AttemptTopics` setting does)."""
 
-    def __init__(self, client, topic: str, *, bounded: bool = False, forget: bool = True):
+    def __init__(self, client, topic: str, *, forget: bool = True):
         self.client, self.topic = client, topic
-        self.bounded, self.forget = bounded, forget
+        self.forget = forget
         self._lock = threading.Lock()
         self._new: list[dict] = []
         #: set when a checkpoint's report arrives (``gather_watching``'s ``wake``)
@@ -190,11 +190,7 @@ class ReportInbox:
             self.news.set()
 
     def __enter__(self) -> ReportInbox:
-        from daskhpc.runtime._logs import bound_topic
-
         self.client.subscribe_topic(self.topic, self._on_event)
-        if not self.bounded:                     # a long run's reports: not kept twice
-            bound_topic(self.client, self.topic)
         return self
 
     def __exit__(self, *exc) -> None:

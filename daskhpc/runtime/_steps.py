@@ -55,7 +55,7 @@ class Packed:
     code's many small objects cost most of it; docs/benchmarks.md)."""
 
     def __init__(self, obj):
-        from distributed.protocol.pickle import dumps
+        from daskhpc._dask_internals import dumps
 
         self.obj = obj             # what an in-process worker gets (nothing is pickled)
         self.blob = dumps(obj)     # cloudpickle where pickle would not do, as distributed
@@ -107,7 +107,7 @@ def _code(code) -> "ProgramCode":
 
 def unpack(blob: bytes):
     """The object :class:`Packed` pickled (the task that puts a run's code on a worker)."""
-    from distributed.protocol.pickle import loads
+    from daskhpc._dask_internals import loads
 
     with _collector_paused():
         return loads(blob)

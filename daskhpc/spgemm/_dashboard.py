@@ -7,7 +7,7 @@ import time
 
 from bokeh.models import FactorRange, Range1d, Span
 from bokeh.palettes import Category10_10
-from distributed.utils import log_errors
+from daskhpc._dask_internals import log_errors
 
 from daskhpc.dashboard import (EMPTY, Component, bytes_text, format_bytes, update_source,
                                worker_label)

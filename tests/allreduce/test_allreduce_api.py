@@ -103,6 +103,12 @@ def test_bad_input_is_an_input_error(kwargs, match):
         ar.plan(**kwargs)
 
 
+def test_an_unknown_option_is_refused_before_a_cluster_is_made():
+    # engine= (one small graph per call) is retired: every call runs as a Program
+    with pytest.raises(TypeError, match=r"unknown allreduce option\(s\): \['engine'\]"):
+        ar.allreduce(N=100, nparts=2, density=0.1, engine="call")
+
+
 def test_result_prints_and_reports():
     r = ar.allreduce_local(N=2000, nparts=3, density=0.01, algorithm="auto", repeat=2)
     text = repr(r)

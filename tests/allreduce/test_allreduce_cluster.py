@@ -1,7 +1,6 @@
-"""The allreduce on real clusters: both engines equal run_local bit for bit on every rank,
-reruns are identical, futures in -> totals stay on the ranks' workers (either engine), and
-what moves
-between workers per stage is the plan on the same workers plus a per-message framing."""
+"""The allreduce on real clusters: it equals run_local bit for bit on every rank, reruns
+are identical, futures in -> totals stay on the ranks' workers, and what moves between
+workers per stage is the plan on the same workers plus a per-message framing."""
 
 from __future__ import annotations
 
@@ -33,35 +32,27 @@ def check_equal_to_local(res, vecs, algorithm, **kw):
 
 @pytest.mark.parametrize("algorithm", ALGOS)
 @pytest.mark.parametrize("P", [4, 5])
-def test_call_engine_equals_run_local_bitwise(client3, algorithm, P):
+def test_allreduce_equals_run_local_bitwise(client3, algorithm, P):
     # P = 5 folds (3.1.4) and puts two ranks on some workers; float values, some overlap
     vecs = vectors(3000, P, 0.05, seed=P, integer=False)
-    res = ar.allreduce(vecs, algorithm, client=client3, check_serial=True, engine="call")
+    res = ar.allreduce(vecs, algorithm, client=client3, check_serial=True, progress=False)
     check_equal_to_local(res, vecs, algorithm)
     check = res.report()["serial_check"]
     assert check["within_bound"] is True
     m = res.report()["measured"]
     assert m["inter_worker_bytes"] >= m["planned_bytes"] > 0
-    assert sum(client3.run(_registry_size).values()) == 0      # no state left behind
-
-
-def _registry_size():
-    from daskhpc.allreduce import _call
-
-    return len(_call._REGISTRY)
 
 
 @pytest.mark.parametrize("exchange", ["direct", "graph"])
-def test_program_engine_equals_run_local_and_reruns_are_identical(client3, exchange):
+def test_allreduce_equals_run_local_and_reruns_are_identical(client3, exchange):
     vecs = vectors(20000, 3, 0.01, seed=7, integer=False)
     kw = dict(algorithm="ssar_split_allgather", client=client3, repeat=2)
-    a = ar.allreduce(vecs, engine="program", exchange=exchange, **kw)
+    a = ar.allreduce(vecs, exchange=exchange, **kw)
     assert a.report()["execution"]["exchange"] == exchange
     check_equal_to_local(a, vecs, "ssar_split_allgather")
-    b = ar.allreduce(vecs, engine="program", exchange=exchange, **kw)
-    c = ar.allreduce(vecs, engine="call", **kw)
-    for x, y, z in zip(a.streams, b.streams, c.streams):
-        assert same_streams(x, y) and same_streams(x, z)
+    b = ar.allreduce(vecs, exchange=exchange, **kw)
+    for x, y in zip(a.streams, b.streams):
+        assert same_streams(x, y)
     assert [h["call"] for h in a.history] == [0, 1]
     m = a.report()["measured"]
     # P = 3 folds onto Q = 2: fold 1 + split Q (Q - 1) + allgather Q log2 Q + unfold 1
@@ -72,7 +63,8 @@ def test_program_engine_equals_run_local_and_reruns_are_identical(client3, excha
 def test_measured_bytes_per_stage_are_the_plan_plus_framing(client3):
     # one rank per worker: every planned message between ranks is one transfer
     vecs = vectors(60000, 3, 0.02, seed=3, integer=False)
-    res = ar.allreduce(vecs, "ssar_rec_dbl", client=client3, repeat=2, engine="call")
+    res = ar.allreduce(vecs, "ssar_rec_dbl", client=client3, repeat=2, exchange="graph",
+                       progress=False)
     rep = res.report()
     # an independent count of the plan per stage: stage 0 folds rank 2 into rank 0
     # (k items), stage 1 exchanges the partials of ranks 0 and 1, the unfold sends the
@@ -91,14 +83,11 @@ def test_measured_bytes_per_stage_are_the_plan_plus_framing(client3):
     assert m["inter_worker_bytes"] == sum(s["measured_bytes"] for s in rep["stages"])
 
 
-@pytest.mark.parametrize("engine", ["call", "program"])
 @pytest.mark.parametrize("P", [2, 4])
-def test_measured_messages_are_the_planned_ones_on_two_workers(client2, P, engine):
-    # issue 28: P = 4 on 2 workers counted 20 messages against 10 planned (5 calls): the
-    # call engine moves every rank-to-rank message as its own key, the plan bundled them
-    # per worker pair as the program engine sends them
+def test_measured_messages_are_the_planned_ones_on_two_workers(client2, P):
+    # P = 4 on 2 workers: the plan bundles the messages per worker pair, as they are sent
     vecs = vectors(20000, P, 0.01, seed=P, integer=False)
-    res = ar.allreduce(vecs, "ssar_rec_dbl", client=client2, repeat=3, engine=engine)
+    res = ar.allreduce(vecs, "ssar_rec_dbl", client=client2, repeat=3, progress=False)
     rep = res.report()
     m = rep["measured"]
     assert m["inter_worker_messages"] == m["planned_messages"] > 0, m
@@ -138,10 +127,7 @@ def test_futures_in_totals_stay_on_the_ranks_workers(client3):
 
 @pytest.mark.parametrize("algorithm", ["ssar_rec_dbl", "ssar_split_allgather",
                                        "dsar_split_allgather"])
-def test_futures_run_on_the_program_engine_as_on_the_call_engine(client3, algorithm):
-    # issue 28: vectors on the workers ran on the call engine only (18-26 ms a call
-    # where the program engine takes 1.4 ms); now the program engine reads them where
-    # they are, keeps the totals there, and gives the call engine's bits
+def test_futures_are_read_and_totals_kept_where_they_are(client3, algorithm):
     from daskhpc.runtime import worker_addresses
 
     ws = worker_addresses(client3)
@@ -150,22 +136,18 @@ def test_futures_run_on_the_program_engine_as_on_the_call_engine(client3, algori
     futs = [client3.submit(np.asarray, vecs[r], workers=[ws[(r + 2) % 3]], pure=False)
             for r in range(P)]
     prog = ar.allreduce(futs, algorithm, N=N, client=client3, repeat=2, progress=False)
-    call = ar.allreduce(futs, algorithm, N=N, client=client3, repeat=2, engine="call",
-                        progress=False)
     rep = prog.report()
-    assert rep["execution"]["engine"] == "program" and prog.streams == []
+    assert prog.streams == []
     where = client3.who_has(prog.futures)
     assert [where[f.key] for f in prog.futures] == [(ws[(r + 2) % 3],) for r in range(P)]
     loc = ar.allreduce_local(vecs, algorithm=algorithm)
-    for a, b, want in zip(client3.gather(prog.futures), client3.gather(call.futures),
-                          loc.streams):
-        assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    for a, want in zip(client3.gather(prog.futures), loc.streams):
         assert all(np.array_equal(x, y) for x, y in zip(a, ar._stream.to_payload(want)))
     m = rep["measured"]
     assert m["inter_worker_messages"] == m["planned_messages"] > 0, m
     # the vectors from the client with gather=False: the totals stay on the workers too
     kept = ar.allreduce(vecs, algorithm, client=client3, gather=False, progress=False)
-    assert kept.report()["execution"]["engine"] == "program" and kept.streams == []
+    assert kept.streams == []
     for a, want in zip(client3.gather(kept.futures), loc.streams):
         assert all(np.array_equal(x, y) for x, y in zip(a, ar._stream.to_payload(want)))
 
@@ -179,8 +161,8 @@ def test_cli_run_reports_stages_and_the_choice(client3):
         return wf.run(call, opts)
 
     rep = run("--N", "20000", "--parts", "4", "--density", "0.01", "--repeat", "2",
-              "--engine", "program", "--exchange", "graph", "--check-serial")
-    assert rep["execution"]["engine"] == "program" and rep["choice"]["algorithm"] == rep["algorithm"]
+              "--exchange", "graph", "--check-serial")
+    assert rep["choice"]["algorithm"] == rep["algorithm"]
     assert rep["execution"]["exchange"] == "graph"
     assert rep["serial_check"]["within_bound"] is True
     assert len(rep["timing"]["per_iteration_s"]) == 2

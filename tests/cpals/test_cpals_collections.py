@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from daskhpc._dask_internals import outgoing_log
 from daskhpc.cpals import fit
 from daskhpc.errors import InputError
 
@@ -48,7 +49,7 @@ def test_values_stay_on_the_workers(client2):
     coords, vals = nonzeros(20000, 1)
 
     def sent(dask_worker):
-        return [(e["who"], dict(e["keys"])) for e in dask_worker.transfer_outgoing_log]
+        return [(e["who"], dict(e["keys"])) for e in outgoing_log(dask_worker)]
 
     def to_client():
         workers = set(client2.scheduler_info()["workers"])

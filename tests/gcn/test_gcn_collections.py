@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from daskhpc._dask_internals import outgoing_log
 from daskhpc.errors import InputError
 from daskhpc.gcn import fit
 
@@ -93,7 +94,7 @@ def test_float32_features_from_a_collection_are_float32(client2, tmp_path, densi
 def to_client(client):
     """Keys the workers have sent to a client (their transfer logs)."""
     def sent(dask_worker):
-        return [(e["who"], list(e["keys"])) for e in dask_worker.transfer_outgoing_log]
+        return [(e["who"], list(e["keys"])) for e in outgoing_log(dask_worker)]
 
     workers = set(client.scheduler_info()["workers"])
     return {str(k) for log in client.run(sent).values() for who, keys in log

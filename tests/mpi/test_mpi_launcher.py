@@ -87,7 +87,7 @@ SCRIPT = textwrap.dedent("""
                 "amm": bool(amm and amm.running), "plugins": sorted(dask_scheduler.plugins)}
     def worker(dask_worker):
         return {"config": dask.config.get(key),
-                "log_length": dask_worker.transfer_outgoing_log.maxlen,
+                "log_length": dask.config.get("distributed.admin.low-level-log-length"),
                 "metrics": sorted(dask_worker.metrics)}
     base = client.dashboard_link.rsplit("/", 1)[0]
     page = urllib.request.urlopen(base + "/individual-daskhpc-comm", timeout=10)
@@ -122,7 +122,7 @@ def test_script_sees_cluster_config_and_settings(tmp_path):
     assert [w["config"] for w in got["workers_seen"]] == ["random"] * (RANKS - 2)
     # the cluster config connect() gives a LocalCluster, on every rank
     assert got["scheduler"]["stealing"] is False and got["scheduler"]["amm"] is False
-    assert {w["log_length"] for w in got["workers_seen"]} == {100_000}
+    assert {w["log_length"] for w in got["workers_seen"]} == {1000}      # Dask's default
     # dashboard pages and their data plugin, the rank watch, the byte counters
     assert {"daskhpc-dashboard", "daskhpc-mpi-watch"} <= set(got["scheduler"]["plugins"])
     assert all("daskhpc-sent" in w["metrics"] for w in got["workers_seen"])

@@ -8,6 +8,7 @@ import functools
 
 import numpy as np
 
+from daskhpc._dask_internals import worker_stream
 from daskhpc.comm import run_local
 from daskhpc.runtime import Job, run_job
 from daskhpc.runtime._calls import Setting, applied
@@ -77,7 +78,7 @@ def _boom_scheduler(dask_scheduler=None):
 
 
 def _interval(dask_worker=None):
-    return dask_worker.batched_stream.interval
+    return worker_stream(dask_worker).interval
 
 
 def test_a_failing_setting_leaves_the_others(client2):

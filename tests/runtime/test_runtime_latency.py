@@ -3,23 +3,25 @@ after."""
 
 from __future__ import annotations
 
+from daskhpc._dask_internals import client_stream, scheduler_streams, worker_stream
+
 
 def _sched_intervals(dask_scheduler=None):
-    return sorted(bs.interval for bs in dask_scheduler.stream_comms.values())
+    return sorted(bs.interval for bs in scheduler_streams(dask_scheduler).values())
 
 
 def _client_interval(client_id, dask_scheduler=None):
-    return dask_scheduler.client_comms[client_id].interval
+    return scheduler_streams(dask_scheduler, client_id)[f"client {client_id}"].interval
 
 
 def _worker_interval(dask_worker=None):
-    return dask_worker.batched_stream.interval
+    return worker_stream(dask_worker).interval
 
 
 def _intervals(client):
     return (client.run_on_scheduler(_sched_intervals), client.run(_worker_interval),
             client.run_on_scheduler(_client_interval, client.id),
-            client.scheduler_comm.interval)
+            client_stream(client).interval)
 
 
 def test_low_latency_sets_and_restores_the_batching(client3):

@@ -115,3 +115,38 @@ def test_worker_leaving_during_measurement_is_reported(make_client):
         with TransferLedger(client) as led:
             client.retire_workers([b], close_workers=True)
     assert led.messages_total == 0
+
+
+def _step(previous, i):
+    import time
+
+    time.sleep(0.05)            # a few transfers per worker between two copies of its log
+    return np.full(10, float(i))
+
+
+def _log_length(dask_worker):
+    import dask
+
+    return dask.config.get("distributed.admin.low-level-log-length")
+
+
+def test_a_run_of_more_transfers_than_dasks_log_holds_is_counted_whole(make_client):
+    """Dask's transfer log keeps its default length; the ledger copies it while it is
+    open, so a run of more transfers than the log holds (here a log of 8 and 40
+    transfers) is counted exactly, as a long run's are."""
+    import dask
+
+    with dask.config.set({"distributed.admin.low-level-log-length": 8}):
+        client = make_client(2)
+    a, b = worker_addresses(client)
+    assert set(client.run(_log_length).values()) == {8}
+    n = 41
+    keys = [f"chain-{i}" for i in range(n)]
+    tasks = {k: (_step, keys[i - 1] if i else None, i) for i, k in enumerate(keys)}
+    with TransferLedger(client) as led:
+        [last] = submit_pinned(client, tasks, {k: (a, b)[i % 2] for i, k in enumerate(keys)},
+                               [keys[-1]])
+        assert last.result()[0] == n - 1
+    assert led.messages_total == n - 1                 # every link of the chain, once
+    assert led.by_worker()[a]["sent_messages"] == led.by_worker()[b]["sent_messages"] == 20
+    assert led.sizeof_total == 80 * (n - 1)

@@ -1,7 +1,7 @@
 """The direct exchange's transports between workers: the Exchange's own sockets
-(``daskhpc.runtime.transport: socket``, the default for ``tcp://`` workers: TCP;
-``unix``: Unix sockets within a host) and distributed's comm (``dask``). The same messages arrive every way, whole, in order and writable, and a run
-gives the same bits and the same counted messages."""
+(``daskhpc.runtime.transport: socket``, the default for ``tcp://`` workers: TCP) and
+distributed's comm (``dask``). The same messages arrive both ways, whole, in order and
+writable, and a run gives the same bits and the same counted messages."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from daskhpc.comm import run_local
+from daskhpc._dask_internals import add_handlers
 from daskhpc.errors import InputError
 from daskhpc.runtime import Exchange, Job, run_job, worker_addresses
 from daskhpc.testing import toy_program, toy_row
@@ -132,42 +132,6 @@ def test_a_message_of_more_buffers_than_one_call_gathers_arrives_on_the_same_soc
     assert client2.run(_socket_ids, workers=[a])[a] == socks
 
 
-def test_unix_transport_joins_same_host_workers_by_unix_sockets(make_client):
-    with dask.config.set({"daskhpc.runtime.transport": "unix"}):
-        client = make_client(2)
-        want, got, writable = _exchange_round(client)
-        _check_delivered(want, got, writable)
-        a = worker_addresses(client)[0]
-        assert client.run(_families, workers=[a])[a] == ["AF_UNIX"]
-        out = run_job(client, _job())
-    finals, _ = run_local(toy_program(2, 3, length=LENGTH), [LENGTH] * 2)
-    assert all(np.array_equal(x, y) for x, y in zip(out.value, finals))
-
-
-def _bogus_unix(dask_worker):
-    """This worker offers a Unix socket nobody listens on (another host of the same
-    name, or another network namespace, looks the same to a sender)."""
-    ext = dask_worker.plugins[Exchange.name]
-    listen = ext.listen
-
-    async def offer():
-        where = await listen()
-        return {**where, "unix": where["unix"] + "-gone"}
-
-    dask_worker.handlers["daskhpc_listen"] = offer
-
-
-def test_a_unix_socket_that_refuses_falls_back_to_tcp(make_client):
-    with dask.config.set({"daskhpc.runtime.transport": "unix"}):
-        client = make_client(2)
-    a, b = worker_addresses(client)[:2]
-    client.register_plugin(Exchange(), name=Exchange.name)
-    client.run(_bogus_unix, workers=[b])
-    want, got, writable = _exchange_round(client)
-    _check_delivered(want, got, writable)
-    assert client.run(_families, workers=[a])[a] == ["AF_INET"]
-
-
 def test_both_transports_give_the_same_run(client2, make_client):
     on_socket = run_job(client2, _job())
     with dask.config.set({"daskhpc.runtime.transport": "dask"}):
@@ -190,7 +154,7 @@ def test_an_unknown_transport_is_one_line():
 
     with dask.config.set({"daskhpc.runtime.transport": "udp"}):
         with pytest.raises(InputError,
-                           match="transport must be one of socket, unix, dask, not 'udp'"):
+                           match="transport must be one of socket, dask, not 'udp'"):
             transport()
 
 
@@ -204,9 +168,9 @@ def _shut_port(dask_worker):
     s.close()                                    # bound once, now closed: refused
 
     async def listen():
-        return {"port": port, "host": "", "unix": None}
+        return {"port": port}
 
-    dask_worker.handlers["daskhpc_listen"] = listen
+    add_handlers(dask_worker, {"daskhpc_listen": listen})
 
 
 def _known_port(address, dask_worker):

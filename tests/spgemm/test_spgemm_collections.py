@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 from spgemm_helpers import assert_same_product, random_matrix
 
+from daskhpc._dask_internals import outgoing_log
 from daskhpc.errors import InputError
 from daskhpc.spgemm import multiply
 
@@ -32,7 +33,7 @@ def to_client(client):
     """Bytes per key prefix the workers sent to anything but a worker (client, scheduler),
     from the workers' own transfer logs; call again for the difference."""
     def sent(dask_worker):
-        return [(e["who"], dict(e["keys"])) for e in dask_worker.transfer_outgoing_log]
+        return [(e["who"], dict(e["keys"])) for e in outgoing_log(dask_worker)]
     workers = set(client.scheduler_info()["workers"])
     out = {}
     for log in client.run(sent).values():

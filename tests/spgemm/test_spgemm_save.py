@@ -15,6 +15,7 @@ import sys
 import pytest
 import scipy.sparse as sp
 
+from daskhpc._dask_internals import outgoing_log
 import daskhpc as dh
 from daskhpc.errors import InputError
 from daskhpc.spgemm import multiply
@@ -33,7 +34,7 @@ LOAD = ("import sys, numpy as np, scipy.sparse as sp, daskhpc as dh\n"
 def _mark_logs(dask_worker) -> bool:
     """Remember the newest entry of the worker's transfer log (a mark for
     :func:`_sent_since_mark`)."""
-    log = dask_worker.transfer_outgoing_log
+    log = outgoing_log(dask_worker)
     dask_worker._daskhpc_test_mark = log[-1] if log else None
     return True
 
@@ -47,7 +48,7 @@ def _sent_since_mark(dask_worker) -> int:
     3 s behind logs C's gather "before" the mark: 0 B of 559,980 seen, the failure that
     once kept this test out of the default run); nor by position: the log is a bounded
     deque, full after the session's earlier tests, so positions shift."""
-    log = list(dask_worker.transfer_outgoing_log)
+    log = list(outgoing_log(dask_worker))
     mark = getattr(dask_worker, "_daskhpc_test_mark", None)
     first = next((i + 1 for i in range(len(log) - 1, -1, -1) if log[i] is mark), 0)
     return sum(e["total"] for e in log[first:] if e["who"] is None)

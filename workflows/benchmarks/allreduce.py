@@ -7,15 +7,14 @@ Run it alone on the machine (timings are sensitive to other load)::
 
 Sections (``--only`` picks some):
 
-overhead   the floor at small N: one call of N = 1000 (density 1 %) per engine (the
-           program engine in both exchange modes), and a
-           plain-Dask chain of pinned tasks passing a tiny array between workers; per
+overhead   the floor at small N: one call of N = 1000 (density 1 %) in both exchange
+           modes of the runtime, and a plain-Dask chain of pinned tasks passing a tiny array between workers; per
            round (a stage is one round of tasks)
 headline   N = 10^7, density 0.1 %, P = 4 workers, float64, uniform model: Dask's dense
            sum of the same vectors (pinned tree reduce + broadcast, fresh dense vectors
-           every round) side by side with our allreduce (call engine: each algorithm and
-           auto; program engine: calls pipelined as units, in both exchange modes of the
-           runtime); median of --repeats
+           every round) side by side with our allreduce (inputs on the workers: each
+           algorithm and auto, one call a run; calls pipelined as units, in both exchange
+           modes of the runtime); median of --repeats
 sweep      densities 1e-4 .. 0.5, P in {2, 4}, N = --sweep-n: every fixed algorithm and
            the auto choice (Table 3.1 with the alpha and beta calibrated on this cluster);
            auto's time over the best fixed time
@@ -163,61 +162,22 @@ def overhead(args, out):
                 rt = (time.perf_counter() - t0) / L
             rows.append({"P": P, "what": "plain Dask chain, one transfer per round",
                          "per_round_ms": 1e3 * rt})
-        futs, _ = sparse_inputs(client, 1000, P, 0.01, seed=0)
-        for eng, exch in (("call", None), ("program", "direct"), ("program", "graph")):
-            kw = {"repeat": args.repeats + 1, "exchange": exch} if eng == "program" else {}
-            ts = []
-            for _ in range(1 if eng == "program" else args.repeats):
-                r = ar.allreduce(futs if eng == "call" else
-                                 ar.uniform_vectors(1000, P, 0.01, seed=0), "ssar_rec_dbl",
-                                 N=1000, client=client, engine=eng, **kw)
-                ts += [h["time_s"] for h in r.history][1 if eng == "program" else 0:]
+        for exch in ("direct", "graph"):
+            r = ar.allreduce(ar.uniform_vectors(1000, P, 0.01, seed=0), "ssar_rec_dbl",
+                             N=1000, client=client, repeat=args.repeats + 1, exchange=exch)
+            ts = [h["time_s"] for h in r.history][1:]
             S = r.report()["plan"]["phases"]
             rounds = S + 1
-            name = f"{eng} engine" + (f" ({exch} exchange, pipelined calls)" if exch else "")
+            name = f"{exch} exchange, pipelined calls"
             rows.append({"P": P, "what": f"{name}, N = 1000 call, ssar_rec_dbl",
                          "stages": S, "rounds_per_call": rounds,
                          "call_ms": 1e3 * float(np.median(ts)),
                          "call_ms_min": 1e3 * float(np.min(ts)),
                          "per_round_ms": 1e3 * float(np.median(ts)) / rounds})
-        rows.append({"P": P, **direct_profile(client, futs)})
         client.close()
     out["overhead"] = rows
     for r in rows:
         print(json.dumps(r))
-
-
-def direct_profile(client, futs, calls=10):
-    """Where a direct call's time goes: ``calls`` calls of one ``allreduce`` (its history:
-    submission to wake-up per call) under the task stream (worker clocks): the stages
-    (first stage task's start to the last one's stop) and the rest (submission to the
-    first stage task plus the last stage to the client's wake-up). The first 2 calls
-    warm up."""
-    from distributed import get_task_stream
-
-    import daskhpc.allreduce as ar
-
-    with get_task_stream(client) as ts:
-        r = ar.allreduce(futs, "ssar_rec_dbl", N=1000, client=client, repeat=calls,
-                         gather=False)
-    spans: dict = {}      # one call's stage tasks: ("allreduce-<token>", rank, stage, dst)
-    for t in ts.data:
-        key = t["key"]
-        if isinstance(key, tuple) and len(key) == 4 and str(key[0]).startswith("allreduce-"):
-            spans.setdefault(key[0], []).extend(
-                (x["start"], x["stop"]) for x in t["startstops"] if x["action"] == "compute")
-    stages = sorted((min(a for a, _ in v), max(b for _, b in v)) for v in spans.values())
-    calls_ms = [1e3 * h["time_s"] for h in r.history]
-    if len(stages) != len(calls_ms):
-        raise RuntimeError(f"{len(stages)} calls in the task stream, {len(calls_ms)} in the "
-                           "history")
-    parts = {"stages_ms": [], "outside_stages_ms": [], "call_ms": []}
-    for (first, last), call in list(zip(stages, calls_ms))[2:]:
-        parts["stages_ms"].append(1e3 * (last - first))
-        parts["outside_stages_ms"].append(call - 1e3 * (last - first))
-        parts["call_ms"].append(call)
-    return {"what": "direct call, N = 1000, where the time goes (median ms)",
-            **{k: float(np.median(v)) for k, v in parts.items()}}
 
 
 def headline(args, out):
@@ -256,8 +216,7 @@ def headline(args, out):
     vecs = ar.uniform_vectors(N, P, d, seed=0)
     for exch in ("direct", "graph"):
         _wait_quiet(args.max_load)
-        r = ar.allreduce(vecs, "auto", N=N, client=client, engine="program",
-                         repeat=args.repeats + 5, exchange=exch)
+        r = ar.allreduce(vecs, "auto", N=N, client=client, repeat=args.repeats + 5, exchange=exch)
         ts = [h["time_s"] for h in r.history][1:]
         ours[f"program auto ({exch} exchange, pipelined calls)"] = {
             "algorithm": r.report()["algorithm"], "median_s": float(np.median(ts)),
