@@ -192,8 +192,8 @@ def default_interface(nodes: int | None = None) -> str | None:
     import ipaddress
 
     import psutil
-    from daskhpc._dask_internals import get_ip
 
+    from daskhpc._dask_internals import get_ip
     from daskhpc._mpi_options import BadOptions
 
     with warnings.catch_warnings():    # no route to its probe address: handled below

@@ -6,7 +6,8 @@ parts' allreduces sent, from the run's history rows (topic ``history``).
 from __future__ import annotations
 
 from bokeh.palettes import Category10_10
-from distributed.utils import log_errors
+
+from daskhpc._dask_internals import log_errors
 
 from daskhpc.dashboard import EMPTY, Component, format_bytes, update_source
 
