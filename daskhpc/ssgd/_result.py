@@ -175,9 +175,11 @@ class SSGDResult(WorkflowResult):
         """Training ratings per item (column counts of ``seen``; None without it)."""
         if self.seen is None:
             return None
-        if getattr(self, "_counts", None) is None:
-            self._counts = np.bincount(self.seen.indices, minlength=self.seen.shape[1])
-        return self._counts
+        kept = getattr(self, "_counts", None)      # (the seen it counted, the counts)
+        if kept is None or kept[0] is not self.seen:
+            kept = self._counts = (self.seen, np.bincount(self.seen.indices,
+                                                          minlength=self.seen.shape[1]))
+        return kept[1]
 
     def shrunk(self, scores: np.ndarray, base: float, shrink: float = SHRINK) -> np.ndarray:
         """``base + n_i / (n_i + shrink) * (scores - base)``: what :meth:`recommend`
