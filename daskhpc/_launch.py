@@ -244,6 +244,7 @@ def client_task(launcher: Launcher, opts, job, argv: list[str], size: int,
 
     nworkers = size - 2
     os.environ["DASKHPC_MPI_CLIENT"] = "1"   # daskhpc.connect() joins this cluster
+    os.environ["DASKHPC_LAUNCHER"] = launcher.section   # whose job it is, for the CLI's words
     if job.scheduler_file and publish:
         # removed when the job ends (stale ones from a killed job included)
         files.extend([job.scheduler_file, _mpi_security.credentials_path(job.scheduler_file)])

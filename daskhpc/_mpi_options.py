@@ -115,7 +115,7 @@ def check_workflow_args(run_argv: list[str], where: str = "mpiexec"
     """Parse ``daskhpc run ...`` as the CLI will, before any cluster exists."""
     from daskhpc import cli
 
-    values = vars(cli.build_parser().parse_args(run_argv))  # SystemExit(2): a bad option
+    values = vars(cli.parse(run_argv))      # SystemExit(2): a bad option, said in one line
     if values.get("broken"):
         raise BadOptions(values["broken"])
     for opt in ("workers", "scheduler_address"):

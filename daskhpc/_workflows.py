@@ -255,8 +255,11 @@ class RunOptions:
 
     def finish(self, result):
         """``result``, first saved to ``save`` and its report written to ``json`` when
-        they are set (the work is kept before anything is reported)."""
+        they are set (the work is kept before anything is reported); the report's
+        ``saved`` section says where it was kept."""
         if self.save:
+            result.info["saved"] = {"dir": str(self.save),
+                                    **(result.info.get("saved") or {})}
             result.save(self.save)
         if self.json:
             write_report(result.report(), self.json)
@@ -569,13 +572,23 @@ def _resolve(f):
 
 
 def suggest(parser: argparse.ArgumentParser, unknown: list) -> str:
-    """``; did you mean --x?`` for the first unknown option, or ''."""
-    flags = [s for a in parser._actions for s in a.option_strings]
+    """``; did you mean --x?`` for the first unknown option, or ''. Names are compared
+    without their dashes (every flag shares them: ``--colour`` is not ``--lr``).
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> _ = p.add_argument("--partition"); _ = p.add_argument("--lr")
+    >>> suggest(p, ["--partiton"]), suggest(p, ["--colour=red"])
+    ('; did you mean --partition?', '')
+    """
+    flags = {s.lstrip("-"): s for a in parser._actions for s in a.option_strings
+             if s.startswith("--")}
     for word in unknown:
         if word.startswith("--"):
-            near = difflib.get_close_matches(word.split("=")[0], flags, 1)
+            near = difflib.get_close_matches(word.split("=")[0].lstrip("-"), flags, 1)
             if near:
-                return f"; did you mean {near[0]}?"
+                return f"; did you mean {flags[near[0]]}?"
     return ""
 
 

@@ -30,7 +30,7 @@ from daskhpc._numba import prepare_kernels, usable_cores
 from daskhpc._workflows import RunOptions, suggest
 from daskhpc._terminal import json_on_stdout, stage
 from daskhpc.errors import InputError
-from daskhpc.io import formats_of, read
+from daskhpc.io import expand_patterns, formats_of, read
 from daskhpc.report import new_report, prediction_lines, write_report
 
 
@@ -74,6 +74,7 @@ def _partition_parser(sub) -> None:
     p.add_argument("--net-cost", type=int, default=1, help="cost of every net (F or R words)")
     p.add_argument("--save-partition", metavar="FILE", help="one part id per line")
     _common(p)
+    p.set_defaults(parser=p)
 
 
 def _workflow_parser(sub, mode: str) -> None:
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--workers", type=int, default=2, metavar="N")
     d.add_argument("--no-cluster", action="store_true", help="only the partition comparison")
     _common(d)
+    d.set_defaults(parser=d)
     p = sub.add_parser("predict", help="apply a saved model (run --save DIR) to a file",
                        description="Apply the model a run saved (--save DIR) to INPUT: "
                                    "ssgd a ratings file (user, item, rating), linear a "
@@ -121,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the predictions as CSV to FILE (default: the first rows "
                         "on stdout)")
     _common(p)
+    p.set_defaults(parser=p)
     i = sub.add_parser("info", help="versions, partitioner backends, MPI")
     i.add_argument("--calibrate", action="store_true",
                    help="measure alpha and beta on a cluster (LocalCluster unless given one)")
@@ -136,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--scheduler-file", metavar="F")
     i.add_argument("--scheduler-address", metavar="A")
     _common(i)
+    i.set_defaults(parser=i)
     return parser
 
 
@@ -204,8 +208,9 @@ def _client_for(run):
     joins = run.scheduler_file or run.scheduler_address
     what = (f"waiting for the scheduler of {joins}" if joins else
             f"starting a LocalCluster of {run.workers or 'the default number of'} workers")
-    if os.environ.get("DASKHPC_MPI_CLIENT") == "1":
-        what = "joining the MPI job's scheduler"
+    if os.environ.get("DASKHPC_MPI_CLIENT") == "1":     # the client task of a launcher
+        job = {"slurm": "srun", "mpi": "MPI"}.get(os.environ.get("DASKHPC_LAUNCHER"), "MPI")
+        what = f"joining the {job} job's scheduler"
     with stage(what):
         client = connect(run.scheduler_address, scheduler_file=run.scheduler_file,
                          n_workers=run.workers, dashboard_address=run.dashboard_address)
@@ -234,8 +239,10 @@ def _workflow_call(args):
     wf = _workflows.load(args.workflow)
     _check_parts(values.get("parts"))
     call, run = wf.call_of(args)
-    # a bundled data set by its name (daskhpc run ssgd ratings), unless a file has it
-    call.inputs = [i if i in wf.by_name else datasets.resolve(i) for i in call.inputs]
+    # a bundled data set by its name (daskhpc run ssgd ratings), unless a file has it;
+    # a pattern the shell did not expand ('dir/*.parquet', quoted) names its files
+    call.inputs = expand_patterns([i if i in wf.by_name else datasets.resolve(i)
+                                   for i in call.inputs])
     return wf, call, run
 
 
@@ -327,7 +334,8 @@ def cmd_predict(args) -> dict:
 
     result = load(args.model)
     wf = _workflows.load(result.workflow)
-    got = wf.predict(result, str(args.input))
+    args.input = datasets.resolve(str(args.input))     # a bundled data set by its name
+    got = wf.predict(result, args.input)
     columns, quality = got["columns"], got.get("quality", {})
     n = len(next(iter(columns.values()))) if columns else 0
     if args.output:
@@ -412,22 +420,62 @@ def _progress_setting(on):
     return dask.config.set({"daskhpc.runtime.progress": bool(on)})
 
 
-def _parse(argv) -> argparse.Namespace:
-    """Parsed ``argv``; an unknown option is the workflow's error (its usage, and the
-    option it most likely meant), not the top-level usage."""
+def parse(argv) -> argparse.Namespace:
+    """Parsed ``argv``; an unknown option is one line naming it and the option of its
+    command it most likely meant (exit 2), not a page of usage."""
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:
         parser = vars(args).get("parser")
         if parser is None:
             build_parser().parse_args(argv)         # the top-level error, exit 2
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}{suggest(parser, unknown)}")
+        print(f"daskhpc: {unknown_words(parser, unknown)}", file=sys.stderr)
+        raise SystemExit(2)
     return args
+
+
+def unknown_words(parser: argparse.ArgumentParser, unknown: list) -> str:
+    """What is wrong with the ``unknown`` words of a command line, in one line.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser(prog="daskhpc run ssgd")
+    >>> _ = p.add_argument("--partition")
+    >>> unknown_words(p, ["--partiton", "hp"])
+    'unknown option --partiton; did you mean --partition?'
+    >>> unknown_words(p, ["--colour"])
+    'unknown option --colour (daskhpc run ssgd --help lists the options)'
+    >>> unknown_words(p, ["extra"])
+    "unexpected argument 'extra' (daskhpc run ssgd --help shows the usage)"
+    """
+    options = [w for w in unknown if w.startswith("-") and len(w) > 1]
+    if not options:
+        return f"unexpected argument {unknown[0]!r} ({parser.prog} --help shows the usage)"
+    word = options[0].split("=")[0]
+    near = suggest(parser, [word])
+    return (f"unknown option {word}{near}" if near else
+            f"unknown option {word} ({parser.prog} --help lists the options)")
+
+
+def _os_words(e: Exception) -> str:
+    """An OSError as ``FILE: what is wrong`` (not ``[Errno 2] ...``); other errors as
+    they are.
+
+    Examples
+    --------
+    >>> _os_words(FileNotFoundError(2, "No such file or directory", "ratings.csv"))
+    'ratings.csv: no such file or directory'
+    >>> _os_words(InputError("x.mtx: line 3: bad token"))
+    'x.mtx: line 3: bad token'
+    """
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"{e.filename}: {e.strerror[:1].lower()}{e.strerror[1:]}"
+    return str(e)
 
 
 def _main(argv, debug, report_hook) -> int:
     args = None
     try:
-        args = _parse(argv)
+        args = parse(argv)
         opts = vars(args)
         with _progress_setting(opts.get("progress")), json_on_stdout(opts.get("json") == "-"):
             report = COMMANDS[args.command](args)
@@ -441,7 +489,7 @@ def _main(argv, debug, report_hook) -> int:
     except (InputError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
         if debug:
             traceback.print_exc()
-        print(f"daskhpc: error: {e}", file=sys.stderr)
+        print(f"daskhpc: error: {_os_words(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("daskhpc: interrupted", file=sys.stderr)

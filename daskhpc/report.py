@@ -268,6 +268,10 @@ def summarize(report: dict) -> str:
     for r in recs:
         lines.append(summary_line("recovered", f"lost {', '.join(r['lost'])}; ran again "
                                   f"{rerun_text(r)}; {r.get('time_lost_s', 0.0):.2f} s lost"))
+    saved = report.get("saved")
+    if isinstance(saved, dict) and saved.get("dir"):
+        lines.append(summary_line("saved", f"the result (model, history, report) in "
+                                           f"{saved['dir']}: daskhpc.load reads it back"))
     ck = report.get("checkpoint")
     if isinstance(ck, dict) and "dir" in ck:
         more = ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in ck.items()

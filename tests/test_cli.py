@@ -98,7 +98,8 @@ def test_bad_input_exits_2_with_file_and_line(tmp_path, capsys):
     (["partition", "column-net", "{tns}", "--parts", "2"], "needs a matrix input"),
     (["partition", "tensor-fine", "{mtx}", "--parts", "2"], "needs a tensor"),
     (["partition", "column-net", "{mtx}", "--parts", "5000"], "more parts (5000) than vertices"),
-    (["partition", "column-net", "{missing}", "--parts", "2"], "No such file"),
+    (["partition", "column-net", "{missing}", "--parts", "2"],
+     "missing.mtx: no such file or directory"),
     (["plan", "nosuchworkflow", "x"], "invalid choice"),
     (["partition", "hyper", "{mtx}", "--parts", "2"], "invalid choice"),
 ])

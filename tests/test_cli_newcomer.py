@@ -114,6 +114,16 @@ def test_a_blown_memory_budget_is_a_warning_with_the_figures(tmp_path):
     assert mem["peak_over_budget"] == round(mem["max_peak_increase"] / 200_000, 4)
 
 
+def _a_saved_model(tmp_path) -> str:
+    """A saved ssgd model (two factors, no cluster: predict reads only the directory)."""
+    import numpy as np
+
+    from daskhpc.ssgd import SSGDResult
+
+    r = SSGDResult(np.ones((2, 1)), np.ones((3, 1)))
+    return r.save(tmp_path / "model")
+
+
 @pytest.mark.parametrize("argv, message", [
     # CI budget (20 min on 2 cores): two in the default run, the rest under -m slow
     pytest.param(["run", "ssgd", "{ratings}", "--parts", "0"], "--parts must be at least 1, not 0",
@@ -129,13 +139,19 @@ def test_a_blown_memory_budget_is_a_warning_with_the_figures(tmp_path):
     pytest.param(["run", "spgemm", "{mtx}", "--consume", "write:/proc/none/dir"],
                  "--consume write:/proc/none/dir: cannot create the directory",
                  marks=pytest.mark.slow),
+    # a missing file is named, not "[Errno 2] No such file or directory: ..."
+    (["run", "cpals", "no/such/tensor.tns"], "no/such/tensor.tns: no such file or directory"),
+    (["partition", "row-net", "no/such/a.mtx", "--parts", "2"],
+     "no/such/a.mtx: no such file or directory"),
+    (["predict", "{model}", "no/such/ratings.csv"],
+     "no/such/ratings.csv: no such file or directory"),
 ])
 def test_options_are_checked_before_the_cluster_starts(tmp_path, argv, message):
     """Exit 2 with one line and no cluster (no dashboard link): a typo costs nothing."""
     p2 = tmp_path / "p2.txt"
     p2.write_text("\n".join(str(i % 2) for i in range(610)) + "\n")
     subst = {"{ratings}": datasets.path("ratings"), "{p2}": str(p2),
-             "{mtx}": str(_small_mtx(tmp_path / "a.mtx"))}
+             "{mtx}": str(_small_mtx(tmp_path / "a.mtx")), "{model}": _a_saved_model(tmp_path)}
     code, _, err = daskhpc(*[subst.get(a, a) for a in argv])
     assert code == 2, err
     assert err.startswith(f"daskhpc: error: {message.format(p2=p2)}") and err.count("\n") == 1

@@ -15,7 +15,8 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from daskhpc import datasets
+from daskhpc import _workflows, datasets
+from daskhpc import load as daskhpc_load
 
 EXE = os.path.join(os.path.dirname(sys.executable), "daskhpc")
 
@@ -144,3 +145,21 @@ def test_a_finished_run_resumed_says_already_complete(client2, tmp_path, workflo
     assert "0 B in 0 messages" not in out
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["recovery"]["already_complete"] == {"units": 2, "unit_name": units}
+
+
+@pytest.mark.parametrize("workflow", [
+    # CI budget (20 min on 2 cores): two in the default run, the others under -m slow
+    name if name in ("cpals", "ssgd") else pytest.param(name, marks=pytest.mark.slow)
+    for name in sorted(_workflows.available())])
+def test_save_is_acknowledged_in_the_summary_and_the_report(client3, tmp_path, workflow):
+    """``--save DIR`` says where the result went, in the summary and the JSON report."""
+    saved = tmp_path / "model"
+    status, out, err = daskhpc("run", workflow, *_workflows.load(workflow).small_run(),
+                               "--scheduler-address", client3.scheduler.address,
+                               "--save", saved, "--json", tmp_path / "r.json")
+    assert status == 0, err
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["saved"]["dir"] == str(saved)
+    assert str(saved) in line(out, "saved")
+    again = daskhpc_load(saved)
+    assert again.workflow == workflow and again.report()["saved"]["dir"] == str(saved)

@@ -19,8 +19,9 @@ DASKHPC = os.path.join(os.path.dirname(sys.executable), "daskhpc")
 
 #: workflow -> (run arguments, predict input, report figure, predict figure)
 CASES = {
-    "ssgd": (["ratings", "--parts", "2", "--epochs", "2", "--test-fraction", "0"],
-             datasets.path("ratings"), "final_train_rmse", "rmse"),
+    # the run's file holds its test split too: predict tells the trained records apart
+    "ssgd": (["ratings", "--parts", "2", "--epochs", "2"],
+             datasets.path("ratings"), "final_train_rmse", "train_rmse"),
     "linear": (["libsvm", "--test", datasets.path("libsvm-test"), "--parts", "2",
                 "--epochs", "1"], datasets.path("libsvm-test"), "test_accuracy", "accuracy"),
     "cpals": (["tensor", "--parts", "2", "--rank", "4", "--iters", "3", "--tol", "0"],
@@ -96,3 +97,24 @@ def test_an_unknown_user_is_one_line_naming_it_and_its_record(tmp_path):
     code, _, err = daskhpc("predict", tmp_path / "m", f)
     assert code == 2 and err.count("\n") == 1, err
     assert "record 2: unknown user 999999" in err and str(f) in err
+
+
+def test_predict_on_the_training_file_gives_train_and_test_rmse_apart(tmp_path):
+    """The ratings file a run read holds its held-out test split too: predict's
+    ``train_rmse`` is the run's ``final_train_rmse``, ``held_out_rmse`` its
+    ``final_test_rmse``, ``rmse`` covers both, and the CSV says which record trained."""
+    from daskhpc import ssgd
+
+    r = ssgd.serial_fit(datasets.path("ratings"), 1, epochs=2)
+    r.save(tmp_path / "m")
+    q = r.report()["quality"]
+    code, out, err = daskhpc("predict", tmp_path / "m", "ratings", "--output",
+                             tmp_path / "p.csv", "--json", tmp_path / "p.json")
+    assert code == 0, err
+    got = json.loads((tmp_path / "p.json").read_text())["quality"]
+    assert got["train_rmse"] == pytest.approx(q["final_train_rmse"], rel=1e-12, abs=0)
+    assert got["held_out_rmse"] == pytest.approx(q["final_test_rmse"], rel=1e-12, abs=0)
+    assert got["held_out_rmse"] > got["rmse"] > got["train_rmse"]
+    header, *rows = (tmp_path / "p.csv").read_text().splitlines()
+    assert header.split(",")[-1] == "trained"
+    assert sum(row.endswith(",0") for row in rows) == round(0.1 * len(rows))  # the split

@@ -27,6 +27,7 @@ from daskhpc.errors import InputError
 from daskhpc.io import is_collection
 from daskhpc.report import new_report
 
+from ._als import converged
 from ._checkpoint import distribution_path, load_distribution
 from ._collect import full_tensor, part_statics, read_tensor, rebuilder
 from ._init import given_factors, svd_factors
@@ -271,7 +272,7 @@ def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed
             "nonnegative": bool(opts.nonnegative), "init": opts.init_name,
             "timing": {"run_s": time.perf_counter() - t0,
                        "per_iteration_s": [h["time_s"] for h in out["history"]]},
-            "quality": _quality(out["history"])}
+            "quality": _quality(out["history"], opts.tol)}
     return CPResult(out["lam"], out["factors"], out["history"], info)
 
 
@@ -337,11 +338,23 @@ def sections(s: Setup, history=None, command=None) -> dict:
         out["reg"], out["nonnegative"] = float(o.reg), bool(o.nonnegative)
         out["init"] = o.init_name
         out["timing"]["per_iteration_s"] = [h.get("time_s") for h in history]
-        out["quality"] = _quality(history)
+        out["quality"] = _quality(history, o.tol)
     return out
 
 
-def _quality(history) -> dict:
+def _quality(history, tol: float) -> dict:
+    """``fit`` per iteration, ``final_fit``, ``iterations``; with ``tol > 0`` whether the
+    tol rule stopped the run (``converged``) and the last change of the fit.
+
+    Examples
+    --------
+    >>> q = _quality([{"fit": 0.30}, {"fit": 0.32}, {"fit": 0.3201}], 1e-3)
+    >>> q["iterations"], q["converged"], round(q["fit_change"], 6)
+    (3, True, 0.0001)
+    """
     fits = [h["fit"] for h in history]
-    return {"fit": fits, "final_fit": fits[-1] if fits else None,
-            "iterations": len(fits)}
+    q = {"fit": fits, "final_fit": fits[-1] if fits else None, "iterations": len(fits)}
+    if tol > 0 and len(fits) >= 2:
+        q["converged"] = bool(converged(fits, tol))
+        q["fit_change"] = abs(fits[-1] - fits[-2])
+    return q

@@ -23,7 +23,7 @@ from daskhpc.report import summarize, summary_line
 from . import _api
 from ._setup import Options, validate_input
 
-__all__ = ["CPALS"]
+__all__ = ["CPALS", "stop_words"]
 
 
 class CPALS(Workflow):
@@ -65,10 +65,37 @@ class CPALS(Workflow):
         return summary(report)
 
 
+def stop_words(report: dict) -> str:
+    """Why the iterations ended, when ``--tol`` could have ended them early.
+
+    Examples
+    --------
+    >>> stop_words({"iters": 20, "tol": 1e-3, "quality": {"iterations": 6,
+    ...             "converged": True, "fit_change": 4.2e-4}})
+    'converged at iteration 6 of 20: the fit changed by 0.00042 < --tol 0.001'
+    >>> stop_words({"iters": 5, "tol": 1e-3, "quality": {"iterations": 5,
+    ...             "converged": False, "fit_change": 0.01}})
+    'ran all 5 iterations: the fit still changed by 0.01 >= --tol 0.001'
+    >>> stop_words({"iters": 5, "tol": 0, "quality": {"iterations": 5}})
+    ''
+    """
+    q = report.get("quality") or {}
+    if "converged" not in q:
+        return ""
+    n, change, tol = report.get("iters"), q["fit_change"], report.get("tol")
+    if q["converged"]:
+        return (f"converged at iteration {q['iterations']} of {n}: the fit changed by "
+                f"{change:.2g} < --tol {tol:g}")
+    return f"ran all {n} iterations: the fit still changed by {change:.2g} >= --tol {tol:g}"
+
+
 def summary(report: dict) -> str:
     """What the CLI prints: the common block, Table 2's columns per mode, per-iteration
     plan, the Gram all-reduce, the plain serial check."""
     lines = [summarize({k: v for k, v in report.items() if k != "plan"})]
+    stopped = stop_words(report)
+    if stopped:
+        lines.append(summary_line("stopped", stopped))
     modes = report.get("modes")
     if modes:
         head = ("mode", "load max", "load avg", "vol max", "vol avg", "msgs max", "msgs avg")

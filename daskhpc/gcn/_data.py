@@ -28,7 +28,7 @@ from daskhpc.io import read
 from ._pyg import from_pyg, is_pyg_data
 
 __all__ = ["Graph", "as_graph", "normalized_adjacency", "row_normalize", "random_node_data",
-           "random_data_note"]
+           "random_data_note", "undirected_note"]
 
 
 @dataclass(eq=False)
@@ -148,6 +148,27 @@ def random_data_note(source: dict) -> str | None:
             "accuracies are not a measure of anything")
 
 
+def undirected_note(source: dict) -> str | None:
+    """What to tell the user when a graph read as directed looks undirected
+    (``looks_undirected`` in the graph's source, from the reader), else None.
+
+    Examples
+    --------
+    >>> print(undirected_note({"path": "/d/g.txt", "looks_undirected": "every edge goes "
+    ...     "from the lower node id to the higher, none reversed"}))  # doctest: +ELLIPSIS
+    g.txt looks like an undirected graph (every edge goes from ... --symmetrize ...
+    >>> undirected_note({"path": "/d/g.txt"}) is None
+    True
+    """
+    why = source.get("looks_undirected")
+    if not why:
+        return None
+    name = Path(str(source.get("path") or source.get("name") or "the graph")).name
+    return (f"{name} looks like an undirected graph ({why}) but is read as directed, "
+            "each edge one way; if it is undirected, --symmetrize (symmetrize=True) trains "
+            "on A + A^T")
+
+
 def _masks(n, split) -> dict:
     names = ("train", "val", "test")
     if isinstance(split, dict):
@@ -216,12 +237,16 @@ def _load(source, seed: int, features: int, classes: int):
         except KeyError as e:
             raise InputError(f"{source}: not a Planetoid npz (missing {e})") from None
     else:
-        A = read(path).matrix
+        got = read(path)
+        A = got.matrix
         if A.shape[0] != A.shape[1]:
             raise InputError(f"{source}: a graph needs a square adjacency, got {A.shape}")
         X, y, split = random_node_data(A.shape[0], features, classes, seed)
-        return A, X, y, split, path.name.split(".")[0], {"path": str(path), "random_node_data": {
+        src = {"path": str(path), "random_node_data": {
             "features": features, "classes": classes, "seed": seed}}
+        if got.meta.get("looks_undirected"):          # (a SNAP edge list read as directed)
+            src["looks_undirected"] = got.meta["looks_undirected"]
+        return A, X, y, split, path.name.split(".")[0], src
     return _load(g, seed, features, classes)[:5] + ({"path": str(path), "name": g.name},)
 
 
@@ -296,13 +321,14 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
             raise InputError(f"the {split_name} split holds node {int(bad[0])}, which has "
                              f"no label ({bad.size} such node(s); unlabeled nodes may only lie "
                              "outside the train, validation and test sets)")
+    src = dict(src)
     if symmetrize:
         P = sp.csr_array((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)
         A = sp.csr_array(P + P.T)
+        src.pop("looks_undirected", None)
     Ahat = normalized_adjacency(A)
     diff = Ahat - Ahat.T
     symmetric = bool(abs(diff).max() == 0) if diff.nnz else True
-    src = dict(src)
     if labels is not None:          # the caller's labels: the accuracies mean something
         src.pop("random_node_data", None)
     src.update(nodes=n, arcs=int(A.nnz), features=int(X.shape[1]), classes=num_classes,

@@ -24,7 +24,7 @@ from daskhpc.comm import CostModel, network_model, plan_network, rank_layouts
 from daskhpc.errors import InputError
 
 from ._assign import PARTITIONS, WEIGHTS, Assignment, assign
-from ._data import Graph, as_graph, random_data_note
+from ._data import Graph, as_graph, random_data_note, undirected_note
 from ._layouts import LAYOUTS, epoch_cost
 from ._model import init_params
 from ._plan import patterns
@@ -265,9 +265,9 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
                  random_features=opts.random_features, random_classes=opts.random_classes)
     if K > g.n:
         raise InputError(f"more parts ({K}) than nodes ({g.n})")
-    note = random_data_note(g.source)
-    if note:                        # said where the data are made: the user must see it
-        print(f"note: {note}", file=sys.stderr)
+    for note in (random_data_note(g.source), undirected_note(g.source)):
+        if note:                    # said where the data are made: the user must see it
+            print(f"note: {note}", file=sys.stderr)
     t1 = time.perf_counter()
     a = assign(g, K, partition=opts.partition, partitioner=opts.partitioner,
                epsilon=opts.epsilon, seed=opts.seed, partition_file=partition_file,

@@ -23,13 +23,14 @@ from ._errors import ReadError
 from ._libsvm import read_libsvm
 from ._mtx import read_matrix_market
 from ._nodes import read_node_features, read_node_labels
+from ._paths import expand_patterns
 from ._ratings import read_ratings
 from ._snap import read_snap
 from ._tns import read_tns
 
 __all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_snap", "read_tns",
            "read_libsvm", "read_ratings", "read_edge_csv", "read_node_features",
-           "read_node_labels", "ReadError", "SparseInput", "FORMATS",
+           "read_node_labels", "ReadError", "SparseInput", "FORMATS", "expand_patterns",
            # Dask collections (daskhpc.io._collections; dask imported only when used)
            "is_collection", "read_nonzeros", "route", "labels_route", "Nonzeros", "gathered",
            "rereading"]

@@ -13,6 +13,7 @@ from daskhpc.errors import InputError
 from ._collections import (_checked_count, _column_kinds, _kind, _named_columns, _summary,
                            _with_pins, dataframe_module)
 from ._common import first_repeat
+from ._paths import expand_patterns
 
 __all__ = ["read_ratings_frame", "ratings_files"]
 
@@ -98,7 +99,8 @@ def ratings_files(paths, *, name: str | None = None):
     """A Dask DataFrame (user, item, rating) of Parquet or CSV files, read by the workers.
 
     ``paths``: Parquet files or directories of them (``*.parquet``, ``*.pq``, or a
-    directory), or CSV files (comma separated, with or without a header; a fourth
+    directory; a pattern such as ``"dir/*.parquet"`` names the files it matches), or CSV
+    files (comma separated, with or without a header; a fourth
     column, the timestamp, is ignored). What the client reads is metadata only: each
     Parquet file's schema (its footer) and each CSV file's first lines, so that an
     unreadable file, or one whose columns are not ids and a numeric rating, is named in
@@ -108,6 +110,7 @@ def ratings_files(paths, *, name: str | None = None):
 
     dd = dataframe_module()
     paths = [os.fspath(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])]
+    paths = expand_patterns(paths)          # a quoted 'dir/*.parquet' names its files
     if not paths:
         raise InputError("no ratings files given")
     files = []

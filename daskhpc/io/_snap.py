@@ -13,7 +13,7 @@ import numpy as np
 from ._common import Lines, SparseInput, as_int, check_finite, csr, dense_ids, read_bytes
 from ._errors import ReadError
 
-__all__ = ["read_snap", "VALUES"]
+__all__ = ["read_snap", "undirected_hint", "VALUES"]
 
 
 #: What ``values=`` may do with a third column.
@@ -60,7 +60,9 @@ def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
         ``matrix`` (n x n), ``index_maps``, and ``meta`` with
         ``header_detected``, ``directed`` (False once symmetrized),
         ``edge_lines``, ``duplicate_edges`` (arcs seen more than once), ``columns``
-        (2 or 3) and, with 3 columns, ``values`` and ``third_column``.
+        (2 or 3), with 3 columns ``values`` and ``third_column``, and read as directed,
+        ``looks_undirected`` when the file looks like an undirected graph's edge list
+        (why, :func:`undirected_hint`).
 
     Raises
     ------
@@ -142,9 +144,59 @@ def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
     meta = {"header_detected": has_header, "directed": not undirected,
             "edge_lines": int(src.size), "duplicate_edges": int(duplicates),
             "columns": width}
+    if not undirected:
+        hint = undirected_hint(_declared(lines), src, dst)
+        if hint:
+            meta["looks_undirected"] = hint
     if third is not None:
         meta.update(values=values, third_column=third)
     return SparseInput(str(path), "snap", matrix=arcs, index_maps=(id_map, id_map), meta=meta)
+
+
+def _declared(lines: Lines, first: int = 20) -> str | None:
+    """What the file's leading comment lines say the graph is: ``"undirected"`` (SNAP's
+    ``# Undirected graph: ...``), ``"directed"``, or None."""
+    comments = np.flatnonzero(np.isin(lines.first, np.frombuffer(b"#%", np.uint8)))[:first]
+    text = b" ".join(lines.data[lines.starts[k]:lines.ends[k]] for k in comments).lower()
+    if b"undirected" in text:
+        return "undirected"
+    return "directed" if b"directed" in text else None
+
+
+def undirected_hint(declared: str | None, src: np.ndarray, dst: np.ndarray) -> str | None:
+    """Why an edge list read as directed is probably an undirected graph, or None.
+
+    Every edge (self loops aside) must appear in one direction only (none also
+    reversed: a file holding both directions reads the same either way), and either the
+    file's comments say it is undirected (``declared``), or every edge goes from the
+    lower id to the higher (or every one the other way), as undirected lists are
+    written. A directed graph numbered in topological order matches the second rule
+    too: the hint is a note, not a change.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> undirected_hint(None, np.array([0, 0, 1]), np.array([1, 2, 2]))
+    'every edge goes from the lower node id to the higher, none reversed'
+    >>> undirected_hint("directed", np.array([0, 0, 1]), np.array([1, 2, 2])) is None
+    True
+    >>> undirected_hint("undirected", np.array([0, 1]), np.array([1, 0])) is None
+    True
+    """
+    off = src != dst
+    if not off.any() or declared == "directed":
+        return None
+    s, d = src[off], dst[off]
+    if (s < d).all() or (s > d).all():
+        way = "lower node id to the higher" if s[0] < d[0] else "higher node id to the lower"
+        return f"every edge goes from the {way}, none reversed"
+    if declared != "undirected":
+        return None
+    n = int(max(s.max(), d.max())) + 1
+    arcs = csr(s, d, np.ones(s.size), (n, n))
+    if arcs.multiply(arcs.T).count_nonzero():
+        return None                     # some edges are there both ways
+    return "its header says undirected, and every edge is listed in one direction only"
 
 
 def _header(lines: Lines, idx: np.ndarray, ids: np.ndarray, header: bool | None) -> bool:

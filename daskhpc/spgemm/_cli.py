@@ -177,15 +177,15 @@ class Spgemm(Workflow):
         return warn_over_budget(res.report())     # over the budget: a warning, exit 0
 
     def summary(self, report: dict) -> str:
-        """The common summary, and where ``--save DIR`` put C."""
+        """The common summary; where ``--save DIR`` put C when the workers wrote it."""
         from daskhpc.report import format_bytes, summarize
 
-        text = summarize(report)
         saved = report.get("saved")
-        if saved:
-            text += (f"\n  saved      C as {saved['files']} save_npz piece(s) written by the "
-                     f"workers, {format_bytes(saved['bytes'])}, in {saved['dir']}")
-        return text
+        if not (isinstance(saved, dict) and "files" in saved):
+            return summarize(report)
+        return summarize({k: v for k, v in report.items() if k != "saved"}) + (
+            f"\n  saved      C as {saved['files']} save_npz piece(s) written by the "
+            f"workers, {format_bytes(saved['bytes'])}, in {saved['dir']}")
 
     def demo(self, client) -> dict:
         return demo(client)

@@ -16,12 +16,31 @@ import scipy.sparse as sp
 
 from daskhpc.report import WorkflowResult, new_report, rerun_text
 
-__all__ = ["SpgemmResult", "serial_statement"]
+__all__ = ["SpgemmResult", "serial_statement", "reference_name"]
+
+
+#: the serial reference of ``plus_times``, the one semiring scipy computes
+SCIPY = "scipy's product"
+
+
+def reference_name(semiring: str) -> str:
+    """What ``--check-serial`` compares C with: scipy's product for ``plus_times``; for
+    another semiring, which scipy does not have, the serial product of the local kernel.
+
+    Examples
+    --------
+    >>> reference_name("plus_times"), reference_name("min_plus")
+    ("scipy's product", 'the serial min_plus product (the local kernel on one cell)')
+    """
+    if semiring == "plus_times":
+        return SCIPY
+    return f"the serial {semiring} product (the local kernel on one cell)"
 
 
 def serial_statement(check: dict) -> str:
     """What ``--check-serial`` compared, in words, with the verdict (the summary's
-    ``serial`` line; the numbers are in the section).
+    ``serial`` line; the numbers are in the section). ``check["reference"]`` names the
+    product compared with (default scipy's, :func:`reference_name`).
 
     Examples
     --------
@@ -39,34 +58,37 @@ def serial_statement(check: dict) -> str:
     max |diff| 0, the same pattern
     """
     ok = bool(check.get("identical"))
+    ref = check.get("reference", SCIPY)
+    scipy = ref == SCIPY                # sums that cancel to exactly 0 are dropped
+    theirs = "scipy's" if scipy else "the reference's"
     if "compared" in check:                       # --consume count: two numbers
         same = "=" if ok else "vs"
         parts = []
         if "structural_nnz" in check:
             parts.append(f"structural nnz {check['structural_nnz']:,} {same} "
-                         f"{check['structural_nnz_ref']:,} (every entry formed, also those "
-                         f"summing to 0)")
+                         f"{check['structural_nnz_ref']:,} (every entry formed"
+                         + (", also those summing to 0)" if scipy else ")"))
         else:
             parts.append(f"nnz {check['nnz']:,} {same} {check['nnz_ref']:,}")
         parts.append(f"sum {check['sum']:.6g} {same} {check['sum_ref']:.6g} to "
                      f"{check['sum_tolerance']:.2g}")
-        text = (f"the count of C {'matches' if ok else 'DIFFERS from'} scipy's product: "
+        text = (f"the count of C {'matches' if ok else 'DIFFERS from'} {ref}: "
                 + ", ".join(parts))
-        if "structural_nnz" in check:
+        if "structural_nnz" in check and scipy:
             text += (f"; nnz {check['nnz']:,} here, {check['nnz_ref']:,} in scipy's (not "
                      "compared: exact cancellations may differ)")
         return text
     if "tolerance" not in check:                  # shapes differ
-        return (f"C DIFFERS from scipy's product: shape {check.get('shape')} vs "
+        return (f"C DIFFERS from {ref}: shape {check.get('shape')} vs "
                 f"{check.get('shape_serial')}")
-    text = (f"C {'matches' if ok else 'DIFFERS from'} scipy's product: every value to "
+    text = (f"C {'matches' if ok else 'DIFFERS from'} {ref}: every value to "
             f"{check['tolerance']:.2g} (1e-12 of its largest |entry|), max |diff| "
             f"{check['max_abs_diff']:.3g}")
     if check.get("same_pattern"):
         return text + ", the same pattern"
     return text + (f"; the patterns differ by entries one side summed to exactly 0 "
                    f"({check.get('only_here', 0):,} only here, "
-                   f"{check.get('only_in_serial', 0):,} only in scipy's)")
+                   f"{check.get('only_in_serial', 0):,} only in {theirs})")
 
 
 class SpgemmResult(WorkflowResult):

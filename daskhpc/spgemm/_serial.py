@@ -13,8 +13,9 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 
+from ._kernels import SEMIRINGS
 from ._prep import like_input
-from ._result import SpgemmResult, serial_statement
+from ._result import SpgemmResult, reference_name, serial_statement
 from ._setup import Setup
 
 __all__ = ["serial_multiply", "serial_check", "compare_products", "compare_counts"]
@@ -129,6 +130,7 @@ def serial_check(s: Setup, res: SpgemmResult, a=None, b=None) -> dict:
         out = compare_counts(res.value, a, b, ref, s.mask, s.complement)
     else:
         return {"done": False}
+    out["reference"] = reference_name(SEMIRINGS[s.semiring])
     out["statement"] = serial_statement(out)
     return out
 

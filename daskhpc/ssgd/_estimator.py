@@ -27,6 +27,8 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
+from ._result import SHRINK
+
 __all__ = ["MatrixFactorization"]
 
 
@@ -174,18 +176,18 @@ class MatrixFactorization:
         out[both] = res._scores(u[both], i[both])
         return res._clip(out)
 
-    def recommend(self, user, n: int = 10, exclude_seen: bool = True) -> np.ndarray:
+    def recommend(self, user, n: int = 10, exclude_seen: bool = True,
+                  shrink: float = SHRINK) -> np.ndarray:
         """The ``n`` item ids of highest predicted rating for ``user``, best first,
-        without the items the user rated (``exclude_seen``). An unknown user gets the
-        items of highest mu + b_i (biased model; the unbiased one raises KeyError)."""
+        without the items the user rated (``exclude_seen``), an item's lift over the
+        user's baseline damped by its few ratings (``shrink``:
+        :meth:`SSGDResult.recommend`). An unknown user gets the items of highest mu +
+        b_i, damped the same way (biased model; the unbiased one raises KeyError)."""
         res = self._fitted()
         _, known = res.lookup(0, [user])
         if known[0] or not res.biased:
-            return res.recommend(user, n, exclude_seen)
-        scores = res.mu + res.item_bias
-        n = int(min(n, scores.size))
-        top = np.lexsort((np.arange(scores.size), -scores))[:n]
-        return res.col_ids[top]
+            return res.recommend(user, n, exclude_seen, shrink)
+        return res._best(res.shrunk(res.mu + res.item_bias, res.mu, shrink), n)
 
 
 def _columns(data, n: int, what: str) -> list[np.ndarray]:

@@ -196,3 +196,27 @@ def test_console_script_nonnegative_reg_svd_check_serial(tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         "daskhpc: error: --reg must be a non-negative number, got -1.0"]
+
+
+def test_a_run_stopped_by_tol_says_so(client2):
+    """The tol rule ends the run early: the report and the summary say at which iteration
+    of how many, and by how much the fit last changed; tol=0 says nothing."""
+    from daskhpc import _workflows
+
+    res = dh.cpals.fit(datasets.path("tensor"), 10, 2, client=client2, iters=20, tol=1e-3)
+    rep = res.report()
+    q = rep["quality"]
+    assert q["converged"] is True and q["iterations"] < 20
+    assert q["fit_change"] == abs(q["fit"][-1] - q["fit"][-2]) < 1e-3
+    summary = _workflows.load("cpals").summary(rep)
+    assert (f"  stopped    converged at iteration {q['iterations']} of 20: the fit changed "
+            f"by {q['fit_change']:.2g} < --tol 0.001") in summary.splitlines()
+    ser = serial_fit(datasets.path("tensor"), 10, iters=20, tol=1e-3).report()["quality"]
+    assert ser["iterations"] == q["iterations"] and ser["converged"] is True
+    short = serial_fit(datasets.path("tensor"), 10, iters=3, tol=1e-3).report()
+    assert short["quality"]["converged"] is False
+    assert "ran all 3 iterations: the fit still changed by" in \
+        _workflows.load("cpals").summary(short)
+    full = serial_fit(datasets.path("tensor"), 10, iters=3, tol=0).report()
+    assert "converged" not in full["quality"]
+    assert "stopped" not in _workflows.load("cpals").summary(full)

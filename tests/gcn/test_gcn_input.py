@@ -119,3 +119,31 @@ def test_a_graph_keeps_its_name(tmp_path):
     path.write_text("0 1\n1 2\n2 3\n3 0\n4 5\n5 6\n6 7\n7 4\n")
     assert as_graph(str(path)).name == "my-graph"
     assert as_graph("cora").name == "cora"
+
+
+def test_an_undirected_edge_list_read_as_directed_gets_a_hint(tmp_path):
+    """A SNAP list of an undirected graph (each edge once): the plan says --symmetrize
+    exists; with it, or for a list holding both directions, nothing is said."""
+    exe = str(__import__("pathlib").Path(sys.executable).with_name("daskhpc"))
+    rng = np.random.default_rng(0)
+    pairs = {tuple(sorted(p)) for p in rng.integers(0, 60, (200, 2)).tolist() if p[0] != p[1]}
+    once = tmp_path / "ug.txt"
+    once.write_text("# Undirected graph: ug.txt\n" + "".join(f"{b}\t{a}\n" if k % 2 else
+                                                            f"{a}\t{b}\n"
+                                                            for k, (a, b) in
+                                                            enumerate(sorted(pairs))))
+    both = tmp_path / "both.txt"
+    both.write_text("".join(f"{a}\t{b}\n{b}\t{a}\n" for a, b in sorted(pairs)))
+
+    def notes(*argv):
+        done = subprocess.run([exe, "plan", "gcn", *map(str, argv), "--parts", "2",
+                               "--partition", "rp"], capture_output=True, text=True,
+                              timeout=280)
+        assert done.returncode == 0, done.stderr
+        return [x for x in done.stderr.splitlines() if "undirected" in x]
+
+    assert notes(once) == [
+        "note: ug.txt looks like an undirected graph (its header says undirected, and every "
+        "edge is listed in one direction only) but is read as directed, each edge one way; "
+        "if it is undirected, --symmetrize (symmetrize=True) trains on A + A^T"]
+    assert notes(once, "--symmetrize") == [] and notes(both) == []

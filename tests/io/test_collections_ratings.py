@@ -31,6 +31,19 @@ def test_parquet_files_and_directory_are_lazy_frames(tmp_path):
         assert ddf.npartitions == 2 and str(ddf.dtypes["userId"]) == "int64"
 
 
+def test_a_pattern_names_the_files_it_matches(tmp_path):
+    """A quoted ``'dir/*.parquet'`` (the shell did not expand it) reads those files."""
+    d = tmp_path / "pq"
+    d.mkdir()
+    for k in range(3):
+        good(d / f"part-{k}.parquet")
+    (d / "notes.txt").write_text("not ratings")
+    assert ratings_files(str(d / "*.parquet")).npartitions == 3
+    assert ratings_files([d / "part-[01].parquet"]).npartitions == 2
+    with pytest.raises(InputError, match=r"pq/\*\.pq: no file matches this pattern$"):
+        ratings_files(str(d / "*.pq"))
+
+
 def test_csv_files_with_and_without_header(tmp_path):
     (tmp_path / "a.csv").write_text("u,i,r,t\n1,2,3.5,99\n2,2,4,98\n")
     (tmp_path / "b.csv").write_text("u,i,r,t\n3,1,1.5,97\n")

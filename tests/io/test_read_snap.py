@@ -224,3 +224,26 @@ def test_a_count_line_before_three_columns_is_a_header(tmp_path):
     s = read_snap(write(tmp_path, "6 2\n0 1 7\n4 5 9\n"))
     assert s.meta["header_detected"] and s.shape == (6, 6)
     assert s.meta["third_column"].tolist() == [7, 9]
+
+
+@pytest.mark.parametrize("text, hint", [
+    # SNAP's "# Undirected graph" header, each edge once in either order
+    ("# Undirected graph: g.txt\n0\t1\n2\t1\n2\t3\n", "its header says undirected, and every "
+     "edge is listed in one direction only"),
+    # no header, every edge from the lower id to the higher (facebook_combined.txt)
+    ("0 1\n0 2\n1 2\n3 3\n", "every edge goes from the lower node id to the higher, none "
+     "reversed"),
+    ("# Undirected graph: g.txt\n0\t1\n1\t0\n1\t2\n2\t1\n", None),     # both ways already
+    ("# Directed graph\n0\t1\n1\t2\n", None),                         # said directed
+    ("0 1\n2 1\n2 0\n", None),                  # one way, unordered, nothing said: directed
+])
+def test_an_undirected_looking_list_read_as_directed_is_noted(tmp_path, text, hint):
+    path = write(tmp_path, text)
+    assert read_snap(path).meta.get("looks_undirected") == hint
+    assert "looks_undirected" not in read_snap(path, symmetrize=True).meta
+
+
+def test_slashdot_saved_once_per_pair_but_said_directed(shared_data):
+    """'Directed graph (each unordered pair of nodes is saved once)': no hint."""
+    g = read_snap(shared_data / "graphs" / "soc-Slashdot0902.txt.gz")
+    assert "looks_undirected" not in g.meta

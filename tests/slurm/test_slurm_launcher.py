@@ -88,6 +88,15 @@ def test_workflow_gives_the_local_cluster_result(name, tmp_path):
     assert job_files(tmp_path) == []         # scheduler file and credentials removed
 
 
+def test_the_client_task_says_it_joins_the_srun_job(tmp_path):
+    """Progress lines (``--progress``, as in a job's log) name the srun job, not MPI."""
+    procs = start_tasks(["allreduce", "--N", "2000", "--parts", "2", "--density", "0.05",
+                         "--repeat", "1", "--progress"], tmp_path)
+    assert finish(procs) == [0] * TASKS, log(tmp_path, 1) + log(tmp_path, 0)
+    client = log(tmp_path, 1)
+    assert "joining the srun job's scheduler" in client and "MPI" not in client, client
+
+
 def test_bad_option_ends_every_task_with_2_before_start_up(tmp_path):
     procs = start_tasks(["--worker-options", "[1]", "ssgd", "ratings"], tmp_path)
     assert finish(procs, timeout=120) == [2] * TASKS

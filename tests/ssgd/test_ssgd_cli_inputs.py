@@ -74,3 +74,24 @@ def test_run_on_implicit_feedback_reports_the_unavailable_figure(tmp_path, clien
     assert "RMSE is 0" in q["unavailable"]["improvement_over_mean"]
     assert "improvement over mean n/a (every test value equals the training mean: its " \
         "RMSE is 0)" in summary
+
+
+def test_a_quoted_parquet_pattern_runs_on_the_files_it_matches(tmp_path, client2):
+    """``daskhpc run ssgd 'dir/*.parquet'``: the pattern reaches the command unexpanded
+    (no shell here, as with quotes) and names the files."""
+    import daskhpc as dh
+
+    dh.ssgd.power_law_ratings(3000, n_users=200, n_items=80, seed=1, path=tmp_path / "pq",
+                              format="parquet")
+    files = sorted((tmp_path / "pq").glob("*.parquet"))
+    assert len(files) > 1
+    out = tmp_path / "out.json"
+    code, _, err = daskhpc("run", "ssgd", str(tmp_path / "pq" / "*.parquet"),
+                           "--scheduler-address", client2.scheduler.address, "--parts", "2",
+                           "--partition", "random", "--epochs", "1", "--json", out)
+    assert code == 0, err
+    rep = json.loads(out.read_text())
+    assert rep["input"]["collection"] == "dask.dataframe" and rep["input"]["nnz"] == 3000
+    code, _, err = daskhpc("run", "ssgd", str(tmp_path / "pq" / "*.pq"), "--parts", "2")
+    assert code == 2 and err == f"daskhpc: error: {tmp_path / 'pq' / '*.pq'}: no file " \
+        "matches this pattern\n"

@@ -37,8 +37,14 @@ def test_recommend_never_returns_an_item_rated_in_training(model):
         i = model.index(0, [u])[0]
         rated = model.col_ids[model.seen.indices[model.seen.indptr[i]:model.seen.indptr[i + 1]]]
         assert not set(rec.tolist()) & set(rated.tolist())
-        scores = model.predict(np.full(20, u), rec)
+        scores = model.predict(np.full(20, u), model.recommend(u, 20, shrink=0))
         assert np.all(np.diff(scores) <= 1e-12)          # best first (before clipping ties)
+        # by default: best first by the lift damped by the item's training ratings
+        lift = model.W[i] @ model.H[model.index(1, rec)].T
+        n_i = np.diff(model.seen.tocsc().indptr)[model.index(1, rec)]
+        base = (model.W[i] @ model.H[model.seen.indices[
+            model.seen.indptr[i]:model.seen.indptr[i + 1]]].T).mean()
+        assert np.all(np.diff(base + n_i / (n_i + 25) * (lift - base)) <= 1e-12)
 
 
 def test_the_saved_model_recommends_the_same_in_a_fresh_process(model, tmp_path):
@@ -53,3 +59,26 @@ def test_the_saved_model_recommends_the_same_in_a_fresh_process(model, tmp_path)
     rec, pred = json.loads(out)
     assert rec == model.recommend(u, 10).tolist()
     assert pred == model.predict([u], [model.col_ids[0]]).tolist()
+
+
+@pytest.mark.parametrize("fitted", ["MatrixFactorization", "serial_fit"])
+def test_default_top10_are_items_many_users_rated(fitted):
+    """Every user's default top 10 of the bundled ratings: items of a median of at least
+    20 ratings each, by the estimator (biased, Surprise's defaults) and by the paper's
+    unbiased ``fit`` defaults alike (undamped, both list items of 1-3 ratings)."""
+    r = datasets.ratings()
+    users, items = r.index_maps[0], r.index_maps[1][r.meta["cols"]]
+    ids, counts = np.unique(items, return_counts=True)
+
+    def median_ratings(top):                # of the items of one list
+        return np.median(counts[np.searchsorted(ids, top)])
+
+    if fitted == "MatrixFactorization":
+        table = np.column_stack([users[r.meta["rows"]], items, r.meta["vals"]])
+        recommend = dh.ssgd.MatrixFactorization().fit(table).recommend
+    else:
+        recommend = dh.ssgd.serial_fit(datasets.path("ratings"), 2).recommend
+    medians = np.array([median_ratings(recommend(u, 10)) for u in users])
+    assert medians.size == 610 and (medians >= 20).all(), np.sort(medians)[:10]
+    undamped = [median_ratings(recommend(u, 10, shrink=0)) for u in users[:50]]
+    assert np.median(undamped) < 20          # what the damping changes
