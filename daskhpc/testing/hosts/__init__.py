@@ -31,10 +31,8 @@ Examples
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import ipaddress
 import itertools
-import json
 import os
 import re
 import shutil
@@ -44,15 +42,14 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from daskhpc.testing.hosts._records import (claim_subnet, cleanup, clusters, note, sh,
+                                            teardown)
+
 __all__ = ["virtual_cluster", "VirtualCluster", "cleanup", "clusters", "unavailable",
            "parse_rate", "INTERFACE", "dask_env"]
 
 #: Every host's interface name.
 INTERFACE = "eth0"
-#: The tests' range (RFC 2544): 512 subnets of 256 addresses, one per cluster.
-RANGE = ipaddress.ip_network("198.18.0.0/15")
-#: Where each cluster's record lives while it is up (a tmpfs: gone after a reboot).
-STATE_DIR = "/run/daskhpc-hosts"
 _counter = itertools.count()
 
 
@@ -87,28 +84,6 @@ def parse_rate(rate: str) -> float:
         raise ValueError(f"rate {rate!r}: write it as tc does, e.g. 100mbit or 1gbit")
     scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[m.group(2)]
     return float(m.group(1)) * scale * (8 if m.group(3) == "bps" else 1)
-
-
-def _run(args: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run(list(args), capture_output=True, text=True)
-    if check and out.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)}: {out.stderr.strip() or out.returncode}")
-    return out
-
-
-def _owner_alive(pid: int, started: str) -> bool:
-    """Whether the process that made a cluster still runs (its start time guards
-    against a reused pid)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19] == started
-    except (OSError, IndexError):
-        return False
-
-
-def _start_time(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[19]
 
 
 @dataclass
@@ -161,11 +136,11 @@ class VirtualCluster:
     def cut(self, i: int) -> None:
         """Cut host ``i`` off, its processes alive: its port leaves the bridge, as a
         dead switch port would (the host's own interface stays up)."""
-        _run(["ip", "-n", self.bridge, "link", "set", f"h{i}", "nomaster"])
+        sh(["ip", "-n", self.bridge, "link", "set", f"h{i}", "nomaster"])
 
     def restore(self, i: int) -> None:
         """Put host ``i``'s port back on the bridge."""
-        _run(["ip", "-n", self.bridge, "link", "set", f"h{i}", "master", "br0"])
+        sh(["ip", "-n", self.bridge, "link", "set", f"h{i}", "master", "br0"])
 
     def shape(self, i: int, rate: str | None) -> None:
         """Shape host ``i``'s link to ``rate`` both ways (None: unshaped).
@@ -176,16 +151,16 @@ class VirtualCluster:
         ends = [(self.names[i], self.interface), (self.bridge, f"h{i}")]
         for ns, dev in ends:
             if rate is None:
-                _run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
+                sh(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
                 continue
             burst = max(8192, int(parse_rate(rate) / 8 / 250))
-            _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf",
+            sh(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf",
                   "rate", str(rate), "burst", str(burst), "latency", "200ms"])
         self.rates[i] = rate
 
     def pids(self, i: int) -> list[int]:
         """The processes running on host ``i``."""
-        out = _run(["ip", "netns", "pids", self.names[i]], check=False).stdout
+        out = sh(["ip", "netns", "pids", self.names[i]], check=False).stdout
         return [int(p) for p in out.split()]
 
     def kill(self, i: int, sig: int = signal.SIGKILL) -> list[int]:
@@ -232,7 +207,7 @@ class VirtualCluster:
 
     def close(self) -> None:
         """End every process of the hosts and remove the namespaces and the route."""
-        _teardown(self.prefix, self.subnet, len(self.names))
+        teardown(self.prefix, self.subnet, len(self.names))
         for proc in self.procs:
             proc.wait()
 
@@ -262,93 +237,6 @@ def wait_for_workers(scheduler_file: str, n: int, timeout: float) -> None:
         client.wait_for_workers(n, timeout=max(deadline - time.monotonic(), 1.0))
 
 
-def _record_path(prefix: str) -> str:
-    return os.path.join(STATE_DIR, prefix + ".json")
-
-
-def note(prefix: str, **fields) -> None:
-    """Add ``fields`` to the record of the cluster ``prefix`` (e.g. its scheduler file)."""
-    path = _record_path(prefix)
-    with open(path) as f:
-        rec = json.load(f)
-    rec.update(fields)
-    with open(path, "w") as f:
-        json.dump(rec, f)
-
-
-def clusters() -> list[dict]:
-    """The virtual clusters up on this machine: their records (prefix, subnet, hosts,
-    owner pid, whether the owner is alive)."""
-    out = []
-    with contextlib.suppress(FileNotFoundError):
-        for name in sorted(os.listdir(STATE_DIR)):
-            if name.endswith(".json"):
-                with contextlib.suppress(OSError, ValueError):
-                    with open(os.path.join(STATE_DIR, name)) as f:
-                        rec = json.load(f)
-                    rec["alive"] = rec.get("pid") is None or _owner_alive(rec["pid"],
-                                                                          rec["started"])
-                    out.append(rec)
-    return out
-
-
-def cleanup(prefix: str | None = None) -> list[str]:
-    """Remove the cluster named ``prefix``, or (None) every cluster whose owner process
-    has died; returns the prefixes removed.
-
-    A record is written before anything is made, so even a cluster whose owner died
-    half-way through making it is found and removed.
-    """
-    gone = []
-    for rec in clusters():
-        if (prefix is None and not rec["alive"]) or rec["prefix"] == prefix:
-            _teardown(rec["prefix"], rec["subnet"], rec["hosts"])
-            gone.append(rec["prefix"])
-    return gone
-
-
-def _teardown(prefix: str, subnet: str, hosts: int) -> None:
-    names = [f"{prefix}-h{i}" for i in range(hosts)]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = [int(p) for ns in names
-                for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()]
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + 3.0
-        while pids and time.monotonic() < deadline:
-            pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
-            time.sleep(0.05)
-    for ns in [*names, f"{prefix}-br"]:
-        _run(["ip", "netns", "del", ns], check=False)
-    _run(["ip", "route", "del", "blackhole", subnet], check=False)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(_record_path(prefix))
-
-
-def _claim_subnet(prefix: str, hosts: int) -> str:
-    """A /24 of the range no other cluster holds, recorded for ``prefix`` under a lock
-    (two sessions on one machine never share one)."""
-    os.makedirs(STATE_DIR, mode=0o700, exist_ok=True)
-    with open(os.path.join(STATE_DIR, "lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        cleanup()                         # clusters of owners that died: stale
-        taken = {rec["subnet"] for rec in clusters()}
-        routes = _run(["ip", "route", "show", "type", "blackhole"], check=False).stdout
-        taken |= set(routes.split())
-        for net in RANGE.subnets(new_prefix=24):
-            if str(net) not in taken:
-                break
-        else:
-            raise RuntimeError("every subnet of 198.18.0.0/15 is taken by a virtual cluster")
-        if os.path.exists(_record_path(prefix)):
-            raise RuntimeError(f"a virtual cluster named {prefix!r} is up already")
-        with open(_record_path(prefix), "w") as f:
-            json.dump({"prefix": prefix, "subnet": str(net), "hosts": hosts,
-                       "pid": os.getpid(), "started": _start_time(os.getpid())}, f)
-    return str(net)
-
-
 def make(n: int, rate: str | Sequence[str | None] | None = None,
          prefix: str | None = None, owned: bool = True) -> VirtualCluster:
     """Make ``n`` hosts (see :func:`virtual_cluster`); the caller closes them.
@@ -370,7 +258,7 @@ def make(n: int, rate: str | Sequence[str | None] | None = None,
     prefix = prefix or f"dh{os.getpid()}{chr(ord('a') + next(_counter) % 26)}"
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,11}", prefix):
         raise ValueError(f"prefix {prefix!r}: 1-12 letters and digits, a letter first")
-    subnet = _claim_subnet(prefix, n)
+    subnet = claim_subnet(prefix, n)
     if not owned:
         note(prefix, pid=None)
     net = ipaddress.ip_network(subnet)
@@ -379,20 +267,20 @@ def make(n: int, rate: str | Sequence[str | None] | None = None,
     try:
         br = vc.bridge
         # the routes first: a packet to the subnet from this namespace never leaves it
-        _run(["ip", "route", "add", "blackhole", subnet])
-        _run(["ip", "netns", "add", br])
-        _run(["ip", "-n", br, "link", "add", "br0", "type", "bridge"])
-        _run(["ip", "-n", br, "link", "set", "br0", "up"])
+        sh(["ip", "route", "add", "blackhole", subnet])
+        sh(["ip", "netns", "add", br])
+        sh(["ip", "-n", br, "link", "add", "br0", "type", "bridge"])
+        sh(["ip", "-n", br, "link", "set", "br0", "up"])
         for i, (ns, addr) in enumerate(zip(vc.names, vc.addresses)):
-            _run(["ip", "netns", "add", ns])
+            sh(["ip", "netns", "add", ns])
             # both ends are made inside namespaces of the run: none in the root one
-            _run(["ip", "-n", br, "link", "add", f"h{i}", "type", "veth",
+            sh(["ip", "-n", br, "link", "add", f"h{i}", "type", "veth",
                   "peer", "name", INTERFACE, "netns", ns])
-            _run(["ip", "-n", br, "link", "set", f"h{i}", "master", "br0", "up"])
-            _run(["ip", "-n", ns, "addr", "add", f"{addr}/{net.prefixlen}",
+            sh(["ip", "-n", br, "link", "set", f"h{i}", "master", "br0", "up"])
+            sh(["ip", "-n", ns, "addr", "add", f"{addr}/{net.prefixlen}",
                   "dev", INTERFACE])
-            _run(["ip", "-n", ns, "link", "set", INTERFACE, "up"])
-            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            sh(["ip", "-n", ns, "link", "set", INTERFACE, "up"])
+            sh(["ip", "-n", ns, "link", "set", "lo", "up"])
             if rates[i] is not None:
                 vc.shape(i, rates[i])
     except BaseException:
