@@ -42,7 +42,7 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _EXACT_INT = 2.0**53
 
 #: Bytes a :class:`Lines` pass looks at at once (its per-byte temporaries' size)
-CHUNK = 1 << 24
+CHUNK = 1 << 22
 # ASCII whitespace, as both bytes.split() and np.fromstring(sep=" ") see it.
 _SPACE = np.zeros(256, dtype=bool)
 _SPACE[list(b" \t\n\r\v\f")] = True
@@ -176,23 +176,13 @@ class Lines:
         self.path = str(path)
         self.data = data
         buf = np.frombuffer(data, dtype=np.uint8)
-        # The file is scanned in blocks of CHUNK bytes: the per-byte temporaries (blank
-        # flags, token starts) are a block's, and what is kept is per line and per token
-        # (a whole-file pass held about 9 bytes per byte of the file at once).
-        newline, at = [], []
-        prev = False                             # the byte before the block is a word's
-        for a in range(0, buf.size, CHUNK):
-            b = buf[a:a + CHUNK]
-            newline.append(np.flatnonzero(b == ord("\n")) + a)
-            word = ~_SPACE[b]
-            begins = word.copy()
-            begins[1:] &= ~word[:-1]
-            begins[0] &= not prev
-            prev = bool(word[-1])
-            at.append(np.flatnonzero(begins) + a)
-            del word, begins
+        # The file is scanned in blocks of CHUNK bytes, twice (line ends, then token
+        # starts counted per line): the per-byte and per-token temporaries are a block's,
+        # and what is kept is per line (a whole-file pass held about 9 bytes per byte of
+        # the file at once, token starts 8 bytes per token more).
+        newline = [np.flatnonzero(buf[a:a + CHUNK] == ord("\n")) + a
+                   for a in range(0, buf.size, CHUNK)]
         newline = np.concatenate(newline) if newline else np.zeros(0, np.int64)
-        at = np.concatenate(at) if at else np.zeros(0, np.int64)   # every token's start
         starts = np.empty(newline.size + 1, np.int64)
         starts[0] = 0
         starts[1:] = newline + 1
@@ -204,12 +194,27 @@ class Lines:
             # the text ends with "\n": no line after it
             starts, ends = starts[:-1], ends[:-1]
         self.starts, self.ends = starts, ends
-        first_tok = np.searchsorted(at, starts)       # a line's first token, if it has one
-        self.ntok = np.searchsorted(at, ends) - first_tok
+        self.ntok = np.zeros(starts.size, np.int64)
         self.first = np.zeros(starts.size, dtype=np.uint8)
-        has = self.ntok > 0
-        if has.any():
-            self.first[has] = buf[at[first_tok[has]]]
+        prev = False                             # the byte before the block is a word's
+        for a in range(0, buf.size, CHUNK):
+            b = buf[a:a + CHUNK]
+            word = ~_SPACE[b]
+            begins = word.copy()
+            begins[1:] &= ~word[:-1]
+            begins[0] &= not prev
+            prev = bool(word[-1])
+            at = np.flatnonzero(begins)
+            del word, begins
+            if not at.size:
+                continue
+            line = np.searchsorted(starts, at + a, side="right") - 1
+            # a line's first token: the first start in the first block that has one
+            lead = np.flatnonzero(np.diff(line, prepend=-1))
+            new = self.ntok[line[lead]] == 0
+            self.first[line[lead[new]]] = b[at[lead[new]]]
+            lo = int(line[0])                    # the block's lines are a range
+            self.ntok[lo:int(line[-1]) + 1] += np.bincount(line - lo)
         self._buf = buf
 
     def __len__(self) -> int:
