@@ -310,7 +310,13 @@ def main(argv=None) -> dict:
         out["inputs"][name] = row
         print(f"{name}: {row['nnz']:,} nonzeros, shape {row['shape']}, "
               f"{row['seconds']} s", file=sys.stderr, flush=True)
-    with open(os.path.join(args.dir, "inputs.json"), "w") as fh:
+    index = os.path.join(args.dir, "inputs.json")     # inputs made earlier stay listed
+    if os.path.exists(index):
+        with open(index) as fh:
+            before = json.load(fh)
+        if (before.get("scale"), before.get("seed")) == (args.scale, args.seed):
+            out["inputs"] = {**before.get("inputs", {}), **out["inputs"]}
+    with open(index, "w") as fh:
         json.dump(out, fh, indent=1)
     print(json.dumps(out, indent=1))
     return out
