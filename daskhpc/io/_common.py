@@ -41,6 +41,8 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 # Integers above 2**53 do not survive the float64 parse exactly.
 _EXACT_INT = 2.0**53
 
+#: Bytes a :class:`Lines` pass looks at at once (its per-byte temporaries' size)
+CHUNK = 1 << 22
 # ASCII whitespace, as both bytes.split() and np.fromstring(sep=" ") see it.
 _SPACE = np.zeros(256, dtype=bool)
 _SPACE[list(b" \t\n\r\v\f")] = True
@@ -174,30 +176,55 @@ class Lines:
         self.path = str(path)
         self.data = data
         buf = np.frombuffer(data, dtype=np.uint8)
-        newline = np.flatnonzero(buf == ord("\n"))
-        starts = np.concatenate(([0], newline + 1))
-        ends = np.concatenate((newline, [buf.size]))
+        # The file is scanned in blocks of CHUNK bytes, twice (line ends, then token
+        # starts counted per line): the per-byte and per-token temporaries are a block's,
+        # and what is kept is per line (a whole-file pass held about 9 bytes per byte of
+        # the file at once, token starts 8 bytes per token more).
+        newline = [np.flatnonzero(buf[a:a + CHUNK] == ord("\n")) + a
+                   for a in range(0, buf.size, CHUNK)]
+        newline = np.concatenate(newline) if newline else np.zeros(0, np.int64)
+        starts = np.empty(newline.size + 1, np.int64)
+        starts[0] = 0
+        starts[1:] = newline + 1
+        ends = np.empty(newline.size + 1, np.int64)
+        ends[:-1] = newline
+        ends[-1] = buf.size
+        del newline
         if starts.size > 1 and starts[-1] == buf.size:
             # the text ends with "\n": no line after it
             starts, ends = starts[:-1], ends[:-1]
-        word = ~_SPACE[buf]
-        begins = word.copy()
-        begins[1:] &= ~word[:-1]
-        count = np.zeros(buf.size + 1, dtype=np.int64 if buf.size >= 2**31 else np.int32)
-        np.cumsum(begins, out=count[1:])
         self.starts, self.ends = starts, ends
-        self.ntok = (count[ends] - count[starts]).astype(np.int64)
+        self.ntok = np.zeros(starts.size, np.int64)
         self.first = np.zeros(starts.size, dtype=np.uint8)
-        has = self.ntok > 0
-        if has.any():
-            # a line's first token starts at the first token start after the
-            # line start (token starts are far fewer than non-blank bytes)
+        prev = False                             # the byte before the block is a word's
+        for a in range(0, buf.size, CHUNK):
+            b = buf[a:a + CHUNK]
+            word = ~_SPACE[b]
+            begins = word.copy()
+            begins[1:] &= ~word[:-1]
+            begins[0] &= not prev
+            prev = bool(word[-1])
             at = np.flatnonzero(begins)
-            self.first[has] = buf[at[np.searchsorted(at, starts[has])]]
+            del word, begins
+            if not at.size:
+                continue
+            line = np.searchsorted(starts, at + a, side="right") - 1
+            # a line's first token: the first start in the first block that has one
+            lead = np.flatnonzero(np.diff(line, prepend=-1))
+            new = self.ntok[line[lead]] == 0
+            self.first[line[lead[new]]] = b[at[lead[new]]]
+            lo = int(line[0])                    # the block's lines are a range
+            self.ntok[lo:int(line[-1]) + 1] += np.bincount(line - lo)
         self._buf = buf
 
     def __len__(self) -> int:
         return self.starts.size
+
+    def release(self) -> None:
+        """Drop the text and its index (several bytes a byte of the file) once the numbers
+        are parsed; :meth:`error` and :meth:`check` still name lines."""
+        self.data = self._buf = None
+        self.starts = self.ends = self.ntok = self.first = None
 
     def tokens(self, k: int) -> list[bytes]:
         """The tokens of line ``k`` (0-based)."""
@@ -239,13 +266,37 @@ class Lines:
         if expected == 0:
             # np.fromstring("  ") returns [-1.0]; never ask it
             return np.empty(0, dtype=np.float64)
-        try:
-            values = np.fromstring(self.join(idx), dtype=np.float64, sep=" ")
-        except ValueError:
-            values = None
-        if values is None or values.size != expected:
-            raise self._bad_number(idx)
+        # Parsed CHUNK bytes of lines at a time into the result: one call on the whole
+        # text would copy it (less the lines left out) and grow its output as it goes
+        cum = np.cumsum(self.ends[idx] - self.starts[idx] + 1)
+        cuts = np.searchsorted(cum, np.arange(CHUNK, cum[-1], CHUNK))
+        values = np.empty(expected if cuts.size else 0, dtype=np.float64)
+        at = 0
+        for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [idx.size]])):
+            if hi <= lo:
+                continue
+            part = idx[lo:hi]
+            n = int(self.ntok[part].sum())
+            try:
+                got = np.fromstring(self._text(part), dtype=np.float64, sep=" ") if n else \
+                    np.empty(0)
+            except ValueError:
+                got = None
+            if got is None or got.size != n:
+                raise self._bad_number(idx)
+            if not cuts.size:
+                return got                 # one block: no copy into the result
+            values[at:at + n] = got
+            at += n
         return values
+
+    def _text(self, part: np.ndarray) -> bytes:
+        """The bytes of the sorted lines ``part``: one slice when the lines between its
+        first and last that hold tokens are all in it, else :meth:`join`."""
+        a, b = int(part[0]), int(part[-1])
+        if np.count_nonzero(self.ntok[a:b + 1]) == part.size:
+            return self.data[self.starts[a]:self.ends[b]]
+        return self.join(part)
 
     def _bad_number(self, idx: np.ndarray) -> ReadError:
         # Slow path, run only on failure: parse chunks of lines, then the

@@ -112,11 +112,16 @@ def read_ratings(path, *, header: bool | None = None) -> SparseInput:
         table = None            # a token that is not a number: string ids, or an error
     meta = {"header": names, "delimiter": delimiter}
     if table is not None:
+        # the text, its index and the parsed table are done with: what follows holds
+        # the columns only (errors still name lines through idx)
+        lines.release()
+        del raw
         users = as_int(lines, idx, table[:, 0], "user id")
         items = as_int(lines, idx, table[:, 1], "item id")
         vals = table[:, 2].copy()
         if width == 4:
             meta["timestamps"] = as_int(lines, idx, table[:, 3], "timestamp")
+        del table
         user_map, rows = dense_ids(users)
         item_map, cols = dense_ids(items)
     else:

@@ -33,7 +33,8 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 from daskhpc.io import ReadError
-from daskhpc.hypergraph import column_net, partition as hg_partition, read_pair_file
+from daskhpc.hypergraph import Hypergraph, column_net, partition as hg_partition
+from daskhpc.hypergraph import read_pair_file
 from daskhpc.hypergraph import read_part_file
 
 from ._problem import Ratings
@@ -117,9 +118,9 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
         method, backend = "file", None
     else:
         cols = random_col_blocks(M, nparts, seed)
-        # the nets (columns) straight from the triplets: COO to CSC, not through CSR
-        h = column_net(sp.coo_array((train.vals, (train.rows, train.cols)), shape=train.shape),
-                       net_cost=int(rank))
+        h = row_weights(train, rank) if partition == "random" else \
+            column_net(sp.coo_array((train.vals, (train.rows, train.cols)),
+                                    shape=train.shape), net_cost=int(rank))
         method, backend = partition, (partitioner if partition == "hp" else "random")
         # The default ``auto`` must stay usable at K = 1024 on 10M ratings, where every
         # Mt-KaHyPar preset takes many minutes: the size rule picks the backend. A named
@@ -128,6 +129,25 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
         rows, backend, choice = p.parts, p.partitioner, p.meta.get("auto")
     return Assignment(rows, cols, nparts, method, backend, {}, time.perf_counter() - t0,
                       choice)
+
+
+def row_weights(train: Ratings, rank: int) -> Hypergraph:
+    """The column-net model's vertices and weights (nonzeros per row) without its nets.
+
+    A random partition reads only these; the nets would be a copy of every rating's
+    column (8 bytes a pin) on the client for nothing. Same parts as the full model.
+
+    Examples
+    --------
+    >>> from daskhpc.ssgd._problem import as_ratings
+    >>> h = row_weights(as_ratings(([0, 0, 1], [0, 1, 1], [1.0, 2.0, 3.0])), 8)
+    >>> h.num_vertices, h.num_pins, h.vertex_weights.ravel().tolist()
+    (2, 0, [2, 1])
+    """
+    N, M = train.shape
+    return Hypergraph(N, np.zeros(1, np.int64), np.zeros(0, np.int64),
+                      np.bincount(train.rows, minlength=N), None, "column-net (no nets)",
+                      {"shape": [N, M], "nnz": int(train.nnz), "rank": int(rank)})
 
 
 def partition_report(a: Assignment, train: Ratings, pins_col: np.ndarray, rank: int) -> dict:

@@ -24,7 +24,7 @@ import numpy as np
 from daskhpc.errors import InputError
 
 from ._input import Input
-from ._problem import Ratings, holdout_mask
+from ._problem import Ratings, holdout_mask, placeholder
 
 __all__ = ["read_input", "Values", "with_values", "full_setup"]
 
@@ -38,7 +38,7 @@ def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input
         rows, cols = nz.pins
         source = {"collection": "dask.dataframe", "columns": list(nz.columns),
                   "partitions": len(nz.pieces), "shape": list(nz.shape), "nnz": nz.nnz}
-        r = Ratings(rows, cols, np.zeros(nz.nnz), nz.shape, source)
+        r = Ratings(rows, cols, placeholder(nz.nnz), nz.shape, source)
         nz.pins = None                    # the Ratings hold the ids now (int64)
         return Input(r, maps, (None, None), nz.shape, 0, "ratings",
                      values=Values(client, nz, None, None))
@@ -73,7 +73,7 @@ def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input
             f"{nz.shape[0]} x {nz.shape[1]} array: SSGD needs a rating per row and column")
     shape = (int(keep[0].sum()), int(keep[1].sum()))
     source["shape"] = list(shape)
-    r = Ratings(rows, cols, np.zeros(nz.nnz), shape, source)
+    r = Ratings(rows, cols, placeholder(nz.nnz), shape, source)
     nz.pins = None
     return Input(r, kept, kept, nz.shape, 0, None, values=Values(client, nz, order, remap))
 

@@ -48,14 +48,17 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
     K, o, lay = s.K, s.options, s.layout
     N = s.train.shape[0]
     rows = np.flatnonzero(lay.row_parts == p)
-    local_row = np.full(N, -1, np.int64)
+    # local W and H rows in 32 bits where they fit: the parts' (row, column) of every
+    # rating are built here for all parts, 8 bytes a rating instead of 16
+    it = np.int32 if max(s.train.shape) < 2**31 else np.int64
+    local_row = np.full(N, -1, it)
     local_row[rows] = np.arange(rows.size)
     cols = _held_columns(s, p)
     ptr, idx = s.blocks()
     tr = s.train
     # local H rows by a lookup table, not a search: a block's ratings come in the
     # matrix's order, not the columns' (docs/benchmarks.md)
-    local_col = np.empty(tr.shape[1], np.int64)
+    local_col = np.empty(tr.shape[1], it)
     bli, blj, bval = [], [], []
     for b in range(K):
         sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]

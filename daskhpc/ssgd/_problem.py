@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from daskhpc.errors import InputError
 
 __all__ = ["Ratings", "as_ratings", "raw_ratings", "split", "holdout_mask", "check_parts",
-           "FileNames"]
+           "FileNames", "placeholder"]
 
 
 @dataclass(eq=False)
@@ -38,6 +38,9 @@ class Ratings:
     ----------
     rows, cols : int64 arrays
     vals : float64 array
+        Or a zero-stride array (``np.broadcast_to``): a placeholder that takes no memory,
+        for ratings whose values stay on the workers (a Dask collection); it stays one
+        through :meth:`subset`.
     shape : (int, int)
         ``(N, M)``: users x items. Rows and columns without a rating are allowed here
         (a train split may lose some); :func:`as_ratings` refuses them in the input.
@@ -54,7 +57,8 @@ class Ratings:
     def __post_init__(self):
         self.rows = np.ascontiguousarray(self.rows, dtype=np.int64)
         self.cols = np.ascontiguousarray(self.cols, dtype=np.int64)
-        self.vals = np.ascontiguousarray(self.vals, dtype=np.float64)
+        if not _placeholder(self.vals):
+            self.vals = np.ascontiguousarray(self.vals, dtype=np.float64)
         self.shape = (int(self.shape[0]), int(self.shape[1]))
 
     @property
@@ -66,15 +70,28 @@ class Ratings:
         return sp.csr_array((self.vals, (self.rows, self.cols)), shape=self.shape)
 
     def subset(self, take: np.ndarray) -> "Ratings":
-        """The ratings at positions ``take`` (same shape, order of ``take``)."""
-        return Ratings(self.rows[take], self.cols[take], self.vals[take], self.shape,
-                       dict(self.source))
+        """The ratings at positions ``take`` (same shape, order of ``take``), or where the
+        boolean mask ``take`` is True."""
+        take = np.asarray(take)
+        n = int(np.count_nonzero(take)) if take.dtype == bool else take.size
+        vals = placeholder(n) if _placeholder(self.vals) else self.vals[take]
+        return Ratings(self.rows[take], self.cols[take], vals, self.shape, dict(self.source))
 
     def mean(self) -> float:
         return float(self.vals.mean()) if self.nnz else 0.0
 
     def __repr__(self):
         return f"Ratings({self.shape[0]} x {self.shape[1]}, {self.nnz} ratings)"
+
+
+def placeholder(n: int) -> np.ndarray:
+    """``n`` zero ratings that take no memory (a read-only zero-stride view)."""
+    return np.broadcast_to(np.float64(0.0), (int(n),))
+
+
+def _placeholder(v) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 1 and \
+        v.size > 1 and v.strides == (0,)
 
 
 def as_ratings(data, *, names=None) -> Ratings:
@@ -254,7 +271,8 @@ def split(r: Ratings, test_fraction: float, seed: int = 0) -> tuple[Ratings, Rat
     is_test = holdout_mask(r.nnz, test_fraction, seed)
     if is_test is None:
         return r, r.subset(np.zeros(0, np.int64))
-    return r.subset(np.flatnonzero(~is_test)), r.subset(np.flatnonzero(is_test))
+    # by mask: positions would be 8 bytes a rating on top
+    return r.subset(~is_test), r.subset(is_test)
 
 
 def holdout_mask(nnz: int, test_fraction: float, seed: int = 0) -> np.ndarray | None:

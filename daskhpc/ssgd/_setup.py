@@ -205,13 +205,15 @@ class Setup:
         ``idx[ptr[p * K + b]:ptr[p * K + b + 1]]`` (positions in ``train``, in order)."""
         if self._blocks is None:
             K = self.K
-            key = self.assignment.row_parts[self.train.rows] * K + \
-                self.assignment.col_blocks[self.train.cols]
-            # 16-bit keys where they fit: numpy's stable sort is then a radix sort
-            small = key.astype(np.uint16) if K * K <= 1 << 16 else key
-            idx = np.argsort(small, kind="stable")
+            # 16-bit keys where they fit, made in 16 bits (not cast from a 64-bit key of
+            # every rating): numpy's stable sort is then a radix sort
+            kt = np.uint16 if K * K <= 1 << 16 else np.int64
+            key = self.assignment.row_parts.astype(kt)[self.train.rows] * kt(K) + \
+                self.assignment.col_blocks.astype(kt)[self.train.cols]
             ptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=K * K))])
-            self._blocks = (ptr.astype(np.int64), idx.astype(np.int64))
+            idx = np.argsort(key, kind="stable")
+            del key
+            self._blocks = (ptr.astype(np.int64), idx.astype(np.int64, copy=False))
         return self._blocks
 
     def test_of(self, p: int) -> np.ndarray:
@@ -266,8 +268,6 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     stats = None
     if inp.values is not None:     # a collection: its ratings stay on the workers
         stats = inp.values.hold_out(opts.test_fraction, opts.seed)
-        for part in (train, test):  # placeholders that take no memory
-            part.vals = np.broadcast_to(np.float64(0.0), (part.nnz,))
     t0 = time.perf_counter()
     a = assign(train, K, partition=opts.partition, partitioner=opts.partitioner,
                rank=opts.rank, epsilon=opts.epsilon, seed=opts.seed,

@@ -1,0 +1,90 @@
+"""What the client holds for SSGD, counted: a random partition builds no nets, and a
+collection's ratings are placeholders of no memory on the client."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskhpc.hypergraph import column_net, partition
+from daskhpc.ssgd import prepare
+from daskhpc.ssgd._assign import assign, row_weights
+from daskhpc.ssgd._problem import Ratings, placeholder, split
+
+
+def ratings(nnz=200_000, n=4_000, m=1_000, seed=0) -> Ratings:
+    rng = np.random.default_rng(seed)
+    key = np.sort(rng.choice(np.unique(rng.integers(0, n * m, int(nnz * 1.2))), nnz,
+                             replace=False))
+    return Ratings(key // m, key % m, rng.integers(1, 11, key.size) / 2.0, (n, m))
+
+
+def test_random_rows_are_those_of_the_column_net_model():
+    r = ratings(20_000, 500, 200)
+    for K, seed in ((2, 0), (5, 3)):
+        full = column_net(sp.coo_array((r.vals, (r.rows, r.cols)), shape=r.shape), 16)
+        a = assign(r, K, partition="random", seed=seed, rank=16)
+        assert np.array_equal(a.row_parts, partition(full, K, "random", seed=seed).parts)
+    h = row_weights(r, 16)
+    assert h.num_pins == 0 and h.vertex_weights.sum() == r.nnz
+
+
+def test_a_random_partition_allocates_no_pins():
+    r = ratings()
+    tracemalloc.start()
+    try:
+        assign(r, 4, partition="random", seed=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # the nets alone would be 8 bytes a rating (int64 pins), their CSC conversion more;
+    # what is left is per row (weights, order, parts) and per column (blocks)
+    assert peak < 2 * r.nnz, peak
+    assert peak < 64 * (r.shape[0] + r.shape[1]) + 65536, peak
+
+
+def test_placeholder_ratings_stay_placeholders():
+    r = ratings(50_000)
+    r = Ratings(r.rows, r.cols, placeholder(r.nnz), r.shape)
+    assert r.vals.strides == (0,) and r.nnz == 50_000
+    train, test = split(r, 0.1, seed=2)
+    for part in (train, test):
+        assert part.vals.strides == (0,) and part.vals.size == part.nnz
+        assert not part.vals.any()
+    assert train.nnz + test.nnz == r.nnz
+    # a real array is still copied in as float64
+    assert Ratings([0], [0], [4], (1, 1)).vals.dtype == np.float64
+
+
+def test_prepare_on_placeholders_copies_no_values():
+    r = ratings(100_000)
+    ph = Ratings(r.rows, r.cols, placeholder(r.nnz), r.shape)
+    tracemalloc.start()
+    try:
+        s = prepare(ph, 2, partition="random", epochs=1, test_fraction=0.1)
+        with_ph = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert s.train.vals.strides == (0,) and s.test.vals.strides == (0,)
+    tracemalloc.start()
+    try:
+        prepare(r, 2, partition="random", epochs=1, test_fraction=0.1)
+        real = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # the values of train and test (8 bytes a rating) are not made
+    assert real - with_ph > 6 * r.nnz, (real, with_ph)
+
+
+def test_part_data_holds_32_bit_local_rows():
+    from daskhpc.ssgd._partdata import all_part_data
+
+    r = ratings(30_000, 600, 300)
+    s = prepare(r, 3, partition="random", epochs=1, test_fraction=0.1)
+    datas = all_part_data(s)
+    held = sum(b.nbytes for d in datas for b in d.bli + d.blj)
+    assert sum(b.size for d in datas for b in d.bli) == s.train.nnz
+    assert held == 8 * s.train.nnz                  # 4 bytes a row and 4 a column
+    assert all(b.dtype == np.int32 for d in datas for b in d.bli + d.blj)
