@@ -21,7 +21,7 @@ MIN_COLOURFUL = 5_000
 
 def _recipe() -> str:
     text = (ROOT / "docs" / "dashboard.md").read_text()
-    section = text.split("### Taking a screenshot of a page", 1)[1]
+    section = text.split("## Taking a screenshot of a page", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
