@@ -266,6 +266,9 @@ def _watch_ended(launcher, rank: int, path: str) -> None:
                 if said["task"] != rank:
                     launcher.say(f"task {rank}: task {said['task']} ended the job with "
                                  f"status {said['code']}")
+                    if rank == SCHEDULER_RANK:    # the job's files are task 0's to remove,
+                        time.sleep(2 * ENDED_POLL)  # once the others have seen this one
+                        _launch.remove_files([*_JOB_FILES, path])
                     _exit_now(int(said["code"]))
                 return
 
@@ -327,8 +330,9 @@ async def _end(scheduler, code: int) -> None:
     if nannies:
         with suppress(Exception):
             await asyncio.wait_for(broadcast(scheduler, msg, nannies, nanny=True), 5)
-    await asyncio.sleep(ABORT_GRACE)
-    _launch.remove_files(_JOB_FILES)
+    # the others look for the ended file every ENDED_POLL s: gone after they have seen it
+    await asyncio.sleep(max(ABORT_GRACE, 2 * ENDED_POLL))
+    _launch.remove_files([*_JOB_FILES, *_ENDED])
     _exit_now(code)
 
 

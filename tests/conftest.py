@@ -87,6 +87,13 @@ BOKEH_CDN = re.compile(r"https?://cdn\.bokeh\.org[^\"' ]*|https?://[^\"' ]*/boke
 
 
 @pytest.fixture(scope="session")
+def bokeh_cdn():
+    """The pattern of a BokehJS script loaded from a CDN (a fixture: a test module cannot
+    import this conftest by name, other folders' conftests share it)."""
+    return BOKEH_CDN
+
+
+@pytest.fixture
 def offline_plots():
     """A check that an HTML page draws its bokeh plots with the network off: BokehJS is in
     the page and nothing of bokeh's comes from a CDN."""

@@ -90,10 +90,8 @@ def test_the_api_reference_covers_every_public_name(site):
     assert not missing, f"public names the API reference lacks: {missing}"
 
 
-def test_no_page_loads_bokehjs_from_a_cdn(site):
-    from conftest import BOKEH_CDN
-
-    hits = {str(p.relative_to(site)): BOKEH_CDN.findall(p.read_text(encoding="utf-8"))
+def test_no_page_loads_bokehjs_from_a_cdn(site, bokeh_cdn):
+    hits = {str(p.relative_to(site)): bokeh_cdn.findall(p.read_text(encoding="utf-8"))
             for p in site.rglob("*.html")}
     assert not {k: v for k, v in hits.items() if v}
 

@@ -52,6 +52,7 @@ def test_public_namespace_is_pinned():
         "calibrate_exchange",
         "call",
         "check_dashboard_address",
+        "cluster_name",
         "connect",
         "connected",
         "exchange_mode",
@@ -63,8 +64,11 @@ def test_public_namespace_is_pinned():
         "load_arrays",
         "logged_transfers",
         "low_latency",
+        "measure_network",
+        "network_for",
         "option",
         "pinned_graph",
+        "placed_hosts",
         "prepare_kernels",
         "progress",
         "register_once",
@@ -82,6 +86,7 @@ def test_public_namespace_is_pinned():
         "take",
         "wait_for_cluster",
         "worker_addresses",
+        "worker_hosts",
     ]
     for name in daskhpc.runtime.__all__:
         assert getattr(daskhpc.runtime, name) is not None
