@@ -57,7 +57,9 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="hosts with Dask, COMMAND on host 0, faults on a clock")
     up = sub.add_parser("up", help="bring up hosts that stay until `down`")
     for q in (run, up):
-        q.add_argument("--hosts", type=int, required=True, metavar="N")
+        q.add_argument("--hosts", type=int, required=True, metavar="N",
+                       help="hosts; with Dask, the scheduler (and COMMAND) on host 0 and "
+                            "a worker on each other host")
         q.add_argument("--rate", metavar="R", help="every link's rate, e.g. 100mbit, 1gbit")
         q.add_argument("--prefix", help="names start with it (default: dh<pid><letter>)")
     for kind in FAULTS:
