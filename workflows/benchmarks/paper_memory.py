@@ -26,6 +26,8 @@ import os
 import subprocess
 import sys
 
+from paper_inputs import mem_available     # the script beside this one
+
 CHILD = r"""
 import json, sys, threading, time
 import psutil
@@ -86,13 +88,6 @@ if __name__ == "__main__":
 INPUT = {"ssgd": ("ratings", "ratings.csv", "ratings.parquet"),
          "cpals": ("tensor", "tensor.tns", "tensor.parquet")}
 
-
-def mem_available() -> int:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("/proc/meminfo has no MemAvailable line")
 
 
 def main(argv=None) -> dict:
