@@ -4,7 +4,7 @@ For each ``--source`` (``file``: the path the CLI reads, parsed by the client;
 ``collection``: the Parquet directory as a ``dask.dataframe``, read by the workers), it
 starts a cluster of ``--workers`` processes (scheduler in this process), then runs the
 workflow in a fresh CLIENT process that samples its own RSS (psutil, every 10 ms) while
-every worker samples its own the same way. Printed (and with ``--out`` written) as JSON:
+every worker samples its own the same way. Printed (with ``--out``, written instead) as JSON:
 per source the client's RSS before the call and its peak during it, each worker's RSS
 before and its peak, the wall time, and the ratios the targets name (client growth over
 the raw input, each worker's peak growth over its share of it).
@@ -26,7 +26,8 @@ import os
 import subprocess
 import sys
 
-from paper_inputs import mem_available     # the script beside this one
+from paper_inputs import mem_available     # the scripts beside this one
+from report_out import write_json
 
 CHILD = r"""
 import json, sys, threading, time
@@ -98,7 +99,7 @@ def main(argv=None) -> dict:
                     choices=["file", "collection"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--iters", type=int, default=2, help="epochs / iterations")
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", default=None, help="write the JSON here (default: stdout)")
     args = ap.parse_args(argv)
 
     import daskhpc as dh
@@ -136,11 +137,7 @@ def main(argv=None) -> dict:
               f"raw), workers' peaks "
               f"{[round(v['peak'] / 2**20) for v in row['workers'].values()]} MiB, "
               f"{row['seconds']:.1f} s", file=sys.stderr, flush=True)
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
+    write_json(out, args.out or "-")
     return out
 
 
