@@ -19,7 +19,8 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["StepClock", "step_clock", "step_times", "compute_total", "CLOCKS"]
+__all__ = ["StepClock", "step_clock", "step_times", "compute_total", "waited_total",
+           "waited_for", "CLOCKS"]
 
 #: (token, worker label) -> StepClock, in each worker process
 CLOCKS: dict = {}
@@ -30,15 +31,23 @@ class StepClock:
     reports and checkpoints), ``wait`` and ``send`` (timed by loops that exchange:
     ``exchange`` true), and ``steps``."""
 
-    __slots__ = ("compute", "wait", "send", "steps", "exchange", "waited_on")
+    __slots__ = ("compute", "wait", "send", "steps", "exchange", "waited_on", "in_flight")
 
     def __init__(self):
         self.compute = self.wait = self.send = 0.0
         self.steps = 0
         self.exchange = False
-        #: worker -> seconds of ``wait`` spent for its messages (shared among the workers
-        #: whose messages had not arrived when the wait began)
+        #: sender -> seconds of ``wait`` that ended with its message (the last to come)
         self.waited_on: dict = {}
+        #: sender -> the part of those seconds its message was on the wire (sent before
+        #: the wait began, or during it): a slow link between the two
+        self.in_flight: dict = {}
+
+    def blame(self, sender: str, waited: float, flight: float) -> None:
+        """A wait of ``waited`` s ended with ``sender``'s message, ``flight`` s of which it
+        was on its way (:meth:`daskhpc.runtime.Exchange.wait` measures both)."""
+        self.waited_on[sender] = self.waited_on.get(sender, 0.0) + waited
+        self.in_flight[sender] = self.in_flight.get(sender, 0.0) + flight
 
 
 def step_clock(token: str, label: str) -> StepClock:
@@ -51,6 +60,9 @@ def step_clock(token: str, label: str) -> StepClock:
 
 #: [compute seconds, steps] of the clocks already forgotten in this process (ended runs)
 _ENDED = [0.0, 0]
+#: waits of the clocks already forgotten: {"wait_s": s, "waited_on_s": {sender: s},
+#: "in_flight_s": {sender: s}}
+_ENDED_WAITED: dict = {"wait_s": 0.0, "waited_on_s": {}, "in_flight_s": {}}
 
 
 def compute_total() -> tuple[float, int]:
@@ -71,6 +83,78 @@ def compute_total() -> tuple[float, int]:
     return (_ENDED[0] + sum(c.compute for c in live), _ENDED[1] + sum(c.steps for c in live))
 
 
+def waited_total() -> dict:
+    """This process's waits so far, the ended runs' included, as running totals that
+    only grow: ``wait_s``, and per sender ``waited_on_s`` and ``in_flight_s`` (see
+    :class:`StepClock`). The dashboard's heartbeat metric: the differences over a run
+    go to :func:`waited_for`.
+
+    Examples
+    --------
+    >>> before = waited_total()["waited_on_s"].get("tcp://h2:1", 0.0)
+    >>> step_clock("run-c", "w0").blame("tcp://h2:1", 0.25, 0.2)
+    >>> round(waited_total()["waited_on_s"]["tcp://h2:1"] - before, 6)
+    0.25
+    >>> _ = step_times("run-c", forget=True)
+    >>> round(waited_total()["waited_on_s"]["tcp://h2:1"] - before, 6)
+    0.25
+    """
+    return _add_waits(_copy_waits(_ENDED_WAITED), list(CLOCKS.values()))
+
+
+def _copy_waits(w: dict) -> dict:
+    return {"wait_s": w["wait_s"], "waited_on_s": dict(w["waited_on_s"]),
+            "in_flight_s": dict(w["in_flight_s"])}
+
+
+def _add_waits(into: dict, clocks: list) -> dict:
+    for c in clocks:
+        into["wait_s"] += c.wait
+        for mine, theirs in ((into["waited_on_s"], c.waited_on),
+                             (into["in_flight_s"], c.in_flight)):
+            for who, sec in list(theirs.items()):
+                mine[who] = mine.get(who, 0.0) + sec
+    return into
+
+
+def waited_for(per_worker: dict) -> tuple[str, float] | None:
+    """The worker the others waited for, and its seconds of blame (None if none waited).
+
+    ``per_worker``: ``{worker: {"wait_s", "waited_on_s", "in_flight_s"}}`` (a run's
+    ``execution.steps`` ``per_worker``). A wait ends with one sender's message; the part
+    of it the message spent on the wire counts against both ends of that link (a slow
+    link slows what its host sends and what it receives), and the rest, the sender's
+    lateness, against the sender, less the sender's own waiting (its lateness passed on
+    from a wait of its own, not caused by it): so a slow link names its host, and a
+    slow host (a straggler) itself, not the workers its delay reached through others.
+
+    Examples
+    --------
+    >>> slow_link = {"a": {"wait_s": 9, "waited_on_s": {"b": 9}, "in_flight_s": {"b": 8}},
+    ...              "b": {"wait_s": 9, "waited_on_s": {"a": 5, "c": 4},
+    ...                    "in_flight_s": {"a": 4, "c": 4}},
+    ...              "c": {"wait_s": 9, "waited_on_s": {"a": 9}, "in_flight_s": {"a": 1}}}
+    >>> waited_for(slow_link)
+    ('b', 16.0)
+    """
+    score: dict = {}
+    late: dict = {}
+    for w, v in per_worker.items():
+        flight = v.get("in_flight_s") or {}
+        for who, sec in (v.get("waited_on_s") or {}).items():
+            f = min(flight.get(who, 0.0), sec)
+            score[who] = score.get(who, 0.0) + f
+            score[w] = score.get(w, 0.0) + f
+            late[who] = max(late.get(who, 0.0), sec - f)
+    for who, sec in late.items():
+        own = (per_worker.get(who) or {}).get("wait_s") or 0.0
+        score[who] = score.get(who, 0.0) + max(sec - own, 0.0)
+    if not score or max(score.values()) <= 0:
+        return None
+    who = max(score, key=score.get)
+    return who, float(score[who])
+
+
 def step_times(token: str, forget: bool = False) -> dict:
     """``{"compute_s", "wait_s", "send_s", "steps"}`` of run ``token``'s steps on this
     worker, summed over its clocks (empty if it ran none; ``forget``: drop them). Waiting
@@ -82,15 +166,14 @@ def step_times(token: str, forget: bool = False) -> dict:
             del CLOCKS[k]
         _ENDED[0] += sum(c.compute for c in got)
         _ENDED[1] += sum(c.steps for c in got)
+        _add_waits(_ENDED_WAITED, got)
     if not got:
         return {}
     timed = any(c.exchange for c in got)
-    waited_on: dict = {}
-    for c in got:
-        for who, s in c.waited_on.items():
-            waited_on[who] = waited_on.get(who, 0.0) + s
+    waits = _add_waits({"wait_s": 0.0, "waited_on_s": {}, "in_flight_s": {}}, got)
     return {"compute_s": sum(c.compute for c in got),
             "wait_s": sum(c.wait for c in got) if timed else None,
             "send_s": sum(c.send for c in got) if timed else None,
             "steps": sum(c.steps for c in got),
-            **({"waited_on_s": waited_on} if waited_on else {})}
+            **({k: waits[k] for k in ("waited_on_s", "in_flight_s")}
+               if waits["waited_on_s"] else {})}

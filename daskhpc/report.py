@@ -343,8 +343,7 @@ def _steps_line(execution) -> str:
     rest = [v.get("wait_s") or 0.0 for v in workers if v is not busy]
     line += f" (the others wait up to {_seconds(max(rest) / n)})"
     on = sp.get("waited_for")
-    return line + (f"; waited for most: {on}" if on and any(
-        v.get("waited_on_s") for v in workers) else "")
+    return line + (f"; waited for most: {on}" if on and sp.get("waited_for_s") else "")
 
 
 def already_complete(report: dict) -> dict | None:

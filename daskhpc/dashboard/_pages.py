@@ -135,8 +135,13 @@ class WorkerLoad(Component):
         busy = np.asarray(d["busy"])
         spread = f"; slowest/mean compute = {busy.max() / busy.mean():.2f}" if busy.sum() else ""
         what, done = COMPUTE_WORDS[d["compute"]]
+        late = st.waited_for(self.plugin.waited())
+        name = late and worker_label(self.scheduler, late[0])
+        waited = (f"; the others waited most for {name}"
+                  f"{'' if name == late[0] else ' at ' + late[0]} ({late[1]:.2f} s)"
+                  ) if late else ""
         self.summary.text = (f"<b>{st.run.get('name', 'run')}</b>: {sum(d['tasks']):,} {done} "
-                             f"done, {busy.sum():.2f} s of compute ({what}){spread}")
+                             f"done, {busy.sum():.2f} s of compute ({what}){spread}{waited}")
 
 
 #: How the load panel names its compute seconds, and what it counts done, per

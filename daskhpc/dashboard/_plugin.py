@@ -44,11 +44,12 @@ import logging
 
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
-from daskhpc._clock import compute_total
+from daskhpc._clock import compute_total, waited_total
 from daskhpc._workflows import EXCHANGE_PLUGIN
 from daskhpc.dashboard._state import PLUGIN_NAME, DashboardState
 
-__all__ = ["DashboardPlugin", "TransferCounter", "PLUGIN_NAME", "SENT_METRIC", "STEPS_METRIC"]
+__all__ = ["DashboardPlugin", "TransferCounter", "PLUGIN_NAME", "SENT_METRIC", "STEPS_METRIC",
+           "WAITED_METRIC"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ logger = logging.getLogger(__name__)
 SENT_METRIC = "daskhpc-sent"
 #: Key of ``[compute seconds, steps]`` of the worker's step clocks in its heartbeat metrics.
 STEPS_METRIC = "daskhpc-steps"
+#: Key of ``{worker: seconds}`` the worker's steps waited for each worker's messages.
+WAITED_METRIC = "daskhpc-waited"
 #: Short runs (a few hundred ms per epoch) must still be caught while they run.
 SAMPLE_MS = 200
 
@@ -91,10 +94,12 @@ class TransferCounter(WorkerPlugin):
         worker.metrics[SENT_METRIC] = self.sample
         # the step clocks of this worker's process: what the report calls compute_s
         worker.metrics[STEPS_METRIC] = lambda worker: list(compute_total())
+        worker.metrics[WAITED_METRIC] = lambda worker: waited_total()
 
     def teardown(self, worker) -> None:
         worker.metrics.pop(SENT_METRIC, None)
         worker.metrics.pop(STEPS_METRIC, None)
+        worker.metrics.pop(WAITED_METRIC, None)
 
     def sample(self, worker) -> dict[str, int]:
         """Cumulative wire bytes sent per receiving worker."""
@@ -169,7 +174,8 @@ class DashboardPlugin(SchedulerPlugin):
         if counts and sent is None:
             sent = self.sent()
         self.state.publish(topic, data, sent=sent if counts else None,
-                           steps=self.steps() if counts else None)
+                           steps=self.steps() if counts else None,
+                           waited=self.waited() if counts else None)
 
     # -- read by the pages ---------------------------------------------------------------
     def sent(self) -> dict[str, dict[str, int]]:
@@ -190,6 +196,14 @@ class DashboardPlugin(SchedulerPlugin):
             if got:
                 out[addr] = (float(got[0]), int(got[1]))
         return out
+
+    def waited(self) -> dict[str, dict[str, float]]:
+        """``{worker: {sender: seconds}}``, cumulative: how long each worker's steps
+        waited for each sender's messages, from the workers' last heartbeats."""
+        if self.scheduler is None:
+            return {}
+        return {addr: dict(ws.metrics.get(WAITED_METRIC) or {})
+                for addr, ws in self.scheduler.workers.items()}
 
     # -- scheduler hooks -----------------------------------------------------------------
     def transition(self, key, start, finish, *args, **kwargs) -> None:

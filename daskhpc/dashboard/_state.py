@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from daskhpc._clock import waited_for as _waited_for
+
 __all__ = ["DashboardState", "TOPICS", "PLUGIN_NAME"]
 
 #: Name of the scheduler plugin that holds the state.
@@ -113,6 +115,8 @@ class DashboardState:
         self.busy, self.tasks_done, self.memory_peak = {}, {}, {}
         self._steps0: dict = {}
         self._steps_end: dict | None = None
+        self._waited0: dict = {}
+        self._waited_end: dict | None = None
         # {worker: {unit: bytes it had sent when it reported the unit}} (unit reports)
         self._unit_sent: dict[str, dict[int, int]] = {}
         self.batches, self.batches_seen = {}, {}
@@ -121,7 +125,8 @@ class DashboardState:
     # -- input ---------------------------------------------------------------------------
     def publish(self, topic: str, data: dict, *, now: float | None = None,
                 sent: dict[str, dict[str, int]] | None = None,
-                steps: dict[str, tuple] | None = None) -> None:
+                steps: dict[str, tuple] | None = None,
+                waited: dict[str, dict] | None = None) -> None:
         """Store what a workflow published.
 
         Parameters
@@ -139,6 +144,9 @@ class DashboardState:
             For ``run`` and ``end``: ``{worker: (compute seconds, steps)}`` of the
             workers' step clocks now, cumulative (the zero, and the end, of the run's
             compute time, :meth:`load`).
+        waited : dict, optional
+            For ``run`` and ``end``: ``{worker: {sender: seconds}}`` its steps waited
+            for each sender's messages now, cumulative (:meth:`waited_for`).
         """
         if topic not in TOPICS:
             raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
@@ -153,6 +161,7 @@ class DashboardState:
         if topic == "run":
             self._new_run({**data, "started": now}, sent)
             self._steps0 = dict(steps or {})
+            self._waited0 = {w: dict(d) for w, d in (waited or {}).items()}
         elif topic == "batches":
             self.batches[str(data["run"])] = data["timeline"]
         elif topic == "strata":
@@ -165,6 +174,7 @@ class DashboardState:
             self.run = {**self.run, "ended": now, "status": str(data.get("status", "finished"))}
             self._final = {w: dict(d) for w, d in (sent or {}).items()} if sent else None
             self._steps_end = dict(steps) if steps else None
+            self._waited_end = {w: dict(d) for w, d in waited.items()} if waited else None
             if data.get("compute"):          # the report's own: the steps of the run
                 self._steps0 = {}
                 self._steps_end = {w: tuple(v) for w, v in data["compute"].items()}
@@ -523,11 +533,44 @@ class DashboardState:
                 "planned_share": _share(p).tolist(), "busy": b.tolist(),
                 "busy_share": _share(b).tolist(), "tasks": count, "compute": kind}
 
+    def waited_for(self, waited: dict[str, dict] | None = None) -> tuple[str, float] | None:
+        """The worker the others waited for in this run and its seconds of blame (None
+        before any wait): the report's ``execution.steps`` ``waited_for``
+        (:func:`daskhpc._clock.waited_for`) from the workers' cumulative waits
+        (``waited``: now, ``{worker: waited_total()}``) less their values when the run
+        began. A run that ended names the report's own.
+
+        Examples
+        --------
+        >>> zero = {"wait_s": 1.0, "waited_on_s": {"b": 1.0}, "in_flight_s": {"b": 0.0}}
+        >>> st = DashboardState()
+        >>> st.publish("run", {"workers": ["a", "b"]}, waited={"a": zero})
+        >>> st.waited_for({"a": {"wait_s": 3.0, "waited_on_s": {"b": 3.0},
+        ...                      "in_flight_s": {"b": 1.5}}})
+        ('b', 2.0)
+        """
+        end = self.topics.get("end", {}).get("waited_for")
+        if end:
+            return str(end[0]), float(end[1])
+        now = self._waited_end if self._waited_end is not None else (waited or {})
+        run = {w: _less(v, self._waited0.get(w)) for w, v in now.items() if v}
+        return _waited_for(run)
+
     def load_unit(self) -> str:
         """What the planned amounts of :meth:`load` count."""
         if "load" in self.topics:
             return str(self.topics["load"].get("unit", "work"))
         return "bytes to send" if "plan" in self.topics else "work"
+
+
+def _less(now: dict, zero: dict | None) -> dict:
+    """Cumulative waits ``now`` less ``zero`` (``waited_total`` shapes)."""
+    zero = zero or {}
+    out = {"wait_s": now.get("wait_s", 0.0) - zero.get("wait_s", 0.0)}
+    for k in ("waited_on_s", "in_flight_s"):
+        z = zero.get(k) or {}
+        out[k] = {who: s - z.get(who, 0.0) for who, s in (now.get(k) or {}).items()}
+    return out
 
 
 def _in_order(order: list, workers: list, matrix) -> np.ndarray:

@@ -73,8 +73,9 @@ UNREACHABLE_S = 30.0
 #: Seconds a connection to a worker's exchange port may take before the port counts as
 #: closed to us (the worker answered a moment before).
 CONNECT_S = 10.0
-#: A message's head: token bytes, out-of-band buffers, pickle bytes, buffer area bytes;
-#: then the token, the buffers' sizes, the pickle and the (aligned) buffer area.
+#: A message's head: stamp bytes, out-of-band buffers, pickle bytes, buffer area bytes;
+#: then the stamp (token, sender address and send time, NUL-separated), the buffers'
+#: sizes, the pickle and the (aligned) buffer area.
 _HEAD = struct.Struct("<IIQQ")
 #: ``daskhpc.runtime.transport`` values (:func:`transport`).
 TRANSPORTS = ("socket", "dask")
@@ -115,6 +116,7 @@ class Exchange(WorkerPlugin):
     def setup(self, worker) -> None:
         self.worker = worker
         self.box: dict = {}              # token -> {mail id: payload}
+        self.came: dict = {}             # token -> {mail id: (sender, sent, arrived)}
         self.dead: set = set()           # tokens of runs that are over
         self.log: deque = deque(maxlen=100_000)   # like transfer_outgoing_log
         self.count = 0                   # pushes ever logged (wrap detection)
@@ -155,17 +157,22 @@ class Exchange(WorkerPlugin):
             _settle(fut)
 
     # -- receiving --------------------------------------------------------------------
-    async def receive(self, token: str, msgs: list) -> str:
+    async def receive(self, token: str, msgs: list, sender: str = "",
+                      sent: float = 0.0) -> str:
         """RPC handler: ``msgs`` = ``[(mail id, payload), ...]`` for run ``token``."""
-        return self.deliver(token, msgs)
+        return self.deliver(token, msgs, sender, sent)
 
-    def deliver(self, token: str, msgs: list) -> str:
-        """Put ``msgs`` in run ``token``'s mailbox and wake its waiting steps."""
+    def deliver(self, token: str, msgs: list, sender: str = "", sent: float = 0.0) -> str:
+        """Put ``msgs`` (pushed by ``sender`` at ``sent``, wall-clock seconds) in run
+        ``token``'s mailbox and wake its waiting steps."""
         if token in self.dead:
             return "dropped"
         got = self.box.setdefault(token, {})
+        came = self.came.setdefault(token, {})
+        now = time.time()
         for mid, payload in msgs:
             got[mid] = payload
+            came[mid] = (sender, sent, now)
         self._wake()
         return "OK"
 
@@ -202,17 +209,22 @@ class Exchange(WorkerPlugin):
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             await loop.connect_accepted_socket(lambda: _Reader(self, peer), conn)
 
-    async def wait(self, token: str, ids: list, keep: bool = False) -> dict:
+    async def wait(self, token: str, ids: list, keep: bool = False, clock=None) -> dict:
         """``{mail id: payload}`` of every id in ``ids``, once all have arrived (taken
-        out of the mailbox unless ``keep``: a message several steps read)."""
+        out of the mailbox unless ``keep``: a message several steps read).
+
+        ``clock`` (a :class:`daskhpc._clock.StepClock`) is told whose message the wait
+        ended with, and how long of it that message was on the wire."""
         if not ids:
             return {}
         loop = asyncio.get_running_loop()
+        began, late = time.time(), None
         while True:
             got = self.box.get(token, {})
             missing = [i for i in ids if i not in got]
             if not missing:
                 break
+            late = missing if late is None else late
             if token in self.dead:
                 raise RuntimeError(f"run {token} ended while waiting for "
                                    f"{len(missing)} message(s), e.g. {missing[0]}")
@@ -227,14 +239,28 @@ class Exchange(WorkerPlugin):
             finally:
                 timer.cancel()
                 self._waiters.discard(fut)
+        came = self.came.get(token, {})
+        if clock is not None and late:
+            # the message that came last ended the wait: on the wire since it was sent
+            sender, sent, arrived = max((came[i] for i in late if i in came),
+                                        key=lambda c: c[2], default=("", 0.0, 0.0))
+            if sender:
+                waited = max(arrived - began, 0.0)
+                clock.blame(sender, waited, min(max(arrived - sent, 0.0), waited))
         got = self.box[token]
-        return {i: got[i] for i in ids} if keep else {i: got.pop(i) for i in ids}
+        if keep:
+            return {i: got[i] for i in ids}
+        for i in ids:
+            came.pop(i, None)
+        return {i: got.pop(i) for i in ids}
 
     def discard(self, token: str, ids) -> None:
         """Drop messages read for the last time (after ``wait(..., keep=True)``)."""
         got = self.box.get(token, {})
+        came = self.came.get(token, {})
         for i in ids:
             got.pop(i, None)
+            came.pop(i, None)
 
     # -- sending ----------------------------------------------------------------------
     async def push(self, token: str, address: str, key, msgs: list) -> None:
@@ -244,9 +270,10 @@ class Exchange(WorkerPlugin):
 
         start = time.time()
         if not self._via_socket(address):
-            wire = await self._tracked(token, address, self._send_dask(token, address, msgs))
+            wire = await self._tracked(token, address,
+                                       self._send_dask(token, address, msgs, start))
         else:
-            out, wire = _framed(token, msgs)
+            out, wire = _framed(token, msgs, self.worker.address, start)
             sent = self._write_now(address, out)
             if sent == wire:
                 self.at_once += 1
@@ -339,7 +366,7 @@ class Exchange(WorkerPlugin):
         return (self.transport != "dask" and address.startswith("tcp://")
                 and self.ports.get(address, 0) is not None)
 
-    async def _send_dask(self, token: str, address: str, msgs: list) -> int:
+    async def _send_dask(self, token: str, address: str, msgs: list, sent: float) -> int:
         """Write the message to the distributed comm kept open to ``address`` (made on
         first use); returns its bytes once the frames are queued (no reply waited for: a
         round trip per push was most of a short step, docs/decisions.md)."""
@@ -353,8 +380,8 @@ class Exchange(WorkerPlugin):
                 if comm is None or comm.closed():
                     comm = await pooled_connect(self.worker, address)
                     self.links[address] = comm
-        await comm.write({"op": "daskhpc_push", "token": token,
-                          "msgs": Serialized(header, frames), "reply": False},
+        await comm.write({"op": "daskhpc_push", "token": token, "sender": self.worker.address,
+                          "sent": sent, "msgs": Serialized(header, frames), "reply": False},
                          on_error="raise")
         return sum(memoryview(f).nbytes for f in frames)
 
@@ -378,7 +405,7 @@ class Exchange(WorkerPlugin):
                 logging.getLogger(__name__).warning(
                     "cannot connect to the exchange port of worker %s; its messages go "
                     "through distributed's comm", address)
-                return await self._send_dask(token, address, msgs)
+                return await self._send_dask(token, address, msgs, time.time())
             except OSError:
                 continue
             async with lock:
@@ -449,13 +476,15 @@ class Exchange(WorkerPlugin):
         fail). Called in the worker's event loop (``client.run``)."""
         self.dead.add(token)
         self.box.pop(token, None)
+        self.came.pop(token, None)
         self.unreadable.pop(token, None)
         self._wake()
         for call in self.pushing.pop(token, ()):
             call.cancel()
 
 
-def _framed(token: str, msgs: list) -> tuple[list, int]:
+def _framed(token: str, msgs: list, sender: str = "", sent: float = 0.0
+            ) -> tuple[list, int]:
     """The wire form of one push (:data:`_HEAD`, token, size table, pickle, aligned
     buffers) as the buffers to write, and its bytes: a small message one buffer (one
     system call), a large one its pieces (no copy)."""
@@ -465,7 +494,7 @@ def _framed(token: str, msgs: list) -> tuple[list, int]:
     sizes = [f.nbytes for f in frames]
     # each buffer starts at a multiple of ALIGN (numpy and numba want aligned arrays)
     starts = _offsets(sizes)
-    tok = token.encode()
+    tok = f"{token}\0{sender}\0{sent!r}".encode()
     head = (_HEAD.pack(len(tok), len(frames), len(data),
                        starts[-1] + sizes[-1] if sizes else 0)
             + tok + struct.pack(f"<{len(sizes)}Q", *sizes))
@@ -577,7 +606,7 @@ class _Reader(asyncio.BufferedProtocol):
         deliver it."""
         ntok, nbuf, npk, area = _HEAD.unpack_from(msg)
         at = _HEAD.size + ntok
-        token = bytes(msg[_HEAD.size:at]).decode()
+        token, sender, sent = bytes(msg[_HEAD.size:at]).decode().split("\0")
         sizes = struct.unpack_from(f"<{nbuf}Q", msg, at)
         at += 8 * nbuf
         body = msg[at + npk:at + npk + area]
@@ -591,7 +620,7 @@ class _Reader(asyncio.BufferedProtocol):
                 token, f"worker {self.exchange.worker.address} cannot read a message of run "
                        f"{token} from {self.peer}: {type(e).__name__}: {e}")
             return
-        self.exchange.deliver(token, msgs)
+        self.exchange.deliver(token, msgs, sender, float(sent))
 
 
 def _length(buf, at: int) -> int:

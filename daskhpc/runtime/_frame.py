@@ -37,6 +37,7 @@ from typing import Callable
 
 import numpy as np
 
+from daskhpc._clock import waited_for
 from daskhpc.runtime._book import Book, invalidate, measure, public, settle, todo as todo_of
 from daskhpc.runtime._calls import applied
 from daskhpc.runtime._checkpoint import load_arrays
@@ -204,21 +205,19 @@ def step_split(ledger, units: int) -> dict | None:
     """The report's ``execution["steps"]``: where the workers' time in the last attempt's
     steps went, per worker (``compute_s``, ``wait_s`` for other workers' messages,
     ``send_s``, ``steps``: what its cleanup returned, ``daskhpc._clock.step_times``) and
-    over its ``units``, and ``waited_for``: the worker the others waited for longest
-    (each wait is shared by the workers whose messages had not arrived when it began: a
-    slow host or a slow link shows here; where no wait was timed, the worker with the
-    most time computing and sending); None when no worker timed its steps."""
+    over its ``units``, and ``waited_for``: the worker the others waited for
+    (:func:`daskhpc._clock.waited_for`: a slow link's host or a slow host; where no wait
+    was timed, the worker with the most time computing and sending) and
+    ``waited_for_s``, its seconds of blame; None when no worker timed its steps."""
     got = {w: v for w, v in (getattr(ledger, "then_values", None) or {}).items()
            if isinstance(v, dict) and v.get("steps")}
     if not got:
         return None
-    on: dict = {}
-    for v in got.values():
-        for who, s in (v.get("waited_on_s") or {}).items():
-            on[who] = on.get(who, 0.0) + s
-    slowest = max(on, key=on.get) if on else max(
+    late = waited_for(got)
+    slowest = late[0] if late else max(
         got, key=lambda w: got[w]["compute_s"] + (got[w].get("send_s") or 0.0))
-    return {"per_worker": got, "units": units, "waited_for": slowest}
+    return {"per_worker": got, "units": units, "waited_for": slowest,
+            **({"waited_for_s": late[1]} if late else {})}
 
 
 def _worker_cleanup(job, token: str, meter: dict):
@@ -576,6 +575,8 @@ def _publish_end(client, status: str, measured: dict | None = None, history=None
     if split.get("per_worker"):
         data["compute"] = {w: [float(v["compute_s"]), int(v["steps"])]
                            for w, v in split["per_worker"].items()}
+        if split.get("waited_for_s"):
+            data["waited_for"] = [split["waited_for"], split["waited_for_s"]]
     _publish(client, "end", **data)
 
 

@@ -288,14 +288,8 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
         for t in range(t0, t1):
             waited = time.perf_counter()
             ids = [(t - 1, *m) for m in code.incoming[t - 1].get(label, [])] if t else []
-            box = ext.box.get(token, {})
-            late = {code.where[i[1]] for i in ids if i not in box}   # whose we wait for
-            got = await ext.wait(token, ids) if ids else {}
-            dt = time.perf_counter() - waited
-            clock.wait += dt
-            for w in late:           # the wait, shared by the workers it waited for
-                who = code.address.get(w, w)
-                clock.waited_on[who] = clock.waited_on.get(who, 0.0) + dt / len(late)
+            got = await ext.wait(token, ids, clock=clock) if ids else {}
+            clock.wait += time.perf_counter() - waited
             inbox = {mid[1:]: payload for mid, payload in got.items()}
             if code.in_loop:
                 _run_step(code, token, label, t, parts, [inbox], batch)

@@ -330,7 +330,8 @@ async def _epochs(team, token, epochs, ext, by_part, worker, key, last, spent):
     for e, steps, ev, ckpts in epochs:
         for T, meta, waits, drop, out in steps:
             t0 = clock()
-            got = await ext.wait(token, sorted(set(waits), key=str), keep=True)
+            ids = sorted(set(waits), key=str)
+            got = await ext.wait(token, ids, keep=True, clock=spent)
             t1 = clock()
             work(team, token, T, _NOTHING, meta, None, *[got[k] for k in waits])
             ext.discard(token, drop)

@@ -77,3 +77,30 @@ def test_ssgd_graph_mode_has_no_split(client2):
     res = dh.ssgd.fit(dh.datasets.ratings(), 2, strategy="dsgd", epochs=2, eval_every=0,
                       exchange="graph", client=client2, progress=False)
     assert "steps" not in res.report()["execution"]
+
+
+def _waits(**blame):
+    """``{worker: {"wait_s", "waited_on_s", "in_flight_s"}}`` from ``w=[(sender, waited,
+    in flight), ...]``."""
+    return {w: {"wait_s": sum(x[1] for x in got),
+                "waited_on_s": {s: t for s, t, _ in got},
+                "in_flight_s": {s: f for s, _, f in got}} for w, got in blame.items()}
+
+
+def test_a_slow_link_names_its_host_not_the_workers_it_delayed():
+    from daskhpc._clock import waited_for
+
+    # b's link is slow: a and c wait for b's messages on the wire; b waits for theirs;
+    # a's step then goes out late to c (a wait passed on, not a's fault)
+    got = waited_for(_waits(a=[("b", 9.0, 8.5)], b=[("a", 5.0, 4.5), ("c", 4.0, 3.5)],
+                            c=[("a", 8.0, 0.2), ("b", 2.0, 1.9)]))
+    assert got[0] == "b"
+
+
+def test_a_straggler_is_named_by_its_lateness():
+    from daskhpc._clock import waited_for
+
+    # b computes slowly: its messages leave late, spend no time on the wire
+    got = waited_for(_waits(a=[("b", 6.0, 0.01)], b=[("a", 0.1, 0.01)], c=[("b", 6.0, 0.01)]))
+    assert got[0] == "b" and got[1] > 5
+    assert waited_for(_waits(a=[], b=[])) is None

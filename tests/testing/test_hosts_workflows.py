@@ -75,11 +75,13 @@ def across_and_local(name, cluster, tmp_path):
     ref = json.loads((tmp_path / "local.json").read_text())
     assert untimed(got.get("quality")) == untimed(ref.get("quality"))
     assert got["serial_check"]["identical"] is True, got["serial_check"]
-    # the bytes that crossed the links are the plan's, as on one host
+    # the bytes that crossed the links are those of the run on one host, and the plan's
+    # (up to an array's header per message where the plan counts the values only)
     if got.get("measured", {}).get("planned_bytes") is not None:
         mine = got["measured"]
-        assert mine["inter_worker_bytes_sizeof"] == mine["planned_bytes"], mine
         assert mine["inter_worker_bytes_sizeof"] == ref["measured"]["inter_worker_bytes_sizeof"]
+        assert 0 <= mine["inter_worker_bytes_sizeof"] - mine["planned_bytes"] \
+            <= 64 * mine["inter_worker_messages"], mine
     # the workers are on hosts 1-3, each on its host's own address
     vc, _ = cluster
     hosts_used = {w.split("//")[1].rsplit(":", 1)[0]
@@ -167,3 +169,35 @@ def test_a_cut_host_costs_a_restart_and_does_not_come_back(tmp_path):
 @pytest.mark.parametrize("name", sorted(set(LONGER) - {"cpals"}))
 def test_every_workflow_survives_a_cut_host(name, tmp_path):
     cut_mid_run(name, tmp_path, restore_after=None)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_slow_link_is_named_by_the_report_and_the_dashboard(tmp_path):
+    # host 2's link at a tenth of the others' once the checkpoint holds 3 epochs
+    with hosts.virtual_cluster(4, rate="100mbit") as vc:
+        sf = vc.start_dask(str(tmp_path / "dask"))
+        ck = tmp_path / "ck"
+        proc = vc.popen(0, [os.path.join(BIN, "daskhpc"), "run", "gcn", *small("gcn", longer=True),
+                            "--checkpoint", str(ck), "--scheduler-file", sf, "--json",
+                            "slow.json", "--no-progress"],
+                        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 600
+        while len(list(ck.glob("step-*"))) < 3:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        vc.shape(2, "10mbit")
+        out, err = proc.communicate(timeout=1500)
+        assert proc.returncode == 0, err
+        board = vc.run(0, [sys.executable, "-c",
+                           "import sys, distributed; "
+                           "c = distributed.Client(scheduler_file=sys.argv[1]); "
+                           "print(c.run_on_scheduler(lambda dask_scheduler: dask_scheduler"
+                           ".plugins['daskhpc-dashboard'].state.waited_for())[0])", sf],
+                       capture_output=True, text=True, timeout=120)
+        host2 = vc.addresses[2]
+    steps = json.loads((tmp_path / "slow.json").read_text())["execution"]["steps"]
+    assert host2 in steps["waited_for"] and steps["waited_for_s"] > 0, steps
+    assert f"waited for most: {steps['waited_for']}" in out
+    assert board.returncode == 0 and host2 in board.stdout, board

@@ -94,6 +94,7 @@ def one(name: str, fault: str, host_timeout: float | None, rate: str = RATE) -> 
                                        "rerun", "rerun_count")} for r in recs]
         steps = (rep.get("execution") or {}).get("steps") or {}
         out["waited_for"] = steps.get("waited_for")
+        out["waited_for_s"] = steps.get("waited_for_s")
         out["waited_for_is_host2"] = bool(steps.get("waited_for")
                                           and host2 in steps["waited_for"])
         out["run_s"] = round((rep.get("timing") or {}).get("run_s") or 0.0, 1)
