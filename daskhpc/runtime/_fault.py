@@ -124,12 +124,18 @@ class WorkerWatch:
                 self._seen[addr] = (seen, now)
             else:
                 quiet[addr] = now - before[1]
-        # one worker silent past the timeout; with it, any silent for half of it: a
-        # network that failed took them at once (the scheduler's own host, a switch),
-        # and counting them one timeout apart would cost a timeout each
+        # one worker silent past the timeout (or one the scheduler dropped: its
+        # connection timed out first); with it, any silent for half of it: a network
+        # that failed took them at once (the scheduler's own host, a switch), and
+        # counting them one timeout apart would cost a timeout each
+        cue = bool(gone) or any(t > self.timeout for t in quiet.values())
         silent = {a: f"no heartbeat for {t:.0f} s: its host is cut off or hung"
-                  for a, t in quiet.items()
-                  if t > self.timeout / 2 and max(quiet.values()) > self.timeout}
+                  for a, t in quiet.items() if cue and t > self.timeout / 2}
+        for a in gone:       # dropped by the scheduler after a silence: cut off, too
+            t = now - self._seen[a][1] if a in self._seen else 0.0
+            if t > self.timeout / 2:
+                silent.setdefault(a, f"no heartbeat for {t:.0f} s, then dropped by the "
+                                     "scheduler: its host is cut off or hung")
         if silent:
             with contextlib.suppress(Exception):
                 self.client.run_on_scheduler(_remove_workers, sorted(silent))
@@ -180,8 +186,15 @@ def run_on_workers(client, fn, *args, workers=None, **kwargs) -> dict:
     be reached (a host cut off: the call then waits for the connection's timeout and
     returns without them; the run's :class:`WorkerWatch` counts them lost).
 
+    Workers the scheduler no longer lists (a :class:`WorkerWatch` removed them) are
+    left out at once: a call to a cut-off host waits for the connect timeout (30 s).
     Any other error on a worker is raised.
     """
+    if workers is not None:
+        alive = set(worker_addresses(client))
+        workers = [w for w in workers if w in alive]
+        if not workers:
+            return {}
     out = client.run(fn, *args, workers=workers, on_error="return", **kwargs)
     for value in out.values():
         if isinstance(value, BaseException) and not isinstance(value, OSError):
@@ -302,8 +315,7 @@ def replace_lost(client, placement, lost, *, wait_s: float = 5.0):
         raise RuntimeError(f"no worker left after losing {sorted(lost)}"
                            + (": every worker at once, so the likely cause is the network "
                               "of the scheduler's host (or of this client's), not the "
-                              "workers" if len(set(lost) & set(placement.workers)) > 1
-                              and set(placement.workers) <= set(lost) else ""))
+                              "workers" if len(set(placement.workers)) > 1 else ""))
     # survivors first, in their old order, so that kept parts keep their place;
     # new workers after them in stable order
     old = [w for w in placement.workers if w in alive]

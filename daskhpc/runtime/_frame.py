@@ -77,7 +77,7 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     t_start = time.perf_counter() if t_start is None else t_start
     if job.statics is not None:
         statics = job.statics if isinstance(job.statics, dict) else dict(enumerate(job.statics))
-        store.put("static", statics)
+        _put_surviving(client, store, "static", statics)
     book = Book(job, ck, t_start)
     resumed_from = book.restart_unit() if job.ordered and book.durable else None
     # a resumed run whose checkpoint holds every unit: nothing is left to run, and the
@@ -158,7 +158,10 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
                        "wasted_s": max(t_lost - since, 0.0) if in_flight else 0.0}
                 rec.update(invalidate(job, book, lost.lost))
                 old = store.placement
-                new_placement, moved = _move_off(client, store, old, set(lost.lost))
+                # a host that went silent does not come back in seconds: no wait for it
+                silent = bool(lost.why) and set(lost.why) >= set(lost.lost)
+                new_placement, moved = _move_off(client, store, old, set(lost.lost),
+                                                 wait_s=0.0 if silent else 5.0)
                 fresh = [w for w in new_placement.workers if w not in old.workers]
                 if job.warm_up is not None and fresh:
                     with contextlib.suppress(Exception):
@@ -226,7 +229,19 @@ def _worker_cleanup(job, token: str, meter: dict):
     return (cleanup, token) if job.program is not None else meter.get("worker_cleanup")
 
 
-def _move_off(client, store, old: Placement, lost: set):
+def _put_surviving(client, store, name: str, values: dict) -> None:
+    """``store.put(name, values)`` on the workers that are left: a worker lost while the
+    data goes out (before any attempt can recover it) takes its parts to the others;
+    every worker lost raises ``replace_lost``'s one line."""
+    while True:
+        try:
+            store.put(name, values)
+            return
+        except WorkerLost as lost:
+            _move_off(client, store, store.placement, set(lost.lost))
+
+
+def _move_off(client, store, old: Placement, lost: set, wait_s: float = 5.0):
     """The placement without the ``lost`` workers, and the parts moved to it.
 
     A worker listed as alive when the new placement is made can leave before its parts
@@ -237,7 +252,7 @@ def _move_off(client, store, old: Placement, lost: set):
     """
     moved: list = []
     while True:
-        placement = replace_lost(client, old, lost)
+        placement = replace_lost(client, old, lost, wait_s=wait_s)
         try:
             got = store.move(placement)
         except WorkerLost as more:

@@ -44,6 +44,15 @@ def daskhpc(vc, argv, cwd, env=None):
                   env={**os.environ, **(env or {})})
 
 
+def completed(ck) -> int:
+    """Steps the run recorded complete in its checkpoint (a worker writes a step's files
+    before the run knows they are all there)."""
+    try:
+        return len(json.loads((ck / "manifest.json").read_text())["complete"])
+    except (OSError, ValueError):
+        return 0
+
+
 def small(name: str, longer: bool = False) -> list[str]:
     args = [str(a) for a in _workflows.load(name).small_run()]
     if longer:
@@ -76,12 +85,13 @@ def across_and_local(name, cluster, tmp_path):
     assert untimed(got.get("quality")) == untimed(ref.get("quality"))
     assert got["serial_check"]["identical"] is True, got["serial_check"]
     # the bytes that crossed the links are those of the run on one host, and the plan's
-    # (up to an array's header per message where the plan counts the values only)
+    # (up to the containers' headers where the plan counts the values only: an array's,
+    # a sparse block's three)
     if got.get("measured", {}).get("planned_bytes") is not None:
         mine = got["measured"]
         assert mine["inter_worker_bytes_sizeof"] == ref["measured"]["inter_worker_bytes_sizeof"]
         assert 0 <= mine["inter_worker_bytes_sizeof"] - mine["planned_bytes"] \
-            <= 64 * mine["inter_worker_messages"], mine
+            <= 512 * mine["inter_worker_messages"], mine
     # the workers are on hosts 1-3, each on its host's own address
     vc, _ = cluster
     hosts_used = {w.split("//")[1].rsplit(":", 1)[0]
@@ -119,7 +129,7 @@ def cut_mid_run(name: str, tmp_path, restore_after: float | None):
                         stderr=subprocess.PIPE, text=True)
         # cut once three units are safe: mid-run on any machine, however fast or loaded
         deadline = time.monotonic() + 600
-        while len(list(ck.glob("step-*"))) < 3:
+        while completed(ck) < 3:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -183,7 +193,7 @@ def test_a_slow_link_is_named_by_the_report_and_the_dashboard(tmp_path):
                             "slow.json", "--no-progress"],
                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 600
-        while len(list(ck.glob("step-*"))) < 3:
+        while completed(ck) < 3:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.02)

@@ -2,7 +2,8 @@
 checkpoint, on a virtual cluster of 4 hosts (a scheduler on host 0, a worker on each of
 hosts 1-3; daskhpc.testing.hosts), measured.
 
-A fault is applied once the run's checkpoint holds 3 units (mid-run on any machine):
+A fault is applied once the run's checkpoint records 3 units complete (mid-run on any
+machine):
 
 - ``cut``: host 2's link cut, its processes alive;
 - ``kill``: every process of host 2 killed;
@@ -46,6 +47,15 @@ def args_of(name: str) -> list[str]:
                            name != "spgemm")
 
 
+def completed(ck: str) -> int:
+    """Steps the run recorded complete in its checkpoint's manifest."""
+    try:
+        with open(os.path.join(ck, "manifest.json")) as f:
+            return len(json.load(f)["complete"])
+    except (OSError, ValueError):
+        return 0
+
+
 def one(name: str, fault: str, host_timeout: float | None, rate: str = RATE) -> dict:
     work = tempfile.mkdtemp(prefix="host-faults-")
     base, rate = rate, [rate] * 4
@@ -60,9 +70,7 @@ def one(name: str, fault: str, host_timeout: float | None, rate: str = RATE) -> 
                "r.json", "--no-progress"]
         proc = vc.popen(0, cmd, cwd=work, env=env, stdout=subprocess.DEVNULL,
                         stderr=subprocess.PIPE, text=True)
-        while proc.poll() is None and not (
-                os.path.isdir(ck) and len([f for f in os.listdir(ck)
-                                           if f.startswith("step-")]) >= 3):
+        while proc.poll() is None and completed(ck) < 3:
             time.sleep(0.02)
         t_fault = time.monotonic()
         if fault == "cut":
