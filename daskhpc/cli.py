@@ -195,8 +195,8 @@ class Unbalanced(RuntimeError):
 
 def _check_parts(parts) -> None:
     """``--parts`` below 1 is an error (never "the default"): exit 2 before any work."""
-    if parts is not None and parts < 1:
-        raise InputError(f"--parts must be at least 1, not {parts}")
+    if parts is not None:
+        _workflows.check_parts(parts)
 
 
 @contextlib.contextmanager
