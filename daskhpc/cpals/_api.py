@@ -37,7 +37,7 @@ from ._plan import mode_table, partition_section
 from ._result import CPResult
 from ._serial import run_serial
 from ._setup import Options, Setup, choose, prepare
-from ._tensor import as_tensor
+from ._data import as_tensor
 
 __all__ = ["fit", "serial_fit", "plan", "sections"]
 

@@ -4,7 +4,7 @@ per-mode plans.
 
 Examples
 --------
->>> from daskhpc.cpals._tensor import as_tensor
+>>> from daskhpc.cpals._data import as_tensor
 >>> X = as_tensor(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)))
 >>> s = prepare(X, 2, grain="fine", partition="random", rank=4)
 >>> s.nparts, s.options.grain, s.iteration_plan().report()["phases"]
@@ -27,11 +27,11 @@ from daskhpc.errors import InputError
 
 from ._init import given_factors, svd_factors
 from ._layouts import LAYOUTS, iteration_cost, layout_name
-from ._partition import GRAINS, Distribution, distribute
+from ._assign import GRAINS, Distribution, distribute
 from ._plan import allreduce_plan, iteration_plan, mode_plans
 from ._rows import gram
 from ._serial import initial_factors
-from ._tensor import Tensor, as_tensor
+from ._data import Tensor, as_tensor
 
 __all__ = ["Options", "Setup", "prepare", "DEFAULTS", "validate_input", "choose"]
 
@@ -200,11 +200,11 @@ def prepare(data, nparts: int, *, partition_file=None, distribution=None, **opti
     Parameters
     ----------
     data
-        Anything :func:`daskhpc.cpals._tensor.as_tensor` accepts.
+        Anything :func:`daskhpc.cpals._data.as_tensor` accepts.
     nparts : int
         K, the number of parts.
     partition_file : path, optional
-        See :func:`daskhpc.cpals._partition.distribute`.
+        See :func:`daskhpc.cpals._assign.distribute`.
     distribution : Distribution, optional
         Use this distribution (a resumed run's, ``_checkpoint.load_distribution``) instead
         of partitioning again; it must be of the same grain.

@@ -39,7 +39,7 @@ class Spgemm(Workflow):
         import os
 
         from ._consumers import Write, parse_consumer
-        from ._prep import check_inputs
+        from ._data import check_inputs
 
         consumer = parse_consumer(call.options.consume)
         if isinstance(consumer, Write):          # the workers write there: it must exist

@@ -30,7 +30,7 @@ from ._kernels import SEMIRINGS
 from ._grid import Grid, Layout
 from ._local import semiring_code
 from ._memory import parse_bytes
-from ._prep import as_csr, check_inputs, localize, permutations
+from ._data import as_csr, check_inputs, localize, permutations
 from ._symbolic import BYTES_PER_UNMERGED, planned_batches
 
 __all__ = ["Options", "parse_batches", "Setup", "prepare", "fingerprint", "matrix_digest",

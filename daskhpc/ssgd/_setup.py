@@ -25,7 +25,7 @@ from ._assign import Assignment, assign, partition_report
 from ._input import Input, load
 from ._layouts import LAYOUTS, epoch_cost
 from ._plan import STRATEGIES, Layout
-from ._problem import Ratings, check_parts, split
+from ._data import Ratings, check_parts, split
 from ._runplan import RunPlan
 from ._strata import RingStrata
 
@@ -209,7 +209,7 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     Parameters
     ----------
     data
-        Anything :func:`daskhpc.ssgd._problem.as_ratings` accepts, or the
+        Anything :func:`daskhpc.ssgd._data.as_ratings` accepts, or the
         :class:`~daskhpc.ssgd._input.Input` :func:`~daskhpc.ssgd._input.load` made (read
         once, e.g. by the CLI's check before the cluster starts).
     nparts : int

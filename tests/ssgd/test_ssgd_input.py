@@ -10,7 +10,7 @@ from daskhpc.errors import InputError
 from daskhpc.hypergraph import write_pair_file
 from daskhpc.ssgd import plan
 from daskhpc.ssgd._assign import random_col_blocks
-from daskhpc.ssgd._problem import as_ratings, split
+from daskhpc.ssgd._data import as_ratings, split
 
 
 def test_empty_rows_are_dropped_with_a_note_or_refused_with_keep_empty():
