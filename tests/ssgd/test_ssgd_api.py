@@ -79,7 +79,7 @@ def test_cli_errors(ml_small):
     # several files are a collection, which only 'run' reads (on the workers)
     with pytest.raises(InputError, match="^plan reads one ratings file on the client; "):
         cli_plan(["a.csv", "b.csv", "--parts", "2"])
-    with pytest.raises(InputError, match="larger than the number of rows"):
+    with pytest.raises(InputError, match="--parts 611 is more than the 610 rows"):
         cli_plan([ml_small.path, "--parts", "611"])
 
 
