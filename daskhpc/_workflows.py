@@ -8,7 +8,7 @@ A workflow is a subclass of :class:`Workflow` (re-exported as
     cpals = "daskhpc.cpals._cli:CPALS"
 
 Its own options are one dataclass (``Workflow.Options``, fields made with :func:`option`:
-default, help, choices); how a run runs is :class:`RunOptions`, the same for every
+default, help, choices, bounds; the kit checks what they declare); how a run runs is :class:`RunOptions`, the same for every
 workflow and every entry point (``fit(..., run=RunOptions(...))`` or its keywords). The
 command line (``daskhpc plan|run``), ``daskhpc demo``, the mpi launcher, the kernel
 warm-up and the dashboard are generated from the class: no workflow parses arguments
@@ -23,6 +23,8 @@ import argparse
 import dataclasses
 import difflib
 import importlib
+import math
+import numbers
 import os
 import socket
 import sys
@@ -36,7 +38,7 @@ from daskhpc.report import summarize, write_report
 
 __all__ = ["GROUP", "EXCHANGES", "EXCHANGE_PLUGIN", "Call", "RunOptions", "Workflow",
            "available", "load", "option", "exchange_mode", "options_of", "checked_options",
-           "check_dashboard_address"]
+           "check_dashboard_address", "check_declared", "check_bounds", "check_parts"]
 
 GROUP = "daskhpc.workflows"
 
@@ -48,8 +50,8 @@ EXCHANGE_PLUGIN = "daskhpc-exchange"
 
 
 def option(default=None, help: str = "", *, flag: str | None = None, choices=None,
-           metavar: str | None = None, type: Callable | None = None,
-           modes: tuple = ("plan", "run"), cli: bool = True):
+           bounds: tuple | None = None, closed: str = "both", metavar: str | None = None,
+           type: Callable | None = None, modes: tuple = ("plan", "run"), cli: bool = True):
     """A dataclass field that is also a command-line option.
 
     Parameters
@@ -60,7 +62,13 @@ def option(default=None, help: str = "", *, flag: str | None = None, choices=Non
         One line for ``--help``; the default is appended unless the text says it.
     flag : str, optional
         The option's name (default ``--field-name``).
-    choices, metavar, type
+    choices : sequence, optional
+        The values allowed (argparse's ``choices``; the kit checks API values too).
+    bounds : (low, high), optional
+        The interval a number lies in (None: that side unbounded), ``closed`` ``both``,
+        ``left``, ``right`` or ``neither``: scikit-learn's ``Interval``, checked by
+        :func:`check_declared` with one wording.
+    metavar, type
         As argparse's (``type`` defaults to the default's type; a parser raising
         :class:`~daskhpc.errors.InputError` gives a one-line error).
     modes : tuple
@@ -73,15 +81,124 @@ def option(default=None, help: str = "", *, flag: str | None = None, choices=Non
     >>> from dataclasses import dataclass
     >>> @dataclass
     ... class Options:
-    ...     rank: int = option(10, "R, components")
+    ...     rank: int = option(10, "R, components", bounds=(1, None))
     >>> Options().rank
     10
     """
     meta = {"help": help, "flag": flag, "choices": choices, "metavar": metavar,
-            "type": type, "modes": tuple(modes), "cli": cli}
+            "type": type, "modes": tuple(modes), "cli": cli, "bounds": bounds,
+            "closed": closed}
     if isinstance(default, (list, dict, set)):
         return field(default_factory=lambda: default.copy(), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def check_declared(obj) -> None:
+    """What the :func:`option` fields of dataclass ``obj`` declare, checked: the type of
+    the default (an integer, a number, True or False), ``choices`` and ``bounds``; each a
+    one-line :class:`~daskhpc.errors.InputError` naming the option. A workflow's own
+    ``check`` keeps what relates options to each other or to the data.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class O:
+    ...     epochs: int = option(5, bounds=(1, None))
+    ...     lr: float = option(0.1, bounds=(0, None), closed="neither")
+    ...     loss: str = option("log", choices=("log", "hinge"))
+    >>> check_declared(O(epochs=0))
+    Traceback (most recent call last):
+    ...
+    daskhpc.errors.InputError: --epochs must be at least 1, not 0
+    >>> check_declared(O(lr=0.0))
+    Traceback (most recent call last):
+    ...
+    daskhpc.errors.InputError: --lr must be greater than 0, not 0.0
+    >>> check_declared(O(loss="l2"))
+    Traceback (most recent call last):
+    ...
+    daskhpc.errors.InputError: unknown --loss 'l2'; choose one of ['log', 'hinge']
+    """
+    for f in fields(obj):
+        m, v = f.metadata, getattr(obj, f.name)
+        if "bounds" not in m or (v is None and (f.default is None or "None" in str(f.type))):
+            continue
+        flag = m["flag"] if m["flag"] and not m["flag"].startswith("--no-") else \
+            "--" + f.name.replace("_", "-")
+        kind = _kind(f)
+        if kind is bool and not isinstance(v, bool) and type(v).__name__ != "bool_":
+            raise InputError(f"{flag} must be True or False, not {v!r}")
+        if m["choices"]:
+            check_choice(flag, v, m["choices"])
+        if kind in (int, float):
+            if isinstance(v, bool) or not isinstance(
+                    v, numbers.Integral if kind is int else numbers.Real):
+                raise InputError(f"{flag} must be {'an integer' if kind is int else 'a number'}"
+                                 f", not {v!r}")
+            if m["bounds"]:
+                check_bounds(flag, v, *m["bounds"], closed=m["closed"])
+
+
+def _kind(f):
+    """bool, int or float: the type a field's values must have (from its default, or its
+    ``type`` when the default is None); None: not checked."""
+    d = f.default if f.default is not MISSING else None
+    t = type(d) if d is not None else f.metadata.get("type")
+    return t if t in (bool, int, float) else None
+
+
+def check_bounds(flag: str, value, low=None, high=None, closed: str = "both") -> None:
+    """A one-line InputError unless ``value`` lies in the interval (``closed``: which ends
+    belong to it: ``both``, ``left``, ``right``, ``neither``).
+
+    Examples
+    --------
+    >>> check_bounds("--dropout", 1.0, 0, 1, closed="left")
+    Traceback (most recent call last):
+    ...
+    daskhpc.errors.InputError: --dropout must be in [0, 1), not 1.0
+    """
+    left, right = closed in ("both", "left"), closed in ("both", "right")
+    ok = (low is None or (value >= low if left else value > low)) and \
+        (high is None or (value <= high if right else value < high)) and \
+        math.isfinite(value)
+    if ok:
+        return
+    if high is None:
+        want = f"at least {low}" if left else f"greater than {low}"
+    elif low is None:
+        want = f"at most {high}" if right else f"less than {high}"
+    else:
+        want = f"in {'[' if left else '('}{low}, {high}{']' if right else ')'}"
+    raise InputError(f"{flag} must be {want}, not {value!r}")
+
+
+def check_parts(nparts, most: int | None = None, what: str = "") -> int:
+    """``--parts`` checked, the one place: a positive integer, and at most ``most`` (the
+    count of ``what`` the parts divide, each part needing one).
+
+    Examples
+    --------
+    >>> check_parts(4, 10, "rows")
+    4
+    >>> check_parts(0)
+    Traceback (most recent call last):
+    ...
+    daskhpc.errors.InputError: --parts must be at least 1, not 0
+    >>> check_parts(13, 12, "rows (users)")
+    Traceback (most recent call last):
+    ...
+    daskhpc.errors.InputError: --parts 13 is more than the 12 rows (users): every part needs one; use fewer parts
+    """
+    if isinstance(nparts, bool) or not isinstance(nparts, numbers.Integral):
+        if not (isinstance(nparts, numbers.Real) and float(nparts).is_integer()):
+            raise InputError(f"--parts must be an integer, not {nparts!r}")
+    check_bounds("--parts", nparts, 1)
+    if most is not None and nparts > most:
+        raise InputError(f"--parts {nparts} is more than the {most} {what}: every part "
+                         f"needs one; use fewer parts")
+    return int(nparts)
 
 
 def exchange_mode(exchange: str | None = None) -> str:
@@ -135,7 +252,7 @@ class RunOptions:
                                "or a cluster started from the options below)", cli=False)
     workers: int | None = option(None, "start a LocalCluster of N worker processes (default: "
                                        "daskhpc.runtime.workers, the cores)", metavar="N",
-                                 type=int)
+                                 type=int, bounds=(1, None))
     scheduler_file: str | None = option(None, "join the running scheduler that wrote this "
                                               "file (dask-mpi, dask-jobqueue, ...)",
                                         metavar="F")
@@ -156,7 +273,7 @@ class RunOptions:
     resume: bool = option(False, "continue from the last checkpoint in --checkpoint DIR (a "
                                  "fresh start if there is none)")
     max_restarts: int = option(3, "lost workers a run recovers from before it gives up",
-                               metavar="N")
+                               metavar="N", bounds=(0, None))
     progress: bool | None = option(None, "progress on stderr: by default a bar on a terminal "
                                          "and nothing when piped; --progress prints lines "
                                          "in a log too", type=bool)
@@ -189,19 +306,12 @@ class RunOptions:
         """Every bad combination -> one-line InputError (before anything starts)."""
         if self.resume and not self.checkpoint:
             raise InputError("--resume needs --checkpoint DIR (the directory to resume from)")
-        if self.exchange is not None:
-            exchange_mode(self.exchange)
-        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) \
-                or self.max_restarts < 0:
-            raise InputError(f"--max-restarts must be an integer >= 0, not "
-                             f"{self.max_restarts!r}")
+        check_declared(self)
         if self.worker_timeout is not None and not isinstance(self.worker_timeout, str) and (
                 isinstance(self.worker_timeout, bool) or
                 not isinstance(self.worker_timeout, (int, float)) or self.worker_timeout < 0):
             raise InputError(f"worker_timeout must be seconds >= 0, not "
                              f"{self.worker_timeout!r}")
-        if self.workers is not None and self.workers < 1:
-            raise InputError(f"--workers must be at least 1, not {self.workers}")
         if os.environ.get("DASKHPC_MPI_CLIENT") == "1":
             return      # python -m daskhpc.mpi checked the cluster options and wrote the file
         joins = [o for o, v in (("--scheduler-file", self.scheduler_file),
@@ -481,11 +591,14 @@ class Workflow(ABC):
 
 def options_of(cls: type, values: dict):
     """An instance of dataclass ``cls`` from the entries of ``values`` named as its fields
-    (the others keep their defaults); its ``check()`` (if any) runs."""
+    (the others keep their defaults), checked: what its fields declare
+    (:func:`check_declared`), then its ``check()`` (if any)."""
     obj = cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
-    check = getattr(obj, "check", None)
-    if check is not None and not isinstance(obj, RunOptions):
-        check()
+    if not isinstance(obj, RunOptions):      # (checked when made)
+        check_declared(obj)
+        check = getattr(obj, "check", None)
+        if check is not None:
+            check()
     return obj
 
 

@@ -151,9 +151,7 @@ def cmd_partition(args) -> dict:
     asked = args.epsilon is not None            # a promise the partition must keep
     if not asked:
         args.epsilon = _partition_defaults()["epsilon"]
-    if not args.epsilon >= 0:
-        raise InputError(f"--epsilon must be a number >= 0 (an allowed imbalance such as "
-                         f"0.03), not {args.epsilon}")
+    _workflows.check_bounds("--epsilon", args.epsilon, 0)
     with stage(f"reading {os.path.basename(args.input)}"):
         data = read(args.input, format=args.format)
     report, p = partition_report(args, data, stage=stage)
@@ -195,8 +193,8 @@ class Unbalanced(RuntimeError):
 
 def _check_parts(parts) -> None:
     """``--parts`` below 1 is an error (never "the default"): exit 2 before any work."""
-    if parts is not None and parts < 1:
-        raise InputError(f"--parts must be at least 1, not {parts}")
+    if parts is not None:
+        _workflows.check_parts(parts)
 
 
 @contextlib.contextmanager

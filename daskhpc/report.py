@@ -34,7 +34,8 @@ from daskhpc._version import __version__
 
 __all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
            "summary_line", "format_bytes", "already_complete", "unavailable", "ratio_or_none",
-           "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES", "rerun_text"]
+           "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES", "rerun_text",
+           "run_sections"]
 
 #: The one meaning of ``planned_bytes`` in a report, a history row and the dashboard.
 PLANNED_BYTES = (
@@ -119,6 +120,27 @@ def bytes_side_by_side(measured: dict, history: list, unit: str = "unit") -> dic
         out["per_unit"] = {"unit": unit, "planned_bytes": [int(h["planned_bytes"]) for h in rows],
                            "measured_bytes": [int(h["measured_bytes"]) for h in rows]}
     return out
+
+
+def run_sections(info: dict, out, nparts: int, *, cost: dict | None = None,
+                 layouts=None) -> dict:
+    """``info`` (a workflow's own sections) with those every run on the workflow frame
+    reports, from the frame's outcome ``out`` (``runtime.run_job``): ``measured`` (and
+    ``parts_per_worker``), ``timing`` (``run_s``, ``setup_s``, ``per_iteration_s``),
+    ``execution``, ``placement`` (part -> worker) and ``recovery``; ``cost`` (the placed
+    prediction, ``LayoutCost.section``) joins ``plan``, ``layouts`` (ranked) is kept."""
+    owner = [out.placement.worker(p) for p in range(nparts)]
+    info["measured"] = {**out.measured, "parts_per_worker": nparts / len(set(owner))}
+    info.setdefault("timing", {}).update(
+        {k: out.timing.get(k) for k in ("run_s", "setup_s", "per_iteration_s")})
+    info["execution"] = dict(out.execution)
+    info["placement"] = {str(p): w for p, w in enumerate(owner)}
+    info["recovery"] = dict(out.recovery)
+    if cost is not None:
+        info.setdefault("plan", {}).update(cost)
+    if layouts:
+        info["layouts"] = layouts
+    return info
 
 
 def _plain(obj):

@@ -132,10 +132,10 @@ def _a_saved_model(tmp_path) -> str:
      "{p2}: its row part ids go up to 1, so parts 2..3 of --parts 4 would be empty; "
      "partition into 4 parts or pass --parts 2"),
     pytest.param(["run", "ssgd", "{ratings}", "--epsilon", "-1"],
-                 "--epsilon must be a number >= 0 (an allowed imbalance such as 0.03), not -1.0",
+                 "--epsilon must be at least 0, not -1.0",
                  marks=pytest.mark.slow),
     (["run", "spgemm", "{mtx}", "--window", "0"],
-     "--window must be at least 1 (batches in flight), not 0"),
+     "--window must be at least 1, not 0"),
     pytest.param(["run", "spgemm", "{mtx}", "--consume", "write:/proc/none/dir"],
                  "--consume write:/proc/none/dir: cannot create the directory",
                  marks=pytest.mark.slow),
@@ -171,5 +171,4 @@ def test_an_unmet_balance_is_said_and_fails_an_explicit_epsilon(shared_data, tmp
 
     assert json.loads(out.read_text())["partition"]["balanced"] is False
     code, _, err = daskhpc("partition", "tensor-coarse", tns, "--parts", 3, "--epsilon", -1)
-    assert code == 2 and err == ("daskhpc: error: --epsilon must be a number >= 0 (an allowed "
-                                 "imbalance such as 0.03), not -1.0\n")
+    assert code == 2 and err == "daskhpc: error: --epsilon must be at least 0, not -1.0\n"

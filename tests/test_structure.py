@@ -153,3 +153,39 @@ def test_every_workflow_package_has_the_skeleton():
         if gone:
             missing[n] = gone
     assert not missing, f"workflow packages without the skeleton's files: {missing}"
+
+
+#: The roles a workflow package may have a module for, by their one name, and the other
+#: names the same role must not take (docs/architecture.md, "The skeleton").
+ROLES = {"_data": ("_problem", "_tensor", "_prep"), "_assign": ("_partition",),
+         "_parts": ("_partdata", "_statics")}
+
+
+def _workflow_dirs():
+    for n in available():
+        pkg = package_of(n)
+        if pkg.startswith("daskhpc."):
+            yield n, ROOT / pkg.split(".", 1)[1]
+
+
+def test_the_same_role_has_the_same_file_name_in_every_workflow_package():
+    wrong = {f"{n}/{old}.py": f"{role}.py" for n, here in _workflow_dirs()
+             for role, others in ROLES.items() for old in others
+             if (here / f"{old}.py").exists()}
+    assert not wrong, f"rename (old -> the role's name): {wrong}"
+    # and the names are used: every role by at least two packages
+    for role in ROLES:
+        assert sum((here / f"{role}.py").exists() for _, here in _workflow_dirs()) >= 2, role
+
+
+def test_every_workflow_has_its_options_in_setup():
+    """One place for a workflow's flags: its ``Options`` (and a ``CommandOptions``
+    subclass for what the command line adds) live in ``_setup.py``."""
+    import importlib
+
+    from daskhpc._workflows import load
+
+    bad = {n: load(n).Options.__module__ for n, _ in _workflow_dirs()
+           if not load(n).Options.__module__.endswith("._setup")}
+    assert not bad, f"Options defined outside _setup.py: {bad}"
+    assert importlib.import_module("daskhpc.spgemm._setup").Options is load("spgemm").Options

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from daskhpc._workflows import RunOptions
+from daskhpc._workflows import RunOptions, check_bounds, check_parts
 from daskhpc.comm import run_local_history
 from daskhpc.errors import InputError
 from daskhpc.report import new_report
@@ -42,12 +42,9 @@ def setup_of(vectors=None, nparts=None, *, N=None, density=None, seed=0, dtype="
         if N is None or nparts is None or density is None:
             raise InputError("without vectors give N, the number of parts and a density "
                              "(the thesis's uniform model)")
-        if not 0.0 <= float(density) <= 1.0:
-            raise InputError(f"--density must lie in [0, 1], got {density}")
-        if int(nparts) < 1:
-            raise InputError(f"--parts must be at least 1, got {nparts}")
-        if not 1 <= int(N) <= 2 ** 32:
-            raise InputError(f"--N must lie in [1, 2^32], got {N}")
+        check_bounds("--density", float(density), 0, 1)
+        check_parts(nparts)
+        check_bounds("--N", N, 1, 2 ** 32)
         vectors = uniform_vectors(int(N), int(nparts), float(density), seed=seed, dtype=dtype)
         src = {"model": "uniform", "N": int(N), "density": float(density), "seed": int(seed),
                "dtype": str(np.dtype(dtype))}

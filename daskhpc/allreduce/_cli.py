@@ -18,23 +18,11 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from daskhpc._workflows import Call, RunOptions, Workflow
 
-from daskhpc._workflows import Call, RunOptions, Workflow, option
-
-from ._setup import Options, read_vectors, validate_input
+from ._setup import CommandOptions, read_vectors, validate_input
 
 __all__ = ["Allreduce"]
-
-
-@dataclass
-class CommandOptions(Options):
-    """The call options and the uniform model's (N, density, seed, dtype)."""
-
-    N: int | None = option(None, "vector length (uniform model)", type=int)
-    density: float | None = option(None, "items per rank / N (uniform model)", type=float)
-    dtype: str = option("float64", "value type")
-    seed: int = option(0, "seed of the uniform model's vectors")
 
 
 class Allreduce(Workflow):

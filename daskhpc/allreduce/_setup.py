@@ -33,8 +33,9 @@ from ._plan import call_plan
 from ._registry import ALGORITHMS, DEFAULT_GROUP, make
 from ._stream import Format, Stream, canon
 
-__all__ = ["Options", "Setup", "prepare", "as_vectors", "check_vector", "stream_of", "finish",
-           "options_of", "one_vector", "read_vectors", "validate_input"]
+__all__ = ["CommandOptions", "Options", "Setup", "prepare", "as_vectors", "check_vector",
+           "stream_of", "finish", "options_of", "one_vector", "read_vectors",
+           "validate_input"]
 
 MAX_N = 2 ** 32          # uint32 indices (section 4.1.1)
 
@@ -45,26 +46,29 @@ class Options:
 
     algorithm: str = option("auto", "auto: the least Table 3.1 time with the cost model, or "
                                     "an algorithm", choices=("auto", *sorted(ALGORITHMS)))
-    group: int = option(DEFAULT_GROUP, "ranks per sparse group of dsar_early_switch")
+    group: int = option(DEFAULT_GROUP, "ranks per sparse group of dsar_early_switch",
+                        bounds=(1, None))
     alpha: float | None = option(None, "seconds per message for auto (default: calibrated "
-                                       "or the built-in cost model)", type=float)
+                                       "or the built-in cost model)", type=float,
+                                 bounds=(0, None))
     beta: float | None = option(None, "seconds per byte for auto (default: calibrated or "
-                                      "the built-in cost model)", type=float)
-    repeat: int = option(1, "calls to time, each a history row", modes=("run",))
+                                      "the built-in cost model)", type=float, bounds=(0, None))
+    repeat: int = option(1, "calls to time, each a history row", modes=("run",),
+                         bounds=(1, None))
 
     def check(self) -> None:
-        if self.algorithm != "auto" and self.algorithm not in ALGORITHMS:
-            raise InputError(f"unknown --algorithm {self.algorithm!r}; choose auto or one "
-                             f"of {sorted(ALGORITHMS)}")
-        g = int(self.group)
-        if g < 1 or g & (g - 1):
-            raise InputError(f"--group must be a power of two, got {self.group}")
-        for name in ("alpha", "beta"):
-            v = getattr(self, name)
-            if v is not None and not (np.isfinite(v) and v >= 0):
-                raise InputError(f"--{name} must be a non-negative number, got {v}")
-        if int(self.repeat) < 1:
-            raise InputError(f"--repeat must be at least 1, got {self.repeat}")
+        if self.group & (self.group - 1):
+            raise InputError(f"--group must be a power of two, not {self.group}")
+
+
+@dataclass
+class CommandOptions(Options):
+    """The call options and the uniform model's (N, density, seed, dtype)."""
+
+    N: int | None = option(None, "vector length (uniform model)", type=int)
+    density: float | None = option(None, "items per rank / N (uniform model)", type=float)
+    dtype: str = option("float64", "value type")
+    seed: int = option(0, "seed of the uniform model's vectors")
 
 
 @dataclass(eq=False)

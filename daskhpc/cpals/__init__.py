@@ -35,11 +35,11 @@ from ._api import fit, plan, serial_fit
 from ._job import cpals_job
 from ._kernels import mttkrp
 from ._program import assemble, program
-from ._statics import statics
+from ._parts import statics
 from ._result import CPResult
 from ._setup import Options, Setup, prepare
 from ._synthetic import power_law_tensor, write_tns
-from ._tensor import Tensor, as_tensor
+from ._data import Tensor, as_tensor
 
 __all__ = ["fit", "serial_fit", "plan", "CPResult", "prepare", "Setup", "Options", "statics",
            "program", "assemble", "mttkrp", "Tensor", "as_tensor", "power_law_tensor",

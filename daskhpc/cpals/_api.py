@@ -21,11 +21,11 @@ import time
 import uuid
 from dataclasses import replace
 
-from daskhpc._workflows import RunOptions
+from daskhpc._workflows import RunOptions, checked_options
 from daskhpc.comm import AllreduceSchedule, network_model, plan_network
 from daskhpc.errors import InputError
 from daskhpc.io import is_collection
-from daskhpc.report import new_report
+from daskhpc.report import new_report, run_sections
 
 from ._als import converged
 from ._checkpoint import distribution_path, load_distribution
@@ -37,7 +37,7 @@ from ._plan import mode_table, partition_section
 from ._result import CPResult
 from ._serial import run_serial
 from ._setup import Options, Setup, choose, prepare
-from ._tensor import as_tensor
+from ._data import as_tensor
 
 __all__ = ["fit", "serial_fit", "plan", "sections"]
 
@@ -129,7 +129,7 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
                        nonnegative=nonnegative, init=init)
         source = None
         if is_collection(X):
-            Options(**options).check()          # options first: they cost nothing
+            checked_options(Options, options, "CP-ALS")   # options first: cost nothing
             if isinstance(init, str) and init == "svd":
                 raise InputError("init='svd' needs the tensor's values on the client; with "
                                  "a Dask collection use init='random' or given factors")
@@ -141,7 +141,7 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         layouts = None
         try:
             if saved is not None:
-                Options(**options).check()
+                checked_options(Options, options, "CP-ALS")
                 X = as_tensor(X)
                 d = load_distribution(saved, X, nparts)
                 s = prepare(X, nparts, distribution=d, **options)
@@ -159,22 +159,16 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
             if source is not None:
                 source[0].release()
         lam, factors = out.value
-        info = sections(s, out.history, command=run.command)
+        model = network_for(run.network, client, job.exchange)
+        info = run_sections(sections(s, out.history, command=run.command), out, s.K,
+                            cost=iteration_cost(s, model, *placed_hosts(client, out.placement))
+                            .section(model), layouts=layouts)
         # graph mode: the messages of the last step that ran are fetched only by the next
         # step, which a run stopped by the tol rule never submits (direct mode pushes them)
-        measured = measured_section(s, out, job.exchange == "graph" and job.stop is not None
-                                    and len(out.history) < s.options.iters)
-        info["measured"] = measured
-        info["timing"].update(run_s=out.timing["run_s"], setup_s=out.timing.get("setup_s"),
-                              per_iteration_s=out.timing["per_iteration_s"])
-        info["execution"] = {**out.execution, "stop_rule": job.stop is not None}
-        info["placement"] = {str(p): out.placement.worker(p) for p in range(s.K)}
-        model = network_for(run.network, client, job.exchange)
-        info["plan"].update(iteration_cost(s, model, *placed_hosts(client, out.placement))
-                            .section(model))
-        if layouts is not None:
-            info["layouts"] = layouts
-        info["recovery"] = out.recovery
+        info["measured"].update(measured_section(
+            s, out, job.exchange == "graph" and job.stop is not None
+            and len(out.history) < s.options.iters))
+        info["execution"]["stop_rule"] = job.stop is not None
         if run.check_serial:
             info["serial_check"] = serial_check(s, lam, factors, out.history)
         return run.finish(CPResult(lam, factors, out.history, info))
@@ -257,9 +251,8 @@ def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed
     >>> res.fit[-1] > 1 - 1e-7                       # a one-nonzero tensor: exact
     True
     """
-    opts = Options(rank=rank, iters=iters, tol=tol, seed=seed, reg=reg,
-                   nonnegative=nonnegative, init=init)
-    opts.check()
+    opts = checked_options(Options, dict(rank=rank, iters=iters, tol=tol, seed=seed, reg=reg,
+                                         nonnegative=nonnegative, init=init), "CP-ALS")
     X = as_tensor(data)
     t0 = time.perf_counter()
     start = None if opts.init_name == "random" else \

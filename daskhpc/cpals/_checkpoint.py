@@ -28,8 +28,8 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-from ._partition import Distribution
-from ._tensor import Tensor
+from ._assign import Distribution
+from ._data import Tensor
 
 __all__ = ["DISTRIBUTION", "distribution_path", "write_distribution", "save_distribution",
            "load_distribution"]

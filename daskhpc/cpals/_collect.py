@@ -21,8 +21,8 @@ import numpy as np
 from daskhpc.errors import InputError
 from daskhpc.io import read_nonzeros, rereading, route, rows_route
 
-from ._statics import part_members, statics
-from ._tensor import Tensor, as_tensor
+from ._parts import part_members, statics
+from ._data import Tensor, as_tensor
 
 __all__ = ["read_tensor", "part_statics", "rebuilder"]
 

@@ -14,7 +14,7 @@ the caller gives.
 
 Examples
 --------
->>> from daskhpc.cpals._tensor import as_tensor
+>>> from daskhpc.cpals._data import as_tensor
 >>> X = as_tensor(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)))
 >>> F = svd_factors(X, 2, seed=0)
 >>> [f.shape for f in F], bool(abs(F[0][:, 0] @ F[0][:, 0] - 1) < 1e-12)
@@ -29,7 +29,7 @@ from daskhpc.arrays import unique_sorted
 from daskhpc.errors import InputError
 
 from ._rows import init_rows
-from ._tensor import Tensor
+from ._data import Tensor
 
 __all__ = ["svd_factors", "given_factors", "DENSE_GRAM_ROWS"]
 

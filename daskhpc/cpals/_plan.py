@@ -17,8 +17,8 @@ of R^2 + R words (the Gram and the column norms; + R for the fit after the last 
 
 Examples
 --------
->>> from daskhpc.cpals._tensor import as_tensor
->>> from daskhpc.cpals._partition import Distribution
+>>> from daskhpc.cpals._data import as_tensor
+>>> from daskhpc.cpals._assign import Distribution
 >>> X = as_tensor(([[0, 1, 2], [1, 2, 0], [2, 0, 1]], [1.0, 1.0, 1.0], (3, 3, 3)))
 >>> d = Distribution("coarse", "given", 3, [np.full(3, p) for p in range(3)])  # mu_A=0 ...
 >>> iteration_plan(X, d, rank=10).report()["tot_vol"]      # the paper's Figure 1
@@ -31,8 +31,8 @@ import numpy as np
 
 from daskhpc.comm import AllreduceSchedule, Plan, expand_plan, row_volume
 
-from ._partition import Distribution
-from ._tensor import Tensor
+from ._assign import Distribution
+from ._data import Tensor
 
 __all__ = ["mode_plans", "iteration_plan", "allreduce_plan", "allreduce_words",
            "mode_table", "partition_section"]

@@ -28,7 +28,7 @@ Examples
 --------
 >>> from daskhpc.comm import run_local
 >>> from daskhpc.cpals._setup import prepare
->>> from daskhpc.cpals._tensor import as_tensor
+>>> from daskhpc.cpals._data import as_tensor
 >>> X = as_tensor(([[0, 1, 2, 0, 1], [1, 2, 0, 0, 1], [2, 0, 1, 0, 1]],
 ...                [1.0, 2.0, 3.0, 4.0, 5.0], (3, 3, 3)))
 >>> s = prepare(X, 2, grain="fine", partition="random", rank=2, iters=3, tol=0)
@@ -57,7 +57,7 @@ from ._kernels import mttkrp_into, slices
 from ._plan import allreduce_words
 from ._rows import col_absmax, col_inner, gram, init_rows, scatter_rows, sum_rows_into
 from ._serial import iteration
-from ._statics import PartStatic, statics
+from ._parts import PartStatic, statics
 
 __all__ = ["program", "row", "assemble", "stop", "statics", "fingerprint"]
 

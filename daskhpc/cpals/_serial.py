@@ -16,7 +16,7 @@ After the last mode the fit comes from that mode's MTTKRP; the run stops after
 Examples
 --------
 >>> import numpy as np
->>> from daskhpc.cpals._tensor import as_tensor
+>>> from daskhpc.cpals._data import as_tensor
 >>> X = as_tensor(([[0], [1], [2]], [2.0], (3, 3, 3)))       # one nonzero
 >>> out = run_serial(X, rank=3, iters=5, tol=0.0, seed=0)
 >>> bool(out["history"][-1]["fit"] > 1 - 1e-7), bool(np.isfinite(out["lam"]).all())
@@ -32,7 +32,7 @@ import numpy as np
 from ._als import column_scale, converged, fit_value, solve_rows
 from ._kernels import mttkrp_into, slices
 from ._rows import col_absmax, col_inner, gram, init_rows
-from ._tensor import Tensor
+from ._data import Tensor
 
 __all__ = ["run_serial", "initial_factors", "iteration"]
 

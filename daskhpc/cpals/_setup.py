@@ -4,7 +4,7 @@ per-mode plans.
 
 Examples
 --------
->>> from daskhpc.cpals._tensor import as_tensor
+>>> from daskhpc.cpals._data import as_tensor
 >>> X = as_tensor(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)))
 >>> s = prepare(X, 2, grain="fine", partition="random", rank=4)
 >>> s.nparts, s.options.grain, s.iteration_plan().report()["phases"]
@@ -20,17 +20,18 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from daskhpc._saved import load
-from daskhpc._workflows import check_choice, checked_options, option
+from daskhpc._workflows import check_parts as kit_check_parts
+from daskhpc._workflows import checked_options, option
 from daskhpc.comm import CostModel, network_model, plan_network, rank_layouts
 from daskhpc.errors import InputError
 
 from ._init import given_factors, svd_factors
 from ._layouts import LAYOUTS, iteration_cost, layout_name
-from ._partition import GRAINS, Distribution, distribute
+from ._assign import GRAINS, Distribution, distribute
 from ._plan import allreduce_plan, iteration_plan, mode_plans
 from ._rows import gram
 from ._serial import initial_factors
-from ._tensor import Tensor, as_tensor
+from ._data import Tensor, as_tensor
 
 __all__ = ["Options", "Setup", "prepare", "DEFAULTS", "validate_input", "choose"]
 
@@ -52,13 +53,13 @@ class Options:
     from the API only, a list of N arrays ``I_n x R``.
     """
 
-    rank: int = option(10, "R, components")
-    iters: int = option(20, "iterations at most", modes=("run",))
+    rank: int = option(10, "R, components", bounds=(1, None))
+    iters: int = option(20, "iterations at most", modes=("run",), bounds=(1, None))
     tol: float = option(1e-4, "stop when the fit changes by less than this (0: run every "
-                              "iteration)", modes=("run",))
+                              "iteration)", modes=("run",), bounds=(0, None))
     grain: str = option("fine", "fine: nonzeros partitioned, fold + expand per mode "
                                 "(Algorithm 4); coarse: slices, one expand per mode "
-                                "(Algorithm 3)", choices=("fine", "coarse"))
+                                "(Algorithm 3)", choices=GRAINS)
     partition: str = option("hp", "hp: hypergraph model (Mt-KaHyPar); random: fine-grain "
                                   "baseline; block: coarse-grain baseline (consecutive slices "
                                   "of equal nonzeros); auto: the grain and partition the "
@@ -67,10 +68,12 @@ class Options:
     partitioner: str = option("auto", "backend for --partition hp: auto (Mt-KaHyPar, or "
                                       "label propagation by size), mtkahypar, lp, kahypar")
     epsilon: float = option(0.03, "allowed imbalance (hp partitions, fine-grain row "
-                                  "placement)")
-    seed: int = option(0, "seed of the initial factors and of random partitions")
+                                  "placement)", bounds=(0, None))
+    seed: int = option(0, "seed of the initial factors and of random partitions",
+                       bounds=(0, None))
     reg: float = option(0.0, "L2 regularisation: each solve uses (Hadamard of the other "
-                             "Grams + reg I)^+ (SPLATT --reg, tensorly l2_reg)", modes=("run",))
+                             "Grams + reg I)^+ (SPLATT --reg, tensorly l2_reg)", modes=("run",),
+                       bounds=(0, None))
     nonnegative: bool = option(False, "nonnegative factors (projected ALS: negative entries of "
                                       "each solve set to 0)", modes=("run",))
     init: object = option("random", "initial factors: random (seeded), svd (leading left "
@@ -79,27 +82,7 @@ class Options:
                           metavar="random|svd|DIR", type=str, modes=("run",))
 
     def check(self) -> None:
-        """Every bad option -> one-line :class:`InputError`."""
-        for name in ("rank", "iters"):
-            v = getattr(self, name)
-            if not _is_int(v) or v < 1:
-                raise InputError(f"--{name} must be a positive integer, got {v!r}")
-        if not _is_int(self.seed) or self.seed < 0:
-            raise InputError(f"--seed must be a non-negative integer, got {self.seed!r}")
-        for name in ("tol", "epsilon"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.number)):
-                raise InputError(f"--{name} must be a number, got {v!r}")
-        if not (np.isfinite(self.tol) and self.tol >= 0):
-            raise InputError(f"--tol must be a non-negative number, got {self.tol}")
-        check_choice("--grain", self.grain, GRAINS)
-        if not (np.isfinite(self.epsilon) and self.epsilon >= 0):
-            raise InputError(f"--epsilon must be a non-negative number, got {self.epsilon}")
-        if isinstance(self.reg, bool) or not isinstance(self.reg, (int, float, np.number)) \
-                or not (np.isfinite(self.reg) and self.reg >= 0):
-            raise InputError(f"--reg must be a non-negative number, got {self.reg!r}")
-        if not isinstance(self.nonnegative, (bool, np.bool_)):
-            raise InputError(f"--nonnegative must be True or False, got {self.nonnegative!r}")
+        """The warm start and ``init`` (the kit checked the declarations)."""
         self.init = _warm_start(self.init)
         if isinstance(self.init, str) and self.init not in INITS:
             raise InputError(f"unknown --init {self.init!r}; choose one of {list(INITS)} or a "
@@ -125,10 +108,6 @@ def _warm_start(init):
         first = np.asarray(init.factors[0], np.float64) * np.asarray(init.weights, np.float64)
         return [first, *(np.asarray(F, np.float64) for F in init.factors[1:])]
     return init
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 INITS = ("random", "svd")
@@ -203,7 +182,7 @@ def validate_input(data, nparts=None, **options) -> Tensor:
 
     Returns the tensor, which ``fit`` and ``plan`` take instead of the path (read once).
     """
-    Options(**options).check()                 # options first: they cost nothing
+    checked_options(Options, options, "CP-ALS")   # options first: they cost nothing
     X = as_tensor(data)
     if nparts is not None:
         check_parts(nparts, X)
@@ -212,12 +191,7 @@ def validate_input(data, nparts=None, **options) -> Tensor:
 
 def check_parts(nparts, X: Tensor) -> int:
     """Refuse a part count CP-ALS cannot use."""
-    if not _is_int(nparts) or nparts < 1:
-        raise InputError(f"--parts must be a positive integer, got {nparts}")
-    if nparts > X.nnz:
-        raise InputError(f"--parts {nparts} is more than the tensor's {X.nnz} nonzeros: "
-                         "every part needs work; use fewer parts")
-    return int(nparts)
+    return kit_check_parts(nparts, X.nnz, "nonzeros of the tensor")
 
 
 def prepare(data, nparts: int, *, partition_file=None, distribution=None, **options) -> Setup:
@@ -226,11 +200,11 @@ def prepare(data, nparts: int, *, partition_file=None, distribution=None, **opti
     Parameters
     ----------
     data
-        Anything :func:`daskhpc.cpals._tensor.as_tensor` accepts.
+        Anything :func:`daskhpc.cpals._data.as_tensor` accepts.
     nparts : int
         K, the number of parts.
     partition_file : path, optional
-        See :func:`daskhpc.cpals._partition.distribute`.
+        See :func:`daskhpc.cpals._assign.distribute`.
     distribution : Distribution, optional
         Use this distribution (a resumed run's, ``_checkpoint.load_distribution``) instead
         of partitioning again; it must be of the same grain.

@@ -21,7 +21,7 @@ import numpy as np
 
 from daskhpc.arrays import unique_sorted
 
-from ._tensor import Tensor
+from ._data import Tensor
 
 __all__ = ["power_law_tensor", "write_tns"]
 

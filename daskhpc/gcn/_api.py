@@ -22,7 +22,7 @@ from daskhpc._workflows import RunOptions
 from daskhpc.comm import network_model, plan_network, run_local
 from daskhpc.errors import InputError
 from daskhpc.io import is_collection
-from daskhpc.report import new_report
+from daskhpc.report import new_report, run_sections
 
 from ._collect import (full_setup, part_statics, predictions_array, prepare_collection,
                        rebuilder, short_steps_of)
@@ -155,26 +155,17 @@ def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop
     value, history = out.value, rows(out.history)
     info = sections(s, command=run.command)
     info.update(plan_info(s))
-    info["measured"] = dict(out.measured)
-    owners = {out.placement.worker(p) for p in range(s.K)}
-    info["measured"]["parts_per_worker"] = s.K / len(owners)
+    cost = None
+    if not s.batches and "plan" in info:     # the model prices a full-batch epoch
+        model = network_for(run.network, client, exchange)
+        cost = epoch_cost(s, model, *placed_hosts(client, out.placement)).section(model)
+    run_sections(info, out, s.K, cost=cost, layouts=layouts)
     steps = steps_per_epoch(s)
     per = [h["time_s"] for h in history if h.get("time_s") is not None]
-    info["timing"].update(run_s=out.timing["run_s"], setup_s=out.timing["setup_s"],
-                          per_iteration_s=out.timing["per_iteration_s"],
-                          steps_per_epoch=steps)
-    info["execution"] = out.execution
+    info["timing"]["steps_per_epoch"] = steps
     if len(per) > 1:
         med = float(np.median(per[1:]))
         info["timing"].update(median_epoch_s=med, median_step_s=med / steps)
-    info["placement"] = {str(p): out.placement.worker(p) for p in range(s.K)}
-    if not s.batches and "plan" in info:     # the model prices a full-batch epoch
-        model = network_for(run.network, client, exchange)
-        info["plan"].update(epoch_cost(s, model, *placed_hosts(client, out.placement))
-                            .section(model))
-    if layouts:
-        info["layouts"] = layouts
-    info["recovery"] = dict(out.recovery)
     final = {k: v for k, v in (history[-1] if history else {}).items()
              if k.startswith("final_")}
     info["quality"] = quality(s, history, final)

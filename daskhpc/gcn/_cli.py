@@ -15,49 +15,15 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from daskhpc._workflows import Call, RunOptions, Workflow, option
+from daskhpc._workflows import Call, RunOptions, Workflow
 from daskhpc.report import summarize, summary_line
 
 from . import _api
 from ._plan import vs_rp_line
 from ._result import random_caveat
-from ._setup import Options, validate_input
+from ._setup import CommandOptions, Options, validate_input
 
 __all__ = ["GCN"]
-
-
-@dataclass
-class CommandOptions(Options):
-    """The training options, and what only the command line spells as flags: the plan's
-    comparison with random rows, ``fit(minibatch=...)`` and ``fit(in_loop=...)``."""
-
-    compare: bool = option(True, "plan only: skip the comparison with random rows (RP)",
-                           flag="--no-compare", modes=("plan",))
-    minibatch: bool = option(False, "mini-batch training (one sampled batch per step, "
-                                    "section 4.3.3)", modes=("run",))
-    batch_size: float = option(0.5, "--minibatch: nodes per batch, a fraction (< 1) or a "
-                                    "count", modes=("run",))
-    steps: int = option(200, "--minibatch: batches drawn (those without a training node are "
-                             "skipped)", modes=("run",))
-    sampler: str = option("node", "--minibatch: GraphSAINT's node sampler or uniform nodes",
-                          choices=("node", "uniform"), modes=("run",))
-    shp: bool = option(True, "--minibatch: keep --partition instead of SHP (Algorithm 3)",
-                       flag="--no-shp", modes=("run",))
-    in_loop: str = option("auto", "run the steps in the workers' event loops (short steps)",
-                          choices=("auto", "yes", "no"), modes=("run",))
-
-    def fit_keywords(self) -> dict:
-        """``fit``'s keywords: the training options, ``minibatch`` and ``in_loop``."""
-        out = {k: getattr(self, k) for k in Options.__dataclass_fields__}
-        if self.minibatch:
-            size = self.batch_size
-            out["minibatch"] = {"batch_size": int(size) if size >= 1 else float(size),
-                                "steps": self.steps, "sampler": self.sampler,
-                                "shp": self.shp}
-        out["in_loop"] = {"auto": "auto", "yes": True, "no": False}[self.in_loop]
-        return out
 
 
 class GCN(Workflow):

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from daskhpc._saved import load as load_saved
-from daskhpc._workflows import check_choice, checked_options, option
+from daskhpc._workflows import check_parts, checked_options, option
 from daskhpc.comm import CostModel, network_model, plan_network, rank_layouts
 from daskhpc.errors import InputError
 
@@ -29,10 +29,12 @@ from ._layouts import LAYOUTS, epoch_cost
 from ._model import init_params
 from ._plan import patterns
 
-__all__ = ["warm_params", "Options", "Setup", "prepare", "DEFAULTS", "validate_input", "choose"]
+__all__ = ["CommandOptions", "warm_params", "Options", "Setup", "prepare", "DEFAULTS",
+           "validate_input", "choose"]
 
 
 DTYPES = ("float64", "float32")
+ORDERS = ("auto", "aggregate", "transform")
 
 
 @dataclass
@@ -45,20 +47,21 @@ class Options:
 
     layers: tuple = option((16,), "hidden widths d_1,...,d_{L-1} (16: a 2-layer GCN)",
                            type=lambda text: parse_layers(text))
-    epochs: int = option(200, "epochs")
+    epochs: int = option(200, "epochs", bounds=(1, None))
     optimizer: str = option("adam", "adam, or sgd (plain gradient descent, eq. (5))",
                             choices=("adam", "sgd"), modes=("run",))
-    lr: float = option(0.01, "learning rate", modes=("run",))
+    lr: float = option(0.01, "learning rate", modes=("run",), bounds=(0, None),
+                       closed="neither")
     weight_decay: float = option(5e-4, "L2 on layer 1 (weight and bias), as PyG's example",
-                                 modes=("run",))
-    dropout: float = option(0.5, "dropout", modes=("run",))
+                                 modes=("run",), bounds=(0, None))
+    dropout: float = option(0.5, "dropout", modes=("run",), bounds=(0, 1), closed="left")
     bias: bool = option(True, "layers without bias", flag="--no-bias", modes=("run",))
     order: str = option("auto", "per layer: exchange rows of H (aggregate first, the "
                                 "paper's order: d_{k-1} words) or of H W (transform first: "
                                 "d_k words); auto transforms first where d_k < d_{k-1}",
-                        choices=("auto", "aggregate", "transform"))
+                        choices=ORDERS)
     eval_every: int = option(1, "evaluate (no dropout) every N epochs (0: only after the "
-                                "last)", modes=("run",))
+                                "last)", modes=("run",), bounds=(0, None))
     partition: str = option("hp", "rows by the column-net hypergraph (hp), the graph model "
                                   "(gp), uniformly random rows as the paper's RP (rp), "
                                   "balanced random (random), or the one the cost model "
@@ -67,7 +70,7 @@ class Options:
     partitioner: str = option("auto", "hypergraph backend for hp: auto, mtkahypar, kahypar, "
                                       "lp")
     epsilon: float = option(0.03, "allowed imbalance of the rows' nonzeros (the paper: "
-                                  "0.01)")
+                                  "0.01)", bounds=(0, 10), closed="left")
     weights: str = option("nnz", "what a row weighs when hp, gp and random balance the "
                                  "parts: its nonzeros in A_hat (nnz, the paper's) or in A_hat "
                                  "and its feature row (nnz+features: layer 1's sparse "
@@ -83,8 +86,10 @@ class Options:
     dtype: str = option("float64", "floating-point type of features, weights, messages and "
                                    "kernels (float32 halves the bytes exchanged)",
                         choices=DTYPES)
-    random_features: int = option(64, "feature width drawn for graphs without node data")
-    random_classes: int = option(8, "classes drawn for graphs without node data")
+    random_features: int = option(64, "feature width drawn for graphs without node data",
+                                  bounds=(1, None))
+    random_classes: int = option(8, "classes drawn for graphs without node data",
+                                 bounds=(2, None))
 
     def check(self) -> None:
         try:
@@ -95,26 +100,6 @@ class Options:
                              f"{self.layers!r}") from None
         if any(d < 1 for d in self.layers):
             raise InputError(f"--layers widths must be at least 1, got {self.layers}")
-        if int(self.epochs) < 1:
-            raise InputError(f"--epochs must be at least 1, got {self.epochs}")
-        if self.optimizer not in ("adam", "sgd"):
-            raise InputError(f"unknown --optimizer {self.optimizer!r}; choose adam or sgd")
-        if not (self.lr > 0 and np.isfinite(self.lr)):
-            raise InputError(f"--lr must be a positive number, got {self.lr}")
-        if not (self.weight_decay >= 0 and np.isfinite(self.weight_decay)):
-            raise InputError(f"--weight-decay must be >= 0, got {self.weight_decay}")
-        if not 0 <= self.dropout < 1:
-            raise InputError(f"--dropout must lie in [0, 1), got {self.dropout}")
-        check_choice("--order", self.order, ORDERS)
-        if int(self.eval_every) < 0:
-            raise InputError(f"--eval-every must be >= 0, got {self.eval_every}")
-        check_choice("--partition", self.partition, (*PARTITIONS, "auto"))
-        check_choice("--weights", self.weights, WEIGHTS)
-        if not 0 <= self.epsilon < 10:
-            raise InputError(f"--epsilon must lie in [0, 10), got {self.epsilon}")
-        check_choice("--dtype", self.dtype, DTYPES)
-        if int(self.random_features) < 1 or int(self.random_classes) < 2:
-            raise InputError("--random-features must be >= 1 and --random-classes >= 2")
 
     def evaluates(self, epoch: int) -> bool:
         """Whether epoch ``epoch`` also runs the evaluation forward pass."""
@@ -138,7 +123,38 @@ def parse_layers(text) -> tuple:
     except ValueError:
         raise InputError(f"--layers takes hidden widths like 16 or 32,16, got "
                          f"{text!r}") from None
-ORDERS = ("auto", "aggregate", "transform")
+
+
+@dataclass
+class CommandOptions(Options):
+    """The training options, and what only the command line spells as flags: the plan's
+    comparison with random rows, ``fit(minibatch=...)`` and ``fit(in_loop=...)``."""
+
+    compare: bool = option(True, "plan only: skip the comparison with random rows (RP)",
+                           flag="--no-compare", modes=("plan",))
+    minibatch: bool = option(False, "mini-batch training (one sampled batch per step, "
+                                    "section 4.3.3)", modes=("run",))
+    batch_size: float = option(0.5, "--minibatch: nodes per batch, a fraction (< 1) or a "
+                                    "count", modes=("run",))
+    steps: int = option(200, "--minibatch: batches drawn (those without a training node are "
+                             "skipped)", modes=("run",))
+    sampler: str = option("node", "--minibatch: GraphSAINT's node sampler or uniform nodes",
+                          choices=("node", "uniform"), modes=("run",))
+    shp: bool = option(True, "--minibatch: keep --partition instead of SHP (Algorithm 3)",
+                       flag="--no-shp", modes=("run",))
+    in_loop: str = option("auto", "run the steps in the workers' event loops (short steps)",
+                          choices=("auto", "yes", "no"), modes=("run",))
+
+    def fit_keywords(self) -> dict:
+        """``fit``'s keywords: the training options, ``minibatch`` and ``in_loop``."""
+        out = {k: getattr(self, k) for k in Options.__dataclass_fields__}
+        if self.minibatch:
+            size = self.batch_size
+            out["minibatch"] = {"batch_size": int(size) if size >= 1 else float(size),
+                                "steps": self.steps, "sampler": self.sampler,
+                                "shp": self.shp}
+        out["in_loop"] = {"auto": "auto", "yes": True, "no": False}[self.in_loop]
+        return out
 
 
 @dataclass(eq=False)
@@ -214,8 +230,8 @@ def validate_input(graph, nparts=None, **options) -> Graph:
     opts = checked_options(Options, options, "GCN")   # options first: they cost nothing
     g = as_graph(graph, symmetrize=opts.symmetrize, seed=opts.seed,
                  random_features=opts.random_features, random_classes=opts.random_classes)
-    if nparts is not None and int(nparts) > g.n:
-        raise InputError(f"more parts ({int(nparts)}) than nodes ({g.n})")
+    if nparts is not None:
+        check_parts(nparts, g.n, "nodes")
     return g
 
 
@@ -254,17 +270,11 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
     if opts.partition == "auto":        # the layout the cost model predicts fastest
         return choose(graph, nparts, network_model(plan_network(None)), features, labels,
                       split, partition_file=partition_file, **options)[1]
-    try:
-        K = int(nparts)
-    except (TypeError, ValueError):
-        raise InputError(f"--parts must be an integer, got {nparts!r}") from None
-    if K < 1:
-        raise InputError(f"--parts must be at least 1, got {K}")
+    K = check_parts(nparts)
     t0 = time.perf_counter()
     g = as_graph(graph, features, labels, split, symmetrize=opts.symmetrize, seed=opts.seed,
                  random_features=opts.random_features, random_classes=opts.random_classes)
-    if K > g.n:
-        raise InputError(f"more parts ({K}) than nodes ({g.n})")
+    check_parts(K, g.n, "nodes")
     for note in (random_data_note(g.source), undirected_note(g.source)):
         if note:                    # said where the data are made: the user must see it
             print(f"note: {note}", file=sys.stderr)

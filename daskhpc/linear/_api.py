@@ -22,7 +22,7 @@ import numpy as np
 from daskhpc._workflows import RunOptions
 from daskhpc.comm import run_local_history
 from daskhpc.io import is_collection
-from daskhpc.report import compare_arrays, new_report
+from daskhpc.report import compare_arrays, new_report, run_sections
 
 from . import _collect
 from ._job import linear_job
@@ -182,14 +182,7 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     else:
         out, s_full = _run_collection(client, s, job, nz, run, y, test, options)
     w = out.value
-    info = sections(s, out.history, command=run.command)
-    info["measured"] = dict(out.measured)
-    info["timing"].update(run_s=out.timing["run_s"],
-                          per_iteration_s=out.timing["per_iteration_s"],
-                          setup_s=out.timing.get("setup_s"))
-    info["recovery"] = out.recovery
-    info["execution"] = out.execution
-    info["placement"] = {str(p): out.placement.worker(p) for p in range(s.nparts)}
+    info = run_sections(sections(s, out.history, command=run.command), out, s.nparts)
     if run.check_serial:
         ser = run_serial(s if nz is None else s_full, epochs=len(out.history))
         check = compare_arrays([(w, model(s, ser["w"]))], rtol=1e-12)

@@ -16,30 +16,13 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from daskhpc import datasets
-from daskhpc._workflows import Call, RunOptions, Workflow, option
+from daskhpc._workflows import Call, RunOptions, Workflow
 
 from . import _api
-from ._setup import Options, validate_input
+from ._setup import CommandOptions, validate_input
 
 __all__ = ["Linear"]
-
-
-@dataclass
-class CommandOptions(Options):
-    """The training options and the test file."""
-
-    test: str | None = option(None, "LIBSVM test file (a9a.t): test loss and accuracy "
-                                    "after every epoch", metavar="FILE")
-
-    def fit_keywords(self, read=None) -> dict:
-        """``fit``'s keywords; with ``read`` (the data ``check`` read, test set included)
-        no test file is named again."""
-        out = {k: getattr(self, k) for k in Options.__dataclass_fields__}
-        test = None if self.test is None or read is not None else datasets.resolve(self.test)
-        return dict(out, test=test)
 
 
 class Linear(Workflow):

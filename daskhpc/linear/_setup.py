@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from daskhpc import datasets
 from daskhpc.allreduce import (
     ALGORITHMS,
     CANDIDATES,
@@ -42,15 +43,15 @@ from daskhpc.allreduce import (
     make,
 )
 from daskhpc._saved import load as load_saved
-from daskhpc._workflows import check_choice, checked_options, option
+from daskhpc._workflows import check_parts, checked_options, option
 from daskhpc.errors import InputError
 
 from ._data import LinearData, load
 from ._kernels import LOSSES, batch_features
 from ._update import PENALTIES, SCHEDULES, curvature, row_weights
 
-__all__ = ["warm_weights", "Options", "Setup", "prepare", "setup_of", "permutation",
-           "validate_input"]
+__all__ = ["CommandOptions", "warm_weights", "Options", "Setup", "prepare", "setup_of",
+           "permutation", "validate_input"]
 
 #: ``--batch auto``: the least B (Renggli's mini-batch, and every B with one part)
 MIN_BATCH = 8
@@ -67,19 +68,19 @@ class Options:
     """Training options (the CLI flags of the same names); defaults: docs/linear.md."""
 
     loss: str = option("log", "log (logistic regression) or hinge (linear SVM)",
-                       choices=("log", "hinge"))
+                       choices=tuple(LOSSES))
     batch: int | str = option("auto", "B, rows per part and iteration, or auto: enough rows "
                                       "that a step's rows cost what its modelled allreduce "
                                       "costs, at most 1/256 of a part's rows, at least 8 "
                                       "(docs/linear.md)",
                               metavar="B|auto", type=lambda v: parse_batch(v))
-    epochs: int = option(5, "epochs (at most, with --tol)")
+    epochs: int = option(5, "epochs (at most, with --tol)", bounds=(1, None))
     tol: float | None = option(None, "stop once the training objective has not gone below "
                                      "its best by tol for --n-iter-no-change epochs in a "
                                      "row (scikit-learn's rule); default: every epoch runs",
-                               type=float)
+                               type=float, bounds=(0, None))
     n_iter_no_change: int = option(5, "epochs without improvement that stop a run with "
-                                      "--tol", metavar="N")
+                                      "--tol", metavar="N", bounds=(1, None))
     learning_rate: str = option("optimal", "per-sample step-size schedule over t, the rows "
                                            "used so far: optimal 1/(reg (t0 + t)) (Bottou's "
                                            "t0), constant lr, invscaling lr/(t+1)^power_t; "
@@ -87,14 +88,15 @@ class Options:
                                            "(L the loss's curvature bound)",
                                 choices=SCHEDULES)
     lr: float = option(0.5, "eta0, the per-sample step size of --learning-rate constant "
-                            "and invscaling")
-    power_t: float = option(0.5, "exponent of --learning-rate invscaling")
+                            "and invscaling", bounds=(0, None), closed="neither")
+    power_t: float = option(0.5, "exponent of --learning-rate invscaling", bounds=(0, None))
     reg: float = option(1e-4, "alpha, the regularisation strength, applied by every part to "
-                              "its copy of w")
+                              "its copy of w", bounds=(0, None))
     penalty: str = option("l2", "the regulariser: l2, l1 (a cumulative proximal step: "
                                 "exact zeros) or elasticnet (--l1-ratio of it L1)",
                           choices=PENALTIES)
-    l1_ratio: float = option(0.15, "the L1 share of --penalty elasticnet (scikit-learn's)")
+    l1_ratio: float = option(0.15, "the L1 share of --penalty elasticnet (scikit-learn's)",
+                             bounds=(0, 1))
     class_weight: str | dict | None = option(
         None, "weights of the rows' losses per label: 'balanced' (n / (classes x count)) "
               "or 'LABEL:W,LABEL:W' (others 1); default: all 1", metavar="balanced|L:W,...",
@@ -103,7 +105,8 @@ class Options:
                                           "'approx' (section 2.4.1, with --k); default: "
                                           "the full sparse gradient",
                                     type=lambda v: parse_topk(v))
-    k: int | None = option(None, "expected items of --topk approx", type=int)
+    k: int | None = option(None, "expected items of --topk approx", type=int,
+                           bounds=(1, None))
     error_feedback: bool = option(True, "Top-k without the residual (for comparison)",
                                   flag="--no-error-feedback")
     allreduce: str = option("auto", "the sparse allreduce of the gradients: auto (the "
@@ -124,30 +127,15 @@ class Options:
     seed: int = option(0, "seed of the row shares and the batches")
     n_features: int | None = option(None, "the width of the training and test data (LIBSVM "
                                           "files state only their largest index; default: "
-                                          "the training file's)", type=int)
+                                          "the training file's)", type=int,
+                                  bounds=(1, None))
 
     def check(self) -> None:
-        check_choice("--loss", self.loss, LOSSES)
+        """What the declarations cannot say (the kit checked them)."""
         self.batch = parse_batch(self.batch)
-        for name in ("epochs", "n_iter_no_change"):
-            if int(getattr(self, name)) < 1:
-                raise InputError(f"--{name.replace('_', '-')} must be at least 1, got "
-                                 f"{getattr(self, name)}")
-        if self.tol is not None and not (np.isfinite(self.tol) and self.tol >= 0):
-            raise InputError(f"--tol must be a number >= 0, got {self.tol}")
-        if not (np.isfinite(self.lr) and self.lr > 0):
-            raise InputError(f"--lr must be a positive number, got {self.lr}")
-        for name in ("reg", "power_t"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v >= 0):
-                raise InputError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
-        check_choice("--learning-rate", self.learning_rate, SCHEDULES)
         if self.learning_rate == "optimal" and not self.reg > 0:
             raise InputError("--learning-rate optimal needs --reg > 0 (its steps are "
                              "1 / (reg (t0 + t))); choose another schedule for --reg 0")
-        check_choice("--penalty", self.penalty, PENALTIES)
-        if not (np.isfinite(self.l1_ratio) and 0.0 <= self.l1_ratio <= 1.0):
-            raise InputError(f"--l1-ratio must lie in [0, 1], got {self.l1_ratio}")
         cw = self.class_weight
         if isinstance(cw, str):
             self.class_weight = cw = parse_class_weight(cw)
@@ -160,16 +148,10 @@ class Options:
                         and np.isfinite(weight) and weight >= 0):
                     raise InputError(f"--class-weight: the weight of {label!r} must be a "
                                      f"number >= 0, got {weight!r}")
-        if self.allreduce != "auto" and self.allreduce not in ALGORITHMS:
-            raise InputError(f"unknown --allreduce {self.allreduce!r}; choose auto or one "
-                             f"of {sorted(ALGORITHMS)}")
-        if self.n_features is not None and not (
-                isinstance(self.n_features, (int, np.integer)) and self.n_features >= 1):
-            raise InputError(f"--n-features must be a positive integer, got {self.n_features!r}")
         t = self.topk
         if t is not None and t != "approx" and not (isinstance(t, (int, np.integer)) and t >= 1):
             raise InputError(f"--topk must be a positive integer or 'approx', got {t!r}")
-        if t == "approx" and not (self.k is not None and self.k >= 1):
+        if t == "approx" and self.k is None:
             raise InputError("--topk approx needs --k, the expected number of items")
 
 
@@ -261,6 +243,21 @@ def parse_topk(value):
         return int(value)
     except ValueError:
         raise InputError(f"--topk must be an integer or 'approx', got {value!r}") from None
+
+
+@dataclass
+class CommandOptions(Options):
+    """The training options and the test file."""
+
+    test: str | None = option(None, "LIBSVM test file (a9a.t): test loss and accuracy "
+                                    "after every epoch", metavar="FILE")
+
+    def fit_keywords(self, read=None) -> dict:
+        """``fit``'s keywords; with ``read`` (the data ``check`` read, test set included)
+        no test file is named again."""
+        out = {k: getattr(self, k) for k in Options.__dataclass_fields__}
+        test = None if self.test is None or read is not None else datasets.resolve(self.test)
+        return dict(out, test=test)
 
 
 @dataclass(eq=False)
@@ -397,16 +394,9 @@ def validate_input(X, nparts=None, *, test=None, **options) -> LinearData:
     """
     opts = checked_options(Options, options, "linear")   # options first: they cost nothing
     data = load(X, None, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
-    _check_parts(nparts, data)
+    check_parts(1 if nparts is None else nparts, data.X.shape[0], "rows")
     row_weights(opts.class_weight, data.y, data.classes, data.nclasses)   # labels known
     return data
-
-
-def _check_parts(nparts, data: LinearData) -> int:
-    P, M = int(nparts or 1), data.X.shape[0]
-    if not 1 <= P <= M:
-        raise InputError(f"--parts must lie in [1, {M}] (rows), got {nparts}")
-    return P
 
 
 def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
@@ -432,7 +422,7 @@ def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
 def setup_of(opts: Options, data: LinearData, nparts, t0: float) -> Setup:
     """The Setup of checked options and loaded data (``prepare``'s second half; a Dask
     collection's data come with the pattern of X only: ``_collect``)."""
-    P = _check_parts(nparts, data)
+    P = check_parts(1 if nparts is None else nparts, data.X.shape[0], "rows")
     M = data.X.shape[0]
     perm = np.random.default_rng([int(opts.seed), 3]).permutation(M)
     rows = [np.sort(c) for c in np.array_split(perm, P)]

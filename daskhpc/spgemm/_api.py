@@ -27,7 +27,7 @@ from ._grid import Grid
 from ._layouts import grids, multiply_cost
 from ._memory import warm_up
 from ._plan import plan_sections
-from ._prep import like_input
+from ._data import like_input
 from ._result import SpgemmResult
 from ._serial import serial_check, serial_multiply
 from ._saving import pieces_descriptor, prepare_save
@@ -193,7 +193,7 @@ def _sources(client, a, b, columns, values: bool) -> tuple[dict, dict]:
 
 def as_given(res: SpgemmResult, *inputs) -> SpgemmResult:
     """``res`` with C as the kind of matrix the user gave (spmatrix in, csr_matrix out;
-    :func:`~daskhpc.spgemm._prep.like_input`)."""
+    :func:`~daskhpc.spgemm._data.like_input`)."""
     kept = like_input(res.matrix, *inputs)
     if res.value is res.matrix:
         res.value = kept

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from daskhpc.errors import InputError
 from daskhpc.spgemm._consumers import MaskedSum, Prune
 from daskhpc.spgemm._api import as_given, multiply
-from daskhpc.spgemm._prep import like_input, matrix_of
+from daskhpc.spgemm._data import like_input, matrix_of
 
 __all__ = ["aat", "triangle_count", "mcl_step", "column_stochastic"]
 

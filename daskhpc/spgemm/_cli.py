@@ -12,72 +12,15 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-
 import scipy.sparse as sp
 
-from daskhpc._workflows import Call, RunOptions, Workflow, option
+from daskhpc._workflows import Call, RunOptions, Workflow
 from daskhpc.errors import InputError
 from daskhpc.report import new_report
 
+from ._setup import Options, parse_batches
+
 __all__ = ["Spgemm"]
-
-
-@dataclass
-class Options:
-    """The command's options (``multiply``'s keywords, and the inputs' second factor)."""
-
-    b: str | None = option(None, "second factor B (default: A)", metavar="B")
-    aat: bool = option(False, "multiply A by its transpose")
-    grid: str | None = option(None, "QxQxL process grid (default: --parts cells, one per "
-                                    "part, in square layers; without --parts one layer of "
-                                    "one or two cells a worker where the worker count "
-                                    "allows, 2 workers 2x2x1, 8 workers 4x4x1, else one "
-                                    "cell a worker, 12 workers 2x2x3), or auto: the grid of "
-                                    "--parts cells (one a worker) the cost model predicts "
-                                    "fastest on --network")
-    layers: int | None = option(None, "layers l when the grid comes from the worker count "
-                                      "(default: chosen)", type=int)
-    memory_per_worker: str | None = option(None, "budget per worker, e.g. 512MB")
-    batches: str = option("auto", "auto (Symbolic3D) or a number of batches")
-    permute: bool = option(True, "keep the given row/column order (default: a seeded "
-                                 "random permutation, for load balance)",
-                           flag="--no-permute")
-    seed: int = option(0, "seed of the permutation")
-    alpha: float | None = option(None, "latency per message (s)", type=float,
-                                 modes=("plan",))
-    beta: float | None = option(None, "seconds per byte", type=float, modes=("plan",))
-    consume: str = option("keep", "keep | count | write:DIR | prune:K | threshold:X",
-                          modes=("run",))
-    window: int = option(1, "batches in flight", modes=("run",))
-    local: str = option("fused", "fused: one accumulator over all stages; staged: the "
-                                 "paper's Local-Multiply per stage + Merge-Layer",
-                        choices=("fused", "staged"), modes=("run",))
-    semiring: str = option("plus_times", "(add, multiply) of C(i,j) = add_k A(i,k)*B(k,j) "
-                                         "over the stored entries (GraphBLAS semantics)",
-                           choices=("plus_times", "min_plus", "max_plus", "max_times",
-                                    "or_and", "plus_pair"))
-    mask: str | None = option(None, "C<M>: keep only the entries of C stored in the matrix "
-                                    "FILE (read like A; C's shape)", metavar="FILE")
-    mask_complement: bool = option(False, "C<!M>: keep only the entries NOT in --mask")
-
-    def check(self) -> None:
-        from ._memory import parse_bytes
-
-        if self.window < 1:
-            raise InputError(f"--window must be at least 1 (batches in flight), not "
-                             f"{self.window}")
-        _batches(self.batches)
-        if self.memory_per_worker is not None:
-            parse_bytes(self.memory_per_worker)
-        if self.grid and self.grid != "auto":
-            from ._grid import Grid
-
-            Grid.parse(self.grid)
-        if self.b and self.aat:
-            raise InputError("--b and --aat exclude each other")
-        if self.mask_complement and not self.mask:
-            raise InputError("--mask-complement needs --mask FILE")
 
 
 class Spgemm(Workflow):
@@ -96,7 +39,7 @@ class Spgemm(Workflow):
         import os
 
         from ._consumers import Write, parse_consumer
-        from ._prep import check_inputs
+        from ._data import check_inputs
 
         consumer = parse_consumer(call.options.consume)
         if isinstance(consumer, Write):          # the workers write there: it must exist
@@ -127,7 +70,7 @@ class Spgemm(Workflow):
         model = rows = None
         if call.network is not None or o.grid == "auto":
             model = network_model(plan_network(call.network))
-        kw = dict(memory_per_worker=o.memory_per_worker, batches=_batches(o.batches),
+        kw = dict(memory_per_worker=o.memory_per_worker, batches=parse_batches(o.batches),
                   seed=_seed(o), alpha=o.alpha, beta=o.beta, semiring=o.semiring,
                   mask=_mask(o, a, b), complement=o.mask_complement)
         if o.grid == "auto":
@@ -160,7 +103,7 @@ class Spgemm(Workflow):
             if run.network is not None:       # the given grid's prediction
                 _, rows, model = _auto_grid(o, a, b, call.parts, run, [grid])
         res = multiply(a, b, grid=grid, memory_per_worker=o.memory_per_worker,
-                       local=o.local, batches=_batches(o.batches), consume=o.consume,
+                       local=o.local, batches=parse_batches(o.batches), consume=o.consume,
                        window=o.window, seed=_seed(o), semiring=o.semiring,
                        mask=_mask(o, a, b), complement=o.mask_complement, run=run)
         res.info["input"] = info
@@ -260,7 +203,7 @@ def _auto_grid(o: Options, a, b, parts, run, candidates=None):
     model = network_for(run.network, run.client, exchange_mode(run.exchange), auto=True)
     grid, rows = choose_grid(a, b, parts or len(workers), model, candidates,
                              workers=len(workers), memory_per_worker=o.memory_per_worker,
-                             batches=_batches(o.batches), seed=_seed(o),
+                             batches=parse_batches(o.batches), seed=_seed(o),
                              semiring=o.semiring, mask=_mask(o, a, b),
                              complement=o.mask_complement)
     return grid, rows, model
@@ -283,15 +226,3 @@ def demo(client) -> dict:
                     input={"path": "daskhpc.datasets.cora", "shape": list(a.shape),
                            "nnz": int(a.nnz)})
     return res.report()
-
-
-def _batches(text):
-    if text in (None, "auto"):
-        return "auto"
-    try:
-        n = int(text)
-    except (TypeError, ValueError):
-        n = 0
-    if n < 1:
-        raise InputError(f"--batches must be auto or a positive integer, not {text!r}")
-    return n

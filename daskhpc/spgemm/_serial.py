@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from daskhpc.errors import InputError
 
 from ._kernels import SEMIRINGS
-from ._prep import like_input
+from ._data import like_input
 from ._result import SpgemmResult, reference_name, serial_statement
 from ._setup import Setup
 
@@ -27,7 +27,7 @@ def serial_multiply(a, b=None, *, semiring: str = "plus_times", mask=None,
     ``spmatrix``, as :func:`multiply` gives), with :func:`multiply`'s ``semiring``,
     ``mask`` and ``complement``: plus_times is scipy's single-threaded product (masked
     by scipy); another semiring is the one-cell product of the local kernel."""
-    from ._prep import check_inputs
+    from ._data import check_inputs
     from ._setup import check_mask, check_semiring
 
     a2, b2 = check_inputs(a, a if b is None else b)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc._workflows import check_bounds, option
 from daskhpc.errors import InputError
 
 from ._block import CscBlock
@@ -29,11 +30,64 @@ from ._kernels import SEMIRINGS
 from ._grid import Grid, Layout
 from ._local import semiring_code
 from ._memory import parse_bytes
-from ._prep import as_csr, check_inputs, localize, permutations
+from ._data import as_csr, check_inputs, localize, permutations
 from ._symbolic import BYTES_PER_UNMERGED, planned_batches
 
-__all__ = ["Setup", "prepare", "fingerprint", "matrix_digest", "check_semiring", "check_mask",
-           "KEEPS"]
+__all__ = ["Options", "parse_batches", "Setup", "prepare", "fingerprint", "matrix_digest",
+           "check_semiring", "check_mask", "KEEPS"]
+
+
+@dataclass
+class Options:
+    """The command's options (``multiply``'s keywords, and the inputs' second factor)."""
+
+    b: str | None = option(None, "second factor B (default: A)", metavar="B")
+    aat: bool = option(False, "multiply A by its transpose")
+    grid: str | None = option(None, "QxQxL process grid (default: --parts cells, one per "
+                                    "part, in square layers; without --parts one layer of "
+                                    "one or two cells a worker where the worker count "
+                                    "allows, 2 workers 2x2x1, 8 workers 4x4x1, else one "
+                                    "cell a worker, 12 workers 2x2x3), or auto: the grid of "
+                                    "--parts cells (one a worker) the cost model predicts "
+                                    "fastest on --network")
+    layers: int | None = option(None, "layers l when the grid comes from the worker count "
+                                      "(default: chosen)", type=int)
+    memory_per_worker: str | None = option(None, "budget per worker, e.g. 512MB")
+    batches: str = option("auto", "auto (Symbolic3D) or a number of batches")
+    permute: bool = option(True, "keep the given row/column order (default: a seeded "
+                                 "random permutation, for load balance)",
+                           flag="--no-permute")
+    seed: int = option(0, "seed of the permutation")
+    alpha: float | None = option(None, "latency per message (s)", type=float,
+                                 modes=("plan",))
+    beta: float | None = option(None, "seconds per byte", type=float, modes=("plan",))
+    consume: str = option("keep", "keep | count | write:DIR | prune:K | threshold:X",
+                          modes=("run",))
+    window: int = option(1, "batches in flight", modes=("run",), bounds=(1, None))
+    local: str = option("fused", "fused: one accumulator over all stages; staged: the "
+                                 "paper's Local-Multiply per stage + Merge-Layer",
+                        choices=("fused", "staged"), modes=("run",))
+    semiring: str = option("plus_times", "(add, multiply) of C(i,j) = add_k A(i,k)*B(k,j) "
+                                         "over the stored entries (GraphBLAS semantics)",
+                           choices=("plus_times", "min_plus", "max_plus", "max_times",
+                                    "or_and", "plus_pair"))
+    mask: str | None = option(None, "C<M>: keep only the entries of C stored in the matrix "
+                                    "FILE (read like A; C's shape)", metavar="FILE")
+    mask_complement: bool = option(False, "C<!M>: keep only the entries NOT in --mask")
+
+    def check(self) -> None:
+        from ._memory import parse_bytes
+
+        parse_batches(self.batches)
+        if self.memory_per_worker is not None:
+            parse_bytes(self.memory_per_worker)
+        if self.grid and self.grid != "auto":
+            Grid.parse(self.grid)
+        if self.b and self.aat:
+            raise InputError("--b and --aat exclude each other")
+        if self.mask_complement and not self.mask:
+            raise InputError("--mask-complement needs --mask FILE")
+
 
 #: Where a kept C ends (``multiply(keep=...)``).
 KEEPS = ("client", "workers")
@@ -162,8 +216,7 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
     consumer = consume if isinstance(consume, Consumer) else parse_consumer(consume)
     if local not in ("staged", "fused"):
         raise InputError(f"local must be 'staged' or 'fused', not {local!r}")
-    if int(window) < 1:
-        raise InputError(f"--window must be at least 1, not {window}")
+    check_bounds("--window", window, 1)
     if keep not in KEEPS:
         raise InputError(f"keep must be one of {', '.join(map(repr, KEEPS))}, not {keep!r}")
     if keep == "workers" and not consumer.keeps:
@@ -171,13 +224,7 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
                          f"threshold:X), not {consumer!r}")
     g = Grid.for_workers(nworkers) if grid is None else \
         grid if isinstance(grid, Grid) else Grid.parse(grid)
-    if batches != "auto":
-        try:
-            batches = int(batches)
-        except (TypeError, ValueError):
-            batches = 0
-        if batches < 1:
-            raise InputError(f"--batches must be auto or a positive integer, not {batches}")
+    batches = parse_batches(batches)
     mem = None if memory_per_worker is None else parse_bytes(memory_per_worker)
     shape = (a.shape[0], a.shape[1], b.shape[1])
     lay1 = Layout(g, shape, 1)
@@ -279,3 +326,22 @@ def fingerprint(s: Setup) -> dict:
     if s.semiring or s.complement:          # so that older checkpoints still match
         fp.update(semiring=s.semiring_name, complement=s.complement)
     return fp
+
+
+def parse_batches(text):
+    """``--batches``: ``auto`` or a positive integer.
+
+    Examples
+    --------
+    >>> parse_batches("auto"), parse_batches("3")
+    ('auto', 3)
+    """
+    if text in (None, "auto"):
+        return "auto"
+    try:
+        n = int(text)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise InputError(f"--batches must be auto or a positive integer, not {text!r}")
+    return n

@@ -20,10 +20,11 @@ import time
 
 import numpy as np
 
-from daskhpc._workflows import RunOptions, checked_options
+from daskhpc._workflows import RunOptions, check_parts, checked_options
 from daskhpc.errors import InputError
 from daskhpc.comm import network_model, plan_network
-from daskhpc.report import compare_arrays, new_report, ratio_or_none, unavailable
+from daskhpc.report import (compare_arrays, new_report, ratio_or_none, run_sections,
+                            unavailable)
 
 from ._layouts import epoch_cost
 from ._serial import run_serial, value_quality
@@ -118,8 +119,8 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
 def _collection_first(options, nparts, run) -> None:
     """What a collection run can refuse before it reads anything."""
     checked_options(Options, options, "SSGD")
-    if nparts is not None and (int(nparts) != nparts or nparts < 1):
-        raise InputError(f"--parts must be a positive integer, got {nparts}")
+    if nparts is not None:
+        check_parts(nparts)
 
 
 def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, placement,
@@ -155,25 +156,16 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
     else:
         out = _run_collection(client, s, job, run, low_latency, placement)
     W, H = out.value
-    info = sections(s, out.history, W=W, H=H, command=run.command)
-    measured = dict(out.measured)
-    if "planned_bytes" in measured:
-        measured["epochs_measured"] = sum(1 for h in out.history if "measured_bytes" in h)
-    owner = [out.placement.worker(p) for p in range(s.K)]
-    measured["parts_per_worker"] = s.K / len(set(owner))
-    info["measured"] = measured
-    info["timing"].update(run_s=out.timing["run_s"],
-                          per_iteration_s=out.timing["per_iteration_s"])
-    info["plan"].update(epoch_cost(s, model, *placed_hosts(client, out.placement))
-                        .section(model))
-    if layouts is not None:
-        info["layouts"] = layouts
-    info["placement"] = {str(p): w for p, w in enumerate(owner)}
-    info["execution"] = {**out.execution, "exchange": exchange}
-    rec = dict(out.recovery)
+    info = run_sections(sections(s, out.history, W=W, H=H, command=run.command), out, s.K,
+                        cost=epoch_cost(s, model, *placed_hosts(client, out.placement))
+                        .section(model), layouts=layouts)
+    if "planned_bytes" in info["measured"]:
+        info["measured"]["epochs_measured"] = sum(1 for h in out.history
+                                                  if "measured_bytes" in h)
+    info["execution"]["exchange"] = exchange
+    rec = info["recovery"]
     rec["recoveries"] = [{**r, "restart_epoch": r["restart"]} for r in rec["recoveries"]]
     rec.update(resumed_from_epoch=rec["resumed_from"], epochs_saved=rec["saved"])
-    info["recovery"] = rec
     if run.check_serial:
         from ._collect import full_setup
 

@@ -16,7 +16,7 @@
 Examples
 --------
 >>> import numpy as np
->>> from daskhpc.ssgd._problem import as_ratings
+>>> from daskhpc.ssgd._data import as_ratings
 >>> r = as_ratings((np.array([0, 1, 2, 3]), np.array([0, 1, 2, 0]), np.ones(4)))
 >>> a = assign(r, 2, partition="random", seed=0)
 >>> np.bincount(a.row_parts).tolist(), np.bincount(a.col_blocks).tolist()
@@ -37,7 +37,7 @@ from daskhpc.hypergraph import Hypergraph, column_net, partition as hg_partition
 from daskhpc.hypergraph import read_pair_file
 from daskhpc.hypergraph import read_part_file
 
-from ._problem import Ratings
+from ._data import Ratings
 
 __all__ = ["Assignment", "assign", "random_col_blocks", "partition_report", "imbalance_floor",
            "PARTITIONS", "read_partition"]
@@ -139,7 +139,7 @@ def row_weights(train: Ratings, rank: int) -> Hypergraph:
 
     Examples
     --------
-    >>> from daskhpc.ssgd._problem import as_ratings
+    >>> from daskhpc.ssgd._data import as_ratings
     >>> h = row_weights(as_ratings(([0, 0, 1], [0, 1, 1], [1.0, 2.0, 3.0])), 8)
     >>> h.num_vertices, h.num_pins, h.vertex_weights.ravel().tolist()
     (2, 0, [2, 1])

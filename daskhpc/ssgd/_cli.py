@@ -35,7 +35,7 @@ class SSGD(Workflow):
         """Read and validate the ratings once (empty rows dropped or refused, ids mapped),
         and the partition file against them when ``--parts`` is given."""
         from ._assign import read_partition
-        from ._problem import check_parts
+        from ._data import check_parts
 
         if _collection(call.inputs):
             from daskhpc.io import ratings_files

@@ -11,7 +11,7 @@ keeps the pins (what the split, the partition and the plans need) and never a ra
   checkpoint digest and the final objective are computed there, on the very arrays the
   file path computes them on, so every number is the same bit for bit;
 * every part's ratings, block by block and then its test ratings, in the order
-  :func:`~daskhpc.ssgd._partdata.part_data` puts them, are routed to the part's worker
+  :func:`~daskhpc.ssgd._parts.part_data` puts them, are routed to the part's worker
   (:func:`daskhpc.io.route`) and put into its ``PartData`` there (``with_values``).
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 from daskhpc.errors import InputError
 
 from ._input import Input
-from ._problem import Ratings, holdout_mask, placeholder
+from ._data import Ratings, holdout_mask, placeholder
 
 __all__ = ["read_input", "Values", "with_values", "full_setup"]
 
@@ -99,7 +99,7 @@ class Values:
         self.is_test = None
 
     def hold_out(self, test_fraction: float, seed: int) -> dict:
-        """Split as :func:`~daskhpc.ssgd._problem.split` does; route the training and
+        """Split as :func:`~daskhpc.ssgd._data.split` does; route the training and
         test ratings to the keeper; returns its ``mean``, ``clip`` and ``digest``."""
         n = self.nz.nnz
         self.is_test = is_test = holdout_mask(n, test_fraction, seed)

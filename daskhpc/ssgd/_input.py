@@ -22,7 +22,7 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-from ._problem import FileNames, Ratings, as_ratings, raw_ratings
+from ._data import FileNames, Ratings, as_ratings, raw_ratings
 
 __all__ = ["Input", "load"]
 
@@ -66,7 +66,7 @@ class Input:
 
     def name(self, axis: int, i: int) -> str:
         """How the user's file names row (``axis`` 0) or column ``i`` of ``ratings``
-        (see :class:`~daskhpc.ssgd._problem.FileNames`)."""
+        (see :class:`~daskhpc.ssgd._data.FileNames`)."""
         return FileNames(self.index_maps, self.base, self.format)(axis, i)
 
 

@@ -43,7 +43,7 @@ from daskhpc.runtime import AttemptGraph, Exchange, GraphJob, Placement, registe
 
 from . import _tasks
 from ._graph import STEP, WindowGraph
-from ._partdata import all_part_data
+from ._parts import all_part_data
 from ._serial import assemble
 from ._checkpoint import fingerprint, restore, save_partition
 from ._kernels import learning_rate

@@ -25,7 +25,7 @@ from ._assign import Assignment, assign, partition_report
 from ._input import Input, load
 from ._layouts import LAYOUTS, epoch_cost
 from ._plan import STRATEGIES, Layout
-from ._problem import Ratings, check_parts, split
+from ._data import Ratings, check_parts, split
 from ._runplan import RunPlan
 from ._strata import RingStrata
 
@@ -54,10 +54,10 @@ class Options:
         """The biases' regularisation (``reg_bias``, or ``reg``)."""
         return float(self.reg if self.reg_bias is None else self.reg_bias)
 
-    rank: int = option(16, "F, latent factors")
-    epochs: int = option(20, "SGD epochs")
+    rank: int = option(16, "F, latent factors", bounds=(1, None))
+    epochs: int = option(20, "SGD epochs", bounds=(1, None))
     strategy: str = option("hc", "communication: dense blocks (dsgd), P2P d-gap rows (p2p), "
-                                 "Hold-and-Combine (hc)", choices=("dsgd", "p2p", "hc"))
+                                 "Hold-and-Combine (hc)", choices=STRATEGIES)
     partition: str = option("hp", "row partition: hypergraph, SOED objective (hp), seeded "
                                   "balanced random (random), or the one the cost model "
                                   "predicts fastest on --network (auto)",
@@ -65,23 +65,25 @@ class Options:
     partitioner: str = option("auto", "hypergraph partitioner for --partition hp: auto "
                                       "(Mt-KaHyPar, or label propagation where Mt-KaHyPar "
                                       "would take minutes), mtkahypar, kahypar, lp")
-    epsilon: float = option(0.03, "allowed nonzero imbalance of the row blocks")
+    epsilon: float = option(0.03, "allowed nonzero imbalance of the row blocks",
+                            bounds=(0, None))
     strata: str = option("ring", "ring strata with a fixed seed, or a new ring seed every "
                                  "epoch", choices=("ring", "random"))
     ring_seed: int = option(0, "seed of the ring")
-    lr: float = option(0.02, "initial learning rate")
-    reg: float = option(0.1, "L2 regularisation of the factors")
+    lr: float = option(0.02, "initial learning rate", bounds=(0, None), closed="neither")
+    reg: float = option(0.1, "L2 regularisation of the factors", bounds=(0, None))
     biased: bool = option(False, "the biased model mu + b_u + b_i + w_u.h_i (Koren; Surprise's "
                                  "SVD): every exchanged H row carries its bias (one word)")
     reg_bias: float | None = option(None, "L2 regularisation of the biases (--biased; "
-                                          "default: --reg)", type=float)
+                                          "default: --reg)", type=float, bounds=(0, None))
     init_scale: float | None = option(None, "initial factors U[0, s) (default: 2 sqrt(mean "
                                             "rating / F), so that w.h starts near the mean); "
                                             "--biased: U[-s/2, s/2) (default s = 0.35, std 0.1)",
                                       type=float)
-    test_fraction: float = option(0.1, "ratings held out for the test RMSE")
+    test_fraction: float = option(0.1, "ratings held out for the test RMSE", bounds=(0, 1),
+                                  closed="left")
     eval_every: int | None = option(1, "test RMSE every N epochs (0: after the last one "
-                                       "only)", modes=("run",))   # None: never (plan)
+                                       "only)", modes=("run",), bounds=(0, None))  # None: never
     seed: int = option(0, "seed of the initial factors, the split and random partitions")
     method: str = option("bitwise", "d-gap rows by Algorithm 2 (bitwise) or the "
                                     "connectivity sets (the same rows)", flag="--d-gap",
@@ -99,29 +101,6 @@ class Options:
     order_plugin: bool = option(True, "do not register the stratum-order scheduler plugin",
                                 flag="--no-order-plugin", modes=("run",))
     format: str | None = option(None, cli=False)   # reader format (the common --format)
-
-    def check(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise InputError(f"unknown --strategy {self.strategy!r}; choose one of "
-                             f"{list(STRATEGIES)}")
-        for name in ("rank", "epochs"):
-            if int(getattr(self, name)) < 1:
-                raise InputError(f"--{name} must be at least 1, got {getattr(self, name)}")
-        if not (self.lr > 0 and np.isfinite(self.lr)):
-            raise InputError(f"--lr must be a positive number, got {self.lr}")
-        if not (self.reg >= 0 and np.isfinite(self.reg)):
-            raise InputError(f"--reg must be a non-negative number, got {self.reg}")
-        if self.reg_bias is not None and not (self.reg_bias >= 0 and np.isfinite(self.reg_bias)):
-            raise InputError(f"--reg-bias must be a non-negative number, got {self.reg_bias}")
-        if self.eval_every is not None and self.eval_every < 0:
-            raise InputError(f"--eval-every must be >= 0, got {self.eval_every}")
-        if not (self.epsilon >= 0 and np.isfinite(self.epsilon)):
-            raise InputError(f"--epsilon must be a number >= 0 (an allowed imbalance such as "
-                             f"0.03), not {self.epsilon}")
-        if not 0.0 <= self.test_fraction < 1.0:
-            raise InputError(f"--test-fraction must lie in [0, 1), got {self.test_fraction}")
-        if self.method not in ("bitwise", "connectivity"):
-            raise InputError(f"unknown d-gap method {self.method!r}")
 
 
 DEFAULTS = Options()
@@ -230,7 +209,7 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     Parameters
     ----------
     data
-        Anything :func:`daskhpc.ssgd._problem.as_ratings` accepts, or the
+        Anything :func:`daskhpc.ssgd._data.as_ratings` accepts, or the
         :class:`~daskhpc.ssgd._input.Input` :func:`~daskhpc.ssgd._input.load` made (read
         once, e.g. by the CLI's check before the cluster starts).
     nparts : int

@@ -20,7 +20,7 @@ import numpy as np
 from daskhpc.arrays import unique_sorted
 from daskhpc.errors import InputError
 
-from ._problem import Ratings
+from ._data import Ratings
 
 __all__ = ["power_law_ratings", "write_ratings_csv", "write_ratings_parquet"]
 

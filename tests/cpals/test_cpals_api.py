@@ -65,7 +65,7 @@ def test_cli_plan_gives_the_full_report(shared_data):
 def test_cli_partition_file_round_trip(tmp_path, shared_data):
     """A partition saved by `daskhpc partition tensor-fine` (one part per nonzero) gives
     the same plan as the partition it came from."""
-    from daskhpc.cpals._partition import random_parts
+    from daskhpc.cpals._assign import random_parts
 
     path = str(shared_data / "tensors" / "nations_head_rel_tail.tns")
     X = cp.as_tensor(path)

@@ -159,7 +159,7 @@ def test_tensorly_parafac_agrees(request):
 
 def test_bad_options_are_one_line_input_errors():
     X, _ = small_tensor()
-    with pytest.raises(InputError, match="--reg must be a non-negative number"):
+    with pytest.raises(InputError, match="--reg must be at least 0, not -1.0"):
         prepare(X, 2, reg=-1.0)
     with pytest.raises(InputError, match="unknown --init 'pca'"):
         prepare(X, 2, init="pca")
@@ -195,7 +195,7 @@ def test_console_script_nonnegative_reg_svd_check_serial(tmp_path):
                           "--reg", "-1"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
-        "daskhpc: error: --reg must be a non-negative number, got -1.0"]
+        "daskhpc: error: --reg must be at least 0, not -1.0"]
 
 
 def test_a_run_stopped_by_tol_says_so(client2):

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from daskhpc.cpals import as_tensor
-from daskhpc.cpals._partition import Distribution, pairs_csr
+from daskhpc.cpals._assign import Distribution, pairs_csr
 from daskhpc.cpals._plan import iteration_plan, mode_plans
 
 KS = [2, 4, 8, 16, 32]
@@ -160,7 +160,7 @@ def test_coarse_hp_km1_is_the_volume_and_beats_block(setup_of, name, K):
 
 
 def test_block_slices_have_about_equal_nonzeros(tensor):
-    from daskhpc.cpals._partition import distribute
+    from daskhpc.cpals._assign import distribute
 
     X = tensor("mlsmall")
     d = distribute(X, 4, grain="coarse", partition="block")
@@ -190,7 +190,7 @@ def test_modes_table_matches_the_plans(setup_of):
 def test_label_propagation_starts_from_the_block_partition(tensor, monkeypatch, grain):
     """Where `auto` gives up on Mt-KaHyPar (forced here on UMLS), hp refines the grain's
     block partition, so it never moves more rows than that start."""
-    from daskhpc.cpals._partition import Distribution, coarse_block, distribute, fine_start
+    from daskhpc.cpals._assign import Distribution, coarse_block, distribute, fine_start
     from daskhpc.hypergraph import _auto
 
     monkeypatch.setattr(_auto, "DETERMINISTIC_WORK", 0.0)

@@ -147,7 +147,7 @@ def test_coarse_members_and_work_are_the_owned_slices(setup_of, K):
     """part_members against its definition: a part holds the nonzeros of the slices it
     owns in any mode (ascending) and works in mode n on those of its mode-n slices
     (None where that is all it holds: one part); the local coordinates map back."""
-    from daskhpc.cpals._statics import part_members
+    from daskhpc.cpals._parts import part_members
 
     s = setup_of("umls", K, "coarse", "hp")
     X, d = s.tensor, s.dist

@@ -52,7 +52,7 @@ def test_fit_refuses_bad_arguments_in_one_line():
 
     with pytest.raises(InputError, match="nparts="):
         fit("cora", 4)
-    with pytest.raises(InputError, match="max.restarts must be an integer >= 0"):
+    with pytest.raises(InputError, match="--max-restarts must be at least 0, not -1"):
         fit("cora", nparts=2, max_restarts=-1)
     with pytest.raises(InputError, match="in_loop"):
         fit("cora", nparts=2, in_loop="sometimes")

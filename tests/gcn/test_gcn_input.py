@@ -43,7 +43,7 @@ def test_empty_graph_and_bad_shapes():
         prepare(sp.csr_array((0, 0)), 1, features=np.zeros((0, 1)), labels=[], split=SPLIT)
     with pytest.raises(InputError, match="square"):
         prepare(sp.csr_array(np.ones((3, 4))), 1, features=X, labels=Y, split=SPLIT)
-    with pytest.raises(InputError, match="more parts"):
+    with pytest.raises(InputError, match="--parts 5 is more than the 4 nodes"):
         prepare(A, 5, features=X, labels=Y, split=SPLIT)
 
 

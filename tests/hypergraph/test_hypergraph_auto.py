@@ -101,7 +101,7 @@ def test_lp_on_hand_case():
 @pytest.fixture(scope="module")
 def ml_column_net():
     from daskhpc import datasets
-    from daskhpc.ssgd._problem import as_ratings, split
+    from daskhpc.ssgd._data import as_ratings, split
 
     train, _ = split(as_ratings(datasets.ratings()), 0.1, 0)
     return hg.column_net(train.matrix(), net_cost=16)

@@ -15,20 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from daskhpc.comm import Program, run_local
-from daskhpc.errors import InputError
 from daskhpc.report import WorkflowResult, new_report, summarize
 from daskhpc.runtime import Call, RunOptions, Workflow, option
 
 
 @dataclass
 class Options:
-    iters: int = option(5, "iterations", modes=("run",))
-    size: int = option(1000, "length of the random vector (input 'random')")
+    iters: int = option(5, "iterations", modes=("run",), bounds=(1, None))
+    size: int = option(1000, "length of the random vector (input 'random')", bounds=(10, None))
     seed: int = option(0, "seed of the random vector")
-
-    def check(self):
-        if self.iters < 1:
-            raise InputError(f"--iters must be at least 1, not {self.iters}")
 
 
 def vector(data, o: Options):

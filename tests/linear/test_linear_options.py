@@ -122,8 +122,8 @@ def test_schedules():
     (dict(batch=0), "--batch must be a positive integer or 'auto', got 0"),
     (dict(batch="big"), "--batch must be a positive integer or 'auto', got 'big'"),
     (dict(batch=2.5), "--batch must be a positive integer or 'auto'"),
-    (dict(tol=-1.0), "--tol must be a number >= 0, got -1.0"),
-    (dict(n_iter_no_change=0), "--n-iter-no-change must be at least 1, got 0"),
+    (dict(tol=-1.0), "--tol must be at least 0, not -1.0"),
+    (dict(n_iter_no_change=0), "--n-iter-no-change must be at least 1, not 0"),
 ])
 def test_bad_options_are_input_errors(kwargs, match):
     X = np.random.default_rng(0).random((30, 5))

@@ -161,7 +161,7 @@ def test_assemble_maps_ids_drops_zeros_and_sums_duplicates(chunk, monkeypatch):
 
 
 def test_localize_keeps_every_block_set_and_sorts_inside():
-    from daskhpc.spgemm._prep import localize
+    from daskhpc.spgemm._data import localize
 
     perm = np.random.default_rng(4).permutation(1000)
     bounds = [0, 250, 251, 600, 1000]

@@ -79,7 +79,7 @@ def test_cli_errors(ml_small):
     # several files are a collection, which only 'run' reads (on the workers)
     with pytest.raises(InputError, match="^plan reads one ratings file on the client; "):
         cli_plan(["a.csv", "b.csv", "--parts", "2"])
-    with pytest.raises(InputError, match="larger than the number of rows"):
+    with pytest.raises(InputError, match="--parts 611 is more than the 610 rows"):
         cli_plan([ml_small.path, "--parts", "611"])
 
 
@@ -95,8 +95,8 @@ def test_cli_run_with_check_serial(client4, ml_small):
     assert rep["measured"]["inter_worker_bytes"] > 0 and rep["measured"]["planned_bytes"] > 0
 
 
-@pytest.mark.parametrize("module", ["_problem", "_strata", "_assign", "_dgap", "_plan",
-                                    "_runplan", "_kernels", "_setup", "_serial", "_partdata",
+@pytest.mark.parametrize("module", ["_data", "_strata", "_assign", "_dgap", "_plan",
+                                    "_runplan", "_kernels", "_setup", "_serial", "_parts",
                                     "_tasks", "_policy", "_result", "_synthetic", "_cli",
                                     "_api", "_job", "_plugin", "_checkpoint", "_estimator"])
 def test_docstring_examples(module):

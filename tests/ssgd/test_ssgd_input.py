@@ -10,7 +10,7 @@ from daskhpc.errors import InputError
 from daskhpc.hypergraph import write_pair_file
 from daskhpc.ssgd import plan
 from daskhpc.ssgd._assign import random_col_blocks
-from daskhpc.ssgd._problem import as_ratings, split
+from daskhpc.ssgd._data import as_ratings, split
 
 
 def test_empty_rows_are_dropped_with_a_note_or_refused_with_keep_empty():
@@ -68,9 +68,9 @@ def test_nan_rating_is_refused(tmp_path, tiny):
 
 
 def test_more_parts_than_rows(tiny):
-    with pytest.raises(InputError, match="--parts 13 is larger than the number of rows"):
+    with pytest.raises(InputError, match="--parts 13 is more than the 12 rows"):
         plan(tiny, 13)
-    with pytest.raises(InputError, match="--parts must be a positive integer"):
+    with pytest.raises(InputError, match="--parts must be at least 1, not 0"):
         plan(tiny, 0)
 
 
@@ -97,9 +97,9 @@ def test_rows_only_partition_file_keeps_random_columns(tmp_path, tiny):
 
 @pytest.mark.parametrize("opt,msg", [({"strategy": "mpi"}, "unknown --strategy"),
                                      ({"partition": "metis"}, "unknown --partition"),
-                                     ({"strata": "diagonal"}, "unknown strata"),
+                                     ({"strata": "diagonal"}, "unknown --strata"),
                                      ({"rank": 0}, "--rank must be at least 1"),
-                                     ({"lr": -1.0}, "--lr must be a positive"),
+                                     ({"lr": -1.0}, "--lr must be greater than 0, not -1.0"),
                                      ({"test_fraction": 1.0}, "--test-fraction")])
 def test_bad_options(tiny, opt, msg):
     with pytest.raises(InputError, match=msg):

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from daskhpc.hypergraph import column_net, partition
 from daskhpc.ssgd import prepare
 from daskhpc.ssgd._assign import assign, row_weights
-from daskhpc.ssgd._problem import Ratings, placeholder, split
+from daskhpc.ssgd._data import Ratings, placeholder, split
 
 
 def ratings(nnz=200_000, n=4_000, m=1_000, seed=0) -> Ratings:
@@ -79,7 +79,7 @@ def test_prepare_on_placeholders_copies_no_values():
 
 
 def test_part_data_holds_32_bit_local_rows():
-    from daskhpc.ssgd._partdata import all_part_data
+    from daskhpc.ssgd._parts import all_part_data
 
     r = ratings(30_000, 600, 300)
     s = prepare(r, 3, partition="random", epochs=1, test_fraction=0.1)

@@ -47,16 +47,16 @@ def test_run_refuses_bad_ratings_before_the_cluster_naming_lines_and_ids(tmp_pat
 
 def test_run_refuses_too_many_parts_and_empty_rows_before_the_cluster(tmp_path):
     assert refused_before_cluster(tmp_path, "r.csv", STRING_IDS, "--parts", "5") == (
-        "--parts 5 is larger than the number of rows (users): r.csv has 4; every part "
-        "needs at least one row")
+        "--parts 5 is more than the 4 rows (users) of r.csv: every part needs one; use "
+        "fewer parts")
     assert refused_before_cluster(tmp_path, "g.txt", GRAPH, "--parts", "1",
                                   "--keep-empty") == (
         "g.txt: row 7000 has no ratings (1 of 3 rows are empty); SSGD needs a rating per "
         "user: run without --keep-empty to drop them")
     # 3 rows in the file, 2 once node 7000's empty row is dropped
     assert refused_before_cluster(tmp_path, "g.txt", GRAPH, "--parts", "3") == (
-        "--parts 3 is larger than the number of rows (users): g.txt has 2 once its 1 empty "
-        "row is dropped; every part needs at least one row")
+        "--parts 3 is more than the 2 rows (users) of g.txt once its 1 empty row is "
+        "dropped: every part needs one; use fewer parts")
 
 
 def test_partition_file_that_does_not_fit_is_named_with_its_line(tmp_path):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc._workflows import check_parts as kit_check_parts
 from daskhpc.errors import InputError
 
 __all__ = ["Ratings", "as_ratings", "raw_ratings", "split", "holdout_mask", "check_parts",
@@ -242,17 +243,13 @@ def _validate(r: Ratings, names) -> None:
                 f"drop the empty {what}s first")
 
 
-def check_parts(nparts: int, r: Ratings) -> None:
+def check_parts(nparts: int, r: Ratings) -> int:
     """Refuse a part count SSGD cannot use (K < 1, or more parts than users)."""
-    if int(nparts) != nparts or nparts < 1:
-        raise InputError(f"--parts must be a positive integer, got {nparts}")
-    if nparts > r.shape[0]:
-        dropped = (r.source.get("dropped_empty") or {}).get("rows", 0)
-        why = (f" once its {dropped} empty row{'s' if dropped != 1 else ''} "
-               f"{'are' if dropped != 1 else 'is'} dropped") if dropped else ""
-        where = f"{r.source['path']} has" if "path" in r.source else "the input has"
-        raise InputError(f"--parts {nparts} is larger than the number of rows (users): "
-                         f"{where} {r.shape[0]}{why}; every part needs at least one row")
+    dropped = (r.source.get("dropped_empty") or {}).get("rows", 0)
+    why = (f" once its {dropped} empty row{'s' if dropped != 1 else ''} "
+           f"{'are' if dropped != 1 else 'is'} dropped") if dropped else ""
+    where = f" of {r.source['path']}" if "path" in r.source else ""
+    return kit_check_parts(nparts, r.shape[0], f"rows (users){where}{why}")
 
 
 def split(r: Ratings, test_fraction: float, seed: int = 0) -> tuple[Ratings, Ratings]:

@@ -18,7 +18,7 @@ nonzero is replicated on the owners of its N slices).
 
 Examples
 --------
->>> from daskhpc.cpals._tensor import as_tensor
+>>> from daskhpc.cpals._data import as_tensor
 >>> X = as_tensor(([[0, 1, 2], [1, 2, 0], [2, 0, 1]], [1.0, 1.0, 1.0], (3, 3, 3)))
 >>> d = distribute(X, 3, grain="coarse", partition="block")
 >>> [o.tolist() for o in d.owners]
@@ -39,7 +39,7 @@ from daskhpc import hypergraph as hg
 from daskhpc.errors import InputError
 
 from ._kernels import counting_order
-from ._tensor import Tensor
+from ._data import Tensor
 
 __all__ = ["Distribution", "distribute", "GRAINS", "PARTITIONS", "block_slices",
            "random_parts", "pairs_csr"]
