@@ -9,17 +9,14 @@ worker's group ``t - 1`` (its chain) and, for every worker ``v`` whose parts sen
 Nothing else: the scheduler sees the algorithm's structure, one transfer per
 communicating worker pair and step.
 
-When every part is on one worker (one label) and the exchange is direct there is no
-message between workers: a window of steps is ONE task (``steps_single``: the steps in
-one loop on the worker, no per-step hand-off, wait or push), keyed like the direct
-mode's last task of the window; ``single`` says so. The graph exchange stays the
-per-step reference.
+The direct exchange has one task per worker and window of steps (``steps_direct``);
+when every part is on one worker, a window is one task of one loop (``steps_single``;
+``single`` says so). The graph exchange stays the per-step reference.
 
 A long program is submitted in *windows* of steps; the client keeps the futures of the
-frontier (the last chains and bundles of a window) so the next window can start from
-them, and can stop submitting when the run has converged. The parts are created by an
-init task per worker in the graph mode, and by the first window's task in the direct
-modes (one task and scheduler round trip fewer per worker and attempt).
+frontier (the last chains and bundles of a window) for the next window, and can stop
+submitting when the run has converged. The parts are created by an init task per worker
+in the graph mode, by the first window's task in the direct modes.
 
 Examples
 --------
