@@ -22,6 +22,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import runpy
@@ -179,10 +180,9 @@ def default_interface(nodes: int | None = None) -> str | None:
     (``distributed.utils.get_ip``: the one routing outwards), or None if no interface
     holds it.
 
-    A compute node often has no default route: ``get_ip`` then falls back to the
-    loopback, which other nodes cannot reach. The host's own routable address is used
-    instead when it has exactly one; with several, or with none on a job of more than
-    one node, :class:`~daskhpc._mpi_options.BadOptions` says to pass ``--interface``.
+    Without a default route ``get_ip`` gives the loopback: the host's own routable
+    address is used instead when it has exactly one; with several, or with none on a job
+    of several nodes, :class:`~daskhpc._mpi_options.BadOptions` asks for ``--interface``.
 
     Examples
     --------
@@ -348,11 +348,8 @@ def reported_status(launcher: Launcher, rank: int, task: str) -> int:
 def remove_files(files: list[str]) -> None:
     """Remove the job's files (emptying ``files``); missing ones are no error."""
     while files:
-        path = files.pop()
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            os.remove(files.pop())
 
 
 def _deadline(launcher: Launcher, seconds: float | None, files: list[str]):
@@ -380,32 +377,23 @@ def _shutdown(client, status: int) -> None:
     # scheduler is gone, and log the failure as an error: close them first.
     for other in list(Client._instances):
         if other is not client and other.status not in ("closed", "closing"):
-            try:
+            with contextlib.suppress(Exception):    # best effort
                 other.close()
-            except Exception:  # noqa: BLE001, S110 - best effort
-                pass
     # Each step may fail if the cluster is already broken; the status still
     # reaches the ranks that are alive, and the others are reported missing.
     steps = [
         lambda: client.run_on_scheduler(_mpi_watch.record_status, status),  # stands the watch down
         lambda: client.run(_mpi_watch.record_status, status, on_error="ignore"),
         lambda: client.run(_mpi_watch.record_status, status, on_error="ignore", nanny=True),
-        # Workers first, then the scheduler: closing the scheduler under live
-        # workers is what makes them log CommClosedError tracebacks (dask-mpi#94).
-        # Nannies are closed by the scheduler's own shutdown, nanny first; retired
-        # under it, a worker keeps its heartbeat going into a scheduler that forgot it.
+        # Workers first (a scheduler closed under live workers makes them log
+        # CommClosedError tracebacks); nannies by the scheduler's own shutdown (a worker
+        # retired under its nanny keeps its heartbeat going into a forgetful scheduler).
         lambda: None if _has_nannies(client) else client.retire_workers(close_workers=True),
         lambda: client.shutdown(),
     ]
-    for step in steps:
-        try:
+    for step in [*steps, client.close]:
+        with contextlib.suppress(Exception):    # best effort: the job is ending either way
             step()
-        except Exception:  # noqa: BLE001, S110 - best effort: the job is ending either way
-            pass
-    try:
-        client.close()
-    except Exception:  # noqa: BLE001, S110
-        pass
 
 
 def _has_nannies(client) -> bool:

@@ -1,22 +1,14 @@
 """A private Dask cluster for an MPI job: per-job TLS credentials, handed over MPI.
 
-Under ``python -m daskhpc.mpi`` anyone who can reach the scheduler can submit
-pickled tasks, which run as the job's owner. So by default (``--insecure``
-turns it off) one rank makes one credential per job (:func:`offer`), an ECDSA
-P-256 key and a self-signed certificate that is also the job's only trusted CA,
-and broadcasts it to the other ranks over the job's MPI communicator
-(:func:`share`): it is never written to a file unless ``--scheduler-file``
-asks for one (:func:`write_credentials`, mode 0600). Every rank then puts it
-in its Dask config (:func:`config`), so every ``Security()`` built in the job's processes,
-the scheduler's, the workers' and the client rank's ``Client()`` /
-``daskhpc.connect()`` alike, speaks ``tls://``, requires encryption and
-demands a certificate signed by the job's CA from both ends. A client without
-it fails the TLS handshake.
-
-ECDSA rather than ``distributed.security.Security.temporary()`` (RSA 2048):
-the key takes ~0.1 ms instead of 100-700 ms. The launcher has the client rank
-make it while rank 0 imports and builds the scheduler, so that importing
-``cryptography`` (~50-100 ms) is off the start-up's critical path.
+Anyone who can reach a scheduler can submit pickled tasks, which run as the job's
+owner. So by default (``--insecure`` turns it off) one rank makes one credential per job
+(:func:`offer`), an ECDSA P-256 key and a self-signed certificate that is also the job's
+only trusted CA, and broadcasts it over the job's MPI communicator (:func:`share`); it
+is written to a file only for ``--scheduler-file`` (:func:`write_credentials`, mode
+0600). Every rank puts it in its Dask config (:func:`config`), so every ``Security()``
+of the job speaks ``tls://`` and demands a certificate signed by the job's CA from both
+ends. ECDSA rather than ``Security.temporary()`` (RSA 2048): ~0.1 ms instead of
+100-700 ms, made by the client rank while rank 0 builds the scheduler.
 
 Examples
 --------

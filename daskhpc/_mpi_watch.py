@@ -1,26 +1,17 @@
 """Watch an MPI job's Dask cluster and carry its exit status to every rank.
 
-Under ``mpiexec`` there is no fault tolerance: a rank that is gone stays gone,
-and pinned tasks that needed it wait in ``no-worker`` forever (docs/decisions.md, "Lost workers").
-So the launcher (:mod:`daskhpc.mpi`) ends the job as soon as a rank is lost,
-rather than letting it hang until the wall-clock limit:
+Under ``mpiexec`` a rank that is gone stays gone, and pinned tasks that needed it wait
+forever; so the launcher (:mod:`daskhpc.mpi`) ends the job as soon as a rank is lost:
 
-- :class:`JobWatch`, a scheduler plugin on rank 0 (installed by this module's
-  ``dask_setup``, listed in ``distributed.scheduler.preload``), aborts the MPI
-  job with :data:`LOST_RANK` and a message naming the rank when a worker
-  leaves, or when the client rank disconnects, before the client said the job
-  is over.
-- Either way the watch first silences Dask's loggers (the comms the end closes are
-  no news after the line that says why) and sends that line to the client rank
-  (event topic :data:`ABORT_TOPIC`), which prints it too: its own log says why it
-  stopped (:func:`listen_for_end`).
-- :func:`record_status` is how the client rank tells the scheduler and the
-  workers the job's exit status before it shuts the cluster down; each rank
-  exits with it (:func:`received_status`). A rank whose cluster closed without
-  that word exits with :data:`LOST_RANK`.
-
-We do not use an MPI collective for the exit status: a collective hangs when a
-peer is gone, which is exactly the case it would have to report.
+- :class:`JobWatch`, a scheduler plugin on rank 0 (this module's ``dask_setup``, a
+  scheduler preload), aborts the MPI job with :data:`LOST_RANK` and a message naming
+  the rank when a worker leaves, or the client rank disconnects, before the client said
+  the job is over. It first silences Dask's loggers and sends that line to the client
+  rank (event topic :data:`ABORT_TOPIC`, :func:`listen_for_end`), which prints it too.
+- :func:`record_status` is how the client rank tells the scheduler and the workers the
+  job's exit status before it shuts the cluster down; each rank exits with it
+  (:func:`received_status`), or with :data:`LOST_RANK` if its cluster closed without it.
+  (Not an MPI collective: one hangs when a peer is gone, the case it would report.)
 
 Examples
 --------

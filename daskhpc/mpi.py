@@ -8,27 +8,18 @@
 Rank 0 runs the Dask scheduler, rank 1 the client (the workflow, exactly as
 ``daskhpc run <workflow> ...`` runs it, or the script), ranks 2 .. N-1 one
 single-threaded worker each: the workflow sees ``N - 2`` workers. Start-up is
-:func:`dask_mpi.initialize` (``exit=False``); the rest is ours, because
-dask-mpi's own shutdown prints ``CommClosedError`` tracebacks on clean runs
-(dask-mpi#94), swallows errors raised at exit so the status can lie
-(dask-mpi#88), and hangs when a rank is lost. Here:
+:func:`dask_mpi.initialize` (``exit=False``); the shutdown is ours (dask-mpi's prints
+tracebacks on clean runs, can lose the exit status, and hangs when a rank is lost):
 
-- the cluster gets :data:`daskhpc.runtime.CLUSTER_CONFIG` on every rank (no work
-  stealing, no active memory manager, long transfer logs), and the scheduler the
-  daskhpc dashboard pages (preload :mod:`daskhpc.dashboard.preload`);
-- daskhpc settings come from ``daskhpc.yaml`` / ``DASK_DASKHPC__...`` environment
-  variables, which ``mpiexec`` hands to every rank;
+- every rank gets :data:`daskhpc.runtime.CLUSTER_CONFIG`, the scheduler the daskhpc
+  dashboard pages, and the ``DASK_DASKHPC__...`` settings ``mpiexec`` hands on;
 - the client rank sends the job's exit status to every rank before it shuts the
   cluster down, so all ranks (and ``mpiexec``) exit with it: 0 success, 1 the
-  workflow failed, 2 bad options, 3 a rank was lost (a worker left, the client
-  disconnected, or workers did not join in time); the message names the cause;
-- a rank that leaves during the run ends the job at once (``MPI_Abort``) instead
-  of leaving pinned tasks waiting for it forever;
-- the cluster is private (:mod:`daskhpc._mpi_security`): rank 1 makes TLS
-  credentials for this job and broadcasts them over MPI, every rank speaks
-  ``tls://`` with them, so a client without them is refused; the dashboard
-  listens on rank 0's loopback only. ``--insecure`` (plain TCP) and
-  ``--dashboard-address`` undo either.
+  workflow failed, 2 bad options, 3 a rank was lost; the message names the cause;
+- a rank that leaves during the run ends the job at once (``MPI_Abort``);
+- the cluster is private (:mod:`daskhpc._mpi_security`): rank 1 makes TLS credentials
+  for this job and broadcasts them over MPI, and the dashboard listens on rank 0's
+  loopback only. ``--insecure`` and ``--dashboard-address`` undo either.
 
 Examples
 --------

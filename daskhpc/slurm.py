@@ -6,14 +6,12 @@
     srun python -m daskhpc.slurm [launcher options] script.py [script args...]
 
 The same roles, options, exit statuses and private cluster as
-``python -m daskhpc.mpi`` (:mod:`daskhpc._launch` holds what both share): task 0
-runs the scheduler, task 1 the client, the others one worker each. The tasks
-find each other through files in a directory every task sees (``--shared-dir``,
-default ``$SLURM_SUBMIT_DIR``): task 0 writes the job's TLS credentials there
-(mode 0600), then its scheduler writes the scheduler file beside them; the
-others wait for both. The role split and the scheduler's and workers' lifetime
-are dask-jobqueue's runner (:class:`dask_jobqueue.runner.BaseRunner`, which
-``SLURMRunner`` builds on; docs/decisions.md says why not ``SLURMRunner`` itself).
+``python -m daskhpc.mpi`` (:mod:`daskhpc._launch` holds what both share): task 0 runs
+the scheduler, task 1 the client, the others one worker each. The tasks find each other
+through a directory every task sees (``--shared-dir``, default ``$SLURM_SUBMIT_DIR``):
+task 0 writes the job's TLS credentials there (mode 0600), then the scheduler file; the
+others wait for both. The roles and lifetimes are dask-jobqueue's
+:class:`dask_jobqueue.runner.BaseRunner`.
 
 Ranks come from ``SLURM_PROCID`` / ``SLURM_NTASKS`` / ``SLURM_JOB_ID`` (and
 ``SLURM_STEP_ID``), or from ``PMI_RANK`` / ``PMI_SIZE`` with ``PBS_JOBID``.

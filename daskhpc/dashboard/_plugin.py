@@ -6,17 +6,12 @@ on the scheduler and fills it from four places:
 - what workflows publish (:func:`daskhpc.dashboard.publish`, through
   ``client.run_on_scheduler``);
 - the bytes each worker sent to each other worker, counted on the workers by
-  :class:`TransferCounter` and carried to the scheduler with every heartbeat
-  (``Worker.metrics``; docs/decisions.md, "Measuring bytes");
-- compute time per worker: the seconds the run's steps spent in their step
-  functions (the workers' step clocks, ``daskhpc._clock``, carried with every
-  heartbeat: the report's ``execution.steps`` ``compute_s``), or, in a run whose
-  work is no loop of steps (SpGEMM's batches), its tasks' compute spans from the
-  ``processing -> memory`` transitions;
-- strata-timeline rows that Dask events carry (an event message that is a dict
-  with a ``strata`` list, such as the unit reports of SSGD's direct exchange,
-  ``daskhpc.runtime.send_report(..., strata=rows)``): rows from the workers
-  themselves where no scheduler plugin sees the sub-steps;
+  :class:`TransferCounter` and carried with every heartbeat (``Worker.metrics``);
+- compute time per worker: the workers' step clocks (``daskhpc._clock``, with every
+  heartbeat: the report's ``execution.steps`` ``compute_s``), or, in a run without a
+  loop of steps (SpGEMM's batches), its tasks' ``processing -> memory`` spans;
+- strata-timeline rows that Dask events carry (a dict event with a ``strata`` list,
+  ``daskhpc.runtime.send_report(..., strata=rows)``);
 - every :data:`SAMPLE_MS`, the workers' process memory and the timelines of
   other scheduler plugins that follow one of the two documented interfaces:
 
@@ -24,18 +19,15 @@ on the scheduler and fills it from four places:
   rows with ``worker`` (address), ``start``, ``stop`` (``time.time()`` seconds;
   ``stop`` None while running) and the sub-step as ``substep`` (or ``subepoch``),
   optionally ``task`` or ``key``, ``run``, ``epoch``, ``messages``, ``bytes``
-  (SSGD's stratum-order plugin records such rows). Sampling can miss the last
-  rows of a run the plugin forgets right away: a workflow should also publish
-  its final rows (topic ``strata``);
+  (SSGD's stratum-order plugin records such rows); a workflow should also publish
+  its final rows (topic ``strata``): sampling can miss the last ones;
 
   *batch timeline*: a plugin with a ``policies`` dict of runs and a method
   ``timeline(run)`` returning ``{"window", "batches": [{"batch", "admitted",
   "started", "finished", "consumed"}], "violations"}`` (SpGEMM's batch admission).
 
-On ``start`` it also installs :class:`TransferCounter` on every worker, present
-and future, and serves the pages if the scheduler was started without them.
-
-The workers' transfer logs are read through :mod:`daskhpc._dask_internals`.
+On ``start`` it also installs :class:`TransferCounter` on every worker, present and
+future, and serves the pages if the scheduler was started without them.
 """
 
 from __future__ import annotations
@@ -66,12 +58,10 @@ SAMPLE_MS = 200
 class TransferCounter(WorkerPlugin):
     """Count the bytes this worker sent to each other worker, for the heartbeat.
 
-    Every ``get_data`` reply a worker sends is one entry of its
-    ``transfer_outgoing_log`` (:func:`daskhpc._dask_internals.outgoing_log`); entries
-    with ``who`` set went to a worker (the client's gathers have ``who=None``). Each
-    heartbeat, the new entries are added to running totals, so nothing is lost unless a
-    worker sends more replies between two heartbeats than the log holds (1000). The
-    direct exchange's pushes come from its own ledger (``Exchange.sent``).
+    Each heartbeat adds the new entries of the worker's ``transfer_outgoing_log``
+    (:func:`daskhpc._dask_internals.outgoing_log`) whose ``who`` is a worker to running
+    totals (the log holds 1000); the direct exchange's pushes come from its own ledger
+    (``Exchange.sent``).
 
     Examples
     --------

@@ -1,10 +1,9 @@
 """Client side: send a workflow's numbers to the dashboard pages.
 
-Workflows call :func:`publish` at a few points of a run (it starts, its plan is
-known, it finished); each call is one ``run_on_scheduler`` round trip that
-stores the data in the scheduler's :class:`~daskhpc.dashboard.DashboardPlugin`,
-registering the plugin first if the scheduler has none. Publishing never fails
-a run: if the scheduler cannot take it, a warning is logged and the run goes on.
+Workflows call :func:`publish` at a few points of a run; each call is one
+``run_on_scheduler`` round trip that stores the data in the scheduler's
+:class:`~daskhpc.dashboard.DashboardPlugin` (registered first if missing). Publishing
+never fails a run: a warning is logged instead.
 """
 
 from __future__ import annotations
@@ -37,21 +36,14 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
     ----------
     client : distributed.Client
     topic : str
-        ``run`` (a run starts: ``name``, ``workflow``, ``workers``; the measured
-        matrix and compute times count from here), ``plan`` (``matrix``: K x K
-        planned bytes, ``workers``: their order), ``load`` (``planned``:
-        ``{worker: amount}``, ``unit``), ``memory`` (``budget`` bytes per worker,
-        ``baseline``/``peak``: ``{worker: RSS bytes}``), ``batches`` (``run``,
-        ``timeline``), ``strata`` (``rows``), ``history`` (``rows``), ``end`` (the run
-        is over: ``status``, the report's ``planned_bytes``/``measured_bytes``, final
-        ``rows``, the measured ``matrix``/``workers``). See :data:`TOPICS`.
+        One of :data:`TOPICS` (``run``, ``plan``, ``load``, ``memory``, ``batches``,
+        ``strata``, ``history``, ``end``), which lists each one's fields.
     sent : dict, optional
-        ``run`` and ``end``: the workers' byte counters (``{worker: sent_now()}``) if the
-        caller read them in a call of its own to the workers (else read here: a round
-        trip).
+        ``run`` and ``end``: the workers' byte counters (``{worker: sent_now()}``), if
+        the caller read them already (else read here: a round trip).
     wait : bool
-        False: return at once (True) while the data goes to the scheduler; the next
-        publication of this client waits for it first, so the topics arrive in order.
+        False: return at once (True); the next publication of this client waits for
+        this one first, so the topics arrive in order.
     **data
         The topic's fields; numpy arrays and scalars are converted.
 
@@ -75,9 +67,8 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
         raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
     _settled(client)
     try:
-        # A run's zero (and its end) is read from the workers themselves: the
-        # heartbeats may not yet carry the bytes of whatever ran just before. An end
-        # with its own measured matrix (the report's) needs no counters.
+        # A run's zero (and its end) is read from the workers themselves (the heartbeats
+        # may lag); an end with its own measured matrix needs no counters.
         counted = topic == "run" or (topic == "end" and "matrix" not in data)
         baseline = (sent if sent is not None else client.run(sent_now)) if counted else None
         if not wait:
@@ -85,8 +76,6 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
                 client.run_on_scheduler(_store, topic, _plain(data), baseline,
                                         asynchronous=True),
                 client.loop.asyncio_loop)
-            # (those done already are settled here: a run nobody announces the end of
-            # leaves no list behind)
             with _LOCK:
                 pending = _PENDING.setdefault(client.id, [])
                 done = [p for p in pending if p[1].done()]

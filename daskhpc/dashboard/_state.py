@@ -1,11 +1,9 @@
 """What the daskhpc dashboard pages show, as a plain object (no Dask, no Bokeh).
 
-The scheduler plugin (:mod:`daskhpc.dashboard._plugin`) feeds it: what the
-workflows published, the bytes every worker has sent to every other worker
-(streamed with the workers' heartbeats), compute time per worker, memory
-samples, and timelines copied from the workflows' scheduler plugins. The pages
-(:mod:`daskhpc.dashboard._pages`) only read it. Keeping it free of Dask makes
-the arithmetic testable without a cluster, like the batch and stratum policies.
+The scheduler plugin (:mod:`daskhpc.dashboard._plugin`) feeds it (what the workflows
+published, the bytes between workers, compute time, memory, other plugins' timelines);
+the pages (:mod:`daskhpc.dashboard._pages`) only read it. Free of Dask, its arithmetic
+is tested without a cluster.
 
 Examples
 --------
@@ -107,8 +105,8 @@ class DashboardState:
         self._new_run({}, None)
 
     def _new_run(self, run: dict[str, Any], sent: dict | None) -> None:
-        """What earlier runs planned, measured or timed no longer applies (strata rows
-        stay: they carry their own run id, see strata_rows)."""
+        """Forget what earlier runs planned, measured or timed (not the strata rows,
+        which carry their run id)."""
         self.run, self.topics = run, {}
         self._baseline: dict[str, dict[str, int]] = {w: dict(d) for w, d in (sent or {}).items()}
         self._final: dict[str, dict[str, int]] | None = None
@@ -220,10 +218,8 @@ class DashboardState:
     def merge_rows(self, source: str, rows) -> bool:
         """Merge timeline rows read from ``source``; returns True if anything changed.
 
-        Rows are identified by ``(run, key or task)``; a row seen again replaces
-        the old copy (a running step gets its ``stop``). Sources may forget rows
-        once their run is fetched: rows already seen are kept, so the page still
-        shows the finished run.
+        Rows are identified by ``(run, key or task)``; a row seen again replaces the old
+        copy (a running step gets its ``stop``); rows a source forgets are kept.
         """
         have = self.strata
         changed = False
@@ -327,9 +323,8 @@ class DashboardState:
             self.updated = now
 
     def batches_clock(self, run: str, now: float, stale: float = 2.0) -> float:
-        """The time up to which unfinished batches of ``run`` are drawn: now while
-        its plugin still reports it, else when it was last seen (a run that was
-        dropped without its final timeline must not grow forever)."""
+        """The time up to which unfinished batches of ``run`` are drawn: now while its
+        plugin still reports it, else when it was last seen."""
         seen = self.batches_seen.get(run)
         return now if seen is None or now - seen < stale else seen
 
@@ -413,13 +408,11 @@ class DashboardState:
     def bytes_summary(self, measured: float) -> dict:
         """Planned and measured bytes between workers, per run and per unit, side by side.
 
-        The definition (the report's, :data:`daskhpc.report.PLANNED_BYTES`): planned
-        bytes are the plan's messages projected on the run's workers (messages between
-        parts of one worker cost nothing); measured bytes are what the workers wrote to
+        The report's definition (:data:`daskhpc.report.PLANNED_BYTES`): planned bytes are
+        the plan projected on the run's workers, measured bytes what the workers wrote to
         the wire since the run started. ``planned_so_far`` is the plan of the units done,
-        so that ``measured / planned_so_far`` is about 1 all along the run (framing aside).
-        Once the run published its ``end`` with the report's ``planned_bytes`` and
-        ``measured_bytes``, those are the numbers (what the command line prints).
+        so ``measured / planned_so_far`` stays about 1 along the run. After the run's
+        ``end``, the report's ``planned_bytes`` and ``measured_bytes`` are the numbers.
 
         Parameters
         ----------
@@ -494,15 +487,11 @@ class DashboardState:
         """Per worker: planned amount, its share, compute seconds, their share, and the
         steps (or tasks) done.
 
-        Compute seconds have one definition, the report's: the time the run's steps
-        spent in their step functions (``execution.steps`` ``compute_s``, what the
-        summary's ``steps`` line calls "compute"), from the workers' step clocks
-        (``steps``: ``{worker: (seconds, steps)}`` now, cumulative; the differences from
-        the run's start count). A run that timed no step (SpGEMM's batches are plain
-        tasks) counts its tasks' compute spans instead; ``compute`` says which.
-
-        Without a ``load`` topic the planned amount is what the plan has each worker
-        send (the row sums of the planned matrix; :meth:`load_unit` says so).
+        Compute seconds are the report's (``execution.steps`` ``compute_s``): the
+        workers' step clocks (``steps``: ``{worker: (seconds, steps)}`` now, cumulative)
+        since the run's start; a run that timed no step counts its tasks' compute spans
+        instead (``compute`` says which). Without a ``load`` topic the planned amount is
+        what the plan has each worker send (:meth:`load_unit`).
 
         Examples
         --------

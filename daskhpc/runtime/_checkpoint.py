@@ -6,22 +6,17 @@ Layout of ``DIR`` (``--checkpoint DIR`` on ``daskhpc run``)::
     step-000004/       what the workers wrote for step 4 (one file per part, say)
     ...                (the newest ``keep`` complete steps are kept)
 
-Workers write the step files themselves (:func:`save_arrays`, atomic: a temporary
-file renamed into place), so factors never travel to the client to be saved; ``DIR``
-must therefore be on a file system every worker and the client see (any directory on a
-LocalCluster; a shared file system on an HPC allocation). A step counts only once the
-client has seen all its files written and calls :meth:`CheckpointDir.complete`, which
-rewrites the manifest atomically: a run killed at any moment leaves the previous
-complete step usable.
+Workers write the step files themselves (:func:`save_arrays`, atomically), so ``DIR``
+must be on a file system every worker and the client see. A step counts once the client
+has seen all its files written and calls :meth:`CheckpointDir.complete`, which rewrites
+the manifest atomically: a run killed at any moment leaves the previous step usable.
 
 The fingerprint names everything that changes the numbers of the run (input, parts,
-seeds, hyper-parameters). A directory holding a different run's checkpoint is refused
-(the message shows both fingerprints where they differ); so is a directory with a
-checkpoint when ``resume`` is off (it would be overwritten), and one with step folders
-but no manifest (not ours, or its manifest was lost: never silently started afresh).
-On resume the newest complete step's files are checked first (every ``.npz`` read
-through): a truncated or missing file is named in a :class:`CheckpointWarning` and the
-run falls back to the newest intact step before it.
+seeds, hyper-parameters). Refused: a directory holding a different run's checkpoint (the
+message shows where the fingerprints differ), one with a checkpoint when ``resume`` is
+off, and one with step folders but no manifest. On resume the newest complete step's
+``.npz`` files are read through: a damaged one is named in a :class:`CheckpointWarning`
+and the run falls back to the newest intact step before it.
 
 Examples
 --------

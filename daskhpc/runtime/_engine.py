@@ -9,17 +9,14 @@ worker's group ``t - 1`` (its chain) and, for every worker ``v`` whose parts sen
 Nothing else: the scheduler sees the algorithm's structure, one transfer per
 communicating worker pair and step.
 
-When every part is on one worker (one label) and the exchange is direct there is no
-message between workers: a window of steps is ONE task (``steps_single``: the steps in
-one loop on the worker, no per-step hand-off, wait or push), keyed like the direct
-mode's last task of the window; ``single`` says so. The graph exchange stays the
-per-step reference.
+The direct exchange has one task per worker and window of steps (``steps_direct``);
+when every part is on one worker, a window is one task of one loop (``steps_single``;
+``single`` says so). The graph exchange stays the per-step reference.
 
 A long program is submitted in *windows* of steps; the client keeps the futures of the
-frontier (the last chains and bundles of a window) so the next window can start from
-them, and can stop submitting when the run has converged. The parts are created by an
-init task per worker in the graph mode, and by the first window's task in the direct
-modes (one task and scheduler round trip fewer per worker and attempt).
+frontier (the last chains and bundles of a window) for the next window, and can stop
+submitting when the run has converged. The parts are created by an init task per worker
+in the graph mode, by the first window's task in the direct modes.
 
 Examples
 --------
@@ -122,14 +119,11 @@ class ProgramRunner:
 
             transport()          # a bad setting fails here in one line, not in each worker
             register_once(client, Exchange(), NAME)
-        # one copy per worker (keys named after the run: a lost worker's copy is then
-        # known as the run's, see runtime._quiet). Small code goes in the graph (a scatter
-        # per worker cost a round trip each; docs/benchmarks.md): in the direct mode
-        # inside each worker's first loop task (InlineCode), in the graph mode as a task
-        # of the attempt's first graph, pinned to its worker (unpacked there). Larger code
-        # is scattered to each worker (a graph above 10 MB makes distributed warn), not
-        # broadcast (its "replicate" event breaks WorkerWatch's stream: docs/decisions.md);
-        # a worker gone before its copy arrives is a lost one (_fault)
+        # one copy per worker, keyed after the run (runtime._quiet). Small code goes in
+        # the graph (a scatter per worker cost a round trip each): inside each worker's
+        # first loop task (direct), or as a pinned task of the first graph (graph mode).
+        # Larger code is scattered to each worker (a graph above 10 MB makes distributed
+        # warn), not broadcast (its "replicate" event breaks WorkerWatch's stream)
         keys = {lab: f"daskhpc-code-{token}-{lab}" for lab in self.address}
         self._code_tasks: dict = {}          # key -> (task, worker) until first submitted
         if self.direct and len(code.blob) * len(keys) <= GRAPH_CODE_BYTES:
@@ -207,10 +201,8 @@ class ProgramRunner:
             return None if init is not None else ref(self._group(lab, t - 1)[0])
 
         if self.direct:
-            # one task per worker and segment (``units_per_task`` units, or what is left
-            # of the window): the steps run in a loop on the worker, messages pushed in
-            # between, the units' reports sent as events (every part on one worker: one
-            # task per window, steps_single)
+            # one loop task per worker and segment (``units_per_task`` units, or what is
+            # left of the window; every part on one worker: one task per window)
             us = self.program.unit_steps          # the window's slice of it, not all of it
             mine = us[bisect.bisect_left(us, steps.start):bisect.bisect_left(us, steps.stop)]
             n = 0 if self.single else self.units_per_task

@@ -1,49 +1,39 @@
 """Direct worker-to-worker exchange: a Program's messages pushed to their receiver.
 
 In the *graph* mode (the reference) a message between workers is a task result that the
-receiving worker fetches (a ``get_data`` round trip, scheduled by the scheduler: two
-scheduler messages and a request per transfer). In the *direct* mode, in the spirit of
-distributed's P2P shuffle, the sending worker pushes every message of a step to its
-receiver as soon as the step has computed it: one RPC per (step, sending worker,
-receiving worker), carrying all the parts' payloads for that worker (coalesced), written
-to a connection the sender keeps open to that receiver (a one-way message: no reply is
-awaited, so a push costs the write, not a round trip; one connection keeps a sender's
-pushes in order). The receiver keeps it in a mailbox; the receiver's next step waits
-(without holding a thread) until every message the plan says it gets has arrived. The
-scheduler sees one task per worker and window of units, and no per-message dependency.
+receiving worker fetches (a ``get_data`` round trip, scheduled by the scheduler). In the
+*direct* mode, in the spirit of distributed's P2P shuffle, the sending worker pushes the
+messages of a step to each receiver as soon as the step has computed them: one one-way
+write per (step, sending worker, receiving worker) on a connection the sender keeps open
+(no reply awaited; one connection keeps a sender's pushes in order). The receiver keeps
+them in a mailbox, and its next step waits (without holding a thread) until every
+message the plan says it gets has arrived. The scheduler sees one task per worker and
+window of units.
 
 Deadlock-free by construction: a step's sends happen after its receives and are never
-waited for (pushes are one-way writes, not rendezvous), the plan says exactly
-which messages each step waits for, and every message of step t is sent by a step t task
-that depends only on its own worker's chain; so the wait-for relation follows the step
-order, which has no cycle. One task at a time per worker (the worker's single thread)
-keeps the part states consistent, as in the graph mode.
+waited for, the plan says exactly which messages each step waits for, and every message
+of step t is sent by a step t task; so the wait-for relation follows the step order.
 
-Transport: between workers whose addresses are ``tcp://`` a push goes over a socket the
-Exchange opens itself (``daskhpc.runtime.transport: socket``, the default): the payloads
-pickled with protocol 5, their buffers sent out of band (no copy on the sender), one TCP
-connection per sender and receiver with ``TCP_NODELAY``. A message goes in one system
-call (its buffers gathered by ``sendmsg``) when its connection is free; a message the
-socket takes in part is finished on the same connection, with its lock held; a full
-socket or a busy connection makes it a task. The receiver reads each connection with an
-asyncio protocol (:class:`_Reader`): a message goes into the mailbox in the turn of the
-event loop that read it, small ones several per system call, a large one into a
-writable, aligned buffer of its own. A message the receiver cannot unpickle (a module
-only the sender has) fails the steps of its run that wait, with the reason, and the
-connection goes on. Why, and what each piece costs: docs/decisions.md, "The direct
-exchange over its own sockets". The receiver's port is asked for once per pair through
-distributed (``daskhpc_listen``). Any other address scheme (``tls://`` under mpiexec,
-``ucx://``, ``inproc://``) and ``daskhpc.runtime.transport: dask`` use distributed's
-comm, so a secured cluster stays secured.
+Transport: between ``tcp://`` workers a push goes over a socket the Exchange opens
+itself (``daskhpc.runtime.transport: socket``, the default): pickled with protocol 5, its
+buffers out of band, one ``TCP_NODELAY`` connection per sender and receiver, one
+``sendmsg`` when the connection is free (a partial write is finished on the same
+connection with its lock held; a full socket or a busy connection makes it a task). The
+receiver reads each connection with an asyncio protocol (:class:`_Reader`), small
+messages several per system call, a large one into an aligned buffer of its own; a
+message it cannot unpickle fails the waiting steps of its run, with the reason
+(docs/decisions.md, "The direct exchange over its own sockets"). The receiver's port is
+asked for once per pair (``daskhpc_listen``). Any other address scheme (``tls://``,
+``ucx://``, ``inproc://``) and ``transport: dask`` use distributed's comm, so a secured
+cluster stays secured.
 
 Bytes: the exchange keeps its own ledger of what it sent (``log``, ``count``, ``sent``):
 every push is an entry shaped like a ``get_data`` reply (``who`` = receiver, ``keys`` =
 the graph mode's bundle key, ``total`` = payload sizeof, ``compressed`` = serialized
 frame bytes), so :class:`~daskhpc.runtime.TransferLedger` and the dashboard count it.
 
-Two RPC handlers (``daskhpc_push``, ``daskhpc_listen``) on the worker's server and the
-worker's connection pool (:mod:`daskhpc._dask_internals`): the first is sent to with
-``reply=False`` over a comm taken from the pool (given back at teardown).
+Two RPC handlers (``daskhpc_push``, ``daskhpc_listen``) on the worker's server and its
+connection pool (:mod:`daskhpc._dask_internals`).
 """
 
 from __future__ import annotations

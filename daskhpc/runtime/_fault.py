@@ -59,16 +59,11 @@ class WorkerLost(RuntimeError):
 class WorkerWatch:
     """Record the departure of any of ``workers`` (a context manager).
 
-    Subscribes to the scheduler's ``all`` event topic, where the scheduler logs a
-    ``remove-worker`` event for every worker it removes (distributed 2026.8,
-    ``Scheduler.remove_worker``). The subscription takes effect a moment later: a
-    worker lost before it is seen by :meth:`refresh`, which :func:`gather_watching`
-    calls once its futures have waited one slice, then every second (not on entry: a
-    scheduler call every attempt paid, for a loss that a run finishing within the slice
-    never meets).
-
-    A client keeps one handler per topic: two watches open at once on one client
-    would replace each other's handler (our workflows open one at a time).
+    Subscribes to the scheduler's ``all`` event topic, where it logs a ``remove-worker``
+    event for every worker it removes. The subscription takes effect a moment later: a
+    worker lost before that is seen by :meth:`refresh`, which :func:`gather_watching`
+    calls after one slice, then every second. A client keeps one handler per topic, so
+    one watch per client at a time.
     """
 
     def __init__(self, client, workers, timeout: float | None = None):
@@ -105,13 +100,10 @@ class WorkerWatch:
         """Compare with the workers alive now (a fallback to the events), and count as
         lost a worker the scheduler has not heard from in ``timeout`` seconds.
 
-        A host cut off with its processes alive sends nothing and closes nothing: the
-        scheduler keeps the worker until its connection times out (``distributed.comm.
-        timeouts.tcp``, for a connection with data in flight), which nothing bounds for
-        an idle one. Its heartbeat (every 0.5-1 s on clusters of up to 50 workers) stops
-        at once, so the time since the scheduler last saw it, on this clock, bounds the
-        detection; the scheduler is then told to remove it (its late heartbeat makes it
-        close itself: distributed does not take a removed worker back).
+        A host cut off with its processes alive closes nothing: the scheduler keeps the
+        worker until its connection times out, which nothing bounds for an idle one. Its
+        heartbeat stops at once, so the time since the scheduler last saw it bounds the
+        detection; the scheduler is then told to remove it.
         """
         workers = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
         gone = self.workers - set(workers)
@@ -162,12 +154,9 @@ async def _remove_workers(addresses, dask_scheduler=None) -> None:
 
 
 def register_once(client, plugin, name: str) -> None:
-    """Register the worker plugin ``plugin`` as ``name`` unless the scheduler has one.
-
-    The scheduler gives it to every worker that joins later. Registering again would
-    broadcast it to every worker, and a worker whose host is cut off holds that call
-    until its connection times out.
-    """
+    """Register the worker plugin ``plugin`` as ``name`` unless the scheduler has one
+    (registering again broadcasts it, and a cut-off worker holds that call until its
+    connection times out)."""
     def has(dask_scheduler, name=name):
         return name in dask_scheduler.worker_plugins
 
@@ -182,14 +171,10 @@ def register_once(client, plugin, name: str) -> None:
 
 
 def run_on_workers(client, fn, *args, workers=None, **kwargs) -> dict:
-    """``client.run(fn, *args, workers=workers)``, leaving out the workers that cannot
-    be reached (a host cut off: the call then waits for the connection's timeout and
-    returns without them; the run's :class:`WorkerWatch` counts them lost).
-
-    Workers the scheduler no longer lists (a :class:`WorkerWatch` removed them) are
-    left out at once: a call to a cut-off host waits for the connect timeout (30 s).
-    Any other error on a worker is raised.
-    """
+    """``client.run(fn, *args, workers=workers)`` without the workers that cannot be
+    reached (the run's :class:`WorkerWatch` counts them lost) or that the scheduler no
+    longer lists (a call to a cut-off host waits for the connect timeout, 30 s); other
+    errors are raised."""
     if workers is not None:
         alive = set(worker_addresses(client))
         workers = [w for w in workers if w in alive]
@@ -294,10 +279,9 @@ def _settle(watch: WorkerWatch, poll: float, grace: float = 2.0) -> None:
 def replace_lost(client, placement, lost, *, wait_s: float = 5.0):
     """The placement with the parts of ``lost`` workers moved to workers alive now.
 
-    Waits up to ``wait_s`` seconds for the cluster to get back to its size before the
-    loss (a nanny restarts a killed worker in a second or two, on a new address); new
-    workers then take the orphaned parts first (:meth:`Placement.remap`). If they do
-    not come, the survivors share the parts.
+    Waits up to ``wait_s`` seconds for the cluster to get back to its size (a nanny
+    restarts a killed worker on a new address); new workers take the orphaned parts
+    first (:meth:`Placement.remap`), else the survivors share them.
 
     Raises
     ------
@@ -337,31 +321,22 @@ def scatter_to(client, data, worker: str):
 
 
 def lost_in_scatter(error: BaseException, worker: str) -> bool:
-    """Whether a scatter to ``worker`` failed with ``error`` because the worker left.
-
-    A worker listed as alive can be gone by the time the scheduler handles the scatter
-    (a nanny's killed worker is removed a moment after the loss that started a recovery
-    was seen; seconds later on a loaded machine): distributed 2026.8 then fails with
-    ``KeyError(worker)`` from its worker table (or, for a worker that is closing,
-    ``TimeoutError("No valid workers found")``). That is a lost worker, and the
-    recovery that handles one takes it from here.
-    """
+    """Whether a scatter to ``worker`` failed with ``error`` because the worker left
+    after it was listed as alive: distributed then raises ``KeyError(worker)`` (or, for
+    a closing worker, ``TimeoutError("No valid workers found")``)."""
     if isinstance(error, KeyError):
         return bool(error.args) and error.args[0] == worker
     return isinstance(error, TimeoutError) and "No valid workers" in str(error)
 
 
 def release_futures(futures) -> None:
-    """Drop the client's claim on ``futures`` now, whoever else still holds them.
+    """Drop the client's claim on ``futures`` now, whoever else still holds them (how an
+    attempt ends after a loss).
 
-    How an attempt ends after a loss (the scheduler then forgets what still waits or
-    runs for it). Not ``client.cancel``: in distributed 2026.8, cancelling a key that
-    has a dependent no client wants fails an assertion in the scheduler's
-    ``stimulus_cancel``, which ends the scheduler's handling of this client's stream:
-    the client reconnects and every key it held is lost. Releasing is what a
-    garbage-collected Future does, so it has no such edge; doing it explicitly
-    matters because distributed's own exception reference cycles keep Futures alive
-    until the next ``gc``.
+    Not ``client.cancel``: cancelling a key with a dependent no client wants fails an
+    assertion in the scheduler, which drops this client's stream and every key it held.
+    Releasing is what a garbage-collected Future does; done explicitly because
+    distributed's exception reference cycles keep Futures alive until the next ``gc``.
     """
     for f in futures:
         f.release()
@@ -370,13 +345,11 @@ def release_futures(futures) -> None:
 def gather_direct(client, pairs: list) -> list:
     """``client.gather(futures, direct=True)`` that raises WorkerLost, not hangs.
 
-    ``pairs``: ``(Future, worker holding it)``. ``direct``: straight from the workers
-    (the default gather relays every byte through the scheduler; 2-3x slower for
-    SpGEMM's C). A direct gather of a result whose worker died waits for it to be
-    computed again, which a pinned task never is; so the gather runs in a thread while
-    this one watches the workers, and on a loss cancels the lost futures (the gather
-    then ends) and raises. Cancelling is safe only for futures no task depends on any
-    more (see :func:`release_futures`): gather results after their attempt is over.
+    ``pairs``: ``(Future, worker holding it)``. A direct gather of a result whose worker
+    died waits for it to be computed again, which a pinned task never is; so the gather
+    runs in a thread while this one watches the workers, and on a loss cancels the lost
+    futures and raises. Cancelling is safe only for futures no task depends on any more
+    (:func:`release_futures`): gather results after their attempt is over.
     """
     futures = [f for f, _ in pairs]
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spgemm-gather")

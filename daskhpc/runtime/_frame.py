@@ -3,9 +3,8 @@
 A workflow describes its run as a :class:`Job` (dask-free pieces: the per-part static
 data, the :class:`~daskhpc.comm.Program` of the remaining iterations or a function that
 builds one attempt's graph, how reports become history rows, a fingerprint) and
-:func:`run_job` does the rest, the same way for everybody (a run of several jobs:
-:func:`~daskhpc.runtime.run_phases`, ``_phases``, which opens the checkpoint and the part
-store and announces the run once; :func:`run_phase` here runs each job):
+:func:`run_job` does the rest, the same way for everybody (several jobs in one run:
+:func:`~daskhpc.runtime.run_phases`; :func:`run_phase` here runs each job):
 
 * place the parts (:class:`Placement`) and keep their data on the workers (:class:`PartStore`);
 * run *attempts*: submit the program (in windows of units when the job can stop early),
@@ -20,8 +19,8 @@ store and announces the run once; :func:`run_phase` here runs each job):
 
 Examples
 --------
->>> job = Job("demo", nparts=4, units=10, program=make_program, statics=statics,
-...           row=lambda u, rep: {"loss": sum(v["loss"] for v in rep.values())})
+>>> job = Job("demo", nparts=4, units=10, program=make_program,    # doctest: +SKIP
+...           statics=statics, row=lambda u, rep: {"loss": rep[0]["loss"]})
 >>> out = run_job(client, job, checkpoint="ck/", resume=True)      # doctest: +SKIP
 >>> out.history[-1]["loss"], out.measured["inter_worker_bytes"]    # doctest: +SKIP
 """
@@ -86,113 +85,230 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     if warm_up and job.warm_up is not None:
         warm(client, job.warm_up)
     budget_used = len(recoveries)
-    attempts = 0
+    run = _PhaseRun(client, job, store, ck, book, run_id, callback, announce, rows_at_end,
+                    low_latency)
     mode = None if progress_bar is None else ("on" if progress_bar else "off")
-    t0 = time.perf_counter()
-    value, ledger = None, None
-    meter: dict = {}         # the last attempt's plans and key -> unit map (_measure)
-    # one call to the workers and one to the scheduler set what the run needs and one
-    # each puts it back (_calls): the recovery filter, the objects
-    # frozen (no full garbage collection of the imports' objects inside the run), low
-    # latency and the first attempt's TransferLedger marks
-    marks = LogMarks()
-    losses: list = []        # the workers lost in this phase (the settings' undo asks)
-    # (the last attempt's ledger is read in the undo call, first: LedgerClose)
-    closing = LedgerClose()
-    settings = [Quiet((run_id, store.run)), FrozenHeap(), marks,
-                AttemptTopics(f"daskhpc-{run_id}a")]
-    if low_latency:
-        settings.append(LowLatency())
-    settings.append(closing)
-    app = applied(client, *settings, lost=lambda: bool(losses), wait=False)
-    with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as bar, app as got:
-        # the settings' calls are on their way while the first attempt builds its graph
-        # and places its data; its ledger takes their marks (ready) before it submits
-        def first_marks():
-            return marks.marks(got)
-
-        bar.advance(len(book.rows))
+    with progress(job.units, f"{job.name} {job.unit_name}", mode=mode) as run.bar, \
+            run.app as run.got:
+        run.bar.advance(len(book.rows))
         while True:
-            todo = todo_of(job, book)
-            token = f"{run_id}a{attempts}"
             try:
-                with warnings.catch_warnings():
-                    # a worker that died took its transfer log along (the recovery says so)
-                    warnings.filterwarnings("ignore", message="workers left during")
-                    # read in the undo call only where that call reaches the ledger's
-                    # workers: the first attempt's (after a loss the undo goes to the
-                    # workers of the start still there, not to their replacements)
-                    with TransferLedger(client, settle=0.5,
-                                        closing=None if losses else closing,
-                                        marks=None if attempts else first_marks) as ledger:
-                        def work_done(ledger=ledger, token=token):
-                            # the attempt's work is done (its last tasks are): the call
-                            # that reads the ledger, cleans up and undoes the settings
-                            # goes while the final values are gathered (3-4 ms less a
-                            # run). After a loss the ledger reads its logs itself. (A
-                            # worker lost during that gather: the recovery then runs
-                            # with the settings undone, slower but the same.)
-                            if not losses:
-                                ledger.then = _worker_cleanup(job, token, meter)
-                                closing.ledger = ledger
-                                app.undo_soon()
-
-                        try:
-                            value = _attempt(client, job, book, store, ck, token, attempts,
-                                             todo, callback, bar, meter, announce,
-                                             rows_at_end, ready=ledger.ready,
-                                             work_done=work_done)
-                        finally:
-                            # the attempt's cleanup on the workers, in the ledger's call
-                            ledger.then = _worker_cleanup(job, token, meter)
+                value = run.attempt()
                 break
             except WorkerLost as lost:
                 t_lost = time.perf_counter()
-                losses.append(lost.lost)
+                run.losses.append(lost.lost)
                 if len(recoveries) >= max_restarts:
                     raise GaveUp(lost.lost, len(recoveries), max_restarts) from lost
-                in_flight = todo_of(job, book)
-                since = max([book.done_at.get(u, 0.0) for u in todo] + [book.attempt_t0])
-                rec = {"lost": sorted(lost.lost), "attempt": attempts,
-                       "in_flight": unit_ranges(in_flight), "after_s": round(t_lost - t0, 3),
-                       "wasted_s": max(t_lost - since, 0.0) if in_flight else 0.0}
-                rec.update(invalidate(job, book, lost.lost))
-                old = store.placement
-                # a host that went silent does not come back in seconds: no wait for it
-                silent = bool(lost.why) and set(lost.why) >= set(lost.lost)
-                new_placement, moved = _move_off(client, store, old, set(lost.lost),
-                                                 wait_s=0.0 if silent else 5.0)
-                fresh = [w for w in new_placement.workers if w not in old.workers]
-                if job.warm_up is not None and fresh:
-                    with contextlib.suppress(Exception):
-                        warm(client, job.warm_up, workers=fresh)
-                after = todo_of(job, book)
-                rec.update(restart=(after or [None])[0], rerun=unit_ranges(after),
-                           rerun_count=len(after), unit_name=job.unit_name,
-                           moved=[int(m) if isinstance(m, (int, np.integer)) else list(m)
-                                  for m in moved],
-                           new_workers=fresh, recovery_s=time.perf_counter() - t_lost)
-                rec["time_lost_s"] = rec["wasted_s"] + rec["invalidated_s"] + rec["recovery_s"]
-                recoveries.append(rec)
-                attempts += 1
-    run_s = time.perf_counter() - t0
+                recoveries.append(run.recover(lost, t_lost))
+    run_s = time.perf_counter() - run.t0
     history = book.history()
-    measured = measure(job, ledger, store.placement, book, meter)
+    measured = measure(job, run.ledger, store.placement, book, run.meter)
     for row in history:
         row.update(measured["per_unit"].get(row["unit"], {}))
     measured.pop("per_unit")
     timing = {"run_s": run_s, "per_iteration_s": [r.get("time_s") for r in history],
-              "setup_s": t0 - t_start}
+              "setup_s": run.t0 - t_start}
     recovery = {"recoveries": recoveries[budget_used:], "max_restarts": max_restarts,
-                "attempts": attempts + 1,
+                "attempts": run.attempts + 1,
                 "checkpoint": None if ck is None else ck.path, "resumed_from": resumed_from,
                 "saved": None if ck is None else (ck.latest() or (None,))[0],
                 "already_complete": {"units": job.units, "unit_name": job.unit_name}
                 if complete else None}
     if ck is not None and getattr(ck, "dropped", None):
         recovery["damaged_steps"] = list(ck.dropped)
+    return Outcome(value, history, measured, timing, recovery, store.placement, run.ledger,
+                   _execution(job, store, run.meter, run.ledger, history))
+
+
+class _PhaseRun:
+    """A phase's attempts and what they share: the run's settings on the cluster, the
+    last attempt's ledger and ``meter`` (its plans and key -> unit map), the losses."""
+
+    def __init__(self, client, job, store, ck, book: Book, run_id: str, callback, announce,
+                 rows_at_end: bool, low_latency: bool):
+        self.client, self.job, self.store, self.ck, self.book = client, job, store, ck, book
+        self.run_id, self.callback = run_id, callback
+        self.announce, self.rows_at_end = announce, rows_at_end
+        self.attempts, self.ledger, self.meter, self.losses = 0, None, {}, []
+        self.todo: list = []
+        self.bar = self.got = None
+        self.t0 = time.perf_counter()
+        # one call to the workers and one to the scheduler set what the run needs and one
+        # each puts it back (_calls): the recovery filter, the objects frozen (no full
+        # garbage collection of the imports' objects inside the run), low latency and the
+        # first attempt's TransferLedger marks; the last attempt's ledger is read in the
+        # undo call, first (LedgerClose)
+        self.marks, self.closing = LogMarks(), LedgerClose()
+        settings = [Quiet((run_id, store.run)), FrozenHeap(), self.marks,
+                    AttemptTopics(f"daskhpc-{run_id}a")]
+        settings += [LowLatency()] if low_latency else []
+        self.app = applied(client, *settings, self.closing, lost=lambda: bool(self.losses),
+                           wait=False)
+
+    def attempt(self):
+        """Run the units not done yet under a :class:`TransferLedger`; the job's value,
+        or :class:`WorkerLost`."""
+        token = f"{self.run_id}a{self.attempts}"
+        self.todo = todo_of(self.job, self.book)
+        with warnings.catch_warnings():
+            # a worker that died took its transfer log along (the recovery says so)
+            warnings.filterwarnings("ignore", message="workers left during")
+            # the settings' calls are on their way while the first attempt builds its
+            # graph and places its data; its ledger takes their marks before it submits.
+            # It is read in the undo call only where that call reaches its workers: the
+            # first attempt's (after a loss the undo goes to the workers of the start
+            # still there, not to their replacements)
+            first_marks = None if self.attempts else (lambda: self.marks.marks(self.got))
+            with TransferLedger(self.client, settle=0.5, marks=first_marks,
+                                closing=None if self.losses else self.closing) as ledger:
+                self.ledger = ledger
+                try:
+                    return self._run(token)
+                finally:
+                    # the attempt's cleanup on the workers, in the ledger's call
+                    ledger.then = _worker_cleanup(self.job, token, self.meter)
+
+    def work_done(self) -> None:
+        """The attempt's last tasks are done: the call that reads the ledger, cleans up
+        and undoes the settings goes while the final values are gathered (3-4 ms less a
+        run). After a loss the ledger reads its logs itself (and a worker lost during
+        that gather: the recovery runs with the settings undone, slower but the same)."""
+        if not self.losses:
+            self.ledger.then = _worker_cleanup(self.job, self.token, self.meter)
+            self.closing.ledger = self.ledger
+            self.app.undo_soon()
+
+    def _run(self, token: str):
+        """One attempt of ``self.todo``: the job's value, or WorkerLost."""
+        client, job = self.client, self.job
+        owners = set(self.store.placement.workers)
+        self.book.attempt_t0 = time.perf_counter()
+        topic = f"daskhpc-{token}"
+        done = False                  # the attempt completed (its value is returned)
+        with ReportInbox(client, topic, forget=False) as inbox, \
+                WorkerWatch(client, owners) as self.watch:
+            self.token, self.topic, self.wake, self.futures = token, topic, inbox.news, []
+            self.drain = _Rows(client, job, self.book, self.bar, self.callback, inbox)
+            try:
+                self.meter.clear()
+                self.meter["units"] = set(self.todo)
+                value = (_run_program if job.program is not None else _run_graph)(self)
+                done = True
+                return value
+            except WorkerLost:
+                # reports the workers sent before the loss may still be on their way (the
+                # loss can be seen first by polling): take them, so the restart is as
+                # late as the checkpoints allow
+                deadline = time.monotonic() + 0.5
+                while time.monotonic() < deadline:
+                    self.drain()
+                    time.sleep(0.02)
+                raise
+            except Exception:
+                # the run stops early (Diverged, ...): let the workers cancel the released
+                # tasks before the cleanup ends their waits, or each logs "Compute Failed"
+                # with a traceback on the user's terminal
+                release_futures(self.futures)
+                with contextlib.suppress(Exception):
+                    _quiesce(client, token)
+                raise
+            finally:
+                release_futures(self.futures)
+                # (the attempt that completes may leave its last rows to the run's end)
+                self.drain(force=True, publish=not (done and self.rows_at_end))
+                if job.program is None and self.meter.get("cleanup") is not None:
+                    with contextlib.suppress(Exception):
+                        self.meter["cleanup"]()
+
+    def recover(self, error: WorkerLost, t_lost: float) -> dict:
+        """After the loss of ``error.lost`` (seen at ``t_lost``): the units invalidated,
+        the parts re-placed, the new workers warmed up; the recovery's record."""
+        job, book, store, lost = self.job, self.book, self.store, error.lost
+        # a host that went silent does not come back in seconds: no wait for it
+        silent = bool(error.why) and set(error.why) >= set(lost)
+        in_flight = todo_of(job, book)
+        since = max([book.done_at.get(u, 0.0) for u in self.todo] + [book.attempt_t0])
+        rec = {"lost": sorted(lost), "attempt": self.attempts,
+               "in_flight": unit_ranges(in_flight), "after_s": round(t_lost - self.t0, 3),
+               "wasted_s": max(t_lost - since, 0.0) if in_flight else 0.0}
+        rec.update(invalidate(job, book, lost))
+        old = store.placement
+        placement, moved = _move_off(self.client, store, old, set(lost),
+                                     wait_s=0.0 if silent else 5.0)
+        fresh = [w for w in placement.workers if w not in old.workers]
+        if job.warm_up is not None and fresh:
+            with contextlib.suppress(Exception):
+                warm(self.client, job.warm_up, workers=fresh)
+        after = todo_of(job, book)
+        rec.update(restart=(after or [None])[0], rerun=unit_ranges(after),
+                   rerun_count=len(after), unit_name=job.unit_name,
+                   moved=[int(m) if isinstance(m, (int, np.integer)) else list(m)
+                          for m in moved],
+                   new_workers=fresh, recovery_s=time.perf_counter() - t_lost)
+        rec["time_lost_s"] = rec["wasted_s"] + rec["invalidated_s"] + rec["recovery_s"]
+        self.attempts += 1
+        return rec
+
+    def gather(self, futures: list, **kw):
+        """:func:`gather_watching` of the attempt's ``futures``, draining its reports."""
+        return gather_watching(self.client, futures, self.watch, on_poll=self.drain,
+                               wake=self.wake, **kw)
+
+
+class _Rows:
+    """An attempt's reports as they arrive (``_Rows()`` takes what came): rows to the
+    book, the progress bar, the callback and the dashboard; a row that is not finite
+    ends the run (:class:`Diverged`)."""
+
+    def __init__(self, client, job, book: Book, bar, callback, inbox):
+        self.client, self.job, self.book, self.bar = client, job, book, bar
+        self.callback, self.inbox = callback, inbox
+        self.unpublished: list = []
+        self.last = time.monotonic()
+        self.diverged = False         # raised once; the drains after it only clean up
+
+    def __call__(self, force: bool = False, publish: bool = True) -> None:
+        for msg in self.inbox.drain():
+            if not self.diverged:      # after a divergence: no more rows, no checkpoints
+                self.book.add(msg)
+        rows = [] if self.diverged else [public(row) for row in self.book.new_rows]
+        self.book.new_rows = []
+        stop = None
+        for i, row in enumerate(rows):
+            stop = self._divergence(row)
+            if stop is not None:
+                rows = rows[:i]        # nobody sees the rows from the bad one on
+                break
+            self.bar.advance()
+            if self.callback is not None:
+                self.callback(row)
+        self.unpublished.extend(rows)
+        # the dashboard gets the rows at most once a second: a scheduler round trip per
+        # unit competed with the run itself (10-25 % of a short SSGD epoch, measured)
+        if publish and self.unpublished and (force or stop or
+                                             time.monotonic() - self.last > PUBLISH_S):
+            _publish(self.client, "history", rows=list(self.unpublished))
+            self.unpublished.clear()
+            self.last = time.monotonic()
+        if stop is not None:
+            raise stop
+
+    def _divergence(self, row: dict) -> Diverged | None:
+        """A NaN/inf loss, objective or fit in ``row`` (when the job checks): the error."""
+        job = self.job
+        bad = not_finite({k: v for k, v in row.items() if k != "unit"}) if job.finite else None
+        if bad is None:
+            return None
+        self.diverged = True
+        return Diverged(job.name, job.unit_name, row["unit"], *bad, row, job.diverged_hint)
+
+
+def _execution(job, store, meter: dict, ledger, history: list) -> dict:
+    """The report's ``execution``: the workers, how a Program's steps ran and where the
+    last attempt's steps spent their time."""
     execution = {"workers": len(store.placement.workers), "units": job.unit_name}
-    if job.program is not None:     # how a Program's steps ran (attempt graphs: their own)
+    if job.program is not None:
         single = bool(meter.get("single_worker"))      # the last attempt's (_run_program)
         execution.update(exchange=exchange_mode(job.exchange),
                          in_loop=bool(job.in_loop) and not single, single_worker=single)
@@ -200,8 +316,7 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
     split = step_split(ledger, sum(1 for row in history if row.get("unit") in ran))
     if split is not None:
         execution["steps"] = split
-    return Outcome(value, history, measured, timing, recovery, store.placement, ledger,
-                   execution)
+    return execution
 
 
 def step_split(ledger, units: int) -> dict | None:
@@ -262,210 +377,145 @@ def _move_off(client, store, old: Placement, lost: set, wait_s: float = 5.0):
         return placement, moved
 
 
-def _attempt(client, job: Job, book: Book, store, ck, token: str, number: int, todo: list,
-             callback, bar, meter: dict, announce: bool = True, rows_at_end: bool = False,
-             ready=lambda: None, work_done=None):
-    """One attempt; returns the job's value or raises WorkerLost. ``rows_at_end``: if
-    it completes, its last rows go with the run's end (``run_phase``). ``ready()`` is
-    called before the attempt's tasks are submitted (the run's settings on),
-    ``work_done()`` once its last tasks are, before their values are gathered."""
-    topic = f"daskhpc-{token}"
-    owners = set(store.placement.workers)
-    book.attempt_t0 = time.perf_counter()
-
-    unpublished: list = []
-    last = [time.monotonic()]
-    diverged: list = []           # raised once; the drains after it only clean up
-
-    def drain(force: bool = False, publish: bool = True):
-        for msg in inbox.drain():
-            if not diverged:           # after a divergence: no more rows, no checkpoints
-                book.add(msg)
-        rows = [public(row) for row in book.new_rows] if not diverged else []
-        book.new_rows = []
-        stop = None
-        for i, row in enumerate(rows):
-            bad = not_finite({k: v for k, v in row.items() if k != "unit"}) \
-                if job.finite else None
-            if bad is not None:        # a NaN/inf loss, objective or fit ends the run here
-                diverged.append(row)
-                stop = Diverged(job.name, job.unit_name, row["unit"], *bad, row,
-                                job.diverged_hint)
-                rows = rows[:i]        # nobody sees the rows from the bad one on
-                break
-            bar.advance()
-            if callback is not None:
-                callback(row)
-        unpublished.extend(rows)
-        # the dashboard gets the rows at most once a second: a scheduler round trip per
-        # unit competed with the run itself (10-25 % of a short SSGD epoch, measured)
-        if publish and unpublished and (force or stop or
-                                        time.monotonic() - last[0] > PUBLISH_S):
-            _publish(client, "history", rows=list(unpublished))
-            unpublished.clear()
-            last[0] = time.monotonic()
-        if stop is not None:
-            raise stop
-
-    futures: list = []
-    done = False                  # the attempt completed (its value is returned)
-    with ReportInbox(client, topic, forget=False) as inbox, \
-            WorkerWatch(client, owners) as watch:
-        try:
-            meter.clear()
-            meter["units"] = set(todo)
-            if job.program is not None:
-                value = _run_program(client, job, book, store, ck, token, topic, todo,
-                                     watch, drain, futures, meter, ready, work_done,
-                                     wake=inbox.news)
-                done = True
-                return value
-            start, first = None, todo[0] if todo else job.units
-            if job.ordered and first > 0 and ck is not None and job.restore is not None:
-                start = job.restore(ck, first)
-            g = job.attempt(Attempt(client, number, token, store.placement, store, topic,
-                                    todo, start, ck, job.window, units_per_task()))
-            meter.update(plans=g.plans, unit_of_key=g.unit_of_key, broadcast=g.broadcast,
-                         cleanup=g.cleanup, worker_cleanup=g.worker_cleanup)
-            if g.plans and announce and not callable(g.plans):   # the frame's to show
-                _publish_plan(client, job, store.placement, g.plans, g.broadcast)
-            if not g.tasks:
-                return g.collect([]) if g.collect else None
-            ready()
-            g, values = _run_windows(client, g, watch, drain, futures, work_done,
-                                     wake=inbox.news)
-            book.complete_silent(todo)
-            settle(book, todo, drain)
-            value = g.collect(values) if g.collect else values
-            done = True
-            return value
-        except WorkerLost:
-            # reports the workers sent before the loss may still be on their way (the
-            # loss can be seen first by polling): take them, so the restart is as late
-            # as the checkpoints allow
-            deadline = time.monotonic() + 0.5
-            while time.monotonic() < deadline:
-                drain()
-                time.sleep(0.02)
-            raise
-        except Exception:
-            # the run stops early (Diverged, ...): let the workers cancel the released
-            # tasks before the cleanup ends their waits, or each logs "Compute Failed"
-            # with a traceback on the user's terminal
-            release_futures(futures)
-            with contextlib.suppress(Exception):
-                _quiesce(client, token)
-            raise
-        finally:
-            release_futures(futures)
-            drain(force=True, publish=not (done and rows_at_end))
-            if job.program is None and meter.get("cleanup") is not None:
-                with contextlib.suppress(Exception):
-                    meter["cleanup"]()
+def _restored(job, ck, first: int) -> dict | None:
+    """The parts' states saved before unit ``first`` (None at the start): the job's
+    ``restore``, else each part's ``part-{p}.npz`` of the checkpoint step."""
+    if first == 0:
+        return None
+    if job.restore is not None:
+        return job.restore(ck, first)
+    return {p: load_arrays(ck.file(first, f"part-{p}.npz")) for p in range(job.nparts)}
 
 
-def _run_windows(client, g, watch, drain, futures: list, work_done=None, wake=None):
+def _run_graph(run: _PhaseRun):
+    """An attempt of a graph job: the graph the job builds, window after window."""
+    job, store, ck = run.job, run.store, run.ck
+    first = run.todo[0] if run.todo else job.units
+    ordered = job.ordered and ck is not None and job.restore is not None
+    start = _restored(job, ck, first) if ordered else None
+    g = job.attempt(Attempt(run.client, run.attempts, run.token, store.placement, store,
+                            run.topic, run.todo, start, ck, job.window, units_per_task()))
+    run.meter.update(plans=g.plans, unit_of_key=g.unit_of_key, broadcast=g.broadcast,
+                     cleanup=g.cleanup, worker_cleanup=g.worker_cleanup)
+    if g.plans and run.announce and not callable(g.plans):   # the frame's to show
+        _publish_plan(run.client, job, store.placement, g.plans, g.broadcast)
+    if not g.tasks:
+        return g.collect([]) if g.collect else None
+    run.ledger.ready()
+    g, values = _run_windows(run, g)
+    run.book.complete_silent(run.todo)
+    settle(run.book, run.todo, run.drain)
+    return g.collect(values) if g.collect else values
+
+
+def _run_windows(run: _PhaseRun, g):
     """Submit an attempt's graph window after window (``AttemptGraph.next``): the next
     window is built while one runs and submitted once it is done, so the scheduler holds
     one window and forgets it when it is over. Returns the last window's graph and the
-    values of its ``wanted`` keys. ``futures`` always lists what the client holds (the
-    caller releases it if the attempt ends early)."""
+    values of its ``wanted`` keys (``run.futures`` lists what the client holds)."""
     while True:
-        submitted = submit_pinned(client, g.tasks, g.where, g.wanted + g.hold)
-        futures[:] = submitted[:len(g.wanted)]
+        submitted = submit_pinned(run.client, g.tasks, g.where, g.wanted + g.hold)
+        run.futures[:] = submitted[:len(g.wanted)]
         if g.hold:
             g.held(dict(zip(g.hold, submitted[len(g.wanted):])))
         nxt = g.next() if g.next is not None else None
         if nxt is None:
-            return g, gather_watching(client, futures, watch, on_poll=drain,
-                                      when_done=work_done, wake=wake)
-        gather_watching(client, futures, watch, on_poll=drain, values=False, wake=wake)
-        release_futures(futures)
+            return g, run.gather(run.futures, when_done=run.work_done)
+        run.gather(run.futures, values=False)
+        release_futures(run.futures)
         g = nxt
 
 
-def _run_program(client, job, book, store, ck, token, topic, todo, watch, drain, futures,
-                 meter, ready=lambda: None, work_done=None, wake=None):
-    """An attempt of a program job: windows of units, then the final values."""
-    first = todo[0] if todo else job.units
-    starts = None
-    if first > 0:
-        starts = (job.restore(ck, first) if job.restore else
-                  {p: load_arrays(ck.file(first, f"part-{p}.npz")) for p in range(job.nparts)})
+def _run_program(run: _PhaseRun):
+    """An attempt of a program job: its units' steps in windows, then the final values
+    (from the saved states, here, when the checkpoint holds every unit)."""
+    job, store, ck = run.job, run.store, run.ck
+    first = run.todo[0] if run.todo else job.units
+    starts = _restored(job, ck, first)
     prog = job.program(first)
-    # the checkpoint is at the end: the parts' final values from their saved state, here
-    # (or, statics built on the workers from a Dask collection, there: no reports, no
-    # checkpoint steps)
-    replay = not todo
+    replay = not run.todo
     if replay and "static" in store.data:
         from daskhpc.comm import run_local
 
         statics = [store.data["static"][p] for p in range(job.nparts)]
         finals, _ = run_local(prog, statics, [starts[p] for p in range(job.nparts)])
         return job.assemble(finals) if job.assemble else finals
+    # (replay, statics built on the workers from a Dask collection: the final values
+    # there, without reports or checkpoint steps)
     plans = [(prog.plan(), prog.unit_of)]      # (one pass over the steps' plans)
-    _publish_plan(client, job, store.placement, plans, False)
-    meter.update(plans=plans, broadcast=False,
-                 unit_of_key=lambda key: None if step_of_key(key) is None else
-                 prog.unit_of(step_of_key(key)))
+    _publish_plan(run.client, job, store.placement, plans, False)
+    run.meter.update(plans=plans, broadcast=False,
+                     unit_of_key=lambda key: None if step_of_key(key) is None else
+                     prog.unit_of(step_of_key(key)))
     if starts is not None:
         starts = store.put("start", starts, transient=True)
-    ready()
-    runner = ProgramRunner(client, prog, store.placement, store["static"], starts=starts,
-                           token=token, topic=None if replay else topic,
+    run.ledger.ready()
+    runner = ProgramRunner(run.client, prog, store.placement, store["static"], starts=starts,
+                           token=run.token, topic=None if replay else run.topic,
                            checkpoint=None if ck is None or replay else ck.path,
                            in_loop=job.in_loop, exchange=exchange_mode(job.exchange))
-    futures += runner.frontier()
-    meter["single_worker"] = runner.single
+    run.futures += runner.frontier()
+    run.meter["single_worker"] = runner.single
     ends = [] if replay else prog.unit_steps
-    if len(ends) != len(todo):
-        raise RuntimeError(f"{job.name}: the program for units {todo[0]}..{todo[-1]} has "
-                           f"{len(ends)} reported steps")
+    if len(ends) != len(run.todo):
+        raise RuntimeError(f"{job.name}: the program for units {run.todo[0]}..{run.todo[-1]} "
+                           f"has {len(ends)} reported steps")
     # a program with a stop rule of its own, direct exchange: the workers end the run
     # where the rule says (no window per unit waited for by the client)
     on_workers = runner.direct and prog.stop is not None and job.stop is not None
+    ran = _unit_windows(run, runner, ends, on_workers)
+    return _program_end(run, runner, ends, ran, on_workers)
+
+
+def _unit_windows(run: _PhaseRun, runner, ends: list, on_workers: bool) -> int:
+    """Submit the steps of the units (``ends``: each one's last step) in windows; the
+    number of units run, fewer when the job's stop rule ends the run after a window.
+    Without a stop rule (or with the workers' own) each window is submitted before the
+    previous one is waited for, and the client holds only the windows not waited for."""
+    job, prog = run.job, runner.program
     window = job.window or (1 if job.stop and not on_workers else max(len(ends), 1))
-    # windows of units; without a stop rule the next window is submitted before the
-    # previous one is waited for (the workers never idle between windows). The client
-    # holds the windows not yet waited for, not every window of the run (each one's
-    # frontier kept its keys, and their values on the workers, to the end of the run)
-    bounds = [(i, min(i + window, len(ends))) for i in range(0, len(ends), window)]
-    pending, ran = [], len(ends)
+    last = job.stop is None or on_workers         # the client never stops the run early
     after = ends[-1] + 1 if ends else 0
-    # the client never stops the run early: the last window's tasks give the final values
-    last = job.stop is None or on_workers
-    for i, j in bounds:
+    pending: list = []
+    for i in range(0, len(ends), window):
+        j = min(i + window, len(ends))
         futs = runner.submit(range(ends[i - 1] + 1 if i else 0, ends[j - 1] + 1),
                              final=last and j == len(ends) and after == prog.nsteps)
         keep = runner.code_futures() + pending + futs     # the steps' code, on every worker
         ids = {id(f) for f in keep}
         # released now: the new window's tasks, already submitted, keep what they read
-        release_futures([f for f in futures if id(f) not in ids])
-        futures[:] = keep
-        if job.stop is None or on_workers:
+        release_futures([f for f in run.futures if id(f) not in ids])
+        run.futures[:] = keep
+        if last:
             if pending:
-                gather_watching(client, pending, watch, on_poll=drain, wake=wake)
+                run.gather(pending)
             pending = futs
             continue
-        gather_watching(client, futs, watch, on_poll=drain, wake=wake)
-        settle(book, todo[i:j], drain)
-        if job.stop(book.history()):
-            ran = j
-            break
+        run.gather(futs)
+        settle(run.book, run.todo[i:j], run.drain)
+        if job.stop(run.book.history()):
+            return j
+    return len(ends)
+
+
+def _program_end(run: _PhaseRun, runner, ends: list, ran: int, on_workers: bool):
+    """After ``ran`` units: the steps after the last report, the final values, the
+    units' rows settled and the workers' stop rule checked against the job's."""
+    job, prog = run.job, runner.program
+    after = ends[-1] + 1 if ends else 0
     if ran == len(ends) and after < prog.nsteps:             # steps after the last report
-        futures += runner.submit(range(after, prog.nsteps), final=True)
+        run.futures += runner.submit(range(after, prog.nsteps), final=True)
     fin = runner.finish()
-    futures += fin
-    kept = _kept_finals(client, runner, fin, job.nparts) if job.keep_finals else None
+    run.futures += fin
+    kept = _kept_finals(run.client, runner, fin, job.nparts) if job.keep_finals else None
     # (a stop rule on the workers: their registries are read below, so no early cleanup)
-    values = gather_watching(client, kept or fin, watch, on_poll=drain,
-                             values=kept is None,
-                             when_done=None if on_workers else work_done, wake=wake)
+    values = run.gather(kept or fin, values=kept is None,
+                       when_done=None if on_workers else run.work_done)
     if on_workers:
-        ran, stopped = _stopped_units(client, token, prog, ran)
-    settle(book, todo[:ran], drain)
+        ran, stopped = _stopped_units(run.client, run.token, prog, ran)
+    settle(run.book, run.todo[:ran], run.drain)
     if on_workers:
-        _check_stop(job, book.history(), ran, stopped)
+        _check_stop(job, run.book.history(), ran, stopped)
     if kept is not None:
         return kept
     finals = ProgramRunner.finals(values, job.nparts)
@@ -514,8 +564,8 @@ def _stopped_units(client, token: str, prog, ran: int) -> tuple[int, bool]:
 
 
 def _check_stop(job, history: list, ran: int, stopped: bool) -> None:
-    """The workers' rule (``Program.stop``) must be the job's on the history of the
-    ``ran`` units of this attempt: true where they stopped, false before."""
+    """The workers' rule (``Program.stop``) must be the job's on the ``ran`` units of this
+    attempt: true where they stopped, false before."""
     says = [bool(job.stop(history[:n])) for n in range(len(history) - ran + 1,
                                                          len(history) + 1)]
     if says[:-1].count(True) or (bool(says) and says[-1] != stopped):
@@ -526,10 +576,8 @@ def _check_stop(job, history: list, ran: int, stopped: bool) -> None:
 
 def _prepare_kernels(client, workflow: str) -> None:
     """A LocalCluster's workers share this machine's numba cache: compile the workflow's
-    kernels once here (saying so on stderr) instead of in every worker at its first
-    task. Remote workers have caches of their own; the command line prepares them before
-    it joins (``daskhpc._numba``; a Job of one's own, its name no registered workflow,
-    declares no kernels there: nothing to prepare)."""
+    kernels once here instead of in every worker (remote workers: the command line
+    prepares them, ``daskhpc._numba``)."""
     from distributed import LocalCluster
 
     if isinstance(getattr(client, "cluster", None), LocalCluster):

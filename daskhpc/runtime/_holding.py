@@ -14,10 +14,8 @@ releases. Rows have the fields ``key, run, worker, sent, done, start, stop, held
 (``sent``/``done``: the scheduler's clock when the task went to its worker and when its
 result came back; ``start``/``stop``: the worker's compute span) plus the adapter's own.
 
-Uses the scheduler's documented state: ``Scheduler.tasks`` (``TaskState.
-worker_restrictions``, ``state``), ``Scheduler.set_restrictions``, ``Scheduler.transitions``
-and the ``startstops`` transition argument. ``distributed.scheduler.no-workers-timeout``
-must stay unset, or parked tasks would be failed.
+``distributed.scheduler.no-workers-timeout`` must stay unset, or parked tasks would be
+failed.
 
 Examples
 --------

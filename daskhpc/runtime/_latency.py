@@ -1,20 +1,13 @@
 """Shorter batching of Dask's control messages while a latency-bound run is in flight.
 
 The scheduler talks to each worker through a ``BatchedSend`` that sends at most once per
-5 ms, and each worker reports back through one that sends at most once per 2 ms
-(hard-coded in ``distributed``, no setting): a chain of dependent tasks advances at most one
-task per ~5-7 ms per worker, whatever the tasks cost. An SSGD epoch is K such hops in a
-row (one per sub-epoch), so for small, latency-bound epochs this is the largest single
-cost; any workflow made of short dependent pinned tasks pays it the same way. The
-client's own stream to the scheduler sends at most once per 10 ms and the scheduler's to
-the client once per 2 ms: a graph submitted within 10 ms of the client's last message (a
-scatter's, say) waits for the rest of the 10 ms before the scheduler sees it, and the
-news that its keys are done waits again (measured: docs/benchmarks.md).
-:func:`low_latency` sets the intervals of the running streams for the duration of a run
-and restores them afterwards; more, smaller control messages are the price.
-
-The streams and their ``interval`` are internals of ``distributed``
-(:mod:`daskhpc._dask_internals`). Workers that join during the run keep the default.
+5 ms, each worker back through one of 2 ms, the client to the scheduler once per 10 ms
+(hard-coded in ``distributed``): a chain of short dependent tasks advances at most one
+task per ~5-7 ms per worker, whatever the tasks cost. :func:`low_latency` sets the
+intervals of the running streams for the duration of a run and restores them afterwards
+(more, smaller control messages are the price). The streams are internals of
+``distributed`` (:mod:`daskhpc._dask_internals`); workers that join during the run keep
+the default.
 
 Examples
 --------

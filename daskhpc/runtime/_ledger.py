@@ -6,18 +6,14 @@ Two sources on every worker, both read from the sender's side:
 - the direct exchange's pushes: the :class:`~daskhpc.runtime.Exchange` keeps its own
   ledger of what it wrote (one entry per push: receiver, key, sizeof, wire bytes);
 - Dask's transfers: every ``get_data`` reply is an entry of the worker's
-  ``transfer_outgoing_log`` (:func:`daskhpc._dask_internals.outgoing_log`). A worker
-  fetching the inputs of its next task names itself in the request (``who`` is its
-  address); the client and the scheduler do not (``who=None``). That log keeps
-  distributed's default of 1000 entries: while a ledger is open, a *tap* on the worker
-  copies its new entries every :data:`DRAIN_S` into a list of its own, so a run's
-  transfers are all counted however many there are (a worker would have to send more
-  than 1000 replies in :data:`DRAIN_S` to lose some, and the ledger would say so).
+  ``transfer_outgoing_log`` (:func:`daskhpc._dask_internals.outgoing_log`), whose ``who``
+  is the receiving worker (None for the client and the scheduler). That log keeps 1000
+  entries: while a ledger is open, a *tap* on the worker copies its new entries every
+  :data:`DRAIN_S`, so a run's transfers are all counted however many there are.
 
 The ledger remembers where each worker's sources ended when it was entered and, on
-exit, sums the entries written since whose receiver is a worker: exactly the
-worker-to-worker traffic of the run. Transfers of P2P shuffles go over their own
-channel and are not counted.
+exit, sums the entries written since whose receiver is a worker. Transfers of P2P
+shuffles go over their own channel and are not counted.
 """
 
 from __future__ import annotations
@@ -51,13 +47,9 @@ class TransferLedger:
     Two byte counts are kept for every message:
 
     ``bytes`` (reported as ``inter_worker_bytes``)
-        What the sending worker wrote to the socket: all frames of the message plus
-        their length headers. With
-        ``distributed.comm.compression: False`` (the default) this is the
-        uncompressed payload plus framing: a 1 MiB float64 array travels as
-        1,048,867 bytes over TCP (291 bytes of msgpack header and frame lengths).
-        Not counted: the receiver's small ``get_data`` request, the "OK" it sends
-        back, and TCP/IP headers.
+        What the sending worker wrote to the socket: all frames plus their length
+        headers (a 1 MiB float64 array travels as 1,048,867 bytes). Not counted: the
+        receiver's ``get_data`` request, its "OK", and TCP/IP headers.
     ``sizeof``
         Dask's ``sizeof`` estimate of the values sent, without framing: 1,048,576
         for the same array.
@@ -90,13 +82,12 @@ class TransferLedger:
 
     Notes
     -----
-    Transfers in flight when the ledger is entered are counted if they finish
-    after it. A worker that leaves before the exit takes its counts with it: its
-    sends are lost and a ``RuntimeWarning`` says so. Workers that join are
-    counted from their start (the last 1000 of Dask's transfers at most). If
-    entries were lost (more than 1000 ``get_data`` replies of one worker within
-    :data:`DRAIN_S`, or more than :data:`KEPT` messages of one worker in the
-    ledger), the totals are lower bounds and a ``RuntimeWarning`` says so.
+    Transfers in flight when the ledger is entered are counted if they finish after it.
+    A worker that leaves before the exit takes its counts with it, and workers that join
+    are counted from their start (the last 1000 of Dask's transfers at most). Where
+    entries were lost (more than 1000 replies of one worker within :data:`DRAIN_S`, or
+    more than :data:`KEPT` messages), the totals are lower bounds. A ``RuntimeWarning``
+    says so in both cases.
 
     Examples
     --------
@@ -128,8 +119,6 @@ class TransferLedger:
 
     def start(self) -> TransferLedger:
         """Remember where every worker's log ends now (``__enter__`` calls this)."""
-        # (the workers' order from their own answers: no extra round trip to ask the
-        # scheduler for them, at both ends of every attempt)
         marks, self._given = self._given, None
         self.entries = None
         self._later = marks if callable(marks) else None     # (taken by ready)
@@ -436,11 +425,9 @@ async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
     if first is not None:
         with contextlib.suppress(Exception):    # as the call on its own was: never fails this
             then = first[0](*first[1:], dask_worker=dask_worker)
-    # The receiver's task can finish, and the client see it, a moment before
-    # the sender appends its log entry (it does so after the receiver's "OK").
-    # transfer_outgoing_count (open transfers) drops in the same step as the append. (It counts the
-    # client's gathers too: the frame gathers the final values while this call is on
-    # its way, so the wait is polled finely.)
+    # The receiver's task can finish a moment before the sender appends its log entry
+    # (after the receiver's "OK"); transfer_outgoing_count drops in the same step. (It
+    # counts the client's gathers too, which run meanwhile: polled finely.)
     deadline = time.monotonic() + settle
     while dask_worker.transfer_outgoing_count and time.monotonic() < deadline:
         await asyncio.sleep(0.001)

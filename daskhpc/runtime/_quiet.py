@@ -2,16 +2,10 @@
 
 When a worker dies, the scheduler logs ``Removing worker ... caused the cluster to lose
 scattered data, which can't be recovered: {keys}`` as an ERROR (and a WARNING that lost
-results "will be recomputed elsewhere", which pinned tasks never are). During a run the
-frame recovers from exactly that: it scatters the parts' data again and restarts the
-attempt (``_frame``, ``_store``), and says so in the run's recovery record. While a run
-is on, the :class:`Quiet` setting (``_calls``) drops those two log lines from the
-scheduler's logger when every key they name belongs to the run; anything else still
-reaches the user. A scheduler that cannot take the filter logs as before.
-
-The filter is installed in the scheduler's process through ``client.run_on_scheduler``:
-for a LocalCluster that is the client's own process (where the line would reach the
-terminal); a scheduler elsewhere gets it too when it can import daskhpc.
+results "will be recomputed elsewhere"). The frame recovers from exactly that and says
+so in the run's recovery record. While a run is on, the :class:`Quiet` setting
+(``_calls``) drops those two lines from the scheduler's logger when every key they name
+belongs to the run; anything else still reaches the user.
 
 Examples
 --------

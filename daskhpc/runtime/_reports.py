@@ -1,20 +1,15 @@
 """Unit reports: what workers tell the client at the end of each iteration, as Dask events.
 
 A task that finishes a *unit* (an epoch, an iteration, a batch) of some of the run's
-parts calls :func:`send_report` with their values (loss partial sums, a fit, ...). The
-event travels worker -> scheduler -> client on the streams Dask already has (no task, no
-transfer), in order with the task's completion, and before the news of that worker's
-death if it dies right after: the client learns what finished even when the futures it
-waits on will never come. :class:`ReportInbox` collects them on the client.
+parts calls :func:`send_report` with their values. The event travels worker ->
+scheduler -> client on Dask's existing streams, in order with the task's completion and
+before the news of that worker's death: the client learns what finished even when the
+futures it waits on never come. :class:`ReportInbox` collects them on the client.
 
-A report names its *reporters* (part ids, or strings such as ``"eval-3"``); the frame
-knows which reporters make a unit complete. ``saved`` says the reporters' checkpoint
-files of this unit were written before the report left.
-
-A worker that runs many short units in one task (:class:`ReportBatch`, the one-worker
-loop of ``_steps``) sends their reports together, ``{"batch": [report, ...]}`` in unit
-order, at most one event per :data:`COALESCE_S`: an event per unit cost more than a
-short unit itself; the inbox hands them out one by one.
+A report names its *reporters* (part ids, or strings such as ``"eval-3"``); ``saved``
+says their checkpoint files of this unit were written before it left. A loop of short
+units (:class:`ReportBatch`) sends ``{"batch": [report, ...]}`` at most once per
+:data:`COALESCE_S`; the inbox hands them out one by one.
 
 Examples
 --------

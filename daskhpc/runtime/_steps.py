@@ -4,19 +4,20 @@ Each worker process keeps, per run (``token``), a :class:`~daskhpc.comm.Context`
 part it owns (its state lives there for the whole attempt: never a Dask value, so never
 copied, spilled or sent) and the messages its parts sent and nobody consumed yet.
 
-Step ``t`` of the worker's parts is a *group* of tasks with the same inputs (the group of
-step ``t - 1`` and the bundles other workers sent for step ``t``): one task per receiving
-worker, or one task when the parts send nothing to other workers. Whichever task of the
-group runs first runs the step for every part of the worker (ascending); each task then
-returns its bundle, ``{(src, dst): payload}`` for one receiving worker. Messages between
-two parts of the worker stay in the registry (nothing moves). One group per step means one
-scheduler round trip per step and one transfer per communicating worker pair, as the
-plan's :meth:`~daskhpc.comm.Plan.placed` projection counts them.
+The step modes:
 
-When every part of an attempt is on one worker there is nothing to exchange:
-:func:`steps_single` runs a whole window of steps in one task, in one loop (no
-per-step hand-off, wait or push), each reported unit still checkpointed and reported (the
-reports of short units coalesced, :class:`~daskhpc.runtime._reports.ReportBatch`).
+* graph exchange (:func:`step_group`, :func:`step_group_in_loop`): step ``t`` of the
+  worker's parts is a *group* of tasks with the same inputs (the group of step ``t - 1``
+  and the bundles other workers sent): one task per receiving worker (or one). The first
+  task of the group to run runs the step for every part of the worker; each returns its
+  bundle, ``{(src, dst): payload}`` for one receiving worker. One transfer per
+  communicating worker pair and step, as :meth:`~daskhpc.comm.Plan.placed` counts them.
+* direct exchange (:func:`steps_direct`): one task per worker and window of steps, the
+  messages pushed to their receivers (``_exchange``).
+* one worker (:func:`steps_single`): a window of steps in one loop, nothing to exchange.
+
+Messages between two parts of one worker stay in the registry. The loops report their
+units coalesced (:class:`~daskhpc.runtime._reports.ReportBatch`).
 
 .. warning::
    Tasks act on worker-side state: they must not be re-run one by one (Dask's retries
@@ -51,8 +52,8 @@ _REGISTRIES = (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED, _CODE, 
 
 class Packed:
     """``obj`` pickled once, here, and sent as those bytes: a worker that receives it gets
-    ``obj`` back (unpickled with the garbage collector paused, whose passes over the
-    code's many small objects cost most of it; docs/benchmarks.md)."""
+    ``obj`` back (unpickled with the garbage collector paused: its passes over the code's
+    many small objects cost most of the time)."""
 
     def __init__(self, obj):
         from daskhpc._dask_internals import dumps
@@ -253,13 +254,9 @@ def step_group(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
 
 
 async def step_group_in_loop(code, token, label, t, parts, for_worker, chain, *bundles):
-    """:func:`step_group` run by the worker's event loop instead of its thread pool.
-
-    Dask runs a coroutine-function task in the event loop; a short step costs less there
-    than the hand-off to a thread and back. The worker
-    still counts it against its threads, so it never overlaps another task of the worker.
-    Long steps block the loop (and the heartbeats) while they run: programs choose.
-    """
+    """:func:`step_group` in the worker's event loop instead of its thread pool: a short
+    step costs less there than the hand-off to a thread and back (long steps block the
+    loop and the heartbeats: programs choose)."""
     return step_group(code, token, label, t, parts, for_worker, chain, *bundles)
 
 
@@ -278,38 +275,40 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
     from daskhpc.runtime._exchange import extension
 
     code = _code(code)
-    worker, key, batch = _begin(code, token, label, t1, parts, statics, starts)
-    ext = extension(worker)
-    if (token, label) in _STOPPED:            # an earlier task's unit ended the program
-        return _last(code, token, label, parts, final)
-    try:
-        clock = step_clock(token, label)
+    with _Loop(code, token, label, t1, parts, statics, starts) as loop:
+        ext, clock = extension(loop.worker), step_clock(token, label)
         clock.exchange = True            # its waits and sends are timed
-        for t in range(t0, t1):
-            waited = time.perf_counter()
-            ids = [(t - 1, *m) for m in code.incoming[t - 1].get(label, [])] if t else []
-            got = await ext.wait(token, ids, clock=clock) if ids else {}
-            clock.wait += time.perf_counter() - waited
-            inbox = {mid[1:]: payload for mid, payload in got.items()}
+        for t in loop.steps(t0, t1):
+            inbox = await _receive(ext, code, token, label, t, clock)
             if code.in_loop:
-                _run_step(code, token, label, t, parts, [inbox], batch)
+                _run_step(code, token, label, t, parts, [inbox], loop.batch)
             else:   # off the event loop, which keeps receiving pushes (context copied)
                 await asyncio.to_thread(_run_step, code, token, label, t, parts, [inbox],
-                                        batch)
-            sending = time.perf_counter()
-            outgoing = [(k[2], _REMOTE.pop(k))
-                        for k in [k for k in _REMOTE if k[:2] == (token, t)]]
-            await ext.push_all(token, [
-                (code.address[w], (f"{code.name}-{token}", label, t, w),
-                 [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
-                for w, msgs in outgoing])
-            clock.send += time.perf_counter() - sending
-            if _ended(code, token, label, t, worker, key):
-                break
-    finally:
-        if batch is not None:
-            batch.flush()
+                                        loop.batch)
+            await _send(ext, code, token, label, t, clock)
     return _last(code, token, label, parts, final)
+
+
+async def _receive(ext, code: ProgramCode, token: str, label: str, t: int, clock) -> dict:
+    """The messages of step ``t - 1`` from other workers that step ``t`` reads,
+    ``{(src, dst): payload}``; the wait is timed (whom it waited for: the exchange's
+    ``wait`` tells ``clock``)."""
+    waited = time.perf_counter()
+    ids = [(t - 1, *m) for m in code.incoming[t - 1].get(label, [])] if t else []
+    got = await ext.wait(token, ids, clock=clock) if ids else {}
+    clock.wait += time.perf_counter() - waited
+    return {mid[1:]: payload for mid, payload in got.items()}
+
+
+async def _send(ext, code: ProgramCode, token: str, label: str, t: int, clock) -> None:
+    """Push what step ``t`` sends to other workers, one write per receiving worker."""
+    sending = time.perf_counter()
+    outgoing = [(k[2], _REMOTE.pop(k)) for k in [k for k in _REMOTE if k[:2] == (token, t)]]
+    await ext.push_all(token, [
+        (code.address[w], (f"{code.name}-{token}", label, t, w),
+         [((t, src, dst), payload) for (src, dst), payload in msgs.items()])
+        for w, msgs in outgoing])
+    clock.send += time.perf_counter() - sending
 
 
 def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
@@ -318,42 +317,55 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
     no exchange (messages between parts stay in the registry), the same step functions in
     the same order as every other mode (the same results, bit for bit).
 
-    Each reported step checkpoints and reports its unit as the other modes do; reports of
-    short units go together, at most one event per ``COALESCE_S`` (a checkpointed unit's
-    at once: the frame restarts from the newest checkpoint it was told about), the last
-    one when the window ends. Once the task is cancelled (the run stopped, diverged or
-    failed), the loop ends at the next unit. ``statics``, ``starts`` and ``final`` as in
+    Reports of short units go together, at most one event per ``COALESCE_S`` (a
+    checkpointed unit's at once), the last when the window ends; once the task is
+    cancelled the loop ends at the next unit. ``statics``, ``starts`` and ``final`` as in
     :func:`steps_direct`.
     """
     code = _code(code)
-    worker, key, batch = _begin(code, token, label, t1, parts, statics, starts)
-    if (token, label) in _STOPPED:            # an earlier task's unit ended the program
-        return _last(code, token, label, parts, final)
-    try:
-        for t in range(t0, t1):
-            _run_step(code, token, label, t, parts, (), batch)
-            if _ended(code, token, label, t, worker, key):
-                break
-    finally:
-        if batch is not None:
-            batch.flush()
+    with _Loop(code, token, label, t1, parts, statics, starts) as loop:
+        for t in loop.steps(t0, t1):
+            _run_step(code, token, label, t, parts, (), loop.batch)
     return _last(code, token, label, parts, final)
 
 
-def _begin(code: ProgramCode, token: str, label: str, t1: int, parts: tuple, statics,
-           starts) -> tuple:
-    """What a loop of steps up to ``t1 - 1`` starts with: the parts made if it is the
-    attempt's first task (``statics``), then ``(this worker, the task's key, a
-    ReportBatch of its units' reports or None)``."""
-    from distributed import get_worker
+class _Loop:
+    """A task's loop of steps up to ``t1 - 1`` on this worker: the parts made first if
+    it is the attempt's first task (``statics``), its units' reports coalesced
+    (``batch``, a ReportBatch, sent when the loop ends)."""
 
-    from daskhpc.runtime._reports import ReportBatch
+    def __init__(self, code: ProgramCode, token: str, label: str, t1: int, parts: tuple,
+                 statics, starts):
+        from distributed import get_worker
 
-    worker = get_worker()
-    if statics is not None:
-        init_group(code, token, label, parts, statics, starts)
-    batch = None if code.topic is None else ReportBatch(code.topic, worker)
-    return worker, (f"{code.name}-{token}", label, t1 - 1, ""), batch
+        from daskhpc.runtime._reports import ReportBatch
+
+        self.code, self.token, self.label = code, token, label
+        self.worker = get_worker()
+        if statics is not None:
+            init_group(code, token, label, parts, statics, starts)
+        self.batch = None if code.topic is None else ReportBatch(code.topic, self.worker)
+        self.key = (f"{code.name}-{token}", label, t1 - 1, "")
+
+    def __enter__(self) -> "_Loop":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.batch is not None:
+            self.batch.flush()
+
+    def steps(self, t0: int, t1: int):
+        """The steps to run: none once the program's stop rule ended it (this task's
+        unit or an earlier one's), and none after a unit's end once nobody waits for the
+        task any more (cancelled: the run stopped, diverged or failed)."""
+        for t in range(t0, t1):
+            if (self.token, self.label) in _STOPPED:
+                return
+            yield t
+            if self.code.steps[t][2]:
+                ts = self.worker.state.tasks.get(self.key)
+                if ts is None or ts.state == "cancelled":
+                    return
 
 
 def _last(code: ProgramCode, token: str, label: str, parts: tuple, final: bool):
@@ -362,18 +374,6 @@ def _last(code: ProgramCode, token: str, label: str, parts: tuple, final: bool):
     if not final or any((token, p) not in _CONTEXTS for p in parts):
         return None
     return final_group(code, token, label, parts, None)
-
-
-def _ended(code: ProgramCode, token: str, label: str, t: int, worker, key) -> bool:
-    """After step t of a loop of steps (task ``key``): end it when the program's stop
-    rule did, or at a unit's end when nobody waits for the task any more (cancelled:
-    the run stopped, diverged or failed)."""
-    if (token, label) in _STOPPED:
-        return True
-    if not code.steps[t][2]:
-        return False
-    ts = worker.state.tasks.get(key)
-    return ts is None or ts.state == "cancelled"
 
 
 def final_group(code: ProgramCode, token: str, label: str, parts: tuple, chain) -> dict:

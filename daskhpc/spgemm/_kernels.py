@@ -392,55 +392,23 @@ def symbolic_masked(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols, m_pt
                           np.full(nrows, -1, np.int64), mmode == 1)
 
 
+# A merge is a product without stages (an empty A and B stack): the pieces alone.
+
 @njit(inline="always", **_OPTS)
 def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
     """Semiring sum of same-shape matrices in one pass, dense accumulator
     (Merge-Layer/-Fiber)."""
-    ncols = c_ptr.size - 1
-    c_ptr[0] = 0
-    pos = 0
-    for j in range(ncols):
-        start = pos
-        for m in range(off.size - 1):
-            po = off[m]
-            for t in range(ptr[po + j], ptr[po + j + 1]):
-                r = idx[t]
-                p = where[r]
-                if p >= start:
-                    c_val[p] = _add(sr, c_val[p], val[t])
-                else:
-                    where[r] = pos
-                    c_idx[pos] = r
-                    c_val[pos] = val[t]
-                    pos += 1
-        c_ptr[j + 1] = pos
-    return pos
+    none = off[:1]
+    return _spa_body(sr, 0, ptr, none, idx, val, ptr, none, idx, val, ptr, off, idx, val,
+                     ptr, idx, ptr, where, c_ptr, c_idx, c_val)
 
 
 @njit(inline="always", **_OPTS)
 def hash_merge_semiring(sr, ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
     """Unsorted-hash semiring merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
-    ncols = c_ptr.size - 1
-    maxb = 0
-    for j in range(ncols):
-        maxb = max(maxb, bound[j])
-    keys = np.full(_table_size(maxb), _EMPTY, np.int32)
-    slot = np.empty(_table_size(maxb), np.int64)
-    c_ptr[0] = 0
-    pos = 0
-    for j in range(ncols):
-        if bound[j] == 0:
-            c_ptr[j + 1] = pos
-            continue
-        size = _table_size(bound[j])
-        mask = size - 1
-        keys[:size] = _EMPTY
-        for m in range(off.size - 1):
-            po = off[m]
-            for t in range(ptr[po + j], ptr[po + j + 1]):
-                pos = _hash_acc(sr, keys, slot, mask, idx[t], val[t], c_idx, c_val, pos)
-        c_ptr[j + 1] = pos
-    return pos
+    none = off[:1]
+    return _hash_body(sr, 0, ptr, none, idx, val, ptr, none, idx, val, ptr, off, idx, val,
+                      ptr, idx, ptr, bound, c_ptr, c_idx, c_val)
 
 
 @njit(**_OPTS)

@@ -2,10 +2,9 @@
 
 :func:`grid_symbolic` runs LocalSymbolic for every cell and SUMMA stage of a
 ``q x q x l`` grid in one pass over the flops (numba), so ``daskhpc plan spgemm``
-reproduces Algorithm 3 for thousands of cells on a laptop. It also counts what
-the distributed run does not need to know in advance but the report compares
-with: the nonzeros of every Merge-Layer output piece that crosses the fiber
-(AllToAll-Fiber volume) and of every final C block.
+reproduces Algorithm 3 for thousands of cells on a laptop. It also counts, for the
+report, the nonzeros of every Merge-Layer piece that crosses the fiber and of every
+final C block.
 
 :func:`batch_count` is Algorithm 3, line 12::
 
