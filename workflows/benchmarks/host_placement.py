@@ -176,22 +176,33 @@ def measure_rate(rate: str, workflows: list, rounds: int, log) -> dict:
     return out
 
 
-def table(res: dict) -> str:
-    """One markdown table per workflow at one rate."""
+def table(results: list) -> str:
+    """One markdown table per workflow, a row per case and layout, a column pair per rate."""
     lines = []
-    for name, rows in res["workflows"].items():
-        lines += [f"\n{name} at {res['rate']}:", "",
-                  "| case | layout | measured s/step | predicted | planned / measured MB "
-                  "| speed-up measured / predicted | auto |", "| --- " * 7 + "|"]
-        for row in rows:
-            for i, (lay, v) in enumerate(row["layouts"].items()):
-                sp = (f"{row['measured_speedup']:.2f}x / {row['predicted_speedup']:.2f}x"
-                      if i == 0 and "measured_speedup" in row else "")
-                mb = "/".join("-" if v[k] is None else f"{v[k] / 1e6:.1f}"
-                              for k in ("planned_bytes", "measured_bytes"))
-                lines.append(f"| {row['case']} | {lay} | {_s(v['step_s'])} | "
-                             f"{_s(v['predicted_s'])} | {mb} | {sp} | "
-                             f"{row.get('auto', '') if i == 0 else ''} |")
+    rates = [r["rate"] for r in results]
+    names = list(dict.fromkeys(n for r in results for n in r["workflows"]))
+    for name in names:
+        head = " | ".join(f"{r} measured / predicted" for r in rates)
+        lines += ["", f"{name}:", "", f"| case | layout | MB planned (measured) | {head} |",
+                  "| --- " * (3 + len(rates)) + "|"]
+        cases = {row["case"]: row for row in results[0]["workflows"].get(name, [])}
+        for case in cases:
+            rows = [next((x for x in r["workflows"].get(name, []) if x["case"] == case), None)
+                    for r in results]
+            for lay, v in cases[case]["layouts"].items():
+                mb = "-" if v["planned_bytes"] is None else \
+                    f"{v['planned_bytes'] / 1e6:.1f} ({(v['measured_bytes'] or 0) / 1e6:.1f})"
+                cells = [f"{_s(row['layouts'][lay]['step_s'])} / "
+                         f"{_s(row['layouts'][lay]['predicted_s'])}" if row else "-"
+                         for row in rows]
+                lines.append(f"| {case} | {lay} | {mb} | {' | '.join(cells)} |")
+            sp = [f"{row['measured_speedup']:.2f}x / {row['predicted_speedup']:.2f}x"
+                  if row and "measured_speedup" in row else "-" for row in rows]
+            lines.append(f"| {case} | speed-up of {next(iter(cases[case]['layouts']))} | | "
+                         f"{' | '.join(sp)} |")
+            picks = [f"auto: {row.get('auto', '-')}, fastest: {row.get('fastest', '-')}"
+                     if row else "-" for row in rows]
+            lines.append(f"| {case} | | | {' | '.join(picks)} |")
     return "\n".join(lines)
 
 
@@ -245,11 +256,17 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", default="-", help="where the JSON goes (default stdout)")
     p.add_argument("--plots", metavar="DIR", help="one SVG per workflow in DIR")
-    p.add_argument("--replot", metavar="JSON", help="only draw --plots from a saved JSON")
+    p.add_argument("--replot", metavar="JSON", nargs="+",
+                   help="no measuring: the tables (and --plots) of saved JSON files")
     opts = p.parse_args(argv)
     if opts.replot:
-        with open(opts.replot) as f:
-            print("\n".join(plots(json.load(f)["rates"], opts.plots)))
+        results = []
+        for path in opts.replot:
+            with open(path) as f:
+                results += json.load(f)["rates"]
+        print(table(results))
+        if opts.plots:
+            print("\n".join(plots(results, opts.plots)))
         return 0
     why = hosts.unavailable()
     if why:
@@ -262,7 +279,7 @@ def main(argv=None) -> int:
     results = []
     for rate in opts.rates:
         results.append(measure_rate(rate, opts.workflows, opts.rounds, log))
-        print(table(results[-1]), file=sys.stderr, flush=True)
+        print(table(results[-1:]), file=sys.stderr, flush=True)
         write_json({"rates": results, "uptime": subprocess.run(
             ["uptime"], capture_output=True, text=True).stdout.strip()}, opts.json)
     if opts.plots:
