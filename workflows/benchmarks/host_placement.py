@@ -95,6 +95,9 @@ def chosen_layout(rep: dict) -> str | None:
     rows = rep.get("layouts") or (rep.get("plan") or {}).get("layouts") or []
     if rows:
         return rows[0]["layout"]
+    algos = (rep.get("plan") or {}).get("algorithms")     # linear: per call, the most used
+    if algos:
+        return max(algos, key=algos.get)
     return rep.get("partition_method") or rep.get("grid") or rep.get("algorithm")
 
 
@@ -125,7 +128,7 @@ def median_of(runs: list, key: str):
     return statistics.median(vals) if vals else None
 
 
-def measure_rate(rate: str, workflows: list, rounds: int, log) -> dict:
+def measure_rate(rate: str, workflows: list, rounds: int, log, only=None) -> dict:
     """Every case of ``workflows`` on a fresh cluster at ``rate``."""
     work = tempfile.mkdtemp(prefix=f"host-placement-{rate}-")
     env = {**os.environ, "DASK_CONFIG": os.path.join(work, "config")}
@@ -144,6 +147,8 @@ def measure_rate(rate: str, workflows: list, rounds: int, log) -> dict:
         for name in workflows:
             rows = []
             for case, common, layouts, auto in cases()[name]:
+                if only and case not in only:
+                    continue
                 runs = {lay: [] for lay in layouts}
                 for r in range(rounds):
                     order = list(layouts) if r % 2 == 0 else list(layouts)[::-1]
@@ -185,7 +190,8 @@ def table(results: list) -> str:
         head = " | ".join(f"{r} measured / predicted" for r in rates)
         lines += ["", f"{name}:", "", f"| case | layout | MB planned (measured) | {head} |",
                   "| --- " * (3 + len(rates)) + "|"]
-        cases = {row["case"]: row for row in results[0]["workflows"].get(name, [])}
+        first = next(r for r in results if r["workflows"].get(name))
+        cases = {row["case"]: row for row in first["workflows"][name]}
         for case in cases:
             rows = [next((x for x in r["workflows"].get(name, []) if x["case"] == case), None)
                     for r in results]
@@ -193,7 +199,8 @@ def table(results: list) -> str:
                 mb = "-" if v["planned_bytes"] is None else \
                     f"{v['planned_bytes'] / 1e6:.1f} ({(v['measured_bytes'] or 0) / 1e6:.1f})"
                 cells = [f"{_s(row['layouts'][lay]['step_s'])} / "
-                         f"{_s(row['layouts'][lay]['predicted_s'])}" if row else "-"
+                         f"{_s(row['layouts'][lay]['predicted_s'])}"
+                         if row and lay in row["layouts"] else "-"
                          for row in rows]
                 lines.append(f"| {case} | {lay} | {mb} | {' | '.join(cells)} |")
             sp = [f"{row['measured_speedup']:.2f}x / {row['predicted_speedup']:.2f}x"
@@ -223,13 +230,16 @@ def plots(results: list, folder: str) -> list:
     for name in names:
         fig, ax = plt.subplots(figsize=(4.5, 4))
         lo, hi = float("inf"), 0.0
-        for res, marker in zip(results, "os^D"):
+        for i, res in enumerate(results):
+            label = res["rate"]
             for row in res["workflows"].get(name, []):
                 for lay, v in row["layouts"].items():
                     if v["step_s"] and v["predicted_s"]:
-                        ax.scatter(v["predicted_s"], v["step_s"], marker=marker)
-                        ax.annotate(f"{row['case']} {lay} ({res['rate']})",
-                                    (v["predicted_s"], v["step_s"]), fontsize=6)
+                        ax.scatter(v["predicted_s"], v["step_s"], color=f"C{i}",
+                                   marker="os^D"[i % 4], label=label)
+                        label = None
+                        ax.annotate(f"{row['case']} {lay}", (v["predicted_s"], v["step_s"]),
+                                    fontsize=6)
                         lo = min(lo, v["predicted_s"], v["step_s"])
                         hi = max(hi, v["predicted_s"], v["step_s"])
         if hi:
@@ -240,7 +250,8 @@ def plots(results: list, folder: str) -> list:
         ax.set_yscale("log")
         ax.set_xlabel("predicted s per step")
         ax.set_ylabel("measured s per step (median)")
-        ax.set_title(f"{name}: measured vs predicted (dotted: 1.5x)")
+        ax.set_title(f"{name}: measured vs predicted (dotted: 1.5x)", fontsize=9)
+        ax.legend(fontsize=7)
         path = os.path.join(folder, f"host-placement-{name}.svg")
         fig.tight_layout()
         fig.savefig(path)
@@ -254,6 +265,7 @@ def main(argv=None) -> int:
     p.add_argument("--rates", nargs="+", default=["100mbit", "1gbit"])
     p.add_argument("--workflows", nargs="+", default=list(cases()))
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--cases", nargs="+", help="only these cases (e.g. hc email-Enron)")
     p.add_argument("--json", default="-", help="where the JSON goes (default stdout)")
     p.add_argument("--plots", metavar="DIR", help="one SVG per workflow in DIR")
     p.add_argument("--replot", metavar="JSON", nargs="+",
@@ -278,7 +290,7 @@ def main(argv=None) -> int:
 
     results = []
     for rate in opts.rates:
-        results.append(measure_rate(rate, opts.workflows, opts.rounds, log))
+        results.append(measure_rate(rate, opts.workflows, opts.rounds, log, opts.cases))
         print(table(results[-1:]), file=sys.stderr, flush=True)
         write_json({"rates": results, "uptime": subprocess.run(
             ["uptime"], capture_output=True, text=True).stdout.strip()}, opts.json)
