@@ -29,9 +29,10 @@ RUNS = {
     "allreduce": (["--N", "200000", "--density", "0.01", "--repeat", "2"],
                   ["--algorithm", "ssar_rec_dbl"], ["--algorithm", "dense_rec_dbl"]),
 }
-#: Relative slack of measured against planned bytes: a sparse allreduce message's sizeof
-#: counts its index and value arrays' headers (56 bytes) that the plan's words leave out
-SLACK = {"allreduce": 1e-3}
+#: Bytes a host's link carries beyond the plan's, relative to them (measured is never
+#: less): a sparse allreduce message's sizeof counts its arrays' headers (56 bytes) and a
+#: GCN epoch sends a few hundred bytes the plan leaves out (the same on every host)
+SLACK = {"allreduce": 5e-3, "gcn": 5e-3}
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +64,12 @@ def check_placement(name, cluster, tmp_path):
         # every worker host's link carried the plan's bytes, none of host 0's
         assert set(per[tag]) <= set(vc.addresses[1:]), per[tag]
         for host, row in per[tag].items():
-            assert row["measured"] == pytest.approx(row["planned"], rel=SLACK.get(name, 0)), \
+            assert 0 <= row["measured"] - row["planned"] <= SLACK.get(name, 0) * row["planned"], \
                 (tag, host, per[tag])
-        assert sum(r["measured"] for r in per[tag].values()) == pytest.approx(
-            2 * m["planned_bytes"], rel=SLACK.get(name, 0))
+        # the busiest host is the plan's busiest
+        assert max(per[tag], key=lambda h: per[tag][h]["measured"]) == \
+            max(per[tag], key=lambda h: per[tag][h]["planned"]), per[tag]
+        assert sum(r["planned"] for r in per[tag].values()) == 2 * m["planned_bytes"]
     busiest = {tag: max(r["measured"] for r in rows.values()) for tag, rows in per.items()}
     assert busiest["good"] < busiest["bad"], per
 
