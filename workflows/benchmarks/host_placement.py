@@ -203,13 +203,11 @@ def table(results: list) -> str:
                          if row and lay in row["layouts"] else "-"
                          for row in rows]
                 lines.append(f"| {case} | {lay} | {mb} | {' | '.join(cells)} |")
-            sp = [f"{row['measured_speedup']:.2f}x / {row['predicted_speedup']:.2f}x"
+            sp = [f"{row['measured_speedup']:.2f}x / {row['predicted_speedup']:.2f}x; auto "
+                  f"{row.get('auto', '-')}, fastest {row.get('fastest', '-')}"
                   if row and "measured_speedup" in row else "-" for row in rows]
             lines.append(f"| {case} | speed-up of {next(iter(cases[case]['layouts']))} | | "
                          f"{' | '.join(sp)} |")
-            picks = [f"auto: {row.get('auto', '-')}, fastest: {row.get('fastest', '-')}"
-                     if row else "-" for row in rows]
-            lines.append(f"| {case} | | | {' | '.join(picks)} |")
     return "\n".join(lines)
 
 
