@@ -171,10 +171,10 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     if run.network is not None:       # the allreduce choice on this network (calibrate: measured)
         from daskhpc.runtime import network_for
 
-        model = network_for(run.network, client, exchange_mode(run.exchange))
+        net = network_for(run.network, client, exchange_mode(run.exchange))
         options = {**options,
-                   "alpha": model.alpha if options.get("alpha") is None else options["alpha"],
-                   "beta": model.beta if options.get("beta") is None else options["beta"]}
+                   "alpha": net.alpha if options.get("alpha") is None else options["alpha"],
+                   "beta": net.beta if options.get("beta") is None else options["beta"]}
     nz = None
     if is_collection(X) or is_collection(y) or _collect.test_collection(test):
         # X's values stay on the workers
