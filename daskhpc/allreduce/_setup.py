@@ -251,11 +251,18 @@ def finish(opts: Options, streams: list, N: int, fmt: Format, source, t0: float)
     P = len(streams)
     choice = None
     name = opts.algorithm
-    if name == "auto":
+    # a fixed algorithm on a given network (--network) is priced too: the report's
+    # predicted_s_per_step next to the measured call
+    priced = opts.alpha is not None and opts.beta is not None and name in CANDIDATES
+    if name == "auto" or priced:
         k = max(s.nitems for s in streams)
         choice = choose(P, N, k, fmt.isize, cost_model(opts.alpha, opts.beta),
                         group=opts.group, candidates=CANDIDATES)
-        name = choice["algorithm"]
+        if name == "auto":
+            name = choice["algorithm"]
+        else:          # priced, not chosen
+            choice = {**choice, "algorithm": name, "predicted_s": choice["candidates"][name],
+                      "fixed": True}
     algo = make(name, P, N, fmt, opts.group)
     t1 = time.perf_counter()
     plan = call_plan(algo, streams)

@@ -168,6 +168,13 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
 
     if nparts is None:
         nparts = len(worker_addresses(client))
+    if run.network is not None:       # the allreduce choice on this network (calibrate: measured)
+        from daskhpc.runtime import network_for
+
+        net = network_for(run.network, client, exchange_mode(run.exchange))
+        options = {**options,
+                   "alpha": net.alpha if options.get("alpha") is None else options["alpha"],
+                   "beta": net.beta if options.get("beta") is None else options["beta"]}
     nz = None
     if is_collection(X) or is_collection(y) or _collect.test_collection(test):
         # X's values stay on the workers

@@ -44,6 +44,14 @@ def sections(s: Setup, history=None, command=None, epochs=None) -> dict:
                    "exact": s.k is None,
                    "note": None if s.k is None else "Top-k: dense-bound plans (no message "
                    "is larger); measured sends are in the history"}
+    calls = s.calls(e0)
+    if calls and all(c for _, _, c in calls):
+        # the epoch's allreduces on the network (Table 3.1; the rows' compute left out)
+        out["plan"]["predicted_s_per_step"] = float(sum(c["candidates"][a.name]
+                                                        for a, _, c in calls))
+        out["plan"]["prediction"] = {"network": {"name": "alpha-beta",
+                                                 "alpha_s": calls[0][2]["alpha"],
+                                                 "beta_s_per_byte": calls[0][2]["beta"]}}
     choice = next((c for _, _, c in s.calls(eps[0] if epochs else 0) if c), None)
     if choice:
         out["choice"] = {"example": choice, "alpha": choice["alpha"], "beta": choice["beta"]}

@@ -362,8 +362,11 @@ class Setup:
             if self.K > 1:          # the union once per class block (_kernels)
                 idx = np.concatenate([idx + np.uint32(k * self.N) for k in range(self.K)])
             sets.append(idx)
-        choice = self._choose(max(s.size for s in sets)) if o.allreduce == "auto" else None
-        name = choice["algorithm"] if choice else o.allreduce
+        # a fixed algorithm on a given network (--network) is priced too (plan's
+        # predicted_s_per_step)
+        priced = o.allreduce == "auto" or (o.alpha is not None and o.beta is not None)
+        choice = self._choose(max(s.size for s in sets)) if priced else None
+        name = choice["algorithm"] if o.allreduce == "auto" else o.allreduce
         algo = self.algo(name)
         if P == 1:         # nothing is sent: every call's plan is the same, made once
             key = ("one part", name)

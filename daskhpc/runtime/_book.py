@@ -10,7 +10,7 @@ from daskhpc.runtime._checkpoint import CheckpointDir
 from daskhpc.runtime._job import Job
 from daskhpc.runtime._placement import Placement
 
-__all__ = ["Book", "public", "todo", "invalidate", "settle", "measure"]
+__all__ = ["Book", "public", "todo", "invalidate", "settle", "measure", "host_link_bytes"]
 
 
 class Book:
@@ -146,6 +146,7 @@ def measure(job: Job, ledger, placement: Placement, book: Book, meter: dict) -> 
     plans = meter.get("plans") or []
     if callable(plans):                 # computed while the tasks ran (AttemptGraph)
         plans = plans()
+    planned_pairs: list = []
     if plans:
         total, count = 0, 0
         ran = meter.get("units", set()) & set(book.rows)
@@ -155,10 +156,12 @@ def measure(job: Job, ledger, placement: Placement, book: Book, meter: dict) -> 
             placed = plan.placed(owner, len(workers), broadcast=bcast)
             units = [None if unit_of_phase is None else unit_of_phase(int(ph))
                      for ph in placed.phase.tolist()]
-            for u, nbytes in zip(units, placed.message_bytes().tolist()):
+            for u, nbytes, a, b in zip(units, placed.message_bytes().tolist(),
+                                       placed.src.tolist(), placed.dst.tolist()):
                 if u is None or u in ran:
                     total += int(nbytes)
                     count += 1
+                    planned_pairs.append((workers[a], workers[b], int(nbytes)))
                     if u is not None:
                         unit(u)["planned_bytes"] += int(nbytes)
         out["planned_bytes"], out["planned_messages"] = total, count
@@ -176,4 +179,49 @@ def measure(job: Job, ledger, placement: Placement, book: Book, meter: dict) -> 
     for d in per_unit.values():
         d["measured_bytes"] = int(round(d["measured_bytes"]))
     out["per_unit"] = per_unit
+    out["host_link_bytes"] = host_link_bytes(
+        [(e["sender"], e["receiver"], e["sizeof"]) for e in ledger.entries],
+        planned_pairs if plans else None)
+    return out
+
+
+def _host(address: str) -> str:
+    """``tcp://10.0.0.2:4000`` -> ``10.0.0.2``: the host a worker's address names."""
+    return address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+def host_link_bytes(measured, planned=None) -> dict:
+    """Per host, the bytes its link carried: what its workers sent to and received from
+    workers of other hosts (sizeof bytes, as ``planned_bytes`` counts them).
+
+    Parameters
+    ----------
+    measured, planned : list of (sender, receiver, nbytes)
+        Worker addresses and bytes of every message sent, and of every planned one
+        (None: no plan).
+
+    Returns
+    -------
+    dict
+        ``{host: {"measured": bytes, "planned": bytes or None}}``.
+
+    Examples
+    --------
+    >>> host_link_bytes([("tcp://h1:1", "tcp://h2:1", 10), ("tcp://h1:1", "tcp://h1:2", 5)],
+    ...                 [("tcp://h1:1", "tcp://h2:1", 10)])
+    {'h1': {'measured': 10, 'planned': 10}, 'h2': {'measured': 10, 'planned': 10}}
+    """
+    out: dict = {}
+
+    def add(pairs, what):
+        for src, dst, nbytes in pairs:
+            a, b = _host(src), _host(dst)
+            for h in (a, b):
+                row = out.setdefault(h, {"measured": 0, "planned": 0 if planned else None})
+                if a != b:
+                    row[what] += int(nbytes)
+
+    add(measured, "measured")
+    if planned:
+        add(planned, "planned")
     return out

@@ -71,7 +71,10 @@ def calibrate(
     squares, as a negative latency or bandwidth cost has no meaning. Where that
     leaves beta at 0 (times that do not grow with size: noise above the bandwidth
     term), beta is the slope from the smallest to the largest message, else the
-    largest message's seconds per byte, never 0. Sizes far below ~64 KiB are latency-bound and sizes
+    largest message's seconds per byte, never 0. Where the fit prices the largest message
+    more than 10 % below its time (a link whose burst allowance carries small messages
+    faster than its rate: ``tc tbf``, a switch buffer), beta is the slope between the
+    two largest sizes and alpha the median of the rest's time left over. Sizes far below ~64 KiB are latency-bound and sizes
     far above ~1 MiB bandwidth-bound: give some of each.
 
     Examples
@@ -133,6 +136,18 @@ def _fit(nbytes: Sequence[int], seconds: Sequence[float]) -> tuple[float, float]
     # Minimise sum(((alpha + beta*m - t) / t)**2) with alpha, beta >= 0.
     coef, _ = nnls(np.column_stack([1.0 / t, m / t]), np.ones_like(t))
     alpha, beta = float(coef[0]), float(coef[1])
+    big2 = np.argsort(m)[-2:]
+    if m.size >= 3 and m[big2[1]] > m[big2[0]]:
+        # A link with a burst allowance (a token bucket, a switch's buffer) carries the
+        # messages that fit in it faster than its rate; the fit over all sizes then
+        # prices a large message below its time. Where it misses the largest by more
+        # than 10 %, beta is the slope of the two largest (bandwidth-bound) sizes and
+        # alpha the median of what the others leave over.
+        (i, j), fit_big = big2, alpha + beta * m[big2[1]]
+        slope = (t[j] - t[i]) / (m[j] - m[i])
+        if fit_big < 0.9 * t[j] and slope > beta:
+            rest = np.delete(np.arange(m.size), big2)
+            return float(max(0.0, np.median(t[rest] - slope * m[rest]))), float(slope)
     if beta > 0 or m.max() <= 0:
         return alpha, beta
     # The bound beta >= 0 is active: the times did not grow with the size (noise larger

@@ -32,6 +32,17 @@ def test_fit_gives_a_positive_beta_where_noise_hides_the_bandwidth():
     assert beta <= t[-1] / m[-1]          # no more than the largest message's time per byte
 
 
+def test_fit_prices_large_messages_at_the_rate_behind_a_burst():
+    # a 100 Mbit/s link shaped by a token bucket of 50 kB (virtual cluster, direct
+    # exchange): 64 KiB goes at the wire's speed, 1 and 4 MiB at the rate (7.6e-8 s/byte)
+    m = [8, 1 << 12, 1 << 16, 1 << 20, 1 << 22]
+    t = [2.18e-3, 1.01e-3, 2.81e-3, 7.77e-2, 0.3166]
+    alpha, beta = _fit(m, t)
+    assert beta == pytest.approx((t[4] - t[3]) / (m[4] - m[3]))
+    assert alpha + beta * m[4] == pytest.approx(t[4], rel=0.01)
+    assert 0 < alpha < 3e-3
+
+
 def test_calibrate_on_two_workers(client3, workers3):
     fit = calibrate(client3, workers=workers3[1:])
     assert fit["alpha"] > 0

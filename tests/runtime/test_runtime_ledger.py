@@ -150,3 +150,14 @@ def test_a_run_of_more_transfers_than_dasks_log_holds_is_counted_whole(make_clie
     assert led.messages_total == n - 1                 # every link of the chain, once
     assert led.by_worker()[a]["sent_messages"] == led.by_worker()[b]["sent_messages"] == 20
     assert led.sizeof_total == 80 * (n - 1)
+
+
+def test_host_link_bytes_count_what_crosses_a_host():
+    from daskhpc.runtime._book import host_link_bytes
+
+    # two workers on host a, one on b: a->a stays in the host, a->b crosses both links
+    sent = [("tcp://a:1", "tcp://a:2", 100), ("tcp://a:1", "tcp://b:1", 7),
+            ("tcp://b:1", "tcp://a:2", 5)]
+    got = host_link_bytes(sent, sent[1:])
+    assert got == {"a": {"measured": 12, "planned": 12}, "b": {"measured": 12, "planned": 12}}
+    assert host_link_bytes(sent)["a"] == {"measured": 12, "planned": None}
