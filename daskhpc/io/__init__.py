@@ -15,7 +15,8 @@ from ._collections import (Nonzeros, gathered, is_collection, labels_route, read
                            rereading, route)
 from ._collections_edges import (Edges, Rows, check_rows, join_rows, read_edge_list,
                                  read_rows, rows_route)
-from ._collections_ratings import ratings_files, read_ratings_frame   # original ids
+from ._collections_ratings import (ratings_files, read_ratings_frame, repeat_error,
+                                   repeated_pair)
 from ._common import FORMATS, SparseInput
 from ._detect import detect_format, formats_of, read
 from ._edgecsv import read_edge_csv
@@ -37,4 +38,4 @@ __all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_sn
 # edge lists and dense row collections (gcn, linear)
 __all__ += ["read_edge_list", "Edges", "read_rows", "Rows", "rows_route", "join_rows",
             "check_rows"]
-__all__ += ["read_ratings_frame", "ratings_files"]   # ratings with original ids (ssgd)
+__all__ += ["read_ratings_frame", "ratings_files", "repeated_pair", "repeat_error"]   # ratings with original ids (ssgd)

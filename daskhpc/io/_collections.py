@@ -208,12 +208,17 @@ def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=No
                       lambda c: c.compute(pieces))
 
 
-def _with_pins(client, futures, stats, name, shape, cols, token, remake) -> Nonzeros:
-    """The Nonzeros of checked pieces (their ``_summary`` stats), pins gathered."""
-    itype = np.int32 if max(shape) < 2**31 else np.int64
-    pins = client.gather([client.submit(_pins, f, itype, pure=False) for f in futures])
+def _with_pins(client, futures, stats, name, shape, cols, token, remake,
+               gather: bool = True) -> Nonzeros:
+    """The Nonzeros of checked pieces (their ``_summary`` stats), pins gathered (or,
+    ``gather=False``, left on the workers: ``pins`` None)."""
+    pins = None
+    if gather:
+        itype = np.int32 if max(shape) < 2**31 else np.int64
+        pins = np.concatenate(client.gather([client.submit(_pins, f, itype, pure=False)
+                                             for f in futures]), axis=1)
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in stats])]).astype(np.int64)
-    return Nonzeros(name, shape, np.concatenate(pins, axis=1), offsets, futures, cols, token,
+    return Nonzeros(name, shape, pins, offsets, futures, cols, token,
                     sum(s["nonzero"] for s in stats), remake=remake)
 
 
@@ -465,6 +470,8 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
         ``part -> Future`` of ``join``'s result, on the part's worker. The routing
         intermediates are released (Dask frees them once the parts exist).
     """
+    from distributed import Future
+
     token = uuid.uuid4().hex[:8]
     who = client.who_has(nz.pieces)
     nparts = len(takes[0][1]) - 1 if takes else 0
@@ -476,8 +483,10 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
             continue
         holders = list(who.get(piece.key) or [])
         opts = {"workers": holders[:1], "allow_other_workers": True} if holders else {}
-        tk = client.scatter(np.ascontiguousarray(take), hash=False, **(
-            {"workers": holders[:1]} if holders else {}))
+        # a take made on the piece's worker (a Future) stays there
+        tk = take if isinstance(take, Future) else client.scatter(
+            np.ascontiguousarray(take), hash=False,
+            **({"workers": holders[:1]} if holders else {}))
         sel = client.submit(_select, piece, tk, np.asarray(bounds), with_ids,
                             key=f"daskhpc-{name}-select-{token}-{k}", **opts)
         selects += [sel, tk]

@@ -15,7 +15,7 @@ from ._collections import (_checked_count, _column_kinds, _kind, _named_columns,
 from ._common import first_repeat
 from ._paths import expand_patterns
 
-__all__ = ["read_ratings_frame", "ratings_files"]
+__all__ = ["read_ratings_frame", "ratings_files", "repeated_pair", "repeat_error"]
 
 
 def read_ratings_frame(x, client, *, columns=None, name: str = "ratings"):
@@ -42,16 +42,17 @@ def read_ratings_frame(x, client, *, columns=None, name: str = "ratings"):
     Returns
     -------
     (Nonzeros, (user_map, item_map))
-        Nonzeros with ids ``0..n-1`` (collection order: partition after partition); a
-        map is None, an int64 array or a str array (original id of each row / column).
+        Nonzeros with ids ``0..n-1`` (collection order: partition after partition),
+        which stay on the workers (``pins`` None: a repeated (user, item) pair is the
+        caller's to find there, :func:`repeated_pair`); a map is None, an int64 array
+        or a str array (original id of each row / column).
 
     Raises
     ------
     InputError
         Not a DataFrame, a missing column, float or other non-id columns, a rating
         column that is not numeric (checked from the metadata, before any work), missing
-        ids, NaN or infinite ratings, a repeated (user, item) pair (found on the
-        workers), with one line naming the column, partition or ids.
+        ids, NaN or infinite ratings, with one line naming the column or partition.
     """
     if _kind(x) != "frame":
         raise InputError(f"{name}: {type(x).__name__} is not a Dask DataFrame of ratings "
@@ -88,8 +89,7 @@ def read_ratings_frame(x, client, *, columns=None, name: str = "ratings"):
         return c.compute([delayed(_rating_piece, pure=True)(d, cols, *again)
                           for d in x[cols].to_delayed()])
 
-    nz = _with_pins(client, pieces, stats, name, shape, cols, token, remake)
-    _no_repeated_pairs(nz, maps, cols, name)
+    nz = _with_pins(client, pieces, stats, name, shape, cols, token, remake, gather=False)
     out_maps = tuple(None if (m.dtype.kind in "iu" and m[0] == 0 and m[-1] == m.size - 1)
                      else m for m in maps)
     return nz, out_maps
@@ -273,17 +273,23 @@ def _rating_piece(df, cols, user_map, item_map) -> tuple:
     return ids, vals, missing
 
 
-def _no_repeated_pairs(nz, maps, cols, name) -> None:
-    """Refuse a second rating of a (user, item) pair, as the file reader does."""
-    key = nz.pins[0].astype(np.int64) * nz.shape[1] + nz.pins[1]
+def repeated_pair(ids, shape):
+    """``(first, second, user, item)`` of the first repeated (user, item) pair among
+    ``ids`` (2, n) (positions and dense ids), or None."""
+    key = ids[0].astype(np.int64) * shape[1] + ids[1]
     ranked = np.sort(key)
     repeat = np.flatnonzero(ranked[1:] == ranked[:-1])
     del ranked
     if not repeat.size:
-        return
+        return None
     first, second = first_repeat(key)
-    u, i = (maps[m][nz.pins[m][second]] for m in range(2))
-    piece = int(np.searchsorted(nz.offsets, second, side="right") - 1)
-    nz.release()
-    raise InputError(f"{name}: repeated rating for user {u}, item {i} (rows {first} and "
-                     f"{second} of the collection, partition {piece}); one rating a pair")
+    return int(first), int(second), int(ids[0][second]), int(ids[1][second])
+
+
+def repeat_error(name, maps, offsets, first, second, u, i) -> InputError:
+    """The one line that refuses a repeated pair (collection positions, dense ids)."""
+    piece = int(np.searchsorted(offsets, second, side="right") - 1)
+    u, i = (k if m is None else m[k] for m, k in zip(maps, (u, i)))
+    return InputError(f"{name}: repeated rating for user {u}, item {i} "
+                      f"(rows {first} and {second} of the collection, partition {piece}); "
+                      f"one rating a pair")

@@ -227,8 +227,11 @@ def _named(res: SSGDResult, s: Setup) -> SSGDResult:
     res.row_ids = None if rows is None else _plain(rows)
     res.col_ids = None if cols is None else _plain(cols)
     t = s.train
-    res.seen = sp.csr_array((np.ones(t.nnz, np.int8), (t.rows, t.cols)), shape=t.shape)
-    res.seen.sum_duplicates()
+    if t.on_workers:            # a DataFrame's ids: made on the keeper, 5 bytes a rating
+        res.seen = s.values.seen(t.shape)
+    else:
+        res.seen = sp.csr_array((np.ones(t.nnz, np.int8), (t.rows, t.cols)), shape=t.shape)
+        res.seen.sum_duplicates()
     res.clip = tuple(float(c) for c in s.clip)
     res.mu = s.mu
     if s.options.biased and res.W is not None:   # the last columns are the biases

@@ -73,7 +73,7 @@ def random_col_blocks(ncols: int, nparts: int, seed: int = 0) -> np.ndarray:
 
 def assign(train: Ratings, nparts: int, *, partition: str = "hp",
            partitioner: str = "auto", rank: int = 16, epsilon: float = 0.03,
-           seed: int = 0, partition_file=None, source=None) -> Assignment:
+           seed: int = 0, partition_file=None, source=None, row_nnz=None) -> Assignment:
     """Partition the rows of ``train`` into K parts and its columns into K blocks.
 
     Parameters
@@ -101,6 +101,9 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
         ones were dropped (``daskhpc partition`` of the same file).
     source : daskhpc.ssgd._input.Input, optional
         Which rows and columns of the file ``train`` kept (for such a partition file).
+    row_nnz : int array, optional
+        Training ratings per row, when counted elsewhere (a random partition reads only
+        these).
 
     Returns
     -------
@@ -118,7 +121,7 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
         method, backend = "file", None
     else:
         cols = random_col_blocks(M, nparts, seed)
-        h = row_weights(train, rank) if partition == "random" else \
+        h = row_weights(train, rank, row_nnz) if partition == "random" else \
             column_net(sp.coo_array((train.vals, (train.rows, train.cols)),
                                     shape=train.shape), net_cost=int(rank))
         method, backend = partition, (partitioner if partition == "hp" else "random")
@@ -131,7 +134,7 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
                       choice)
 
 
-def row_weights(train: Ratings, rank: int) -> Hypergraph:
+def row_weights(train: Ratings, rank: int, row_nnz=None) -> Hypergraph:
     """The column-net model's vertices and weights (nonzeros per row) without its nets.
 
     A random partition reads only these; the nets would be a copy of every rating's
@@ -146,24 +149,27 @@ def row_weights(train: Ratings, rank: int) -> Hypergraph:
     """
     N, M = train.shape
     return Hypergraph(N, np.zeros(1, np.int64), np.zeros(0, np.int64),
-                      np.bincount(train.rows, minlength=N), None, "column-net (no nets)",
+                      np.bincount(train.rows, minlength=N) if row_nnz is None else row_nnz,
+                      None, "column-net (no nets)",
                       {"shape": [N, M], "nnz": int(train.nnz), "rank": int(rank)})
 
 
-def partition_report(a: Assignment, train: Ratings, pins_col: np.ndarray, rank: int) -> dict:
-    """imbalance, km1, soed and cut of the row partition (net cost F), from the pins.
+def partition_report(a: Assignment, row_nnz: np.ndarray, pins_col: np.ndarray,
+                     rank: int) -> dict:
+    """imbalance, km1, soed and cut of the row partition (net cost F), from the pins and
+    the training ratings per row.
 
     The same numbers as ``daskhpc.hypergraph.Partition.report()`` on the column-net
     model, computed from the (column, part) pairs the plan needs anyway.
     """
     K = a.nparts
-    lam = np.bincount(pins_col, minlength=train.shape[1])
-    w = np.bincount(a.row_parts[train.rows], minlength=K)
+    lam = np.bincount(pins_col, minlength=a.col_blocks.size)
+    w = np.bincount(a.row_parts, weights=row_nnz, minlength=K).astype(np.int64)
     cut = lam > 1
     out = {"imbalance": float(w.max() / (w.sum() / K) - 1.0) if w.sum() else 0.0,
            "km1": int(rank) * int(np.maximum(lam - 1, 0).sum()),
            "soed": int(rank) * int(lam[cut].sum()), "cut": int(rank) * int(cut.sum())}
-    out.update(imbalance_floor(np.bincount(train.rows, minlength=train.shape[0]), K))
+    out.update(imbalance_floor(row_nnz, K))
     if a.choice is not None:
         out["auto"] = {k: a.choice[k] for k in ("backend", "options", "rule")}
     return out

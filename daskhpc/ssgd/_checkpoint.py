@@ -46,9 +46,12 @@ def fingerprint(s: Setup) -> dict:
     from daskhpc.runtime import array_digest
 
     o, r = s.options, s.ratings
-    # a collection's ratings are digested on the keeper worker (_collect.Values)
+    # a collection's ratings (a DataFrame's ids too) are digested on the keeper worker
+    # (_collect.Values)
+    ids = s.values.stats["ids_digest"] if r.on_workers else \
+        array_digest(r.rows, r.cols) if s.values is not None else None
     ratings = array_digest(r.rows, r.cols, r.vals) if s.values is None else \
-        f"{array_digest(r.rows, r.cols)[:32]}{s.values.stats['digest'][:32]}"
+        f"{ids[:32]}{s.values.stats['digest'][:32]}"
     return {"ratings": ratings, "shape": list(r.shape),
             "parts": s.K, "rank": o.rank, "seed": o.seed, "lr": o.lr, "reg": o.reg,
             "init_scale": s.init_scale, "test_fraction": o.test_fraction,
@@ -61,8 +64,9 @@ def fingerprint(s: Setup) -> dict:
 def check_input(path, ratings, collection: bool = False) -> None:
     """Refuse to resume checkpoint ``path`` with other ratings than it was made from,
     before its saved partition is read (which would fail on the wrong row count).
-    A ``collection``'s values are on the workers: its ids are checked here, its values'
-    digest (the keeper's) by the fingerprint."""
+    A ``collection``'s values are on the workers: its ids are checked here (a
+    DataFrame's are on the workers too: its shape only), its values' digest (the
+    keeper's) by the fingerprint."""
     import json
 
     from daskhpc.errors import InputError
@@ -77,13 +81,15 @@ def check_input(path, ratings, collection: bool = False) -> None:
     r = ratings
     now = {"ratings": array_digest(r.rows, r.cols)[:32] if collection else
            array_digest(r.rows, r.cols, r.vals), "shape": list(r.shape)}
+    if r.on_workers:
+        now = {"shape": list(r.shape)}
     then = dict(old, ratings=str(old.get("ratings"))[:32]) if collection and "ratings" in old \
         else old
     if any(k in then and then[k] != v for k, v in now.items()):
         raise InputError(
             f"{where}: this checkpoint was made from another input (ratings sha256 "
             f"{str(old.get('ratings'))[:12]}... shape {old.get('shape')} there, "
-            f"{now['ratings'][:12]}... shape {now['shape']} now); use another "
+            f"{now.get('ratings', '?')[:12]}... shape {now['shape']} now); use another "
             "--checkpoint directory")
 
 

@@ -1,10 +1,13 @@
 """Ratings from a Dask collection: the ids on the client, the ratings on the workers.
 
 A ``dask.dataframe`` of (user, item, rating) with original ids is mapped as the ratings
-file reader maps a file (:func:`daskhpc.io.read_ratings_frame`); a ``dask.array`` of
-sparse chunks holds 0-based indices, as the in-memory API takes them (its nonzeros in
-row-major order, as for a scipy matrix; empty rows and columns dropped alike). The client
-keeps the pins (what the split, the partition and the plans need) and never a rating:
+file reader maps a file (:func:`daskhpc.io.read_ratings_frame`); its ids stay on the
+workers too: the client holds what the split, the partition and the plans need, made
+there per piece and merged (train ratings per row, the (column, part) pairs, ratings per
+block), O(rows + columns) and never O(ratings). A ``dask.array`` of sparse chunks holds
+0-based indices, as the in-memory API takes them (its nonzeros in row-major order, as for
+a scipy matrix; empty rows and columns dropped alike); the client keeps its pins. Either
+way the client never holds a rating:
 
 * the *keeper*, one worker, holds the training ratings in training order and the test
   ratings in test order (routed there worker to worker): the mean, the clip range, the
@@ -35,13 +38,13 @@ def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input
 
     if hasattr(data, "columns"):
         nz, maps = read_ratings_frame(data, client, columns=columns, name="ratings")
-        rows, cols = nz.pins
         source = {"collection": "dask.dataframe", "columns": list(nz.columns),
                   "partitions": len(nz.pieces), "shape": list(nz.shape), "nnz": nz.nnz}
-        r = Ratings(rows, cols, placeholder(nz.nnz), nz.shape, source)
-        nz.pins = None                    # the Ratings hold the ids now (int64)
+        n = nz.nnz
+        r = Ratings(placeholder(n, np.int64), placeholder(n, np.int64), placeholder(n),
+                    nz.shape, source)
         return Input(r, maps, (None, None), nz.shape, 0, "ratings",
-                     values=Values(client, nz, None, None))
+                     values=Values(client, nz, None, None, maps))
     if columns is not None:
         raise InputError("columns= is for a Dask DataFrame of ratings, not a Dask Array")
     nz = read_nonzeros(data, client, order=2, name="ratings")
@@ -86,39 +89,106 @@ class Values:
     client : distributed.Client
     nz : daskhpc.io.Nonzeros
     order : int array or None
-        Collection position of every rating in :class:`Ratings` order (None: the same).
+        Collection position of every rating in :class:`Ratings` order (None: the same,
+        a DataFrame's, whose ids stay on the workers).
     remap : (array, array) or None
         New row and column of every row and column of the collection (empty ones
         dropped), for the ids the keeper reads from the pieces.
+    maps : (array or None, array or None)
+        A DataFrame's original ids (what a repeated pair is named by).
     """
 
-    def __init__(self, client, nz, order, remap):
+    def __init__(self, client, nz, order, remap, maps=(None, None)):
         self.client, self.nz, self.order, self.remap = client, nz, order, remap
-        self.keeper = None
+        self.maps = maps
+        self.keeper = self.mask = None
         self.stats: dict = {}
         self.is_test = None
 
+    @property
+    def spread(self) -> bool:
+        """The ids are on the workers only (a DataFrame)."""
+        return self.order is None
+
     def hold_out(self, test_fraction: float, seed: int) -> dict:
         """Split as :func:`~daskhpc.ssgd._data.split` does; route the training and
-        test ratings to the keeper; returns its ``mean``, ``clip`` and ``digest``."""
+        test ratings to the keeper; returns its ``mean``, ``clip`` and ``digest``.
+
+        For a DataFrame the mask is made on the keeper's worker and each piece labels
+        its ratings there; a repeated (user, item) pair is refused from the keeper."""
         n = self.nz.nnz
-        self.is_test = is_test = holdout_mask(n, test_fraction, seed)
-        who = self._route_keeper()
-        ntrain = n if is_test is None else int(n - is_test.sum())
-        self.stats = self.client.submit(_keeper_stats, self.keeper, ntrain, workers=[who],
-                                        pure=False).result()
-        self.stats["ntrain"] = ntrain
+        who = sorted(self.client.scheduler_info(n_workers=-1)["workers"])[0]
+        ntrain = shape = None               # a DataFrame's: counted and checked there
+        if self.spread:
+            self._release_mask()
+            self.mask = self.client.submit(holdout_mask, n, test_fraction, seed,
+                                           workers=[who], pure=False)
+            shape = self.nz.shape
+        else:
+            self.is_test = holdout_mask(n, test_fraction, seed)
+            ntrain = n if self.is_test is None else int(n - self.is_test.sum())
+        self._route_keeper(who)
+        stats = self.client.submit(_keeper_stats, self.keeper, ntrain, self.mask, shape,
+                                   workers=[who], pure=False).result()
+        if stats.get("repeat") is not None:
+            from daskhpc.io import repeat_error
+
+            err = repeat_error("ratings", self.maps, self.nz.offsets, *stats["repeat"])
+            self.release()
+            raise err
+        self.stats = stats
         return self.stats
 
-    def _route_keeper(self) -> str:
-        """Route the training and test ratings to the keeper (the first worker); its
-        address."""
-        n = self.nz.nnz
-        label = np.zeros(n, np.int32) if self.is_test is None else \
-            self.is_test.astype(np.int32)
-        who = sorted(self.client.scheduler_info(n_workers=-1)["workers"])[0]
-        self.keeper = self._route(label, 2, 1, {0: who}, with_ids=True)[0]
-        return who
+    def split(self, ratings: Ratings, test_fraction: float, seed: int):
+        """``(train, test)`` of a DataFrame's placeholder ``ratings`` (their sizes), and
+        the keeper's stats (:meth:`hold_out`)."""
+        stats = self.hold_out(test_fraction, seed)
+        return (*(Ratings(placeholder(k, np.int64), placeholder(k, np.int64),
+                          placeholder(k), ratings.shape, dict(ratings.source))
+                  for k in (stats["ntrain"], ratings.nnz - stats["ntrain"])), stats)
+
+    def seen(self, shape):
+        """The training ratings' pattern (``SSGDResult.seen``), made on the keeper."""
+        return self.client.submit(_keeper_seen, self._kept(), self.stats["ntrain"], shape,
+                                  pure=False).result()
+
+    def _each(self, fn, *args) -> list:
+        """``fn(piece, lo, mask, *args)`` on every piece's worker."""
+        return [self.client.submit(fn, piece, int(lo), self.mask, *args, pure=False)
+                for piece, lo in zip(self.nz.pieces, self.nz.offsets[:-1])]
+
+    def _merged(self, fn, *args):
+        """:meth:`_each`'s results summed (arrays) on a worker, then gathered."""
+        return self.client.submit(_summed, *self._each(fn, *args), pure=False).result()
+
+    def train_rows(self) -> np.ndarray:
+        """Training ratings per row (a DataFrame's, counted on the workers)."""
+        return self._merged(_train_rows, self.nz.shape[0])
+
+    def train_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cols) of the training ratings on the client (a hypergraph partition
+        of a DataFrame needs its every pin)."""
+        ids = self.client.submit(_keeper_ids, self._kept(), self.stats["ntrain"],
+                                 pure=False).result()
+        return ids[0], ids[1]
+
+    def pins(self, row_parts: np.ndarray, col_blocks: np.ndarray, K: int) -> dict:
+        """A DataFrame's ``train``/``test`` (column, part) pairs (``column * K +
+        part``, sorted, distinct) and its training ``blocks`` counts (K x K, part then
+        column block), made per piece on the workers."""
+        rp, cb = self.client.scatter([row_parts, col_blocks], broadcast=True, hash=False)
+        got = self.client.submit(_merged_pins, *self._each(_piece_pins, rp, cb, K),
+                                 pure=False).result()
+        return dict(zip(("train", "test", "blocks"), got))
+
+    def _route_keeper(self, who) -> None:
+        """Route the training and test ratings to the keeper (worker ``who``)."""
+        if self.spread:
+            labels = (_test_label,)
+        else:
+            labels = np.zeros(self.nz.nnz, np.int32) if self.is_test is None else \
+                self.is_test.astype(np.int32)
+        self.keeper = self._route(labels, 2, 1, {0: who}, with_ids=True)[0]
 
     def _kept(self):
         """The keeper, routed again from the collection if its worker was lost."""
@@ -134,7 +204,7 @@ class Values:
 
         self.nz.reread(self.client)
         try:
-            self._route_keeper()
+            self._route_keeper(sorted(self.client.scheduler_info(n_workers=-1)["workers"])[0])
             wait([self.keeper])
         finally:
             self.nz.release()
@@ -155,9 +225,14 @@ class Values:
         """``{part: Future}`` of each part's ratings (or of ``parts``') on its worker
         (module docstring)."""
         K = s.K
-        n = self.nz.nnz
         a = s.assignment
-        label_r = np.empty(n, np.int32)        # in Ratings order: part * (K + 1) + group
+        where = {p: placement.worker(p) for p in range(K)}
+        if self.spread:     # labelled on the pieces' workers; with ids, for the local ones
+            rp, cb = self.client.scatter([a.row_parts, a.col_blocks], broadcast=True,
+                                         hash=False)
+            return self._route((_part_label, rp, cb, K), K + 1, K, where, parts=parts,
+                               with_ids=True, join=_part_ids_join)
+        label_r = np.empty(self.nz.nnz, np.int32)     # in Ratings order: part * (K + 1) + group
         tr, te = s.train, s.test
         lab_train = a.row_parts[tr.rows] * (K + 1) + a.col_blocks[tr.cols]
         lab_test = a.row_parts[te.rows] * (K + 1) + K
@@ -167,33 +242,40 @@ class Values:
             label_r[~self.is_test] = lab_train
             label_r[self.is_test] = lab_test
         del lab_train, lab_test
-        where = {p: placement.worker(p) for p in range(K)}
         return self._route(label_r, K + 1, K, where, parts=parts)
 
-    def _route(self, label_r, groups: int, nparts: int, where: dict, *, with_ids=False,
-               parts=None):
+    def _route(self, labels, groups: int, nparts: int, where: dict, *, with_ids=False,
+               parts=None, join=None):
+        """``labels``: per rating in Ratings order, or ``(fn, *args)``, which labels
+        each piece on its worker (``fn(piece, lo, mask, *args)``)."""
         from daskhpc.io import route
 
         nz = self.nz
-        if self.order is None:
-            label = label_r
-        else:
-            label = np.empty_like(label_r)
-            label[self.order] = label_r
         G = groups * nparts
-        takes, counts = [], []
-        for lo, hi in zip(nz.offsets[:-1], nz.offsets[1:]):
-            lab = label[lo:hi]
-            take = np.argsort(lab, kind="stable")
-            b = np.searchsorted(lab[take], np.arange(G + 1))
-            itype = np.int32 if hi - lo < 2**31 else np.int64
-            takes.append((take.astype(itype), b[::groups].astype(np.int64)))
-            counts.append(np.diff(b).reshape(nparts, groups))
-        perms = self._perms(label, groups, nparts) if self.order is not None else {}
+        takes, counts, perms = [], [], {}
+        if isinstance(labels, tuple):
+            made = self._each(_labelled, G, *labels)
+            bounds = self.client.gather([self.client.submit(_second, f, pure=False)
+                                         for f in made])
+            takes = [(self.client.submit(_first, f, pure=False), b[::groups])
+                     for f, b in zip(made, bounds)]
+            del made
+            counts = [np.diff(b).reshape(nparts, groups) for b in bounds]
+        else:
+            label = labels
+            if self.order is not None:
+                label = np.empty_like(labels)
+                label[self.order] = labels
+            for lo, hi in zip(nz.offsets[:-1], nz.offsets[1:]):
+                take, b = _take(label[lo:hi], G)
+                takes.append((take, b[::groups]))
+                counts.append(np.diff(b).reshape(nparts, groups))
+            if self.order is not None:
+                perms = self._perms(label, groups, nparts)
         args = {p: (np.array([c[p] for c in counts if c[p].sum()], np.int64).reshape(-1, groups),
                     perms.get(p)) for p in range(nparts)}
-        return route(self.client, nz, takes, where, _part_join, args, with_ids=with_ids,
-                     name="ssgd", parts=parts)
+        return route(self.client, nz, takes, where, join or _part_join, args,
+                     with_ids=with_ids, name="ssgd", parts=parts)
 
     def _perms(self, label, groups, nparts) -> dict:
         """Per part: the permutation from the join's order (label, collection position)
@@ -225,31 +307,46 @@ class Values:
                                   self.remap, value_quality, Wf, Hf, o, s.mu, s.clip,
                                   workers=who[:1] or None, pure=False).result()
 
-    def gather(self) -> tuple[np.ndarray, np.ndarray]:
-        """(train values, test values) on the client (``check_serial`` only)."""
+    def gather(self) -> tuple:
+        """(train values, test values, ids or None) on the client (``check_serial``
+        only; the ids, training then test, of a DataFrame)."""
         from daskhpc.io import gathered
 
         gathered("ratings", self.nz.nnz, 8 * self.nz.nnz)
         return self.client.submit(_keeper_values, self._kept(), self.stats["ntrain"],
-                                  pure=False).result()
+                                  self.spread, pure=False).result()
 
     def release(self) -> None:
         self.nz.release()
         if self.keeper is not None:
             self.keeper.release()
             self.keeper = None
+        self._release_mask()
+
+    def _release_mask(self) -> None:
+        if self.mask is not None:
+            self.mask.release()
+            self.mask = None
 
 
 def full_setup(s):
     """``s`` with the ratings' values on the client (the serial reference needs them)."""
-    tv, sv = s.values.gather()
-    train = Ratings(s.train.rows, s.train.cols, tv, s.train.shape, s.train.source)
-    test = Ratings(s.test.rows, s.test.cols, sv, s.test.shape, s.test.source)
+    tv, sv, ids = s.values.gather()
+    tr, te = s.train, s.test
+    n = tv.size
+    rows, cols = ((tr.rows, tr.cols), (te.rows, te.cols)) if ids is None else \
+        ((ids[0, :n], ids[1, :n]), (ids[0, n:], ids[1, n:]))   # (train, test) ids
+    train = Ratings(*rows, tv, tr.shape, tr.source)
+    test = Ratings(*cols, sv, te.shape, te.source)
     return replace(s, train=train, test=test, values=None, _blocks=None)
 
 
 def with_values(d, vals):
-    """On the part's worker: ``d`` (a PartData without ratings) with its ratings."""
+    """On the part's worker: ``d`` (a PartData without ratings) with its ratings; for a
+    DataFrame ``vals`` is ``(ids, values, sizes)`` (the part's blocks, then its test
+    ratings), whose ids become its local rows and columns here."""
+    if isinstance(vals, tuple):
+        return _with_ids(d, *vals)
     ends = np.cumsum([b.size for b in d.bli])
     d = replace(d, bval=np.split(vals[:ends[-1]] if len(ends) else vals[:0], ends[:-1]))
     if d.test_li is not None:
@@ -283,15 +380,125 @@ def _part_join(arg, *segments):
     return (i if perm is None else i[:, perm]), v
 
 
-def _keeper_stats(keeper, ntrain) -> dict:
+def _with_ids(d, ids, vals, sizes):
+    """:func:`with_values` of a DataFrame: local rows and columns as the file path's
+    :func:`~daskhpc.ssgd._parts.part_data` numbers them (``d.rows`` and the held
+    columns are ascending)."""
+    K = d.K
+    it = np.int32 if max(d.rows.size, *(c.size for c in d.cols)) < 2**31 else np.int64
+    ends = np.cumsum(sizes)[:-1]
+    li = np.split(np.searchsorted(d.rows, ids[0]).astype(it), ends)
+    cj = np.split(ids[1], ends)
+    val = np.split(vals, ends)
+    d = replace(d, bli=li[:K], bval=val[:K],
+                blj=[np.searchsorted(d.cols[b], cj[b]).astype(it) for b in range(K)])
+    if d.test_cols is not None:
+        d.test_li, d.test_val = li[K], val[K]
+        d.test_lj = np.searchsorted(d.test_cols, cj[K])
+    return d
+
+
+def _take(lab, G):
+    """``(take, bounds)``: positions by label (stable), where each of ``G`` labels starts."""
+    take = np.argsort(lab, kind="stable")
+    b = np.searchsorted(lab[take], np.arange(G + 1)).astype(np.int64)
+    return take.astype(np.int32 if lab.size < 2**31 else np.int64), b
+
+
+def _labelled(piece, lo, mask, G, fn, *args):
+    return _take(fn(piece, lo, mask, *args), G)
+
+
+def _first(x):
+    return x[0]
+
+
+def _second(x):
+    return x[1]
+
+
+def _piece_mask(mask, lo, n):
+    """The piece's part of the hold-out mask (None: no test ratings)."""
+    return None if mask is None else mask[lo:lo + n]
+
+
+def _test_label(piece, lo, mask):
+    n = piece[1].size
+    m = _piece_mask(mask, lo, n)
+    return np.zeros(n, np.int32) if m is None else m.astype(np.int32)
+
+
+def _part_label(piece, lo, mask, row_parts, col_blocks, K):
+    """part * (K + 1) + column block (training) or K (test): the join's groups."""
+    ids = piece[0]
+    lab = (row_parts[ids[0]] * (K + 1)).astype(np.int32)
+    m = _piece_mask(mask, lo, ids.shape[1])
+    blk = col_blocks[ids[1]]
+    lab += blk if m is None else np.where(m, K, blk)
+    return lab
+
+
+def _part_ids_join(arg, *segments):
+    """:func:`_part_join` with ids, and the size of each group."""
+    out = _part_join(arg, *segments)
+    ids, v = out if isinstance(out, tuple) else (np.zeros((2, 0), np.int64), out)
+    return ids, v, arg[0].sum(axis=0)
+
+
+def _train_rows(piece, lo, mask, N):
+    rows = piece[0][0]
+    m = _piece_mask(mask, lo, rows.size)
+    return np.bincount(rows if m is None else rows[~m], minlength=N)
+
+
+def _piece_pins(piece, lo, mask, row_parts, col_blocks, K):
+    """A piece's distinct training and test (column, part) keys, its block counts."""
+    ids = piece[0]
+    part = row_parts[ids[0]]
+    key = ids[1] * K + part
+    blk = part * K + col_blocks[ids[1]]
+    m = _piece_mask(mask, lo, ids.shape[1])
+    if m is not None:
+        key, test, blk = key[~m], key[m], blk[~m]
+    else:
+        test = key[:0]
+    return np.unique(key), np.unique(test), np.bincount(blk, minlength=K * K)
+
+
+def _merged_pins(*got):
+    return (np.unique(np.concatenate([g[0] for g in got])),
+            np.unique(np.concatenate([g[1] for g in got])), _summed(*[g[2] for g in got]))
+
+
+def _summed(*arrays):
+    out = np.array(arrays[0], copy=True)
+    for a in arrays[1:]:
+        out += a
+    return out
+
+
+def _keeper_stats(keeper, ntrain, mask, shape) -> dict:
+    """Mean, clip range and digests; with ``shape`` (a DataFrame's) the training count
+    from ``mask`` and the first repeated pair (collection positions) or None."""
+    from daskhpc.io import repeated_pair
     from daskhpc.runtime import array_digest
 
-    _, v = keeper
+    ids, v = keeper
+    out = {}
+    if shape is not None:
+        ntrain = v.size - (0 if mask is None else int(np.count_nonzero(mask)))
+        found = repeated_pair(ids, shape)
+        if found is not None and mask is not None:   # keeper order -> collection order
+            order = np.concatenate([np.flatnonzero(~mask), np.flatnonzero(mask)])
+            first, second = sorted(int(order[k]) for k in found[:2])
+            found = (first, second, *found[2:])
+        out = {"repeat": found, "ids_digest": array_digest(ids)}
     tv = v[:ntrain]
     # Ratings.mean's expression on the training ratings in training order: the same bits
-    return {"mean": float(tv.mean()) if tv.size else 0.0,
-            "clip": (float(tv.min()), float(tv.max())),
-            "digest": array_digest(v)}
+    out.update(mean=float(tv.mean()) if tv.size else 0.0,
+               clip=(float(tv.min()), float(tv.max())), digest=array_digest(v),
+               ntrain=int(ntrain))
+    return out
 
 
 def _keeper_quality(keeper, ntrain, remap, value_quality, W, H, o, mu, clip) -> dict:
@@ -302,6 +509,19 @@ def _keeper_quality(keeper, ntrain, remap, value_quality, W, H, o, mu, clip) -> 
     return value_quality(rows, cols, v[:ntrain], v[ntrain:], W, H, o, mu, clip)
 
 
-def _keeper_values(keeper, ntrain):
-    _, v = keeper
-    return v[:ntrain].copy(), v[ntrain:].copy()
+def _keeper_values(keeper, ntrain, with_ids=False):
+    ids, v = keeper
+    return v[:ntrain].copy(), v[ntrain:].copy(), (ids.copy() if with_ids else None)
+
+
+def _keeper_seen(keeper, ntrain, shape):
+    import scipy.sparse as sp
+
+    ids = keeper[0][:, :ntrain]
+    seen = sp.csr_array((np.ones(ntrain, np.int8), (ids[0], ids[1])), shape=shape)
+    seen.sum_duplicates()
+    return seen
+
+
+def _keeper_ids(keeper, ntrain):
+    return keeper[0][:, :ntrain].copy()

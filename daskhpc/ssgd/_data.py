@@ -39,9 +39,9 @@ class Ratings:
     ----------
     rows, cols : int64 arrays
     vals : float64 array
-        Or a zero-stride array (``np.broadcast_to``): a placeholder that takes no memory,
-        for ratings whose values stay on the workers (a Dask collection); it stays one
-        through :meth:`subset`.
+        Or zero-stride arrays (``np.broadcast_to``): placeholders that take no memory,
+        for ratings whose values (and, read from a DataFrame, ids) stay on the workers (a
+        Dask collection); they stay so through :meth:`subset`.
     shape : (int, int)
         ``(N, M)``: users x items. Rows and columns without a rating are allowed here
         (a train split may lose some); :func:`as_ratings` refuses them in the input.
@@ -56,8 +56,9 @@ class Ratings:
     source: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.rows = np.ascontiguousarray(self.rows, dtype=np.int64)
-        self.cols = np.ascontiguousarray(self.cols, dtype=np.int64)
+        if not _placeholder(self.rows):
+            self.rows = np.ascontiguousarray(self.rows, dtype=np.int64)
+            self.cols = np.ascontiguousarray(self.cols, dtype=np.int64)
         if not _placeholder(self.vals):
             self.vals = np.ascontiguousarray(self.vals, dtype=np.float64)
         self.shape = (int(self.shape[0]), int(self.shape[1]))
@@ -76,7 +77,15 @@ class Ratings:
         take = np.asarray(take)
         n = int(np.count_nonzero(take)) if take.dtype == bool else take.size
         vals = placeholder(n) if _placeholder(self.vals) else self.vals[take]
+        if _placeholder(self.rows):
+            return Ratings(placeholder(n, np.int64), placeholder(n, np.int64), vals,
+                           self.shape, dict(self.source))
         return Ratings(self.rows[take], self.cols[take], vals, self.shape, dict(self.source))
+
+    @property
+    def on_workers(self) -> bool:
+        """The ids are placeholders: the ratings are on the workers."""
+        return _placeholder(self.rows)
 
     def mean(self) -> float:
         return float(self.vals.mean()) if self.nnz else 0.0
@@ -85,14 +94,13 @@ class Ratings:
         return f"Ratings({self.shape[0]} x {self.shape[1]}, {self.nnz} ratings)"
 
 
-def placeholder(n: int) -> np.ndarray:
-    """``n`` zero ratings that take no memory (a read-only zero-stride view)."""
-    return np.broadcast_to(np.float64(0.0), (int(n),))
+def placeholder(n: int, dtype=np.float64) -> np.ndarray:
+    """``n`` zeros that take no memory (a read-only zero-stride view)."""
+    return np.broadcast_to(np.zeros(1, dtype)[0], (int(n),))
 
 
 def _placeholder(v) -> bool:
-    return isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 1 and \
-        v.size > 1 and v.strides == (0,)
+    return isinstance(v, np.ndarray) and v.ndim == 1 and v.strides == (0,)
 
 
 def as_ratings(data, *, names=None) -> Ratings:

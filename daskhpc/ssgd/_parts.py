@@ -48,25 +48,28 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
     K, o, lay = s.K, s.options, s.layout
     N = s.train.shape[0]
     rows = np.flatnonzero(lay.row_parts == p)
-    # local W and H rows in 32 bits where they fit: the parts' (row, column) of every
-    # rating are built here for all parts, 8 bytes a rating instead of 16
-    it = np.int32 if max(s.train.shape) < 2**31 else np.int64
-    local_row = np.full(N, -1, it)
-    local_row[rows] = np.arange(rows.size)
     cols = _held_columns(s, p)
-    ptr, idx = s.blocks()
     tr = s.train
-    # local H rows by a lookup table, not a search: a block's ratings come in the
-    # matrix's order, not the columns' (docs/benchmarks.md)
-    local_col = np.empty(tr.shape[1], it)
-    bli, blj, bval = [], [], []
-    for b in range(K):
-        sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
-        bli.append(local_row[tr.rows[sel]])
-        local_col[cols[b]] = np.arange(cols[b].size)
-        blj.append(local_col[tr.cols[sel]])
-        # a collection's ratings are put in on the part's worker (_collect.with_values)
-        bval.append(None if s.values is not None else tr.vals[sel])
+    # a DataFrame's ratings and ids are on the workers: the part's worker makes its
+    # blocks (_collect.with_values)
+    bli, blj, bval, local_row = [None] * K, [None] * K, [None] * K, None
+    if not tr.on_workers:
+        # local W and H rows in 32 bits where they fit: the parts' (row, column) of
+        # every rating are built here for all parts, 8 bytes a rating instead of 16
+        it = np.int32 if max(s.train.shape) < 2**31 else np.int64
+        local_row = np.full(N, -1, it)
+        local_row[rows] = np.arange(rows.size)
+        ptr, idx = s.blocks()
+        # local H rows by a lookup table, not a search: a block's ratings come in the
+        # matrix's order, not the columns' (docs/benchmarks.md)
+        local_col = np.empty(tr.shape[1], it)
+        for b in range(K):
+            sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
+            bli[b] = local_row[tr.rows[sel]]
+            local_col[cols[b]] = np.arange(cols[b].size)
+            blj[b] = local_col[tr.cols[sel]]
+            # a collection's ratings are put in on the part's worker (with_values)
+            bval[b] = None if s.values is not None else tr.vals[sel]
     E, e0 = s.E, s.epoch0
     blocks = np.array([[int(s.strata.block(p, k, e)) for k in range(K)] for e in range(E)],
                       np.int64)
@@ -135,11 +138,15 @@ def _evaluation(s: Setup, p: int, d: PartData, local_row: np.ndarray) -> None:
     """Test ratings of p and where the newest copy of each of their H rows is."""
     rp, lay = s.runplan, s.layout
     t = s.test
-    sel = s.test_of(p)
-    d.test_cols = unique(t.cols[sel])
-    d.test_li = local_row[t.rows[sel]]
-    d.test_lj = np.searchsorted(d.test_cols, t.cols[sel])
-    d.test_val = None if s.values is not None else t.vals[sel]
+    if t.on_workers:             # the rest is made on the part's worker (with_values)
+        col, part = divmod(rp.test_pins, s.K)
+        d.test_cols = col[part == p]
+    else:
+        sel = s.test_of(p)
+        d.test_cols = unique(t.cols[sel])
+        d.test_li = local_row[t.rows[sel]]
+        d.test_lj = np.searchsorted(d.test_cols, t.cols[sel])
+        d.test_val = None if s.values is not None else t.vals[sel]
     for q, ev in enumerate(rp.eval_patterns):
         epoch = 0 if ev["epoch"] is None else ev["epoch"]
         hold = holders(lay, s.strata, s.options.strategy, epoch)[d.test_cols]

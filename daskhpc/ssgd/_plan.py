@@ -65,12 +65,16 @@ class Layout:
     block_cols: np.ndarray
 
     @classmethod
-    def build(cls, rows, cols, *, row_parts, col_blocks, nparts, shape=None):
+    def build(cls, rows, cols, *, row_parts, col_blocks, nparts, shape=None, pins=None):
+        """``pins``: the (column, part) keys ``column * nparts + part`` (sorted,
+        distinct), when they were made elsewhere (on the workers); ``rows`` and
+        ``cols`` are then not read."""
         row_parts = np.asarray(row_parts, np.int64)
         col_blocks = np.asarray(col_blocks, np.int64)
         if shape is None:
             shape = (row_parts.size, col_blocks.size)
-        pc, pp = pins_of(rows, cols, row_parts, col_blocks.size, nparts)
+        pc, pp = pins_of(rows, cols, row_parts, col_blocks.size, nparts) if pins is None \
+            else divmod(np.asarray(pins, np.int64), int(nparts))
         order = np.argsort(col_blocks, kind="stable")
         ptr = np.concatenate([[0], np.cumsum(np.bincount(col_blocks, minlength=nparts))])
         return cls(int(nparts), tuple(shape), row_parts, col_blocks, pc, pp,

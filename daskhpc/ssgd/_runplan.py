@@ -96,15 +96,19 @@ class RunPlan:
     patterns: list[Pattern]
     eval_patterns: list[dict] = field(default_factory=list)
     eval_epochs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: the test ratings' (column, part) keys (what the evaluation patterns are made of)
+    test_pins: np.ndarray | None = None
     _instances: Instances | None = None
 
     @classmethod
     def build(cls, lay: Layout, strata: RingStrata, strategy: str, epochs: int,
               rank: int = 1, test=None, eval_every: int | None = 1,
-              method: str = "bitwise", epoch0: int = 0):
+              method: str = "bitwise", epoch0: int = 0, test_pins=None):
         """Epochs are numbered from 0 here; ``epoch0`` (the run's epochs before this
         plan, when it continues a checkpoint) only shifts which ones are evaluated:
-        every ``eval_every``-th epoch of the whole run, and the last."""
+        every ``eval_every``-th epoch of the whole run, and the last. ``test_pins``: the
+        test ratings' (column, part) keys ``column * K + part`` (sorted, distinct), when
+        made elsewhere (on the workers); ``test`` then only gives their number."""
         E = int(epochs)
         patterns = [epoch_pattern(lay, strata, strategy, e, method)
                     for e in ([0] if strata.fixed else range(E))]
@@ -113,7 +117,10 @@ class RunPlan:
             # every ``eval_every``-th epoch and always the last; 0: the last one only
             rp.eval_epochs = np.array([e for e in range(E) if e == E - 1 or (
                 eval_every and (epoch0 + e + 1) % eval_every == 0)], np.int64)
-            rp.eval_patterns = [rp._eval_pattern(test, e)
+            K = lay.nparts
+            rp.test_pins = unique(test.cols * K + lay.row_parts[test.rows]) \
+                if test_pins is None else test_pins
+            rp.eval_patterns = [rp._eval_pattern(rp.test_pins, e)
                                 for e in ([0] if strata.fixed else range(E))]
         return rp
 
@@ -140,11 +147,10 @@ class RunPlan:
                            for i in range(4)))
 
     # -- evaluation messages ------------------------------------------------------
-    def _eval_pattern(self, test, epoch: int) -> dict:
+    def _eval_pattern(self, need, epoch: int) -> dict:
         lay = self.layout
         K = lay.nparts
-        need = unique(test.cols * K + lay.row_parts[test.rows])   # (column, part) pairs
-        col, part = need // K, need % K
+        col, part = need // K, need % K                 # (column, part) pairs
         src = holders(lay, self.strata, self.strategy, epoch)[col]
         move = (src >= 0) & (src != part)
         col, part, src = col[move], part[move], src[move]

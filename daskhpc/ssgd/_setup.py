@@ -25,7 +25,7 @@ from ._assign import Assignment, assign, partition_report
 from ._input import Input, load
 from ._layouts import LAYOUTS, epoch_cost
 from ._plan import STRATEGIES, Layout
-from ._data import Ratings, check_parts, split
+from ._data import Ratings, check_parts, placeholder, split
 from ._runplan import RunPlan
 from ._strata import RingStrata
 
@@ -163,7 +163,7 @@ class Setup:
         strata = self.strata.shifted(epoch0 - self.epoch0)
         rp = RunPlan.build(self.layout, strata, o.strategy, o.epochs - epoch0, o.width,
                            test=self.test, eval_every=o.eval_every, method=o.method,
-                           epoch0=epoch0)
+                           epoch0=epoch0, test_pins=self.runplan.test_pins)
         return replace(self, strata=strata, runplan=rp, epoch0=int(epoch0),
                        start=(W, H), timing=dict(self.timing))
 
@@ -181,7 +181,8 @@ class Setup:
 
     def blocks(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ptr, idx)``: training ratings of block (p, b) are
-        ``idx[ptr[p * K + b]:ptr[p * K + b + 1]]`` (positions in ``train``, in order)."""
+        ``idx[ptr[p * K + b]:ptr[p * K + b + 1]]`` (positions in ``train``, in order;
+        ``idx`` None where the ratings are on the workers)."""
         if self._blocks is None:
             K = self.K
             # 16-bit keys where they fit, made in 16 bits (not cast from a 64-bit key of
@@ -243,22 +244,36 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     ratings, maps = inp.ratings, inp.index_maps
     check_parts(nparts, ratings)
     K = int(nparts)
-    train, test = split(ratings, opts.test_fraction, opts.seed)
-    stats = None
-    if inp.values is not None:     # a collection: its ratings stay on the workers
-        stats = inp.values.hold_out(opts.test_fraction, opts.seed)
+    stats = spread = None
+    if ratings.on_workers:         # a DataFrame: ids and ratings stay on the workers
+        train, test, stats = inp.values.split(ratings, opts.test_fraction, opts.seed)
+        row_nnz = inp.values.train_rows()
+    else:
+        train, test = split(ratings, opts.test_fraction, opts.seed)
+        row_nnz = np.bincount(train.rows, minlength=train.shape[0])
+        if inp.values is not None:     # a dask.array: its ratings stay on the workers
+            stats = inp.values.hold_out(opts.test_fraction, opts.seed)
     t0 = time.perf_counter()
-    a = assign(train, K, partition=opts.partition, partitioner=opts.partitioner,
+    # a hypergraph of a DataFrame's ratings needs every pin on the client
+    ids = inp.values.train_ids() if train.on_workers and opts.partition == "hp" and \
+        partition_file is None else None
+    a = assign(train if ids is None else Ratings(*ids, placeholder(train.nnz), train.shape),
+               K, partition=opts.partition, partitioner=opts.partitioner,
                rank=opts.rank, epsilon=opts.epsilon, seed=opts.seed,
-               partition_file=partition_file, source=inp)
+               partition_file=partition_file, source=inp, row_nnz=row_nnz)
+    del ids
     t1 = time.perf_counter()
+    if train.on_workers:
+        spread = inp.values.pins(a.row_parts, a.col_blocks, K)
     lay = Layout.build(train.rows, train.cols, row_parts=a.row_parts,
-                       col_blocks=a.col_blocks, nparts=K, shape=train.shape)
-    a.report = partition_report(a, train, lay.pins_col, opts.rank)
+                       col_blocks=a.col_blocks, nparts=K, shape=train.shape,
+                       pins=None if spread is None else spread["train"])
+    a.report = partition_report(a, row_nnz, lay.pins_col, opts.rank)
     strata = RingStrata(K, opts.strata, opts.ring_seed, opts.seed)
     # words per moved H row: the factors, and the bias with the biased model
     rp = RunPlan.build(lay, strata, opts.strategy, opts.epochs, opts.width,
-                       test=test, eval_every=opts.eval_every, method=opts.method)
+                       test=test, eval_every=opts.eval_every, method=opts.method,
+                       test_pins=None if spread is None else spread["test"])
     t2 = time.perf_counter()
     mean = train.mean() if stats is None else stats["mean"]
     if opts.init_scale is not None:
@@ -272,6 +287,8 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     s = Setup(opts, K, ratings, train, test, a, lay, strata, rp, float(scale), clip,
               {"partition_s": t1 - t0, "plan_s": t2 - t1}, index_maps=maps,
               values=inp.values)
+    if spread is not None:       # block sizes only: the blocks are made on the workers
+        s._blocks = (np.concatenate([[0], np.cumsum(spread["blocks"])]), None)
     return s if opts.init is None else s.resumed(0, *warm_start(s, opts.init))
 
 
