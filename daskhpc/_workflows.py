@@ -8,8 +8,9 @@ A workflow is a subclass of :class:`Workflow` (re-exported as
     cpals = "daskhpc.cpals._cli:CPALS"
 
 Its own options are one dataclass (``Workflow.Options``, fields made with :func:`option`:
-default, help, choices, bounds; the kit checks what they declare); how a run runs is :class:`RunOptions`, the same for every
-workflow and every entry point (``fit(..., run=RunOptions(...))`` or its keywords). The
+default, help, choices, bounds; the kit checks what they declare); how a run runs is
+:class:`RunOptions`, the same for every workflow and every entry point
+(``fit(..., run=RunOptions(...))`` or its keywords). The
 command line (``daskhpc plan|run``), ``daskhpc demo``, the mpi launcher, the kernel
 warm-up and the dashboard are generated from the class: no workflow parses arguments
 itself (docs/architecture.md, "Writing a workflow"; docs/cli.md, the contract).

@@ -187,8 +187,8 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
         no for futures and a Dask Array: the totals stay on the workers, ``result.futures``).
     run : RunOptions, optional
         How the run runs (:class:`daskhpc.runtime.RunOptions`: client, progress,
-        callback (after every call), exchange, check_serial), or the same names among the keywords. ``check_serial`` compares
-        with the dense rank-order sum: integers equal, floats within the reassociation
+        callback (after every call), exchange, check_serial), or the same names among
+        the keywords. ``check_serial`` compares with the dense rank-order sum: integers equal, floats within the reassociation
         bound ``(P - 1) u sum_i |v_i|``.
     **options
         ``repeat`` (calls, each a history row), ``group``, ``alpha``, ``beta``.

@@ -38,4 +38,5 @@ __all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_sn
 # edge lists and dense row collections (gcn, linear)
 __all__ += ["read_edge_list", "Edges", "read_rows", "Rows", "rows_route", "join_rows",
             "check_rows"]
-__all__ += ["read_ratings_frame", "ratings_files", "repeated_pair", "repeat_error"]   # ratings with original ids (ssgd)
+# ratings with original ids (ssgd)
+__all__ += ["read_ratings_frame", "ratings_files", "repeated_pair", "repeat_error"]

@@ -74,8 +74,9 @@ def calibrate(
     largest message's seconds per byte, never 0. Where the fit prices the largest message
     more than 10 % below its time (a link whose burst allowance carries small messages
     faster than its rate: ``tc tbf``, a switch buffer), beta is the slope between the
-    two largest sizes and alpha the median of the rest's time left over. Sizes far below ~64 KiB are latency-bound and sizes
-    far above ~1 MiB bandwidth-bound: give some of each.
+    two largest sizes and alpha the median of the rest's time left over. Sizes far below
+    ~64 KiB are latency-bound and sizes far above ~1 MiB bandwidth-bound: give some of
+    each.
 
     Examples
     --------

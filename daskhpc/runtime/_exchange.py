@@ -63,10 +63,11 @@ UNREACHABLE_S = 30.0
 #: Seconds a connection to a worker's exchange port may take before the port counts as
 #: closed to us (the worker answered a moment before).
 CONNECT_S = 10.0
-#: A message's head: stamp bytes, out-of-band buffers, pickle bytes, buffer area bytes;
-#: then the stamp (token, sender address and send time, NUL-separated), the buffers'
-#: sizes, the pickle and the (aligned) buffer area.
-_HEAD = struct.Struct("<IIQQ")
+#: A message's head: token bytes, out-of-band buffers, pickle bytes, buffer area bytes,
+#: send time (wall clock); then the token, the buffers' sizes, the pickle and the
+#: (aligned) buffer area. A connection's first message is a hello: the sender's worker
+#: address as its token, nothing else.
+_HEAD = struct.Struct("<IIQQd")
 #: ``daskhpc.runtime.transport`` values (:func:`transport`).
 TRANSPORTS = ("socket", "dask")
 #: Messages up to this size are joined into one buffer and written at once.
@@ -263,7 +264,7 @@ class Exchange(WorkerPlugin):
             wire = await self._tracked(token, address,
                                        self._send_dask(token, address, msgs, start))
         else:
-            out, wire = _framed(token, msgs, self.worker.address, start)
+            out, wire = _framed(token, msgs, start)
             sent = self._write_now(address, out)
             if sent == wire:
                 self.at_once += 1
@@ -447,8 +448,11 @@ class Exchange(WorkerPlugin):
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 try:
-                    await asyncio.wait_for(asyncio.get_running_loop().sock_connect(
-                        sock, (host, where["port"])), CONNECT_S)
+                    loop = asyncio.get_running_loop()
+                    await asyncio.wait_for(loop.sock_connect(sock, (host, where["port"])),
+                                           CONNECT_S)
+                    # who sends on this connection: the receiver's waits name it
+                    await loop.sock_sendall(sock, _hello(self.worker.address))
                 except (OSError, asyncio.TimeoutError) as e:
                     sock.close()
                     if asked:               # alive a moment ago, its port shut to us
@@ -473,8 +477,13 @@ class Exchange(WorkerPlugin):
             call.cancel()
 
 
-def _framed(token: str, msgs: list, sender: str = "", sent: float = 0.0
-            ) -> tuple[list, int]:
+def _hello(address: str) -> bytes:
+    """A connection's first message: the sender's address (:data:`_HEAD`)."""
+    tok = address.encode()
+    return _HEAD.pack(len(tok), 0, 0, 0, 0.0) + tok
+
+
+def _framed(token: str, msgs: list, sent: float = 0.0) -> tuple[list, int]:
     """The wire form of one push (:data:`_HEAD`, token, size table, pickle, aligned
     buffers) as the buffers to write, and its bytes: a small message one buffer (one
     system call), a large one its pieces (no copy)."""
@@ -484,9 +493,9 @@ def _framed(token: str, msgs: list, sender: str = "", sent: float = 0.0
     sizes = [f.nbytes for f in frames]
     # each buffer starts at a multiple of ALIGN (numpy and numba want aligned arrays)
     starts = _offsets(sizes)
-    tok = f"{token}\0{sender}\0{sent!r}".encode()
+    tok = token.encode()
     head = (_HEAD.pack(len(tok), len(frames), len(data),
-                       starts[-1] + sizes[-1] if sizes else 0)
+                       starts[-1] + sizes[-1] if sizes else 0, sent)
             + tok + struct.pack(f"<{len(sizes)}Q", *sizes))
     parts: list = [head + data]
     for i, f in enumerate(frames):
@@ -540,6 +549,7 @@ class _Reader(asyncio.BufferedProtocol):
 
     def __init__(self, exchange: Exchange, peer):
         self.exchange, self.peer = exchange, peer
+        self.sender = ""                # the sending worker's address (its hello)
         self.stage = memoryview(bytearray(STAGE_BYTES))
         self.lo = self.hi = 0           # stage[lo:hi]: read, not yet a whole message
         self.big = None                 # a message larger than the stage, being read
@@ -584,7 +594,7 @@ class _Reader(asyncio.BufferedProtocol):
     def _read_apart(self, n: int) -> None:
         """Read the message at stage[lo:hi] (``n`` bytes in all) into a buffer of its
         own, placed so that its buffer area starts at a multiple of :data:`ALIGN`."""
-        ntok, nbuf, npk, _ = _HEAD.unpack_from(self.stage, self.lo)
+        ntok, nbuf, npk, _, _ = _HEAD.unpack_from(self.stage, self.lo)
         pad = -(_HEAD.size + ntok + 8 * nbuf + npk) % ALIGN
         self.big = memoryview(bytearray(pad + n))[pad:]
         self.got = self.hi - self.lo
@@ -594,9 +604,12 @@ class _Reader(asyncio.BufferedProtocol):
     def _take(self, msg, copy: bool) -> None:
         """Unpickle one whole message (``copy``: its buffer area lives in the stage) and
         deliver it."""
-        ntok, nbuf, npk, area = _HEAD.unpack_from(msg)
+        ntok, nbuf, npk, area, sent = _HEAD.unpack_from(msg)
         at = _HEAD.size + ntok
-        token, sender, sent = bytes(msg[_HEAD.size:at]).decode().split("\0")
+        token = bytes(msg[_HEAD.size:at]).decode()
+        if not npk:                                # a hello: who sends on it
+            self.sender = token
+            return
         sizes = struct.unpack_from(f"<{nbuf}Q", msg, at)
         at += 8 * nbuf
         body = msg[at + npk:at + npk + area]
@@ -610,12 +623,12 @@ class _Reader(asyncio.BufferedProtocol):
                 token, f"worker {self.exchange.worker.address} cannot read a message of run "
                        f"{token} from {self.peer}: {type(e).__name__}: {e}")
             return
-        self.exchange.deliver(token, msgs, sender, float(sent))
+        self.exchange.deliver(token, msgs, self.sender, sent)
 
 
 def _length(buf, at: int) -> int:
     """Bytes of the message whose head starts at ``buf[at]``."""
-    ntok, nbuf, npk, area = _HEAD.unpack_from(buf, at)
+    ntok, nbuf, npk, area, _ = _HEAD.unpack_from(buf, at)
     return _HEAD.size + ntok + 8 * nbuf + npk + area
 
 

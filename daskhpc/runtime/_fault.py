@@ -124,10 +124,7 @@ class WorkerWatch:
         silent = {a: f"no heartbeat for {t:.0f} s: its host is cut off or hung"
                   for a, t in quiet.items() if cue and t > self.timeout / 2}
         for a in gone:       # dropped by the scheduler after a silence: cut off, too
-            t = now - self._seen[a][1] if a in self._seen else 0.0
-            if t > self.timeout / 2:
-                silent.setdefault(a, f"no heartbeat for {t:.0f} s, then dropped by the "
-                                     "scheduler: its host is cut off or hung")
+            silent.update(self._silence(a, now))
         if silent:
             with contextlib.suppress(Exception):
                 self.client.run_on_scheduler(_remove_workers, sorted(silent))
@@ -136,11 +133,21 @@ class WorkerWatch:
                 self._lost |= gone | set(silent)
                 self._why.update(silent)
 
+    def _silence(self, addr: str, now: float) -> dict:
+        """``{addr: why}`` if the scheduler dropped ``addr`` after a silence of more than
+        half the timeout (its connection timed out first: a host cut off), else {}."""
+        t = now - self._seen[addr][1] if addr in self._seen else 0.0
+        return {addr: f"no heartbeat for {t:.0f} s, then dropped by the scheduler: its "
+                      "host is cut off or hung"} if t > self.timeout / 2 else {}
+
     def check(self) -> None:
         """Raise :class:`WorkerLost` if a watched worker has gone."""
         lost = self.lost
         if lost:
+            now = time.monotonic()
             with self._lock:
+                for a in lost - set(self._why):      # seen leaving by the scheduler's event
+                    self._why.update(self._silence(a, now))
                 why = {a: w for a, w in self._why.items() if a in lost}
             raise WorkerLost(lost, why)
 

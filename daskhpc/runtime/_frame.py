@@ -231,7 +231,8 @@ class _PhaseRun:
         since = max([book.done_at.get(u, 0.0) for u in self.todo] + [book.attempt_t0])
         rec = {"lost": sorted(lost), "attempt": self.attempts,
                "in_flight": unit_ranges(in_flight), "after_s": round(t_lost - self.t0, 3),
-               "wasted_s": max(t_lost - since, 0.0) if in_flight else 0.0}
+               "wasted_s": max(t_lost - since, 0.0) if in_flight else 0.0,
+               **({"why": dict(sorted(error.why.items()))} if error.why else {})}
         rec.update(invalidate(job, book, lost))
         old = store.placement
         placement, moved = _move_off(self.client, store, old, set(lost),

@@ -29,7 +29,7 @@ METHODS = [("fine", "hp"), ("fine", "random"), ("coarse", "hp"), ("coarse", "blo
 #: bytes per message and per part pair in it: the direct exchange over its own sockets
 #: (pickle protocol 5 with out-of-band buffers, the run's token, a size table; 104 and 27
 #: over distributed's comm), the graph mode's task results
-FRAMING = {"direct": (138, 35), "graph": (224, 160)}
+FRAMING = {"direct": (146, 35), "graph": (224, 160)}
 FRAME_SLACK = 8
 
 

@@ -95,10 +95,11 @@ def one(name: str, fault: str, host_timeout: float | None, rate: str = RATE) -> 
     if os.path.exists(path):
         with open(path) as f:
             rep = json.load(f)
-        recs = (rep.get("recovery") or {}).get("recoveries") or []
+        # (SpGEMM keeps its recoveries at the top of its report)
+        recs = (rep.get("recovery") or {}).get("recoveries") or rep.get("recoveries") or []
         out["recoveries"] = [{k: (round(v, 1) if isinstance(v, float) else v)
                               for k, v in r.items()
-                              if k in ("lost", "wasted_s", "recovery_s", "time_lost_s",
+                              if k in ("lost", "why", "wasted_s", "recovery_s", "time_lost_s",
                                        "rerun", "rerun_count")} for r in recs]
         steps = (rep.get("execution") or {}).get("steps") or {}
         out["waited_for"] = steps.get("waited_for")
