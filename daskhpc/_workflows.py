@@ -187,14 +187,13 @@ def check_parts(nparts, most: int | None = None, what: str = "") -> int:
     Traceback (most recent call last):
     ...
     daskhpc.errors.InputError: --parts must be at least 1, not 0
-    >>> check_parts(13, 12, "rows (users)")
+    >>> check_parts(13, 12, "rows")
     Traceback (most recent call last):
     ...
-    daskhpc.errors.InputError: --parts 13 is more than the 12 rows (users): every part needs one; use fewer parts
+    daskhpc.errors.InputError: --parts 13 is more than the 12 rows: every part needs one; ...
     """
     if isinstance(nparts, bool) or not isinstance(nparts, numbers.Integral):
-        if not (isinstance(nparts, numbers.Real) and float(nparts).is_integer()):
-            raise InputError(f"--parts must be an integer, not {nparts!r}")
+        raise InputError(f"--parts must be an integer, not {nparts!r}")
     check_bounds("--parts", nparts, 1)
     if most is not None and nparts > most:
         raise InputError(f"--parts {nparts} is more than the {most} {what}: every part "

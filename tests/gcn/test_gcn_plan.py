@@ -143,6 +143,7 @@ def test_feature_weights_balance_both_sparse_operands(graphs, partition):
     """weights="nnz+features": the parts' nonzeros of A_hat plus their feature rows' are
     within epsilon of even (the paper's weights balance A_hat's alone); a bad name is one
     line before any partitioning."""
+    from daskhpc._workflows import options_of
     from daskhpc.errors import InputError
 
     g = graphs("facebook")
@@ -155,7 +156,7 @@ def test_feature_weights_balance_both_sparse_operands(graphs, partition):
     assert nnz.max() <= (1 + 0.03) * g.A.nnz / 2 + np.diff(g.A.indptr).max()
     assert not np.array_equal(a.parts, paper.parts)
     with pytest.raises(InputError, match="unknown --weights 'rows'"):
-        Options(weights="rows").check()
+        options_of(Options, {"weights": "rows"})
 
 
 @pytest.mark.parametrize("partition", ["hp", "random"])
