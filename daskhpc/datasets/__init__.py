@@ -184,6 +184,12 @@ def libsvm(split: str = "train") -> SparseInput:
     return read_libsvm(path(name), n_features=_A9A_FEATURES, zero_based=False)
 
 
+def _small(indptr: np.ndarray) -> np.ndarray:
+    """``indptr`` as int32 where it fits: scipy widens the indices to the indptr's dtype,
+    and int64 indices double a large matrix's pattern."""
+    return indptr.astype(np.int32) if indptr[-1] < np.iinfo(np.int32).max else indptr
+
+
 def cora() -> GraphData:
     """Cora citation graph: 2,708 papers, 5,278 undirected links, 7 classes.
 
@@ -214,10 +220,11 @@ def planetoid(file, name: str | None = None) -> GraphData:
     name = name or Path(str(file)).name.split(".")[0]
     with np.load(file) as z:
         adj_indices = z["adj_indices"]
-        adjacency = sp.csr_array((np.ones(adj_indices.size), adj_indices, z["adj_indptr"]),
+        adjacency = sp.csr_array((np.ones(adj_indices.size), adj_indices,
+                                  _small(z["adj_indptr"])),
                                  shape=tuple(int(n) for n in z["adj_shape"]))
         features = sp.csr_array((z["feat_data"].astype(np.float64), z["feat_indices"],
-                                 z["feat_indptr"]),
+                                 _small(z["feat_indptr"])),
                                 shape=tuple(int(n) for n in z["feat_shape"]))
         return GraphData(adjacency=adjacency, features=features,
                          # float labels keep NaN, "unlabeled" (OGB); ints stay ints

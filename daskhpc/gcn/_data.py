@@ -100,15 +100,20 @@ def normalized_adjacency(A) -> sp.csr_array:
     return P
 
 
-def row_normalize(X) -> sp.csr_array:
+def row_normalize(X, copy: bool = True) -> sp.csr_array:
     """Every row divided by its sum (rows summing to 0 stay as they are; PyG's
-    ``NormalizeFeatures``)."""
-    X = sp.csr_array(X, dtype=np.float64)
+    ``NormalizeFeatures``); ``copy=False`` divides a float64 CSR ``X`` in place (features
+    read from a file: nobody else holds them)."""
+    X = sp.csr_array(X).astype(np.float64, copy=copy)   # divided in place below
     X.sum_duplicates()
     X.sort_indices()
     s = np.asarray(X.sum(axis=1)).ravel()
     s[s == 0] = 1.0
-    X.data = X.data / np.repeat(s, np.diff(X.indptr))
+    # a block of rows at a time: no temporary as large as the features
+    step = max(1, (1 << 22) // max(1, X.shape[1]))
+    for a in range(0, X.shape[0], step):
+        lo, hi = X.indptr[a], X.indptr[min(a + step, X.shape[0])]
+        X.data[lo:hi] /= np.repeat(s[a:a + step], np.diff(X.indptr[a:a + step + 1]))
     return X
 
 
@@ -282,6 +287,8 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
     else:
         A, X0, y0, split0, name, src = _load(source, seed, random_features, random_classes)
     X = X0 if features is None else features
+    # features read here from a path or a name are this call's own: normalised in place
+    owned = features is None and isinstance(source, (str, os.PathLike))
     y = y0 if labels is None else labels
     split = split0 if split is None else split
     A = sp.csr_array(A)
@@ -333,4 +340,4 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
         src.pop("random_node_data", None)
     src.update(nodes=n, arcs=int(A.nnz), features=int(X.shape[1]), classes=num_classes,
                directed=not symmetric, unlabeled=int(unlabeled.sum()))
-    return Graph(Ahat, row_normalize(X), y, masks, num_classes, name, symmetric, src)
+    return Graph(Ahat, row_normalize(X, copy=not owned), y, masks, num_classes, name, symmetric, src)

@@ -235,9 +235,7 @@ def plan_info(s) -> dict:
     """The run's plan sections: the paper's per-epoch totals (full batch) or the steps'
     exchanges (mini-batch), the exact volumes and the dW allreduce."""
     if not s.batches:
-        out = plan_sections(s, compare_rp=False)
-        out.pop("graph_model", None)
-        return out
+        return plan_sections(s, compare_rp=False, graph_model=False)
     plans = [p["forward"] for p in s.batches["plans"]] + \
         [p["backward"] for p in s.batches["plans"]]
     whole = Plan.concat([p.rephased(0) for p in plans])

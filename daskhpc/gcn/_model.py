@@ -113,7 +113,11 @@ def features(M, dtype=np.float64, dense: bool | None = None):
     M = sp.csr_array(M)
     if dense is None:
         dense = dense_features(M.nnz, *M.shape)
-    return np.ascontiguousarray(M.toarray(), dtype=dtype) if dense else Csr.of(M, dtype)
+    if not dense:
+        return Csr.of(M, dtype)
+    if M.has_canonical_format:      # no duplicates to sum: cast first, no float64 copy
+        return M.astype(dtype, copy=False).toarray()
+    return np.ascontiguousarray(M.toarray(), dtype=dtype)
 
 
 def take_rows(X, rows):

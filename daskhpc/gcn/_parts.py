@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from daskhpc.comm import Plan
 
-from ._model import Csr, features, take_rows
+from ._model import Csr, dense_features, features
 from ._plan import exchange_plans, first_layer_rows
 
 __all__ = ["statics"]
@@ -76,12 +76,17 @@ def statics(setup) -> list[dict]:
     owns, A, AT, fsend, bsend = _part_blocks(exchange_plans(setup), g.A, g.AT, g.symmetric,
                                              parts, K, setup.dtype)
     n_train = int(g.masks["train"].sum())
-    X = features(g.X, setup.dtype)
+    # each part's rows made from the normalised CSR: the whole matrix is never densified
+    dense, Xs = dense_features(g.X.nnz, *g.X.shape), sp.csr_array(g.X)
+
+    def rows_of(r):
+        return features(Xs[np.asarray(r, np.int64)], setup.dtype, dense=dense)
+
     out = []
     for p in range(K):
         r = owns[p]
         out.append({"rows": r, "A": A[p], "AT": AT[p], "fsend": fsend[p], "bsend": bsend[p],
-                    "X": take_rows(X, r), "y": g.y[r], "train": g.masks["train"][r],
+                    "X": rows_of(r), "y": g.y[r], "train": g.masks["train"][r],
                     "val": g.masks["val"][r], "test": g.masks["test"][r],
                     "n_train": n_train, "dims": setup.dims, "transform": setup.transform,
                     "options": o})
@@ -107,7 +112,7 @@ def statics(setup) -> list[dict]:
                 r = nodes[ow[p]]                 # global ids of the part's batch rows
                 out[p]["batches"].append({
                     "rows": r, "A": Bl[p], "AT": BTl[p], "fsend": fs[p], "bsend": bs[p],
-                    "X": take_rows(X, r), "y": g.y[r], "train": g.masks["train"][r],
+                    "X": rows_of(r), "y": g.y[r], "train": g.masks["train"][r],
                     "val": np.zeros(r.size, bool) if r.size else none,
                     "test": np.zeros(r.size, bool) if r.size else none,
                     "n_train": mb["n_train"][e]})

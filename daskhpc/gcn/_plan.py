@@ -236,8 +236,9 @@ def _summary(plan: Plan) -> dict:
             "avg_msgs": float(msg.mean()), "max_msgs": float(msg.max())}
 
 
-def plan_sections(setup, *, compare_rp: bool = True) -> dict:
-    """The report sections of ``daskhpc plan gcn`` (no cluster)."""
+def plan_sections(setup, *, compare_rp: bool = True, graph_model: bool = True) -> dict:
+    """The report sections of ``daskhpc plan gcn`` (no cluster); a run's report leaves
+    out the comparisons (``compare_rp``, ``graph_model``: each builds the graph again)."""
     plan = epoch_plan(setup)
     rep = plan.report()
     rep["unit"], rep["words_per_unit"] = "rows", int(max(setup.dims))
@@ -261,14 +262,15 @@ def plan_sections(setup, *, compare_rp: bool = True) -> dict:
             "dense_bytes": int(dense.message_bytes().sum()) * setup.word_bytes // 8,
             "note": "dW1 leaves the vector: its rows go to the parts that share them, "
                     "with the allreduce's first messages"}
-    gm = graph_model_rows(setup.graph.A, setup.assignment.parts)
-    d = setup.dims
-    out["graph_model"] = {
-        "cut_edges": gm // 2, "rows_per_exchange": gm,
-        "words": gm * (sum(setup.widths) + sum(d[1:])),
-        "true_rows_forward": ex["km1_forward"], "true_rows_backward": ex["km1_backward"],
-        "note": "section 4.3.1: every cut edge of the symmetrised graph counted both ways; "
-                "over-counts the true volume (km1)"}
+    if graph_model:
+        gm = graph_model_rows(setup.graph.A, setup.assignment.parts)
+        d = setup.dims
+        out["graph_model"] = {
+            "cut_edges": gm // 2, "rows_per_exchange": gm,
+            "words": gm * (sum(setup.widths) + sum(d[1:])),
+            "true_rows_forward": ex["km1_forward"], "true_rows_backward": ex["km1_backward"],
+            "note": "section 4.3.1: every cut edge of the symmetrised graph counted both ways; "
+                    "over-counts the true volume (km1)"}
     if compare_rp and setup.assignment.method != "rp":
         a = Assignment(paper_random(setup.graph.n, setup.K, setup.options.seed), setup.K, "rp")
         rp_setup = replace(setup, assignment=a, _patterns=None)

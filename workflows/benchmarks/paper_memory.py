@@ -9,8 +9,12 @@ per source the client's RSS before the call and its peak during it, each worker'
 before and its peak, the wall time, and the ratios the targets name (client growth over
 the raw input, each worker's peak growth over its share of it).
 
-Workflows: ``ssgd`` (ratings, ``fit(..., partition="random")``) and ``cpals`` (tensor,
-``fit(..., partition="random")``). Before a run, ``MemAvailable`` is checked against a
+Workflows: ``ssgd`` (ratings, ``fit(..., partition="random")``), ``cpals`` (tensor,
+``fit(..., partition="random")``), ``gcn`` (graph: the Planetoid ``graph.npz``, or the
+``edges.parquet`` edge list with ``features.npy`` as a Dask Array read on the workers;
+``partition="random"``) and ``spgemm`` (matrix: A·A of ``matrix.mtx`` or
+``matrix.parquet``, ``consume="count"``: C is counted, not kept, so the figure is the
+product's working memory, not its output). Before a run, ``MemAvailable`` is checked against a
 guess of what it needs (8x the raw input on the client, 4x a share on each worker) and
 the script stops with one line when it would not fit.
 
@@ -61,9 +65,23 @@ def worker_end(dask_worker):
 
 if __name__ == "__main__":
     client = dh.connect(args["address"])
+    features = labels = split = None
     if args["source"] == "collection":
         import dask.dataframe as dd
         data = dd.read_parquet(args["parquet"])
+        if args["workflow"] == "gcn":
+            import dask.array as da
+            import numpy as np
+            base = args["parquet"].rsplit("/", 1)[0]
+            shape = np.load(base + "/features.npy", mmap_mode="r").shape
+            def rows(block_info=None, path=base + "/features.npy"):
+                (a, b), _ = block_info[None]["array-location"]
+                return np.array(np.load(path, mmap_mode="r")[a:b])
+            features = da.map_blocks(rows, dtype=np.float32,
+                                     chunks=da.core.normalize_chunks((65536, -1), shape))
+            with np.load(base + "/graph.npz") as z:     # the npz's arrays load one by one
+                labels = z["labels"]
+                split = (z["idx_train"], z["idx_val"], z["idx_test"])
     else:
         data = args["file"]
     client.run(worker_start)
@@ -74,6 +92,12 @@ if __name__ == "__main__":
     if args["workflow"] == "ssgd":
         res = dh.ssgd.fit(data, args["parts"], client=client, epochs=args["iters"],
                           partition="random", progress=False)
+    elif args["workflow"] == "gcn":
+        res = dh.gcn.fit(data, features, labels, split,
+                         args["parts"], client=client, epochs=args["iters"],
+                         partition="random")
+    elif args["workflow"] == "spgemm":
+        res = dh.spgemm.multiply(data, client=client, consume="count")
     else:
         res = dh.cpals.fit(data, 16, args["parts"], client=client, iters=args["iters"],
                            tol=0.0, partition="random")
@@ -87,7 +111,9 @@ if __name__ == "__main__":
 """
 
 INPUT = {"ssgd": ("ratings", "ratings.csv", "ratings.parquet"),
-         "cpals": ("tensor", "tensor.tns", "tensor.parquet")}
+         "cpals": ("tensor", "tensor.tns", "tensor.parquet"),
+         "gcn": ("graph", "graph.npz", "edges.parquet"),
+         "spgemm": ("matrix", "matrix.mtx", "matrix.parquet")}
 
 
 
