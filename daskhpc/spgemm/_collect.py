@@ -90,23 +90,29 @@ def route_blocks(client, s, placement, names=("A", "B"), only=None) -> tuple[dic
     g, lay = s.grid, s.layout(1)
     cells = g.cells() if only is None else [tuple(c) for c in only]
     where = {g.rank(*c): placement.worker(g.rank(*c)) for c in g.cells()}
-    rb = lay.row_block_of()
-    ks, kk = lay.inner_slice_of()
-    cb = np.repeat(np.arange(g.q), np.diff(lay.col_bounds))
+    # block ids and positions as int32: a few nnz-long temporaries of 4 bytes, not a
+    # dozen of 8 (the client holds them all at once for every nonzero)
+    i32 = np.int32
+    rb = lay.row_block_of().astype(i32)
+    ks, kk = (x.astype(i32) for x in lay.inner_slice_of())
+    cb = np.repeat(np.arange(g.q, dtype=i32), np.diff(lay.col_bounds))
     out = []
     for name in ("A", "B"):
         nz = (s.sources or {}).get(name)
         if nz is None or name not in names:
             out.append(None)
             continue
-        r, c = nz.pins[0].astype(np.int64), nz.pins[1].astype(np.int64)
+        r, c = nz.pins[0], nz.pins[1]
         if name == "A":
-            pr, pc = _inverse(s.pr)[r], _inverse(s.pk)[c]
-            i, j, k = rb[pr], ks[pc], kk[pc]
+            i = rb[_inverse(s.pr).astype(i32)[r]]
+            pc = _inverse(s.pk).astype(i32)[c]
+            j, k = ks[pc], kk[pc]
         else:
-            pr, pc = _inverse(s.pk)[r], _inverse(s.pc)[c]
-            i, j, k = ks[pr], cb[pc], kk[pr]
-        labels = (k * g.q + i) * g.q + j
+            pr = _inverse(s.pk).astype(i32)[r]
+            i, k = ks[pr], kk[pr]
+            j = cb[_inverse(s.pc).astype(i32)[c]]
+        labels = (k * g.q + i) * g.q + j          # int32: p cells < 2**31
+        del i, j, k
         args = {}
         for (ci, cj, ck) in cells:
             if name == "A":
