@@ -1,4 +1,4 @@
-"""The benchmark scripts use only the public API (issue 21, item 5): no import in
+"""The benchmark scripts use only the public API: no import in
 workflows/benchmarks/*.py names a private module of daskhpc (a path component starting
 with "_"), so what the project measures is what a user can call."""
 

@@ -1,6 +1,5 @@
 """The command line generated from the workflows' Options: every option has a help text
-with its default, a misspelt option gets the workflow's usage and a suggestion (issue 22,
-"words and numbers a user cannot place")."""
+with its default, a misspelt option gets the workflow's usage and a suggestion."""
 
 from __future__ import annotations
 

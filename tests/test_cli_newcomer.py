@@ -1,4 +1,4 @@
-"""What a new user hits first (issue 13): every way of joining a cluster fails in bounded
+"""What a new user hits first: every way of joining a cluster fails in bounded
 time with one line, and a diverging run stops with exit 1. The real console script runs."""
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _small_mtx(path, n=300, nnz=3000, seed=0):
 def test_a_blown_memory_budget_is_a_warning_with_the_figures(tmp_path):
     """The budget the user asked for is a promise; a peak over it, found once the product
     is complete, is one warning line with the figures in the report's memory section, not
-    a failed run (issue 22: the work is done)."""
+    a failed run (the work is done)."""
     import json
 
     a = _small_mtx(tmp_path / "a.mtx")

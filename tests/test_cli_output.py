@@ -1,4 +1,4 @@
-"""What the command line shows (issue 13, item 5): the JSON report alone on stdout with
+"""What the command line shows: the JSON report alone on stdout with
 ``--json -``, progress on a terminal (and not when piped), human summaries instead of
 ``key=value`` dumps, and Ctrl-C ending a run with status 130 and no worker tracebacks.
 

@@ -1,4 +1,4 @@
-"""Start-up of ``daskhpc run`` (issue 22): every workflow reads and checks its input
+"""Start-up of ``daskhpc run``: every workflow reads and checks its input
 before the cluster starts, so a missing or malformed file costs no cluster start-up and
 ends with one line and exit status 2, before any ``dashboard:`` line.
 

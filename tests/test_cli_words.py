@@ -1,4 +1,4 @@
-"""Words and numbers a user can place (issue 22), through the console script: why an
+"""Words and numbers a user can place, through the console script: why an
 imbalance is large, what the alpha-beta model leaves out, what ``--check-serial``
 compared, and a resumed run that had nothing left to do.
 
@@ -64,7 +64,7 @@ def test_allreduce_says_what_the_model_leaves_out(client2, tmp_path):
     assert status == 0, err
     q = json.loads((tmp_path / "a.json").read_text())["quality"]
     ratio = q["measured_call_s"] / q["predicted_s"]
-    # and how much of what it leaves out there was per step (issue 28)
+    # and how much of what it leaves out there was per step
     steps = q["steps_per_call"]
     per_step = (q["measured_call_s"] - q["predicted_s"]) / steps
     per_step = f"{1e3 * per_step:.3g} ms" if per_step < 1 else f"{per_step:.3g} s"

@@ -1,4 +1,4 @@
-"""Every command in README.md and docs/*.md runs as written, for a user (issues 13 and 22).
+"""Every command in README.md and docs/*.md runs as written, for a user.
 
 Convention for the docs: a fence marked ``sh`` (or ``bash``/``console``) holds commands a
 reader can paste in any directory once the package is installed: they read the bundled
@@ -254,7 +254,7 @@ def test_nothing_points_outside_the_repository():
 
 
 def test_the_checks_catch_a_readme_on_the_shared_data(tmp_path, monkeypatch):
-    """The README of before issue 22 (``../shared/data/...``) fails both checks."""
+    """An older README (``../shared/data/...``) fails both checks."""
     readme = tmp_path / "README.md"
     readme.write_text("Contract: `../shared/CLI.md`.\n\n```sh\n"
                       "daskhpc run ssgd ../shared/data/ratings/ml-latest-small/ratings.csv"

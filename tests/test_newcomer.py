@@ -1,4 +1,4 @@
-"""The scripted newcomer run (issue 13, "Done when"): what a new user does, for real.
+"""The scripted newcomer run: what a new user does, for real.
 
 A copy of the repository as a fresh checkout has it (tracked and untracked non-ignored
 files, uncommitted changes included), alone in a temporary directory: nothing beside it

@@ -76,7 +76,7 @@ def test_damaged_edited_and_foreign_directories_are_refused(saved_cp, tmp_path):
         dh.load(cut)
     with pytest.raises(InputError, match="no saved result here"):
         dh.load(tmp_path)
-    # on the command line: one line, exit 2 (a run that warm-starts is issue 23's next step)
+    # on the command line: one line, exit 2 (runs do not warm-start)
     bad = subprocess.run([sys.executable, "-c", f"import daskhpc as dh; dh.load({str(cut)!r})"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "arrays.npz: damaged or truncated" in bad.stderr

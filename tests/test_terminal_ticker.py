@@ -1,4 +1,4 @@
-"""The ticking stage line keeps ticking while a native call holds the GIL (issue 22: the
+"""The ticking stage line keeps ticking while a native call holds the GIL (the
 a9a partitioning line jumped from 1 s to 42 s under Mt-KaHyPar and KaHyPar)."""
 
 from __future__ import annotations

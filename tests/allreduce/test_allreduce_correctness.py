@@ -1,4 +1,4 @@
-"""Every algorithm sums correctly over P x N x density (issue 12, "Done when").
+"""Every algorithm sums correctly over P x N x density.
 
 Integers: bitwise equal to the dense sum. float64: within (P - 1) u sum_i |v_i| of
 math.fsum per element. All ranks hold the same bits; a rerun gives the same bits.

@@ -1,5 +1,5 @@
 """Plans equal an independent simulation, runs send exactly the plan, and the byte
-properties of issue 12 (identical / disjoint sets, uniform model, dense switch)."""
+properties (identical / disjoint sets, uniform model, dense switch)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CP-ALS options (issue 25): L2 regularisation (``reg``), nonnegative factors (projected
+"""CP-ALS options: L2 regularisation (``reg``), nonnegative factors (projected
 ALS) and the initial factors (``init``: random, svd, given), on 2 workers against both
 serial references, against dense definitions and tensorly, and through the console script."""
 

@@ -44,7 +44,7 @@ def test_partition_aware_reference_equals_serial(setup_of, name, K, grain, part)
 
 @pytest.mark.parametrize("grain, part", [("fine", "random"), ("coarse", "block")])
 def test_one_part_is_the_serial_code_bit_for_bit(setup_of, grain, part):
-    # one part runs the serial iteration itself (issue 28 item 3): not merely to rounding
+    # one part runs the serial iteration itself: not merely to rounding
     s = setup_of("umls", 1, grain, part, rank=10, iters=8, tol=0.0)
     ser = run_serial(s.tensor, 10, 8, 0.0, 0)
     lam, factors, fits, _ = run(s)

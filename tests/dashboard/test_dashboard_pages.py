@@ -149,7 +149,7 @@ def test_spgemm_page_follows_the_batches_live(browser, live, tmp_path):
     assert seen[-1] == (BATCHES, BATCHES)
     summary = got["value"]["texts"]["daskhpc-spgemm-summary"]
     assert "admission order kept" in summary and "budget 16.0 MB per worker" in summary
-    # its planned bytes, per run, next to the measured ones (issue 13 item 4)
+    # its planned bytes, per run, next to the measured ones
     m = re.search(r"per run: planned ([\d.,]+) (k?M?B)", summary)
     assert m and float(m[1].replace(",", "")) > 0, summary
     assert "measured" in summary
@@ -205,7 +205,7 @@ def test_overview_page_shows_the_running_workflow_and_a_nav_link(browser, live, 
     assert "Daskhpc" in v["nav"]       # the link in Dask's navigation bar
     # only the running workflow's own panels, under a heading that says what runs
     assert v["visible"] == {"daskhpc-panel-spgemm": True, "daskhpc-panel-strata": False}, v
-    # the run is over (joined above): the heading says so (issue 22 item 2)
+    # the run is over (joined above): the heading says so
     assert "Finished: <b>spgemm</b>" in v["texts"]["daskhpc-heading"], v["texts"]
     assert "per run: planned" in v["texts"]["daskhpc-comm-summary"]
     # the load bars' planned share is filled (flops for SpGEMM)

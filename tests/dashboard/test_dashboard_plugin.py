@@ -125,7 +125,7 @@ def test_timeline_rows_are_read_incrementally():
 
 
 def test_the_frame_says_when_a_run_ends_and_how(dash_client):
-    """issue 22: the heading said "Running" after the run returned; a run the frame ends
+    """The heading said "Running" after the run returned; a run the frame ends
     says "Finished" with the report's bytes, one that fails says "Failed" and why."""
     import functools
 

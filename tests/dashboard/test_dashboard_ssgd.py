@@ -1,5 +1,5 @@
 """``/daskhpc`` in headless Chromium during and after an SSGD run, in both exchange modes
-(issue 22: the page and the console disagreed).
+(the page and the console disagreed).
 
 During the run (held at an epoch by the history callback until the page has been seen,
 so no race with a fast run; the workers go on meanwhile) the page must say it runs and
@@ -88,7 +88,7 @@ def test_ssgd_overview_agrees_with_the_console(browser, dash_client, tmp_path, e
         thread.join(300)
     shot(during, tmp_path, f"dashboard-ssgd-{exchange}-running.png")
     assert "res" in out, "the SSGD run failed"
-    # issue 22 item 1: the strata timeline shows while the run goes, in both modes
+    # the strata timeline shows while the run goes, in both modes
     assert during["ready"], f"no strata timeline during the run: {during['value']}"
     assert during["errors"] == [], during["errors"]
     v = during["value"]
@@ -109,13 +109,13 @@ def test_ssgd_overview_agrees_with_the_console(browser, dash_client, tmp_path, e
     after = browser.page(base + "/daskhpc", probe_js=probe, ready=finished, timeout=120,
                          height=1500)
     shot(after, tmp_path, f"dashboard-ssgd-{exchange}-finished.png")
-    # issue 22 item 2: the heading says the run is over once fit returned
+    # the heading says the run is over once fit returned
     assert after["ready"], f"the page never said the run finished: {after['value']}"
     assert after["errors"] == [], after["errors"]
     assert colourful_pixels(after["png"]) > 5_000
     v = after["value"]
     assert f"{EPOCHS}/{EPOCHS} epochs done" in v["texts"]["daskhpc-heading"]
-    # issue 22 item 3: the page's planned and measured bytes and ratio are the console's
+    # the page's planned and measured bytes and ratio are the console's
     got = SUMMARY.search(v["texts"]["daskhpc-comm-summary"])
     assert got, v["texts"]["daskhpc-comm-summary"]
     run_planned, done, total, planned, measured, ratio, n, unit_planned, unit_measured = \
@@ -136,7 +136,7 @@ def test_ssgd_overview_agrees_with_the_console(browser, dash_client, tmp_path, e
     assert rows >= 2 * K * EPOCHS, v["texts"]["daskhpc-strata-summary"]   # 2 workers
     if exchange == "direct":
         assert rows == K * K * EPOCHS                 # one row per part and sub-epoch
-    # issue 22 item 4: the planned heatmap has a colour bar too, on the measured one's scale
+    # the planned heatmap has a colour bar too, on the measured one's scale
     assert len(v["bars"]) == 2, v["bars"]
     assert len(set(v["bars"])) == 1, "the two colour bars read different mappers"
 

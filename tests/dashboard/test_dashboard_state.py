@@ -141,7 +141,7 @@ def test_plan_matrix_counts_cross_worker_bytes_and_dedupes_broadcasts():
                            "end"}
 
 
-# -- issue 13 item 4: one definition of planned vs measured, per run and per unit -----------
+# -- one definition of planned vs measured, per run and per unit -----------
 
 def test_a_per_epoch_plan_is_compared_with_the_epochs_done_not_the_whole_run():
     # SSGD publishes one epoch's plan; after 248 epochs measured is ~248x one epoch: the
@@ -255,7 +255,7 @@ def test_the_report_keeps_planned_bytes_for_one_meaning():
         {"tot_vol": 3, "planned_bytes": 480}
 
 
-# -- issue 22: the end of a run, and the report's numbers after it -------------------------
+# -- the end of a run, and the report's numbers after it -------------------------
 
 def test_the_end_of_a_run_freezes_its_counters_and_takes_the_reports_numbers():
     pytest.importorskip("bokeh")

@@ -1,4 +1,4 @@
-"""GCN training on real clusters (issue 11, "Distributed equals serial"): the cluster run is
+"""GCN training on real clusters: the cluster run is
 the partition-aware serial reference (run_local) bit for bit and the textbook serial epoch
 within 1e-10 with identical predictions, twice the same bits, sends what the plan says
 (messages, and bytes = planned + the documented framing per transfer), and survives a

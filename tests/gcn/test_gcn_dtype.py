@@ -1,4 +1,4 @@
-"""``dtype="float32"`` (issue 25): features, weights, messages and kernels in float32 end to
+"""``dtype="float32"``: features, weights, messages and kernels in float32 end to
 end, half the bytes exchanged (planned and measured), run_local's bits on the cluster, the
 textbook epoch within the stated 1e-4, and accuracy on Cora as in float64."""
 

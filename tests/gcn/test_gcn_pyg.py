@@ -1,4 +1,4 @@
-"""A graph given as a PyTorch Geometric ``Data`` object (issue 25): mapped onto what the
+"""A graph given as a PyTorch Geometric ``Data`` object: mapped onto what the
 Planetoid npz gives, duck-typed (torch is not imported for it), Cora as a Data trains to
 the npz's bits, and bad attributes are one-line input errors. The tests with real PyG
 (the ``pyg`` extra) are skipped where it is not installed; the others use a hand-built

@@ -1,4 +1,4 @@
-"""Issue 22: what a user is told about a GCN run on a graph without node data (random
+"""What a user is told about a GCN run on a graph without node data (random
 features and labels), and ``plan gcn`` where the random partition sends nothing; through
 the real console script and in Python."""
 

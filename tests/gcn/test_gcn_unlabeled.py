@@ -1,6 +1,5 @@
 """Unlabeled nodes (label -1, or NaN in float labels) are the normal case of
-semi-supervised node classification: allowed outside the splits, refused inside one
-(issue 25)."""
+semi-supervised node classification: allowed outside the splits, refused inside one."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ def test_rule_keeps_deterministic_mtkahypar_on_ml_latest_small(ml_column_net, K)
     (1_000_000, 5_000, 16, "mtkahypar", "default"),        # 4e6
     (900_000, 5_000, 32, "mtkahypar", "default"),          # 5.1e6: 1M ratings, K = 32
     (900_000, 5_000, 1024, "lp", None),                    # 2.9e7: 1M ratings, K = 1024
-    (9_000_000, 50_000, 1024, "lp", None),                 # the 10M plan of issue 3
+    (9_000_000, 50_000, 1024, "lp", None),                 # the 10M-rating plan
     (9_000_000, 50_000, 2, "lp", None),                    # 1.3e7: Mt-KaHyPar took 26 s
     (10_000_000, 2_000_000, 1024, "mtkahypar", "default"),  # lp would need 7.6 GiB
 ])

@@ -136,7 +136,7 @@ def test_truncated_gzip(tmp_path):
         read(path)
 
 
-# -- issue 13 item 6: string user/item ids, re-indexed like SNAP ids -----------------
+# -- string user/item ids, re-indexed like SNAP ids -----------------
 
 def test_string_ids_are_reindexed_and_kept(tmp_path):
     # Book-Crossing style: string users, ISBNs (digits, some ending in X), a header

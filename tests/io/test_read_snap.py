@@ -193,7 +193,7 @@ def test_truncated_gzip(tmp_path):
     assert info.value.path == str(path) and info.value.line is None
 
 
-# -- issue 13 item 6: a third column (weights or timestamps, SNAP CollegeMsg) ---------
+# -- a third column (weights or timestamps, SNAP CollegeMsg) ---------
 
 COLLEGE_MSG = "1 2 1082008561\n3 4 1082155839\n5 2 1082414391\n1 2 1082426521\n"
 

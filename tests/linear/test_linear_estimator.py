@@ -1,4 +1,4 @@
-"""Issue 24: scikit-learn estimators over daskhpc.linear (SGDClassifier, LogisticRegression):
+"""Scikit-learn estimators over daskhpc.linear (SGDClassifier, LogisticRegression):
 sklearn stays optional (``import daskhpc.linear`` does not load it), the conventions hold
 (check_estimator: every check passes but the one listed in EXCLUDED), and with a client the
 cluster trains the same model as fit_local."""

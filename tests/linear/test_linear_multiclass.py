@@ -1,4 +1,4 @@
-"""Issue 24: a LIBSVM file with 3+ labels trains a one-vs-rest model (one allreduce of the
+"""A LIBSVM file with 3+ labels trains a one-vs-rest model (one allreduce of the
 K stacked gradients per step) with no extra option, through fit and the command line; the
 cluster equals fit_local bit for bit; the model predicts and is saved like a binary one."""
 

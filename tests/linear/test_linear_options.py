@@ -1,4 +1,4 @@
-"""Issue 24: penalties (L1 by the cumulative penalty, elastic net), class weights and
+"""Penalties (L1 by the cumulative penalty, elastic net), class weights and
 step-size schedules, the same on every part as in the serial reference."""
 
 from __future__ import annotations

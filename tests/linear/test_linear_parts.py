@@ -127,7 +127,7 @@ def test_a9a_test_width_is_padded(tmp_path):
     assert s.data.X_test.shape == (d.matrix.shape[0], 124)          # + intercept
     wide = sp.csr_array(sp.hstack([d.matrix, sp.csr_array(np.ones((d.matrix.shape[0], 2)))]))
     with pytest.raises(InputError, match="125 features, the training data 123"):
-        prepare(datasets.libsvm(), nparts=2, test=(wide, d.labels))   # issue 22: refused
+        prepare(datasets.libsvm(), nparts=2, test=(wide, d.labels))   # refused
     s = prepare(datasets.libsvm(), nparts=2, test=(wide, d.labels), n_features=125)
     assert s.data.X.shape[1] == s.data.X_test.shape[1] == 126 and not s.data.notes
 

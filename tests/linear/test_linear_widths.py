@@ -1,4 +1,4 @@
-"""Issue 22 item 3: a test file whose feature width does not match the training file's,
+"""A test file whose feature width does not match the training file's,
 through the real console script. LIBSVM files state only their largest feature index: a
 narrower test file is padded (trailing features absent), a wider one is refused before the
 cluster starts (exit 2, one line naming the test file and both widths) unless

@@ -1,4 +1,4 @@
-"""The cluster of ``python -m daskhpc.mpi`` is private by default (issue 13, item 8).
+"""The cluster of ``python -m daskhpc.mpi`` is private by default.
 
 A real ``mpiexec -n 5`` job holds its cluster open while this process, a
 stranger on the same machine, tries to join it: without the job's credentials

@@ -1,5 +1,5 @@
-"""The checkpoint directory refuses what is not its run's and names damaged files
-(issue 13, item 7); no cluster."""
+"""The checkpoint directory refuses what is not its run's and names damaged files;
+no cluster."""
 
 from __future__ import annotations
 

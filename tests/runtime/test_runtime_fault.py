@@ -69,7 +69,7 @@ def test_replace_lost_without_a_replacement_uses_the_survivors(client3, workers3
 # -- the checkpoint directory ---------------------------------------------------------
 
 def test_a_worker_gone_before_its_parts_arrive_is_a_lost_worker(client3, workers3):
-    """The recovery's race (issue 22): a worker listed as alive has left by the time the
+    """The recovery's race: a worker listed as alive has left by the time the
     scheduler handles the scatter to it. distributed raises KeyError(address) then; the
     store says WorkerLost, keeps true records, and the next placement gets every part."""
     from daskhpc.runtime import PartStore

@@ -151,7 +151,7 @@ def test_giving_up(make_client, tmp_path, unit_tasks):
         run_job(client, job(3, 3, delay=0.02), max_restarts=0)
 
 
-# -- issue 13: divergence stops the run; a damaged checkpoint step falls back ------------
+# -- divergence stops the run; a damaged checkpoint step falls back ------------
 
 def _nan_at(bad_unit, value):
     def row(u, rep):
@@ -206,7 +206,7 @@ class Records(logging.Handler):
 
 
 def test_a_recovered_loss_is_no_error_for_the_user(make_client, tmp_path, capfd):
-    # issue 22: the scheduler logged "Removing worker ... caused the cluster to lose
+    # the scheduler logged "Removing worker ... caused the cluster to lose
     # scattered data" as an ERROR although the run re-sends that data and recovers
     from daskhpc.runtime._quiet import FILTER
 

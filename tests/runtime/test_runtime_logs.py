@@ -1,4 +1,4 @@
-"""Dask's messages that mean nothing to a user stay off stderr (issue 22, item 5)."""
+"""Dask's messages that mean nothing to a user stay off stderr."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A long run does not grow the client (issue 22): what a LocalCluster's scheduler and the
+"""A long run does not grow the client: what a LocalCluster's scheduler and the
 client hold in the client's process, in bytes, stops growing once the run is under way,
 and a program run in windows does not keep every window it ran.
 

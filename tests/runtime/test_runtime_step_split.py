@@ -1,4 +1,4 @@
-"""The report's time split of the steps (``execution["steps"]``, issue 28 item 1): per
+"""The report's time split of the steps (``execution["steps"]``): per
 worker the seconds its steps computed, waited for other workers' messages and sent
 theirs, and how many steps it ran, read in the run's closing call; the summary's
 ``steps`` line. Counts are asserted, never times (a loaded machine stretches those)."""

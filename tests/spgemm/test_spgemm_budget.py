@@ -1,4 +1,4 @@
-"""Issue 22 item 2: the batch planner keeps the budget it is given. A run's measured peak
+"""The batch planner keeps the budget it is given. A run's measured peak
 counts everything a worker process adds; the planner keeps a working headroom for what
 the r-bytes-per-nonzero model does not count, no task of a batch carries data that a
 worker keeps for the whole run, and a peak over the budget found after the work is done

@@ -86,7 +86,7 @@ def test_public_namespace_is_pinned():
         "triangle_count", "serial_multiply", "prepare", "Setup"}
 
 
-# -- issue 13 item 6, with the real console script ----------------------------------------
+# -- with the real console script ----------------------------------------
 
 def _console(*argv, timeout=300):
     import os

@@ -148,7 +148,7 @@ def test_bad_input_errors(client2):
         multiply(A_RECT, B_RECT, client=client2, grid="1x1x1", consume="prune:x")
 
 
-# -- issue 13, item 1: --check-serial compares what it claims ----------------------------
+# -- --check-serial compares what it claims ----------------------------
 
 def test_serial_check_compares_values_where_patterns_differ():
     """Sums cancelling to exactly 0 in one order and to a round-off residue in another:
@@ -180,7 +180,7 @@ def test_bcsstk13_serial_check_is_identical(client2, shared_data):
 
 
 def test_paths_are_read_and_c_comes_back_as_the_kind_given(client2, tmp_path):
-    """Issue 22: a path was "A must be a 2-D matrix, got 0 dimension(s)"; an spmatrix
+    """A path was "A must be a 2-D matrix, got 0 dimension(s)"; an spmatrix
     came back as a csr_array."""
     import scipy.io as sio
 
@@ -209,7 +209,7 @@ def test_paths_are_read_and_c_comes_back_as_the_kind_given(client2, tmp_path):
 @pytest.mark.parametrize("grid, batches, local", [("1x1x1", 1, "staged"),
                                                   ("2x2x2", 3, "fused")])
 def test_per_iteration_time_is_each_batchs_multiply(client2, grid, batches, local):
-    # issue 28: the report's per_iteration_s was [0.0] for a run of one batch (the time
+    # the report's per_iteration_s was [0.0] for a run of one batch (the time
     # between two batch reports, with no report before the first)
     res = multiply(A_RECT, B_RECT, client=client2, grid=grid, batches=batches, local=local)
     took = res.report()["timing"]["per_iteration_s"]

@@ -1,4 +1,4 @@
-"""C kept on disk (issue 23): ``multiply(..., save=DIR)`` / ``--save DIR`` has the workers
+"""C kept on disk: ``multiply(..., save=DIR)`` / ``--save DIR`` has the workers
 that hold C's pieces write them as scipy ``save_npz`` files whose sum is C; the client
 receives only their manifest entries; ``daskhpc.load(DIR)`` in a fresh process gives
 scipy's product back exactly (integer values: every sum is exact) and refuses a damaged

@@ -1,4 +1,4 @@
-"""Issue 25 item 3: SpGEMM over semirings and with a general mask ``C<M> = A·B``.
+"""SpGEMM over semirings and with a general mask ``C<M> = A·B``.
 
 The references are written here from the definitions (GraphBLAS semantics: C(i,j) = add
 over k of mul(A(i,k), B(k,j)) over the stored entries of A and B; an entry exists iff the

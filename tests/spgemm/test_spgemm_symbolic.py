@@ -92,7 +92,7 @@ def test_grid_parsing_errors():
                                      (6, "1x1x6"), (8, "4x4x1"), (9, "3x3x1"), (12, "2x2x3"),
                                      (16, "4x4x1"), (18, "6x6x1"), (32, "8x8x1")])
 def test_default_grid_fits_any_worker_count(n, grid):
-    # issue 13 item 6: 2 or 8 workers failed with "do not form a square q x q x 1 grid"
+    # 2 or 8 workers failed with "do not form a square q x q x 1 grid"
     g = Grid.for_workers(n)
     assert str(g) == grid
     if g.p == 2 * n:

@@ -1,4 +1,4 @@
-"""The biased model (issue 24): mu + b_u + b_i + w_u . h_i, its biases carried by every
+"""The biased model: mu + b_u + b_i + w_u . h_i, its biases carried by every
 exchange, the model kept on disk, and the MatrixFactorization estimator."""
 
 from __future__ import annotations

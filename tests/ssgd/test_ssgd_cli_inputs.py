@@ -1,4 +1,4 @@
-"""Inputs users have (issue 13 item 6), through the real console script: ``--format``,
+"""Inputs users have, through the real console script: ``--format``,
 string ids, empty rows dropped with a note (``--keep-empty`` refuses)."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_run_drops_empty_rows_instead_of_stopping(tmp_path):
     assert rep["input"]["dropped_empty"] == {"rows": 2, "columns": 0, "first_rows": [3, 5],
                                              "first_columns": []}
     assert "dropped 2 empty rows" in err
-    # one planned_bytes meaning in the run's report (issue 13 item 4)
+    # one planned_bytes meaning in the run's report
     m = rep["measured"]
     assert "planned_bytes" not in rep["plan"] and "part_bytes" in rep["plan"]
     assert m["bytes"]["per_run"]["planned_bytes"] == m["planned_bytes"]
@@ -56,7 +56,7 @@ def test_run_drops_empty_rows_instead_of_stopping(tmp_path):
 
 
 def test_run_on_implicit_feedback_reports_the_unavailable_figure(tmp_path, client2):
-    """Issue 22 item 1: every value 1 (a SNAP graph) makes the global mean's test RMSE 0;
+    """Every value 1 (a SNAP graph) makes the global mean's test RMSE 0;
     the run keeps its model and says the improvement over the mean is not defined."""
     path = tmp_path / "g.txt"
     edges = sorted({(i, (7 * i + 3 * k + 1) % 40) for i in range(40) for k in range(5)}

@@ -1,4 +1,4 @@
-"""Checkpoints, resume and surviving a lost worker (issue 5, item 3) for SSGD.
+"""Checkpoints, resume and surviving a lost worker for SSGD.
 
 The claim under test: an SSGD run that loses a worker mid-epoch, or that is resumed
 from a checkpoint in a new process, ends with W and H bit-identical to the serial
@@ -26,7 +26,7 @@ from daskhpc.testing import KillOnce, TaskKey
 @pytest.fixture(autouse=True)
 def windows_of_two(monkeypatch):
     """Runs of 5 epochs in windows of 2: kills, checkpoints and restarts land in later
-    windows too (issue 22)."""
+    windows too."""
     from daskhpc.ssgd import _job
 
     monkeypatch.setattr(_job, "WINDOW", int(os.environ.get("H2W", "2")))
@@ -77,7 +77,7 @@ def _only_replacements_lost_later(rec, before):
     """A second recovery may follow the kill, never of a worker that was there before it:
     on a loaded machine a nanny's replacement worker can be closed right after it
     registered (its restart timed out), after the recovery placed parts on it (the
-    ``KeyError: 'tcp://...'`` of issue 22, now a lost worker)."""
+    ``KeyError: 'tcp://...'``, now a lost worker)."""
     for r in rec[1:]:
         assert not set(r["lost"]) & before, rec
 
@@ -150,7 +150,7 @@ def test_checkpoint_of_another_run_is_refused(nanny_client, tmp_path):
 
 
 def test_resuming_with_another_input_shows_both_fingerprints(nanny_client, tmp_path):
-    """Not "partition.txt:610: 610 row part ids for 7 rows" (issue 13, item 7)."""
+    """Not "partition.txt:610: 610 row part ids for 7 rows"."""
     ck = tmp_path / "ck"
     dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, checkpoint=ck,
                 **{**OPTS, "epochs": 1})

@@ -14,7 +14,7 @@ from daskhpc.ssgd._data import as_ratings, split
 
 
 def test_empty_rows_are_dropped_with_a_note_or_refused_with_keep_empty():
-    # issue 13 item 6: dropped with a note instead of stopping; --keep-empty refuses
+    # dropped with a note instead of stopping; --keep-empty refuses
     A = sp.csr_array(np.array([[1.0, 2.0], [0.0, 0.0], [3.0, 0.0]]))
     rep = plan(A, 2, partition="random")
     assert rep["input"]["shape"] == [2, 2] and rep["input"]["shape_in_file"] == [3, 2]

@@ -1,5 +1,5 @@
 """The factor model after the run: predictions and top-N recommendations by the input's
-own ids, kept on disk and used in a fresh process (issue 23)."""
+own ids, kept on disk and used in a fresh process."""
 
 from __future__ import annotations
 

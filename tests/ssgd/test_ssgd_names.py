@@ -1,4 +1,4 @@
-"""Issue 13 leftovers: SSGD errors name rows and columns as the user's file does (1-based
+"""SSGD errors name rows and columns as the user's file does (1-based
 lines and numbers, original ids of relabelled inputs), the input is read and checked
 before the cluster starts (and read once), and ``fit(resume=True)`` reads as a fresh run."""
 

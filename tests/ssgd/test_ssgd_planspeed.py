@@ -1,4 +1,4 @@
-"""`plan ssgd` with the default hypergraph rows stays fast at large K (issue 3).
+"""`plan ssgd` with the default hypergraph rows stays fast at large K.
 
 The default partitioner goes through the size rule of daskhpc.hypergraph._auto:
 deterministic Mt-KaHyPar on ml-latest-small (so the pinned plans do not move), label

@@ -1,5 +1,5 @@
 """``shuffle=False`` (``--no-shuffle``): every block's ratings in their stored order, the
-same on every part as in the serial reference (issue 28: CESSGD's -DNO_SHUFFLE, the
+same on every part as in the serial reference (CESSGD's -DNO_SHUFFLE, the
 order Surprise's SVD visits)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Long SSGD runs (issue 22): the attempt graph goes to the scheduler in windows of epochs,
+"""Long SSGD runs: the attempt graph goes to the scheduler in windows of epochs,
 so what the scheduler holds at once, and the largest graph the client sends, are bounded
 by the window, not by the number of epochs (counted by a scheduler plugin, not timed),
 and the result is still the serial reference's, bit for bit."""

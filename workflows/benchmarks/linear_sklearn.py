@@ -1,5 +1,5 @@
 """Linear classifiers against scikit-learn on a9a: test accuracy and the time to it, side by
-side in one run (issue 24). Public API only.
+side in one run. Public API only.
 
     python workflows/benchmarks/linear_sklearn.py --data DIR [--workers 2] [--out r.json]
 

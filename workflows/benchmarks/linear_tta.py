@@ -1,4 +1,4 @@
-"""Time to scikit-learn's accuracy on a9a (issue 28's linear target), side by side in one
+"""Time to scikit-learn's accuracy on a9a, side by side in one
 run. Public API only.
 
     python workflows/benchmarks/linear_tta.py --data DIR [--workers 2] [--rounds 10]

@@ -1,4 +1,4 @@
-"""One worker against the serial code, per iteration (issue 28 item 3), paired and alternating.
+"""One worker against the serial code, per iteration, paired and alternating.
 
 ::
 

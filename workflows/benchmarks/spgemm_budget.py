@@ -1,4 +1,4 @@
-"""soc-Slashdot0902 A·A under a per-worker budget that forces b > 1 (issue 4, "done" item 2).
+"""soc-Slashdot0902 A·A under a per-worker budget that forces b > 1.
 
     flock /tmp/daskhpc-bench.lock python workflows/benchmarks/spgemm_budget.py \
         --memory-per-worker 500MB --json out-spgemm-budget.json

@@ -1,4 +1,4 @@
-"""The client's peak memory with and without ``--save DIR`` (issue 23): A·A on 2 workers.
+"""The client's peak memory with and without ``--save DIR``: A·A on 2 workers.
 
     python workflows/benchmarks/spgemm_save.py email-Enron.txt.gz \
         --memory-per-worker 64MB --json out-spgemm-save.json

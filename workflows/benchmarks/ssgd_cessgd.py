@@ -1,6 +1,6 @@
 """SSGD side by side with CESSGD (the SSGD paper's public C/MPI code), paired in one run.
 
-Issue 14's benchmark. For K = 2 and 4 (one part per worker: K Dask worker processes for
+For K = 2 and 4 (one part per worker: K Dask worker processes for
 us, ``mpiexec -n K`` for CESSGD), strategies DSGD, P2P and H&C, it runs in turn, ``--repeats``
 times, ``daskhpc.ssgd.fit(..., exchange="direct")``, ``exchange="graph"`` and CESSGD on
 ml-latest-small with F = 16, the same row parts and the same column blocks, and reports

@@ -1,4 +1,4 @@
-"""The floor of a direct-exchange step (issue 28 item 1): what a Program step costs when it
+"""The floor of a direct-exchange step: what a Program step costs when it
 computes nothing, on 1 and 2 workers, a task per unit against a task per window.
 
 ::
@@ -12,7 +12,7 @@ part sends a ``--length``-vector of float64 to the other and adds what it got) a
 reported step. It runs with :func:`~daskhpc.runtime.run_job` on a LocalCluster of 2
 workers (direct exchange: the messages cross between workers) and of 1 worker (every
 part on it: no exchange), each with ``daskhpc.runtime.units-per-task`` 1 (a task per
-unit, issue 14's engine) and 0 (a task per worker for the whole run, issue 28's), in
+unit) and 0 (a task per worker for the whole run), in
 alternating order per round. Printed: milliseconds per step and per unit (whole run,
 start-up included, over ``--units`` units), medians over rounds, and the ratios
 per-unit / per-window on the same workers, with the 1-minute load.

@@ -1,4 +1,4 @@
-"""Where a unit's time goes, per workflow, on 1 and 2 workers (issue 28 item 1).
+"""Where a unit's time goes, per workflow, on 1 and 2 workers.
 
 ::
 
