@@ -97,7 +97,8 @@ if __name__ == "__main__":
                          args["parts"], client=client, epochs=args["iters"],
                          partition="random")
     elif args["workflow"] == "spgemm":
-        res = dh.spgemm.multiply(data, client=client, consume="count")
+        res = dh.spgemm.multiply(data, client=client, consume="count",
+                                 memory_per_worker=args["budget"])
     else:
         res = dh.cpals.fit(data, 16, args["parts"], client=client, iters=args["iters"],
                            tol=0.0, partition="random")
@@ -125,6 +126,8 @@ def main(argv=None) -> dict:
                     choices=["file", "collection"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--iters", type=int, default=2, help="epochs / iterations")
+    ap.add_argument("--memory-per-worker", default=None,
+                    help="spgemm: the budget M/W (e.g. 1GB): batches keep a worker under it")
     ap.add_argument("--out", default=None, help="write the JSON here (default: stdout)")
     args = ap.parse_args(argv)
 
@@ -146,7 +149,7 @@ def main(argv=None) -> dict:
             spec = {"address": client.scheduler.address, "source": source,
                     "workflow": args.workflow, "file": os.path.join(args.dir, file),
                     "parquet": os.path.join(args.dir, pq), "parts": args.workers,
-                    "iters": args.iters}
+                    "iters": args.iters, "budget": args.memory_per_worker}
             p = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)],
                                capture_output=True, text=True)
         if p.returncode != 0:
