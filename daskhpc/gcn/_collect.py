@@ -107,7 +107,9 @@ def prepare_collection(client, graph, features, labels, split, nparts, minibatch
             X = sp.csr_array((n, int(features.shape[1])))     # the shape; rows on workers
         else:
             X = features
-        src, dst = edges.pins[0].astype(np.int64), edges.pins[1].astype(np.int64)
+        # int32 ids where they fit: scipy keeps the index arrays' width
+        ids = np.int32 if n < np.iinfo(np.int32).max else np.int64
+        src, dst = edges.pins[0].astype(ids, copy=False), edges.pins[1].astype(ids, copy=False)
         A = sp.csr_array((np.ones(src.size), (src, dst)), shape=(n, n))
         A.sum_duplicates()
         A.data[:] = 1.0

@@ -100,6 +100,15 @@ def normalized_adjacency(A) -> sp.csr_array:
     return P
 
 
+def _symmetric(M) -> bool:
+    """Whether a canonical CSR ``M`` (sorted, no duplicates, no stored zeros: A_hat) equals
+    its transpose: the arrays compared, no difference matrix built."""
+    T = sp.csr_array(M.T)
+    T.sort_indices()
+    return bool(np.array_equal(M.indptr, T.indptr) and np.array_equal(M.indices, T.indices)
+                and np.array_equal(M.data, T.data))
+
+
 def row_normalize(X, copy: bool = True) -> sp.csr_array:
     """Every row divided by its sum (rows summing to 0 stay as they are; PyG's
     ``NormalizeFeatures``); ``copy=False`` divides a float64 CSR ``X`` in place (features
@@ -334,8 +343,7 @@ def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool
         A = sp.csr_array(P + P.T)
         src.pop("looks_undirected", None)
     Ahat = normalized_adjacency(A)
-    diff = Ahat - Ahat.T
-    symmetric = bool(abs(diff).max() == 0) if diff.nnz else True
+    symmetric = _symmetric(Ahat)
     if labels is not None:          # the caller's labels: the accuracies mean something
         src.pop("random_node_data", None)
     src.update(nodes=n, arcs=int(A.nnz), features=int(X.shape[1]), classes=num_classes,
