@@ -169,9 +169,6 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
         info["measured"]["epochs_measured"] = sum(1 for h in out.history
                                                   if "measured_bytes" in h)
     info["execution"]["exchange"] = exchange
-    rec = info["recovery"]
-    rec["recoveries"] = [{**r, "restart_epoch": r["restart"]} for r in rec["recoveries"]]
-    rec.update(resumed_from_epoch=rec["resumed_from"], epochs_saved=rec["saved"])
     if run.check_serial:
         from ._collect import full_setup
 
