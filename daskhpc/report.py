@@ -286,8 +286,7 @@ def summarize(report: dict) -> str:
                         ("serial", _serial_line(report.get("serial_check")))):
         if text:
             lines.append(summary_line(label, text))
-    recs = report.get("recoveries") or (report.get("recovery") or {}).get("recoveries") or []
-    for r in recs:
+    for r in (report.get("recovery") or {}).get("recoveries") or []:
         lines.append(summary_line("recovered", f"lost {', '.join(r['lost'])}; ran again "
                                   f"{rerun_text(r)}; {r.get('time_lost_s', 0.0):.2f} s lost"))
     saved = report.get("saved")
@@ -724,7 +723,7 @@ class WorkflowResult:
             out.append(f"resumed from the checkpoint after iteration {rec['resumed_from']}")
         for r in rec.get("recoveries", []):
             out.append(f"lost {', '.join(r['lost'])} after {r.get('after_s', 0):.1f} s; "
-                       f"restarted from {r.get('restart', '?')}")
+                       f"ran again {rerun_text(r)}; {r.get('time_lost_s', 0.0):.2f} s lost")
         check = self.info.get("serial_check")
         if isinstance(check, dict) and check.get("done"):
             out.append(f"serial check: identical={check.get('identical')}, max abs diff "

@@ -129,7 +129,7 @@ def run_program(client, s, owner, run, inputs=None, keep=False):
     are scattered; ``keep``: every rank's total stays on its worker (a future each)."""
     from distributed import Future
 
-    from daskhpc.runtime import Job, PartStore, Placement, run_job, worker_addresses
+    from daskhpc.runtime import Job, Placement, run_job, run_on_parts, worker_addresses
 
     workers = worker_addresses(client)
     S = s.algo.nstages
@@ -143,14 +143,10 @@ def run_program(client, s, owner, run, inputs=None, keep=False):
     if inputs is None:
         out = run_job(client, job, callback=run.callback, progress_bar=run.progress)
     else:       # the inputs are where their ranks run: the part store takes them as built
-        store = PartStore(client, Placement(s.nparts, workers, owner), uuid.uuid4().hex[:10])
-        # its own references: the caller keeps ``inputs`` (the serial check reads them)
-        store.adopt("static", {r: Future(inputs[r].key, client) for r in range(s.nparts)})
-        try:
-            out = run_job(client, job, store=store, callback=run.callback,
-                          progress_bar=run.progress)
-        finally:
-            store.release()
+        # (its own references: the caller keeps ``inputs``, the serial check reads them)
+        out = run_on_parts(client, job, lambda _: {r: Future(inputs[r].key, client)
+                                                   for r in range(s.nparts)},
+                           callback=run.callback, progress_bar=run.progress)
     pname = f"allreduce-{s.algo.name}-"
 
     def stage_of(key):

@@ -18,7 +18,6 @@ Examples
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import replace
 
 from daskhpc._workflows import RunOptions, checked_options
@@ -153,8 +152,7 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
                 out = run_job(client, job, **run.frame())
             else:
                 out, full = _run_collection(client, s, job, source, run)
-                if run.check_serial:
-                    s = replace(s, tensor=full)
+                s = s if full is None else replace(s, tensor=full)
         finally:
             if source is not None:
                 source[0].release()
@@ -194,24 +192,19 @@ def _run_collection(client, s, job, source, run):
     """``fit`` on a collection: the parts' statics built on their workers (``_collect``),
     kept in the part store the frame runs on; with ``check_serial`` also the tensor
     with its values on the client (the serial references need them)."""
-    from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
+    from daskhpc.runtime import run_on_parts
 
     nz, can = source
     full = full_tensor(client, nz, can, s.tensor) if run.check_serial else None
-    placement = job.placement(worker_addresses(client)) if job.placement else \
-        Placement(s.K, worker_addresses(client))
-    store = PartStore(client, placement, uuid.uuid4().hex[:10])
-    try:
-        futs, normx2 = part_statics(client, s, nz, can, placement)
-        nz.release()                       # the parts hold the values now
-        s.tensor.normx2 = normx2
-        store.adopt("static", futs, rebuild=rebuilder(client, s, nz, can))
+
+    def build(placement):
+        futs, s.tensor.normx2 = part_statics(client, s, nz, can, placement)
         if full is not None:
-            full.normx2 = normx2           # the references sum ||X||^2 as the run did
-        out = run_job(client, job, store=store, **run.frame())
-    finally:
-        store.release()
-    return out, full
+            full.normx2 = s.tensor.normx2  # the references sum ||X||^2 as the run did
+        return futs
+
+    return run_on_parts(client, job, build, rebuild=rebuilder(client, s, nz, can),
+                        release=[nz], **run.frame()), full
 
 
 def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed: int = 0,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import time
-import uuid
 
 import numpy as np
 
@@ -210,21 +209,14 @@ def _with_tokens(fingerprint, tokens: dict) -> dict:
 def _run_collection(client, s, job, source, run):
     """``fit`` with the features on the workers: every part's static data built on its
     worker (``_collect.part_statics``), kept in the part store the frame runs on."""
-    from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
+    from daskhpc.runtime import run_on_parts
 
     # check_serial: the serial references run on the client, with the features there
     full = full_setup(client, s, source) if run.check_serial else s
     shells, job.statics = job.statics, None
-    placement = job.placement(worker_addresses(client)) if job.placement else \
-        Placement(s.K, worker_addresses(client))
-    store = PartStore(client, placement, uuid.uuid4().hex[:10])
-    try:
-        store.adopt("static", part_statics(client, shells, source, placement),
-                    rebuild=rebuilder(client, shells, source))
-        source.rows.release()             # the parts hold the features now
-        return run_job(client, job, store=store, **run.frame()), full
-    finally:
-        store.release()
+    return run_on_parts(client, job, lambda pl: part_statics(client, shells, source, pl),
+                        rebuild=rebuilder(client, shells, source), release=[source.rows],
+                        **run.frame()), full
 
 
 def serial_fit(graph, features=None, labels=None, split=None, *, command=None, callback=None,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import time
-import uuid
 
 import numpy as np
 
@@ -217,23 +216,14 @@ def _run_collection(client, s, job, nz, run, y, test, options):
     """``fit`` on a Dask Array: the parts' rows built on their workers (``_collect``),
     kept in the part store the frame runs on; with ``check_serial`` also the setup with
     X's values on the client (the serial reference needs them)."""
-    from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
+    from daskhpc.runtime import run_on_parts
 
+    sources = [nz] + [t for t in [getattr(s, "test_set", None)] if t is not None]
     try:
         full = _collect.full_setup(client, s, nz, y, test, options) if run.check_serial else None
-        placement = Placement(s.nparts, worker_addresses(client))
-        store = PartStore(client, placement, uuid.uuid4().hex[:10])
-        try:
-            store.adopt("static", _collect.part_statics(client, s, nz, placement),
-                        rebuild=_collect.rebuilder(client, s, nz))
-            nz.release()                       # the parts hold the values now
-            if getattr(s, "test_set", None) is not None:
-                s.test_set.release()
-            out = run_job(client, job, store=store, **run.frame())
-        finally:
-            store.release()
+        return run_on_parts(client, job, lambda pl: _collect.part_statics(client, s, nz, pl),
+                            rebuild=_collect.rebuilder(client, s, nz), release=sources,
+                            **run.frame()), full
     finally:
-        nz.release()
-        if getattr(s, "test_set", None) is not None:
-            s.test_set.release()
-    return out, full
+        for source in sources:
+            source.release()

@@ -20,9 +20,9 @@
   calibrates the cluster, between hosts), :func:`placed_hosts` where its parts sit.
 - The workflow frame: :func:`run_job` runs a :class:`Job` (a workflow's dask-free pieces:
   a :class:`~daskhpc.comm.Program` or an attempt-graph builder, per-part data, history
-  rows) with placement, part data kept on workers (:class:`PartStore`), attempts with
-  lost-worker recovery, checkpoints, unit reports (:func:`send_report`), progress, and
-  measured-vs-planned bytes; :class:`ProgramRunner` is the Program engine under it.
+  rows) with placement, part data kept on workers (:class:`PartStore`; built there from
+  a collection: :func:`run_on_parts`), attempts with lost-worker recovery, checkpoints,
+  unit reports (:func:`send_report`), progress, and measured-vs-planned bytes; :class:`ProgramRunner` is the Program engine under it.
   :func:`run_phases` runs a run of several jobs (:class:`Phase`: SpGEMM's symbolic step,
   then its batches) with one checkpoint, part store, dashboard run and restart budget.
 
@@ -52,7 +52,8 @@ from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gath
                                     replace_lost, run_on_workers)
 from daskhpc.runtime._engine import ProgramRunner, step_of_key
 from daskhpc.runtime._exchange import Exchange
-from daskhpc.runtime._phases import Phase, PhaseContext, run_job, run_phases
+from daskhpc.runtime._phases import (Phase, PhaseContext, run_job, run_on_parts,
+                                     run_phases)
 from daskhpc._numba import KernelsReport, prepare_kernels
 from daskhpc._workflows import Call, RunOptions, Workflow, option
 from daskhpc.runtime._job import (Attempt, AttemptGraph, Diverged, GaveUp, GraphJob, Job, Outcome,
@@ -128,6 +129,7 @@ __all__ = [
     "release_futures",
     "replace_lost",
     "run_job",
+    "run_on_parts",
     "run_on_workers",
     "run_phases",
     "save_arrays",

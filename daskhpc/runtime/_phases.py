@@ -41,7 +41,7 @@ from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._store import PartStore
 from daskhpc.runtime._warm import started
 
-__all__ = ["run_job", "run_phases", "Phase", "PhaseContext", "FACTS"]
+__all__ = ["run_job", "run_on_parts", "run_phases", "Phase", "PhaseContext", "FACTS"]
 
 #: The run's facts (``PhaseContext.remember``), next to the checkpoint's manifest.
 FACTS = "phases.json"
@@ -242,6 +242,35 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
         unit_name=job.unit_name, checkpoint=checkpoint, resume=resume,
         max_restarts=max_restarts, callback=callback, progress_bar=progress_bar,
         low_latency=low_latency, store=store, announce=announce)[job.name]
+
+
+def run_on_parts(client, job: Job | GraphJob, build: Callable, *, rebuild=None,
+                 release=(), name: str = "static", placement: Placement | None = None,
+                 **frame) -> Outcome:
+    """:func:`run_job` on part data built on the workers (a Dask collection's parts).
+
+    ``build(placement) -> {part: Future}`` makes every part's data on its worker in
+    ``placement`` (default ``job.placement``, else round robin); once it is there the
+    objects in ``release`` (the collection the parts came from) are released, a part
+    store adopts the parts as ``name`` (``rebuild``: see :meth:`PartStore.adopt`), the
+    run uses them and they are released at the end. ``frame``: :func:`run_job`'s keywords.
+    """
+    from distributed import wait
+
+    if placement is None:
+        workers = worker_addresses(client)
+        placement = job.placement(workers) if job.placement else Placement(job.nparts,
+                                                                           workers)
+    store = PartStore(client, placement, uuid.uuid4().hex[:10], part_of=job.part_of)
+    try:
+        futures = build(placement)
+        wait(list(futures.values()))
+        for source in release:             # the parts hold its data now
+            source.release()
+        store.adopt(name, futures, rebuild=rebuild)
+        return run_job(client, job, store=store, **frame)
+    finally:
+        store.release()
 
 
 @contextlib.contextmanager

@@ -328,7 +328,8 @@ def _run(client, s: Setup, run: RunOptions, *, plan, measure_memory, t_start,
             quality["nnz_c"] = nnz
     info.update(quality=quality, measured=measured, timeline=timeline,
                 memory=_memory_section(ph.baseline, peaks, s.memory, workers),
-                symbolic=ph.symbolic_info, attempts=runner.attempts, recoveries=recoveries)
+                symbolic=ph.symbolic_info, attempts=runner.attempts,
+                recovery={"recoveries": recoveries})
     if out.recovery["checkpoint"] is not None:
         info["checkpoint"] = {
             "dir": out.recovery["checkpoint"], "resumed": bool(run.resume),

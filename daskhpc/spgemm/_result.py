@@ -14,7 +14,7 @@ from typing import Any
 
 import scipy.sparse as sp
 
-from daskhpc.report import WorkflowResult, new_report, rerun_text
+from daskhpc.report import WorkflowResult, new_report
 
 __all__ = ["SpgemmResult", "serial_statement", "reference_name"]
 
@@ -115,7 +115,7 @@ class SpgemmResult(WorkflowResult):
     quality, measured, plan, timing, memory, symbolic, checkpoint : dict
         Sections of the JSON report (docs/cli.md).
     recoveries : list of dict
-        One per lost worker the run survived: ``lost``, ``phase`` (``symbolic``,
+        The report's ``recovery.recoveries``, one per lost worker the run survived: ``lost``, ``phase`` (``symbolic``,
         ``batches`` or ``gather``), ``attempt``, ``batch`` (the lowest batch in flight),
         ``batches_safe``, ``batches_invalidated``, ``batches_from_checkpoint``, ``rerun``,
         ``cells_moved``, ``new_workers`` and the time lost (``wasted_s``,
@@ -188,25 +188,20 @@ class SpgemmResult(WorkflowResult):
     timing = property(lambda self: self._get("timing", {}))
     memory = property(lambda self: self._get("memory", {}))
     symbolic = property(lambda self: self._get("symbolic", {}))
-    recoveries = property(lambda self: self._get("recoveries", []))
+    recoveries = property(lambda self: self._get("recovery", {}).get("recoveries", []))
     attempts = property(lambda self: self._get("attempts", []))
     checkpoint = property(lambda self: self._get("checkpoint", {}))
 
     def report(self) -> dict:
-        """The full JSON report (empty sections omitted, except ``recoveries``: an empty
-        list says that no worker was lost)."""
+        """The full JSON report (empty sections omitted; ``recovery.recoveries`` empty: no
+        worker was lost)."""
         info = {k: v for k, v in self.info.items() if v not in ({}, [])}
-        info["recoveries"] = self.recoveries
         return new_report(self.workflow, command=info.pop("command", None), **info)
 
     def _notes(self) -> list[str]:
         q = self.quality
         out = [", ".join(f"{k}={q[k]:,}" if isinstance(q[k], int) else f"{k}={q[k]:.3g}"
                          for k in ("nnz_c", "flops", "compression_factor") if k in q)]
-        for r in self.recoveries:
-            where = f"batch {r['batch']}" if r.get("batch") is not None else r.get("phase")
-            out.append(f"recovered: lost {', '.join(r['lost'])} in {where}; re-ran "
-                       f"{rerun_text(r)}; {r.get('time_lost_s', 0.0):.2f} s lost")
         saved = self._get("saved", {})
         if saved:
             from daskhpc.report import format_bytes

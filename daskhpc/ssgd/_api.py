@@ -125,7 +125,8 @@ def _collection_first(options, nparts, run) -> None:
 
 def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, placement,
          partition_file):
-    from daskhpc.runtime import exchange_mode, placed_hosts, run_job, worker_addresses
+    from daskhpc.runtime import (exchange_mode, placed_hosts, run_job, run_on_parts,
+                                 worker_addresses)
 
     from ._job import ssgd_job
 
@@ -154,7 +155,12 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
         out = run_job(client, job, low_latency=low_latency, placement=placement,
                       **run.frame())
     else:
-        out = _run_collection(client, s, job, run, low_latency, placement)
+        # every part's ratings routed to its worker first (``_collect.Values``); the parts
+        # and the keeper hold them then
+        out = run_on_parts(client, job, lambda pl: s.values.part_values(s, pl),
+                           rebuild=s.values.rebuilder(s), release=[s.values.nz],
+                           name="values", placement=placement, low_latency=low_latency,
+                           **run.frame())
     W, H = out.value
     info = run_sections(sections(s, out.history, W=W, H=H, command=run.command), out, s.K,
                         cost=epoch_cost(s, model, *placed_hosts(client, out.placement))
@@ -163,9 +169,6 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
         info["measured"]["epochs_measured"] = sum(1 for h in out.history
                                                   if "measured_bytes" in h)
     info["execution"]["exchange"] = exchange
-    rec = info["recovery"]
-    rec["recoveries"] = [{**r, "restart_epoch": r["restart"]} for r in rec["recoveries"]]
-    rec.update(resumed_from_epoch=rec["resumed_from"], epochs_saved=rec["saved"])
     if run.check_serial:
         from ._collect import full_setup
 
@@ -195,27 +198,6 @@ def _prepared(client, data, nparts, partition_file, options, run, exchange):
     _, s, rows = choose(data, nparts, model, owner=owner, hosts=hosts,
                         partition_file=partition_file, **options)
     return s, model, rows
-
-
-def _run_collection(client, s, job, run, low_latency, placement):
-    """The run of a collection: every part's ratings routed to its worker first, kept in
-    the part store the frame runs on (``_collect.Values.part_values``)."""
-    import uuid
-
-    from distributed import wait
-
-    from daskhpc.runtime import PartStore, run_job, worker_addresses
-
-    placement = placement or job.placement(worker_addresses(client))
-    store = PartStore(client, placement, uuid.uuid4().hex[:10])
-    try:
-        futs = s.values.part_values(s, placement)
-        wait(list(futs.values()))
-        s.values.nz.release()            # the parts and the keeper hold the ratings now
-        store.adopt("values", futs, rebuild=s.values.rebuilder(s))
-        return run_job(client, job, store=store, low_latency=low_latency, **run.frame())
-    finally:
-        store.release()
 
 
 def _named(res: SSGDResult, s: Setup) -> SSGDResult:

@@ -287,7 +287,7 @@ def test_resume_in_a_new_job_after_a_rank_died(tmp_path):
                      "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     rep = json.loads(out.read_text())
-    assert rep["recovery"]["resumed_from_epoch"] >= len(saved)
+    assert rep["recovery"]["resumed_from"] >= len(saved)
     assert rep["serial_check"]["identical"] and rep["serial_check"]["history_identical"]
     assert rep["quality"]["test_rmse_epochs"] == list(range(6))
 

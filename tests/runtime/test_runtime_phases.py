@@ -6,21 +6,22 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import time
 
 import numpy as np
 import pytest
 
 from daskhpc import dashboard
 from daskhpc.comm import run_local
-from daskhpc.runtime import Job, Phase, run_phases
+from daskhpc.runtime import Job, Phase, run_on_parts, run_phases
 from daskhpc.testing import toy_program, toy_row
 
 K, LENGTH = 2, 60
 
 
 def toy(name, units, **kw):
-    return Job(name, K, units, row=toy_row, statics=[LENGTH] * K,
-               program=functools.partial(_prog, units), **kw)
+    kw.setdefault("statics", [LENGTH] * K)
+    return Job(name, K, units, row=toy_row, program=functools.partial(_prog, units), **kw)
 
 
 def _prog(units, first_unit):
@@ -126,3 +127,36 @@ def test_one_phase_at_most_is_checkpointed(client2):
     with pytest.raises(ValueError, match="one phase at most"):
         run_phases(client2, [Phase("a", lambda ctx: None), Phase("b", lambda ctx: None)],
                    name="toy", nparts=K)
+
+
+class _Source:
+    """A stand-in for a collection's futures: counts its releases."""
+
+    def __init__(self):
+        self.released = 0
+
+    def release(self):
+        self.released += 1
+
+
+def test_run_on_parts_runs_on_the_built_parts_and_releases_them(client2):
+    source, seen = _Source(), []
+
+    def build(placement):
+        seen.append(source.released)                  # the source is still held here
+        return {p: client2.scatter({f"toy-part-{p}": LENGTH}, workers=[placement.worker(p)],
+                                   hash=False)[f"toy-part-{p}"] for p in range(K)}
+
+    out = run_on_parts(client2, toy("toy", 2, statics=None), build, release=[source],
+                       progress_bar=False)
+    want, norms = reference(2)
+    assert all(np.array_equal(a, b) for a, b in zip(out.value, want))
+    assert [r["norm"] for r in out.history] == norms
+    assert seen == [0] and source.released == 1
+    for _ in range(100):        # the store released the parts: the scheduler forgets them
+        left = client2.run_on_scheduler(
+            lambda dask_scheduler: [k for k in dask_scheduler.tasks if "toy-part" in str(k)])
+        if not left:
+            break
+        time.sleep(0.05)
+    assert left == []

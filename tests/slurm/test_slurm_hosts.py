@@ -323,8 +323,7 @@ def test_every_workflow_survives_a_killed_worker_and_resumes_across_addresses(
     killed = marker.read_text().split()[0]
     assert killed.startswith("tls://127.0.0.")
     got = json.loads((tmp_path / "multi.json").read_text())
-    # spgemm's report keeps its recoveries at the top level (docs/cli.md)
-    rec = got.get("recovery", got)["recoveries"]
+    rec = got["recovery"]["recoveries"]
     assert len(rec) == 1 and rec[0]["lost"] == [killed], rec
     ref = run(["run", name, *args, "--workers", "2", "--json", "local.json"], tmp_path)
     assert ref.returncode == 0, ref.stderr

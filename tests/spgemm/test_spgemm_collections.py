@@ -162,6 +162,6 @@ def test_a_lost_worker_costs_a_restart_its_blocks_read_again(make_client, tmp_pa
     client.register_plugin(KillOnce(_cblock_of_batch_1, str(marker)), name="kill")
     res = multiply(triplets(A), triplets(B), client=client, grid="2x2x1", batches=3,
                    max_restarts=2, **QUIET)
-    rec = res.report()["recoveries"]
+    rec = res.report()["recovery"]["recoveries"]
     assert rec[0]["lost"] == [marker.read_text().split()[0]] and rec[0]["moved"]
     assert_same_product(res.matrix, A @ B)

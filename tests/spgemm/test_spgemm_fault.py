@@ -146,7 +146,7 @@ def test_keep_survives_a_killed_worker(client, tmp_path):
     assert [a["batches"] for a in res.attempts] == [[0, 1, 2, 3], [0, 1, 2, 3]]
     assert sorted(res.attempts[1]["completed"]) == [0, 1, 2, 3]
     assert res.measured["workers_lost"] == [dead]
-    assert json.dumps(res.report()["recoveries"])
+    assert json.dumps(res.report()["recovery"]["recoveries"])
     # nothing of the failed attempt is left waiting for the dead worker
     assert no_run_tasks_left(client) == []
 
@@ -258,7 +258,7 @@ def test_cli_checkpoint_resume_and_refusals(client, mtx, tmp_path, capsys):
     assert cli.main([*run, "--batches", "3", "--checkpoint", ck, "--json", str(out)]) == 0
     first = json.loads(out.read_text())
     assert first["checkpoint"]["batches_written"] == [0, 1, 2]
-    assert first["checkpoint"]["batches_run"] == 3 and first["recoveries"] == []
+    assert first["checkpoint"]["batches_run"] == 3 and first["recovery"]["recoveries"] == []
     assert cli.main([*run, "--batches", "3", "--checkpoint", ck, "--resume", "--check-serial",
                      "--json", str(out)]) == 0
     second = json.loads(out.read_text())

@@ -76,7 +76,7 @@ def test_biased_checkpoint_resumes_bit_for_bit(client2, tiny, tmp_path):
     fit(tiny, 2, client=client2, checkpoint=ck, epochs=2, **opts)
     res = fit(tiny, 2, client=client2, checkpoint=ck, resume=True, epochs=4,
               check_serial=True, **opts)
-    assert res.report()["recovery"]["resumed_from_epoch"] == 2
+    assert res.report()["recovery"]["resumed_from"] == 2
     assert res.report()["serial_check"]["identical"]
     with pytest.raises(dh.errors.InputError, match="this checkpoint was of a run with other options"):
         fit(tiny, 2, client=client2, checkpoint=ck, resume=True, epochs=4,

@@ -124,7 +124,7 @@ def test_checkpoint_then_resume_with_more_epochs(nanny_client, tmp_path, exchang
     res = dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, checkpoint=ck,
                       resume=True, check_serial=True, **OPTS)
     rec = res.report()["recovery"]
-    assert rec["resumed_from_epoch"] == 3 and rec["epochs_saved"] == 5
+    assert rec["resumed_from"] == 3 and rec["saved"] == 5
     assert res.report()["serial_check"]["identical"]
     assert res.report()["serial_check"]["history_identical"]
     assert [h["epoch"] for h in res.history] == list(range(5))
@@ -174,7 +174,7 @@ def test_resume_falls_back_from_a_truncated_epoch(nanny_client, tmp_path):
     with pytest.warns(CheckpointWarning, match=f"{bad}: .*falling back to step 2"):
         res = dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, checkpoint=ck,
                           resume=True, **OPTS)
-    assert res.report()["recovery"]["resumed_from_epoch"] == 2
+    assert res.report()["recovery"]["resumed_from"] == 2
     _same_as_serial(res, **OPTS)
 
 
@@ -194,7 +194,7 @@ def test_lost_worker_restarts_from_the_start_without_checkpoint(nanny_client, ki
     res = dh.ssgd.fit(datasets.ratings(), 3, client=nanny_client, **OPTS)
     assert marker.exists()                               # a worker really died
     rec = res.report()["recovery"]["recoveries"]
-    assert rec and all(r["restart_epoch"] == 0 for r in rec)
+    assert rec and all(r["restart"] == 0 for r in rec)
     lost = rec[0]["lost"]
     assert len(lost) == 1 and lost[0] in before
     _only_replacements_lost_later(rec, before)
@@ -213,8 +213,8 @@ def test_lost_worker_resumes_from_the_last_checkpoint(nanny_client, kill_at, tmp
     _only_replacements_lost_later(rec, before)
     # epochs 0..2 were saved before sub-epoch 1 of epoch 3 started (epoch 2's files
     # may still have been in flight on the killed worker: then epoch 2 is redone)
-    assert rec[0]["restart_epoch"] in (2, 3)
-    assert res.report()["measured"]["epochs_measured"] == 5 - rec[-1]["restart_epoch"]
+    assert rec[0]["restart"] in (2, 3)
+    assert res.report()["measured"]["epochs_measured"] == 5 - rec[-1]["restart"]
     _same_as_serial(res, **{**OPTS, "strategy": "p2p"})
 
 
@@ -231,7 +231,7 @@ def test_cli_checkpoint_and_resume(tmp_path, capsys):
     assert cli.main([*base, "--epochs", "4", "--resume", "--check-serial",
                      "--json", str(out)]) == 0
     rep = json.loads(out.read_text())
-    assert rep["recovery"]["resumed_from_epoch"] == 2
+    assert rep["recovery"]["resumed_from"] == 2
     assert rep["serial_check"]["identical"] and rep["serial_check"]["history_identical"]
     assert len(rep["quality"]["train_loss"]) == 4
     assert cli.main(["run", "ssgd", datasets.path("ratings"), "--resume"]) == 2

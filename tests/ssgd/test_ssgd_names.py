@@ -141,6 +141,6 @@ def test_resume_reads_the_input_as_a_fresh_run(tmp_path, client2, name, text, op
     resumed = dh.ssgd.fit(str(path), 2, client=client2, checkpoint=ck, resume=True,
                           epochs=4, **opts)
     fresh = dh.ssgd.fit(str(path), 2, client=client2, epochs=4, **opts)
-    assert resumed.report()["recovery"]["resumed_from_epoch"] == 2
+    assert resumed.report()["recovery"]["resumed_from"] == 2
     assert np.array_equal(resumed.W, fresh.W) and np.array_equal(resumed.H, fresh.H)
     assert resumed.report()["input"] == fresh.report()["input"]
