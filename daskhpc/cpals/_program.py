@@ -68,8 +68,15 @@ def _init(ctx, start):
     st: PartStatic = ctx.static
     N, R = len(st.rows), st.rank
     shape = [r.size for r in st.rows]
-    ctx.state["slices"] = [slices(st.coords, st.vals, n, shape, select=st.work[n])
-                           for n in range(N)]
+    made = getattr(st, "_slices", None)
+    if made is None:
+        made = [slices(st.coords, st.vals, n, shape, select=st.work[n]) for n in range(N)]
+        # the slices hold every nonzero of the part, once per mode: its coords and values
+        # are not read again, so the worker drops them (a third of the part's bytes);
+        # another attempt on this worker starts from the same slices
+        st._slices = made
+        st.coords = st.vals = None
+    ctx.state["slices"] = made
     if start is None:
         ctx.state["U"] = [init_rows(st.seed, m, st.rows[m], R) if st.U0 is None
                           else st.U0[m].copy() for m in range(N)]

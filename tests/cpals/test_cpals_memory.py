@@ -113,3 +113,21 @@ def test_client_peaks_near_the_raw_size(tmp_path, monkeypatch):
             del st                    # sent away (fit scatters it to its worker)
     _, peak = traced(send_each)
     assert peak < 0.8 * raw           # a half's indices (6 B), values (2 B), positions (4 B)
+
+
+def test_part_drops_its_nonzeros_once_sliced(tmp_path):
+    """A part's coords and values go once its per-mode slices hold them; another attempt
+    on the same statics (a restart on that worker) starts from the slices: same bits."""
+    from daskhpc.comm import run_local
+    from daskhpc.cpals import _program as P
+
+    s = prepare(tns(tmp_path, 3000), 2, grain="coarse", partition="block", rank=3,
+                iters=3, tol=0)
+    st = statics(s)
+    a, _ = run_local(P.program(s), st)
+    assert all(p.coords is None and p.vals is None for p in st)
+    b, _ = run_local(P.program(s), st)
+    c, _ = run_local(P.program(s), statics(s))
+    for x, y in ((a, b), (a, c)):
+        (lx, fx), (ly, fy) = P.assemble(s, x), P.assemble(s, y)
+        assert np.array_equal(lx, ly) and all(np.array_equal(u, v) for u, v in zip(fx, fy))
