@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ._assign import part_counts
 from ._data import index_dtype
 
 __all__ = ["PartStatic", "statics", "iter_statics", "part_members"]
@@ -142,6 +143,23 @@ def _subset(pos: np.ndarray, n: int) -> np.ndarray | None:
     return None if pos.size == n else pos
 
 
+def _where_label(labels: np.ndarray, p: int, n: int) -> np.ndarray:
+    """The ``n`` positions of ``labels == p``, ascending: int32 below 2**31 nonzeros (no
+    boolean mask and no int64 positions of the whole tensor)."""
+    out = np.empty(n, np.int32 if labels.size < 2**31 else np.int64)
+    _fill_where(labels, p, out)
+    return out
+
+
+@numba.njit(cache=True)
+def _fill_where(labels, p, out):  # pragma: no cover - numba
+    k = 0
+    for t in range(labels.size):
+        if labels[t] == p:
+            out[k] = t
+            k += 1
+
+
 @numba.njit(cache=True)
 def _mark_ids(ids, nz, every, mark):  # pragma: no cover - numba
     for t in range(ids.size if every else nz.size):
@@ -202,9 +220,10 @@ def iter_statics(setup, parts=None):
     expand = [[m[1:] for m in mp["expand"].messages()] for mp in setup.plans]
     fold = [[] if mp["fold"] is None else [m[1:] for m in mp["fold"].messages()]
             for mp in setup.plans]
+    counts = part_counts(d.nnz_parts, K) if members is None else None
     for p in (range(K) if parts is None else parts):
         if members is None:
-            nz = np.flatnonzero(d.nnz_parts == p) if K > 1 else np.arange(X.nnz)
+            nz = _where_label(d.nnz_parts, p, int(counts[p]))
             wk = [None] * N
         else:
             nz, wk = members[p], work[p]
