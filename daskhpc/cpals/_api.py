@@ -32,6 +32,7 @@ from ._collect import full_tensor, part_statics, read_tensor, rebuilder
 from ._init import given_factors, svd_factors
 from ._job import cpals_job, measured_section, serial_check
 from ._layouts import iteration_cost, layout_name
+from ._parts import iter_statics
 from ._plan import mode_table, partition_section
 from ._result import CPResult
 from ._serial import run_serial
@@ -132,7 +133,8 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
             if isinstance(init, str) and init == "svd":
                 raise InputError("init='svd' needs the tensor's values on the client; with "
                                  "a Dask collection use init='random' or given factors")
-            X, nz, can = read_tensor(client, X, columns=columns, shape=shape)
+            X, nz, can = read_tensor(client, X, columns=columns, shape=shape,
+                                     keep_pins=run.check_serial)
             source = (nz, can)
         elif columns is not None or shape is not None:
             raise InputError("columns= and shape= are for a Dask collection input")
@@ -146,10 +148,9 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
                 s = prepare(X, nparts, distribution=d, **options)
             else:
                 s, layouts = _chosen(client, run, X, nparts, partition_file, options)
-            job = cpals_job(s, in_loop=in_loop, exchange=run.exchange,
-                            statics=source is None)
+            job = cpals_job(s, in_loop=in_loop, exchange=run.exchange, statics=False)
             if source is None:
-                out = run_job(client, job, **run.frame())
+                out = _run_scattered(client, s, job, run)
             else:
                 out, full = _run_collection(client, s, job, source, run)
                 s = s if full is None else replace(s, tensor=full)
@@ -186,6 +187,36 @@ def _chosen(client, run, X, nparts, partition_file, options):
     _, s, rows = choose(X, nparts, model, owner=owner, hosts=hosts,
                         partition_file=partition_file, **options)
     return s, rows
+
+
+def _run_scattered(client, s, job, run):
+    """``fit`` on a tensor in memory: every part's statics made and sent to its worker one
+    at a time (``_parts.iter_statics``), so the client holds one part's data at once
+    besides the tensor, and no copy of them during the run (a lost worker's parts are
+    made again from the tensor)."""
+    from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
+
+    placement = job.placement(worker_addresses(client)) if job.placement else \
+        Placement(s.K, worker_addresses(client))
+    store = PartStore(client, placement, uuid.uuid4().hex[:10])
+    try:
+        store.adopt("static", _scatter_statics(client, s, placement),
+                    rebuild=lambda parts, placement: _scatter_statics(client, s, placement,
+                                                                      parts))
+        return run_job(client, job, store=store, **run.frame())
+    finally:
+        store.release()
+
+
+def _scatter_statics(client, s, placement, parts=None) -> dict:
+    """``{part: Future}``: the statics of ``parts`` (default all), each made and sent to
+    its worker in turn."""
+    out = {}
+    for p, st in iter_statics(s, parts):
+        out[p] = client.scatter(st, workers=[placement.worker(p)], broadcast=False,
+                                hash=False)
+        del st
+    return out
 
 
 def _run_collection(client, s, job, source, run):

@@ -42,9 +42,12 @@ from ._kernels import counting_order
 from ._data import Tensor
 
 __all__ = ["Distribution", "distribute", "GRAINS", "PARTITIONS", "block_slices",
-           "random_parts", "pairs_csr"]
+           "random_parts", "part_dtype", "part_counts", "pairs_csr"]
 
 GRAINS = ("fine", "coarse")
+#: Items dealt or counted at once (their int64 temporaries' size) by :func:`random_parts`
+#: and :func:`part_counts`
+BLOCK = 1 << 20
 PARTITIONS = {"fine": ("hp", "random"), "coarse": ("hp", "block")}
 
 
@@ -72,7 +75,7 @@ class Distribution:
     def loads(self, X: Tensor, mode: int) -> np.ndarray:
         """Nonzeros each part processes in ``mode`` (the paper's computational load)."""
         if self.grain == "fine":
-            return np.bincount(self.nnz_parts, minlength=self.nparts)
+            return part_counts(self.nnz_parts, self.nparts)
         # coarse: the owners' slice sizes summed (exact in float64 below 2**53 nonzeros)
         per_slice = np.bincount(X.coords[mode], minlength=X.shape[mode])
         return np.bincount(self.owners[mode], weights=per_slice,
@@ -138,9 +141,9 @@ def _pairs_by_bits(rows, parts_list, nrows: int, nparts: int):
     """:func:`pairs_csr` of ``rows`` against each array of ``parts_list`` (the same rows
     each time) with a bit per (row, part): no sort, no copy of the rows."""
     bits = np.zeros((int(nrows), (int(nparts) + 63) // 64), np.uint64)
-    r = np.ascontiguousarray(rows, dtype=np.int64)
+    r = np.ascontiguousarray(rows)          # any integer dtype: no int64 copy of the pins
     for parts in parts_list:
-        _mark(bits, r, np.ascontiguousarray(parts, dtype=np.int64))
+        _mark(bits, r, np.ascontiguousarray(parts))
     return _bits_csr(bits, int(nparts))
 
 
@@ -178,8 +181,8 @@ def pairs_csr(rows, parts, nrows: int, nparts: int) -> tuple[np.ndarray, np.ndar
     """
     if _bits_fit(nrows, nparts, np.size(rows)):
         return _pairs_by_bits(rows, [parts], nrows, nparts)
-    return _row_parts(np.ascontiguousarray(rows, dtype=np.int64),
-                      np.ascontiguousarray(parts, dtype=np.int64), int(nrows), int(nparts))
+    return _row_parts(np.ascontiguousarray(rows), np.ascontiguousarray(parts), int(nrows),
+                      int(nparts))
 
 
 def block_slices(slice_nnz, nparts: int) -> np.ndarray:
@@ -197,12 +200,33 @@ def block_slices(slice_nnz, nparts: int) -> np.ndarray:
     return np.clip(np.floor(mid * nparts / total), 0, nparts - 1).astype(np.int64)
 
 
-def random_parts(n: int, nparts: int, seed: int, stream: int) -> np.ndarray:
-    """A seeded permutation of ``n`` items dealt round robin (part sizes differ by <= 1)."""
-    perm = np.random.default_rng([int(seed), 0xC9A15, int(stream)]).permutation(n)
-    out = np.empty(n, dtype=np.int64)
-    out[perm] = np.arange(n, dtype=np.int64) % nparts
+def random_parts(n: int, nparts: int, seed: int, stream: int, dtype=np.int64) -> np.ndarray:
+    """A seeded permutation of ``n`` items dealt round robin (part sizes differ by <= 1).
+
+    The permutation is shuffled in int32 (the same draws as ``permutation(n)``, half the
+    bytes) and dealt a block at a time into ``dtype`` (:func:`part_dtype` for the
+    nonzeros: 2 bytes each, not 8)."""
+    perm = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+    np.random.default_rng([int(seed), 0xC9A15, int(stream)]).shuffle(perm)
+    out = np.empty(n, dtype=dtype)
+    for lo in range(0, n, BLOCK):
+        hi = min(n, lo + BLOCK)
+        out[perm[lo:hi]] = np.arange(lo, hi, dtype=np.int64) % nparts
     return out
+
+
+def part_counts(labels: np.ndarray, nparts: int) -> np.ndarray:
+    """``np.bincount(labels, minlength=nparts)`` a block at a time (bincount widens its
+    input to int64: a whole copy of the labels at once, 8 bytes a nonzero)."""
+    out = np.zeros(nparts, np.int64)
+    for lo in range(0, labels.size, BLOCK):
+        out += np.bincount(labels[lo:lo + BLOCK], minlength=nparts)[:nparts]
+    return out
+
+
+def part_dtype(nparts: int) -> type:
+    """The narrowest of int16/int32 that holds the part ids 0..nparts-1."""
+    return np.int16 if nparts <= 2**15 else np.int32
 
 
 def coarse_block(X: Tensor, nparts: int) -> np.ndarray:
@@ -292,7 +316,7 @@ def distribute(X: Tensor, nparts: int, *, grain: str = "fine", partition: str = 
         if partition_file is not None:
             d.nnz_parts = hg.read_part_file(partition_file, num_vertices=X.nnz, nparts=K)
         elif partition == "random":
-            d.nnz_parts = random_parts(X.nnz, K, seed, N)
+            d.nnz_parts = random_parts(X.nnz, K, seed, N, part_dtype(K))
             d.owners = [random_parts(X.shape[m], K, seed, m) for m in range(N)]
         else:
             h = hg.tensor_fine((X.coords, X.shape))

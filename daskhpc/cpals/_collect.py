@@ -19,35 +19,44 @@ from dataclasses import replace
 import numpy as np
 
 from daskhpc.errors import InputError
-from daskhpc.io import read_nonzeros, rereading, route, rows_route
+from daskhpc.io import labels_route, read_nonzeros, rereading, route, rows_route
 
-from ._parts import part_members, statics
-from ._data import Tensor, as_tensor
+from ._parts import iter_statics, part_members
+from ._data import Tensor, _order_state, as_tensor, narrow_values
 
 __all__ = ["read_tensor", "part_statics", "rebuilder"]
 
 
 class Canonical:
-    """The pins of a collection in canonical order: ``coords`` (N x nnz, unique, sorted)
-    and ``canon`` (per nonzero of the collection, its canonical index)."""
+    """The pins of a collection in canonical order: ``coords`` (N x nnz, unique, sorted,
+    the pins' dtype) and ``canon`` (per nonzero of the collection, its canonical index;
+    int32 below 2**31 nonzeros; None when the collection is already in canonical order,
+    sorted without repeats: then ``coords`` are the pins themselves, no copy)."""
 
     def __init__(self, pins: np.ndarray):
-        coords = np.asarray(pins, np.int64)
-        order = np.lexsort(coords[::-1])                  # stable: ties in input order
-        c = coords[:, order]
+        self.duplicates = False
+        if _order_state(pins) == 0:
+            self.canon, self.coords = None, pins
+            return
+        order = np.lexsort(pins[::-1])                    # stable: ties in input order
+        c = pins[:, order]
         new = np.ones(c.shape[1], dtype=bool)
         if c.shape[1] > 1:
             new[1:] = np.any(c[:, 1:] != c[:, :-1], axis=0)
-        self.canon = np.empty(order.size, np.int64)
-        self.canon[order] = np.cumsum(new) - 1
-        self.coords = np.ascontiguousarray(c[:, new])
+        self.canon = np.empty(order.size, np.int32 if order.size < 2**31 else np.int64)
+        self.canon[order] = np.cumsum(new, dtype=self.canon.dtype) - 1
+        del order
         self.duplicates = bool(not new.all())
+        self.coords = np.ascontiguousarray(c[:, new]) if self.duplicates else c
 
 
-def read_tensor(client, X, *, columns=None, shape=None) -> tuple[Tensor, object, Canonical]:
+def read_tensor(client, X, *, columns=None, shape=None,
+                keep_pins: bool = False) -> tuple[Tensor, object, Canonical]:
     """``(tensor, nonzeros, canonical)``: the tensor's pattern (its ``vals`` a read-only
     placeholder of ones, which never reaches a worker), the collection on the workers,
-    and the canonical order of its nonzeros."""
+    and the canonical order of its nonzeros. The pins (the collection's ids in its
+    order) are dropped once in canonical order unless ``keep_pins`` (``check_serial``:
+    :func:`full_tensor` needs them)."""
     nz = read_nonzeros(X, client, columns=columns, shape=shape, name="tensor", min_order=3)
     for m, n in enumerate(nz.shape):
         if n < 2:
@@ -58,10 +67,13 @@ def read_tensor(client, X, *, columns=None, shape=None) -> tuple[Tensor, object,
         nz.release()
         raise InputError("tensor: the tensor is all zeros; there is nothing to factor")
     can = Canonical(nz.pins)
+    if not keep_pins:
+        nz.pins = None
     n = can.coords.shape[1]
-    placeholder = np.broadcast_to(np.float64(1.0), (n,))
+    placeholder = np.broadcast_to(np.float32(1.0), (n,))
+    # normx2: the placeholder's (n), until the parts sum the true one (no float64 copy)
     X = Tensor(can.coords, placeholder, tuple(nz.shape),
-               {"shape": list(nz.shape), "nnz": n, "dask_token": nz.token})
+               {"shape": list(nz.shape), "nnz": n, "dask_token": nz.token}, float(n))
     return X, nz, can
 
 
@@ -78,27 +90,31 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
     from distributed import wait
 
     K = s.K
-    members, _ = part_members(s)
-    shells = statics(s)                       # values: the placeholder's ones (dropped)
-    canon = can.canon
+    where = {p: placement.worker(p) for p in range(K)}
     # per part: the collection's nonzeros it needs, in collection order
-    wanted = []
-    inverse = None
-    for p in range(K):
-        if s.dist.grain == "fine":
-            if inverse is None:
-                inverse = s.dist.nnz_parts[canon]
-            wanted.append(np.flatnonzero(inverse == p))
-        else:
+    if s.dist.grain == "fine":        # one part each: a label per collection nonzero
+        labels = s.dist.nnz_parts if can.canon is None else s.dist.nnz_parts[can.canon]
+        # positions in a piece: int32 (half the bytes of what the client holds meanwhile)
+        takes = [(t.astype(np.int32), b) for t, b in labels_route(labels, nz.offsets, K)]
+        wanted = lambda p: np.flatnonzero(labels == p)        # noqa: E731
+    else:                             # a nonzero in up to N parts
+        members, _ = part_members(s)
+        marked = []
+        for p in range(K):
             mask = np.zeros(s.tensor.nnz, dtype=bool)
             mask[members[p]] = True
-            wanted.append(np.flatnonzero(mask[canon]))
-    takes = rows_route(wanted, nz.offsets)
+            marked.append(np.flatnonzero(mask if can.canon is None else mask[can.canon]))
+        del members
+        takes = rows_route(marked, nz.offsets)
+        wanted = marked.__getitem__
+    # every part's shell (no values) and how to order its values, made and sent to its
+    # worker one at a time: the client holds one part's at once
     args = {}
-    for p in range(K):
-        cp = canon[wanted[p]]
-        perm = np.argsort(cp, kind="stable")
-        starts = None
+    for p, shell in iter_statics(s, range(K) if only is None else sorted(only)):
+        perm = starts = None             # in canonical order already: nothing to do
+        if can.canon is not None:
+            cp = can.canon[wanted(p)]
+            perm = np.argsort(cp, kind="stable")
         if can.duplicates:
             cs = cp[perm]
             first = np.ones(cs.size, dtype=bool)
@@ -106,10 +122,12 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
             starts = np.flatnonzero(first)
             if starts.size == cs.size:
                 starts = None
+        cp = None
         # every nonzero counted once in ||X||^2: by the part that works on it in mode 1
-        mine = shells[p].work[0]                  # None: all of them
-        args[p] = (replace(shells[p], vals=None), perm, starts, mine)
-    where = {p: placement.worker(p) for p in range(K)}
+        mine = shell.work[0]                      # None: all of them
+        args[p] = client.scatter((replace(shell, vals=None), perm, starts, mine),
+                                 workers=[where[p]], broadcast=False, hash=False)
+        del shell, perm, starts
     futs = route(client, nz, takes, where, _part_static, args, name="cpals", parts=only)
     if normx2 is None:
         wait(list(futs.values()))
@@ -137,13 +155,16 @@ def _part_static(arg, *segments):
     """On the part's worker: its values in canonical order, duplicates summed."""
     shell, perm, starts, mine = arg
     v = np.concatenate(segments) if segments else np.zeros(0)
-    v = v[perm]
+    if perm is not None:
+        v = v[perm]
     if starts is not None:
         v = np.add.reduceat(v, starts) if v.size else v
     v = np.ascontiguousarray(v, dtype=np.float64)
     own = v if mine is None else v[mine]
-    st = replace(shell, vals=v)
-    st._partial_norm2 = float(np.dot(own, own))
+    norm2 = float(np.dot(own, own))
+    del own
+    st = replace(shell, vals=narrow_values(v))     # float32 when exact, as in memory
+    st._partial_norm2 = norm2
     return st
 
 

@@ -1,10 +1,13 @@
 """The tensor a CP-ALS run factors: validated COO coordinates, values and shape.
 
 Everything downstream (partitions, plans, kernels, serial and distributed runs) sees one
-:class:`Tensor`: ``coords`` (N x nnz, int64, 0-based) in canonical order (lexicographic,
-duplicates summed, as ``sparse.COO`` keeps them), ``vals`` (float64) and ``shape``. A
-mistake a user can fix raises :class:`~daskhpc.errors.InputError` with one line saying
-what and where.
+:class:`Tensor`: ``coords`` (N x nnz, 0-based) in canonical order (lexicographic,
+duplicates summed, as ``sparse.COO`` keeps them), ``vals`` and ``shape``. The arrays are
+as narrow as holds them exactly (int32 indices while the shape allows, float32 values
+when every value is a float32 number): a tensor's raw 16 bytes a nonzero, not 32. Every
+computation on them is done in float64 (a float32 value widens exactly), so the results
+do not depend on the storage. A mistake a user can fix raises
+:class:`~daskhpc.errors.InputError` with one line saying what and where.
 
 Examples
 --------
@@ -24,11 +27,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from daskhpc.errors import InputError
 
-__all__ = ["Tensor", "as_tensor"]
+__all__ = ["Tensor", "as_tensor", "index_dtype", "narrow_values"]
 
 
 @dataclass(eq=False)
@@ -37,10 +41,10 @@ class Tensor:
 
     Attributes
     ----------
-    coords : int64 array (N, nnz)
+    coords : int32 (or int64, a mode of 2**31 rows or more) array (N, nnz)
         0-based index of every nonzero in every mode, lexicographically sorted, no
         duplicates (explicit zeros are kept: they are part of the sparsity pattern).
-    vals : float64 array (nnz,)
+    vals : float32 (every value a float32 number) or float64 array (nnz,)
     shape : tuple of int
     source : dict
         The report's ``input`` section (path, shape, nnz).
@@ -65,7 +69,8 @@ class Tensor:
         """``||X||^2``, summed in nonzero order (the serial and distributed runs share it)."""
         if self.normx2 is not None:
             return float(self.normx2)
-        return float(np.dot(self.vals, self.vals))
+        v = np.asarray(self.vals, np.float64)      # float32 values widen exactly
+        return float(np.dot(v, v))
 
     def to_dense(self) -> np.ndarray:
         """The dense array (small tensors only: tests and examples)."""
@@ -104,8 +109,11 @@ def as_tensor(data) -> Tensor:
     if isinstance(data, Tensor):
         return data
     if isinstance(data, (str, os.PathLike)):
-        from daskhpc.io import read
+        from daskhpc.io import detect_format, read, read_tns_arrays
 
+        if detect_format(data) == "tns":     # int32/float32 arrays, no float64 COO
+            coords, vals, shape = read_tns_arrays(data)
+            return _canonical(coords, vals, shape, str(data))
         data = read(data)
     if hasattr(data, "describe") and hasattr(data, "tensor"):   # a reader's SparseInput
         where = data.path
@@ -148,8 +156,10 @@ def _canonical(coords, vals, shape, where: str) -> Tensor:
     if coords.size and not np.issubdtype(coords.dtype, np.integer):
         if not np.all(coords == np.round(coords)):
             raise InputError(f"{where}: coordinates must be integers")
-    coords = coords.astype(np.int64)
-    vals = np.asarray(vals, dtype=np.float64).ravel()
+        coords = coords.astype(np.int64)
+    vals = np.asarray(vals).ravel()
+    if vals.dtype != np.float32:
+        vals = vals.astype(np.float64, copy=False)
     if vals.size != coords.shape[1]:
         raise InputError(f"{where}: {coords.shape[1]} coordinates but {vals.size} values")
     if vals.size == 0:
@@ -162,6 +172,7 @@ def _canonical(coords, vals, shape, where: str) -> Tensor:
         if lo < 0 or hi >= n:
             bad = lo if lo < 0 else hi
             raise InputError(f"{where}: index {bad} in mode {m + 1} lies outside [0, {n})")
+    coords = coords.astype(index_dtype(shape), copy=False)     # in bounds: exact
     bad = np.flatnonzero(~np.isfinite(vals))
     if bad.size:
         e = int(bad[0])
@@ -170,29 +181,68 @@ def _canonical(coords, vals, shape, where: str) -> Tensor:
     coords, vals = _sum_duplicates(coords, vals)
     if not np.any(vals != 0.0):
         raise InputError(f"{where}: the tensor is all zeros; there is nothing to factor")
-    return Tensor(np.ascontiguousarray(coords), np.ascontiguousarray(vals), shape,
+    return Tensor(np.ascontiguousarray(coords), np.ascontiguousarray(narrow_values(vals)),
+                  shape,
                   {"shape": list(shape), "nnz": int(vals.size),
                    **({"path": where} if where != "input" else {})})
 
 
+def index_dtype(shape) -> type:
+    """int32 when every mode's indices fit it, else int64."""
+    return np.int32 if max(int(n) for n in shape) <= 2**31 - 1 else np.int64
+
+
+def narrow_values(vals: np.ndarray) -> np.ndarray:
+    """``vals`` as float32 when that holds every value exactly, else as float64.
+
+    Examples
+    --------
+    >>> narrow_values(np.array([1.0, 2.5])).dtype, narrow_values(np.array([0.1])).dtype
+    (dtype('float32'), dtype('float64'))
+    """
+    if vals.dtype == np.float32:
+        return vals
+    with np.errstate(over="ignore"):         # beyond float32's range: inf, not equal
+        v32 = vals.astype(np.float32)
+    return v32 if np.array_equal(v32, vals) else vals
+
+
+@numba.njit(cache=True)
+def _order_state(coords):  # pragma: no cover - numba
+    # 0: strictly increasing (lexicographic); 1: non-decreasing with repeats; 2: unsorted.
+    # One pass, no per-nonzero temporaries (numpy's differences held 2x the tensor).
+    N, n = coords.shape
+    state = 0
+    for e in range(1, n):
+        c = 0
+        for m in range(N):
+            a, b = coords[m, e - 1], coords[m, e]
+            if a != b:
+                c = 1 if a < b else -1
+                break
+        if c < 0:
+            return 2
+        if c == 0:
+            state = 1
+    return state
+
+
 def _sum_duplicates(coords: np.ndarray, vals: np.ndarray):
-    """Lexicographic order, equal coordinates merged by summing (COO semantics)."""
-    if coords.shape[1] > 1:
-        d = coords[:, 1:] - coords[:, :-1]
-        first = np.argmax(d != 0, axis=0)        # first mode where neighbours differ
-        ordered = bool(np.all(d[first, np.arange(d.shape[1])] >= 0))
-    else:
-        ordered = True
-    if ordered:      # readers and sparse.COO hand us sorted data: skip the sort
+    """Lexicographic order, equal coordinates merged by summing (COO semantics; the sums
+    in float64)."""
+    state = _order_state(np.ascontiguousarray(coords))
+    if state == 0:   # readers and sparse.COO hand us sorted data: no sort, no copy
+        return coords, vals
+    if state == 1:
         c, v = coords, vals
     else:
         order = np.lexsort(coords[::-1])
         c, v = coords[:, order], vals[order]
-    if c.shape[1] > 1:
-        new = np.ones(c.shape[1], dtype=bool)
-        new[1:] = np.any(c[:, 1:] != c[:, :-1], axis=0)
-        if not new.all():
-            starts = np.flatnonzero(new)
-            v = np.add.reduceat(v, starts)
-            c = c[:, starts]
+        del order
+    new = np.ones(c.shape[1], dtype=bool)
+    new[1:] = np.any(c[:, 1:] != c[:, :-1], axis=0)
+    if not new.all():
+        starts = np.flatnonzero(new)
+        v = np.add.reduceat(np.asarray(v, np.float64), starts)
+        c = c[:, starts]
     return c, v

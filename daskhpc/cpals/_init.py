@@ -49,7 +49,7 @@ def _unfolding(X: Tensor, n: int):
     else:
         _, col = np.unique(other.T, axis=0, return_inverse=True)
     col = np.asarray(col).ravel()
-    return sp.csr_matrix((X.vals, (X.coords[n], col)), shape=(X.shape[n], int(col.max()) + 1))
+    return sp.csr_matrix((np.asarray(X.vals, np.float64), (X.coords[n], col)), shape=(X.shape[n], int(col.max()) + 1))
 
 
 def _leading(A, k: int) -> np.ndarray:

@@ -132,18 +132,20 @@ def warm_up(order: int = 3) -> int:
     """Load every numba kernel a CP-ALS step calls (from numba's cache, or compile it)
     with the argument types a run uses, so the first iteration is not timed with it."""
     R, n = 2, 4
-    coords = np.array([[i % n for i in range(16)], [i // n for i in range(16)]] +
-                      [[0] * 16] * (order - 2), dtype=np.int64)
-    vals = np.ones(16)
     U = [init_rows(0, m, np.arange(n), R) for m in range(order)]
     M = np.empty((n, R))
-    for mode in (0, 2):
-        for fibers in (False, True):
-            mttkrp_into(slices(coords, vals, mode, (n,) * order, fibers=fibers), U, M)
-    # the grouping's other path: rows longer than ROW_FIRST_MAX nonzeros on average
-    big = ROW_FIRST_MAX + 1
-    slices(np.zeros((order, big), np.int64), np.ones(big), 0, (1,) * order,
-           select=np.arange(big, dtype=np.int64))
+    # the parts' dtypes (``_data``): int32 indices, float32 values when exact, else float64
+    for itype, vtype in ((np.int32, np.float32), (np.int32, np.float64)):
+        coords = np.array([[i % n for i in range(16)], [i // n for i in range(16)]] +
+                          [[0] * 16] * (order - 2), dtype=itype)
+        vals = np.ones(16, vtype)
+        for mode in (0, 2):
+            for fibers in (False, True):
+                mttkrp_into(slices(coords, vals, mode, (n,) * order, fibers=fibers), U, M)
+        # the grouping's other path: rows longer than ROW_FIRST_MAX nonzeros on average
+        big = ROW_FIRST_MAX + 1
+        slices(np.zeros((order, big), itype), np.ones(big, vtype), 0, (1,) * order,
+               select=np.arange(big, dtype=np.int64))
     col_absmax(M)
     col_inner(M, M)
     ro = M[:2].copy()

@@ -295,7 +295,12 @@ def slices(coords, vals, mode: int, shape, fibers: bool | None = None,
     >>> s.ptr.tolist(), s.modes, s.idx.tolist(), s.val.tolist()
     ([0, 2, 3], (2, 1), [[0, 1, 1], [1, 2, 0]], [3.0, 1.0, 2.0])
     """
-    coords = np.ascontiguousarray(coords, dtype=np.int64)
+    # the part's own dtypes (int32 indices, float32 values: numba compiles for them and
+    # widens each value exactly): no int64/float64 copy of the part
+    coords = np.ascontiguousarray(coords)
+    vals = np.ascontiguousarray(vals)
+    if vals.dtype not in (np.float32, np.float64):
+        vals = vals.astype(np.float64)
     others = [m for m in range(coords.shape[0]) if m != mode]
     outer = min(others, key=lambda m: (shape[m], m))
     order_modes = (outer, *[m for m in others if m != outer])
@@ -304,10 +309,10 @@ def slices(coords, vals, mode: int, shape, fibers: bool | None = None,
     sel = np.zeros(0, np.int64) if every else np.ascontiguousarray(select, dtype=np.int64)
     nnz = coords.shape[1] if every else sel.size
     idx = np.empty((len(order_modes), nnz), np.int64 if big else np.int32)
-    val = np.empty(nnz, np.float64)
+    val = np.empty(nnz, vals.dtype)
     group = _group_rows_by_row if nnz <= ROW_FIRST_MAX * max(int(shape[mode]), 1) else \
         _group_rows_lsd
-    ptr, groups = group(coords, np.ascontiguousarray(vals, dtype=np.float64), every, sel,
+    ptr, groups = group(coords, vals, every, sel,
                         int(mode), np.array(order_modes, np.int64), int(shape[mode]),
                         int(shape[outer]), idx, val)
     if fibers is None:

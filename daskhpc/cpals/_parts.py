@@ -22,7 +22,10 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-__all__ = ["PartStatic", "statics", "part_members"]
+from ._assign import part_counts
+from ._data import index_dtype
+
+__all__ = ["PartStatic", "statics", "iter_statics", "part_members"]
 
 
 @dataclass(eq=False)
@@ -140,6 +143,23 @@ def _subset(pos: np.ndarray, n: int) -> np.ndarray | None:
     return None if pos.size == n else pos
 
 
+def _where_label(labels: np.ndarray, p: int, n: int) -> np.ndarray:
+    """The ``n`` positions of ``labels == p``, ascending: int32 below 2**31 nonzeros (no
+    boolean mask and no int64 positions of the whole tensor)."""
+    out = np.empty(n, np.int32 if labels.size < 2**31 else np.int64)
+    _fill_where(labels, p, out)
+    return out
+
+
+@numba.njit(cache=True)
+def _fill_where(labels, p, out):  # pragma: no cover - numba
+    k = 0
+    for t in range(labels.size):
+        if labels[t] == p:
+            out[k] = t
+            k += 1
+
+
 @numba.njit(cache=True)
 def _mark_ids(ids, nz, every, mark):  # pragma: no cover - numba
     for t in range(ids.size if every else nz.size):
@@ -168,39 +188,69 @@ def _local(ids: np.ndarray, nz: np.ndarray, every: bool, own: np.ndarray, size: 
     return rows, where[own]
 
 
+def _values_of(vals: np.ndarray, nz: np.ndarray, every: bool) -> np.ndarray:
+    """The values of the nonzeros ``nz``; of a placeholder (a broadcast scalar: a Dask
+    collection's tensor, whose values stay on the workers) a view, not a copy."""
+    if every:
+        return vals
+    if vals.ndim == 1 and vals.strides == (0,):
+        return vals[:nz.size]
+    return vals[nz]
+
+
 def statics(setup) -> list[PartStatic]:
     """Per part: its nonzeros in local coordinates, its rows and its message positions."""
+    return [st for _, st in iter_statics(setup)]
+
+
+def iter_statics(setup, parts=None):
+    """``(part, PartStatic)`` of ``parts`` (default all), made one at a time: a caller
+    that sends each away keeps one part's data at once, not the tensor's again."""
     X, d, K, N = setup.tensor, setup.dist, setup.K, setup.N
-    members, work = part_members(setup)
+    if d.grain == "fine":        # a part's nonzeros found when it is made
+        members = work = None
+    else:
+        members, work = part_members(setup)
     own_global = [_group(d.owners[m], K) for m in range(N)]     # [mode][part]
     grams0 = np.stack(setup.initial_grams())
     start = setup.start_factors()
     o = setup.options
     normx2 = X.norm2()
-    out = []
-    for p in range(K):
-        nz = members[p]
+    # per mode the plan's (src, dst, ids) of the expand and of the fold, listed once
+    expand = [[m[1:] for m in mp["expand"].messages()] for mp in setup.plans]
+    fold = [[] if mp["fold"] is None else [m[1:] for m in mp["fold"].messages()]
+            for mp in setup.plans]
+    counts = part_counts(d.nnz_parts, K) if members is None else None
+    for p in (range(K) if parts is None else parts):
+        if members is None:
+            nz = _where_label(d.nnz_parts, p, int(counts[p]))
+            wk = [None] * N
+        else:
+            nz, wk = members[p], work[p]
         every = nz.size == X.nnz              # (one part) its nonzeros are the tensor's
-        lc = np.empty((N, nz.size), np.int64)
+        lc = np.empty((N, nz.size), index_dtype(X.shape))     # int32: the raw size
         rows, own = [], []
         for m in range(N):
             r, o_m = _local(X.coords[m], nz, every, own_global[m][p], X.shape[m], lc[m])
             rows.append(r)
             own.append(o_m)
-        out.append(PartStatic(p, d.grain, setup.R, int(setup.options.seed), normx2, grams0,
-                              lc, X.vals if every else X.vals[nz], work[p], rows, own,
-                              [{} for _ in range(N)], [{} for _ in range(N)],
-                              [{} for _ in range(N)], [{} for _ in range(N)],
-                              None if start is None else [start[m][rows[m]] for m in range(N)],
-                              float(o.reg), bool(o.nonnegative)))
-    for n, mp in enumerate(setup.plans):
-        for _, s, q, ids in mp["expand"].messages():
-            out[s].exp_send[n][q] = _positions(own_global[n][s], ids)
-            out[q].exp_recv[n][s] = _positions(out[q].rows[n], ids)
-        if mp["fold"] is not None:
-            for _, s, q, ids in mp["fold"].messages():
-                out[s].fold_send[n][q] = _positions(out[s].rows[n], ids)
-                out[q].fold_recv[n][s] = _positions(own_global[n][q], ids)
-    return out
-
-
+        st = PartStatic(p, d.grain, setup.R, int(setup.options.seed), normx2, grams0,
+                        lc, _values_of(X.vals, nz, every), wk, rows, own,
+                        [{} for _ in range(N)], [{} for _ in range(N)],
+                        [{} for _ in range(N)], [{} for _ in range(N)],
+                        None if start is None else [start[m][rows[m]] for m in range(N)],
+                        float(o.reg), bool(o.nonnegative))
+        del nz, lc
+        for n in range(N):
+            for a, q, ids in expand[n]:
+                if a == p:
+                    st.exp_send[n][q] = _positions(own_global[n][p], ids)
+                if q == p:
+                    st.exp_recv[n][a] = _positions(rows[n], ids)
+            for a, q, ids in fold[n]:
+                if a == p:
+                    st.fold_send[n][q] = _positions(rows[n], ids)
+                if q == p:
+                    st.fold_recv[n][a] = _positions(own_global[n][p], ids)
+        yield p, st
+        del st                   # the caller's, once sent: not kept until the next part's

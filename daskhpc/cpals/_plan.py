@@ -31,7 +31,7 @@ import numpy as np
 
 from daskhpc.comm import AllreduceSchedule, Plan, expand_plan, row_volume
 
-from ._assign import Distribution
+from ._assign import Distribution, part_counts
 from ._data import Tensor
 
 __all__ = ["mode_plans", "iteration_plan", "allreduce_plan", "allreduce_words",
@@ -111,7 +111,7 @@ def partition_section(X: Tensor, d: Distribution, plans, epsilon: float) -> dict
     if d.grain == "fine":
         # connectivity-1 of the fine-grain hypergraph (nets = rows, pins = nonzeros)
         km1 = int(sum(np.maximum(np.diff(mp["lam"][0]) - 1, 0).sum() for mp in plans))
-        load = np.bincount(d.nnz_parts, minlength=K)
+        load = part_counts(d.nnz_parts, K)
         displaced = 0
         for n, mp in enumerate(plans):
             ptr, parts = mp["lam"]

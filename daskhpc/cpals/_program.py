@@ -68,8 +68,15 @@ def _init(ctx, start):
     st: PartStatic = ctx.static
     N, R = len(st.rows), st.rank
     shape = [r.size for r in st.rows]
-    ctx.state["slices"] = [slices(st.coords, st.vals, n, shape, select=st.work[n])
-                           for n in range(N)]
+    made = getattr(st, "_slices", None)
+    if made is None:
+        made = [slices(st.coords, st.vals, n, shape, select=st.work[n]) for n in range(N)]
+        # the slices hold every nonzero of the part, once per mode: its coords and values
+        # are not read again, so the worker drops them (a third of the part's bytes);
+        # another attempt on this worker starts from the same slices
+        st._slices = made
+        st.coords = st.vals = None
+    ctx.state["slices"] = made
     if start is None:
         ctx.state["U"] = [init_rows(st.seed, m, st.rows[m], R) if st.U0 is None
                           else st.U0[m].copy() for m in range(N)]
@@ -265,8 +272,10 @@ def fingerprint(setup) -> dict:
     the arithmetic, and the partition (digests, not the arrays)."""
     X, d, o = setup.tensor, setup.dist, setup.options
     token = X.source.get("dask_token")     # a Dask collection: its values stay on the workers
-    tensor = _sha1((X.coords, X.vals) if token is None else (X.coords,),
-                   tail=b"" if token is None else token.encode())
+    # as int64 indices and float64 values, whatever the storage (narrow since: the same
+    # digests as before)
+    tensor = _sha1((X.coords,), np.int64, tail=b"" if token is None else token.encode(),
+                   more=() if token is not None else (X.vals,), more_dtype=np.float64)
     owners = _sha1([*d.owners, *([] if d.nnz_parts is None else [d.nnz_parts])], np.int64)
     return {"workflow": "cpals", "shape": list(X.shape), "nnz": X.nnz,
             "tensor_sha1": tensor, "parts": setup.K, "grain": d.grain,
@@ -281,10 +290,14 @@ def _init_id(setup) -> str:
         "given:" + _sha1(setup.start_factors(), np.float64)
 
 
-def _sha1(arrays, dtype=None, tail: bytes = b"") -> str:
-    """SHA-1 of the arrays' bytes (as ``dtype``), then of ``tail``."""
+def _sha1(arrays, dtype=None, tail: bytes = b"", more=(), more_dtype=None) -> str:
+    """SHA-1 of the arrays' bytes (as ``dtype``), of ``more``'s (as ``more_dtype``), then
+    of ``tail``; converted a block at a time (no whole copy of a tensor)."""
     h = hashlib.sha1()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a, dtype=dtype).tobytes())
+    for group, dt in ((arrays, dtype), (more, more_dtype)):
+        for a in group:
+            flat = np.ascontiguousarray(a).reshape(-1)
+            for lo in range(0, max(flat.size, 1), 1 << 20):
+                h.update(np.ascontiguousarray(flat[lo:lo + (1 << 20)], dtype=dt).tobytes())
     h.update(tail)
     return h.hexdigest()

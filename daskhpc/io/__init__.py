@@ -27,9 +27,10 @@ from ._nodes import read_node_features, read_node_labels
 from ._paths import expand_patterns
 from ._ratings import read_ratings
 from ._snap import read_snap
-from ._tns import read_tns
+from ._tns import read_tns, read_tns_arrays
 
 __all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_snap", "read_tns",
+           "read_tns_arrays",
            "read_libsvm", "read_ratings", "read_edge_csv", "read_node_features",
            "read_node_labels", "ReadError", "SparseInput", "FORMATS", "expand_patterns",
            # Dask collections (daskhpc.io._collections; dask imported only when used)

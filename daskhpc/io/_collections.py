@@ -213,11 +213,17 @@ def _with_pins(client, futures, stats, name, shape, cols, token, remake,
     """The Nonzeros of checked pieces (their ``_summary`` stats), pins gathered (or,
     ``gather=False``, left on the workers: ``pins`` None)."""
     pins = None
-    if gather:
-        itype = np.int32 if max(shape) < 2**31 else np.int64
-        pins = np.concatenate(client.gather([client.submit(_pins, f, itype, pure=False)
-                                             for f in futures]), axis=1)
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in stats])]).astype(np.int64)
+    if gather:
+        # fetched a piece at a time into the result: the pieces and their concatenation
+        # were twice the pins at once
+        itype = np.int32 if max(shape) < 2**31 else np.int64
+        pins = np.empty((len(shape), int(offsets[-1])), itype)
+        got = [client.submit(_pins, f, itype, pure=False) for f in futures]
+        for k, f in enumerate(got):
+            pins[:, offsets[k]:offsets[k + 1]] = f.result()
+            f.release()
+        del got
     return Nonzeros(name, shape, pins, offsets, futures, cols, token,
                     sum(s["nonzero"] for s in stats), remake=remake)
 

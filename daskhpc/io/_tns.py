@@ -1,4 +1,10 @@
-"""FROSTT ``.tns`` tensors: one nonzero per line, 1-based indices then a value."""
+"""FROSTT ``.tns`` tensors: one nonzero per line, 1-based indices then a value.
+
+The text is parsed a block of lines at a time into arrays allocated once (a first pass
+counts the lines): int32 indices while they fit and float32 values while every value is a
+float32 number, so a 3-mode tensor takes its raw 16 bytes a nonzero and the text is never
+held whole (a gzip file is decompressed whole first).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,12 @@ import numpy as np
 from ._common import Lines, SparseInput, as_int, check_finite, read_bytes
 from ._errors import ReadError
 
-__all__ = ["read_tns"]
+__all__ = ["read_tns", "read_tns_arrays"]
+
+#: Bytes of text parsed at once (a block's line index and numbers are a few times it)
+BLOCK = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def read_tns(path, *, shape=None) -> SparseInput:
@@ -47,40 +58,143 @@ def read_tns(path, *, shape=None) -> SparseInput:
     """
     import sparse  # imported here: it pulls in numba, slow for the other readers
 
-    lines = Lines(path, read_bytes(path))
+    coords, vals, shape = read_tns_arrays(path, shape=shape)
+    tensor = sparse.COO(coords, vals.astype(np.float64), shape=shape, has_duplicates=True)
+    return SparseInput(str(path), "tns", tensor=tensor, index_maps=(None,) * len(shape),
+                       meta={"order": len(shape)})
+
+
+def read_tns_arrays(path, *, shape=None) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """``(coords, vals, shape)`` of a ``.tns`` file: what :func:`read_tns` reads, as narrow
+    arrays in file order (duplicates not summed).
+
+    ``coords`` (order x nnz, 0-based) is int32 while every index fits it (else int64),
+    ``vals`` float32 when every value is a float32 number (else float64). Raises the
+    same :class:`ReadError` as :func:`read_tns`, naming the file and line.
+
+    Examples
+    --------
+    >>> c, v, shape = read_tns_arrays("umls_head_rel_tail.tns")     # doctest: +SKIP
+    >>> c.dtype, v.dtype, shape                                    # doctest: +SKIP
+    (dtype('int32'), dtype('float32'), (135, 46, 135))
+    """
+    cap, blocks = _blocks(path)
+    coords = vals = None
+    n = line0 = 0
+    order = first = None
+    for data in blocks:
+        lines = Lines(path, data)
+        try:
+            got = _parse(lines, order, first, line0, shape)
+        except ReadError as e:
+            if e.line is None:
+                raise
+            raise ReadError(path, e.line + line0, e.problem) from None
+        line0 += len(lines)
+        lines.release()
+        if got is None:
+            continue
+        c, v, k = got
+        if order is None:                # the first data line sets the order
+            order, first = c.shape[1], k + 1
+            coords = np.empty((order, cap), np.int32)
+            vals = np.empty(cap, np.float32)
+        if coords.dtype == np.int32 and int(c.max()) > 2**31:
+            coords = coords.astype(np.int64)         # exact: widen what is stored
+        if vals.dtype == np.float32 and not np.array_equal(v.astype(np.float32), v):
+            vals = vals.astype(np.float64)
+        coords[:, n:n + c.shape[0]] = (c - 1).T
+        vals[n:n + v.size] = v
+        n += v.size
+    if n == 0:
+        raise ReadError(path, None, "empty file")
+    if n < cap:               # comment or blank lines: trim the arrays to the nonzeros
+        coords, vals = coords[:, :n].copy(), vals[:n].copy()
+    if shape is None:
+        shape = tuple(int(m) + 1 for m in coords.max(axis=1))
+    return coords, vals, tuple(int(s) for s in shape)
+
+
+def _parse(lines: Lines, order, first, line0: int, shape):
+    """The block's nonzeros ``(indices (n, order) 1-based int64, values float64, the
+    file line of its first data line - 1)``, checked (errors name the block's lines), or
+    None (no data line). ``order`` and ``first``: the file's first data line's."""
+    path = lines.path
     idx = lines.data_lines(b"#%")
     if idx.size == 0:
-        raise ReadError(path, None, "empty file")
-    width = int(lines.ntok[idx[0]])
+        return None
+    width = int(lines.ntok[idx[0]]) if order is None else order + 1
     if width < 2:
         raise lines.error(idx[0], "expected at least 2 columns (indices then a value), found 1")
     k = lines.first_bad(idx, lines.ntok[idx] != width)
     if k is not None:
-        raise lines.error(k, f"expected {width} columns like line {idx[0] + 1}, "
+        like = idx[0] + 1 + line0 if first is None else first
+        raise lines.error(k, f"expected {width} columns like line {like}, "
                           f"found {lines.ntok[k]}")
     order = width - 1
-
+    if shape is not None and len(shape) != order:
+        raise ReadError(path, None, f"shape {tuple(int(s) for s in shape)} has "
+                        f"{len(shape)} modes, the file has {order}")
     table = lines.numbers(idx).reshape(-1, width)
     coords = as_int(lines, idx.repeat(order), table[:, :order].ravel(), "index")
     coords = coords.reshape(-1, order)
-    vals = table[:, order]
+    vals = table[:, order].copy()
+    del table
     check_finite(lines, idx, vals)
     low = coords < 1
     lines.check(idx, low.any(axis=1), lambda r: f"index {coords[r, np.argmax(low[r])]} in "
                 f"mode {np.argmax(low[r]) + 1} is below 1 (.tns indices are 1-based)")
-
-    if shape is None:
-        shape = tuple(int(n) for n in coords.max(axis=0))
-    else:
+    if shape is not None:
         shape = tuple(int(n) for n in shape)
-        if len(shape) != order:
-            raise ReadError(path, None, f"shape {shape} has {len(shape)} modes, "
-                            f"the file has {order}")
         high = coords > np.array(shape)
         lines.check(idx, high.any(axis=1), lambda r: f"index {coords[r, np.argmax(high[r])]} "
                     f"in mode {np.argmax(high[r]) + 1} is beyond the given shape {shape}")
+    return coords, vals, line0 + int(idx[0])
 
-    tensor = sparse.COO((coords - 1).T, vals.astype(np.float64), shape=shape,
-                        has_duplicates=True)
-    return SparseInput(str(path), "tns", tensor=tensor, index_maps=(None,) * order,
-                       meta={"order": order})
+
+def _blocks(path) -> tuple[int, object]:
+    """``(lines, blocks)``: the number of lines of the text and an iterator over it in
+    blocks of whole lines (about :data:`BLOCK` bytes each). A gzip file, a small one and
+    one with old Mac line ends are read whole (:func:`read_bytes`) and cut."""
+    with open(path, "rb") as f:
+        head = f.read(BLOCK)
+        more = bool(f.read(1))
+    if head[:2] == _GZIP_MAGIC or not more or (b"\n" not in head and b"\r" in head):
+        raw = read_bytes(path)
+        return raw.count(b"\n") + (not raw.endswith(b"\n")), _cut(raw)
+    count, last = 0, b""
+    with open(path, "rb") as f:
+        while chunk := f.read(BLOCK):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n"), _stream(path)
+
+
+def _cut(raw: bytes):
+    """``raw`` in blocks of whole lines."""
+    at = 0
+    while at < len(raw):
+        end = raw.find(b"\n", min(at + BLOCK, len(raw)) - 1)
+        end = len(raw) if end < 0 else end + 1
+        yield raw[at:end]
+        at = end
+
+
+def _stream(path):
+    """The file in blocks of whole lines, read :data:`BLOCK` bytes at a time."""
+    carry = b""
+    with open(path, "rb") as f:
+        start = True
+        while chunk := f.read(BLOCK):
+            if start and chunk[:3] == _UTF8_BOM:
+                chunk = chunk[3:]
+            start = False
+            buf = carry + chunk
+            cut = buf.rfind(b"\n") + 1
+            if cut == 0:
+                carry = buf
+                continue
+            carry = buf[cut:]
+            yield buf[:cut]
+    if carry:
+        yield carry

@@ -149,3 +149,38 @@ def test_resume_of_a_finished_run_gives_the_saved_result(client2, tmp_path):
     assert np.array_equal(first.weights, again.weights) and first.fit == again.fit
     assert all(np.array_equal(a, b) for a, b in zip(first.factors, again.factors))
     assert again.report()["recovery"]["already_complete"]["units"] == RUN["iters"]
+
+
+def test_client_keeps_no_pins(client2):
+    """Once in canonical order the collection's ids leave the client (int32 indices of the
+    unique nonzeros stay, and a placeholder for the values that takes no memory)."""
+    from daskhpc.cpals._collect import read_tensor
+
+    coords, vals = nonzeros()
+    X, nz, can = read_tensor(client2, frame(coords, vals))
+    try:
+        assert nz.pins is None and can.canon.dtype == np.int32
+        assert X.coords.dtype == np.int32 and X.vals.strides == (0,)
+        assert can.canon.size == 2500 and X.nnz == np.unique(coords, axis=1).shape[1]
+    finally:
+        nz.release()
+    _, nz, _ = read_tensor(client2, frame(coords, vals), keep_pins=True)   # check_serial
+    try:
+        assert nz.pins.shape == (3, 2500)
+    finally:
+        nz.release()
+    # already in canonical order (sorted, unique): the ids are the tensor's, no copy
+    u = np.unique(coords, axis=1)
+    X, nz, can = read_tensor(client2, frame(u, np.ones(u.shape[1])))
+    try:
+        assert can.canon is None and nz.pins is None and np.array_equal(X.coords, u)
+    finally:
+        nz.release()
+
+
+def test_sorted_frame_equals_coo(client2):
+    coords, vals = nonzeros()
+    u, first = np.unique(coords, axis=1, return_index=True)
+    ref = fit((u, vals[first], SHAPE), 3, 2, partition="random", client=client2, **RUN)
+    got = fit(frame(u, vals[first]), 3, 2, partition="random", client=client2, **RUN)
+    assert all(np.array_equal(a, b) for a, b in zip(ref.factors, got.factors))

@@ -105,3 +105,61 @@ def test_truncated_gzip(tmp_path):
     path = write(tmp_path, whole[:100], name="t.tns.gz")
     with pytest.raises(ReadError, match="truncated gzip"):
         read(path)
+
+
+def test_arrays_are_narrow(tmp_path):
+    from daskhpc.io import read_tns_arrays
+
+    c, v, shape = read_tns_arrays(write(tmp_path, "1 2 3 1.5\n2 1 1 4\n"))
+    assert (c.dtype, v.dtype, shape) == (np.int32, np.float32, (2, 2, 3))
+    assert c.tolist() == [[0, 1], [1, 0], [2, 0]] and v.tolist() == [1.5, 4.0]
+    # a value float32 cannot hold, an index int32 cannot: those arrays widen, exactly
+    c, v, _ = read_tns_arrays(write(tmp_path, "1 1 1 2\n3000000000 1 1 0.1\n", name="w.tns"))
+    assert (c.dtype, v.dtype) == (np.int64, np.float64)
+    assert c[0, 1] == 2999999999 and v.tolist() == [2.0, 0.1]
+
+
+def test_blocks_read_as_the_whole(tmp_path, monkeypatch):
+    """Parsed in blocks of a few lines: the same arrays, errors at their file line."""
+    from daskhpc.io import _tns, read_tns_arrays
+
+    lines = [f"{i % 7 + 1} {i % 5 + 1} {i % 3 + 1} {i}" for i in range(1, 2001)]
+    path = write(tmp_path, "# head\n" + "\n".join(lines) + "\n\n")
+    whole = read_tns_arrays(path)
+    monkeypatch.setattr(_tns, "BLOCK", 64)
+    got = read_tns_arrays(path)
+    assert np.array_equal(got[0], whole[0]) and np.array_equal(got[1], whole[1])
+    assert got[2] == whole[2] == (7, 5, 3) and got[0].flags.c_contiguous
+    for k, line, problem in [(1500, "1 1 x 1", "bad token 'x'"),
+                             (1700, "1 1 1", "expected 4 columns like line 2, found 3"),
+                             (1900, "1 0 1 1", "index 0 in mode 2 is below 1")]:
+        bad = list(lines)
+        bad[k] = line
+        path = write(tmp_path, "# head\n" + "\n".join(bad) + "\n", name=f"bad{k}.tns")
+        with pytest.raises(ReadError) as info:
+            read_tns_arrays(path)
+        assert info.value.line == k + 2 and problem in info.value.problem
+
+
+def test_arrays_memory(tmp_path, monkeypatch):
+    """The parse holds the result (16 bytes a nonzero) and one block's temporaries: not
+    the text, not float64 numbers of the whole file."""
+    import tracemalloc
+
+    from daskhpc.io import _tns, read_tns_arrays
+
+    n = 200_000
+    rng = np.random.default_rng(0)
+    table = np.column_stack([rng.integers(1, 1000, (n, 3)), rng.integers(1, 6, n)])
+    path = tmp_path / "big.tns"
+    np.savetxt(path, table, fmt="%d")
+    monkeypatch.setattr(_tns, "BLOCK", 1 << 16)
+    tracemalloc.start()
+    try:
+        c, v, _ = read_tns_arrays(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    raw = c.nbytes + v.nbytes
+    assert raw == 16 * n
+    assert peak < raw + 40 * _tns.BLOCK        # the text alone is over 17 bytes a line
