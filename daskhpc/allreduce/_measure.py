@@ -10,8 +10,6 @@ bytes per message, ``framing_bytes_per_message``).
 
 from __future__ import annotations
 
-import numpy as np
-
 __all__ = ["owner_index", "measure", "publish_start"]
 
 

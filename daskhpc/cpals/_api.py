@@ -116,8 +116,7 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
     >>> res = dh.cpals.fit("umls.tns", 10, 4, client=client, tol=0)  # doctest: +SKIP
     >>> res.fit[-1], res.report()["measured"]["inter_worker_bytes"]   # doctest: +SKIP
     """
-    from daskhpc.runtime import (connected, network_for, placed_hosts, run_job,
-                                 worker_addresses)
+    from daskhpc.runtime import connected, network_for, placed_hosts, worker_addresses
 
     run = RunOptions.of(run, **run_options)
     checkpoint, resume = run.checkpoint, run.resume
@@ -194,18 +193,12 @@ def _run_scattered(client, s, job, run):
     at a time (``_parts.iter_statics``), so the client holds one part's data at once
     besides the tensor, and no copy of them during the run (a lost worker's parts are
     made again from the tensor)."""
-    from daskhpc.runtime import PartStore, Placement, run_job, worker_addresses
+    from daskhpc.runtime import run_on_parts
 
-    placement = job.placement(worker_addresses(client)) if job.placement else \
-        Placement(s.K, worker_addresses(client))
-    store = PartStore(client, placement, uuid.uuid4().hex[:10])
-    try:
-        store.adopt("static", _scatter_statics(client, s, placement),
-                    rebuild=lambda parts, placement: _scatter_statics(client, s, placement,
-                                                                      parts))
-        return run_job(client, job, store=store, **run.frame())
-    finally:
-        store.release()
+    return run_on_parts(client, job, lambda placement: _scatter_statics(client, s, placement),
+                        rebuild=lambda parts, placement: _scatter_statics(client, s,
+                                                                          placement, parts),
+                        **run.frame())
 
 
 def _scatter_statics(client, s, placement, parts=None) -> dict:
