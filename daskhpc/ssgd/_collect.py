@@ -27,7 +27,8 @@ import numpy as np
 from daskhpc.errors import InputError
 
 from ._input import Input
-from ._data import Ratings, compact_values, holdout_mask, mean_of, placeholder
+from ._data import (Ratings, compact_values, holdout_mask, mean_of, placeholder,
+                    wide_digest)
 
 __all__ = ["read_input", "Values", "with_values", "full_setup"]
 
@@ -482,7 +483,6 @@ def _keeper_stats(keeper, ntrain, mask, shape) -> dict:
     """Mean, clip range and digests; with ``shape`` (a DataFrame's) the training count
     from ``mask`` and the first repeated pair (collection positions) or None."""
     from daskhpc.io import repeated_pair
-    from daskhpc.runtime import array_digest
 
     ids, v = keeper
     out = {}
@@ -493,11 +493,12 @@ def _keeper_stats(keeper, ntrain, mask, shape) -> dict:
             order = np.concatenate([np.flatnonzero(~mask), np.flatnonzero(mask)])
             first, second = sorted(int(order[k]) for k in found[:2])
             found = (first, second, *found[2:])
-        out = {"repeat": found, "ids_digest": array_digest(ids)}
+        # widened: the digests 64-bit ids and ratings had (checkpoints made before)
+        out = {"repeat": found, "ids_digest": wide_digest(ids)}
     tv = v[:ntrain]
     # Ratings.mean's expression on the training ratings in training order: the same bits
     out.update(mean=mean_of(tv),
-               clip=(float(tv.min()), float(tv.max())), digest=array_digest(v),
+               clip=(float(tv.min()), float(tv.max())), digest=wide_digest(v),
                ntrain=int(ntrain))
     return out
 

@@ -182,3 +182,17 @@ def test_a_collection_piece_is_32_bit_where_that_keeps_every_value():
     assert ids.tolist() == [[0, 1, 0], [0, 0, 1]] and vals.tolist() == [4.5, 3.0, 0.5]
     df["r"] = [4.1, 3.0, 0.5]
     assert _rating_piece(df, ["u", "i", "r"], umap, imap)[1].dtype == np.float64
+
+
+def test_the_keeper_gives_the_numbers_and_digests_of_64_bit_ratings():
+    from daskhpc.ssgd._collect import _keeper_stats
+
+    r = ratings(5_000, 300, 100)
+    ids = np.stack([r.rows, r.cols])
+    mask = np.zeros(r.nnz, bool)
+    mask[::7] = True
+    wide = _keeper_stats((ids, r.vals), None, mask, r.shape)
+    narrow = _keeper_stats((ids.astype(np.int32), r.vals.astype(np.float32)), None, mask,
+                           r.shape)
+    assert wide == narrow and wide["repeat"] is None
+    assert wide["ntrain"] == r.nnz - mask.sum()
