@@ -170,11 +170,12 @@ def _read_streaming(path, header) -> SparseInput | None:
             head = f.read(1 << 16)
     except OSError:
         return None                 # the general parse raises as it does
-    first = head.split(b"\n", 1)[0]
+    first = head.split(b"\n", 1)[0].removesuffix(b"\r")
     # gzip, a byte order mark, blanks or comments before the data, other delimiters,
-    # \r line ends: the general parse
+    # old Mac \r line ends (\r\n is fine): the general parse
     if not first or first[:1] in b"#% \t\xef\x1f" or b"," not in first or \
-            b"\r" in head or b"::" in first or b"#" in head or b"%" in head:
+            head.count(b"\r") != head.count(b"\r\n") or b"::" in first or \
+            b"#" in head or b"%" in head:
         return None
     tokens = first.split(b",")
     if len(tokens) not in (3, 4) or any(not t or t != t.strip() or b" " in t or b"\t" in t

@@ -16,6 +16,8 @@ SAME = {
     "dense ids, blank line": "0,1,1.0\n\n1,0,2.5\n2,1,3.25\n",
     "timestamp header": "userId,movieId,rating,timestamp\n10,20,1,5\n11,20,2,6\n",
     "big ids": "9000000000,1,3.0\n1,2,4.0\n",
+    "crlf, MovieLens": "userId,movieId,rating,timestamp\r\n1,1,4.0,964982703\r\n"
+                       "1,3,4.0,964981247\r\n2,1,0.5,964982224\r\n",
 }
 
 
@@ -53,7 +55,7 @@ LEFT = {
     "repeated pair": "1,2,3\n1,2,4\n",
     "tabs": "1\t2\t3\n",
     "double colon": "1::2::3::4\n",
-    "crlf": "1,2,3\r\n",
+    "old mac": "1,2,3\r1,3,4\r",
     "ragged": "1,2,3\n1,3\n",
     "blank header token": "user id,item,rating\n1,2,3\n",
     "header only": "userId,movieId,rating\n",
