@@ -10,6 +10,7 @@ original ids are kept in ``index_maps``.
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -70,6 +71,9 @@ def read_ratings(path, *, header: bool | None = None) -> SparseInput:
     >>> r.shape, r.nnz, r.meta["header"][:2]        # doctest: +SKIP
     ((610, 9724), 100836, ['userId', 'movieId'])
     """
+    fast = _read_streaming(path, header)
+    if fast is not None:
+        return fast
     raw = read_bytes(path)
     first = _first_data_line(raw)
     if first is None:
@@ -143,6 +147,124 @@ def read_ratings(path, *, header: bool | None = None) -> SparseInput:
     matrix = csr(rows, cols, vals, (n_users, n_items))
     return SparseInput(str(path), "ratings", matrix=matrix,
                        index_maps=(user_map, item_map), meta=meta)
+
+
+#: Bytes of the file the streaming parse reads at a time
+BLOCK = 1 << 24
+
+
+def _read_streaming(path, header) -> SparseInput | None:
+    """The common file read in blocks (pyarrow's CSV reader): comma separated integer
+    ids and numeric ratings, one rating a line, an optional header. The client then holds
+    the columns and the matrix, not the text, its line index and a table of floats.
+
+    None when the file is anything else or anything is wrong with it (a comment, an
+    empty field, a string id, a bad token, a NaN, a repeated pair...): the general parse
+    then reads it, and its errors name the line.
+    """
+    import pyarrow as pa
+    from pyarrow import csv
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return None                 # the general parse raises as it does
+    first = head.split(b"\n", 1)[0].removesuffix(b"\r")
+    # gzip, a byte order mark, blanks or comments before the data, other delimiters,
+    # old Mac \r line ends (\r\n is fine): the general parse
+    if not first or first[:1] in b"#% \t\xef\x1f" or b"," not in first or \
+            head.count(b"\r") != head.count(b"\r\n") or b"::" in first or \
+            b"#" in head or b"%" in head:
+        return None
+    tokens = first.split(b",")
+    if len(tokens) not in (3, 4) or any(not t or t != t.strip() or b" " in t or b"\t" in t
+                                        for t in tokens):
+        return None
+    names = None
+    if header or (header is None and not all(parses(t, 1) for t in tokens[2:3])):
+        names = [t.strip().decode("utf-8", errors="replace") for t in tokens]
+    width = len(tokens)
+    types = [pa.int64(), pa.int64(), pa.float64(), pa.int64()][:width]
+    cols = [f"c{k}" for k in range(width)]
+    # the columns in place, sized from the first block's bytes a line: no list of
+    # blocks to join (and no heap left in pieces by their temporaries)
+    size = os.path.getsize(path)
+    out = [np.empty(0, t) for t in (np.int32, np.int32, np.float64, np.int64)[:width]]
+    n = 0
+    try:
+        reader = csv.open_csv(
+            path, read_options=csv.ReadOptions(column_names=cols, skip_rows=int(bool(names)),
+                                               block_size=BLOCK, use_threads=False),
+            # no quoting: '"5"' is a bad token, as the general parse says
+            parse_options=csv.ParseOptions(delimiter=",", quote_char=False),
+            convert_options=csv.ConvertOptions(column_types=dict(zip(cols, types)),
+                                               strings_can_be_null=False))
+        for batch in reader:
+            if any(c.null_count for c in batch.columns):
+                return None          # an empty field
+            m = batch.num_rows
+            if n + m > out[0].size:
+                # a block is BLOCK bytes of the file (the last one less)
+                guess = int(1.02 * m * size / min(BLOCK, size)) + 1024
+                out = [_grown(a, max(n + m, guess if n == 0 else int(1.25 * a.size)))
+                       for a in out]
+            for k, c in enumerate(batch.columns):
+                a = c.to_numpy(zero_copy_only=False)
+                if k < 2 and out[k].dtype == np.int32 and m and \
+                        not (-2**31 <= a.min() and a.max() < 2**31):
+                    out[k] = out[k].astype(np.int64)     # ids beyond 32 bits
+                out[k][n:n + m] = a
+            n += m
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, OSError):
+        return None
+    finally:
+        pa.default_memory_pool().release_unused()   # the blocks' text, given back
+    if n == 0:
+        return None
+    # a guess 2 % too large stays (a view); grown once more, the columns are copied
+    out = [a[:n] if a.size < 1.1 * n else a[:n].copy() for a in out]
+    vals = out[2]
+    if not np.isfinite(vals).all():
+        return None
+    meta = {"header": names, "delimiter": ","}
+    if width == 4:
+        meta["timestamps"] = out[3]
+    ids_in = out[:2]
+    del out
+    maps, dense = [], []
+    for k in range(2):
+        m, d = _dense(ids_in[k])
+        ids_in[k] = None
+        maps.append(m)
+        dense.append(d)
+    shape = tuple(int(m.size) if m is not None else int(d.max()) + 1
+                  for m, d in zip(maps, dense))
+    # from 32-bit ids the matrix's indices are 32 bits too (8 bytes a rating less)
+    matrix = csr(*dense, vals, shape)
+    if matrix.nnz != vals.size:
+        return None                  # a repeated pair: the general parse names its line
+    rows, cols = (d.astype(np.int64) for d in dense)     # the reader's int64 triplets
+    del dense
+    meta.update(rows=rows, cols=cols, vals=vals)
+    return SparseInput(str(path), "ratings", matrix=matrix, index_maps=tuple(maps),
+                       meta=meta)
+
+
+def _grown(a: np.ndarray, n: int) -> np.ndarray:
+    out = np.empty(n, a.dtype)
+    out[:a.size] = a
+    return out
+
+
+def _dense(ids: np.ndarray):
+    """:func:`dense_ids` of a column, without its sort when the ids already are
+    ``0..n-1`` (counted instead: a sort costs 16 bytes an id); 32-bit where they fit."""
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo == 0 and hi < 4 * ids.size and np.bincount(ids, minlength=hi + 1).all():
+        return None, ids
+    m, d = dense_ids(ids)
+    return m, d.astype(np.int32) if m is not None and m.size < 2**31 else d
 
 
 def _floats(lines, idx, col: np.ndarray, what: str) -> np.ndarray:

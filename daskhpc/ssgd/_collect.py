@@ -27,7 +27,8 @@ import numpy as np
 from daskhpc.errors import InputError
 
 from ._input import Input
-from ._data import Ratings, holdout_mask, placeholder
+from ._data import (Ratings, compact_values, holdout_mask, mean_of, placeholder,
+                    wide_digest)
 
 __all__ = ["read_input", "Values", "with_values", "full_setup"]
 
@@ -348,6 +349,7 @@ def with_values(d, vals):
     if isinstance(vals, tuple):
         return _with_ids(d, *vals)
     ends = np.cumsum([b.size for b in d.bli])
+    vals = compact_values(vals)
     d = replace(d, bval=np.split(vals[:ends[-1]] if len(ends) else vals[:0], ends[:-1]))
     if d.test_li is not None:
         d.test_val = vals[ends[-1] if len(ends) else 0:]
@@ -389,12 +391,12 @@ def _with_ids(d, ids, vals, sizes):
     ends = np.cumsum(sizes)[:-1]
     li = np.split(np.searchsorted(d.rows, ids[0]).astype(it), ends)
     cj = np.split(ids[1], ends)
-    val = np.split(vals, ends)
+    val = np.split(compact_values(vals), ends)
     d = replace(d, bli=li[:K], bval=val[:K],
                 blj=[np.searchsorted(d.cols[b], cj[b]).astype(it) for b in range(K)])
     if d.test_cols is not None:
         d.test_li, d.test_val = li[K], val[K]
-        d.test_lj = np.searchsorted(d.test_cols, cj[K])
+        d.test_lj = np.searchsorted(d.test_cols, cj[K]).astype(it)
     return d
 
 
@@ -481,7 +483,6 @@ def _keeper_stats(keeper, ntrain, mask, shape) -> dict:
     """Mean, clip range and digests; with ``shape`` (a DataFrame's) the training count
     from ``mask`` and the first repeated pair (collection positions) or None."""
     from daskhpc.io import repeated_pair
-    from daskhpc.runtime import array_digest
 
     ids, v = keeper
     out = {}
@@ -492,11 +493,12 @@ def _keeper_stats(keeper, ntrain, mask, shape) -> dict:
             order = np.concatenate([np.flatnonzero(~mask), np.flatnonzero(mask)])
             first, second = sorted(int(order[k]) for k in found[:2])
             found = (first, second, *found[2:])
-        out = {"repeat": found, "ids_digest": array_digest(ids)}
+        # widened: the digests 64-bit ids and ratings had (checkpoints made before)
+        out = {"repeat": found, "ids_digest": wide_digest(ids)}
     tv = v[:ntrain]
     # Ratings.mean's expression on the training ratings in training order: the same bits
-    out.update(mean=float(tv.mean()) if tv.size else 0.0,
-               clip=(float(tv.min()), float(tv.max())), digest=array_digest(v),
+    out.update(mean=mean_of(tv),
+               clip=(float(tv.min()), float(tv.max())), digest=wide_digest(v),
                ntrain=int(ntrain))
     return out
 

@@ -28,7 +28,8 @@ from daskhpc._workflows import check_parts as kit_check_parts
 from daskhpc.errors import InputError
 
 __all__ = ["Ratings", "as_ratings", "raw_ratings", "split", "holdout_mask", "check_parts",
-           "FileNames", "placeholder"]
+           "FileNames", "placeholder", "compact_values", "index_dtype", "mean_of",
+           "wide_digest"]
 
 
 @dataclass(eq=False)
@@ -88,10 +89,64 @@ class Ratings:
         return _placeholder(self.rows)
 
     def mean(self) -> float:
-        return float(self.vals.mean()) if self.nnz else 0.0
+        return mean_of(self.vals)
 
     def __repr__(self):
         return f"Ratings({self.shape[0]} x {self.shape[1]}, {self.nnz} ratings)"
+
+
+def compact_values(v: np.ndarray) -> np.ndarray:
+    """``v`` as float32 when that keeps every value (half-star ratings do), else as it is.
+
+    What a part's worker holds: 4 bytes a rating instead of 8. The kernels compute in
+    float64 from the same values, so a run gives the same bits either way.
+
+    Examples
+    --------
+    >>> compact_values(np.array([3.5, 4.0])).dtype, compact_values(np.array([0.1])).dtype
+    (dtype('float32'), dtype('float64'))
+    """
+    v = np.asarray(v)
+    if v.dtype != np.float32 and v.dtype.kind == "f" and v.size:
+        c = v.astype(np.float32)
+        if np.array_equal(c, v):
+            return c
+    return v
+
+
+def index_dtype(n: int):
+    """The smallest of int32 and int64 that holds the indices ``0..n-1``."""
+    return np.int32 if n < 2**31 else np.int64
+
+
+def mean_of(v: np.ndarray) -> float:
+    """The mean of ``v`` summed in float64 (the same bits for float32 and float64 arrays
+    of the same values: a float32 array is widened first)."""
+    return float(np.asarray(v, np.float64).mean()) if np.size(v) else 0.0
+
+
+def wide_digest(*arrays, chunk: int = 1 << 20) -> str:
+    """:func:`daskhpc.runtime.array_digest` of the arrays widened to int64 / float64,
+    without their wide copies: 32-bit ids and ratings keep the digest (and the
+    checkpoints) they had as 64-bit arrays.
+
+    Examples
+    --------
+    >>> from daskhpc.runtime import array_digest
+    >>> ids = np.arange(6, dtype=np.int32).reshape(2, 3)
+    >>> wide_digest(ids, chunk=2) == array_digest(ids.astype(np.int64))
+    True
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.asarray(a)
+        wide = np.int64 if a.dtype.kind in "iu" else np.float64
+        flat = a.reshape(-1) if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(-1)
+        for lo in range(0, flat.size, chunk):
+            h.update(memoryview(np.ascontiguousarray(flat[lo:lo + chunk], wide)).cast("B"))
+    return h.hexdigest()
 
 
 def placeholder(n: int, dtype=np.float64) -> np.ndarray:

@@ -289,6 +289,10 @@ def _warm_up_plan() -> None:
     dgap_successors(np.array([0, 0, 1]), np.array([0, 1, 0]), np.array([0, 1]), 2)
     one, at = np.ones((1, 2)), np.zeros(1, np.int64)
     pair_terms(one, one, at, at, np.ones(1), 1, True, 0.0, 0.1, 0.1, 0.0, 1.0)
+    # a collection's keeper: int32 ids and float32 ratings (_serial.value_quality)
+    at = at.astype(np.int32)
+    for v in (np.ones(1), np.ones(1, np.float32)):
+        pair_terms(one, one, at, at, v, 1, True, 0.0, 0.1, 0.1, 0.0, 1.0)
 
 
 #: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client

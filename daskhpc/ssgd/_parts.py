@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._data import compact_values
 from ._dgap import unique
 from ._kernels import learning_rate
 from ._runplan import holders
@@ -69,7 +70,8 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
             local_col[cols[b]] = np.arange(cols[b].size)
             blj[b] = local_col[tr.cols[sel]]
             # a collection's ratings are put in on the part's worker (with_values)
-            bval[b] = None if s.values is not None else tr.vals[sel]
+            # float32 where it keeps every rating: 12 bytes a rating on the worker
+            bval[b] = None if s.values is not None else compact_values(tr.vals[sel])
     E, e0 = s.E, s.epoch0
     blocks = np.array([[int(s.strata.block(p, k, e)) for k in range(K)] for e in range(E)],
                       np.int64)
@@ -146,7 +148,7 @@ def _evaluation(s: Setup, p: int, d: PartData, local_row: np.ndarray) -> None:
         d.test_cols = unique(t.cols[sel])
         d.test_li = local_row[t.rows[sel]]
         d.test_lj = np.searchsorted(d.test_cols, t.cols[sel])
-        d.test_val = None if s.values is not None else t.vals[sel]
+        d.test_val = None if s.values is not None else compact_values(t.vals[sel])
     for q, ev in enumerate(rp.eval_patterns):
         epoch = 0 if ev["epoch"] is None else ev["epoch"]
         hold = holders(lay, s.strata, s.options.strategy, epoch)[d.test_cols]

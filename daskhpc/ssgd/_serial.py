@@ -25,6 +25,7 @@ import numpy as np
 
 from ._kernels import (block_seed, error_sse, initial_rows, learning_rate, pair_terms,
                        sweep)
+from ._data import mean_of
 from ._setup import Setup
 
 __all__ = ["run_serial", "initial_factors", "assemble", "value_quality"]
@@ -103,6 +104,12 @@ def _sum_by_part(loss: np.ndarray) -> float:
     return _sum(_sum(row) for row in loss)
 
 
+def _typed(a, dtypes) -> np.ndarray:
+    """``a`` contiguous, in its own dtype when that is one of ``dtypes``, else the last."""
+    a = np.asarray(a)
+    return np.ascontiguousarray(a if a.dtype in dtypes else a.astype(dtypes[-1]))
+
+
 def value_quality(rows, cols, vals, test_vals, W, H, o, mu, clip) -> dict:
     """The quality numbers that need the ratings: the final objective and train RMSE
     (with W, H) and the global mean's test RMSE. Run on the client, or for a collection
@@ -112,14 +119,18 @@ def value_quality(rows, cols, vals, test_vals, W, H, o, mu, clip) -> dict:
         # one pass (pair_terms), not W[rows] and H[cols] gathered (docs/benchmarks.md)
         # the model's own predictions are clipped to the training range, as the test
         # RMSE's are: the train RMSE of the same predictions (the objective keeps e)
+        # the ids and ratings as they are (a collection's keeper holds int32 and
+        # float32: int64 and float64 copies would be 20 bytes a rating more)
         terms, c = pair_terms(np.ascontiguousarray(W), np.ascontiguousarray(H),
-                              np.asarray(rows, np.int64), np.asarray(cols, np.int64),
-                              np.asarray(vals, np.float64), int(o.rank), bool(o.biased),
-                              float(mu if o.biased else 0.0), float(o.reg),
+                              *(_typed(a, (np.int32, np.int64)) for a in (rows, cols)),
+                              _typed(vals, (np.float32, np.float64)), int(o.rank),
+                              bool(o.biased), float(mu if o.biased else 0.0), float(o.reg),
                               float(o.bias_reg if o.biased else 0.0), *map(float, clip))
         q["final_objective"] = float(0.5 * np.sum(terms))
         q["final_train_rmse"] = float(np.sqrt(np.mean(c * c)))
     if test_vals.size:
-        mean = float(vals.mean()) if vals.size else 0.0
-        q["global_mean_rmse"] = float(np.sqrt(np.mean((test_vals - mean) ** 2)))
+        mean = mean_of(vals)
+        # widened: a float32 array minus a Python float stays float32 (NEP 50)
+        q["global_mean_rmse"] = float(np.sqrt(np.mean((np.asarray(test_vals, np.float64) -
+                                                       mean) ** 2)))
     return q

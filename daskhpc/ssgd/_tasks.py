@@ -136,10 +136,14 @@ def warm_up() -> bool:
     """Load the compiled kernels (numba cache) before anything is timed."""
     W, H, i = np.zeros((1, 2)), np.zeros((1, 2)), np.zeros(1, np.int64)
     seed = block_seed(0, 0, 0, 0)
-    sgd_block(W, H, i, i, np.ones(1), 0.1, 0.1, seed, True)
-    sse_block(W, H, i, i, np.ones(1), 0.0, 1.0)
-    sgd_block_biased(W, H, i, i, np.ones(1), 0.1, 0.1, 0.1, 1.0, seed, True)
-    sse_block_biased(W, H, i, i, np.ones(1), 0.0, 1.0, 1.0)
+    # the parts' local indices are int32 and their ratings float32 where they fit
+    # (_parts.part_data): those types as well as the serial reference's
+    for ix, v in ((i, np.ones(1)), (i.astype(np.int32), np.ones(1, np.float32)),
+                  (i.astype(np.int32), np.ones(1))):
+        sgd_block(W, H, ix, ix, v, 0.1, 0.1, seed, True)
+        sse_block(W, H, ix, ix, v, 0.0, 1.0)
+        sgd_block_biased(W, H, ix, ix, v, 0.1, 0.1, 0.1, 1.0, seed, True)
+        sse_block_biased(W, H, ix, ix, v, 0.0, 1.0, 1.0)
     init_rows(0, 0, i, 2, 1.0)
     return True
 

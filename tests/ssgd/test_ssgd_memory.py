@@ -129,3 +129,70 @@ def test_a_frame_leaves_its_ratings_and_ids_on_the_workers(client2, tmp_path):
     # measured 5.5 bytes a rating here, mostly fixed (Dask's messages, the part data);
     # one copy of the ids (int64) on the client would be 16
     assert peak < 8 * r.nnz, peak
+
+
+def test_parts_hold_32_bit_ids_and_ratings_where_they_keep_every_value():
+    from daskhpc.ssgd._parts import part_data
+
+    r = ratings(20_000, 800, 300)               # half stars: float32 keeps them
+    s = prepare(r, 2, partition="random", epochs=1, test_fraction=0.1)
+    held = 0
+    for p in range(2):
+        d = part_data(s, p)
+        for b in range(2):
+            assert d.bli[b].dtype == d.blj[b].dtype == np.int32
+            assert d.bval[b].dtype == np.float32
+            held += d.bli[b].nbytes + d.blj[b].nbytes + d.bval[b].nbytes
+        assert d.test_val.dtype == np.float32
+    # 12 bytes a training rating on the workers (int64 ids and float64: 24)
+    assert held == 12 * s.train.nnz
+    odd = Ratings(r.rows, r.cols, r.vals + 0.1, r.shape)     # not float32 numbers
+    d = part_data(prepare(odd, 2, partition="random", epochs=1), 0)
+    assert d.bval[0].dtype == np.float64 and d.bli[0].dtype == np.int32
+
+
+def test_32_bit_ratings_give_the_same_numbers():
+    from daskhpc.ssgd._data import compact_values, mean_of
+    from daskhpc.ssgd._serial import value_quality
+    from daskhpc.ssgd._setup import Options
+
+    r = ratings(30_000, 900, 400)
+    v32 = compact_values(r.vals)
+    assert v32.dtype == np.float32 and np.array_equal(v32, r.vals)
+    assert compact_values(r.vals + 0.1).dtype == np.float64
+    assert mean_of(v32) == mean_of(r.vals) == r.mean()
+    rng = np.random.default_rng(1)
+    W, H = rng.random((r.shape[0], 4)), rng.random((r.shape[1], 4))
+    o = Options(rank=4)
+    wide = value_quality(r.rows, r.cols, r.vals, r.vals[:500], W, H, o, 0.0, (0.5, 5.0))
+    narrow = value_quality(r.rows.astype(np.int32), r.cols.astype(np.int32), v32, v32[:500],
+                           W, H, o, 0.0, (0.5, 5.0))
+    assert wide == narrow
+
+
+def test_a_collection_piece_is_32_bit_where_that_keeps_every_value():
+    import pandas as pd
+
+    from daskhpc.io._collections_ratings import _rating_piece
+
+    df = pd.DataFrame({"u": [5, 7, 5], "i": [1, 1, 2], "r": [4.5, 3.0, 0.5]})
+    umap, imap = np.array([5, 7]), np.array([1, 2])
+    ids, vals, missing = _rating_piece(df, ["u", "i", "r"], umap, imap)
+    assert ids.dtype == np.int32 and vals.dtype == np.float32 and missing == [False, False]
+    assert ids.tolist() == [[0, 1, 0], [0, 0, 1]] and vals.tolist() == [4.5, 3.0, 0.5]
+    df["r"] = [4.1, 3.0, 0.5]
+    assert _rating_piece(df, ["u", "i", "r"], umap, imap)[1].dtype == np.float64
+
+
+def test_the_keeper_gives_the_numbers_and_digests_of_64_bit_ratings():
+    from daskhpc.ssgd._collect import _keeper_stats
+
+    r = ratings(5_000, 300, 100)
+    ids = np.stack([r.rows, r.cols])
+    mask = np.zeros(r.nnz, bool)
+    mask[::7] = True
+    wide = _keeper_stats((ids, r.vals), None, mask, r.shape)
+    narrow = _keeper_stats((ids.astype(np.int32), r.vals.astype(np.float32)), None, mask,
+                           r.shape)
+    assert wide == narrow and wide["repeat"] is None
+    assert wide["ntrain"] == r.nnz - mask.sum()
