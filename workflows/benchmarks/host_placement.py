@@ -142,7 +142,7 @@ def measure_rate(rate: str, workflows: list, rounds: int, log, only=None) -> dic
         if cal.returncode != 0:
             raise SystemExit(f"host_placement: calibration failed: {cal.stderr[-300:]}")
         out["calibration"] = [ln.strip() for ln in cal.stdout.splitlines()
-                              if "alpha" in ln or "flop" in ln]
+                              if "alpha" in ln or "flop" in ln or "duplex" in ln]
         log(f"[{rate}] " + "; ".join(out["calibration"]))
         for name in workflows:
             rows = []
