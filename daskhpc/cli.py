@@ -369,7 +369,10 @@ def cmd_info(args) -> dict:
         print(f"alpha = {t['alpha']:.3e} s per message, beta = {t['beta']:.3e} s per byte "
               f"({1 / t['beta'] / 1e9:.2f} GB/s) (a Dask transfer)")
         print(f"compute: {cal['flop_s']:.3e} s per flop of a sparse kernel "
-              f"({1e-9 / cal['flop_s']:.2f} GFlop/s)")
+              f"({1e-9 / cal['flop_s']:.2f} GFlop/s), {cal['dense_flop_s']:.3e} s per flop "
+              f"of a dense product ({1e-9 / cal['dense_flop_s']:.2f} GFlop/s)")
+        print(f"link: {'full' if cal['duplex'] else 'half'} duplex (two opposite transfers "
+              f"at once take {cal['duplex_ratio']:.2f}x one)")
         for mode, fit in cal["exchange"].items():
             print(f"  program messages, {mode} exchange: alpha = {fit['alpha']:.3e} s, "
                   f"beta = {fit['beta']:.3e} s/byte")

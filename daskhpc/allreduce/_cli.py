@@ -49,7 +49,13 @@ class Allreduce(Workflow):
         if call.network is not None:      # auto decides on the named network
             from daskhpc.comm import network_model
 
-            kw.update(_network_alpha_beta(network_model(call.network), kw))
+            model = network_model(call.network)
+            kw.update(_network_alpha_beta(model, kw))
+            report = plan(**kw)
+            net = ((report.get("plan") or {}).get("prediction") or {}).get("network")
+            if net is not None:         # priced on the profile's alpha and beta: its name
+                net["name"] = model.name
+            return report
         return plan(**kw)
 
     def run(self, call: Call, run: RunOptions) -> dict:

@@ -7,15 +7,20 @@ real cluster the messages do not travel independently: every part on a host send
 receives through that host's one link, so a phase lasts as long as
 
 * its busiest worker computes (the papers' max-load): ``flop_s`` seconds per unit of
-  load, a worker's parts run one after the other (one thread per worker), and
+  sparse load and ``dense_flop_s`` per unit of dense load (a BLAS product runs tens of
+  times faster a flop than a sparse kernel), a worker's parts one after the other (one
+  thread per worker), and
 * its busiest host's link carries everything the host sends and receives to and from
   other hosts (the papers' max-volume and max-messages, counted per host):
-  ``alpha * messages + beta * bytes``; with ``duplex`` the two directions are separate
-  and the busier one counts.
+  ``alpha * messages + beta * bytes``; with ``duplex`` (a switched port, a shaped
+  ``tc`` link: each direction has its own rate) the two directions are separate and the
+  busier one counts, else sends and receives add up.
 
 Traffic between parts of one worker is free (it never leaves the process); between two
-workers of one host it costs ``memory_beta`` per byte (a copy through memory). A step's
-time is the sum of its phases: ``sum_t (max_w compute_tw + max_h link_th)``.
+workers of one host it costs ``memory_beta`` per byte (a copy through memory). Every
+phase also pays the runtime's fixed cost ``floor_s`` (its barrier and task round trip).
+A step's time is the sum of its phases: ``sum_t (floor + max_w compute_tw + max_h
+link_th)``.
 
 ``alpha`` and ``beta`` come from ``daskhpc info --calibrate`` (measured on a cluster) or a
 named network profile (:mod:`daskhpc.comm._network`). The defaults are what that command
@@ -41,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 __all__ = ["CostModel", "StepCost", "rank_layouts", "DEFAULT_ALPHA", "DEFAULT_BETA",
-           "DEFAULT_FLOP_S"]
+           "DEFAULT_FLOP_S", "DEFAULT_DENSE_FLOP_S"]
 
 # Measured with `daskhpc info --calibrate` on the 2-core development machine (loopback TCP,
 # worker processes): alpha 0.6-1.0 ms, beta 3.5-5.3e-10 s/byte. Dask's per-transfer cost is
@@ -52,6 +57,9 @@ DEFAULT_BETA = 4.5e-10
 # core of the same machine, under load: 3.9-5.6e-9 s per flop (a multiply-add is 2
 # flops; `kernel_flop_seconds` in daskhpc.runtime), about 3e-9 on a quieter machine.
 DEFAULT_FLOP_S = 3.0e-9
+# numpy's BLAS matmul of a (20,000 x 64) by (64 x 16) block (GCN's H W shape class) on one
+# core of the same machine: 0.2-0.4 ns a flop, 10-35x the sparse kernel's rate.
+DEFAULT_DENSE_FLOP_S = 3.0e-10
 
 
 @dataclass(frozen=True)
@@ -66,11 +74,15 @@ class CostModel:
         Seconds per byte over a host's link.
     flop_s : float
         Seconds per unit of load (a flop of the workflow's sparse kernels) on one worker.
+    dense_flop_s : float
+        Seconds per flop of a dense (BLAS) product on one worker.
     memory_beta : float
         Seconds per byte between two workers of one host (0: free).
     duplex : bool
         True: a link sends and receives at once (the busier direction counts); False: its
         sends and receives share it (they add up).
+    floor_s : float
+        Seconds every phase costs however little it does (the runtime's barrier).
     name : str
         Where the numbers come from (a profile's name, ``calibrated``, ``default``).
 
@@ -87,6 +99,8 @@ class CostModel:
     memory_beta: float = 0.0
     duplex: bool = False
     name: str = "default"
+    dense_flop_s: float = DEFAULT_DENSE_FLOP_S
+    floor_s: float = 0.0
 
     def message(self, nbytes: float) -> float:
         """Seconds to send one message of ``nbytes``."""
@@ -97,7 +111,7 @@ class CostModel:
         return plan.estimate_time(self.alpha, self.beta)
 
     def step(self, plan, load=None, *, owner=None, hosts=None,
-             broadcast: bool = False) -> StepCost:
+             broadcast: bool = False, dense_load=None) -> StepCost:
         """Predicted seconds of one bulk-synchronous step: ``plan``'s messages after
         ``load``'s compute, parts placed on workers and workers on hosts.
 
@@ -110,6 +124,9 @@ class CostModel:
             Units of load (flops) per part: shape ``(K,)`` (computed before the first
             phase's messages) or ``(nphases, K)`` (part p computes ``load[t, p]`` before
             phase t's messages). Default: none.
+        dense_load : array, optional
+            Flops of dense (BLAS) products per part, shaped as ``load``: priced at
+            ``dense_flop_s``.
         owner : sequence of int, optional
             Worker of every part (default: part p on worker p).
         hosts : sequence, optional
@@ -130,12 +147,16 @@ class CostModel:
         host_of = _host_index(hosts, nworkers)
         nhosts = int(host_of.max()) + 1 if host_of.size else 0
         nphases = int(plan.nphases) if plan is not None else 1
-        work = _phase_load(load, nphases, K)
+        work = _phase_load(load, nphases, K) * self.flop_s
+        if dense_load is not None:
+            dense = _phase_load(dense_load, nphases, K) * self.dense_flop_s
+            rows = max(work.shape[0], dense.shape[0])
+            work = _pad(work, rows) + _pad(dense, rows)
         nphases = max(nphases, work.shape[0])
         # busiest worker per phase: its parts compute one after another
         per_worker = np.zeros((nphases, nworkers))
         np.add.at(per_worker, (slice(None), owner), work[:nphases] if work.size else 0.0)
-        compute = per_worker.max(axis=1) * self.flop_s if nworkers else np.zeros(nphases)
+        compute = per_worker.max(axis=1) if nworkers else np.zeros(nphases)
         sent_b, recv_b, sent_m, recv_m, memory = (np.zeros((nphases, nhosts))
                                                   for _ in range(5))
         if plan is not None and plan.num_messages:
@@ -153,6 +174,7 @@ class CostModel:
         link = np.maximum(send, recv) if self.duplex else send + recv
         per_host = link + memory
         comm = per_host.max(axis=1) if nhosts else np.zeros(nphases)
+        comm = comm + self.floor_s          # the phase's barrier, counted with its traffic
         host_bytes = (sent_b + recv_b).sum(axis=0)
         return StepCost(seconds=float((compute + comm).sum()),
                         compute_s=float(compute.sum()), comm_s=float(comm.sum()),
@@ -164,7 +186,8 @@ class CostModel:
     def allreduce(self, nbytes: float, nparts: int) -> float:
         """Seconds of a dense recursive-doubling allreduce of ``nbytes`` over ``nparts``
         parts, one per host: ceil(log2 P) rounds, in each every host sends and receives
-        the whole vector (both over its link unless ``duplex``).
+        the whole vector (both over its link unless ``duplex``), after the round's
+        ``floor_s``.
 
         Examples
         --------
@@ -172,7 +195,7 @@ class CostModel:
         12.0
         """
         rounds = int(np.ceil(np.log2(nparts))) if nparts > 1 else 0
-        return rounds * (1 if self.duplex else 2) * self.message(nbytes)
+        return rounds * ((1 if self.duplex else 2) * self.message(nbytes) + self.floor_s)
 
     def replace(self, **changes) -> CostModel:
         """A copy with ``changes`` (e.g. another ``flop_s``)."""
@@ -180,8 +203,9 @@ class CostModel:
 
     def as_dict(self) -> dict:
         return {"name": self.name, "alpha_s": self.alpha, "beta_s_per_byte": self.beta,
-                "flop_s": self.flop_s, "memory_beta_s_per_byte": self.memory_beta,
-                "duplex": self.duplex}
+                "flop_s": self.flop_s, "dense_flop_s": self.dense_flop_s,
+                "memory_beta_s_per_byte": self.memory_beta, "duplex": self.duplex,
+                "floor_s": self.floor_s}
 
     @classmethod
     def from_config(cls, exchange: str | None = None) -> CostModel:
@@ -199,12 +223,16 @@ class CostModel:
         except ImportError:                 # no dask installed
             return cls()
         flop_s = float(_config.get("comm.flop-s", DEFAULT_FLOP_S) or DEFAULT_FLOP_S)
+        dense = float(_config.get("comm.dense-flop-s", DEFAULT_DENSE_FLOP_S)
+                      or DEFAULT_DENSE_FLOP_S)
         if exchange is not None:
             fit = _config.get(f"comm.exchange.{exchange}", None)
             if fit:
-                return cls(float(fit["alpha"]), float(fit["beta"]), flop_s, name="calibrated")
+                return cls(float(fit["alpha"]), float(fit["beta"]), flop_s, name="calibrated",
+                           dense_flop_s=dense)
         return cls(float(_config.get("comm.alpha", DEFAULT_ALPHA)),
-                   float(_config.get("comm.beta", DEFAULT_BETA)), flop_s, name="config")
+                   float(_config.get("comm.beta", DEFAULT_BETA)), flop_s, name="config",
+                   dense_flop_s=dense)
 
 
 @dataclass
@@ -323,6 +351,12 @@ def _host_index(hosts, nworkers: int) -> np.ndarray:
     index: dict = {}
     return np.array([index.setdefault(h, len(index)) for h in hosts[:nworkers]],
                     dtype=np.int64)
+
+
+def _pad(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` with zero rows appended up to ``rows``."""
+    return a if a.shape[0] >= rows else np.vstack([a, np.zeros((rows - a.shape[0],
+                                                                a.shape[1]))])
 
 
 def _phase_load(load, nphases: int, K: int) -> np.ndarray:

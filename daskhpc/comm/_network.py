@@ -14,9 +14,12 @@ the line rate (100 Gbit/s = 12.5 GB/s; 10 Gbit/s = 1.25 GB/s); point-to-point be
 that MPI ping-pong benchmarks (osu_latency) report on such fabrics: about 1-2 us over
 InfiniBand with RDMA, about 20-50 us over 10 GbE through the kernel's TCP stack. They
 describe the wire: a Dask run adds its own per-message cost (serialisation, the event
-loop), which only ``calibrated`` includes. Both assume a core that runs the sparse kernels
-at 1 GFlop/s (``flop_s`` 1 ns; memory-bound kernels such as SpMV reach about 1-2 GFlop/s
-per core) and a copy between workers of one host at 10 GB/s.
+loop), which only ``calibrated`` includes. Both ports are full duplex (``duplex``: a
+host sends and receives at the line rate at once). Both assume a core that runs the
+sparse kernels at 1 GFlop/s (``flop_s`` 1 ns; memory-bound kernels such as SpMV reach
+about 1-2 GFlop/s per core), dense products at 10 GFlop/s (``dense_flop_s``; a BLAS
+GEMM of tall-skinny blocks on one AVX2 core) and a copy between workers of one host at
+10 GB/s.
 
 Saved calibrations live in ``daskhpc-calibration.yaml`` in Dask's configuration
 directory (``$DASK_CONFIG``, default ``~/.config/dask``), under ``daskhpc.comm.clusters``;
@@ -44,9 +47,11 @@ __all__ = ["PROFILES", "PROFILE_SOURCES", "NETWORKS", "network_model", "plan_net
 
 PROFILES = {
     "infiniband-100g": CostModel(alpha=1.5e-6, beta=1 / 12.5e9, flop_s=1e-9,
-                                 memory_beta=1e-10, name="infiniband-100g"),
+                                 memory_beta=1e-10, duplex=True, name="infiniband-100g",
+                                 dense_flop_s=1e-10),
     "ethernet-10g": CostModel(alpha=3.0e-5, beta=1 / 1.25e9, flop_s=1e-9,
-                              memory_beta=1e-10, name="ethernet-10g"),
+                              memory_beta=1e-10, duplex=True, name="ethernet-10g",
+                              dense_flop_s=1e-10),
 }
 
 PROFILE_SOURCES = {
@@ -88,8 +93,8 @@ def saved_calibrations() -> dict:
 
 
 def save_calibration(name: str, entry: dict) -> str:
-    """Keep ``entry`` (``alpha``, ``beta``, optionally ``flop_s``, ``exchange``,
-    ``transfer``, ``hosts``, ``workers``) as cluster ``name``'s calibration, the others kept; returns the path."""
+    """Keep ``entry`` (``alpha``, ``beta``, optionally ``flop_s``, ``dense_flop_s``,
+    ``duplex``, ``exchange``, ``transfer``, ``hosts``, ``workers``) as cluster ``name``'s calibration, the others kept; returns the path."""
     import yaml
 
     path = calibration_path()
@@ -106,6 +111,8 @@ def save_calibration(name: str, entry: dict) -> str:
     comm.update(alpha=float(top["alpha"]), beta=float(top["beta"]))
     if entry.get("flop_s"):
         comm["flop-s"] = float(entry["flop_s"])
+    if entry.get("dense_flop_s"):
+        comm["dense-flop-s"] = float(entry["dense_flop_s"])
     if entry.get("exchange"):
         comm["exchange"] = entry["exchange"]
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -173,10 +180,14 @@ calibrated:NAME, infiniband-100g, ethernet-10g, default (run also: calibrate)
 
 
 def model_of(entry: dict, name: str) -> CostModel:
-    """A CostModel from a calibration's ``alpha``, ``beta`` and (if measured) ``flop_s``;
-    ``memory_beta`` and ``duplex`` where the entry was given them (edited by hand: a
-    calibration measures neither)."""
-    flop_s = entry.get("flop_s") or CostModel().flop_s
+    """A CostModel from a calibration's ``alpha``, ``beta`` and (if measured) ``flop_s``,
+    ``dense_flop_s``, ``duplex`` and ``floor_s``; ``memory_beta`` where the entry was given
+    it. An entry without ``duplex`` (saved before calibrations measured it) is taken as
+    full duplex, as switched ports and ``tc``-shaped links are."""
+    base = CostModel()
     return CostModel(alpha=float(entry["alpha"]), beta=float(entry["beta"]),
-                     flop_s=float(flop_s), memory_beta=float(entry.get("memory_beta", 0.0)),
-                     duplex=bool(entry.get("duplex", False)), name=name)
+                     flop_s=float(entry.get("flop_s") or base.flop_s),
+                     memory_beta=float(entry.get("memory_beta", 0.0)),
+                     duplex=bool(entry.get("duplex", True)), name=name,
+                     dense_flop_s=float(entry.get("dense_flop_s") or base.dense_flop_s),
+                     floor_s=float(entry.get("floor_s") or 0.0))

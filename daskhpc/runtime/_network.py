@@ -2,8 +2,9 @@
 
 :func:`measure_network` calibrates a cluster (``daskhpc info --calibrate``, ``run
 --network calibrate``): alpha and beta of a message between two workers on different
-hosts where there are two hosts, and the seconds per flop of a sparse kernel on one
-worker. :func:`network_for` turns a ``--network`` value into a
+hosts where there are two hosts, whether their link is full duplex (two opposite
+transfers at once take about as long as one), and the seconds per flop of a sparse
+kernel and of a dense product on one worker. :func:`network_for` turns a ``--network`` value into a
 :class:`~daskhpc.comm.CostModel`; :func:`worker_hosts` says which workers share a host
 (their link), :func:`cluster_name` what a saved calibration is filed under.
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
 __all__ = ["measure_network", "network_for", "worker_hosts", "cluster_name",
-           "kernel_flop_seconds", "placed_hosts"]
+           "kernel_flop_seconds", "dense_flop_seconds", "link_duplex", "placed_hosts"]
 
 
 def worker_hosts(client: Client, workers=None) -> list[str]:
@@ -88,13 +89,73 @@ def kernel_flop_seconds(n: int = 200_000, density: float = 1e-5, width: int = 16
     return float(best / (2.0 * A.nnz * width))
 
 
+def dense_flop_seconds(rows: int = 20_000, inner: int = 64, width: int = 16,
+                       repeats: int = 5) -> float:
+    """Seconds per flop of a dense ``(rows x inner) @ (inner x width)`` product (numpy's
+    BLAS; GCN's H W shape class) on this core, the fastest of ``repeats``: what
+    ``dense_flop_s`` prices a unit of dense load with."""
+    rng = np.random.default_rng(0)
+    H, W = rng.random((rows, inner)), rng.random((inner, width))
+    H @ W
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        H @ W
+        best = min(best, time.perf_counter() - t0)
+    return float(best / (2.0 * rows * inner * width))
+
+
+def _payload(nbytes: int, salt: int) -> np.ndarray:
+    return np.full(nbytes, salt % 251, dtype=np.uint8)
+
+
+def _nbytes(x) -> int:
+    return int(x.nbytes)
+
+
+def link_duplex(client: Client, pair, nbytes: int = 4 * 2 ** 20,
+                repeats: int = 3) -> dict:
+    """Whether the link between ``pair``'s workers is full duplex: the fastest of
+    ``repeats`` one-way transfers of ``nbytes`` against the fastest of two opposite ones
+    at once (fresh keys each time, so nothing is cached). ``ratio`` about 1: full duplex
+    (each direction its own rate); about 2: the directions share the link.
+
+    Returns ``{"duplex": bool, "ratio": float, "one_way_s": float, "both_s": float}``.
+    """
+    from distributed import wait
+
+    a, b = pair
+
+    def placed(worker, salt):
+        f = client.submit(_payload, nbytes, salt, workers=[worker], pure=False)
+        wait(f)
+        return f
+
+    def timed(moves):
+        t0 = time.perf_counter()
+        wait([client.submit(_nbytes, src, workers=[dst], pure=False,
+                            allow_other_workers=False) for src, dst in moves])
+        return time.perf_counter() - t0
+
+    one, both = np.inf, np.inf
+    for r in range(repeats):
+        xa, xb = placed(a, 2 * r), placed(b, 2 * r + 1)
+        one = min(one, timed([(xa, b)]))
+        xa, xb = placed(a, 2 * r + 7), placed(b, 2 * r + 8)
+        both = min(both, timed([(xa, b), (xb, a)]))
+    ratio = float(both / one)
+    return {"duplex": bool(ratio < 1.5), "ratio": ratio, "one_way_s": float(one),
+            "both_s": float(both)}
+
+
 def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int = 40,
                     transfer: bool = True) -> dict:
     """Calibrate ``client``'s cluster: a calibration entry for
     :func:`daskhpc.comm.save_calibration`.
 
     Two workers on different hosts exchange messages of 8 B to 4 MiB (two workers of one
-    host where there is one host); one worker times a sparse kernel.
+    host where there is one host) and then send 4 MiB one way and both ways at once
+    (:func:`link_duplex`); one worker times a sparse kernel and a dense product.
 
     Parameters
     ----------
@@ -109,7 +170,7 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
     -------
     dict
         ``alpha``, ``beta`` (of the first exchange mode: what a run's messages cost),
-        ``flop_s``, ``exchange`` (per mode), ``transfer`` (if timed), ``workers``,
+        ``duplex`` (and ``duplex_ratio``), ``flop_s``, ``dense_flop_s``, ``exchange`` (per mode), ``transfer`` (if timed), ``workers``,
         ``hosts`` (distinct), ``pair`` (the two workers timed).
     """
     from daskhpc.runtime._calibrate import calibrate, calibrate_exchange
@@ -130,7 +191,10 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
     if transfer:
         cal = calibrate(client, workers=pair)
         out["transfer"] = {"alpha": float(cal["alpha"]), "beta": float(cal["beta"])}
+    both = link_duplex(client, pair)
+    out.update(duplex=both["duplex"], duplex_ratio=round(both["ratio"], 3))
     out["flop_s"] = float(client.run(kernel_flop_seconds, workers=[pair[0]])[pair[0]])
+    out["dense_flop_s"] = float(client.run(dense_flop_seconds, workers=[pair[0]])[pair[0]])
     out.update(workers=len(workers), hosts=len(set(hosts)), pair=list(pair))
     return out
 
@@ -149,7 +213,7 @@ def network_for(network: str | None, client: Client | None = None,
     """The :class:`~daskhpc.comm.CostModel` of a ``--network`` value.
 
     ``calibrate`` measures ``client``'s cluster now (the ``exchange`` mode's messages, a
-    short ping-pong, and the kernel rate); a profile name is looked up; ``calibrated``
+    short ping-pong, the link's duplex and the kernel rates); a profile name is looked up; ``calibrated``
     prefers the entry saved for this cluster (:func:`cluster_name`); None: ``calibrate``
     when the run chooses its layout (``auto``) on a cluster, else a saved calibration if
     there is one, else the built-in defaults.
@@ -164,5 +228,6 @@ def network_for(network: str | None, client: Client | None = None,
                              "(plan takes a profile or calibrated)")
         got = measure_network(client, exchanges=(exchange,), steps=10, transfer=False)
         return CostModel(alpha=got["alpha"], beta=got["beta"], flop_s=got["flop_s"],
+                         dense_flop_s=got["dense_flop_s"], duplex=got["duplex"],
                          name="calibrate")
     return network_model(network, cluster_name(client) if client is not None else None)

@@ -34,6 +34,34 @@ def test_a_link_carries_its_sends_and_its_receives():
     assert M.replace(duplex=True).step(p).comm_s == pytest.approx(9.0)
 
 
+def test_an_exchange_on_duplex_links_costs_the_busier_direction():
+    # 4 hosts in a ring exchange, every host sends 800 B to the next and receives 800 B
+    # from the previous, one phase: half duplex 2 msgs + 1600 B = 2 + 16 = 18 s a link;
+    # full duplex each direction 1 + 8 = 9 s: half the time, as tc's two shaped
+    # directions (and a switched port) give
+    p = Plan.from_messages(4, [(0, h, (h + 1) % 4, rows(100)) for h in range(4)])
+    assert M.step(p).comm_s == pytest.approx(18.0)
+    assert M.replace(duplex=True).step(p).comm_s == pytest.approx(9.0)
+    # the bytes on each link are counted both ways whatever the duplex
+    assert M.replace(duplex=True).step(p).host_link_bytes == [1600] * 4
+
+
+def test_dense_load_at_its_own_rate_and_a_floor_per_phase():
+    # 2 parts, 2 phases. sparse flops [[1000, 2000], [0, 500]] at 0.001 s;
+    # dense flops [[10000, 0], [4000, 4000]] at 0.0001 s:
+    # phase 0: part 0 1 + 1 = 2 s, part 1 2 + 0 = 2 s -> 2; phase 1: 0.4 and 0.5 + 0.4 =
+    # 0.9 -> 0.9; compute 2.9 s. A floor of 0.25 s a phase: + 0.5 s (no messages)
+    m = M.replace(dense_flop_s=0.0001)
+    c = m.step(None, [[1000, 2000], [0, 500]], dense_load=[[10000, 0], [4000, 4000]])
+    assert c.compute_s == pytest.approx(2.9) and c.comm_s == 0.0
+    assert c.phase_s == pytest.approx([2.0, 0.9])
+    f = m.replace(floor_s=0.25).step(None, [[1000, 2000], [0, 500]],
+                                     dense_load=[[10000, 0], [4000, 4000]])
+    assert f.seconds == pytest.approx(3.4) and f.comm_s == pytest.approx(0.5)
+    # the same flops all at the sparse rate: max(11, 2) + max(4, 4.5) = 15.5 s
+    assert M.step(None, [[11000, 2000], [4000, 4500]]).compute_s == pytest.approx(15.5)
+
+
 def test_busiest_host_not_sum_of_messages():
     # 3 hosts: 0 -> 1 (800 B), 0 -> 2 (800 B), 1 -> 2 (400 B), one phase.
     # host 0: 2 msgs, 1600 B -> 18; host 1: 2 msgs, 1200 B -> 14; host 2: 2 msgs, 1200 B -> 14
@@ -108,6 +136,9 @@ def test_named_profiles():
     ib, eth = network_model("infiniband-100g"), network_model("ethernet-10g")
     assert ib.beta == pytest.approx(1 / 12.5e9) and eth.beta == pytest.approx(1 / 1.25e9)
     assert ib.alpha < eth.alpha
+    # both ports are full duplex, and a BLAS flop is cheaper than a sparse one
+    assert ib.duplex and eth.duplex
+    assert ib.dense_flop_s < ib.flop_s and eth.dense_flop_s < eth.flop_s
     with pytest.raises(InputError, match="unknown --network"):
         network_model("token-ring")
 
@@ -126,10 +157,13 @@ def test_saved_calibrations_per_cluster(tmp_path, monkeypatch):
     assert network_model("calibrated:rack-a").flop_s == 2e-9
     with pytest.raises(InputError, match="no calibration saved as 'rack-c'"):
         network_model("calibrated:rack-c")
-    # an entry edited to say its links are duplex
-    save_calibration("rack-d", {"alpha": 1e-4, "beta": 1e-9, "duplex": True})
-    assert network_model("calibrated:rack-d").duplex
-    assert not network_model("calibrated:rack-a").duplex
+    # a calibration that measured its links half duplex; one saved before calibrations
+    # measured it is taken as full duplex (switched ports, tc-shaped links)
+    save_calibration("rack-d", {"alpha": 1e-4, "beta": 1e-9, "duplex": False,
+                                "dense_flop_s": 1e-10})
+    assert not network_model("calibrated:rack-d").duplex
+    assert network_model("calibrated:rack-d").dense_flop_s == 1e-10
+    assert network_model("calibrated:rack-a").duplex
 
 
 def test_rank_layouts_fastest_first_and_keeps_the_asked_one():

@@ -12,6 +12,9 @@ def test_measure_save_and_read_back(client3, tmp_path, monkeypatch):
     monkeypatch.setenv("DASK_CONFIG", str(tmp_path))
     got = measure_network(client3, exchanges=("direct",), steps=3, transfer=False)
     assert got["alpha"] >= 0 and got["beta"] > 0 and got["flop_s"] > 0
+    # a BLAS product runs faster a flop than the sparse kernel; the duplex is measured
+    assert 0 < got["dense_flop_s"] < got["flop_s"]
+    assert isinstance(got["duplex"], bool) and got["duplex_ratio"] > 0
     assert got["workers"] == 3 and got["hosts"] == 1          # a LocalCluster: one host
     assert got["pair"][0] != got["pair"][1]
     assert cluster_name(client3) == "local"
@@ -19,6 +22,7 @@ def test_measure_save_and_read_back(client3, tmp_path, monkeypatch):
     model = network_for("calibrated", client3)
     assert (model.alpha, model.beta, model.flop_s) == (got["alpha"], got["beta"],
                                                       got["flop_s"])
+    assert (model.dense_flop_s, model.duplex) == (got["dense_flop_s"], got["duplex"])
     assert model.name == "calibrated:local"
     # no --network: the saved calibration of this cluster
     assert network_for(None, client3).name == "calibrated:local"

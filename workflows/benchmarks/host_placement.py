@@ -15,6 +15,7 @@ writes JSON (``--json``); ``--plots DIR`` draws measured against predicted per w
     python workflows/benchmarks/host_placement.py --rates 100mbit 1gbit --json hp.json \\
         --plots docs/img
     python workflows/benchmarks/host_placement.py --workflows gcn --rounds 1
+    python workflows/benchmarks/host_placement.py --replot a.json b.json --json ab.json
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def measure_rate(rate: str, workflows: list, rounds: int, log, only=None) -> dic
         if cal.returncode != 0:
             raise SystemExit(f"host_placement: calibration failed: {cal.stderr[-300:]}")
         out["calibration"] = [ln.strip() for ln in cal.stdout.splitlines()
-                              if "alpha" in ln or "flop" in ln]
+                              if "alpha" in ln or "flop" in ln or "duplex" in ln]
         log(f"[{rate}] " + "; ".join(out["calibration"]))
         for name in workflows:
             rows = []
@@ -258,6 +259,21 @@ def plots(results: list, folder: str) -> list:
     return made
 
 
+def merged(saved: list) -> list:
+    """The rates of several saved runs, one entry per rate: the workflows of runs at the
+    same rate (one run per workflow) together, the load averages of all."""
+    out: dict = {}
+    for doc in saved:
+        for res in doc["rates"]:
+            into = out.setdefault(res["rate"], {**res, "workflows": {}, "uptime": [],
+                                                "calibration": []})
+            into["workflows"].update(res["workflows"])
+            into["uptime"] += res.get("uptime") or []
+            into["calibration"] += [c for c in res.get("calibration") or []
+                                    if c not in into["calibration"]]
+    return list(out.values())
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rates", nargs="+", default=["100mbit", "1gbit"])
@@ -267,13 +283,13 @@ def main(argv=None) -> int:
     p.add_argument("--json", default="-", help="where the JSON goes (default stdout)")
     p.add_argument("--plots", metavar="DIR", help="one SVG per workflow in DIR")
     p.add_argument("--replot", metavar="JSON", nargs="+",
-                   help="no measuring: the tables (and --plots) of saved JSON files")
+                   help="no measuring: the tables (and --plots) of saved JSON files, the "
+                        "runs at one rate merged (and written to --json)")
     opts = p.parse_args(argv)
     if opts.replot:
-        results = []
-        for path in opts.replot:
-            with open(path) as f:
-                results += json.load(f)["rates"]
+        results = merged([json.load(open(path)) for path in opts.replot])
+        if opts.json != "-":
+            write_json({"rates": results}, opts.json)
         print(table(results))
         if opts.plots:
             print("\n".join(plots(results, opts.plots)))
