@@ -397,5 +397,6 @@ def _shutdown(client, status: int) -> None:
 
 
 def _has_nannies(client) -> bool:
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    return any(w.get("nanny") for w in workers)
+    from daskhpc.runtime import worker_info
+
+    return any(w.get("nanny") for w in worker_info(client).values())

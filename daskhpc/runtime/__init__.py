@@ -1,7 +1,8 @@
 """Run daskhpc graphs on a Dask cluster: connect, place, pin, measure.
 
 - :func:`connect` starts (or joins) a cluster set up for pinned graphs;
-  :func:`worker_addresses` lists its workers in a stable order.
+  :func:`worker_addresses` lists its workers in a stable order, :func:`worker_info`
+  what the scheduler knows of each.
 - :class:`Placement` maps parts to workers and re-maps them when workers go.
 - :func:`pinned_graph` / :func:`submit_pinned` build and submit graphs whose
   every task has a hard worker restriction.
@@ -46,7 +47,7 @@ from daskhpc.runtime._checkpoint import (CheckpointDir, CheckpointWarning, array
 from daskhpc.runtime._connect import (CLUSTER_CONFIG, NoScheduler, check_dashboard_address,
                                       connected,
                                       connect, free_dashboard_address, scheduler_file_security,
-                                      worker_addresses)
+                                      worker_addresses, worker_info)
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_direct, gather_watching,
                                     host_timeout, register_once, release_futures,
                                     replace_lost, run_on_workers)
@@ -141,4 +142,5 @@ __all__ = [
     "take",
     "wait_for_cluster",
     "worker_addresses",
+    "worker_info",
 ]

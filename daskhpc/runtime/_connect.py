@@ -25,7 +25,7 @@ from ._gc import frozen
 from ._logs import quiet_dask_noise
 from ._sigint import start_without_sigint
 
-__all__ = ["connect", "worker_addresses", "in_order", "CLUSTER_CONFIG",
+__all__ = ["connect", "worker_addresses", "worker_info", "in_order", "CLUSTER_CONFIG",
            "free_dashboard_address", "scheduler_file_security", "check_dashboard_address",
            "connected", "connect_timeout", "NoScheduler"]
 
@@ -385,11 +385,27 @@ def worker_addresses(client: Client) -> list[str]:
     >>> worker_addresses(client)                      # doctest: +SKIP
     ['tcp://127.0.0.1:40181', 'tcp://127.0.0.1:43911']
     """
+    workers = worker_info(client)
+    return in_order({addr: info.get("name") for addr, info in workers.items()})
+
+
+def worker_info(client: Client) -> dict:
+    """``{address: info}`` of every worker, as the scheduler has them now (``name``,
+    ``nanny``, ``status``, ...): what ``client.scheduler_info()["workers"]`` should be.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A synchronous client.
+
+    Returns
+    -------
+    dict
+    """
     # Not client.scheduler_info(): it returns the client's shared cache, which the
     # client's own periodic refresh (n_workers=0: no workers) may overwrite between the
     # fetch and the read; on a loaded machine that made every worker look lost.
-    workers = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
-    return in_order({addr: info.get("name") for addr, info in workers.items()})
+    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
 def in_order(names: dict) -> list[str]:

@@ -28,7 +28,8 @@ import numpy as np
 from daskhpc import dashboard
 from daskhpc.comm import CostModel
 from daskhpc.errors import InputError
-from daskhpc.runtime import AttemptGraph, GraphJob, gather_direct, release_futures
+from daskhpc.runtime import (AttemptGraph, GraphJob, gather_direct, release_futures,
+                             worker_addresses)
 
 from . import _memory
 from ._graph import batch_graph, kept_name, step_of_key, symbolic_graph
@@ -366,7 +367,7 @@ class Batches:
         but no longer in memory, spread over the workers in turn (a task there reads it)."""
         disk = [(t, name) for t in sorted(self.files) if t not in self.kept
                 for name in self.files[t]]
-        workers = sorted(self.client.scheduler_info()["workers"]) if disk else []
+        workers = worker_addresses(self.client) if disk else []
         out = []
         for n, (t, name) in enumerate(disk):
             path = self.ck.file(t, name)

@@ -118,7 +118,7 @@ class Values:
         For a DataFrame the mask is made on the keeper's worker and each piece labels
         its ratings there; a repeated (user, item) pair is refused from the keeper."""
         n = self.nz.nnz
-        who = sorted(self.client.scheduler_info(n_workers=-1)["workers"])[0]
+        who = self._first_worker()
         ntrain = shape = None               # a DataFrame's: counted and checked there
         if self.spread:
             self._release_mask()
@@ -182,6 +182,15 @@ class Values:
                                  pure=False).result()
         return dict(zip(("train", "test", "blocks"), got))
 
+    def _first_worker(self) -> str:
+        """The keeper's worker: the first (part 0's in a ring placement)."""
+        from daskhpc.runtime import worker_addresses
+
+        workers = worker_addresses(self.client)
+        if not workers:
+            raise RuntimeError("the cluster has no workers to keep the ratings")
+        return workers[0]
+
     def _route_keeper(self, who) -> None:
         """Route the training and test ratings to the keeper (worker ``who``)."""
         if self.spread:
@@ -205,7 +214,7 @@ class Values:
 
         self.nz.reread(self.client)
         try:
-            self._route_keeper(sorted(self.client.scheduler_info(n_workers=-1)["workers"])[0])
+            self._route_keeper(self._first_worker())
             wait([self.keeper])
         finally:
             self.nz.release()

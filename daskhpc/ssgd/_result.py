@@ -225,7 +225,9 @@ class SSGDResult(WorkflowResult):
             from distributed import get_client
 
             client = get_client()
-        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        from daskhpc.runtime import worker_addresses
+
+        workers = worker_addresses(client)
         out = []
         for X in (self.W, self.H):
             step = int(chunks or max(1, -(-X.shape[0] // max(1, len(workers)))))

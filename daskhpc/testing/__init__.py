@@ -40,8 +40,9 @@ def validated_client(n_workers: int, **kwargs):
 
     Examples
     --------
+    >>> from daskhpc.runtime import worker_addresses
     >>> with validated_client(2) as client:                        # doctest: +SKIP
-    ...     assert len(client.scheduler_info()["workers"]) == 2
+    ...     assert len(worker_addresses(client)) == 2
     """
     import dask.config
 

@@ -10,6 +10,7 @@ import pytest
 from daskhpc._dask_internals import outgoing_log
 from daskhpc.cpals import fit
 from daskhpc.errors import InputError
+from daskhpc.runtime import worker_addresses
 
 dd = pytest.importorskip("dask.dataframe")
 pd = pytest.importorskip("pandas")
@@ -52,7 +53,7 @@ def test_values_stay_on_the_workers(client2):
         return [(e["who"], dict(e["keys"])) for e in outgoing_log(dask_worker)]
 
     def to_client():
-        workers = set(client2.scheduler_info()["workers"])
+        workers = set(worker_addresses(client2))
         return {str(k): n for log in client2.run(sent).values() for who, keys in log
                 if who not in workers for k, n in keys.items()}
 

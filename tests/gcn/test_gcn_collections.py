@@ -9,6 +9,7 @@ import pytest
 
 from daskhpc._dask_internals import outgoing_log
 from daskhpc.errors import InputError
+from daskhpc.runtime import worker_addresses
 from daskhpc.gcn import fit
 
 dd = pytest.importorskip("dask.dataframe")
@@ -96,7 +97,7 @@ def to_client(client):
     def sent(dask_worker):
         return [(e["who"], list(e["keys"])) for e in outgoing_log(dask_worker)]
 
-    workers = set(client.scheduler_info()["workers"])
+    workers = set(worker_addresses(client))
     return {str(k) for log in client.run(sent).values() for who, keys in log
             if who not in workers for k in keys}
 

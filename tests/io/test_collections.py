@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 from daskhpc.errors import InputError
 from daskhpc.io import is_collection, labels_route, read_nonzeros, route
+from daskhpc.runtime import worker_addresses
 
 dd = pytest.importorskip("dask.dataframe")
 pd = pytest.importorskip("pandas")
@@ -60,7 +61,7 @@ def test_frame_pins_and_pieces(client2):
         assert nz.offsets.tolist()[0] == 0 and nz.offsets[-1] == 5 and len(nz.pieces) == 3
         assert nz.gather_values(client2).tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
         # every nonzero to part (row % 2), built on the chosen worker
-        w = sorted(client2.scheduler_info()["workers"])
+        w = worker_addresses(client2)
         parts = route(client2, nz, labels_route(nz.pins[0] % 2, nz.offsets, 2),
                       {0: w[0], 1: w[1]}, _join, with_ids=True)
         got = client2.gather(parts)
@@ -80,7 +81,7 @@ def test_parts_routed_again_from_the_files(client2, tmp_path):
         pd.DataFrame({"row": r, "col": [1] * len(r), "value": [float(x) for x in r]}) \
             .to_parquet(tmp_path / f"{k}.parquet")
     nz = read_nonzeros(dd.read_parquet(tmp_path), client2, order=2, name="A")
-    w = sorted(client2.scheduler_info()["workers"])
+    w = worker_addresses(client2)
     takes = labels_route(nz.pins[0] % 2, nz.offsets, 2)
     first = client2.gather(route(client2, nz, takes, {0: w[0], 1: w[1]}, _join, with_ids=True))
     nz.release()

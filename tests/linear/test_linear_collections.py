@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from daskhpc.errors import InputError
+from daskhpc.runtime import worker_addresses
 from daskhpc.linear import fit
 
 da = pytest.importorskip("dask.array")
@@ -60,7 +61,7 @@ def test_row_chunks_equal_the_matrix(client2):
     def sent(dask_worker):
         return [(e["who"], dict(e["keys"])) for e in dask_worker.transfer_outgoing_log]
 
-    workers = set(client2.scheduler_info()["workers"])
+    workers = set(worker_addresses(client2))
     before = {str(k) for log in client2.run(sent).values() for who, keys in log
               if who not in workers for k in keys}
     fit(chunked(X), y, 2, client=client2, **RUN)
@@ -82,7 +83,7 @@ def test_test_set_as_collections_is_evaluated_on_the_workers(client2):
     def sent(dask_worker):
         return [(e["who"], dict(e["keys"])) for e in dask_worker.transfer_outgoing_log]
 
-    workers = set(client2.scheduler_info()["workers"])
+    workers = set(worker_addresses(client2))
     before = {str(k) for log in client2.run(sent).values() for who, keys in log
               if who not in workers for k in keys}
     got = fit(chunked(X), y, 2, test=(chunked(Xt, 40), da.from_array(yt, chunks=50)),

@@ -297,7 +297,7 @@ WORKER_PROBE = textwrap.dedent("""
     import daskhpc as dh
 
     client = dh.connect()
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    workers = dh.runtime.worker_info(client).values()
     json.dump(sorted([w["name"], bool(w.get("nanny")), w["memory_limit"]] for w in workers),
               open(sys.argv[1], "w"))
 """)

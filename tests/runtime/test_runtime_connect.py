@@ -13,7 +13,7 @@ import pytest
 from distributed import Client
 
 import daskhpc.runtime
-from daskhpc.runtime import CLUSTER_CONFIG, connect, worker_addresses
+from daskhpc.runtime import CLUSTER_CONFIG, connect, worker_addresses, worker_info
 
 
 def test_public_namespace_is_pinned():
@@ -75,6 +75,7 @@ def test_public_namespace_is_pinned():
         "release_futures",
         "replace_lost",
         "run_job",
+        "run_on_parts",
         "run_on_workers",
         "run_phases",
         "save_arrays",
@@ -87,9 +88,29 @@ def test_public_namespace_is_pinned():
         "wait_for_cluster",
         "worker_addresses",
         "worker_hosts",
+        "worker_info",
     ]
     for name in daskhpc.runtime.__all__:
         assert getattr(daskhpc.runtime, name) is not None
+
+
+def test_no_module_reads_the_workers_from_scheduler_info():
+    """``Client.scheduler_info()`` returns the client's cache, which its periodic refresh
+    may leave without workers under load (docs/decisions.md): the package asks
+    ``worker_addresses`` / ``worker_info`` (``n_workers=0``, the services only, is fine)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(daskhpc.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr == "scheduler_info" and not any(
+                        k.arg == "n_workers" and getattr(k.value, "value", None) == 0
+                        for k in node.keywords):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert found == []
 
 
 def scheduler_settings(dask_scheduler):
@@ -113,7 +134,7 @@ def test_local_cluster_is_configured_and_leaves_nothing_behind():
         addresses = worker_addresses(client)
         assert len(addresses) == 3
         assert all(a.startswith("tcp://") for a in addresses)
-        info = client.scheduler_info()["workers"]
+        info = worker_info(client)
         assert [info[a]["name"] for a in addresses] == [0, 1, 2]
         assert client.scheduler.address.startswith("tcp://")
         assert client.run_on_scheduler(scheduler_settings) == {

@@ -187,7 +187,7 @@ def test_the_end_of_a_run_cancels_its_pushes_to_a_dead_worker(client2):
     from daskhpc.runtime._exchange import NAME, Exchange
 
     client2.register_plugin(Exchange(), name=NAME)
-    worker = sorted(client2.scheduler_info()["workers"])[0]
+    worker = worker_addresses(client2)[0]
     fut = client2.submit(_push_to_nobody, "t-dead", workers=[worker], pure=False)
     def executing(dask_worker, key=fut.key):
         ts = dask_worker.state.tasks.get(key)

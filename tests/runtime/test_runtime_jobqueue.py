@@ -24,7 +24,7 @@ jobqueue = pytest.importorskip("dask_jobqueue.local")
 
 from distributed import Client  # noqa: E402
 
-from daskhpc.runtime import WorkersMissing  # noqa: E402
+from daskhpc.runtime import WorkersMissing, worker_info  # noqa: E402
 
 # dask-jobqueue's LocalJob kills its job's process at close without reaping it (and leaves
 # its pipes to the garbage collector): ResourceWarnings of the library's, not of the run
@@ -131,13 +131,13 @@ def test_a_run_waits_for_its_jobs_and_equals_the_local_cluster_run(tmp_path, cli
     ref = small_cpals(client2)
     with job_cluster(python, tmp_path) as cluster, Client(cluster) as client:
         cluster.scale(2)
-        assert client.scheduler_info()["workers"] == {}     # the gate is shut
+        assert worker_info(client) == {}     # the gate is shut
         opener = threading.Thread(target=_open_when_waiting,
                                   args=(gate, threading.get_ident()), daemon=True)
         opener.start()
         res = small_cpals(client, worker_timeout=300)
         opener.join()
-        names = sorted(w["name"] for w in client.scheduler_info()["workers"].values())
+        names = sorted(w["name"] for w in worker_info(client).values())
     assert names == ["LocalCluster-0", "LocalCluster-1"]
     assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
     assert res.report()["execution"]["workers"] == 2

@@ -160,7 +160,7 @@ PROBE = textwrap.dedent("""
 
     client = dh.connect()
     pem = sys.argv[2]
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    workers = dh.runtime.worker_info(client).values()
     json.dump({"workers": sorted([w["name"], bool(w.get("nanny")), w["memory_limit"]]
                                  for w in workers),
                "pem_mode": oct(stat.S_IMODE(os.stat(pem).st_mode)),

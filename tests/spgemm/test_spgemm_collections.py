@@ -11,6 +11,7 @@ from spgemm_helpers import assert_same_product, random_matrix
 
 from daskhpc._dask_internals import outgoing_log
 from daskhpc.errors import InputError
+from daskhpc.runtime import worker_addresses
 from daskhpc.spgemm import multiply
 
 dd = pytest.importorskip("dask.dataframe")
@@ -34,7 +35,7 @@ def to_client(client):
     from the workers' own transfer logs; call again for the difference."""
     def sent(dask_worker):
         return [(e["who"], dict(e["keys"])) for e in outgoing_log(dask_worker)]
-    workers = set(client.scheduler_info()["workers"])
+    workers = set(worker_addresses(client))
     out = {}
     for log in client.run(sent).values():
         for who, keys in log:

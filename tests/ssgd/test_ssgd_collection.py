@@ -40,7 +40,17 @@ def same(a, b) -> None:
     assert np.array_equal(a.row_ids, b.row_ids) and np.array_equal(a.col_ids, b.col_ids)
 
 
-def test_frame_equals_file_and_factors_as_dask_arrays(client2, tmp_path):
+def stale_scheduler_info(client):
+    """``client.scheduler_info`` as it returns under load: the client's cache, which its
+    periodic refresh (n_workers=0) may overwrite between the fetch and the read, holds
+    no workers (docs/decisions.md); the workflows must not read workers from it."""
+    def info(*args, **kwargs):
+        return client.sync(client.scheduler.identity, n_workers=0)
+    return info
+
+
+def test_frame_equals_file_and_factors_as_dask_arrays(client2, tmp_path, monkeypatch):
+    monkeypatch.setattr(client2, "scheduler_info", stale_scheduler_info(client2))
     df = table()
     path = tmp_path / "r.csv"
     df.to_csv(path, index=False)

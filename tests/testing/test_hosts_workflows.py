@@ -149,7 +149,9 @@ def cut_mid_run(name: str, tmp_path, restore_after: float | None):
             check = vc.run(0, [sys.executable, "-c",
                                "import sys, distributed; "
                                "c = distributed.Client(scheduler_file=sys.argv[1]); "
-                               "print(*sorted(c.scheduler_info()['workers']))", sf],
+                               # (the scheduler asked: scheduler_info() is a cache)
+                               "print(*sorted(c.sync(c.scheduler.identity, "
+                               "n_workers=-1)['workers']))", sf],
                            capture_output=True, text=True, timeout=120)
             assert vc.addresses[2] not in check.stdout and check.returncode == 0, check
         host2 = vc.addresses[2]
