@@ -9,9 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dask.config
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# A LocalCluster closes the nanny of a removed worker if no worker of its name has joined
+# `lost-worker-timeout` (15 s) later. Tests that kill a worker count on its nanny's
+# restart, which on a loaded machine can take longer: the cluster then closed the nanny
+# as the restarted worker joined, and the test lost that worker too.
+dask.config.set({"distributed.deploy.lost-worker-timeout": "300s"})
 SHARED_DATA = Path(os.environ.get("DASKHPC_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
