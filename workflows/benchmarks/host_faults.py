@@ -95,8 +95,7 @@ def one(name: str, fault: str, host_timeout: float | None, rate: str = RATE) -> 
     if os.path.exists(path):
         with open(path) as f:
             rep = json.load(f)
-        # (SpGEMM keeps its recoveries at the top of its report)
-        recs = (rep.get("recovery") or {}).get("recoveries") or rep.get("recoveries") or []
+        recs = (rep.get("recovery") or {}).get("recoveries") or []
         out["recoveries"] = [{k: (round(v, 1) if isinstance(v, float) else v)
                               for k, v in r.items()
                               if k in ("lost", "why", "wasted_s", "recovery_s", "time_lost_s",
