@@ -16,7 +16,7 @@ ROOT = pathlib.Path(daskhpc.__file__).parent
 #: the ones below. Keys are the first name under ``daskhpc``.
 LAYERS = [
     {"__init__", "_version", "arrays", "errors", "report", "_config", "_workflows", "_numba",
-     "_saved", "_notebook", "_ticker", "_clock", "_dask_internals"},
+     "_saved", "_notebook", "_ticker", "_clock", "_dask_internals", "_narrow"},
     {"io"},
     {"datasets", "hypergraph"},
     {"comm"},

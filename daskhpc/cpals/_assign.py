@@ -36,6 +36,7 @@ import numba
 import numpy as np
 
 from daskhpc import hypergraph as hg
+from daskhpc._narrow import index_dtype
 from daskhpc.errors import InputError
 
 from ._kernels import counting_order
@@ -206,7 +207,7 @@ def random_parts(n: int, nparts: int, seed: int, stream: int, dtype=np.int64) ->
     The permutation is shuffled in int32 (the same draws as ``permutation(n)``, half the
     bytes) and dealt a block at a time into ``dtype`` (:func:`part_dtype` for the
     nonzeros: 2 bytes each, not 8)."""
-    perm = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+    perm = np.arange(n, dtype=index_dtype(n))
     np.random.default_rng([int(seed), 0xC9A15, int(stream)]).shuffle(perm)
     out = np.empty(n, dtype=dtype)
     for lo in range(0, n, BLOCK):

@@ -18,11 +18,12 @@ from dataclasses import replace
 
 import numpy as np
 
+from daskhpc._narrow import index_dtype, narrow_values
 from daskhpc.errors import InputError
 from daskhpc.io import labels_route, read_nonzeros, rereading, route, rows_route
 
 from ._parts import iter_statics, part_members
-from ._data import Tensor, _order_state, as_tensor, narrow_values
+from ._data import Tensor, _order_state, as_tensor
 
 __all__ = ["read_tensor", "part_statics", "rebuilder"]
 
@@ -43,7 +44,7 @@ class Canonical:
         new = np.ones(c.shape[1], dtype=bool)
         if c.shape[1] > 1:
             new[1:] = np.any(c[:, 1:] != c[:, :-1], axis=0)
-        self.canon = np.empty(order.size, np.int32 if order.size < 2**31 else np.int64)
+        self.canon = np.empty(order.size, index_dtype(order.size))
         self.canon[order] = np.cumsum(new, dtype=self.canon.dtype) - 1
         del order
         self.duplicates = bool(not new.all())

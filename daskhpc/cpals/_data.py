@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
+from daskhpc._narrow import index_dtype, narrow_values
 from daskhpc.errors import InputError
 
-__all__ = ["Tensor", "as_tensor", "index_dtype", "narrow_values"]
+__all__ = ["Tensor", "as_tensor"]
 
 
 @dataclass(eq=False)
@@ -172,7 +173,7 @@ def _canonical(coords, vals, shape, where: str) -> Tensor:
         if lo < 0 or hi >= n:
             bad = lo if lo < 0 else hi
             raise InputError(f"{where}: index {bad} in mode {m + 1} lies outside [0, {n})")
-    coords = coords.astype(index_dtype(shape), copy=False)     # in bounds: exact
+    coords = coords.astype(index_dtype(max(shape)), copy=False)     # in bounds: exact
     bad = np.flatnonzero(~np.isfinite(vals))
     if bad.size:
         e = int(bad[0])
@@ -185,26 +186,6 @@ def _canonical(coords, vals, shape, where: str) -> Tensor:
                   shape,
                   {"shape": list(shape), "nnz": int(vals.size),
                    **({"path": where} if where != "input" else {})})
-
-
-def index_dtype(shape) -> type:
-    """int32 when every mode's indices fit it, else int64."""
-    return np.int32 if max(int(n) for n in shape) <= 2**31 - 1 else np.int64
-
-
-def narrow_values(vals: np.ndarray) -> np.ndarray:
-    """``vals`` as float32 when that holds every value exactly, else as float64.
-
-    Examples
-    --------
-    >>> narrow_values(np.array([1.0, 2.5])).dtype, narrow_values(np.array([0.1])).dtype
-    (dtype('float32'), dtype('float64'))
-    """
-    if vals.dtype == np.float32:
-        return vals
-    with np.errstate(over="ignore"):         # beyond float32's range: inf, not equal
-        v32 = vals.astype(np.float32)
-    return v32 if np.array_equal(v32, vals) else vals
 
 
 @numba.njit(cache=True)

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from daskhpc._narrow import index_dtype
+
 from ._assign import part_counts
-from ._data import index_dtype
 
 __all__ = ["PartStatic", "statics", "iter_statics", "part_members"]
 
@@ -146,7 +147,7 @@ def _subset(pos: np.ndarray, n: int) -> np.ndarray | None:
 def _where_label(labels: np.ndarray, p: int, n: int) -> np.ndarray:
     """The ``n`` positions of ``labels == p``, ascending: int32 below 2**31 nonzeros (no
     boolean mask and no int64 positions of the whole tensor)."""
-    out = np.empty(n, np.int32 if labels.size < 2**31 else np.int64)
+    out = np.empty(n, index_dtype(labels.size))
     _fill_where(labels, p, out)
     return out
 
@@ -228,7 +229,7 @@ def iter_statics(setup, parts=None):
         else:
             nz, wk = members[p], work[p]
         every = nz.size == X.nnz              # (one part) its nonzeros are the tensor's
-        lc = np.empty((N, nz.size), index_dtype(X.shape))     # int32: the raw size
+        lc = np.empty((N, nz.size), index_dtype(max(X.shape)))     # int32: the raw size
         rows, own = [], []
         for m in range(N):
             r, o_m = _local(X.coords[m], nz, every, own_global[m][p], X.shape[m], lc[m])

@@ -50,6 +50,7 @@ from functools import partial
 
 import numpy as np
 
+from daskhpc._narrow import hash_wide
 from daskhpc.comm import Program
 
 from ._als import column_scale, converged, fit_value, solve_rows
@@ -272,10 +273,15 @@ def fingerprint(setup) -> dict:
     the arithmetic, and the partition (digests, not the arrays)."""
     X, d, o = setup.tensor, setup.dist, setup.options
     token = X.source.get("dask_token")     # a Dask collection: its values stay on the workers
-    # as int64 indices and float64 values, whatever the storage (narrow since: the same
-    # digests as before)
-    tensor = _sha1((X.coords,), np.int64, tail=b"" if token is None else token.encode(),
-                   more=() if token is not None else (X.vals,), more_dtype=np.float64)
+    # as int64 indices and float64 values, whatever the storage: a tensor stored narrow
+    # has the digest it had stored wide
+    h = hashlib.sha1()
+    hash_wide(h, [X.coords], np.int64)
+    if token is None:
+        hash_wide(h, [X.vals], np.float64)
+    else:
+        h.update(token.encode())
+    tensor = h.hexdigest()
     owners = _sha1([*d.owners, *([] if d.nnz_parts is None else [d.nnz_parts])], np.int64)
     return {"workflow": "cpals", "shape": list(X.shape), "nnz": X.nnz,
             "tensor_sha1": tensor, "parts": setup.K, "grain": d.grain,
@@ -290,14 +296,8 @@ def _init_id(setup) -> str:
         "given:" + _sha1(setup.start_factors(), np.float64)
 
 
-def _sha1(arrays, dtype=None, tail: bytes = b"", more=(), more_dtype=None) -> str:
-    """SHA-1 of the arrays' bytes (as ``dtype``), of ``more``'s (as ``more_dtype``), then
-    of ``tail``; converted a block at a time (no whole copy of a tensor)."""
+def _sha1(arrays, dtype) -> str:
+    """SHA-1 of the arrays' bytes as ``dtype``."""
     h = hashlib.sha1()
-    for group, dt in ((arrays, dtype), (more, more_dtype)):
-        for a in group:
-            flat = np.ascontiguousarray(a).reshape(-1)
-            for lo in range(0, max(flat.size, 1), 1 << 20):
-                h.update(np.ascontiguousarray(flat[lo:lo + (1 << 20)], dtype=dt).tobytes())
-    h.update(tail)
+    hash_wide(h, arrays, dtype)
     return h.hexdigest()

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc._narrow import index_dtype
 from daskhpc.io import (SparseInput, read_edge_csv, read_libsvm, read_node_features,
                         read_node_labels, read_ratings, read_tns)
 
@@ -187,7 +188,7 @@ def libsvm(split: str = "train") -> SparseInput:
 def _small(indptr: np.ndarray) -> np.ndarray:
     """``indptr`` as int32 where it fits: scipy widens the indices to the indptr's dtype,
     and int64 indices double a large matrix's pattern."""
-    return indptr.astype(np.int32) if indptr[-1] < np.iinfo(np.int32).max else indptr
+    return indptr.astype(index_dtype(int(indptr[-1]) + 1))
 
 
 def cora() -> GraphData:

@@ -28,6 +28,7 @@ import uuid
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc._narrow import index_dtype
 from daskhpc._workflows import checked_options
 from daskhpc.errors import InputError
 from daskhpc.io import (check_rows, is_collection, join_rows, read_edge_list, read_rows,
@@ -108,7 +109,7 @@ def prepare_collection(client, graph, features, labels, split, nparts, minibatch
         else:
             X = features
         # int32 ids where they fit: scipy keeps the index arrays' width
-        ids = np.int32 if n < np.iinfo(np.int32).max else np.int64
+        ids = index_dtype(n)
         src, dst = edges.pins[0].astype(ids, copy=False), edges.pins[1].astype(ids, copy=False)
         A = sp.csr_array((np.ones(src.size), (src, dst)), shape=(n, n))
         A.sum_duplicates()

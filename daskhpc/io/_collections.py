@@ -35,6 +35,7 @@ import uuid
 
 import numpy as np
 
+from daskhpc._narrow import index_dtype
 from daskhpc.errors import InputError
 
 __all__ = ["is_collection", "read_nonzeros", "Nonzeros", "route", "labels_route",
@@ -217,7 +218,7 @@ def _with_pins(client, futures, stats, name, shape, cols, token, remake,
     if gather:
         # fetched a piece at a time into the result: the pieces and their concatenation
         # were twice the pins at once
-        itype = np.int32 if max(shape) < 2**31 else np.int64
+        itype = index_dtype(max(shape))
         pins = np.empty((len(shape), int(offsets[-1])), itype)
         got = [client.submit(_pins, f, itype, pure=False) for f in futures]
         for k, f in enumerate(got):

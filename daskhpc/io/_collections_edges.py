@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskhpc._narrow import index_dtype
 from daskhpc.arrays import unique_sorted
 from daskhpc.errors import InputError
 
@@ -97,7 +98,7 @@ def read_edge_list(x, client, *, columns=None, name: str = "edges") -> Edges:
         lo = min(s["min"][m] for s in stats if s["n"] for m in range(2))
         hi = max(s["max"][m] for s in stats if s["n"] for m in range(2))
         id_map = None if (lo == 0 and hi == n - 1) else uniq[0]
-        itype = np.int32 if n < 2**31 else np.int64
+        itype = index_dtype(n)
         pins = client.gather([client.submit(_dense_pins, f, id_map, itype, pure=False)
                               for f in futures])
     finally:

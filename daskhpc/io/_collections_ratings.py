@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from daskhpc._narrow import index_dtype, narrow_values
 from daskhpc.errors import InputError
 
 from ._collections import (_checked_count, _column_kinds, _kind, _named_columns, _summary,
@@ -259,8 +260,7 @@ def _rating_piece(df, cols, user_map, item_map) -> tuple:
     where they fit, ratings float32 where that keeps every value (12 bytes a rating, not
     24, in every copy the workers route)."""
     n = len(df)
-    ids = np.empty((2, n), np.int32 if max(user_map.size, item_map.size) < 2**31
-                   else np.int64)
+    ids = np.empty((2, n), index_dtype(max(user_map.size, item_map.size)))
     missing = []
     for m, (c, idmap) in enumerate(zip(cols[:2], (user_map, item_map))):
         col = df[c]
@@ -273,8 +273,7 @@ def _rating_piece(df, cols, user_map, item_map) -> tuple:
             np.asarray(col.to_numpy(dtype=object)).astype(str)
         ids[m] = np.searchsorted(idmap, v)
     vals = df[cols[2]].to_numpy(dtype=np.float64, na_value=np.nan)
-    small = vals.astype(np.float32)
-    return ids, (small if np.array_equal(small, vals) else vals), missing
+    return ids, narrow_values(vals), missing
 
 
 def repeated_pair(ids, shape):

@@ -15,6 +15,8 @@ import re
 
 import numpy as np
 
+from daskhpc._narrow import index_dtype
+
 from ._common import (Lines, SparseInput, as_int, check_finite, csr, dense_ids,
                       first_repeat, parses, read_bytes)
 from ._errors import ReadError
@@ -264,7 +266,7 @@ def _dense(ids: np.ndarray):
     if lo == 0 and hi < 4 * ids.size and np.bincount(ids, minlength=hi + 1).all():
         return None, ids
     m, d = dense_ids(ids)
-    return m, d.astype(np.int32) if m is not None and m.size < 2**31 else d
+    return m, d.astype(index_dtype(m.size)) if m is not None else d
 
 
 def _floats(lines, idx, col: np.ndarray, what: str) -> np.ndarray:

@@ -391,17 +391,8 @@ def worker_addresses(client: Client) -> list[str]:
 
 def worker_info(client: Client) -> dict:
     """``{address: info}`` of every worker, as the scheduler has them now (``name``,
-    ``nanny``, ``status``, ...): what ``client.scheduler_info()["workers"]`` should be.
-
-    Parameters
-    ----------
-    client : distributed.Client
-        A synchronous client.
-
-    Returns
-    -------
-    dict
-    """
+    ``nanny``, ``status``, ...), from a synchronous ``client``: what
+    ``client.scheduler_info()["workers"]`` should be."""
     # Not client.scheduler_info(): it returns the client's shared cache, which the
     # client's own periodic refresh (n_workers=0: no workers) may overwrite between the
     # fetch and the read; on a loaded machine that made every worker look lost.

@@ -24,10 +24,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from daskhpc._narrow import index_dtype, narrow_values
 from daskhpc.errors import InputError
 
 from ._input import Input
-from ._data import (Ratings, compact_values, holdout_mask, mean_of, placeholder,
+from ._data import (Ratings, holdout_mask, mean_of, placeholder,
                     wide_digest)
 
 __all__ = ["read_input", "Values", "with_values", "full_setup"]
@@ -358,7 +359,7 @@ def with_values(d, vals):
     if isinstance(vals, tuple):
         return _with_ids(d, *vals)
     ends = np.cumsum([b.size for b in d.bli])
-    vals = compact_values(vals)
+    vals = narrow_values(vals)
     d = replace(d, bval=np.split(vals[:ends[-1]] if len(ends) else vals[:0], ends[:-1]))
     if d.test_li is not None:
         d.test_val = vals[ends[-1] if len(ends) else 0:]
@@ -396,11 +397,11 @@ def _with_ids(d, ids, vals, sizes):
     :func:`~daskhpc.ssgd._parts.part_data` numbers them (``d.rows`` and the held
     columns are ascending)."""
     K = d.K
-    it = np.int32 if max(d.rows.size, *(c.size for c in d.cols)) < 2**31 else np.int64
+    it = index_dtype(max(d.rows.size, *(c.size for c in d.cols)))
     ends = np.cumsum(sizes)[:-1]
     li = np.split(np.searchsorted(d.rows, ids[0]).astype(it), ends)
     cj = np.split(ids[1], ends)
-    val = np.split(compact_values(vals), ends)
+    val = np.split(narrow_values(vals), ends)
     d = replace(d, bli=li[:K], bval=val[:K],
                 blj=[np.searchsorted(d.cols[b], cj[b]).astype(it) for b in range(K)])
     if d.test_cols is not None:
@@ -413,7 +414,7 @@ def _take(lab, G):
     """``(take, bounds)``: positions by label (stable), where each of ``G`` labels starts."""
     take = np.argsort(lab, kind="stable")
     b = np.searchsorted(lab[take], np.arange(G + 1)).astype(np.int64)
-    return take.astype(np.int32 if lab.size < 2**31 else np.int64), b
+    return take.astype(index_dtype(lab.size)), b
 
 
 def _labelled(piece, lo, mask, G, fn, *args):

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc._narrow import hash_wide
 from daskhpc._workflows import check_parts as kit_check_parts
 from daskhpc.errors import InputError
 
 __all__ = ["Ratings", "as_ratings", "raw_ratings", "split", "holdout_mask", "check_parts",
-           "FileNames", "placeholder", "compact_values", "index_dtype", "mean_of",
+           "FileNames", "placeholder", "mean_of",
            "wide_digest"]
 
 
@@ -95,30 +96,6 @@ class Ratings:
         return f"Ratings({self.shape[0]} x {self.shape[1]}, {self.nnz} ratings)"
 
 
-def compact_values(v: np.ndarray) -> np.ndarray:
-    """``v`` as float32 when that keeps every value (half-star ratings do), else as it is.
-
-    What a part's worker holds: 4 bytes a rating instead of 8. The kernels compute in
-    float64 from the same values, so a run gives the same bits either way.
-
-    Examples
-    --------
-    >>> compact_values(np.array([3.5, 4.0])).dtype, compact_values(np.array([0.1])).dtype
-    (dtype('float32'), dtype('float64'))
-    """
-    v = np.asarray(v)
-    if v.dtype != np.float32 and v.dtype.kind == "f" and v.size:
-        c = v.astype(np.float32)
-        if np.array_equal(c, v):
-            return c
-    return v
-
-
-def index_dtype(n: int):
-    """The smallest of int32 and int64 that holds the indices ``0..n-1``."""
-    return np.int32 if n < 2**31 else np.int64
-
-
 def mean_of(v: np.ndarray) -> float:
     """The mean of ``v`` summed in float64 (the same bits for float32 and float64 arrays
     of the same values: a float32 array is widened first)."""
@@ -140,12 +117,7 @@ def wide_digest(*arrays, chunk: int = 1 << 20) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for a in arrays:
-        a = np.asarray(a)
-        wide = np.int64 if a.dtype.kind in "iu" else np.float64
-        flat = a.reshape(-1) if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(-1)
-        for lo in range(0, flat.size, chunk):
-            h.update(memoryview(np.ascontiguousarray(flat[lo:lo + chunk], wide)).cast("B"))
+    hash_wide(h, arrays, chunk=chunk)
     return h.hexdigest()
 
 

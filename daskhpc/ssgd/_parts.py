@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._data import compact_values
+from daskhpc._narrow import index_dtype, narrow_values
 from ._dgap import unique
 from ._kernels import learning_rate
 from ._runplan import holders
@@ -57,7 +57,7 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
     if not tr.on_workers:
         # local W and H rows in 32 bits where they fit: the parts' (row, column) of
         # every rating are built here for all parts, 8 bytes a rating instead of 16
-        it = np.int32 if max(s.train.shape) < 2**31 else np.int64
+        it = index_dtype(max(s.train.shape))
         local_row = np.full(N, -1, it)
         local_row[rows] = np.arange(rows.size)
         ptr, idx = s.blocks()
@@ -71,7 +71,7 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
             blj[b] = local_col[tr.cols[sel]]
             # a collection's ratings are put in on the part's worker (with_values)
             # float32 where it keeps every rating: 12 bytes a rating on the worker
-            bval[b] = None if s.values is not None else compact_values(tr.vals[sel])
+            bval[b] = None if s.values is not None else narrow_values(tr.vals[sel])
     E, e0 = s.E, s.epoch0
     blocks = np.array([[int(s.strata.block(p, k, e)) for k in range(K)] for e in range(E)],
                       np.int64)
@@ -148,7 +148,7 @@ def _evaluation(s: Setup, p: int, d: PartData, local_row: np.ndarray) -> None:
         d.test_cols = unique(t.cols[sel])
         d.test_li = local_row[t.rows[sel]]
         d.test_lj = np.searchsorted(d.test_cols, t.cols[sel])
-        d.test_val = None if s.values is not None else compact_values(t.vals[sel])
+        d.test_val = None if s.values is not None else narrow_values(t.vals[sel])
     for q, ev in enumerate(rp.eval_patterns):
         epoch = 0 if ev["epoch"] is None else ev["epoch"]
         hold = holders(lay, s.strata, s.options.strategy, epoch)[d.test_cols]

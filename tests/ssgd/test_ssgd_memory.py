@@ -152,14 +152,15 @@ def test_parts_hold_32_bit_ids_and_ratings_where_they_keep_every_value():
 
 
 def test_32_bit_ratings_give_the_same_numbers():
-    from daskhpc.ssgd._data import compact_values, mean_of
+    from daskhpc._narrow import narrow_values
+    from daskhpc.ssgd._data import mean_of
     from daskhpc.ssgd._serial import value_quality
     from daskhpc.ssgd._setup import Options
 
     r = ratings(30_000, 900, 400)
-    v32 = compact_values(r.vals)
+    v32 = narrow_values(r.vals)
     assert v32.dtype == np.float32 and np.array_equal(v32, r.vals)
-    assert compact_values(r.vals + 0.1).dtype == np.float64
+    assert narrow_values(r.vals + 0.1).dtype == np.float64
     assert mean_of(v32) == mean_of(r.vals) == r.mean()
     rng = np.random.default_rng(1)
     W, H = rng.random((r.shape[0], 4)), rng.random((r.shape[1], 4))
