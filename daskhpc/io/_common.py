@@ -52,7 +52,7 @@ _SPACE[list(b" \t\n\r\v\f")] = True
 class SparseInput:
     """What a reader returns: the sparse data plus what the file said about it.
 
-    Exactly one of ``matrix`` (2-D formats) and ``tensor`` (``tns``) is set.
+    At most one of ``matrix`` (2-D formats) and ``tensor`` (``tns``) is set.
 
     Attributes
     ----------
@@ -61,7 +61,8 @@ class SparseInput:
     format : str
         One of :data:`FORMATS`.
     matrix : scipy.sparse.csr_array or None
-        float64, canonical (sorted indices, no duplicate entries).
+        float64, canonical (sorted indices, no duplicate entries). None for a ratings
+        file read with ``matrix=False``: ``meta`` holds its triplets and ``shape``.
     tensor : sparse.COO or None
         float64, 0-based coordinates.
     labels : numpy.ndarray or None
@@ -99,16 +100,18 @@ class SparseInput:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(int(n) for n in self.data.shape)
+        d = self.data        # None: ratings read without their matrix (``meta`` holds it)
+        return tuple(int(n) for n in (self.meta["shape"] if d is None else d.shape))
 
     @property
     def nnz(self) -> int:
         """Stored entries (explicit zeros included)."""
-        return int(self.data.nnz)
+        d = self.data
+        return int(self.meta["vals"].size if d is None else d.nnz)
 
     @property
     def ndim(self) -> int:
-        return len(self.data.shape)
+        return len(self.shape)
 
     def describe(self) -> dict:
         """JSON-ready summary for the report's "input" section."""

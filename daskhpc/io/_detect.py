@@ -95,7 +95,7 @@ def parse_format(spec: str, where="--format") -> tuple[str, dict]:
     return name, {key: option}
 
 
-def read(path, format: str | None = None, **kw) -> SparseInput:
+def read(path, format: str | None = None, *, matrix: bool = True, **kw) -> SparseInput:
     """Read a sparse input file, choosing the reader from its name.
 
     Parameters
@@ -108,6 +108,9 @@ def read(path, format: str | None = None, **kw) -> SparseInput:
         after a colon (``"snap:weights"``: a third column gives the edge values); by
         default the CLI's ``--format`` for this path, else taken from the name (see
         :func:`detect_format`).
+    matrix : bool
+        False: a ratings file's triplets only (``meta``), no CSR matrix (SSGD needs the
+        triplets alone); the other formats build theirs anyway.
     **kw
         Passed to the reader, e.g. ``directed=False`` for snap,
         ``n_features=123`` for libsvm, ``shape=`` for tns.
@@ -132,9 +135,10 @@ def read(path, format: str | None = None, **kw) -> SparseInput:
     """
     if format is None:
         format = _CLI_FORMATS.get().get(_key(path))
-    if format is None:
-        return _READERS[detect_format(path)](path, **kw)
-    name, options = parse_format(format, path)
+    name, options = (detect_format(path), {}) if format is None else \
+        parse_format(format, path)
+    if not matrix and name == "ratings":
+        kw["matrix"] = False
     return _READERS[name](path, **{**options, **kw})
 
 

@@ -10,12 +10,11 @@ original ids are kept in ``index_maps``.
 
 from __future__ import annotations
 
-import os
 import re
 
 import numpy as np
 
-from daskhpc._narrow import index_dtype
+from daskhpc._narrow import index_dtype, narrow_values
 
 from ._common import (Lines, SparseInput, as_int, check_finite, csr, dense_ids,
                       first_repeat, parses, read_bytes)
@@ -29,7 +28,7 @@ _EMPTY_FIELD = re.compile(rb"(?m)^[ \t]*,|,[ \t]*(?=,|\r?$)")
 _DATA_LINE = re.compile(rb"(?m)^[^\S\n]*([^#%\s][^\n]*)")
 
 
-def read_ratings(path, *, header: bool | None = None) -> SparseInput:
+def read_ratings(path, *, header: bool | None = None, matrix: bool = True) -> SparseInput:
     """Read user-item ratings into a users x items CSR matrix and triplets.
 
     User and item ids are re-indexed densely (sorted unique ids ->
@@ -47,14 +46,18 @@ def read_ratings(path, *, header: bool | None = None) -> SparseInput:
     header : bool or None, default None
         Whether the first data line is a header; by default it is when it
         holds a token that is not a number.
+    matrix : bool, default True
+        False: no CSR matrix (``matrix`` None, ``meta["shape"]`` the shape); a
+        repeated pair is refused all the same.
 
     Returns
     -------
     SparseInput
         ``matrix`` (float64) plus ``meta``:
 
-        - ``rows``, ``cols`` (int64, dense indices) and ``vals`` (float64):
-          the ratings as COO triplets in FILE ORDER;
+        - ``rows``, ``cols`` (dense indices: int32 where they fit, else int64) and
+          ``vals`` (float32 where that keeps every rating, as half stars, else
+          float64): the ratings as COO triplets in FILE ORDER, 12 bytes a rating;
         - ``timestamps`` (int64, aligned with ``rows``/``cols``/``vals``,
           i.e. file order) when the file has a fourth column, else absent;
         - ``header`` (list of column names or None), ``delimiter``.
@@ -73,7 +76,7 @@ def read_ratings(path, *, header: bool | None = None) -> SparseInput:
     >>> r.shape, r.nnz, r.meta["header"][:2]        # doctest: +SKIP
     ((610, 9724), 100836, ['userId', 'movieId'])
     """
-    fast = _read_streaming(path, header)
+    fast = _read_streaming(path, header, matrix)
     if fast is not None:
         return fast
     raw = read_bytes(path)
@@ -145,20 +148,22 @@ def read_ratings(path, *, header: bool | None = None) -> SparseInput:
     n_items = item_map.size if item_map is not None else int(items.max()) + 1
     _no_duplicates(lines, idx, rows * n_items + cols, users, items)
 
-    meta.update(rows=rows, cols=cols, vals=vals)
-    matrix = csr(rows, cols, vals, (n_users, n_items))
-    return SparseInput(str(path), "ratings", matrix=matrix,
-                       index_maps=(user_map, item_map), meta=meta)
+    shape = (n_users, n_items)
+    meta.update(rows=rows.astype(index_dtype(n_users)), cols=cols.astype(index_dtype(n_items)),
+                vals=narrow_values(vals), shape=shape)
+    return SparseInput(str(path), "ratings", matrix=csr(rows, cols, vals, shape) if matrix
+                       else None, index_maps=(user_map, item_map), meta=meta)
 
 
 #: Bytes of the file the streaming parse reads at a time
-BLOCK = 1 << 24
+BLOCK = 1 << 20
 
 
-def _read_streaming(path, header) -> SparseInput | None:
+def _read_streaming(path, header, matrix: bool = True) -> SparseInput | None:
     """The common file read in blocks (pyarrow's CSV reader): comma separated integer
     ids and numeric ratings, one rating a line, an optional header. The client then holds
-    the columns and the matrix, not the text, its line index and a table of floats.
+    the columns (32-bit where they fit, from the first block on) and the matrix, not the
+    text, its line index and a table of floats.
 
     None when the file is anything else or anything is wrong with it (a comment, an
     empty field, a string id, a bad token, a NaN, a repeated pair...): the general parse
@@ -189,11 +194,11 @@ def _read_streaming(path, header) -> SparseInput | None:
     width = len(tokens)
     types = [pa.int64(), pa.int64(), pa.float64(), pa.int64()][:width]
     cols = [f"c{k}" for k in range(width)]
-    # the columns in place, sized from the first block's bytes a line: no list of
-    # blocks to join (and no heap left in pieces by their temporaries)
-    size = os.path.getsize(path)
-    out = [np.empty(0, t) for t in (np.int32, np.int32, np.float64, np.int64)[:width]]
-    n = 0
+    # the columns in place, sized by the file's line count: no list of blocks to join,
+    # no growing copies (and no heap left in pieces by their temporaries)
+    size = _line_count(path)
+    out = [np.empty(size, t) for t in (np.int32, np.int32, np.float32, np.int64)[:width]]
+    n, reader = 0, None
     try:
         reader = csv.open_csv(
             path, read_options=csv.ReadOptions(column_names=cols, skip_rows=int(bool(names)),
@@ -206,25 +211,26 @@ def _read_streaming(path, header) -> SparseInput | None:
             if any(c.null_count for c in batch.columns):
                 return None          # an empty field
             m = batch.num_rows
-            if n + m > out[0].size:
-                # a block is BLOCK bytes of the file (the last one less)
-                guess = int(1.02 * m * size / min(BLOCK, size)) + 1024
-                out = [_grown(a, max(n + m, guess if n == 0 else int(1.25 * a.size)))
-                       for a in out]
+            if n + m > size:
+                return None          # a line break the count did not see (\r alone)
             for k, c in enumerate(batch.columns):
                 a = c.to_numpy(zero_copy_only=False)
                 if k < 2 and out[k].dtype == np.int32 and m and \
                         not (-2**31 <= a.min() and a.max() < 2**31):
                     out[k] = out[k].astype(np.int64)     # ids beyond 32 bits
+                if k == 2 and out[k].dtype == np.float32 and \
+                        narrow_values(a).dtype != np.float32:
+                    out[k] = out[k].astype(np.float64)   # a rating float32 would change
                 out[k][n:n + m] = a
             n += m
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, OSError):
         return None
     finally:
+        del reader                        # it holds its last blocks
         pa.default_memory_pool().release_unused()   # the blocks' text, given back
     if n == 0:
         return None
-    # a guess 2 % too large stays (a view); grown once more, the columns are copied
+    # a header and blank lines are a few spare items (a view); many, a copy
     out = [a[:n] if a.size < 1.1 * n else a[:n].copy() for a in out]
     vals = out[2]
     if not np.isfinite(vals).all():
@@ -242,29 +248,55 @@ def _read_streaming(path, header) -> SparseInput | None:
         dense.append(d)
     shape = tuple(int(m.size) if m is not None else int(d.max()) + 1
                   for m, d in zip(maps, dense))
-    # from 32-bit ids the matrix's indices are 32 bits too (8 bytes a rating less)
-    matrix = csr(*dense, vals, shape)
-    if matrix.nnz != vals.size:
-        return None                  # a repeated pair: the general parse names its line
-    rows, cols = (d.astype(np.int64) for d in dense)     # the reader's int64 triplets
-    del dense
-    meta.update(rows=rows, cols=cols, vals=vals)
+    if matrix:
+        # from 32-bit ids the matrix's indices are 32 bits too (8 bytes a rating less)
+        matrix = csr(*dense, vals, shape)
+        if matrix.nnz != vals.size:
+            return None              # a repeated pair: the general parse names its line
+    elif _repeats(*dense, shape[1]):
+        return None
+    else:
+        matrix = None
+    meta.update(rows=dense[0], cols=dense[1], vals=vals, shape=shape)
     return SparseInput(str(path), "ratings", matrix=matrix, index_maps=tuple(maps),
                        meta=meta)
 
 
-def _grown(a: np.ndarray, n: int) -> np.ndarray:
-    out = np.empty(n, a.dtype)
-    out[:a.size] = a
-    return out
+def _repeats(rows: np.ndarray, cols: np.ndarray, m: int) -> bool:
+    """Whether a (row, column) pair comes twice: their keys sorted in place, 32 bits a
+    key where they fit (the CSR matrix this replaces was 12 bytes a rating)."""
+    kt = np.uint32 if (int(rows.max()) + 1) * m <= 2**32 else np.uint64
+    key = rows.astype(kt)
+    key *= kt(m)
+    # non-negative: 32-bit columns are their own uint32 keys' view
+    key += cols.view(kt) if cols.dtype.itemsize == key.itemsize else cols.astype(kt)
+    key.sort()
+    return bool(np.count_nonzero(key[1:] == key[:-1]))
+
+
+def _line_count(path) -> int:
+    """Lines of the file (line breaks, and one for a last line without one)."""
+    n = 1
+    with open(path, "rb") as f:
+        while chunk := f.read(BLOCK):
+            n += chunk.count(b"\n")
+    return n
 
 
 def _dense(ids: np.ndarray):
-    """:func:`dense_ids` of a column, without its sort when the ids already are
-    ``0..n-1`` (counted instead: a sort costs 16 bytes an id); 32-bit where they fit."""
+    """:func:`dense_ids` of a column, without its sort when the ids span fewer values
+    than there are ids (marked and looked up in a table of the span instead, 5 bytes a
+    value at most: a sort costs 16 bytes an id and more); 32-bit where they fit."""
     lo, hi = int(ids.min()), int(ids.max())
-    if lo == 0 and hi < 4 * ids.size and np.bincount(ids, minlength=hi + 1).all():
-        return None, ids
+    if hi - lo < ids.size:
+        off = ids - ids.dtype.type(lo) if lo else ids
+        seen = np.zeros(hi - lo + 1, bool)
+        seen[off] = True
+        if lo == 0 and seen.all():
+            return None, ids
+        # id - lo -> its dense index
+        new = np.cumsum(seen, dtype=index_dtype(int(np.count_nonzero(seen)))) - 1
+        return np.flatnonzero(seen).astype(np.int64) + lo, new[off]
     m, d = dense_ids(ids)
     return m, d.astype(index_dtype(m.size)) if m is not None else d
 

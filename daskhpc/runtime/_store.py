@@ -54,8 +54,20 @@ class PartStore:
         if transient:
             self.transient.add(name)
         self._drop(name)
-        self.data[name] = dict(values)
-        self._scatter(name, self.data[name])
+        # transient data is never sent again: the client keeps no copy
+        self.data[name] = dict.fromkeys(values) if transient else dict(values)
+        self._scatter(name, values)
+        return self.futures[name]
+
+    def put_each(self, name: str, parts, make, *, transient: bool = False) -> dict:
+        """:meth:`put` of ``{p: make(p) for p in parts}``, made and sent a part at a
+        time: the client holds one part's data at once (and, ``transient``, none after)."""
+        self.put(name, {}, transient=transient)
+        for p in parts:
+            value = make(p)
+            self.data[name][p] = None if transient else value
+            self._scatter(name, {p: value})
+            del value
         return self.futures[name]
 
     def adopt(self, name: str, futures: dict, rebuild=None) -> dict:

@@ -50,7 +50,7 @@ def fingerprint(s: Setup) -> dict:
     # (_collect.Values)
     ids = s.values.stats["ids_digest"] if r.on_workers else \
         array_digest(r.rows, r.cols) if s.values is not None else None
-    ratings = array_digest(r.rows, r.cols, r.vals) if s.values is None else \
+    ratings = r.digest() if s.values is None else \
         f"{ids[:32]}{s.values.stats['digest'][:32]}"
     return {"ratings": ratings, "shape": list(r.shape),
             "parts": s.K, "rank": o.rank, "seed": o.seed, "lr": o.lr, "reg": o.reg,
@@ -80,7 +80,7 @@ def check_input(path, ratings, collection: bool = False) -> None:
         return                      # no manifest (yet): the frame says what is wrong
     r = ratings
     now = {"ratings": array_digest(r.rows, r.cols)[:32] if collection else
-           array_digest(r.rows, r.cols, r.vals), "shape": list(r.shape)}
+           r.digest(), "shape": list(r.shape)}
     if r.on_workers:
         now = {"shape": list(r.shape)}
     then = dict(old, ratings=str(old.get("ratings"))[:32]) if collection and "ratings" in old \

@@ -39,9 +39,10 @@ class Ratings:
 
     Attributes
     ----------
-    rows, cols : int64 arrays
-    vals : float64 array
-        Or zero-stride arrays (``np.broadcast_to``): placeholders that take no memory,
+    rows, cols : int32 or int64 arrays
+    vals : float32 or float64 array
+        As given (the readers' 32-bit triplets stay so: 12 bytes a rating, not 24);
+        other dtypes become int64 and float64. Or zero-stride arrays (``np.broadcast_to``): placeholders that take no memory,
         for ratings whose values (and, read from a DataFrame, ids) stay on the workers (a
         Dask collection); they stay so through :meth:`subset`.
     shape : (int, int)
@@ -49,6 +50,10 @@ class Ratings:
         (a train split may lose some); :func:`as_ratings` refuses them in the input.
     source : dict
         What the ratings came from (the report's ``input`` section).
+    order : str or (float, int)
+        ``"given"``: the caller's arrays (:func:`split` copies them); ``"file"``: read
+        here, in file order; ``(test_fraction, seed)``: read here and reordered in place
+        by :func:`split`, its training ratings first (``digest`` is of file order).
     """
 
     rows: np.ndarray
@@ -56,13 +61,14 @@ class Ratings:
     vals: np.ndarray
     shape: tuple[int, int]
     source: dict = field(default_factory=dict)
+    order: object = "given"
 
     def __post_init__(self):
         if not _placeholder(self.rows):
-            self.rows = np.ascontiguousarray(self.rows, dtype=np.int64)
-            self.cols = np.ascontiguousarray(self.cols, dtype=np.int64)
+            self.rows, self.cols = (kept(a, (np.int32, np.int64)) for a in (self.rows,
+                                                                              self.cols))
         if not _placeholder(self.vals):
-            self.vals = np.ascontiguousarray(self.vals, dtype=np.float64)
+            self.vals = kept(self.vals, (np.float32, np.float64))
         self.shape = (int(self.shape[0]), int(self.shape[1]))
 
     @property
@@ -92,14 +98,77 @@ class Ratings:
     def mean(self) -> float:
         return mean_of(self.vals)
 
+    def digest(self) -> str:
+        """:func:`wide_digest` of rows, cols and vals in file order (a checkpoint's)."""
+        import hashlib
+
+        h = hashlib.sha256()
+        arrays = (self.rows, self.cols, self.vals)
+        if not isinstance(self.order, tuple):
+            hash_wide(h, arrays)
+            return h.hexdigest()
+        is_test = holdout_mask(self.nnz, *self.order)
+        for a in arrays:
+            for piece in _file_order(a, is_test):
+                hash_wide(h, [piece])
+        return h.hexdigest()
+
     def __repr__(self):
         return f"Ratings({self.shape[0]} x {self.shape[1]}, {self.nnz} ratings)"
 
 
-def mean_of(v: np.ndarray) -> float:
+def _file_order(a: np.ndarray, is_test: np.ndarray, chunk: int = 1 << 20):
+    """``a`` (training ratings first, as :func:`split` put them) back in file order, a
+    ``chunk`` at a time."""
+    n = a.size - int(np.count_nonzero(is_test))
+    tr = te = 0
+    for lo in range(0, a.size, chunk):
+        m = is_test[lo:lo + chunk]
+        k = int(np.count_nonzero(m))
+        out = np.empty(m.size, a.dtype)
+        out[~m], out[m] = a[tr:tr + m.size - k], a[n + te:n + te + k]
+        tr, te = tr + m.size - k, te + k
+        yield out
+
+
+def kept(a, dtypes) -> np.ndarray:
+    """``a`` contiguous, in its dtype when that is one of ``dtypes``, else the last."""
+    a = np.asarray(a)
+    return np.ascontiguousarray(a, a.dtype if a.dtype in dtypes else dtypes[-1])
+
+
+def mean_of(v: np.ndarray, chunk: int = 1 << 20) -> float:
     """The mean of ``v`` summed in float64 (the same bits for float32 and float64 arrays
-    of the same values: a float32 array is widened first)."""
-    return float(np.asarray(v, np.float64).mean()) if np.size(v) else 0.0
+    of the same values: a float32 array is widened first).
+
+    A float32 array is widened a ``chunk`` at a time where every partial sum is exact in
+    float64 (its values' lowest bits and their total leave room: half stars, any usual
+    ratings), so that any order of the sum gives the bits of the whole array's; else at
+    once (8 bytes a rating).
+
+    Examples
+    --------
+    >>> v = np.arange(1, 11, dtype=np.float32) / 2
+    >>> mean_of(v, chunk=3) == mean_of(v.astype(np.float64)) == 2.75
+    True
+    """
+    v = np.asarray(v)
+    if not v.size:
+        return 0.0
+    if v.dtype == np.float32 and v.size > chunk:
+        total = size = 0.0
+        tiny = np.inf
+        for lo in range(0, v.size, chunk):
+            c = np.abs(v[lo:lo + chunk], dtype=np.float64)
+            size += float(np.sum(c))
+            nz = c[c > 0]
+            tiny = min(tiny, float(nz.min()) if nz.size else np.inf)
+            total += float(np.sum(v[lo:lo + chunk], dtype=np.float64))
+        # float32 values are multiples of 2^(e - 23) for the smallest's exponent e: every
+        # partial sum below 2^(53 + e - 23) is exact
+        if size == 0.0 or size * (1 + 2**-20) < 2.0 ** (30 + np.frexp(tiny)[1] - 1):
+            return total / v.size
+    return float(np.asarray(v, np.float64).mean())
 
 
 def wide_digest(*arrays, chunk: int = 1 << 20) -> str:
@@ -162,7 +231,7 @@ def as_ratings(data, *, names=None) -> Ratings:
     if isinstance(data, (str, os.PathLike)):
         from daskhpc.io import read
 
-        data = read(data)
+        data = read(data, matrix=False)
     r, file_names = (data, None) if isinstance(data, Ratings) else raw_ratings(data)
     names = names or file_names
     if r is None:
@@ -240,7 +309,7 @@ def raw_ratings(data):
 
 
 def _from_input(s) -> Ratings:
-    if s.matrix is None:
+    if s.tensor is not None:
         raise InputError(f"{s.path}: SSGD needs a ratings matrix, the file holds a "
                          f"{len(s.shape)}-way tensor")
     m = s.meta
@@ -303,8 +372,22 @@ def split(r: Ratings, test_fraction: float, seed: int = 0) -> tuple[Ratings, Rat
     is_test = holdout_mask(r.nnz, test_fraction, seed)
     if is_test is None:
         return r, r.subset(np.zeros(0, np.int64))
-    # by mask: positions would be 8 bytes a rating on top
-    return r.subset(~is_test), r.subset(is_test)
+    key = (float(test_fraction), int(seed))
+    if r.order not in ("file", key) or _placeholder(r.vals):
+        # by mask: positions would be 8 bytes a rating on top
+        return r.subset(~is_test), r.subset(is_test)
+    # ratings read here: reordered in place, training ratings first (a copy of one
+    # column's at a time), and train and test are views: no copy of the ratings
+    n = r.nnz - int(np.count_nonzero(is_test))
+    if r.order == "file":
+        for a in (r.rows, r.cols, r.vals):
+            test = a[is_test]
+            a[:n] = a[~is_test]
+            a[n:] = test
+            del test
+        r.order = key
+    return tuple(Ratings(r.rows[sl], r.cols[sl], r.vals[sl], r.shape, dict(r.source))
+                 for sl in (slice(0, n), slice(n, None)))
 
 
 def holdout_mask(nnz: int, test_fraction: float, seed: int = 0) -> np.ndarray | None:

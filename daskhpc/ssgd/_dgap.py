@@ -75,7 +75,18 @@ def pins_of(rows, cols, row_parts, ncols: int, nparts: int) -> tuple[np.ndarray,
     >>> c.tolist(), p.tolist()
     ([0, 2, 2], [0, 0, 1])
     """
-    key = unique(np.asarray(cols, np.int64) * nparts + np.asarray(row_parts)[rows])
+    rows, cols, row_parts = np.asarray(rows), np.asarray(cols), np.asarray(row_parts)
+    if ncols * nparts > rows.size:
+        key = unique(cols.astype(np.int64) * nparts + row_parts[rows])
+        return key // nparts, key % nparts
+    # a mark per (column, part), set a chunk of ratings at a time: no 64-bit keys (and
+    # their sort) of every rating, 24 bytes a rating
+    seen = np.zeros(ncols * nparts, bool)
+    for lo in range(0, rows.size, 1 << 20):
+        key = cols[lo:lo + (1 << 20)].astype(np.int64) * nparts
+        key += row_parts[rows[lo:lo + (1 << 20)]]
+        seen[key] = True
+    key = np.flatnonzero(seen)
     return key // nparts, key % nparts
 
 

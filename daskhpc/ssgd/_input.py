@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from daskhpc._narrow import index_dtype
 from daskhpc.errors import InputError
 
 from ._data import FileNames, Ratings, as_ratings, raw_ratings
@@ -84,7 +85,14 @@ def load(data, *, format: str | None = None, keep_empty: bool = False) -> Input:
     if isinstance(data, (str, os.PathLike)):
         from daskhpc.io import read
 
-        data = read(data, format=format)
+        # the triplets only, without the CSR matrix SSGD does not use: 12 bytes a rating
+        inp = _loaded(read(data, format=format, matrix=False), keep_empty)
+        inp.ratings.order = "file"         # its own arrays: split reorders them in place
+        return inp
+    return _loaded(data, keep_empty)
+
+
+def _loaded(data, keep_empty: bool) -> Input:
     raw, names = raw_ratings(data)
     if raw is None:                          # triplets or Ratings: validated as given
         r = as_ratings(data)
@@ -105,7 +113,7 @@ def load(data, *, format: str | None = None, keep_empty: bool = False) -> Input:
                          f"({empty[axis].size} of {raw.shape[axis]} {what[0]}s are empty); "
                          f"SSGD needs a rating per {what[1]}: run without --keep-empty to "
                          f"drop them")
-    new = [np.cumsum(k) - 1 for k in keep]
+    new = [(np.cumsum(k) - 1).astype(index_dtype(int(k.sum()))) for k in keep]
     kept = tuple(np.flatnonzero(k) for k in keep)
     out_maps = tuple(k + base if m is None else m[k] for m, k in zip(maps, kept))
     shape = (int(kept[0].size), int(kept[1].size))

@@ -43,7 +43,7 @@ from daskhpc.runtime import AttemptGraph, Exchange, GraphJob, Placement, registe
 
 from . import _tasks
 from ._graph import STEP, WindowGraph
-from ._parts import all_part_data
+from ._parts import part_data
 from ._serial import assemble
 from ._checkpoint import fingerprint, restore, save_partition
 from ._kernels import learning_rate
@@ -80,7 +80,6 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
     run = s if ctx.start is None else s.resumed(ctx.todo[0], *ctx.start)
     K, pl = s.K, ctx.placement
     ck_epochs = range(run.E) if ctx.checkpoint is not None else ()
-    datas = all_part_data(run, [pl.worker(p) for p in range(K)], ck_epochs)
     if direct:
         order_plugin = False          # a task per window of epochs: nothing to order
     # where no stratum-order plugin records the step groups (the direct mode's epoch
@@ -88,10 +87,18 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
     from ._plugin import installed
 
     rows_from_parts = direct or (not order_plugin and not installed(ctx.client))
-    for d in datas:
+    owner = [pl.worker(p) for p in range(K)]
+
+    def made(p):
+        d = part_data(run, p, owner, ck_epochs)
         d.topic = ctx.topic
         d.strata = f"{STEP}-{ctx.token}" if rows_from_parts else None
-    futures = ctx.store.put("part", dict(enumerate(datas)), transient=True)
+        return d
+
+    # made and sent a part at a time: the client holds one part's ratings at once
+    futures = ctx.store.put_each("part", range(K), made, transient=True)
+    if run._blocks is not None and run._blocks[1] is not None:
+        run._blocks = None        # 4 bytes a rating; made again if an attempt needs it
     if run.values is not None:       # a collection: the ratings are on the parts' workers
         from ._collect import with_values
 

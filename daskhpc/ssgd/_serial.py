@@ -25,7 +25,7 @@ import numpy as np
 
 from ._kernels import (block_seed, error_sse, initial_rows, learning_rate, pair_terms,
                        sweep)
-from ._data import mean_of
+from ._data import kept as _typed
 from ._setup import Setup
 
 __all__ = ["run_serial", "initial_factors", "assemble", "value_quality"]
@@ -104,32 +104,41 @@ def _sum_by_part(loss: np.ndarray) -> float:
     return _sum(_sum(row) for row in loss)
 
 
-def _typed(a, dtypes) -> np.ndarray:
-    """``a`` contiguous, in its own dtype when that is one of ``dtypes``, else the last."""
-    a = np.asarray(a)
-    return np.ascontiguousarray(a if a.dtype in dtypes else a.astype(dtypes[-1]))
+#: Ratings :func:`value_quality` takes at a time
+CHUNK = 1 << 20
 
 
 def value_quality(rows, cols, vals, test_vals, W, H, o, mu, clip) -> dict:
     """The quality numbers that need the ratings: the final objective and train RMSE
     (with W, H) and the global mean's test RMSE. Run on the client, or for a collection
-    on the worker that holds the training ratings in training order: the same bits."""
+    on the worker that holds the training ratings in training order: the same bits.
+    ``mu``: the training ratings' mean (the biased model's, and the global mean's)."""
     q = {}
     if W is not None:
-        # one pass (pair_terms), not W[rows] and H[cols] gathered (docs/benchmarks.md)
+        # one pass (pair_terms), not W[rows] and H[cols] gathered (docs/benchmarks.md),
+        # a chunk of ratings at a time: its sums, added in order (16 bytes a rating for
+        # the whole would be the client's largest term)
         # the model's own predictions are clipped to the training range, as the test
         # RMSE's are: the train RMSE of the same predictions (the objective keeps e)
-        # the ids and ratings as they are (a collection's keeper holds int32 and
-        # float32: int64 and float64 copies would be 20 bytes a rating more)
-        terms, c = pair_terms(np.ascontiguousarray(W), np.ascontiguousarray(H),
-                              *(_typed(a, (np.int32, np.int64)) for a in (rows, cols)),
-                              _typed(vals, (np.float32, np.float64)), int(o.rank),
-                              bool(o.biased), float(mu if o.biased else 0.0), float(o.reg),
-                              float(o.bias_reg if o.biased else 0.0), *map(float, clip))
-        q["final_objective"] = float(0.5 * np.sum(terms))
-        q["final_train_rmse"] = float(np.sqrt(np.mean(c * c)))
+        # the ids and ratings as they are (32-bit ones: int64 and float64 copies would
+        # be 12 bytes a rating more)
+        rows, cols = (_typed(a, (np.int32, np.int64)) for a in (rows, cols))
+        vals = _typed(vals, (np.float32, np.float64))
+        W, H = np.ascontiguousarray(W), np.ascontiguousarray(H)
+        obj = sq = 0.0
+        for lo in range(0, vals.size, CHUNK):
+            sl = slice(lo, lo + CHUNK)
+            terms, c = pair_terms(W, H, rows[sl], cols[sl], vals[sl], int(o.rank),
+                                  bool(o.biased), float(mu if o.biased else 0.0),
+                                  float(o.reg), float(o.bias_reg if o.biased else 0.0),
+                                  *map(float, clip))
+            obj += float(np.sum(terms))
+            sq += float(np.sum(np.square(c, out=c)))           # c * c
+            del terms, c
+        q["final_objective"] = 0.5 * obj
+        q["final_train_rmse"] = float(np.sqrt(sq / vals.size)) if vals.size else 0.0
     if test_vals.size:
-        mean = mean_of(vals)
+        mean = mu            # the training ratings' mean (mean_of(vals), Setup.mu)
         # widened: a float32 array minus a Python float stays float32 (NEP 50)
         q["global_mean_rmse"] = float(np.sqrt(np.mean((np.asarray(test_vals, np.float64) -
                                                        mean) ** 2)))

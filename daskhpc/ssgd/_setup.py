@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from daskhpc._narrow import index_dtype
 from daskhpc._workflows import checked_options, option
 from daskhpc.comm import CostModel, network_model, plan_network, rank_layouts
 from daskhpc.errors import InputError
@@ -105,6 +106,9 @@ class Options:
 
 DEFAULTS = Options()
 
+#: Training ratings :meth:`Setup.blocks` orders at a time
+BLOCKS_CHUNK = 1 << 20
+
 #: The biased model's default initial factors U[-s/2, s/2): standard deviation 0.1
 #: (s = 0.2 sqrt 3), Surprise's ``init_std_dev``.
 BIASED_INIT_SCALE = 0.2 * np.sqrt(3.0)
@@ -181,19 +185,34 @@ class Setup:
 
     def blocks(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ptr, idx)``: training ratings of block (p, b) are
-        ``idx[ptr[p * K + b]:ptr[p * K + b + 1]]`` (positions in ``train``, in order;
-        ``idx`` None where the ratings are on the workers)."""
+        ``idx[ptr[p * K + b]:ptr[p * K + b + 1]]`` (positions in ``train``, in order,
+        32-bit where they fit; ``idx`` None where the ratings are on the workers)."""
         if self._blocks is None:
-            K = self.K
+            K, t = self.K, self.train
+            rp, cb = self.assignment.row_parts, self.assignment.col_blocks
             # 16-bit keys where they fit, made in 16 bits (not cast from a 64-bit key of
             # every rating): numpy's stable sort is then a radix sort
             kt = np.uint16 if K * K <= 1 << 16 else np.int64
-            key = self.assignment.row_parts.astype(kt)[self.train.rows] * kt(K) + \
-                self.assignment.col_blocks.astype(kt)[self.train.cols]
-            ptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=K * K))])
-            idx = np.argsort(key, kind="stable")
-            del key
-            self._blocks = (ptr.astype(np.int64), idx.astype(np.int64, copy=False))
+            rp, cb = rp.astype(kt), cb.astype(kt)
+            it = index_dtype(t.nnz)
+            # a chunk's stable order at a time, each key's run put after the previous
+            # chunks' (a stable counting sort): 32-bit positions, no 8 bytes a rating
+            chunks = [slice(lo, lo + BLOCKS_CHUNK) for lo in range(0, t.nnz, BLOCKS_CHUNK)]
+            count = np.zeros(K * K, np.int64)
+            for sl in chunks:
+                count += np.bincount(rp[t.rows[sl]] * kt(K) + cb[t.cols[sl]], minlength=K * K)
+            ptr = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
+            idx, at = np.empty(t.nnz, it), ptr[:-1].copy()
+            for sl in chunks:
+                key = rp[t.rows[sl]] * kt(K) + cb[t.cols[sl]]
+                order = np.argsort(key, kind="stable")
+                c = np.bincount(key, minlength=K * K)
+                start = np.concatenate([[0], np.cumsum(c)])
+                order += sl.start
+                for q in np.flatnonzero(c):
+                    idx[at[q]:at[q] + c[q]] = order[start[q]:start[q + 1]]
+                at += c
+            self._blocks = (ptr, idx)
         return self._blocks
 
     def test_of(self, p: int) -> np.ndarray:

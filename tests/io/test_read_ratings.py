@@ -33,7 +33,8 @@ def test_movielens_small(shared_data):
     assert np.array_equal(items[m["cols"]], i.astype(np.int64))
     assert np.array_equal(m["vals"], r.astype(np.float64))
     assert np.array_equal(m["timestamps"], t.astype(np.int64))
-    for key, dtype in [("rows", np.int64), ("cols", np.int64), ("vals", np.float64),
+    # 32-bit ids, and float32 for half stars: 12 bytes a rating
+    for key, dtype in [("rows", np.int32), ("cols", np.int32), ("vals", np.float32),
                        ("timestamps", np.int64)]:
         assert m[key].dtype == dtype and m[key].shape == (100836,)
     assert np.array_equal(s.matrix[m["rows"], m["cols"]], m["vals"])

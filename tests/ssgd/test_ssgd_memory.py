@@ -197,3 +197,167 @@ def test_the_keeper_gives_the_numbers_and_digests_of_64_bit_ratings():
                            r.shape)
     assert wide == narrow and wide["repeat"] is None
     assert wide["ntrain"] == r.nnz - mask.sum()
+
+
+def write_csv(r: Ratings, path) -> str:
+    with open(path, "w") as f:
+        f.write("userId,movieId,rating\n")
+        f.writelines(f"{u},{i},{v:g}\n" for u, i, v in zip(r.rows * 3 + 1, r.cols + 7, r.vals))
+    return str(path)
+
+
+def test_a_file_is_read_as_32_bit_triplets_without_a_matrix(tmp_path):
+    from daskhpc.ssgd._input import load
+
+    r = ratings(1_000_000, 20_000, 2_000)
+    path = write_csv(r, tmp_path / "r.csv")
+    load(path)                                   # imports first
+    tracemalloc.start()
+    try:
+        inp = load(path)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    t = inp.ratings
+    assert (t.rows.dtype, t.cols.dtype, t.vals.dtype) == (np.int32, np.int32, np.float32)
+    assert np.array_equal(t.vals, r.vals) and t.order == "file"
+    # 12 bytes a rating held (the reader's int64 triplets and CSR matrix were 36 more);
+    # at the peak a 32-bit key a rating more (the repeated-pair check), a dense id
+    # column's lookup, and a block of the file (its line count)
+    # (other threads' allocations are traced too)
+    assert 12 * r.nnz <= held < 13 * r.nnz, held
+    assert peak < 22 * r.nnz + (1 << 20), peak
+    assert inp.ratings.nnz == r.nnz and inp.file_shape == r.shape
+
+
+def test_a_files_split_is_a_reordering_not_a_copy(tmp_path):
+    from daskhpc.ssgd._data import holdout_mask, wide_digest
+    from daskhpc.ssgd._input import load
+
+    r = ratings(1_000_000, 20_000, 2_000)
+    inp = load(write_csv(r, tmp_path / "r.csv"))
+    file_order = [a.copy() for a in (inp.ratings.rows, inp.ratings.cols, inp.ratings.vals)]
+    tracemalloc.start()
+    try:
+        train, test = split(inp.ratings, 0.1, seed=3)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 2 * r.nnz, held                   # views: no 12 bytes a rating
+    whole = (inp.ratings.rows, inp.ratings.cols, inp.ratings.vals)
+    for part in (train, test):
+        assert all(np.shares_memory(a, b) for a, b in
+                   zip((part.rows, part.cols, part.vals), whole))
+    is_test = holdout_mask(r.nnz, 0.1, 3)
+    for a, part_a in zip(file_order, ("rows", "cols", "vals")):
+        assert np.array_equal(getattr(train, part_a), a[~is_test])
+        assert np.array_equal(getattr(test, part_a), a[is_test])
+    # the checkpoint digest is still of file order (and of 64-bit numbers)
+    assert inp.ratings.digest() == wide_digest(*file_order)
+    again = split(inp.ratings, 0.1, seed=3)          # the same split: the same views
+    assert np.shares_memory(again[0].rows, train.rows)
+    other = split(inp.ratings, 0.2, seed=3)          # another one: copies, file order kept
+    assert not np.shares_memory(other[0].rows, train.rows)
+    assert other[1].nnz == round(0.2 * r.nnz)
+    given = ratings(1_000)                           # the caller's arrays are not reordered
+    rows = given.rows.copy()
+    split(given, 0.1, seed=0)
+    assert np.array_equal(given.rows, rows)
+
+
+def test_blocks_are_32_bit_positions_made_a_chunk_at_a_time(monkeypatch):
+    from daskhpc.ssgd import _setup
+
+    r = ratings(200_000, 4_000, 1_000)
+    s = prepare(r, 3, partition="random", epochs=1, test_fraction=0.1)
+    t, a = s.train, s.assignment
+    stable = np.argsort(a.row_parts[t.rows] * 3 + a.col_blocks[t.cols], kind="stable")
+    monkeypatch.setattr(_setup, "BLOCKS_CHUNK", 4_096)
+    tracemalloc.start()
+    try:
+        ptr, idx = s.blocks()
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert idx.dtype == np.int32 and np.array_equal(idx, stable)
+    assert ptr[-1] == t.nnz
+    # 4 bytes a rating, and per chunk (other threads' allocations are traced too): a
+    # sort of all of them would be 12 bytes a rating
+    assert held < 4 * t.nnz + 65_536, held
+    assert peak < 4 * t.nnz + 40 * 4_096 + 262_144 < 8 * t.nnz, peak
+
+
+def test_the_mean_of_float32_ratings_is_summed_a_chunk_at_a_time_where_exact():
+    from daskhpc.ssgd._data import mean_of
+
+    v = (np.random.default_rng(1).integers(1, 11, 2_000_000) / 2).astype(np.float32)
+    wide = v.astype(np.float64)
+    tracemalloc.start()
+    try:
+        got = mean_of(v, chunk=1 << 14)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == float(wide.mean())
+    # per chunk (other threads' allocations are traced too): no float64 copy of the
+    # whole (8 bytes a rating)
+    assert peak < v.size, peak
+    odd = np.random.default_rng(0).random(300_000).astype(np.float32) * 1e6
+    odd[0] = 1e-6                                     # partial sums not exact: widened
+    assert mean_of(odd, chunk=1 << 14) == float(odd.astype(np.float64).mean())
+
+
+def test_value_quality_holds_a_chunk_of_terms(monkeypatch):
+    from daskhpc.ssgd import _serial
+    from daskhpc.ssgd._setup import Options
+
+    rng = np.random.default_rng(2)
+    n, shape = 1_000_000, (3_000, 800)
+    rows, cols = (rng.integers(0, k, n).astype(np.int32) for k in shape)
+    vals = (rng.integers(1, 11, n) / 2).astype(np.float32)
+    W, H = rng.random((shape[0], 4)), rng.random((shape[1], 4))
+    o = Options(rank=4)
+    monkeypatch.setattr(_serial, "CHUNK", 8_192)
+    _serial.value_quality(rows[:10], cols[:10], vals[:10], vals[:2], W, H, o, 3.0,
+                          (0.5, 5.0))
+    tracemalloc.start()
+    try:
+        q = _serial.value_quality(rows, cols, vals, vals[:1000], W, H, o, 3.0, (0.5, 5.0))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # the terms and the clipped errors of every rating would be 16 bytes a rating (a
+    # chunk's are 16 bytes a chunk's; other threads' allocations are traced too)
+    assert peak < 2 * n, peak
+    assert np.isfinite(q["final_objective"]) and q["final_train_rmse"] > 0
+
+
+def test_transient_part_data_is_sent_a_part_at_a_time_and_not_kept():
+    import weakref
+
+    from daskhpc.runtime._store import PartStore
+
+    class Placement:
+        def worker(self, p):
+            return "w"
+
+    store = PartStore(None, Placement(), "run")
+    refs, sent = [], []
+
+    def scatter(name, values):
+        # the parts sent before are gone: the client holds one part's data at a time
+        assert all(ref() is None for ref in refs[:-1])
+        sent.append(sorted(values))
+        store.futures.setdefault(name, {}).update({p: f"future-{p}" for p in values})
+
+    def make(p):
+        a = np.zeros(10)
+        refs.append(weakref.ref(a))
+        return a
+
+    store._scatter = scatter
+    futures = store.put_each("part", range(3), make, transient=True)
+    assert futures == {p: f"future-{p}" for p in range(3)}
+    assert sent == [[], [0], [1], [2]]
+    assert store.data["part"] == {0: None, 1: None, 2: None}
+    assert all(ref() is None for ref in refs)
