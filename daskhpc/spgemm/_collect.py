@@ -65,17 +65,18 @@ def shapes(sources: dict, a, b) -> tuple[tuple, tuple]:
 
 
 def pattern(nz, shape) -> sp.csr_array:
-    """The pattern of ``nz`` on the client, canonical CSR: its indices, every value 1.0
-    held once (:func:`~daskhpc.spgemm._symbolic.pattern_of`)."""
-    from ._symbolic import pattern_of
-
+    """The pattern of ``nz`` on the client, canonical CSR: its indices, and every value
+    1.0 held once (a zero-stride, read-only array)."""
     if any(hi >= s for hi, s in zip(nz.pins.max(axis=1), shape)):
         raise InputError(f"{nz.name}: ids reach {nz.pins.max(axis=1).tolist()}, outside the "
                          f"shape {' x '.join(map(str, shape))}")
     # int8 values while the COO becomes CSR (duplicates summed): 1 byte a nonzero
     m = sp.csr_array((np.ones(nz.nnz, np.int8), (nz.pins[0], nz.pins[1])), shape=shape)
     m.sum_duplicates()
-    return pattern_of(sp.csr_array, m.indices, m.indptr, shape)
+    out = sp.csr_array((np.broadcast_to(np.float64(1.0), m.indices.shape), m.indices,
+                        m.indptr), shape=shape)
+    out.has_canonical_format = True
+    return out
 
 
 def _inverse(perm: np.ndarray) -> np.ndarray:

@@ -43,7 +43,7 @@ from daskhpc.errors import InputError
 from daskhpc.spgemm._grid import Grid, Layout
 
 __all__ = ["GridSymbolic", "grid_symbolic", "batch_count", "batches_for", "batch_lower_bound",
-           "cell_input_nnz", "pattern_of", "cell_block", "inverse", "planned_batches", "planning_memory", "BYTES_PER_UNMERGED",
+           "cell_input_nnz", "cell_block", "inverse", "planned_batches", "planning_memory", "BYTES_PER_UNMERGED",
            "WORKING_HEADROOM"]
 
 #: r of Algorithm 3: bytes per stored nonzero in the memory model. 12 bytes hold
@@ -271,16 +271,6 @@ def _cell_csc(ptr, idx, val, rows, col_new, lo, hi):
                 out_val[pos[c]] = val[e]
                 pos[c] += 1
     return out_ptr, out_idx, out_val
-
-
-def pattern_of(kind, indices, indptr, shape):
-    """The canonical ``kind`` (``csr_array``, ``csc_array``) of these canonical indices
-    with every value 1.0, held once (a zero-stride, read-only array): a pattern costs
-    its indices only."""
-    out = kind((np.broadcast_to(np.float64(1.0), indices.shape), indices, indptr),
-               shape=shape)
-    out.has_canonical_format = True
-    return out
 
 
 def cell_block(m, rows: np.ndarray, col_new: np.ndarray, lo: int, hi: int):

@@ -89,3 +89,21 @@ def test_a_matrix_market_file_is_read_in_blocks_into_its_csr(monkeypatch, tmp_pa
     # the CSR's columns and values themselves and a block's text and numbers; the whole
     # text, its line index and a table of floats were about 9x the CSR
     assert peak < 1.3 * _nbytes(got) + 10 * (1 << 16), (peak, _nbytes(got))
+
+
+def test_a_collections_pattern_holds_its_indices_only():
+    from types import SimpleNamespace
+
+    from daskhpc.spgemm._collect import pattern
+
+    rng = np.random.default_rng(5)
+    pins = rng.integers(0, 400, (2, 20_000)).astype(np.int32)
+    m, peak = _peak(lambda: pattern(SimpleNamespace(pins=pins, nnz=pins.shape[1], name="A"),
+                                    (400, 400)))
+    want = sp.csr_array((np.ones(pins.shape[1]), (pins[0], pins[1])), shape=(400, 400))
+    want.sum_duplicates()
+    assert np.array_equal(m.indptr, want.indptr) and np.array_equal(m.indices, want.indices)
+    assert (m.data == 1.0).all() and m.data.strides == (0,) and m.has_canonical_format
+    # its int32 indices and int8 values while the COO became CSR (about 7 bytes a
+    # nonzero); float64 ones and their CSR copy were 20
+    assert peak < 8 * pins.shape[1] + 8 * 401, peak
