@@ -445,7 +445,7 @@ def labels_route(labels: np.ndarray, offsets: np.ndarray, nparts: int) -> list:
         lab = np.asarray(labels[lo:hi])
         take = np.argsort(lab, kind="stable")
         bounds = np.searchsorted(lab[take], np.arange(nparts + 1)).astype(np.int64)
-        out.append((take.astype(np.int64), bounds))
+        out.append((take.astype(index_dtype(hi - lo)), bounds))   # int32: half the bytes
     return out
 
 

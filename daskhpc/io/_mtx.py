@@ -9,8 +9,11 @@ clear ReadError rather than half supported.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
-from ._common import Lines, SparseInput, as_int, check_finite, csr, read_bytes
+from daskhpc._narrow import index_dtype
+
+from ._common import _GZIP_MAGIC, Lines, SparseInput, as_int, check_finite, csr, read_bytes
 from ._errors import ReadError
 
 __all__ = ["read_matrix_market"]
@@ -54,6 +57,9 @@ def read_matrix_market(path) -> SparseInput:
     >>> s.shape, s.nnz, s.meta["symmetry"]              # doctest: +SKIP
     ((2003, 2003), 83883, 'symmetric')
     """
+    streamed = _read_blocks(path)
+    if streamed is not None:
+        return streamed
     lines = Lines(path, read_bytes(path))
     if not lines.ntok.any():
         raise ReadError(path, None, "empty file")
@@ -97,6 +103,96 @@ def read_matrix_market(path) -> SparseInput:
     matrix = csr(rows, cols, vals, (n_rows, n_cols))
     if field == "pattern":
         matrix.data[:] = 1.0   # a repeated pattern entry is still one edge
+    meta = {"field": field, "symmetry": symmetry, "stored_entries": n_entries}
+    return SparseInput(str(path), "mtx", matrix=matrix, index_maps=(None, None), meta=meta)
+
+
+#: Bytes of the file the streamed parse reads at a time (a block's text, line index and
+#: numbers are about 4x its bytes)
+BLOCK = 1 << 22
+
+
+def _read_blocks(path) -> SparseInput | None:
+    """A plain (not gzip) ``general`` file read BLOCK bytes of lines at a time, each block
+    checked as the whole-file parse checks it, into int32 (where they fit) columns and
+    float64 values sized from the size line: the client holds the entries, not the text,
+    its line index and a table of floats (about 9x the entries' bytes). Rows in file
+    order (the usual layout) are only counted, and the columns and values become the
+    CSR as they are; rows are kept from the first one out of order on (then a COO).
+
+    None when the file is anything else or anything is wrong with it: the whole-file
+    parse then reads it, and its errors name the line.
+    """
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return None                 # the whole-file parse raises as it does
+    with f:
+        text = f.read(BLOCK) + f.readline()
+        if text[:2] == _GZIP_MAGIC or b"\r" in text:
+            return None
+        try:
+            lines = Lines(path, text)
+            field, symmetry = _banner(lines)
+            idx = lines.data_lines(b"%")
+            if symmetry != "general" or idx.size == 0:
+                return None
+            n_rows, n_cols, n_entries = _size_line(lines, int(idx[0]))
+            entries = idx[1:]
+            width = 2 if field == "pattern" else 3
+            it = index_dtype(max(n_rows, n_cols, n_entries))
+            cols, vals = np.empty(n_entries, it), np.ones(n_entries)
+            rows, count, n, last = None, np.zeros(n_rows, np.int64), 0, 0
+            while True:
+                if entries.size:
+                    if n + entries.size > n_entries or \
+                            lines.first_bad(entries, lines.ntok[entries] != width) is not None:
+                        return None
+                    table = lines.numbers(entries).reshape(-1, width)
+                    r = _index(lines, entries, table[:, 0], n_rows, "row")
+                    c = _index(lines, entries, table[:, 1], n_cols, "column")
+                    if field != "pattern":
+                        check_finite(lines, entries, table[:, 2])
+                        if field == "integer":
+                            as_int(lines, entries, table[:, 2], "value")
+                        vals[n:n + r.size] = table[:, 2]
+                    del table
+                    if rows is None and (int(r[0]) < last or bool((r[1:] < r[:-1]).any())):
+                        rows = np.empty(n_entries, it)      # the rows before: counted
+                        rows[:n] = np.repeat(np.arange(n_rows, dtype=it), count)
+                    if rows is None:
+                        count += np.bincount(r, minlength=n_rows)
+                        last = int(r[-1])
+                    else:
+                        rows[n:n + r.size] = r
+                    cols[n:n + r.size] = c
+                    n += r.size
+                    del r, c
+                text = f.read(BLOCK)
+                if not text:
+                    break
+                text += f.readline()
+                if b"\r" in text:
+                    return None
+                lines = Lines(path, text)
+                entries = lines.data_lines(b"%")
+        except (ReadError, ValueError):
+            return None
+    del lines, text
+    if n != n_entries:
+        return None
+    shape = (n_rows, n_cols)
+    if rows is None:
+        # rows ascending: the CSR's pointers count them, its indices and values are the
+        # columns and values as they are (sorted and summed in place)
+        ptr = np.zeros(n_rows + 1, it)
+        np.cumsum(count, out=ptr[1:])
+        matrix = sp.csr_array((vals, cols, ptr), shape=shape)
+        matrix.sum_duplicates()
+    else:
+        matrix = csr(rows, cols, vals, shape)
+    if field == "pattern":
+        matrix.data[:] = 1.0
     meta = {"field": field, "symmetry": symmetry, "stored_entries": n_entries}
     return SparseInput(str(path), "mtx", matrix=matrix, index_maps=(None, None), meta=meta)
 

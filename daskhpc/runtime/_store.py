@@ -3,7 +3,8 @@
 A run's static data (each part's nonzeros, index maps, ...) goes to the worker of its part
 once and stays for the whole run, across attempts: :meth:`PartStore.move` (after a lost
 worker, with the new placement) re-sends only the parts whose worker changed. The client
-keeps its copy for that purpose until :meth:`PartStore.release`.
+keeps its copy for that purpose until :meth:`PartStore.release`, or builds a moved part
+again (:meth:`PartStore.put_each`: no copy kept).
 
 Examples
 --------
@@ -44,6 +45,7 @@ class PartStore:
         self.transient: set[str] = set()      # names an attempt puts anew (not moved)
         self.adopted: set[str] = set()        # names built on the workers (``adopt``)
         self.rebuild: dict = {}               # name -> how to build its parts again
+        self.built: dict = {}                 # name -> (parts, build): no client copy
 
     def put(self, name: str, values: dict, *, transient: bool = False) -> dict:
         """Scatter ``{part: value}`` to the parts' workers; returns ``{part: Future}``.
@@ -54,20 +56,27 @@ class PartStore:
         if transient:
             self.transient.add(name)
         self._drop(name)
+        self.built.pop(name, None)
         # transient data is never sent again: the client keeps no copy
         self.data[name] = dict.fromkeys(values) if transient else dict(values)
         self._scatter(name, values)
         return self.futures[name]
 
-    def put_each(self, name: str, parts, make, *, transient: bool = False) -> dict:
-        """:meth:`put` of ``{p: make(p) for p in parts}``, made and sent a part at a
-        time: the client holds one part's data at once (and, ``transient``, none after)."""
-        self.put(name, {}, transient=transient)
+    def put_each(self, name: str, parts, build, *, transient: bool = False) -> dict:
+        """Scatter ``build(part)`` of every part, one part at a time, keeping no client
+        copy (the client holds one part's data, not the set's): a move builds the moved
+        parts again, unless ``transient`` (never sent again). Returns ``{part: Future}``."""
+        self._drop(name)
+        parts = list(parts)
+        if transient:
+            self.transient.add(name)
+            self.data[name] = dict.fromkeys(parts)
+        else:
+            self.data.pop(name, None)
+            self.built[name] = (parts, build)
+        self.futures[name] = {}
         for p in parts:
-            value = make(p)
-            self.data[name][p] = None if transient else value
-            self._scatter(name, {p: value})
-            del value
+            self._scatter(name, {p: build(p)})
         return self.futures[name]
 
     def adopt(self, name: str, futures: dict, rebuild=None) -> dict:
@@ -80,6 +89,7 @@ class PartStore:
         :class:`RuntimeError`: there is nothing to send again."""
         self._drop(name)
         self.data.pop(name, None)
+        self.built.pop(name, None)
         self.adopted.add(name)
         if rebuild is not None:
             self.rebuild[name] = rebuild
@@ -161,6 +171,12 @@ class PartStore:
                 continue
             self._scatter(name, {p: values[p] for p in moved})
             moved_all.update(moved)
+        for name, (parts, build) in self.built.items():
+            where = self.where.get(name, {})
+            for p in parts:
+                if placement.worker(self.part_of(p)) != where.get(p):
+                    self._scatter(name, {p: build(p)})
+                    moved_all.add(p)
         return sorted(moved_all, key=_label)
 
     def _rebuilt(self, name: str, parts: list) -> None:
@@ -189,7 +205,7 @@ class PartStore:
         for futs in self.futures.values():
             release_futures(futs.values())
         self.futures, self.data, self.where = {}, {}, {}
-        self.adopted, self.rebuild = set(), {}
+        self.adopted, self.rebuild, self.built = set(), {}, {}
 
 
 def _label(key) -> str:

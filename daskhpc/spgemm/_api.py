@@ -32,7 +32,7 @@ from ._result import SpgemmResult
 from ._serial import serial_check, serial_multiply
 from ._saving import pieces_descriptor, prepare_save
 from ._setup import Setup, prepare
-from ._symbolic import (BYTES_PER_UNMERGED, WORKING_HEADROOM, batch_lower_bound, grid_symbolic,
+from ._symbolic import (BYTES_PER_UNMERGED, WORKING_HEADROOM, batch_lower_bound,
                         planned_batches)
 
 __all__ = ["choose_grid", "multiply", "plan", "serial_multiply", "over_budget",
@@ -411,8 +411,7 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     s = prepare(a, b, grid=g, nworkers=g.p if workers is None else int(workers),
                 memory_per_worker=memory_per_worker, batches=batches, seed=seed, r=r,
                 consume="count", semiring=semiring, mask=mask, complement=complement)
-    pm = s.permuted_mask()
-    sym = grid_symbolic(s.ap, s.bp, g, 1, *pm)
+    sym = s.symbolic(1)
     out = {"grid": str(g), "p": g.p, "workers": s.nworkers, "semiring": s.semiring_name}
     if s.mask is not None:
         out["mask"] = s.mask_report()
@@ -428,7 +427,7 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     out["symbolic"] = {"max_nnz_c": sym.max_unmerged, "max_nnz_a": int(sym.nnz_a.max()),
                        "max_nnz_b": int(sym.nnz_b.max()), "r": r}
     if nb > 1:
-        sym = grid_symbolic(s.ap, s.bp, g, nb, *pm)
+        sym = s.symbolic(nb)
     out["batches"] = nb
     cost = CostModel(alpha, beta) if alpha is not None and beta is not None else \
         CostModel.from_config()

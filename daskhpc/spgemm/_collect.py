@@ -65,13 +65,18 @@ def shapes(sources: dict, a, b) -> tuple[tuple, tuple]:
 
 
 def pattern(nz, shape) -> sp.csr_array:
-    """The pattern of ``nz`` (values 1.0) on the client, canonical CSR."""
+    """The pattern of ``nz`` on the client, canonical CSR: its indices, and every value
+    1.0 held once (a zero-stride, read-only array)."""
     if any(hi >= s for hi, s in zip(nz.pins.max(axis=1), shape)):
         raise InputError(f"{nz.name}: ids reach {nz.pins.max(axis=1).tolist()}, outside the "
                          f"shape {' x '.join(map(str, shape))}")
-    m = sp.csr_array((np.ones(nz.nnz), (nz.pins[0], nz.pins[1])), shape=shape)
+    # int8 values while the COO becomes CSR (duplicates summed): 1 byte a nonzero
+    m = sp.csr_array((np.ones(nz.nnz, np.int8), (nz.pins[0], nz.pins[1])), shape=shape)
     m.sum_duplicates()
-    return m
+    out = sp.csr_array((np.broadcast_to(np.float64(1.0), m.indices.shape), m.indices,
+                        m.indptr), shape=shape)
+    out.has_canonical_format = True
+    return out
 
 
 def _inverse(perm: np.ndarray) -> np.ndarray:
@@ -90,12 +95,13 @@ def route_blocks(client, s, placement, names=("A", "B"), only=None) -> tuple[dic
     g, lay = s.grid, s.layout(1)
     cells = g.cells() if only is None else [tuple(c) for c in only]
     where = {g.rank(*c): placement.worker(g.rank(*c)) for c in g.cells()}
-    # block ids and positions as int32: a few nnz-long temporaries of 4 bytes, not a
-    # dozen of 8 (the client holds them all at once for every nonzero)
-    i32 = np.int32
+    # the cell (k * q + i) * q + j of a nonzero is a part from its row plus a part from
+    # its column: two lookups by id, added a slice at a time, and the labels (int32: p
+    # cells < 2**31) are the only nnz-long array
+    i32, q = np.int32, g.q
     rb = lay.row_block_of().astype(i32)
     ks, kk = (x.astype(i32) for x in lay.inner_slice_of())
-    cb = np.repeat(np.arange(g.q, dtype=i32), np.diff(lay.col_bounds))
+    cb = np.repeat(np.arange(q, dtype=i32), np.diff(lay.col_bounds))
     out = []
     for name in ("A", "B"):
         nz = (s.sources or {}).get(name)
@@ -103,16 +109,15 @@ def route_blocks(client, s, placement, names=("A", "B"), only=None) -> tuple[dic
             out.append(None)
             continue
         r, c = nz.pins[0], nz.pins[1]
-        if name == "A":
-            i = rb[_inverse(s.pr).astype(i32)[r]]
-            pc = _inverse(s.pk).astype(i32)[c]
-            j, k = ks[pc], kk[pc]
-        else:
-            pr = _inverse(s.pk).astype(i32)[r]
-            i, k = ks[pr], kk[pr]
-            j = cb[_inverse(s.pc).astype(i32)[c]]
-        labels = (k * g.q + i) * g.q + j          # int32: p cells < 2**31
-        del i, j, k
+        if name == "A":          # i from the row; j = the inner block, k its layer
+            by_row = (rb * q)[_inverse(s.pr)]
+            by_col = (kk * q * q + ks)[_inverse(s.pk)]
+        else:                    # i and k from the inner index; j from the column
+            by_row = (kk * q * q + ks * q)[_inverse(s.pk)]
+            by_col = cb[_inverse(s.pc)]
+        labels = by_row[r]
+        for lo in range(0, labels.size, 1 << 20):
+            labels[lo:lo + (1 << 20)] += by_col[c[lo:lo + (1 << 20)]]
         args = {}
         for (ci, cj, ck) in cells:
             if name == "A":
@@ -120,8 +125,10 @@ def route_blocks(client, s, placement, names=("A", "B"), only=None) -> tuple[dic
             else:
                 rows, cols = s.pk[slice(*lay.inner(ci, ck))], s.pc[slice(*lay.cols(cj))]
             args[g.rank(ci, cj, ck)] = (rows, cols)
-        futs = route(client, nz, labels_route(labels, nz.offsets, g.p), where, _cell_block,
-                     args, with_ids=True, name=f"spgemm-{name}",
+        takes = labels_route(labels, nz.offsets, g.p)
+        del labels, by_row, by_col            # the takes say it all now
+        futs = route(client, nz, takes, where, _cell_block, args, with_ids=True,
+                     name=f"spgemm-{name}",
                      parts=None if only is None else [g.rank(*c) for c in cells])
         out.append({c: futs[g.rank(*c)] for c in cells})
     return out[0], out[1]

@@ -18,18 +18,23 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
+from daskhpc._narrow import index_dtype
 from daskhpc.errors import InputError
 
 __all__ = ["check_inputs", "as_csr", "matrix_of", "like_input", "permutations", "localize"]
 
 
 def check_inputs(a, b) -> tuple[sp.csr_array, sp.csr_array]:
-    """float64 CSR copies of A and B, or an InputError saying what is wrong.
+    """float64 CSR copies of A and B (int32 indices where they fit), or an InputError
+    saying what is wrong. ``b`` None: B is A, the same array (read and copied once).
 
     A path (str or os.PathLike) is read with :func:`daskhpc.io.read`, as every other
     workflow's ``fit`` does; so is a reader's ``SparseInput``."""
     out = []
     for name, m in (("A", a), ("B", b)):
+        if m is None:
+            out.append(out[0])
+            continue
         m = as_csr(m, name)
         if m.shape[0] == 0 or m.shape[1] == 0 or m.nnz == 0:
             raise InputError(f"{name} is empty ({m.shape[0]} x {m.shape[1]}, {m.nnz} nonzeros)")
@@ -52,7 +57,12 @@ def as_csr(m, name: str) -> sp.csr_array:
         m = np.asarray(m)
         if m.ndim != 2:
             raise InputError(f"{name} must be a 2-D matrix, got {m.ndim} dimension(s)")
-    return sp.csr_array(m, dtype=np.float64)
+    m = sp.csr_array(m, dtype=np.float64)
+    it = index_dtype(max(m.nnz, *m.shape))
+    if m.indices.dtype != it:           # a reader's int64 indices: half the bytes
+        m.sum_duplicates()              # (in place first: the values stay shared)
+        m = sp.csr_array((m.data, m.indices.astype(it), m.indptr.astype(it)), shape=m.shape)
+    return m
 
 
 def matrix_of(m):

@@ -37,7 +37,7 @@ from ._plan import plan_sections, step_plans
 from ._plugin import ensure_plugin, fetch_timeline, register_run
 from ._saving import piece_name
 from ._setup import fingerprint
-from ._symbolic import WORKING_HEADROOM, grid_symbolic, planned_batches, planning_memory
+from ._symbolic import WORKING_HEADROOM, planned_batches, planning_memory
 from ._tasks import load_kept, save_piece, save_piece_from
 
 __all__ = ["symbolic_job", "Phases", "Batches", "measured_steps", "worker_owner"]
@@ -120,7 +120,7 @@ class Phases:
         A failure is reported, never raised: the product is not lost for its plan."""
         s, tp = self.s, time.perf_counter()
         try:
-            sym = grid_symbolic(s.ap, s.bp, s.grid, nb, *s.permuted_mask())
+            sym = s.symbolic(nb)
             plans = step_plans(sym)
             self._sections = dict(zip(("plan", "quality"),
                                       plan_sections(sym, CostModel.from_config())))
@@ -186,20 +186,26 @@ def _put_operands(client, s, store) -> None:
         from ._collect import rebuilder, route_blocks
 
         fa, fb = route_blocks(client, s, store.placement)
-        for name, futs, blocks in (("A", fa, s.a_blocks), ("B", fb, s.b_blocks)):
+        for name, futs in (("A", fa), ("B", fb)):
             if futs is None:
-                store.put(name, blocks)
+                _put_blocks(store, s, name)
             else:
                 wait(list(futs.values()))
                 store.adopt(name, futs, rebuild=rebuilder(client, s, name))
         for nz in s.sources.values():
             nz.release()                  # the blocks hold the values now
     else:
-        store.put("A", s.a_blocks)
-        store.put("B", s.b_blocks)
+        _put_blocks(store, s, "A")
+        _put_blocks(store, s, "B")
     store.put("R", s.row_ids())
     if s.mask is not None:
         store.put("MK", s.mask_blocks())      # C<M>: every cell's piece of the mask
+
+
+def _put_blocks(store, s, name: str) -> None:
+    """Operand ``name``'s cell blocks cut and sent one at a time, no copy kept: the
+    client holds one block, not the operand twice over (a move cuts a block again)."""
+    store.put_each(name, s.grid.cells(), functools.partial(s.block, name))
 
 
 def _publish_plan(client, s, sym, plans, placement, symbolic: bool) -> None:

@@ -30,7 +30,7 @@ def serial_multiply(a, b=None, *, semiring: str = "plus_times", mask=None,
     from ._data import check_inputs
     from ._setup import check_mask, check_semiring
 
-    a2, b2 = check_inputs(a, a if b is None else b)
+    a2, b2 = check_inputs(a, b)
     sr = check_semiring(semiring)
     m = check_mask(mask, (a2.shape[0], b2.shape[1]))
     if complement and m is None:

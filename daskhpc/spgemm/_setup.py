@@ -9,14 +9,15 @@ Examples
 >>> import scipy.sparse as sp
 >>> a = sp.random(60, 60, density=0.1, random_state=0, format="csr")
 >>> s = prepare(a, grid="2x2x1", nworkers=4, batches=2)
->>> sorted(s.a_blocks)[:2], s.layout(2).b
+>>> sorted(s.blocks("A"))[:2], s.layout(2).b
 ([(0, 0, 0), (0, 1, 0)], 2)
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,6 +26,7 @@ from daskhpc._workflows import check_bounds, option
 from daskhpc.errors import InputError
 
 from ._block import CscBlock
+from ._symbolic import cell_block, cell_input_nnz, grid_symbolic, inverse
 from ._consumers import Consumer, parse_consumer
 from ._kernels import SEMIRINGS
 from ._grid import Grid, Layout
@@ -97,9 +99,11 @@ KEEPS = ("client", "workers")
 class Setup:
     """The prepared product C = A B (see the module docstring).
 
-    ``ap``/``bp`` are A and B with rows, inner indices and columns permuted (``pr``,
-    ``pk``, ``pc``); ``a_blocks``/``b_blocks`` their cell blocks ``(i, j, k) -> CscBlock``
-    for one batch; ``memory`` the budget per worker in bytes, ``mem_cell`` per cell.
+    A and B are permuted (rows, inner indices, columns: ``pr``, ``pk``, ``pc``) only
+    where a piece of them is made, a cell's block (:meth:`block`); the plan reads them
+    through the permutations (``grid_symbolic(..., perms=s.perms)``) and ``cell_nnz``
+    holds the nonzeros of every cell's A and B block. ``b`` is ``a`` (the same array)
+    for A·A. ``memory`` is the budget per worker in bytes, ``mem_cell`` per cell.
     """
 
     a: sp.csr_array
@@ -117,10 +121,8 @@ class Setup:
     pr: np.ndarray
     pk: np.ndarray
     pc: np.ndarray
-    ap: sp.csr_array
-    bp: sp.csr_array
-    a_blocks: dict = field(default_factory=dict)
-    b_blocks: dict = field(default_factory=dict)
+    #: nonzeros of every cell's A block and B block, (q, q, l) each
+    cell_nnz: tuple = ()
     #: ``{"A": Nonzeros, "B": Nonzeros}`` when A or B is a Dask collection: ``a``/``b``
     #: are then patterns (values 1) and the values stay on the workers (``_collect``)
     sources: dict | None = None
@@ -166,11 +168,41 @@ class Setup:
 
     @property
     def nnz_a(self) -> int:
-        return max(x.nnz for x in self.a_blocks.values())
+        return int(self.cell_nnz[0].max())
 
     @property
     def nnz_b(self) -> int:
-        return max(x.nnz for x in self.b_blocks.values())
+        return int(self.cell_nnz[1].max())
+
+    @functools.cached_property
+    def _col_new(self) -> tuple[np.ndarray, np.ndarray]:
+        """The new place of every inner index and of every column of B."""
+        return inverse(self.pk), inverse(self.pc)
+
+    def block(self, name: str, cell) -> CscBlock:
+        """Cell ``(i, j, k)``'s block of ``"A"`` (``A[rows_i, inner_(j,k)]``) or ``"B"``
+        (``B[inner_(i,k), cols_j]``) of the permuted operands, cut from A or B alone
+        (a pass over the block's rows): no permuted copy of the operand is made."""
+        i, j, k = cell
+        lay, (ink, colc) = self.layout(1), self._col_new
+        if name == "A":
+            return cell_block(self.a, self.pr[slice(*lay.rows(i))], ink, *lay.inner(j, k))
+        return cell_block(self.b, self.pk[slice(*lay.inner(i, k))], colc, *lay.cols(j))
+
+    def blocks(self, name: str) -> dict:
+        """``{cell: CscBlock}`` of operand ``"A"`` or ``"B"`` (every block at once: a
+        run cuts and sends them one at a time, :meth:`block`)."""
+        return {cell: self.block(name, cell) for cell in self.grid.cells()}
+
+    @property
+    def perms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.pr, self.pk, self.pc
+
+    def symbolic(self, nbatches: int = 1):
+        """:func:`~daskhpc.spgemm._symbolic.grid_symbolic` of the permuted product (and
+        mask), read through the permutations: no permuted copy of A, B or M."""
+        return grid_symbolic(self.a, self.b, self.grid, nbatches, self.mask, self.complement,
+                             perms=self.perms)
 
     def layout(self, nbatches: int) -> Layout:
         return Layout(self.grid, self.shape, nbatches)
@@ -184,12 +216,6 @@ class Setup:
         """Original row ids of every cell's rows (the consumers' ``info["rows"]``)."""
         rows = self.ids(self.layout(1))["rows"]      # row blocks do not depend on b
         return {cell: rows[cell[0]] for cell in self.grid.cells()}
-
-    def permuted_mask(self) -> tuple:
-        """``(mask, complement)`` permuted like C, for grid_symbolic; () without a mask."""
-        if self.mask is None:
-            return ()
-        return (sp.csr_array(self.mask)[self.pr][:, self.pc], self.complement)
 
     def mask_operands(self, lay: Layout) -> dict:
         """The mask's piece of every cell (permuted like C), for masked consumers."""
@@ -208,7 +234,7 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
     Parameters are those of :func:`daskhpc.spgemm.multiply`; ``grid=None`` means the
     worker count's default grid (``Grid.for_workers``: any worker count).
     """
-    a, b = check_inputs(a, a if b is None else b)
+    a, b = check_inputs(a, b)
     sr = check_semiring(semiring)
     mask = check_mask(mask, (a.shape[0], b.shape[1]))
     if complement and mask is None:
@@ -237,11 +263,9 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
         known_b = batches if batches != "auto" else (1 if mem is None else None)
         if known_b is not None:
             pc = localize(pc, np.unique(np.concatenate(Layout(g, shape, known_b).sub_bounds)))
-    ap, bp = a[pr][:, pk], b[pk][:, pc]
     s = Setup(a, b, g, int(nworkers), mem, batches, consumer, int(window), seed, float(r),
-              local, mask, pr, pk, pc, ap, bp, keep=keep, semiring=sr,
-              complement=bool(complement))
-    s.a_blocks, s.b_blocks = _cut(ap, bp, lay1)
+              local, mask, pr, pk, pc, keep=keep, semiring=sr, complement=bool(complement))
+    s.cell_nnz = cell_input_nnz(a, b, lay1, s.perms)
     if s.mem_cell is not None:           # fail before any work if inputs alone do not fit
         planned_batches(0, s.nnz_a, s.nnz_b, s.mem_cell, r, str(g))
     return s
@@ -267,24 +291,6 @@ def check_mask(mask, shape) -> sp.csr_array | None:
                          f"{shape[0]} x {shape[1]}")
     m.sum_duplicates()
     return m
-
-
-def _cut(ap, bp, lay: Layout) -> tuple[dict, dict]:
-    """Cell blocks: A(i, j, k) = A[rows_i, inner_(j,k)], B(i, j, k) = B[inner_(i,k), cols_j]."""
-    g = lay.grid
-    a_blocks, b_blocks = {}, {}
-    for i in range(g.q):
-        a_i = sp.csc_array(ap[slice(*lay.rows(i))])
-        for j in range(g.q):
-            for k in range(g.l):
-                a_blocks[(i, j, k)] = CscBlock.from_scipy(a_i[:, slice(*lay.inner(j, k))])
-    bc = sp.csc_array(bp)
-    for j in range(g.q):
-        b_j = sp.csr_array(bc[:, slice(*lay.cols(j))])
-        for i in range(g.q):
-            for k in range(g.l):
-                b_blocks[(i, j, k)] = CscBlock.from_scipy(b_j[slice(*lay.inner(i, k))])
-    return a_blocks, b_blocks
 
 
 def matrix_digest(m) -> dict:

@@ -1,7 +1,8 @@
 """Symbolic3D without a cluster: per-cell nonzeros for any grid, and the batch count b.
 
 :func:`grid_symbolic` runs LocalSymbolic for every cell and SUMMA stage of a
-``q x q x l`` grid in one pass over the flops (numba), so ``daskhpc plan spgemm``
+``q x q x l`` grid in one pass over the flops (numba, by rows of A, on A and B as given
+and the permutations as index maps), so ``daskhpc plan spgemm``
 reproduces Algorithm 3 for thousands of cells on a laptop. It also counts, for the
 report, the nonzeros of every Merge-Layer piece that crosses the fiber and of every
 final C block.
@@ -37,11 +38,12 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from daskhpc._narrow import index_dtype
 from daskhpc.errors import InputError
 from daskhpc.spgemm._grid import Grid, Layout
 
 __all__ = ["GridSymbolic", "grid_symbolic", "batch_count", "batches_for", "batch_lower_bound",
-           "cell_input_nnz", "planned_batches", "planning_memory", "BYTES_PER_UNMERGED",
+           "cell_input_nnz", "cell_block", "inverse", "planned_batches", "planning_memory", "BYTES_PER_UNMERGED",
            "WORKING_HEADROOM"]
 
 #: r of Algorithm 3: bytes per stored nonzero in the memory model. 12 bytes hold
@@ -116,63 +118,75 @@ class GridSymbolic:
 
 
 @njit(cache=True, nogil=True)
-def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, in_s, in_k, col_block, col_batch,
-               col_layer, q, l, nb, m, m_ptr, m_idx, mmode, c0, c1):
-    """The counts of B's columns ``c0 .. c1 - 1`` (every mark is per column: column
-    ranges are independent, and their counts add up)."""
-    unmerged = np.zeros((nb, q, q, l), np.int64)
-    layer = np.zeros((nb, q, q, l, l), np.int64)
-    final = np.zeros((nb, q, q, l), np.int64)
-    flops = np.zeros((nb, q, q, l), np.int64)
-    mark_s = np.full(m, -1, np.int64)       # stamp of (column, stage, layer)
-    mark_d = np.full(m * l if l > 1 else 0, -1, np.int64)  # column, a row per layer
-    mark_c = np.full(m, -1, np.int64)       # stamp of column
-    allow = np.full(m if mmode else 0, -1, np.int64)   # rows of the mask's column c
+def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, slice_of, col_block, col_batch,
+               col_layer, q, l, nb, n, m_ptr, m_idx, mmode, r0, r1):
+    """The counts of A's rows ``r0 .. r1 - 1`` (every mark is per row of C: row ranges
+    are independent, and their counts add up), Gustavson by rows on A and B as given:
+    the permutations enter only through the maps (``row_block`` of A's rows,
+    ``slice_of`` = s * l + k of the inner indices, ``col_*`` of B's columns)."""
+    ql = q * l
+    size = nb * q * ql
+    unmerged = np.zeros(size, np.int64)      # flat [t, i, j, k]
+    layer = np.zeros(size * l, np.int64)     # flat [t, i, j, k, k2]
+    final = np.zeros(size, np.int64)         # flat [t, i, j, k2]
+    flops = np.zeros(size, np.int64)
+    # a column's place in the flat arrays less the row's part (i * q * l + k), and its
+    # layer: one read per product
+    at = np.empty(n, np.int64)
+    for c in range(n):
+        at[c] = (col_batch[c] * q * q + col_block[c]) * l
+    # per column: stamp of (row, inner slice), then row (one cache line for both)
+    mark = np.full(2 * n, -1, np.int64)
+    mark_d = np.full(n * l if l > 1 else 0, -1, np.int64)  # row, a column per layer
+    allow = np.full(n if mmode else 0, -1, np.int64)   # columns of the mask's row r
     inside = mmode == 1
-    # one B entry's counts by row block, added to the grid's arrays after its A column
-    # (t, j, k and k2 are the same for the whole column: the inner loop indexes 1-D)
-    fl = np.zeros(q, np.int64)
-    um = np.zeros(q, np.int64)
-    ly = np.zeros(q, np.int64)
-    fi = np.zeros(q, np.int64)
-    for c in range(c0, c1):
+    # A's row grouped by inner slice (a counting sort): one stamp per (row, slice)
+    width = 0
+    for r in range(r0, r1):
+        width = max(width, a_ptr[r + 1] - a_ptr[r])
+    order = np.empty(width, np.int64)
+    starts = np.zeros(ql + 1, np.int64)
+    for r in range(r0, r1):
+        if a_ptr[r + 1] == a_ptr[r]:
+            continue
+        i = row_block[r]
         if mmode != 0:
-            for e in range(m_ptr[c], m_ptr[c + 1]):
-                allow[m_idx[e]] = c
-        j = col_block[c]
-        t = col_batch[c]
-        k2 = col_layer[c]
-        for e in range(b_ptr[c], b_ptr[c + 1]):
-            r_in = b_idx[e]
-            s = in_s[r_in]
-            k = in_k[r_in]
-            # B's column is sorted, slices (s, k) are contiguous: one stamp each
-            stamp = (c * q + s) * l + k
-            for t_a in range(a_ptr[r_in], a_ptr[r_in + 1]):
-                row = a_idx[t_a]
-                i = row_block[row]
-                fl[i] += 1
-                if mmode != 0 and (allow[row] == c) != inside:
+            for e in range(m_ptr[r], m_ptr[r + 1]):
+                allow[m_idx[e]] = r
+        starts[:] = 0
+        for e in range(a_ptr[r], a_ptr[r + 1]):
+            starts[slice_of[a_idx[e]] + 1] += 1
+        for u in range(ql):
+            starts[u + 1] += starts[u]
+        for e in range(a_ptr[r], a_ptr[r + 1]):
+            u = slice_of[a_idx[e]]
+            order[starts[u]] = e
+            starts[u] += 1
+        for e_ in range(a_ptr[r + 1] - a_ptr[r]):
+            kin = a_idx[order[e_]]
+            u = slice_of[kin]
+            k = u % l
+            base = i * ql + k
+            stamp = r * ql + u
+            for eb in range(b_ptr[kin], b_ptr[kin + 1]):
+                c = b_idx[eb]
+                x = at[c] + base
+                flops[x] += 1
+                if mmode != 0 and (allow[c] == r) != inside:
                     continue                        # C<M>: the entry is never formed
-                if mark_s[row] != stamp:
-                    mark_s[row] = stamp
-                    um[i] += 1
-                # (one layer: a row's layer mark is its column mark, layer = final)
-                if l > 1 and mark_d[k * m + row] != c:
-                    mark_d[k * m + row] = c
-                    ly[i] += 1
-                if mark_c[row] != c:
-                    mark_c[row] = c
-                    fi[i] += 1
-            for i in range(q):
-                flops[t, i, j, k] += fl[i]
-                unmerged[t, i, j, k] += um[i]
-                layer[t, i, j, k, k2] += ly[i]
-                final[t, i, j, k2] += fi[i]
-                fl[i] = 0
-                um[i] = 0
-                ly[i] = 0
-                fi[i] = 0
+                if mark[2 * c] != stamp:
+                    mark[2 * c] = stamp
+                    unmerged[x] += 1
+                    # (one layer: a column's layer mark is its row mark, layer = final)
+                    if l > 1 and mark_d[k * n + c] != r:
+                        mark_d[k * n + c] = r
+                        layer[x * l + col_layer[c]] += 1
+                    if mark[2 * c + 1] != r:
+                        mark[2 * c + 1] = r
+                        final[x - k + col_layer[c]] += 1
+    shape = (nb, q, q, l)
+    unmerged, final, flops = unmerged.reshape(shape), final.reshape(shape), flops.reshape(shape)
+    layer = layer.reshape((nb, q, q, l, l))
     if l == 1:
         layer[:, :, :, 0, 0] = final[:, :, :, 0]
     return unmerged, layer, final, flops
@@ -182,86 +196,180 @@ def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, in_s, in_k, col_block, col
 PARALLEL_FLOPS = 2_000_000
 
 
-def _passes(csc: list, rest: tuple):
-    """:func:`_grid_pass` over ranges of B's columns of about equal flops, one per core
-    in threads (the kernel releases the GIL), summed (docs/benchmarks.md, "SpGEMM: the
-    plan's pass in threads")."""
+@njit(cache=True, nogil=True)
+def _flops_before(a_ptr, a_idx, b_ptr):
+    """Flops of A's rows before row r (m + 1 entries): row r's inner indices name the
+    rows of B whose nonzeros it multiplies. No temporary of nnz(A) entries."""
+    m = a_ptr.size - 1
+    out = np.zeros(m + 1, np.int64)
+    for r in range(m):
+        f = 0
+        for e in range(a_ptr[r], a_ptr[r + 1]):
+            f += b_ptr[a_idx[e] + 1] - b_ptr[a_idx[e]]
+        out[r + 1] = out[r] + f
+    return out
+
+
+def _passes(csr: list, rest: tuple):
+    """:func:`_grid_pass` over ranges of A's rows of about equal flops, one per core in
+    threads (the kernel releases the GIL), summed (docs/decisions.md, "SpGEMM's plan
+    beside the batches")."""
     from concurrent.futures import ThreadPoolExecutor
 
-    a_ptr, _, b_ptr, b_idx = csc
-    n = b_ptr.size - 1
-    # flops of column c: the nonzeros of A's columns that B's column c names
-    per = np.diff(a_ptr)[b_idx]
-    cum = np.concatenate([[0], np.cumsum(per)])[b_ptr]      # flops before column c
+    a_ptr, a_idx, b_ptr, _ = csr
+    m = a_ptr.size - 1
+    cum = _flops_before(a_ptr, a_idx, b_ptr)      # flops before row r
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
         (os.cpu_count() or 1)
     parts = max(1, min(cores, 8, int(cum[-1] // PARALLEL_FLOPS)))
     cuts = np.searchsorted(cum, np.linspace(0, cum[-1], parts + 1)[1:-1]).tolist()
-    bounds = list(zip([0, *cuts], [*cuts, n]))
+    bounds = list(zip([0, *cuts], [*cuts, m]))
     if parts == 1:
-        return _grid_pass(*csc, *rest, 0, n)
+        return _grid_pass(*csr, *rest, 0, m)
     with ThreadPoolExecutor(parts) as ex:
-        outs = list(ex.map(lambda r: _grid_pass(*csc, *rest, *r), bounds))
+        outs = list(ex.map(lambda r: _grid_pass(*csr, *rest, *r), bounds))
     return tuple(sum(o[i] for o in outs) for i in range(4))
 
 
+@njit(cache=True, nogil=True)
+def _label_counts(ptr, idx, major, minor, n_major, n_minor):
+    """Nonzeros of a compressed matrix per (label of its major index, label of its minor
+    index): ``major[c]`` of every column (CSC) or row (CSR), ``minor`` of every entry's
+    index. No temporary of nnz entries."""
+    out = np.zeros((n_major, n_minor), np.int64)
+    for c in range(ptr.size - 1):
+        lc = major[c]
+        for e in range(ptr[c], ptr[c + 1]):
+            out[lc, minor[idx[e]]] += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _cell_csc(ptr, idx, val, rows, col_new, lo, hi):
+    """The CSC block (int64 pointers, int32 rows, float64 values) of ``M[rows]``'s
+    columns whose new places ``col_new`` are ``lo .. hi - 1``, from the canonical CSR of
+    M: what a row slice and a column slice of the permuted M give, with no permuted copy
+    of M (two passes over the rows' entries)."""
+    w = hi - lo
+    out_ptr = np.zeros(w + 1, np.int64)
+    for r in rows:
+        for e in range(ptr[r], ptr[r + 1]):
+            c = col_new[idx[e]] - lo
+            if 0 <= c < w:
+                out_ptr[c + 1] += 1
+    for c in range(w):
+        out_ptr[c + 1] += out_ptr[c]
+    pos = out_ptr[:-1].copy()
+    out_idx = np.empty(out_ptr[w], np.int32)
+    out_val = np.empty(out_ptr[w], np.float64)
+    for r2 in range(rows.size):
+        r = rows[r2]
+        for e in range(ptr[r], ptr[r + 1]):
+            c = col_new[idx[e]] - lo
+            if 0 <= c < w:
+                out_idx[pos[c]] = r2
+                out_val[pos[c]] = val[e]
+                pos[c] += 1
+    return out_ptr, out_idx, out_val
+
+
+def cell_block(m, rows: np.ndarray, col_new: np.ndarray, lo: int, hi: int):
+    """The :class:`~daskhpc.spgemm._block.CscBlock` of the rows ``rows`` (original ids,
+    in order) of the canonical CSR ``m`` and the columns whose new places ``col_new``
+    are ``lo .. hi - 1``: the block a cut of the permuted matrix gives."""
+    from ._block import CscBlock
+
+    ptr, idx, val = _cell_csc(m.indptr, m.indices, m.data, np.asarray(rows, np.int64),
+                              col_new, int(lo), int(hi))
+    return CscBlock(ptr, idx, val, (int(rows.size), int(hi - lo)), True)
+
+
 def grid_symbolic(a, b, grid: Grid, nbatches: int = 1, mask=None,
-                  complement: bool = False) -> GridSymbolic:
+                  complement: bool = False, perms=None) -> GridSymbolic:
     """Symbolic3D (Algorithm 3, lines 2-8) for every cell, computed in one process.
 
     Parameters
     ----------
     a, b : scipy sparse
-        A (m x kk) and B (kk x n).
+        A (m x kk) and B (kk x n), as given (CSR is read without a copy).
     grid : Grid
     nbatches : int
         b; the per-batch counts use the block-cyclic split of Fig. 1(i).
     mask : scipy sparse, optional
-        C<M> (permuted like ``a`` and ``b``): only the entries in its pattern (not in
-        it, with ``complement``) are counted; flops count every product.
+        C<M>: only the entries in its pattern (not in it, with ``complement``) are
+        counted; flops count every product.
+    perms : (pr, pk, pc), optional
+        The run's row, inner and column permutations: the counts of ``a[pr][:, pk]``,
+        ``b[pk][:, pc]`` and ``mask[pr][:, pc]``, read through index maps (no permuted
+        copy). Default: the given order.
 
     Returns
     -------
     GridSymbolic
     """
     lay = Layout(grid, (a.shape[0], a.shape[1], b.shape[1]), nbatches)
-    ac, bc = _csc(a), _csc(b)
-    col_block, col_batch, col_layer = lay.column_maps()
+    ar, br = _csr(a), _csr(b)
+    new = [None] * 3 if perms is None else [inverse(p) for p in perms]
+    col_block, col_batch, col_layer = (_mapped(x, new[2]) for x in lay.column_maps())
     in_s, in_k = lay.inner_slice_of()
-    # int64 indices whatever scipy chose: one compiled specialisation of the pass
-    i64 = [np.asarray(x, np.int64) for x in (ac.indptr, ac.indices, bc.indptr, bc.indices)]
+    slice_of = _mapped(in_s * grid.l + in_k, new[1])
+    row_block = _mapped(lay.row_block_of(), new[0])
+    # one index type for all (int32 where it fits: no int64 copy of the indices), so a
+    # specialisation of the pass each
+    it = index_dtype(max(ar.nnz, br.nnz, *ar.shape, *br.shape,
+                         *(() if mask is None else (mask.nnz, *mask.shape))))
+    csr = [np.asarray(x, it) for x in (ar.indptr, ar.indices, br.indptr, br.indices)]
     if mask is None:
-        mm = (np.zeros(1, np.int64), np.zeros(0, np.int64), 0)
+        mm = (np.zeros(1, it), np.zeros(0, it), 0)
     else:
-        mc = _csc(mask)
-        mm = (np.asarray(mc.indptr, np.int64), np.asarray(mc.indices, np.int64),
-              2 if complement else 1)
+        mr = _csr(mask)
+        mm = (np.asarray(mr.indptr, it), np.asarray(mr.indices, it), 2 if complement else 1)
     unmerged, layer, final, flops = _passes(
-        i64, (lay.row_block_of(), in_s, in_k, col_block, col_batch, col_layer, grid.q,
-              grid.l, lay.b, max(a.shape[0], 1), *mm))
-    nnz_a, nnz_b = cell_input_nnz(ac, bc, lay)
-    bcoo = sp.coo_array(bc)
-    nnz_b_batch = np.zeros((lay.b, grid.q, grid.q, grid.l), np.int64)
-    np.add.at(nnz_b_batch, (col_batch[bcoo.col], in_s[bcoo.row], col_block[bcoo.col],
-                            in_k[bcoo.row]), 1)
-    return GridSymbolic(grid, lay, unmerged, layer, final, flops, nnz_a, nnz_b, nnz_b_batch)
+        csr, (row_block, slice_of, col_block, col_batch, col_layer, grid.q, grid.l, lay.b,
+              max(b.shape[1], 1), *mm))
+    del csr
+    q, l, nb = grid.q, grid.l, lay.b
+    # A: per row block, per inner slice; B: per inner slice, per (batch, column block)
+    na = _label_counts(ar.indptr, ar.indices, row_block, slice_of, q, q * l)
+    nbb = _label_counts(br.indptr, br.indices, slice_of, col_batch * q + col_block, q * l,
+                        nb * q)
+    nnz_a = np.ascontiguousarray(na.reshape(q, q, l))                           # [i, s, k]
+    nnz_b_batch = np.ascontiguousarray(nbb.reshape(q, l, nb, q).transpose(2, 0, 3, 1))
+    return GridSymbolic(grid, lay, unmerged, layer, final, flops, nnz_a,
+                        nnz_b_batch.sum(axis=0), nnz_b_batch)               # [t, s, j, k]
 
 
-def cell_input_nnz(ac, bc, lay: Layout) -> tuple[np.ndarray, np.ndarray]:
+def cell_input_nnz(a, b, lay: Layout, perms=None) -> tuple[np.ndarray, np.ndarray]:
     """Nonzeros of the A and B block of every cell, shape (q, q, l) each.
 
-    Cell (i, j, k) owns ``A[rows_i, inner_(j,k)]`` and ``B[inner_(i,k), cols_j]``.
+    Cell (i, j, k) owns ``A[rows_i, inner_(j,k)]`` and ``B[inner_(i,k), cols_j]`` (of
+    ``a[pr][:, pk]`` and ``b[pk][:, pc]`` with ``perms``).
     """
     q, l = lay.grid.q, lay.grid.l
+    ar, br = _csr(a), _csr(b)
+    new = [None] * 3 if perms is None else [inverse(p) for p in perms]
     in_s, in_k = lay.inner_slice_of()
-    ac, bc = sp.coo_array(ac), sp.coo_array(bc)
-    rb = lay.row_block_of()
-    nnz_a = np.zeros((q, q, l), np.int64)
-    np.add.at(nnz_a, (rb[ac.row], in_s[ac.col], in_k[ac.col]), 1)
-    cb = np.repeat(np.arange(q), np.diff(lay.col_bounds))
-    nnz_b = np.zeros((q, q, l), np.int64)
-    np.add.at(nnz_b, (in_s[bc.row], cb[bc.col], in_k[bc.row]), 1)
-    return nnz_a, nnz_b
+    slice_of = _mapped(in_s * l + in_k, new[1])
+    col_block = _mapped(np.repeat(np.arange(q), np.diff(lay.col_bounds)), new[2])
+    na = _label_counts(ar.indptr, ar.indices, _mapped(lay.row_block_of(), new[0]), slice_of,
+                       q, q * l)
+    nb = _label_counts(br.indptr, br.indices, slice_of, col_block, q * l, q)
+    return (np.ascontiguousarray(na.reshape(q, q, l)),                    # [i, s, k]
+            np.ascontiguousarray(nb.reshape(q, l, q).transpose(0, 2, 1)))   # [s, j, k]
+
+
+def inverse(perm) -> np.ndarray:
+    """The new place of every old index of a permutation."""
+    perm = np.asarray(perm)
+    inv = np.empty(perm.size, np.int64)
+    inv[perm] = np.arange(perm.size)
+    return inv
+
+
+def _mapped(by_new: np.ndarray, new) -> np.ndarray:
+    """A per-new-index map read per old index (``new``: the new place of each)."""
+    out = by_new if new is None else by_new[new]
+    return np.ascontiguousarray(out, np.int64)
 
 
 def batch_count(sym: GridSymbolic, memory_total: float, r: float = BYTES_PER_UNMERGED) -> int:
@@ -331,9 +439,9 @@ def batch_lower_bound(sym: GridSymbolic, memory_total: float,
     return max(1, math.ceil(r * sym.sum_layer_nnz / free))
 
 
-def _csc(m) -> sp.csc_array:
-    c = sp.csc_array(m)
-    c.sum_duplicates()   # canonical: sorted rows in every column (_grid_pass needs it)
+def _csr(m) -> sp.csr_array:
+    c = sp.csr_array(m)
+    c.sum_duplicates()   # canonical: no repeated entry (it would count its flops twice)
     return c
 
 

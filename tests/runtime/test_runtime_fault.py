@@ -123,6 +123,34 @@ def test_adopted_parts_of_a_lost_worker_are_rebuilt(client3, workers3):
     bare.release()
 
 
+def test_built_parts_keep_no_client_copy_and_are_built_again_where_they_move(client3,
+                                                                            workers3):
+    """``put_each`` sends a part at a time from ``build(part)`` and keeps nothing on the
+    client: a move builds only the parts whose worker changed, on their new worker."""
+    from daskhpc.runtime import PartStore
+
+    a, b, c = workers3
+    built = []
+
+    def build(p):
+        built.append(p)
+        return np.arange(10 + p)
+
+    store = PartStore(client3, Placement(2, [a, b]), "built")
+    store.put_each("x", [0, 1], build)
+    assert built == [0, 1] and "x" not in store.data       # one at a time, no copy kept
+    kept = store["x"][1]
+    assert store.move(Placement(2, [c, b])) == [0]
+    assert built == [0, 1, 0] and store["x"][1] is kept
+    held = client3.who_has([store["x"][0], store["x"][1]])
+    assert [held[store["x"][p].key] for p in (0, 1)] == [(c,), (b,)]
+    assert client3.gather(store["x"][0]).tolist() == list(range(10))
+    store.put("x", {0: np.arange(2), 1: np.arange(3)})      # a plain put replaces it
+    store.move(Placement(2, [a, c]))
+    assert built == [0, 1, 0]
+    store.release()
+
+
 def test_checkpoint_steps_prune_and_resume(tmp_path):
     ck = CheckpointDir(tmp_path, "w", {"seed": 1, "n": [1, 2]})
     assert ck.latest() is None

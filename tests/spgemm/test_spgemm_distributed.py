@@ -224,7 +224,7 @@ def test_the_plan_runs_beside_the_batches_and_its_failure_loses_nothing(client2,
     # the plan's pass (a client thread, started once b is known) fills the report's plan
     # and the planned bytes; if it fails, the product still comes back, with a warning
     # and the reason in the report instead of the plan
-    from daskhpc.spgemm import _job
+    from daskhpc.spgemm import _setup
 
     a = random_matrix(300, 300, 0.02, seed=11)
     res = multiply(a, a, client=client2, grid="2x2x1")
@@ -235,7 +235,7 @@ def test_the_plan_runs_beside_the_batches_and_its_failure_loses_nothing(client2,
     def broken(*args, **kwargs):
         raise MemoryError("no room for the counts")
 
-    monkeypatch.setattr(_job, "grid_symbolic", broken)
+    monkeypatch.setattr(_setup.Setup, "symbolic", broken)
     with pytest.warns(UserWarning, match="plan's pass failed .*no room for the counts"):
         res2 = multiply(a, a, client=client2, grid="2x2x1")
     assert_same_product(res2.matrix, a @ a)

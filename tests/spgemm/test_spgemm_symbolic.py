@@ -33,7 +33,7 @@ def test_grid_symbolic_counts(grid, nb):
 
 @pytest.mark.parametrize("mask", [None, "mask", "complement"])
 def test_grid_symbolic_in_column_ranges_equals_one_pass(monkeypatch, mask):
-    """The plan's pass runs over ranges of B's columns in threads (one per core, at
+    """The plan's pass runs over ranges of A's rows in threads (one per core, at
     least PARALLEL_FLOPS each): every count equals the single pass's."""
     import daskhpc.spgemm._symbolic as sym
 
@@ -48,8 +48,8 @@ def test_grid_symbolic_in_column_ranges_equals_one_pass(monkeypatch, mask):
     real = sym._grid_pass
     monkeypatch.setattr(sym, "_grid_pass", lambda *x: calls.append(x[-2:]) or real(*x))
     many = grid_symbolic(a, b, Grid(2, 2), 3, m, comp)
-    assert len(calls) == 5 and calls[0][0] == 0 and calls[-1][1] == b.shape[1]
-    assert all(x[1] == y[0] for x, y in zip(calls, calls[1:]))      # ranges tile B
+    assert len(calls) == 5 and calls[0][0] == 0 and calls[-1][1] == a.shape[0]
+    assert all(x[1] == y[0] for x, y in zip(calls, calls[1:]))      # ranges tile A's rows
     for k in ("unmerged", "layer", "final", "flops"):
         np.testing.assert_array_equal(getattr(many, k), getattr(one, k))
 

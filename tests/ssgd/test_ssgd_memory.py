@@ -360,6 +360,6 @@ def test_transient_part_data_is_sent_a_part_at_a_time_and_not_kept():
     store._scatter = scatter
     futures = store.put_each("part", range(3), make, transient=True)
     assert futures == {p: f"future-{p}" for p in range(3)}
-    assert sent == [[], [0], [1], [2]]
+    assert sent == [[0], [1], [2]]
     assert store.data["part"] == {0: None, 1: None, 2: None}
     assert all(ref() is None for ref in refs)
