@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from daskhpc.arrays import unique_sorted
+
 #: Plans of at most this many messages are checked in Python (``Plan._check_messages``).
 SMALL = 64
 
@@ -309,7 +311,8 @@ class Plan:
             sel = sel[np.sort(first)]
         fetches = int(sel.size)     # before bundling: one per message (per key, broadcast)
         key = (self.phase[sel] * k + sw[sel]) * k + dw[sel]
-        groups, inv = np.unique(key, return_inverse=True)
+        # sorting, not np.unique's hash table (slow on millions of distinct keys)
+        groups, inv = unique_sorted(key, return_inverse=True)
         # bundled units may differ in width: the bundle carries their words (one unit of
         # as many words), so bytes stay exact
         words = np.bincount(inv, weights=self.volume[sel] * self.message_words()[sel],

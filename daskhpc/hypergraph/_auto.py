@@ -11,8 +11,8 @@ size"):
   run to run (save it with ``--save-partition`` / ``Partition.save`` to reuse it).
 * above: the seeded random partition refined by label propagation (``lp``,
   :mod:`._refine`), seconds where Mt-KaHyPar takes many minutes; only the fallback (a
-  local method). Its pin-count table needs ``4 * nets * K`` bytes; beyond
-  ``LP_MAX_BYTES`` the rule keeps Mt-KaHyPar ``default``.
+  local method). Its pin-count table needs ``4 * nets * K`` bytes (its bits 1/32 more);
+  beyond ``LP_MAX_BYTES`` the rule keeps Mt-KaHyPar ``default``.
 
 Examples
 --------

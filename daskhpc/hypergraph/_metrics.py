@@ -13,10 +13,10 @@ Imbalance follows KaHyPar: part p is balanced when W_p <= (1 + eps) * ceil(W / K
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from ._hypergraph import Hypergraph
-from daskhpc.arrays import unique_sorted
 
 
 def _check_parts(h: Hypergraph, parts: np.ndarray, nparts: int) -> np.ndarray:
@@ -40,13 +40,29 @@ def connectivity_sets(h: Hypergraph, parts, nparts: int) -> tuple[np.ndarray, np
     ([0, 1, 3], [0, 0, 1])
     """
     parts = _check_parts(h, parts, nparts)
-    # One key per (net, part) pair a pin creates; unique keys are the connectivity sets,
-    # already sorted by net then part.
-    keys = unique_sorted(h.net_of_pin() * np.int64(nparts) + parts[h.pins])
-    nets, lam_parts = np.divmod(keys, np.int64(nparts))
-    lam_ptr = np.zeros(h.num_nets + 1, dtype=np.int64)
-    np.cumsum(np.bincount(nets, minlength=h.num_nets), out=lam_ptr[1:])
-    return lam_ptr, lam_parts
+    # each net's distinct parts by a stamp, then sorted: linear in the pins, where
+    # sorting one (net, part) key per pin was not
+    return _connectivity_sets(h.net_ptr, h.pins, parts, int(nparts))
+
+
+@numba.njit(cache=True)
+def _connectivity_sets(net_ptr, pins, parts, nparts):  # pragma: no cover - numba
+    M = net_ptr.size - 1
+    stamp = np.full(nparts, -1, np.int64)
+    lam_ptr = np.zeros(M + 1, np.int64)
+    out = np.empty(pins.size, np.int64)
+    k = 0
+    for n in range(M):
+        start = k
+        for i in range(net_ptr[n], net_ptr[n + 1]):
+            q = parts[pins[i]]
+            if stamp[q] != n:
+                stamp[q] = n
+                out[k] = q
+                k += 1
+        out[start:k].sort()
+        lam_ptr[n + 1] = k
+    return lam_ptr, out[:k].copy()
 
 
 def connectivity(h: Hypergraph, parts, nparts: int) -> np.ndarray:

@@ -77,18 +77,16 @@ def tensor_coarse(X, net_cost: int = 1) -> Hypergraph:
     coords, shape = _coords(X)
     N = coords.shape[0]
     offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
-    gid = coords + offsets[:N, None]  # global vertex id per (mode, nonzero)
-    nets = [gid[m] for m in range(N) for _ in range(N)]
-    verts = [gid[mm] for _ in range(N) for mm in range(N)]
-    # Every index owns its own net even when its slice is empty (t_m^i is in n_m^i).
-    own = np.arange(offsets[-1], dtype=np.int64)
-    h = Hypergraph.from_incidence(np.concatenate(nets + [own]), np.concatenate(verts + [own]),
-                                  int(offsets[-1]), int(offsets[-1]))
-    w = np.zeros((offsets[-1], N), dtype=np.int64)
+    V = int(offsets[-1])
+    coords = np.ascontiguousarray(coords)
+    # the nonzeros of every slice (the fine-grain nets), then each slice's distinct
+    # vertices: linear in the pins, where sorting the (net, vertex) pairs of every
+    # nonzero was not (9 pairs a nonzero of a 3-mode tensor)
+    net_ptr, pins = _coarse_pins(coords, offsets, *_fine_pins(coords, offsets, V))
+    w = np.zeros((V, N), dtype=np.int64)
     for m in range(N):
         w[offsets[m]:offsets[m + 1], m] = np.bincount(coords[m], minlength=shape[m])
-    return Hypergraph(h.num_vertices, h.net_ptr, h.pins, w,
-                      np.full(h.num_nets, net_cost, np.int64), "tensor-coarse",
+    return Hypergraph(V, net_ptr, pins, w, np.full(V, net_cost, np.int64), "tensor-coarse",
                       {"shape": list(shape), "offsets": offsets.tolist(), "nnz": coords.shape[1]})
 
 
@@ -126,6 +124,42 @@ def _fine_pins(coords, offsets, num_nets):  # pragma: no cover - numba
             n = offsets[m] + coords[m, e]
             pins[at[n]] = e
             at[n] += 1
+    return ptr, pins
+
+
+@numba.njit(cache=True)
+def _coarse_pins(coords, offsets, slice_ptr, slice_nnz):  # pragma: no cover - numba
+    # Net n (index i of mode m): t_m^i itself and the vertices of every index of the
+    # nonzeros of slice i, each once (stamp), ascending.
+    N = coords.shape[0]
+    V = slice_ptr.size - 1
+    stamp = np.full(V, -1, np.int64)
+    ptr = np.zeros(V + 1, np.int64)
+    for fill in range(2):                  # count, then write
+        if fill:
+            pins = np.empty(ptr[V], np.int64)
+            stamp[:] = -1
+        else:
+            pins = np.empty(0, np.int64)
+        for n in range(V):
+            k = ptr[n]
+            stamp[n] = n
+            if fill:
+                pins[k] = n
+            k += 1
+            for j in range(slice_ptr[n], slice_ptr[n + 1]):
+                e = slice_nnz[j]
+                for m in range(N):
+                    u = offsets[m] + coords[m, e]
+                    if stamp[u] != n:
+                        stamp[u] = n
+                        if fill:
+                            pins[k] = u
+                        k += 1
+            if fill:
+                pins[ptr[n]:k].sort()
+            else:
+                ptr[n + 1] = k
     return ptr, pins
 
 

@@ -86,13 +86,20 @@ def _lp(net_ptr, pins, vptr, vnets, vpins, costs, weights, parts, nparts, lmax, 
         max_net_size, min_moves):  # pragma: no cover - numba
     M = net_ptr.size - 1
     K = nparts
+    KW = (K + 63) >> 6
     phi = np.zeros(M * K, np.int32)  # pins of net n in part q
+    # phi > 0 as bits (K / 8 bytes a net, 1/32 of phi): the candidates' gains read only
+    # these, so the random reads of step 3 hit a table that mostly stays in cache
+    bits = np.zeros(M * KW, np.uint64)
     lam = np.zeros(M, np.int64)
+    one = np.uint64(1)
     for n in range(M):
         for i in range(net_ptr[n], net_ptr[n + 1]):
-            idx = n * K + parts[pins[i]]
+            q = parts[pins[i]]
+            idx = n * K + q
             if phi[idx] == 0:
                 lam[n] += 1
+                bits[n * KW + (q >> 6)] |= one << np.uint64(q & 63)
             phi[idx] += 1
     # The part of every pin, kept up to date on moves: the candidate scan then reads
     # pins' parts sequentially instead of gathering parts[pins[i]] at random.
@@ -109,6 +116,9 @@ def _lp(net_ptr, pins, vptr, vnets, vpins, costs, weights, parts, nparts, lmax, 
     seen = np.full(K, -1, np.int64)  # last vertex whose candidate list holds part q
     touched = np.empty(K, np.int64)
     best = np.empty(_CANDIDATES, np.int64)
+    gains = np.empty(_CANDIDATES, np.int64)
+    word = np.empty(_CANDIDATES, np.int64)
+    mask = np.empty(_CANDIDATES, np.uint64)
     tick = 0
     total_moves = 0
     for r in range(orders.shape[0]):
@@ -157,22 +167,28 @@ def _lp(net_ptr, pins, vptr, vnets, vpins, costs, weights, parts, nparts, lmax, 
                 best[pos] = q
             for t in range(nt):
                 score[touched[t]] = 0
-            # 3. Exact gain over all of v's nets for each candidate; take the best.
+            # 3. Exact gain over all of v's nets for each candidate (one pass over the
+            #    nets for all of them; integer sums, so the order does not matter); take
+            #    the best, the first in candidate order on a tie.
+            for c in range(nb):
+                gains[c] = 0
+                word[c] = best[c] >> 6
+                mask[c] = one << np.uint64(best[c] & 63)
+            for j in range(vptr[v], vptr[v + 1]):
+                n = vnets[j]
+                ln = lam[n]
+                alone = 1 if phi[n * K + a] == 1 else 0
+                for c in range(nb):
+                    l2 = ln - alone
+                    if bits[n * KW + word[c]] & mask[c] == 0:
+                        l2 += 1
+                    if l2 != ln:
+                        gains[c] += costs[n] * (_cost(ln, soed) - _cost(l2, soed))
             gbest = 0
             target = -1
             for c in range(nb):
                 b = best[c]
-                gain = 0
-                for j in range(vptr[v], vptr[v + 1]):
-                    n = vnets[j]
-                    ln = lam[n]
-                    l2 = ln
-                    if phi[n * K + a] == 1:
-                        l2 -= 1
-                    if phi[n * K + b] == 0:
-                        l2 += 1
-                    if l2 != ln:
-                        gain += costs[n] * (_cost(ln, soed) - _cost(l2, soed))
+                gain = gains[c]
                 # A zero-gain move is taken only when it evens the load (no cycling).
                 if gain > gbest or (gain == 0 and target < 0 and gbest == 0 and
                                     load[b] + wv < load[a]):
@@ -181,15 +197,19 @@ def _lp(net_ptr, pins, vptr, vnets, vpins, costs, weights, parts, nparts, lmax, 
             if target < 0:
                 continue
             b = target
+            ma = one << np.uint64(a & 63)
+            mb = one << np.uint64(b & 63)
             for j in range(vptr[v], vptr[v + 1]):
                 n = vnets[j]
                 ia = n * K + a
                 phi[ia] -= 1
                 if phi[ia] == 0:
                     lam[n] -= 1
+                    bits[n * KW + (a >> 6)] &= ~ma
                 ib = n * K + b
                 if phi[ib] == 0:
                     lam[n] += 1
+                    bits[n * KW + (b >> 6)] |= mb
                 phi[ib] += 1
                 pin_part[vpins[j]] = b
             parts[v] = b

@@ -76,3 +76,34 @@ def test_alpha_beta_estimate():
 
 def test_tokenize_is_deterministic():
     assert hand_plan().__dask_tokenize__() == hand_plan().__dask_tokenize__()
+
+
+def test_expand_fold_counting_sort_match_lexsort():
+    """The counting sort by (src, dst) gives the three-key sort's messages and rows, and
+    ``placed`` the bundles of ``np.unique``."""
+    from daskhpc.comm import expand_plan, fold_plan
+
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        K, n = int(rng.integers(2, 30)), int(rng.integers(1, 400))
+        sizes = rng.integers(0, K + 1, n)
+        lam_ptr = np.concatenate([[0], np.cumsum(sizes)])
+        lam_parts = np.concatenate([np.sort(rng.choice(K, s, replace=False)) for s in sizes])
+        owner = rng.integers(0, K, n)
+        row = np.repeat(np.arange(n), sizes)
+        keep = lam_parts != owner[row]
+        for plan, src, dst in ((expand_plan, owner[row][keep], lam_parts[keep]),
+                               (fold_plan, lam_parts[keep], owner[row][keep])):
+            p = plan(owner, lam_ptr, lam_parts, K)
+            order = np.lexsort((row[keep], dst, src))
+            assert np.array_equal(p.indices, row[keep][order])
+            pairs = np.unique(src * K + dst)
+            assert np.array_equal(p.src * K + p.dst, pairs)
+            assert np.array_equal(p.volume, np.bincount(src * K + dst)[pairs])
+            w = rng.integers(0, 3, K)
+            q = p.placed(w)
+            sel = w[p.src] != w[p.dst]
+            key = w[p.src[sel]] * 3 + w[p.dst[sel]]
+            groups, inv = np.unique(key, return_inverse=True)
+            assert np.array_equal(q.src * 3 + q.dst, groups)
+            assert np.array_equal(q.volume, np.bincount(inv, p.volume[sel]).astype(np.int64))

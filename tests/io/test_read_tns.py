@@ -163,3 +163,25 @@ def test_arrays_memory(tmp_path, monkeypatch):
     raw = c.nbytes + v.nbytes
     assert raw == 16 * n
     assert peak < raw + 40 * _tns.BLOCK        # the text alone is over 17 bytes a line
+
+
+def test_arrow_path_as_the_general_parse(tmp_path, monkeypatch):
+    """Plain single-space files go through pyarrow, with the general parse's arrays;
+    anything else (a comment, a tab, a bad index) through the general parse."""
+    from daskhpc.io import _tns, read_tns_arrays
+
+    rng = np.random.default_rng(0)
+    lines = [f"{i % 7 + 1} {i % 5 + 1} {rng.integers(1, 3000000000)} {i / 3}"
+             for i in range(1, 3001)]
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    calls = []
+    arrow = _tns._read_arrow
+    monkeypatch.setattr(_tns, "_read_arrow", lambda *a: calls.append(arrow(*a)) or calls[-1])
+    got = read_tns_arrays(path)
+    assert calls[-1] is not None                 # taken
+    monkeypatch.setattr(_tns, "_read_arrow", lambda *a: None)
+    want = read_tns_arrays(path)
+    assert all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got[:2], want[:2]))
+    assert got[2] == want[2] and got[0].dtype == np.int64 and got[1].dtype == np.float64
+    for text in ("1 1 1 1\n# c\n", "1\t1 1\n", "1 1 1\n1 0 1\n", "1 1 nan\n", "1  1 1\n"):
+        assert arrow(write(tmp_path, text, name="o.tns"), None) is None
