@@ -67,7 +67,9 @@ def sections(s: Setup, history=None, command=None) -> dict:
         if s.choice else None
     if s.choice is not None:        # every algorithm's Table 3.1 time, fastest first
         times = s.choice["candidates"]
-        out["plan"]["predicted_s_per_step"] = times.get(s.algo.name)
+        # a call: its stages, then the step that puts the result
+        out["plan"]["predicted_s_per_step"] = times.get(s.algo.name) + \
+            s.choice.get("floor_s", 0.0)
         out["plan"]["prediction"] = {"network": {"name": "alpha-beta",
                                                  "alpha_s": s.choice["alpha"],
                                                  "beta_s_per_byte": s.choice["beta"]}}
@@ -236,7 +238,8 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
         model = network_for(run.network, client, exchange_mode(run.exchange))
         options = {**options,
                    "alpha": model.alpha if options.get("alpha") is None else options["alpha"],
-                   "beta": model.beta if options.get("beta") is None else options["beta"]}
+                   "beta": model.beta if options.get("beta") is None else options["beta"],
+                   "floor": model.floor_s if options.get("floor") is None else options["floor"]}
     collection = vectors is not None and is_collection(vectors)
     if collection:                         # one rank per row, run where its row is
         from ._collect import rank_futures

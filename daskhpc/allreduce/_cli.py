@@ -82,16 +82,18 @@ class Allreduce(Workflow):
 
 
 def _network_alpha_beta(model, kw: dict) -> dict:
-    """``alpha`` and ``beta`` of a ``--network``'s model where ``--alpha``/``--beta`` did
-    not give them."""
+    """``alpha``, ``beta`` and ``floor`` of a ``--network``'s model where ``--alpha``,
+    ``--beta``, ``--floor`` did not give them."""
     return {"alpha": model.alpha if kw.get("alpha") is None else kw["alpha"],
-            "beta": model.beta if kw.get("beta") is None else kw["beta"]}
+            "beta": model.beta if kw.get("beta") is None else kw["beta"],
+            "floor": model.floor_s if kw.get("floor") is None else kw["floor"]}
 
 
 def _call_args(call: Call) -> dict:
     o = call.options
     inputs = [i for i in call.inputs if i != "uniform"]
     opts = {"algorithm": o.algorithm, "group": o.group, "alpha": o.alpha, "beta": o.beta,
+            "floor": o.floor,
             "repeat": o.repeat}
     if not inputs:
         return dict(N=o.N, nparts=call.parts, density=o.density, seed=o.seed, dtype=o.dtype,

@@ -53,6 +53,8 @@ class Options:
                                  bounds=(0, None))
     beta: float | None = option(None, "seconds per byte for auto (default: calibrated or "
                                       "the built-in cost model)", type=float, bounds=(0, None))
+    floor: float | None = option(None, "seconds every step costs for auto (default: "
+                                       "calibrated, else 0)", type=float, bounds=(0, None))
     repeat: int = option(1, "calls to time, each a history row", modes=("run",),
                          bounds=(1, None))
 
@@ -256,7 +258,7 @@ def finish(opts: Options, streams: list, N: int, fmt: Format, source, t0: float)
     priced = opts.alpha is not None and opts.beta is not None and name in CANDIDATES
     if name == "auto" or priced:
         k = max(s.nitems for s in streams)
-        choice = choose(P, N, k, fmt.isize, cost_model(opts.alpha, opts.beta),
+        choice = choose(P, N, k, fmt.isize, cost_model(opts.alpha, opts.beta, opts.floor),
                         group=opts.group, candidates=CANDIDATES)
         if name == "auto":
             name = choice["algorithm"]

@@ -73,9 +73,11 @@ class CostModel:
     beta : float
         Seconds per byte over a host's link.
     flop_s : float
-        Seconds per unit of load (a flop of the workflow's sparse kernels) on one worker.
+        Seconds per unit of load (a flop of the workflow's sparse kernels) on one worker,
+        every worker computing at once (as a calibration times it: workers may share
+        cores).
     dense_flop_s : float
-        Seconds per flop of a dense (BLAS) product on one worker.
+        Seconds per flop of a dense (BLAS) product on one worker, likewise.
     memory_beta : float
         Seconds per byte between two workers of one host (0: free).
     duplex : bool
@@ -209,7 +211,8 @@ class CostModel:
 
     @classmethod
     def from_config(cls, exchange: str | None = None) -> CostModel:
-        """alpha and beta from ``daskhpc.comm.alpha`` / ``daskhpc.comm.beta`` in
+        """alpha and beta (and ``flop-s``, ``dense-flop-s``, ``floor-s``) from
+        ``daskhpc.comm.alpha`` / ``daskhpc.comm.beta`` in
         ``dask.config`` (what ``daskhpc info --calibrate --save`` writes; environment
         variables ``DASK_DASKHPC__COMM__ALPHA`` work too), else the defaults above. With
         ``exchange`` ("graph" or "direct"), the calibration of a Program's messages in that
@@ -225,14 +228,15 @@ class CostModel:
         flop_s = float(_config.get("comm.flop-s", DEFAULT_FLOP_S) or DEFAULT_FLOP_S)
         dense = float(_config.get("comm.dense-flop-s", DEFAULT_DENSE_FLOP_S)
                       or DEFAULT_DENSE_FLOP_S)
+        floor = float(_config.get("comm.floor-s", 0.0) or 0.0)
         if exchange is not None:
             fit = _config.get(f"comm.exchange.{exchange}", None)
             if fit:
                 return cls(float(fit["alpha"]), float(fit["beta"]), flop_s, name="calibrated",
-                           dense_flop_s=dense)
+                           dense_flop_s=dense, floor_s=floor)
         return cls(float(_config.get("comm.alpha", DEFAULT_ALPHA)),
                    float(_config.get("comm.beta", DEFAULT_BETA)), flop_s, name="config",
-                   dense_flop_s=dense)
+                   dense_flop_s=dense, floor_s=floor)
 
 
 @dataclass

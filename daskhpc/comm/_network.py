@@ -94,7 +94,8 @@ def saved_calibrations() -> dict:
 
 def save_calibration(name: str, entry: dict) -> str:
     """Keep ``entry`` (``alpha``, ``beta``, optionally ``flop_s``, ``dense_flop_s``,
-    ``duplex``, ``exchange``, ``transfer``, ``hosts``, ``workers``) as cluster ``name``'s calibration, the others kept; returns the path."""
+    ``floor_s``, ``duplex``, ``exchange``, ``transfer``, ``hosts``, ``workers``) as
+    cluster ``name``'s calibration, the others kept; returns the path."""
     import yaml
 
     path = calibration_path()
@@ -113,6 +114,8 @@ def save_calibration(name: str, entry: dict) -> str:
         comm["flop-s"] = float(entry["flop_s"])
     if entry.get("dense_flop_s"):
         comm["dense-flop-s"] = float(entry["dense_flop_s"])
+    if entry.get("floor_s") is not None:
+        comm["floor-s"] = float(entry["floor_s"])
     if entry.get("exchange"):
         comm["exchange"] = entry["exchange"]
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -129,7 +132,8 @@ def plan_network(name: str | None) -> str:
     return "calibrated" if saved_calibrations()["clusters"] else "ethernet-10g"
 
 
-def network_model(name: str | None, cluster: str | None = None) -> CostModel:
+def network_model(name: str | None, cluster: str | None = None,
+                  exchange: str | None = None) -> CostModel:
     """The :class:`CostModel` of network ``name``.
 
     Parameters
@@ -140,6 +144,9 @@ def network_model(name: str | None, cluster: str | None = None) -> CostModel:
         else ``default``.
     cluster : str, optional
         The cluster a run is on (its saved name): ``calibrated`` prefers its entry.
+    exchange : str, optional
+        How the run's messages travel (``direct``, ``graph``): a calibration's alpha and
+        beta of that mode where it timed one.
 
     Raises
     ------
@@ -174,18 +181,20 @@ calibrated:NAME, infiniband-100g, ethernet-10g, default (run also: calibrate)
             raise InputError(f"--network calibrated: nothing saved in {calibration_path()}; "
                              "measure the cluster with daskhpc info --calibrate --save, or "
                              "choose a profile (infiniband-100g, ethernet-10g)")
-        return model_of(clusters[key], f"calibrated:{key}")
+        return model_of(clusters[key], f"calibrated:{key}", exchange)
     raise InputError(f"unknown --network {name!r}; choose one of calibrated, "
                      f"calibrated:NAME, {', '.join(PROFILES)}, default (run also: calibrate)")
 
 
-def model_of(entry: dict, name: str) -> CostModel:
+def model_of(entry: dict, name: str, exchange: str | None = None) -> CostModel:
     """A CostModel from a calibration's ``alpha``, ``beta`` and (if measured) ``flop_s``,
     ``dense_flop_s``, ``duplex`` and ``floor_s``; ``memory_beta`` where the entry was given
     it. An entry without ``duplex`` (saved before calibrations measured it) is taken as
-    full duplex, as switched ports and ``tc``-shaped links are."""
+    full duplex, as switched ports and ``tc``-shaped links are. With ``exchange``, alpha
+    and beta of that mode's messages where the entry has them."""
     base = CostModel()
-    return CostModel(alpha=float(entry["alpha"]), beta=float(entry["beta"]),
+    fit = (entry.get("exchange") or {}).get(exchange) or entry
+    return CostModel(alpha=float(fit["alpha"]), beta=float(fit["beta"]),
                      flop_s=float(entry.get("flop_s") or base.flop_s),
                      memory_beta=float(entry.get("memory_beta", 0.0)),
                      duplex=bool(entry.get("duplex", True)), name=name,

@@ -173,7 +173,8 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
         net = network_for(run.network, client, exchange_mode(run.exchange))
         options = {**options,
                    "alpha": net.alpha if options.get("alpha") is None else options["alpha"],
-                   "beta": net.beta if options.get("beta") is None else options["beta"]}
+                   "beta": net.beta if options.get("beta") is None else options["beta"],
+                   "floor": net.floor_s if options.get("floor") is None else options["floor"]}
     nz = None
     if is_collection(X) or is_collection(y) or _collect.test_collection(test):
         # X's values stay on the workers

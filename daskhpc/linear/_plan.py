@@ -5,11 +5,36 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from daskhpc.comm import Plan
 
 from ._setup import Setup
 
-__all__ = ["sections"]
+__all__ = ["sections", "epoch_seconds", "GRADIENT_FLOPS"]
+
+#: flops of one stored entry of a batch row in one model's gradient: the margin's
+#: multiply-add, then the gradient's
+GRADIENT_FLOPS = 4
+
+
+def epoch_seconds(s: Setup, calls) -> float:
+    """Predicted seconds of an epoch: per call (iteration) the busiest part's batch
+    gradient (``GRADIENT_FLOPS`` a stored entry and model, at ``flop_s``) and the
+    allreduce (Table 3.1, a step's floor a stage), then the evaluation (a margin, 2
+    flops an entry and model, of every training and test row of a part) in the epoch's
+    reported step."""
+    X, Xt, K = s.data.X, s.data.X_test, s.K
+    row_nnz = np.diff(X.indptr)
+    part = np.array([row_nnz[r].sum() for r in s.rows], dtype=float)
+    batch = part * np.minimum(1.0, s.options.batch / np.maximum(
+        [r.size for r in s.rows], 1))
+    test = np.zeros_like(part) if Xt is None else np.array(
+        [np.diff(Xt.indptr)[r].sum() for r in s.test_rows], dtype=float)
+    flop_s = s.cost.flop_s
+    gradient = GRADIENT_FLOPS * K * batch.max() * flop_s
+    evaluate = 2.0 * K * (part + test).max() * flop_s + s.cost.floor_s
+    return float(sum(c["candidates"][a.name] + gradient for a, _, c in calls) + evaluate)
 
 
 def sections(s: Setup, history=None, command=None, epochs=None) -> dict:
@@ -46,9 +71,7 @@ def sections(s: Setup, history=None, command=None, epochs=None) -> dict:
                    "is larger); measured sends are in the history"}
     calls = s.calls(e0)
     if calls and all(c for _, _, c in calls):
-        # the epoch's allreduces on the network (Table 3.1; the rows' compute left out)
-        out["plan"]["predicted_s_per_step"] = float(sum(c["candidates"][a.name]
-                                                        for a, _, c in calls))
+        out["plan"]["predicted_s_per_step"] = epoch_seconds(s, calls)
         out["plan"]["prediction"] = {"network": {"name": "alpha-beta",
                                                  "alpha_s": calls[0][2]["alpha"],
                                                  "beta_s_per_byte": calls[0][2]["beta"]}}

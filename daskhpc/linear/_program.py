@@ -293,9 +293,9 @@ def fingerprint(s) -> dict:
     opts = asdict(s.options)
     if isinstance(opts["class_weight"], dict):     # JSON keys: the labels as text
         opts["class_weight"] = {str(k): float(v) for k, v in opts["class_weight"].items()}
-    # a resumed run may go on for more epochs, or stop otherwise; alpha and beta only
+    # a resumed run may go on for more epochs, or stop otherwise; alpha, beta, floor only
     # choose algorithms (the calls' plans say which); a warm start: its weights
-    for k in ("epochs", "tol", "n_iter_no_change", "alpha", "beta", "init"):
+    for k in ("epochs", "tol", "n_iter_no_change", "alpha", "beta", "floor", "init"):
         opts.pop(k)
     if s.w0 is not None:
         opts["init"] = array_digest(s.w0)

@@ -117,6 +117,8 @@ class Options:
                                        "the calibrated or built-in cost model)", type=float)
     beta: float | None = option(None, "seconds per byte for --allreduce auto (default: the "
                                       "calibrated or built-in cost model)", type=float)
+    floor: float | None = option(None, "seconds every step costs for --allreduce auto "
+                                       "(default: calibrated, else 0)", type=float)
     init: object = option(None, "a saved linear model to start from (--save DIR, or the "
                                 "loaded result): a warm start with its weights (the same "
                                 "classes and width)", metavar="DIR", type=str,
@@ -432,7 +434,7 @@ def setup_of(opts: Options, data: LinearData, nparts, t0: float) -> Setup:
     nt = 0 if data.X_test is None else data.X_test.shape[0]
     test_rows = np.array_split(np.arange(nt), P)
     fmt = Format(np.float64)
-    cost = cost_model(opts.alpha, opts.beta)
+    cost = cost_model(opts.alpha, opts.beta, opts.floor)
     chosen = None
     if opts.batch == "auto":
         K = data.nclasses

@@ -32,7 +32,7 @@ from daskhpc.runtime._ledger import TransferLedger
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["calibrate", "calibrate_exchange"]
+__all__ = ["calibrate", "calibrate_exchange", "calibrate_ring"]
 
 
 def calibrate(
@@ -216,3 +216,27 @@ def calibrate_exchange(client: Client, exchange: str = "direct",
                         "seconds": out.history[-1]["time_s"] / (steps + 1)})
     alpha, beta = _fit([x["bytes"] for x in samples], [x["seconds"] for x in samples])
     return {"alpha": alpha, "beta": beta, "exchange": exchange, "samples": samples}
+
+
+def calibrate_ring(client: Client, exchange: str = "direct", steps: int = 40,
+                   workers: Sequence[str] | None = None, nbytes: int = 8) -> float:
+    """Seconds of one step of a Program over every worker in which each part sends
+    ``nbytes`` to the next (a ring, one part a worker; a unit of ``steps`` steps after a
+    warm-up unit). With 8 bytes: what a phase of a workflow costs however little it
+    computes and sends (the exchange's barrier, the step's scheduling, Python); with
+    MiBs: what a byte costs as every worker sends and receives at once."""
+    import functools
+
+    from daskhpc.runtime._job import Job
+    from daskhpc.runtime._phases import run_job
+    from daskhpc.runtime._pingpong import ring_program, pingpong_row
+    from daskhpc.runtime._placement import Placement
+
+    workers = list(workers or worker_addresses(client))
+    K = len(workers)
+    job = Job("ring", K, 2, row=pingpong_row, statics=[int(nbytes)] * K,
+              program=functools.partial(ring_program, int(steps), K, 2, int(nbytes)),
+              exchange=exchange, in_loop=True)
+    out = run_job(client, job, placement=Placement(K, workers), progress_bar=False,
+                  announce=False)
+    return out.history[-1]["time_s"] / (steps + 1)

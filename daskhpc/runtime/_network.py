@@ -3,8 +3,9 @@
 :func:`measure_network` calibrates a cluster (``daskhpc info --calibrate``, ``run
 --network calibrate``): alpha and beta of a message between two workers on different
 hosts where there are two hosts, whether their link is full duplex (two opposite
-transfers at once take about as long as one), and the seconds per flop of a sparse
-kernel and of a dense product on one worker. :func:`network_for` turns a ``--network`` value into a
+transfers at once take about as long as one), the seconds per flop of a sparse kernel
+and of a dense product with every worker computing at once (as in a step), and a step's
+floor over every worker. :func:`network_for` turns a ``--network`` value into a
 :class:`~daskhpc.comm.CostModel`; :func:`worker_hosts` says which workers share a host
 (their link), :func:`cluster_name` what a saved calibration is filed under.
 
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
     from distributed import Client
 
 __all__ = ["measure_network", "network_for", "worker_hosts", "cluster_name",
-           "kernel_flop_seconds", "dense_flop_seconds", "link_duplex", "placed_hosts"]
+           "kernel_flop_seconds", "dense_flop_seconds", "busy_flop_seconds", "link_duplex",
+           "placed_hosts", "busy_ring"]
 
 
 def worker_hosts(client: Client, workers=None) -> list[str]:
@@ -67,10 +69,11 @@ def cluster_name(client: Client) -> str:
 
 
 def kernel_flop_seconds(n: int = 200_000, density: float = 1e-5, width: int = 16,
-                        repeats: int = 5) -> float:
+                        repeats: int = 5, fastest: bool = True) -> float:
     """Seconds per flop of a CSR x dense product (``width`` columns) on this core: the
-    fastest of ``repeats`` (load only ever adds time). What ``flop_s`` prices a unit of
-    load with; the workflows count their loads in the same flops (2 per multiply-add)."""
+    fastest of ``repeats`` (the median with ``fastest=False``). What ``flop_s`` prices a
+    unit of load with; the workflows count their loads in the same flops (2 per
+    multiply-add)."""
     import scipy.sparse as sp
 
     rng = np.random.default_rng(0)
@@ -80,29 +83,41 @@ def kernel_flop_seconds(n: int = 200_000, density: float = 1e-5, width: int = 16
     A = sp.csr_array((rng.random(nnz), (rng.integers(0, n, nnz), rng.integers(0, n, nnz))),
                      shape=(n, n))
     X = rng.random((n, width))
-    return _fastest(lambda: A @ X, repeats) / (2.0 * A.nnz * width)
+    return _timed(lambda: A @ X, repeats, fastest) / (2.0 * A.nnz * width)
 
 
 def dense_flop_seconds(rows: int = 20_000, inner: int = 64, width: int = 16,
-                       repeats: int = 5) -> float:
+                       repeats: int = 5, fastest: bool = True) -> float:
     """Seconds per flop of a dense ``(rows x inner) @ (inner x width)`` product (numpy's
-    BLAS; GCN's H W shape class) on this core, the fastest of ``repeats``: what
-    ``dense_flop_s`` prices a unit of dense load with."""
+    BLAS; GCN's H W shape class) on this core, the fastest of ``repeats`` (the median with
+    ``fastest=False``): what ``dense_flop_s`` prices a unit of dense load with."""
     rng = np.random.default_rng(0)
     H, W = rng.random((rows, inner)), rng.random((inner, width))
-    return _fastest(lambda: H @ W, repeats) / (2.0 * rows * inner * width)
+    return _timed(lambda: H @ W, repeats, fastest) / (2.0 * rows * inner * width)
 
 
-def _fastest(f, repeats: int) -> float:
-    """Seconds of the fastest of ``repeats`` calls of ``f`` after a first one (allocation,
-    caches): load only ever adds time."""
+def _timed(f, repeats: int, fastest: bool = True) -> float:
+    """Seconds of the fastest (else the median) of ``repeats`` calls of ``f`` after a
+    first one (allocation, caches)."""
     f()
-    best = np.inf
+    times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         f()
-        best = min(best, time.perf_counter() - t0)
-    return float(best)
+        times.append(time.perf_counter() - t0)
+    return float(min(times) if fastest else np.median(times))
+
+
+def busy_flop_seconds(client: Client, workers) -> tuple[float, float]:
+    """``(flop_s, dense_flop_s)`` with every worker of ``workers`` timing the kernels at
+    once, the median over workers of each one's median: the rate a bulk-synchronous step
+    sees, its workers computing together on cores they may share (4 worker processes on
+    2 cores run at half a core each), other load included."""
+    def rate(f, **kw):
+        got = client.run(f, workers=list(workers), fastest=False, **kw)
+        return float(np.median(list(got.values())))
+
+    return rate(kernel_flop_seconds, repeats=7), rate(dense_flop_seconds, repeats=7)
 
 
 def _payload(nbytes: int, salt: int) -> np.ndarray:
@@ -155,7 +170,8 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
 
     Two workers on different hosts exchange messages of 8 B to 4 MiB (two workers of one
     host where there is one host) and then send 4 MiB one way and both ways at once
-    (:func:`link_duplex`); one worker times a sparse kernel and a dense product.
+    (:func:`link_duplex`); every worker at once times a sparse kernel and a dense
+    product, then sends rings of 8 B and 4 MiB (:func:`busy_ring`).
 
     Parameters
     ----------
@@ -169,8 +185,10 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
     Returns
     -------
     dict
-        ``alpha``, ``beta`` (of the first exchange mode: what a run's messages cost),
-        ``duplex`` (and ``duplex_ratio``), ``flop_s``, ``dense_flop_s``, ``exchange`` (per mode), ``transfer`` (if timed), ``workers``,
+        ``alpha``, ``beta`` (of the first exchange mode, or of every worker sending at once
+        where that is dearer: what a run's messages cost; ``ring_beta``),
+        ``duplex`` (and ``duplex_ratio``), ``flop_s``, ``dense_flop_s`` (every worker busy
+        at once), ``floor_s``, ``exchange`` (per mode), ``transfer`` (if timed), ``workers``,
         ``hosts`` (distinct), ``pair`` (the two workers timed).
     """
     from daskhpc.runtime._calibrate import calibrate, calibrate_exchange
@@ -193,10 +211,40 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
         out["transfer"] = {"alpha": float(cal["alpha"]), "beta": float(cal["beta"])}
     both = link_duplex(client, pair)
     out.update(duplex=both["duplex"], duplex_ratio=round(both["ratio"], 3))
-    out["flop_s"] = float(client.run(kernel_flop_seconds, workers=[pair[0]])[pair[0]])
-    out["dense_flop_s"] = float(client.run(dense_flop_seconds, workers=[pair[0]])[pair[0]])
+    out["flop_s"], out["dense_flop_s"] = busy_flop_seconds(client, workers)
+    out.update(busy_ring(client, out, exchanges[0], workers, hosts))
+    for fit in modes.values():      # a step's bytes cost at least what the busy ring's do
+        fit["beta"] = max(fit["beta"], out["ring_beta"])
     out.update(workers=len(workers), hosts=len(set(hosts)), pair=list(pair))
     return out
+
+
+def busy_ring(client: Client, cal: dict, exchange: str, workers, hosts,
+              nbytes: int = 4 * 2 ** 20) -> dict:
+    """A step's floor and a byte's cost with every worker taking part, from two rings
+    (:func:`~daskhpc.runtime.calibrate_ring`): of 8 bytes (40 steps) and of ``nbytes``
+    (5 steps).
+
+    Returns ``floor_s``: the small ring's step less its alpha-beta price (``cal``'s
+    alpha, beta and duplex), at least 0, what every phase adds; ``ring_beta``: the
+    large ring's seconds a byte over the small one's (every link sending and receiving
+    at once, every worker's CPU busy moving bytes); and ``beta``: the larger of ``cal``'s
+    (two workers, the others idle) and that, what a step's bytes cost.
+    """
+    from daskhpc.comm import Plan
+    from daskhpc.runtime._calibrate import calibrate_ring
+
+    K = len(workers)
+    ring = Plan(K, [0] * K, list(range(K)), [(p + 1) % K for p in range(K)],
+                volume=[8] * K, unit="bytes", words_per_unit=1, word_bytes=1)
+    model = CostModel(alpha=cal["alpha"], beta=cal["beta"], duplex=cal["duplex"])
+    small = calibrate_ring(client, exchange, 40, workers)
+    priced = model.step(ring, hosts=hosts if len(set(hosts)) > 1 else None).seconds
+    big = calibrate_ring(client, exchange, 5, workers, nbytes)
+    # a duplex link carries the ring's send and receive at once, else one after the other
+    ring_beta = max(0.0, big - small) / (nbytes * (1 if cal["duplex"] else 2))
+    return {"floor_s": max(0.0, small - priced), "ring_beta": ring_beta,
+            "beta": max(cal["beta"], ring_beta)}
 
 
 def _pair_across_hosts(workers, hosts) -> tuple[str, str]:
@@ -229,5 +277,6 @@ def network_for(network: str | None, client: Client | None = None,
         got = measure_network(client, exchanges=(exchange,), steps=10, transfer=False)
         return CostModel(alpha=got["alpha"], beta=got["beta"], flop_s=got["flop_s"],
                          dense_flop_s=got["dense_flop_s"], duplex=got["duplex"],
-                         name="calibrate")
-    return network_model(network, cluster_name(client) if client is not None else None)
+                         floor_s=got["floor_s"], name="calibrate")
+    return network_model(network, cluster_name(client) if client is not None else None,
+                         exchange)

@@ -20,7 +20,7 @@ import numpy as np
 
 from daskhpc.comm import Plan, Program
 
-__all__ = ["pingpong_program", "pingpong_row"]
+__all__ = ["pingpong_program", "pingpong_row", "ring_program"]
 
 
 def _init(ctx, start):
@@ -31,6 +31,10 @@ def _bounce(ctx, sender: int):
     if ctx.part != sender:
         return None
     return {1 - ctx.part: ctx.state["buf"]}
+
+
+def _pass(ctx):
+    return {(ctx.part + 1) % ctx.nparts: ctx.state["buf"]}
 
 
 def _lap(ctx):
@@ -46,6 +50,23 @@ def pingpong_program(steps: int, nbytes: int, units: int = 1, first_unit: int = 
     for _ in range(first_unit, units):
         for i in range(steps):
             prog.step(_bounce, i % 2, sends=plans[i % 2], label="bounce")
+        prog.step(_lap, report=True, label="lap")
+    return prog
+
+
+def ring_program(steps: int, nparts: int, units: int = 1, nbytes: int = 8,
+                 first_unit: int = 0) -> Program:
+    """``units`` units of ``steps`` steps in which every part sends its ``nbytes``
+    payload to the next (a ring: every part sends and receives one message a step), then
+    a reported step: with 8 bytes, its time a step is a step's floor over ``nparts``
+    workers."""
+    prog = Program(nparts, "ring", init=_init, first_unit=first_unit)
+    ring = Plan(nparts, [0] * nparts, list(range(nparts)),
+                [(p + 1) % nparts for p in range(nparts)], volume=[int(nbytes)] * nparts,
+                unit="bytes", words_per_unit=1, word_bytes=1)
+    for _ in range(first_unit, units):
+        for _ in range(steps):
+            prog.step(_pass, sends=ring, label="pass")
         prog.step(_lap, report=True, label="lap")
     return prog
 

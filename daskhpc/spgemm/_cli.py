@@ -69,7 +69,7 @@ class Spgemm(Workflow):
         t0 = time.perf_counter()
         model = rows = None
         if call.network is not None or o.grid == "auto":
-            model = network_model(plan_network(call.network))
+            model = network_model(plan_network(call.network), exchange="graph")
         kw = dict(memory_per_worker=o.memory_per_worker, batches=parse_batches(o.batches),
                   seed=_seed(o), alpha=o.alpha, beta=o.beta, semiring=o.semiring,
                   mask=_mask(o, a, b), complement=o.mask_complement)
@@ -195,12 +195,13 @@ def _auto_grid(o: Options, a, b, parts, run, candidates=None):
     """``--grid auto`` of a run: ``(grid, rows, model)``, the grids of ``--parts`` cells
     (default one a worker; ``candidates``: these) priced on ``--network`` (default: this
     cluster, calibrated now), one cell a worker."""
-    from daskhpc.runtime import exchange_mode, network_for, worker_addresses
+    from daskhpc.runtime import network_for, worker_addresses
 
     from ._api import choose_grid
 
     workers = worker_addresses(run.client)
-    model = network_for(run.network, run.client, exchange_mode(run.exchange), auto=True)
+    # a multiply is a task graph: its messages cost what the graph exchange's do
+    model = network_for(run.network, run.client, "graph", auto=True)
     grid, rows = choose_grid(a, b, parts or len(workers), model, candidates,
                              workers=len(workers), memory_per_worker=o.memory_per_worker,
                              batches=parse_batches(o.batches), seed=_seed(o),

@@ -192,3 +192,44 @@ def test_a_dense_allreduce_by_hand():
     assert M.allreduce(800, 8) == pytest.approx(54.0)
     assert M.replace(duplex=True).allreduce(800, 8) == pytest.approx(27.0)
     assert M.allreduce(800, 1) == 0.0
+
+
+def test_a_calibration_keeps_its_floor_and_each_exchange_modes_messages(tmp_path,
+                                                                        monkeypatch):
+    from daskhpc.comm._network import model_of
+
+    monkeypatch.setenv("DASK_CONFIG", str(tmp_path))
+    entry = {"alpha": 2.0, "beta": 0.5, "floor_s": 0.25, "flop_s": 0.125,
+             "exchange": {"direct": {"alpha": 2.0, "beta": 0.5},
+                          "graph": {"alpha": 8.0, "beta": 1.0}}}
+    save_calibration("vc", entry)
+    m = network_model("calibrated:vc")
+    assert (m.alpha, m.beta, m.floor_s, m.flop_s) == (2.0, 0.5, 0.25, 0.125)
+    # a task graph's messages: the graph mode's alpha and beta, the same floor
+    g = network_model("calibrated:vc", exchange="graph")
+    assert (g.alpha, g.beta, g.floor_s) == (8.0, 1.0, 0.25)
+    # a mode the calibration did not time: the entry's own
+    assert model_of({"alpha": 3.0, "beta": 1.0}, "x", "graph").alpha == 3.0
+
+
+def test_an_allreduce_pays_a_floor_a_message_in_sequence():
+    from daskhpc.allreduce._cost import predicted_times
+
+    # 8 ranks: recursive doubling 3 rounds, Rabenseifner 6 and the ring 14 messages in
+    # sequence, each a step of the run: a floor of 0.5 s adds 1.5, 3 and 7 s
+    names = ("dense_rec_dbl", "dense_rabenseifner", "dense_ring")
+    base = predicted_times(8, 1000, 10, 8, M, candidates=names)
+    floored = predicted_times(8, 1000, 10, 8, M.replace(floor_s=0.5), candidates=names)
+    assert [floored[n] - base[n] for n in names] == pytest.approx([1.5, 3.0, 7.0])
+
+
+def test_auto_takes_the_dense_allreduce_where_the_sparse_one_sends_as_much():
+    from daskhpc.allreduce._cost import choose
+
+    # 4 ranks, 124 items, 100 a rank: every sparse message is capped at the dense
+    # vector's size, a tie broken for the dense algorithm; 20,000 of 4M: sparse wins
+    m = M.replace(floor_s=0.5)
+    tie = choose(4, 124, 100, 8, m, candidates=("ssar_rec_dbl", "dense_rec_dbl"))
+    assert tie["candidates"]["ssar_rec_dbl"] == tie["candidates"]["dense_rec_dbl"]
+    assert tie["algorithm"] == "dense_rec_dbl"
+    assert choose(4, 4_000_000, 20_000, 8, m)["algorithm"] == "ssar_rec_dbl"

@@ -226,3 +226,20 @@ def test_row_part_sets_by_bits_and_by_sort_equal_the_sets(nrows, nparts, entries
     ptr, got = pairs_csr(rows, parts, nrows, nparts)
     want = [sorted(set(parts[rows == i].tolist())) for i in range(nrows)]
     assert [got[ptr[i]:ptr[i + 1]].tolist() for i in range(nrows)] == want
+
+
+@pytest.mark.parametrize("grain, part", [("fine", "random"), ("coarse", "block")])
+def test_an_iteration_pays_a_floor_a_step_of_its_program(setup_of, grain, part):
+    from daskhpc.comm import CostModel
+    from daskhpc.cpals._layouts import iteration_cost
+    from daskhpc.cpals._program import program
+
+    s = setup_of("umls", 4, grain, part, iters=2, tol=0)
+    # nothing costs but the floor: the program's steps of one iteration (2 iterations
+    # and the final reported step), N (L + 1) fine, N L coarse, L = 2 rounds at K = 4
+    c = iteration_cost(s, CostModel(alpha=0.0, beta=0.0, flop_s=0.0, dense_flop_s=0.0,
+                                    floor_s=1.0))
+    assert c.seconds == (program(s).nsteps - 1) / 2 == s.N * (3 if grain == "fine" else 2)
+    # the loads at the dense rate, none at the sparse one
+    assert iteration_cost(s, CostModel(alpha=0.0, beta=0.0, flop_s=1.0,
+                                       dense_flop_s=0.0)).seconds == 0.0

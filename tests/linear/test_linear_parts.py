@@ -113,6 +113,24 @@ def test_epoch_plan_equals_an_independent_count():
     assert rep["plan"]["messages_per_epoch"] == 8 * s.T
 
 
+def test_an_epochs_prediction_counts_its_gradients_allreduces_and_evaluation():
+    from daskhpc.linear._plan import GRADIENT_FLOPS, epoch_seconds
+
+    tr = datasets.libsvm()
+    s = prepare(tr, nparts=4, batch=8, epochs=1, allreduce="dense_rec_dbl", alpha=0.0,
+                beta=0.0, floor=1.0)
+    s.cost = s.cost.replace(flop_s=1.0)
+    row_nnz = np.diff(s.data.X.indptr)
+    part = np.array([row_nnz[r].sum() for r in s.rows], dtype=float)
+    batch = (part * 8 / np.array([r.size for r in s.rows])).max()
+    test = [np.diff(s.data.X_test.indptr)[r].sum() for r in s.test_rows] \
+        if s.data.X_test is not None else [0] * 4
+    # per call: its 2 rounds, a floor each, and the busiest batch's gradient; then the
+    # evaluation (2 flops an entry of the busiest part) and its reported step's floor
+    want = s.T * (2.0 + GRADIENT_FLOPS * batch) + 2.0 * max(part + test) + 1.0
+    assert epoch_seconds(s, s.calls(0)) == pytest.approx(want)
+
+
 def test_sent_bytes_equal_the_plan_without_topk():
     tr = datasets.libsvm()
     r = lin.fit_local(tr, nparts=4, batch=256, epochs=2)

@@ -23,6 +23,8 @@ def test_measure_save_and_read_back(client3, tmp_path, monkeypatch):
     assert (model.alpha, model.beta, model.flop_s) == (got["alpha"], got["beta"],
                                                       got["flop_s"])
     assert (model.dense_flop_s, model.duplex) == (got["dense_flop_s"], got["duplex"])
+    # a step over every worker costs something beyond its 8-byte ring's alpha and beta
+    assert got["floor_s"] >= 0 and model.floor_s == got["floor_s"]
     assert model.name == "calibrated:local"
     # no --network: the saved calibration of this cluster
     assert network_for(None, client3).name == "calibrated:local"
