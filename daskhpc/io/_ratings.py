@@ -169,8 +169,11 @@ def _read_streaming(path, header, matrix: bool = True) -> SparseInput | None:
     empty field, a string id, a bad token, a NaN, a repeated pair...): the general parse
     then reads it, and its errors name the line.
     """
-    import pyarrow as pa
-    from pyarrow import csv
+    try:
+        import pyarrow as pa
+        from pyarrow import csv
+    except ImportError:             # pyarrow comes with the dataframe extra, not the core
+        return None
 
     try:
         with open(path, "rb") as f:

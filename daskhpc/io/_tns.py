@@ -136,8 +136,11 @@ def _read_arrow(path, shape):
     tab, gzip or byte order mark. None when the file is anything else or anything is
     wrong with it (a bad token, a column count, an index below 1 or beyond ``shape``, a
     NaN): the general parse then reads it, and its errors name the line."""
-    import pyarrow as pa
-    from pyarrow import csv
+    try:
+        import pyarrow as pa
+        from pyarrow import csv
+    except ImportError:             # pyarrow comes with the dataframe extra, not the core
+        return None
 
     try:
         with open(path, "rb") as f:

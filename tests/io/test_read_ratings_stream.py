@@ -110,3 +110,28 @@ def test_the_streaming_parse_holds_no_text_index_or_float_table(tmp_path, monkey
     # the text, its line index and a float table as well (about 137)
     assert fast < 60 * n, fast
     assert slow > 2 * fast, (slow, fast)
+
+
+def test_files_read_the_same_without_pyarrow(tmp_path):
+    """pyarrow comes with the dataframe extra: without it the general parse reads ratings
+    and .tns files (the same arrays), in a process that cannot import it."""
+    import subprocess
+    import sys
+
+    (tmp_path / "r.csv").write_text("userId,movieId,rating\n3,7,4.5\n1,7,2\n3,2,1\n")
+    (tmp_path / "t.tns").write_text("1 2 3 1.5\n2 1 1 -2\n")
+    code = ("import sys, numpy as np\n"
+            "if sys.argv[1] == 'off':\n    sys.modules['pyarrow'] = None\n"
+            "from daskhpc.io import read_ratings, read_tns_arrays\n"
+            "r = read_ratings(sys.argv[2])\n"
+            "c, v, shape = read_tns_arrays(sys.argv[3])\n"
+            "print(r.matrix.toarray().tolist(), c.tolist(), v.tolist(), shape,\n"
+            "      'pyarrow' in sys.modules and sys.modules['pyarrow'] is not None)")
+    out = {}
+    for mode in ("on", "off"):
+        p = subprocess.run([sys.executable, "-c", code, mode, str(tmp_path / "r.csv"),
+                            str(tmp_path / "t.tns")], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr[-2000:]
+        out[mode] = p.stdout.rsplit(" ", 1)
+    assert out["on"][0] == out["off"][0]
+    assert out["on"][1].strip() == "True" and out["off"][1].strip() == "False"
