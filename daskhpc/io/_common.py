@@ -30,7 +30,7 @@ from ._errors import ReadError
 if TYPE_CHECKING:  # pydata sparse pulls in numba: import it only where needed
     import sparse
 
-__all__ = ["FORMATS", "SparseInput", "Lines", "read_bytes", "dense_ids", "as_int",
+__all__ = ["FORMATS", "SparseInput", "Lines", "read_bytes", "arrow_head", "dense_ids", "as_int",
            "check_finite", "csr", "parses", "first_repeat"]
 
 FORMATS = ("mtx", "snap", "tns", "libsvm", "ratings")
@@ -120,6 +120,22 @@ class SparseInput:
     def __repr__(self) -> str:
         return (f"SparseInput(path={self.path!r}, format={self.format!r}, "
                 f"shape={self.shape}, nnz={self.nnz})")
+
+
+def arrow_head(path):
+    """``(pyarrow, pyarrow.csv, the first 64 kB of path)`` for a block reader, or None
+    when pyarrow is missing (the dataframe extra installs it) or the file cannot be read
+    (the general parse then raises as it does)."""
+    try:
+        import pyarrow as pa
+        from pyarrow import csv
+    except ImportError:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return pa, csv, f.read(1 << 16)
+    except OSError:
+        return None
 
 
 def read_bytes(path) -> bytes:

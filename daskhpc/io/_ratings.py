@@ -16,7 +16,7 @@ import numpy as np
 
 from daskhpc._narrow import index_dtype, narrow_values
 
-from ._common import (Lines, SparseInput, as_int, check_finite, csr, dense_ids,
+from ._common import (Lines, SparseInput, arrow_head, as_int, check_finite, csr, dense_ids,
                       first_repeat, parses, read_bytes)
 from ._errors import ReadError
 
@@ -169,17 +169,10 @@ def _read_streaming(path, header, matrix: bool = True) -> SparseInput | None:
     empty field, a string id, a bad token, a NaN, a repeated pair...): the general parse
     then reads it, and its errors name the line.
     """
-    try:
-        import pyarrow as pa
-        from pyarrow import csv
-    except ImportError:             # pyarrow comes with the dataframe extra, not the core
+    got = arrow_head(path)
+    if got is None:
         return None
-
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
-    except OSError:
-        return None                 # the general parse raises as it does
+    pa, csv, head = got
     first = head.split(b"\n", 1)[0].removesuffix(b"\r")
     # gzip, a byte order mark, blanks or comments before the data, other delimiters,
     # old Mac \r line ends (\r\n is fine): the general parse

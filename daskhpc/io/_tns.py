@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Lines, SparseInput, as_int, check_finite, read_bytes
+from ._common import Lines, SparseInput, arrow_head, as_int, check_finite, read_bytes
 from ._errors import ReadError
 
 __all__ = ["read_tns", "read_tns_arrays"]
@@ -136,17 +136,10 @@ def _read_arrow(path, shape):
     tab, gzip or byte order mark. None when the file is anything else or anything is
     wrong with it (a bad token, a column count, an index below 1 or beyond ``shape``, a
     NaN): the general parse then reads it, and its errors name the line."""
-    try:
-        import pyarrow as pa
-        from pyarrow import csv
-    except ImportError:             # pyarrow comes with the dataframe extra, not the core
+    got = arrow_head(path)
+    if got is None:
         return None
-
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
-    except OSError:
-        return None                 # the general parse raises as it does
+    pa, csv, head = got
     first = head.split(b"\n", 1)[0].removesuffix(b"\r")
     tokens = first.split(b" ")
     if len(tokens) < 2 or not all(tokens) or head[:2] == _GZIP_MAGIC or \
