@@ -43,8 +43,8 @@ from daskhpc.errors import InputError
 from daskhpc.spgemm._grid import Grid, Layout
 
 __all__ = ["GridSymbolic", "grid_symbolic", "batch_count", "batches_for", "batch_lower_bound",
-           "cell_input_nnz", "cell_block", "inverse", "planned_batches", "planning_memory", "BYTES_PER_UNMERGED",
-           "WORKING_HEADROOM"]
+           "cell_input_nnz", "cell_block", "inverse", "planned_batches", "planning_memory",
+           "BYTES_PER_UNMERGED", "WORKING_HEADROOM"]
 
 #: r of Algorithm 3: bytes per stored nonzero in the memory model. 12 bytes hold
 #: a nonzero (int32 row, float64 value); every step that makes a new block (a

@@ -42,9 +42,10 @@ class Ratings:
     rows, cols : int32 or int64 arrays
     vals : float32 or float64 array
         As given (the readers' 32-bit triplets stay so: 12 bytes a rating, not 24);
-        other dtypes become int64 and float64. Or zero-stride arrays (``np.broadcast_to``): placeholders that take no memory,
-        for ratings whose values (and, read from a DataFrame, ids) stay on the workers (a
-        Dask collection); they stay so through :meth:`subset`.
+        other dtypes become int64 and float64. Or zero-stride arrays
+        (``np.broadcast_to``): placeholders that take no memory, for ratings whose values
+        (and, read from a DataFrame, ids) stay on the workers (a Dask collection); they
+        stay so through :meth:`subset`.
     shape : (int, int)
         ``(N, M)``: users x items. Rows and columns without a rating are allowed here
         (a train split may lose some); :func:`as_ratings` refuses them in the input.
