@@ -113,12 +113,20 @@ def _store(coords, vals, n: int, c: np.ndarray, v: np.ndarray):
     """Block ``c`` (order x m, 1-based) and ``v`` stored at nonzero ``n``, the arrays
     widened first where the block does not fit them (exact: what is stored is kept)."""
     if coords.dtype == np.int32 and int(c.max()) > 2**31:
-        coords = coords.astype(np.int64)
+        coords = _widened(coords, n, np.int64)
     if vals.dtype == np.float32 and not np.array_equal(v.astype(np.float32), v):
-        vals = vals.astype(np.float64)
+        vals = _widened(vals, n, np.float64)
     np.subtract(c, 1, out=coords[:, n:n + c.shape[1]], casting="unsafe")
     vals[n:n + v.size] = v
     return coords, vals
+
+
+def _widened(a: np.ndarray, n: int, dtype) -> np.ndarray:
+    """``a`` in ``dtype``, its first ``n`` entries copied: the rest is not written yet
+    (casting it could meet a signalling NaN and warn)."""
+    out = np.empty(a.shape, dtype)
+    out[..., :n] = a[..., :n]
+    return out
 
 
 def _trimmed(coords, vals, n: int, cap: int, shape):

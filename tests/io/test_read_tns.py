@@ -185,3 +185,20 @@ def test_arrow_path_as_the_general_parse(tmp_path, monkeypatch):
     assert got[2] == want[2] and got[0].dtype == np.int64 and got[1].dtype == np.float64
     for text in ("1 1 1 1\n# c\n", "1\t1 1\n", "1 1 1\n1 0 1\n", "1 1 nan\n", "1  1 1\n"):
         assert arrow(write(tmp_path, text, name="o.tns"), None) is None
+
+
+def test_widening_a_block_reads_only_what_is_stored():
+    """Values that need float64 widen what is stored so far, not the unwritten rest of
+    the buffer (casting a signalling NaN there warned)."""
+    import warnings
+
+    from daskhpc.io._tns import _store
+
+    coords = np.zeros((2, 4), np.int32)
+    vals = np.empty(4, np.float32)
+    vals.view(np.uint32)[:] = 0x7FA00000         # signalling NaNs where nothing is yet
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        coords, vals = _store(coords, vals, 0, np.array([[1, 2], [1, 3]]), np.array([0.1, 0.2]))
+    assert vals.dtype == np.float64 and vals[:2].tolist() == [0.1, 0.2]
+    assert coords[:, :2].tolist() == [[0, 1], [0, 2]]

@@ -97,7 +97,9 @@ def test_a_collections_pattern_holds_its_indices_only():
     from daskhpc.spgemm._collect import pattern
 
     rng = np.random.default_rng(5)
-    pins = rng.integers(0, 400, (2, 20_000)).astype(np.int32)
+    pins = rng.integers(0, 400, (2, 200_000)).astype(np.int32)
+    few = pins[:, :100].copy()          # imports and first-call caches outside the count
+    pattern(SimpleNamespace(pins=few, nnz=100, name="A"), (400, 400))
     m, peak = _peak(lambda: pattern(SimpleNamespace(pins=pins, nnz=pins.shape[1], name="A"),
                                     (400, 400)))
     want = sp.csr_array((np.ones(pins.shape[1]), (pins[0], pins[1])), shape=(400, 400))
