@@ -270,7 +270,7 @@ def test_a_files_split_is_a_reordering_not_a_copy(tmp_path):
 def test_blocks_are_32_bit_positions_made_a_chunk_at_a_time(monkeypatch):
     from daskhpc.ssgd import _setup
 
-    r = ratings(200_000, 4_000, 1_000)
+    r = ratings(2_000_000, 40_000, 10_000)     # MBs: other threads add a few 100 kB
     s = prepare(r, 3, partition="random", epochs=1, test_fraction=0.1)
     t, a = s.train, s.assignment
     stable = np.argsort(a.row_parts[t.rows] * 3 + a.col_blocks[t.cols], kind="stable")
@@ -285,8 +285,8 @@ def test_blocks_are_32_bit_positions_made_a_chunk_at_a_time(monkeypatch):
     assert ptr[-1] == t.nnz
     # 4 bytes a rating, and per chunk (other threads' allocations are traced too): a
     # sort of all of them would be 12 bytes a rating
-    assert held < 4 * t.nnz + 65_536, held
-    assert peak < 4 * t.nnz + 40 * 4_096 + 262_144 < 8 * t.nnz, peak
+    assert held < 4.2 * t.nnz, held
+    assert peak < 4 * t.nnz + 40 * 4_096 + 524_288 < 8 * t.nnz, peak
 
 
 def test_the_mean_of_float32_ratings_is_summed_a_chunk_at_a_time_where_exact():
