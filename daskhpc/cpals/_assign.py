@@ -148,27 +148,11 @@ def _pairs_by_bits(rows, parts_list, nrows: int, nparts: int):
     return _bits_csr(bits, int(nparts))
 
 
-@numba.njit(cache=True)
-def _row_parts(rows, parts, nrows, nparts):  # pragma: no cover - numba
-    # bucket the entries by row (counting sort), then keep each part once per row with a
-    # stamp array: O(entries + K), no global sort of the (row, part) keys
+def _row_parts(rows, parts, nrows, nparts):
+    # bucket the entries by row (counting sort), then each row's distinct parts as a net's:
+    # O(entries + K), no global sort of the (row, part) keys
     ptr, order = counting_order(rows, nrows)
-    byrow = parts[order]
-    stamp = np.full(nparts, -1, np.int64)
-    out_ptr = np.zeros(nrows + 1, np.int64)
-    out = np.empty(rows.size, np.int64)
-    k = 0
-    for i in range(nrows):
-        start = k
-        for t in range(ptr[i], ptr[i + 1]):
-            p = byrow[t]
-            if stamp[p] != i:
-                stamp[p] = i
-                out[k] = p
-                k += 1
-        out[start:k].sort()
-        out_ptr[i + 1] = k
-    return out_ptr, out[:k].copy()
+    return hg.net_parts(ptr, order, parts, nparts)
 
 
 def pairs_csr(rows, parts, nrows: int, nparts: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ Examples
 from ._auto import choose_partitioner
 from ._finegrain import assign_factor_rows, fine_grain_volume
 from ._hypergraph import Hypergraph
-from ._metrics import (balance_report, connectivity, connectivity_sets, imbalance,
+from ._metrics import (balance_report, connectivity, connectivity_sets, net_parts, imbalance,
                        max_part_weight, metrics, part_weights)
 from ._models import column_net, row_net, stochastic, symmetric_graph, tensor_coarse, tensor_fine
 from ._partfile import read_pair_file, read_part_file, write_pair_file
@@ -28,7 +28,7 @@ __all__ = [
     "Hypergraph", "Partition", "partition", "partitioners", "register_partitioner", "OBJECTIVES",
     "column_net", "row_net", "tensor_coarse", "tensor_fine", "stochastic", "symmetric_graph",
     "assign_factor_rows", "fine_grain_volume", "recursive_bisection",
-    "metrics", "connectivity", "connectivity_sets", "part_weights", "imbalance",
+    "metrics", "connectivity", "connectivity_sets", "net_parts", "part_weights", "imbalance",
     "max_part_weight", "balance_report",
     "read_part_file", "read_pair_file", "write_pair_file", "choose_partitioner", "refine",
 ]

@@ -40,13 +40,23 @@ def connectivity_sets(h: Hypergraph, parts, nparts: int) -> tuple[np.ndarray, np
     ([0, 1, 3], [0, 0, 1])
     """
     parts = _check_parts(h, parts, nparts)
-    # each net's distinct parts by a stamp, then sorted: linear in the pins, where
-    # sorting one (net, part) key per pin was not
-    return _connectivity_sets(h.net_ptr, h.pins, parts, int(nparts))
+    return net_parts(h.net_ptr, h.pins, parts, int(nparts))
 
 
 @numba.njit(cache=True)
-def _connectivity_sets(net_ptr, pins, parts, nparts):  # pragma: no cover - numba
+def net_parts(net_ptr, pins, parts, nparts):  # pragma: no cover - numba
+    """:func:`connectivity_sets` of CSR nets ``(net_ptr, pins)`` without a
+    :class:`Hypergraph` (no checks, no vertex weights): each net's distinct parts by a
+    stamp, then sorted, linear in the pins where sorting a (net, part) key per pin was not.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ptr, ps = net_parts(np.array([0, 2, 5]), np.array([0, 1, 1, 2, 3]),
+    ...                     np.array([0, 0, 1, 1]), 2)
+    >>> ptr.tolist(), ps.tolist()
+    ([0, 1, 3], [0, 0, 1])
+    """
     M = net_ptr.size - 1
     stamp = np.full(nparts, -1, np.int64)
     lam_ptr = np.zeros(M + 1, np.int64)
