@@ -70,6 +70,7 @@ class PartStore:
         parts = list(parts)
         if transient:
             self.transient.add(name)
+            self.built.pop(name, None)
             self.data[name] = dict.fromkeys(parts)
         else:
             self.data.pop(name, None)
