@@ -13,7 +13,7 @@ def test_hypergraph_namespace():
         "Hypergraph", "Partition", "partition", "partitioners", "register_partitioner",
         "OBJECTIVES", "column_net", "row_net", "tensor_coarse", "tensor_fine", "stochastic",
         "symmetric_graph", "assign_factor_rows", "fine_grain_volume", "recursive_bisection",
-        "metrics", "connectivity", "connectivity_sets", "part_weights", "imbalance",
+        "metrics", "connectivity", "connectivity_sets", "net_parts", "part_weights", "imbalance",
         "max_part_weight", "balance_report", "read_part_file", "read_pair_file",
         "write_pair_file", "choose_partitioner", "refine"}
     for name in daskhpc.hypergraph.__all__:
