@@ -187,9 +187,7 @@ class CostModel:
 
     def allreduce(self, nbytes: float, nparts: int) -> float:
         """Seconds of a dense recursive-doubling allreduce of ``nbytes`` over ``nparts``
-        parts, one per host: ceil(log2 P) rounds, in each every host sends and receives
-        the whole vector (both over its link unless ``duplex``), after the round's
-        ``floor_s``.
+        hosts: ceil(log2 P) rounds of the whole vector each way, and a floor a round.
 
         Examples
         --------
@@ -211,16 +209,9 @@ class CostModel:
 
     @classmethod
     def from_config(cls, exchange: str | None = None) -> CostModel:
-        """alpha and beta (and ``flop-s``, ``dense-flop-s``, ``floor-s``) from
-        ``daskhpc.comm.alpha`` / ``daskhpc.comm.beta`` in
-        ``dask.config`` (what ``daskhpc info --calibrate --save`` writes; environment
-        variables ``DASK_DASKHPC__COMM__ALPHA`` work too), else the defaults above. With
-        ``exchange`` ("graph" or "direct"), the calibration of a Program's messages in that
-        mode (``daskhpc.comm.exchange.<mode>``) where there is one.
-
-        Reads dask's configuration only when called: ``daskhpc.comm`` itself stays free
-        of dask (a plan on a laptop without it uses the defaults).
-        """
+        """The model in ``dask.config``'s ``daskhpc.comm`` (what ``daskhpc info --calibrate
+        --save`` writes; ``exchange``: that mode's fit where there is one), else the
+        defaults. Imports dask only when called: ``daskhpc.comm`` stays free of it."""
         try:
             from daskhpc import _config
         except ImportError:                 # no dask installed
@@ -288,15 +279,13 @@ class StepCost:
                         int(np.argmax(link)) if link else -1)
 
     def plus_comm(self, seconds: float) -> StepCost:
-        """This step with ``seconds`` more communication (a collective the plan leaves
-        out, such as a dense allreduce)."""
+        """This step with ``seconds`` more communication (a collective outside the plan)."""
         return StepCost(self.seconds + seconds, self.compute_s, self.comm_s + seconds,
                         self.phase_s + [seconds], self.host_link_bytes,
                         self.host_link_messages, self.busiest_host)
 
     def section(self, model: CostModel) -> dict:
-        """What a report's ``plan`` section gets: ``predicted_s_per_step`` and
-        ``prediction`` (the split, and the network it was priced on)."""
+        """A report's ``plan`` section: the prediction and the network it was priced on."""
         return {"predicted_s_per_step": self.seconds,
                 "prediction": {**self.as_dict(), "network": model.as_dict()}}
 

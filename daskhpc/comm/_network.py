@@ -93,9 +93,8 @@ def saved_calibrations() -> dict:
 
 
 def save_calibration(name: str, entry: dict) -> str:
-    """Keep ``entry`` (``alpha``, ``beta``, optionally ``flop_s``, ``dense_flop_s``,
-    ``floor_s``, ``duplex``, ``exchange``, ``transfer``, ``hosts``, ``workers``) as
-    cluster ``name``'s calibration, the others kept; returns the path."""
+    """Keep ``entry`` (what ``measure_network`` returns) as cluster ``name``'s
+    calibration beside the others; returns the path."""
     import yaml
 
     path = calibration_path()
@@ -187,11 +186,9 @@ calibrated:NAME, infiniband-100g, ethernet-10g, default (run also: calibrate)
 
 
 def model_of(entry: dict, name: str, exchange: str | None = None) -> CostModel:
-    """A CostModel from a calibration's ``alpha``, ``beta`` and (if measured) ``flop_s``,
-    ``dense_flop_s``, ``duplex`` and ``floor_s``; ``memory_beta`` where the entry was given
-    it. An entry without ``duplex`` (saved before calibrations measured it) is taken as
-    full duplex, as switched ports and ``tc``-shaped links are. With ``exchange``, alpha
-    and beta of that mode's messages where the entry has them."""
+    """The CostModel of a saved calibration ``entry`` (``exchange``: that mode's alpha and
+    beta where it has them). Without ``duplex`` a link is full duplex, as switched ports
+    and ``tc``-shaped links are."""
     base = CostModel()
     fit = (entry.get("exchange") or {}).get(exchange) or entry
     return CostModel(alpha=float(fit["alpha"]), beta=float(fit["beta"]),
