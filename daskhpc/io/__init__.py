@@ -1,7 +1,8 @@
 """Readers: sparse input files -> scipy.sparse / sparse.COO / numpy.
 
-No dask here: reading a file must not need a cluster (the Dask-collection helpers
-import dask only when called).
+Every reader detects gzip content whatever the name, and raises :class:`ReadError` naming
+the file and line of what is malformed. No dask here: reading a file must not need a
+cluster (the Dask-collection helpers import dask only when called).
 
 Examples
 --------

@@ -1,11 +1,7 @@
 """Dask collections of edge lists and dense rows (gcn, linear): read, validate, route.
 
-An edge list's ids are original ids, numbered as the SNAP reader numbers them (sorted
-unique ids of both columns -> 0..n-1; kept when they already are 0..n-1): the unique is
-a tree of unions on the workers, and the client receives only the dense pins. Dense row
-collections (node features, labels) are kept on the workers as row blocks and routed by
-:func:`~daskhpc.io.route` to the parts that own their rows. The nonzeros' machinery is
-in ``_collections``.
+Edge ids are numbered as :func:`~daskhpc.io.read_snap` numbers them (a tree of unions on
+the workers; the client receives only the dense pins); row blocks stay on the workers.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Input paths as a user types them: a quoted shell pattern is expanded here.
-
-A pattern the shell did not expand (``daskhpc run ssgd 'dir/*.parquet'``, or a string
-given to the API) names the files it matches, sorted; a pattern matching nothing is a
-one-line :class:`~daskhpc.errors.InputError`. No dask here.
-"""
+"""Input paths as a user types them: a quoted shell pattern is expanded here."""
 
 from __future__ import annotations
 
