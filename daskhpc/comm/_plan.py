@@ -1,8 +1,4 @@
-"""The communication Plan: every message a distributed run will send, and its report.
-
-Messages are flat arrays (CSR over messages), so a Plan for K = 1024 parts and millions
-of rows stays cheap and every metric is a vectorised reduction.
-"""
+"""The communication Plan: every message a distributed run will send, and its report."""
 
 from __future__ import annotations
 

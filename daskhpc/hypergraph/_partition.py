@@ -184,10 +184,6 @@ def partition(h: Hypergraph, nparts: int, partitioner: str = "mtkahypar", *,
     options
         Backend specific (``preset`` for Mt-KaHyPar, ``graph`` for the graph backend, ...).
 
-    Returns
-    -------
-    Partition
-
     Examples
     --------
     >>> import scipy.sparse as sp

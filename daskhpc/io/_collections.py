@@ -1,13 +1,9 @@
-"""Dask collections as input: validate them and move their nonzeros to their parts' workers.
-
-:func:`read_nonzeros` persists every partition as an (ids, values) *piece* on the workers
-and brings only a summary and the ids (the *pins*) to the client; the workflow partitions
-the pins and :func:`route` sends each nonzero from its piece's worker to its part's worker.
-No value passes through the client; dask is imported only when called.
-"""
+"""Dask collections as input: validated, their nonzeros persisted as pieces on the workers
+and routed from there to their parts' workers (:func:`route`); no value reaches the client."""
 
 from __future__ import annotations
 
+import operator
 import sys
 import uuid
 
@@ -83,9 +79,6 @@ class Nonzeros(_Pieces):
         The columns read (ids, then the value), or ``["chunks"]`` for an array.
     token : str
         Dask's token of the collection (what identifies it in a checkpoint).
-    remake : callable, optional
-        ``remake(client) -> list of Future``: the pieces computed again from the
-        collection (:meth:`reread`).
     """
 
     def __init__(self, name, shape, pins, offsets, pieces, columns, token, nonzero_values,
@@ -123,7 +116,12 @@ def gathered(name: str, n: int, nbytes: int) -> None:
 
 def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=None,
                   name: str = "input", min_order: int = 2) -> Nonzeros:
-    """Check ``x`` and persist its nonzeros on ``client``'s workers (module docstring).
+    """Check ``x`` and persist its nonzeros on ``client``'s workers, as pieces.
+
+    A DataFrame holds one nonzero a row (0-based ids, then the value: ``row, col[, more
+    modes], value``, or as ``columns=`` names them); an Array's chunks are scipy.sparse,
+    ``sparse.COO`` or numpy. Only the ids (``pins``) and a summary reach the client; a
+    bad collection raises a one-line InputError naming the column or chunk.
 
     Parameters
     ----------
@@ -138,10 +136,6 @@ def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=No
         Default: a frame's largest id + 1 per mode; an array's shape.
     name : str
         What the messages call the input.
-
-    Returns
-    -------
-    Nonzeros
     """
     kind = _kind(x)
     if kind is None:
@@ -328,19 +322,14 @@ def _problem(stats, cols, order, name, shape, negative: str = "ids are 0-based",
     return None
 
 
-# -- on the workers ------------------------------------------------------------------------
-
 def _frame_piece(df, cols) -> tuple:
     ids = np.empty((len(cols) - 1, len(df)), np.int64)
     missing = []
     for m, c in enumerate(cols[:-1]):
         col = df[c]
         missing.append(bool(col.isna().any()))
-        ids[m] = col.fillna(-1).to_numpy(dtype=np.int64) if missing[-1] else \
-            col.to_numpy(dtype=np.int64)
-    v = df[cols[-1]]
-    vals = v.to_numpy(dtype=np.float64, na_value=np.nan)
-    return ids, vals, missing
+        ids[m] = (col.fillna(-1) if missing[-1] else col).to_numpy(dtype=np.int64)
+    return ids, df[cols[-1]].to_numpy(dtype=np.float64, na_value=np.nan), missing
 
 
 def _block_piece(block, offset) -> tuple:
@@ -368,8 +357,7 @@ def _summary(piece) -> dict:
     if n:
         out["min"] = [int(x) for x in ids.min(axis=1)]
         out["max"] = [int(x) for x in ids.max(axis=1)]
-        finite = np.isfinite(vals)
-        out["bad"] = int(n - np.count_nonzero(finite))
+        out["bad"] = int(n - np.count_nonzero(np.isfinite(vals)))
         out["nonzero"] = int(np.count_nonzero(vals))
     return out
 
@@ -389,15 +377,8 @@ def _count(piece) -> int:
 def _select(piece, take, bounds, with_ids: bool):
     """The piece's nonzeros for each destination: ``take[bounds[d]:bounds[d + 1]]``."""
     ids, vals, _ = piece
-    out = []
-    for d in range(len(bounds) - 1):
-        t = take[bounds[d]:bounds[d + 1]]
-        out.append((ids[:, t], vals[t]) if with_ids else vals[t])
-    return out
-
-
-def _item(seq, d):
-    return seq[d]
+    cuts = (take[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1))
+    return [(ids[:, t], vals[t]) if with_ids else vals[t] for t in cuts]
 
 
 def labels_route(labels: np.ndarray, offsets: np.ndarray, nparts: int) -> list:
@@ -426,14 +407,13 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
     client : distributed.Client
     nz : Nonzeros
     takes : list of (take, bounds)
-        Per piece: positions in the piece for each part ``d``, ``take[bounds[d]:
-        bounds[d + 1]]`` (a nonzero may go to several parts); :func:`labels_route`.
+        Per piece, the positions for part ``d``: ``take[bounds[d]:bounds[d + 1]]``
+        (:func:`labels_route`).
     where : dict
-        ``part index -> worker address`` (parts are numbered 0..len(bounds) - 2).
+        ``part -> worker address``.
     join : callable
-        ``join(arg, *segments)`` on the part's worker, one segment per piece that has
-        nonzeros for it, in piece order: a values array, or ``(ids, values)`` with
-        ``with_ids``.
+        ``join(arg, *segments)`` on the part's worker, a segment (values, or ``(ids,
+        values)`` with ``with_ids``) per piece that has nonzeros for it, in piece order.
     args : dict, optional
         ``part -> arg`` (small, or a Future already on the part's worker).
     parts : iterable of int, optional
@@ -442,8 +422,7 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
     Returns
     -------
     dict
-        ``part -> Future`` of ``join``'s result, on the part's worker. The routing
-        intermediates are released (Dask frees them once the parts exist).
+        ``part -> Future`` of ``join``'s result, on the part's worker.
     """
     from distributed import Future
 
@@ -464,7 +443,7 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
         sel = client.submit(_select, piece, tk, np.asarray(bounds), with_ids,
                             key=f"daskhpc-{name}-select-{token}-{k}", **opts)
         selects += [sel, tk]
-        items = client.map(_item, [sel] * len(ds), ds, pure=False,
+        items = client.map(operator.getitem, [sel] * len(ds), ds, pure=False,
                            key=[f"daskhpc-{name}-item-{token}-{k}-{d}" for d in ds], **opts)
         for d, item in zip(ds, items):
             per_part[d].append(item)

@@ -1,8 +1,4 @@
-"""Dask collections of edge lists and dense rows (gcn, linear): read, validate, route.
-
-Edge ids are numbered as :func:`~daskhpc.io.read_snap` numbers them (a tree of unions on
-the workers; the client receives only the dense pins); row blocks stay on the workers.
-"""
+"""Dask collections of edge lists and dense rows (gcn, linear): read, validate, route."""
 
 from __future__ import annotations
 
@@ -58,12 +54,6 @@ def read_edge_list(x, client, *, columns=None, name: str = "edges") -> Edges:
         The source, target (and weight) columns; default every column in order.
     name : str
         What the messages call the input.
-
-    Raises
-    ------
-    InputError
-        Not a DataFrame, 2 or 3 columns not found, float ids (from the metadata);
-        missing, negative ids or NaN weights (one pass on the workers); no edges.
     """
     if _kind(x) != "frame":
         raise InputError(f"{name}: {type(x).__name__} is not a Dask DataFrame of edges "
@@ -147,14 +137,7 @@ class Rows(_Pieces):
 
 def read_rows(x, client, *, name: str = "features", rows: int | None = None) -> Rows:
     """Check a Dask Array of rows (1-D, or 2-D with numpy or scipy.sparse chunks) and keep
-    its row blocks on the workers (column chunks joined there).
-
-    Raises
-    ------
-    InputError
-        Not a Dask Array, unknown chunk sizes, not numeric, ``rows`` given and not the
-        array's length (from the metadata); NaN or infinite values (one pass).
-    """
+    its row blocks on the workers (column chunks joined there)."""
     check_rows(x, name=name, rows=rows)
     from dask.base import tokenize
 

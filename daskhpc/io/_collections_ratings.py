@@ -25,28 +25,19 @@ def read_ratings_frame(x, client, *, columns=None, name: str = "ratings"):
     Parameters
     ----------
     x : dask.dataframe.DataFrame
-        One rating a row: user, item, rating (further columns ignored when ``columns``
-        names three).
+        One rating a row: user, item, rating.
     client : distributed.Client
     columns : list of 3 str, optional
-        The user, item and rating columns (default: the first three... all columns when
-        there are exactly three).
+        The user, item and rating columns (default: the first three).
     name : str
         What the messages call the input.
 
     Returns
     -------
     (Nonzeros, (user_map, item_map))
-        Nonzeros with ids ``0..n-1`` (collection order: partition after partition),
-        which stay on the workers (``pins`` None: a repeated (user, item) pair is the
-        caller's to find there, :func:`repeated_pair`); a map is None, an int64 array
-        or a str array (original id of each row / column).
-
-    Raises
-    ------
-    InputError
-        One line naming the column or partition: not a DataFrame, a missing or non-id
-        column, a non-numeric rating column, missing ids, NaN or infinite ratings.
+        Nonzeros with ids ``0..n-1`` that stay on the workers (``pins`` None: the caller
+        finds a repeated pair there, :func:`repeated_pair`); a map is None, or the
+        original id (int64 or str) of each row / column.
     """
     if _kind(x) != "frame":
         raise InputError(f"{name}: {type(x).__name__} is not a Dask DataFrame of ratings "

@@ -1,9 +1,5 @@
-"""Shared plumbing for the readers: file bytes, a vectorised line index, results.
-
-A reader indexes the bytes once with :class:`Lines` (no Python loop per line), parses the
-data lines in one ``np.fromstring`` call and validates the numbers as arrays; only when a
-check fails does a per-line scan run, to name the line in the ReadError.
-"""
+"""Shared plumbing for the readers: file bytes, a vectorised line index, results (a per-line
+scan runs only when a check fails, to name the line)."""
 
 from __future__ import annotations
 
@@ -22,7 +18,7 @@ if TYPE_CHECKING:  # pydata sparse pulls in numba: import it only where needed
     import sparse
 
 __all__ = ["FORMATS", "SparseInput", "Lines", "read_bytes", "arrow_head", "dense_ids", "as_int",
-           "check_finite", "csr", "parses", "first_repeat"]
+           "check_finite", "csr", "parses", "first_repeat", "gunzip"]
 
 FORMATS = ("mtx", "snap", "tns", "libsvm", "ratings")
 
@@ -47,10 +43,8 @@ class SparseInput:
 
     Attributes
     ----------
-    path : str
-        The file read.
-    format : str
-        One of :data:`FORMATS`.
+    path, format : str
+        The file read and its format (one of :data:`FORMATS`).
     matrix : scipy.sparse.csr_array or None
         float64, canonical (sorted indices, no duplicate entries). None for a ratings
         file read with ``matrix=False``: ``meta`` holds its triplets and ``shape``.
@@ -131,13 +125,7 @@ def read_bytes(path) -> bytes:
     UTF-8 BOM, old Mac ``\\r`` line ends made ``\\n``; a ReadError for a broken gzip."""
     raw = Path(path).read_bytes()
     if raw[:2] == _GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except EOFError:
-            raise ReadError(path, None, "truncated gzip (stream ends before "
-                            "its end marker)") from None
-        except (gzip.BadGzipFile, zlib.error) as e:
-            raise ReadError(path, None, f"corrupt gzip ({e})") from None
+        raw = gunzip(path, gzip.decompress, raw)
     if raw[:3] == _UTF8_BOM:
         raw = raw[3:]
     if b"\r" in raw and b"\n" not in raw:
@@ -145,22 +133,23 @@ def read_bytes(path) -> bytes:
     return raw
 
 
+def gunzip(path, fn, *args):
+    """``fn(*args)``, a gzip read, with a broken stream as a ReadError."""
+    try:
+        return fn(*args)
+    except EOFError:
+        raise ReadError(path, None, "truncated gzip (stream ends before its end "
+                        "marker)") from None
+    except (gzip.BadGzipFile, zlib.error) as e:
+        raise ReadError(path, None, f"corrupt gzip ({e})") from None
+
+
 class Lines:
     """A vectorised index of a text's lines and whitespace separated tokens.
 
-    Line ``k`` (0-based; file line ``k + 1``) spans ``data[starts[k]:ends[k]]``
-    (``\\n`` excluded; a trailing ``\\r`` counts as whitespace), holds
-    ``ntok[k]`` tokens and begins with the byte ``first[k]`` once leading
-    blanks are skipped (0 for a blank line).
-
-    Examples
-    --------
-    >>> ln = Lines("t.txt", b"# c\\n1 2\\n\\n3\\t4 5\\r\\n")
-    >>> ln.ntok.tolist(), ln.data_lines(b"#").tolist()
-    ([2, 2, 0, 3], [1, 3])
-    >>> ln.numbers(ln.data_lines(b"#")).tolist()
-    [1.0, 2.0, 3.0, 4.0, 5.0]
-    """
+    Line ``k`` (file line ``k + 1``) spans ``data[starts[k]:ends[k]]`` (without ``\\n``),
+    holds ``ntok[k]`` tokens and begins with the byte ``first[k]`` after leading blanks (0
+    for a blank line)."""
 
     def __init__(self, path, data: bytes):
         self.path = str(path)

@@ -7,10 +7,9 @@ import contextvars
 import gzip
 import os
 import re
-import zlib
 from pathlib import Path
 
-from ._common import _GZIP_MAGIC, SparseInput
+from ._common import _GZIP_MAGIC, SparseInput, gunzip
 from ._edgecsv import read_edge_csv
 from ._errors import ReadError
 from ._libsvm import read_libsvm
@@ -74,15 +73,7 @@ def formats_of(paths, format: str | None):
 
 
 def parse_format(spec: str, where="--format") -> tuple[str, dict]:
-    """``"snap:weights"`` -> ``("snap", {"values": "weights"})``; errors name ``where``.
-
-    Examples
-    --------
-    >>> parse_format("snap:weights")
-    ('snap', {'values': 'weights'})
-    >>> parse_format("mtx")
-    ('mtx', {})
-    """
+    """``"snap:weights"`` -> ``("snap", {"values": "weights"})``; errors name ``where``."""
     name, _, option = str(spec).partition(":")
     if name not in _READERS:
         raise ReadError(where, None, f"unknown format {name!r}; known formats: {KNOWN}")
@@ -109,10 +100,6 @@ def read(path, format: str | None = None, *, matrix: bool = True, **kw) -> Spars
         False: a ratings file's triplets only (``meta``), no CSR matrix.
     **kw
         Passed to the reader (``directed=False`` for snap, ``n_features=`` for libsvm...).
-
-    Returns
-    -------
-    SparseInput
 
     Examples
     --------
@@ -178,14 +165,8 @@ def _head(path) -> bytes:
     with open(path, "rb") as f:
         head = f.read(_HEAD_BYTES)
     if head[:2] == _GZIP_MAGIC:
-        try:
-            with gzip.open(path, "rb") as f:
-                head = f.read(_HEAD_BYTES)
-        except EOFError:
-            raise ReadError(path, None, "truncated gzip (stream ends before its end "
-                            "marker)") from None
-        except (gzip.BadGzipFile, zlib.error) as e:
-            raise ReadError(path, None, f"corrupt gzip ({e})") from None
+        with gzip.open(path, "rb") as f:
+            head = gunzip(path, f.read, _HEAD_BYTES)
     return head
 
 

@@ -18,10 +18,8 @@ def read_edge_csv(path, *, directed: bool = True, symmetrize: bool = False,
     Parameters
     ----------
     path : str or os.PathLike
-    directed : bool, default True
-        False reads each line as an undirected edge (stored both ways).
-    symmetrize : bool, default False
-        Same as ``directed=False``.
+    directed, symmetrize : bool, default True, False
+        ``directed=False`` or ``symmetrize=True`` stores every edge both ways.
     num_nodes : int, optional
         Number of nodes (ids must be below it); default: the largest id + 1.
     header : bool or None, default None

@@ -17,11 +17,9 @@ class ReadError(InputError):
     Parameters
     ----------
     path : str
-        The file as the caller named it.
     line : int or None
         1-based line number in the (decompressed) text, or None.
     problem : str
-        What is wrong, in a few words.
 
     Examples
     --------

@@ -53,9 +53,10 @@ def read_ratings(path, *, header: bool | None = None, matrix: bool = True) -> Sp
     if fast is not None:
         return fast
     raw = read_bytes(path)
-    first = _first_data_line(raw)
+    first = _DATA_LINE.search(raw)      # (found without indexing the file)
     if first is None:
         raise ReadError(path, None, "empty file")
+    first = first.group(1).rstrip()
     # Same-length replacements: byte offsets and line numbers do not move.
     if b"," in first:
         _no_empty_fields(path, raw)
@@ -319,12 +320,6 @@ def _may_have_empty_field(raw: bytes) -> bool:
     if at[0] == 0 or at[-1] == b.size - 1:
         return True
     return bool(_AFTER[b[at + 1]].any() or _BEFORE[b[at - 1]].any())
-
-
-def _first_data_line(raw: bytes) -> bytes | None:
-    """The first non-blank, non-comment line, found without indexing the file."""
-    m = _DATA_LINE.search(raw)
-    return m.group(1).rstrip() if m else None
 
 
 def _no_duplicates(lines, idx, keys, users, items) -> None:

@@ -1,8 +1,5 @@
-"""FROSTT ``.tns`` tensors: one nonzero per line, 1-based indices then a value.
-
-Parsed a block of lines at a time into arrays allocated once: int32 indices and float32
-values while they hold every value exactly, so the text is never held whole (gzip aside).
-"""
+"""FROSTT ``.tns`` tensors: one nonzero per line, 1-based indices then a value, parsed a
+block of lines at a time into narrow arrays allocated once."""
 
 from __future__ import annotations
 
