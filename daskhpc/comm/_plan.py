@@ -29,12 +29,9 @@ class Plan:
         Units per message; derived from ``ptr`` when indices are given.
     nphases : int, optional
         Number of phases (some may send nothing); default ``phase.max() + 1``.
-    unit : str
-        What one unit is ("rows", "nonzeros").
-    words_per_unit : int
-        Words per unit (F for SSGD rows, R for CP-ALS, 1 for nonzeros + index words...).
-    word_bytes : int
-        Bytes per word (8 for float64).
+    unit, words_per_unit, word_bytes : str, int, int
+        What one unit is ("rows"), its words (F for SSGD rows, R for CP-ALS) and the bytes
+        of a word (8 for float64).
     words : int array (one per message), optional
         Words per unit of each message, where widths differ (``words_per_unit`` is then
         only the default width shown in the report).

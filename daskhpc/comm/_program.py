@@ -133,9 +133,8 @@ class Program:
         fn : callable
             ``fn(ctx, *args) -> {dst part: payload}`` (or None when the part sends nothing).
         sends : Plan or list of Plan, optional
-            The messages of this step (their phases are ignored: all are sent now). Several
-            plans are merged (e.g. an expand and an allreduce round): a part then sends one
-            payload per receiver, combining what the plans send it.
+            The messages of this step, sent now whatever their phases; several plans are
+            merged (a part then sends one payload per receiver).
         report : bool
             The step ends a unit: every part's ``ctx.report(...)`` values go to the run.
         label : str
@@ -201,9 +200,8 @@ class Program:
         words : int
             Length of the array (for the plan).
         op : callable, optional
-            ``op(lower, upper)``: two partials combined, the lower part id's first (a sum
-            and a max, say); default ``lower + upper``, which makes the total
-            :func:`~daskhpc.comm.tree_sum` of the contributions.
+            ``op(lower, upper)`` combines two partials, the lower part id's first; default
+            ``lower + upper`` (the total is then :func:`~daskhpc.comm.tree_sum`).
         sends : Plan, optional
             Other messages of the first step, delivered with the total: ``get`` returns
             ``(contribution, outbox)`` and ``put`` finds them in ``ctx.inbox``. One to the
@@ -360,8 +358,7 @@ def run_local(program: Program, statics, starts=None, *, on_report=None):
         Per part, what ``init`` gets as ``start`` (default None).
     on_report : callable, optional
         ``on_report(unit, {part: values})`` after every reported step; a true return
-        ends the program after that unit (a stop rule on the reports, as the frame's
-        ``Job.stop`` on the history).
+        ends the program after that unit.
 
     Returns
     -------

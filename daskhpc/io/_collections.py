@@ -108,8 +108,7 @@ class Nonzeros(_Pieces):
 
 
 def gathered(name: str, n: int, nbytes: int) -> None:
-    """One line on stderr: a collection's values go to the client (``check_serial``: the
-    serial reference runs there, on the whole input)."""
+    """One line on stderr: a collection's values go to the client (``check_serial``)."""
     print(f"check_serial: {name}: {n:,} values ({nbytes / 2**20:.1f} MiB) of the Dask "
           "collection gathered to the client for the serial reference", file=sys.stderr)
 
