@@ -1,15 +1,9 @@
 """Communication plans: who sends which units to whom in which phase, and what it costs.
 
-* :class:`Plan`: the messages (flat arrays) and the papers' metrics; ``placed`` projects
-  it onto workers;
-* :func:`expand_plan` / :func:`fold_plan`: owners to the parts of a connectivity set and
-  back (CP-ALS, GCN);
-* :class:`AllreduceSchedule` / :func:`tree_sum`: a deterministic dense allreduce;
-* :class:`CostModel`: what a message and a bulk-synchronous step cost on a network (the
-  busiest worker's compute plus the busiest host's link); :func:`network_model` the named
-  networks (``infiniband-100g``, ``ethernet-10g``, ``calibrated``);
-* :class:`Program` / :func:`run_local`: a bulk-synchronous program of steps over parts,
-  each step with its Plan; ``daskhpc.runtime`` runs the same program on a cluster.
+A :class:`Plan` holds the messages and the papers' metrics; :class:`Program` is a
+bulk-synchronous program of steps over parts, each with its Plan, run here by
+:func:`run_local` and on a cluster by ``daskhpc.runtime``; :class:`CostModel` prices a
+step on a named network (:func:`network_model`).
 
 No dask here: a Plan for K = 1024 parts is computed and reported without a cluster.
 

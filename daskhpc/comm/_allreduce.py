@@ -1,30 +1,4 @@
-"""A small dense allreduce over parts: recursive doubling, summed in a fixed tree order.
-
-The schedule has ``rounds``; in each, some parts send their current partial sum to one
-partner. With ``P2`` the largest power of two <= P and ``r = P - P2``:
-
-1. *fold* (only if r > 0): part ``P2 + j`` sends to part ``j`` (j < r), which adds it;
-2. *doubling* round t = 0 .. log2(P2) - 1: parts ``p`` and ``p XOR 2^t`` (both < P2)
-   exchange and both form ``lower + upper`` (the partial of the lower part ids first);
-3. *unfold* (only if r > 0): part ``j`` sends the total to part ``P2 + j``.
-
-Both partners of a round compute the same expression from the same operands, so every
-part ends with the same bits, and :func:`tree_sum` reproduces them in one process (the
-serial references use it). SSGD-style per-part CPU order never enters: the result is a
-function of the part ids only.
-
-No dask here.
-
-Examples
---------
->>> s = AllreduceSchedule(3)
->>> [r.kind for r in s.rounds], [r.sends for r in s.rounds]
-(['fold', 'doubling', 'unfold'], [{2: 0}, {0: 1, 1: 0}, {0: 2}])
->>> tree_sum([1.0, 2.0, 3.0])
-6.0
->>> s.plan(words=4).report()["tot_msgs"]
-4
-"""
+"""A small dense allreduce over parts: recursive doubling, summed in a fixed tree order."""
 
 from __future__ import annotations
 
@@ -50,7 +24,22 @@ class Round:
 
 
 class AllreduceSchedule:
-    """The rounds of a recursive-doubling allreduce over ``nparts`` parts."""
+    """The rounds of a recursive-doubling allreduce over ``nparts`` parts.
+
+    With ``P2`` the largest power of two <= P and ``r = P - P2``: a *fold* round (if r > 0:
+    part ``P2 + j`` sends to part ``j``), doubling rounds t (parts ``p`` and ``p XOR 2^t``
+    exchange and both form ``lower + upper``), an *unfold* round (the total back to
+    ``P2 + j``). Every part ends with the same bits, a function of the part ids only, and
+    :func:`tree_sum` reproduces them in one process.
+
+    Examples
+    --------
+    >>> s = AllreduceSchedule(3)
+    >>> [r.kind for r in s.rounds], [r.sends for r in s.rounds]
+    (['fold', 'doubling', 'unfold'], [{2: 0}, {0: 1, 1: 0}, {0: 2}])
+    >>> s.plan(words=4).report()["tot_msgs"]
+    4
+    """
 
     def __init__(self, nparts: int):
         if nparts < 1:
@@ -71,10 +60,8 @@ class AllreduceSchedule:
         self.p2, self.extra = P2, r
 
     def combine(self, rnd: Round, part: int, mine, received):
-        """What ``part`` holds after receiving ``received`` in round ``rnd``.
-
-        Fold and doubling add, the lower part id's partial first; unfold replaces.
-        """
+        """What ``part`` holds after receiving ``received`` in round ``rnd`` (fold and
+        doubling add, the lower part id's partial first; unfold replaces)."""
         if rnd.kind == "unfold":
             return received
         sender = rnd.receives()[part]
@@ -92,9 +79,8 @@ class AllreduceSchedule:
 
 
 def tree_sum(values):
-    """The allreduce's sum of ``values`` (one per part, in part order), in one process.
-
-    Bit for bit what :class:`AllreduceSchedule` leaves on every part.
+    """The allreduce's sum of ``values`` (one per part, in part order) in one process: bit
+    for bit what :class:`AllreduceSchedule` leaves on every part.
 
     Examples
     --------

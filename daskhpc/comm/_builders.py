@@ -1,25 +1,4 @@
-"""Plans that several workflows share: expand and fold over connectivity sets.
-
-*Expand* (hypertensor paper, Algorithm 4 lines 5-6; GCN paper, eqs. 8-9): row ``i`` is
-owned by part ``owner[i]`` and needed by the parts of its connectivity set
-``Lambda_i``; the owner sends it to every other part of the set. *Fold* (Algorithm 4
-lines 2-3) is the same traffic reversed: every part of ``Lambda_i`` other than the owner
-sends its partial row to the owner, who sums. Either way row ``i`` costs
-``|Lambda_i U {owner(i)}| - 1`` units, and all rows between one pair of parts travel as
-one message (the papers combine messages to the same part).
-
-No dask here.
-
-Examples
---------
->>> import numpy as np
->>> ptr, parts = np.array([0, 2, 3, 5]), np.array([0, 1, 2, 0, 2])
->>> p = expand_plan([0, 0, 1], ptr, parts, 3)          # row 1 lives on 0, needed by 2
->>> [(s, d, i.tolist()) for _, s, d, i in p.messages()]
-[(0, 1, [0]), (0, 2, [1]), (1, 0, [2]), (1, 2, [2])]
->>> fold_plan([0, 0, 1], ptr, parts, 3).report()["tot_vol"]
-4
-"""
+"""Plans that several workflows share: expand and fold over connectivity sets."""
 
 from __future__ import annotations
 
@@ -54,8 +33,7 @@ def _grouped(nparts, src, dst, rows, phase, **kw) -> Plan:
     n = int(rows.max()) + 1 if rows.size else 1
     pair = src * np.int64(nparts) + dst
     if nparts * nparts <= max(4 * rows.size, 1 << 20) and np.all(rows[1:] >= rows[:-1]):
-        # rows ascending already (expand and fold): a stable counting sort by pair keeps
-        # them so, in time linear in the rows (the sort below: the same order)
+        # rows ascending already (expand and fold): a stable counting sort by pair, linear
         order = _counting_order(pair, nparts * nparts)
     elif nparts * nparts * n < 2**62:
         order = np.argsort(pair * np.int64(n) + rows, kind="stable")
@@ -89,6 +67,9 @@ def expand_plan(owner, lam_ptr, lam_parts, nparts: int, *, phase: int = 0,
                 **plan_options) -> Plan:
     """Owners send their rows to the other parts that need them.
 
+    Hypertensor paper, Algorithm 4 lines 5-6; GCN paper, eqs. 8-9. Row ``i`` costs
+    ``|Lambda_i U {owner(i)}| - 1`` units; all rows between two parts travel as one message.
+
     Parameters
     ----------
     owner : int array (n)
@@ -107,6 +88,14 @@ def expand_plan(owner, lam_ptr, lam_parts, nparts: int, *, phase: int = 0,
     -------
     Plan
         One message per communicating (owner, part) pair; its indices are the rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ptr, parts = np.array([0, 2, 3, 5]), np.array([0, 1, 2, 0, 2])
+    >>> p = expand_plan([0, 0, 1], ptr, parts, 3)          # row 1 lives on 0, needed by 2
+    >>> [(s, d, i.tolist()) for _, s, d, i in p.messages()]
+    [(0, 1, [0]), (0, 2, [1]), (1, 0, [2]), (1, 2, [2])]
     """
     rows, need, own = _pairs(owner, lam_ptr, lam_parts, nparts)
     plan_options.setdefault("name", "expand")
@@ -115,7 +104,8 @@ def expand_plan(owner, lam_ptr, lam_parts, nparts: int, *, phase: int = 0,
 
 def fold_plan(owner, lam_ptr, lam_parts, nparts: int, *, phase: int = 0,
               **plan_options) -> Plan:
-    """Parts send their partial rows to the rows' owners (expand reversed)."""
+    """Parts send their partial rows to the rows' owners: expand reversed (hypertensor
+    paper, Algorithm 4 lines 2-3)."""
     rows, need, own = _pairs(owner, lam_ptr, lam_parts, nparts)
     plan_options.setdefault("name", "fold")
     return _grouped(nparts, need, own, rows, phase, **plan_options)

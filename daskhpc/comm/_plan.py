@@ -1,25 +1,4 @@
-"""The communication Plan: every message a distributed run will send, and its report.
-
-A message is (phase, source part, destination part, indices): in phase ``t`` part ``s``
-sends the units ``indices`` (rows of a factor or feature matrix, or nonzeros) to part
-``d``. Messages are stored as flat arrays (CSR over messages), so a Plan for K = 1024 parts
-and millions of rows stays cheap, and every metric is a vectorised reduction.
-
-Metrics (SSGD paper, section VI; the other papers use the same words):
-
-* tot vol / tot msgs: summed over all messages.
-* max vol / max msgs: the largest total that one part sends over the whole plan.
-* sum-max vol / sum-max msgs: per phase, the largest per-part send; summed over phases
-  (the bulk-synchronous critical path).
-* max-max vol / max-max msgs: the largest per-part send in any single phase.
-
-Rows of different widths (GCN sends d_k-wide rows in layer k; a CP-ALS step sends factor
-rows and a Gram matrix) are given per message by ``words`` (or per phase by
-``phase_words``); everything in bytes then uses each message's own width.
-:meth:`Plan.placed` projects a part-level plan onto workers (what crosses between worker
-processes, bundled as the runtime sends it): the one projection that planned-vs-measured
-comparisons and the dashboard use.
-"""
+"""The communication Plan: every message a distributed run will send, and its report."""
 
 from __future__ import annotations
 
@@ -50,12 +29,9 @@ class Plan:
         Units per message; derived from ``ptr`` when indices are given.
     nphases : int, optional
         Number of phases (some may send nothing); default ``phase.max() + 1``.
-    unit : str
-        What one unit is ("rows", "nonzeros").
-    words_per_unit : int
-        Words per unit (F for SSGD rows, R for CP-ALS, 1 for nonzeros + index words...).
-    word_bytes : int
-        Bytes per word (8 for float64).
+    unit, words_per_unit, word_bytes : str, int, int
+        What one unit is ("rows"), its words (F for SSGD rows, R for CP-ALS) and the bytes
+        of a word (8 for float64).
     words : int array (one per message), optional
         Words per unit of each message, where widths differ (``words_per_unit`` is then
         only the default width shown in the report).
@@ -123,9 +99,7 @@ class Plan:
 
     def _check_messages(self, m: int) -> int:
         """Raise on an endpoint outside the parts, a message to itself or a negative
-        phase; returns the number of phases the messages use. Plans of a few messages
-        (an allreduce stage: a linear epoch builds about a thousand) check in Python, not
-        with six numpy reductions (3.9 against 12.3 us a Plan, docs/benchmarks.md)."""
+        phase; returns the number of phases. Small plans check in Python (3x faster)."""
         if m <= SMALL:
             src, dst, phase = self.src.tolist(), self.dst.tolist(), self.phase.tolist()
             lo, hi = min(min(src), min(dst)), max(max(src), max(dst))
@@ -144,7 +118,6 @@ class Plan:
             raise ValueError("phases must be non-negative")
         return int(top) + 1
 
-    # -- construction -----------------------------------------------------
     @classmethod
     def from_messages(cls, nparts: int, messages, **kw) -> "Plan":
         """From an iterable of ``(phase, src, dst, indices)`` tuples (small plans, tests)."""
@@ -181,9 +154,8 @@ class Plan:
     @classmethod
     def stepped(cls, plans, phases, nphases: int, nparts: int | None = None,
                **kw) -> "Plan":
-        """Every message of ``plans[i]`` in phase ``phases[i]`` (as ``merge`` of each one
-        ``rephased``, without a Plan per rephasing: a program's plan of a few hundred
-        steps)."""
+        """Every message of ``plans[i]`` in phase ``phases[i]`` (``merge`` of each one
+        ``rephased``, without a Plan per rephasing)."""
         plans = list(plans)
         kw["nphases"] = int(nphases)
         return cls._joined(plans, None, nparts, kw, phases=phases)
@@ -217,7 +189,6 @@ class Plan:
             args["volume"] = np.concatenate([p.volume for p in plans])
         return cls(**args)
 
-    # -- access -------------------------------------------------------------
     @property
     def num_messages(self) -> int:
         return int(self.phase.size)
@@ -257,7 +228,6 @@ class Plan:
                     self.words_per_unit, self.word_bytes, self.name, dict(self.meta),
                     self.message_words())
 
-    # -- derived plans ---------------------------------------------------------------
     def reversed(self, name: str | None = None) -> "Plan":
         """The same messages in the opposite direction (a fold is an expand reversed).
 
@@ -335,7 +305,6 @@ class Plan:
         """``nparts x nparts`` planned bytes from row part to column part."""
         return self._summed(self.nparts, self.src, self.dst, self.message_bytes())
 
-    # -- metrics ------------------------------------------------------------
     def _summed(self, nrows: int, rows, cols, values) -> np.ndarray:
         """(nrows, nparts) table of a per-message quantity summed at ``(rows, cols)``."""
         out = np.zeros((nrows, self.nparts), dtype=np.int64)
@@ -363,7 +332,13 @@ class Plan:
         return self._summed(self.nparts, self.src, self.dst, self.volume)
 
     def report(self) -> dict:
-        """The ``plan`` section of the JSON report (units, not words; see ``words_per_unit``)."""
+        """The ``plan`` section of the JSON report, in units (SSGD paper, section VI).
+
+        ``tot``: summed over all messages; ``max``: the largest total one part sends;
+        ``sum_max``: per phase the largest per-part send, summed over phases (the
+        bulk-synchronous critical path); ``max_max``: the largest per-part send in any
+        single phase; each of volume (``_vol``) and messages (``_msgs``).
+        """
         vol, msg = self.send_volume(), self.send_messages()
         per_part_vol, per_part_msg = vol.sum(axis=0), msg.sum(axis=0)
         phase_max_vol = vol.max(axis=1) if vol.size else np.zeros(0, np.int64)
@@ -390,12 +365,8 @@ class Plan:
                 "tot_vol": vol.sum(axis=1).tolist(), "tot_msgs": msg.sum(axis=1).tolist()}
 
     def estimate_time(self, alpha: float, beta: float) -> float:
-        """Alpha-beta time of the plan, phase by phase (bulk-synchronous).
-
-        Each phase costs ``max over parts of (alpha * messages_p + beta * bytes_p)``: a part
-        pays latency per message and bandwidth per byte it sends, and the phase ends when the
-        slowest part is done. The sum over phases is the estimate.
-        """
+        """Alpha-beta time, phase by phase: each phase costs the slowest part's ``alpha *
+        messages + beta * bytes``, summed over the phases (bulk-synchronous)."""
         per_part = alpha * self.send_messages() + beta * self._per_phase_part(self.message_bytes())
         return float(per_part.max(axis=1).sum()) if per_part.size else 0.0
 

@@ -1,48 +1,4 @@
-"""A bulk-synchronous program over K parts: the common shape of the point-to-point workflows.
-
-A :class:`Program` is a list of *steps*. In step ``t`` every part ``p`` runs the step's
-function on its own state, with the messages other parts sent it in step ``t - 1`` (its
-*inbox*), and returns the messages it sends now (its *outbox*, delivered in step
-``t + 1``). Which part sends to which part in which step is fixed before anything runs:
-each step carries the :class:`~daskhpc.comm.Plan` of its messages, and a part's outbox
-must name exactly the parts that plan says (else the step fails, naming both), so what a
-run sends is what its plan says, message for message.
-
-The same program runs two ways, with the same functions in the same order per part:
-
-* :func:`run_local` here, in one process (the *partition-aware serial reference*);
-* ``daskhpc.runtime`` on a Dask cluster, each part on its worker (pushed as pinned tasks,
-  messages between workers as transfers). Results are therefore equal bit for bit, as
-  long as the step functions depend only on the part's state and inbox (iterate over the
-  inbox in its order: ascending sender id).
-
-Step functions, ``init``, ``final`` and ``save`` must be picklable (module-level
-functions, or ``functools.partial`` of them); payloads are any picklable values (numpy
-arrays, tuples of them) and are read-only to the receiver (a message between two parts
-of one worker is the sender's object itself). Report values travel as Dask events:
-numbers, strings, lists of them.
-
-No dask here.
-
-Examples
---------
->>> from daskhpc.comm import Plan
->>> def init(ctx, start):
-...     ctx.state["x"] = float(ctx.static)
->>> def ring(ctx):                       # send x to the next part, add what arrives
-...     for src, v in ctx.inbox.items():
-...         ctx.state["x"] += v
-...     return {(ctx.part + 1) % ctx.nparts: ctx.state["x"]}
->>> def last(ctx):
-...     ctx.state["x"] += sum(ctx.inbox.values())
-...     ctx.report(x=ctx.state["x"])
->>> prog = Program(3, "ring", init=init, final=lambda ctx: ctx.state["x"])
->>> sends = Plan.from_messages(3, [(0, 0, 1, [0]), (0, 1, 2, [0]), (0, 2, 0, [0])])
->>> _ = prog.step(ring, sends=sends); _ = prog.step(last, report=True)
->>> finals, reports = run_local(prog, [1, 2, 3])
->>> finals, reports[0][0]["x"]
-([4.0, 3.0, 5.0], 4.0)
-"""
+"""A bulk-synchronous program over K parts: the common shape of the point-to-point workflows."""
 
 from __future__ import annotations
 
@@ -82,14 +38,11 @@ class Context:
 
     Attributes
     ----------
-    part, nparts : int
-    step : int
-        Index of the step in the program.
+    part, nparts, step : int
     unit : int
-        The iteration (epoch, batch) the step belongs to: reported steps end one;
-        numbered from the program's ``first_unit``.
+        The iteration (epoch, batch) the step belongs to: reported steps end one.
     static : object
-        The part's static data (what the workflow gave for this part; it never changes).
+        The part's static data (it never changes).
     state : dict
         The part's own mutable state, kept between steps (on its worker).
     inbox : dict
@@ -112,7 +65,15 @@ class Context:
 
 
 class Program:
-    """The steps of a run over ``nparts`` parts (see the module docstring).
+    """The steps of a run over ``nparts`` parts.
+
+    In step ``t`` every part runs the step's function on its state and its *inbox* (what
+    was sent to it in step ``t - 1``) and returns its *outbox*; the step's
+    :class:`~daskhpc.comm.Plan` fixes who sends to whom, and an outbox that differs raises
+    :class:`PlanMismatch`. :func:`run_local` (the partition-aware serial reference) and
+    ``daskhpc.runtime`` (a Dask cluster) run the same functions in the same order per
+    part, so their results are equal bit for bit. Functions must be picklable; payloads
+    are read-only to the receiver.
 
     Parameters
     ----------
@@ -125,15 +86,27 @@ class Program:
     final : callable, optional
         ``final(ctx) -> value``: the part's result after the last step.
     save : callable, optional
-        ``save(ctx) -> {name: array}``: the part's checkpoint, written after every
-        reported step when the run checkpoints (read back as ``start``).
+        ``save(ctx) -> {name: array}``: the part's checkpoint after every reported step.
     first_unit : int
         Number of the first unit (a program that resumes a run after ``u`` units).
     stop : callable, optional
         ``stop(ctx) -> bool`` on every part after each reported step: True ends the
-        program after that unit (a convergence test on what every part has from an
-        allreduce, so the workers decide without asking the client). Every part must
-        give the same answer.
+        program after that unit (every part must give the same answer).
+
+    Examples
+    --------
+    >>> from daskhpc.comm import Plan, Program, run_local
+    >>> def init(ctx, start):
+    ...     ctx.state["x"] = float(ctx.static)
+    >>> def ring(ctx):                       # send x to the next part, add what arrives
+    ...     ctx.state["x"] += sum(ctx.inbox.values())
+    ...     return {(ctx.part + 1) % ctx.nparts: ctx.state["x"]}
+    >>> prog = Program(3, "ring", init=init, final=lambda ctx: ctx.state["x"])
+    >>> sends = Plan.from_messages(3, [(0, 0, 1, [0]), (0, 1, 2, [0]), (0, 2, 0, [0])])
+    >>> _ = prog.step(ring, sends=sends)
+    >>> _ = prog.step(ring, sends=sends)
+    >>> run_local(prog, [1, 2, 3])[0]
+    [4.0, 3.0, 5.0]
     """
 
     def __init__(self, nparts: int, name: str = "program", *, init: Callable | None = None,
@@ -151,7 +124,6 @@ class Program:
         self._plan: Plan | None = None
         self._ends: list[int] | None = None     # unit_steps, built once per change
 
-    # -- building ----------------------------------------------------------------------
     def step(self, fn: Callable, *args, sends: Plan | list | None = None,
              report: bool = False, label: str = "") -> int:
         """Append a step; returns its index.
@@ -161,9 +133,8 @@ class Program:
         fn : callable
             ``fn(ctx, *args) -> {dst part: payload}`` (or None when the part sends nothing).
         sends : Plan or list of Plan, optional
-            The messages of this step (their phases are ignored: all are sent now). Several
-            plans are merged (e.g. an expand and an allreduce round): a part then sends one
-            payload per receiver, combining what the plans send it.
+            The messages of this step, sent now whatever their phases; several plans are
+            merged (a part then sends one payload per receiver).
         report : bool
             The step ends a unit: every part's ``ctx.report(...)`` values go to the run.
         label : str
@@ -195,9 +166,7 @@ class Program:
                 (prev.report and not after_report):
             raise ValueError(f"step {prev.label!r} sends or reports: nothing can be fused "
                              "into it")
-        # flat: fusing into a fused step extends its list in place (a chain of T fused
-        # calls nested T deep hit the recursion limit at one part, where nothing is sent;
-        # copied at every fuse, it cost O(T^2): a one-part linear epoch fuses 4,000)
+        # flat: fusing into a fused step extends its list in place (no recursion, no copy)
         calls = prev.args[0] if prev.fn is _chained else [(prev.fn, prev.args)]
         calls.append((fn, tuple(args)))
         new = label or _name(fn)
@@ -231,9 +200,8 @@ class Program:
         words : int
             Length of the array (for the plan).
         op : callable, optional
-            ``op(lower, upper)``: two partials combined, the lower part id's first (a sum
-            and a max, say); default ``lower + upper``, which makes the total
-            :func:`~daskhpc.comm.tree_sum` of the contributions.
+            ``op(lower, upper)`` combines two partials, the lower part id's first; default
+            ``lower + upper`` (the total is then :func:`~daskhpc.comm.tree_sum`).
         sends : Plan, optional
             Other messages of the first step, delivered with the total: ``get`` returns
             ``(contribution, outbox)`` and ``put`` finds them in ``ctx.inbox``. One to the
@@ -261,18 +229,14 @@ class Program:
                 else self.step(*args, **kw)
         return last
 
-    # -- reading -------------------------------------------------------------------------
     @property
     def nsteps(self) -> int:
         return len(self.steps)
 
     @property
     def unit_steps(self) -> list[int]:
-        """Indices of the reported steps (unit u ends at ``unit_steps[u - first_unit]``).
-
-        Built once (one pass over the steps) and kept until a step is added: callers
-        ask for it per step, and a list rebuilt every time made the set-up of a run
-        quadratic in its steps. Read-only."""
+        """Indices of the reported steps (unit u ends at ``unit_steps[u - first_unit]``);
+        cached until a step is added. Read-only."""
         if self._ends is None:
             self._ends = [t for t, s in enumerate(self.steps) if s.report]
         return self._ends
@@ -382,11 +346,8 @@ def _allreduce_round(ctx: Context, label: str, i: int, get, put, op, split: int)
     return out or None
 
 
-# -- the local executor ------------------------------------------------------------------
-
-
 def run_local(program: Program, statics, starts=None, *, on_report=None):
-    """Run ``program`` in this process, every part in turn (see the module docstring).
+    """Run ``program`` in this process, every part in turn (:class:`Program`).
 
     Parameters
     ----------
@@ -397,8 +358,7 @@ def run_local(program: Program, statics, starts=None, *, on_report=None):
         Per part, what ``init`` gets as ``start`` (default None).
     on_report : callable, optional
         ``on_report(unit, {part: values})`` after every reported step; a true return
-        ends the program after that unit (a stop rule on the reports, as the frame's
-        ``Job.stop`` on the history).
+        ends the program after that unit.
 
     Returns
     -------
@@ -446,11 +406,6 @@ def run_local_history(program: Program, statics, row, starts=None, *, stop=None)
     """:func:`run_local` with the history a workflow reports: ``row(unit, reports)`` of
     every unit plus ``time_s``, the unit's wall time in this process; ``stop(history)``
     (optional) after every unit ends the program when true (the frame's ``Job.stop``).
-
-    Returns
-    -------
-    finals : list
-    history : list of dict
 
     Examples
     --------

@@ -1,26 +1,4 @@
-"""Which partitioner a hypergraph gets when none is named (``partition(h, K, "auto")``).
-
-By ``work = pins * sqrt(K)`` (pins of nets with at least two pins; the times and
-partitions behind the thresholds: docs/partitioning.md, "Which partitioner for which
-size"):
-
-* ``work <= DETERMINISTIC_WORK`` (1.5e6): Mt-KaHyPar ``deterministic``: the same seed
-  gives the same partition (ml-latest-small at every K up to 256, so all the tests that
-  pin hypergraph rows).
-* ``work <= MTKAHYPAR_WORK`` (6e6): Mt-KaHyPar ``default``, ~4x faster, not reproducible
-  run to run (save it with ``--save-partition`` / ``Partition.save`` to reuse it).
-* above: the seeded random partition refined by label propagation (``lp``,
-  :mod:`._refine`), seconds where Mt-KaHyPar takes many minutes; only the fallback (a
-  local method). Its pin-count table needs ``4 * nets * K`` bytes (its bits 1/32 more);
-  beyond ``LP_MAX_BYTES`` the rule keeps Mt-KaHyPar ``default``.
-
-Examples
---------
->>> from daskhpc.hypergraph import Hypergraph
->>> h = Hypergraph.from_nets(4, [[0, 1], [1, 2, 3]])
->>> choose_partitioner(h, 2)["options"]
-{'preset': 'deterministic'}
-"""
+"""Which partitioner a hypergraph gets when none is named (``partition(h, K, "auto")``)."""
 
 from __future__ import annotations
 
@@ -49,13 +27,26 @@ def mtkahypar_preset(h: Hypergraph, nparts: int) -> str:
 
 
 def choose_partitioner(h: Hypergraph, nparts: int) -> dict:
-    """The backend, its options and the reason, by the rule of the module docstring.
+    """The backend, its options and the reason, by ``work = pins * sqrt(K)``.
+
+    Up to ``DETERMINISTIC_WORK``: Mt-KaHyPar ``deterministic`` (reproducible); up to
+    ``MTKAHYPAR_WORK``: Mt-KaHyPar ``default`` (~4x faster, not reproducible); above: the
+    seeded random partition refined by label propagation (``lp``), unless its pin-count
+    table (``4 * nets * K`` bytes) would exceed ``LP_MAX_BYTES``. The measurements behind
+    the thresholds: docs/partitioning.md.
 
     Returns
     -------
     dict
         ``backend`` (a registered name), ``options`` (passed to it), ``work`` and
         ``rule`` (a sentence for the report).
+
+    Examples
+    --------
+    >>> from daskhpc.hypergraph import Hypergraph
+    >>> h = Hypergraph.from_nets(4, [[0, 1], [1, 2, 3]])
+    >>> choose_partitioner(h, 2)["options"]
+    {'preset': 'deterministic'}
     """
     work = partition_work(h, nparts)
     lp_bytes = 4 * h.num_nets * int(nparts)

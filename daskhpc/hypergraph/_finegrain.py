@@ -1,10 +1,4 @@
-"""Post-pass of the fine-grain tensor model: place factor rows given a partition of nonzeros.
-
-Hypertensor paper, section 3.2 (the single-constraint alternative): rows of each mode are
-visited in decreasing connectivity of their net; a row goes to the least-loaded part of its
-net's connectivity set unless that part is overloaded, else to the least-loaded part overall
-(which adds one to the volume). Loads count factor rows per part, mode by mode.
-"""
+"""Post-pass of the fine-grain tensor model: place factor rows given a partition of nonzeros."""
 
 from __future__ import annotations
 
@@ -35,6 +29,10 @@ def _place_rows(order, lam_ptr, lam_parts, nparts, cap):  # pragma: no cover - n
 def assign_factor_rows(h: Hypergraph, nnz_parts, nparts: int, epsilon: float = 0.03):
     """Owner part of every factor row, mode by mode, for a fine-grain nonzero partition.
 
+    Hypertensor paper, section 3.2: rows visited in decreasing connectivity go to the
+    least-loaded part of their connectivity set unless it is overloaded, else to the
+    least-loaded part overall (one more unit of volume).
+
     Parameters
     ----------
     h : Hypergraph
@@ -51,9 +49,7 @@ def assign_factor_rows(h: Hypergraph, nnz_parts, nparts: int, epsilon: float = 0
 
     Examples
     --------
-    Nonzeros (0, 0), (1, 0), (1, 1) in parts 0, 1, 1. Mode 0: row 0 is touched by part 0
-    only, row 1 by part 1 only. Mode 1: column 0 by parts {0, 1} (visited first, key 2;
-    both empty, the lower id wins) and column 1 by part 1 only, so no row is displaced:
+    Column 0 is touched by parts {0, 1} (visited first; the lower id wins a tie):
 
     >>> from daskhpc.hypergraph import tensor_fine
     >>> h = tensor_fine(([[0, 1, 1], [0, 0, 1]], (2, 2)))

@@ -1,10 +1,5 @@
-"""Graph partitioning baseline (GCN paper, section 5: GP against HP).
-
-Partitions a graph with Mt-KaHyPar's graph mode (edge-cut objective). The graph is the one
-passed as ``graph=`` (for a square matrix, :func:`symmetric_graph` of it: what METIS-style
-baselines partition), else the clique expansion of the hypergraph's nets of at most
-``max_net_size`` pins, weighted by the number of nets two vertices share.
-"""
+"""Graph partitioning baseline (GCN paper, section 5: GP against HP) with Mt-KaHyPar's graph
+mode: the ``graph=`` given, else the clique expansion of the hypergraph's nets."""
 
 from __future__ import annotations
 

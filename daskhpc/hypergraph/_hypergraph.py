@@ -1,9 +1,4 @@
-"""The Hypergraph: nets stored as CSR pins, vertex weights with several constraints, net costs.
-
-A hypergraph H = (V, N) has |V| vertices and |N| nets; net n's pins are
-``pins[net_ptr[n]:net_ptr[n + 1]]``. This is the layout every model in
-:mod:`daskhpc.hypergraph._models` produces and every partitioner consumes.
-"""
+"""The Hypergraph: nets stored as CSR pins, vertex weights with several constraints, net costs."""
 
 from __future__ import annotations
 
@@ -76,7 +71,6 @@ class Hypergraph:
         if self.net_costs.shape != (self.num_nets,):
             raise ValueError(f"net_costs must have shape ({self.num_nets},)")
 
-    # -- construction -----------------------------------------------------
     @classmethod
     def from_nets(cls, num_vertices, nets, vertex_weights=None, net_costs=None, name=""):
         """Build from a list of pin lists (small cases and tests)."""
@@ -96,7 +90,6 @@ class Hypergraph:
         np.cumsum(np.bincount(nets, minlength=num_nets), out=net_ptr[1:])
         return cls(num_vertices, net_ptr, verts, **kw)
 
-    # -- shape --------------------------------------------------------------
     @property
     def num_nets(self) -> int:
         return self.net_ptr.size - 1
@@ -131,11 +124,8 @@ class Hypergraph:
                           costs, self.name, dict(self.meta))
 
     def subhypergraph(self, vertices: np.ndarray) -> tuple["Hypergraph", np.ndarray]:
-        """Vertex-induced sub-hypergraph with cut-net splitting (nets keep their pins in ``vertices``).
-
-        Returns the sub-hypergraph (vertices renumbered 0..len-1, nets with fewer than one pin
-        dropped) and the ids of the original nets it kept, in order.
-        """
+        """Vertex-induced sub-hypergraph with cut-net splitting: the sub-hypergraph
+        (vertices renumbered, nets without pins dropped) and the ids of the nets it kept."""
         vertices = np.asarray(vertices, dtype=np.int64)
         local = np.full(self.num_vertices, -1, dtype=np.int64)
         local[vertices] = np.arange(vertices.size)
@@ -154,7 +144,6 @@ class Hypergraph:
                 f"{self.num_nets} nets, {self.num_pins} pins, {self.num_constraints} constraint(s))")
 
     def __dask_tokenize__(self):
-        # Deterministic key material without importing dask here.
         digest = hashlib.sha1()
         for a in (self.net_ptr, self.pins, self.vertex_weights, self.net_costs):
             digest.update(np.ascontiguousarray(a).tobytes())

@@ -1,10 +1,6 @@
-"""KaHyPar backend with the configuration files we ship (``kahypar_km1.ini``,
-``kahypar_cut.ini``). KaHyPar has no SOED objective, so ``objective="soed"`` runs the SSGD
-paper's recursive-bisection net-cost scheme (:mod:`._recursive`) with KaHyPar bisections.
-
-KaHyPar exits the process on a zero-weight vertex, so such vertices are taken out before
-the call and placed afterwards where their nets already are (they weigh nothing).
-"""
+"""KaHyPar backend with the configuration files we ship; ``objective="soed"`` runs the SSGD
+paper's recursive-bisection net-cost scheme. Zero-weight vertices (KaHyPar exits on them)
+are placed afterwards where their nets already are."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""Cut metrics of a partitioned hypergraph, computed vectorised over pins.
-
-For net n with cost c[n] and connectivity lambda(n) (the number of parts its pins touch):
-
-* cut          = sum over nets with lambda > 1 of c[n]
-* km1          = sum over nets of c[n] * (lambda(n) - 1)          (connectivity-1, eq. (2) of the
-  hypertensor paper; total volume of SpMV/MTTKRP-like expand and fold phases)
-* soed         = sum over nets with lambda > 1 of c[n] * lambda(n)  (sum of external degrees,
-  eq. (14) of the SSGD paper; P2P volume of one SSGD epoch when c = F)
-
-Imbalance follows KaHyPar: part p is balanced when W_p <= (1 + eps) * ceil(W / K).
-"""
+"""Cut metrics of a partitioned hypergraph, computed vectorised over pins."""
 
 from __future__ import annotations
 
@@ -46,8 +35,7 @@ def connectivity_sets(h: Hypergraph, parts, nparts: int) -> tuple[np.ndarray, np
 @numba.njit(cache=True)
 def net_parts(net_ptr, pins, parts, nparts):  # pragma: no cover - numba
     """:func:`connectivity_sets` of CSR nets ``(net_ptr, pins)`` without a
-    :class:`Hypergraph` (no checks, no vertex weights): each net's distinct parts by a
-    stamp, then sorted, linear in the pins where sorting a (net, part) key per pin was not.
+    :class:`Hypergraph` (no checks), linear in the pins.
 
     Examples
     --------
@@ -103,6 +91,12 @@ def imbalance(weights: np.ndarray, nparts: int) -> np.ndarray:
 
 def metrics(h: Hypergraph, parts, nparts: int, epsilon: float | None = None) -> dict:
     """All cut and balance metrics of a partition, as a JSON-ready dict.
+
+    For net n of cost c[n] touching lambda(n) parts: ``cut`` sums c[n] over nets with
+    lambda > 1; ``km1`` sums c[n] * (lambda(n) - 1) (connectivity-1, eq. (2) of the
+    hypertensor paper: the expand and fold volume); ``soed`` sums c[n] * lambda(n) over
+    nets with lambda > 1 (eq. (14) of the SSGD paper: one epoch's P2P volume when c = F).
+    Part p is balanced when W_p <= (1 + eps) * ceil(W / K) (KaHyPar).
 
     Examples
     --------

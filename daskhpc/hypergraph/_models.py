@@ -1,11 +1,4 @@
-"""Hypergraph models of the papers, built vectorised from scipy.sparse / sparse.COO inputs.
-
-* :func:`column_net`  rows are vertices, columns are nets (row-wise 1D; SSGD section V, GCN 4.3.2)
-* :func:`row_net`     columns are vertices, rows are nets (column-wise 1D)
-* :func:`tensor_coarse` / :func:`tensor_fine`  hypertensor paper, sections 3.1 and 3.2
-* :func:`stochastic`  merged hypergraphs of sampled mini-batches (GCN paper, Algorithm 3)
-* :func:`symmetric_graph`  the symmetrised adjacency for the graph-partitioning baseline
-"""
+"""Hypergraph models of the papers, built vectorised from scipy.sparse / sparse.COO inputs."""
 
 from __future__ import annotations
 
@@ -79,9 +72,7 @@ def tensor_coarse(X, net_cost: int = 1) -> Hypergraph:
     offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
     V = int(offsets[-1])
     coords = np.ascontiguousarray(coords)
-    # the nonzeros of every slice (the fine-grain nets), then each slice's distinct
-    # vertices: linear in the pins, where sorting the (net, vertex) pairs of every
-    # nonzero was not (9 pairs a nonzero of a 3-mode tensor)
+    # each slice's nonzeros (the fine-grain nets), then its distinct vertices: linear in pins
     net_ptr, pins = _coarse_pins(coords, offsets, *_fine_pins(coords, offsets, V))
     w = np.zeros((V, N), dtype=np.int64)
     for m in range(N):

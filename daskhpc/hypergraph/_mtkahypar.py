@@ -1,8 +1,5 @@
-"""Mt-KaHyPar backend: direct k-way multilevel partitioning for km1, SOED and cut.
-
-Mt-KaHyPar is initialised once per process (its thread pool is global); later calls with a
-different thread count reuse the first pool.
-"""
+"""Mt-KaHyPar backend: direct k-way multilevel partitioning for km1, SOED and cut (its
+thread pool is global: initialised once per process, by the first call's thread count)."""
 
 from __future__ import annotations
 
@@ -42,9 +39,7 @@ def _context(init, nparts, objective, epsilon, preset):
 
 def capped_weights(weights: np.ndarray, nparts: int) -> np.ndarray:
     """Vertex weights capped at the average part weight ``ceil(W / K)``: a heavier vertex
-    overloads its part in every partition and Mt-KaHyPar keeps trying to rebalance
-    (docs/partitioning.md, "Heavy vertices"); capped, it fills its part alone, the best
-    any partition can do. Weights below the cap are unchanged."""
+    fills its part alone anyway, and uncapped Mt-KaHyPar keeps trying to rebalance it."""
     cap = -(-int(weights.sum()) // max(int(nparts), 1))
     return np.minimum(weights, cap) if weights.size and weights.max() > cap else weights
 
@@ -54,14 +49,10 @@ def partition_mtkahypar(h: Hypergraph, nparts: int, *, objective: str = "km1",
                         preset: str = "deterministic", **_) -> np.ndarray:
     """Partition with Mt-KaHyPar.
 
-    ``preset``: ``deterministic`` (our default) gives the same partition for the same seed
-    (and thread count); ``default`` is about 4x faster with about the same quality on our
-    data but differs run to run; ``quality``, ``large_k``; ``auto`` picks deterministic or
-    default by ``pins * sqrt(K)`` (:func:`daskhpc.hypergraph._auto.mtkahypar_preset`).
-
-    Nets with fewer than two pins are left out (they cannot be cut); several weight
-    constraints are combined into one (see ``combined_weights``), and vertices heavier
-    than the average part are capped (see :func:`capped_weights`).
+    ``preset``: ``deterministic`` (same seed and threads, same partition), ``default``
+    (about 4x faster, differs run to run), ``quality``, ``large_k``, or ``auto``
+    (:func:`~daskhpc.hypergraph._auto.mtkahypar_preset`). Nets of fewer than two pins are
+    left out, constraints combined into one weight and heavy vertices capped.
     """
     import mtkahypar
 

@@ -1,8 +1,5 @@
-"""Partition files: one part id per line (PaToH / KaHyPar / ours), and the SSGD pair format.
-
-The SSGD format (the paper's public code; docs/cli.md, "Partition files") holds the row parts, a line with
-``-``, then the column (stratum) parts.
-"""
+"""Partition files: one part id per line (PaToH / KaHyPar / ours), and the SSGD pair format
+(row parts, a ``-`` line, column parts; docs/cli.md, "Partition files")."""
 
 from __future__ import annotations
 

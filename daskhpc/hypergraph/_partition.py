@@ -1,9 +1,5 @@
-"""`partition()`: one entry point over a registry of partitioner backends, and its result.
-
-Backends live in their own modules with one signature,
-``backend(h, nparts, *, objective, epsilon, seed, threads, **options) -> parts``, and are
-imported only when used (``mtkahypar`` / ``kahypar`` load native libraries).
-"""
+"""`partition()`: one entry point over a registry of partitioner backends (imported only
+when used: ``mtkahypar`` / ``kahypar`` load native libraries), and its result."""
 
 from __future__ import annotations
 
@@ -36,10 +32,8 @@ _BACKENDS: dict[str, str] = {
 # Not a backend: partition(h, K, "auto") picks one of the above (see _auto.py).
 AUTO = "auto"
 
-#: Partitions of Mt-KaHyPar's deterministic preset kept per process, the newest
-#: ``MEMO_SIZE``: the same hypergraph, K and options give the same parts, so a notebook's
-#: second fit of the same data does not partition again (ml-latest-small at K = 2: 1.3 s
-#: of a 1.5 s SSGD fit). Other backends and presets are not deterministic or cost little.
+#: Partitions of Mt-KaHyPar's deterministic preset kept per process (the newest
+#: ``MEMO_SIZE``): a notebook's second fit of the same data does not partition again.
 MEMO_SIZE = 8
 _MEMO: OrderedDict = OrderedDict()
 
@@ -189,10 +183,6 @@ def partition(h: Hypergraph, nparts: int, partitioner: str = "mtkahypar", *,
         (the same parts; ``meta["memo"]`` says so): ``MEMO_SIZE`` are kept.
     options
         Backend specific (``preset`` for Mt-KaHyPar, ``graph`` for the graph backend, ...).
-
-    Returns
-    -------
-    Partition
 
     Examples
     --------

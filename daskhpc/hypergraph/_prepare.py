@@ -10,12 +10,8 @@ from daskhpc.arrays import unique_sorted
 
 
 def combined_weights(h: Hypergraph) -> np.ndarray:
-    """One integer weight per vertex.
-
-    Single-constraint backends (Mt-KaHyPar, KaHyPar) balance the sum of the constraints, each
-    scaled to the largest constraint's total, so every constraint counts equally. Per-
-    constraint imbalance is still reported by ``metrics``.
-    """
+    """One integer weight per vertex: the sum of the constraints, each scaled to the
+    largest constraint's total so every constraint counts equally."""
     w = h.vertex_weights
     if w.shape[1] == 1:
         return w[:, 0].copy()
@@ -39,12 +35,8 @@ def nets_as_lists(h: Hypergraph, nets: np.ndarray) -> list[list[int]]:
 
 
 def place_free_vertices(h: Hypergraph, parts: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Give each vertex in ``free`` (parts[free] unset) the part most of its nets already touch.
-
-    Used for zero-weight vertices that a backend cannot take: they change no part weight, so
-    the only concern is connectivity; joining the most common part of their nets adds least.
-    Vertices in no net with placed pins go to part 0.
-    """
+    """Give each vertex in ``free`` (parts[free] unset, zero weight) the part most of its
+    nets already touch (the least connectivity added); vertices in no such net: part 0."""
     parts = parts.copy()
     is_free = np.zeros(h.num_vertices, dtype=bool)
     is_free[free] = True

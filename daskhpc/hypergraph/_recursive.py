@@ -1,12 +1,4 @@
-"""Recursive bisection that encodes SOED in net costs (SSGD paper, section V).
-
-Every net starts with cost 2F. After each bisection, nets internal to a side keep their
-cost and cut nets are split (cut-net splitting) into sub-nets of cost F. A net therefore
-adds 2F to the cut the first time it is cut and F every later time, so the total cost cut
-over the recursion equals SOED = sum over cut nets of F * lambda(n) (eq. (14)).
-K need not be a power of two: a part count k splits into floor(k/2) and ceil(k/2) with
-target weights in that ratio.
-"""
+"""Recursive bisection that encodes SOED in net costs (SSGD paper, section V)."""
 
 from __future__ import annotations
 
@@ -22,8 +14,9 @@ def recursive_bisection(h: Hypergraph, nparts: int, bisect, *, epsilon: float = 
                         seed: int = 0, **options) -> np.ndarray:
     """K-way partition by recursive bisection with the 2F / F SOED net costs.
 
-    ``bisect(sub, weights, (max_left, max_right), epsilon=..., seed=...)`` returns 0/1 per
-    vertex of ``sub`` (``bisect_kahypar``).
+    SSGD paper, section V: nets start at cost 2F; cut nets are split into sub-nets of cost
+    F, so the total cost cut over the recursion is SOED (eq. (14)). ``bisect(sub, weights,
+    (max_left, max_right), epsilon=..., seed=...)`` returns 0/1 per vertex of ``sub``.
 
     Examples
     --------

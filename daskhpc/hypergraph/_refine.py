@@ -1,29 +1,4 @@
-"""Label-propagation refinement of a K-way partition for km1 or SOED, in numba.
-
-Mt-KaHyPar's multilevel scheme costs, on dense power-law rating matrices at large K, far
-more than the rest of an SSGD plan: on the 10M-rating synthetic matrix (9M pins, nets of
-up to 138k pins, about 200 rows per part at K = 1024) even a 32-way partition takes
-minutes, because coarsening barely shrinks the pin count and k-way FM on huge nets is
-slow. This module is the cheap path for such instances (see ``_auto.py``): start from the
-seeded balanced random partition and move single vertices to the part that lowers the
-objective most, under the balance bound, for a few sequential passes.
-
-Each move is exact: the gain of moving v from part a to part b is computed from the pin
-counts ``phi[n, q]`` of every net of v. Only the candidate parts b are found
-heuristically, from the parts that v's *small* nets (at most ``max_net_size`` pins)
-already touch: on a large net almost every part is present, so it cannot suggest where
-v belongs, while a small net that already touches b saves its whole cost when v joins b.
-The passes are sequential and every tie is broken by index, so the result is a function
-of the input and the seed (reproducible, unlike Mt-KaHyPar's non-deterministic presets).
-
-Examples
---------
->>> from daskhpc.hypergraph import Hypergraph, metrics
->>> h = Hypergraph.from_nets(4, [[0, 1], [2, 3], [0, 1], [2, 3]])
->>> p = refine(h, np.array([0, 1, 0, 1]), 2, objective="km1", epsilon=0.5, seed=1)
->>> p.tolist(), metrics(h, p, 2)["km1"]
-([0, 0, 1, 1], 0)
-"""
+"""Label-propagation refinement of a K-way partition for km1 or SOED, in numba."""
 
 from __future__ import annotations
 
@@ -88,8 +63,7 @@ def _lp(net_ptr, pins, vptr, vnets, vpins, costs, weights, parts, nparts, lmax, 
     K = nparts
     KW = (K + 63) >> 6
     phi = np.zeros(M * K, np.int32)  # pins of net n in part q
-    # phi > 0 as bits (K / 8 bytes a net, 1/32 of phi): the candidates' gains read only
-    # these, so the random reads of step 3 hit a table that mostly stays in cache
+    # phi > 0 as bits (1/32 of phi): step 3's random reads mostly stay in cache
     bits = np.zeros(M * KW, np.uint64)
     lam = np.zeros(M, np.int64)
     one = np.uint64(1)
@@ -101,8 +75,7 @@ def _lp(net_ptr, pins, vptr, vnets, vpins, costs, weights, parts, nparts, lmax, 
                 lam[n] += 1
                 bits[n * KW + (q >> 6)] |= one << np.uint64(q & 63)
             phi[idx] += 1
-    # The part of every pin, kept up to date on moves: the candidate scan then reads
-    # pins' parts sequentially instead of gathering parts[pins[i]] at random.
+    # the part of every pin, kept up to date: the candidate scan reads it sequentially
     pin_part = np.empty(pins.size, np.int32)
     for i in range(pins.size):
         pin_part[i] = parts[pins[i]]
@@ -227,7 +200,14 @@ def _lp(net_ptr, pins, vptr, vnets, vpins, costs, weights, parts, nparts, lmax, 
 def refine(h: Hypergraph, parts: np.ndarray, nparts: int, *, objective: str = "soed",
            epsilon: float = 0.03, seed: int = 0, passes: int = 4,
            max_net_size: int = 128, stop_fraction: float = 0.002) -> np.ndarray:
-    """Improve ``parts`` by sequential label propagation (see the module docstring).
+    """Improve ``parts`` by sequential label propagation.
+
+    The cheap path for instances where Mt-KaHyPar's coarsening barely shrinks the pins
+    (dense power-law rating matrices at large K): move single vertices to the part that
+    lowers the objective most, under the balance bound, for a few passes. Gains are exact
+    (from the pin counts per net and part); candidate parts come from v's *small* nets
+    only (a large net touches almost every part). Ties break by index, so the result is a
+    function of the input and the seed.
 
     Parameters
     ----------
@@ -253,13 +233,20 @@ def refine(h: Hypergraph, parts: np.ndarray, nparts: int, *, objective: str = "s
     -------
     numpy.ndarray
         The refined partition; its objective is never higher than the start's.
+
+    Examples
+    --------
+    >>> from daskhpc.hypergraph import Hypergraph, metrics, refine
+    >>> h = Hypergraph.from_nets(4, [[0, 1], [2, 3], [0, 1], [2, 3]])
+    >>> p = refine(h, np.array([0, 1, 0, 1]), 2, objective="km1", epsilon=0.5, seed=1)
+    >>> p.tolist(), metrics(h, p, 2)["km1"]
+    ([0, 0, 1, 1], 0)
     """
     w = combined_weights(h).astype(np.int64)
     lmax = int(max_part_weight(np.array([w.sum()]), nparts, epsilon)[0])
     vptr, vnets, vpins = vertex_nets(h)
     rng = np.random.default_rng([int(seed), 0x1AB])
-    # the passes' vertex orders written in place (no stacked or converted copy: 10M
-    # vertices take 80 MB a pass)
+    # the passes' vertex orders written in place (no stacked copy: 80 MB a pass at 10M)
     orders = np.empty((max(int(passes), 0), h.num_vertices), np.int64)
     for r in range(orders.shape[0]):
         orders[r] = rng.permutation(h.num_vertices)

@@ -1,10 +1,5 @@
-"""Partitioners that ignore the nets: contiguous blocks balanced by weight, and seeded random.
-
-``block`` keeps vertex order, so it balances only up to the weight of one vertex;
-``random`` places vertices greedily (heaviest first, ties in seeded random order) on the
-lightest part, which stays within one light vertex of perfect balance. With several
-constraints both balance the sum of the normalised constraints.
-"""
+"""Partitioners that ignore the nets: contiguous blocks balanced by weight (within one
+vertex's weight), and seeded random (heaviest first onto the lightest part)."""
 
 from __future__ import annotations
 
@@ -23,8 +18,7 @@ def _split_by_weight(weights: np.ndarray, nparts: int) -> np.ndarray:
     csum = np.cumsum(weights) - weights / 2.0  # vertex midpoints, so heavy vertices round well
     parts = np.floor(csum * nparts / weights.sum()).astype(np.int64)
     parts = np.clip(parts, 0, nparts - 1)
-    # Never leave a part empty when there are enough vertices: with unit weights this is the
-    # usual n // K split; with skewed weights fall back to an equal vertex count.
+        # never leave a part empty when there are enough vertices: an equal vertex count
     if unique_sorted(parts).size < nparts <= weights.size:
         parts = (np.arange(weights.size) * nparts) // weights.size
     return parts

@@ -1,7 +1,9 @@
 """Readers: sparse input files -> scipy.sparse / sparse.COO / numpy.
 
-No dask here: reading a file must not need a cluster (the Dask-collection helpers
-import dask only when called).
+Every reader detects gzip content whatever the name, and raises :class:`ReadError` naming
+the file and line of what is malformed. No dask here: reading a file must not need a
+cluster (the Dask-collection helpers import dask only when called). A bad collection is a
+one-line InputError naming the column or partition, from the metadata where it tells.
 
 Examples
 --------

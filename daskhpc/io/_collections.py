@@ -1,35 +1,9 @@
-"""Dask collections as input: read, validate, and move nonzeros to their parts' workers.
-
-A workflow that is given a ``dask.dataframe.DataFrame`` of nonzeros (one row each:
-0-based ids, then the value; columns in the order ``row, col[, more modes], value``
-unless ``columns=`` names them) or a ``dask.array.Array`` whose chunks are
-``scipy.sparse`` matrices, ``sparse.COO`` arrays (or numpy arrays: their nonzeros) never
-gathers the values to the client:
-
-1. :func:`read_nonzeros` checks what it can from the metadata (integer ids, a numeric
-   value, known chunk sizes), persists every partition as an (ids, values) *piece* on
-   the workers, and computes, in one pass there, a small summary per piece (count,
-   smallest and largest id per mode, NaN or infinite values) and the *pins* (the ids,
-   int32 where they fit), the only per-nonzero data that reaches the client. A bad
-   collection raises a one-line :class:`~daskhpc.errors.InputError` naming the column
-   (or chunk) and the problem, before the workflow does any work.
-2. The workflow partitions the pins on the client, and :func:`route` sends every
-   nonzero from its piece's worker straight to its part's worker (one task per piece
-   and part on the piece's worker, one task per part pinned on the part's worker), where
-   the workflow's ``join`` builds the part's data. What the client sends the workers is
-   integer positions (which nonzeros go to which part), never a value.
-
-No dask at import time (the ``io`` package must not need it); ``dask.dataframe`` is
-imported only for a DataFrame, and without pandas the message names the extra.
-
-Examples
---------
->>> is_collection([1, 2]), is_collection(None)
-(False, False)
-"""
+"""Dask collections as input: validated, their nonzeros persisted as pieces on the workers
+and routed from there to their parts' workers (:func:`route`); no value reaches the client."""
 
 from __future__ import annotations
 
+import operator
 import sys
 import uuid
 
@@ -81,10 +55,8 @@ class _Pieces:
         self.pieces = []
 
     def reread(self, client) -> None:
-        """Compute the pieces again from the collection (after :meth:`release`, to route
-        parts again when their worker was lost): Dask reads the collection's graph
-        again, on the workers. A collection that no longer holds as many items per
-        piece (a file rewritten meanwhile) raises RuntimeError."""
+        """Compute the pieces again from the collection, after :meth:`release` (a lost
+        worker's parts routed again); RuntimeError if the counts per piece changed."""
         self.release()
         self.pieces = reread_pieces(client, self.remake, np.diff(self.offsets), self.name)
 
@@ -107,9 +79,6 @@ class Nonzeros(_Pieces):
         The columns read (ids, then the value), or ``["chunks"]`` for an array.
     token : str
         Dask's token of the collection (what identifies it in a checkpoint).
-    remake : callable, optional
-        ``remake(client) -> list of Future``: the pieces computed again from the
-        collection (:meth:`reread`).
     """
 
     def __init__(self, name, shape, pins, offsets, pieces, columns, token, nonzero_values,
@@ -128,9 +97,7 @@ class Nonzeros(_Pieces):
         return int(self.offsets[-1])
 
     def gather_values(self, client) -> np.ndarray:
-        """All values in collection order on the client (only for checks such as
-        ``check_serial``, which compare with a serial run on the client; says so on
-        stderr, :func:`gathered`)."""
+        """All values in collection order on the client (for ``check_serial`` only)."""
         gathered(self.name, self.nnz, 8 * self.nnz)
         parts = client.gather([client.submit(_values_of, p, pure=False) for p in self.pieces])
         return np.concatenate(parts) if parts else np.zeros(0)
@@ -141,15 +108,19 @@ class Nonzeros(_Pieces):
 
 
 def gathered(name: str, n: int, nbytes: int) -> None:
-    """One line on stderr: a collection's values go to the client (``check_serial``: the
-    serial reference runs there, on the whole input)."""
+    """One line on stderr: a collection's values go to the client (``check_serial``)."""
     print(f"check_serial: {name}: {n:,} values ({nbytes / 2**20:.1f} MiB) of the Dask "
           "collection gathered to the client for the serial reference", file=sys.stderr)
 
 
 def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=None,
                   name: str = "input", min_order: int = 2) -> Nonzeros:
-    """Check ``x`` and persist its nonzeros on ``client``'s workers (module docstring).
+    """Check ``x`` and persist its nonzeros on ``client``'s workers, as pieces.
+
+    A DataFrame holds one nonzero a row (0-based ids, then the value: ``row, col[, more
+    modes], value``, or as ``columns=`` names them); an Array's chunks are scipy.sparse,
+    ``sparse.COO`` or numpy. Only the ids (``pins``) and a summary reach the client; a
+    bad collection raises a one-line InputError naming the column or chunk.
 
     Parameters
     ----------
@@ -164,10 +135,6 @@ def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=No
         Default: a frame's largest id + 1 per mode; an array's shape.
     name : str
         What the messages call the input.
-
-    Returns
-    -------
-    Nonzeros
     """
     kind = _kind(x)
     if kind is None:
@@ -211,13 +178,11 @@ def read_nonzeros(x, client, *, order: int | None = None, columns=None, shape=No
 
 def _with_pins(client, futures, stats, name, shape, cols, token, remake,
                gather: bool = True) -> Nonzeros:
-    """The Nonzeros of checked pieces (their ``_summary`` stats), pins gathered (or,
-    ``gather=False``, left on the workers: ``pins`` None)."""
+    """The Nonzeros of checked pieces; ``gather=False`` leaves the pins on the workers."""
     pins = None
     offsets = np.concatenate([[0], np.cumsum([s["n"] for s in stats])]).astype(np.int64)
     if gather:
-        # fetched a piece at a time into the result: the pieces and their concatenation
-        # were twice the pins at once
+        # a piece at a time into the result: not the pieces and their concatenation at once
         itype = index_dtype(max(shape))
         pins = np.empty((len(shape), int(offsets[-1])), itype)
         got = [client.submit(_pins, f, itype, pure=False) for f in futures]
@@ -246,8 +211,7 @@ def rereading(client, sources, build):
 
 
 def reread_pieces(client, remake, counts, name: str) -> list:
-    """``remake(client)``'s pieces, checked to hold ``counts`` items each (what the
-    first read found): the parts routed from them are the parts routed before."""
+    """``remake(client)``'s pieces, checked to hold ``counts`` items each (as first read)."""
     if remake is None:
         raise RuntimeError(f"{name}: the collection cannot be read again")
     futures = list(remake(client))
@@ -283,9 +247,8 @@ def _frame_columns(x, columns, order, name, min_order) -> list:
 
 
 def _column_kinds(x, ids, value, name, ids_rule: str, what: str, strings=False) -> None:
-    """A one-line InputError unless the ``ids`` columns hold integers (or ``strings``;
-    else ``ids_rule`` says what they must be) and ``value``, the ``what`` column (None:
-    none), holds numbers."""
+    """A one-line InputError unless the ``ids`` columns hold integers (or ``strings``) and
+    the ``value`` column (None: none) holds numbers."""
     for c in ids:
         dt = x.dtypes[c]
         if getattr(dt, "kind", "O") not in ("iuOU" if strings else "iu") and \
@@ -297,8 +260,7 @@ def _column_kinds(x, ids, value, name, ids_rule: str, what: str, strings=False) 
 
 
 def _checked_count(stats, cols, order, name, shape, pieces, what, **rules) -> int:
-    """The entries the pieces' ``_summary`` stats count, after :func:`_problem` (the
-    pieces released on a problem): a one-line InputError for a bad or empty collection."""
+    """The entries the stats count; a one-line InputError (pieces released) if bad or empty."""
     problem = _problem(stats, cols, order, name, shape, **rules)
     if problem:
         for f in pieces:
@@ -312,8 +274,8 @@ def _checked_count(stats, cols, order, name, shape, pieces, what, **rules) -> in
 
 def _sized_numbers(x, name, chunks=("numpy", "scipy.sparse"),
                    use="numpy or scipy.sparse") -> None:
-    """A Dask Array's chunk sizes known, its dtype numeric and its chunks from the
-    ``chunks`` modules (``use`` names them), or a one-line InputError."""
+    """A one-line InputError unless the chunk sizes are known, the dtype numeric and the
+    chunks from the ``chunks`` modules."""
     if any(np.isnan(c) for cs in x.chunks for c in cs):
         raise InputError(f"{name}: the Dask Array's chunk sizes are unknown (nan); call "
                          ".compute_chunk_sizes() first")
@@ -336,8 +298,7 @@ def _array_check(x, order, name, min_order) -> tuple:
 
 def _problem(stats, cols, order, name, shape, negative: str = "ids are 0-based",
              value: str = "value") -> str | None:
-    """The first problem of the summaries, as one line, or None (``negative`` says what
-    ids must be, ``value`` names the value column)."""
+    """The first problem of the summaries as one line, or None."""
     label = (lambda m: f"column {cols[m]!r}") if cols != ["chunks"] else \
         (lambda m: f"mode {m + 1}")
     where = "partition" if cols != ["chunks"] else "chunk"
@@ -360,19 +321,14 @@ def _problem(stats, cols, order, name, shape, negative: str = "ids are 0-based",
     return None
 
 
-# -- on the workers ------------------------------------------------------------------------
-
 def _frame_piece(df, cols) -> tuple:
     ids = np.empty((len(cols) - 1, len(df)), np.int64)
     missing = []
     for m, c in enumerate(cols[:-1]):
         col = df[c]
         missing.append(bool(col.isna().any()))
-        ids[m] = col.fillna(-1).to_numpy(dtype=np.int64) if missing[-1] else \
-            col.to_numpy(dtype=np.int64)
-    v = df[cols[-1]]
-    vals = v.to_numpy(dtype=np.float64, na_value=np.nan)
-    return ids, vals, missing
+        ids[m] = (col.fillna(-1) if missing[-1] else col).to_numpy(dtype=np.int64)
+    return ids, df[cols[-1]].to_numpy(dtype=np.float64, na_value=np.nan), missing
 
 
 def _block_piece(block, offset) -> tuple:
@@ -400,8 +356,7 @@ def _summary(piece) -> dict:
     if n:
         out["min"] = [int(x) for x in ids.min(axis=1)]
         out["max"] = [int(x) for x in ids.max(axis=1)]
-        finite = np.isfinite(vals)
-        out["bad"] = int(n - np.count_nonzero(finite))
+        out["bad"] = int(n - np.count_nonzero(np.isfinite(vals)))
         out["nonzero"] = int(np.count_nonzero(vals))
     return out
 
@@ -421,15 +376,8 @@ def _count(piece) -> int:
 def _select(piece, take, bounds, with_ids: bool):
     """The piece's nonzeros for each destination: ``take[bounds[d]:bounds[d + 1]]``."""
     ids, vals, _ = piece
-    out = []
-    for d in range(len(bounds) - 1):
-        t = take[bounds[d]:bounds[d + 1]]
-        out.append((ids[:, t], vals[t]) if with_ids else vals[t])
-    return out
-
-
-def _item(seq, d):
-    return seq[d]
+    cuts = (take[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1))
+    return [(ids[:, t], vals[t]) if with_ids else vals[t] for t in cuts]
 
 
 def labels_route(labels: np.ndarray, offsets: np.ndarray, nparts: int) -> list:
@@ -458,14 +406,13 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
     client : distributed.Client
     nz : Nonzeros
     takes : list of (take, bounds)
-        Per piece: positions in the piece for each part ``d``, ``take[bounds[d]:
-        bounds[d + 1]]`` (a nonzero may go to several parts); :func:`labels_route`.
+        Per piece, the positions for part ``d``: ``take[bounds[d]:bounds[d + 1]]``
+        (:func:`labels_route`).
     where : dict
-        ``part index -> worker address`` (parts are numbered 0..len(bounds) - 2).
+        ``part -> worker address``.
     join : callable
-        ``join(arg, *segments)`` on the part's worker, one segment per piece that has
-        nonzeros for it, in piece order: a values array, or ``(ids, values)`` with
-        ``with_ids``.
+        ``join(arg, *segments)`` on the part's worker, a segment (values, or ``(ids,
+        values)`` with ``with_ids``) per piece that has nonzeros for it, in piece order.
     args : dict, optional
         ``part -> arg`` (small, or a Future already on the part's worker).
     parts : iterable of int, optional
@@ -474,8 +421,7 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
     Returns
     -------
     dict
-        ``part -> Future`` of ``join``'s result, on the part's worker. The routing
-        intermediates are released (Dask frees them once the parts exist).
+        ``part -> Future`` of ``join``'s result, on the part's worker.
     """
     from distributed import Future
 
@@ -490,15 +436,13 @@ def route(client, nz: Nonzeros, takes: list, where: dict, join, args: dict | Non
             continue
         holders = list(who.get(piece.key) or [])
         opts = {"workers": holders[:1], "allow_other_workers": True} if holders else {}
-        # a take made on the piece's worker (a Future) stays there
         tk = take if isinstance(take, Future) else client.scatter(
             np.ascontiguousarray(take), hash=False,
             **({"workers": holders[:1]} if holders else {}))
         sel = client.submit(_select, piece, tk, np.asarray(bounds), with_ids,
                             key=f"daskhpc-{name}-select-{token}-{k}", **opts)
         selects += [sel, tk]
-        # one submission per piece (client.map), not one per piece and part
-        items = client.map(_item, [sel] * len(ds), ds, pure=False,
+        items = client.map(operator.getitem, [sel] * len(ds), ds, pure=False,
                            key=[f"daskhpc-{name}-item-{token}-{k}-{d}" for d in ds], **opts)
         for d, item in zip(ds, items):
             per_part[d].append(item)

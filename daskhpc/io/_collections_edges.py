@@ -1,12 +1,4 @@
-"""Dask collections of edge lists and dense rows (gcn, linear): read, validate, route.
-
-An edge list's ids are original ids, numbered as the SNAP reader numbers them (sorted
-unique ids of both columns -> 0..n-1; kept when they already are 0..n-1): the unique is
-a tree of unions on the workers, and the client receives only the dense pins. Dense row
-collections (node features, labels) are kept on the workers as row blocks and routed by
-:func:`~daskhpc.io.route` to the parts that own their rows. The nonzeros' machinery is
-in ``_collections``.
-"""
+"""Dask collections of edge lists and dense rows (gcn, linear): read, validate, route."""
 
 from __future__ import annotations
 
@@ -62,12 +54,6 @@ def read_edge_list(x, client, *, columns=None, name: str = "edges") -> Edges:
         The source, target (and weight) columns; default every column in order.
     name : str
         What the messages call the input.
-
-    Raises
-    ------
-    InputError
-        Not a DataFrame, 2 or 3 columns not found, float ids (from the metadata);
-        missing, negative ids or NaN weights (one pass on the workers); no edges.
     """
     if _kind(x) != "frame":
         raise InputError(f"{name}: {type(x).__name__} is not a Dask DataFrame of edges "
@@ -151,14 +137,7 @@ class Rows(_Pieces):
 
 def read_rows(x, client, *, name: str = "features", rows: int | None = None) -> Rows:
     """Check a Dask Array of rows (1-D, or 2-D with numpy or scipy.sparse chunks) and keep
-    its row blocks on the workers (column chunks joined there).
-
-    Raises
-    ------
-    InputError
-        Not a Dask Array, unknown chunk sizes, not numeric, ``rows`` given and not the
-        array's length (from the metadata); NaN or infinite values (one pass).
-    """
+    its row blocks on the workers (column chunks joined there)."""
     check_rows(x, name=name, rows=rows)
     from dask.base import tokenize
 

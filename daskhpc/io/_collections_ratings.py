@@ -1,8 +1,5 @@
-"""Ratings with their original ids (ssgd) from a Dask DataFrame, or from files the
-workers read (Parquet files, a directory of them, several CSV files): read, validate,
-map the ids as the ratings-file reader maps them. The nonzeros' machinery is in
-``_collections``.
-"""
+"""Ratings with their original ids (ssgd) from a Dask DataFrame or from files the workers
+read (Parquet, CSV), ids mapped as the ratings-file reader maps them."""
 
 from __future__ import annotations
 
@@ -22,38 +19,25 @@ __all__ = ["read_ratings_frame", "ratings_files", "repeated_pair", "repeat_error
 def read_ratings_frame(x, client, *, columns=None, name: str = "ratings"):
     """Check a DataFrame of ratings with ORIGINAL ids and persist it as dense nonzeros.
 
-    The ids are mapped as :func:`daskhpc.io.read_ratings` maps a file's: sorted unique
-    ids become ``0..n-1`` (integers, or strings sorted as strings), and a mode whose ids
-    already are ``0..n-1`` has no map. The distinct ids are found with Dask's
-    ``unique`` (a tree reduction on the workers): only they reach the client; each
-    partition is then mapped on its worker.
+    The ids are mapped as :func:`daskhpc.io.read_ratings` maps a file's (sorted unique ids
+    become ``0..n-1``); only the distinct ids reach the client (Dask's ``unique``).
 
     Parameters
     ----------
     x : dask.dataframe.DataFrame
-        One rating a row: user, item, rating (further columns ignored when ``columns``
-        names three).
+        One rating a row: user, item, rating.
     client : distributed.Client
     columns : list of 3 str, optional
-        The user, item and rating columns (default: the first three... all columns when
-        there are exactly three).
+        The user, item and rating columns (default: the first three).
     name : str
         What the messages call the input.
 
     Returns
     -------
     (Nonzeros, (user_map, item_map))
-        Nonzeros with ids ``0..n-1`` (collection order: partition after partition),
-        which stay on the workers (``pins`` None: a repeated (user, item) pair is the
-        caller's to find there, :func:`repeated_pair`); a map is None, an int64 array
-        or a str array (original id of each row / column).
-
-    Raises
-    ------
-    InputError
-        Not a DataFrame, a missing column, float or other non-id columns, a rating
-        column that is not numeric (checked from the metadata, before any work), missing
-        ids, NaN or infinite ratings, with one line naming the column or partition.
+        Nonzeros with ids ``0..n-1`` that stay on the workers (``pins`` None: the caller
+        finds a repeated pair there, :func:`repeated_pair`); a map is None, or the
+        original id (int64 or str) of each row / column.
     """
     if _kind(x) != "frame":
         raise InputError(f"{name}: {type(x).__name__} is not a Dask DataFrame of ratings "
@@ -85,7 +69,6 @@ def read_ratings_frame(x, client, *, columns=None, name: str = "ratings"):
         del frame
     _checked_count(stats, cols, 2, name, shape, pieces, "ratings")
     def remake(c):
-        """The pieces again from ``x`` (a lost worker's parts are routed again)."""
         again = [c.scatter(m, broadcast=True, hash=False) for m in maps]
         return c.compute([delayed(_rating_piece, pure=True)(d, cols, *again)
                           for d in x[cols].to_delayed()])
@@ -256,9 +239,8 @@ def _id_map(u: np.ndarray, dtype, col, name) -> np.ndarray:
 
 
 def _rating_piece(df, cols, user_map, item_map) -> tuple:
-    """On a worker: a partition as ``(dense ids (2, n), ratings, missing)``: ids int32
-    where they fit, ratings float32 where that keeps every value (12 bytes a rating, not
-    24, in every copy the workers route)."""
+    """On a worker: a partition as ``(dense ids (2, n), ratings, missing)``, ids int32 and
+    ratings float32 where that keeps every value."""
     n = len(df)
     ids = np.empty((2, n), index_dtype(max(user_map.size, item_map.size)))
     missing = []

@@ -1,18 +1,5 @@
-"""Shared plumbing for the readers: file bytes, a vectorised line index, results.
-
-Every reader works the same way:
-
-1. :func:`read_bytes` loads the whole file (un-gzipping when the content
-   starts with the gzip magic, whatever the extension says).
-2. :class:`Lines` indexes the bytes once with numpy: where each line starts
-   and ends, how many whitespace separated tokens it holds and its first
-   non-blank byte (to recognise comments).  No Python loop runs per line.
-3. The reader checks the token counts per line, hands the data lines to
-   :meth:`Lines.numbers` (one ``np.fromstring`` call over the block) and
-   validates the numbers as arrays.
-4. Only when a check fails does a slower per-line scan run, to name the
-   first offending line in the :class:`~daskhpc.io.ReadError`.
-"""
+"""Shared plumbing for the readers: file bytes, a vectorised line index, results (a per-line
+scan runs only when a check fails, to name the line)."""
 
 from __future__ import annotations
 
@@ -31,7 +18,7 @@ if TYPE_CHECKING:  # pydata sparse pulls in numba: import it only where needed
     import sparse
 
 __all__ = ["FORMATS", "SparseInput", "Lines", "read_bytes", "arrow_head", "dense_ids", "as_int",
-           "check_finite", "csr", "parses", "first_repeat"]
+           "check_finite", "csr", "parses", "first_repeat", "gunzip"]
 
 FORMATS = ("mtx", "snap", "tns", "libsvm", "ratings")
 
@@ -56,10 +43,8 @@ class SparseInput:
 
     Attributes
     ----------
-    path : str
-        The file read.
-    format : str
-        One of :data:`FORMATS`.
+    path, format : str
+        The file read and its format (one of :data:`FORMATS`).
     matrix : scipy.sparse.csr_array or None
         float64, canonical (sorted indices, no duplicate entries). None for a ratings
         file read with ``matrix=False``: ``meta`` holds its triplets and ``shape``.
@@ -68,10 +53,8 @@ class SparseInput:
     labels : numpy.ndarray or None
         float64 sample labels (``libsvm``).
     index_maps : tuple
-        One entry per mode: an array giving the ORIGINAL id of each dense
-        index (``index_maps[0][i]`` is the file id of row ``i``): int64 for
-        integer ids, str for string ids (ratings), or None when the file's ids
-        were already dense.
+        Per mode, the file's id of each dense index (``index_maps[0][i]``: of row ``i``),
+        int64 or str; None when the file's ids were already dense.
     meta : dict
         Format specific facts (symmetry, field, header_detected, ...).
 
@@ -123,9 +106,8 @@ class SparseInput:
 
 
 def arrow_head(path):
-    """``(pyarrow, pyarrow.csv, the first 64 kB of path)`` for a block reader, or None
-    when pyarrow is missing (the dataframe extra installs it) or the file cannot be read
-    (the general parse then raises as it does)."""
+    """``(pyarrow, pyarrow.csv, the first 64 kB of path)``, or None without pyarrow or
+    when the file cannot be read (the general parse then raises)."""
     try:
         import pyarrow as pa
         from pyarrow import csv
@@ -139,34 +121,11 @@ def arrow_head(path):
 
 
 def read_bytes(path) -> bytes:
-    """Return the file's bytes, un-gzipped when the content is gzip.
-
-    The gzip magic number decides, not the extension, so a mislabelled
-    file still reads.  A UTF-8 byte order mark is dropped and old Mac
-    ``\\r`` line ends become ``\\n``.
-
-    Raises
-    ------
-    ReadError
-        ``"truncated gzip"`` when the stream ends early, ``"corrupt gzip"``
-        when it does not decompress.
-    FileNotFoundError
-        As ``open`` raises it.
-
-    Examples
-    --------
-    >>> read_bytes("ratings.csv.gz")[:16]          # doctest: +SKIP
-    b'userId,movieId,r'
-    """
+    """The file's bytes, un-gzipped when the content (not the name) is gzip, without a
+    UTF-8 BOM, old Mac ``\\r`` line ends made ``\\n``; a ReadError for a broken gzip."""
     raw = Path(path).read_bytes()
     if raw[:2] == _GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except EOFError:
-            raise ReadError(path, None, "truncated gzip (stream ends before "
-                            "its end marker)") from None
-        except (gzip.BadGzipFile, zlib.error) as e:
-            raise ReadError(path, None, f"corrupt gzip ({e})") from None
+        raw = gunzip(path, gzip.decompress, raw)
     if raw[:3] == _UTF8_BOM:
         raw = raw[3:]
     if b"\r" in raw and b"\n" not in raw:
@@ -174,31 +133,30 @@ def read_bytes(path) -> bytes:
     return raw
 
 
+def gunzip(path, fn, *args):
+    """``fn(*args)``, a gzip read, with a broken stream as a ReadError."""
+    try:
+        return fn(*args)
+    except EOFError:
+        raise ReadError(path, None, "truncated gzip (stream ends before its end "
+                        "marker)") from None
+    except (gzip.BadGzipFile, zlib.error) as e:
+        raise ReadError(path, None, f"corrupt gzip ({e})") from None
+
+
 class Lines:
     """A vectorised index of a text's lines and whitespace separated tokens.
 
-    Line ``k`` (0-based; file line ``k + 1``) spans ``data[starts[k]:ends[k]]``
-    (``\\n`` excluded; a trailing ``\\r`` counts as whitespace), holds
-    ``ntok[k]`` tokens and begins with the byte ``first[k]`` once leading
-    blanks are skipped (0 for a blank line).
-
-    Examples
-    --------
-    >>> ln = Lines("t.txt", b"# c\\n1 2\\n\\n3\\t4 5\\r\\n")
-    >>> ln.ntok.tolist(), ln.data_lines(b"#").tolist()
-    ([2, 2, 0, 3], [1, 3])
-    >>> ln.numbers(ln.data_lines(b"#")).tolist()
-    [1.0, 2.0, 3.0, 4.0, 5.0]
-    """
+    Line ``k`` (file line ``k + 1``) spans ``data[starts[k]:ends[k]]`` (without ``\\n``),
+    holds ``ntok[k]`` tokens and begins with the byte ``first[k]`` after leading blanks (0
+    for a blank line)."""
 
     def __init__(self, path, data: bytes):
         self.path = str(path)
         self.data = data
         buf = np.frombuffer(data, dtype=np.uint8)
-        # The file is scanned in blocks of CHUNK bytes, twice (line ends, then token
-        # starts counted per line): the per-byte and per-token temporaries are a block's,
-        # and what is kept is per line (a whole-file pass held about 9 bytes per byte of
-        # the file at once, token starts 8 bytes per token more).
+        # Scanned in blocks of CHUNK bytes, twice (line ends, then token starts): the
+        # per-byte temporaries are a block's, what is kept is per line.
         newline = [np.flatnonzero(buf[a:a + CHUNK] == ord("\n")) + a
                    for a in range(0, buf.size, CHUNK)]
         newline = np.concatenate(newline) if newline else np.zeros(0, np.int64)
@@ -240,8 +198,7 @@ class Lines:
         return self.starts.size
 
     def release(self) -> None:
-        """Drop the text and its index (several bytes a byte of the file) once the numbers
-        are parsed; :meth:`error` and :meth:`check` still name lines."""
+        """Drop the text and its index; :meth:`error` and :meth:`check` still name lines."""
         self.data = self._buf = None
         self.starts = self.ends = self.ntok = self.first = None
 
@@ -275,18 +232,13 @@ class Lines:
         return self._buf[np.repeat(keep, owned)].tobytes()
 
     def numbers(self, idx: np.ndarray) -> np.ndarray:
-        """Parse every token of the lines ``idx`` as float64, in file order.
-
-        One ``np.fromstring`` call parses the block; a token that is not a
-        number (it stops the parse, or it is counted short) raises a
-        ReadError naming its line.
-        """
+        """Every token of the lines ``idx`` as float64, in file order (``np.fromstring``
+        a CHUNK at a time); a ReadError names the line of a token that is not a number."""
         expected = int(self.ntok[idx].sum())
         if expected == 0:
             # np.fromstring("  ") returns [-1.0]; never ask it
             return np.empty(0, dtype=np.float64)
-        # Parsed CHUNK bytes of lines at a time into the result: one call on the whole
-        # text would copy it (less the lines left out) and grow its output as it goes
+        # a CHUNK of lines at a time into the result: not a copy of the whole text
         cum = np.cumsum(self.ends[idx] - self.starts[idx] + 1)
         cuts = np.searchsorted(cum, np.arange(CHUNK, cum[-1], CHUNK))
         values = np.empty(expected if cuts.size else 0, dtype=np.float64)
@@ -310,16 +262,14 @@ class Lines:
         return values
 
     def _text(self, part: np.ndarray) -> bytes:
-        """The bytes of the sorted lines ``part``: one slice when the lines between its
-        first and last that hold tokens are all in it, else :meth:`join`."""
+        """The bytes of the sorted lines ``part``: one slice if no data line is left out."""
         a, b = int(part[0]), int(part[-1])
         if np.count_nonzero(self.ntok[a:b + 1]) == part.size:
             return self.data[self.starts[a]:self.ends[b]]
         return self.join(part)
 
     def _bad_number(self, idx: np.ndarray) -> ReadError:
-        # Slow path, run only on failure: parse chunks of lines, then the
-        # lines of the first failing chunk, then its tokens one by one.
+        # Slow path on failure: chunks of lines, then the failing chunk's tokens.
         chunk = 4096
         for lo in range(0, idx.size, chunk):
             part = idx[lo:lo + chunk]
@@ -357,15 +307,7 @@ def parses(text: bytes, count: int) -> bool:
 
 
 def as_int(lines: Lines, idx: np.ndarray, values: np.ndarray, what: str) -> np.ndarray:
-    """``values`` (one per line ``idx``) as int64; a ReadError names a non-integer.
-
-    Examples
-    --------
-    >>> ln = Lines("t", b"1\\n2.5\\n")
-    >>> as_int(ln, ln.data_lines(), np.array([1.0, 2.5]), "id")
-    Traceback (most recent call last):
-    daskhpc.io._errors.ReadError: t:2: id 2.5 is not an integer
-    """
+    """``values`` (one per line ``idx``) as int64; a ReadError names a non-integer."""
     bad = ~(np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < _EXACT_INT))
     if bad.any():
         r = int(np.flatnonzero(bad)[0])
@@ -388,19 +330,8 @@ def _fmt(v: float) -> str:
 
 
 def dense_ids(ids: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
-    """Re-index ids densely: sorted unique ids become ``0..n-1``.
-
-    Returns ``(id_map, dense)`` with ``id_map[dense] == ids``; ``id_map`` is
-    None when the ids already are ``0..n-1`` (then ``dense`` is ``ids``).
-
-    Examples
-    --------
-    >>> m, d = dense_ids(np.array([10, 3, 10, 7]))
-    >>> m.tolist(), d.tolist()
-    ([3, 7, 10], [2, 0, 2, 1])
-    >>> dense_ids(np.array([1, 0, 2]))[0] is None
-    True
-    """
+    """Sorted unique ids become ``0..n-1``: ``(id_map, dense)`` with ``id_map[dense] ==
+    ids``; ``id_map`` None when the ids already are ``0..n-1`` (``dense`` is ``ids``)."""
     # by sorting: numpy 2.4's np.unique is ~100x slower on millions of int64 ids
     from daskhpc.arrays import unique_sorted
 

@@ -7,10 +7,9 @@ import contextvars
 import gzip
 import os
 import re
-import zlib
 from pathlib import Path
 
-from ._common import SparseInput
+from ._common import _GZIP_MAGIC, SparseInput, gunzip
 from ._edgecsv import read_edge_csv
 from ._errors import ReadError
 from ._libsvm import read_libsvm
@@ -74,15 +73,7 @@ def formats_of(paths, format: str | None):
 
 
 def parse_format(spec: str, where="--format") -> tuple[str, dict]:
-    """``"snap:weights"`` -> ``("snap", {"values": "weights"})``; errors name ``where``.
-
-    Examples
-    --------
-    >>> parse_format("snap:weights")
-    ('snap', {'values': 'weights'})
-    >>> parse_format("mtx")
-    ('mtx', {})
-    """
+    """``"snap:weights"`` -> ``("snap", {"values": "weights"})``; errors name ``where``."""
     name, _, option = str(spec).partition(":")
     if name not in _READERS:
         raise ReadError(where, None, f"unknown format {name!r}; known formats: {KNOWN}")
@@ -101,29 +92,14 @@ def read(path, format: str | None = None, *, matrix: bool = True, **kw) -> Spars
     Parameters
     ----------
     path : str or os.PathLike
-        The file.  gzip content is always detected and decompressed.
     format : str, optional
-        One of ``FORMATS`` (``"mtx"``, ``"snap"``, ``"tns"``, ``"libsvm"``,
-        ``"ratings"``) or ``"edges"`` (CSV edge list), optionally with a reader option
-        after a colon (``"snap:weights"``: a third column gives the edge values); by
-        default the CLI's ``--format`` for this path, else taken from the name (see
-        :func:`detect_format`).
+        One of ``FORMATS`` or ``"edges"`` (CSV edge list), optionally with a reader option
+        after a colon (``"snap:weights"``); default the CLI's ``--format`` for this path,
+        else :func:`detect_format`.
     matrix : bool
-        False: a ratings file's triplets only (``meta``), no CSR matrix (SSGD needs the
-        triplets alone); the other formats build theirs anyway.
+        False: a ratings file's triplets only (``meta``), no CSR matrix.
     **kw
-        Passed to the reader, e.g. ``directed=False`` for snap,
-        ``n_features=123`` for libsvm, ``shape=`` for tns.
-
-    Returns
-    -------
-    SparseInput
-
-    Raises
-    ------
-    ReadError
-        The format cannot be told (the message lists the known ones), or
-        the reader rejects the file.
+        Passed to the reader (``directed=False`` for snap, ``n_features=`` for libsvm...).
 
     Examples
     --------
@@ -145,11 +121,9 @@ def read(path, format: str | None = None, *, matrix: bool = True, **kw) -> Spars
 def detect_format(path) -> str:
     """The format of ``path``: by extension (``.gz`` ignored), else by content.
 
-    ``ratings.*`` names are ratings unless the extension names another
-    matrix format (``ratings.txt`` is ratings, ``ratings.mtx`` is mtx).  A name without
-    a known extension (e.g. LIBSVM's ``a9a``, ``a9a.t``) is sniffed: a
-    ``%%MatrixMarket`` banner means mtx, ``label index:value`` lines mean
-    libsvm.
+    ``ratings.*`` names are ratings unless the extension names another matrix format
+    (``ratings.mtx``). Other names (LIBSVM's ``a9a.t``) are sniffed: a ``%%MatrixMarket``
+    banner means mtx, ``label index:value`` lines libsvm.
 
     Examples
     --------
@@ -177,12 +151,8 @@ def detect_format(path) -> str:
 def _two_fields(path) -> bool:
     """Whether the first non-comment line of a CSV file has exactly two fields."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(_HEAD_BYTES)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(path, "rb") as f:
-                head = f.read(_HEAD_BYTES)
-    except (OSError, EOFError, zlib.error):
+        head = _head(path)
+    except (OSError, ReadError):
         return False   # let the reader name the problem
     for line in head.lstrip(b"\xef\xbb\xbf").splitlines():
         if line.strip() and not line.lstrip().startswith((b"#", b"%")):
@@ -190,18 +160,18 @@ def _two_fields(path) -> bool:
     return False
 
 
-def _sniff(path) -> str | None:
+def _head(path) -> bytes:
+    """The file's first bytes, un-gzipped."""
     with open(path, "rb") as f:
         head = f.read(_HEAD_BYTES)
-    if head[:2] == b"\x1f\x8b":
-        try:
-            with gzip.open(path, "rb") as f:
-                head = f.read(_HEAD_BYTES)
-        except EOFError:
-            raise ReadError(path, None, "truncated gzip (stream ends before its end "
-                            "marker)") from None
-        except (gzip.BadGzipFile, zlib.error) as e:
-            raise ReadError(path, None, f"corrupt gzip ({e})") from None
+    if head[:2] == _GZIP_MAGIC:
+        with gzip.open(path, "rb") as f:
+            head = gunzip(path, f.read, _HEAD_BYTES)
+    return head
+
+
+def _sniff(path) -> str | None:
+    head = _head(path)
     if head.lstrip(b"\xef\xbb\xbf")[:14].lower() == b"%%matrixmarket":
         return "mtx"
     lines = head.splitlines()

@@ -1,10 +1,5 @@
-"""Edge lists as CSV (``edges.csv``: ``id_1,id_2`` header, one ``source,target`` per line).
-
-The layout of the SNAP "musae" data sets (Facebook page-page, GitHub, Twitch): comma
-separated node ids, an optional header line, node ids already ``0..n-1`` and shared with
-the node-feature and label files of the same data set (so ids are kept as they are, not
-re-indexed like :func:`daskhpc.io.read_snap` does).
-"""
+"""CSV edge lists (``edges.csv`` of the SNAP "musae" data sets): ``source,target`` per line,
+an optional header; the ids are kept as they are (shared with the node tables)."""
 
 from __future__ import annotations
 
@@ -23,11 +18,8 @@ def read_edge_csv(path, *, directed: bool = True, symmetrize: bool = False,
     Parameters
     ----------
     path : str or os.PathLike
-        The file; gzip content is detected and decompressed.
-    directed : bool, default True
-        False reads each line as an undirected edge (stored both ways).
-    symmetrize : bool, default False
-        Same as ``directed=False``.
+    directed, symmetrize : bool, default True, False
+        ``directed=False`` or ``symmetrize=True`` stores every edge both ways.
     num_nodes : int, optional
         Number of nodes (ids must be below it); default: the largest id + 1.
     header : bool or None, default None
@@ -41,12 +33,6 @@ def read_edge_csv(path, *, directed: bool = True, symmetrize: bool = False,
         are kept), ``index_maps == (None, None)`` (ids are kept), ``meta`` with
         ``header`` (column names or None), ``directed``, ``edge_lines``,
         ``duplicate_edges`` and ``self_loops``.
-
-    Raises
-    ------
-    ReadError
-        Empty file, a line without exactly two fields, a bad or negative or
-        non-integer id, an id not below ``num_nodes`` (each naming its line).
 
     Examples
     --------

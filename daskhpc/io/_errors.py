@@ -10,19 +10,16 @@ __all__ = ["ReadError"]
 class ReadError(InputError):
     """A file could not be read; names the file, the line and the problem.
 
-    Subclasses :class:`daskhpc.errors.InputError` (a ``ValueError``) so callers that already catch bad input keep
-    working.  ``str(e)`` is ``"path:line: problem"`` (``"path: problem"``
-    when the problem is not tied to a line), the format compilers use, so
-    editors and terminals can jump to the offending line.
+    A :class:`daskhpc.errors.InputError` (a ``ValueError``); ``str(e)`` is
+    ``"path:line: problem"`` (``"path: problem"`` without a line), as compilers write it,
+    so editors and terminals jump to the line.
 
     Parameters
     ----------
     path : str
-        The file as the caller named it.
     line : int or None
         1-based line number in the (decompressed) text, or None.
     problem : str
-        What is wrong, in a few words.
 
     Examples
     --------
@@ -45,6 +42,6 @@ class ReadError(InputError):
         return f"{self.path}:{self.line}: {self.problem}"
 
     def __reduce__(self):
-        # Keep the three attributes across pickling (dask ships errors back
-        # from workers); the default would call __init__ with one argument.
+        # the three attributes across pickling (dask ships errors back from workers):
+        # the default would call __init__ with one argument
         return (type(self), (self.path, self.line, self.problem))

@@ -22,29 +22,17 @@ def read_libsvm(path, *, n_features: int | None = None,
     Parameters
     ----------
     path : str or os.PathLike
-        The file; gzip content is detected and decompressed.
     n_features : int, optional
-        Number of columns; by default the largest feature index seen
-        (pass it to give a test split the training split's width).
+        Number of columns (a test split's: the training split's); default the largest index.
     zero_based : bool or "auto", default "auto"
-        Whether feature indices start at 0.  ``"auto"`` takes them as
-        0-based when some index is 0, else 1-based.  With ``False`` an
-        index 0 is an error.
+        Whether feature indices start at 0; ``"auto"``: when some index is 0.
 
     Returns
     -------
     SparseInput
-        ``matrix`` (samples x features, float64; a feature repeated within a
-        line is summed), ``labels`` (float64), ``index_maps == (None, None)``,
-        ``meta["zero_based"]``.  ``qid:`` tokens and ``#`` comments are
-        ignored; a line with only a label is a sample with no features.
-
-    Raises
-    ------
-    ReadError
-        Empty file, a missing label, a feature not shaped ``index:value``,
-        a bad token, a non-integer or negative index, index 0 when 1-based,
-        an index beyond ``n_features``, a NaN/inf label or value.
+        ``matrix`` (samples x features; a feature repeated within a line is summed),
+        ``labels`` (float64), ``meta["zero_based"]``. ``qid:`` tokens and ``#`` comments
+        are ignored.
 
     Examples
     --------

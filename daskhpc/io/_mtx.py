@@ -1,10 +1,5 @@
-"""MatrixMarket coordinate files (``.mtx``, ``.mtx.gz``).
-
-Reads ``%%MatrixMarket matrix coordinate <field> <symmetry>`` with field
-real/double/integer/pattern and symmetry general/symmetric/skew-symmetric.
-Dense ``array`` files, complex and hermitian matrices are refused with a
-clear ReadError rather than half supported.
-"""
+"""MatrixMarket coordinate files (``.mtx``, ``.mtx.gz``); dense ``array`` files, complex
+and hermitian matrices are refused with a ReadError rather than half supported."""
 
 from __future__ import annotations
 
@@ -25,31 +20,19 @@ _SYMMETRIES = ("general", "symmetric", "skew-symmetric")
 def read_matrix_market(path) -> SparseInput:
     """Read a MatrixMarket coordinate matrix into a float64 CSR array.
 
-    Symmetric and skew-symmetric files store one triangle; both are
-    returned (the diagonal once, the mirror negated for skew-symmetric).
-    Pattern entries become 1.0.  Duplicate entries are summed, as the
-    format intends, except in pattern files where they stay 1.0.  Explicit
-    zeros are kept as stored entries.
+    Field real/double/integer/pattern; symmetry general, symmetric or skew-symmetric (one
+    triangle stored: both returned, the mirror negated for skew-symmetric). Pattern entries
+    become 1.0; duplicates are summed (pattern: stay 1.0); explicit zeros are kept.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The file; gzip content is detected and decompressed.
 
     Returns
     -------
     SparseInput
-        ``matrix`` set; ``index_maps == (None, None)``; ``meta`` holds
-        ``field``, ``symmetry`` and ``stored_entries`` (the NNZ of the size
-        line, before expansion).
-
-    Raises
-    ------
-    ReadError
-        Missing or malformed banner, unsupported variant, bad size line,
-        fewer or more entries than the size line says, wrong column count,
-        bad token, index out of range, non-integer in an integer file,
-        NaN/inf, an entry stored on both sides of a symmetric diagonal.
+        ``matrix``; ``meta`` holds ``field``, ``symmetry`` and ``stored_entries`` (the
+        size line's count, before expansion).
 
     Examples
     --------
@@ -107,22 +90,15 @@ def read_matrix_market(path) -> SparseInput:
     return SparseInput(str(path), "mtx", matrix=matrix, index_maps=(None, None), meta=meta)
 
 
-#: Bytes of the file the streamed parse reads at a time (a block's text, line index and
-#: numbers are about 4x its bytes)
+#: Bytes of the file the streamed parse reads at a time (about 4x that in memory)
 BLOCK = 1 << 22
 
 
 def _read_blocks(path) -> SparseInput | None:
-    """A plain (not gzip) ``general`` file read BLOCK bytes of lines at a time, each block
-    checked as the whole-file parse checks it, into int32 (where they fit) columns and
-    float64 values sized from the size line: the client holds the entries, not the text,
-    its line index and a table of floats (about 9x the entries' bytes). Rows in file
-    order (the usual layout) are only counted, and the columns and values become the
-    CSR as they are; rows are kept from the first one out of order on (then a COO).
-
-    None when the file is anything else or anything is wrong with it: the whole-file
-    parse then reads it, and its errors name the line.
-    """
+    """A plain ``general`` file read BLOCK bytes of lines at a time into int32 (where they
+    fit) columns, with the whole-file parse's checks: the client never holds the text and
+    its line index. Rows in file order are only counted (the CSR pointers). None for
+    anything else or anything wrong: the whole-file parse then names the line."""
     try:
         f = open(path, "rb")
     except OSError:
@@ -183,8 +159,7 @@ def _read_blocks(path) -> SparseInput | None:
         return None
     shape = (n_rows, n_cols)
     if rows is None:
-        # rows ascending: the CSR's pointers count them, its indices and values are the
-        # columns and values as they are (sorted and summed in place)
+        # rows ascending: the CSR's pointers count them, the columns are its indices
         ptr = np.zeros(n_rows + 1, it)
         np.cumsum(count, out=ptr[1:])
         matrix = sp.csr_array((vals, cols, ptr), shape=shape)
@@ -249,9 +224,7 @@ def _expand(lines, entries, rows, cols, vals, n_rows, n_cols, symmetry):
     if symmetry == "skew-symmetric":
         lines.check(entries, diag & (vals != 0),
                     lambda r: "skew-symmetric matrix stores a nonzero diagonal entry")
-    # The spec stores each off-diagonal pair once.  Some writers use the upper
-    # triangle, which mirrors fine; a pair stored on both sides would be
-    # doubled silently, so refuse it.
+    # A pair stored on both sides of the diagonal would be doubled silently: refused.
     upper, lower = rows < cols, rows > cols
     if upper.any() and lower.any():
         lower_keys = rows[lower] * n_cols + cols[lower]

@@ -1,13 +1,5 @@
-"""Node tables beside a graph: sparse binary features (JSON) and class labels (CSV).
-
-* :func:`read_node_features`: ``{"node id": [feature id, ...], ...}`` (the SNAP "musae"
-  ``features.json`` layout) -> an n x f 0/1 CSR matrix.
-* :func:`read_node_labels`: a CSV with a header, one row per node, an id column and a
-  label column (``target.csv``: ``id,facebook_id,page_name,page_type``; quoted fields
-  with commas are fine) -> int64 class ids and the class names.
-
-Both raise :class:`~daskhpc.io.ReadError` naming the file and line.
-"""
+"""Node tables beside a graph: sparse binary features (SNAP "musae" ``features.json``) and
+class labels (a CSV with a header, such as ``target.csv``)."""
 
 from __future__ import annotations
 
@@ -32,17 +24,10 @@ def read_node_features(path, *, num_nodes: int | None = None,
     Parameters
     ----------
     path : str or os.PathLike
-        The JSON file (gzip content is detected).
     num_nodes : int, optional
         n; default the largest node id + 1. Nodes absent from the file get no feature.
     num_features : int, optional
         f; default the largest feature id + 1.
-
-    Raises
-    ------
-    ReadError
-        Not JSON (with the parser's line), not an object of lists, a node or feature id
-        that is not a non-negative integer or not below ``num_nodes``/``num_features``.
 
     Examples
     --------
@@ -107,7 +92,7 @@ def read_node_labels(path, *, id_column: str = "id", label_column: str | None = 
     id_column : str
         Column holding the node id (non-negative integers).
     label_column : str, optional
-        Column holding the class; default the last column. Classes are numbered in
+        Column holding the class; default the last column. Classes are numbered in the
         sorted order of their names.
     num_nodes : int, optional
         Every node ``0..num_nodes-1`` must have exactly one row; default: the ids found
@@ -119,12 +104,6 @@ def read_node_labels(path, *, id_column: str = "id", label_column: str | None = 
         int64 class id of every node.
     classes : list of str
         ``classes[c]`` is the name of class c.
-
-    Raises
-    ------
-    ReadError
-        No header, a missing column, a row with another number of fields than the
-        header, a bad or repeated id, a node without a row.
 
     Examples
     --------

@@ -1,9 +1,4 @@
-"""Input paths as a user types them: a quoted shell pattern is expanded here.
-
-A pattern the shell did not expand (``daskhpc run ssgd 'dir/*.parquet'``, or a string
-given to the API) names the files it matches, sorted; a pattern matching nothing is a
-one-line :class:`~daskhpc.errors.InputError`. No dask here.
-"""
+"""Input paths as a user types them: a quoted shell pattern is expanded here."""
 
 from __future__ import annotations
 
@@ -22,12 +17,8 @@ def expand_patterns(paths) -> list:
     """``paths`` with every shell pattern replaced by the files it matches, sorted.
 
     A path that exists as written is kept as written (a file may be named ``a[1].csv``);
-    anything that is not a string or a path (a DataFrame, a data set name) is kept.
-
-    Raises
-    ------
-    InputError
-        A pattern that matches no file, named.
+    anything that is not a string or a path (a DataFrame, a data set name) is kept; a
+    pattern that matches no file is an InputError.
 
     Examples
     --------

@@ -1,12 +1,5 @@
-"""Rating triplets: MovieLens style CSV, or ``user item rating [timestamp]``.
-
-Accepted layouts: comma separated with an optional header row
-(``userId,movieId,rating,timestamp``), tab or space separated without one,
-and MovieLens 1M's ``user::item::rating::timestamp``. User and item ids are
-integers or any other token without blanks or the delimiter (``alice``,
-``tt0111161``, ``A1B2C3``): either way they are re-indexed densely and the
-original ids are kept in ``index_maps``.
-"""
+"""Rating triplets: MovieLens CSV (optional header), tab or space separated, or MovieLens
+1M's ``user::item::rating::timestamp``; integer or string ids, re-indexed densely."""
 
 from __future__ import annotations
 
@@ -31,44 +24,24 @@ _DATA_LINE = re.compile(rb"(?m)^[^\S\n]*([^#%\s][^\n]*)")
 def read_ratings(path, *, header: bool | None = None, matrix: bool = True) -> SparseInput:
     """Read user-item ratings into a users x items CSR matrix and triplets.
 
-    User and item ids are re-indexed densely (sorted unique ids ->
-    ``0..n-1``); ``index_maps == (user_ids, item_ids)`` gives the file id of
-    each row and column (None for a mode whose ids already are ``0..n-1``): an
-    int64 array for integer ids, a str array for string ids (sorted as strings;
-    like SNAP ids, a mode is either all integers or taken as strings).
-    A rating of 0 stays an explicit stored entry of the CSR matrix (it is
-    built without ``eliminate_zeros``), so ``nnz`` counts ratings.
+    Ids are re-indexed densely (sorted unique ids -> ``0..n-1``); ``index_maps == (user_ids,
+    item_ids)`` gives the file id of each row and column (None where already dense; int64,
+    or str for a mode that is not all integers). A rating of 0 stays a stored entry.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The file; gzip content is detected and decompressed.
     header : bool or None, default None
-        Whether the first data line is a header; by default it is when it
-        holds a token that is not a number.
+        Whether the first data line is a header; by default when its rating is not a number.
     matrix : bool, default True
-        False: no CSR matrix (``matrix`` None, ``meta["shape"]`` the shape); a
-        repeated pair is refused all the same.
+        False: no CSR matrix (``meta["shape"]`` gives the shape).
 
     Returns
     -------
     SparseInput
-        ``matrix`` (float64) plus ``meta``:
-
-        - ``rows``, ``cols`` (dense indices: int32 where they fit, else int64) and
-          ``vals`` (float32 where that keeps every rating, as half stars, else
-          float64): the ratings as COO triplets in FILE ORDER, 12 bytes a rating;
-        - ``timestamps`` (int64, aligned with ``rows``/``cols``/``vals``,
-          i.e. file order) when the file has a fourth column, else absent;
-        - ``header`` (list of column names or None), ``delimiter``.
-
-    Raises
-    ------
-    ReadError
-        Empty file, a line without 3 or 4 columns (or unlike the first
-        line), a bad token, a non-integer id or timestamp, a NaN/inf
-        rating, a second rating of the same (user, item) pair (naming the
-        line of the second occurrence).
+        ``matrix`` (float64) and ``meta``: ``rows``, ``cols`` (int32 where they fit),
+        ``vals`` (float32 where that keeps every rating) in file order; ``timestamps``
+        (int64) with a fourth column; ``header`` (column names or None), ``delimiter``.
 
     Examples
     --------
@@ -80,9 +53,10 @@ def read_ratings(path, *, header: bool | None = None, matrix: bool = True) -> Sp
     if fast is not None:
         return fast
     raw = read_bytes(path)
-    first = _first_data_line(raw)
+    first = _DATA_LINE.search(raw)      # (found without indexing the file)
     if first is None:
         raise ReadError(path, None, "empty file")
+    first = first.group(1).rstrip()
     # Same-length replacements: byte offsets and line numbers do not move.
     if b"," in first:
         _no_empty_fields(path, raw)
@@ -160,15 +134,9 @@ BLOCK = 1 << 20
 
 
 def _read_streaming(path, header, matrix: bool = True) -> SparseInput | None:
-    """The common file read in blocks (pyarrow's CSV reader): comma separated integer
-    ids and numeric ratings, one rating a line, an optional header. The client then holds
-    the columns (32-bit where they fit, from the first block on) and the matrix, not the
-    text, its line index and a table of floats.
-
-    None when the file is anything else or anything is wrong with it (a comment, an
-    empty field, a string id, a bad token, a NaN, a repeated pair...): the general parse
-    then reads it, and its errors name the line.
-    """
+    """The common case (comma separated integer ids, numeric ratings) read in blocks with
+    pyarrow into 32-bit columns, without the text's line index; None for anything else or
+    anything wrong (the general parse then names the line)."""
     got = arrow_head(path)
     if got is None:
         return None
@@ -190,8 +158,7 @@ def _read_streaming(path, header, matrix: bool = True) -> SparseInput | None:
     width = len(tokens)
     types = [pa.int64(), pa.int64(), pa.float64(), pa.int64()][:width]
     cols = [f"c{k}" for k in range(width)]
-    # the columns in place, sized by the file's line count: no list of blocks to join,
-    # no growing copies (and no heap left in pieces by their temporaries)
+    # the columns in place, sized by the file's line count: no list of blocks to join
     size = _line_count(path)
     out = [np.empty(size, t) for t in (np.int32, np.int32, np.float32, np.int64)[:width]]
     n, reader = 0, None
@@ -259,8 +226,7 @@ def _read_streaming(path, header, matrix: bool = True) -> SparseInput | None:
 
 
 def _repeats(rows: np.ndarray, cols: np.ndarray, m: int) -> bool:
-    """Whether a (row, column) pair comes twice: their keys sorted in place, 32 bits a
-    key where they fit (the CSR matrix this replaces was 12 bytes a rating)."""
+    """Whether a (row, column) pair comes twice (keys sorted in place, 32-bit if they fit)."""
     kt = np.uint32 if (int(rows.max()) + 1) * m <= 2**32 else np.uint64
     key = rows.astype(kt)
     key *= kt(m)
@@ -280,9 +246,8 @@ def _line_count(path) -> int:
 
 
 def _dense(ids: np.ndarray):
-    """:func:`dense_ids` of a column, without its sort when the ids span fewer values
-    than there are ids (marked and looked up in a table of the span instead, 5 bytes a
-    value at most: a sort costs 16 bytes an id and more); 32-bit where they fit."""
+    """:func:`dense_ids` of a column, 32-bit where they fit; without a sort when the ids
+    span fewer values than there are ids (a lookup table of the span)."""
     lo, hi = int(ids.min()), int(ids.max())
     if hi - lo < ids.size:
         off = ids - ids.dtype.type(lo) if lo else ids
@@ -346,9 +311,8 @@ _BEFORE[list(b"\n \t")] = True
 
 
 def _may_have_empty_field(raw: bytes) -> bool:
-    """Whether :data:`_EMPTY_FIELD` can match: only at a comma that starts or ends the
-    file or stands next to another comma, a line end or a blank: found with numpy at the
-    commas' neighbours, 10x faster than the expression (docs/benchmarks.md)."""
+    """Whether :data:`_EMPTY_FIELD` can match (a comma at the file's ends or beside another
+    comma, a line end or a blank), checked with numpy at the commas' neighbours."""
     b = np.frombuffer(raw, np.uint8)
     at = np.flatnonzero(b == ord(","))
     if at.size == 0:
@@ -356,12 +320,6 @@ def _may_have_empty_field(raw: bytes) -> bool:
     if at[0] == 0 or at[-1] == b.size - 1:
         return True
     return bool(_AFTER[b[at + 1]].any() or _BEFORE[b[at - 1]].any())
-
-
-def _first_data_line(raw: bytes) -> bytes | None:
-    """The first non-blank, non-comment line, found without indexing the file."""
-    m = _DATA_LINE.search(raw)
-    return m.group(1).rstrip() if m else None
 
 
 def _no_duplicates(lines, idx, keys, users, items) -> None:

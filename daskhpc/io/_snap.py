@@ -1,10 +1,5 @@
-"""SNAP style edge lists (``.txt``, ``.txt.gz``, ``.edges``, ``.el``).
-
-One ``source target`` pair of integer node ids per line, separated by tabs
-or spaces, optionally with a third column (a weight, or a timestamp as in SNAP's
-temporal networks, e.g. CollegeMsg's ``SRC DST UNIXTS``); ``#`` and ``%`` lines
-are comments; CRLF line ends are fine.
-"""
+"""SNAP style edge lists (``.txt``, ``.txt.gz``, ``.edges``, ``.el``): ``source target
+[third]`` integer ids per line, tab or space separated; ``#`` and ``%`` lines comments."""
 
 from __future__ import annotations
 
@@ -24,52 +19,31 @@ def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
               header: bool | None = None, values: str = "ignore") -> SparseInput:
     """Read an edge list into a square 0/1 CSR adjacency matrix.
 
-    Node ids are re-indexed densely: the sorted unique ids of both columns
-    become ``0..n-1`` and ``index_maps == (ids, ids)`` (one map for rows and
-    columns, it is a graph).  When the ids already are ``0..n-1`` the maps
-    are ``(None, None)``.  A repeated edge is stored once with value 1.0
-    (the matrix is a pattern, not a multigraph); self loops are kept.
-
-    Some files start with a ``n m`` line (node and edge COUNTS, e.g.
-    email-Enron's "36692 367662").  With ``header=None`` the first data line
-    is taken as such a header when it holds two integers ``n m``, exactly
-    ``m`` edge lines follow and every id is below ``n``; the graph then has
-    ``n`` nodes numbered as in the file (``index_maps == (None, None)``,
-    isolated nodes included) and ``meta["header_detected"]`` is True.
+    Node ids are re-indexed densely (sorted unique ids of both columns -> ``0..n-1``,
+    ``index_maps == (ids, ids)``, or ``(None, None)`` when already dense). A repeated edge
+    is stored once with value 1.0; self loops are kept. With ``header=None`` a first line
+    ``n m`` (node and edge counts, as in email-Enron) is a header when exactly ``m`` edge
+    lines follow and every id is below ``n``: then the ``n`` nodes keep the file's
+    numbering and ``meta["header_detected"]`` is True.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The file; gzip content is detected and decompressed.
-    directed : bool, default True
-        False reads each line as an undirected edge (stored both ways).
-    symmetrize : bool, default False
-        Also store the reverse of every arc; same as ``directed=False``.
+    directed, symmetrize : bool, default True, False
+        ``directed=False`` or ``symmetrize=True`` stores every edge both ways.
     header : bool or None, default None
         Force (True) or forbid (False) reading the first line as ``n m``.
     values : {"ignore", "weights"}
-        What a third column means. ``"ignore"`` (default): the matrix stays a 0/1
-        pattern (timestamps, as in SNAP's temporal networks) and the column is kept in
-        ``meta["third_column"]`` (file order); ``"weights"``: the matrix values are the
-        third column, repeated edges summed (a message count when the column is 1).
-        The CLI spells it ``--format snap:weights``.
+        A third column (a timestamp in SNAP's temporal networks) is kept in
+        ``meta["third_column"]`` (``"ignore"``), or gives the matrix values, repeated edges
+        summed (``"weights"``; the CLI's ``--format snap:weights``).
 
     Returns
     -------
     SparseInput
-        ``matrix`` (n x n), ``index_maps``, and ``meta`` with
-        ``header_detected``, ``directed`` (False once symmetrized),
-        ``edge_lines``, ``duplicate_edges`` (arcs seen more than once), ``columns``
-        (2 or 3), with 3 columns ``values`` and ``third_column``, and read as directed,
-        ``looks_undirected`` when the file looks like an undirected graph's edge list
-        (why, :func:`undirected_hint`).
-
-    Raises
-    ------
-    ReadError
-        Empty file, a line without two or three columns (or unlike the others), a
-        bad token, a negative or non-integer id, a NaN/inf weight, a forced header
-        that does not fit.
+        ``matrix`` (n x n), ``index_maps``, and ``meta`` with ``header_detected``,
+        ``directed``, ``edge_lines``, ``duplicate_edges``, ``columns``, with 3 columns
+        ``values`` and ``third_column``, and ``looks_undirected`` (:func:`undirected_hint`).
 
     Examples
     --------
@@ -154,8 +128,7 @@ def read_snap(path, *, directed: bool = True, symmetrize: bool = False,
 
 
 def _declared(lines: Lines, first: int = 20) -> str | None:
-    """What the file's leading comment lines say the graph is: ``"undirected"`` (SNAP's
-    ``# Undirected graph: ...``), ``"directed"``, or None."""
+    """What the file's leading comments say: ``"undirected"``, ``"directed"`` or None."""
     comments = np.flatnonzero(np.isin(lines.first, np.frombuffer(b"#%", np.uint8)))[:first]
     text = b" ".join(lines.data[lines.starts[k]:lines.ends[k]] for k in comments).lower()
     if b"undirected" in text:
@@ -164,25 +137,9 @@ def _declared(lines: Lines, first: int = 20) -> str | None:
 
 
 def undirected_hint(declared: str | None, src: np.ndarray, dst: np.ndarray) -> str | None:
-    """Why an edge list read as directed is probably an undirected graph, or None.
-
-    Every edge (self loops aside) must appear in one direction only (none also
-    reversed: a file holding both directions reads the same either way), and either the
-    file's comments say it is undirected (``declared``), or every edge goes from the
-    lower id to the higher (or every one the other way), as undirected lists are
-    written. A directed graph numbered in topological order matches the second rule
-    too: the hint is a note, not a change.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> undirected_hint(None, np.array([0, 0, 1]), np.array([1, 2, 2]))
-    'every edge goes from the lower node id to the higher, none reversed'
-    >>> undirected_hint("directed", np.array([0, 0, 1]), np.array([1, 2, 2])) is None
-    True
-    >>> undirected_hint("undirected", np.array([0, 1]), np.array([1, 0])) is None
-    True
-    """
+    """Why an edge list read as directed is probably an undirected graph, or None: no edge
+    is also listed reversed, and the comments say undirected or every edge goes from the
+    lower id to the higher (or every one the reverse). A note, not a change."""
     off = src != dst
     if not off.any() or declared == "directed":
         return None

@@ -1,39 +1,29 @@
-"""FROSTT ``.tns`` tensors: one nonzero per line, 1-based indices then a value.
-
-The text is parsed a block of lines at a time into arrays allocated once (a first pass
-counts the lines): int32 indices while they fit and float32 values while every value is a
-float32 number, so a 3-mode tensor takes its raw 16 bytes a nonzero and the text is never
-held whole (a gzip file is decompressed whole first).
-"""
+"""FROSTT ``.tns`` tensors: one nonzero per line, 1-based indices then a value, parsed a
+block of lines at a time into narrow arrays allocated once."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._common import Lines, SparseInput, arrow_head, as_int, check_finite, read_bytes
+from ._common import (_GZIP_MAGIC, _UTF8_BOM, Lines, SparseInput, arrow_head, as_int,
+                      check_finite, read_bytes)
 from ._errors import ReadError
 
 __all__ = ["read_tns", "read_tns_arrays"]
 
 #: Bytes of text parsed at once (a block's line index and numbers are a few times it)
 BLOCK = 1 << 20
-_GZIP_MAGIC = b"\x1f\x8b"
-_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def read_tns(path, *, shape=None) -> SparseInput:
     """Read a FROSTT ``.tns`` file of any order into a ``sparse.COO`` tensor.
 
-    Each data line holds N 1-based indices and a value, whitespace
-    separated; N (the order, at least 1) is set by the first data line and
-    every other line must match.  ``#`` and ``%`` lines are comments.
-    Duplicate coordinates are summed (COO semantics); explicit zeros are
-    kept.
+    Each data line holds N 1-based indices and a value; N (the order) is set by the first
+    data line. ``#`` and ``%`` lines are comments. Duplicates are summed; zeros are kept.
 
     Parameters
     ----------
     path : str or os.PathLike
-        The file; gzip content is detected and decompressed.
     shape : sequence of int, optional
         The tensor's shape; by default the largest index in each mode.
 
@@ -42,13 +32,6 @@ def read_tns(path, *, shape=None) -> SparseInput:
     SparseInput
         ``tensor`` (float64, 0-based coords), ``index_maps == (None,) * N``,
         ``meta["order"] == N``.
-
-    Raises
-    ------
-    ReadError
-        Empty file, a line with a different column count than the first,
-        a bad token, a non-integer index or one below 1 or beyond ``shape``,
-        a NaN/inf value.
 
     Examples
     --------
@@ -68,9 +51,8 @@ def read_tns_arrays(path, *, shape=None) -> tuple[np.ndarray, np.ndarray, tuple]
     """``(coords, vals, shape)`` of a ``.tns`` file: what :func:`read_tns` reads, as narrow
     arrays in file order (duplicates not summed).
 
-    ``coords`` (order x nnz, 0-based) is int32 while every index fits it (else int64),
-    ``vals`` float32 when every value is a float32 number (else float64). Raises the
-    same :class:`ReadError` as :func:`read_tns`, naming the file and line.
+    ``coords`` (order x nnz, 0-based) int32 and ``vals`` float32 where they hold every
+    value exactly (else int64, float64); raises as :func:`read_tns` does.
 
     Examples
     --------
@@ -110,8 +92,8 @@ def read_tns_arrays(path, *, shape=None) -> tuple[np.ndarray, np.ndarray, tuple]
 
 
 def _store(coords, vals, n: int, c: np.ndarray, v: np.ndarray):
-    """Block ``c`` (order x m, 1-based) and ``v`` stored at nonzero ``n``, the arrays
-    widened first where the block does not fit them (exact: what is stored is kept)."""
+    """Block ``c`` (order x m, 1-based) and ``v`` stored at nonzero ``n``, widening the
+    arrays first where the block does not fit them."""
     if coords.dtype == np.int32 and int(c.max()) > 2**31:
         coords = _widened(coords, n, np.int64)
     if vals.dtype == np.float32 and not np.array_equal(v.astype(np.float32), v):
@@ -122,8 +104,8 @@ def _store(coords, vals, n: int, c: np.ndarray, v: np.ndarray):
 
 
 def _widened(a: np.ndarray, n: int, dtype) -> np.ndarray:
-    """``a`` in ``dtype``, its first ``n`` entries copied: the rest is not written yet
-    (casting it could meet a signalling NaN and warn)."""
+    """``a`` in ``dtype``, only its first ``n`` entries copied (the rest is unwritten:
+    casting it could warn on a signalling NaN)."""
     out = np.empty(a.shape, dtype)
     out[..., :n] = a[..., :n]
     return out
@@ -139,11 +121,9 @@ def _trimmed(coords, vals, n: int, cap: int, shape):
 
 
 def _read_arrow(path, shape):
-    """The common file read in blocks by pyarrow's CSV reader (about 40 % of the CPU
-    of the general parse): single-space separated integer indices and a number, no comment,
-    tab, gzip or byte order mark. None when the file is anything else or anything is
-    wrong with it (a bad token, a column count, an index below 1 or beyond ``shape``, a
-    NaN): the general parse then reads it, and its errors name the line."""
+    """The common file (single-space separated, no comment, tab, gzip or BOM) read with
+    pyarrow's CSV reader; None for anything else or anything wrong (the general parse
+    then names the line)."""
     got = arrow_head(path)
     if got is None:
         return None
@@ -193,9 +173,8 @@ def _read_arrow(path, shape):
 
 
 def _parse(lines: Lines, order, first, line0: int, shape):
-    """The block's nonzeros ``(indices (n, order) 1-based int64, values float64, the
-    file line of its first data line - 1)``, checked (errors name the block's lines), or
-    None (no data line). ``order`` and ``first``: the file's first data line's."""
+    """The block's ``(indices (n, order) 1-based, values, file line of its first data line
+    - 1)`` checked, or None without data lines."""
     path = lines.path
     idx = lines.data_lines(b"#%")
     if idx.size == 0:
@@ -230,9 +209,8 @@ def _parse(lines: Lines, order, first, line0: int, shape):
 
 
 def _blocks(path) -> tuple[int, object]:
-    """``(lines, blocks)``: the number of lines of the text and an iterator over it in
-    blocks of whole lines (about :data:`BLOCK` bytes each). A gzip file, a small one and
-    one with old Mac line ends are read whole (:func:`read_bytes`) and cut."""
+    """``(lines, blocks)``: the text's line count and its blocks of whole lines (a gzip,
+    small or ``\\r``-only file read whole by :func:`read_bytes`, then cut)."""
     with open(path, "rb") as f:
         head = f.read(BLOCK)
         more = bool(f.read(1))
