@@ -129,8 +129,7 @@ def configure(opts, job, rank: int) -> None:
     """Config every rank needs before the scheduler and workers are built."""
     import dask.config
 
-    from daskhpc import _config  # noqa: F401 - loads daskhpc.yaml defaults (env vars win)
-    from daskhpc.runtime import CLUSTER_CONFIG
+    from daskhpc.runtime import CLUSTER_CONFIG      # (its import loads daskhpc.yaml)
 
     if not opts.interface:
         # Dask binds a scheduler or worker given no interface to every interface

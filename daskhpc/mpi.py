@@ -40,6 +40,7 @@ joins the job's scheduler:
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
 import sys
 import time
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     loud = env_rank() in (None, SCHEDULER_RANK)
     # Dask's log handlers bind sys.stderr when distributed is first imported:
     # import it before stderr is silenced below, or every log line would fail.
-    import distributed  # noqa: F401
+    importlib.import_module("distributed")
 
     try:
         with quiet_unless(loud):

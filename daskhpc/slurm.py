@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import shlex
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ranks = task_ranks()
     rank = ranks[0] if ranks else None
     # Dask's log handlers bind sys.stderr when distributed is first imported
-    import distributed  # noqa: F401
+    importlib.import_module("distributed")
 
     launcher = _launch.Launcher("daskhpc.slurm", "slurm", abort=_abort)
     try:
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                                  f"SLURM_NTASKS, or PMI_RANK and PMI_SIZE): run it as "
                                  f"srun -n 5 {PROG} {shlex.join(argv)}")
             job.scheduler_file = _handoff_file(opts, job, ranks[2])
-            from dask_jobqueue import runner  # noqa: F401 - checked here: exit 2 if missing
+            importlib.import_module("dask_jobqueue.runner")     # missing: exit 2 here
     except SystemExit as e:  # argparse: 2 for bad options, 0 for --help
         return int(e.code or 0)
     except (BadOptions, ImportError) as e:
