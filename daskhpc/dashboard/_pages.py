@@ -1,14 +1,5 @@
-"""The generic daskhpc pages, and the overview that adds the running workflow's panels.
-
-================================  =====================================================
-page                              shows
-================================  =====================================================
-``/daskhpc``                      what runs, the panels below and the running workflow's own
-``/individual-daskhpc-comm``      K x K heatmaps: planned bytes, measured bytes so far
-``/individual-daskhpc-load``      per worker: planned share of the work, compute share
-``/individual-daskhpc-<key>``     a workflow's panel (SSGD ``strata``, SpGEMM ``spgemm``)
-================================  =====================================================
-"""
+"""The generic daskhpc pages (listed in :mod:`daskhpc.dashboard`), and the overview that adds
+the running workflow's panels."""
 
 from __future__ import annotations
 
