@@ -1,21 +1,10 @@
 """Every part of ``distributed`` daskhpc uses that is not its public API, in one place.
 
-Elsewhere daskhpc uses the public surface only: ``Client``, plugins
-(``SchedulerPlugin``, ``WorkerPlugin``, their hooks), events, ``Worker.metrics``, the
-documented scheduler state (``Scheduler.tasks``, ``TaskState``, ``WorkerState``,
-``set_restrictions``, ``transitions``), the worker's state machine (``Worker.state``:
-``tasks``, ``story``), ``distributed.comm`` addresses, the
-``distributed.protocol.serialize`` API and the transfer counters
-(``Worker.transfer_outgoing_bytes_total`` and friends). What is here has no public
-equivalent; each item names its use, and ``tests/test_dask_internals.py`` checks each
-one against the installed ``distributed``, failing with the attribute's name and the
-version when it changed. Tested with ``distributed`` 2026.8.0.
-
-Examples
---------
->>> from daskhpc._dask_internals import INTERNALS
->>> "Worker.transfer_outgoing_log" in INTERNALS
-True
+Elsewhere daskhpc uses the public surface only (``Client``, plugins and their hooks,
+events, ``Worker.metrics``, the documented scheduler and worker state, ``distributed.comm``
+addresses, ``serialize``, the transfer counters). Each item here names its use
+(:data:`INTERNALS`), and ``tests/test_dask_internals.py`` checks each one against the
+installed ``distributed``. Tested with ``distributed`` 2026.8.0.
 """
 
 from __future__ import annotations
@@ -50,13 +39,7 @@ INTERNALS = {
 
 def changed(what: str, detail: str) -> str:
     """The message of a check that found ``what`` changed: names it, the installed
-    ``distributed`` and what daskhpc needs it for.
-
-    Examples
-    --------
-    >>> "Worker.rpc changed (gone)" in changed("Worker.rpc", "gone")
-    True
-    """
+    ``distributed`` and what daskhpc needs it for."""
     import distributed
 
     return (f"distributed {distributed.__version__}: {what} changed ({detail}); daskhpc "

@@ -1,22 +1,9 @@
 """What ``python -m daskhpc.mpi`` and ``python -m daskhpc.slurm`` share.
 
-Both launchers run one command line on N tasks: task 0 the scheduler, task 1
-the client (a workflow, exactly as ``daskhpc run`` runs it, or a script), the
-rest one worker each. They differ only in how the tasks find each other (MPI
-broadcasts, or files in a directory every task sees) and in how a job is
-ended at once (``MPI_Abort``, or the scheduler telling every task to exit):
-:class:`Launcher` carries those differences, the rest is here: the shared
-options, the cluster config every task needs, the client task (wait for the
-workers, run the target, send the exit status to every task, shut down).
-
-Examples
---------
->>> import argparse
->>> p = argparse.ArgumentParser()
->>> add_options(p)
->>> opts = p.parse_args(["--worker-class", "distributed.Nanny", "ssgd", "r.tsv"])
->>> opts.worker_class, opts.target, opts.args
-('distributed.Nanny', 'ssgd', ['r.tsv'])
+Both run one command line on N tasks (0 the scheduler, 1 the client, the others a worker
+each) and differ only in how the tasks find each other and how a job is ended at once:
+:class:`Launcher` carries that; the shared options, the config every task needs and the
+client task (wait for the workers, run the target, send the exit status, shut down) are here.
 """
 
 from __future__ import annotations
@@ -50,19 +37,9 @@ EPILOG = ("exit status: 0 success, 1 the workflow failed, 2 bad options, "
 
 @dataclass
 class Launcher:
-    """How one launcher differs from the other.
-
-    Attributes
-    ----------
-    name : str
-        Module name, the prefix of every message (``daskhpc.mpi``).
-    section : str
-        Key of the section the launcher adds to a workflow's JSON report.
-    abort : callable
-        ``abort(status)``: end every task now (the cluster cannot be shut down in order).
-    details : dict
-        Extra entries of the report's section (e.g. the job id).
-    """
+    """How one launcher differs: ``name`` (module, every message's prefix), ``section`` (its key
+    in the JSON report), ``abort(status)`` (end every task now) and ``details`` (more entries of
+    that section, e.g. the job id)."""
 
     name: str
     section: str
@@ -153,13 +130,7 @@ def configure(opts, job, rank: int) -> None:
 
 
 def job_nodes(env=None) -> int | None:
-    """How many nodes the batch system gave the job (SLURM), or None if it does not say.
-
-    Examples
-    --------
-    >>> job_nodes({"SLURM_JOB_NUM_NODES": "4"}), job_nodes({})
-    (4, None)
-    """
+    """How many nodes the batch system gave the job (SLURM), or None if it does not say."""
     env = os.environ if env is None else env
     for key in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"):
         if env.get(key, "").isdigit():
@@ -175,19 +146,9 @@ def pick_interface(opts, env=None) -> None:
 
 
 def default_interface(nodes: int | None = None) -> str | None:
-    """The network interface of the address Dask would advertise for this host
-    (``distributed.utils.get_ip``: the one routing outwards), or None if no interface
-    holds it.
-
-    Without a default route ``get_ip`` gives the loopback: the host's own routable
-    address is used instead when it has exactly one; with several, or with none on a job
-    of several nodes, :class:`~daskhpc._mpi_options.BadOptions` asks for ``--interface``.
-
-    Examples
-    --------
-    >>> default_interface(1) is None or isinstance(default_interface(1), str)
-    True
-    """
+    """The interface of the address Dask would advertise (``get_ip``: the one routing outwards),
+    or None if none holds it. Without a default route that is the loopback: then the host's one
+    routable address, or BadOptions asking for ``--interface`` where that is ambiguous."""
     import ipaddress
 
     import psutil
@@ -223,19 +184,10 @@ def default_interface(nodes: int | None = None) -> str | None:
 def client_task(launcher: Launcher, opts, job, argv: list[str], size: int,
                 creds: dict | None, files: list[str], publish: bool = True,
                 on_client: Callable | None = None) -> int:
-    """Run the target on the client task; return the job's exit status.
-
-    Parameters
-    ----------
-    files : list of str
-        The job's files in shared directories (scheduler file, credentials):
-        removed when the job ends.
-    publish : bool
-        Write ``job.scheduler_file`` (and the credentials beside it) once the
-        workers are in (the MPI launcher); the srun launcher's scheduler wrote it.
-    on_client : callable, optional
-        Called with the job's client before the target runs.
-    """
+    """Run the target on the client task; return the job's exit status. ``files`` (scheduler
+    file, credentials) are removed when the job ends; ``publish``: write the scheduler file
+    (and credentials) once the workers are in (MPI; srun's scheduler wrote it);
+    ``on_client(client)`` runs before the target."""
     from distributed import Client
 
     from daskhpc import _mpi_watch

@@ -114,13 +114,9 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
 def demo_partitions(nparts: int = 4, seed: int = 0, backends=None, stage=None,
                     threads: int = 1) -> list[dict]:
     """Partition the bundled data the workflows' demos partition, with every backend, in
-    the model they use; one row per (data, backend).
-
-    ``stage(label)`` says what runs, as in :func:`partition_report`. ``threads``: Mt-KaHyPar's
-    (and the graph backend's) thread pool; its deterministic preset gives the same
-    partition on 1 and 2 threads for these data (checked part by part), in about half the
-    time. a9a is not here: no workflow partitions it (``linear`` splits its rows by a
-    seed), and its row-net (123 vertices, 32,561 nets) took 16 s of a 60 s demo."""
+    the model they use; one row per (data, backend). ``threads``: Mt-KaHyPar's deterministic
+    preset gives the same partitions on 1 and 2 threads here. a9a is left out: no workflow
+    partitions it, and its row-net took 16 s of a 60 s demo."""
     stage = stage or _silent
     cases = [("ratings (ml-latest-small)", datasets.ratings, "column-net"),
              ("cora", _cora_input, "column-net"),
