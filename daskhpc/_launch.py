@@ -229,14 +229,10 @@ def client_task(launcher: Launcher, opts, job, argv: list[str], size: int,
         else:
             launcher.say(f"{nworkers} workers, dashboard: {client.dashboard_link}")
             status = _run_script(job)
-        return status
     except KeyboardInterrupt:
         status = 130
-        return status
     except Exception as e:  # noqa: BLE001 - the launcher's own failure still ends the job
-        launcher.say(f"client rank failed: {type(e).__name__}: {e}")
-        status = FAILED
-        return status
+        launcher.say(f"client rank failed: {type(e).__name__}: {e}")    # (status FAILED)
     finally:
         if timer is not None:
             timer.cancel()
@@ -247,6 +243,7 @@ def client_task(launcher: Launcher, opts, job, argv: list[str], size: int,
         if client is None:
             # no client, no orderly shutdown: the scheduler and workers would wait forever
             launcher.abort(status)
+    return status
 
 
 def _run_workflow(launcher: Launcher, job, argv: list[str], size: int, nworkers: int) -> int:
@@ -323,31 +320,24 @@ def _shutdown(client, status: int) -> None:
     from distributed import Client
 
     from daskhpc import _mpi_watch
+    from daskhpc.runtime import worker_info
 
-    # Clients the workflow or script left open would try to reconnect once the
-    # scheduler is gone, and log the failure as an error: close them first.
+    # clients the target left open would log failed reconnects once the scheduler is gone
     for other in list(Client._instances):
         if other is not client and other.status not in ("closed", "closing"):
             with contextlib.suppress(Exception):    # best effort
                 other.close()
-    # Each step may fail if the cluster is already broken; the status still
-    # reaches the ranks that are alive, and the others are reported missing.
+    # each step may fail on a broken cluster; the ranks alive still get the status
     steps = [
         lambda: client.run_on_scheduler(_mpi_watch.record_status, status),  # stands the watch down
         lambda: client.run(_mpi_watch.record_status, status, on_error="ignore"),
         lambda: client.run(_mpi_watch.record_status, status, on_error="ignore", nanny=True),
-        # Workers first (a scheduler closed under live workers makes them log
-        # CommClosedError tracebacks); nannies by the scheduler's own shutdown (a worker
-        # retired under its nanny keeps its heartbeat going into a forgetful scheduler).
-        lambda: None if _has_nannies(client) else client.retire_workers(close_workers=True),
+        # workers first (closing the scheduler under them logs CommClosedError); nannies
+        # by the scheduler's shutdown (a retired nanny's worker would keep heartbeating)
+        lambda: None if any(w.get("nanny") for w in worker_info(client).values())
+        else client.retire_workers(close_workers=True),
         lambda: client.shutdown(),
     ]
     for step in [*steps, client.close]:
         with contextlib.suppress(Exception):    # best effort: the job is ending either way
             step()
-
-
-def _has_nannies(client) -> bool:
-    from daskhpc.runtime import worker_info
-
-    return any(w.get("nanny") for w in worker_info(client).values())

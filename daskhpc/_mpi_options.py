@@ -4,6 +4,7 @@ scheduler or worker exists. Only one rank prints the complaint."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -107,21 +108,16 @@ def check_workflow_args(run_argv: list[str], where: str = "mpiexec"
     return values.get("scheduler_file"), values.get("dashboard_address")
 
 
-class quiet_unless:
+@contextlib.contextmanager
+def quiet_unless(loud: bool):
     """Silence stdout/stderr on ranks that must not repeat rank 0's messages."""
-
-    def __init__(self, loud: bool):
-        self.loud = loud
-
-    def __enter__(self):
-        if not self.loud:
-            self.saved = sys.stdout, sys.stderr
-            sys.stdout = sys.stderr = io.StringIO()
-        return self
-
-    def __exit__(self, *exc):
-        if not self.loud:
-            sys.stdout, sys.stderr = self.saved
+    saved = sys.stdout, sys.stderr
+    if not loud:
+        sys.stdout = sys.stderr = io.StringIO()
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def env_rank() -> int | None:

@@ -89,9 +89,7 @@ class JobWatch(SchedulerPlugin):
     def _end(self, scheduler, code: int, message: str) -> None:
         # once: the other ranks' exits that follow are no news
         self.closing = True
-        # the comms the end closes (a client subscribed to every event, such as a
-        # workflow's WorkerWatch) made the scheduler log CRITICAL tracebacks after the line
-        # that says why
+        # the comms the end closes would log CRITICAL tracebacks after the line saying why
         quiet_logs()
         try:
             scheduler.log_event(ABORT_TOPIC, {"code": code, "message": message})
@@ -140,10 +138,8 @@ def record_status(code: int, dask_scheduler=None, dask_worker=None) -> None:
     if dask_scheduler is not None and NAME in dask_scheduler.plugins:
         dask_scheduler.plugins[NAME].closing = True
     if dask_scheduler is not None or dask_worker is not None:
-        # The job is over and its status decided: the races of closing a busy cluster
-        # (a heartbeat in flight from a worker being retired, "Scheduler was unaware
-        # of this worker", "Failed to communicate with scheduler during heartbeat")
-        # are no news to the user, and change nothing.
+        # the status is decided: the races of closing a busy cluster ("Scheduler was
+        # unaware of this worker", failed heartbeats) are no news to the user
         quiet_logs()
 
 
