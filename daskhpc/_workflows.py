@@ -52,19 +52,15 @@ def option(default=None, help: str = "", *, flag: str | None = None, choices=Non
         One line for ``--help``; the default is appended unless the text says it.
     flag : str, optional
         The option's name (default ``--field-name``).
-    choices : sequence, optional
-        The values allowed (argparse's ``choices``; the kit checks API values too).
-    bounds : (low, high), optional
-        The interval a number lies in (None: that side unbounded), ``closed`` ``both``,
-        ``left``, ``right`` or ``neither``: scikit-learn's ``Interval``, checked by
-        :func:`check_declared` with one wording.
+    choices, bounds : optional
+        The values allowed, or the interval ``(low, high)`` a number lies in (None: that side
+        unbounded; ``closed``: ``both``, ``left``, ``right`` or ``neither``, as
+        scikit-learn's ``Interval``); API values are checked too, with one wording.
     metavar, type
         As argparse's (``type`` defaults to the default's type; a parser raising
         :class:`~daskhpc.errors.InputError` gives a one-line error).
     modes : tuple
-        The commands that take it (``plan``, ``run``).
-    cli : bool
-        False: API only (a client, a callback).
+        The commands that take it (``plan``, ``run``); ``cli=False``: API only (a callback).
 
     Examples
     --------
@@ -95,8 +91,8 @@ def check_declared(obj) -> None:
         kind = _kind(f)
         if kind is bool and not isinstance(v, bool) and type(v).__name__ != "bool_":
             raise InputError(f"{flag} must be True or False, not {v!r}")
-        if m["choices"]:
-            check_choice(flag, v, m["choices"])
+        if m["choices"] and v not in m["choices"]:
+            raise InputError(f"unknown {flag} {v!r}; choose one of {list(m['choices'])}")
         if kind in (int, float):
             if isinstance(v, bool) or not isinstance(
                     v, numbers.Integral if kind is int else numbers.Real):
@@ -163,12 +159,6 @@ def exchange_mode(exchange: str | None = None) -> str:
     if exchange not in EXCHANGES:
         raise InputError(f"--exchange must be direct or graph, not {exchange!r}")
     return exchange
-
-
-def check_choice(flag: str, value, choices) -> None:
-    """A one-line InputError unless ``value`` is one of ``choices`` (of option ``flag``)."""
-    if value not in choices:
-        raise InputError(f"unknown {flag} {value!r}; choose one of {list(choices)}")
 
 
 @dataclass
@@ -392,11 +382,8 @@ class Workflow(ABC):
     """A workflow: what the command line, the demo, the launchers, the kernel warm-up and
     the dashboard need to know of it, as typed hooks with defaults.
 
-    Subclasses set the class attributes and override :meth:`plan` and :meth:`run`
-    (and, where useful, :meth:`check`, :meth:`demo`, :meth:`summary`,
-    :meth:`predict`, :meth:`small_run`). The whole protocol on a small workflow:
-    docs/architecture.md,
-    "Writing a workflow".
+    Subclasses set the class attributes and override :meth:`plan` and :meth:`run` (and,
+    where useful, the other hooks): docs/architecture.md, "Writing a workflow".
 
     Attributes
     ----------
@@ -408,11 +395,9 @@ class Workflow(ABC):
         What the positional inputs are (``--help``).
     checkpoints, exchange : bool
         Whether ``run`` takes ``--checkpoint/--resume`` and ``--exchange``.
-    kernels : str or None
-        Module with ``WARMUP`` (and ``WARMUP_PLAN``), compiled once in the client before
-        the cluster starts (default: the package's ``_kernels`` if it has one).
-    dashboard : str or None
-        Module with ``PANELS``, the workflow's dashboard panels.
+    kernels, dashboard : str or None
+        The module with ``WARMUP`` (default: the package's ``_kernels``, if any), and the
+        one with ``PANELS``, the workflow's dashboard panels.
     """
 
     name: ClassVar[str]

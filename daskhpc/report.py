@@ -1,12 +1,9 @@
 """The JSON report of every command (contract: docs/cli.md) and the result base class.
 
-Every workflow's result derives from :class:`WorkflowResult`: ``report()`` is always the
-full report (the fixed head, top-level plan totals, ``measured``, ``timing``,
-``quality``, ``serial_check``; keys that do not apply are omitted, never filled with
-zeros), ``summary()`` the few lines the CLI prints, ``repr`` a table of the per-iteration
-history, ``_repr_html_`` the same in notebooks and ``plot()`` a bokeh figure of it.
-
-No dask here.
+Every workflow's result derives from :class:`WorkflowResult`: ``report()`` is the full
+report (keys that do not apply are omitted, never filled with zeros), ``summary()`` the few
+lines the CLI prints, ``repr`` (and ``_repr_html_`` in notebooks) a table of the history and
+``plot()`` a bokeh figure of it. No dask here.
 
 Examples
 --------
@@ -133,14 +130,8 @@ def _plain(obj):
         return {str(k): _plain(v) for k, v in obj.items() if v is not None}
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, (np.ndarray, np.generic)):      # numpy scalars as Python's
         return _plain(obj.tolist())
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
     return obj
 
 
@@ -159,16 +150,10 @@ def write_report(report: dict, path) -> None:
 
 
 def compare_arrays(pairs, *, rtol: float | None = None) -> dict:
-    """The ``serial_check`` section: are the distributed arrays the serial ones?
-
-    Parameters
-    ----------
-    pairs : iterable of (array, array)
-        (distributed, serial reference).
-    rtol : float, optional
-        Where the arithmetic differs (another summation order), the stated tolerance:
-        ``within_tolerance`` says whether every pair agrees to it, relative to the
-        reference's largest magnitude.
+    """The ``serial_check`` section: are the distributed arrays of ``pairs`` (distributed,
+    serial reference) the serial ones? Where the arithmetic differs (another summation order),
+    ``within_tolerance`` says whether every pair agrees to ``rtol``, relative to the
+    reference's largest magnitude.
 
     Examples
     --------
@@ -239,9 +224,8 @@ def _fmt(v) -> str:
 
 
 def summarize(report: dict) -> str:
-    """A few human lines for a report: what ran, planned vs measured, quality, serial check.
-
-    The full report is the JSON (``--json FILE``); this is what a terminal shows.
+    """A few human lines for a report (the full one is the JSON): what ran, planned vs
+    measured, quality, serial check.
 
     Examples
     --------
@@ -543,8 +527,8 @@ def _count(n) -> str:
 
 
 def format_bytes(n, spec: str = ".3g") -> str:
-    """Bytes in decimal units, the number formatted by ``spec``; the summaries' and the
-    dashboard's one formatter.
+    """Bytes in decimal units, the number formatted by ``spec`` (the summaries' and the
+    dashboard's one formatter).
 
     Examples
     --------
@@ -560,21 +544,18 @@ def format_bytes(n, spec: str = ".3g") -> str:
 
 
 class WorkflowResult:
-    """The outcome of a workflow run: report sections and a per-iteration history.
+    """The outcome of a workflow run: report sections and a per-unit history.
 
     Parameters
     ----------
     info : dict
-        Report sections (``input``, ``parts``, ``partition``, ``plan``, ``measured``,
-        ``timing``, ``quality``, ``serial_check``, workflow-specific ones, and
-        ``command``).
+        Report sections (``input``, ``parts``, ``plan``, ``measured``, ``timing``,
+        ``quality``, ``serial_check``, workflow-specific ones, and ``command``).
     history : list of dict, optional
-        One row per iteration (epoch, batch): whatever the workflow records, usually
-        with ``time_s`` and, for distributed runs, ``planned_bytes``/``measured_bytes``.
+        One row per unit (epoch, iteration, batch), usually with ``time_s`` and
+        ``planned_bytes``/``measured_bytes``.
 
-    Subclasses set :attr:`workflow`, :attr:`COLUMNS` (history columns shown by ``repr``:
-    ``(key, title, format)``) and :attr:`PLOT` (keys drawn by ``plot``: left axis, then
-    right axis), and add their own attributes (factors, predictions, ...).
+    Subclasses set the class attributes below and add their own (factors, predictions, ...).
     """
 
     workflow = "workflow"
@@ -685,15 +666,9 @@ class WorkflowResult:
                 f"</thead><tbody>{body}</tbody></table>{notes}</div>")
 
     def plot(self):
-        """The history as a bokeh figure (left-axis keys, and right-axis keys if any).
-
-        Returns
-        -------
-        bokeh.plotting.figure
-            In Jupyter it draws itself when it is a cell's value (no ``output_notebook``
-            or ``show`` needed); elsewhere ``bokeh.io.show(fig)`` opens it in a browser
-            and ``bokeh.io.save(fig, "fig.html")`` writes a page.
-        """
+        """The history as a bokeh figure (left-axis keys, and right-axis keys if any): in Jupyter
+        it draws itself as a cell's value; elsewhere ``bokeh.io.show(fig)`` opens it in a browser
+        and ``bokeh.io.save(fig, "fig.html")`` writes a page."""
         from bokeh.models import LinearAxis, Range1d
         from bokeh.plotting import figure
 
