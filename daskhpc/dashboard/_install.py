@@ -51,12 +51,7 @@ def served(scheduler) -> bool:
 
 
 def serve(scheduler) -> None:
-    """Serve the pages on a running scheduler (if it does not yet) and link them.
-
-    Examples
-    --------
-    >>> serve(dask_scheduler)          # doctest: +SKIP
-    """
+    """Serve the pages on a running scheduler (if it does not yet) and link them."""
     if getattr(scheduler, "http_application", None) is None:
         return   # started with dashboard=False
     from daskhpc._dask_internals import template_variables

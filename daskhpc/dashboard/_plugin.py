@@ -93,13 +93,7 @@ class TransferCounter(WorkerPlugin):
 
 
 class DashboardPlugin(SchedulerPlugin):
-    """Hold what the daskhpc pages show; see the module docstring for the sources.
-
-    Examples
-    --------
-    >>> client.register_plugin(DashboardPlugin())             # doctest: +SKIP
-    >>> publish(client, "run", name="demo", workers=workers)  # doctest: +SKIP
-    """
+    """Hold what the daskhpc pages show, fed from the sources the module docstring lists."""
 
     name = PLUGIN_NAME
     idempotent = True
@@ -210,9 +204,8 @@ class DashboardPlugin(SchedulerPlugin):
     def _read_timeline(self, name: str, plugin) -> None:
         tl = getattr(plugin, "timeline", None)
         if isinstance(tl, list):
-            # strata-timeline interface: an append-only list (a source may replace it by
-            # a new list when a run is fetched). Merge only the rows appended since the
-            # last sample: re-reading it all grew with the run (docs/benchmarks.md).
+            # strata-timeline interface: an append-only list (or a new one for a new run):
+            # merge only the rows appended since the last sample
             prev = self._seen_lists.get(name)
             new = tl[prev[1]:] if prev is not None and prev[0] is tl else tl
             if new:

@@ -25,7 +25,7 @@ _LOCK = threading.Lock()
 
 def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
             **data) -> bool:
-    """Show ``data`` on the daskhpc dashboard pages under ``topic``.
+    """Show ``data`` (the topic's fields; numpy values converted) on the daskhpc pages.
 
     Parameters
     ----------
@@ -38,8 +38,6 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
     wait : bool
         False: return True at once; the client's next publication waits for this one, so
         the topics arrive in order.
-    **data
-        The topic's fields; numpy arrays and scalars are converted.
 
     Returns
     -------
@@ -48,7 +46,6 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
 
     Examples
     --------
-    >>> from daskhpc.dashboard import publish, plan_matrix
     >>> workers = worker_addresses(client)                                  # doctest: +SKIP
     >>> publish(client, "run", name="ssgd 3 parts", workflow="ssgd", workers=workers)
     ... # doctest: +SKIP
@@ -99,12 +96,7 @@ def _settle_one(topic: str, going) -> None:
 
 
 def ensure_plugin(client) -> None:
-    """Register the dashboard plugin on the client's scheduler unless it has one.
-
-    Examples
-    --------
-    >>> ensure_plugin(client)                                    # doctest: +SKIP
-    """
+    """Register the dashboard plugin on the client's scheduler unless it has one."""
     client.run_on_scheduler(_ensure)
 
 
@@ -113,16 +105,9 @@ def plan_matrix(plan, owner, nworkers: int | None = None,
     """Planned bytes between workers (row sends to column), from a part-level
     :class:`~daskhpc.comm.Plan`; messages between parts of one worker cost nothing.
 
-    Parameters
-    ----------
-    plan : daskhpc.comm.Plan
-    owner : array of int
-        ``owner[part]`` = index of the worker that holds the part.
-    nworkers : int, optional
-        Size of the result; default ``max(owner) + 1``.
-    dedupe_phase_src : bool
-        Count a part's message once per (phase, receiving worker): a Dask worker
-        fetches a key once however many of its parts need it (broadcasts).
+    ``owner[part]`` is the index of the worker that holds the part; ``nworkers`` the size of
+    the result (default ``max(owner) + 1``); ``dedupe_phase_src`` counts a part's message once
+    per (phase, receiving worker), as a Dask worker fetches a key once for all its parts.
 
     Examples
     --------
@@ -190,8 +175,6 @@ def _plain(obj):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, (np.ndarray, np.generic)):
         return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
     return obj
