@@ -65,12 +65,9 @@ def waited_total() -> dict:
     """This process's waits so far, ended runs included, as totals that only grow: ``wait_s``,
     and per sender ``waited_on_s`` and ``in_flight_s`` (the heartbeat metric whose differences
     over a run go to :func:`waited_for`)."""
-    return _add_waits(_copy_waits(_ENDED_WAITED), list(CLOCKS.values()))
-
-
-def _copy_waits(w: dict) -> dict:
-    return {"wait_s": w["wait_s"], "waited_on_s": dict(w["waited_on_s"]),
-            "in_flight_s": dict(w["in_flight_s"])}
+    w = _ENDED_WAITED
+    return _add_waits({"wait_s": w["wait_s"], "waited_on_s": dict(w["waited_on_s"]),
+                       "in_flight_s": dict(w["in_flight_s"])}, list(CLOCKS.values()))
 
 
 def _add_waits(into: dict, clocks: list) -> dict:

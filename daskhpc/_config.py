@@ -22,11 +22,9 @@ _YAML = os.path.join(os.path.dirname(__file__), "daskhpc.yaml")
 with open(_YAML) as f:
     _defaults = yaml.safe_load(f)
 
-# update_defaults keeps a value that is already in the config (read from the
-# environment or a user YAML file when dask was imported) over the new
-# default, so DASK_DASKHPC__... variables win without a dask.config.refresh().
-# We deliberately do not call refresh(): it would also wipe every
-# dask.config.set(...) the user made before importing daskhpc.runtime.
+# update_defaults keeps what the environment or a user YAML file set: DASK_DASKHPC__...
+# variables win without dask.config.refresh(), which would also wipe the user's
+# dask.config.set(...) calls made before this import.
 dask.config.update_defaults(_defaults)
 
 _no_default = object()

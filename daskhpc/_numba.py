@@ -236,20 +236,14 @@ def _write_stamp(path, before: dict) -> None:
         pass        # no writable cache: the next run warms up again
 
 
-def _ticks(file) -> bool:
-    """A terminal, and progress not turned off (as ``_terminal.progress_mode``)."""
-    from daskhpc import _config
-
-    return _config.progress_setting() is not False and \
-        bool(getattr(file, "isatty", lambda: False)())
-
-
 def _announcer(file, label: str, on_first=None):
     """A ``numba:compile`` listener that counts the compiles of cached kernels and writes the
     message at the first (``begin``; ``on_first`` too). Uncached kernels (numba's own helpers)
     compile in every process: not "first run only", not counted."""
     from numba.core import event
     from numba.core.caching import NullCache
+
+    from daskhpc._config import progress_setting
 
     class Announce(event.Listener):
         def __init__(self):
@@ -278,7 +272,8 @@ def _announcer(file, label: str, on_first=None):
                 on_first()
             if file is not None:
                 print(f"{label}: {_MESSAGE}", end="", file=file, flush=True)
-                if _ticks(file):      # seconds ticking, not 40 s of silence (demo)
+                # seconds ticking on a terminal, not 40 s of silence (demo)
+                if progress_setting() is not False and getattr(file, "isatty", bool)():
                     self.stage = start_ticker(f"{label}: {_MESSAGE[:-4]}", file)
 
         def on_end(self, ev):

@@ -437,19 +437,8 @@ def parse(argv) -> argparse.Namespace:
 
 
 def unknown_words(parser: argparse.ArgumentParser, unknown: list) -> str:
-    """What is wrong with the ``unknown`` words of a command line, in one line.
-
-    Examples
-    --------
-    >>> p = argparse.ArgumentParser(prog="daskhpc run ssgd")
-    >>> _ = p.add_argument("--partition")
-    >>> unknown_words(p, ["--partiton", "hp"])
-    'unknown option --partiton; did you mean --partition?'
-    >>> unknown_words(p, ["--colour"])
-    'unknown option --colour (daskhpc run ssgd --help lists the options)'
-    >>> unknown_words(p, ["extra"])
-    "unexpected argument 'extra' (daskhpc run ssgd --help shows the usage)"
-    """
+    """What is wrong with the ``unknown`` words of a command line, in one line: an unexpected
+    argument, or an unknown option and the one it most likely meant."""
     options = [w for w in unknown if w.startswith("-") and len(w) > 1]
     if not options:
         return f"unexpected argument {unknown[0]!r} ({parser.prog} --help shows the usage)"
@@ -460,16 +449,7 @@ def unknown_words(parser: argparse.ArgumentParser, unknown: list) -> str:
 
 
 def _os_words(e: Exception) -> str:
-    """An OSError as ``FILE: what is wrong`` (not ``[Errno 2] ...``); other errors as
-    they are.
-
-    Examples
-    --------
-    >>> _os_words(FileNotFoundError(2, "No such file or directory", "ratings.csv"))
-    'ratings.csv: no such file or directory'
-    >>> _os_words(InputError("x.mtx: line 3: bad token"))
-    'x.mtx: line 3: bad token'
-    """
+    """An OSError as ``FILE: what is wrong`` (not ``[Errno 2] ...``); other errors as they are."""
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
         return f"{e.filename}: {e.strerror[:1].lower()}{e.strerror[1:]}"
     return str(e)
