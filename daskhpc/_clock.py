@@ -1,9 +1,6 @@
-"""Where a worker's time in a run's steps goes: what the report calls ``execution.steps``.
-
-One :class:`StepClock` per run (``token``) and worker label, shared by the Program engine's
-steps and SSGD's direct loop; the attempt's cleanup answers :func:`step_times`, and the
-frame puts the answers in the report (``runtime._frame.step_split``). No dask here.
-"""
+"""Where a worker's time in a run's steps goes (the report's ``execution.steps``): one
+:class:`StepClock` per run ``token`` and worker label, shared by the Program engine and
+SSGD's direct loop, answered by :func:`step_times` at the attempt's cleanup. No dask here."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""daskhpc settings in ``dask.config``.
-
-Importing this module adds ``daskhpc/daskhpc.yaml`` to Dask's configuration defaults (as
-``distributed`` loads ``distributed.yaml``): every key can be overridden like any Dask
-setting, e.g. ``DASK_DASKHPC__RUNTIME__WORKERS=3``, which reaches every rank under
-dask-mpi. Only ``daskhpc.runtime`` and what is above it import this module:
-``daskhpc.hypergraph`` and ``daskhpc.comm`` work without dask.
-"""
+"""daskhpc settings in ``dask.config``: importing this module adds ``daskhpc/daskhpc.yaml`` to
+Dask's defaults, so every key can be overridden like any Dask setting (an environment
+variable such as ``DASK_DASKHPC__RUNTIME__WORKERS=3`` reaches every rank under dask-mpi).
+Only ``daskhpc.runtime`` and what is above it import it: hypergraph and comm need no dask."""
 
 from __future__ import annotations
 

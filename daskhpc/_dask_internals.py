@@ -1,11 +1,7 @@
-"""Every part of ``distributed`` daskhpc uses that is not its public API, in one place.
-
-Elsewhere daskhpc uses the public surface only (``Client``, plugins and their hooks,
-events, ``Worker.metrics``, the documented scheduler and worker state, ``distributed.comm``
-addresses, ``serialize``, the transfer counters). Each item here names its use
-(:data:`INTERNALS`), and ``tests/test_dask_internals.py`` checks each one against the
-installed ``distributed``. Tested with ``distributed`` 2026.8.0.
-"""
+"""Every part of ``distributed`` daskhpc uses that is not its public API, in one place: each
+item names its use (:data:`INTERNALS`) and ``tests/test_dask_internals.py`` checks each one
+against the installed ``distributed`` (tested with 2026.8.0). Elsewhere daskhpc uses the
+public surface only."""
 
 from __future__ import annotations
 
@@ -150,16 +146,8 @@ async def register_worker_plugin(scheduler, plugin, name: str) -> None:
 
 # -- names of distributed's private modules --------------------------------------------
 
-#: Objects of modules that are not distributed's public API, as names of this module
-#: (imported on first use: the dashboard's pull in bokeh):
-#: ``dumps``/``loads`` (pickling as distributed does: cloudpickle where pickle refuses),
-#: ``log_errors`` (a decorator and context manager that logs what a bokeh callback
-#: raises), ``get_ip`` (this host's address on the route out), ``import_term``
-#: (``"module.attr"`` to the object), ``applications`` (``{url: fn(scheduler, extra,
-#: doc)}``: the Bokeh pages a scheduler built later in this process serves),
-#: ``template_variables`` (a scheduler's page variables; ``pages`` is the navigation),
-#: ``BokehApplication`` (pages added to a running scheduler), ``BOKEH_THEME`` and ``env``
-#: (the theme and page templates of distributed's pages).
+#: Objects of distributed's private modules, as names of this module imported on first
+#: use (the dashboard's pull in bokeh); :data:`INTERNALS` says what each is for.
 LAZY = {
     "dumps": "distributed.protocol.pickle",
     "loads": "distributed.protocol.pickle",

@@ -1,10 +1,7 @@
-"""What ``python -m daskhpc.mpi`` and ``python -m daskhpc.slurm`` share.
-
-Both run one command line on N tasks (0 the scheduler, 1 the client, the others a worker
-each) and differ only in how the tasks find each other and how a job is ended at once:
-:class:`Launcher` carries that; the shared options, the config every task needs and the
-client task (wait for the workers, run the target, send the exit status, shut down) are here.
-"""
+"""What ``python -m daskhpc.mpi`` and ``python -m daskhpc.slurm`` share: both run one command
+line on N tasks (0 the scheduler, 1 the client, the others a worker each) and differ only in
+how the tasks find each other and how a job is ended at once (:class:`Launcher`). Here: the
+shared options, the config every task needs, and the client task."""
 
 from __future__ import annotations
 

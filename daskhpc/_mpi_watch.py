@@ -1,10 +1,10 @@
 """Watch an MPI job's Dask cluster and carry its exit status to every rank.
 
-A rank that is gone stays gone under ``mpiexec`` and pinned tasks would wait forever, so
-:class:`JobWatch` (a scheduler preload on rank 0) ends the job with :data:`LOST_RANK` when a
-worker or the client rank leaves before the job is over, telling the client rank why
-(:data:`ABORT_TOPIC`). :func:`record_status` carries the job's exit status to the scheduler
-and workers before shutdown (not an MPI collective: one would hang on a lost peer).
+Under ``mpiexec`` a lost rank stays lost and pinned tasks would wait forever:
+:class:`JobWatch` (a scheduler preload) ends the job with :data:`LOST_RANK` when a worker or
+the client rank leaves early, telling the client rank why (:data:`ABORT_TOPIC`).
+:func:`record_status` carries the exit status to every rank before shutdown (not an MPI
+collective: one would hang on a lost peer).
 """
 
 from __future__ import annotations

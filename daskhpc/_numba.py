@@ -1,11 +1,10 @@
 """Compile a workflow's numba kernels once, in the client, and say so while it happens.
 
 With a cold cache every worker of a LocalCluster would compile the same kernels at once,
-silently. :func:`prepare_kernels` runs the workflow's warm-up (``WARMUP``, ``WARMUP_PLAN``
-of its kernels module: functions, ``"module:function"`` references or tuples of them) before
-the cluster starts, printing one line at the first compile (numba's ``numba:compile`` event
-fires only on a cache miss). A stamp beside numba's cache lets the next run skip the warm-up
-while nothing changed; several workflows warm up side by side, one process per core. No dask.
+silently. :func:`prepare_kernels` runs the warm-up of the workflow's kernels module
+(``WARMUP``, ``WARMUP_PLAN``: functions, ``"module:function"`` references or tuples of them)
+first, with one line at the first compile (numba's ``numba:compile`` fires only on a cache
+miss); a stamp beside numba's cache skips it while nothing changed. No dask here.
 """
 
 from __future__ import annotations
@@ -81,12 +80,8 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
     command : {"run", "demo", "plan"}
         ``plan`` compiles only what a plan uses (``WARMUP_PLAN``).
     file : text stream, optional
-        Where the "compiling kernels (first run only) ... done in 12.3 s" line goes
-        (never stdout, which may carry JSON). None: silent.
-
-    Returns
-    -------
-    KernelsReport
+        Where the "compiling kernels (first run only) ... done in 12.3 s" line goes (never
+        stdout, which may carry JSON); None: silent. Returns a :class:`KernelsReport`.
     """
     todo = [(w, _stamp_path(w, command)) for w in workflows if (w, command) not in _PREPARED]
     todo = [(w, path) for w, path in todo if not _fresh(path)]

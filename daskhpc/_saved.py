@@ -1,16 +1,9 @@
-"""A result kept on disk: ``result.save(DIR)`` and ``daskhpc.load(DIR)``.
-
-The open format of docs/cli.md, "Saved results" (no pickle): ``DIR/arrays.npz`` holds the
-model's arrays (a sparse matrix as its CSR arrays), named by their place in the result
-(``factors.1``); ``DIR/manifest.json`` the format and its version, the workflow, the result
-class, the ``model`` (arrays replaced by ``{"array", "shape", "dtype", "sha256"}``), the
-report, the history, the versions and a ``checksum`` of it all. Format version 2 adds
-*pieces*: a sparse attribute kept as scipy ``save_npz`` files whose sum is the value
-(``DIR/<name>/*.npz``, written by the workers that hold them). Every file is written under a
-temporary name and renamed, the manifest last: a directory with a manifest is complete.
-Loading checks every digest and refuses a damaged or foreign directory with one line
-naming the file. No dask here.
-"""
+"""A result kept on disk: ``result.save(DIR)`` and ``daskhpc.load(DIR)``, in the open format
+of docs/cli.md, "Saved results" (no pickle): ``arrays.npz``, ``manifest.json`` (arrays
+replaced by ``{"array", "shape", "dtype", "sha256"}``, a ``checksum`` of it all) and, in
+format version 2, sparse attributes as ``save_npz`` *pieces* whose sum is the value. Every
+file is renamed into place, the manifest last: a directory with a manifest is complete.
+Loading checks every digest; a damaged or foreign directory is one line naming the file."""
 
 from __future__ import annotations
 

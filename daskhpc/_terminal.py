@@ -1,10 +1,6 @@
-"""What the command line shows while it works, and where its text goes.
-
-:class:`stage` says a long step runs: a ticking line on a terminal (:mod:`daskhpc._ticker`),
-a start and an end line in a log when ``daskhpc.runtime.progress`` is true, nothing when
-piped. :func:`json_on_stdout` sends every other line to stderr while ``--json -`` needs
-stdout for the report alone.
-"""
+"""What the command line shows while it works (:class:`stage`: a ticking line on a terminal,
+start and end lines in a log, nothing when piped), and :func:`json_on_stdout`, which keeps
+stdout for the report alone under ``--json -``."""
 
 from __future__ import annotations
 

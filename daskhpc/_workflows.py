@@ -1,10 +1,10 @@
 """The Workflow protocol: one typed surface every workflow plugs in through.
 
-A workflow is a :class:`Workflow` subclass registered under the entry-point group
-``daskhpc.workflows`` (``cpals = "daskhpc.cpals._cli:CPALS"``). Its own options are one
-dataclass of :func:`option` fields; :class:`RunOptions` is how a run runs, the same for every
-workflow. The command line, the demo, the launchers, the kernel warm-up and the dashboard are
-generated from the class (docs/architecture.md, "Writing a workflow"). No dask here.
+A :class:`Workflow` subclass, registered in the entry-point group ``daskhpc.workflows``
+(``cpals = "daskhpc.cpals._cli:CPALS"``), declares its options as a dataclass of
+:func:`option` fields; :class:`RunOptions` is how any run runs. The command line, the demo,
+the launchers, the kernel warm-up and the dashboard are generated from the class
+(docs/architecture.md, "Writing a workflow"). No dask here.
 """
 
 from __future__ import annotations

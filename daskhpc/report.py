@@ -248,7 +248,8 @@ def summarize(report: dict) -> str:
                         ("plan", _plan_line(report)),
                         ("traffic", "" if done else _traffic_line(report.get("measured"))),
                         ("time", _time_line(report.get("timing"))),
-                        ("execution", _execution_line(report.get("execution"))),
+                        ("execution", "one worker: steps run in one loop, no exchange"
+                         if (report.get("execution") or {}).get("single_worker") else ""),
                         ("steps", _steps_line(report.get("execution"))),
                         ("quality", _quality_line(report.get("quality"))),
                         ("model", _model_line(report.get("quality"))),
@@ -290,13 +291,6 @@ def rerun_text(rec: dict) -> str:
     count = rec.get("rerun_count")
     return ", ".join(runs) + more + (f" ({count:,} {rec.get('unit_name') or 'units'})"
                                      if count is not None else "")
-
-
-def _execution_line(execution) -> str:
-    """What the summary says of how the steps ran (only what a user would not guess)."""
-    if isinstance(execution, dict) and execution.get("single_worker"):
-        return "one worker: steps run in one loop, no exchange"
-    return ""
 
 
 def _steps_line(execution) -> str:

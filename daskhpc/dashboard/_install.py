@@ -1,11 +1,7 @@
-"""Put the daskhpc pages on a scheduler's dashboard server.
-
-:func:`install` adds them to distributed's ``applications`` in this process, before a
-scheduler is built (``connect()``, the preload module): it then serves and lists them.
-:func:`serve` adds them to a scheduler already running without them, as a second Bokeh
-application (not listed for JupyterLab), and adds the "Daskhpc" navigation link (to the
-list distributed's ``template_variables`` memoises: if that changes, only the link is lost).
-"""
+"""Put the daskhpc pages on a scheduler's dashboard server: :func:`install` before a scheduler
+is built (it then serves and lists them), :func:`serve` on one already running (a second
+Bokeh application, not listed for JupyterLab; it also adds the "Daskhpc" navigation link, to
+the list distributed's ``template_variables`` memoises: if that changes, only the link goes)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,10 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
     """
     if topic not in TOPICS:
         raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
-    _settled(client)
+    with _LOCK:         # this client's publications under way first, in order
+        earlier = _PENDING.pop(client.id, [])
+    for p in earlier:
+        _settle_one(*p)
     try:
         # A run's zero (and its end) is read from the workers themselves (the heartbeats
         # may lag); an end with its own measured matrix needs no counters.
@@ -78,14 +81,6 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
     except Exception as e:  # noqa: BLE001 - the dashboard must never fail a run
         logger.warning("daskhpc dashboard: could not publish %r: %s", topic, e)
         return False
-
-
-def _settled(client) -> None:
-    """Wait for this client's publications under way (each one's failure is logged)."""
-    with _LOCK:
-        pending = _PENDING.pop(client.id, [])
-    for topic, going in pending:
-        _settle_one(topic, going)
 
 
 def _settle_one(topic: str, going) -> None:

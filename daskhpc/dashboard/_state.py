@@ -106,21 +106,11 @@ class DashboardState:
                 sent: dict[str, dict[str, int]] | None = None,
                 steps: dict[str, tuple] | None = None,
                 waited: dict[str, dict] | None = None) -> None:
-        """Store what a workflow published under ``topic`` (one of :data:`TOPICS`).
-
-        Parameters
-        ----------
-        now : float, optional
-            Scheduler time (default ``time.time()``).
-        sent : dict, optional
-            For ``run``: the workers' cumulative sent bytes now, the zero of the measured matrix.
-        steps : dict, optional
-            For ``run`` and ``end``: ``{worker: (compute seconds, steps)}`` of the step clocks
-            now, cumulative (the zero, and the end, of :meth:`load`'s compute time).
-        waited : dict, optional
-            For ``run`` and ``end``: ``{worker: {sender: seconds}}`` waited so far
-            (:meth:`waited_for`).
-        """
+        """Store what a workflow published under ``topic`` (one of :data:`TOPICS`) at ``now``
+        (default ``time.time()``). For ``run``, ``sent`` holds the workers' cumulative sent bytes
+        (the zero of the measured matrix); for ``run`` and ``end``, ``steps`` (``{worker: (compute
+        seconds, steps)}``) and ``waited`` (``{worker: {sender: seconds}}``) the cumulative step
+        clocks: the zero, and the end, of :meth:`load` and :meth:`waited_for`."""
         if topic not in TOPICS:
             raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
         missing = [f for f in REQUIRED.get(topic, ()) if f not in data]
