@@ -34,11 +34,8 @@ def graph_model(G) -> hg.Hypergraph:
 
 def build_model(model: str, data, *, net_cost: int = 1, batches: int = 10,
                 batch_size: float = 0.1, seed: int = 0):
-    """(Hypergraph, graph or None) for a model name and a :class:`daskhpc.io.SparseInput`.
-
-    The graph (symmetrised adjacency) comes back for square matrices so the ``graph``
-    partitioner can partition what a graph-partitioning baseline would.
-    """
+    """(Hypergraph, graph or None) for a model name and a :class:`daskhpc.io.SparseInput`; the
+    graph (symmetrised adjacency, square matrices) is what the ``graph`` partitioner takes."""
     if model not in MODELS:
         raise InputError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     if model.startswith("tensor"):
@@ -65,10 +62,8 @@ def build_model(model: str, data, *, net_cost: int = 1, batches: int = 10,
 
 
 def partition_report(args, data, stage=None) -> tuple[dict, hg.Partition]:
-    """Build the model, partition it, and return the JSON report and the Partition.
-
-    ``stage(label)`` is a context manager that says what runs (``daskhpc._terminal.stage``
-    on the command line); default: silent."""
+    """Build the model, partition it, and return the JSON report and the Partition; ``stage``
+    says what runs (``daskhpc._terminal.stage`` on the command line; default silent)."""
     stage = stage or contextlib.nullcontext
     t0 = time.perf_counter()
     with stage(f"building the {args.model} model"):

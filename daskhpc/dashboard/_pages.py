@@ -20,12 +20,8 @@ logger = logging.getLogger(__name__)
 
 
 class CommMatrix(Component):
-    """Planned and measured bytes between every pair of workers (source row, destination column).
-
-    Both heatmaps share one colour scale, so a cell that is brighter on the right
-    moved more than the plan said. The measured matrix grows as the workers'
-    heartbeats report new transfers.
-    """
+    """Planned and measured bytes between every pair of workers (source row, destination
+    column) on one colour scale: a cell brighter on the right moved more than the plan said."""
 
     def __init__(self, scheduler, **kw):
         super().__init__(scheduler, **kw)
