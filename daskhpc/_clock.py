@@ -1,21 +1,6 @@
-"""Where a worker's time in a run's steps goes: what the report calls ``execution.steps``.
-
-A loop of steps on a worker keeps one :class:`StepClock` per run (``token``) and worker
-label: the seconds its steps computed, waited for other workers' messages and sent its
-own, and how many steps it ran. The Program engine's steps (``daskhpc.runtime._steps``)
-and SSGD's direct loop use the same clocks; the attempt's cleanup answers with
-:func:`step_times` in the run's closing call, and the frame puts the answers in the
-report (``daskhpc.runtime._frame.step_split``). No dask here.
-
-Examples
---------
->>> clock = step_clock("run-a", "w0")
->>> clock.compute += 0.002; clock.steps += 1
->>> step_times("run-a", forget=True)
-{'compute_s': 0.002, 'wait_s': None, 'send_s': None, 'steps': 1}
->>> step_times("run-a")
-{}
-"""
+"""Where a worker's time in a run's steps goes (the report's ``execution.steps``): one
+:class:`StepClock` per run ``token`` and worker label, shared by the Program engine and
+SSGD's direct loop, answered by :func:`step_times` at the attempt's cleanup. No dask here."""
 
 from __future__ import annotations
 
@@ -66,45 +51,20 @@ _ENDED_WAITED: dict = {"wait_s": 0.0, "waited_on_s": {}, "in_flight_s": {}}
 
 
 def compute_total() -> tuple[float, int]:
-    """``(compute seconds, steps)`` of every step timed in this process so far, the
-    ended runs' included: a running total that only grows (the dashboard's heartbeat
-    metric; the difference over a run is that run's ``compute_s`` and ``steps``).
-
-    Examples
-    --------
-    >>> before = compute_total()
-    >>> clock = step_clock("run-b", "w0")
-    >>> clock.compute += 0.5; clock.steps += 2
-    >>> _ = step_times("run-b", forget=True)
-    >>> [round(a - b, 6) for a, b in zip(compute_total(), before)]
-    [0.5, 2]
-    """
+    """``(compute seconds, steps)`` of every step timed in this process, ended runs included: a
+    total that only grows (the dashboard's heartbeat metric; its difference over a run is that
+    run's ``compute_s`` and ``steps``)."""
     live = list(CLOCKS.values())
     return (_ENDED[0] + sum(c.compute for c in live), _ENDED[1] + sum(c.steps for c in live))
 
 
 def waited_total() -> dict:
-    """This process's waits so far, the ended runs' included, as running totals that
-    only grow: ``wait_s``, and per sender ``waited_on_s`` and ``in_flight_s`` (see
-    :class:`StepClock`). The dashboard's heartbeat metric: the differences over a run
-    go to :func:`waited_for`.
-
-    Examples
-    --------
-    >>> before = waited_total()["waited_on_s"].get("tcp://h2:1", 0.0)
-    >>> step_clock("run-c", "w0").blame("tcp://h2:1", 0.25, 0.2)
-    >>> round(waited_total()["waited_on_s"]["tcp://h2:1"] - before, 6)
-    0.25
-    >>> _ = step_times("run-c", forget=True)
-    >>> round(waited_total()["waited_on_s"]["tcp://h2:1"] - before, 6)
-    0.25
-    """
-    return _add_waits(_copy_waits(_ENDED_WAITED), list(CLOCKS.values()))
-
-
-def _copy_waits(w: dict) -> dict:
-    return {"wait_s": w["wait_s"], "waited_on_s": dict(w["waited_on_s"]),
-            "in_flight_s": dict(w["in_flight_s"])}
+    """This process's waits so far, ended runs included, as totals that only grow: ``wait_s``,
+    and per sender ``waited_on_s`` and ``in_flight_s`` (the heartbeat metric whose differences
+    over a run go to :func:`waited_for`)."""
+    w = _ENDED_WAITED
+    return _add_waits({"wait_s": w["wait_s"], "waited_on_s": dict(w["waited_on_s"]),
+                       "in_flight_s": dict(w["in_flight_s"])}, list(CLOCKS.values()))
 
 
 def _add_waits(into: dict, clocks: list) -> dict:
@@ -120,22 +80,9 @@ def _add_waits(into: dict, clocks: list) -> dict:
 def waited_for(per_worker: dict) -> tuple[str, float] | None:
     """The worker the others waited for, and its seconds of blame (None if none waited).
 
-    ``per_worker``: ``{worker: {"wait_s", "waited_on_s", "in_flight_s"}}`` (a run's
-    ``execution.steps`` ``per_worker``). A wait ends with one sender's message; the part
-    of it the message spent on the wire counts against both ends of that link (a slow
-    link slows what its host sends and what it receives), and the rest, the sender's
-    lateness, against the sender, less the sender's own waiting (its lateness passed on
-    from a wait of its own, not caused by it): so a slow link names its host, and a
-    slow host (a straggler) itself, not the workers its delay reached through others.
-
-    Examples
-    --------
-    >>> slow_link = {"a": {"wait_s": 9, "waited_on_s": {"b": 9}, "in_flight_s": {"b": 8}},
-    ...              "b": {"wait_s": 9, "waited_on_s": {"a": 5, "c": 4},
-    ...                    "in_flight_s": {"a": 4, "c": 4}},
-    ...              "c": {"wait_s": 9, "waited_on_s": {"a": 9}, "in_flight_s": {"a": 1}}}
-    >>> waited_for(slow_link)
-    ('b', 16.0)
+    ``per_worker``: a run's ``execution.steps`` ``per_worker``. A wait's seconds on the wire
+    count against both ends of the link; the rest, the sender's lateness, against the sender,
+    less its own waiting (lateness passed on): a slow link names its host, a straggler itself.
     """
     score: dict = {}
     late: dict = {}

@@ -1,21 +1,7 @@
-"""daskhpc settings in ``dask.config``.
-
-Importing this module adds ``daskhpc/daskhpc.yaml`` to Dask's configuration
-defaults, the way ``distributed`` loads ``distributed.yaml``. Every key can then
-be overridden like any Dask setting: by ``dask.config.set``, a YAML file in
-``~/.config/dask/``, or an environment variable such as
-``DASK_DASKHPC__RUNTIME__WORKERS=3``. Environment variables are how a setting
-reaches every rank under dask-mpi.
-
-Only ``daskhpc.runtime`` (and the workflows above it) import this module:
-``daskhpc.hypergraph`` and ``daskhpc.comm`` must work without dask installed.
-
-Examples
---------
->>> from daskhpc import _config
->>> _config.get("runtime.threads-per-worker")
-1
-"""
+"""daskhpc settings in ``dask.config``: importing this module adds ``daskhpc/daskhpc.yaml`` to
+Dask's defaults, so every key can be overridden like any Dask setting (an environment
+variable such as ``DASK_DASKHPC__RUNTIME__WORKERS=3`` reaches every rank under dask-mpi).
+Only ``daskhpc.runtime`` and what is above it import it: hypergraph and comm need no dask."""
 
 from __future__ import annotations
 
@@ -32,41 +18,17 @@ _YAML = os.path.join(os.path.dirname(__file__), "daskhpc.yaml")
 with open(_YAML) as f:
     _defaults = yaml.safe_load(f)
 
-# update_defaults keeps a value that is already in the config (read from the
-# environment or a user YAML file when dask was imported) over the new
-# default, so DASK_DASKHPC__... variables win without a dask.config.refresh().
-# We deliberately do not call refresh(): it would also wipe every
-# dask.config.set(...) the user made before importing daskhpc.runtime.
+# update_defaults keeps what the environment or a user YAML file set: DASK_DASKHPC__...
+# variables win without dask.config.refresh(), which would also wipe the user's
+# dask.config.set(...) calls made before this import.
 dask.config.update_defaults(_defaults)
 
 _no_default = object()
 
 
 def get(key: str, default: Any = _no_default) -> Any:
-    """Read a daskhpc setting.
-
-    Parameters
-    ----------
-    key : str
-        Dotted key below ``daskhpc``, e.g. ``"runtime.workers"``; the leading
-        ``"daskhpc."`` may be given or left out. Hyphens and underscores are
-        interchangeable, as everywhere in ``dask.config``.
-    default : object, optional
-        Returned when the key is missing; without it a missing key raises
-        ``KeyError``.
-
-    Returns
-    -------
-    object
-        The current value, after environment and ``dask.config.set`` overrides.
-
-    Examples
-    --------
-    >>> get("runtime.workers")            # doctest: +SKIP
-    2
-    >>> get("daskhpc.comm.alpha") > 0
-    True
-    """
+    """A daskhpc setting: ``key`` below ``daskhpc`` (the prefix may be given), its current
+    value; a missing key raises KeyError unless ``default`` is given."""
     if not key.startswith("daskhpc."):
         key = "daskhpc." + key
     try:
@@ -83,16 +45,8 @@ def get(key: str, default: Any = _no_default) -> Any:
 
 
 def progress_setting() -> bool | None:
-    """``daskhpc.runtime.progress`` as True (show, lines off a terminal), False (never) or
-    None (unset: on a terminal only); strings such as ``"off"`` or ``"1"`` from an
-    environment variable count as their meaning.
-
-    Examples
-    --------
-    >>> with dask.config.set({"daskhpc.runtime.progress": "off"}):
-    ...     progress_setting()
-    False
-    """
+    """``daskhpc.runtime.progress`` as True (show, lines off a terminal), False (never) or None
+    (unset: on a terminal only); strings such as ``"off"`` or ``"1"`` count as their meaning."""
     value = get("runtime.progress", None)
     if value is None or isinstance(value, bool):
         return value

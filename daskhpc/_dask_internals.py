@@ -1,22 +1,7 @@
-"""Every part of ``distributed`` daskhpc uses that is not its public API, in one place.
-
-Elsewhere daskhpc uses the public surface only: ``Client``, plugins
-(``SchedulerPlugin``, ``WorkerPlugin``, their hooks), events, ``Worker.metrics``, the
-documented scheduler state (``Scheduler.tasks``, ``TaskState``, ``WorkerState``,
-``set_restrictions``, ``transitions``), the worker's state machine (``Worker.state``:
-``tasks``, ``story``), ``distributed.comm`` addresses, the
-``distributed.protocol.serialize`` API and the transfer counters
-(``Worker.transfer_outgoing_bytes_total`` and friends). What is here has no public
-equivalent; each item names its use, and ``tests/test_dask_internals.py`` checks each
-one against the installed ``distributed``, failing with the attribute's name and the
-version when it changed. Tested with ``distributed`` 2026.8.0.
-
-Examples
---------
->>> from daskhpc._dask_internals import INTERNALS
->>> "Worker.transfer_outgoing_log" in INTERNALS
-True
-"""
+"""Every part of ``distributed`` daskhpc uses that is not its public API, in one place: each
+item names its use (:data:`INTERNALS`) and ``tests/test_dask_internals.py`` checks each one
+against the installed ``distributed`` (tested with 2026.8.0). Elsewhere daskhpc uses the
+public surface only."""
 
 from __future__ import annotations
 
@@ -50,13 +35,7 @@ INTERNALS = {
 
 def changed(what: str, detail: str) -> str:
     """The message of a check that found ``what`` changed: names it, the installed
-    ``distributed`` and what daskhpc needs it for.
-
-    Examples
-    --------
-    >>> "Worker.rpc changed (gone)" in changed("Worker.rpc", "gone")
-    True
-    """
+    ``distributed`` and what daskhpc needs it for."""
     import distributed
 
     return (f"distributed {distributed.__version__}: {what} changed ({detail}); daskhpc "
@@ -167,16 +146,8 @@ async def register_worker_plugin(scheduler, plugin, name: str) -> None:
 
 # -- names of distributed's private modules --------------------------------------------
 
-#: Objects of modules that are not distributed's public API, as names of this module
-#: (imported on first use: the dashboard's pull in bokeh):
-#: ``dumps``/``loads`` (pickling as distributed does: cloudpickle where pickle refuses),
-#: ``log_errors`` (a decorator and context manager that logs what a bokeh callback
-#: raises), ``get_ip`` (this host's address on the route out), ``import_term``
-#: (``"module.attr"`` to the object), ``applications`` (``{url: fn(scheduler, extra,
-#: doc)}``: the Bokeh pages a scheduler built later in this process serves),
-#: ``template_variables`` (a scheduler's page variables; ``pages`` is the navigation),
-#: ``BokehApplication`` (pages added to a running scheduler), ``BOKEH_THEME`` and ``env``
-#: (the theme and page templates of distributed's pages).
+#: Objects of distributed's private modules, as names of this module imported on first
+#: use (the dashboard's pull in bokeh); :data:`INTERNALS` says what each is for.
 LAZY = {
     "dumps": "distributed.protocol.pickle",
     "loads": "distributed.protocol.pickle",

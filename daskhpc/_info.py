@@ -28,16 +28,12 @@ def _importable(module: str) -> bool:
         return False
 
 
-def mpiexec_path() -> str | None:
-    """The mpiexec of the ``mpich`` wheel next to this Python (the one mpi4py links against)."""
-    candidate = os.path.join(sys.prefix, "bin", "mpiexec")
-    return candidate if os.path.exists(candidate) else shutil.which("mpiexec")
-
-
 def collect_info() -> dict:
     from daskhpc import _workflows
     from daskhpc._version import __version__
 
+    # the mpich wheel's mpiexec next to this Python (the one mpi4py links against)
+    mpiexec = os.path.join(sys.prefix, "bin", "mpiexec")
     return {
         "daskhpc": __version__,
         "python": platform.python_version(),
@@ -49,7 +45,7 @@ def collect_info() -> dict:
                          "random": True, "block": True, "graph": _importable("mtkahypar")},
         "mpi": {"mpi4py": _version("mpi4py") is not None,
                 "dask_mpi": _version("dask-mpi") is not None,
-                "mpiexec": mpiexec_path()},
+                "mpiexec": mpiexec if os.path.exists(mpiexec) else shutil.which("mpiexec")},
         "workflows": sorted(_workflows.available()),
     }
 

@@ -1,23 +1,7 @@
-"""What ``python -m daskhpc.mpi`` and ``python -m daskhpc.slurm`` share.
-
-Both launchers run one command line on N tasks: task 0 the scheduler, task 1
-the client (a workflow, exactly as ``daskhpc run`` runs it, or a script), the
-rest one worker each. They differ only in how the tasks find each other (MPI
-broadcasts, or files in a directory every task sees) and in how a job is
-ended at once (``MPI_Abort``, or the scheduler telling every task to exit):
-:class:`Launcher` carries those differences, the rest is here: the shared
-options, the cluster config every task needs, the client task (wait for the
-workers, run the target, send the exit status to every task, shut down).
-
-Examples
---------
->>> import argparse
->>> p = argparse.ArgumentParser()
->>> add_options(p)
->>> opts = p.parse_args(["--worker-class", "distributed.Nanny", "ssgd", "r.tsv"])
->>> opts.worker_class, opts.target, opts.args
-('distributed.Nanny', 'ssgd', ['r.tsv'])
-"""
+"""What ``python -m daskhpc.mpi`` and ``python -m daskhpc.slurm`` share: both run one command
+line on N tasks (0 the scheduler, 1 the client, the others a worker each) and differ only in
+how the tasks find each other and how a job is ended at once (:class:`Launcher`). Here: the
+shared options, the config every task needs, and the client task."""
 
 from __future__ import annotations
 
@@ -50,19 +34,9 @@ EPILOG = ("exit status: 0 success, 1 the workflow failed, 2 bad options, "
 
 @dataclass
 class Launcher:
-    """How one launcher differs from the other.
-
-    Attributes
-    ----------
-    name : str
-        Module name, the prefix of every message (``daskhpc.mpi``).
-    section : str
-        Key of the section the launcher adds to a workflow's JSON report.
-    abort : callable
-        ``abort(status)``: end every task now (the cluster cannot be shut down in order).
-    details : dict
-        Extra entries of the report's section (e.g. the job id).
-    """
+    """How one launcher differs: ``name`` (module, every message's prefix), ``section`` (its key
+    in the JSON report), ``abort(status)`` (end every task now) and ``details`` (more entries of
+    that section, e.g. the job id)."""
 
     name: str
     section: str
@@ -129,8 +103,7 @@ def configure(opts, job, rank: int) -> None:
     """Config every rank needs before the scheduler and workers are built."""
     import dask.config
 
-    from daskhpc import _config  # noqa: F401 - loads daskhpc.yaml defaults (env vars win)
-    from daskhpc.runtime import CLUSTER_CONFIG
+    from daskhpc.runtime import CLUSTER_CONFIG      # (its import loads daskhpc.yaml)
 
     if not opts.interface:
         # Dask binds a scheduler or worker given no interface to every interface
@@ -154,13 +127,7 @@ def configure(opts, job, rank: int) -> None:
 
 
 def job_nodes(env=None) -> int | None:
-    """How many nodes the batch system gave the job (SLURM), or None if it does not say.
-
-    Examples
-    --------
-    >>> job_nodes({"SLURM_JOB_NUM_NODES": "4"}), job_nodes({})
-    (4, None)
-    """
+    """How many nodes the batch system gave the job (SLURM), or None if it does not say."""
     env = os.environ if env is None else env
     for key in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"):
         if env.get(key, "").isdigit():
@@ -176,19 +143,9 @@ def pick_interface(opts, env=None) -> None:
 
 
 def default_interface(nodes: int | None = None) -> str | None:
-    """The network interface of the address Dask would advertise for this host
-    (``distributed.utils.get_ip``: the one routing outwards), or None if no interface
-    holds it.
-
-    Without a default route ``get_ip`` gives the loopback: the host's own routable
-    address is used instead when it has exactly one; with several, or with none on a job
-    of several nodes, :class:`~daskhpc._mpi_options.BadOptions` asks for ``--interface``.
-
-    Examples
-    --------
-    >>> default_interface(1) is None or isinstance(default_interface(1), str)
-    True
-    """
+    """The interface of the address Dask would advertise (``get_ip``: the one routing outwards),
+    or None if none holds it. Without a default route that is the loopback: then the host's one
+    routable address, or BadOptions asking for ``--interface`` where that is ambiguous."""
     import ipaddress
 
     import psutil
@@ -224,19 +181,10 @@ def default_interface(nodes: int | None = None) -> str | None:
 def client_task(launcher: Launcher, opts, job, argv: list[str], size: int,
                 creds: dict | None, files: list[str], publish: bool = True,
                 on_client: Callable | None = None) -> int:
-    """Run the target on the client task; return the job's exit status.
-
-    Parameters
-    ----------
-    files : list of str
-        The job's files in shared directories (scheduler file, credentials):
-        removed when the job ends.
-    publish : bool
-        Write ``job.scheduler_file`` (and the credentials beside it) once the
-        workers are in (the MPI launcher); the srun launcher's scheduler wrote it.
-    on_client : callable, optional
-        Called with the job's client before the target runs.
-    """
+    """Run the target on the client task; return the job's exit status. ``files`` (scheduler
+    file, credentials) are removed when the job ends; ``publish``: write the scheduler file
+    (and credentials) once the workers are in (MPI; srun's scheduler wrote it);
+    ``on_client(client)`` runs before the target."""
     from distributed import Client
 
     from daskhpc import _mpi_watch
@@ -278,14 +226,10 @@ def client_task(launcher: Launcher, opts, job, argv: list[str], size: int,
         else:
             launcher.say(f"{nworkers} workers, dashboard: {client.dashboard_link}")
             status = _run_script(job)
-        return status
     except KeyboardInterrupt:
         status = 130
-        return status
     except Exception as e:  # noqa: BLE001 - the launcher's own failure still ends the job
-        launcher.say(f"client rank failed: {type(e).__name__}: {e}")
-        status = FAILED
-        return status
+        launcher.say(f"client rank failed: {type(e).__name__}: {e}")    # (status FAILED)
     finally:
         if timer is not None:
             timer.cancel()
@@ -296,6 +240,7 @@ def client_task(launcher: Launcher, opts, job, argv: list[str], size: int,
         if client is None:
             # no client, no orderly shutdown: the scheduler and workers would wait forever
             launcher.abort(status)
+    return status
 
 
 def _run_workflow(launcher: Launcher, job, argv: list[str], size: int, nworkers: int) -> int:
@@ -372,31 +317,24 @@ def _shutdown(client, status: int) -> None:
     from distributed import Client
 
     from daskhpc import _mpi_watch
+    from daskhpc.runtime import worker_info
 
-    # Clients the workflow or script left open would try to reconnect once the
-    # scheduler is gone, and log the failure as an error: close them first.
+    # clients the target left open would log failed reconnects once the scheduler is gone
     for other in list(Client._instances):
         if other is not client and other.status not in ("closed", "closing"):
             with contextlib.suppress(Exception):    # best effort
                 other.close()
-    # Each step may fail if the cluster is already broken; the status still
-    # reaches the ranks that are alive, and the others are reported missing.
+    # each step may fail on a broken cluster; the ranks alive still get the status
     steps = [
         lambda: client.run_on_scheduler(_mpi_watch.record_status, status),  # stands the watch down
         lambda: client.run(_mpi_watch.record_status, status, on_error="ignore"),
         lambda: client.run(_mpi_watch.record_status, status, on_error="ignore", nanny=True),
-        # Workers first (a scheduler closed under live workers makes them log
-        # CommClosedError tracebacks); nannies by the scheduler's own shutdown (a worker
-        # retired under its nanny keeps its heartbeat going into a forgetful scheduler).
-        lambda: None if _has_nannies(client) else client.retire_workers(close_workers=True),
+        # workers first (closing the scheduler under them logs CommClosedError); nannies
+        # by the scheduler's shutdown (a retired nanny's worker would keep heartbeating)
+        lambda: None if any(w.get("nanny") for w in worker_info(client).values())
+        else client.retire_workers(close_workers=True),
         lambda: client.shutdown(),
     ]
     for step in [*steps, client.close]:
         with contextlib.suppress(Exception):    # best effort: the job is ending either way
             step()
-
-
-def _has_nannies(client) -> bool:
-    from daskhpc.runtime import worker_info
-
-    return any(w.get("nanny") for w in worker_info(client).values())

@@ -1,13 +1,10 @@
-"""Options of ``python -m daskhpc.mpi``, checked on every rank before start-up.
-
-What rank 1 will run (:class:`Job`: a workflow as ``daskhpc run`` runs it, or a
-script), parsed the way the CLI will parse it, and how the cluster listens
-(protocol, TLS, dashboard), so that a typo ends the job before any scheduler or
-worker exists. Only one rank prints the complaint.
-"""
+"""Options of the launchers, checked on every rank before start-up: what rank 1 will run
+(parsed as the CLI will) and how the cluster listens, so that a typo ends the job before any
+scheduler or worker exists. Only one rank prints the complaint."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -40,15 +37,7 @@ class Job:
 
 
 def resolve(opts, where: str = "mpiexec") -> Job:
-    """The job the launcher's parsed options describe.
-
-    Examples
-    --------
-    >>> from daskhpc.mpi import build_parser
-    >>> job = resolve(build_parser().parse_args(["spgemm", "a.mtx", "--aat"]))
-    >>> job.kind, job.run_argv, job.dashboard_address, job.protocol
-    ('workflow', ['run', 'spgemm', 'a.mtx', '--aat'], 'localhost:8787', 'tls')
-    """
+    """The job the launcher's parsed options describe."""
     from daskhpc import _config, _mpi_security, _workflows
 
     target = opts.target
@@ -85,13 +74,7 @@ def resolve(opts, where: str = "mpiexec") -> Job:
 
 
 def check_worker(worker_class: str, options: str | None) -> tuple[str, dict]:
-    """``--worker-class`` (importable) and ``--worker-options`` (a JSON object), checked.
-
-    Examples
-    --------
-    >>> check_worker("distributed.Nanny", '{"memory_limit": "4GB"}')
-    ('distributed.Nanny', {'memory_limit': '4GB'})
-    """
+    """``--worker-class`` (importable) and ``--worker-options`` (a JSON object), checked."""
     from daskhpc._dask_internals import import_term
 
     try:
@@ -125,21 +108,16 @@ def check_workflow_args(run_argv: list[str], where: str = "mpiexec"
     return values.get("scheduler_file"), values.get("dashboard_address")
 
 
-class quiet_unless:
+@contextlib.contextmanager
+def quiet_unless(loud: bool):
     """Silence stdout/stderr on ranks that must not repeat rank 0's messages."""
-
-    def __init__(self, loud: bool):
-        self.loud = loud
-
-    def __enter__(self):
-        if not self.loud:
-            self.saved = sys.stdout, sys.stderr
-            sys.stdout = sys.stderr = io.StringIO()
-        return self
-
-    def __exit__(self, *exc):
-        if not self.loud:
-            sys.stdout, sys.stderr = self.saved
+    saved = sys.stdout, sys.stderr
+    if not loud:
+        sys.stdout = sys.stderr = io.StringIO()
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def env_rank() -> int | None:

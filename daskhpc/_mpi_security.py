@@ -1,25 +1,10 @@
 """A private Dask cluster for an MPI job: per-job TLS credentials, handed over MPI.
 
-Anyone who can reach a scheduler can submit pickled tasks, which run as the job's
-owner. So by default (``--insecure`` turns it off) one rank makes one credential per job
-(:func:`offer`), an ECDSA P-256 key and a self-signed certificate that is also the job's
-only trusted CA, and broadcasts it over the job's MPI communicator (:func:`share`); it
-is written to a file only for ``--scheduler-file`` (:func:`write_credentials`, mode
-0600). Every rank puts it in its Dask config (:func:`config`), so every ``Security()``
-of the job speaks ``tls://`` and demands a certificate signed by the job's CA from both
-ends. ECDSA rather than ``Security.temporary()`` (RSA 2048): ~0.1 ms instead of
-100-700 ms, made by the client rank while rank 0 builds the scheduler.
-
-Examples
---------
->>> creds = new_credentials()
->>> sorted(creds)
-['cert', 'key']
->>> sec = security(creds)
->>> sec.require_encryption, sec.tls_ca_file == sec.tls_worker_cert == creds["cert"]
-(True, True)
->>> tls_protocol("tcp")
-'tls'
+Anyone who reaches a scheduler can run code as the job's owner, so by default one rank makes
+one credential per job (:func:`offer`: an ECDSA P-256 key and a self-signed certificate, the
+job's only CA; ~0.1 ms where ``Security.temporary()``'s RSA takes 100-700 ms) and broadcasts it
+(:func:`share`); it is written to a file (mode 0600) only for ``--scheduler-file``. Every
+rank's default ``Security()`` then speaks ``tls://`` and demands the job's CA at both ends.
 """
 
 from __future__ import annotations
@@ -54,13 +39,8 @@ def available() -> bool:
 
 
 def new_credentials() -> dict[str, str]:
-    """A fresh key and self-signed certificate (PEM text), valid for one job.
-
-    Returns
-    -------
-    dict
-        ``{"cert": PEM, "key": PEM}``; the certificate is its own CA.
-    """
+    """``{"cert": PEM, "key": PEM}``: a fresh key and self-signed certificate (its own CA),
+    valid for one job."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -93,11 +73,8 @@ def new_credentials() -> dict[str, str]:
 
 
 def offer() -> tuple[str, object]:
-    """On the rank that makes them: ``("ok", credentials)`` or ``("error", message)``.
-
-    A failure is broadcast like the credentials (:func:`share`), so that no rank
-    waits for credentials that will never come.
-    """
+    """On the rank that makes them: ``("ok", credentials)`` or ``("error", message)``, broadcast
+    either way (:func:`share`) so that no rank waits for credentials that never come."""
     try:
         return ("ok", new_credentials())
     except ImportError as e:
@@ -109,26 +86,8 @@ def offer() -> tuple[str, object]:
 
 
 def share(comm, offered: tuple | None, root: int) -> dict[str, str]:
-    """Broadcast what :func:`offer` gave on ``root`` to every rank (``MPI_Bcast``).
-
-    Parameters
-    ----------
-    comm : mpi4py.MPI.Intracomm
-        The job's communicator (``MPI.COMM_WORLD``); every rank calls this once.
-    offered : tuple or None
-        ``offer()`` on ``root``, ignored elsewhere.
-
-    Raises
-    ------
-    SecurityError
-        On every rank, if ``root`` could not make them.
-
-    Examples
-    --------
-    >>> from mpi4py import MPI                                        # doctest: +SKIP
-    >>> comm = MPI.COMM_WORLD                                         # doctest: +SKIP
-    >>> creds = share(comm, offer() if comm.rank == 1 else None, 1)   # doctest: +SKIP
-    """
+    """Broadcast what :func:`offer` gave on ``root`` to every rank of ``comm`` (``MPI_Bcast``,
+    called once on every rank); SecurityError on every rank if ``root`` could not make them."""
     kind, value = comm.bcast(offered, root=root)
     if kind != "ok":
         raise SecurityError(value)
@@ -174,12 +133,8 @@ LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
 
 
 def link_dashboard_host(address: str | None) -> None:
-    """Make ``Client.dashboard_link`` name the host the dashboard listens on.
-
-    The link takes its host from the scheduler's address, which is wrong when
-    the dashboard listens elsewhere (by default on localhost only). A site's own
-    ``distributed.dashboard.link`` template is left alone.
-    """
+    """Make ``Client.dashboard_link`` name the host the dashboard listens on (the scheduler's
+    address is wrong for a loopback dashboard); a site's own link template is left alone."""
     import dask.config
 
     host = (address or "").rpartition(":")[0]
@@ -207,13 +162,9 @@ def credentials_path(scheduler_file: str) -> str:
 
 
 def write_credentials(path: str, creds: dict[str, str]) -> None:
-    """Write ``creds`` as one PEM file (key, then certificate) readable by its owner only.
-
-    Created afresh with mode 0600 (``O_EXCL``: never through a file or link
-    someone else put there) under a temporary name, then renamed, so that a
-    task waiting for it never reads half a file; a stale file of ours from a
-    killed job is replaced.
-    """
+    """Write ``creds`` as one PEM file (key, then certificate) readable by its owner only:
+    created with mode 0600 and ``O_EXCL`` under a temporary name, then renamed (a waiting task
+    never reads half a file)."""
     tmp = f"{path}.{os.getpid()}.tmp"
     if os.path.lexists(tmp):
         os.unlink(tmp)
@@ -234,13 +185,5 @@ def read_credentials(path: str) -> dict[str, str]:
 
 
 def load_credentials(path: str):
-    """A client :class:`~distributed.security.Security` from a file :func:`write_credentials` wrote.
-
-    Examples
-    --------
-    >>> from distributed import Client                    # doctest: +SKIP
-    >>> F = "scheduler-42.json"                           # doctest: +SKIP
-    >>> Client(scheduler_file=F,                          # doctest: +SKIP
-    ...        security=load_credentials(credentials_path(F)))
-    """
+    """A client ``Security`` from a file :func:`write_credentials` wrote."""
     return security(read_credentials(path))

@@ -1,26 +1,10 @@
 """Watch an MPI job's Dask cluster and carry its exit status to every rank.
 
-Under ``mpiexec`` a rank that is gone stays gone, and pinned tasks that needed it wait
-forever; so the launcher (:mod:`daskhpc.mpi`) ends the job as soon as a rank is lost:
-
-- :class:`JobWatch`, a scheduler plugin on rank 0 (this module's ``dask_setup``, a
-  scheduler preload), aborts the MPI job with :data:`LOST_RANK` and a message naming
-  the rank when a worker leaves, or the client rank disconnects, before the client said
-  the job is over. It first silences Dask's loggers and sends that line to the client
-  rank (event topic :data:`ABORT_TOPIC`, :func:`listen_for_end`), which prints it too.
-- :func:`record_status` is how the client rank tells the scheduler and the workers the
-  job's exit status before it shuts the cluster down; each rank exits with it
-  (:func:`received_status`), or with :data:`LOST_RANK` if its cluster closed without it.
-  (Not an MPI collective: one hangs when a peer is gone, the case it would report.)
-
-Examples
---------
->>> watch = JobWatch(abort=lambda code, msg: print(code, msg))
->>> watch.closing
-False
->>> record_status(0)
->>> received_status()
-0
+Under ``mpiexec`` a lost rank stays lost and pinned tasks would wait forever:
+:class:`JobWatch` (a scheduler preload) ends the job with :data:`LOST_RANK` when a worker or
+the client rank leaves early, telling the client rank why (:data:`ABORT_TOPIC`).
+:func:`record_status` carries the exit status to every rank before shutdown (not an MPI
+collective: one would hang on a lost peer).
 """
 
 from __future__ import annotations
@@ -56,11 +40,8 @@ def _mpi_abort(code: int, message: str) -> None:
     from mpi4py import MPI
 
     print(f"daskhpc.mpi: {message}", file=sys.stderr, flush=True)
-    # Abort, not sys.exit: the other ranks may be blocked in the event loop or
-    # waiting on a task that can never run; mpiexec kills them all.
-    # mpiexec kills every rank as soon as one aborts; give its output forwarding (and
-    # the event to the client rank, sent by this event loop) a moment, or the lines
-    # that say why the job ended can be lost.
+    # Abort, not sys.exit (the other ranks may wait forever), after a moment for
+    # mpiexec's output forwarding and the event to the client rank: the lines saying why
     try:
         asyncio.get_running_loop().call_later(ABORT_GRACE, MPI.COMM_WORLD.Abort, code)
     except RuntimeError:                  # no event loop here: wait in this thread
@@ -75,19 +56,8 @@ def quiet_logs() -> None:
 
 
 class JobWatch(SchedulerPlugin):
-    """End the MPI job when a rank leaves the cluster before the job is over.
-
-    Parameters
-    ----------
-    abort : callable, optional
-        ``abort(code, message)``; default prints the message and calls
-        ``MPI.COMM_WORLD.Abort(code)``.
-
-    Examples
-    --------
-    >>> scheduler.add_plugin(JobWatch())                   # doctest: +SKIP
-    >>> client.run_on_scheduler(watch_client, client.id)   # doctest: +SKIP
-    """
+    """End the MPI job when a rank leaves the cluster before the job is over; ``abort(code,
+    message)`` defaults to printing the message and ``MPI.COMM_WORLD.Abort(code)``."""
 
     name = NAME
 
@@ -119,9 +89,7 @@ class JobWatch(SchedulerPlugin):
     def _end(self, scheduler, code: int, message: str) -> None:
         # once: the other ranks' exits that follow are no news
         self.closing = True
-        # the comms the end closes (a client subscribed to every event, such as a
-        # workflow's WorkerWatch) made the scheduler log CRITICAL tracebacks after the line
-        # that says why
+        # the comms the end closes would log CRITICAL tracebacks after the line saying why
         quiet_logs()
         try:
             scheduler.log_event(ABORT_TOPIC, {"code": code, "message": message})
@@ -147,12 +115,7 @@ def dask_setup(scheduler) -> None:
 
 def listen_for_end(client, name: str, exit_now=None) -> None:
     """Print, on the client rank, why the scheduler ends the job (``name: message``); then
-    ``exit_now(code)`` if given (without MPI, nothing else ends this process).
-
-    Examples
-    --------
-    >>> listen_for_end(client, "daskhpc.slurm", exit_now=os._exit)   # doctest: +SKIP
-    """
+    ``exit_now(code)`` if given (without MPI, nothing else ends this process)."""
     def on_end(event) -> None:
         msg = event[1]
         if msg.get("message"):
@@ -175,10 +138,8 @@ def record_status(code: int, dask_scheduler=None, dask_worker=None) -> None:
     if dask_scheduler is not None and NAME in dask_scheduler.plugins:
         dask_scheduler.plugins[NAME].closing = True
     if dask_scheduler is not None or dask_worker is not None:
-        # The job is over and its status decided: the races of closing a busy cluster
-        # (a heartbeat in flight from a worker being retired, "Scheduler was unaware
-        # of this worker", "Failed to communicate with scheduler during heartbeat")
-        # are no news to the user, and change nothing.
+        # the status is decided: the races of closing a busy cluster ("Scheduler was
+        # unaware of this worker", failed heartbeats) are no news to the user
         quiet_logs()
 
 

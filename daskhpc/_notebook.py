@@ -1,13 +1,5 @@
 """Jupyter: whether this process is a notebook's kernel, and how a bokeh figure shows
-itself as a cell's value there.
-
-No dask here; IPython and bokeh are imported only when a notebook asks for them.
-
-Examples
---------
->>> in_kernel()          # a script, a terminal, pytest: not a notebook
-False
-"""
+itself as a cell's value there. IPython and bokeh are imported only when asked for."""
 
 from __future__ import annotations
 
@@ -18,10 +10,7 @@ __all__ = ["in_kernel", "displayable"]
 
 
 def in_kernel() -> bool:
-    """True inside a Jupyter kernel (ipykernel: JupyterLab, Notebook, VS Code, Colab).
-
-    The shell of a kernel has a ``kernel``; a terminal IPython has none, and a process
-    that never imported IPython is not a kernel at all."""
+    """True inside a Jupyter kernel: its shell has a ``kernel`` (a terminal IPython's has none)."""
     ipython = sys.modules.get("IPython")
     if ipython is None:
         return False
@@ -30,21 +19,9 @@ def in_kernel() -> bool:
 
 
 def displayable(fig):
-    """``fig`` (a bokeh figure), drawn when it is a notebook cell's value.
-
-    Bokeh's own ``_repr_html_`` lists the figure's properties; this figure instead
-    shows itself the way ``bokeh.io.show`` does in a notebook (loading BokehJS into the
-    page first, once per kernel, inline: the plot shows offline and in an exported HTML).
-    Outside a kernel it prints its usual ``repr``. It stays a bokeh figure: ``show``,
-    ``save`` and layouts take it as before.
-
-    Examples
-    --------
-    >>> from bokeh.plotting import figure
-    >>> fig = displayable(figure())
-    >>> type(fig).__name__, callable(fig._ipython_display_)
-    ('figure', True)
-    """
+    """``fig`` (a bokeh figure), drawn when it is a notebook cell's value as ``bokeh.io.show``
+    draws it (BokehJS inline, once per kernel: offline and in exported HTML), instead of
+    bokeh's list of properties; outside a kernel its ``repr``. It stays a bokeh figure."""
     # bokeh lets private attributes through its property checks: the hook is this
     # figure's own (the class's figures keep bokeh's behaviour)
     fig._ipython_display_ = types.MethodType(_show, fig)

@@ -1,28 +1,10 @@
 """Compile a workflow's numba kernels once, in the client, and say so while it happens.
 
-numba compiles a kernel at its first call with new argument types and (``cache=True``)
-saves it to its cache (``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the source). With
-a cold cache every worker of a LocalCluster compiles the same kernels at the same time
-(N workers: N times the CPU and the compiler's memory), silently. :func:`prepare_kernels`
-runs the workflow's declared warm-up in the client before the cluster starts: the
-kernels compile once, the workers only load them, and the first compile prints one line
-on ``file``::
-
-    spgemm: compiling kernels (first run only) ... done in 12.3 s
-
-A warm cache prints nothing: loading is not compiling (numba fires its
-``numba:compile`` event only on a cache miss, which is what this listens to). After a
-warm-up a stamp beside numba's cache (the kernels' source files, numba, the CPU) lets
-the next run skip it while nothing changed. Several workflows at once (``daskhpc demo``)
-warm up side by side in one process per core (numba compiles on one core, holding the
-GIL): they share numba's cache, so this process and the workers then only load.
-
-A workflow declares its warm-up in its kernels module (``daskhpc/<name>/_kernels.py``, or
-the module its ``Workflow.kernels`` names): ``WARMUP`` calls every kernel a ``run``
-compiles, on the client and on the workers, with the argument types the run uses; ``WARMUP_PLAN`` (optional)
-what ``plan`` compiles. Each is a function, a ``"module:function"`` reference (resolved
-only when called: the workers' own warm-up may live in a module that imports the
-kernels module), or a tuple of them. No dask here.
+With a cold cache every worker of a LocalCluster would compile the same kernels at once,
+silently. :func:`prepare_kernels` runs the warm-up of the workflow's kernels module
+(``WARMUP``, ``WARMUP_PLAN``: functions, ``"module:function"`` references or tuples of them)
+first, with one line at the first compile (numba's ``numba:compile`` fires only on a cache
+miss); a stamp beside numba's cache skips it while nothing changed. No dask here.
 """
 
 from __future__ import annotations
@@ -41,9 +23,8 @@ __all__ = ["KernelsReport", "prepare_kernels", "usable_cores", "warmup_of"]
 
 _MESSAGE = "compiling kernels (first run only) ..."
 
-#: ``(workflow, command)`` prepared in this process already: its kernels are in numba's
-#: cache (stamped) or in memory, so the next run of the process skips even the stamp's
-#: file reads (0.5-4 ms a run: a job without kernels scanned every module each time)
+#: ``(workflow, command)`` prepared in this process already: the next run of the process
+#: skips even the stamp's file reads (0.5-4 ms a run)
 _PREPARED: set = set()
 
 
@@ -57,7 +38,7 @@ class KernelsReport:
     compiled : int
         Kernel specialisations compiled (0: every one came from numba's cache).
     seconds : float
-        Wall time of the warm-up (compiling or loading).
+        Wall time of the warm-up.
     """
 
     workflows: tuple
@@ -80,8 +61,7 @@ def warmup_of(workflow: str, command: str = "run") -> list:
 
 
 def _kernels_module(workflow: str):
-    """The registered workflow's kernels module (None: not a registered workflow, e.g. a
-    job of the frame's own tests, or one without kernels)."""
+    """The registered workflow's kernels module (None: unregistered, or without kernels)."""
     if workflow not in _workflows.available():
         return None
     return _workflows.load(workflow).kernels_module()
@@ -91,9 +71,7 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
     """Compile (or load from numba's cache) the kernels of ``workflows`` in this process.
 
     Call it before the cluster starts: its workers then load the kernels instead of each
-    compiling them. A workflow whose stamp is fresh (warmed up before, nothing changed
-    since) is skipped: a warm run pays a few file reads, and a later call in the same
-    process none (what it prepared is remembered).
+    compiling them. A workflow warmed up before, with nothing changed since, is skipped.
 
     Parameters
     ----------
@@ -102,14 +80,8 @@ def prepare_kernels(*workflows: str, command: str = "run", file=None) -> Kernels
     command : {"run", "demo", "plan"}
         ``plan`` compiles only what a plan uses (``WARMUP_PLAN``).
     file : text stream, optional
-        Where the "compiling kernels (first run only) ... done in 12.3 s" line goes
-        (``sys.stderr`` on the command line; never stdout, which may carry JSON).
-        None: silent.
-
-    Returns
-    -------
-    KernelsReport
-        ``cached`` says whether everything came from numba's cache.
+        Where the "compiling kernels (first run only) ... done in 12.3 s" line goes (never
+        stdout, which may carry JSON); None: silent. Returns a :class:`KernelsReport`.
     """
     todo = [(w, _stamp_path(w, command)) for w in workflows if (w, command) not in _PREPARED]
     todo = [(w, path) for w, path in todo if not _fresh(path)]
@@ -144,11 +116,8 @@ def usable_cores() -> int:
 
 
 def _warm_up_side_by_side(workflows: list, command: str, announce) -> None:
-    """The warm-ups of ``workflows`` in one spawned process per core, in turn, into
-    numba's cache that this process shares, each writing its stamp; ``announce`` hears
-    of the first compile and counts them. A workflow without a fresh stamp afterwards
-    (its warm-up failed there) is warmed up in this process next, where an error is
-    raised where the user sees it."""
+    """The warm-ups of ``workflows`` in one spawned process per core, into the numba cache this
+    process shares; one that failed there (no fresh stamp) runs here next, where its error shows."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -177,8 +146,7 @@ def _child_init(started) -> None:
 
 
 def _warm_up_child(workflow: str, command: str) -> int:
-    """One workflow's warm-up in a side-by-side process: its compiles (numba:compile
-    of cached kernels), and the first one said to the parent."""
+    """One workflow's warm-up in a side-by-side process; its first compile is told the parent."""
     announce = _announcer(None, workflow, on_first=_STARTED.set)
     _warm_up(workflow, command, _stamp_path(workflow, command), announce)
     return announce.compiled
@@ -196,13 +164,10 @@ def _warm_up(workflow: str, command: str, path, announce) -> None:
     _write_stamp(path, before)
 
 
-# The stamp: after a warm-up, a small JSON file beside numba's cache of the workflow's
-# kernels module lists the source files of every kernel the warm-up compiled or loaded,
-# with their size and mtime (what numba's own cache index is keyed on), numba's version
-# and the CPU. While they match, the warm-up is skipped: loading every kernel in the
-# client (and compiling numba's uncached helpers) would cost a warm run ~0.5-3 s.
-# Anything unexpected (numba internals changed, no writable cache) means "not fresh":
-# the warm-up runs, as on a cold cache.
+# The stamp, beside numba's cache of the kernels module: the source files of every kernel
+# the warm-up compiled or loaded with their size and mtime (numba's cache index keys),
+# numba's version and the CPU. While they match, the warm-up (~0.5-3 s on a warm cache) is
+# skipped; anything unexpected means "not fresh", and the warm-up runs.
 
 def _stamp_path(workflow: str, command: str):
     from numba.core.dispatcher import Dispatcher
@@ -266,22 +231,14 @@ def _write_stamp(path, before: dict) -> None:
         pass        # no writable cache: the next run warms up again
 
 
-def _ticks(file) -> bool:
-    """A terminal, and progress not turned off (as ``_terminal.progress_mode``)."""
-    from daskhpc import _config
-
-    return _config.progress_setting() is not False and \
-        bool(getattr(file, "isatty", lambda: False)())
-
-
 def _announcer(file, label: str, on_first=None):
-    """A numba ``numba:compile`` listener (numba is imported only when kernels are
-    prepared) that counts the compiles of cached kernels and writes the message at the
-    first one (``begin``; ``on_first`` is called then too). Kernels without
-    ``cache=True`` (numba's own, e.g. ``typed.List``'s helpers) compile in every process
-    on every run: not "first run only", not counted."""
+    """A ``numba:compile`` listener that counts the compiles of cached kernels and writes the
+    message at the first (``begin``; ``on_first`` too). Uncached kernels (numba's own helpers)
+    compile in every process: not "first run only", not counted."""
     from numba.core import event
     from numba.core.caching import NullCache
+
+    from daskhpc._config import progress_setting
 
     class Announce(event.Listener):
         def __init__(self):
@@ -310,7 +267,8 @@ def _announcer(file, label: str, on_first=None):
                 on_first()
             if file is not None:
                 print(f"{label}: {_MESSAGE}", end="", file=file, flush=True)
-                if _ticks(file):      # seconds ticking, not 40 s of silence (demo)
+                # seconds ticking on a terminal, not 40 s of silence (demo)
+                if progress_setting() is not False and getattr(file, "isatty", bool)():
                     self.stage = start_ticker(f"{label}: {_MESSAGE[:-4]}", file)
 
         def on_end(self, ev):

@@ -34,11 +34,8 @@ def graph_model(G) -> hg.Hypergraph:
 
 def build_model(model: str, data, *, net_cost: int = 1, batches: int = 10,
                 batch_size: float = 0.1, seed: int = 0):
-    """(Hypergraph, graph or None) for a model name and a :class:`daskhpc.io.SparseInput`.
-
-    The graph (symmetrised adjacency) comes back for square matrices so the ``graph``
-    partitioner can partition what a graph-partitioning baseline would.
-    """
+    """(Hypergraph, graph or None) for a model name and a :class:`daskhpc.io.SparseInput`; the
+    graph (symmetrised adjacency, square matrices) is what the ``graph`` partitioner takes."""
     if model not in MODELS:
         raise InputError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     if model.startswith("tensor"):
@@ -64,17 +61,10 @@ def build_model(model: str, data, *, net_cost: int = 1, batches: int = 10,
     return hg.stochastic(A, batches=batches, batch_size=batch_size, seed=seed), G
 
 
-def model_summary(h: hg.Hypergraph) -> dict:
-    return {"name": h.name, "vertices": h.num_vertices, "nets": h.num_nets,
-            "pins": h.num_pins, "constraints": h.num_constraints}
-
-
 def partition_report(args, data, stage=None) -> tuple[dict, hg.Partition]:
-    """Build the model, partition it, and return the JSON report and the Partition.
-
-    ``stage(label)`` is a context manager that says what runs (``daskhpc._terminal.stage``
-    on the command line); default: silent."""
-    stage = stage or _silent
+    """Build the model, partition it, and return the JSON report and the Partition; ``stage``
+    says what runs (``daskhpc._terminal.stage`` on the command line; default silent)."""
+    stage = stage or contextlib.nullcontext
     t0 = time.perf_counter()
     with stage(f"building the {args.model} model"):
         h, G = build_model(args.model, data, net_cost=args.net_cost, seed=args.seed)
@@ -88,8 +78,10 @@ def partition_report(args, data, stage=None) -> tuple[dict, hg.Partition]:
                f"{h.num_nets:,} nets, {h.num_pins:,} pins"):
         p = hg.partition(h, args.parts, args.partitioner, objective=args.objective,
                          epsilon=args.epsilon, seed=args.seed, **options)
+    model = {"name": h.name, "vertices": h.num_vertices, "nets": h.num_nets,
+             "pins": h.num_pins, "constraints": h.num_constraints}
     report = new_report(
-        "partition", input=data.describe(), model=model_summary(h), parts=args.parts,
+        "partition", input=data.describe(), model=model, parts=args.parts,
         partitioner=p.partitioner, objective=args.objective, epsilon=args.epsilon,
         seed=args.seed, partition=p.report(),
         timing={"model_s": round(t_model, 4), "partition_s": round(p.time_s, 4)})
@@ -114,14 +106,10 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
 def demo_partitions(nparts: int = 4, seed: int = 0, backends=None, stage=None,
                     threads: int = 1) -> list[dict]:
     """Partition the bundled data the workflows' demos partition, with every backend, in
-    the model they use; one row per (data, backend).
-
-    ``stage(label)`` says what runs, as in :func:`partition_report`. ``threads``: Mt-KaHyPar's
-    (and the graph backend's) thread pool; its deterministic preset gives the same
-    partition on 1 and 2 threads for these data (checked part by part), in about half the
-    time. a9a is not here: no workflow partitions it (``linear`` splits its rows by a
-    seed), and its row-net (123 vertices, 32,561 nets) took 16 s of a 60 s demo."""
-    stage = stage or _silent
+    the model they use; one row per (data, backend). ``threads``: Mt-KaHyPar's deterministic
+    preset gives the same partitions on 1 and 2 threads here. a9a is left out: no workflow
+    partitions it, and its row-net took 16 s of a 60 s demo."""
+    stage = stage or contextlib.nullcontext
     cases = [("ratings (ml-latest-small)", datasets.ratings, "column-net"),
              ("cora", _cora_input, "column-net"),
              ("umls tensor", datasets.tensor, "tensor-fine")]
@@ -149,10 +137,6 @@ def _demo_rows(name, data, model, nparts, seed, backends, threads) -> list[dict]
     for r in rows:
         r["km1/random"] = f"{r['km1'] / base:.2f}" if base else "-"
     return rows
-
-
-def _silent(_label):
-    return contextlib.nullcontext()
 
 
 def _cora_input():

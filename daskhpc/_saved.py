@@ -1,39 +1,9 @@
-"""A result kept on disk: ``result.save(DIR)`` and ``daskhpc.load(DIR)``.
-
-The format is open and needs no daskhpc to read (no pickle):
-
-``DIR/arrays.npz``
-    every array of the model (numpy ``.npz``; a scipy sparse matrix as its CSR
-    ``data``/``indices``/``indptr``), named by its place in the result (``factors.1``);
-``DIR/manifest.json``
-    ``format``/``format_version``, the ``workflow``, the result class, the ``model``
-    (the result's saved attributes, arrays replaced by ``{"array": name, "shape",
-    "dtype", "sha256"}``), the full ``report`` and ``history``, library ``versions``, and
-    a ``checksum`` of everything above it.
-``DIR/<name>/*.npz`` (format version 2)
-    a sparse attribute kept as *pieces*: scipy ``save_npz`` files, each of the
-    attribute's full shape, whose sum is the value (SpGEMM's C, written by the workers
-    that hold the pieces). The model names them: ``{"pieces": {"format":
-    "scipy.sparse.save_npz", "combine": "sum", "shape", "nnz", "files": [{"file",
-    "shape", "nnz", "bytes", "sha256"}, ...]}}``.
-
-Every file is written to a temporary name and renamed into place, the manifest last: a
-directory with a manifest is complete. Version 1 (no pieces) is still written when there
-are none, and both are read. Loading checks the checksum and every array's
-digest, and refuses a damaged or foreign directory with one line naming the file
-(:class:`~daskhpc.errors.InputError`). No dask here.
-
-Examples
---------
->>> import tempfile, numpy as np
->>> from daskhpc.report import WorkflowResult
->>> class R(WorkflowResult):
-...     workflow, SAVED = "toy", ("w",)
->>> r = R({"parts": 2}, [{"epoch": 0, "loss": 1.0}]); r.w = np.arange(3.0)
->>> d = tempfile.mkdtemp(); _ = r.save(d)
->>> load(d, classes={"R": R}).w.tolist()
-[0.0, 1.0, 2.0]
-"""
+"""A result kept on disk: ``result.save(DIR)`` and ``daskhpc.load(DIR)``, in the open format
+of docs/cli.md, "Saved results" (no pickle): ``arrays.npz``, ``manifest.json`` (arrays
+replaced by ``{"array", "shape", "dtype", "sha256"}``, a ``checksum`` of it all) and, in
+format version 2, sparse attributes as ``save_npz`` *pieces* whose sum is the value. Every
+file is renamed into place, the manifest last: a directory with a manifest is complete.
+Loading checks every digest; a damaged or foreign directory is one line naming the file."""
 
 from __future__ import annotations
 
@@ -58,13 +28,9 @@ ARRAYS = "arrays.npz"
 
 
 def save(result, directory, report: dict, history: list, pieces: dict | None = None) -> str:
-    """Write ``result`` (a :class:`~daskhpc.report.WorkflowResult` whose class lists its
-    model's attributes in ``SAVED``), with its ``report`` and ``history`` as plain JSON
-    values, to ``directory``; returns the directory.
-
-    ``pieces``: ``{attribute: descriptor}`` for attributes already written in
-    ``directory`` as save_npz pieces (module docstring); the manifest records them and
-    their files are not read here."""
+    """Write ``result`` (its ``SAVED`` attributes) with its ``report`` and ``history`` to
+    ``directory``; ``pieces``: ``{attribute: descriptor}`` of attributes already written there
+    as save_npz pieces (read by no one here)."""
     os.makedirs(directory, exist_ok=True)
     arrays: dict = {}
     pieces = pieces or {}
@@ -90,22 +56,9 @@ def save(result, directory, report: dict, history: list, pieces: dict | None = N
 
 
 def load(directory, workflow: str | None = None, *, classes: dict | None = None):
-    """The result saved in ``directory`` (its own class, with model, history and report).
-
-    Parameters
-    ----------
-    directory : path
-    workflow : str, optional
-        Refuse a directory saved by another workflow.
-    classes : dict, optional
-        ``{class name: class}`` for result classes outside daskhpc (tests).
-
-    Raises
-    ------
-    InputError
-        No manifest, a manifest or array file that is damaged, edited or truncated, a
-        format from a newer daskhpc, or another workflow's result: one line naming the file.
-    """
+    """The result saved in ``directory``, of its own class (``classes``: ``{name: class}`` for
+    ones outside daskhpc); InputError naming the file for a missing, damaged, edited, newer
+    or (``workflow``) another workflow's result."""
     path = os.path.join(directory, MANIFEST)
     if not os.path.isfile(path):
         raise InputError(f"{path}: no saved result here (a directory written by "
@@ -224,14 +177,8 @@ def file_digest(path: str) -> str:
 
 
 def read_pieces(directory, desc: dict):
-    """The sum of the save_npz pieces ``desc`` names (a ``csr_array`` of ``desc["shape"]``),
-    every file checked against its size and SHA-256 first.
-
-    Raises
-    ------
-    InputError
-        A piece missing, truncated, edited or unreadable: one line naming its file.
-    """
+    """The sum of the save_npz pieces ``desc`` names (a ``csr_array``), every file checked
+    against its size and SHA-256 first (InputError naming the file)."""
     import scipy.sparse as sp
 
     shape = tuple(int(x) for x in desc["shape"])
@@ -319,13 +266,7 @@ def _atomic(path: str, write) -> None:
 
 def write_csv(path, columns: dict, rows: int | None = None) -> str:
     """``columns`` (name -> equally long array) as CSV with a header line: written
-    atomically to ``path``, or returned as text (its first ``rows`` rows) for None.
-
-    >>> print(write_csv(None, {"user": np.array([1, 2]), "score": np.array([0.5, 2.0])}), end="")
-    user,score
-    1,0.5
-    2,2.0
-    """
+    atomically to ``path``, or returned as text (its first ``rows`` rows) for None."""
     names = list(columns)
     cols = [np.asarray(columns[k])[:rows].astype(str) for k in names]
     lines = cols[0]

@@ -1,21 +1,6 @@
-"""What the command line shows while it works, and where its text goes.
-
-* :class:`stage` - one line per long step (reading, building a model, partitioning):
-  a ticking ``label ... 12 s`` on a terminal (ticked by a small process of its own, so
-  that a native call holding the GIL does not freeze it), a start and an end line in a log when
-  ``daskhpc.runtime.progress`` is true, nothing when piped (the default off a TTY).
-* :func:`json_on_stdout` - with ``--json -`` stdout carries the report alone: every other
-  line (tables, summaries, notes, a native library writing to file descriptor 1) goes to
-  stderr while the command runs.
-
-The cluster's per-unit progress bar is :func:`daskhpc.runtime.progress`; both follow the
-same setting. The setting is read by ``daskhpc._config.progress_setting``.
-
-Examples
---------
->>> with stage("counting", mode="off"):
-...     total = sum(range(10))
-"""
+"""What the command line shows while it works (:class:`stage`: a ticking line on a terminal,
+start and end lines in a log, nothing when piped), and :func:`json_on_stdout`, which keeps
+stdout for the report alone under ``--json -``."""
 
 from __future__ import annotations
 
@@ -45,16 +30,8 @@ def progress_mode(file=None) -> str:
 
 
 class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
-    """Say on stderr that a long step runs, and how long it took.
-
-    Parameters
-    ----------
-    label : str
-        What runs, e.g. ``"mtkahypar: 4 parts of 82,168 vertices"``.
-    mode : {"tick", "lines", "off"}, optional
-        Default :func:`progress_mode`.
-    file : file object, default sys.stderr
-    """
+    """Say on stderr that the step ``label`` runs, and how long it took (``mode``: ``tick``,
+    ``lines`` or ``off``; default :func:`progress_mode`)."""
 
     def __init__(self, label: str, *, mode: str | None = None, file=None):
         self.label = label
@@ -106,9 +83,7 @@ class stage:  # noqa: N801 - used like a function: `with stage("partitioning"):`
 
 @contextlib.contextmanager
 def json_on_stdout(enabled: bool):
-    """While the block runs, stdout (Python's and file descriptor 1) goes to stderr.
-
-    The JSON report is written after the block, to the restored stdout."""
+    """While the block runs, stdout (Python's and file descriptor 1) goes to stderr."""
     if not enabled:
         yield
         return

@@ -1,9 +1,5 @@
-"""A ticking ``label ... 12 s`` line written by a small process of its own.
-
-Used by :class:`daskhpc._terminal.stage` and the first-run kernel compile
-(:mod:`daskhpc._numba`) on a terminal. A thread would need the GIL, which a
-partitioner's native call (Mt-KaHyPar, KaHyPar) holds for its whole run.
-"""
+"""A ticking ``label ... 12 s`` line written by a small process of its own, for
+:class:`daskhpc._terminal.stage` and the first-run kernel compile on a terminal."""
 
 from __future__ import annotations
 

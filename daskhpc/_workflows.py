@@ -1,21 +1,10 @@
 """The Workflow protocol: one typed surface every workflow plugs in through.
 
-A workflow is a subclass of :class:`Workflow` (re-exported as
-``daskhpc.runtime.Workflow``), registered with one line in its distribution's
-``pyproject.toml`` naming the class::
-
-    [project.entry-points."daskhpc.workflows"]
-    cpals = "daskhpc.cpals._cli:CPALS"
-
-Its own options are one dataclass (``Workflow.Options``, fields made with :func:`option`:
-default, help, choices, bounds; the kit checks what they declare); how a run runs is
-:class:`RunOptions`, the same for every workflow and every entry point
-(``fit(..., run=RunOptions(...))`` or its keywords). The
-command line (``daskhpc plan|run``), ``daskhpc demo``, the mpi launcher, the kernel
-warm-up and the dashboard are generated from the class: no workflow parses arguments
-itself (docs/architecture.md, "Writing a workflow"; docs/cli.md, the contract).
-
-No dask here: a plan never needs it.
+A :class:`Workflow` subclass, registered in the entry-point group ``daskhpc.workflows``
+(``cpals = "daskhpc.cpals._cli:CPALS"``), declares its options as a dataclass of
+:func:`option` fields; :class:`RunOptions` is how any run runs. The command line, the demo,
+the launchers, the kernel warm-up and the dashboard are generated from the class
+(docs/architecture.md, "Writing a workflow"). No dask here.
 """
 
 from __future__ import annotations
@@ -63,19 +52,15 @@ def option(default=None, help: str = "", *, flag: str | None = None, choices=Non
         One line for ``--help``; the default is appended unless the text says it.
     flag : str, optional
         The option's name (default ``--field-name``).
-    choices : sequence, optional
-        The values allowed (argparse's ``choices``; the kit checks API values too).
-    bounds : (low, high), optional
-        The interval a number lies in (None: that side unbounded), ``closed`` ``both``,
-        ``left``, ``right`` or ``neither``: scikit-learn's ``Interval``, checked by
-        :func:`check_declared` with one wording.
+    choices, bounds : optional
+        The values allowed, or the interval ``(low, high)`` a number lies in (None: that side
+        unbounded; ``closed``: ``both``, ``left``, ``right`` or ``neither``, as
+        scikit-learn's ``Interval``); API values are checked too, with one wording.
     metavar, type
         As argparse's (``type`` defaults to the default's type; a parser raising
         :class:`~daskhpc.errors.InputError` gives a one-line error).
     modes : tuple
-        The commands that take it (``plan``, ``run``).
-    cli : bool
-        False: API only (a client, a callback).
+        The commands that take it (``plan``, ``run``); ``cli=False``: API only (a callback).
 
     Examples
     --------
@@ -95,32 +80,8 @@ def option(default=None, help: str = "", *, flag: str | None = None, choices=Non
 
 
 def check_declared(obj) -> None:
-    """What the :func:`option` fields of dataclass ``obj`` declare, checked: the type of
-    the default (an integer, a number, True or False), ``choices`` and ``bounds``; each a
-    one-line :class:`~daskhpc.errors.InputError` naming the option. A workflow's own
-    ``check`` keeps what relates options to each other or to the data.
-
-    Examples
-    --------
-    >>> from dataclasses import dataclass
-    >>> @dataclass
-    ... class O:
-    ...     epochs: int = option(5, bounds=(1, None))
-    ...     lr: float = option(0.1, bounds=(0, None), closed="neither")
-    ...     loss: str = option("log", choices=("log", "hinge"))
-    >>> check_declared(O(epochs=0))
-    Traceback (most recent call last):
-    ...
-    daskhpc.errors.InputError: --epochs must be at least 1, not 0
-    >>> check_declared(O(lr=0.0))
-    Traceback (most recent call last):
-    ...
-    daskhpc.errors.InputError: --lr must be greater than 0, not 0.0
-    >>> check_declared(O(loss="l2"))
-    Traceback (most recent call last):
-    ...
-    daskhpc.errors.InputError: unknown --loss 'l2'; choose one of ['log', 'hinge']
-    """
+    """The :func:`option` fields of dataclass ``obj`` checked against what they declare (the
+    default's type, ``choices``, ``bounds``): a one-line InputError naming the option."""
     for f in fields(obj):
         m, v = f.metadata, getattr(obj, f.name)
         if "bounds" not in m or (v is None and (f.default is None or "None" in str(f.type))):
@@ -130,8 +91,8 @@ def check_declared(obj) -> None:
         kind = _kind(f)
         if kind is bool and not isinstance(v, bool) and type(v).__name__ != "bool_":
             raise InputError(f"{flag} must be True or False, not {v!r}")
-        if m["choices"]:
-            check_choice(flag, v, m["choices"])
+        if m["choices"] and v not in m["choices"]:
+            raise InputError(f"unknown {flag} {v!r}; choose one of {list(m['choices'])}")
         if kind in (int, float):
             if isinstance(v, bool) or not isinstance(
                     v, numbers.Integral if kind is int else numbers.Real):
@@ -142,8 +103,7 @@ def check_declared(obj) -> None:
 
 
 def _kind(f):
-    """bool, int or float: the type a field's values must have (from its default, or its
-    ``type`` when the default is None); None: not checked."""
+    """bool, int or float: the type of a field's default (else its ``type``); None: unchecked."""
     d = f.default if f.default is not MISSING else None
     t = type(d) if d is not None else f.metadata.get("type")
     return t if t in (bool, int, float) else None
@@ -151,15 +111,7 @@ def _kind(f):
 
 def check_bounds(flag: str, value, low=None, high=None, closed: str = "both") -> None:
     """A one-line InputError unless ``value`` lies in the interval (``closed``: which ends
-    belong to it: ``both``, ``left``, ``right``, ``neither``).
-
-    Examples
-    --------
-    >>> check_bounds("--dropout", 1.0, 0, 1, closed="left")
-    Traceback (most recent call last):
-    ...
-    daskhpc.errors.InputError: --dropout must be in [0, 1), not 1.0
-    """
+    belong to it: ``both``, ``left``, ``right``, ``neither``)."""
     left, right = closed in ("both", "left"), closed in ("both", "right")
     ok = (low is None or (value >= low if left else value > low)) and \
         (high is None or (value <= high if right else value < high)) and \
@@ -176,22 +128,8 @@ def check_bounds(flag: str, value, low=None, high=None, closed: str = "both") ->
 
 
 def check_parts(nparts, most: int | None = None, what: str = "") -> int:
-    """``--parts`` checked, the one place: a positive integer, and at most ``most`` (the
-    count of ``what`` the parts divide, each part needing one).
-
-    Examples
-    --------
-    >>> check_parts(4, 10, "rows")
-    4
-    >>> check_parts(0)
-    Traceback (most recent call last):
-    ...
-    daskhpc.errors.InputError: --parts must be at least 1, not 0
-    >>> check_parts(13, 12, "rows")
-    Traceback (most recent call last):
-    ...
-    daskhpc.errors.InputError: --parts 13 is more than the 12 rows: every part needs one; ...
-    """
+    """``--parts`` checked, the one place: a positive integer, at most ``most`` (the count of
+    ``what`` the parts divide, each part needing one)."""
     if isinstance(nparts, bool) or not isinstance(nparts, numbers.Integral):
         raise InputError(f"--parts must be an integer, not {nparts!r}")
     check_bounds("--parts", nparts, 1)
@@ -221,12 +159,6 @@ def exchange_mode(exchange: str | None = None) -> str:
     if exchange not in EXCHANGES:
         raise InputError(f"--exchange must be direct or graph, not {exchange!r}")
     return exchange
-
-
-def check_choice(flag: str, value, choices) -> None:
-    """A one-line InputError unless ``value`` is one of ``choices`` (of option ``flag``)."""
-    if value not in choices:
-        raise InputError(f"unknown {flag} {value!r}; choose one of {list(choices)}")
 
 
 @dataclass
@@ -450,11 +382,8 @@ class Workflow(ABC):
     """A workflow: what the command line, the demo, the launchers, the kernel warm-up and
     the dashboard need to know of it, as typed hooks with defaults.
 
-    Subclasses set the class attributes and override :meth:`plan` and :meth:`run`
-    (and, where useful, :meth:`check`, :meth:`demo`, :meth:`summary`,
-    :meth:`predict`, :meth:`small_run`). The whole protocol on a small workflow:
-    docs/architecture.md,
-    "Writing a workflow".
+    Subclasses set the class attributes and override :meth:`plan` and :meth:`run` (and,
+    where useful, the other hooks): docs/architecture.md, "Writing a workflow".
 
     Attributes
     ----------
@@ -466,11 +395,9 @@ class Workflow(ABC):
         What the positional inputs are (``--help``).
     checkpoints, exchange : bool
         Whether ``run`` takes ``--checkpoint/--resume`` and ``--exchange``.
-    kernels : str or None
-        Module with ``WARMUP`` (and ``WARMUP_PLAN``), compiled once in the client before
-        the cluster starts (default: the package's ``_kernels`` if it has one).
-    dashboard : str or None
-        Module with ``PANELS``, the workflow's dashboard panels.
+    kernels, dashboard : str or None
+        The module with ``WARMUP`` (default: the package's ``_kernels``, if any), and the
+        one with ``PANELS``, the workflow's dashboard panels.
     """
 
     name: ClassVar[str]
@@ -603,22 +530,8 @@ def options_of(cls: type, values: dict):
 
 
 def checked_options(cls: type, keywords: dict, what: str):
-    """``cls(**keywords)``, checked (``check()``); an unknown keyword is a TypeError naming
-    it (``what``: the workflow, for the message).
-
-    Examples
-    --------
-    >>> from dataclasses import dataclass
-    >>> @dataclass
-    ... class O:
-    ...     rank: int = 4
-    >>> checked_options(O, {"rank": 8}, "toy").rank
-    8
-    >>> checked_options(O, {"rnak": 8}, "toy")
-    Traceback (most recent call last):
-    ...
-    TypeError: unknown toy option(s): ['rnak']
-    """
+    """``cls(**keywords)``, checked; an unknown keyword is a TypeError naming it (``what``: the
+    workflow)."""
     unknown = set(keywords) - {f.name for f in fields(cls)}
     if unknown:
         raise TypeError(f"unknown {what} option(s): {sorted(unknown)}")
@@ -686,15 +599,7 @@ def _resolve(f):
 
 def suggest(parser: argparse.ArgumentParser, unknown: list) -> str:
     """``; did you mean --x?`` for the first unknown option, or ''. Names are compared
-    without their dashes (every flag shares them: ``--colour`` is not ``--lr``).
-
-    Examples
-    --------
-    >>> p = argparse.ArgumentParser()
-    >>> _ = p.add_argument("--partition"); _ = p.add_argument("--lr")
-    >>> suggest(p, ["--partiton"]), suggest(p, ["--colour=red"])
-    ('; did you mean --partition?', '')
-    """
+    without their dashes (every flag shares them: ``--colour`` is not ``--lr``)."""
     flags = {s.lstrip("-"): s for a in parser._actions for s in a.option_strings
              if s.startswith("--")}
     for word in unknown:
@@ -710,11 +615,8 @@ _FOUND: dict = {}      # tuple(sys.path) -> available()
 
 
 def available() -> dict[str, str]:
-    """name -> entry point value (``module:Class``) of every registered workflow.
-
-    Read once per ``sys.path``: reading every installed distribution's metadata costs
-    25-50 ms, and the frame asks at every run (a distribution installed into a folder
-    already on the path while this process runs is seen by the next process)."""
+    """name -> entry point value (``module:Class``) of every registered workflow, read once per
+    ``sys.path`` (reading every distribution's metadata costs 25-50 ms)."""
     key = tuple(sys.path)
     if key not in _FOUND:
         _FOUND[key] = {ep.name: ep.value for ep in entry_points(group=GROUP)}

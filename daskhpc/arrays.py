@@ -1,11 +1,8 @@
-"""Array helpers every layer shares (numpy only): distinct values of an integer array by
-sorting, instead of ``np.unique``.
+"""Array helpers every layer shares (numpy only).
 
-numpy 2.4's ``np.unique`` takes a hash-table path for integer arrays that is far slower
-than sorting when the values are many and mostly distinct, which is exactly our case:
-(net, part) and (net, vertex) keys of millions of pins. Measured on this machine:
-4.4 s against 0.03 s for 4 million int64 keys. Sorting and masking the first element of
-every run of equal values gives the same arrays.
+numpy 2.4's ``np.unique`` takes a hash-table path for integer arrays that is far slower than
+sorting when the values are many and mostly distinct, as the (net, part) keys of millions of
+pins are: 4.4 s against 0.03 s for 4 million int64 keys on this machine.
 
 Examples
 --------
@@ -28,19 +25,15 @@ def unique_sorted(a, return_inverse: bool = False, return_counts: bool = False):
     Parameters
     ----------
     a : array_like of int
-        Flattened if it is not 1-D. Meant for integers (NaNs would not be merged).
-    return_inverse : bool
-        Also return ``inv`` with ``u[inv] == a`` (the index of each value in ``u``).
-    return_counts : bool
-        Also return how many times each distinct value occurs.
+        Flattened if it is not 1-D (NaNs would not be merged).
+    return_inverse, return_counts : bool
+        Also return ``inv`` with ``u[inv] == a``, and how often each value occurs.
 
     Returns
     -------
-    u : numpy.ndarray
-        The distinct values, ascending.
-    inv : numpy.ndarray of intp, optional
-    counts : numpy.ndarray of intp, optional
-        In ``np.unique``'s order: ``u``, then ``inv``, then ``counts``.
+    u, inv, counts : numpy.ndarray
+        The distinct values, ascending, then (if asked) ``inv`` and ``counts`` (intp), in
+        ``np.unique``'s order.
     """
     a = np.asarray(a).ravel()
     if return_inverse:

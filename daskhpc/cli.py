@@ -38,6 +38,7 @@ from daskhpc.report import new_report, prediction_lines, write_report
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="OUT", help="write the JSON report here ('-' for stdout)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.set_defaults(parser=p)        # the command's parser, for one-line option errors
 
 
 def _partition_defaults() -> dict:
@@ -74,7 +75,6 @@ def _partition_parser(sub) -> None:
     p.add_argument("--net-cost", type=int, default=1, help="cost of every net (F or R words)")
     p.add_argument("--save-partition", metavar="FILE", help="one part id per line")
     _common(p)
-    p.set_defaults(parser=p)
 
 
 def _workflow_parser(sub, mode: str) -> None:
@@ -110,7 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--workers", type=int, default=2, metavar="N")
     d.add_argument("--no-cluster", action="store_true", help="only the partition comparison")
     _common(d)
-    d.set_defaults(parser=d)
     p = sub.add_parser("predict", help="apply a saved model (run --save DIR) to a file",
                        description="Apply the model a run saved (--save DIR) to INPUT: "
                                    "ssgd a ratings file (user, item, rating), linear a "
@@ -123,7 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the predictions as CSV to FILE (default: the first rows "
                         "on stdout)")
     _common(p)
-    p.set_defaults(parser=p)
     i = sub.add_parser("info", help="versions, partitioner backends, MPI")
     i.add_argument("--calibrate", action="store_true",
                    help="measure alpha and beta on a cluster (LocalCluster unless given one)")
@@ -139,7 +137,6 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--scheduler-file", metavar="F")
     i.add_argument("--scheduler-address", metavar="A")
     _common(i)
-    i.set_defaults(parser=i)
     return parser
 
 
@@ -273,8 +270,7 @@ def cmd_run(args) -> dict:
     _check_network(run.network, "run")
     with formats_of(call.inputs, call.format):
         wf.check(call)                 # read and validate before the cluster starts
-    # numba compiles here, once, saying so; the workers then load the kernels
-    prepare_kernels(args.workflow, command="run", file=sys.stderr)
+    prepare_kernels(args.workflow, command="run", file=sys.stderr)     # once, not per worker
     with formats_of(call.inputs, call.format), _client_for(run) as client:
         link = getattr(client, "dashboard_link", None)
         if link:
@@ -295,8 +291,7 @@ def cmd_demo(args) -> dict:
     t0 = time.perf_counter()
     print(f"Partitioning the bundled data into {args.parts} parts (km1 objective):",
           flush=True)
-    # the cluster is not up yet: Mt-KaHyPar may use every core (same partitions, see
-    # demo_partitions)
+    # no cluster yet: Mt-KaHyPar may use every core (the same partitions)
     rows = demo_partitions(args.parts, stage=stage, threads=usable_cores())
     print()
     print(format_table(rows, ["data", "model", "partitioner", "km1", "km1/random", "soed",
@@ -437,19 +432,8 @@ def parse(argv) -> argparse.Namespace:
 
 
 def unknown_words(parser: argparse.ArgumentParser, unknown: list) -> str:
-    """What is wrong with the ``unknown`` words of a command line, in one line.
-
-    Examples
-    --------
-    >>> p = argparse.ArgumentParser(prog="daskhpc run ssgd")
-    >>> _ = p.add_argument("--partition")
-    >>> unknown_words(p, ["--partiton", "hp"])
-    'unknown option --partiton; did you mean --partition?'
-    >>> unknown_words(p, ["--colour"])
-    'unknown option --colour (daskhpc run ssgd --help lists the options)'
-    >>> unknown_words(p, ["extra"])
-    "unexpected argument 'extra' (daskhpc run ssgd --help shows the usage)"
-    """
+    """What is wrong with the ``unknown`` words of a command line, in one line: an unexpected
+    argument, or an unknown option and the one it most likely meant."""
     options = [w for w in unknown if w.startswith("-") and len(w) > 1]
     if not options:
         return f"unexpected argument {unknown[0]!r} ({parser.prog} --help shows the usage)"
@@ -460,16 +444,7 @@ def unknown_words(parser: argparse.ArgumentParser, unknown: list) -> str:
 
 
 def _os_words(e: Exception) -> str:
-    """An OSError as ``FILE: what is wrong`` (not ``[Errno 2] ...``); other errors as
-    they are.
-
-    Examples
-    --------
-    >>> _os_words(FileNotFoundError(2, "No such file or directory", "ratings.csv"))
-    'ratings.csv: no such file or directory'
-    >>> _os_words(InputError("x.mtx: line 3: bad token"))
-    'x.mtx: line 3: bad token'
-    """
+    """An OSError as ``FILE: what is wrong`` (not ``[Errno 2] ...``); other errors as they are."""
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
         return f"{e.filename}: {e.strerror[:1].lower()}{e.strerror[1:]}"
     return str(e)

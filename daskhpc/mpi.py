@@ -7,19 +7,11 @@
 
 Rank 0 runs the Dask scheduler, rank 1 the client (the workflow, exactly as
 ``daskhpc run <workflow> ...`` runs it, or the script), ranks 2 .. N-1 one
-single-threaded worker each: the workflow sees ``N - 2`` workers. Start-up is
-:func:`dask_mpi.initialize` (``exit=False``); the shutdown is ours (dask-mpi's prints
-tracebacks on clean runs, can lose the exit status, and hangs when a rank is lost):
-
-- every rank gets :data:`daskhpc.runtime.CLUSTER_CONFIG`, the scheduler the daskhpc
-  dashboard pages, and the ``DASK_DASKHPC__...`` settings ``mpiexec`` hands on;
-- the client rank sends the job's exit status to every rank before it shuts the
-  cluster down, so all ranks (and ``mpiexec``) exit with it: 0 success, 1 the
-  workflow failed, 2 bad options, 3 a rank was lost; the message names the cause;
-- a rank that leaves during the run ends the job at once (``MPI_Abort``);
-- the cluster is private (:mod:`daskhpc._mpi_security`): rank 1 makes TLS credentials
-  for this job and broadcasts them over MPI, and the dashboard listens on rank 0's
-  loopback only. ``--insecure`` and ``--dashboard-address`` undo either.
+single-threaded worker each. Start-up is :func:`dask_mpi.initialize`; the shutdown is
+ours: every rank exits with the job's status (0 success, 1 the workflow failed, 2 bad
+options, 3 a rank was lost, which ends the job at once with ``MPI_Abort``). The cluster is
+private (per-job TLS credentials broadcast over MPI, the dashboard on rank 0's loopback)
+unless ``--insecure`` and ``--dashboard-address`` say otherwise; docs/hpc.md has the details.
 
 Examples
 --------
@@ -28,8 +20,7 @@ Under a batch allocation (see ``workflows/jobs/`` for SLURM and PBS scripts)::
     mpiexec -n 5 python -m daskhpc.mpi spgemm A.mtx --grid 1x1x3 --json r.json
     mpiexec -n 5 python -m daskhpc.mpi --scheduler-file sched.json my_analysis.py
 
-In a script run this way, ``daskhpc.connect()`` (or ``distributed.Client()``)
-joins the job's scheduler:
+In a script run this way, ``daskhpc.connect()`` joins the job's scheduler:
 
 >>> import daskhpc as dh
 >>> client = dh.connect()                # doctest: +SKIP
@@ -44,7 +35,8 @@ import shlex
 import sys
 import time
 
-from daskhpc import _launch, _mpi_security
+# (_mpi_watch imports distributed, whose log handlers bind sys.stderr: before main silences it)
+from daskhpc import _launch, _mpi_security, _mpi_watch
 from daskhpc._launch import BAD_OPTIONS, CLIENT_RANK, FAILED, LOST_RANK, OK, SCHEDULER_RANK
 from daskhpc._mpi_options import BadOptions, Job, env_rank, quiet_unless, resolve
 
@@ -79,28 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the launcher on this rank; return this rank's exit status.
+    """Run the launcher on this rank; return this rank's exit status (``argv`` default
+    ``sys.argv[1:]``).
 
-    Every rank runs the same command line. Options are checked on every rank
-    before the cluster starts (so a typo costs no start-up); messages are printed
-    once, by rank 0 before start-up and by the client rank after.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        Default ``sys.argv[1:]``.
-
-    Returns
-    -------
-    int
-        The job's exit status (the same on every rank that is still alive).
+    Every rank runs the same command line. Options are checked on every rank before the
+    cluster starts (a typo costs no start-up); messages are printed once, by rank 0 before
+    start-up and by the client rank after.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     loud = env_rank() in (None, SCHEDULER_RANK)
-    # Dask's log handlers bind sys.stderr when distributed is first imported:
-    # import it before stderr is silenced below, or every log line would fail.
-    import distributed  # noqa: F401
-
     try:
         with quiet_unless(loud):
             opts = build_parser().parse_args(argv)
@@ -124,9 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
         return BAD_OPTIONS
 
-    # The client rank makes the job's TLS credentials while the other ranks import
-    # (rank 0's imports and scheduler are the start-up's critical path; rank 1
-    # only waits for the scheduler); all ranks then receive them over MPI.
+    # rank 1 makes the credentials while rank 0 imports and builds the scheduler (the
+    # start-up's critical path); every rank then receives them over MPI
     offered = _mpi_security.offer() if job.secure and rank == CLIENT_RANK else None
     _launch.configure(opts, job, rank)
     creds = None
@@ -137,10 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             if rank == SCHEDULER_RANK:
                 print(f"daskhpc.mpi: error: {e}", file=sys.stderr)
             return BAD_OPTIONS
-        # dask_mpi.initialize() passes no `security` to the Scheduler: the job's
-        # credentials reach it, the workers, and every Client() on rank 1
-        # (daskhpc.connect() too) as the default Security() read from config.
-        # Set for the whole process, before the scheduler and workers exist.
+        # dask_mpi.initialize() passes no `security`: the credentials reach the scheduler,
+        # the workers and every Client() as the default Security(), set for the process
         import dask.config
 
         dask.config.set(_mpi_security.config(creds))
@@ -154,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         _abort(FAILED)
         return FAILED  # pragma: no cover - Abort does not return
 
-    if is_client:
+    if is_client:   # it says why the job ends; MPI_Abort on rank 0 ends it
         return _launch.client_task(LAUNCHER, opts, job, argv, size, creds, _JOB_FILES,
-                                   on_client=_listen_for_abort)
+                                   on_client=lambda c: _mpi_watch.listen_for_end(c, LAUNCHER.name))
     return _launch.reported_status(LAUNCHER, rank, "rank")   # its event loop has ended
 
 
@@ -184,13 +160,6 @@ def _start(opts, job: Job, rank: int) -> bool:
         worker_class=job.worker_class,
         worker_options={k: v for k, v in kwargs.items() if k != "interface"},
     )
-
-
-def _listen_for_abort(client) -> None:
-    # the client rank says why the job ends, then MPI_Abort on rank 0 ends it
-    from daskhpc import _mpi_watch
-
-    _mpi_watch.listen_for_end(client, LAUNCHER.name)
 
 
 def _abort(status: int) -> None:

@@ -1,12 +1,9 @@
 """The JSON report of every command (contract: docs/cli.md) and the result base class.
 
-Every workflow's result derives from :class:`WorkflowResult`: ``report()`` is always the
-full report (the fixed head, top-level plan totals, ``measured``, ``timing``,
-``quality``, ``serial_check``; keys that do not apply are omitted, never filled with
-zeros), ``summary()`` the few lines the CLI prints, ``repr`` a table of the per-iteration
-history, ``_repr_html_`` the same in notebooks and ``plot()`` a bokeh figure of it.
-
-No dask here.
+Every workflow's result derives from :class:`WorkflowResult`: ``report()`` is the full
+report (keys that do not apply are omitted, never filled with zeros), ``summary()`` the few
+lines the CLI prints, ``repr`` (and ``_repr_html_`` in notebooks) a table of the history and
+``plot()`` a bokeh figure of it. No dask here.
 
 Examples
 --------
@@ -65,13 +62,9 @@ def new_report(workflow: str, command: list[str] | str | None = None, **sections
 
 
 def _one_planned_bytes(sections: dict) -> dict:
-    """A run's report keeps ``planned_bytes`` for :data:`PLANNED_BYTES` only.
-
-    Next to measured bytes, the part-level totals of the plan sections (a
-    ``comm.Plan.report()``: between parts, one epoch or the whole run) are named
-    ``part_bytes``: with several parts on a worker they are not what the wire carries.
-    A plan-only report (no ``measured``) keeps the plan's ``planned_bytes``: there every
-    part is its own worker and the two meanings coincide."""
+    """A run's report keeps ``planned_bytes`` for :data:`PLANNED_BYTES` only: beside
+    ``measured``, the plan sections' part-level totals become ``part_bytes`` (with several parts
+    on a worker they are not what the wire carries; a plan-only report keeps the name)."""
     measured = sections.get("measured")
     if not (isinstance(measured, dict) and "planned_bytes" in measured):
         return sections
@@ -88,20 +81,9 @@ def bytes_side_by_side(measured: dict, history: list, unit: str = "unit") -> dic
     """Planned and measured bytes between workers per run and per unit (one definition,
     :data:`PLANNED_BYTES`), for the ``measured`` section of a run's report.
 
-    Parameters
-    ----------
-    measured : dict
-        The frame's ``measured`` (``planned_bytes``, ``inter_worker_bytes``).
-    history : list of dict
-        Rows with ``planned_bytes`` / ``measured_bytes`` per unit.
-    unit : str
-        What a unit is (``epoch``, ``iteration``, ``batch``).
-
-    Returns
-    -------
-    dict
-        ``{"per_run": {"planned_bytes", "measured_bytes", "ratio"}, "per_unit": {"unit",
-        "planned_bytes": [...], "measured_bytes": [...]}}`` (keys without data omitted).
+    ``measured`` is the frame's (``planned_bytes``, ``inter_worker_bytes``); ``history`` rows
+    carry ``planned_bytes`` / ``measured_bytes``; ``unit`` is what a row is (``epoch``,
+    ``iteration``, ``batch``). Keys without data are omitted.
 
     Examples
     --------
@@ -148,14 +130,8 @@ def _plain(obj):
         return {str(k): _plain(v) for k, v in obj.items() if v is not None}
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, (np.ndarray, np.generic)):      # numpy scalars as Python's
         return _plain(obj.tolist())
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
     return obj
 
 
@@ -174,16 +150,10 @@ def write_report(report: dict, path) -> None:
 
 
 def compare_arrays(pairs, *, rtol: float | None = None) -> dict:
-    """The ``serial_check`` section: are the distributed arrays the serial ones?
-
-    Parameters
-    ----------
-    pairs : iterable of (array, array)
-        (distributed, serial reference).
-    rtol : float, optional
-        Where the arithmetic differs (another summation order), the stated tolerance:
-        ``within_tolerance`` says whether every pair agrees to it, relative to the
-        reference's largest magnitude.
+    """The ``serial_check`` section: are the distributed arrays of ``pairs`` (distributed,
+    serial reference) the serial ones? Where the arithmetic differs (another summation order),
+    ``within_tolerance`` says whether every pair agrees to ``rtol``, relative to the
+    reference's largest magnitude.
 
     Examples
     --------
@@ -254,9 +224,8 @@ def _fmt(v) -> str:
 
 
 def summarize(report: dict) -> str:
-    """A few human lines for a report: what ran, planned vs measured, quality, serial check.
-
-    The full report is the JSON (``--json FILE``); this is what a terminal shows.
+    """A few human lines for a report (the full one is the JSON): what ran, planned vs
+    measured, quality, serial check.
 
     Examples
     --------
@@ -279,7 +248,8 @@ def summarize(report: dict) -> str:
                         ("plan", _plan_line(report)),
                         ("traffic", "" if done else _traffic_line(report.get("measured"))),
                         ("time", _time_line(report.get("timing"))),
-                        ("execution", _execution_line(report.get("execution"))),
+                        ("execution", "one worker: steps run in one loop, no exchange"
+                         if (report.get("execution") or {}).get("single_worker") else ""),
                         ("steps", _steps_line(report.get("execution"))),
                         ("quality", _quality_line(report.get("quality"))),
                         ("model", _model_line(report.get("quality"))),
@@ -323,32 +293,9 @@ def rerun_text(rec: dict) -> str:
                                      if count is not None else "")
 
 
-def _execution_line(execution) -> str:
-    """What the summary says of how the steps ran (only what a user would not guess).
-
-    Examples
-    --------
-    >>> _execution_line({"single_worker": True, "exchange": "direct"})
-    'one worker: steps run in one loop, no exchange'
-    >>> _execution_line({"single_worker": False})
-    ''
-    """
-    if isinstance(execution, dict) and execution.get("single_worker"):
-        return "one worker: steps run in one loop, no exchange"
-    return ""
-
-
 def _steps_line(execution) -> str:
-    """Where the busiest worker's time in the steps went, per unit (``execution["steps"]``,
-    the frame's ``step_split``), and the other workers' wait when they have one.
-
-    Examples
-    --------
-    >>> _steps_line({"units": "epochs", "steps": {"units": 10, "per_worker": {
-    ...     "a": {"compute_s": 0.09, "wait_s": 0.01, "send_s": 0.005, "steps": 50},
-    ...     "b": {"compute_s": 0.07, "wait_s": 0.03, "send_s": 0.005, "steps": 50}}}})
-    'per epoch on the busiest of 2 workers: compute 9 ms, wait 1 ms, send 0.5 ms (the others wait up to 3 ms)'
-    """
+    """Where the busiest worker's step time went per unit (``execution["steps"]``), and the
+    others' longest wait."""
     sp = execution.get("steps") if isinstance(execution, dict) else None
     if not isinstance(sp, dict) or not sp.get("per_worker") or not sp.get("units"):
         return ""
@@ -378,11 +325,7 @@ def already_complete(report: dict) -> dict | None:
 
 
 def _complete_line(done, report: dict) -> str:
-    """Examples
-    --------
-    >>> print(_complete_line({"units": 40, "unit_name": "epochs"}, {}))  # doctest: +ELLIPSIS
-    already complete at epoch 40: the checkpoint holds all 40 epochs, nothing ran (...)
-    """
+    """The line of a resumed run whose checkpoint held every unit ('' otherwise)."""
     if not done:
         return ""
     n, name = done["units"], done.get("unit_name", "units")
@@ -392,19 +335,8 @@ def _complete_line(done, report: dict) -> str:
 
 
 def prediction_lines(report: dict) -> list[str]:
-    """The cost model's lines of a report: every layout's predicted time per step,
-    fastest first (``layouts``), and a run's prediction next to its measured median.
-
-    Examples
-    --------
-    >>> rep = {"plan": {"predicted_s_per_step": 0.004, "prediction": {"network":
-    ...        {"name": "ethernet-10g"}}}, "layouts": [
-    ...        {"layout": "hp", "predicted_s_per_step": 0.004},
-    ...        {"layout": "random", "predicted_s_per_step": 0.02}]}
-    >>> for line in prediction_lines(rep):
-    ...     print(line)
-      layouts    predicted per step on ethernet-10g: hp 4 ms, random 20 ms
-    """
+    """The cost model's lines: every layout's predicted time per step, and a run's prediction
+    beside its measured median."""
     plan = report.get("plan")
     if not isinstance(plan, dict) or "predicted_s_per_step" not in plan:
         return []
@@ -465,17 +397,8 @@ IMBALANCE_WORTH_SAYING = 0.03
 
 
 def _imbalance_why(p: dict, parts=None) -> str:
-    """Why the imbalance is large when no partition could make it small: the section's
-    ``imbalance_lower_bound`` and ``imbalance_bound`` (the heaviest vertex, the even
-    share of a part, how many vertices carry weight).
-
-    Examples
-    --------
-    >>> print(_imbalance_why({"imbalance_lower_bound": 1.0, "imbalance_bound": {
-    ...     "vertex": "row", "weight": "nonzeros", "heaviest": 10, "even_part": 5,
-    ...     "vertices": 3}}, parts=4).split(": ", 1)[1])
-    4 parts for 3 rows, and the heaviest row has 10 nonzeros where an even part has 5)
-    """
+    """Why no partition could make the imbalance small (the section's ``imbalance_lower_bound``
+    and ``imbalance_bound``), or '' when the bound is not worth a word."""
     low, b = p.get("imbalance_lower_bound"), p.get("imbalance_bound")
     if not isinstance(low, (int, float)) or not isinstance(b, dict) or \
             low <= max(IMBALANCE_WORTH_SAYING, p.get("epsilon") or 0.0):
@@ -552,20 +475,8 @@ MODEL_GAP = 3.0
 
 
 def _model_line(q) -> str:
-    """One line on a measured time far above the alpha-beta prediction (``predicted_s``,
-    ``measured_call_s`` of the quality section): what the model leaves out, and how much
-    of it there was per step (``steps_per_call``, where the workflow gives it).
-
-    Examples
-    --------
-    >>> _model_line({"predicted_s": 0.001, "measured_call_s": 0.0015})
-    ''
-    >>> _model_line({"predicted_s": 0.000805, "measured_call_s": 0.0879})[:52]
-    'measured 109x the alpha-beta prediction, which count'
-    >>> _model_line({"predicted_s": 0.0008, "measured_call_s": 0.0208,
-    ...              "steps_per_call": 4})[-50:]
-    '(5 ms per step measured beyond it, 4 steps a call)'
-    """
+    """A measured time far above the alpha-beta prediction (``predicted_s``,
+    ``measured_call_s``): what the model leaves out, and per step where ``steps_per_call`` says."""
     if not isinstance(q, dict):
         return ""
     pred, got = q.get("predicted_s"), q.get("measured_call_s")
@@ -610,8 +521,8 @@ def _count(n) -> str:
 
 
 def format_bytes(n, spec: str = ".3g") -> str:
-    """Bytes in decimal units, the number formatted by ``spec``; the summaries' and the
-    dashboard's one formatter.
+    """Bytes in decimal units, the number formatted by ``spec`` (the summaries' and the
+    dashboard's one formatter).
 
     Examples
     --------
@@ -626,23 +537,19 @@ def format_bytes(n, spec: str = ".3g") -> str:
     return ""  # pragma: no cover
 
 
-
 class WorkflowResult:
-    """The outcome of a workflow run: report sections and a per-iteration history.
+    """The outcome of a workflow run: report sections and a per-unit history.
 
     Parameters
     ----------
     info : dict
-        Report sections (``input``, ``parts``, ``partition``, ``plan``, ``measured``,
-        ``timing``, ``quality``, ``serial_check``, workflow-specific ones, and
-        ``command``).
+        Report sections (``input``, ``parts``, ``plan``, ``measured``, ``timing``,
+        ``quality``, ``serial_check``, workflow-specific ones, and ``command``).
     history : list of dict, optional
-        One row per iteration (epoch, batch): whatever the workflow records, usually
-        with ``time_s`` and, for distributed runs, ``planned_bytes``/``measured_bytes``.
+        One row per unit (epoch, iteration, batch), usually with ``time_s`` and
+        ``planned_bytes``/``measured_bytes``.
 
-    Subclasses set :attr:`workflow`, :attr:`COLUMNS` (history columns shown by ``repr``:
-    ``(key, title, format)``) and :attr:`PLOT` (keys drawn by ``plot``: left axis, then
-    right axis), and add their own attributes (factors, predictions, ...).
+    Subclasses set the class attributes below and add their own (factors, predictions, ...).
     """
 
     workflow = "workflow"
@@ -753,15 +660,9 @@ class WorkflowResult:
                 f"</thead><tbody>{body}</tbody></table>{notes}</div>")
 
     def plot(self):
-        """The history as a bokeh figure (left-axis keys, and right-axis keys if any).
-
-        Returns
-        -------
-        bokeh.plotting.figure
-            In Jupyter it draws itself when it is a cell's value (no ``output_notebook``
-            or ``show`` needed); elsewhere ``bokeh.io.show(fig)`` opens it in a browser
-            and ``bokeh.io.save(fig, "fig.html")`` writes a page.
-        """
+        """The history as a bokeh figure (left-axis keys, and right-axis keys if any): in Jupyter
+        it draws itself as a cell's value; elsewhere ``bokeh.io.show(fig)`` opens it in a browser
+        and ``bokeh.io.save(fig, "fig.html")`` writes a page."""
         from bokeh.models import LinearAxis, Range1d
         from bokeh.plotting import figure
 

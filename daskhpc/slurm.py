@@ -5,18 +5,13 @@
     srun python -m daskhpc.slurm [launcher options] <workflow> <inputs...> [options]
     srun python -m daskhpc.slurm [launcher options] script.py [script args...]
 
-The same roles, options, exit statuses and private cluster as
-``python -m daskhpc.mpi`` (:mod:`daskhpc._launch` holds what both share): task 0 runs
-the scheduler, task 1 the client, the others one worker each. The tasks find each other
-through a directory every task sees (``--shared-dir``, default ``$SLURM_SUBMIT_DIR``):
-task 0 writes the job's TLS credentials there (mode 0600), then the scheduler file; the
-others wait for both. The roles and lifetimes are dask-jobqueue's
-:class:`dask_jobqueue.runner.BaseRunner`.
-
-Ranks come from ``SLURM_PROCID`` / ``SLURM_NTASKS`` / ``SLURM_JOB_ID`` (and
-``SLURM_STEP_ID``), or from ``PMI_RANK`` / ``PMI_SIZE`` with ``PBS_JOBID``.
-A worker that leaves ends the job with status 3: the scheduler tells every task
-that is left to exit with it (there is no ``MPI_Abort``).
+The same roles, options, exit statuses and private cluster as ``python -m daskhpc.mpi``.
+The tasks find each other through a directory every task sees (``--shared-dir``, default
+``$SLURM_SUBMIT_DIR``): task 0 writes the job's TLS credentials there (mode 0600), then the
+scheduler file. Ranks come from ``SLURM_PROCID`` / ``SLURM_NTASKS`` / ``SLURM_JOB_ID`` (and
+``SLURM_STEP_ID``), or ``PMI_RANK`` / ``PMI_SIZE`` / ``PBS_JOBID``; the roles and lifetimes
+are dask-jobqueue's :class:`dask_jobqueue.runner.BaseRunner`. A worker that leaves ends the
+job with status 3: the scheduler tells every task left to exit with it.
 
 Examples
 --------
@@ -33,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import shlex
@@ -42,6 +38,7 @@ import threading
 import time
 from contextlib import suppress
 
+# (_mpi_watch imports distributed, whose log handlers bind sys.stderr: before main silences it)
 from daskhpc import _launch, _mpi_security, _mpi_watch
 from daskhpc._launch import BAD_OPTIONS, LOST_RANK, SCHEDULER_RANK
 from daskhpc._mpi_options import BadOptions, quiet_unless, resolve
@@ -111,9 +108,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     ranks = task_ranks()
     rank = ranks[0] if ranks else None
-    # Dask's log handlers bind sys.stderr when distributed is first imported
-    import distributed  # noqa: F401
-
     launcher = _launch.Launcher("daskhpc.slurm", "slurm", abort=_abort)
     try:
         with quiet_unless(rank in (None, SCHEDULER_RANK)):
@@ -125,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                                  f"SLURM_NTASKS, or PMI_RANK and PMI_SIZE): run it as "
                                  f"srun -n 5 {PROG} {shlex.join(argv)}")
             job.scheduler_file = _handoff_file(opts, job, ranks[2])
-            from dask_jobqueue import runner  # noqa: F401 - checked here: exit 2 if missing
+            importlib.import_module("dask_jobqueue.runner")     # missing: exit 2 here
     except SystemExit as e:  # argparse: 2 for bad options, 0 for --help
         return int(e.code or 0)
     except (BadOptions, ImportError) as e:
@@ -202,9 +196,8 @@ def _run(launcher, opts, job, argv: list[str], rank: int, size: int) -> int:
 
     if rank == SCHEDULER_RANK:
         _mpi_watch.set_abort(_end_job)
-    # the runner ends the scheduler's and workers' event loops with a SIGINT to
-    # themselves (and dask_jobqueue.runner turns SIGINT into sys.exit on import):
-    # ignored there, the status comes from the client; a KeyboardInterrupt on the client
+    # the runner ends the scheduler's and workers' loops with a SIGINT to themselves:
+    # ignored there (the status comes from the client); a KeyboardInterrupt on the client
     signal.signal(signal.SIGINT, signal.default_int_handler if rank == 1 else signal.SIG_IGN)
     from daskhpc.runtime import free_dashboard_address
 
@@ -233,7 +226,8 @@ def _run(launcher, opts, job, argv: list[str], rank: int, size: int) -> int:
         dask.config.set(scheduler_address=runner.scheduler_address)
         status = _launch.client_task(launcher, opts, job, argv, size, creds,
                                      [job.scheduler_file, pem], publish=False,
-                                     on_client=_listen_for_abort)
+                                     on_client=lambda c: _mpi_watch.listen_for_end(
+                                         c, launcher.name, exit_now=_exit_now))
         if status != 0:        # also for the tasks the scheduler cannot tell (or is gone)
             _write_ended(status, rank)
         return status
@@ -336,10 +330,6 @@ async def _end(scheduler, code: int) -> None:
 
 async def _end_from_client(code: int, dask_scheduler=None) -> None:
     _end_job(dask_scheduler, code)
-
-
-def _listen_for_abort(client) -> None:
-    _mpi_watch.listen_for_end(client, "daskhpc.slurm", exit_now=_exit_now)
 
 
 def _abort(status: int) -> None:

@@ -1,24 +1,17 @@
 """daskhpc pages in the Dask dashboard.
 
-Served by the scheduler's own dashboard server next to Dask's pages, linked as
-"Daskhpc" in its navigation bar, and the single plots listed under "More..." and
-for the JupyterLab Dask extension:
+Served by the scheduler's own dashboard server next to Dask's pages, linked as "Daskhpc" in
+its navigation bar, and listed under "More..." and for the JupyterLab Dask extension:
+``/daskhpc`` (what runs, with its panels), ``/individual-daskhpc-comm`` (planned and measured
+bytes between workers), ``/individual-daskhpc-load`` (planned share of the work vs compute
+share) and ``/individual-daskhpc-<key>`` (a workflow's own panels: SpGEMM's batches, SSGD's
+strata timeline, ...); docs/dashboard.md shows each.
 
-================================  ========================================================
-``/daskhpc``                      what runs, and its panels (generic and its own)
-``/individual-daskhpc-comm``      K x K heatmaps of planned bytes and measured bytes so far
-``/individual-daskhpc-load``      per worker: planned share of the work vs compute share
-``/individual-daskhpc-spgemm``    SpGEMM batch admission timeline, memory vs the budget
-``/individual-daskhpc-strata``    SSGD strata timeline: sub-epochs per worker over time
-``/individual-daskhpc-<key>``     any workflow's own panels (its Workflow's ``dashboard`` module)
-================================  ========================================================
-
-The pages update every half second from a scheduler plugin
-(:class:`DashboardPlugin`) that workflows feed with :func:`publish`, that counts
-the bytes workers send each other (:class:`TransferCounter`, with the
-heartbeats), and that reads the timelines of the workflows' own scheduler
-plugins. ``daskhpc.connect()`` and ``python -m daskhpc.mpi`` set all of this up;
-for any other scheduler, preload :mod:`daskhpc.dashboard.preload`.
+The pages update every half second from a scheduler plugin (:class:`DashboardPlugin`) that
+workflows feed with :func:`publish`, that counts the bytes workers send each other
+(:class:`TransferCounter`) and reads the workflows' own plugins' timelines.
+``daskhpc.connect()`` and the launchers set it up; for any other scheduler, preload
+:mod:`daskhpc.dashboard.preload`.
 
 Examples
 --------

@@ -1,15 +1,10 @@
 """The base of every daskhpc dashboard panel, for the generic pages and the workflows' own.
 
-A panel (:class:`Component`) has a ``root`` (a Bokeh layout) and an ``update()`` that a
-periodic callback runs on the scheduler's event loop; ``update()`` only reads the
-scheduler's :class:`~daskhpc.dashboard.DashboardState` (``self.state``) and worker
-table, so it is cheap. Each data source has a ``name`` (``daskhpc-...``) and a ``total``
-column that the browser tests read to know the plot has data.
-
-A workflow adds panels of its own: its ``Workflow`` class names a module
-(``dashboard = "daskhpc.ssgd._dashboard"``) whose ``PANELS`` maps a page key to
-``(Component subclass, title)``; the page is ``/individual-daskhpc-<key>`` and the panel
-joins ``/daskhpc`` while a run of that workflow is the current one.
+A panel (:class:`Component`) has a ``root`` (a Bokeh layout) and an ``update()`` that only
+reads the scheduler's :class:`~daskhpc.dashboard.DashboardState`, so it is cheap; each data
+source has a ``name`` (``daskhpc-...``) and a ``total`` column the browser tests read. A
+workflow's ``dashboard`` module maps page keys to ``(Component subclass, title)`` in
+``PANELS``: page ``/individual-daskhpc-<key>``, and a panel of ``/daskhpc`` during its runs.
 """
 
 from __future__ import annotations

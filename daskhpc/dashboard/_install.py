@@ -1,24 +1,7 @@
-"""Put the daskhpc pages on a scheduler's dashboard server.
-
-Two ways, because schedulers are born in two ways:
-
-- :func:`install` adds the pages to distributed's ``applications``
-  (:mod:`daskhpc._dask_internals`) in this process. A scheduler built afterwards serves them with its own pages,
-  lists the ``/individual-daskhpc-*`` ones under "More..." and for JupyterLab
-  (``/individual-plots.json``). ``connect()`` (before it starts a LocalCluster)
-  and the preload module (imported while the scheduler is being built, under
-  dask-mpi or ``dask scheduler --preload daskhpc.dashboard.preload``) call it.
-- :func:`serve` adds them at run time to a scheduler that is already running
-  without them (a scheduler someone else started, joined by address), as a second
-  Bokeh application on the same HTTP server. Those pages work but are not
-  listed for JupyterLab (that list reads the first Bokeh application only).
-
-Either way :func:`serve` adds a "Daskhpc" link to the navigation bar.
-
-The navigation link appends to the list memoised by distributed's
-``template_variables``; if that changes, the pages are still served, only the link is
-missing.
-"""
+"""Put the daskhpc pages on a scheduler's dashboard server: :func:`install` before a scheduler
+is built (it then serves and lists them), :func:`serve` on one already running (a second
+Bokeh application, not listed for JupyterLab; it also adds the "Daskhpc" navigation link, to
+the list distributed's ``template_variables`` memoises: if that changes, only the link goes)."""
 
 from __future__ import annotations
 
@@ -64,12 +47,7 @@ def served(scheduler) -> bool:
 
 
 def serve(scheduler) -> None:
-    """Serve the pages on a running scheduler (if it does not yet) and link them.
-
-    Examples
-    --------
-    >>> serve(dask_scheduler)          # doctest: +SKIP
-    """
+    """Serve the pages on a running scheduler (if it does not yet) and link them."""
     if getattr(scheduler, "http_application", None) is None:
         return   # started with dashboard=False
     from daskhpc._dask_internals import template_variables

@@ -1,14 +1,5 @@
-"""The generic daskhpc pages, and the overview that adds the running workflow's panels.
-
-================================  =====================================================
-page                              shows
-================================  =====================================================
-``/daskhpc``                      what runs, the panels below and the running workflow's own
-``/individual-daskhpc-comm``      K x K heatmaps: planned bytes, measured bytes so far
-``/individual-daskhpc-load``      per worker: planned share of the work, compute share
-``/individual-daskhpc-<key>``     a workflow's panel (SSGD ``strata``, SpGEMM ``spgemm``)
-================================  =====================================================
-"""
+"""The generic daskhpc pages (listed in :mod:`daskhpc.dashboard`), and the overview that adds
+the running workflow's panels."""
 
 from __future__ import annotations
 
@@ -29,12 +20,8 @@ logger = logging.getLogger(__name__)
 
 
 class CommMatrix(Component):
-    """Planned and measured bytes between every pair of workers (source row, destination column).
-
-    Both heatmaps share one colour scale, so a cell that is brighter on the right
-    moved more than the plan said. The measured matrix grows as the workers'
-    heartbeats report new transfers.
-    """
+    """Planned and measured bytes between every pair of workers (source row, destination
+    column) on one colour scale: a cell brighter on the right moved more than the plan said."""
 
     def __init__(self, scheduler, **kw):
         super().__init__(scheduler, **kw)

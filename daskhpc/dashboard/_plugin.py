@@ -1,33 +1,11 @@
 """The scheduler plugin behind the daskhpc pages, and its worker-side partner.
 
-:class:`DashboardPlugin` keeps a :class:`~daskhpc.dashboard._state.DashboardState`
-on the scheduler and fills it from four places:
-
-- what workflows publish (:func:`daskhpc.dashboard.publish`, through
-  ``client.run_on_scheduler``);
-- the bytes each worker sent to each other worker, counted on the workers by
-  :class:`TransferCounter` and carried with every heartbeat (``Worker.metrics``);
-- compute time per worker: the workers' step clocks (``daskhpc._clock``, with every
-  heartbeat: the report's ``execution.steps`` ``compute_s``), or, in a run without a
-  loop of steps (SpGEMM's batches), its tasks' ``processing -> memory`` spans;
-- strata-timeline rows that Dask events carry (a dict event with a ``strata`` list,
-  ``daskhpc.runtime.send_report(..., strata=rows)``);
-- every :data:`SAMPLE_MS`, the workers' process memory and the timelines of
-  other scheduler plugins that follow one of the two documented interfaces:
-
-  *strata timeline*: a plugin attribute ``timeline`` that is a **list** of dict
-  rows with ``worker`` (address), ``start``, ``stop`` (``time.time()`` seconds;
-  ``stop`` None while running) and the sub-step as ``substep`` (or ``subepoch``),
-  optionally ``task`` or ``key``, ``run``, ``epoch``, ``messages``, ``bytes``
-  (SSGD's stratum-order plugin records such rows); a workflow should also publish
-  its final rows (topic ``strata``): sampling can miss the last ones;
-
-  *batch timeline*: a plugin with a ``policies`` dict of runs and a method
-  ``timeline(run)`` returning ``{"window", "batches": [{"batch", "admitted",
-  "started", "finished", "consumed"}], "violations"}`` (SpGEMM's batch admission).
-
-On ``start`` it also installs :class:`TransferCounter` on every worker, present and
-future, and serves the pages if the scheduler was started without them.
+:class:`DashboardPlugin` keeps a :class:`~daskhpc.dashboard.DashboardState` on the scheduler
+and fills it from what workflows publish, the bytes between workers (:class:`TransferCounter`,
+with every heartbeat), the workers' step clocks (or, without steps, the tasks' compute spans),
+strata rows carried by Dask events, and every :data:`SAMPLE_MS` the workers' memory and the
+timelines of other scheduler plugins (the two interfaces of docs/dashboard.md). On ``start``
+it installs :class:`TransferCounter` on every worker and serves the pages if needed.
 """
 
 from __future__ import annotations
@@ -58,9 +36,8 @@ SAMPLE_MS = 200
 class TransferCounter(WorkerPlugin):
     """Count the bytes this worker sent to each other worker, for the heartbeat.
 
-    Each heartbeat adds the new entries of the worker's ``transfer_outgoing_log``
-    (:func:`daskhpc._dask_internals.outgoing_log`) whose ``who`` is a worker to running
-    totals (the log holds 1000); the direct exchange's pushes come from its own ledger
+    Each heartbeat adds the new entries of the worker's ``transfer_outgoing_log`` (it holds
+    1000) whose ``who`` is a worker to running totals, plus the direct exchange's pushes
     (``Exchange.sent``).
 
     Examples
@@ -116,13 +93,7 @@ class TransferCounter(WorkerPlugin):
 
 
 class DashboardPlugin(SchedulerPlugin):
-    """Hold what the daskhpc pages show; see the module docstring for the sources.
-
-    Examples
-    --------
-    >>> client.register_plugin(DashboardPlugin())             # doctest: +SKIP
-    >>> publish(client, "run", name="demo", workers=workers)  # doctest: +SKIP
-    """
+    """Hold what the daskhpc pages show, fed from the sources the module docstring lists."""
 
     name = PLUGIN_NAME
     idempotent = True
@@ -155,11 +126,8 @@ class DashboardPlugin(SchedulerPlugin):
 
     # -- called through client.run_on_scheduler ------------------------------------------
     def publish(self, topic: str, data: dict, sent: dict | None = None) -> None:
-        """Store a workflow's data (see :data:`~daskhpc.dashboard.TOPICS`).
-
-        ``sent``, for ``run`` and ``end``: the workers' byte counters right now
-        (default: as of their last heartbeats).
-        """
+        """Store a workflow's data (see :data:`~daskhpc.dashboard.TOPICS`); ``sent`` (``run``,
+        ``end``): the workers' byte counters now (default: as of their last heartbeats)."""
         counts = topic in ("run", "end")
         if counts and sent is None:
             sent = self.sent()
@@ -206,9 +174,8 @@ class DashboardPlugin(SchedulerPlugin):
             self.state.record_task(worker, seconds)
 
     def log_event(self, topic, msg) -> None:
-        """Strata-timeline rows carried by an event (``msg["strata"]``), e.g. a unit
-        report of a run whose sub-steps no scheduler plugin sees (one task per epoch),
-        and the bytes a worker had sent when it reported a unit (``msg["sent"]``)."""
+        """Strata-timeline rows an event carries (``msg["strata"]``: a run whose sub-steps no
+        plugin sees), and the bytes a worker had sent when it reported a unit (``msg["sent"]``)."""
         if not isinstance(msg, dict):
             return
         # a batch of reports (runtime.ReportBatch) carries each unit's rows
@@ -237,9 +204,8 @@ class DashboardPlugin(SchedulerPlugin):
     def _read_timeline(self, name: str, plugin) -> None:
         tl = getattr(plugin, "timeline", None)
         if isinstance(tl, list):
-            # strata-timeline interface: an append-only list (a source may replace it by
-            # a new list when a run is fetched). Merge only the rows appended since the
-            # last sample: re-reading it all grew with the run (docs/benchmarks.md).
+            # strata-timeline interface: an append-only list (or a new one for a new run):
+            # merge only the rows appended since the last sample
             prev = self._seen_lists.get(name)
             new = tl[prev[1]:] if prev is not None and prev[0] is tl else tl
             if new:

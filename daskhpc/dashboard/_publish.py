@@ -1,10 +1,5 @@
-"""Client side: send a workflow's numbers to the dashboard pages.
-
-Workflows call :func:`publish` at a few points of a run; each call is one
-``run_on_scheduler`` round trip that stores the data in the scheduler's
-:class:`~daskhpc.dashboard.DashboardPlugin` (registered first if missing). Publishing
-never fails a run: a warning is logged instead.
-"""
+"""Client side: send a workflow's numbers to the dashboard pages (one
+``run_on_scheduler`` round trip a call; publishing never fails a run, it logs a warning)."""
 
 from __future__ import annotations
 
@@ -30,31 +25,27 @@ _LOCK = threading.Lock()
 
 def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
             **data) -> bool:
-    """Show ``data`` on the daskhpc dashboard pages under ``topic``.
+    """Show ``data`` (the topic's fields; numpy values converted) on the daskhpc pages.
 
     Parameters
     ----------
     client : distributed.Client
     topic : str
-        One of :data:`TOPICS` (``run``, ``plan``, ``load``, ``memory``, ``batches``,
-        ``strata``, ``history``, ``end``), which lists each one's fields.
+        One of :data:`TOPICS`, which lists each one's fields.
     sent : dict, optional
         ``run`` and ``end``: the workers' byte counters (``{worker: sent_now()}``), if
         the caller read them already (else read here: a round trip).
     wait : bool
-        False: return at once (True); the next publication of this client waits for
-        this one first, so the topics arrive in order.
-    **data
-        The topic's fields; numpy arrays and scalars are converted.
+        False: return True at once; the client's next publication waits for this one, so
+        the topics arrive in order.
 
     Returns
     -------
     bool
-        Whether the scheduler stored it (``wait=False``: True).
+        Whether the scheduler stored it.
 
     Examples
     --------
-    >>> from daskhpc.dashboard import publish, plan_matrix
     >>> workers = worker_addresses(client)                                  # doctest: +SKIP
     >>> publish(client, "run", name="ssgd 3 parts", workflow="ssgd", workers=workers)
     ... # doctest: +SKIP
@@ -65,7 +56,10 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
     """
     if topic not in TOPICS:
         raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
-    _settled(client)
+    with _LOCK:         # this client's publications under way first, in order
+        earlier = _PENDING.pop(client.id, [])
+    for p in earlier:
+        _settle_one(*p)
     try:
         # A run's zero (and its end) is read from the workers themselves (the heartbeats
         # may lag); an end with its own measured matrix needs no counters.
@@ -89,14 +83,6 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
         return False
 
 
-def _settled(client) -> None:
-    """Wait for this client's publications under way (each one's failure is logged)."""
-    with _LOCK:
-        pending = _PENDING.pop(client.id, [])
-    for topic, going in pending:
-        _settle_one(topic, going)
-
-
 def _settle_one(topic: str, going) -> None:
     try:
         going.result()
@@ -105,36 +91,18 @@ def _settle_one(topic: str, going) -> None:
 
 
 def ensure_plugin(client) -> None:
-    """Register the dashboard plugin on the client's scheduler unless it has one.
-
-    Examples
-    --------
-    >>> ensure_plugin(client)                                    # doctest: +SKIP
-    """
+    """Register the dashboard plugin on the client's scheduler unless it has one."""
     client.run_on_scheduler(_ensure)
 
 
 def plan_matrix(plan, owner, nworkers: int | None = None,
                 dedupe_phase_src: bool = False) -> np.ndarray:
-    """Planned bytes between workers, from a part-level :class:`~daskhpc.comm.Plan`.
+    """Planned bytes between workers (row sends to column), from a part-level
+    :class:`~daskhpc.comm.Plan`; messages between parts of one worker cost nothing.
 
-    Parameters
-    ----------
-    plan : daskhpc.comm.Plan
-        Messages between parts (``src``, ``dst``, ``volume`` in units).
-    owner : array of int
-        ``owner[part]`` = index of the worker that holds the part.
-    nworkers : int, optional
-        Size of the result; default ``max(owner) + 1``.
-    dedupe_phase_src : bool
-        Count a part's message once per (phase, receiving worker): a Dask worker
-        fetches a key once however many of its parts need it (broadcasts).
-
-    Returns
-    -------
-    numpy.ndarray, shape (nworkers, nworkers)
-        Bytes from row worker to column worker; messages between parts on the
-        same worker cost nothing and are left out.
+    ``owner[part]`` is the index of the worker that holds the part; ``nworkers`` the size of
+    the result (default ``max(owner) + 1``); ``dedupe_phase_src`` counts a part's message once
+    per (phase, receiving worker), as a Dask worker fetches a key once for all its parts.
 
     Examples
     --------
@@ -151,16 +119,9 @@ def plan_fields(plans, owner, nworkers: int, units: int) -> dict:
     """The ``plan`` topic's fields for a whole run: ``matrix`` (the run's planned bytes
     between workers), ``per_unit`` (planned bytes of every unit), ``units``, ``scope``.
 
-    Parameters
-    ----------
-    plans : list of (Plan, unit_of_phase) or (Plan, unit_of_phase, broadcast)
-        The run's part-level plans and the unit each phase belongs to (None: no unit),
-        as the frame measures them.
-    owner : array of int
-        Worker index of every part.
-    nworkers : int
-    units : int
-        The run's unit count.
+    ``plans`` lists ``(Plan, unit_of_phase)`` or ``(Plan, unit_of_phase, broadcast)``: the
+    run's part-level plans and the unit of each phase (None: no unit); ``owner`` is the worker
+    index of every part.
 
     Examples
     --------
@@ -209,8 +170,6 @@ def _plain(obj):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, (np.ndarray, np.generic)):
         return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
     return obj

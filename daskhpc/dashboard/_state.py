@@ -1,21 +1,7 @@
 """What the daskhpc dashboard pages show, as a plain object (no Dask, no Bokeh).
 
-The scheduler plugin (:mod:`daskhpc.dashboard._plugin`) feeds it (what the workflows
-published, the bytes between workers, compute time, memory, other plugins' timelines);
-the pages (:mod:`daskhpc.dashboard._pages`) only read it. Free of Dask, its arithmetic
-is tested without a cluster.
-
-Examples
---------
->>> st = DashboardState()
->>> st.publish("run", {"name": "demo", "workers": ["a", "b"]}, now=0.0,
-...            sent={"a": {"b": 100}})
->>> st.publish("plan", {"matrix": [[0, 40], [10, 0]], "workers": ["a", "b"]})
->>> workers, m = st.measured_matrix({"a": {"b": 160}, "b": {"a": 10}})
->>> workers, m.tolist()
-(['a', 'b'], [[0.0, 60.0], [10.0, 0.0]])
->>> st.planned_matrix()[1].tolist()
-[[0.0, 40.0], [10.0, 0.0]]
+The scheduler plugin (:mod:`daskhpc.dashboard._plugin`) feeds it; the pages
+(:mod:`daskhpc.dashboard._pages`) only read it, so its arithmetic is tested without a cluster.
 """
 
 from __future__ import annotations
@@ -75,21 +61,16 @@ class DashboardState:
         The current run: ``name``, ``workflow``, ``workers``, ``started``.
     topics : dict
         The last value published under each topic of :data:`TOPICS`.
-    busy : dict
-        ``{worker: seconds}`` of task compute time since the run started (whole tasks;
-        :meth:`load` prefers the step clocks).
-    tasks_done : dict
-        ``{worker: count}`` of tasks finished since the run started.
-    memory_peak : dict
-        ``{worker: bytes}``, the largest process memory seen since the run started.
+    busy, tasks_done, memory_peak : dict
+        Per worker since the run started: task compute seconds (whole tasks; :meth:`load`
+        prefers the step clocks), tasks finished, the largest process memory seen.
     batches : dict
         ``{run: timeline}``: batch-admission timelines, live or final.
     history : list of dict
         The current run's completed units (topic ``history``): what workflow panels plot.
     strata : dict
-        ``{row id: row}``: strata-timeline rows from every source (a plugin read
-        live, or rows a workflow published), one copy per ``(run, key or task)``;
-        at most :data:`MAX_ROWS`, thinned by epoch (:meth:`strata_thinning`).
+        ``{(run, key or task): row}``: strata-timeline rows from every source, at most
+        :data:`MAX_ROWS`, thinned by epoch (:meth:`strata_thinning`).
     updated : float
         Time of the last change, for pages to skip redrawing.
     """
@@ -125,27 +106,11 @@ class DashboardState:
                 sent: dict[str, dict[str, int]] | None = None,
                 steps: dict[str, tuple] | None = None,
                 waited: dict[str, dict] | None = None) -> None:
-        """Store what a workflow published.
-
-        Parameters
-        ----------
-        topic : str
-            One of :data:`TOPICS`.
-        data : dict
-            The topic's fields.
-        now : float, optional
-            Scheduler time (for ``run``).
-        sent : dict, optional
-            For ``run``: the workers' cumulative sent bytes now, the zero of the
-            measured matrix.
-        steps : dict, optional
-            For ``run`` and ``end``: ``{worker: (compute seconds, steps)}`` of the
-            workers' step clocks now, cumulative (the zero, and the end, of the run's
-            compute time, :meth:`load`).
-        waited : dict, optional
-            For ``run`` and ``end``: ``{worker: {sender: seconds}}`` its steps waited
-            for each sender's messages now, cumulative (:meth:`waited_for`).
-        """
+        """Store what a workflow published under ``topic`` (one of :data:`TOPICS`) at ``now``
+        (default ``time.time()``). For ``run``, ``sent`` holds the workers' cumulative sent bytes
+        (the zero of the measured matrix); for ``run`` and ``end``, ``steps`` (``{worker: (compute
+        seconds, steps)}``) and ``waited`` (``{worker: {sender: seconds}}``) the cumulative step
+        clocks: the zero, and the end, of :meth:`load` and :meth:`waited_for`."""
         if topic not in TOPICS:
             raise ValueError(f"unknown dashboard topic {topic!r}; known: {', '.join(TOPICS)}")
         missing = [f for f in REQUIRED.get(topic, ()) if f not in data]
@@ -187,17 +152,15 @@ class DashboardState:
         self.tasks_done[worker] = self.tasks_done.get(worker, 0) + 1
 
     def record_unit_sent(self, worker: str, unit: int, sent: int) -> None:
-        """``worker`` reported ``unit`` done with ``sent`` bytes sent to other workers
-        (cumulative, the counter of the measured matrix): the bytes of the units done
-        (:meth:`measured_done`)."""
+        """``worker`` reported ``unit`` done having sent ``sent`` bytes (cumulative): the bytes of
+        the units done (:meth:`measured_done`)."""
         got = self._unit_sent.setdefault(worker, {})
         if sent > got.get(unit, -1):       # its last part to report the unit
             got[unit] = sent
 
     def measured_done(self) -> float | None:
-        """Bytes the workers sent up to their reports of the latest unit done (by the
-        history rows), since the run started: the units done, not those in flight; None
-        without such reports (a run whose reports carry no ``sent``)."""
+        """Bytes sent since the run started up to the workers' reports of the latest unit done
+        (not the units in flight); None when reports carry no ``sent``."""
         done = self.units_done()
         if not done or not self._unit_sent:
             return None
@@ -216,11 +179,8 @@ class DashboardState:
             self.memory_peak[worker] = int(process_bytes)
 
     def merge_rows(self, source: str, rows) -> bool:
-        """Merge timeline rows read from ``source``; returns True if anything changed.
-
-        Rows are identified by ``(run, key or task)``; a row seen again replaces the old
-        copy (a running step gets its ``stop``); rows a source forgets are kept.
-        """
+        """Merge timeline rows read from ``source``; True if anything changed. A row seen again
+        (same run and key or task) replaces the old copy; rows a source forgets are kept."""
         have = self.strata
         changed = False
         runs = set()
@@ -279,15 +239,10 @@ class DashboardState:
             del have[rid]
 
     def strata_thinning(self, run=None) -> dict:
-        """What the strata timeline of ``run`` (default the latest) shows of it.
-
-        Returns
-        -------
-        dict
-            ``stride`` (every ``stride``-th epoch is kept: 1 unless the run passed
-            :data:`MAX_ROWS` rows), ``dropped`` (rows without an epoch dropped, oldest
-            first), ``span`` (``(first start, last stop)`` over every row seen, kept or
-            not: the whole run so far), ``limit`` (:data:`MAX_ROWS`).
+        """What the strata timeline of ``run`` (default the latest) shows of it: ``stride`` (every
+        ``stride``-th epoch is kept: 1 unless the run passed :data:`MAX_ROWS` rows), ``dropped``
+        (rows without an epoch dropped, oldest first), ``span`` (first start, last stop over every
+        row seen) and ``limit``.
 
         Examples
         --------
@@ -305,8 +260,7 @@ class DashboardState:
                 "span": (ext[0], ext[1]), "limit": MAX_ROWS}
 
     def strata_rows(self) -> list[dict]:
-        """The strata-timeline rows of the latest run (the run of the row that started
-        last), all sources together."""
+        """The strata-timeline rows of the latest run (that of the row that started last)."""
         rows = list(self.strata.values())
         started = [r for r in rows if r.get("start") is not None]
         if not started:
@@ -342,16 +296,9 @@ class DashboardState:
         return order, _in_order(order, plan["workers"], plan["matrix"]) if plan else None
 
     def measured_matrix(self, sent: dict[str, dict[str, int]]) -> tuple[list[str], np.ndarray]:
-        """``(workers, K x K)`` bytes sent since the run started (src row, dst column).
-
-        Parameters
-        ----------
-        sent : dict
-            ``{src: {dst: cumulative bytes}}`` as the workers report them now.
-
-        After the ``end`` of a run: its own measured matrix if it published one (the
-        report's), else the counters as they were at its end.
-        """
+        """``(workers, K x K)`` bytes sent since the run started (src row, dst column), from
+        ``sent`` (``{src: {dst: cumulative bytes}}`` now); after the run's ``end``, its published
+        matrix or the counters at its end."""
         end = self.topics.get("end") or {}
         if "matrix" in end:
             order = self.workers(end["workers"])
@@ -373,10 +320,8 @@ class DashboardState:
 
     # -- planned vs measured bytes: ONE definition, per run and per unit ----------------
     def plan_scope(self) -> str | None:
-        """What the published plan matrix covers: ``"run"`` or ``"unit"`` (None: no plan).
-
-        Publishers say it with ``scope``; without it, a ``unit`` text ending in "per
-        epoch", "per iteration", "per batch" or "per unit" means one unit."""
+        """What the plan matrix covers: ``"run"`` or ``"unit"`` (None: no plan); the plan's
+        ``scope``, else a ``unit`` text ending in "per epoch", "per batch", ... means one unit."""
         plan = self.topics.get("plan")
         if not plan:
             return None
@@ -408,24 +353,11 @@ class DashboardState:
     def bytes_summary(self, measured: float) -> dict:
         """Planned and measured bytes between workers, per run and per unit, side by side.
 
-        The report's definition (:data:`daskhpc.report.PLANNED_BYTES`): planned bytes are
-        the plan projected on the run's workers, measured bytes what the workers wrote to
-        the wire since the run started. ``planned_so_far`` is the plan of the units done,
-        so ``measured / planned_so_far`` stays about 1 along the run. After the run's
-        ``end``, the report's ``planned_bytes`` and ``measured_bytes`` are the numbers.
-
-        Parameters
-        ----------
-        measured : float
-            Bytes measured since the run started (the measured matrix's sum).
-
-        Returns
-        -------
-        dict
-            ``units_done``, ``units_total`` (None if unknown), ``planned_run`` (None if
-            unknown), ``planned_so_far``, ``measured_so_far``, ``planned_per_unit`` and
-            ``measured_per_unit`` (means over the units done; None before the first),
-            ``ratio`` (measured / planned so far, None without a plan).
+        The report's definition (:data:`daskhpc.report.PLANNED_BYTES`), with ``measured`` the
+        bytes since the run started. ``planned_so_far`` is the plan of the units done, so
+        ``ratio`` (measured / planned so far) stays about 1 along the run; after the run's ``end``
+        the report's numbers. Also ``units_done``, ``units_total``, ``planned_run`` and the means
+        ``planned_per_unit``, ``measured_per_unit`` (None where unknown).
 
         Examples
         --------
@@ -484,14 +416,13 @@ class DashboardState:
             "ratio": float(measured) / planned_so_far if planned_so_far else None}
 
     def load(self, workers: list[str], steps: dict | None = None) -> dict:
-        """Per worker: planned amount, its share, compute seconds, their share, and the
-        steps (or tasks) done.
+        """Per worker: planned amount and its share, compute seconds and their share, steps (or
+        tasks) done.
 
-        Compute seconds are the report's (``execution.steps`` ``compute_s``): the
-        workers' step clocks (``steps``: ``{worker: (seconds, steps)}`` now, cumulative)
-        since the run's start; a run that timed no step counts its tasks' compute spans
-        instead (``compute`` says which). Without a ``load`` topic the planned amount is
-        what the plan has each worker send (:meth:`load_unit`).
+        Compute seconds are the report's ``execution.steps`` ``compute_s``: the step clocks
+        (``steps``, cumulative now) since the run's start, or the tasks' compute spans in a run
+        that timed no step (``compute`` says which). Without a ``load`` topic the planned amount
+        is what the plan has each worker send.
 
         Examples
         --------
@@ -523,11 +454,9 @@ class DashboardState:
                 "busy_share": _share(b).tolist(), "tasks": count, "compute": kind}
 
     def waited_for(self, waited: dict[str, dict] | None = None) -> tuple[str, float] | None:
-        """The worker the others waited for in this run and its seconds of blame (None
-        before any wait): the report's ``execution.steps`` ``waited_for``
-        (:func:`daskhpc._clock.waited_for`) from the workers' cumulative waits
-        (``waited``: now, ``{worker: waited_total()}``) less their values when the run
-        began. A run that ended names the report's own.
+        """The worker the others waited for in this run and its seconds of blame (None before any
+        wait): :func:`daskhpc._clock.waited_for` of the cumulative ``waited`` less their values
+        when the run began; a run that ended names the report's own.
 
         Examples
         --------

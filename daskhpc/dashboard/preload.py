@@ -1,18 +1,12 @@
 """Scheduler preload that adds the daskhpc dashboard pages and their data plugin.
 
-Importing this module (which Dask does while it builds the scheduler, before
-its dashboard server starts) registers the pages; ``dask_setup`` then adds the
-:class:`~daskhpc.dashboard.DashboardPlugin`. ``python -m daskhpc.mpi`` and
-``daskhpc.connect()`` use it; any other scheduler can too::
+Importing this module (which Dask does while it builds the scheduler, before its dashboard
+server starts) registers the pages; ``dask_setup`` then adds the
+:class:`~daskhpc.dashboard.DashboardPlugin`. ``daskhpc.connect()`` and the launchers use
+it; any other scheduler can too::
 
     dask scheduler --preload daskhpc.dashboard.preload
     DASK_DISTRIBUTED__SCHEDULER__PRELOAD='["daskhpc.dashboard.preload"]' dask-mpi ...
-
-Examples
---------
->>> import dask.config
->>> with dask.config.set({"distributed.scheduler.preload": ["daskhpc.dashboard.preload"]}):
-...     pass   # a Scheduler built here serves /daskhpc
 """
 
 from __future__ import annotations

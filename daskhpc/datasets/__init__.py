@@ -139,10 +139,8 @@ def resolve(name: str) -> str:
 
 
 def ratings() -> SparseInput:
-    """MovieLens ml-latest-small: 610 users x 9,724 movies, 100,836 ratings.
-
-    Ratings 0.5..5; ``meta`` holds the triplets and timestamps in file
-    order (see :func:`daskhpc.io.read_ratings`).
+    """MovieLens ml-latest-small: 610 users x 9,724 movies, 100,836 ratings (0.5..5); ``meta``
+    holds the triplets and timestamps in file order (:func:`daskhpc.io.read_ratings`).
 
     Examples
     --------
@@ -166,12 +164,8 @@ def tensor() -> SparseInput:
 
 
 def libsvm(split: str = "train") -> SparseInput:
-    """LIBSVM a9a (UCI Adult, labels +1/-1), 123 binary features.
-
-    Parameters
-    ----------
-    split : {"train", "test"}
-        ``train``: 32,561 samples; ``test``: 16,281 samples.
+    """LIBSVM a9a (UCI Adult, labels +1/-1), 123 binary features; ``split`` ``"train"``
+    (32,561 samples) or ``"test"`` (16,281 samples).
 
     Examples
     --------
@@ -192,9 +186,8 @@ def _small(indptr: np.ndarray) -> np.ndarray:
 
 
 def cora() -> GraphData:
-    """Cora citation graph: 2,708 papers, 5,278 undirected links, 7 classes.
-
-    Node order and the 140/500/1000 split are Kipf & Welling's (Planetoid).
+    """Cora citation graph: 2,708 papers, 5,278 undirected links, 7 classes, in Kipf &
+    Welling's (Planetoid) node order and 140/500/1000 split.
 
     Examples
     --------
@@ -238,12 +231,9 @@ def planetoid(file, name: str | None = None) -> GraphData:
 
 def class_split(labels, per_class: int = 20, val: int = 500, test: int = 1000,
                 seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A Planetoid-style split: ``per_class`` training nodes of every class, then
-    ``val`` validation and ``test`` test nodes, drawn with ``default_rng(seed)``.
-
-    One permutation of the nodes is drawn; the training nodes are the first
-    ``per_class`` of each class in it, validation and test the next nodes of the
-    permutation that are not training nodes. Each index array is sorted.
+    """A Planetoid-style split: ``per_class`` training nodes of every class, then ``val``
+    validation and ``test`` test nodes, in the order of one permutation drawn with
+    ``default_rng(seed)`` (training nodes excluded); each index array sorted.
 
     Examples
     --------
