@@ -1,13 +1,9 @@
-"""The allreduce algorithms as per-rank stage functions over streams.
+"""The allreduce algorithms as per-rank stage functions over streams (Renggli 2017, ch. 3).
 
-In stage ``s`` each rank sends streams to ranks fixed in advance (:meth:`Algorithm.sends`;
-a message may be empty), then merges what it received; a message's range follows from
-the stage and the two ranks (:meth:`Algorithm.msg_range`), so it is not sent. The same
-methods serve the plan's simulation and the Program. Renggli 2017, chapter 3: RecDbl
-(SSAR_Rec_Dbl, dense recursive doubling), SplitAllGather (SSAR/DSAR_Split_AllGather),
-HalvingDoubling (the early-switching DSAR, section 3.3.4; Rabenseifner with
-``sparse_stages=0``), Ring (any P). Other P than 2^L are folded (section 3.1.4,
-``_registry``). Blocks: ``floor(N / Q)`` items, the last the rest.
+In stage ``s`` each rank sends to ranks fixed in advance (:meth:`Algorithm.sends`), then
+merges what it received; a message's range follows from the stage and the two ranks
+(:meth:`Algorithm.msg_range`). The plan's simulation and the Program use the same
+methods. P other than 2^L is folded (section 3.1.4, ``_registry``).
 """
 
 from __future__ import annotations

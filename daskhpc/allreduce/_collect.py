@@ -14,9 +14,7 @@ __all__ = ["rank_futures"]
 
 
 def rank_futures(client, X) -> tuple[list, int, dict]:
-    """``(futures, N, source)``: a Future per row of ``X`` on its chunk's worker.
-
-    Checks ``X`` from its metadata first (2-D, known chunks, numeric, N <= 2^32): InputError."""
+    """``(futures, N, source)``: a Future per row of ``X`` on its chunk's worker (X checked)."""
     from daskhpc.runtime import worker_addresses
 
     from ._setup import MAX_N

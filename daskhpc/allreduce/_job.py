@@ -51,9 +51,7 @@ def describe_task(inp: dict) -> dict:
 
 
 def short_stages(s) -> bool:
-    """Whether the stages are short enough for the event loop: messages of at most 8 MB.
-
-    The messages, not N, decide (docs/allreduce.md: 1.4 ms in the loop, 1.8-2.7 in threads)."""
+    """Whether messages are at most 8 MB: short enough for the event loop (docs/allreduce.md)."""
     nbytes = s.plan.message_bytes()
     return int(nbytes.max()) <= 1 << 23 if nbytes.size else True
 

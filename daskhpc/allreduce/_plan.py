@@ -1,10 +1,8 @@
 """The Plan of an allreduce call, computed from the input index sets before it runs.
 
-:func:`simulate` runs the per-rank stage functions on index-only streams (the same
-dense switches, explicit zeros kept as items), so its messages are exactly the call's.
-:func:`call_plan`: one message per send, phase = stage, ``volume`` = items, ``words``
-= bytes per item (``word_bytes = 1``; the 4-byte header apart, ``header_bytes``).
-:func:`dense_bound_plan`: the plan on dense inputs, which no call exceeds. No dask here.
+:func:`simulate` runs the stage functions on index-only streams (the same dense
+switches), so its messages are exactly the call's; ``words`` are bytes per item, the
+4-byte headers apart (``header_bytes``). No dask here.
 """
 
 from __future__ import annotations

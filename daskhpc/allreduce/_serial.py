@@ -13,7 +13,7 @@ def serial_allreduce(vectors, N: int | None = None) -> np.ndarray:
     """``sum_i v_i`` as a dense array, summed in rank order.
 
     Integer sums equal every algorithm's bit for bit; float sums differ by reassociation
-    only, within (P - 1) u sum_i |v_i|.
+    only, within ``(P - 1) u sum_i |v_i|``.
 
     Examples
     --------

@@ -151,8 +151,7 @@ def as_vectors(vectors, N: int | None = None):
 
 
 def read_vector(path: str):
-    """One rank's vector file: ``(array, None)`` from ``.npy``, ``((idx, val), N)`` from
-    ``.npz``."""
+    """One rank's vector file: ``(array, None)`` (``.npy``) or ``((idx, val), N)`` (``.npz``)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
     try:
@@ -198,9 +197,7 @@ def stream_of(idx, val, N: int, fmt: Format) -> Stream:
 
 def prepare(vectors, nparts: int | None = None, *, N: int | None = None, source=None,
             **options) -> Setup:
-    """Validate the vectors (as :func:`allreduce_local` takes them) and options; build the call.
-
-    A user mistake is an InputError of one line."""
+    """Validate the vectors (as :func:`allreduce_local` takes them) and options; build the call."""
     opts = options_of(options)
     t0 = time.perf_counter()
     N, dtype, pairs = as_vectors(vectors, N)

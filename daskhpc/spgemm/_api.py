@@ -391,9 +391,7 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
 
 
 def choose_grid(a, b, K: int, network, candidates=None, **plan_options):
-    """The grid of K cells the cost model predicts fastest for ``a @ b`` on ``network``.
-
-    Returns the grid and one row per candidate (default :func:`._layouts.grids`), fastest first."""
+    """The grid of K cells predicted fastest for ``a @ b`` on ``network``, and every row."""
     rows = []
     for g in candidates or grids(int(K)):
         got = plan(a, b, grid=g, network=network, **plan_options)
@@ -405,9 +403,7 @@ def choose_grid(a, b, K: int, network, candidates=None, **plan_options):
 
 
 def _multiply_times(timeline: dict, history: list) -> list:
-    """Seconds of every batch's multiply (the plugin's clock), None if read from a checkpoint.
-
-    Also written as the batch's history ``time_s``."""
+    """Seconds of every batch's multiply (None: from a checkpoint), also its history ``time_s``."""
     took = {int(e["batch"]): float(e["finished"] - e["started"])
             for e in timeline.get("batches", ())
             if e.get("started") is not None and e.get("finished") is not None}

@@ -178,8 +178,7 @@ def _grid(o: Options, nworkers: int, parts: int | None = None):
 
 
 def _auto_grid(o: Options, a, b, parts, run, candidates=None):
-    """``--grid auto`` of a run: ``(grid, rows, model)``, priced on ``--network`` or this
-    cluster."""
+    """``--grid auto``: ``(grid, rows, model)``, priced on ``--network`` or this cluster."""
     from daskhpc.runtime import network_for, worker_addresses
 
     from ._api import choose_grid

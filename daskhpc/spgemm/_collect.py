@@ -1,11 +1,8 @@
 """Dask collections in and out of ``multiply``: values never pass through the client.
 
-In: the client keeps the pattern of a collection input and every nonzero goes from
-its piece's worker to its cell's worker (:func:`daskhpc.io.route`), where the cell's
-:class:`CscBlock` is built. Out (``keep="workers"``): C as a dask array of
-``csr_matrix`` chunks in the original order, one chunk per (row block, column
-sub-block); with the permutation each piece is split by chunk on its worker and every
-chunk joined worker to worker.
+A collection input's nonzeros go from their pieces' workers to their cells' workers
+(:func:`daskhpc.io.route`); a C kept on the workers becomes a dask array of
+``csr_matrix`` chunks in the original order, joined worker to worker.
 """
 
 from __future__ import annotations
@@ -70,8 +67,7 @@ def pattern(nz, shape) -> sp.csr_array:
 
 
 def route_blocks(client, s, placement, names=("A", "B"), only=None) -> tuple[dict, dict]:
-    """``({cell: Future}, {cell: Future})``: the collection operands' cell blocks built on
-    their cells' workers; ``names`` and ``only`` (cells) restrict it (a rebuild)."""
+    """The collection operands' ``{cell: Future}`` blocks, built on their cells' workers."""
     from daskhpc.io import labels_route, route
 
     g, lay = s.grid, s.layout(1)

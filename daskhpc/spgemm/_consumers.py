@@ -234,9 +234,7 @@ def parse_consumer(text: str) -> Consumer:
 
 
 def assemble(kept: list, shape, drop_zeros: bool = True) -> sp.csr_array:
-    """C from kept ``(block, row ids, col ids)`` triples: canonical CSR.
-
-    Exact zeros are dropped unless ``drop_zeros=False``; duplicates are summed."""
+    """C from kept ``(block, row ids, col ids)`` triples: canonical CSR, duplicates summed."""
     nrows, ncols = int(shape[0]), int(shape[1])
     kept = [(block, np.arange(block.shape[0], dtype=np.int64) if isinstance(r, _Identity)
              else r, c) for block, r, c in kept if block.nnz > 0]

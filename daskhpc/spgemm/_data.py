@@ -81,9 +81,7 @@ def permutations(shape, seed: int | None) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def localize(perm: np.ndarray, bounds) -> np.ndarray:
-    """``perm`` with every segment ``bounds[u]:bounds[u + 1]`` sorted ascending.
-
-    Keeps the input's locality inside a block (measured: docs/spgemm.md)."""
+    """``perm`` with every segment between ``bounds`` sorted: locality kept inside a block."""
     out = np.array(perm, copy=True)
     bounds = np.asarray(bounds, dtype=np.int64)
     for lo, hi in zip(bounds[:-1], bounds[1:]):

@@ -1,10 +1,7 @@
 """The Dask graphs of Symbolic3D and BatchedSumma3D: one pinned task per step and cell.
 
-Every task runs on the worker of its grid cell, so the only transfers are the ones the
-algorithms prescribe. Keys ``("spgemm-<run>-<step>", t, ...)``: ``sendA`` and ``bpiece``
-(the broadcasts; keys of one batch, so A is sent again in the next, Table II),
-``mult``, ``layer`` (Merge-Layer), ``part`` and ``recv`` (AllToAll-Fiber), ``cblock``
-(Merge-Fiber), ``consume``/``combine``, ``summary``/``ckpt`` and ``done``.
+Every task runs on its grid cell's worker, so the only transfers are the algorithms'.
+``sendA`` and ``bpiece`` keys live for one batch: A is sent again in the next (Table II).
 """
 
 from __future__ import annotations
@@ -32,10 +29,7 @@ def step_of_key(key) -> str:
 
 def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                    mask_keys: dict | None = None, complement: bool = False):
-    """Algorithm 3, lines 2-8: per cell, the sum over stages of LocalSymbolic.
-
-    With ``mask_keys`` each stage counts only the entries the mask keeps. Returns
-    ``(tasks, workers, total_keys)``."""
+    """Algorithm 3, lines 2-8: per cell, the (masked) LocalSymbolic summed over stages."""
     q = lay.grid.q
     tasks, where, totals = {}, {}, {}
 

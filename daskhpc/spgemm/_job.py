@@ -53,9 +53,7 @@ def symbolic_job(s) -> GraphJob:
 
 
 class Phases:
-    """A product's two phases (:meth:`symbolic`, :meth:`batches`) and what the report needs.
-
-    b is kept in the checkpoint's facts, so a restart cuts its batches the same way."""
+    """A product's two phases; b is kept in the checkpoint, so a restart cuts the same batches."""
 
     def __init__(self, s, *, plan: bool = True, measure_memory: bool = True, save=None):
         self.s, self.plan, self.measure_memory, self.save = s, plan, measure_memory, save
@@ -350,9 +348,7 @@ class Batches:
         return out
 
     def _to_files(self) -> dict:
-        """``--save DIR``: every kept block written as a save_npz piece by its worker.
-
-        Returns ``{"files": [entry, ...], "pieces": [(Future, worker, batch, cell)] or None}``."""
+        """``--save DIR``: every kept block written as a save_npz piece by its worker."""
         from ._collect import piece_of
 
         t0 = time.perf_counter()

@@ -318,9 +318,8 @@ def _semiring_kernel(hashed, sr):
 
 
 def spa_semiring(sr, mmode, *args):
-    """:func:`spa_multiply` over semiring code ``sr`` with mask mode ``mmode``.
-
-    Arguments after ``mmode``: ``a_*, b_*, p_*, m_ptr, m_idx, allow, where, c_*``."""
+    """:func:`spa_multiply` over semiring ``sr``, mask mode ``mmode`` (mask arrays before
+    ``where``)."""
     return _SPA_KERNELS[sr](mmode, *args)
 
 

@@ -226,8 +226,7 @@ def _pick(accumulator: str, nrows: int, flops: np.ndarray) -> str:
 
 
 def _stack(blocks, values: bool = True) -> tuple:
-    """The kernels' stacked form ``ptr, off, idx[, val]`` of a list of blocks (see
-    :mod:`._kernels`)."""
+    """The kernels' stacked form ``ptr, off, idx[, val]`` of a list of blocks."""
     if len(blocks) == 1:
         b = blocks[0]
         ptr = np.ascontiguousarray(b.ptr, dtype=np.int64)
@@ -257,8 +256,7 @@ def _where(nrows: int, cap: int) -> np.ndarray:
 
 
 def _outputs(ncols: int, cap: int):
-    """Output arrays for up to ``cap`` nonzeros, allocated by numpy (huge pages: cheaper first
-    touch)."""
+    """Output arrays for up to ``cap`` nonzeros, by numpy (huge pages: a cheaper first touch)."""
     return np.empty(ncols + 1, np.int64), np.empty(cap, np.int32), np.empty(cap, np.float64)
 
 

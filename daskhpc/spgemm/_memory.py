@@ -53,8 +53,7 @@ def read_peak() -> int | None:
 
 
 def warm_up(semiring: int = 0, masked: bool = False) -> None:
-    """Load every numba kernel once (and those of ``semiring``/a mask), so compiling is not run
-    memory."""
+    """Load every numba kernel once (``semiring``'s, a mask's), so compiling is not run memory."""
     import numpy as np
     import scipy.sparse as sp
 

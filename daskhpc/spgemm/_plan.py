@@ -30,9 +30,7 @@ def _plan(p, phase, src, dst, vol, nphases, name) -> Plan:
 
 
 def _bcast(sym: GridSymbolic, nnz_blocks, batches: int, along: str) -> tuple:
-    """Messages of stage s in every layer: A(i,s,k) to P(i,:,k) or B(s,j,k) to P(:,j,k).
-
-    Returns (phase, src, dst, volume) lists; the phase is ``t * q + s``."""
+    """Stage s's messages: A(i,s,k) to P(i,:,k) or B(s,j,k) to P(:,j,k); phase ``t * q + s``."""
     g = sym.grid
     q, l = g.q, g.l
     phase, src, dst, vol = [], [], [], []
@@ -118,10 +116,7 @@ def table2(sym: GridSymbolic) -> dict[str, dict[str, float]]:
 
 
 def placed_volume(plan: Plan, owner: np.ndarray, dedupe_phase_src: bool) -> dict:
-    """Units, fetches and bytes that cross between workers with cell ``c`` on ``owner[c]``.
-
-    With ``dedupe_phase_src`` a broadcast counts once per receiving worker (Dask fetches a
-    key once)."""
+    """Units, fetches and bytes between workers (broadcasts once per receiving worker)."""
     w = plan.placed(owner, broadcast=dedupe_phase_src)
     return {"units": int(w.volume.sum()) if w.words is None else
             int(w.message_bytes().sum() // plan.unit_bytes),

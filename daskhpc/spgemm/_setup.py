@@ -284,9 +284,7 @@ def matrix_digest(m) -> dict:
 
 
 def fingerprint(s: Setup) -> dict:
-    """What changes the numbers of a run (a checkpoint of another run is refused).
-
-    Not the workers, the window or the placement: they change where, not what."""
+    """What changes the numbers of a run (not the workers, window or placement)."""
     digest = {n: matrix_digest(m) for n, m in (("A", s.a), ("B", s.b))}
     for n, nz in (s.sources or {}).items():      # a collection: its pattern and dask token
         digest[n] = {**digest[n], "sha256": None, "dask_token": nz.token}

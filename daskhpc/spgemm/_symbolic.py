@@ -219,7 +219,7 @@ def _cell_csc(ptr, idx, val, rows, col_new, lo, hi):
 
 
 def cell_block(m, rows: np.ndarray, col_new: np.ndarray, lo: int, hi: int):
-    """The :class:`CscBlock` a cut of the permuted canonical CSR ``m`` gives (see :func:`_cell_csc`)."""
+    """The :class:`CscBlock` a cut of the permuted canonical CSR ``m`` gives (no copy)."""
     from ._block import CscBlock
 
     ptr, idx, val = _cell_csc(m.indptr, m.indices, m.data, np.asarray(rows, np.int64),

@@ -40,8 +40,7 @@ def b_piece(block: CscBlock, cols: np.ndarray) -> CscBlock:
 
 def stage_symbolic(a: CscBlock, b: CscBlock, mask: CscBlock | None = None,
                    complement: bool = False) -> int:
-    """LocalSymbolic (Algorithm 3 line 8): nonzeros of one stage's product (only those
-    the mask keeps, with a mask)."""
+    """LocalSymbolic (Algorithm 3 line 8): nonzeros of one stage's (masked) product."""
     counts, _ = _local.local_symbolic(a, b, mask=mask, complement=complement)
     return int(counts.sum())
 
@@ -52,8 +51,7 @@ def cell_total(*counts: int) -> int:
 
 
 def stage_multiply(a: CscBlock, b: CscBlock, spec=(0, False), mask=None) -> CscBlock:
-    """Local-Multiply (Algorithm 1 line 7), unsorted hash. ``spec``: (semiring code,
-    complement) of the run; ``mask``: the batch's mask piece of the cell, or None."""
+    """Local-Multiply (Algorithm 1 line 7); ``spec``: (semiring code, complement)."""
     return _local.local_multiply(a, b, semiring=spec[0], mask=mask, complement=spec[1])
 
 
@@ -70,10 +68,7 @@ def mask_piece(mask: CscBlock, lo: int, hi: int) -> CscBlock | None:
 
 def fused_part(nstages: int, lo: int, hi: int, after, spec, mask,
                *blocks: CscBlock) -> CscBlock:
-    """Columns ``lo:hi`` of the fused layer product: one fiber piece, its own task.
-
-    ``after`` (the previous piece) only keeps the pieces in order, so AllToAll-Fiber starts
-    at once."""
+    """Columns ``lo:hi`` of the fused layer product, its own task (``after``: keeps the order)."""
     b_cols = [fiber_part(b, lo, hi) for b in blocks[nstages:]]
     return _local.fused_multiply(blocks[:nstages], b_cols, semiring=spec[0],
                                  mask=mask_piece(mask, lo, hi), complement=spec[1])
@@ -107,9 +102,7 @@ def merge_fiber(sort: bool, semiring: int, *parts: CscBlock) -> CscBlock:
 
 
 def consume(consumer, block: CscBlock, info: dict, operand=None, prev=None, rows=None):
-    """Hand one cell's C block of one batch to the consumer.
-
-    ``rows`` comes from the part store, not the task: a task's array would stay with every batch."""
+    """Hand one cell's C block of one batch to the consumer (``rows`` from the part store)."""
     if rows is not None:
         info = {**info, "rows": rows}
     if operand is not None:
@@ -168,7 +161,7 @@ def load_kept(path: str) -> tuple:
     return block, z.get("rows", _IDENTITY), z["cols"]
 
 
-def piece_matrix(kept, shape) -> "sp.coo_array":
+def piece_matrix(kept, shape):
     """A kept block as a ``coo_array`` of C's whole ``shape`` (original ids, no exact zeros)."""
     import scipy.sparse as sp
 
