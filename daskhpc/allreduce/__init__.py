@@ -8,20 +8,11 @@ the dense range (Listing 4.3), never back. Algorithms (Renggli 2017, chapter 3):
 SSAR_Rec_Dbl, SSAR_Split_AllGather, DSAR_Split_AllGather, the early-switching DSAR, and
 the dense baselines (Rabenseifner, ring, recursive doubling); ``auto`` picks one per
 call from Table 3.1 with the cost model's alpha and beta and the measured densities.
-
-* :func:`plan` - the messages and bytes of a call per stage and rank, before it runs,
-  from the index sets (or the uniform model), without a cluster;
-* :func:`allreduce` - the call on a Dask cluster (arrays or futures in, every rank's
-  total out; measured bytes per stage next to the plan);
-* :func:`allreduce_local` - the call as a Program run in this process (the
-  partition-aware serial reference);
-* :func:`serial_allreduce` - the plain dense sum;
-* :func:`append_allreduce` - add an allreduce to another workflow's Program;
-* :func:`call_plan`, :func:`choose`, :func:`predicted_times`, :func:`uniform_vectors`.
+:func:`allreduce` runs on a Dask cluster, :func:`allreduce_local` in this process (the
+partition-aware serial reference), :func:`plan` without running.
 
 Examples
 --------
->>> import numpy as np
 >>> import daskhpc.allreduce as ar
 >>> r = ar.allreduce_local(N=1000, nparts=4, density=0.01, algorithm="ssar_split_allgather")
 >>> r.report()["quality"]["ranks_identical"], r.plan.report()["tot_msgs"]

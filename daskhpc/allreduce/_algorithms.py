@@ -1,41 +1,9 @@
-"""The allreduce algorithms as per-rank stage functions over streams.
+"""The allreduce algorithms as per-rank stage functions over streams (Renggli 2017, ch. 3).
 
-Every algorithm is a fixed sequence of *stages*. In stage ``s`` each rank sends streams
-to ranks fixed in advance (:meth:`Algorithm.sends`; a message may be empty, as an MPI
-send of zero items is), then merges what it received. The per-rank methods are used in
-two ways, unchanged: by the plan's simulation on index-only streams
-(:func:`daskhpc.allreduce.simulate`), and by the Program steps that run a call
-(:func:`daskhpc.allreduce.append_allreduce`). Which range a message covers is a function
-of the stage and the two ranks (:meth:`Algorithm.msg_range`), so it is not sent.
-
-Algorithms over Q = 2^L ranks (Renggli 2017, chapter 3; Table 3.1):
-
-* :class:`RecDbl`: SSAR_Rec_Dbl (stage t: exchange with rank XOR 2^t, merge-sum);
-  ``dense=True`` is the dense recursive-doubling allreduce.
-* :class:`SplitAllGather`: SSAR_Split_AllGather (split [0, N) into Q blocks, send each
-  to its owner, the owner sums in rank order, sparse allgather by recursive doubling);
-  ``dense_blocks=True`` is DSAR_Split_AllGather (owner blocks dense, dense allgather).
-* :class:`HalvingDoubling`: recursive-halving reduce-scatter + recursive-doubling
-  allgather; the first ``sparse_stages`` halvings exchange sparse streams (inside groups of
-  2^sparse_stages consecutive ranks), the rest dense: the early-switching DSAR
-  (section 3.3.4, Figures 3.12-3.13). ``sparse_stages=0`` is Rabenseifner's dense
-  allreduce.
-
-A P that is not a power of two is folded (section 3.1.4): :class:`Folded` adds a stage
-in front (rank Q + j sends its vector to rank j, which adds it) and one at the end (rank
-j sends the result to rank Q + j; ``_registry``). :class:`Ring` (dense ring reduce-scatter + ring
-allgather) works for any P. Blocks: ``floor(N / Q)`` items each, the last one the rest
-(section 3.1.4), so N < Q gives empty blocks.
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.allreduce._stream import Format
->>> a = SplitAllGather(2, 10, Format(np.float64))
->>> a.nstages, [a.kind(s) for s in range(a.nstages)]
-(2, ['split', 'allgather'])
->>> a.sends(0), a.msg_range(0, 0, 1)
-([(0, 1), (1, 0)], (5, 10))
+In stage ``s`` each rank sends to ranks fixed in advance (:meth:`Algorithm.sends`), then
+merges what it received; a message's range follows from the stage and the two ranks
+(:meth:`Algorithm.msg_range`). The plan's simulation and the Program use the same
+methods. P other than 2^L is folded (section 3.1.4, ``_registry``).
 """
 
 from __future__ import annotations
@@ -61,7 +29,7 @@ def _log2(q: int) -> int:
 
 
 class Algorithm:
-    """Interface of a stage algorithm over ``nparts`` ranks (see the module docstring)."""
+    """Interface of a stage algorithm over ``nparts`` ranks."""
 
     name = "algorithm"
     nstages = 0
@@ -127,8 +95,7 @@ class RecDbl(Algorithm):
 
 
 class SplitAllGather(Algorithm):
-    """SSAR_Split_AllGather (Figures 3.10-3.11, 3.6); DSAR_Split_AllGather if
-    ``dense_blocks``."""
+    """SSAR_Split_AllGather (Figures 3.10-3.11, 3.6); DSAR_Split_AllGather if ``dense_blocks``."""
 
     def __init__(self, nparts, N, fmt, dense_blocks=False):
         super().__init__(nparts, N, fmt)
@@ -186,13 +153,9 @@ class SplitAllGather(Algorithm):
 class HalvingDoubling(Algorithm):
     """Recursive-halving reduce-scatter + recursive-doubling allgather (Figure 3.8).
 
-    Reduce-scatter stage t pairs rank p with p XOR 2^t: each keeps one half of its
-    current block range (the upper half if bit t of p is set) and sends the other, so
-    rank p ends with block bitrev(p). The first ``sparse_stages`` stages exchange sparse
-    streams (the groups of Figures 3.12-3.13); then the partials are made dense and the
-    classical dense halving goes on; the allgather reverses the halving (distance Q/2
-    first), concatenating adjacent ranges.
-    """
+    Stage t pairs rank p with p XOR 2^t, which keeps the upper half if bit t of p is set;
+    the first ``sparse_stages`` stages are sparse (Figures 3.12-3.13), then dense. The
+    allgather reverses the halving."""
 
     def __init__(self, nparts, N, fmt, sparse_stages=0):
         super().__init__(nparts, N, fmt)
@@ -260,8 +223,7 @@ class HalvingDoubling(Algorithm):
 
 
 class Ring(Algorithm):
-    """Dense ring allreduce: P - 1 reduce-scatter steps, then P - 1 allgather steps
-    (Figure 3.7), for any P."""
+    """Dense ring allreduce (Figure 3.7): P - 1 reduce-scatter and P - 1 allgather steps, any P."""
 
     def __init__(self, nparts, N, fmt):
         super().__init__(nparts, N, fmt)

@@ -1,17 +1,4 @@
-"""The public functions: ``allreduce`` (the call on a Dask cluster, planned, run,
-measured; the run in ``_job``), ``plan`` (no cluster), ``allreduce_local`` (the
-Program run in this process: the partition-aware serial reference) and
-``serial_allreduce``.
-
-Examples
---------
->>> import numpy as np
->>> r = allreduce_local([np.array([1, 0, 2]), np.array([0, 0, 5])], algorithm="ssar_rec_dbl")
->>> r.total.tolist(), r.history[0]["sent_bytes"]
-([1, 0, 7], 36)
->>> plan(N=2**20, nparts=8, density=0.01, algorithm="ssar_rec_dbl")["plan"]["tot_msgs"]
-24
-"""
+"""The public functions: ``allreduce`` (Dask), ``plan``, ``allreduce_local``."""
 
 from __future__ import annotations
 
@@ -25,6 +12,7 @@ from daskhpc.comm import run_local_history
 from daskhpc.errors import InputError
 from daskhpc.report import new_report
 
+from ._cost import network_costs
 from ._plan import plan_sections
 from ._program import assemble, program, row, statics
 from ._result import AllreduceResult
@@ -67,7 +55,6 @@ def sections(s: Setup, history=None, command=None) -> dict:
         if s.choice else None
     if s.choice is not None:        # every algorithm's Table 3.1 time, fastest first
         times = s.choice["candidates"]
-        # a call: its stages, then the step that puts the result
         out["plan"]["predicted_s_per_step"] = times.get(s.algo.name) + \
             s.choice.get("floor_s", 0.0)
         out["plan"]["prediction"] = {"network": {"name": "alpha-beta",
@@ -122,6 +109,13 @@ def allreduce_local(vectors=None, algorithm: str = "auto", *, nparts=None, N=Non
     -------
     AllreduceResult
 
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r = allreduce_local([np.array([1, 0, 2]), np.array([0, 0, 5])], algorithm="ssar_rec_dbl")
+    >>> r.total.tolist(), r.history[0]["sent_bytes"]
+    ([1, 0, 7], 36)
+
     References
     ----------
     C. Renggli, "Efficient Sparse AllReduce For Scalable Machine Learning", Master's
@@ -174,37 +168,28 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
     Parameters
     ----------
     vectors : sequence, optional
-        One vector per rank: arrays on the client (dense 1-D, ``(indices, values)`` or
-        scipy sparse), or ``distributed.Future``s of them on the workers (each rank runs
-        where its future lives), or a 2-D Dask Array (one row per rank; numpy,
-        scipy.sparse or sparse.COO chunks), whose row chunks are computed on the workers,
-        chunk k on worker k mod W, and run as futures (docs/collections.md). Default:
-        the thesis's uniform model of ``N``, ``nparts``, ``density``, ``seed`` (section
-        5.1).
+        One vector per rank: arrays on the client (dense, ``(indices, values)`` or scipy
+        sparse), ``distributed.Future``s of them (each rank runs where its future lives),
+        or a 2-D Dask Array of one row per rank (docs/collections.md). Default: the
+        uniform model of ``N``, ``nparts``, ``density``, ``seed`` (section 5.1).
     algorithm : str
-        ``auto`` (Table 3.1 with the calibrated alpha and beta and ``k = max_i |H_i|``) or
-        one of :data:`~daskhpc.allreduce.ALGORITHMS`.
+        ``auto`` (Table 3.1 with the calibrated alpha and beta) or one of
+        :data:`~daskhpc.allreduce.ALGORITHMS`.
     gather : bool, optional
-        Bring every rank's total to the client (default: yes for client-side vectors,
-        no for futures and a Dask Array: the totals stay on the workers, ``result.futures``).
+        Bring every rank's total to the client (default: only for client-side vectors;
+        else they stay on the workers, ``result.futures``).
     run : RunOptions, optional
-        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, progress,
-        callback (after every call), exchange, check_serial), or the same names among
-        the keywords. ``check_serial`` compares with the dense rank-order sum: integers equal, floats within the reassociation
-        bound ``(P - 1) u sum_i |v_i|``.
+        :class:`daskhpc.runtime.RunOptions` (client, progress, callback, exchange,
+        check_serial as in :func:`allreduce_local`), or the same names as keywords.
     **options
         ``repeat`` (calls, each a history row), ``group``, ``alpha``, ``beta``.
 
     Returns
     -------
     AllreduceResult
-        ``streams`` (gathered totals), ``futures`` (per rank, on its worker), ``plan``,
-        ``choice``, ``history`` (per call: time, planned and measured bytes per stage).
 
     Examples
     --------
-    >>> client = dh.connect(n_workers=4)                                  # doctest: +SKIP
-    >>> futs = [client.submit(make_gradient, r, workers=[w]) for r, w in ...]  # doctest: +SKIP
     >>> r = allreduce(futs, N=10**7, client=client)                       # doctest: +SKIP
     >>> r.futures[2].result()       # rank 2's total, a stream payload    # doctest: +SKIP
 
@@ -236,15 +221,11 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
         from daskhpc.runtime import network_for
 
         model = network_for(run.network, client, exchange_mode(run.exchange))
-        options = {**options,
-                   "alpha": model.alpha if options.get("alpha") is None else options["alpha"],
-                   "beta": model.beta if options.get("beta") is None else options["beta"],
-                   "floor": model.floor_s if options.get("floor") is None else options["floor"]}
+        options = {**options, **network_costs(model, options)}
     collection = vectors is not None and is_collection(vectors)
     if collection:                         # one rank per row, run where its row is
         from ._collect import rank_futures
 
-        options_of(dict(algorithm=algorithm, **options))   # options first: cost nothing
         vectors, n, collection = rank_futures(client, vectors)
         if N is not None and int(N) != n:
             raise InputError(f"N={N} but the Dask Array's rows have length {n}")
@@ -266,8 +247,6 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
                      algorithm=algorithm, **options)
         owner = [workers[r % len(workers)] for r in range(s.nparts)]
     gather = (not futures_in) if gather is None else bool(gather)
-    # the totals stay on the ranks' workers (futures) for vectors from workers or
-    # gather=False (the program's job warms the workers up itself)
     keep = futures_in or not gather
     exchange = exchange_mode(run.exchange)
     out = run_program(client, s, owner, dataclasses.replace(run, exchange=exchange),

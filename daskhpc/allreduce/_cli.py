@@ -1,25 +1,14 @@
-"""The sparse allreduce as a :class:`~daskhpc.runtime.Workflow`: what ``daskhpc plan|run
-allreduce``, ``daskhpc demo`` and the launchers know of it.
+"""The sparse allreduce as a :class:`~daskhpc.runtime.Workflow` (``daskhpc plan|run allreduce``).
 
-Inputs: none (or the word ``uniform``) for the thesis's uniform model (``--N``,
-``--parts``, ``--density``, ``--seed``), or one file per rank: ``.npy`` (a dense 1-D
-array) or ``.npz`` with arrays ``idx`` and ``val`` (and ``N``).
-
-Examples
---------
->>> import argparse
->>> p = argparse.ArgumentParser()
->>> Allreduce.add_arguments(p, "plan")
->>> call, _ = Allreduce.call_of(p.parse_args(["--N", "1000", "--parts", "4",
-...                                           "--density", "0.01"]))
->>> Allreduce().plan(call)["plan"]["tot_msgs"] > 0
-True
+Inputs: none (or ``uniform``) for the uniform model, or one file per rank: ``.npy``
+(dense 1-D) or ``.npz`` with ``idx`` and ``val`` (and ``N``).
 """
 
 from __future__ import annotations
 
 from daskhpc._workflows import Call, RunOptions, Workflow
 
+from ._cost import network_costs
 from ._setup import CommandOptions, read_vectors, validate_input
 
 __all__ = ["Allreduce"]
@@ -50,7 +39,7 @@ class Allreduce(Workflow):
             from daskhpc.comm import network_model
 
             model = network_model(call.network)
-            kw.update(_network_alpha_beta(model, kw))
+            kw.update(network_costs(model, kw))
             report = plan(**kw)
             net = ((report.get("plan") or {}).get("prediction") or {}).get("network")
             if net is not None:         # priced on the profile's alpha and beta: its name
@@ -81,20 +70,11 @@ class Allreduce(Workflow):
                 "--repeat", "3", "--check-serial"]
 
 
-def _network_alpha_beta(model, kw: dict) -> dict:
-    """``alpha``, ``beta`` and ``floor`` of a ``--network``'s model where ``--alpha``,
-    ``--beta``, ``--floor`` did not give them."""
-    return {"alpha": model.alpha if kw.get("alpha") is None else kw["alpha"],
-            "beta": model.beta if kw.get("beta") is None else kw["beta"],
-            "floor": model.floor_s if kw.get("floor") is None else kw["floor"]}
-
-
 def _call_args(call: Call) -> dict:
     o = call.options
     inputs = [i for i in call.inputs if i != "uniform"]
     opts = {"algorithm": o.algorithm, "group": o.group, "alpha": o.alpha, "beta": o.beta,
-            "floor": o.floor,
-            "repeat": o.repeat}
+            "floor": o.floor, "repeat": o.repeat}
     if not inputs:
         return dict(N=o.N, nparts=call.parts, density=o.density, seed=o.seed, dtype=o.dtype,
                     **opts)

@@ -1,12 +1,7 @@
-"""A Dask Array of vectors as ``allreduce``'s input: one row per rank, each rank run where
-its row is.
+"""A Dask Array of vectors as ``allreduce``'s input: one row per rank, run where it is.
 
-The array (ranks x N; numpy, scipy.sparse or sparse.COO chunks) is checked from its
-metadata, then its row chunks are computed on the workers, chunk k on worker k mod W
-(one chunk per worker when there are as many chunks as workers), and every row becomes
-a rank's vector future on its chunk's worker: the call then runs as for futures
-(:func:`daskhpc.allreduce.allreduce` with ``distributed.Future`` inputs), whose
-canonical inputs are made on the workers and whose index sets alone reach the client.
+Row chunks are computed on the workers (chunk k on worker k mod W) and every row becomes
+a rank's vector future there; the call then runs as for futures.
 """
 
 from __future__ import annotations
@@ -19,15 +14,7 @@ __all__ = ["rank_futures"]
 
 
 def rank_futures(client, X) -> tuple[list, int, dict]:
-    """``(futures, N, source)``: one Future per row of ``X`` (a rank's vector) on its
-    chunk's worker, the vector length, and the report's input section.
-
-    Raises
-    ------
-    InputError
-        Not 2-D, unknown chunk sizes, not numeric, chunks of another type, N beyond
-        2^32 (all from the metadata, before anything runs).
-    """
+    """``(futures, N, source)``: a Future per row of ``X`` on its chunk's worker (X checked)."""
     from daskhpc.runtime import worker_addresses
 
     from ._setup import MAX_N
@@ -79,8 +66,7 @@ def rank_futures(client, X) -> tuple[list, int, dict]:
 
 
 def _row(block, r: int):
-    """Row ``r`` of a chunk, as the in-memory API takes a rank's vector: a 1 x N scipy
-    matrix (its stored entries, explicit zeros included), or a dense 1-D row."""
+    """Row ``r`` of a chunk as a rank's vector: a 1 x N scipy matrix, or a dense 1-D row."""
     import scipy.sparse as sp
 
     if sp.issparse(block):

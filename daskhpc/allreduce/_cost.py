@@ -1,13 +1,8 @@
-"""Table 3.1's alpha-beta times, and the ``auto`` choice made from them.
+"""Table 3.1's alpha-beta times, and the ``auto`` choice made from them (no dask).
 
-Renggli 2017, Table 3.1, expected bandwidth under the uniform model (every rank holds k
-indices drawn uniformly from N, section 3.2.1), with the expected union of P such sets
-
-    f(k, N, P) = N sum_{i=1}^P (-1)^(i-1) C(P, i) (k/N)^i = N (1 - (1 - k/N)^P)
-
-(the inclusion-exclusion sum of section 3.2.1 in closed form). Per algorithm, over
-Q = 2^floor(log2 P) ranks, in bytes (sparse item ``s = c + isize``, dense item ``isize``;
-section 3.3.2: "plug in k (1 + c / isize) instead of k"):
+Expected bandwidth under the uniform model (k indices per rank drawn from N, section
+3.2.1), with the expected union of P such sets ``f(k, N, P) = N (1 - (1 - k/N)^P)``.
+Per algorithm over Q = 2^floor(log2 P) ranks, in bytes (sparse item ``s = c + isize``):
 
 ==================== ============================ ==============================================
 algorithm            latency                      bandwidth (expected)
@@ -22,22 +17,9 @@ dsar_early_switch    2 log2(Q) alpha              sum_{i<=m} s f(k/2^(i-1), N/2^
                                                   + sum_{i>m} isize N/2^i + (Q-1)/Q isize N
 ==================== ============================ ==============================================
 
-Each sparse term is capped at the dense size of its message (the dynamic switch never
-sends more). The early-switch row is ours (the thesis gives no formula): m = log2(group)
-sparse halvings, each sending half of its partial's expected union, then the dense
-halvings and the dense allgather. When P is not a power of two every folded algorithm
-adds the fold (alpha + s k, capped) and the unfold (alpha + the result's size).
-
-No dask here.
-
-Examples
---------
->>> from daskhpc.comm import CostModel
->>> round(expected_union(10, 100, 2), 6)
-19.0
->>> t = predicted_times(8, 2**20, 1000, 8, CostModel(alpha=1e-3, beta=1e-9))
->>> min(t, key=t.get)
-'ssar_rec_dbl'
+Each sparse term is capped at its dense size. The early-switch row is ours (the thesis
+gives none): m = log2(group) sparse halvings, each sending half its partial's expected
+union, then dense. A folded P adds the fold (alpha + s k, capped) and the unfold.
 """
 
 from __future__ import annotations
@@ -47,7 +29,8 @@ import math
 from ._registry import ALGORITHMS, DEFAULT_GROUP, DENSE, SPARSE
 from ._stream import INDEX_BYTES
 
-__all__ = ["expected_union", "predicted_times", "choose", "cost_model", "CANDIDATES"]
+__all__ = ["expected_union", "predicted_times", "choose", "cost_model", "network_costs",
+           "CANDIDATES"]
 
 #: what ``auto`` chooses among
 CANDIDATES = SPARSE + DENSE
@@ -111,8 +94,14 @@ def predicted_times(P: int, N: int, k: float, isize: int, cost, *,
     isize : int
         Bytes per value.
     cost : daskhpc.comm.CostModel
-        ``alpha`` s per message, ``beta`` s per byte, ``floor_s`` per message (each is a
-        step of the run, in sequence).
+        ``alpha`` s per message, ``beta`` s per byte, ``floor_s`` per message.
+
+    Examples
+    --------
+    >>> from daskhpc.comm import CostModel
+    >>> t = predicted_times(8, 2**20, 1000, 8, CostModel(alpha=1e-3, beta=1e-9))
+    >>> min(t, key=t.get)
+    'ssar_rec_dbl'
     """
     P, N = int(P), int(N)
     Q = 1 << (P.bit_length() - 1)
@@ -140,12 +129,9 @@ def choose(P: int, N: int, k: float, isize: int, cost, *, group: int = DEFAULT_G
            candidates=CANDIDATES) -> dict:
     """The ``auto`` choice: the candidate with the least predicted time.
 
-    Returns ``{"algorithm", "predicted_s", "candidates": {name: s}, "alpha", "beta",
-    "floor_s", "k"}``. Ties go to a dense algorithm (the sparse streams then cost as
-    many bytes as the dense vector, and their bookkeeping only adds: a9a's 512-row
-    batches ran 0.58-0.91x as fast with ssar_rec_dbl as with dense_rec_dbl), then to
-    the first in ``candidates`` order.
-    """
+    Returns ``{"algorithm", "predicted_s", "candidates", "alpha", "beta", "floor_s", "k"}``.
+    Ties go to a dense algorithm (sparse bookkeeping only adds: a9a's batches ran
+    0.58-0.91x as fast with ssar_rec_dbl as with dense_rec_dbl), then ``candidates`` order."""
     times = predicted_times(P, N, k, isize, cost, group=group, candidates=candidates)
     best = min(times, key=lambda n: (times[n], n not in DENSE, list(times).index(n)))
     return {"algorithm": best, "predicted_s": times[best], "candidates": times,
@@ -154,13 +140,9 @@ def choose(P: int, N: int, k: float, isize: int, cost, *, group: int = DEFAULT_G
 
 def cost_model(alpha: float | None = None, beta: float | None = None,
                floor: float | None = None):
-    """The CostModel to decide with: the given numbers (``floor``: seconds a step costs),
-    else the calibrated or default.
+    """The CostModel to decide with: the given numbers, else ``CostModel.from_config()``.
 
-    ``CostModel.from_config()`` (``daskhpc.comm.alpha``/``beta`` in ``dask.config``, what
-    ``daskhpc info --calibrate --save`` writes) fills what is not given; with both given,
-    the configuration (and dask) is not touched.
-    """
+    With both ``alpha`` and ``beta`` given, the configuration (and dask) is not touched."""
     from daskhpc.comm import CostModel
 
     if alpha is not None and beta is not None:      # nothing to read (no dask.config)
@@ -169,3 +151,10 @@ def cost_model(alpha: float | None = None, beta: float | None = None,
     return base.replace(alpha=base.alpha if alpha is None else float(alpha),
                         beta=base.beta if beta is None else float(beta),
                         floor_s=base.floor_s if floor is None else float(floor))
+
+
+def network_costs(model, given: dict) -> dict:
+    """``alpha``, ``beta`` and ``floor`` of a network's model where ``given`` lacks them."""
+    return {"alpha": model.alpha if given.get("alpha") is None else given["alpha"],
+            "beta": model.beta if given.get("beta") is None else given["beta"],
+            "floor": model.floor_s if given.get("floor") is None else given["floor"]}

@@ -1,7 +1,4 @@
-"""The allreduce panel of the daskhpc dashboard (named by its
-Workflow's ``dashboard``): bytes per stage of the current algorithm and the
-time of every call, from the run's history rows (topic ``history``).
-"""
+"""The allreduce panel of the daskhpc dashboard: bytes per stage and time per call."""
 
 from __future__ import annotations
 

@@ -1,38 +1,8 @@
-"""Append an allreduce to any :class:`daskhpc.comm.Program` (GCN, CP-ALS, linear, ...).
+"""Append an allreduce to any :class:`daskhpc.comm.Program` (docs/allreduce.md; no dask).
 
-:func:`append_allreduce` is the sparse counterpart of
-:meth:`daskhpc.comm.Program.allreduce`: ``get(ctx)`` gives each part's vector in the
-first appended step, ``put(ctx, total)`` hands every part the same total (a
-:class:`~daskhpc.allreduce.Stream` over [0, N); ``total.to_dense()`` for an array) in the
-last one. An algorithm of S stages takes S + 1 steps: step 0 takes the contribution and
-sends stage 0, step t receives stage t - 1 and sends stage t, step S receives the last
-stage and calls ``put``. The last step sends nothing, so with ``fuse=True`` the next
-call's step 0 runs inside it: a loop of calls costs S steps per call (SGD: the update in
-``put`` and the next gradient in ``get`` share a step).
-
-Each step carries the Plan of its stage: the exact one when the caller gives the call's
-plan (computed from the index sets, :func:`~daskhpc.allreduce.call_plan`), else the
-dense-bound plan (no message is larger). With ``count=True`` every part adds what it
-sends to ``ctx.state["allreduce_sent"]`` (bytes, messages, items), for reports.
-
-The step functions expect their inbox to hold only the allreduce's messages.
-
-No dask here.
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.comm import Program, run_local
->>> def get(ctx):
-...     return ctx.static
->>> def put(ctx, total):
-...     ctx.state["sum"] = total.to_dense()
->>> prog = Program(3, "demo", final=lambda ctx: ctx.state["sum"])
->>> _ = append_allreduce(prog, get, put, N=4, algorithm="ssar_rec_dbl")
->>> finals, _ = run_local(prog, [np.array([1.0, 0, 0, 0]), np.array([0, 2.0, 0, 0]),
-...                              np.array([0, 0, 0, 3.0])])
->>> finals[2].tolist()
-[1.0, 2.0, 0.0, 3.0]
+An algorithm of S stages takes S + 1 steps: step t receives stage t - 1 and sends stage
+t; the last sends nothing, so ``fuse=True`` runs the next call's step 0 inside it. The
+step functions expect their inbox to hold only the allreduce's messages.
 """
 
 from __future__ import annotations
@@ -50,9 +20,8 @@ __all__ = ["append_allreduce", "as_stream"]
 def as_stream(x, N: int, fmt: Format) -> Stream:
     """A part's contribution as a canonical stream over [0, N).
 
-    ``x``: a :class:`Stream`, a dense array of length N (its nonzeros are the index set),
-    or an ``(idx, val)`` pair with sorted unique indices (explicit zeros count).
-    """
+    ``x``: a Stream, a dense array (its nonzeros are the index set), or ``(idx, val)``
+    with sorted unique indices (explicit zeros count)."""
     if isinstance(x, Stream):
         s = x
     elif isinstance(x, tuple):
@@ -106,15 +75,14 @@ def append_allreduce(program, get, put, *, N: int | None = None, algorithm="ssar
     ----------
     program : daskhpc.comm.Program
     get : callable
-        ``get(ctx) -> contribution`` (dense array, ``(idx, val)`` or Stream), module-level
-        or a functools.partial of one (it is pickled to workers).
+        ``get(ctx) -> contribution`` (dense array, ``(idx, val)`` or Stream), picklable.
     put : callable
         ``put(ctx, total)`` with the total as a Stream over [0, N), identical on all parts.
     N : int
         Vector length (taken from ``algorithm`` when it is an Algorithm).
     algorithm : str or Algorithm
-        One of :data:`~daskhpc.allreduce.ALGORITHMS` (``auto`` needs the index sets:
-        decide with :func:`~daskhpc.allreduce.choose` first).
+        One of :data:`~daskhpc.allreduce.ALGORITHMS` (not ``auto``: decide with
+        :func:`~daskhpc.allreduce.choose` first).
     dtype : dtype
         Value type of the contributions (cast to it).
     group : int, optional
@@ -133,6 +101,19 @@ def append_allreduce(program, get, put, *, N: int | None = None, algorithm="ssar
     -------
     int
         Index of the step in which ``put`` runs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskhpc.comm import Program, run_local
+    >>> def get(ctx):
+    ...     return ctx.static
+    >>> def put(ctx, total):
+    ...     ctx.state["sum"] = total.to_dense()
+    >>> prog = Program(2, "demo", final=lambda ctx: ctx.state["sum"])
+    >>> _ = append_allreduce(prog, get, put, N=2, algorithm="ssar_rec_dbl")
+    >>> run_local(prog, [np.array([1.0, 0]), np.array([0, 2.0])])[0][1].tolist()
+    [1.0, 2.0]
 
     References
     ----------

@@ -1,13 +1,7 @@
-"""The allreduce on a Dask cluster (``allreduce(vectors, client=...)``, ``_api``): planned,
-run, measured.
+"""The allreduce on a Dask cluster: the call's Program run by the workflow frame, measured.
 
-The call's :class:`~daskhpc.comm.Program` runs through the workflow frame
-(:func:`daskhpc.runtime.run_job`): ``repeat`` calls pipelined as units, lost workers
-recovered for vectors from the client; what :func:`append_allreduce` embeds in other
-workflows. Vectors on the workers (futures, a Dask Array's rows) are its part data where
-they are, and the totals can stay there (``Job.keep_finals``). What moved between
-workers is measured (:class:`~daskhpc.runtime.TransferLedger`), per call and per stage,
-next to the plan projected on the same workers.
+``repeat`` calls are pipelined units; vectors on the workers are part data where they
+are, and the totals may stay there (``Job.keep_finals``).
 """
 
 from __future__ import annotations
@@ -40,8 +34,7 @@ def warm_up():
 
 
 def input_task(v, N, rank: int) -> dict:
-    """A user's vector (dense array, ``(idx, val)`` or scipy sparse), validated and made
-    the rank's canonical input stream on its own worker."""
+    """A user's vector validated and made the rank's canonical input stream on its worker."""
     idx, val, n = one_vector(v, N, rank)
     N = int(n if N is None else N)
     if val.dtype.kind not in "iuf":
@@ -58,10 +51,7 @@ def describe_task(inp: dict) -> dict:
 
 
 def short_stages(s) -> bool:
-    """Stages short enough for the event loop: planned messages of at most 8 MB (a merge
-    of a million float64 items takes a few ms; longer would hold transfers up). The
-    messages, not N: a 0.1 % sparse vector of N = 1e7 has short stages (a call on 2
-    workers took 1.4 ms in the loop against 1.8-2.7 ms in threads, docs/allreduce.md)."""
+    """Whether messages are at most 8 MB: short enough for the event loop (docs/allreduce.md)."""
     nbytes = s.plan.message_bytes()
     return int(nbytes.max()) <= 1 << 23 if nbytes.size else True
 
@@ -124,9 +114,10 @@ def with_values(client, s, inputs):
 
 
 def run_program(client, s, owner, run, inputs=None, keep=False):
-    """The calls as a Program job on the frame. ``inputs``: per rank a future of its
-    canonical input on the rank's worker (``from_futures``), else the setup's vectors
-    are scattered; ``keep``: every rank's total stays on its worker (a future each)."""
+    """The calls as a Program job on the frame.
+
+    ``inputs``: per rank a future of its canonical input (``from_futures``), else the
+    vectors are scattered; ``keep``: every rank's total stays on its worker."""
     from distributed import Future
 
     from daskhpc.runtime import Job, Placement, run_job, run_on_parts, worker_addresses
@@ -142,8 +133,7 @@ def run_program(client, s, owner, run, inputs=None, keep=False):
               keep_finals=keep)
     if inputs is None:
         out = run_job(client, job, callback=run.callback, progress_bar=run.progress)
-    else:       # the inputs are where their ranks run: the part store takes them as built
-        # (its own references: the caller keeps ``inputs``, the serial check reads them)
+    else:       # the part store takes the inputs as built (its own references)
         out = run_on_parts(client, job, lambda _: {r: Future(inputs[r].key, client)
                                                    for r in range(s.nparts)},
                            callback=run.callback, progress_bar=run.progress)

@@ -1,24 +1,8 @@
 """numba kernels of the stream format: merge-sum and union of two sorted index streams.
 
-The thesis's sparse summation of two streams whose indices may overlap (Renggli 2017,
-section 4.1.3, case 1.a, Listing 4.3) walks both sorted index lists once; an index
-present in both gets ``first + second``, one present in one stream keeps its value
-(explicit zeros are kept: the result's index set is the union of the inputs', so the
-communication of a call depends on the index sets only, never on the values).
-:func:`merge_union` is the same walk without values (the plan's simulation).
-
-No fastmath: every sum is evaluated as written, so the result does not depend on the
-arrays' alignment or on which process runs the kernel.
-
-Examples
---------
->>> import numpy as np
->>> i, v = merge_sum(np.array([1, 4], np.uint32), np.array([1.0, 2.0]),
-...                  np.array([4, 7], np.uint32), np.array([10.0, 20.0]))
->>> i.tolist(), v.tolist()
-([1, 4, 7], [1.0, 12.0, 20.0])
->>> merge_union(np.array([1, 4], np.uint32), np.array([4, 7], np.uint32)).tolist()
-[1, 4, 7]
+Listing 4.3's two-pointer walk (section 4.1.3, case 1.a). Explicit zeros are kept, so a
+call's communication depends on the index sets only. No fastmath: every sum is
+evaluated as written, whatever the alignment or the process.
 """
 
 from __future__ import annotations
@@ -102,8 +86,6 @@ def _warm_up_plan() -> None:
     merge_union(i, i)
 
 
-#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
-#: compiles it once before the cluster starts; the workers then load it): the workers'
-#: warm-up (float64, int64 and float32 values; a run uses one of them).
+#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels.
 WARMUP_PLAN = (_warm_up_plan,)
 WARMUP = ("daskhpc.allreduce._job:warm_up",)

@@ -1,16 +1,12 @@
-"""What an allreduce run measured: bytes and messages between workers per call and per
-stage (from the :class:`~daskhpc.runtime.TransferLedger`'s entries, attributed by task
-key) next to the call's plan projected on the same workers (:meth:`Plan.placed`), the
-history rows, and what the dashboard is told.
+"""What an allreduce run measured: bytes and messages between workers per call and stage.
 
-The plan counts payload bytes (``n (c + isize)`` sparse, ``d isize`` dense); a Dask
-transfer adds its framing (message header, frame lengths, pickled tuple: a few hundred
-bytes per message, ``framing_bytes_per_message``).
+Next to the plan projected on the same workers; the difference per message is Dask's
+framing (``framing_bytes_per_message``).
 """
 
 from __future__ import annotations
 
-__all__ = ["owner_index", "measure", "publish_start"]
+__all__ = ["owner_index", "measure"]
 
 
 def owner_index(owner, workers):
@@ -22,10 +18,8 @@ def owner_index(owner, workers):
 def measure(s, entries, owner, workers, stage_of, calls) -> dict:
     """Measured bytes and messages (per call and stage) next to the plan on the workers.
 
-    A measured message is one key of the calls moved between workers (Dask may fetch
-    several keys in one transfer); the plan's messages are bundled per stage and worker
-    pair, as the Program sends them, so the two counts are of the same things on any
-    number of workers."""
+    A measured message is one key moved; the plan's messages are bundled per stage and
+    worker pair, as the Program sends them, so the counts compare on any worker count."""
     idx, order = owner_index(owner, workers)
     placed = s.plan.placed(idx, len(order))
     pb = placed.message_bytes()
@@ -55,14 +49,3 @@ def measure(s, entries, owner, workers, stage_of, calls) -> dict:
         summary["framing_bytes_per_message"] = (total_b - planned_b) / total_m
     return {"summary": summary, "stages": stages}
 
-
-def publish_start(client, s, owner, workers):
-    """Tell the dashboard a run starts, with the call's planned bytes between workers."""
-    from daskhpc.dashboard import plan_matrix
-    from daskhpc.dashboard import publish as publish_
-
-    idx, order = owner_index(owner, workers)
-    publish_(client, "run", name=f"allreduce {s.algo.name} P={s.nparts}",
-            workflow="allreduce", workers=order)
-    publish_(client, "plan", matrix=plan_matrix(s.plan, idx), workers=order,
-            unit="bytes per call")

@@ -1,32 +1,8 @@
 """The Plan of an allreduce call, computed from the input index sets before it runs.
 
-:func:`simulate` runs an algorithm's per-rank stage functions on *index-only* streams:
-the same representation rules and dense switches as the real call, without values, so
-the messages it records (per stage: sender, receiver, items, sparse or dense) are
-exactly what the call will send (explicit zeros are kept as items, so the index sets
-alone decide). :func:`call_plan` turns them into a :class:`daskhpc.comm.Plan`:
-
-* one message per send, phase = stage; ``volume`` = items (the paper's unit);
-* ``words`` per message = bytes per item (``c + isize`` sparse, ``isize`` dense) with
-  ``word_bytes = 1``, so ``planned_bytes`` is the payload bytes; the stream header
-  (4 bytes, the item count) is reported separately (``header_bytes``).
-
-:func:`dense_bound_plan` is the plan of the same algorithm on dense inputs: no message
-of any call is larger (every sparse stream is below its dense threshold), so it bounds a
-call whose index sets are not known in advance (Top-k SGD).
-
-No dask here.
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.allreduce._stream import Format, Stream
->>> from daskhpc.allreduce._registry import make
->>> f = Format(np.float64)
->>> sets = [np.array([1, 2], np.uint32), np.array([2, 3], np.uint32)]
->>> plan = call_plan(make("ssar_rec_dbl", 2, 100, f), sets)
->>> plan.volume.tolist(), plan.report()["planned_bytes"]
-([2, 2], 48)
+:func:`simulate` runs the stage functions on index-only streams (the same dense
+switches), so its messages are exactly the call's; ``words`` are bytes per item, the
+4-byte headers apart (``header_bytes``). No dask here.
 """
 
 from __future__ import annotations
@@ -59,8 +35,7 @@ def simulate(algo, streams, *, values: bool = False, results: bool = True):
     values : bool
         Keep values (the streams must have them): then the results are the real sums.
     results : bool
-        Compute what the ranks end with; False: the messages alone (the last stage's
-        receives, which send nothing, are skipped; results is then None).
+        Compute what the ranks end with; False: the messages alone (results None).
 
     Returns
     -------
@@ -109,8 +84,7 @@ def _plan_of(algo, msgs, name, meta) -> Plan:
 
 
 def _meta(algo) -> dict:
-    """What every plan of ``algo`` says about it (kept on the algorithm: a linear epoch
-    makes hundreds of plans of one algorithm)."""
+    """What every plan of ``algo`` says about it, cached on the algorithm."""
     got = getattr(algo, "_plan_meta", None)
     if got is None:
         got = algo._plan_meta = {
@@ -121,7 +95,16 @@ def _meta(algo) -> dict:
 
 
 def call_plan(algo, streams, *, name: str | None = None) -> Plan:
-    """The exact Plan of ``algo`` on these inputs (streams or index sets; None = dense)."""
+    """The exact Plan of ``algo`` on these inputs (streams or index sets; None = dense).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskhpc.allreduce import Format, make
+    >>> sets = [np.array([1, 2], np.uint32), np.array([2, 3], np.uint32)]
+    >>> call_plan(make("ssar_rec_dbl", 2, 100, Format(np.float64)), sets).volume.tolist()
+    [2, 2]
+    """
     _, msgs = simulate(algo, streams, results=False)
     return _plan_of(algo, msgs, name or algo.name, {"bound": False})
 
@@ -133,8 +116,7 @@ def dense_bound_plan(algo, *, name: str | None = None) -> Plan:
 
 
 def stage_plan(plan: Plan, s: int) -> Plan:
-    """The messages of stage ``s`` alone (phase 0), for a Program step (a plan of one
-    stage is its own: a step reads its messages, not its meta)."""
+    """The messages of stage ``s`` alone (phase 0), for a Program step."""
     if s == 0 and plan.nphases == 1:
         return plan
     sel = plan.phase == s

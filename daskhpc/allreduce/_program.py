@@ -1,24 +1,5 @@
 """The allreduce call as a :class:`daskhpc.comm.Program` (the kit runs it; so does
-``run_local``, the partition-aware serial reference).
-
-* :func:`statics` - per part its input stream;
-* :func:`program` - ``repeat`` calls of the setup's algorithm, each a unit, every step
-  carrying the call's exact stage plan;
-* :func:`row` - the history row of one call from the parts' reports;
-* :func:`assemble` - the parts' results as Streams.
-
-No dask here.
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.comm import run_local
->>> from daskhpc.allreduce._setup import prepare
->>> s = prepare([np.array([1.0, 0, 2.0]), np.array([0, 0, 5.0])], algorithm="ssar_rec_dbl")
->>> finals, reports = run_local(program(s), statics(s))
->>> [r.to_dense().tolist() for r in assemble(s, finals)]
-[[1.0, 0.0, 7.0], [1.0, 0.0, 7.0]]
-"""
+``run_local``)."""
 
 from __future__ import annotations
 
@@ -33,8 +14,7 @@ __all__ = ["statics", "program", "row", "assemble"]
 
 
 def statics(setup) -> list[dict]:
-    """Per part: ``{"N": N, "payload": payload}`` (what ``_job.input_task`` makes of a
-    vector on a worker)."""
+    """Per part: ``{"N": N, "payload": payload}`` (as ``_job.input_task`` makes on a worker)."""
     return [{"N": setup.N, "payload": to_payload(s)} for s in setup.streams]
 
 

@@ -1,17 +1,4 @@
-"""The algorithm registry and the fold for P not a power of two (Renggli 2017, 3.1.4).
-
-:class:`Folded` runs an algorithm over Q = 2^floor(log2 P) ranks with a stage in front
-(rank Q + j sends its vector to rank j, which adds it) and one at the end (rank j sends
-the result to rank Q + j). :func:`make` builds any algorithm by name.
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.allreduce._stream import Format
->>> a = make("ssar_rec_dbl", 5, 10, Format(np.float64))
->>> [a.kind(s) for s in range(a.nstages)], a.sends(0)
-(['fold', 'exchange', 'exchange', 'unfold'], [(4, 0)])
-"""
+"""The algorithm registry and the fold for P not a power of two (Renggli 2017, 3.1.4)."""
 
 from __future__ import annotations
 
@@ -22,8 +9,10 @@ __all__ = ["Folded", "make", "ALGORITHMS", "SPARSE", "DENSE", "DEFAULT_GROUP"]
 
 
 class Folded(Algorithm):
-    """An algorithm over Q = 2^floor(log2 P) ranks, with the fold in front and the unfold
-    at the end when P is not a power of two (section 3.1.4)."""
+    """An algorithm over Q = 2^floor(log2 P) ranks, folded when P is not a power of two.
+
+    Rank Q + j sends its vector to rank j in a stage in front and gets the result in one
+    at the end (section 3.1.4)."""
 
     def __init__(self, inner: Algorithm, nparts: int):
         super().__init__(nparts, inner.N, inner.fmt)
@@ -110,7 +99,14 @@ def make(name: str, nparts: int, N: int, fmt: Format, group: int | None = None) 
     """The algorithm ``name`` over ``nparts`` ranks for length-``N`` vectors.
 
     ``group`` (dsar_early_switch only): ranks per sparse group, a power of two (default 8,
-    the thesis's choice in section 5.2.3; capped at the folded rank count).
+    the thesis's section 5.2.3; capped at the folded rank count).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = make("ssar_rec_dbl", 5, 10, Format(np.float64))
+    >>> [a.kind(s) for s in range(a.nstages)], a.sends(0)
+    (['fold', 'exchange', 'exchange', 'unfold'], [(4, 0)])
     """
     if name not in ALGORITHMS:
         raise ValueError(f"unknown allreduce algorithm {name!r}; choose one of "

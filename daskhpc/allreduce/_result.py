@@ -1,15 +1,4 @@
-"""What an allreduce run returns: every rank's total, the plan, the choice, the report.
-
-Examples
---------
->>> r = AllreduceResult([], info={"parts": 2, "algorithm": "ssar_rec_dbl"},
-...                     history=[{"call": 0, "sent_bytes": 48, "messages": 2,
-...                               "result_items": 3, "time_s": 0.001}])
->>> print(r)
-AllreduceResult(parts=2, algorithm=ssar_rec_dbl)
-call  sent B  msgs  result items  time ms
-   0      48     2             3      1.0
-"""
+"""What an allreduce run returns: every rank's total, the plan, the choice, the report."""
 
 from __future__ import annotations
 
@@ -26,18 +15,24 @@ class AllreduceResult(WorkflowResult):
     Attributes
     ----------
     streams : list of Stream
-        Every rank's total over [0, N) (sparse or dense, as the algorithm left it), when
-        gathered to the client.
+        Every rank's total over [0, N), when gathered to the client.
     futures : list of distributed.Future
-        On a cluster, for vectors given as futures or a Dask Array, or ``gather=False``:
-        every rank's total as a stream payload (``(idx, val)`` or
-        ``(val,)``) on the rank's worker.
+        Every rank's total as a stream payload on the rank's worker (vectors given as
+        futures or a Dask Array, or ``gather=False``).
     plan : daskhpc.comm.Plan
         The call's plan (messages, items, bytes per stage).
     choice : dict or None
         The ``auto`` decision: algorithm, predicted seconds, every candidate's prediction.
     history : list of dict
         Per call: ``sent_bytes``, ``messages``, ``items``, ``result_items``, ``time_s``.
+
+    Examples
+    --------
+    >>> r = AllreduceResult([], info={"parts": 2, "algorithm": "ssar_rec_dbl"},
+    ...                     history=[{"call": 0, "sent_bytes": 48, "messages": 2,
+    ...                               "result_items": 3, "time_s": 0.001}])
+    >>> r.history[0]["sent_bytes"]
+    48
     """
 
     workflow = "allreduce"

@@ -1,15 +1,4 @@
-"""The plain serial reference: the dense sum of the vectors, rank by rank.
-
-No partition, no streams: ``v_0 + v_1 + ... + v_{P-1}`` over dense arrays (the textbook
-allreduce result). Integer sums equal every algorithm's bit for bit; float sums differ
-by reassociation only, within (P - 1) u sum_i |v_i| of the exact sum.
-
-Examples
---------
->>> import numpy as np
->>> serial_allreduce([np.array([1.0, 0.0]), (np.array([1]), np.array([2.0]))]).tolist()
-[1.0, 2.0]
-"""
+"""The plain serial reference: the dense sum of the vectors, rank by rank."""
 
 from __future__ import annotations
 
@@ -21,7 +10,17 @@ __all__ = ["serial_allreduce"]
 
 
 def serial_allreduce(vectors, N: int | None = None) -> np.ndarray:
-    """``sum_i v_i`` as a dense array, summed in rank order."""
+    """``sum_i v_i`` as a dense array, summed in rank order.
+
+    Integer sums equal every algorithm's bit for bit; float sums differ by reassociation
+    only, within ``(P - 1) u sum_i |v_i|``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> serial_allreduce([np.array([1.0, 0.0]), (np.array([1]), np.array([2.0]))]).tolist()
+    [1.0, 2.0]
+    """
     N, dtype, pairs = as_vectors(vectors, N)
     total = np.zeros(N, dtype)
     for idx, val in pairs:

@@ -1,20 +1,4 @@
-"""Everything an allreduce call is made of, built once: inputs, algorithm, plan, choice.
-
-``prepare`` validates the per-rank vectors (a user mistake is an
-:class:`~daskhpc.errors.InputError`, one line), converts them to canonical streams,
-resolves ``algorithm="auto"`` from Table 3.1 with the measured k = max_i |H_i|, and
-computes the call's exact plan from the index sets. ``plan``, ``allreduce_local`` and
-(phase 2) ``allreduce`` share it.
-
-Examples
---------
->>> import numpy as np
->>> a, b = np.zeros(8), np.zeros(8)
->>> a[[1, 2]], b[5] = 1.0, 2.0
->>> s = prepare([a, b], algorithm="ssar_rec_dbl")
->>> s.N, s.nparts, s.plan.volume.tolist()
-(8, 2, [2, 1])
-"""
+"""Everything an allreduce call is made of, built once: inputs, algorithm, plan, choice."""
 
 from __future__ import annotations
 
@@ -167,8 +151,7 @@ def as_vectors(vectors, N: int | None = None):
 
 
 def read_vector(path: str):
-    """One rank's vector file: ``(array, None)`` from ``.npy``, ``((idx, val), N)`` from
-    ``.npz`` (``N`` None unless the file has it)."""
+    """One rank's vector file: ``(array, None)`` (``.npy``) or ``((idx, val), N)`` (``.npz``)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
     try:
@@ -194,9 +177,7 @@ def read_vectors(paths, N: int | None = None):
 
 
 def validate_input(paths, N: int | None = None):
-    """Read and check the vector files before a cluster starts (``daskhpc run
-    allreduce``: exit 2, one line naming the file); returns ``(vectors, N)`` for the run
-    to reuse, or None for the uniform model (no files)."""
+    """Read and check the vector files before a cluster starts; ``(vectors, N)`` or None."""
     if not paths:
         return None               # the uniform model: its options are checked by argparse
     vecs, N = read_vectors(paths, N)
@@ -208,8 +189,7 @@ def validate_input(paths, N: int | None = None):
 
 
 def stream_of(idx, val, N: int, fmt: Format) -> Stream:
-    """A rank's canonical input stream: sorted uint32 indices, values of the call's type,
-    dense iff ``n (c + isize) >= N isize``."""
+    """A rank's canonical input stream: sorted uint32 indices, the call's value type."""
     order = np.argsort(idx, kind="stable")
     return canon(Stream(0, N, np.asarray(idx)[order].astype(np.uint32),
                         np.asarray(val, fmt.dtype)[order]), fmt)
@@ -217,21 +197,7 @@ def stream_of(idx, val, N: int, fmt: Format) -> Stream:
 
 def prepare(vectors, nparts: int | None = None, *, N: int | None = None, source=None,
             **options) -> Setup:
-    """Validate the inputs and options and build the call.
-
-    Parameters
-    ----------
-    vectors : sequence
-        One vector per rank: a dense 1-D array (its nonzeros are the index set), an
-        ``(indices, values)`` pair (explicit zeros count as items), or a scipy sparse
-        vector. A 2-D array is one vector per row.
-    nparts : int, optional
-        Must equal ``len(vectors)`` when given.
-    N : int, optional
-        Vector length (needed for ``(indices, values)`` pairs).
-    **options
-        Fields of :class:`Options`.
-    """
+    """Validate the vectors (as :func:`allreduce_local` takes them) and options; build the call."""
     opts = options_of(options)
     t0 = time.perf_counter()
     N, dtype, pairs = as_vectors(vectors, N)
@@ -248,13 +214,11 @@ def options_of(options: dict) -> Options:
 
 
 def finish(opts: Options, streams: list, N: int, fmt: Format, source, t0: float) -> Setup:
-    """The call of these canonical streams (with values, or index-only): the ``auto``
-    choice from k = max_i |H_i| (Table 3.1), the algorithm and its exact plan."""
+    """The call of these canonical streams: the ``auto`` choice (Table 3.1), algorithm, plan."""
     P = len(streams)
     choice = None
     name = opts.algorithm
-    # a fixed algorithm on a given network (--network) is priced too: the report's
-    # predicted_s_per_step next to the measured call
+    # a fixed algorithm on a given network is priced too (the report's prediction)
     priced = opts.alpha is not None and opts.beta is not None and name in CANDIDATES
     if name == "auto" or priced:
         k = max(s.nitems for s in streams)

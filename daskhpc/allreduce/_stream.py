@@ -1,40 +1,4 @@
-"""The stream format of the sparse allreduce (Renggli 2017, sections 3.3.2 and 4.1).
-
-A stream is the part ``[lo, hi)`` of a length-N vector, either *sparse* (sorted unique
-uint32 global indices and their values) or *dense* (``hi - lo`` values). On the wire the
-thesis writes a header (the item count; "count == dimension" means dense) and then the
-items, so a message costs ``header + n (c + isize)`` bytes sparse and
-``header + d isize`` dense, with ``c = 4`` (uint32 index) and ``isize`` the value size.
-As a message payload a stream is a tuple: ``(idx, val)`` sparse, ``(val,)`` dense (the
-count is the arrays' length; the receiver knows the range from the algorithm).
-
-Representation rules (the same everywhere, so the plan follows from index sets alone):
-
-* a single stream (an input, a split part) is dense iff ``n (c + isize) >= d isize``;
-* a merge of two sparse streams goes dense iff ``(n1 + n2)(c + isize) >= d isize``
-  (Listing 4.3, line 5: the upper bound ``|H1| + |H2|`` of the union), and a dense
-  stream never goes back;
-* the concatenation of adjacent ranges is sparse iff both are (4.1.3, cases 2.a-2.d).
-
-With ``c = 4``, ``isize = 8`` the largest sparse stream holds
-``phi(d) = floor(d isize / (isize + c))`` items (section 4.1.2). Every sparse message is
-therefore smaller than the dense message it replaces.
-
-Streams may be *index-only* (``val is None``): the plan simulates a call on index sets
-with the very same operations.
-
-Examples
---------
->>> import numpy as np
->>> f = Format(np.float64)
->>> f.phi(12), f.dense_if(8, 12), f.dense_if(7, 12)
-(8, True, False)
->>> a = Stream(0, 12, np.array([1, 5], np.uint32), np.array([1.0, 2.0]))
->>> b = Stream(0, 12, np.array([5, 9], np.uint32), np.array([3.0, 4.0]))
->>> m = merge(a, b, f)
->>> m.idx.tolist(), m.val.tolist(), m.nbytes(f)
-([1, 5, 9], [1.0, 5.0, 4.0], 36)
-"""
+"""The stream format of the sparse allreduce (Renggli 2017, sections 3.3.2 and 4.1)."""
 
 from __future__ import annotations
 
@@ -52,7 +16,15 @@ HEADER_BYTES = 4
 
 
 class Format:
-    """Value type and sizes of a call's streams: ``isize``, ``c`` and the dense switch."""
+    """Value type and sizes of a call's streams: ``isize``, ``c`` and the dense switch.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = Format(np.float64)
+    >>> f.phi(12), f.dense_if(8, 12), f.dense_if(7, 12)
+    (8, True, False)
+    """
 
     __slots__ = ("dtype", "isize", "c")
 
@@ -80,7 +52,21 @@ class Format:
 
 
 class Stream:
-    """``[lo, hi)`` of a vector: dense when ``idx is None``; ``val is None`` index-only."""
+    """``[lo, hi)`` of a vector: dense when ``idx is None``; ``val is None`` index-only.
+
+    Sparse: sorted unique uint32 global indices and their values; a message costs a
+    4-byte header plus ``n (c + isize)`` bytes sparse or ``d isize`` dense. A single stream
+    is dense iff ``n (c + isize) >= d isize``; a merge of two sparse ones goes dense iff
+    ``(n1 + n2)(c + isize) >= d isize`` (Listing 4.3) and never back; a concatenation is
+    sparse iff both parts are. As a payload: ``(idx, val)`` sparse, ``(val,)`` dense.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = Stream(0, 12, np.array([1, 5], np.uint32), np.array([1.0, 2.0]))
+    >>> a.to_dense()[:6].tolist(), a.nbytes(Format(np.float64))
+    ([0.0, 1.0, 0.0, 0.0, 0.0, 2.0], 24)
+    """
 
     __slots__ = ("lo", "hi", "idx", "val")
 
@@ -129,10 +115,8 @@ def canon(s: Stream, fmt: Format) -> Stream:
 def merge(a: Stream, b: Stream, fmt: Format) -> Stream:
     """The sum of two streams over the same range, with the dynamic dense switch.
 
-    Cases of section 4.1.3: 1.a both sparse (Listing 4.3: dense if the upper bound
-    ``|H1| + |H2|`` of the union is at or above the threshold), 1.b both dense
-    (Listing 4.4), 1.c/1.d one dense (Listing 4.5). Inputs are never modified.
-    """
+    Cases of section 4.1.3: both sparse (Listing 4.3), both dense (4.4), one dense (4.5).
+    Inputs are never modified."""
     lo, hi = a.lo, a.hi
     index_only = a.val is None
     if not a.dense and not b.dense and not fmt.dense_if(a.nitems + b.nitems, hi - lo):

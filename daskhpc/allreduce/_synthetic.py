@@ -1,18 +1,4 @@
-"""The thesis's synthetic inputs: k = round(d N) indices per rank, uniform (section 5.1).
-
-"Based on the defined density, k indices out of N are selected uniformly at random at
-each node. For every selected index, a random value is chosen." Indices are drawn
-without replacement, independently per rank, so P(j in H_i) = k / N exactly and the
-expected union is f(k, N, P) of section 3.2.1. Values: standard normal for float
-types, integers in [-1000, 1000] for integer types (zero allowed: an explicit zero is
-still an item). Seeded per rank from one seed.
-
-Examples
---------
->>> vs = uniform_vectors(1000, 3, 0.01, seed=0)
->>> [v[0].size for v in vs], vs[0][0].dtype.name
-([10, 10, 10], 'uint32')
-"""
+"""The thesis's synthetic inputs (section 5.1)."""
 
 from __future__ import annotations
 
@@ -23,7 +9,17 @@ __all__ = ["uniform_vectors"]
 
 def uniform_vectors(N: int, nparts: int, density: float, *, seed: int = 0,
                     dtype="float64") -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per rank ``(idx, val)``: ``round(density N)`` sorted uniform indices and values."""
+    """Per rank ``(idx, val)``: ``round(density N)`` sorted uniform indices and values.
+
+    Indices are drawn without replacement per rank, so P(j in H_i) = k / N exactly;
+    values standard normal (floats) or integers in [-1000, 1000]; seeded per rank.
+
+    Examples
+    --------
+    >>> vs = uniform_vectors(1000, 3, 0.01, seed=0)
+    >>> [v[0].size for v in vs], vs[0][0].dtype.name
+    ([10, 10, 10], 'uint32')
+    """
     N, P = int(N), int(nparts)
     k = int(round(float(density) * N))
     dt = np.dtype(dtype)

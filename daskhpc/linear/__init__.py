@@ -4,23 +4,10 @@ Logistic regression and linear SVMs (Renggli 2017, section 2.2) trained by mini-
 SGD (Algorithm 1): each of P parts owns rows of X, computes its batch gradient, the
 parts' gradients are summed with :mod:`daskhpc.allreduce` (sparse: the union of the
 batch rows' features), and every part applies the same update to its copy of the
-model. Top-k SGD (Algorithm 2: the k largest ``|residual + gradient|``, the rest kept as
-residual; without error feedback as an option) and approximate Top-k (section 2.4.1,
-k items in expectation) enforce sparsity when it is not natural.
-
-* :func:`fit` - the Program on a Dask cluster (epochs as units, checkpoints, lost
-  workers recovered, bytes measured next to the plan);
-* :func:`fit_local` - the same Program in this process (the partition-aware serial
-  reference);
-* :func:`serial_fit` - plain serial SGD with the same batches;
-* :func:`plan` - steps, messages and bytes per epoch, without a cluster;
-* :class:`LinearResult` - ``predict``, ``score``, ``decision_function``, history;
-* ``SGDClassifier``, ``LogisticRegression`` - scikit-learn estimators over the same
-  training (they need scikit-learn, which is optional: the module is imported when one of
-  them is named, so ``import daskhpc.linear`` does not load sklearn).
-
-Two labels train a binary model; three or more a one-vs-rest multiclass one (one model
-per class, the K gradients allreduced together in one call per step).
+model. Top-k SGD (Algorithm 2) and approximate Top-k (section 2.4.1) enforce sparsity
+when it is not natural. Three or more labels train one-vs-rest (the K gradients
+allreduced together). ``SGDClassifier`` and ``LogisticRegression`` (scikit-learn
+estimators) are imported when named, so ``import daskhpc.linear`` does not load sklearn.
 
 Examples
 --------

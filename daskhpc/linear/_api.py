@@ -1,15 +1,4 @@
-"""The public functions: ``fit`` (the Program on a Dask cluster, through the workflow
-frame: epochs as units, checkpoints, lost workers recovered, bytes measured next to the
-plan), ``fit_local`` (the same Program in this process: the partition-aware serial
-reference), ``serial_fit`` (plain serial SGD, same batches) and ``plan``.
-
-Examples
---------
->>> from daskhpc import datasets
->>> r = fit_local(datasets.libsvm(), nparts=4, batch=512, epochs=1)
->>> r.history[0]["train_accuracy"] > 0.8
-True
-"""
+"""The public functions: ``fit`` (Dask), ``fit_local``, ``serial_fit`` and ``plan``."""
 
 from __future__ import annotations
 
@@ -57,8 +46,8 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     ----------
     X, y
         Training data: a LIBSVM path or SparseInput (labels included), or a matrix and
-        labels (two values: the larger is the positive class; three or more: one-vs-rest
-        multiclass, one model per class, the K gradients allreduced in one call).
+        labels (two values: the larger is the positive class; three or more: one-vs-rest,
+        one model per class, the K gradients allreduced in one call).
     nparts : int
         P: each part owns a seeded balanced share of the rows.
     test : path, SparseInput or (X_test, y_test), optional
@@ -66,14 +55,19 @@ def fit_local(X, y=None, nparts: int = 4, *, test=None, check_serial: bool = Fal
     check_serial : bool
         Also run :func:`serial_fit` and report the largest difference of w.
     **options
-        ``loss`` ("log" or "hinge"), ``batch`` (B per part, or "auto": the default),
-        ``epochs`` (5),
-        ``learning_rate`` ("optimal", "constant", "invscaling"), ``lr``,
-        ``power_t``, ``reg`` (alpha), ``penalty`` ("l2", "l1",
-        "elasticnet"), ``l1_ratio``, ``class_weight`` (None, "balanced" or a dict
-        label -> weight), ``topk`` (None, k or "approx" with ``k``),
-        ``error_feedback`` (True), ``allreduce`` ("auto" or an algorithm), ``group``,
-        ``alpha``, ``beta``, ``fit_intercept``, ``seed``.
+        ``loss`` ("log" or "hinge"), ``batch`` (B per part, or "auto"), ``epochs`` (5),
+        ``learning_rate`` ("optimal", "constant", "invscaling"), ``lr``, ``power_t``,
+        ``reg`` (alpha), ``penalty`` ("l2", "l1", "elasticnet"), ``l1_ratio``,
+        ``class_weight`` (None, "balanced" or a dict label -> weight), ``topk`` (None, k
+        or "approx" with ``k``), ``error_feedback`` (True), ``allreduce`` ("auto" or an
+        algorithm), ``group``, ``alpha``, ``beta``, ``fit_intercept``, ``seed``.
+
+    Examples
+    --------
+    >>> from daskhpc import datasets
+    >>> r = fit_local(datasets.libsvm(), nparts=4, batch=512, epochs=1)
+    >>> r.history[0]["train_accuracy"] > 0.8
+    True
 
     References
     ----------
@@ -127,24 +121,18 @@ def fit(X, y=None, nparts: int | None = None, *, test=None, in_loop: bool = True
     Parameters
     ----------
     X, y, test, **options
-        As :func:`~daskhpc.linear.fit_local`; X may also be a Dask Array of
-        scipy.sparse (or numpy) row chunks and y a Dask Array: X's values then go from
-        their chunks' workers to the parts' workers, never through the client
-        (docs/collections.md). Options: ``loss``, ``batch``, ``epochs``, ``lr``,
-        ``reg``, ``topk``, ``k``, ``error_feedback``, ``allreduce``,
-        ``group``, ``alpha``, ``beta``, ``fit_intercept``, ``seed``.
+        As :func:`~daskhpc.linear.fit_local`; X may also be a Dask Array of scipy.sparse
+        (or numpy) row chunks and y a Dask Array: X's values then never pass through the
+        client (docs/collections.md).
     nparts : int, optional
         P (default: one part per worker); part p runs on worker ``p mod W``.
     in_loop : bool
         Run the steps in the workers' event loops (they are short).
     run : RunOptions, optional
-        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
-        max_restarts, progress, callback, exchange, check_serial), or the same names
-        among the keywords. ``checkpoint`` keeps the parts' w (and Top-k residuals)
-        after every epoch; ``check_serial`` also trains with :func:`serial_fit` and
-        compares w: equal up to the reassociation of the gradient sums (``rtol``
-        1e-12; bit for bit when the gradients are integers, as hinge loss on binary
-        features).
+        :class:`daskhpc.runtime.RunOptions` (client, checkpoint/resume, max_restarts,
+        progress, callback, exchange, check_serial), or the same names as keywords.
+        ``check_serial`` compares w with :func:`serial_fit` (``rtol`` 1e-12: the
+        gradient sums are reassociated).
 
     Returns
     -------
@@ -177,7 +165,6 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
                    "floor": net.floor_s if options.get("floor") is None else options["floor"]}
     nz = None
     if is_collection(X) or is_collection(y) or _collect.test_collection(test):
-        # X's values stay on the workers
         s, nz, y = _collect.prepare_collection(client, X, y, nparts, test, options)
     else:
         s = prepare(X, y, nparts, test=test, **options)
@@ -203,8 +190,7 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
 
 
 def _fingerprint(s, nz) -> dict:
-    """The run's checkpoint fingerprint (``_program.fingerprint``), with the tokens of
-    the Dask collections it reads (``nz``: X's pattern, None for in-memory data)."""
+    """The run's checkpoint fingerprint, with the tokens of the Dask collections it reads."""
     fp = fingerprint(s)
     if nz is not None:
         fp["collection"] = nz.token
@@ -214,9 +200,7 @@ def _fingerprint(s, nz) -> dict:
 
 
 def _run_collection(client, s, job, nz, run, y, test, options):
-    """``fit`` on a Dask Array: the parts' rows built on their workers (``_collect``),
-    kept in the part store the frame runs on; with ``check_serial`` also the setup with
-    X's values on the client (the serial reference needs them)."""
+    """``fit`` on a Dask Array (``_collect``); with ``check_serial`` also the full setup."""
     from daskhpc.runtime import run_on_parts
 
     sources = [nz] + [t for t in [getattr(s, "test_set", None)] if t is not None]

@@ -1,18 +1,4 @@
-"""The linear classifiers as a :class:`~daskhpc.runtime.Workflow`: what ``daskhpc
-plan|run linear``, ``daskhpc demo`` and the launchers know of them (flags from
-``_setup.Options``, and ``--test``).
-
-Examples
---------
->>> import argparse
->>> from daskhpc import datasets
->>> p = argparse.ArgumentParser()
->>> Linear.add_arguments(p, "plan")
->>> call, _ = Linear.call_of(p.parse_args([datasets.path("libsvm"), "--parts", "4",
-...                                        "--batch", "8"]))
->>> Linear().plan(call)["plan"]["steps_per_epoch"]
-2037
-"""
+"""The linear classifiers as a :class:`~daskhpc.runtime.Workflow` (``daskhpc plan|run linear``)."""
 
 from __future__ import annotations
 
@@ -35,8 +21,7 @@ class Linear(Workflow):
     dashboard = "daskhpc.linear._dashboard"
 
     def check(self, call: Call) -> None:
-        """The options, the files and their widths, and --parts against them, before the
-        cluster starts (read once: the run reuses what was read)."""
+        """The options, the files and their widths, and --parts, before the cluster starts."""
         call.data = validate_input(call.one_input("LIBSVM training file"), call.parts,
                                    **call.options.fit_keywords())
 
@@ -55,7 +40,6 @@ class Linear(Workflow):
                         test=datasets.path("libsvm-test"), check_serial=True).report()
 
     def small_run(self) -> list:
-        """a9a, 2 epochs of B = 512, hinge loss (its gradients are integers on a9a's binary
-        features, so the run equals the plain serial reference bit for bit)."""
+        """a9a, 2 epochs of B = 512, hinge loss (integer gradients: equal to serial bit for bit)."""
         return [datasets.path("libsvm"), "--test", datasets.path("libsvm-test"), "--parts",
                 "3", "--batch", "512", "--epochs", "2", "--loss", "hinge", "--check-serial"]

@@ -1,14 +1,9 @@
 """A Dask Array of scipy.sparse row chunks as ``fit``'s X: the values stay on the workers.
 
-The client reads the pins (row and column of every stored entry,
-:func:`daskhpc.io.read_nonzeros`) and the labels (one per row; a 1-D Dask Array is
-computed, as the in-memory path holds them). From the pattern it makes what the
-in-memory path makes from the matrix: the parts' rows (a seeded split, no hypergraph),
-the batches' feature sets and every call's exact plan. Each stored entry then goes from
-its chunk's worker to the worker of the part that owns its row (:func:`daskhpc.io.route`),
-where the part's CSR block is built exactly as ``d.X[rows]`` slices it from the in-memory
-matrix (canonical CSR, duplicates summed, then the intercept column): the run is the
-in-memory run, bit for bit.
+The client reads the pins and the labels and makes from the pattern what the in-memory
+path makes from the matrix (parts, batches, plans); each entry goes to its part's
+worker (:func:`daskhpc.io.route`), where the part's CSR block is built exactly as
+``d.X[rows]`` slices it: the run is the in-memory run, bit for bit.
 """
 
 from __future__ import annotations
@@ -62,8 +57,7 @@ def test_collection(test) -> bool:
 
 
 class TestSet:
-    """A test set whose X stays on the workers: its nonzeros (``nz``), its labels as
-    given (on the client: one number a row) and its pattern."""
+    """A test set whose X stays on the workers: its nonzeros, labels and pattern."""
 
     def __init__(self, nz, y):
         self.nz, self.y = nz, y
@@ -95,9 +89,8 @@ def _read_test(client, test):
 
 
 def prepare_collection(client, X, y, nparts, test, options):
-    """``(setup, nonzeros, y)``: the run's Setup from X's pattern (its values on the
-    workers, in ``nonzeros``) and the labels."""
-    opts = checked_options(Options, options, "linear")   # options first: they cost nothing
+    """``(setup, nonzeros, y)``: the run's Setup from X's pattern and the labels."""
+    opts = checked_options(Options, options, "linear")
     if not (is_collection(X) and hasattr(X, "chunks")):
         raise InputError(f"X: a {type(X).__name__}; give X as a Dask Array of "
                          "scipy.sparse row chunks (rows x features)")
@@ -118,7 +111,6 @@ def prepare_collection(client, X, y, nparts, test, options):
         if test_collection(test):      # its X's values stay on the workers too
             tset = _read_test(client, test)
             test = (tset.pattern(), tset.y)
-        # the pattern from the int32 pins as they are (no int64 copies on the client)
         pattern = sp.csr_array((np.ones(nz.nnz), (nz.pins[0], nz.pins[1])), shape=(M, F))
         data = load(pattern, labels, test, fit_intercept=opts.fit_intercept,
                     n_features=opts.n_features)
@@ -140,9 +132,7 @@ def prepare_collection(client, X, y, nparts, test, options):
 
 
 def part_statics(client, s, nz, placement, parts=None) -> dict:
-    """``{part: Future}`` of every part's static data (or ``parts``'), its CSR rows built
-    on its worker from the entries routed there (the other fields from the client, as in
-    memory)."""
+    """``{part: Future}`` of every part's static data, its CSR rows built on its worker."""
     P = s.nparts
     owner = np.empty(s.data.X.shape[0], np.int64)
     for p, rows in enumerate(s.rows):
@@ -166,8 +156,7 @@ def part_statics(client, s, nz, placement, parts=None) -> dict:
 
 
 def _test_parts(client, s, where: dict, parts=None) -> dict:
-    """``{part: Future}`` of every part's test rows (``setup.test_rows[p]``) built on its
-    worker from a test set on the workers (``{}`` without one)."""
+    """``{part: Future}`` of every part's test rows built on its worker (``{}`` without)."""
     tset = getattr(s, "test_set", None)
     if tset is None:
         return {}
@@ -182,17 +171,14 @@ def _test_parts(client, s, where: dict, parts=None) -> dict:
 
 
 def rebuilder(client, s, nz):
-    """``rebuild(parts, placement)`` for the part store: X (and a test set on the
-    workers) read again and the ``parts``' rows built on their workers in ``placement``
-    (a lost worker's)."""
+    """``rebuild(parts, placement)`` for the part store: X read again, the parts rebuilt."""
     tset = getattr(s, "test_set", None)
     return rereading(client, [nz] if tset is None else [nz, tset.nz],
                      lambda parts, placement: part_statics(client, s, nz, placement, parts))
 
 
 def _csr_rows(rows, width, intercept, segments):
-    """``X[rows]`` of the entries routed here, as the client slices it (canonical CSR,
-    duplicates summed, the intercept column last)."""
+    """``X[rows]`` of the entries routed here, as the client slices it (intercept last)."""
     if segments:
         ids = np.concatenate([sg[0] for sg in segments], axis=1)
         vals = np.concatenate([sg[1] for sg in segments])
@@ -213,8 +199,7 @@ def _test_rows(arg, *segments):
 
 
 def _part_static(arg, *segments):
-    """On the part's worker: its rows as ``d.X[rows]`` would be, in the shell the client
-    made (with its test rows, when they were built on the workers too)."""
+    """On the part's worker: its rows as ``d.X[rows]`` would be, in the client's shell."""
     rows, width, intercept, shell, test = arg
     out = {**shell, "X": _csr_rows(rows, width, intercept, segments)}
     if test is not None:
@@ -223,9 +208,7 @@ def _part_static(arg, *segments):
 
 
 def _curvature(client, nz, intercept: bool) -> float:
-    """``_update.curvature`` of X (with the intercept column) from its pieces on the
-    workers: per power iteration the pieces' ``X v`` and ``X^T m``, summed on the client
-    (vectors of the rows and of the features, not X's values)."""
+    """``_update.curvature`` of X from its pieces: ``X v`` and ``X^T m`` summed on the client."""
     M, F = nz.shape
 
     def sums(fn, x, n):
@@ -245,7 +228,7 @@ def _curvature(client, nz, intercept: bool) -> float:
 
 
 def _summary_matvec(piece, v, M):
-    """A piece's share of ``X v`` (a statistic of the piece, as ``io``'s ``_summary``)."""
+    """A piece's share of ``X v``."""
     ids, vals = piece[0], piece[1]
     return np.bincount(ids[0], weights=vals * v[ids[1]], minlength=M)
 
@@ -266,6 +249,5 @@ def full_setup(client, s, nz, labels, test, options):
         test = (sp.csr_array((t.gather_values(client), (t.pins[0].astype(np.int64),
                                                          t.pins[1].astype(np.int64))),
                              shape=t.shape), tset.y)
-    # the run's step cap (of X's pattern: the same steps as the run)
     return prepare(X, labels, s.nparts, test=test,
                    **{**options, "curvature": s.options.curvature})

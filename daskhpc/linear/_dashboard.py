@@ -1,7 +1,4 @@
-"""The linear-classifier panel of the daskhpc dashboard (named by its
-Workflow's ``dashboard``): train and test accuracy per epoch, and the bytes the
-parts' allreduces sent, from the run's history rows (topic ``history``).
-"""
+"""The linear-classifier panel of the dashboard: accuracy and allreduce bytes per epoch."""
 
 from __future__ import annotations
 

@@ -1,27 +1,8 @@
 """Training and test data for the linear classifiers: LIBSVM files or arrays, their labels.
 
-* labels: two values are a binary problem: the larger is +1 (as sklearn's
-  ``classes_[1]``), the other -1 (``y`` holds +-1); three or more are a multiclass one
-  (one-vs-rest): ``y`` holds each row's index into the sorted ``classes``;
-* an intercept is a constant-1 feature appended as the last column (not regularised);
-* the feature width: a LIBSVM file states only its largest feature index, and trailing
-  features may be absent from it (LIBSVM's convention): a test set narrower than the
-  training set is padded with empty columns (a9a.t uses 122 of a9a's 123 features). A
-  test set *wider* than the training set is refused (``InputError`` naming the test file
-  and both widths: it was made for other features), unless ``n_features`` (``--n-features``)
-  states a width that covers it; ``n_features`` is then the width of both sets;
-* a LIBSVM test file is read with the training file's index base (0- or 1-based), not
-  its own guess.
-
-Examples
---------
->>> import numpy as np
->>> d = load(np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([0, 1]))
->>> d.X.shape, d.y.tolist(), d.classes.tolist()
-((2, 3), [-1.0, 1.0], [0, 1])
->>> d = load(np.eye(3), np.array([5, 2, 9]))
->>> d.y.tolist(), d.classes.tolist(), d.nclasses
-([1, 0, 2], [2, 5, 9], 3)
+Two labels: ``y`` is +-1 (the larger +1); more: ``y`` indexes the sorted ``classes``. A
+narrower test set is padded (LIBSVM omits trailing features), a wider one refused
+unless ``n_features`` covers it; the intercept is a last constant-1 column.
 """
 
 from __future__ import annotations
@@ -77,8 +58,7 @@ def _read(x, what, zero_based="auto"):
 
 
 def check_width(width: int, train_width: int, test, n_features: int | None) -> None:
-    """Refuse a test set wider than the model (one line naming the test set and both
-    widths): its features are not the training set's. ``n_features`` states the width."""
+    """Refuse a test set wider than the model (one line naming it and both widths)."""
     if width <= (train_width if n_features is None else n_features):
         return
     if n_features is not None:
@@ -90,8 +70,7 @@ def check_width(width: int, train_width: int, test, n_features: int | None) -> N
 
 
 def features(X, width: int | None, what: str, notes: list) -> sp.csr_array:
-    """X as float64 CSR, finite, padded to ``width`` columns (never narrowed: a wider X
-    is refused by :func:`check_width` or :func:`load` first)."""
+    """X as float64 CSR, finite, padded to ``width`` columns (never narrowed)."""
     if sp.issparse(X):
         X = sp.csr_array(X, dtype=np.float64)
     else:
@@ -130,12 +109,10 @@ def labels(y, n: int, what: str, classes=None):
 
 
 def _with_intercept(X):
-    """X with a last column of ones (each row's entries, then its 1), as
-    ``sp.hstack([X, ones])`` gives it, in one pass of :func:`_append_column` (faster:
-    docs/benchmarks.md)."""
+    """X with a last column of ones, as ``sp.hstack([X, ones])`` gives it, in one pass."""
     n, F = X.shape
     nnz = X.nnz + n
-    # (the index type hstack gives a csr_array: its indptr's, at least int32, wider if needed)
+    # the index type hstack gives: indptr's, at least int32, wider if needed
     dt = np.result_type(X.indptr.dtype, np.int32)
     if max(nnz, F + 1) > np.iinfo(np.int32).max:
         dt = np.int64
@@ -162,9 +139,7 @@ def _append_column(indptr, indices, data, F, out_indices, out_data):
 
 def load(X, y=None, test=None, *, fit_intercept: bool = True,
          n_features: int | None = None) -> LinearData:
-    """Training data (``X``, ``y``; or a LIBSVM path / SparseInput) and optional test data
-    (a path, a SparseInput, or ``(X_test, y_test)``); ``n_features``: the width of both
-    (default: the training data's)."""
+    """Training (``X``, ``y`` or a LIBSVM path) and test data; ``n_features``: both's width."""
     if isinstance(X, LinearData) and y is None and test is None \
             and X.fit_intercept == fit_intercept:
         return X                          # loaded and checked already (the CLI's check)

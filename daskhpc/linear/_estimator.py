@@ -1,25 +1,4 @@
-"""scikit-learn estimators over the data-parallel linear classifiers: :class:`SGDClassifier`
-and :class:`LogisticRegression` (the same SGD, ``C`` as scikit-learn's).
-
-This module imports scikit-learn (an optional dependency: ``pip install
-'daskhpc[sklearn]'``); ``daskhpc.linear`` imports it only when one of the classes is
-named (its module ``__getattr__``), so ``import daskhpc.linear`` never loads sklearn.
-
-``client=None`` trains in this process with the plain serial reference (``serial_fit``:
-the same batches, step sizes and penalties as a cluster run, no cluster started); a
-Dask ``client`` trains with ``fit`` on it (one part per worker unless ``n_parts``).
-``SGDClassifier`` stops before ``max_iter`` epochs with ``tol`` (scikit-learn's rule,
-``n_iter_no_change``); ``LogisticRegression`` runs ``max_iter`` epochs.
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.linear import SGDClassifier
->>> X = np.random.default_rng(0).standard_normal((200, 3))
->>> clf = SGDClassifier(random_state=0).fit(X, X[:, 0] > 0)
->>> clf.coef_.shape, clf.classes_.tolist(), clf.score(X, X[:, 0] > 0) > 0.9
-((1, 3), [False, True], True)
-"""
+"""scikit-learn estimators over the data-parallel linear classifiers (imports scikit-learn)."""
 
 from __future__ import annotations
 
@@ -63,8 +42,7 @@ class _LinearClassifier(ClassifierMixin, BaseEstimator):
         return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
 
     def fit(self, X, y):
-        """Train on ``X`` (dense or scipy sparse, n_samples x n_features) and labels ``y``
-        (two values: binary; more: one-vs-rest). Returns self."""
+        """Train on ``X`` and labels ``y`` (two values: binary; more: one-vs-rest). Returns self."""
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
                              order="C")
         check_classification_targets(y)
@@ -94,8 +72,7 @@ class _LinearClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X):
-        """Signed distances: ``(n_samples,)`` binary (positive: ``classes_[1]``),
-        ``(n_samples, n_classes)`` multiclass."""
+        """Signed distances: ``(n_samples,)`` binary, ``(n_samples, n_classes)`` multiclass."""
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         d = np.asarray(X @ self.coef_.T) + self.intercept_
@@ -110,8 +87,7 @@ class _LinearClassifier(ClassifierMixin, BaseEstimator):
 
     @available_if(_has_proba)
     def predict_proba(self, X):
-        """Probabilities per class (log loss only): the sigmoid of the decision function;
-        multiclass: the one-vs-rest sigmoids normalised to sum 1 (as sklearn's SGD)."""
+        """Probabilities per class (log loss only): sigmoids, one-vs-rest normalised to sum 1."""
         d = self.decision_function(X)
         p = 1.0 / (1.0 + np.exp(-np.clip(d, -500, 500)))
         if p.ndim == 1:
@@ -125,10 +101,7 @@ class _LinearClassifier(ClassifierMixin, BaseEstimator):
             return np.log(self.predict_proba(X))
 
     def __sklearn_clone__(self):
-        """scikit-learn's ``clone`` (cross-validation, grid search) with the same
-        ``client``: a client holds a live connection (its event loop's tasks, sockets),
-        which cannot be deep-copied as the other parameters are, and the clone is to run
-        on that cluster anyway."""
+        """scikit-learn's ``clone`` sharing ``client`` (a live connection cannot be deep-copied)."""
         shallow = copy.copy(self)
         shallow.client = None
         new = super(_LinearClassifier, shallow).__sklearn_clone__()
@@ -145,10 +118,13 @@ class SGDClassifier(_LinearClassifier):
     """Linear classifier (logistic regression or linear SVM) trained by data-parallel
     mini-batch SGD whose gradients are summed by the sparse allreduce.
 
+    ``client=None`` trains in this process (:func:`~daskhpc.linear.serial_fit`, the same
+    batches and steps); a Dask ``client`` with :func:`~daskhpc.linear.fit` on it.
+
     Parameters
     ----------
     client : distributed.Client, optional
-        Train on this cluster (``daskhpc.linear.fit``); None: in this process, no cluster.
+        Train on this cluster; None: in this process, no cluster.
     loss : {"log_loss", "hinge"}
     penalty : {"l2", "l1", "elasticnet"}
     alpha : float
@@ -158,19 +134,17 @@ class SGDClassifier(_LinearClassifier):
     fit_intercept : bool
     learning_rate : {"optimal", "constant", "invscaling"}
         scikit-learn's per-sample schedule; a step of n rows takes n per-sample steps
-        (capped where the mean-gradient step stays stable, docs/linear.md).
+        (capped, docs/linear.md).
     eta0, power_t : float
         The per-sample step size of ``constant``/``invscaling`` and invscaling's exponent.
     max_iter : int
         Epochs (at most, with ``tol``).
     tol : float or None
-        Stop once the training objective has not gone below its best by ``tol`` for
-        ``n_iter_no_change`` epochs in a row (scikit-learn's rule); None (the default
-        here, scikit-learn's is 1e-3): every epoch runs. ``n_iter_`` says how many ran.
+        scikit-learn's stop rule with ``n_iter_no_change``; None (here the default):
+        every epoch runs. ``n_iter_`` says how many ran.
     n_iter_no_change : int
     batch_size : int or "auto"
-        Rows per part and iteration (B); auto: from the calibrated allreduce cost and
-        the rows per part (``--batch auto``, docs/linear.md).
+        Rows per part and iteration (B); auto: ``--batch auto`` (docs/linear.md).
     class_weight : None, "balanced" or dict
         Weights of the rows' losses per label.
     random_state : int, RandomState or None
@@ -179,6 +153,15 @@ class SGDClassifier(_LinearClassifier):
         P, data-parallel parts (default: the client's workers, 4 without a client).
     allreduce : str
         The sparse allreduce algorithm ("auto" or a name of ``daskhpc.allreduce``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskhpc.linear import SGDClassifier
+    >>> X = np.random.default_rng(0).standard_normal((200, 3))
+    >>> clf = SGDClassifier(random_state=0).fit(X, X[:, 0] > 0)
+    >>> clf.coef_.shape, clf.score(X, X[:, 0] > 0) > 0.9
+    ((1, 3), True)
     """
 
     def __init__(self, client=None, loss="log_loss", penalty="l2", alpha=1e-4, l1_ratio=0.15,

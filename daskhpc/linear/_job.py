@@ -1,5 +1,4 @@
-"""The frame's Job of a linear-classifier run: epochs are its units, the Program of
-``_program`` its steps."""
+"""The frame's Job of a linear-classifier run: epochs are its units."""
 
 from __future__ import annotations
 
@@ -14,11 +13,9 @@ __all__ = ["linear_job"]
 
 def linear_job(s: Setup, fingerprint: dict, *, with_statics: bool = True,
                in_loop: bool = True, exchange: str = "direct"):
-    """The Job of the run prepared in ``s``. ``with_statics=False``: the parts' statics
-    are already on the workers (a run from a Dask collection adopts them)."""
+    """The Job of the run prepared in ``s`` (``with_statics=False``: already on the workers)."""
     from daskhpc.runtime import Job
 
-    # --tol: the client checks the rule after every epoch (one epoch per submission)
     return Job("linear", s.nparts, s.options.epochs, row=functools.partial(row, s),
                fingerprint=fingerprint, program=functools.partial(program, s),
                statics=statics(s) if with_statics else None,

@@ -1,29 +1,9 @@
 """numba kernels of data-parallel SGD for linear classifiers (Renggli 2017, section 2.2).
 
-* :func:`margins` - ``X[rows] @ w`` in CSR order;
-* :func:`coefficients` - the per-row factor of the gradient (``grad f_j = coef_j x_j``):
-  logistic ``-y / (1 + exp(y m))`` (2.2.1), hinge ``-y`` if ``y m < 1`` else 0 (2.2.2);
-* :func:`batch_gradient` - ``sum_j coef_j x_j`` over a part's batch as a sparse vector:
-  its index set is the union of the batch rows' features (explicit zeros kept, so the
-  communication of a call depends on the batch only), each feature summed in row order;
-* :func:`losses` - per-row loss (stable ``log(1 + exp(-y m))``, ``max(0, 1 - y m)``);
-* one-vs-rest (K classes, the model ``w`` flattened class-major, K blocks of N):
-  :func:`margins_ovr`, :func:`coefficients_ovr` (row j's target is +1 for its class,
-  -1 for the others), :func:`batch_gradient_ovr` (the K gradients as one sparse vector
-  of length K N: the batch's feature union once per class, each value summed in row
-  order as :func:`batch_gradient`), :func:`losses_ovr` (summed over the K problems).
-
-Examples
---------
->>> import numpy as np, scipy.sparse as sp
->>> X = sp.csr_array(np.array([[1.0, 0, 2.0], [0, 3.0, 1.0]]))
->>> rows = np.array([0, 1])
->>> m = margins(X.indptr, X.indices, X.data, rows, np.array([1.0, 1.0, 1.0]))
->>> m.tolist()
-[3.0, 4.0]
->>> i, v = batch_gradient(X.indptr, X.indices, X.data, rows, np.array([1.0, -1.0]))
->>> i.tolist(), v.tolist()
-([0, 1, 2], [1.0, -3.0, 1.0])
+Gradient factors: logistic ``-y / (1 + exp(y m))`` (2.2.1), hinge ``-y`` if ``y m < 1``
+else 0 (2.2.2). A batch gradient's index set is the union of its rows' features
+(explicit zeros kept, so a call's communication depends on the batch only), each
+feature summed in row order. One-vs-rest: ``w`` class-major, K blocks of N.
 """
 
 from __future__ import annotations
@@ -67,10 +47,9 @@ def coefficients(m, y, loss):
 def batch_gradient(indptr, indices, data, rows, coef):
     """``sum_j coef_j x_j`` over ``rows`` as sorted (uint32 index, value) pairs.
 
-    Each feature's terms are added in batch order, its first term taken as it is (not
-    added to 0.0: a -0.0 stays), whichever way: into a dense scratch vector where the
-    batch's features span at most ``4 n + 64`` indices (n its stored entries: a9a's 64
-    rows, 123 features: 33 -> 6 us a call under cProfile), else by a stable sort."""
+    Each feature's first term is taken as it is (a -0.0 stays); a dense scratch vector
+    where the features span at most ``4 n + 64`` indices (a9a: 33 -> 6 us a call), else
+    a stable sort."""
     n = 0
     top = -1
     for r in rows:
@@ -134,10 +113,7 @@ def _dense_gradient(indptr, indices, data, rows, coef, M):
 
 @numba.njit(cache=True)
 def batch_features(indptr, indices, rows, B, T, N):
-    """The index sets of :func:`batch_gradient` for the ``T`` batches ``rows[i B:(i + 1)
-    B]`` at once (the plans of an epoch's calls): ``(ptr, idx)``, batch i's sorted
-    uint32 features ``idx[ptr[i]:ptr[i + 1]]`` (explicit zeros kept; past the end of
-    ``rows``: empty). One marker array over the ``N`` features, reset per batch."""
+    """The index sets of :func:`batch_gradient` for the ``T`` batches: ``(ptr, idx)``."""
     mark = np.zeros(N, np.bool_)
     tot = 0
     for r in rows:
@@ -207,8 +183,7 @@ def coefficients_ovr(m, cls, loss):
 
 @numba.njit(cache=True)
 def batch_gradient_ovr(indptr, indices, data, rows, coef, N):
-    """``sum_j coef[j, k] x_j`` for every class k as one sorted (uint32 index, value) vector
-    of length K N: index ``k N + f``; the batch's feature union in every class block."""
+    """``sum_j coef[j, k] x_j`` for every class k as one sorted vector of length K N."""
     K = coef.shape[1]
     n = 0
     for r in rows:
@@ -264,8 +239,7 @@ def losses_ovr(m, cls, loss):
 
 
 def _warm_up_run() -> None:
-    """The kernels with the types of a run on what the readers return (int64 indptr and
-    indices; the sparse allreduce of (uint32 index, float64 value) gradients)."""
+    """The kernels with a run's types (int64 indptr and indices, uint32/float64 gradients)."""
     from daskhpc.allreduce import allreduce_local
 
     ip, ix, rows = np.array([0, 1, 2]), np.array([0, 1]), np.array([0, 1])
@@ -283,8 +257,7 @@ def _warm_up_run() -> None:
 
 
 def _warm_up_client() -> None:
-    """What the client compiles for a run and a plan: the intercept column and the
-    batches' feature sets, for scipy's two index types of X."""
+    """What the client compiles for a run and a plan, for scipy's two index types of X."""
     from ._data import _append_column
 
     ip, ix, rows, d = np.array([0, 1, 2]), np.array([0, 1]), np.array([0, 1]), np.ones(2)
@@ -294,7 +267,7 @@ def _warm_up_client() -> None:
 
 
 def _warm_up_plan() -> None:
-    """``plan`` (the batches' gradient index sets and their unions) on a tiny problem."""
+    """``plan`` on a tiny problem."""
     import scipy.sparse as sp
 
     from daskhpc import linear
@@ -305,9 +278,7 @@ def _warm_up_plan() -> None:
     _warm_up_client()
 
 
-#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
-#: compiles it once before the cluster starts; the workers then load it): the workers'
-#: warm-up (whose int32 indices no run from a file uses) and the run's types.
+#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels.
 WARMUP_PLAN = (_warm_up_plan,)
 WARMUP = ("daskhpc.linear._program:warm_up", _warm_up_run)
 
@@ -315,18 +286,12 @@ WARMUP = ("daskhpc.linear._program:warm_up", _warm_up_run)
 @numba.njit(cache=True)
 def serial_epoch(indptr, indices, data, y, sw, order, start, B, T, a, b, counts, w, wbar,
                  mask, K, N, loss, reg, l1, q, u):
-    """One epoch of plain serial SGD (the reference of ``_serial``) without Top-k; w, the
-    epoch's mean of iterates ``wbar`` and q updated in place, returns u.
+    """One epoch of plain serial SGD without Top-k (``_serial``'s reference); returns u.
 
-    Part p's rows in visiting order are ``order[start[p]:start[p + 1]]``; iteration i
-    takes each part's ``[i B, (i + 1) B)`` of them and adds their gradients into one
-    dense G (part by part, each in batch order: the allreduce adds the parts' sums in
-    its own order, so the two agree to reassociation), steps
-    ``w <- w - a[i] (G / counts[i]) - b[i] w_masked`` (:func:`._update.batch_steps`),
-    then the L1 cumulative penalty when ``l1`` > 0 (``u += a[i] reg l1``), then
-    ``wbar += (w - wbar) / (i + 1)`` (``wbar = w`` at i = 0): each as the Program's
-    update writes it. ``sw`` the rows' class weights (empty: none); y +-1 (K = 1) or
-    class indices (one-vs-rest, w the K models class-major)."""
+    Iteration i adds each part's batch gradients into one dense G, part by part, then
+    steps ``w <- w - a[i] (G / counts[i]) - b[i] w_masked`` (:func:`._update.batch_steps`),
+    the L1 cumulative penalty, and ``wbar``, each as the Program's update writes it.
+    ``sw``: the rows' class weights (empty: none); y +-1 (K = 1) or class indices."""
     P = start.size - 1
     W = K * N
     G = np.zeros(W)

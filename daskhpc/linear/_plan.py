@@ -1,5 +1,4 @@
-"""The plan of a linear-classifier run: per epoch its allreduce calls' Plans, and the
-report sections shared by ``plan`` and the runs (no cluster)."""
+"""The plan of a linear-classifier run: its calls' Plans, the report sections (no cluster)."""
 
 from __future__ import annotations
 
@@ -19,11 +18,7 @@ GRADIENT_FLOPS = 4
 
 
 def epoch_seconds(s: Setup, calls) -> float:
-    """Predicted seconds of an epoch: per call (iteration) the busiest part's batch
-    gradient (``GRADIENT_FLOPS`` a stored entry and model, at ``flop_s``) and the
-    allreduce (Table 3.1, a step's floor a stage), then the evaluation (a margin, 2
-    flops an entry and model, of every training and test row of a part) in the epoch's
-    reported step."""
+    """Predicted seconds of an epoch: its calls' gradients and allreduces, then the evaluation."""
     X, Xt, K = s.data.X, s.data.X_test, s.K
     row_nnz = np.diff(X.indptr)
     part = np.array([row_nnz[r].sum() for r in s.rows], dtype=float)

@@ -1,23 +1,9 @@
-"""Data-parallel SGD as a :class:`daskhpc.comm.Program` (the kit runs it; ``run_local``
-is the partition-aware serial reference).
+"""Data-parallel SGD as a :class:`daskhpc.comm.Program` (the kit runs it; so does ``run_local``).
 
-Per iteration one allreduce call (Algorithm 1 line 10, Algorithm 2 line 15): its first
-step computes the part's batch gradient (and Top-k selection) in ``get``, its last step
-applies the update in ``put``; the last step of one call and the first of the next are
-one step, so an iteration costs S steps (S = the algorithm's stages: 2 for SSAR_Rec_Dbl
-at P = 4). The last iteration of an epoch also evaluates and reports (a reported step
-sends nothing, so a checkpoint after it holds no message in flight); each epoch is a unit.
-
-Update (every part, same bits): ``w <- w - a G / n_i - b w_masked`` with G the
-allreduced gradient sum, n_i the global batch size, a and b the schedule's steps for n_i
-rows after the rows used so far, then the L1 cumulative penalty, then the epoch's mean of
-iterates (the epoch's model: evaluated and returned; :mod:`._update`); the intercept is
-not regularised. Top-k (Algorithm 2): ``g_hat = r + g``; the selected items are sent; with
-error feedback the rest stays in r (lines 10-12). Multiclass (one-vs-rest, K classes):
-w is the K models class-major and one call allreduces the K gradients as one sparse
-vector of length K N (the batch's feature union once per class block).
-
-No dask here.
+Per iteration one allreduce call (Algorithm 1 line 10, Algorithm 2 line 15): ``get``
+computes the batch gradient (and the Top-k selection), ``put`` applies the update
+(:mod:`._update`), fused with the next call's first step. The last iteration of an
+epoch evaluates and reports; each epoch is a unit. No dask here.
 """
 
 from __future__ import annotations
@@ -30,17 +16,8 @@ import numpy as np
 from daskhpc.allreduce import allreduce_local, append_allreduce
 from daskhpc.comm import Program
 
-from ._kernels import (
-    LOSSES,
-    batch_gradient,
-    batch_gradient_ovr,
-    coefficients,
-    coefficients_ovr,
-    losses,
-    losses_ovr,
-    margins,
-    margins_ovr,
-)
+from ._kernels import (LOSSES, batch_gradient, batch_gradient_ovr, coefficients,
+                       coefficients_ovr, losses, losses_ovr, margins, margins_ovr)
 from ._setup import permutation
 from ._topk import topk_approx, topk_exact
 from ._update import (bottou_t0, epoch_steps, l1_penalty, l1_share, mean_step, penalty_value,
@@ -50,9 +27,7 @@ __all__ = ["statics", "program", "row", "assemble", "fingerprint", "warm_up"]
 
 
 def statics(setup, rows: bool = True) -> list[dict]:
-    """Per part: its rows (CSR pieces), labels, test rows, and the run's constants
-    (``rows=False``: without the CSR pieces, which a Dask collection's parts get on
-    their workers: ``_collect``)."""
+    """Per part: its rows (CSR pieces, unless ``rows=False``), labels, test rows, constants."""
     o, d = setup.options, setup.data
     out = []
     for p in range(setup.nparts):
@@ -76,9 +51,7 @@ def statics(setup, rows: bool = True) -> list[dict]:
 
 @dataclass(frozen=True)
 class Repeated:
-    """The values of a part's CSR rows when all have the same bits (binary features:
-    every one of a9a's is 1.0): they travel as one number and become the array again
-    on the worker (``unpacked``), two thirds of a9a's part data fewer bytes to place."""
+    """The values of a part's CSR rows when all have the same bits, sent as one number."""
 
     value: float
     size: int
@@ -89,8 +62,7 @@ class Repeated:
 
 
 def packed(X) -> tuple:
-    """``(indptr, indices, data)`` of CSR ``X``, the data a :class:`Repeated` where every
-    value has the bits of the first (compared as bits: 0.0 and -0.0 differ)."""
+    """``(indptr, indices, data)`` of CSR ``X``, the data a :class:`Repeated` if it can be."""
     data = X.data
     if data.size and data.dtype.itemsize == 8 and data.dtype.kind == "f":
         bits = data.view(np.uint64)
@@ -112,8 +84,7 @@ def _init(ctx, start):
     w0 = np.zeros(N) if S["w0"] is None else np.array(S["w0"])     # a warm start's
     w = w0 if start is None else np.array(start["w"], np.float64)
     ctx.state["w"] = w
-    # the epoch's mean of iterates (the model an epoch ends with); a checkpoint's is the
-    # last finished epoch's
+    # the epoch's mean of iterates; a checkpoint's is the last finished epoch's
     ctx.state["wbar"] = w.copy() if start is None or "wbar" not in start else \
         np.array(start["wbar"], np.float64)
     ctx.state["X"], ctx.state["Xt"] = unpacked(S["X"]), unpacked(S.get("Xt"))
@@ -186,8 +157,7 @@ def _grad(ctx, epoch, it):
 
 
 def _update(ctx, total, epoch, it, last):
-    """``put``: the update every part applies to its copy of w (Algorithm 1 line 10), the
-    epoch's mean of iterates after it."""
+    """``put``: the update every part applies (Algorithm 1 line 10), then the mean of iterates."""
     S, st = ctx.static, ctx.state
     if st.get("steps_epoch") != epoch:       # the epoch's steps, as the serial reference
         st["steps"] = epoch_steps(S["schedule"], S["lr"], S["power_t"], S["reg"], S["t0"],
@@ -242,8 +212,7 @@ def program(setup, first_unit: int = 0) -> Program:
             append_allreduce(prog, functools.partial(_grad, epoch=e, it=i),
                              functools.partial(_update, epoch=e, it=i, last=last),
                              algorithm=algo, plan=plan, report=last, count=True,
-                             fuse=i > 0,
-                             label=f"e{e}i{i}")
+                             fuse=i > 0, label=f"e{e}i{i}")
     return prog
 
 
@@ -264,8 +233,7 @@ def row(setup, unit: int, reports: dict) -> dict:
     out["sent_bytes"] = int(sum(r["sent_bytes"] for r in parts))
     out["messages"] = int(sum(r["messages"] for r in parts))
     out["items"] = int(sum(r["items"] for r in parts))
-    if setup.k is None:     # the parts' payload bytes the plans say (the frame adds the
-        # worker-level planned_bytes / measured_bytes of the run)
+    if setup.k is None:     # the parts' payload bytes the plans say
         out["planned_sent_bytes"] = setup.planned_bytes(unit)
     return out
 
@@ -284,8 +252,7 @@ def model(setup, w: np.ndarray) -> np.ndarray:
 
 
 def fingerprint(s) -> dict:
-    """What a checkpoint must agree on to be continued: data, parts, the options (but the
-    number of epochs), the algorithms of the first epoch's calls."""
+    """What a checkpoint must agree on: data, parts, options (not epochs), the algorithms."""
     from daskhpc.runtime import array_digest
 
     X = s.data.X
@@ -293,8 +260,7 @@ def fingerprint(s) -> dict:
     opts = asdict(s.options)
     if isinstance(opts["class_weight"], dict):     # JSON keys: the labels as text
         opts["class_weight"] = {str(k): float(v) for k, v in opts["class_weight"].items()}
-    # a resumed run may go on for more epochs, or stop otherwise; alpha, beta, floor only
-    # choose algorithms (the calls' plans say which); a warm start: its weights
+    # a resumed run may run longer; alpha, beta, floor only choose algorithms
     for k in ("epochs", "tol", "n_iter_no_change", "alpha", "beta", "floor", "init"):
         opts.pop(k)
     if s.w0 is not None:

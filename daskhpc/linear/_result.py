@@ -1,14 +1,4 @@
-"""What training returns: the model, sklearn-style prediction, per-epoch history, report.
-
-Examples
---------
->>> import numpy as np
->>> r = LinearResult(np.array([1.0, -1.0, 0.5]), np.array([0, 1]), fit_intercept=True,
-...                  history=[{"epoch": 0, "train_loss": 0.4, "train_accuracy": 0.8,
-...                            "sent_bytes": 1000, "time_s": 0.5}], info={"parts": 4})
->>> r.coef_.tolist(), r.intercept_, r.predict(np.array([[1.0, 0.0], [0.0, 2.0]])).tolist()
-([1.0, -1.0], 0.5, [1, 0])
-"""
+"""What training returns: the model, sklearn-style prediction, per-epoch history, report."""
 
 from __future__ import annotations
 
@@ -34,13 +24,18 @@ class LinearResult(WorkflowResult):
         The model (features, then the intercept when fitted): ``(N,)`` binary, ``(K, N)``
         with one row per class of ``classes_`` for K > 2 classes.
     coef_, intercept_, classes_
-        As sklearn's linear classifiers (binary: ``coef_`` 1-D and ``intercept_`` a
-        float, as before; multiclass: ``(K, F)`` and ``(K,)``).
+        As sklearn's linear classifiers (binary: ``coef_`` 1-D and ``intercept_`` a float).
     history : list of dict
-        Per epoch: train/test loss and accuracy, ``sent_bytes`` (allreduce payload the
-        parts sent), ``planned_sent_bytes`` (from the calls' plans, without Top-k),
-        ``time_s``; on a cluster also ``planned_bytes`` and ``measured_bytes`` between
-        workers.
+        Per epoch: train/test loss and accuracy, ``sent_bytes``, ``planned_sent_bytes``
+        (without Top-k), ``time_s``; on a cluster also ``planned_bytes`` and
+        ``measured_bytes`` between workers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r = LinearResult(np.array([1.0, -1.0, 0.5]), np.array([0, 1]), fit_intercept=True)
+    >>> r.coef_.tolist(), r.intercept_, r.predict(np.array([[1.0, 0.0], [0.0, 2.0]])).tolist()
+    ([1.0, -1.0], 0.5, [1, 0])
     """
 
     workflow = "linear"
@@ -69,9 +64,8 @@ class LinearResult(WorkflowResult):
         return float(self.w[-1]) if self.fit_intercept else 0.0
 
     def decision_function(self, X) -> np.ndarray:
-        """``X @ coef_.T + intercept_`` (X narrower than the model is padded with zeros, as
-        LIBSVM's trailing absent features); ``X`` may be a LIBSVM file. Binary: one value
-        per row; multiclass: one per row and class."""
+        """``X @ coef_.T + intercept_``; a narrower X is padded with zeros; X may be a LIBSVM
+        file."""
         X = self._matrix(X)[0]
         F = self.coef_.shape[-1]
         if X.shape[1] > F:
@@ -87,10 +81,8 @@ class LinearResult(WorkflowResult):
         return self.classes_[(d > 0).astype(int)]
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities per row, in the order of ``classes_``: the logistic
-        model's sigmoid of the decision function (log loss only, as scikit-learn);
-        multiclass: the K one-vs-rest sigmoids normalised to sum 1 (as sklearn's
-        SGDClassifier)."""
+        """Class probabilities per row (log loss only): sigmoids, one-vs-rest normalised to sum
+        1."""
         if self.info.get("loss", "log") != "log":
             raise AttributeError(f"probability estimates need the log loss, not "
                                  f"{self.info.get('loss')!r}")
@@ -117,8 +109,7 @@ class LinearResult(WorkflowResult):
 
 
 def predict_file(result: LinearResult, path: str) -> dict:
-    """``daskhpc predict DIR DATA.libsvm``: the saved classifier's label of every row of a
-    LIBSVM file, and its accuracy against the file's labels."""
+    """``daskhpc predict DIR DATA.libsvm``: every row's predicted label and the accuracy."""
     X, y = result._matrix(path)
     try:
         pred = result.predict(X)

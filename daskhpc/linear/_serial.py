@@ -1,20 +1,7 @@
 """The plain serial reference: Algorithms 1 and 2 of Renggli 2017 over dense vectors.
 
-The same batches as the distributed run (the same seeded part orders), but no streams and
-no allreduce: per iteration each part's gradient is ``X_b^T coef`` as a dense vector
-(scipy), Top-k works on dense vectors, and the parts' contributions are added in part
-order. It differs from the Program only by the reassociation of the gradient sum. The
-step sizes, the penalties and the row weights are :mod:`._update`'s, as on the parts.
-Multiclass (one-vs-rest): w holds the K models class-major, the gradient of a batch is
-``(X_b^T C)^T`` flattened the same way.
-
-Examples
---------
->>> from daskhpc import datasets
->>> from daskhpc.linear._setup import prepare
->>> h = run_serial(prepare(datasets.libsvm(), nparts=2, batch=64, epochs=1))["history"]
->>> round(h[0]["train_accuracy"], 2) > 0.8
-True
+The distributed run's batches and :mod:`._update`'s steps, but dense gradients added in
+part order: it differs from the Program only by the reassociation of the gradient sum.
 """
 
 from __future__ import annotations
@@ -58,9 +45,7 @@ def _coef(Xb, yb, w, K, loss):
 
 
 def run_serial(s, epochs: int | None = None) -> dict:
-    """Train with the setup's batches in one process; returns ``w`` and ``history``.
-    ``epochs``: exactly that many (a distributed run's, for its serial check); default
-    ``options.epochs``, fewer when ``options.tol`` stops the run."""
+    """Train with the setup's batches in one process: ``w``, ``history`` (``epochs``: exactly)."""
     o, d = s.options, s.data
     P, K, B = s.nparts, s.K, o.batch
     N = s.width
@@ -105,8 +90,7 @@ def run_serial(s, epochs: int | None = None) -> dict:
 
 
 def _topk_epoch(s, e, perms, steps, w, wbar, r, mask, l1, q, u):
-    """One epoch with Top-k (Algorithm 2) over dense vectors; w, wbar, r, q updated in
-    place, returns u."""
+    """One epoch with Top-k (Algorithm 2) over dense vectors; returns u."""
     o, d = s.options, s.data
     P, K, B, N = s.nparts, s.K, o.batch, s.width
     a, b, n = steps

@@ -1,24 +1,8 @@
 """Everything a training run is made of, built once: data, parts, batches, calls, plans.
 
-Data parallel (Renggli 2017, Algorithm 1): part p owns the rows ``rows[p]`` (a seeded
-balanced split). In epoch e it visits them in the order ``perm(e, p)`` (seeded by
-(seed, e, p), so a resumed run and the serial reference see the same batches) and in
-iteration i takes the B rows ``perm[i B:(i + 1) B]``; an epoch has
-T = ceil(max_p |rows_p| / B) iterations (short parts contribute empty batches at the
-end). Iteration i's batch gradients are summed by one allreduce call.
-
-Without Top-k the index set a part contributes is the union of its batch rows' features
-(the natural sparsity of section 5.3.4), known before training: every call's algorithm
-(``auto`` per call, from Table 3.1 with the measured k) and its exact plan follow from
-the data. With Top-k the sets depend on the values: one algorithm for all calls (from k)
-and the dense-bound plan.
-
-Examples
---------
->>> from daskhpc import datasets
->>> s = prepare(datasets.libsvm(), nparts=4, batch=8, epochs=1)
->>> s.T, s.N, [r.size for r in s.rows]
-(1018, 124, [8141, 8140, 8140, 8140])
+Part p visits its rows in epoch e in the order ``perm(e, p)``, B a step (Algorithm 1).
+Without Top-k every call's algorithm and exact plan follow from the data; with Top-k
+one algorithm (from k) and the dense-bound plan.
 """
 
 from __future__ import annotations
@@ -31,17 +15,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from daskhpc import datasets
-from daskhpc.allreduce import (
-    ALGORITHMS,
-    CANDIDATES,
-    DEFAULT_GROUP,
-    Format,
-    call_plan,
-    choose,
-    cost_model,
-    dense_bound_plan,
-    make,
-)
+from daskhpc.allreduce import (ALGORITHMS, CANDIDATES, DEFAULT_GROUP, Format, call_plan,
+                               choose, cost_model, dense_bound_plan, make)
 from daskhpc._saved import load as load_saved
 from daskhpc._workflows import check_parts, checked_options, option
 from daskhpc.errors import InputError
@@ -69,10 +44,8 @@ class Options:
 
     loss: str = option("log", "log (logistic regression) or hinge (linear SVM)",
                        choices=tuple(LOSSES))
-    batch: int | str = option("auto", "B, rows per part and iteration, or auto: enough rows "
-                                      "that a step's rows cost what its modelled allreduce "
-                                      "costs, at most 1/256 of a part's rows, at least 8 "
-                                      "(docs/linear.md)",
+    batch: int | str = option("auto", "B, rows per part and iteration, or auto: rows "
+                                      "that cost what the allreduce costs (docs/linear.md)",
                               metavar="B|auto", type=lambda v: parse_batch(v))
     epochs: int = option(5, "epochs (at most, with --tol)", bounds=(1, None))
     tol: float | None = option(None, "stop once the training objective has not gone below "
@@ -81,11 +54,9 @@ class Options:
                                type=float, bounds=(0, None))
     n_iter_no_change: int = option(5, "epochs without improvement that stop a run with "
                                       "--tol", metavar="N", bounds=(1, None))
-    learning_rate: str = option("optimal", "per-sample step-size schedule over t, the rows "
-                                           "used so far: optimal 1/(reg (t0 + t)) (Bottou's "
-                                           "t0), constant lr, invscaling lr/(t+1)^power_t; "
-                                           "a step of n rows takes n of them, at most 6/L "
-                                           "(L the loss's curvature bound)",
+    learning_rate: str = option("optimal", "per-sample step size after t rows: optimal "
+                                           "1/(reg (t0 + t)), constant lr, invscaling "
+                                           "lr/(t+1)^power_t (docs/linear.md)",
                                 choices=SCHEDULES)
     lr: float = option(0.5, "eta0, the per-sample step size of --learning-rate constant "
                             "and invscaling", bounds=(0, None), closed="neither")
@@ -119,17 +90,15 @@ class Options:
                                       "calibrated or built-in cost model)", type=float)
     floor: float | None = option(None, "seconds every step costs for --allreduce auto "
                                        "(default: calibrated, else 0)", type=float)
-    init: object = option(None, "a saved linear model to start from (--save DIR, or the "
-                                "loaded result): a warm start with its weights (the same "
-                                "classes and width)", metavar="DIR", type=str,
+    init: object = option(None, "a saved linear model to start from (--save DIR): a warm "
+                                "start with its weights", metavar="DIR", type=str,
                           modes=("run",))
     fit_intercept: bool = option(True, cli=False)
     #: L of the step cap (``_update.curvature`` of the training rows; None: computed)
     curvature: float | None = option(None, cli=False)
     seed: int = option(0, "seed of the row shares and the batches")
-    n_features: int | None = option(None, "the width of the training and test data (LIBSVM "
-                                          "files state only their largest index; default: "
-                                          "the training file's)", type=int,
+    n_features: int | None = option(None, "the width of the training and test data "
+                                          "(default: the training file's)", type=int,
                                   bounds=(1, None))
 
     def check(self) -> None:
@@ -158,14 +127,7 @@ class Options:
 
 
 def parse_class_weight(value):
-    """``--class-weight``: ``balanced`` or ``LABEL:W,LABEL:W`` (labels as numbers where
-    they are numbers, as a LIBSVM file's).
-
-    Examples
-    --------
-    >>> parse_class_weight("balanced"), parse_class_weight("1:2.5,-1:1")
-    ('balanced', {1.0: 2.5, -1.0: 1.0})
-    """
+    """``--class-weight``: ``balanced`` or ``LABEL:W,LABEL:W`` (numeric labels as numbers)."""
     if value is None or value == "balanced" or isinstance(value, dict):
         return value
     out = {}
@@ -187,13 +149,7 @@ def parse_class_weight(value):
 
 
 def parse_batch(value):
-    """``--batch``: a positive integer or ``auto``.
-
-    Examples
-    --------
-    >>> parse_batch("64"), parse_batch("auto"), parse_batch(8)
-    (64, 'auto', 8)
-    """
+    """``--batch``: a positive integer or ``auto``."""
     if value == "auto":
         return value
     try:
@@ -210,14 +166,9 @@ def auto_batch(part_rows: int, entries_per_row: float, P: int, width: int, isize
                cost, group: int) -> dict:
     """The batch of ``--batch auto`` and why (the report's ``batch_auto``).
 
-    A step costs its rows' compute plus one allreduce, whose modelled time (the
-    calibrated alpha and beta, the ``auto`` algorithm's) hardly depends on B: the batch
-    at which the rows cost as much as the allreduce (``ENTRY_S`` per stored entry)
-    keeps the allreduce from being the bottleneck. Larger batches take fewer steps per
-    epoch, and each step is one update: B stays at most 1/``AUTO_STEPS`` of a part's
-    rows, and at least ``MIN_BATCH`` (the thesis's mini-batch). One part has no
-    allreduce to amortise: B = ``MIN_BATCH``.
-    """
+    The B at which a step's rows (``ENTRY_S`` per stored entry) cost its modelled
+    allreduce, at most 1/``AUTO_STEPS`` of a part's rows, at least ``MIN_BATCH``; one
+    part has no allreduce to amortise: ``MIN_BATCH``."""
     cap = max(MIN_BATCH, math.ceil(part_rows / AUTO_STEPS))
     out = {"rule": f"min(rows per part / {AUTO_STEPS}, allreduce / row), "
                    f"at least {MIN_BATCH}", "steps_cap": cap}
@@ -232,13 +183,7 @@ def auto_batch(part_rows: int, entries_per_row: float, P: int, width: int, isize
 
 
 def parse_topk(value):
-    """``--topk``: an integer k or ``approx``.
-
-    Examples
-    --------
-    >>> parse_topk("12"), parse_topk("approx"), parse_topk(None)
-    (12, 'approx', None)
-    """
+    """``--topk``: an integer k or ``approx``."""
     if value is None or value == "approx":
         return value
     try:
@@ -255,8 +200,7 @@ class CommandOptions(Options):
                                     "after every epoch", metavar="FILE")
 
     def fit_keywords(self, read=None) -> dict:
-        """``fit``'s keywords; with ``read`` (the data ``check`` read, test set included)
-        no test file is named again."""
+        """``fit``'s keywords; with ``read`` (what ``check`` read) no test file is named again."""
         out = {k: getattr(self, k) for k in Options.__dataclass_fields__}
         test = None if self.test is None or read is not None else datasets.resolve(self.test)
         return dict(out, test=test)
@@ -302,31 +246,24 @@ class Setup:
         o = self.options
         return None if o.topk is None else int(o.k if o.topk == "approx" else o.topk)
 
-    def local_batch(self, e: int, i: int, p: int) -> np.ndarray:
-        """Positions (in part p's rows) of its batch in iteration i of epoch e."""
-        B = self.options.batch
-        return self._perm(e, p)[i * B:(i + 1) * B]
-
-    def _perm(self, e: int, p: int) -> np.ndarray:
-        key = ("perm", e, p)
-        if key not in self._algos:          # one epoch's orders kept
-            self._algos = {k: v for k, v in self._algos.items()
-                           if not (k[0] == "perm" and k[1] != e)}
-            self._algos[key] = permutation(self.options.seed, e, p, self.rows[p].size)
-        return self._algos[key]
-
-    def _features(self, e: int, p: int):
-        """Part p's batches' feature sets in epoch e (``batch_features``), kept for
-        the epoch being planned only."""
-        key = ("features", e, p)
+    def _of_epoch(self, kind: str, e: int, p: int, make):
+        """``make()`` cached for epoch e only (its row orders, its batches' feature sets)."""
+        key = (kind, e, p)
         if key not in self._algos:
             self._algos = {k: v for k, v in self._algos.items()
-                           if not (k[0] == "features" and k[1] != e)}
-            X = self.data.X
-            self._algos[key] = batch_features(X.indptr, X.indices,
-                                              self.rows[p][self._perm(e, p)],
-                                              self.options.batch, self.T, X.shape[1])
+                           if not (k[0] == kind and k[1] != e)}
+            self._algos[key] = make()
         return self._algos[key]
+
+    def _perm(self, e: int, p: int) -> np.ndarray:
+        return self._of_epoch("perm", e, p, lambda: permutation(self.options.seed, e, p,
+                                                                self.rows[p].size))
+
+    def _features(self, e: int, p: int):
+        X = self.data.X
+        return self._of_epoch("features", e, p, lambda: batch_features(
+            X.indptr, X.indices, self.rows[p][self._perm(e, p)], self.options.batch, self.T,
+            X.shape[1]))
 
     def algo(self, name: str):
         if name not in self._algos:
@@ -341,8 +278,7 @@ class Setup:
         return self._calls[e]
 
     def planned_bytes(self, e: int) -> int:
-        """Payload bytes the plans of epoch e's calls send (one product over the epoch's
-        messages, not a numpy sum per plan: 255 plans an a9a epoch)."""
+        """Payload bytes the plans of epoch e's calls send (one product over all its messages)."""
         plans = [p for _, p, _ in self.calls(e)]
         vol = np.concatenate([p.volume for p in plans])
         words = np.concatenate([p.message_words() * p.word_bytes for p in plans])
@@ -364,8 +300,7 @@ class Setup:
             if self.K > 1:          # the union once per class block (_kernels)
                 idx = np.concatenate([idx + np.uint32(k * self.N) for k in range(self.K)])
             sets.append(idx)
-        # a fixed algorithm on a given network (--network) is priced too (plan's
-        # predicted_s_per_step)
+        # a fixed algorithm on a given network is priced too (the plan's prediction)
         priced = o.allreduce == "auto" or (o.alpha is not None and o.beta is not None)
         choice = self._choose(max(s.size for s in sets)) if priced else None
         name = choice["algorithm"] if o.allreduce == "auto" else o.allreduce
@@ -391,12 +326,7 @@ def permutation(seed: int, epoch: int, part: int, n: int) -> np.ndarray:
 
 
 def validate_input(X, nparts=None, *, test=None, **options) -> LinearData:
-    """The options, the training and test data (read and checked, their widths against
-    each other) and ``nparts`` against them: what a run checks before its cluster starts
-    (``daskhpc run linear``: exit 2).
-
-    Returns the :class:`LinearData`, which ``fit`` and ``plan`` take instead of the paths.
-    """
+    """The options, data and ``nparts`` checked before a cluster starts: the :class:`LinearData`."""
     opts = checked_options(Options, options, "linear")   # options first: they cost nothing
     data = load(X, None, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
     check_parts(1 if nparts is None else nparts, data.X.shape[0], "rows")
@@ -405,19 +335,7 @@ def validate_input(X, nparts=None, *, test=None, **options) -> LinearData:
 
 
 def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
-    """Validate data and options, split rows over parts, and set up the calls.
-
-    Parameters
-    ----------
-    X : path, SparseInput, scipy.sparse or 2-D array
-        Training samples (a LIBSVM path or SparseInput carries the labels).
-    y : array, optional
-    nparts : int
-        P, the data-parallel parts.
-    test : path, SparseInput or (X_test, y_test), optional
-    **options
-        Fields of :class:`Options`.
-    """
+    """Validate data and options (as :func:`~daskhpc.linear.fit_local`) and set up the calls."""
     opts = checked_options(Options, options, "linear")
     t0 = time.perf_counter()
     data = load(X, y, test, fit_intercept=opts.fit_intercept, n_features=opts.n_features)
@@ -425,8 +343,7 @@ def prepare(X, y=None, nparts: int = 4, *, test=None, **options) -> Setup:
 
 
 def setup_of(opts: Options, data: LinearData, nparts, t0: float) -> Setup:
-    """The Setup of checked options and loaded data (``prepare``'s second half; a Dask
-    collection's data come with the pattern of X only: ``_collect``)."""
+    """The Setup of checked options and loaded data (``prepare``'s second half)."""
     P = check_parts(1 if nparts is None else nparts, data.X.shape[0], "rows")
     M = data.X.shape[0]
     perm = np.random.default_rng([int(opts.seed), 3]).permutation(M)
@@ -453,14 +370,7 @@ def setup_of(opts: Options, data: LinearData, nparts, t0: float) -> Setup:
 
 
 def warm_weights(init, classes, size: int) -> np.ndarray:
-    """The weights a warm start begins with: a saved linear model's (its directory or its
-    result), flattened as the run keeps them (class-major).
-
-    Raises
-    ------
-    InputError
-        Not a linear model, other classes, or another width (features, intercept).
-    """
+    """A warm start's weights (a saved linear model's, class-major), or an InputError."""
     if isinstance(init, (str, os.PathLike)):
         init = load_saved(init, workflow="linear")
     w = getattr(init, "w", None)

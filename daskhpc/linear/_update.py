@@ -1,45 +1,10 @@
-"""The model update every part applies (and the serial reference, with the same code):
-the step size of the schedule, the L2 step, the L1 cumulative penalty, row weights.
+"""The model update every part and the serial reference apply (docs/linear.md,
+"Schedules, penalties, class weights").
 
-Step sizes (``learning_rate``): ``t`` is the number of rows the whole run has used before
-the step (every part's batch of every earlier iteration, over all epochs) and ``eta(t)``
-scikit-learn's per-sample step there:
-
-* ``optimal`` (the default): ``eta = 1 / (alpha (t0 + t))`` with Bottou's ``t0`` (as
-  sklearn's SGDClassifier; it needs ``reg`` > 0);
-* ``invscaling``: ``eta = lr / (t + 1) ** power_t``;
-* ``constant``: ``eta = lr``.
-
-A step of n rows (the global batch) stands for the n per-sample steps those rows would
-have had: ``w <- w - a G / n - b w_masked`` with ``a = min(n eta(t), cap)`` on the
-mean gradient ``G / n`` and ``b = 1 - (1 - eta(t) alpha_2) ** (a / eta(t))``, the L2
-shrinking of as many per-sample steps. The cap keeps the steps of a large batch, whose
-rows all see the same w, where the mean-gradient iteration stays stable: ``CAP / L``
-with ``L = lambda_max(X^T X / M) / 4``, the logistic loss's curvature bound over the
-training rows (:func:`curvature`). Larger steps make the iteration chaotic (on a9a a
-1e-13 change of w grew to 5 % of it in 5 epochs at 55 / L: the cluster's sums, in
-another order than the serial reference's, then give another model). :func:`batch_steps`.
-
-Every part (and the serial reference) also keeps the mean of its iterates over the
-epoch (after each step of it): the epoch's model, evaluated and returned, while the
-iterate w goes on into the next epoch (tail averaging: the step of n rows keeps
-per-sample SGD's progress, the mean removes most of its noise).
-
-Penalties (``penalty``, ``l1_ratio`` as scikit-learn's; ``reg`` is alpha): L2 with
-strength ``alpha (1 - l1_ratio)`` in the step; L1 with strength ``alpha l1_ratio`` by
-Tsuruoka et al.'s cumulative penalty (2009, as sklearn's SGD): ``u`` sums
-``eta alpha l1_ratio`` over the steps, ``q_i`` what weight i was actually penalised,
-and after each step every weight moves towards 0 by what it still owes, clipped at 0
-(so weights become exactly 0). The intercept is never penalised.
-
-Examples
---------
->>> import numpy as np
->>> round(bottou_t0("log", 1e-4), 3)
-1000.0
->>> w, q = np.array([0.5, -0.2, 0.05, 1.0]), np.zeros(4)
->>> l1_penalty(w, q, 0.1, np.array([1.0, 1.0, 1.0, 0.0])).tolist()
-[0.4, -0.1, 0.0, 1.0]
+A step of n rows after t rows: ``w <- w - a G / n - b w_masked`` with ``a = min(n eta(t),
+CAP / L)`` and ``b = 1 - (1 - eta(t) alpha_2) ** (a / eta(t))``; the L1 part by
+Tsuruoka et al.'s cumulative penalty (2009); the epoch's model is the mean of its
+iterates. The intercept is never penalised.
 """
 
 from __future__ import annotations
@@ -49,22 +14,19 @@ import math
 
 import numpy as np
 
-__all__ = ["SCHEDULES", "PENALTIES", "CAP", "bottou_t0", "eta", "curvature", "power_iteration",
-           "batch_steps", "epoch_steps",
-           "step_cap", "step", "mean_step", "rows_before", "l1_share",
-           "l1_penalty", "row_weights", "penalty_value", "no_improvement", "stop_rule"]
+__all__ = ["SCHEDULES", "PENALTIES", "CAP", "bottou_t0", "eta", "curvature",
+           "power_iteration", "batch_steps", "epoch_steps", "step_cap", "step", "mean_step",
+           "rows_before", "l1_share", "l1_penalty", "row_weights", "penalty_value",
+           "no_improvement", "stop_rule"]
 
 SCHEDULES = ("optimal", "constant", "invscaling")
-#: The largest step on a mean gradient, in units of 1 / L (the module; docs/linear.md:
-#: 2 / L lost accuracy on sparse high-dimensional data, 6 / L kept scikit-learn's on
-#: every set measured and the iteration stable)
+#: The largest step on a mean gradient, in units of 1 / L (measured: docs/linear.md)
 CAP = 6.0
 PENALTIES = ("l2", "l1", "elasticnet")
 
 
 def bottou_t0(loss: str, alpha: float) -> float:
-    """sklearn's ``optimal`` offset: the first step is ``typw / max(1, dloss(-typw))`` with
-    ``typw = sqrt(1 / sqrt(alpha))`` (a typical weight), and ``t0 = 1 / (eta_0 alpha)``."""
+    """sklearn's ``optimal`` offset ``t0 = 1 / (eta_0 alpha)`` from a typical weight."""
     typw = math.sqrt(1.0 / math.sqrt(alpha))
     dloss = -1.0 / (1.0 + math.exp(-typw)) if loss == "log" else -1.0   # at y = 1, m = -typw
     return 1.0 / (typw / max(1.0, dloss) * alpha)
@@ -81,16 +43,12 @@ def eta(schedule: str, lr: float, power_t: float, alpha: float, t0: float, t):
 
 
 def curvature(X, iterations: int = 10) -> float:
-    """``L = lambda_max(X^T X / M) / 4``: the largest curvature of the mean logistic loss
-    over the rows of ``X`` (scipy sparse; power iteration from the ones vector, so the
-    same bits every time; :func:`power_iteration`)."""
+    """``L = lambda_max(X^T X / M) / 4``, the mean logistic loss's largest curvature."""
     return power_iteration(lambda v: X.T @ (X @ v), X.shape[0], X.shape[1], iterations)
 
 
 def power_iteration(gram, M: int, N: int, iterations: int = 10) -> float:
-    """:func:`curvature` of an ``M x N`` matrix given as ``gram(v) = X^T X v``, rounded
-    to 3 significant digits: a Dask collection's sums (its pieces' in another order) give
-    the same L as the matrix in memory, so the same steps and model."""
+    """:func:`curvature` of ``gram(v) = X^T X v``, rounded to 3 digits (the same L any order)."""
     v = np.ones(N) / np.sqrt(max(N, 1))
     lam = 0.0
     for _ in range(iterations):
@@ -104,16 +62,7 @@ def power_iteration(gram, M: int, N: int, iterations: int = 10) -> float:
 
 def batch_steps(schedule: str, lr: float, power_t: float, alpha: float, t0: float,
                 reg2: float, t: np.ndarray, n: np.ndarray, cap: float) -> tuple:
-    """``(a, b)`` of the steps that follow ``t`` rows and take ``n`` (arrays, one entry
-    per iteration): the gradient step and the L2 shrink (the module's formulas).
-
-    Examples
-    --------
-    >>> a, b = batch_steps("constant", 0.1, 0.5, 1e-4, 0.0, 1e-4, np.array([0, 8]),
-    ...                    np.array([2, 8]), 0.5)
-    >>> a.tolist(), [round(v, 8) for v in b.tolist()]
-    ([0.2, 0.5], [2e-05, 5e-05])
-    """
+    """``(a, b)`` of the steps that follow ``t`` rows and take ``n`` (per iteration)."""
     t = np.asarray(t, np.float64)
     e = eta(schedule, lr, power_t, alpha, t0, t)
     a = np.minimum(np.asarray(n, np.float64) * e, cap)
@@ -123,8 +72,7 @@ def batch_steps(schedule: str, lr: float, power_t: float, alpha: float, t0: floa
 
 def epoch_steps(schedule: str, lr: float, power_t: float, alpha: float, t0: float,
                 reg2: float, cap: float, before: np.ndarray, epoch: int) -> tuple:
-    """``(a, b, n)`` of every iteration of ``epoch`` (:func:`batch_steps`; ``n`` the
-    global batches, floats) from its :func:`rows_before`."""
+    """``(a, b, n)`` of every iteration of ``epoch`` from its :func:`rows_before`."""
     n = np.diff(before).astype(np.float64)
     a, b = batch_steps(schedule, lr, power_t, alpha, t0, reg2,
                        epoch * before[-1] + before[:-1], n, cap)
@@ -138,8 +86,7 @@ def step_cap(o) -> float:
 
 def step(w: np.ndarray, G: np.ndarray, a: float, b: float, n: float,
          mask: np.ndarray) -> np.ndarray:
-    """The update ``w - a (G / n) - b w_masked`` (the same operations in the compiled
-    epoch of ``_kernels.serial_epoch``)."""
+    """The update ``w - a (G / n) - b w_masked`` (as ``_kernels.serial_epoch`` computes it)."""
     return w - a * (G / n) - b * (w * mask)
 
 
@@ -149,10 +96,8 @@ def mean_step(wbar: np.ndarray, w: np.ndarray, i: int) -> np.ndarray:
 
 
 def rows_before(nrows, batch: int, T: int) -> np.ndarray:
-    """``c[i]``: the rows all parts use in iterations ``0 .. i - 1`` of an epoch (``c[T]``
-    the epoch's rows); a step of iteration i of epoch e follows ``e c[T] + c[i]`` rows."""
+    """``c[i]``: the rows all parts use in iterations ``0 .. i - 1`` of an epoch."""
     n = np.asarray(nrows, np.int64)
-    # every iteration at once (a loop over the T iterations cost 2.6 ms per run, measured)
     per = np.clip(n[None, :] - np.arange(T, dtype=np.int64)[:, None] * batch, 0, batch)
     return np.concatenate([[0], np.cumsum(per.sum(axis=1), dtype=np.int64)])
 
@@ -163,8 +108,7 @@ def l1_share(penalty: str, l1_ratio: float) -> float:
 
 
 def l1_penalty(w: np.ndarray, q: np.ndarray, u: float, mask: np.ndarray) -> np.ndarray:
-    """Tsuruoka's cumulative L1 penalty on the masked weights: ``u`` the total penalty so
-    far, ``q`` (updated in place) what each weight has received; returns the new w."""
+    """Tsuruoka's cumulative L1 penalty: ``u`` the total so far, ``q`` (in place) what each got."""
     z = w
     pos = np.maximum(0.0, w - (u + q))
     neg = np.minimum(0.0, w + (u - q))
@@ -174,8 +118,7 @@ def l1_penalty(w: np.ndarray, q: np.ndarray, u: float, mask: np.ndarray) -> np.n
 
 
 def row_weights(class_weight, y: np.ndarray, classes: np.ndarray, K: int):
-    """Per-row loss weights of ``class_weight`` (None: no weights, so the update is the
-    unweighted one bit for bit); ``y`` as :mod:`._data` keeps it (+-1 or class index)."""
+    """Per-row loss weights of ``class_weight`` (None: none, the unweighted update bit for bit)."""
     if class_weight is None:
         return None
     idx = ((y > 0).astype(np.int64) if K == 1 else y.astype(np.int64))
@@ -205,23 +148,14 @@ def _label_index(classes, label) -> int:
 
 
 def penalty_value(alpha: float, l1: float, norm1: float, norm2: float) -> float:
-    """The regulariser's value ``alpha (l1 |w|_1 + (1 - l1) |w|^2 / 2)`` (L2: as before)."""
+    """The regulariser's value ``alpha (l1 |w|_1 + (1 - l1) |w|^2 / 2)``."""
     if l1 == 0.0:
         return 0.5 * alpha * norm2
     return alpha * (l1 * norm1 + 0.5 * (1.0 - l1) * norm2)
 
 
 def no_improvement(history: list, tol: float | None, n: int) -> bool:
-    """scikit-learn's stop rule of ``SGDClassifier`` on the history so far: true once the
-    training objective (``train_loss``) has not gone below the best one by ``tol`` for
-    ``n`` epochs in a row. ``tol`` None: never.
-
-    Examples
-    --------
-    >>> h = [{"train_loss": v} for v in (0.50, 0.40, 0.399, 0.3995, 0.3991)]
-    >>> no_improvement(h, 1e-2, 3), no_improvement(h[:4], 1e-2, 3), no_improvement(h, None, 3)
-    (True, False, False)
-    """
+    """scikit-learn's stop rule: no new best training loss by ``tol`` for ``n`` epochs."""
     if tol is None:
         return False
     best, count = np.inf, 0
@@ -233,8 +167,7 @@ def no_improvement(history: list, tol: float | None, n: int) -> bool:
 
 
 def stop_rule(options):
-    """``stop(history)`` of a run with these options (:func:`no_improvement` with their
-    ``tol`` and ``n_iter_no_change``), None without ``tol``."""
+    """``stop(history)`` of a run with these options, None without ``tol``."""
     if options.tol is None:
         return None
     return functools.partial(no_improvement, tol=options.tol, n=options.n_iter_no_change)

@@ -1,9 +1,10 @@
 """Memory-constrained batched 2D/3D sparse SUMMA SpGEMM (BatchedSumma3D) on Dask.
 
-C = A·B on a ``q x q x l`` grid of cells placed on Dask workers, in ``b``
-batches of C's columns chosen by Symbolic3D from a per-worker memory budget;
-a scheduler plugin admits batch ``t + w`` only once batch ``t`` has been
-consumed (kept, written, reduced or pruned).
+C = A·B on a ``q x q x l`` grid of cells placed on Dask workers, in ``b`` batches of
+C's columns chosen by Symbolic3D from a per-worker memory budget; a scheduler plugin
+admits batch ``t + w`` only once batch ``t`` has been consumed. :func:`plan` is
+Symbolic3D and every step's volume without a cluster. ``import daskhpc.spgemm`` loads
+no dask.
 
 Examples
 --------
@@ -15,13 +16,6 @@ Examples
 ...                       memory_per_worker="64MB")                   # doctest: +SKIP
 >>> res.value["nnz"] == (A @ A).nnz                                  # doctest: +SKIP
 True
->>> spgemm.plan(A, A, grid="16x16x4", memory_per_worker="1GB")["batches"]   # doctest: +SKIP
-1
-
-* :func:`multiply` runs on a Dask cluster (``check_serial=True`` compares with
-  :func:`serial_multiply`, scipy's product); :func:`plan` is Symbolic3D and every
-  step's volume without a cluster; :func:`prepare` builds the dask-free :class:`Setup`
-  both share. ``import daskhpc.spgemm`` loads no dask.
 
 References
 ----------

@@ -1,13 +1,4 @@
-"""The public functions: ``multiply`` (distributed), ``serial_multiply`` (reference), ``plan``.
-
-Examples
---------
->>> import scipy.sparse as sp
->>> a = sp.random(200, 200, density=0.05, random_state=0, format="csr")
->>> out = plan(a, a, grid="2x2x2", memory_per_worker="1MB")
->>> out["batches"], sorted(out["steps"])
-(1, ['a_bcast', 'b_bcast', 'fiber', 'symbolic'])
-"""
+"""The public functions: ``multiply`` (distributed), ``serial_multiply``, ``plan``."""
 
 from __future__ import annotations
 
@@ -51,17 +42,11 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
     ----------
     a, b : scipy sparse, dense array, path, or Dask collection
         A (m x k) and B (k x n); ``b=None`` squares A. A path is read with
-        :func:`daskhpc.io.read`. C (``matrix``) is a ``csr_matrix`` when the sparse
-        inputs are ``scipy.sparse.spmatrix``, else a ``csr_array``. A Dask DataFrame of
-        (row, col, value) triplets (0-based ids; shape: the largest ids + 1, the inner
-        dimension shared) or a Dask Array of scipy.sparse / sparse.COO chunks is read on
-        the workers: its values go straight to the cells' workers, never to the client
-        (docs/collections.md).
+        :func:`daskhpc.io.read`. C is a ``csr_matrix`` for ``spmatrix`` inputs, else a
+        ``csr_array``. A Dask DataFrame of (row, col, value) triplets or a Dask Array of
+        sparse chunks is read on the workers (docs/collections.md).
     grid : "QxQxL" or Grid, optional
-        Default (``Grid.for_workers``): one layer of one or two cells a worker where
-        the worker count allows (2 workers: 2x2x1, 4: 2x2x1, 8: 4x4x1), else one cell a
-        worker in square layers (12: 2x2x3, a prime p: 1x1xp).
-        More cells than workers are dealt round robin (several cells per worker).
+        Default :meth:`Grid.for_workers`; more cells than workers are dealt round robin.
     memory_per_worker : bytes or str like "512MB", optional
         Budget M/W of Algorithm 3; required for ``batches="auto"`` to batch.
     batches : "auto" or int
@@ -71,50 +56,32 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
     window : int
         w, batches in flight.
     seed : int or None
-        Random permutation for load balance; None keeps the given order (inside a block
-        rows, inner indices and columns keep their given order: locality).
+        Random permutation for load balance; None keeps the given order.
     r : float
         Bytes per nonzero in the memory model (Algorithm 3's r).
     plan : bool
-        Compute the plan for the actual nnz (client side, while the batches run): the
-        report's plan totals, the dashboard's planned matrix, planned-vs-measured bytes.
+        Compute the plan for the actual nnz on the client while the batches run.
     mask : scipy sparse, dense array or path, optional
-        ``C<M> = A·B``: only the entries of C in the pattern of M (its stored entries,
-        whatever their values) are formed, and every consumer sees only them; the
-        batch planner counts only them (masked Symbolic3D). Must be C's shape. A
-        :class:`MaskedSum`-like consumer also gets its piece as the operand.
+        ``C<M> = A·B``: only the entries of C in M's pattern are formed, counted and
+        consumed. Must be C's shape.
     complement : bool
         ``C<!M>``: only the entries *not* in the pattern of M.
     semiring : {"plus_times", "min_plus", "max_plus", "max_times", "or_and", "plus_pair"}
-        GraphBLAS semantics over the structural nonzeros of A and B: C(i,j) = add over
-        k of mul(A(i,k), B(k,j)), and C has an entry wherever the pattern product has
-        one, whatever its value (min_plus of 0 + 0 is an entry 0). ``or_and``: values
-        taken as booleans (nonzero is True), a true entry is 1.0; ``plus_pair``:
-        mul(a, b) = 1 (counts the terms). plus_times keeps scipy's convention (entries
-        that cancel to exactly 0 are dropped by ``keep``/``count``).
+        GraphBLAS semantics over the structural nonzeros: C has an entry wherever the
+        pattern product has one, whatever its value. plus_times keeps scipy's convention
+        (entries that cancel to exactly 0 are dropped by ``keep``/``count``).
     local : {"fused", "staged"}
-        ``fused`` (default): all stages into one accumulator per column; ``staged`` (the
-        paper's Algorithm 1): Local-Multiply per SUMMA stage, then Merge-Layer.
+        ``fused``: all stages into one accumulator per column; ``staged`` (Algorithm 1):
+        Local-Multiply per SUMMA stage, then Merge-Layer.
     keep : {"client", "workers"}
-        Where a kept C (``consume`` keep, prune, threshold) ends: ``client`` gathers it
-        into one CSR matrix; ``workers`` leaves it there as a ``dask.array.Array`` of
-        ``scipy.sparse.csr_matrix`` chunks (one per batch piece of a cell; ``.compute()``
-        gathers it, ``multiply(res.matrix, ...)`` uses it where it is). The chunks are
-        the run's client's futures: with several clients, compute with that one
-        (``.compute(scheduler=client)``).
+        Where a kept C ends: one CSR matrix on the client, or a ``dask.array.Array`` of
+        ``csr_matrix`` chunks left on the workers (compute it with the run's client).
     columns : list of str, optional
         A DataFrame input's row, column and value columns (default: its columns in order).
     run : RunOptions, optional
-        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
-        max_restarts, progress, callback, check_serial), or the same names as keywords.
-        ``checkpoint``: a directory every worker and the client see, where each batch,
-        once done, is recorded (its summary, and the blocks a ``keep``/``prune``
-        consumer keeps, written by the workers): a worker lost later costs only the
-        batches not yet done. ``check_serial`` compares with scipy's single-threaded
-        product (``serial_multiply``). ``save``: a directory every worker and the
-        client see; with a consumer that keeps C, the workers write C there as scipy
-        ``save_npz`` pieces whose sum is C and C is not gathered (``matrix`` None, or the
-        dask array with ``keep="workers"``); ``daskhpc.load(save).matrix`` reads it.
+        :class:`daskhpc.runtime.RunOptions` (client, checkpoint/resume, max_restarts,
+        progress, callback, check_serial, save), or the same names as keywords. ``save``:
+        the workers write C as ``save_npz`` pieces (``daskhpc.load(save).matrix`` reads it).
 
     Returns
     -------
@@ -162,8 +129,7 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
 
 
 def _sources(client, a, b, columns, values: bool) -> tuple[dict, dict]:
-    """The Dask-collection inputs (``_collect``) and, for them, the patterns ``prepare``
-    takes instead (and, with ``values``, A and B gathered for the serial check)."""
+    """The collection inputs and the patterns ``prepare`` takes (with ``values``, A and B)."""
     from daskhpc.io import is_collection
 
     if not any(x is not None and is_collection(x) for x in (a, b)):
@@ -192,8 +158,7 @@ def _sources(client, a, b, columns, values: bool) -> tuple[dict, dict]:
 
 
 def as_given(res: SpgemmResult, *inputs) -> SpgemmResult:
-    """``res`` with C as the kind of matrix the user gave (spmatrix in, csr_matrix out;
-    :func:`~daskhpc.spgemm._data.like_input`)."""
+    """``res`` with C as the kind of matrix the user gave (:func:`._data.like_input`)."""
     kept = like_input(res.matrix, *inputs)
     if res.value is res.matrix:
         res.value = kept
@@ -202,9 +167,7 @@ def as_given(res: SpgemmResult, *inputs) -> SpgemmResult:
 
 
 def warn_over_budget(report: dict) -> dict:
-    """The CLI's end of a run: a peak over the budget is a warning (one line; the figures
-    are in the report's ``memory`` section), not a failed run: the work is done. The API
-    only reports ``memory.within_budget``. Returns ``report``."""
+    """The CLI's end of a run: a peak over the budget is a warning, not a failure."""
     over = over_budget(report.get("memory") or {})
     if over:
         warnings.warn(over, stacklevel=2)
@@ -212,15 +175,7 @@ def warn_over_budget(report: dict) -> dict:
 
 
 def over_budget(memory: dict) -> str | None:
-    """One line naming the worker whose measured peak went over the budget, or None.
-
-    Examples
-    --------
-    >>> print(over_budget({"peak_increase_per_worker": {"tcp://a:1": 47_362_048,
-    ...                    "tcp://b:2": 39_000_000}, "budget_per_worker": 40_000_000,
-    ...                    "within_budget": False}))                  # doctest: +ELLIPSIS
-    spgemm: worker tcp://a:1 peaked 47.4 MB above its baseline, 1.18x the memory budget ...
-    """
+    """One line naming the worker whose measured peak went over the budget, or None."""
     if memory.get("within_budget") is not False:
         return None
     from daskhpc.report import format_bytes
@@ -378,7 +333,7 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
     Parameters
     ----------
     a, b : scipy sparse, dense array, or path
-        A and B (``b=None``: A·A); a path is read with :func:`daskhpc.io.read`.
+        A and B (``b=None``: A·A).
     grid : "QxQxL" or Grid
         Any size: thousands of cells are fine.
     memory_per_worker : bytes or "512MB", optional
@@ -390,22 +345,18 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
         The random permutation the run would use.
     alpha, beta : float, optional
         Message latency (s) and inverse bandwidth (s/byte); default
-        :meth:`~daskhpc.comm.CostModel.from_config` (the calibrated values).
+        :meth:`~daskhpc.comm.CostModel.from_config`.
     semiring, mask, complement
-        As for :func:`multiply`: the mask restricts every count (and so b) to the
-        entries it keeps; the semiring changes no count (recorded in the output).
+        As for :func:`multiply` (the mask restricts every count).
     network : daskhpc.comm.CostModel, optional
-        Also predict one multiply on this network (``predicted_s_per_step``,
-        ``prediction``; every cell on its own host).
+        Also predict one multiply on this network (``prediction``).
 
     Returns
     -------
     dict
-        The top-level plan totals of the whole run (``tot_vol``, ``sum_max_vol``, ...),
-        ``grid``, ``p``, ``batches`` (what a run uses: Algorithm 3 line 12 on the budget less
-        its working headroom, ``planned_batches``), ``batches_lower_bound``
-        (eq. (2)), ``steps`` (one Plan report per step), ``table2``, ``estimate_s``
-        (alpha-beta time per step and in total) and ``quality``.
+        Plan totals (``tot_vol``, ...), ``grid``, ``p``, ``batches`` (Algorithm 3 line
+        12), ``batches_lower_bound`` (eq. (2)), ``steps``, ``table2``, ``estimate_s``
+        and ``quality``.
     """
     g = grid if isinstance(grid, Grid) else Grid.parse(grid)
     s = prepare(a, b, grid=g, nworkers=g.p if workers is None else int(workers),
@@ -440,13 +391,7 @@ def plan(a, b=None, *, grid="1x1x1", memory_per_worker=None, workers: int | None
 
 
 def choose_grid(a, b, K: int, network, candidates=None, **plan_options):
-    """The grid of K cells the cost model predicts fastest for ``a @ b`` on ``network``.
-
-    Returns ``(grid, rows)``: the fastest :class:`~daskhpc.spgemm._grid.Grid` and one
-    ``{"layout", "predicted_s_per_step", ...}`` row per grid of :func:`._layouts.grids`,
-    fastest first (each from its symbolic step, :func:`plan`); ``candidates``: these
-    grids instead.
-    """
+    """The grid of K cells predicted fastest for ``a @ b`` on ``network``, and every row."""
     rows = []
     for g in candidates or grids(int(K)):
         got = plan(a, b, grid=g, network=network, **plan_options)
@@ -458,11 +403,7 @@ def choose_grid(a, b, K: int, network, candidates=None, **plan_options):
 
 
 def _multiply_times(timeline: dict, history: list) -> list:
-    """Seconds of every batch's multiply, in batch order: from its first task sent to a
-    worker to its last product task done (the admission plugin's clock), also written
-    as the batch's history ``time_s``. A batch read from a checkpoint ran in an earlier
-    run: None. (The frame's ``time_s`` is the time between two batch reports: 0 for a
-    run of one batch.)"""
+    """Seconds of every batch's multiply (None: from a checkpoint), also its history ``time_s``."""
     took = {int(e["batch"]): float(e["finished"] - e["started"])
             for e in timeline.get("batches", ())
             if e.get("started") is not None and e.get("finished") is not None}

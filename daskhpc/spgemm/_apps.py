@@ -1,12 +1,4 @@
-"""Applications of batched SpGEMM (section V-B): A·Aᵀ, triangles, a Markov clustering step.
-
-Examples
---------
->>> from daskhpc import datasets
->>> adj = datasets.cora().adjacency
->>> triangle_count(adj, client=client)                 # doctest: +SKIP
-1630.0
-"""
+"""Applications of batched SpGEMM (section V-B): A·Aᵀ, triangles, a Markov clustering step."""
 
 from __future__ import annotations
 
@@ -31,10 +23,8 @@ def aat(a, **kwargs):
 def triangle_count(adjacency, **kwargs) -> float:
     """Triangles of an undirected graph: ``sum((L·U) .* A) / 2`` (Azad et al. 2015).
 
-    L and U are the strictly lower and upper triangles of the symmetrised
-    pattern; the product is masked by A batch by batch (:class:`MaskedSum`), so
-    only a count, never L·U, leaves the workers. Each triangle {a < b < c} is
-    found as the wedge b-a-c at (b, c) and at (c, b): hence the halving.
+    L and U are the strict triangles of the symmetrised pattern; the product is masked
+    by A batch by batch (:class:`MaskedSum`), so only a count leaves the workers.
 
     Parameters
     ----------
@@ -46,6 +36,12 @@ def triangle_count(adjacency, **kwargs) -> float:
     -------
     float
         The number of triangles (an integer value).
+
+    Examples
+    --------
+    >>> from daskhpc import datasets
+    >>> triangle_count(datasets.cora().adjacency, client=client)   # doctest: +SKIP
+    1630.0
     """
     a = sp.csr_array(adjacency)
     if a.shape[0] != a.shape[1]:
@@ -72,16 +68,14 @@ def mcl_step(a, *, inflation: float = 2.0, threshold: float = 1e-4, top_k: int =
              **kwargs):
     """One Markov clustering iteration: expand (A·A) batch by batch, prune, inflate.
 
-    The expansion's batches are pruned as they come (values below ``threshold``
-    dropped, then the ``top_k`` largest of each column kept, as HipMCL does,
-    section V-C); only the pruned matrix is assembled. Inflation raises entries
-    to ``inflation`` and rescales columns to sum 1.
+    Batches are pruned as they come (below ``threshold`` dropped, then the ``top_k``
+    largest of each column kept, as HipMCL, section V-C); inflation raises entries to
+    ``inflation`` and rescales columns to sum 1.
 
     Returns
     -------
     (scipy.sparse.csr_array, SpgemmResult)
-        The next MCL matrix (a ``csr_matrix`` for a ``spmatrix`` input) and the run's
-        result (report, timeline).
+        The next MCL matrix (``csr_matrix`` for a ``spmatrix`` input) and the run's result.
     """
     res = multiply(a, a, consume=Prune(k=top_k, threshold=threshold), **kwargs)
     pruned = sp.csr_array(res.matrix)

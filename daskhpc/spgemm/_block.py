@@ -1,26 +1,4 @@
-"""The local submatrix a grid cell holds: compressed sparse columns, int32 rows.
-
-SpGEMM in the paper is column-oriented (Gustavson's column variant,
-``C(:, j) = sum_{i: B(i,j) != 0} A(:, i) B(i, j)``), batches are column sets of
-B and C, and Merge-Fiber works column by column. A :class:`CscBlock` is the
-smallest container for that: three arrays and a shape, with no scipy overhead
-and no requirement that rows be sorted within a column (section IV-D keeps the
-intermediate products unsorted).
-
-Storage per nonzero: 4-byte row index + 8-byte value = 12 bytes; column
-pointers are int64 (a block may hold more than 2**31 nonzeros).
-
-No dask here.
-
-Examples
---------
->>> import scipy.sparse as sp
->>> blk = CscBlock.from_scipy(sp.eye(3, format="csr"))
->>> blk.nnz, blk.shape, blk.nbytes
-(3, (3, 3), 68)
->>> (blk.to_scipy() != sp.eye(3)).nnz
-0
-"""
+"""The local submatrix a grid cell holds: compressed sparse columns, int32 rows (no dask)."""
 
 from __future__ import annotations
 
@@ -29,15 +7,15 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["CscBlock", "BYTES_PER_NONZERO"]
-
-#: int32 row index + float64 value.
-BYTES_PER_NONZERO = 12
+__all__ = ["CscBlock"]
 
 
 @dataclass(eq=False)
 class CscBlock:
-    """A sparse block in compressed sparse column form.
+    """A sparse block in compressed sparse column form (12 bytes a nonzero).
+
+    Column-oriented like the paper's SpGEMM, with no requirement that rows be sorted
+    within a column (section IV-D keeps intermediate products unsorted).
 
     Parameters
     ----------
@@ -47,6 +25,13 @@ class CscBlock:
     shape : (int, int)
     sorted : bool
         Whether rows are ascending within every column.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> blk = CscBlock.from_scipy(sp.eye(3, format="csr"))
+    >>> blk.nnz, blk.shape, blk.nbytes
+    (3, (3, 3), 68)
     """
 
     ptr: np.ndarray

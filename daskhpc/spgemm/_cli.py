@@ -1,13 +1,4 @@
-"""SpGEMM as a :class:`~daskhpc.runtime.Workflow`: what ``daskhpc plan|run spgemm``,
-``daskhpc demo`` and the launchers know of it.
-
-::
-
-    daskhpc run spgemm A.mtx [--b B.mtx | --aat] --grid QxQxL --memory-per-worker 512MB
-                       --batches auto|N --consume keep|write:DIR|count|prune:K --json OUT
-                       [--checkpoint DIR [--resume]]
-    daskhpc plan spgemm A.mtx --grid 32x32x4 --memory-per-worker 1GB --json OUT
-"""
+"""SpGEMM as a :class:`~daskhpc.runtime.Workflow`: ``daskhpc plan|run spgemm``, the demo."""
 
 from __future__ import annotations
 
@@ -34,8 +25,7 @@ class Spgemm(Workflow):
     dashboard = "daskhpc.spgemm._dashboard"
 
     def check(self, call: Call) -> None:
-        """Every option and the inputs, before a cluster starts: a typo costs no cluster
-        start-up and no worker traceback."""
+        """Every option and the inputs, before a cluster starts."""
         import os
 
         from ._consumers import Write, parse_consumer
@@ -54,15 +44,13 @@ class Spgemm(Workflow):
         except InputError as e:
             names = [info["path"]] + ([info["b"]["path"]] if "b" in info else [])
             raise InputError(f"{' and '.join(names)}: {e}") from None
-        _mask(call.options, a, b)      # its shape must be C's, before the cluster starts
+        _mask(call.options, a, b)
 
     def plan(self, call: Call) -> dict:
         """Symbolic only: b, per-step volumes, Table II, alpha-beta estimate; no cluster."""
-        from ._api import plan
-
         from daskhpc.comm import network_model, plan_network
 
-        from ._api import choose_grid
+        from ._api import choose_grid, plan
 
         o = call.options
         a, b, info = call.data or _inputs(call)
@@ -169,15 +157,13 @@ def _inputs(call: Call):
 
 
 def _mask(o: Options, a, b):
-    """The mask of ``--mask FILE`` (read like A; a one-line InputError naming the file
-    when its shape is not C's), or None."""
+    """The mask of ``--mask FILE`` (read like A, C's shape), or None."""
     if not o.mask:
         return None
     from daskhpc import datasets
 
     from ._setup import check_mask
 
-    # a bundled data set's name, like the inputs (``--mask cora``)
     return check_mask(datasets.resolve(o.mask), (a.shape[0], b.shape[1]))
 
 
@@ -192,9 +178,7 @@ def _grid(o: Options, nworkers: int, parts: int | None = None):
 
 
 def _auto_grid(o: Options, a, b, parts, run, candidates=None):
-    """``--grid auto`` of a run: ``(grid, rows, model)``, the grids of ``--parts`` cells
-    (default one a worker; ``candidates``: these) priced on ``--network`` (default: this
-    cluster, calibrated now), one cell a worker."""
+    """``--grid auto``: ``(grid, rows, model)``, priced on ``--network`` or this cluster."""
     from daskhpc.runtime import network_for, worker_addresses
 
     from ._api import choose_grid

@@ -1,19 +1,8 @@
 """Dask collections in and out of ``multiply``: values never pass through the client.
 
-In: A or B given as a Dask DataFrame of (row, col, value) triplets or a Dask Array of
-sparse chunks (:func:`daskhpc.io.read_nonzeros`): the client keeps the pattern (the pins,
-for the permutations, the cell sizes, the plan), and every nonzero goes from its piece's
-worker to the worker of its grid cell (:func:`daskhpc.io.route`), where the cell's
-:class:`CscBlock` is built: the same block the client would cut from the same matrix.
-
-Out (``keep="workers"``): C as a ``dask.array.Array`` of ``scipy.sparse.csr_matrix``
-chunks in the original row and column order. The chunk grid is the batches' one: q row
-blocks (one, for a consumer whose blocks hold whole columns) by every column sub-block
-(b x l per column block). Without the permutation (``seed=None``) every chunk *is* one
-batch's piece of one cell, made into CSR on the worker that computed it; with it, the
-entries of each piece are split by chunk on its worker and every chunk is joined on the
-worker of the piece it would be without the permutation (worker to worker, one task per
-piece and chunk it touches).
+A collection input's nonzeros go from their pieces' workers to their cells' workers
+(:func:`daskhpc.io.route`); a C kept on the workers becomes a dask array of
+``csr_matrix`` chunks in the original order, joined worker to worker.
 """
 
 from __future__ import annotations
@@ -28,14 +17,13 @@ import scipy.sparse as sp
 from daskhpc.errors import InputError
 
 from ._block import CscBlock
+from ._symbolic import inverse as _inverse
 
 __all__ = ["read_inputs", "pattern", "route_blocks", "client_of", "to_dask_array", "rebuilder"]
 
 
 def read_inputs(client, a, b, columns=None) -> dict:
-    """``{"A": Nonzeros, "B": Nonzeros}`` for the inputs that are collections (B is A's
-    when ``b`` is None). Shapes inferred from a DataFrame (largest id + 1) agree on the
-    inner dimension: the larger of A's columns and B's rows (A·A: square)."""
+    """``{"A": Nonzeros, "B": Nonzeros}`` for the inputs that are collections (A·A: B is A)."""
     from daskhpc.io import is_collection, read_nonzeros
 
     out = {}
@@ -48,7 +36,7 @@ def read_inputs(client, a, b, columns=None) -> dict:
 
 
 def shapes(sources: dict, a, b) -> tuple[tuple, tuple]:
-    """A's and B's shapes, the inferred dimensions reconciled (see :func:`read_inputs`)."""
+    """A's and B's shapes, an inferred inner dimension the larger of the two (A·A: square)."""
     sa = sources["A"].shape if "A" in sources else tuple(a.shape)
     if b is None or sources.get("B") is sources.get("A", 0):
         if "A" in sources and sources["A"].columns != ["chunks"]:
@@ -65,8 +53,7 @@ def shapes(sources: dict, a, b) -> tuple[tuple, tuple]:
 
 
 def pattern(nz, shape) -> sp.csr_array:
-    """The pattern of ``nz`` on the client, canonical CSR: its indices, and every value
-    1.0 held once (a zero-stride, read-only array)."""
+    """The pattern of ``nz`` as canonical CSR, every value 1.0 held once (zero-stride)."""
     if any(hi >= s for hi, s in zip(nz.pins.max(axis=1), shape)):
         raise InputError(f"{nz.name}: ids reach {nz.pins.max(axis=1).tolist()}, outside the "
                          f"shape {' x '.join(map(str, shape))}")
@@ -79,25 +66,15 @@ def pattern(nz, shape) -> sp.csr_array:
     return out
 
 
-def _inverse(perm: np.ndarray) -> np.ndarray:
-    inv = np.empty_like(perm)
-    inv[perm] = np.arange(perm.size)
-    return inv
-
-
 def route_blocks(client, s, placement, names=("A", "B"), only=None) -> tuple[dict, dict]:
-    """``({cell: Future}, {cell: Future})``: the A and B cell blocks built on their cells'
-    workers from the collections' pieces (the in-memory operand is scattered as usual by
-    the caller: this returns only the collection ones); ``names`` and ``only`` (cells)
-    restrict it to some (a rebuild)."""
+    """The collection operands' ``{cell: Future}`` blocks, built on their cells' workers."""
     from daskhpc.io import labels_route, route
 
     g, lay = s.grid, s.layout(1)
     cells = g.cells() if only is None else [tuple(c) for c in only]
     where = {g.rank(*c): placement.worker(g.rank(*c)) for c in g.cells()}
-    # the cell (k * q + i) * q + j of a nonzero is a part from its row plus a part from
-    # its column: two lookups by id, added a slice at a time, and the labels (int32: p
-    # cells < 2**31) are the only nnz-long array
+    # a nonzero's cell (k * q + i) * q + j is a row part plus a column part, added a
+    # slice at a time: the int32 labels are the only nnz-long array
     i32, q = np.int32, g.q
     rb = lay.row_block_of().astype(i32)
     ks, kk = (x.astype(i32) for x in lay.inner_slice_of())
@@ -135,9 +112,7 @@ def route_blocks(client, s, placement, names=("A", "B"), only=None) -> tuple[dic
 
 
 def rebuilder(client, s, name: str):
-    """``rebuild(cells, placement)`` for the part store: the collection of operand
-    ``name`` read again and the ``cells``' blocks built on their workers in
-    ``placement`` (a lost worker's)."""
+    """``rebuild(cells, placement)`` for the part store: operand ``name``'s cells built again."""
     from daskhpc.io import rereading
 
     return rereading(client, [s.sources[name]], lambda cells, placement: route_blocks(
@@ -150,8 +125,7 @@ def _local_index(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def _cell_block(arg, *segments) -> CscBlock:
-    """One cell's block from its nonzeros (original ids): the rows ``rows`` and columns
-    ``cols`` (original ids, in block order) of the block, as the client's cut makes it."""
+    """One cell's block from its nonzeros (original ids), as the client's cut makes it."""
     rows, cols = arg
     if segments:
         ids = np.concatenate([sg[0] for sg in segments], axis=1)
@@ -169,18 +143,14 @@ _NAME = re.compile(r"kept-(\w+)-([\d-]+)\.npz$")
 
 
 def piece_of(name: str, t: int) -> tuple:
-    """``(batch, cell)`` of a kept block from its file name (``_graph.kept_name``): a cell
-    ``(i, j, k)``, or ``(None, j, k)`` for a block of whole columns (top-k pruning)."""
+    """``(batch, cell)`` of a kept block from its file name (``cell[0]`` None: whole columns)."""
     m = _NAME.search(name)
     ints = tuple(int(x) for x in m.group(2).split("-"))
     return t, ints if len(ints) == 3 else (None, *ints)
 
 
 def client_of(arr):
-    """The client whose futures the dask array ``arr`` of C holds (None: it holds none).
-
-    Its chunks are that client's futures: another client (the current one, when the run
-    was given ``client=``) cannot compute them."""
+    """The client whose futures the dask array ``arr`` of C holds (None: it holds none)."""
     from distributed import Future
 
     # to_dask_array puts the futures themselves in the graph, one per chunk
@@ -189,13 +159,12 @@ def client_of(arr):
 
 
 def to_dask_array(client, s, lay, pieces: list):
-    """C as a dask array (module docstring) from ``pieces``: ``(Future, worker, batch,
-    cell)`` of every kept block (``cell[0]`` None: whole columns)."""
+    """C as a dask array from ``(Future, worker, batch, cell)`` of every kept block."""
     import dask.array as da
 
     g = lay.grid
     whole = any(cell[0] is None for _, _, _, cell in pieces)
-    m, n = lay.m, lay.n
+    m = lay.m
     row_bounds = np.array([0, m]) if whole else np.asarray(lay.row_bounds)
     # every sub-block, empty ones included, is a chunk: one per (column block, u)
     col_bounds = np.concatenate([[0], np.cumsum(np.concatenate(
@@ -259,9 +228,7 @@ def to_dask_array(client, s, lay, pieces: list):
 
 
 def _split(kept, row_bounds, col_bounds, drop: bool = True) -> dict:
-    """A kept ``(block, rows, cols)`` split by chunk of C: ``{chunk: (rows, cols, vals)}``
-    in original ids, in ascending column order (entries that cancelled to exactly 0
-    dropped, as scipy does): one numba pass (:func:`_kernels.chunk_split`)."""
+    """A kept ``(block, rows, cols)`` split by chunk of C (:func:`_kernels.chunk_split`)."""
     from ._kernels import chunk_split
 
     block, rows, cols = kept
@@ -284,8 +251,7 @@ def _split(kept, row_bounds, col_bounds, drop: bool = True) -> dict:
 
 
 def _piece_chunk(kept, shape, origin, drop: bool = True) -> sp.csr_matrix:
-    """A kept piece that is a whole chunk of C, as canonical CSR on its worker (no split:
-    without the permutation every chunk is one piece)."""
+    """A kept piece that is a whole chunk of C, as canonical CSR on its worker."""
     block, rows, cols = kept
     r = block.idx.astype(np.int64) if not isinstance(rows, np.ndarray) else \
         np.asarray(rows, np.int64)[block.idx]
@@ -309,8 +275,7 @@ def _chunk_item(split: dict, chunk: int):
 
 
 def _chunk_join(shape, origin, *items) -> sp.csr_matrix:
-    """One chunk of C, canonical CSR, from the pieces' entries in it (a single piece's
-    come in column order: scipy's row-wise conversion then needs no sort)."""
+    """One chunk of C, canonical CSR, from the pieces' entries in it."""
     items = [x for x in items if x is not None]
     if not items:
         return sp.csr_matrix(shape, dtype=np.float64)

@@ -1,32 +1,4 @@
-"""What happens to each batch of C: keep it, write it, reduce it, or prune it.
-
-A consumer is a small picklable object with three hooks:
-
-``cell(block, info, operand)``
-    On the worker of a grid cell, with that cell's C block of one batch
-    (``info``: ``batch``, ``cell``, ``rows`` and ``cols`` = original row and
-    column ids of the block). Its return value stays on that worker if
-    ``keeps`` is true, else it is small (a count, a sum, a path).
-``batch(t, results)``
-    Once per batch, with every cell's ``cell`` result (or the kept blocks'
-    summaries); its completion is what lets the next batch in.
-``finalize(summaries, kept)``
-    On the client, after the last batch: the value of the run.
-
-``columnwise`` consumers (top-k per column) need whole columns of C, which are
-split over the q row blocks of the grid: their ``cell`` returns a candidate
-block and ``combine`` merges the q candidates of a column block (as HipMCL does
-when it prunes a batch, section V-C).
-
-No dask here.
-
-Examples
---------
->>> parse_consumer("count")
-Count()
->>> parse_consumer("prune:10")
-Prune(k=10, threshold=None)
-"""
+"""What happens to each batch of C: keep it, write it, reduce it, or prune it (no dask)."""
 
 from __future__ import annotations
 
@@ -47,7 +19,14 @@ __all__ = ["Consumer", "Keep", "Write", "Count", "Prune", "MaskedSum", "parse_co
 
 
 class Consumer:
-    """Base class: subclasses override what they need."""
+    """Base class of what happens to each batch of C; subclasses override what they need.
+
+    ``cell(block, info, operand)`` runs on a cell's worker with its C block of one batch
+    (``info``: ``batch``, ``cell``, original ``rows`` and ``cols``); its result stays there
+    if ``keeps``, else it is small. ``batch(t, results)`` reduces a batch (its completion
+    admits the next one); ``finalize(summaries, kept)`` gives the run's value on the
+    client. ``columnwise`` consumers ``combine`` the q row blocks' candidates of a column
+    block (as HipMCL prunes a batch, section V-C)."""
 
     keeps = False        # cell results stay on the workers (futures kept)
     columnwise = False   # cell results of one column block are combined over i
@@ -92,12 +71,8 @@ class Keep(Consumer):
 class Count(Consumer):
     """Reduce each batch to its number of nonzeros and the sum of its values.
 
-    ``nnz`` follows scipy's convention: entries whose sum cancelled to exactly 0 are not
-    counted (plus_times; with another semiring every entry is counted, whatever its
-    value). ``structural_nnz`` counts every entry the product forms (at least one
-    product term, whatever its sum): it does not depend on the order of the additions,
-    so ``--check-serial`` compares it with scipy's exactly (``serial_check``).
-    """
+    ``nnz`` drops entries that cancelled to exactly 0 (plus_times, as scipy);
+    ``structural_nnz`` counts every entry formed, independent of the order of additions."""
 
     def cell(self, block, info, operand):
         nnz, total = _count_sum(block.val)
@@ -121,8 +96,7 @@ class Count(Consumer):
 
 @dataclass
 class Write(Consumer):
-    """Write one ``batch-00000.npz`` per batch into ``directory`` (read with
-    :func:`load_batch`). The cells of a batch append to the file in turn."""
+    """One ``batch-00000.npz`` per batch in ``directory`` (read with :func:`load_batch`)."""
 
     directory: str
     chained = True
@@ -157,8 +131,9 @@ class Write(Consumer):
 
 @dataclass
 class Prune(Consumer):
-    """Keep the ``k`` largest entries of every column and/or those >= ``threshold``
-    (the pruning of Markov clustering, section V-C). The pruned C is kept."""
+    """Keep the ``k`` largest entries of every column and/or those >= ``threshold``.
+
+    The pruning of Markov clustering (section V-C); the pruned C is kept."""
 
     k: int | None = None
     threshold: float | None = None
@@ -179,7 +154,7 @@ class Prune(Consumer):
         return (block, _IDENTITY, info["cols"])
 
     def combine(self, parts, info):
-        """Top-k of a column block from the q row blocks' candidates (vectorised)."""
+        """Top-k of a column block from the q row blocks' candidates."""
         ncols = parts[0][0].shape[1]
         rows = np.concatenate([b.idx for b, _, _ in parts])
         vals = np.concatenate([b.val for b, _, _ in parts])
@@ -211,9 +186,7 @@ _IDENTITY = _Identity()
 class MaskedSum(Consumer):
     """``sum(C .* mask)`` batch by batch (triangle counting, section V-B).
 
-    Pass the mask to :func:`~daskhpc.spgemm.multiply` as ``mask=``: the driver
-    permutes it like C and gives every cell its piece as the operand.
-    """
+    Pass the mask to :func:`~daskhpc.spgemm.multiply` as ``mask=``."""
 
     def operand(self, mask, rows, cols):
         return CscBlock.from_scipy(mask[rows][:, cols])
@@ -232,7 +205,13 @@ class MaskedSum(Consumer):
 
 
 def parse_consumer(text: str) -> Consumer:
-    """From the CLI: ``keep``, ``count``, ``write:DIR``, ``prune:K``, ``threshold:X``."""
+    """From the CLI: ``keep``, ``count``, ``write:DIR``, ``prune:K``, ``threshold:X``.
+
+    Examples
+    --------
+    >>> parse_consumer("prune:10")
+    Prune(k=10, threshold=None)
+    """
     kind, _, arg = str(text).partition(":")
     try:
         if kind == "keep" and not arg:
@@ -255,16 +234,7 @@ def parse_consumer(text: str) -> Consumer:
 
 
 def assemble(kept: list, shape, drop_zeros: bool = True) -> sp.csr_array:
-    """C from kept ``(block, row ids, col ids)`` triples: canonical CSR, no zeros.
-
-    One pass over the nonzeros (numba): the blocks' columns are visited in
-    ascending original column order and every entry is appended to its original
-    row, so the CSR comes out with sorted columns and no sort is needed; entries
-    that cancelled to exactly 0 are dropped on the way (as scipy's product does).
-    The blocks of a run cover disjoint parts of C; should two hold the same
-    entry anyway, duplicates are summed. ``drop_zeros=False`` keeps entries whose
-    value is 0 (semirings other than plus_times: an entry is structural).
-    """
+    """C from kept ``(block, row ids, col ids)`` triples: canonical CSR, duplicates summed."""
     nrows, ncols = int(shape[0]), int(shape[1])
     kept = [(block, np.arange(block.shape[0], dtype=np.int64) if isinstance(r, _Identity)
              else r, c) for block, r, c in kept if block.nnz > 0]
@@ -290,7 +260,7 @@ def assemble(kept: list, shape, drop_zeros: bool = True) -> sp.csr_array:
 
 
 def _maps(arrays) -> tuple:
-    """Index maps (one per block) concatenated (int64) and the offsets of each."""
+    """Index maps concatenated (int64) and the offsets of each."""
     off = np.concatenate(([0], np.cumsum([a.size for a in arrays], dtype=np.int64)))
     return np.concatenate(arrays, dtype=np.int64), off
 
@@ -303,20 +273,11 @@ ASSEMBLE_CHUNK = 1 << 18
 @njit(cache=True, nogil=True, boundscheck=False)
 def _assemble_csr(ptr, off, idx, val, rmap, roff, cmap, coff, nrows, ncols, chunk,
                   drop=True):
-    """CSR of C from CSC blocks with original row/column ids (see :func:`assemble`).
+    """CSR of C from stacked CSC blocks with original row/column ids, no sort.
 
-    The blocks come stacked (``ptr, off, idx, val`` as the multiply kernels take
-    them), their row maps concatenated in ``rmap`` (block ``b``'s at ``roff[b]``), their
-    column maps likewise in ``cmap``/``coff``.
-
-    A direct scatter (entry -> its row's next slot) touches a random cache line
-    of the whole output per nonzero. Instead, pass 1 appends each entry (in
-    ascending column order) to the chunk of consecutive rows it belongs to; a
-    chunk's entries are stored where the chunk's rows will be, so there are
-    only as many write streams as chunks. Pass 2 scatters each chunk, now
-    cache-sized, into its rows; both passes keep the column order, so rows come
-    out sorted.
-    """
+    Pass 1 appends each entry, columns ascending, to its chunk of consecutive rows (few
+    write streams, not a random cache line per nonzero); pass 2 scatters each cache-sized
+    chunk into its rows. Both keep the column order, so rows come out sorted."""
     nb = off.size - 1
     # every block column, grouped by its original column id
     starts = np.zeros(ncols + 1, np.int64)
@@ -410,8 +371,7 @@ def _assemble_csr(ptr, off, idx, val, rmap, roff, cmap, coff, nrows, ncols, chun
 
 
 def load_batch(path, drop_zeros: bool = True) -> sp.csr_array:
-    """Read one file written by :class:`Write`: C with only that batch's columns
-    (``drop_zeros=False`` for a semiring other than plus_times: a 0 is an entry)."""
+    """Read one file written by :class:`Write`: C with only that batch's columns."""
     with np.load(path) as z:
         shape = tuple(int(x) for x in z["shape"])
         cells = sorted({name.rsplit("_", 1)[0] for name in z.files if name != "shape"})
@@ -432,8 +392,7 @@ def _threshold(block: CscBlock, thr: float) -> CscBlock:
 
 @njit(cache=True, nogil=True)
 def _count_sum(val):
-    """Nonzero values and their sum in one pass (pairwise over 4096-value chunks,
-    so the rounding error grows like numpy's sum, not with the length)."""
+    """Nonzero values and their sum, pairwise over 4096-value chunks (numpy's rounding)."""
     nnz = 0
     total = 0.0
     for lo in range(0, val.size, 4096):

@@ -1,15 +1,4 @@
-"""Input checks and the load-balancing permutation, shared by run and plan.
-
-No dask here.
-
-Examples
---------
->>> import scipy.sparse as sp
->>> check_inputs(sp.eye(3), sp.eye(4))
-Traceback (most recent call last):
-...
-daskhpc.errors.InputError: dimension mismatch: A is 3 x 3, B is 4 x 4; A's columns must equal B's rows
-"""
+"""Input checks and the load-balancing permutation, shared by run and plan (no dask)."""
 
 from __future__ import annotations
 
@@ -25,11 +14,7 @@ __all__ = ["check_inputs", "as_csr", "matrix_of", "like_input", "permutations", 
 
 
 def check_inputs(a, b) -> tuple[sp.csr_array, sp.csr_array]:
-    """float64 CSR copies of A and B (int32 indices where they fit), or an InputError
-    saying what is wrong. ``b`` None: B is A, the same array (read and copied once).
-
-    A path (str or os.PathLike) is read with :func:`daskhpc.io.read`, as every other
-    workflow's ``fit`` does; so is a reader's ``SparseInput``."""
+    """float64 canonical CSR copies of A and B (a path is read), or an InputError."""
     out = []
     for name, m in (("A", a), ("B", b)):
         if m is None:
@@ -50,8 +35,7 @@ def check_inputs(a, b) -> tuple[sp.csr_array, sp.csr_array]:
 
 
 def as_csr(m, name: str) -> sp.csr_array:
-    """``m`` (see :func:`matrix_of`) as a float64 CSR array, or an InputError when it is
-    not 2-D (``name``: how the message starts)."""
+    """``m`` as a float64 CSR array, or an InputError when it is not 2-D."""
     m = matrix_of(m)
     if not sp.issparse(m):
         m = np.asarray(m)
@@ -79,16 +63,7 @@ def matrix_of(m):
 
 
 def like_input(c, *inputs):
-    """C as the kind of sparse matrix the user gave: ``csr_matrix`` when every sparse
-    input is a ``scipy.sparse.spmatrix`` (and at least one is), else ``csr_array``.
-
-    Examples
-    --------
-    >>> type(like_input(sp.csr_array(sp.eye(2)), sp.eye(2, format="csr"))).__name__
-    'csr_matrix'
-    >>> type(like_input(sp.csr_array(sp.eye(2)), sp.csr_array(sp.eye(2)))).__name__
-    'csr_array'
-    """
+    """C as the kind of sparse matrix the user gave (``csr_matrix`` for ``spmatrix`` inputs)."""
     given = [m for m in inputs if sp.issparse(m)]
     if c is None or not sp.issparse(c) or not given or \
             not all(isinstance(m, sp.spmatrix) for m in given):
@@ -106,17 +81,7 @@ def permutations(shape, seed: int | None) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def localize(perm: np.ndarray, bounds) -> np.ndarray:
-    """``perm`` with every segment ``bounds[u]:bounds[u + 1]`` sorted ascending.
-
-    The random permutation decides which block each row, inner index or column
-    goes to (load balance); the order inside a block is free, and keeping the
-    original order there keeps the locality the input's numbering has
-    (neighbours with nearby ids), which a fully random order destroys
-    (measured: docs/spgemm.md).
-
-    >>> localize(np.array([5, 1, 3, 4, 0, 2]), [0, 3, 6]).tolist()
-    [1, 3, 5, 0, 2, 4]
-    """
+    """``perm`` with every segment between ``bounds`` sorted: locality kept inside a block."""
     out = np.array(perm, copy=True)
     bounds = np.asarray(bounds, dtype=np.int64)
     for lo, hi in zip(bounds[:-1], bounds[1:]):

@@ -1,26 +1,7 @@
 """The Dask graphs of Symbolic3D and BatchedSumma3D: one pinned task per step and cell.
 
-Every task runs on the worker of the grid cell it belongs to (``owner[cell]``),
-so the only transfers are the ones the algorithms prescribe:
-
-==============  ===========================================  ======================
-step            task (key ``("spgemm-<run>-<step>", t, ...)``)  worker
-==============  ===========================================  ======================
-A-Broadcast     ``sendA`` (t, i, s, k): A(i,s,k) for batch t    owner of (i, s, k)
-B-Broadcast     ``bpiece`` (t, s, j, k): B~(s,j,k)[t]            owner of (s, j, k)
-Local-Multiply  ``mult`` (t, i, j, k, s)                         owner of (i, j, k)
-Merge-Layer     ``layer`` (t, i, j, k)  (``cblock`` when l = 1)   owner of (i, j, k)
-AllToAll-Fiber  ``part`` (t, i, j, k, k2): columns for layer k2   owner of (i, j, k)
-                ``recv`` (t, i, j, k, k2): fetches it early       owner of (i, j, k2)
-Merge-Fiber     ``cblock`` (t, i, j, k)                          owner of (i, j, k)
-consume         ``consume`` (t, i, j, k), ``combine`` (t, j, k)   owner of (i, j, k)
-kept size       ``summary`` or, with a checkpoint, ``ckpt``      where the block is kept
-batch done      ``done`` (t,)                                   owner of (0, 0, 0)
-==============  ===========================================  ======================
-
-A receiver reads ``sendA`` and ``bpiece`` keys, which exist for one batch only,
-so their replicas are dropped after the batch and A is sent again in the next
-(Table II: A-Broadcast happens b times).
+Every task runs on its grid cell's worker, so the only transfers are the algorithms'.
+``sendA`` and ``bpiece`` keys live for one batch: A is sent again in the next (Table II).
 """
 
 from __future__ import annotations
@@ -48,13 +29,7 @@ def step_of_key(key) -> str:
 
 def symbolic_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                    mask_keys: dict | None = None, complement: bool = False):
-    """Algorithm 3, lines 2-8: per cell, the sum over stages of LocalSymbolic.
-
-    With ``mask_keys`` (cell -> key of the mask's piece rows_i x column block j) each
-    stage counts only the entries the mask keeps: the exact masked count.
-
-    Returns ``(tasks, workers, total_keys)`` with one total per cell.
-    """
+    """Algorithm 3, lines 2-8: per cell, the (masked) LocalSymbolic summed over stages."""
     q = lay.grid.q
     tasks, where, totals = {}, {}, {}
 
@@ -87,53 +62,13 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                 semiring: int = 0, mask_keys: dict | None = None, complement: bool = False):
     """Algorithm 4: every batch of BatchedSumma3D with its consumer tasks.
 
-    Parameters
-    ----------
-    ids : dict
-        ``rows[i]``: original row ids of row block i; ``cols``: original id of
-        every column (the run may permute); ``shape``: C's shape.
-    row_keys : dict, optional
-        ``cell -> key`` of the cell's row ids stored on its worker: the consumer tasks
-        take them from there instead of carrying ``ids["rows"]`` (a worker holds the
-        tasks of every batch whose ``done`` result it keeps: an array in each would
-        grow its memory with b).
-    local : {"staged", "fused"}
-        ``staged``: a ``mult`` task per SUMMA stage, then Merge-Layer (the paper).
-        ``fused``: all stages go into one accumulator per column
-        (:func:`~daskhpc.spgemm._local.fused_multiply`); same transfers, no
-        partial products. With l > 1 each fiber piece bound for another layer
-        is its own ``part`` task, computed first; Merge-Fiber (``cblock``)
-        multiplies the piece that stays into the same accumulator as the
-        pieces received (no separate merge pass, no stored own piece).
-    batches : sequence of int, optional
-        The batches to build, in this order (default all ``lay.b``): a run that
-        lost a worker computes again only the batches whose results were lost.
-    save : callable, optional
-        ``save(t, name) -> path``: with a consumer that keeps its blocks, every
-        kept block is also written to ``path`` (the checkpoint) by a ``ckpt``
-        task on its own worker, and the batch's ``done`` task waits for the
-        writes, so a finished batch is a batch on disk.
-    topic : str, optional
-        The ``done`` task of every batch also reports its summary to the clients
-        subscribed to this event topic (:func:`~daskhpc.spgemm._tasks.batch_done_reported`).
-    checkpointed : bool
-        The run keeps a checkpoint: the report says the batch is saved (its summary goes
-        to the manifest; kept blocks were written before, see ``save``).
-    semiring : int
-        The semiring's code (``_kernels.SEMIRINGS``) every multiply and merge uses.
-    mask_keys : dict, optional
-        ``cell -> key`` of the mask's piece (rows of the cell x its column block): C<M>,
-        every multiply task forms only the entries the mask keeps (not in it, with
-        ``complement``); an ``mpiece`` task per batch selects the batch's columns.
-
-    Returns
-    -------
-    tasks, workers : dict
-    done_keys : list
-        One per batch (the plugin admits the next batch when it finishes).
-    kept_keys : list
-        Consumer outputs that stay on the workers (``consumer.keeps``).
-    """
+    ``ids``: ``rows[i]``, ``cols`` (original ids), ``shape``; ``row_keys``: the cells'
+    row ids on their workers (not carried by every task); ``local``: ``staged`` (a
+    ``mult`` per stage, then Merge-Layer) or ``fused`` (one accumulator; with l > 1 each
+    outgoing fiber piece is its own ``part`` task and Merge-Fiber multiplies the piece
+    that stays); ``batches``: the ones to build; ``save(t, name) -> path``: kept blocks
+    written by ``ckpt`` tasks before ``done``; ``topic``: ``done`` reports its summary;
+    ``mask_keys``: C<M> pieces. Returns ``tasks, workers, done_keys, kept_keys``."""
     g = lay.grid
     q, l, b = g.q, g.l, lay.b
     tasks, where = {}, {}
@@ -168,8 +103,7 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                     put("cblock", t, cell, (T.fused_layer, consumer.sort, q, spec, mk[cell],
                                             *a_in, *b_in), cell)
                     continue
-                # one task per fiber piece that leaves the cell (the piece that
-                # stays is computed by Merge-Fiber itself, below)
+                # a task per fiber piece that leaves (Merge-Fiber computes the rest)
                 after = None
                 for k2 in range(l):
                     if k2 != k:
@@ -190,17 +124,12 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
         for cell in g.cells():
             i, j, k = cell
             if l > 1:
-                # a worker fetches a task's inputs only once the task is ready, so
-                # Merge-Fiber alone would fetch the other layers' pieces after the
-                # last one (its own) is done; a receive task per incoming piece
-                # starts each fetch as soon as the piece exists (overlapping it
-                # with the computation of the rest)
+                # inputs are fetched only once a task is ready: a receive task per
+                # incoming piece starts each fetch as soon as the piece exists
                 recvs = [put("recv", t, (i, j, k2, k), (T.send, step_key(run, "part", t, i, j,
                                                                          k2, k)), cell)
                          for k2 in range(l) if k2 != k]
                 if local == "fused":
-                    # Merge-Fiber fused with the multiply of the piece that stays:
-                    # the received pieces go into the same accumulator
                     off = lay.part_offsets(t, j)
                     put("cblock", t, cell, (T.fused_own, consumer.sort, q, int(off[k]),
                                             int(off[k + 1]), len(recvs), spec, mk[cell],
@@ -212,8 +141,7 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
             info = {"batch": t, "cell": cell,
                     "cols": ids["cols"][lay.batch_columns(t, j, k)], "shape": ids["shape"],
                     "operand_cols": (int(col_offsets[cell][t]), int(col_offsets[cell][t + 1])),
-                    # the first cell of a chained batch starts its output afresh
-                    # (a batch computed again after a lost worker overwrites it)
+                    # a chained batch's first cell starts its output afresh (a rerun)
                     "first": consumer.chained and prev is None}
             if structural:
                 info["structural"] = True
@@ -236,7 +164,6 @@ def batch_graph(run: str, lay: Layout, owner: dict, a_keys: dict, b_keys: dict,
                                               (_combine, consumer, *cols), (0, j, k))
             finals = combined
         if consumer.keeps:
-            # the done task needs only sizes: a summary next to each kept block
             kept_keys.extend(finals.values())
             smalls = []
             for key in finals.values():

@@ -1,31 +1,10 @@
 """The 3D process grid and how A, B and C are laid out on it (section III-B, Fig. 1).
 
-A ``q x q x l`` grid has ``p = q*q*l`` cells P(i, j, k). With ``A`` (m x kk) and
-``B`` (kk x n):
-
-* rows of A (and C) are cut into ``q`` row blocks ``i``;
-* the inner dimension is cut into ``q`` 2D blocks, each further into ``l`` layer
-  slices (Fig. 1(c), (f)): slice ``(s, k)``;
-* columns of B (and C) are cut into ``q`` column blocks ``j``; each column block
-  into ``b*l`` sub-blocks; sub-block ``u`` belongs to batch ``u % b`` and, after
-  the fiber all-to-all, to layer ``u // b`` (block-cyclic split, Fig. 1(i)).
-
-Cell (i, j, k) owns ``A[rows_i, inner_(j,k)]`` and ``B[inner_(i,k), cols_j]``; in
-SUMMA stage ``s`` it multiplies ``A(i, s, k)`` by ``B(s, j, k)``. Its share of the
-final C in batch ``t`` is ``C[rows_i, subblock(j, k*b + t)]``.
-
-No dask here.
-
-Examples
---------
->>> g = Grid.parse("2x2x1")
->>> g.p, g.cells()[:2]
-(4, [(0, 0, 0), (0, 1, 0)])
->>> lay = Layout(g, (10, 10, 10), nbatches=2)
->>> lay.batch_columns(0, j=0).tolist()   # column block 0 = columns 0..4
-[0, 1]
->>> lay.batch_columns(1, j=0).tolist()
-[2, 3, 4]
+Rows of A and C are cut into ``q`` row blocks ``i``; the inner dimension into ``q``
+blocks, each into ``l`` layer slices ``(s, k)``; columns of B and C into ``q`` column
+blocks ``j``, each into ``b*l`` sub-blocks, ``u`` in batch ``u % b`` and layer
+``u // b`` (Fig. 1(i)). Cell (i, j, k) owns ``A[rows_i, inner_(j,k)]`` and
+``B[inner_(i,k), cols_j]``. No dask here.
 """
 
 from __future__ import annotations
@@ -48,7 +27,14 @@ def bounds(n: int, parts: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Grid:
-    """A ``q x q x l`` process grid (square layers, as in the paper)."""
+    """A ``q x q x l`` process grid (square layers, as in the paper).
+
+    Examples
+    --------
+    >>> g = Grid.parse("2x2x1")
+    >>> g.p, g.cells()[:2]
+    (4, [(0, 0, 0), (0, 1, 0)])
+    """
 
     q: int
     l: int  # noqa: E741 - the paper's symbol
@@ -72,17 +58,11 @@ class Grid:
     def for_workers(cls, nworkers: int, layers: int | None = None) -> Grid:
         """The default grid of ``nworkers`` workers.
 
-        ``layers=None`` picks it for any worker count: one layer where the workers take
-        one or two cells each (``q x q x 1`` with ``q**2`` = the worker count or twice
-        it: 2 workers 2x2x1, 4: 2x2x1, 8: 4x4x1), else one cell per worker, the largest
-        square layer ``q x q`` whose cells times ``l = nworkers / q**2`` layers use
-        every worker (12: 2x2x3, a prime p: 1x1xp). Layers split the inner dimension
-        (3D) and their partial results of C meet in a fiber reduction of about
-        ``nnz(C) (l - 1) / l`` nonzeros, more than the broadcasts a second cell per
-        worker adds when C is denser than A and B (A·A of a graph: on 2 workers
-        email-Enron, soc-Slashdot0902 and astro-ph ran faster and in less memory on
-        2x2x1 than on 1x1x2, docs/benchmarks.md). Given ``layers``, one cell per worker:
-        ``nworkers / layers`` must be a square.
+        ``layers=None``: one layer where each worker takes one or two cells (``q**2`` the
+        worker count or twice it), else one cell per worker in the largest square layer. A
+        second cell per worker beats a fiber reduction of ``nnz(C) (l - 1) / l`` when C is
+        denser than A and B (docs/benchmarks.md). Given ``layers``, ``nworkers / layers``
+        must be a square.
 
         Examples
         --------
@@ -96,8 +76,7 @@ class Grid:
 
     @classmethod
     def one_per_part(cls, nparts: int, layers: int | None = None) -> Grid:
-        """The grid of ``nparts`` cells (``--parts``): the largest square layer ``q x q``
-        whose cells times ``l = nparts / q**2`` layers make them, or ``layers`` layers.
+        """The grid of ``nparts`` cells: the largest square layer, or ``layers`` layers.
 
         Examples
         --------
@@ -146,6 +125,12 @@ class Layout:
         ``A`` is m x kk, ``B`` is kk x n.
     nbatches : int
         b, the number of batches.
+
+    Examples
+    --------
+    >>> lay = Layout(Grid(2, 1), (10, 10, 10), nbatches=2)
+    >>> lay.batch_columns(1, j=0).tolist()
+    [2, 3, 4]
     """
 
     def __init__(self, grid: Grid, shape, nbatches: int = 1):
@@ -184,10 +169,8 @@ class Layout:
     def batch_columns(self, t: int, j: int, k: int | None = None) -> np.ndarray:
         """Global columns of batch ``t`` in column block ``j``.
 
-        With ``k``: only the sub-block that lands on layer ``k`` after the fiber
-        all-to-all (the columns of C that cell (i, j, k) holds in batch ``t``).
-        Without: all ``l`` sub-blocks, in layer order (B's batch piece).
-        """
+        With ``k``: only the sub-block that lands on layer ``k`` after the fiber all-to-all;
+        without: all ``l`` sub-blocks, in layer order (B's batch piece)."""
         layers = range(self.grid.l) if k is None else [k]
         parts = [np.arange(*self.subblock(j, kk * self.b + t), dtype=np.int64) for kk in layers]
         return np.concatenate(parts)

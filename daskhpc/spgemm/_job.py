@@ -1,18 +1,9 @@
 """BatchedSumma3D on the workflow frame: Symbolic3D and the batches as two phases.
 
-Both phases share one part store (the cell blocks of A and B, scattered once, scattered
-again only to the cells a lost worker leaves), the checkpoint and the restart budget
-(``daskhpc.runtime.run_phases``; :class:`Phases`: the operands, b between the phases).
-Symbolic3D (Algorithm 3) is one unit; the batches
-(Algorithm 4) are independent units: after a loss only the batches that are not *safe*
-run again. A batch is safe when its ``done`` report reached the client and, for
-consumers that keep blocks on the workers (``keep``, ``prune``), those blocks are on a
-surviving worker or in the checkpoint (a ``ckpt`` task per kept block writes it and the
-batch's ``done`` task waits for the writes).
-
-The numbers do not depend on which worker computes a cell (a cell's product is made of
-the same blocks, by the same kernels, in the same order), so a recovered run gives
-exactly the matrix of an undisturbed one.
+The phases share one part store, the checkpoint and the restart budget. A batch is
+safe once its ``done`` report reached the client and its kept blocks are on a live
+worker or in the checkpoint; after a loss only unsafe batches run again, and give
+exactly the matrix of an undisturbed run (same blocks, kernels, order).
 """
 
 from __future__ import annotations
@@ -62,14 +53,7 @@ def symbolic_job(s) -> GraphJob:
 
 
 class Phases:
-    """A product's two phases (``runtime.Phase`` functions), and what the report needs
-    of them: the operands on the cells' workers and Symbolic3D (:meth:`symbolic`), then
-    b decided and the batches (:meth:`batches`; ``runner``: the :class:`Batches`).
-
-    b is kept in the checkpoint's facts before the first batch runs: a restarted or
-    resumed run cuts its batches exactly as the checkpoint's were cut (no Symbolic3D
-    again), whatever the budget per cell is now.
-    """
+    """A product's two phases; b is kept in the checkpoint, so a restart cuts the same batches."""
 
     def __init__(self, s, *, plan: bool = True, measure_memory: bool = True, save=None):
         self.s, self.plan, self.measure_memory, self.save = s, plan, measure_memory, save
@@ -90,8 +74,7 @@ class Phases:
 
     @property
     def sections(self) -> dict:
-        """The report's ``plan`` and ``quality`` sections and ``plan_s`` (or
-        ``plan_error``), once the plan's pass is over."""
+        """The report's ``plan``, ``quality`` and ``plan_s`` (or ``plan_error``) sections."""
         self.finish_plan()
         return self._sections
 
@@ -111,13 +94,10 @@ class Phases:
             self._planning.start()
 
     def _make_plan(self, client, nb: int, placement) -> None:
-        """Symbolic3D's counts on the client (the report's plan, the dashboard's planned
-        matrix, the planned bytes the measured ones are held against). It runs in a
-        thread while the batches run, not before them: its counts only describe the run
-        (docs/benchmarks.md, "SpGEMM's plan beside the batches"). It starts as soon as b
-        is known: with the phases when b is given or one batch, after the cluster's
-        Symbolic3D when that decides b.
-        A failure is reported, never raised: the product is not lost for its plan."""
+        """Symbolic3D's counts on the client, in a thread beside the batches.
+
+        A failure is reported, never raised (docs/benchmarks.md, "SpGEMM's plan beside the
+        batches")."""
         s, tp = self.s, time.perf_counter()
         try:
             sym = s.symbolic(nb)
@@ -203,8 +183,7 @@ def _put_operands(client, s, store) -> None:
 
 
 def _put_blocks(store, s, name: str) -> None:
-    """Operand ``name``'s cell blocks cut and sent one at a time, no copy kept: the
-    client holds one block, not the operand twice over (a move cuts a block again)."""
+    """Operand ``name``'s cell blocks cut and sent one at a time (no second copy)."""
     store.put_each(name, s.grid.cells(), functools.partial(s.block, name))
 
 
@@ -224,18 +203,8 @@ def _publish_plan(client, s, sym, plans, placement, symbolic: bool) -> None:
 class Batches:
     """The batches of one product as a Job, and what they leave behind.
 
-    Attributes
-    ----------
-    summary : dict
-        ``batch -> done summary`` of every safe batch.
-    kept : dict
-        ``batch -> [(Future, worker, file name)]`` of kept blocks in worker memory.
-    attempts : list of dict
-        ``attempt``, ``batches`` submitted, ``completed`` (in order of completion).
-
-    ``plans``: None, or a callable that returns the step plans (it waits for the plan's
-    pass, which runs beside the batches: :class:`Phases`).
-    """
+    ``summary``: batch -> done summary; ``kept``: batch -> [(Future, worker, name)];
+    ``plans``: None or a callable returning the step plans."""
 
     def __init__(self, client, s, lay, checkpoint=None, plans=None, measure_memory=True,
                  save: str | None = None):
@@ -332,9 +301,7 @@ class Batches:
                             str(k[0]).startswith(prefix) else None)
 
     def collect(self, values):
-        """Every batch is safe: the memory peaks, then the kept blocks (from the workers
-        where they live, else from the checkpoint). A loss during the gather raises
-        WorkerLost: the frame then runs the lost batches again and collects again."""
+        """Every batch is safe: the memory peaks, then the kept blocks (workers or checkpoint)."""
         self.after["t_run"] = time.perf_counter()
         self.after["peaks"] = (self.client.run(_memory.read_peak)
                                if self.measure_memory else {})
@@ -354,9 +321,7 @@ class Batches:
         return blocks
 
     def _on_workers(self) -> list:
-        """``keep="workers"``: the kept blocks stay where they are, ``(Future, worker,
-        batch, cell)`` each (``_collect.to_dask_array``); a batch recorded in the
-        checkpoint but no longer in memory is read back by a task on a worker."""
+        """``keep="workers"``: ``(Future, worker, batch, cell)`` of every kept block."""
         from ._collect import piece_of
 
         out = [(f, w, *piece_of(name, t)) for t in sorted(self.kept)
@@ -369,8 +334,7 @@ class Batches:
         return out
 
     def _in_checkpoint_only(self) -> list:
-        """``(batch, name, path, worker)`` of every kept block recorded in the checkpoint
-        but no longer in memory, spread over the workers in turn (a task there reads it)."""
+        """``(batch, name, path, worker)`` of kept blocks only in the checkpoint."""
         disk = [(t, name) for t in sorted(self.files) if t not in self.kept
                 for name in self.files[t]]
         workers = worker_addresses(self.client) if disk else []
@@ -384,14 +348,7 @@ class Batches:
         return out
 
     def _to_files(self) -> dict:
-        """``--save DIR``: every kept block written as one save_npz piece of C by the
-        worker that holds it (a block only in the checkpoint: read and written by a
-        worker); the client gets each piece's manifest entry, never a block.
-
-        Returns ``{"files": [entry, ...], "pieces": [(Future, worker, batch, cell)]}``
-        (``pieces``: the blocks, for ``keep="workers"``; else released). A loss while
-        writing raises WorkerLost with the blocks still accounted (``lost``): the frame
-        runs the lost batches again and this writes every piece again."""
+        """``--save DIR``: every kept block written as a save_npz piece by its worker."""
         from ._collect import piece_of
 
         t0 = time.perf_counter()
@@ -423,8 +380,7 @@ class Batches:
         return {"files": sorted(entries, key=lambda e: e["file"]), "pieces": out}
 
     def lost(self, workers: set, safe: set, durable: set) -> dict:
-        """What died with ``workers``: kept blocks of safe batches (computed again unless
-        in the checkpoint) and every kept block of unfinished batches."""
+        """What died with ``workers``: kept blocks of safe and unfinished batches."""
         invalid, from_disk = [], []
         complete = safe | durable
         for t in sorted(self.kept):

@@ -1,30 +1,12 @@
-"""Numba kernels of the local steps: symbolic, multiply, merge, sort.
+"""Numba kernels of the local steps: symbolic, multiply, merge, sort (no dask).
 
-All matrices are CSC (``ptr`` int64, ``idx`` int32, ``val`` float64), so a
-column of the output is formed from whole columns of the inputs (Gustavson's
-column variant, section II-C)::
-
-    C(:, j) = sum_s  sum over i with B_s(i, j) != 0 of  A_s(:, i) * B_s(i, j)
-
-The sum over SUMMA stages ``s`` is part of every kernel: a single product is
-one stage, the fused local step feeds all stages into one accumulator.
-Operands come as *stacks*: the matrices of all stages (or merged parts)
-concatenated, ``X_ptr, X_off, X_idx, X_val``, where matrix ``s``'s column
-pointers are ``X_ptr[X_off[s]:X_off[s + 1]]`` and point straight into the
-concatenated ``X_idx``/``X_val`` (``daskhpc.spgemm._local._stack`` builds
-them). Plain arrays, not ``numba.typed.List`` s: a typed list compiles numba's own
-uncached helpers in every process (1.5-3.3 s each time).
-
-Multiply and merge are one pass: each output column goes straight into output arrays
-the caller allocated at an upper bound, or at the exact size a symbolic pass found
-(nothing checks: ``boundscheck=False``). Two accumulators: *dense* (``spa_*``,
-Gustavson's sparse accumulator: ``where`` holds every row's output position) and
-*hash* (``hash_*``, section IV-D: an open-addressing table per column). Both leave the
-rows of a column in the order they were first met ("unsorted", section IV-D); only
-:func:`sort_columns` sorts. Why and how: docs/spgemm.md, "Local kernels" (the rule
-that picks an accumulator is in :mod:`._local`).
-
-No dask here.
+CSC throughout (``ptr`` int64, ``idx`` int32, ``val`` float64), Gustavson's column
+variant (section II-C): ``C(:, j) = sum_s sum_{i: B_s(i, j) != 0} A_s(:, i) B_s(i, j)``.
+Operands are *stacks* (``X_ptr, X_off, X_idx, X_val``; matrix ``s``'s pointers are
+``X_ptr[X_off[s]:X_off[s + 1]]``, built by ``_local._stack``), plain arrays because a
+``numba.typed.List`` compiles uncached helpers in every process. Outputs go into arrays
+the caller sized (``boundscheck=False``); accumulators are dense (``spa_*``) or hash
+(``hash_*``, section IV-D) and leave rows unsorted. Why: docs/spgemm.md, "Local kernels".
 """
 
 from __future__ import annotations
@@ -69,7 +51,7 @@ def column_flops(a_ptr, a_off, b_ptr, b_off, b_idx, ncols):
 
 @njit(**_OPTS)
 def column_bounds(flops, nrows):
-    """``min(flops_j, nrows)`` per column (int64) and their sum: the output bound."""
+    """``min(flops_j, nrows)`` per column and their sum: the output bound."""
     bound = np.empty(flops.size, np.int64)
     total = 0
     for j in range(flops.size):
@@ -92,8 +74,7 @@ def merge_bounds(ptr, off, ncols, nrows):
 @njit(inline="always", **_OPTS)
 def _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols, mark, masked, m_ptr,
                    m_idx, allow, inside):  # pragma: no cover - numba
-    """Nonzeros per column, ``mark[r]`` the last column that met row r; with ``masked``
-    only the rows in (``inside``) or not in the mask's column (stamped into ``allow``)."""
+    """Nonzeros per column; with ``masked`` only rows in (``inside``) or not in the mask."""
     counts = np.zeros(ncols, np.int64)
     for j in range(ncols):
         if masked:
@@ -115,10 +96,7 @@ def _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols, mark, masked
 
 @njit(**_OPTS)
 def symbolic_dense(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols):
-    """LocalSymbolic (Algorithm 3 line 8): nonzeros of every column of ``sum_s A_s·B_s``.
-
-    A dense int32 marker per row holds the last column that met the row.
-    """
+    """LocalSymbolic (Algorithm 3 line 8) with a dense marker per row."""
     return _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols,
                           np.full(nrows, -1, np.int32), False, a_ptr, a_idx, a_ptr, False)
 
@@ -160,14 +138,8 @@ def symbolic_hash(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, bound):
     return counts
 
 
-# ---------------------------------------------------------------- semirings and masks
-#
-# A semiring is a small int (``SEMIRINGS`` gives the names); why a kernel per semiring,
-# and plus_times without a mask in kernels of its own: docs/spgemm.md, "Semirings and
-# masks". The first term of an entry is stored as it is (the accumulator started at the
-# additive identity); an entry exists iff the symbolic product has it, whatever its value.
-# A mask (``mmode`` 1: keep rows in M(:, j); 2: keep rows not in it) is stamped into
-# ``allow`` (one int64 per output row) once per column and tested before each product.
+# Semirings and masks (docs/spgemm.md): an entry exists iff the symbolic product has it;
+# a mask column is stamped into ``allow`` once per column, tested before each product.
 
 PLUS_TIMES, MIN_PLUS, MAX_PLUS, MAX_TIMES, OR_AND, PLUS_PAIR = 0, 1, 2, 3, 4, 5
 #: the semirings by code (``SEMIRINGS.index(name)`` is the code the kernels take)
@@ -203,10 +175,7 @@ def _stamp(m_ptr, m_idx, allow, j):  # pragma: no cover - numba
 @njit(inline="always", **_OPTS)
 def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr,
               p_off, p_idx, p_val, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
-    """:func:`spa_multiply` over semiring ``sr``, with ``mmode`` 1 (2) keeping only
-    the rows in (not in) the mask's column (``m_ptr``/``m_idx``, CSC of the output's
-    shape; ``allow``: int64, one per output row, all < 0; both unused when ``mmode``
-    is 0)."""
+    """:func:`spa_multiply` over semiring ``sr``; ``mmode`` 1 (2): rows in (not in) the mask."""
     ncols = c_ptr.size - 1
     inside = mmode == 1
     c_ptr[0] = 0
@@ -252,9 +221,7 @@ def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
 
 @njit(inline="always", **_OPTS)
 def _hash_acc(sr, keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cover - numba
-    """Add v to row r of the open-addressing table (linear probing, section IV-D) with
-    the semiring's addition; a new row takes output position ``pos``; returns the next
-    free position."""
+    """Add v to row r of the linear-probing table (section IV-D); returns the next position."""
     h = (r * _HASH) & mask
     while True:
         k = keys[h]
@@ -315,18 +282,10 @@ def _hash_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val
 @njit(**_OPTS)
 def spa_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
                  p_idx, p_val, where, c_ptr, c_idx, c_val):
-    """``sum_m P_m + sum_s A_s · B_s`` in one pass with a dense accumulator.
+    """``sum_m P_m + sum_s A_s · B_s`` in one pass, dense accumulator.
 
-    The ``P_m`` (``p_*`` lists, possibly empty) are matrices of the output's
-    shape added on the way (the fused Merge-Fiber: pieces other layers sent).
-
-    ``where`` is an int32 or int64 array with one entry per row of A, all < 0
-    (int32 is enough while the output has fewer than 2**31 entries: it halves
-    the accumulator's cache footprint). Outputs are filled in place: ``c_ptr``
-    (``ncols + 1``), ``c_idx`` and ``c_val`` with at least the product's nnz
-    entries (allocated by the caller with numpy, which asks for huge pages).
-    Returns the nnz written.
-    """
+    ``P_m``: pieces of the output's shape (the fused Merge-Fiber). ``where``: one entry per
+    row, all < 0 (int32 halves its cache footprint below 2**31 entries). Returns the nnz."""
     # mmode 0: the mask's three arrays (c_ptr, c_idx, c_ptr here) are never read
     return _spa_body(PLUS_TIMES, 0, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
                      p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, where, c_ptr, c_idx, c_val)
@@ -335,19 +294,13 @@ def spa_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, 
 @njit(**_OPTS)
 def hash_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
                   p_idx, p_val, bound, c_ptr, c_idx, c_val):
-    """``sum_m P_m + sum_s A_s · B_s`` in one pass with a hash table per column (§IV-D).
-
-    ``bound[j]`` bounds the nonzeros of column j (sizes its table); the rest as
-    for :func:`spa_multiply`.
-    """
+    """:func:`spa_multiply` with a hash table per column, sized by ``bound[j]`` (§IV-D)."""
     return _hash_body(PLUS_TIMES, 0, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
                       p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, bound, c_ptr, c_idx, c_val)
 
 
-# One kernel per semiring and accumulator (numba caches each: ``hashed`` and ``sr`` are
-# closure constants, part of numba's cache key): numba drops the other accumulator's
-# branch before it compiles, and the body is inlined with ``sr`` a constant, so its
-# branches fold away at compile time.
+# One kernel per semiring and accumulator: ``hashed`` and ``sr`` are closure constants
+# (in numba's cache key), so the other branches fold away at compile time.
 
 def _semiring_kernel(hashed, sr):
     @njit(**_OPTS)
@@ -365,12 +318,8 @@ def _semiring_kernel(hashed, sr):
 
 
 def spa_semiring(sr, mmode, *args):
-    """``sum_m P_m (+) sum_s A_s (x) B_s`` over semiring ``sr`` (a code of
-    :data:`SEMIRINGS`), dense accumulator; ``mmode`` 1 (2) keeps only the rows in (not
-    in) the mask's column (``m_ptr``/``m_idx``, CSC of the output's shape; ``allow``:
-    int64, one per output row, all < 0; unused when ``mmode`` is 0). The arguments
-    after ``mmode``: ``a_*, b_*, p_*`` as for :func:`spa_multiply`, ``m_ptr, m_idx,
-    allow, where, c_ptr, c_idx, c_val``."""
+    """:func:`spa_multiply` over semiring ``sr``, mask mode ``mmode`` (mask arrays before
+    ``where``)."""
     return _SPA_KERNELS[sr](mmode, *args)
 
 
@@ -385,8 +334,7 @@ _HASH_KERNELS = tuple(_semiring_kernel(1, sr) for sr in range(len(SEMIRINGS)))
 
 @njit(**_OPTS)
 def symbolic_masked(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols, m_ptr, m_idx, mmode):
-    """:func:`symbolic_dense` restricted to the rows in (``mmode`` 1) or not in (2) the
-    mask's column."""
+    """:func:`symbolic_dense` on the rows in (``mmode`` 1) or not in (2) the mask's column."""
     return _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols,
                           np.full(nrows, -1, np.int64), True, m_ptr, m_idx,
                           np.full(nrows, -1, np.int64), mmode == 1)
@@ -396,8 +344,7 @@ def symbolic_masked(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols, m_pt
 
 @njit(inline="always", **_OPTS)
 def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
-    """Semiring sum of same-shape matrices in one pass, dense accumulator
-    (Merge-Layer/-Fiber)."""
+    """Semiring sum of same-shape matrices, dense accumulator (Merge-Layer/-Fiber)."""
     none = off[:1]
     return _spa_body(sr, 0, ptr, none, idx, val, ptr, none, idx, val, ptr, off, idx, val,
                      ptr, idx, ptr, where, c_ptr, c_idx, c_val)
@@ -405,7 +352,7 @@ def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
 
 @njit(inline="always", **_OPTS)
 def hash_merge_semiring(sr, ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
-    """Unsorted-hash semiring merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
+    """Semiring sum of same-shape matrices, hash accumulator (section IV-D)."""
     none = off[:1]
     return _hash_body(sr, 0, ptr, none, idx, val, ptr, none, idx, val, ptr, off, idx, val,
                       ptr, idx, ptr, bound, c_ptr, c_idx, c_val)
@@ -413,20 +360,18 @@ def hash_merge_semiring(sr, ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
 
 @njit(**_OPTS)
 def spa_merge(ptr, off, idx, val, where, c_ptr, c_idx, c_val):
-    """Sum of same-shape matrices in one pass, dense accumulator (Merge-Layer/-Fiber)."""
+    """Sum of same-shape matrices, dense accumulator (Merge-Layer/-Fiber)."""
     return spa_merge_semiring(PLUS_TIMES, ptr, off, idx, val, where, c_ptr, c_idx, c_val)
 
 
 @njit(**_OPTS)
 def hash_merge(ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
-    """Unsorted-hash merge (Merge-Layer / Merge-Fiber, section IV-D), one pass."""
+    """Sum of same-shape matrices, hash accumulator (section IV-D)."""
     return hash_merge_semiring(PLUS_TIMES, ptr, off, idx, val, bound, c_ptr, c_idx, c_val)
 
 
-# Sorting: our own stable merge sort of (row, value) pairs, not ``np.argsort``: numba
-# compiles every ``argsort`` kind it meets (2-4 s of a cold start each), this compiles
-# in a fraction of that. ``by_value``: by value descending (NaN last, as numpy sorts
-# ``-val``), ties by row; else by row.
+# Our own stable merge sort, not ``np.argsort`` (each argsort kind costs numba 2-4 s
+# of compile). ``by_value``: value descending (NaN last), ties by row; else by row.
 
 @njit(inline="always", **_OPTS)
 def _before(r1, v1, r2, v2, by_value):  # pragma: no cover - numba
@@ -456,8 +401,7 @@ def _insertion_sort(idx, val, lo, hi, by_value):
 
 @njit(**_OPTS)
 def _sort_range(idx, val, lo, hi, tmp_idx, tmp_val, by_value):
-    """Stable sort of entries ``lo:hi`` in place: insertion-sorted runs of 32, then
-    bottom-up merges through ``tmp_*`` (at least ``hi - lo`` long)."""
+    """Stable sort of ``lo:hi``: insertion-sorted runs of 32, then bottom-up merges."""
     w = 32
     for a in range(lo, hi, w):
         _insertion_sort(idx, val, a, min(a + w, hi), by_value)
@@ -489,8 +433,7 @@ def _sort_range(idx, val, lo, hi, tmp_idx, tmp_val, by_value):
         w *= 2
 
 
-# Element loops, not ``a[lo:hi] = b``: an array assignment to a slice compiles numba's
-# shape-mismatch error message (string formatting), ~3 s of every cold compile.
+# Element loops: a slice assignment compiles numba's shape-mismatch message (~3 s).
 @njit(**_OPTS)
 def _copy(idx, val, src, out_idx, out_val, dst, n):
     for t in range(n):
@@ -534,8 +477,7 @@ def select_columns(ptr, idx, val, cols):
 
 @njit(**_OPTS)
 def topk_columns(ptr, idx, val, k):
-    """Keep the ``k`` largest values of every column, largest first (ties: smaller row
-    first, NaN last)."""
+    """The ``k`` largest values of every column, largest first (ties: smaller row, NaN last)."""
     n = ptr.size - 1
     out_ptr = np.zeros(n + 1, np.int64)
     for j in range(n):
@@ -564,13 +506,10 @@ def topk_columns(ptr, idx, val, k):
 @njit(**_OPTS)
 def chunk_split(ptr, idx, val, row_label, row_ids, col_order, col_label, col_ids, nlabels,
                 drop=True):
-    """A kept block's entries grouped by chunk of C (``keep="workers"``), one counting
-    pass and one fill: ``label = row_label[row] + col_label[col]``; columns are visited
-    in ``col_order`` (ascending original id), so inside a group rows and columns come in
-    column order; entries that cancelled to exactly 0 are dropped (with ``drop``).
+    """A kept block's entries grouped by chunk of C (``keep="workers"``).
 
-    Returns ``starts`` (nlabels + 1) and the rows, columns (original ids) and values.
-    """
+    ``label = row_label[row] + col_label[col]``; columns in ``col_order``; exact zeros
+    dropped with ``drop``. Returns ``starts`` and the rows, columns and values."""
     starts = np.zeros(nlabels + 1, np.int64)
     for jj in range(col_order.size):
         j = col_order[jj]
@@ -611,8 +550,6 @@ def _warm_up_plan() -> None:
     grid_symbolic(a, a, Grid(2, 1))
 
 
-#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels (the client
-#: compiles it once before the cluster starts; the workers then load it): the plan's
-#: kernel and the workers' warm-up.
+#: What ``plan`` and a run compile, for daskhpc.runtime.prepare_kernels.
 WARMUP_PLAN = (_warm_up_plan,)
 WARMUP = (_warm_up_plan, "daskhpc.spgemm._memory:warm_up")

@@ -1,16 +1,8 @@
 """What a multiply costs on a network, per process grid, and the grids to choose from.
 
-A multiply broadcasts A and B blocks along the layers' rows and columns (every batch),
-multiplies (``2`` flops per product, per cell, and ``MERGE_FLOPS`` per nonzero a cell's
-accumulator emits or takes in from the other layers), and reduces the layers' partial C
-along the fibers. :func:`multiply_cost` prices that with a :class:`~daskhpc.comm.CostModel`
-(the broadcasts as keys a worker fetches once for all its cells); :func:`grids` lists
-the ``q x q x l`` grids of K cells that ``--grid auto`` chooses between.
-
-Examples
---------
->>> [str(g) for g in grids(16)]
-['1x1x16', '2x2x4', '4x4x1']
+:func:`multiply_cost` prices the broadcasts, the flops (2 a product, ``MERGE_FLOPS`` a
+merged nonzero) and the fiber reduction with a :class:`~daskhpc.comm.CostModel`;
+:func:`grids` lists the grids ``--grid auto`` chooses between.
 """
 
 from __future__ import annotations
@@ -26,11 +18,10 @@ from ._plan import step_plans
 
 __all__ = ["grids", "multiply_cost"]
 
-#: flops of a nonzero going into or out of a cell's accumulator (a hash probe and an add;
-#: measured 12-30 ns a nonzero on one core, 1.6-4 times the sparse kernel's flop)
+#: flops of a nonzero into or out of an accumulator (measured 12-30 ns on one core)
 MERGE_FLOPS = 2
 
-#: the steps of one multiply (the symbolic step runs once per run, not per multiply)
+#: the steps of one multiply (the symbolic step runs once per run)
 STEPS = ("a_bcast", "b_bcast", "fiber")
 
 

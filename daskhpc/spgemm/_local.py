@@ -1,34 +1,9 @@
-"""Local steps of one grid cell on :class:`CscBlock` operands (section IV-D).
+"""Local steps of one grid cell on :class:`CscBlock` operands (section IV-D, no dask).
 
-* :func:`local_symbolic` - LocalSymbolic of Algorithm 3 (line 8): nonzeros per
-  output column and flops, without forming the product.
-* :func:`local_multiply` - Local-Multiply of Algorithm 1 (line 7).
-* :func:`fused_multiply` - every SUMMA stage of a cell into one accumulator.
-* :func:`merge` - Merge-Layer (Algorithm 1 line 8) and Merge-Fiber (Algorithm 2
-  line 6); ``sort=True`` only where the final output needs it.
-
-Multiply and merge are one pass (no symbolic pre-pass, see :mod:`._kernels`)
-and pick their accumulator by :func:`choose_accumulator`:
-
-* ``dense`` (Gustavson's sparse accumulator, what scipy uses) while the block
-  has at most :data:`DENSE_ROWS` rows and the accumulator is no bigger than
-  the work (``nrows <= DENSE_WORK_FACTOR * flops``);
-* ``hash`` (section IV-D) otherwise: tall blocks, where the per-row array
-  falls out of cache or would cost more to allocate than the product
-  (measurements: docs/spgemm.md).
-
-Both leave rows unsorted within a column. ``accumulator="dense"|"hash"``
-forces one.
-
-No dask here.
-
-Examples
---------
->>> import scipy.sparse as sp
->>> a = CscBlock.from_scipy(sp.random(50, 50, density=0.1, random_state=0))
->>> c = local_multiply(a, a)
->>> bool(abs(c.to_scipy() - a.to_scipy() @ a.to_scipy()).max() < 1e-12)
-True
+Multiply and merge are one pass and pick their accumulator by
+:func:`choose_accumulator`: ``dense`` (Gustavson's) for blocks of at most
+:data:`DENSE_ROWS` rows with ``nrows <= DENSE_WORK_FACTOR * flops``, else ``hash``
+(measurements: docs/spgemm.md). Both leave rows unsorted within a column.
 """
 
 from __future__ import annotations
@@ -40,30 +15,20 @@ import numpy as np
 from daskhpc.spgemm import _kernels as K
 from daskhpc.spgemm._block import CscBlock
 
-__all__ = ["local_symbolic", "local_multiply", "fused_multiply", "merge", "sort", "select_columns",
-           "topk", "choose_accumulator", "semiring_code", "DENSE_ROWS", "DENSE_WORK_FACTOR",
-           "RESERVE_BYTES"]
+__all__ = ["local_symbolic", "local_multiply", "fused_multiply", "merge", "sort",
+           "select_columns", "topk", "choose_accumulator", "semiring_code", "DENSE_ROWS",
+           "DENSE_WORK_FACTOR", "RESERVE_BYTES"]
 
 
-#: The dense accumulator is used for blocks of up to this many rows (4 bytes
-#: per row: 2**19 rows = 2 MiB of int32, about one core's L2 on the benchmark
-#: machine; beyond it random rows miss the cache and hashing wins).
+#: The dense accumulator's largest block: 2**19 int32 rows = 2 MiB, about one core's L2.
 DENSE_ROWS = 1 << 19
 
-#: ... and only while ``nrows <= DENSE_WORK_FACTOR * flops``: a block with very
-#: few products per row (a tall, nearly empty block) would spend more on
-#: allocating the per-row array than on the product.
+#: ... and only while ``nrows <= DENSE_WORK_FACTOR * flops`` (else allocating costs more).
 DENSE_WORK_FACTOR = 4
 
 
 def _reserve_bytes() -> int:
-    """How much address space an output may reserve beyond what it fills.
-
-    The one-pass kernels allocate the output at an upper bound and fill a
-    prefix; untouched pages are never backed by memory unless the kernel runs
-    under strict overcommit accounting (``vm.overcommit_memory = 2``), where
-    the reservation itself counts - then always count exactly first.
-    """
+    """Address space an output may reserve beyond what it fills (0 under strict overcommit)."""
     try:
         with open("/proc/sys/vm/overcommit_memory") as f:
             if f.read().strip() == "2":
@@ -76,18 +41,12 @@ def _reserve_bytes() -> int:
         return 1 << 30
 
 
-#: An output whose upper bound (12 bytes per possible nonzero) exceeds this is
-#: sized exactly by a symbolic pass first (two passes, as scipy does) instead of
-#: being reserved at the bound. Default: the machine's physical memory.
+#: An output whose upper bound (12 bytes a nonzero) exceeds this is counted exactly first.
 RESERVE_BYTES = _reserve_bytes()
 
 
 def choose_accumulator(nrows: int, flops: int) -> str:
-    """The accumulator for an output of ``nrows`` rows formed from ``flops`` products.
-
-    >>> choose_accumulator(82_168, 117_126_458), choose_accumulator(10**8, 10**6)
-    ('dense', 'hash')
-    """
+    """The accumulator for an output of ``nrows`` rows formed from ``flops`` products."""
     if nrows <= DENSE_ROWS and nrows <= DENSE_WORK_FACTOR * max(int(flops), 1):
         return "dense"
     return "hash"
@@ -95,9 +54,9 @@ def choose_accumulator(nrows: int, flops: int) -> str:
 
 def local_symbolic(a: CscBlock, b: CscBlock, *, accumulator: str = "auto", mask=None,
                    complement: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Nonzeros and flops of every column of ``a @ b`` (int64 arrays); with ``mask`` (a
-    CscBlock of the product's shape) only the entries in its pattern (not in it, with
-    ``complement``) are counted, by a dense marker whatever ``accumulator`` says."""
+    """LocalSymbolic (Algorithm 3 line 8): nonzeros and flops of every column of ``a @ b``.
+
+    With ``mask`` only the entries in its pattern (not in it, with ``complement``) count."""
     _check(a, b)
     sa, sb = _stack([a], values=False), _stack([b], values=False)
     flops = K.column_flops(sa[0], sa[1], *sb, b.shape[1])
@@ -112,7 +71,16 @@ def local_symbolic(a: CscBlock, b: CscBlock, *, accumulator: str = "auto", mask=
 def local_multiply(a: CscBlock, b: CscBlock, *, sort: bool = False,
                    accumulator: str = "auto", semiring=0, mask=None,
                    complement: bool = False) -> CscBlock:
-    """``a @ b`` in one pass; rows unsorted within a column unless ``sort``."""
+    """Local-Multiply (Algorithm 1 line 7): ``a @ b`` in one pass, rows unsorted unless ``sort``.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> a = CscBlock.from_scipy(sp.random(50, 50, density=0.1, random_state=0))
+    >>> c = local_multiply(a, a)
+    >>> bool(abs(c.to_scipy() - a.to_scipy() @ a.to_scipy()).max() < 1e-12)
+    True
+    """
     return fused_multiply([a], [b], sort=sort, accumulator=accumulator, semiring=semiring,
                           mask=mask, complement=complement)
 
@@ -131,16 +99,8 @@ def fused_multiply(a_blocks, b_blocks, *, add=(), sort: bool = False,
                    complement: bool = False) -> CscBlock:
     """``sum(add) + sum_s a_blocks[s] @ b_blocks[s]`` in one accumulator.
 
-    The fused form of Local-Multiply per stage followed by Merge-Layer
-    (Algorithm 1 lines 4-8) for when a cell holds every stage's operands anyway,
-    as a Dask worker does once the stage inputs have been fetched: no partial
-    products. ``add``: blocks of the output's shape summed in on the way (the
-    fiber pieces other layers sent: Merge-Fiber fused into the multiply).
-    ``semiring``: a name or code of :data:`SEMIRINGS` (the sums and products above
-    are its add and multiply); ``mask``: a CscBlock of the output's shape whose
-    pattern (its complement, with ``complement``) the output is restricted to
-    (``add`` blocks are taken as already masked).
-    """
+    Local-Multiply per stage and Merge-Layer (Algorithm 1 lines 4-8) fused, no partial
+    products; ``add``: pieces summed in (Merge-Fiber); ``mask`` restricts the output."""
     a_blocks, b_blocks = list(a_blocks), list(b_blocks)
     if not a_blocks or len(a_blocks) != len(b_blocks):
         raise ValueError(f"need as many A as B blocks (>= 1), got {len(a_blocks)} and "
@@ -186,11 +146,7 @@ def fused_multiply(a_blocks, b_blocks, *, add=(), sort: bool = False,
 
 
 def merge(blocks, *, sort: bool = False, accumulator: str = "auto", semiring=0) -> CscBlock:
-    """Semiring sum of same-shape blocks in one pass (Merge-Layer / Merge-Fiber).
-
-    The output is reserved at the inputs' total nonzeros, which are in memory
-    already, so no exact pre-count is ever needed.
-    """
+    """Semiring sum of same-shape blocks in one pass (Merge-Layer / Merge-Fiber)."""
     blocks = list(blocks)
     if not blocks:
         raise ValueError("nothing to merge")
@@ -270,11 +226,7 @@ def _pick(accumulator: str, nrows: int, flops: np.ndarray) -> str:
 
 
 def _stack(blocks, values: bool = True) -> tuple:
-    """The kernels' form of a list of blocks (one per stage or part, possibly none):
-    ``ptr, off, idx, val`` (``val`` only with ``values``), the blocks' arrays
-    concatenated, ``ptr[off[s]:off[s + 1]]`` block ``s``'s column pointers shifted to
-    point into the concatenated ``idx``/``val``. One block is passed as it is (no copy).
-    """
+    """The kernels' stacked form ``ptr, off, idx[, val]`` of a list of blocks."""
     if len(blocks) == 1:
         b = blocks[0]
         ptr = np.ascontiguousarray(b.ptr, dtype=np.int64)
@@ -291,8 +243,7 @@ def _stack(blocks, values: bool = True) -> tuple:
 
 
 def _symbolic(sa, sb, nrows: int, flops: np.ndarray, acc: str) -> np.ndarray:
-    """Nonzeros per column of the stacks' product (``sa``, ``sb``: ``ptr, off, idx``
-    first)."""
+    """Nonzeros per column of the stacks' product."""
     if acc == "dense" and flops.size < 2**31:
         return K.symbolic_dense(*sa[:3], *sb[:3], nrows, flops.size)
     bound, _ = K.column_bounds(flops, nrows)
@@ -305,10 +256,7 @@ def _where(nrows: int, cap: int) -> np.ndarray:
 
 
 def _outputs(ncols: int, cap: int):
-    """Output arrays for up to ``cap`` nonzeros, allocated by numpy (not numba):
-    numpy asks the kernel for transparent huge pages on large arrays, which
-    makes the first touch of every page (most of a product's cost beyond the
-    arithmetic) several times cheaper. Untouched pages stay unbacked."""
+    """Output arrays for up to ``cap`` nonzeros, by numpy (huge pages: a cheaper first touch)."""
     return np.empty(ncols + 1, np.int64), np.empty(cap, np.int32), np.empty(cap, np.float64)
 
 

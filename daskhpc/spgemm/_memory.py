@@ -1,17 +1,7 @@
 """Peak memory of worker processes during a run (Linux ``/proc``), and size parsing.
 
-Before a run every worker resets its high-water mark (``echo 5 >
-/proc/self/clear_refs``) and records its resident size; afterwards ``VmHWM``
-minus that baseline is the most memory the run added to the process at any
-moment: input blocks, received copies, partial products, merge buffers,
-serialisation buffers - everything, not only what Symbolic3D models.
-
-Examples
---------
->>> parse_bytes("512MB")
-512000000
->>> parse_bytes("1.5GiB")
-1610612736
+``VmHWM`` after a run minus the resident size after ``clear_refs`` before it is the most
+memory the run added to the process: everything, not only what Symbolic3D models.
 """
 
 from __future__ import annotations
@@ -63,8 +53,7 @@ def read_peak() -> int | None:
 
 
 def warm_up(semiring: int = 0, masked: bool = False) -> None:
-    """Load every numba kernel once, so compiling does not count as run memory (and the
-    kernel of ``semiring`` and/or a mask, when the run uses one)."""
+    """Load every numba kernel once (``semiring``'s, a mask's), so compiling is not run memory."""
     import numpy as np
     import scipy.sparse as sp
 

@@ -1,30 +1,8 @@
-"""Communication plan of BatchedSumma3D, step by step, next to Table II.
+"""Communication plan of BatchedSumma3D, step by step, next to Table II (no dask).
 
-Steps that communicate (section IV-C): Symbolic (once), A-Broadcast and
-B-Broadcast (every SUMMA stage of every batch), AllToAll-Fiber (every batch).
-Each step is one volume-only :class:`~daskhpc.comm.Plan` whose phases are its
-stages or batches, so ``report()["sum_max_vol"]`` is the step's critical path
-and ``phases`` its count (b*q for the broadcasts, b for the fiber).
-
-Units are nonzeros; one nonzero is ``words_per_unit = 3`` words of
-``word_bytes = 4``: an int32 row index and a float64 value, exactly what a
-:class:`~daskhpc.spgemm._block.CscBlock` sends (its column pointers are extra,
-8 bytes per column, and are reported separately as ``pointer_bytes``).
-
-A broadcast is modelled flat, as Dask does it: every receiver fetches the block
-(from the owner or from any worker that already holds a replica).
-
-No dask here.
-
-Examples
---------
->>> import scipy.sparse as sp
->>> from daskhpc.spgemm._symbolic import grid_symbolic
->>> from daskhpc.spgemm._grid import Grid
->>> a = sp.random(40, 40, density=0.1, random_state=0, format="csr")
->>> steps = step_plans(grid_symbolic(a, a, Grid(2, 1), nbatches=2))
->>> sorted(steps), steps["a_bcast"].nphases
-(['a_bcast', 'b_bcast', 'fiber', 'symbolic'], 4)
+One volume-only :class:`~daskhpc.comm.Plan` per communicating step (section IV-C),
+its phases the stages or batches. Units are nonzeros of ``WORDS_PER_UNIT`` words of
+``WORD_BYTES`` (int32 row, float64 value); broadcasts are flat, as Dask does them.
 """
 
 from __future__ import annotations
@@ -52,11 +30,7 @@ def _plan(p, phase, src, dst, vol, nphases, name) -> Plan:
 
 
 def _bcast(sym: GridSymbolic, nnz_blocks, batches: int, along: str) -> tuple:
-    """Messages of stage s in every layer: A(i,s,k) to P(i,:,k) or B(s,j,k) to P(:,j,k).
-
-    ``nnz_blocks[t, x, y, k]`` is the block owned by cell (x, y, k) in batch t.
-    Returns (phase, src, dst, volume) lists; the phase is ``t * q + s``.
-    """
+    """Stage s's messages: A(i,s,k) to P(i,:,k) or B(s,j,k) to P(:,j,k); phase ``t * q + s``."""
     g = sym.grid
     q, l = g.q, g.l
     phase, src, dst, vol = [], [], [], []
@@ -111,8 +85,7 @@ def run_plan(plans: dict[str, Plan]) -> Plan:
 
 
 def plan_sections(sym: GridSymbolic, cost) -> tuple[dict, dict]:
-    """The report's ``plan`` section (run totals, then ``steps``, ``table2``,
-    ``estimate_s``) and ``quality`` section, for the actual nnz."""
+    """The report's ``plan`` and ``quality`` sections, for the actual nnz."""
     plans = step_plans(sym)
     est = {name: cost.plan_time(pl) for name, pl in plans.items()}
     plan = {**run_plan(plans).report(), "steps": {n: pl.report() for n, pl in plans.items()},
@@ -125,13 +98,7 @@ def plan_sections(sym: GridSymbolic, cost) -> tuple[dict, dict]:
 
 
 def table2(sym: GridSymbolic) -> dict[str, dict[str, float]]:
-    """Table II's bandwidth and latency terms for the actual nnz, per step.
-
-    ``per_process`` is the data one process sends in one operation, ``times`` how
-    often, ``total_bandwidth`` their product in nonzeros (what each process
-    sends over the run: the quantity to hold next to a plan's ``max_vol``), and
-    ``latency_terms`` the message count factor of the alpha term.
-    """
+    """Table II's bandwidth and latency terms for the actual nnz, per step."""
     p, l, b = sym.grid.p, sym.grid.l, sym.nbatches
     nnz_a, nnz_b, flops = int(sym.nnz_a.sum()), int(sym.nnz_b.sum()), sym.flops
     c = math.sqrt(p / l)
@@ -149,10 +116,7 @@ def table2(sym: GridSymbolic) -> dict[str, dict[str, float]]:
 
 
 def placed_volume(plan: Plan, owner: np.ndarray, dedupe_phase_src: bool) -> dict:
-    """Units, fetches and bytes that cross between workers when cell ``c`` lives on
-    worker ``owner[c]`` (:meth:`Plan.placed`; a Dask worker fetches a key once however
-    many of its cells need it, so broadcasts are counted once per receiving worker with
-    ``dedupe_phase_src``; fiber pieces are distinct keys and all count)."""
+    """Units, fetches and bytes between workers (broadcasts once per receiving worker)."""
     w = plan.placed(owner, broadcast=dedupe_phase_src)
     return {"units": int(w.volume.sum()) if w.words is None else
             int(w.message_bytes().sum() // plan.unit_bytes),

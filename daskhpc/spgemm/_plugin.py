@@ -1,16 +1,7 @@
 """The batch-admission scheduler plugin: :class:`BatchPolicy` on the kit's holding engine.
 
-Keys are tuples ``("spgemm-<run>-<step>", t, ...)`` with the batch ``t`` second. Tasks of
-a batch the run's policy has not admitted are parked (:class:`daskhpc.runtime.
-HoldingPlugin`); when the ``done`` task of batch ``t`` (after every consumer task of the
-batch) reaches memory, the policy admits batch ``t + w`` and its tasks are released.
-The batch timeline is ``scheduler.plugins["daskhpc-batch-admission"].timeline(run)`` (for
-the dashboard) or :func:`fetch_timeline` from a client.
-
-Examples
---------
->>> ensure_plugin(client)                               # doctest: +SKIP
->>> register_run(client, "ab12", nbatches=4, window=1)  # doctest: +SKIP
+Tasks of a batch not yet admitted are parked (:class:`daskhpc.runtime.HoldingPlugin`);
+when batch ``t``'s ``done`` task reaches memory, batch ``t + w`` is released.
 """
 
 from __future__ import annotations
@@ -30,8 +21,7 @@ DONE_STEP = "done"        # after every consumer task of the batch
 
 
 def step_key(run: str, step: str, t: int, *rest) -> tuple:
-    """The key of a task of batch ``t``: ``("spgemm-<run>-<step>", t, *rest)`` (the
-    plugin reads the run, the step and t from it)."""
+    """The key of a task of batch ``t``: ``("spgemm-<run>-<step>", t, *rest)``."""
     return (f"spgemm-{run}-{step}", int(t), *rest)
 
 
@@ -92,9 +82,7 @@ def ensure_plugin(client) -> None:
 
 
 def register_run(client, run: str, nbatches: int, window: int, batches=None) -> None:
-    """Tell the plugin about a run before its graph is submitted (``batches``: the batch
-    numbers of the run's graph, in admission order; a restarted run holds only the
-    batches whose results were lost)."""
+    """Tell the plugin about a run before its graph is submitted (``batches``: in order)."""
     call(client, PLUGIN_NAME, "register_run", run, nbatches, window,
          None if batches is None else [int(t) for t in batches])
 

@@ -1,25 +1,7 @@
 """Batch admission as a plain object: which batches may run, and when they did.
 
-The policy knows nothing of Dask. The scheduler plugin
-(:mod:`daskhpc.spgemm._plugin`) tells it when a batch's first task was sent to a
-worker, when its last compute task finished, and when its output was consumed;
-the policy answers with the batches that may now be admitted. Batch ``t + w`` is
-admitted only after batch ``t`` has been consumed (``w`` = ``window``, batches in
-flight), so that at most ``w`` batches hold memory at once: the budget
-Symbolic3D (Algorithm 3) divided among ``b`` batches.
-
-Examples
---------
->>> pol = BatchPolicy(nbatches=3, window=1)
->>> pol.admitted()
-[0]
->>> pol.started(0, now=1.0); pol.finished(0, now=2.0)
->>> pol.consumed(0, now=3.0)
-[1]
->>> pol.timeline()[0]["consumed"], pol.timeline()[1]["admitted"]
-(3.0, 3.0)
->>> pol.check()
-[]
+Batch ``t + w`` is admitted only after batch ``t`` has been consumed, so at most ``w``
+batches hold memory at once; the scheduler plugin (:mod:`._plugin`) feeds it events.
 """
 
 from __future__ import annotations
@@ -39,13 +21,15 @@ class BatchPolicy:
     now : float, optional
         Time the run was registered (the first ``window`` batches are admitted then).
     batches : sequence of int, optional
-        The batches this run computes, in the order they are admitted (default
-        ``0 .. nbatches-1``). A run that recovers from a lost worker computes
-        only the batches whose results were lost, e.g. ``[1, 3]``: the window
-        then counts positions in this order, so batch 3 waits for batch 1.
+        The batches this run computes, in admission order (default ``0 .. nbatches-1``);
+        a recovering run computes only the lost ones, and the window counts positions.
 
     Examples
     --------
+    >>> pol = BatchPolicy(3, window=1)
+    >>> pol.started(0, now=1.0); pol.finished(0, now=2.0)
+    >>> pol.consumed(0, now=3.0), pol.check()
+    ([1], [])
     >>> pol = BatchPolicy(4, window=1, batches=[1, 3])
     >>> pol.admitted(), pol.consumed(1, now=1.0)
     ([1], [3])
@@ -96,9 +80,7 @@ class BatchPolicy:
         return all(e["consumed"] is not None for e in self._events.values())
 
     def timeline(self) -> list[dict]:
-        """One record per batch of the run, in admission order: ``batch``,
-        ``admitted``, ``started``, ``finished``, ``consumed`` (seconds on the
-        scheduler's clock; None if not yet)."""
+        """One record per batch in admission order (scheduler clock; None if not yet)."""
         return [{"batch": t, **self._events[t]} for t in self.order]
 
     def check(self) -> list[str]:

@@ -1,12 +1,4 @@
-"""What :func:`daskhpc.spgemm.multiply` returns: the value, the batches, the report.
-
-Examples
---------
->>> r = SpgemmResult(value={"nnz": 10}, info={"grid": "1x1x1", "batches": 1,
-...                  "quality": {"nnz_c": 10}})
->>> r.report()["quality"]["nnz_c"], r.nbatches
-(10, 1)
-"""
+"""What :func:`daskhpc.spgemm.multiply` returns: the value, the batches, the report."""
 
 from __future__ import annotations
 
@@ -24,39 +16,14 @@ SCIPY = "scipy's product"
 
 
 def reference_name(semiring: str) -> str:
-    """What ``--check-serial`` compares C with: scipy's product for ``plus_times``; for
-    another semiring, which scipy does not have, the serial product of the local kernel.
-
-    Examples
-    --------
-    >>> reference_name("plus_times"), reference_name("min_plus")
-    ("scipy's product", 'the serial min_plus product (the local kernel on one cell)')
-    """
+    """What ``--check-serial`` compares C with: scipy's product, or the local kernel's."""
     if semiring == "plus_times":
         return SCIPY
     return f"the serial {semiring} product (the local kernel on one cell)"
 
 
 def serial_statement(check: dict) -> str:
-    """What ``--check-serial`` compared, in words, with the verdict (the summary's
-    ``serial`` line; the numbers are in the section). ``check["reference"]`` names the
-    product compared with (default scipy's, :func:`reference_name`).
-
-    Examples
-    --------
-    >>> from textwrap import fill
-    >>> print(fill(serial_statement({"done": True, "identical": True,
-    ...     "compared": "structural_nnz, sum", "structural_nnz": 120,
-    ...     "structural_nnz_ref": 120, "nnz": 118, "nnz_ref": 118, "sum": 3.0, "sum_ref": 3.0,
-    ...     "sum_tolerance": 1e-11}), 80))
-    the count of C matches scipy's product: structural nnz 120 = 120 (every entry
-    formed, also those summing to 0), sum 3 = 3 to 1e-11; nnz 118 here, 118 in
-    scipy's (not compared: exact cancellations may differ)
-    >>> print(fill(serial_statement({"done": True, "identical": True, "same_pattern": True,
-    ...     "max_abs_diff": 0.0, "tolerance": 2e-12}), 80))
-    C matches scipy's product: every value to 2e-12 (1e-12 of its largest |entry|),
-    max |diff| 0, the same pattern
-    """
+    """What ``--check-serial`` compared, in words, with the verdict."""
     ok = bool(check.get("identical"))
     ref = check.get("reference", SCIPY)
     scipy = ref == SCIPY                # sums that cancel to exactly 0 are dropped
@@ -97,33 +64,34 @@ class SpgemmResult(WorkflowResult):
     Attributes
     ----------
     value : object
-        What the consumer made of the batches: C (``keep``, ``prune``), ``{"nnz",
-        "sum"}`` (``count``), the written paths (``write``), a float (masked sum);
-        ``{"saved", "files", "nnz"}`` when ``save=DIR`` wrote C's pieces instead.
+        What the consumer made of the batches: C (``keep``, ``prune``), ``{"nnz", "sum"}``
+        (``count``), the written paths (``write``), a float (masked sum), or
+        ``{"saved", "files", "nnz"}`` when ``save=DIR`` wrote C's pieces.
     matrix : scipy.sparse.csr_array or None
-        C (or the pruned C) when the consumer keeps it; None when ``save=DIR`` wrote it
-        (``daskhpc.load(DIR).matrix`` reads it back); a ``dask.array.Array`` with
-        ``keep="workers"``.
+        C when the consumer keeps it; None when ``save=DIR`` wrote it; a
+        ``dask.array.Array`` with ``keep="workers"``.
     pieces : tuple or None
-        ``(DIR, descriptor)``: C's pieces written by the workers (``save=DIR``), one
-        scipy ``save_npz`` file per batch piece of a cell, whose sum is C.
+        ``(DIR, descriptor)``: the ``save_npz`` pieces the workers wrote, whose sum is C.
     grid, nbatches
         ``QxQxL`` and b.
     timeline : dict
-        The admission plugin's batch timeline: ``window``, ``batches`` (per batch
-        ``admitted``, ``started``, ``finished``, ``consumed``) and ``violations``.
+        The admission plugin's batch timeline: ``window``, ``batches``, ``violations``.
     quality, measured, plan, timing, memory, symbolic, checkpoint : dict
         Sections of the JSON report (docs/cli.md).
     recoveries : list of dict
-        The report's ``recovery.recoveries``, one per lost worker the run survived: ``lost``, ``phase`` (``symbolic``,
-        ``batches`` or ``gather``), ``attempt``, ``batch`` (the lowest batch in flight),
-        ``batches_safe``, ``batches_invalidated``, ``batches_from_checkpoint``, ``rerun``,
-        ``cells_moved``, ``new_workers`` and the time lost (``wasted_s``,
-        ``invalidated_s``, ``recovery_s``, ``time_lost_s``). Empty: no loss.
+        One per lost worker the run survived (``lost``, ``phase``, ``batches_invalidated``,
+        the time lost, ...). Empty: no loss.
     attempts : list of dict
         ``attempt``, ``batches`` submitted, ``completed`` (in order of completion).
     history : list of dict
         Per batch: ``batch``, ``summary``, ``time_s``, planned and measured bytes.
+
+    Examples
+    --------
+    >>> r = SpgemmResult(value={"nnz": 10}, info={"grid": "1x1x1", "batches": 1,
+    ...                  "quality": {"nnz_c": 10}})
+    >>> r.report()["quality"]["nnz_c"], r.nbatches
+    (10, 1)
     """
 
     workflow = "spgemm"
@@ -142,12 +110,10 @@ class SpgemmResult(WorkflowResult):
     pieces = None
 
     def save(self, directory) -> str:
-        """Keep the result in ``directory``: C as scipy ``save_npz`` pieces whose sum is C
-        (``directory/matrix/*.npz``, named with their shapes and SHA-256 in the manifest)
-        and the rest as every workflow saves it (docs/cli.md, "Saved results"). Pieces the
-        workers wrote are copied when ``directory`` is another; C left on the workers
-        (``keep="workers"``) is written there, chunk by chunk; ``daskhpc.load(directory)``
-        reads it back."""
+        """Keep the result in ``directory`` (docs/cli.md, "Saved results").
+
+        C is written as ``save_npz`` pieces whose sum is C (copied if the workers wrote them
+        elsewhere); ``daskhpc.load(directory)`` reads it back."""
         import json as _json
 
         from daskhpc._saved import save
@@ -176,25 +142,21 @@ class SpgemmResult(WorkflowResult):
             return write_whole(self.matrix, directory)
         return write_chunks(self.matrix, directory)
 
-    def _get(self, key, default):
-        return self.info.get(key, default)
-
-    grid = property(lambda self: self._get("grid", ""))
-    nbatches = property(lambda self: self._get("batches", 1))
-    timeline = property(lambda self: self._get("timeline", {}))
-    quality = property(lambda self: self._get("quality", {}))
-    measured = property(lambda self: self._get("measured", {}))
-    plan = property(lambda self: self._get("plan", {}))
-    timing = property(lambda self: self._get("timing", {}))
-    memory = property(lambda self: self._get("memory", {}))
-    symbolic = property(lambda self: self._get("symbolic", {}))
-    recoveries = property(lambda self: self._get("recovery", {}).get("recoveries", []))
-    attempts = property(lambda self: self._get("attempts", []))
-    checkpoint = property(lambda self: self._get("checkpoint", {}))
+    grid = property(lambda self: self.info.get("grid", ""))
+    nbatches = property(lambda self: self.info.get("batches", 1))
+    timeline = property(lambda self: self.info.get("timeline", {}))
+    quality = property(lambda self: self.info.get("quality", {}))
+    measured = property(lambda self: self.info.get("measured", {}))
+    plan = property(lambda self: self.info.get("plan", {}))
+    timing = property(lambda self: self.info.get("timing", {}))
+    memory = property(lambda self: self.info.get("memory", {}))
+    symbolic = property(lambda self: self.info.get("symbolic", {}))
+    recoveries = property(lambda self: self.info.get("recovery", {}).get("recoveries", []))
+    attempts = property(lambda self: self.info.get("attempts", []))
+    checkpoint = property(lambda self: self.info.get("checkpoint", {}))
 
     def report(self) -> dict:
-        """The full JSON report (empty sections omitted; ``recovery.recoveries`` empty: no
-        worker was lost)."""
+        """The full JSON report (empty sections omitted)."""
         info = {k: v for k, v in self.info.items() if v not in ({}, [])}
         return new_report(self.workflow, command=info.pop("command", None), **info)
 
@@ -202,7 +164,7 @@ class SpgemmResult(WorkflowResult):
         q = self.quality
         out = [", ".join(f"{k}={q[k]:,}" if isinstance(q[k], int) else f"{k}={q[k]:.3g}"
                          for k in ("nnz_c", "flops", "compression_factor") if k in q)]
-        saved = self._get("saved", {})
+        saved = self.info.get("saved", {})
         if saved:
             from daskhpc.report import format_bytes
 

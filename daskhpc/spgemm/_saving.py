@@ -1,18 +1,7 @@
 """C kept on disk as scipy ``save_npz`` pieces whose sum is C (``result.save(DIR)``).
 
-A run with ``save=DIR`` has its workers write the pieces (``_job.Batches._to_files``);
-this module covers a result saved afterwards: C in the client's memory (one piece), C
-left on the workers as a dask array (one piece per chunk, written where the chunk is),
-or pieces already written elsewhere (copied). The manifest that names them is written
-last, by :func:`daskhpc._saved.save`.
-
-Examples
---------
->>> import tempfile, scipy.sparse as sp
->>> d = tempfile.mkdtemp()
->>> desc = write_whole(sp.csr_array(sp.eye(3)), d)
->>> desc["nnz"], [e["file"] for e in desc["files"]]
-(3, ['matrix/piece-all.npz'])
+A result saved after the run: C in the client's memory (one piece), on the workers
+(a piece per chunk, written there) or already written elsewhere (copied).
 """
 
 from __future__ import annotations
@@ -31,11 +20,7 @@ PIECES = "matrix"
 
 
 def piece_name(t: int, cell: tuple) -> str:
-    """``matrix/piece-<batch>-<i>-<j>-<k>.npz`` (``all`` for i: a block of whole columns).
-
-    >>> piece_name(3, (None, 1, 0))
-    'matrix/piece-00003-all-1-0.npz'
-    """
+    """``matrix/piece-<batch>-<i>-<j>-<k>.npz`` (``all`` for i: a block of whole columns)."""
     return "{}/piece-{:05d}-{}.npz".format(PIECES, int(t), "-".join(
         "all" if x is None else str(int(x)) for x in cell))
 
@@ -48,9 +33,7 @@ def pieces_descriptor(files: list, shape) -> dict:
 
 
 def prepare_save(directory) -> str:
-    """The absolute ``DIR`` C's pieces are written into, made ready: created, and emptied
-    of a previous save's manifest (first: a directory with a manifest is complete) and
-    pieces."""
+    """The absolute ``DIR`` for C's pieces, created and emptied of a previous save."""
     import glob
 
     from daskhpc.errors import InputError
@@ -78,8 +61,7 @@ def write_whole(matrix, directory) -> dict:
 
 
 def write_chunks(matrix, directory) -> dict:
-    """C as a dask array of sparse chunks (``keep="workers"``): every chunk written by a
-    task next to it, in original ids; the client gets the manifest entries only."""
+    """C as a dask array (``keep="workers"``): every chunk written by a task next to it."""
     import dask
 
     from ._collect import client_of
@@ -107,8 +89,7 @@ def _save_chunk(chunk, origin, shape, directory, name) -> dict | None:
 
 
 def copy_pieces(source: str, desc: dict, directory) -> dict:
-    """The pieces ``desc`` names under ``source``, copied (each atomically) to
-    ``directory``; the same descriptor."""
+    """The pieces ``desc`` names under ``source``, copied atomically to ``directory``."""
     d = prepare_save(directory)
     for e in desc["files"]:
         dst = os.path.join(d, e["file"])

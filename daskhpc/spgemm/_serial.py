@@ -1,10 +1,4 @@
-"""The serial reference of SpGEMM and the comparison of a run with it (``serial_check``).
-
-:func:`serial_multiply` is scipy's single-threaded product for plus_times (masked by
-scipy) and the one-cell product of the local kernel for another semiring;
-:func:`compare_products` and :func:`compare_counts` state how a kept C or a count is
-compared with it (docs/spgemm.md).
-"""
+"""The serial reference of SpGEMM and the comparison of a run with it (``serial_check``)."""
 
 from __future__ import annotations
 
@@ -23,10 +17,10 @@ __all__ = ["serial_multiply", "serial_check", "compare_products", "compare_count
 
 def serial_multiply(a, b=None, *, semiring: str = "plus_times", mask=None,
                     complement: bool = False) -> sp.csr_array:
-    """The serial reference, canonical CSR (``csr_matrix`` when the inputs are
-    ``spmatrix``, as :func:`multiply` gives), with :func:`multiply`'s ``semiring``,
-    ``mask`` and ``complement``: plus_times is scipy's single-threaded product (masked
-    by scipy); another semiring is the one-cell product of the local kernel."""
+    """The serial reference of :func:`multiply`, canonical CSR.
+
+    plus_times is scipy's single-threaded product (masked by scipy); another semiring the
+    one-cell product of the local kernel."""
     from ._data import check_inputs
     from ._setup import check_mask, check_semiring
 
@@ -68,26 +62,11 @@ def _ones(m) -> sp.csr_array:
 
 
 def compare_products(c, ref) -> dict:
-    """The ``serial_check`` of a kept C against scipy's product ``ref``.
+    """The ``serial_check`` of a kept C against ``ref``, on the union of the patterns.
 
-    Convention (scipy's): an entry whose sum is exactly 0 is not stored. Both products
-    follow it, but sums taken in another order may cancel to exactly 0 in one and to a
-    round-off residue in the other, so the patterns can differ by such entries. The
-    values are therefore compared on the union of the patterns (a missing entry is 0):
-    ``max_abs_diff`` is the largest difference anywhere, ``identical`` means every value
-    is equal up to 1e-12 of the largest |entry|, and ``same_pattern`` and the entries only
-    one side stores (``only_here``/``only_in_serial``, with their largest |value|) say
-    what differs in the structure.
-
-    Examples
-    --------
-    >>> import scipy.sparse as sp
-    >>> ref = sp.csr_array([[1.0, 0.0], [0.0, 2.0]])
-    >>> c = sp.csr_array(([1.0, 1e-17, 2.0], [0, 1, 1], [0, 2, 3]), shape=(2, 2))
-    >>> r = compare_products(c, ref)
-    >>> r["identical"], r["same_pattern"], r["only_here"], r["max_abs_diff"]
-    (True, False, 1, 1e-17)
-    """
+    Sums in another order may cancel to exactly 0 on one side only: ``identical`` means
+    every value agrees to 1e-12 of the largest |entry|; ``only_here``/``only_in_serial``
+    count the entries one side alone stores."""
     if c.shape != ref.shape:
         return {"done": True, "identical": False, "same_pattern": False,
                 "shape": list(c.shape), "shape_serial": list(ref.shape)}
@@ -111,9 +90,7 @@ def compare_products(c, ref) -> dict:
 
 
 def serial_check(s: Setup, res: SpgemmResult, a=None, b=None) -> dict:
-    """The ``serial_check`` section: the run's C (or its count) against scipy's (``a``,
-    ``b``: the inputs with their values, when ``s`` holds only the patterns of
-    collections). A C left on the workers is gathered for the comparison."""
+    """The ``serial_check`` section: the run's C (or count) against the serial reference."""
     a, b = (s.a, s.b) if a is None else (a, b)
     ref = _serial_product(a, b, s.semiring, s.mask, s.complement)
     if res.matrix is not None and type(s.consumer).__name__ == "Keep":
@@ -136,24 +113,10 @@ def serial_check(s: Setup, res: SpgemmResult, a=None, b=None) -> dict:
 
 
 def compare_counts(value: dict, a, b, ref, mask=None, complement: bool = False) -> dict:
-    """The ``serial_check`` of ``--consume count`` against scipy's product ``ref`` of A, B.
+    """The ``serial_check`` of ``--consume count`` against ``ref``.
 
-    A count cannot tell an entry that cancelled to exactly 0 on one side from one that
-    cancelled to a round-off residue on the other (bcsstk13: 850 of 396,773), so ``nnz``
-    (scipy's convention, exact zeros not counted) may differ while the product is right.
-    What ``identical`` compares (``compared``): the structural count, every entry the
-    product forms whatever its sum (scipy's: the product of the patterns, no
-    cancellation), exactly, and the sum of the values up to 1e-12 of the sum of |C|.
-    ``nnz``/``nnz_ref`` are reported beside it.
-
-    Examples
-    --------
-    >>> import scipy.sparse as sp
-    >>> a = sp.csr_array([[1.0, 1.0], [0.0, 1.0]]); b = sp.csr_array([[1.0, 0.0], [-1.0, 1.0]])
-    >>> r = compare_counts({"nnz": 3, "sum": 1.0, "structural_nnz": 4}, a, b, a @ b)
-    >>> r["identical"], r["compared"], r["nnz_ref"], r["structural_nnz_ref"]
-    (True, 'structural_nnz, sum', 3, 4)
-    """
+    ``nnz`` may differ by exact cancellations (bcsstk13: 850 of 396,773), so ``identical``
+    compares the structural count exactly and the sum to 1e-12 of the sum of |C|."""
     out = {"done": True, "nnz": int(value["nnz"]), "nnz_ref": int(ref.nnz),
            "sum": float(value.get("sum", np.nan)), "sum_ref": float(ref.sum())}
     abs_sum = float(abs(ref.data).sum()) if ref.nnz else 0.0

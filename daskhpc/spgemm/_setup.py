@@ -1,16 +1,7 @@
-"""Everything a BatchedSumma3D run is made of, built once on the client and shared by
-``plan``, the serial reference and ``multiply``: the checked inputs, the grid, the
-load-balancing permutations, the cell blocks, the memory budget per cell.
+"""Everything a BatchedSumma3D run is made of, built once on the client (no dask).
 
-No dask here.
-
-Examples
---------
->>> import scipy.sparse as sp
->>> a = sp.random(60, 60, density=0.1, random_state=0, format="csr")
->>> s = prepare(a, grid="2x2x1", nworkers=4, batches=2)
->>> sorted(s.blocks("A"))[:2], s.layout(2).b
-([(0, 0, 0), (0, 1, 0)], 2)
+Shared by ``plan``, the serial reference and ``multiply``: the checked inputs, the
+grid, the permutations, the cell blocks, the memory budget per cell.
 """
 
 from __future__ import annotations
@@ -26,14 +17,14 @@ from daskhpc._workflows import check_bounds, option
 from daskhpc.errors import InputError
 
 from ._block import CscBlock
-from ._symbolic import cell_block, cell_input_nnz, grid_symbolic, inverse
 from ._consumers import Consumer, parse_consumer
 from ._kernels import SEMIRINGS
 from ._grid import Grid, Layout
 from ._local import semiring_code
 from ._memory import parse_bytes
 from ._data import as_csr, check_inputs, localize, permutations
-from ._symbolic import BYTES_PER_UNMERGED, planned_batches
+from ._symbolic import (BYTES_PER_UNMERGED, cell_block, cell_input_nnz, grid_symbolic,
+                        inverse, planned_batches)
 
 __all__ = ["Options", "parse_batches", "Setup", "prepare", "fingerprint", "matrix_digest",
            "check_semiring", "check_mask", "KEEPS"]
@@ -45,13 +36,10 @@ class Options:
 
     b: str | None = option(None, "second factor B (default: A)", metavar="B")
     aat: bool = option(False, "multiply A by its transpose")
-    grid: str | None = option(None, "QxQxL process grid (default: --parts cells, one per "
-                                    "part, in square layers; without --parts one layer of "
-                                    "one or two cells a worker where the worker count "
-                                    "allows, 2 workers 2x2x1, 8 workers 4x4x1, else one "
-                                    "cell a worker, 12 workers 2x2x3), or auto: the grid of "
-                                    "--parts cells (one a worker) the cost model predicts "
-                                    "fastest on --network")
+    grid: str | None = option(None, "QxQxL process grid (default: --parts cells, else "
+                                    "one or two cells a worker: 8 workers 4x4x1, 12 "
+                                    "2x2x3), or auto: the grid of --parts cells the cost "
+                                    "model predicts fastest on --network")
     layers: int | None = option(None, "layers l when the grid comes from the worker count "
                                       "(default: chosen)", type=int)
     memory_per_worker: str | None = option(None, "budget per worker, e.g. 512MB")
@@ -78,8 +66,6 @@ class Options:
     mask_complement: bool = option(False, "C<!M>: keep only the entries NOT in --mask")
 
     def check(self) -> None:
-        from ._memory import parse_bytes
-
         parse_batches(self.batches)
         if self.memory_per_worker is not None:
             parse_bytes(self.memory_per_worker)
@@ -97,13 +83,18 @@ KEEPS = ("client", "workers")
 
 @dataclass(eq=False)
 class Setup:
-    """The prepared product C = A B (see the module docstring).
+    """The prepared product C = A B: checked inputs, grid, permutations, budget.
 
-    A and B are permuted (rows, inner indices, columns: ``pr``, ``pk``, ``pc``) only
-    where a piece of them is made, a cell's block (:meth:`block`); the plan reads them
-    through the permutations (``grid_symbolic(..., perms=s.perms)``) and ``cell_nnz``
-    holds the nonzeros of every cell's A and B block. ``b`` is ``a`` (the same array)
-    for A·A. ``memory`` is the budget per worker in bytes, ``mem_cell`` per cell.
+    A and B are permuted (``pr``, ``pk``, ``pc``) only where a cell's block is cut
+    (:meth:`block`); ``b`` is ``a`` for A·A; ``memory`` is bytes per worker.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> a = sp.random(60, 60, density=0.1, random_state=0, format="csr")
+    >>> s = prepare(a, grid="2x2x1", nworkers=4, batches=2)
+    >>> sorted(s.blocks("A"))[:2], s.layout(2).b
+    ([(0, 0, 0), (0, 1, 0)], 2)
     """
 
     a: sp.csr_array
@@ -123,14 +114,10 @@ class Setup:
     pc: np.ndarray
     #: nonzeros of every cell's A block and B block, (q, q, l) each
     cell_nnz: tuple = ()
-    #: ``{"A": Nonzeros, "B": Nonzeros}`` when A or B is a Dask collection: ``a``/``b``
-    #: are then patterns (values 1) and the values stay on the workers (``_collect``)
+    #: ``{"A": Nonzeros, "B": Nonzeros}`` of Dask collection inputs (a, b: patterns)
     sources: dict | None = None
-    #: where a kept C ends: ``client`` (gathered, CSR) or ``workers`` (a dask array)
     keep: str = "client"
-    #: the semiring's code (``SEMIRINGS[semiring]`` is its name)
-    semiring: int = 0
-    #: C<!M>: keep the entries *not* in the mask's pattern
+    semiring: int = 0           # a code: SEMIRINGS[semiring] is its name
     complement: bool = False
 
     @property
@@ -138,9 +125,7 @@ class Setup:
         return SEMIRINGS[self.semiring]
 
     def mask_blocks(self) -> dict:
-        """The mask's piece of every cell: its rows x its whole column block (permuted
-        like C), what the cell's multiply (``mpiece`` per batch) and masked LocalSymbolic
-        take."""
+        """The mask's piece of every cell: its rows x its whole column block (permuted like C)."""
         mp = sp.csc_array(sp.csr_array(self.mask)[self.pr][:, self.pc])
         lay = self.layout(1)
         return {(i, j, k): CscBlock.from_scipy(sp.csc_array(
@@ -180,9 +165,7 @@ class Setup:
         return inverse(self.pk), inverse(self.pc)
 
     def block(self, name: str, cell) -> CscBlock:
-        """Cell ``(i, j, k)``'s block of ``"A"`` (``A[rows_i, inner_(j,k)]``) or ``"B"``
-        (``B[inner_(i,k), cols_j]``) of the permuted operands, cut from A or B alone
-        (a pass over the block's rows): no permuted copy of the operand is made."""
+        """Cell ``(i, j, k)``'s block of ``"A"`` or ``"B"`` of the permuted operands (no copy)."""
         i, j, k = cell
         lay, (ink, colc) = self.layout(1), self._col_new
         if name == "A":
@@ -190,8 +173,7 @@ class Setup:
         return cell_block(self.b, self.pk[slice(*lay.inner(i, k))], colc, *lay.cols(j))
 
     def blocks(self, name: str) -> dict:
-        """``{cell: CscBlock}`` of operand ``"A"`` or ``"B"`` (every block at once: a
-        run cuts and sends them one at a time, :meth:`block`)."""
+        """``{cell: CscBlock}`` of operand ``"A"`` or ``"B"``."""
         return {cell: self.block(name, cell) for cell in self.grid.cells()}
 
     @property
@@ -199,8 +181,7 @@ class Setup:
         return self.pr, self.pk, self.pc
 
     def symbolic(self, nbatches: int = 1):
-        """:func:`~daskhpc.spgemm._symbolic.grid_symbolic` of the permuted product (and
-        mask), read through the permutations: no permuted copy of A, B or M."""
+        """:func:`grid_symbolic` of the permuted product, read through the permutations."""
         return grid_symbolic(self.a, self.b, self.grid, nbatches, self.mask, self.complement,
                              perms=self.perms)
 
@@ -231,9 +212,8 @@ def prepare(a, b=None, *, grid=None, nworkers: int = 1, memory_per_worker=None,
             keep: str = "client", semiring="plus_times", complement: bool = False) -> Setup:
     """Check the inputs and options and cut the blocks of a run on ``nworkers`` workers.
 
-    Parameters are those of :func:`daskhpc.spgemm.multiply`; ``grid=None`` means the
-    worker count's default grid (``Grid.for_workers``: any worker count).
-    """
+    Parameters are those of :func:`daskhpc.spgemm.multiply`; ``grid=None``: the worker
+    count's default grid (:meth:`Grid.for_workers`)."""
     a, b = check_inputs(a, b)
     sr = check_semiring(semiring)
     mask = check_mask(mask, (a.shape[0], b.shape[1]))
@@ -280,8 +260,7 @@ def check_semiring(semiring) -> int:
 
 
 def check_mask(mask, shape) -> sp.csr_array | None:
-    """The mask as CSR (a path is read like A), or a one-line InputError when its shape
-    is not C's. Only its pattern counts (stored entries, whatever their values)."""
+    """The mask as canonical CSR (a path is read like A); InputError unless C's shape."""
     if mask is None:
         return None
     name = f"{os.fspath(mask)}: " if isinstance(mask, (str, os.PathLike)) else ""
@@ -305,21 +284,7 @@ def matrix_digest(m) -> dict:
 
 
 def fingerprint(s: Setup) -> dict:
-    """What changes the numbers of a run (a checkpoint of another run is refused).
-
-    The inputs (by content), the grid (it decides the blocks and the order of the sums),
-    b when forced, else the budget that Symbolic3D turns into b, the permutation seed,
-    the consumer and the local variant. Not the workers, the window or the placement:
-    they change where and when, not what is computed.
-
-    Examples
-    --------
-    >>> import scipy.sparse as sp
-    >>> fp = fingerprint(prepare(sp.eye(3, format="csr"), grid="1x1x1", batches=2,
-    ...                          consume="count"))
-    >>> fp["a"]["nnz"], fp["batches"], fp["consume"]
-    (3, 2, 'Count()')
-    """
+    """What changes the numbers of a run (not the workers, window or placement)."""
     digest = {n: matrix_digest(m) for n, m in (("A", s.a), ("B", s.b))}
     for n, nz in (s.sources or {}).items():      # a collection: its pattern and dask token
         digest[n] = {**digest[n], "sha256": None, "dask_token": nz.token}
@@ -335,13 +300,7 @@ def fingerprint(s: Setup) -> dict:
 
 
 def parse_batches(text):
-    """``--batches``: ``auto`` or a positive integer.
-
-    Examples
-    --------
-    >>> parse_batches("auto"), parse_batches("3")
-    ('auto', 3)
-    """
+    """``--batches``: ``auto`` or a positive integer."""
     if text in (None, "auto"):
         return "auto"
     try:

@@ -1,31 +1,9 @@
 """Symbolic3D without a cluster: per-cell nonzeros for any grid, and the batch count b.
 
-:func:`grid_symbolic` runs LocalSymbolic for every cell and SUMMA stage of a
-``q x q x l`` grid in one pass over the flops (numba, by rows of A, on A and B as given
-and the permutations as index maps), so ``daskhpc plan spgemm``
-reproduces Algorithm 3 for thousands of cells on a laptop. It also counts, for the
-report, the nonzeros of every Merge-Layer piece that crosses the fiber and of every
-final C block.
-
-:func:`batch_count` is Algorithm 3, line 12::
-
-    b = ceil( r * maxnnzC / (M/p - r * (maxnnzA + maxnnzB)) )
-
-and :func:`batch_lower_bound` is equation (2)::
-
-    b >= ceil( mem(C) / (M - r * (nnz(A) + nnz(B))) ),   mem(C) = r * sum_k nnz(D^(k))
-
-No dask here.
-
-Examples
---------
->>> import scipy.sparse as sp
->>> a = sp.random(60, 60, density=0.1, random_state=1, format="csr")
->>> s = grid_symbolic(a, a, Grid(2, 1))
->>> int(s.unmerged.sum()) >= int(s.nnz_c)
-True
->>> batch_count(s, memory_total=4 * 200_000, r=24)
-1
+:func:`grid_symbolic` runs LocalSymbolic for every cell and stage in one numba pass by
+rows of A (permutations as index maps). :func:`batch_count` is Algorithm 3 line 12,
+``b = ceil(r maxnnzC / (M/p - r (maxnnzA + maxnnzB)))``; :func:`batch_lower_bound` is
+equation (2). No dask here.
 """
 
 from __future__ import annotations
@@ -46,38 +24,22 @@ __all__ = ["GridSymbolic", "grid_symbolic", "batch_count", "batches_for", "batch
            "cell_input_nnz", "cell_block", "inverse", "planned_batches", "planning_memory",
            "BYTES_PER_UNMERGED", "WORKING_HEADROOM"]
 
-#: r of Algorithm 3: bytes per stored nonzero in the memory model. 12 bytes hold
-#: a nonzero (int32 row, float64 value); every step that makes a new block (a
-#: merge's output, a received broadcast copy, a fiber piece) keeps its input
-#: alive while it writes, so a nonzero can need a second 12 bytes at the peak.
+#: r of Algorithm 3: bytes per stored nonzero, 12 (int32 row, float64 value) twice, as
+#: a step that makes a new block keeps its input alive while it writes.
 BYTES_PER_UNMERGED = 24
 
-#: The share of a cell's budget that the planner keeps back for working memory the model
-#: does not count: the previous batch's blocks until the scheduler lets the worker free
-#: them, received message buffers, huge-page rounding of large arrays, the tasks a worker
-#: keeps (measured: docs/spgemm.md, "Working headroom"). :func:`planned_batches` applies it.
+#: The share of a cell's budget kept back for working memory the model does not count
+#: (docs/spgemm.md, "Working headroom").
 WORKING_HEADROOM = 0.2
 
 
 @dataclass
 class GridSymbolic:
-    """What LocalSymbolic found on every cell (arrays indexed [t, i, j, k, ...]).
+    """What LocalSymbolic found on every cell, arrays indexed ``[t, i, j, k, ...]``.
 
-    Attributes
-    ----------
-    unmerged : int64 (b, q, q, l)
-        Nonzeros a cell stores after its SUMMA stages, summed over stages (the
-        ``nnz[i,j,k]`` of Algorithm 3 line 8, per batch).
-    layer : int64 (b, q, q, l, l)
-        Nonzeros of the cell's Merge-Layer output D~ going to layer k2.
-    final : int64 (b, q, q, l)
-        Nonzeros of the final C block of cell (i, j, k) in batch t.
-    flops : int64 (b, q, q, l)
-    nnz_a, nnz_b : int64 (q, q, l)
-        Nonzeros of the A and B block each cell owns.
-    nnz_b_batch : int64 (b, q, q, l)
-        Nonzeros of each cell's B piece in batch t (Algorithm 4 line 4).
-    """
+    ``unmerged`` (Algorithm 3 line 8, per batch), ``layer`` (Merge-Layer output to layer
+    k2), ``final`` (C blocks), ``flops_cell``; ``nnz_a``, ``nnz_b`` (q, q, l) and
+    ``nnz_b_batch`` (Algorithm 4 line 4)."""
 
     grid: Grid
     layout: Layout
@@ -107,11 +69,6 @@ class GridSymbolic:
         return int(self.unmerged.sum(axis=0).max())
 
     @property
-    def max_batch_unmerged(self) -> int:
-        """Largest per-cell unmerged count of any single batch."""
-        return int(self.unmerged.max())
-
-    @property
     def sum_layer_nnz(self) -> int:
         """``sum_k nnz(D^(k))``: the tighter fiber bound of section IV-C."""
         return int(self.layer.sum())
@@ -120,18 +77,14 @@ class GridSymbolic:
 @njit(cache=True, nogil=True)
 def _grid_pass(a_ptr, a_idx, b_ptr, b_idx, row_block, slice_of, col_block, col_batch,
                col_layer, q, l, nb, n, m_ptr, m_idx, mmode, r0, r1):
-    """The counts of A's rows ``r0 .. r1 - 1`` (every mark is per row of C: row ranges
-    are independent, and their counts add up), Gustavson by rows on A and B as given:
-    the permutations enter only through the maps (``row_block`` of A's rows,
-    ``slice_of`` = s * l + k of the inner indices, ``col_*`` of B's columns)."""
+    """The counts of A's rows ``r0 .. r1 - 1`` (row ranges are independent and add up)."""
     ql = q * l
     size = nb * q * ql
     unmerged = np.zeros(size, np.int64)      # flat [t, i, j, k]
     layer = np.zeros(size * l, np.int64)     # flat [t, i, j, k, k2]
     final = np.zeros(size, np.int64)         # flat [t, i, j, k2]
     flops = np.zeros(size, np.int64)
-    # a column's place in the flat arrays less the row's part (i * q * l + k), and its
-    # layer: one read per product
+    # a column's place in the flat arrays less the row's part (i * q * l + k)
     at = np.empty(n, np.int64)
     for c in range(n):
         at[c] = (col_batch[c] * q * q + col_block[c]) * l
@@ -198,8 +151,7 @@ PARALLEL_FLOPS = 2_000_000
 
 @njit(cache=True, nogil=True)
 def _flops_before(a_ptr, a_idx, b_ptr):
-    """Flops of A's rows before row r (m + 1 entries): row r's inner indices name the
-    rows of B whose nonzeros it multiplies. No temporary of nnz(A) entries."""
+    """Flops of A's rows before row r (m + 1 entries), no temporary of nnz(A) entries."""
     m = a_ptr.size - 1
     out = np.zeros(m + 1, np.int64)
     for r in range(m):
@@ -211,9 +163,7 @@ def _flops_before(a_ptr, a_idx, b_ptr):
 
 
 def _passes(csr: list, rest: tuple):
-    """:func:`_grid_pass` over ranges of A's rows of about equal flops, one per core in
-    threads (the kernel releases the GIL), summed (docs/decisions.md, "SpGEMM's plan
-    beside the batches")."""
+    """:func:`_grid_pass` over row ranges of about equal flops in threads, summed."""
     from concurrent.futures import ThreadPoolExecutor
 
     a_ptr, a_idx, b_ptr, _ = csr
@@ -233,9 +183,7 @@ def _passes(csr: list, rest: tuple):
 
 @njit(cache=True, nogil=True)
 def _label_counts(ptr, idx, major, minor, n_major, n_minor):
-    """Nonzeros of a compressed matrix per (label of its major index, label of its minor
-    index): ``major[c]`` of every column (CSC) or row (CSR), ``minor`` of every entry's
-    index. No temporary of nnz entries."""
+    """Nonzeros of a compressed matrix per (label of its major, label of its minor index)."""
     out = np.zeros((n_major, n_minor), np.int64)
     for c in range(ptr.size - 1):
         lc = major[c]
@@ -246,10 +194,7 @@ def _label_counts(ptr, idx, major, minor, n_major, n_minor):
 
 @njit(cache=True, nogil=True)
 def _cell_csc(ptr, idx, val, rows, col_new, lo, hi):
-    """The CSC block (int64 pointers, int32 rows, float64 values) of ``M[rows]``'s
-    columns whose new places ``col_new`` are ``lo .. hi - 1``, from the canonical CSR of
-    M: what a row slice and a column slice of the permuted M give, with no permuted copy
-    of M (two passes over the rows' entries)."""
+    """CSC of ``M[rows]``'s columns whose new places are ``lo .. hi - 1``, no permuted copy."""
     w = hi - lo
     out_ptr = np.zeros(w + 1, np.int64)
     for r in rows:
@@ -274,9 +219,7 @@ def _cell_csc(ptr, idx, val, rows, col_new, lo, hi):
 
 
 def cell_block(m, rows: np.ndarray, col_new: np.ndarray, lo: int, hi: int):
-    """The :class:`~daskhpc.spgemm._block.CscBlock` of the rows ``rows`` (original ids,
-    in order) of the canonical CSR ``m`` and the columns whose new places ``col_new``
-    are ``lo .. hi - 1``: the block a cut of the permuted matrix gives."""
+    """The :class:`CscBlock` a cut of the permuted canonical CSR ``m`` gives (no copy)."""
     from ._block import CscBlock
 
     ptr, idx, val = _cell_csc(m.indptr, m.indices, m.data, np.asarray(rows, np.int64),
@@ -299,13 +242,19 @@ def grid_symbolic(a, b, grid: Grid, nbatches: int = 1, mask=None,
         C<M>: only the entries in its pattern (not in it, with ``complement``) are
         counted; flops count every product.
     perms : (pr, pk, pc), optional
-        The run's row, inner and column permutations: the counts of ``a[pr][:, pk]``,
-        ``b[pk][:, pc]`` and ``mask[pr][:, pc]``, read through index maps (no permuted
-        copy). Default: the given order.
+        The run's row, inner and column permutations, read through index maps.
 
     Returns
     -------
     GridSymbolic
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> a = sp.random(60, 60, density=0.1, random_state=1, format="csr")
+    >>> s = grid_symbolic(a, a, Grid(2, 1))
+    >>> batch_count(s, memory_total=4 * 200_000, r=24)
+    1
     """
     lay = Layout(grid, (a.shape[0], a.shape[1], b.shape[1]), nbatches)
     ar, br = _csr(a), _csr(b)
@@ -314,8 +263,7 @@ def grid_symbolic(a, b, grid: Grid, nbatches: int = 1, mask=None,
     in_s, in_k = lay.inner_slice_of()
     slice_of = _mapped(in_s * grid.l + in_k, new[1])
     row_block = _mapped(lay.row_block_of(), new[0])
-    # one index type for all (int32 where it fits: no int64 copy of the indices), so a
-    # specialisation of the pass each
+    # one index type for all (int32 where it fits: no int64 copy of the indices)
     it = index_dtype(max(ar.nnz, br.nnz, *ar.shape, *br.shape,
                          *(() if mask is None else (mask.nnz, *mask.shape))))
     csr = [np.asarray(x, it) for x in (ar.indptr, ar.indices, br.indptr, br.indices)]
@@ -340,11 +288,7 @@ def grid_symbolic(a, b, grid: Grid, nbatches: int = 1, mask=None,
 
 
 def cell_input_nnz(a, b, lay: Layout, perms=None) -> tuple[np.ndarray, np.ndarray]:
-    """Nonzeros of the A and B block of every cell, shape (q, q, l) each.
-
-    Cell (i, j, k) owns ``A[rows_i, inner_(j,k)]`` and ``B[inner_(i,k), cols_j]`` (of
-    ``a[pr][:, pk]`` and ``b[pk][:, pc]`` with ``perms``).
-    """
+    """Nonzeros of the A and B block of every cell, shape (q, q, l) each."""
     q, l = lay.grid.q, lay.grid.l
     ar, br = _csr(a), _csr(b)
     new = [None] * 3 if perms is None else [inverse(p) for p in perms]
@@ -381,11 +325,7 @@ def batch_count(sym: GridSymbolic, memory_total: float, r: float = BYTES_PER_UNM
 def batches_for(max_c: int, max_a: int, max_b: int, mem_per_cell: float,
                 r: float = BYTES_PER_UNMERGED, grid: str = "",
                 of_budget: float | None = None) -> int:
-    """Algorithm 3, line 12: ``b = ceil(r maxnnzC / (M/p - r (maxnnzA + maxnnzB)))``.
-
-    At least 1. Raises :class:`~daskhpc.errors.InputError` when the input
-    blocks alone do not fit, naming the memory they need.
-    """
+    """Algorithm 3, line 12, at least 1; InputError when the input blocks alone do not fit."""
     free = mem_per_cell - r * (max_a + max_b)
     if free <= 0:
         need = r * (max_a + max_b)
@@ -400,32 +340,17 @@ def batches_for(max_c: int, max_a: int, max_b: int, mem_per_cell: float,
 
 
 def planning_memory(mem_per_cell: float, headroom: float = WORKING_HEADROOM) -> float:
-    """The part of a cell's budget the planner gives Algorithm 3: the rest
-    (:data:`WORKING_HEADROOM`) is for the working memory the model does not count.
-
-    >>> planning_memory(40e6)
-    32000000.0
-    """
+    """The part of a cell's budget given to Algorithm 3 (less :data:`WORKING_HEADROOM`)."""
     return float(mem_per_cell) * (1.0 - float(headroom))
 
 
 def planned_batches(max_c: int, max_a: int, max_b: int, mem_per_cell: float,
                     r: float = BYTES_PER_UNMERGED, grid: str = "",
                     headroom: float = WORKING_HEADROOM) -> int:
-    """The b a run uses: Algorithm 3, line 12 (:func:`batches_for`) on
-    :func:`planning_memory` of the cell's budget, so that the measured peak, which
-    counts everything the process adds, stays within the budget.
+    """The b a run uses: :func:`batches_for` on :func:`planning_memory` of the budget.
 
-    Examples
-    --------
-    email-Enron A·A on 1x1x2 with 40 MB a worker: Algorithm 3 alone gives 16 batches,
-    whose measured peak is 1.13x the budget; the planner gives 21.
-
-    >>> batches_for(19_821_452, 183_879, 183_879, 40e6)
-    16
-    >>> planned_batches(19_821_452, 183_879, 183_879, 40e6)
-    21
-    """
+    email-Enron A·A on 1x1x2 with 40 MB a worker: Algorithm 3 alone gives 16 batches
+    (peak 1.13x the budget); the planner gives 21."""
     return batches_for(max_c, max_a, max_b, planning_memory(mem_per_cell, headroom), r, grid,
                        of_budget=mem_per_cell if headroom else None)
 

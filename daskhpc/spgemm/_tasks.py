@@ -1,9 +1,7 @@
 """Functions the BatchedSumma3D graph runs on the workers (one per task kind).
 
-Each is small and pure; the graph builder (:mod:`daskhpc.spgemm._graph`) pins
-every call on the worker of its grid cell. Importing this module registers a
-``dask.sizeof`` for :class:`CscBlock`, so the scheduler's memory accounting and
-the transfer ledger's sizeof figures are right.
+Importing it registers a ``dask.sizeof`` for :class:`CscBlock` (the scheduler's memory
+accounting and the transfer ledger).
 """
 
 from __future__ import annotations
@@ -16,10 +14,10 @@ from daskhpc.runtime import load_arrays, save_arrays, send_report
 from . import _local
 from ._block import CscBlock
 
-__all__ = ["summary", "send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total", "fused_layer",
-           "fused_part", "fused_own", "mask_piece", "merge_layer", "fiber_part", "merge_fiber",
-           "consume", "batch_done", "batch_done_reported", "save_kept", "load_kept",
-           "save_piece", "save_piece_from", "piece_matrix"]
+__all__ = ["summary", "send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total",
+           "fused_layer", "fused_part", "fused_own", "mask_piece", "merge_layer", "fiber_part",
+           "merge_fiber", "consume", "batch_done", "batch_done_reported", "save_kept",
+           "load_kept", "save_piece", "save_piece_from", "piece_matrix"]
 
 
 @sizeof.register(CscBlock)
@@ -28,12 +26,7 @@ def _sizeof_block(block: CscBlock) -> int:
 
 
 def send(block: CscBlock) -> CscBlock:
-    """A fresh key for a block about to be broadcast in one batch.
-
-    Returns the same object (no copy on the owner). Receivers depend on this key,
-    not on the long-lived input key, so their replicas are released when the
-    batch is done and A is broadcast again in the next batch (Table II: b times).
-    """
+    """A fresh key for a block broadcast in one batch (no copy): replicas are released after it."""
     return block
 
 
@@ -47,8 +40,7 @@ def b_piece(block: CscBlock, cols: np.ndarray) -> CscBlock:
 
 def stage_symbolic(a: CscBlock, b: CscBlock, mask: CscBlock | None = None,
                    complement: bool = False) -> int:
-    """LocalSymbolic (Algorithm 3 line 8): nonzeros of one stage's product (only those
-    the mask keeps, with a mask)."""
+    """LocalSymbolic (Algorithm 3 line 8): nonzeros of one stage's (masked) product."""
     counts, _ = _local.local_symbolic(a, b, mask=mask, complement=complement)
     return int(counts.sum())
 
@@ -59,8 +51,7 @@ def cell_total(*counts: int) -> int:
 
 
 def stage_multiply(a: CscBlock, b: CscBlock, spec=(0, False), mask=None) -> CscBlock:
-    """Local-Multiply (Algorithm 1 line 7), unsorted hash. ``spec``: (semiring code,
-    complement) of the run; ``mask``: the batch's mask piece of the cell, or None."""
+    """Local-Multiply (Algorithm 1 line 7); ``spec``: (semiring code, complement)."""
     return _local.local_multiply(a, b, semiring=spec[0], mask=mask, complement=spec[1])
 
 
@@ -77,12 +68,7 @@ def mask_piece(mask: CscBlock, lo: int, hi: int) -> CscBlock | None:
 
 def fused_part(nstages: int, lo: int, hi: int, after, spec, mask,
                *blocks: CscBlock) -> CscBlock:
-    """Columns ``lo:hi`` of the fused layer product: one fiber piece, computed directly.
-
-    With ``fused`` and l > 1 a cell computes each piece of its layer product
-    that goes to another layer as its own task (``after``: the previous piece,
-    only to keep them in order), so that AllToAll-Fiber can start at once.
-    """
+    """Columns ``lo:hi`` of the fused layer product, its own task (``after``: keeps the order)."""
     b_cols = [fiber_part(b, lo, hi) for b in blocks[nstages:]]
     return _local.fused_multiply(blocks[:nstages], b_cols, semiring=spec[0],
                                  mask=mask_piece(mask, lo, hi), complement=spec[1])
@@ -90,9 +76,7 @@ def fused_part(nstages: int, lo: int, hi: int, after, spec, mask,
 
 def fused_own(sort: bool, nstages: int, lo: int, hi: int, nrecv: int, spec, mask,
               *blocks) -> CscBlock:
-    """Merge-Fiber fused with the multiply of the piece of the layer product that
-    stays (columns ``lo:hi``): the ``nrecv`` pieces other layers sent are summed
-    into the same accumulator."""
+    """Merge-Fiber fused with the multiply of the layer product's piece that stays."""
     received = blocks[:nrecv]
     a_blocks = blocks[nrecv:nrecv + nstages]
     b_cols = [fiber_part(b, lo, hi) for b in blocks[nrecv + nstages:]]
@@ -118,11 +102,7 @@ def merge_fiber(sort: bool, semiring: int, *parts: CscBlock) -> CscBlock:
 
 
 def consume(consumer, block: CscBlock, info: dict, operand=None, prev=None, rows=None):
-    """Hand one cell's C block of one batch to the consumer.
-
-    ``rows`` (the original ids of the cell's rows) comes from the part store, not from
-    the task: a worker keeps the tasks of every batch whose result it holds, and the
-    array in each of them would grow its memory with the number of batches."""
+    """Hand one cell's C block of one batch to the consumer (``rows`` from the part store)."""
     if rows is not None:
         info = {**info, "rows": rows}
     if operand is not None:
@@ -137,15 +117,10 @@ def batch_done(consumer, t: int, *results):
 
 
 def batch_done_reported(topic: str, consumer, t: int, saved: bool, *results):
-    """:func:`batch_done` that also reports the summary to the client (unit ``t``,
-    reporter ``"done"``; ``saved``: the batch's kept blocks are in the checkpoint, the
-    task ran after their writes).
+    """:func:`batch_done` that also reports the summary to the client (reporter ``"done"``).
 
-    The report leaves the worker before the task's completion does, so it reaches the
-    client before batch t + w is admitted, and before the news that this worker died:
-    the client learns of a finished batch even if the worker holding the ``done`` result
-    dies before the client could fetch it; the batch then need not run again.
-    """
+    The report reaches the client before batch t + w is admitted and before news of this
+    worker's death, so a finished batch need not run again."""
     out = consumer.batch(t, list(results))
     try:
         send_report(topic, t, {"done": {"summary": out}}, saved=saved)
@@ -165,13 +140,7 @@ class _Nnz:
 
 
 def save_kept(path: str, kept):
-    """Write a kept ``(block, row ids, column ids)`` to the checkpoint, on its worker.
-
-    The block goes straight from the worker's memory to ``path`` (atomically:
-    a reader sees the whole file or none), so C never travels through the
-    client to be saved. Returns what the batch's ``done`` task needs of the
-    block (its size), like the summary task it replaces.
-    """
+    """Write a kept ``(block, row ids, column ids)`` to the checkpoint atomically, on its worker."""
     block, rows, cols = kept
     arrays = {"ptr": block.ptr, "idx": block.idx, "val": block.val,
               "shape": np.asarray(block.shape, np.int64),
@@ -192,10 +161,8 @@ def load_kept(path: str) -> tuple:
     return block, z.get("rows", _IDENTITY), z["cols"]
 
 
-def piece_matrix(kept, shape) -> "sp.coo_array":
-    """A kept ``(block, row ids, column ids)`` as a ``coo_array`` of C's whole ``shape``
-    in original ids (entries that cancelled to exactly 0 dropped, as scipy's product
-    does): one piece of C; the pieces of a run sum to C."""
+def piece_matrix(kept, shape):
+    """A kept block as a ``coo_array`` of C's whole ``shape`` (original ids, no exact zeros)."""
     import scipy.sparse as sp
 
     block, rows, cols = kept
@@ -206,9 +173,7 @@ def piece_matrix(kept, shape) -> "sp.coo_array":
 
 
 def save_piece(kept, directory: str, name: str, shape) -> dict:
-    """Write one piece of C (:func:`piece_matrix`) as a scipy ``save_npz`` file
-    ``directory/name``, on the worker that holds it (atomically); returns the piece's
-    manifest entry (``file``, ``shape``, ``nnz``, ``bytes``, ``sha256``)."""
+    """Write one piece of C as a ``save_npz`` file on its worker; returns its manifest entry."""
     import os
 
     from daskhpc._saved import write_npz
@@ -218,6 +183,5 @@ def save_piece(kept, directory: str, name: str, shape) -> dict:
 
 
 def save_piece_from(path: str, directory: str, name: str, shape) -> dict:
-    """:func:`save_piece` of a block the checkpoint holds (a batch done before a restart
-    or in the resumed job), read and written on a worker."""
+    """:func:`save_piece` of a block the checkpoint holds, read and written on a worker."""
     return save_piece(load_kept(path), directory, name, shape)
