@@ -43,14 +43,15 @@ def test_a_squared_holds_a_once_and_no_permuted_copy_or_blocks():
 
 
 def test_a_block_is_cut_without_a_copy_of_its_rows():
-    a = random_matrix(3000, 3000, 0.02, 2)
+    a = random_matrix(8000, 8000, 0.02, 2)
     s = prepare(a, grid="2x2x1", nworkers=2, batches=1)
     _warm(s)
     for name in ("A", "B"):
         blk, peak = _peak(lambda: s.block(name, (1, 0, 0)))
-        # the block's own arrays: the row block's copy, its CSC and the column slice
-        # came before it (about 3x what the block keeps)
-        assert peak < 1.3 * blk.nbytes, (name, peak, blk.nbytes)
+        # the block's own arrays (3.9 MB): the row block's copy, its CSC and the column
+        # slice came before it (about 3x). tracemalloc also counts what the session
+        # cluster's threads allocate meanwhile (up to a few 100 kB under load): 1 MB slack
+        assert peak < 1.3 * blk.nbytes + 2**20, (name, peak, blk.nbytes)
 
 
 def test_the_plan_reads_the_operands_through_the_permutations():
