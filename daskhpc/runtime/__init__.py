@@ -1,31 +1,18 @@
 """Run daskhpc graphs on a Dask cluster: connect, place, pin, measure.
 
 - :func:`connect` starts (or joins) a cluster set up for pinned graphs;
-  :func:`worker_addresses` lists its workers in a stable order, :func:`worker_info`
-  what the scheduler knows of each.
-- :class:`Placement` maps parts to workers and re-maps them when workers go.
-- :func:`pinned_graph` / :func:`submit_pinned` build and submit graphs whose
+  :func:`worker_addresses` lists its workers in a stable order.
+- :class:`Placement` maps parts to workers; :func:`submit_pinned` submits graphs whose
   every task has a hard worker restriction.
-- :class:`WorkerWatch` / :func:`gather_watching` notice a lost worker instead of
-  hanging on its pinned tasks, :func:`replace_lost` re-places its parts, and
-  :class:`CheckpointDir` holds the per-step checkpoints a run resumes from.
-- :class:`HoldingPlugin` is the engine under scheduler plugins that hold tasks back
-  until a pure policy releases them (SSGD's stratum order, SpGEMM's batch admission).
-- :func:`low_latency` unbatches the scheduler <-> worker control messages for the
-  duration of a run of short dependent tasks.
-- :func:`wait_for_cluster` waits (bounded) for the workers a growing cluster was scaled
-  to (:class:`WorkersMissing` when they do not come).
-- :class:`TransferLedger` measures the bytes and messages that moved between
-  workers; :func:`calibrate` fits the alpha-beta message cost of the cluster;
-  :func:`network_for` the cost model a run is predicted on (:func:`measure_network`
-  calibrates the cluster, between hosts), :func:`placed_hosts` where its parts sit.
-- The workflow frame: :func:`run_job` runs a :class:`Job` (a workflow's dask-free pieces:
-  a :class:`~daskhpc.comm.Program` or an attempt-graph builder, per-part data, history
-  rows) with placement, part data kept on workers (:class:`PartStore`; built there from
-  a collection: :func:`run_on_parts`), attempts with lost-worker recovery, checkpoints,
-  unit reports (:func:`send_report`), progress, and measured-vs-planned bytes; :class:`ProgramRunner` is the Program engine under it.
-  :func:`run_phases` runs a run of several jobs (:class:`Phase`: SpGEMM's symbolic step,
-  then its batches) with one checkpoint, part store, dashboard run and restart budget.
+- :class:`WorkerWatch` / :func:`gather_watching` notice a lost worker instead of hanging,
+  :func:`replace_lost` re-places its parts, :class:`CheckpointDir` holds the checkpoints.
+- :class:`HoldingPlugin` holds tasks back until a pure policy releases them.
+- :class:`TransferLedger` measures the bytes between workers; :func:`calibrate` and
+  :func:`measure_network` fit the cluster's alpha-beta message cost.
+- The workflow frame: :func:`run_job` runs a :class:`Job` (a workflow's dask-free
+  pieces) with placement, part data on the workers (:class:`PartStore`), lost-worker
+  recovery, checkpoints, unit reports, progress and measured-vs-planned bytes;
+  :func:`run_phases` runs several jobs as one run.
 
 Examples
 --------
