@@ -24,7 +24,7 @@ from daskhpc._clock import CLOCKS, step_clock, step_times
 
 __all__ = ["ProgramCode", "Packed", "InlineCode", "CodeRef", "unpack", "init_group",
            "step_group", "step_group_in_loop", "steps_direct", "steps_single",
-           "final_group", "stopped_at", "cleanup", "registry_size"]
+           "final_group", "stopped_at", "cleanup"]
 
 _CONTEXTS: dict = {}    # (token, part) -> Context
 _LOCAL: dict = {}       # (token, t, dst part) -> {src part: payload}
@@ -357,8 +357,3 @@ def cleanup(token: str, dask_worker=None) -> dict:
         for key in [k for k in reg if k[0] == token]:
             del reg[key]
     return times
-
-
-def registry_size() -> int:
-    """Entries held for all runs in this process (tests check nothing leaks)."""
-    return sum(len(r) for r in _REGISTRIES)
