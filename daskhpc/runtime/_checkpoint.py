@@ -118,7 +118,6 @@ class CheckpointDir:
             warnings.warn(f"checkpoint step {step} is damaged ({problem}); {back}",
                           CheckpointWarning, stacklevel=3)
 
-    # -- reading --------------------------------------------------------------------
     def _read(self) -> dict | None:
         where = os.path.join(self.path, MANIFEST)
         if not os.path.exists(where):
@@ -149,7 +148,6 @@ class CheckpointDir:
         """Path of a run-wide file (e.g. the partition) next to the manifest."""
         return os.path.join(self.path, name)
 
-    # -- writing --------------------------------------------------------------------
     def write_extra(self, name: str, data: dict) -> str:
         """Write a run-wide JSON file next to the manifest, atomically; returns its path."""
         path = self.extra(name)

@@ -65,14 +65,11 @@ def connect(
 ) -> Client:
     """Return a Client, starting a local cluster unless told where one is.
 
-    Tried in this order:
-
-    1. ``DASKHPC_MPI_CLIENT=1`` in the environment (the daskhpc dask-mpi launcher's
-       client rank): ``Client()`` joins the scheduler dask-mpi started.
-    2. ``address`` or ``scheduler_file``; without them a ``scheduler-address`` in
-       ``dask.config`` (``DASK_SCHEDULER_ADDRESS``), as ``Client()`` does.
-    3. A ``LocalCluster`` of ``n_workers`` worker processes, one thread each, over TCP,
-       with :data:`CLUSTER_CONFIG` and the daskhpc dashboard pages.
+    Tried in order: ``DASKHPC_MPI_CLIENT=1`` (the daskhpc dask-mpi launcher's client rank)
+    joins the scheduler dask-mpi started; ``address`` or ``scheduler_file`` (else a
+    configured ``scheduler-address``) joins that scheduler; otherwise a ``LocalCluster`` of
+    ``n_workers`` one-thread worker processes over TCP starts with :data:`CLUSTER_CONFIG`
+    and the daskhpc dashboard pages.
 
     Parameters
     ----------
@@ -83,11 +80,9 @@ def connect(
     n_workers : int, optional
         Local workers to start; default ``daskhpc.runtime.workers``.
     dashboard_address : str, optional
-        Where the dashboard listens; default ``daskhpc.runtime.dashboard-address``
-        (a free port on the same host if that one is taken).
+        Default ``daskhpc.runtime.dashboard-address`` (a free port if that one is taken).
     security : distributed.security.Security, optional
-        Credentials for a TLS scheduler; by default, with ``scheduler_file``, those
-        ``python -m daskhpc.mpi`` leaves beside it (:func:`scheduler_file_security`).
+        TLS credentials; default with ``scheduler_file``: :func:`scheduler_file_security`.
     processes : bool, default True
         Worker processes (only real TCP transfers give meaningful byte counts) or threads.
     **cluster_kwargs
@@ -100,16 +95,13 @@ def connect(
 
     Notes
     -----
-    Joining a scheduler from the environment ignores ``n_workers`` and cluster options (one
-    script runs on a laptop and under MPI); with an explicit ``address`` or
-    ``scheduler_file`` they are an error. :data:`CLUSTER_CONFIG` cannot reach a running
-    scheduler: whoever starts it sets it (pinned tasks are safe either way). Joining waits
-    at most ``daskhpc.runtime.connect-timeout`` seconds, then raises :class:`NoScheduler`;
-    a refused connection fails at once.
+    A scheduler joined from the environment ignores ``n_workers`` and cluster options; with
+    ``address`` or ``scheduler_file`` they are an error, and :data:`CLUSTER_CONFIG` is the
+    starter's to set. Joining waits at most ``daskhpc.runtime.connect-timeout`` seconds
+    (:class:`NoScheduler`); a refused connection fails at once.
 
     Examples
     --------
-    >>> from daskhpc.runtime import connect, worker_addresses
     >>> with connect(n_workers=2) as client:          # doctest: +SKIP
     ...     print(worker_addresses(client))
     ['tcp://127.0.0.1:40181', 'tcp://127.0.0.1:43911']

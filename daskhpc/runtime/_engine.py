@@ -128,7 +128,6 @@ class ProgramRunner:
         if not self.direct:
             self._start(init)
 
-    # -- keys ---------------------------------------------------------------------------
     def _group(self, lab: str, t: int) -> list[tuple]:
         """Keys of worker ``lab``'s group at step t (the chain first)."""
         if t < 0:
@@ -147,7 +146,6 @@ class ProgramRunner:
                    for d in dsts if self.where[d] == lab} - {lab}
         return [(self.name, v, t, lab) for v in sorted(senders)]
 
-    # -- submission -----------------------------------------------------------------------
     def _start(self, init: dict) -> None:
         """Init tasks (one per worker) from ``{label: (statics, starts)}``."""
         tasks, where = {}, {}

@@ -118,7 +118,6 @@ class Exchange(WorkerPlugin):
         for fut in self._waiters:
             _settle(fut)
 
-    # -- receiving --------------------------------------------------------------------
     async def receive(self, token: str, msgs: list, sender: str = "",
                       sent: float = 0.0) -> str:
         """RPC handler: ``msgs`` = ``[(mail id, payload), ...]`` for run ``token``."""
@@ -220,7 +219,6 @@ class Exchange(WorkerPlugin):
             got.pop(i, None)
             came.pop(i, None)
 
-    # -- sending ----------------------------------------------------------------------
     async def push(self, token: str, address: str, key, msgs: list) -> None:
         """Send ``msgs`` to the worker at ``address`` in one message, logged as a transfer
         of ``key``."""

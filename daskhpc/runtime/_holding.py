@@ -42,7 +42,6 @@ class HoldingPlugin(SchedulerPlugin):
         self._held: set = set()        # units that were held at some point
         self._sent: dict = {}          # key -> scheduler time it went to processing
 
-    # -- what an adapter says ------------------------------------------------------------
     def units_of(self, key) -> list | None:
         """The policy units ``key`` belongs to, or None if the key is not ours."""
         raise NotImplementedError
@@ -65,7 +64,6 @@ class HoldingPlugin(SchedulerPlugin):
         """Timeline fields of one unit of a finished key (``run`` at least)."""
         return {"run": unit[0]}
 
-    # -- the engine -------------------------------------------------------------------------
     async def start(self, scheduler) -> None:
         self.scheduler = scheduler
 

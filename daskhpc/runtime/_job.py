@@ -101,8 +101,7 @@ class Job(_Units):
     row : callable
         ``row(unit, {reporter: values}) -> dict``: the history row of a complete unit.
     fingerprint : dict or callable
-        What must be equal to continue a checkpoint, or a function returning it (called
-        only by a run with a checkpoint).
+        What must be equal to continue a checkpoint (a callable: called when needed).
     program : callable
         ``program(first_unit) -> Program`` of units ``first_unit .. units - 1``.
     statics : dict or list, optional
@@ -110,38 +109,30 @@ class Job(_Units):
     assemble : callable, optional
         ``assemble(finals) -> value`` from the parts' ``final`` values (in part order).
     restore : callable, optional
-        ``restore(checkpoint, n) -> start`` after ``n`` complete units (default: every
-        part's ``part-<p>.npz`` of step n).
+        ``restore(checkpoint, n) -> start`` after ``n`` units (default: ``part-<p>.npz``).
     reporters, savers : callable, optional
-        ``reporters(unit) -> set``: who must report a unit (default every part);
+        ``reporters(unit) -> set``: who reports a unit (default every part);
         ``savers(unit) -> set``: whose ``saved`` reports complete its checkpoint.
     stop : callable, optional
         ``stop(history) -> bool`` after every unit: end the run early (convergence).
     window : int, optional
         Units per submission (default: all at once, or 1 with ``stop``).
-    placement : callable, optional
-        ``placement(workers) -> Placement`` (default round robin).
-    part_of : callable, optional
-        Part of a static-data key (default: keys are parts).
-    warm_up : callable, optional
-        Run on every worker before anything is timed (load compiled kernels).
+    placement, part_of, warm_up, opened : callable, optional
+        ``placement(workers) -> Placement`` (default round robin); the part of a
+        static-data key (default: keys are parts); run on every worker before anything is
+        timed; ``opened(checkpoint)`` once the checkpoint directory is accepted.
     unit_name : str
         What a unit is ("epochs", "iterations", "batches").
-    opened : callable, optional
-        ``opened(checkpoint)`` once the checkpoint directory is accepted.
     in_loop : bool
         Run steps in the workers' event loops (short steps).
     exchange : {"direct", "graph"}, optional
-        Messages pushed by the sender, one task per worker and window, or as task
-        dependencies, one task group per worker and step (the reference); the same results
-        bit for bit. Default ``daskhpc.runtime.exchange`` (direct).
-    finite : bool
-        A NaN or inf in a history row stops the run with :class:`Diverged` (default True).
-    diverged_hint : str
-        Appended to the :class:`Diverged` message (e.g. "try a smaller --lr").
+        Messages pushed by the sender (one task per worker and window) or as task
+        dependencies (the reference); the same results. Default ``daskhpc.runtime.exchange``.
+    finite, diverged_hint : bool, str
+        A NaN or inf in a history row stops the run with :class:`Diverged` (default True);
+        the hint is appended to its message (e.g. "try a smaller --lr").
     keep_finals : bool
-        The parts' final values stay on their workers: the run's value is one
-        ``distributed.Future`` per part (``assemble`` is not called).
+        The run's value is one ``distributed.Future`` per part, on its worker.
     """
 
     program: Callable | None = None

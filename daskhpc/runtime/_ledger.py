@@ -89,8 +89,6 @@ class TransferLedger:
         self._workers: list[str] = []
         self.entries: list[dict] | None = None
 
-    # -- running -------------------------------------------------------------
-
     def start(self) -> TransferLedger:
         """Remember where every worker's log ends now (``__enter__`` calls this)."""
         marks, self._given = self._given, None
@@ -154,8 +152,6 @@ class TransferLedger:
             warnings.simplefilter("ignore", RuntimeWarning)
             with contextlib.suppress(Exception):    # never mask the body's exception
                 self.stop(self.then)
-
-    # -- results -------------------------------------------------------------
 
     @property
     def bytes_total(self) -> int:
@@ -227,9 +223,6 @@ class TransferLedger:
 
     def _order(self, worker: str) -> tuple:
         return (0, self._workers.index(worker)) if worker in self._workers else (1, worker)
-
-
-# -- run on the workers (through client.run) ----------------------------------
 
 
 def _fingerprint(entry: dict) -> tuple:
