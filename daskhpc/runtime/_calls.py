@@ -2,7 +2,7 @@
 scheduler to turn them all on, and one of each to turn them off (docs/benchmarks.md).
 
 A :class:`Setting` names the worker and scheduler functions that turn it on and off;
-:func:`applied` runs them. The calls never fail the run: a function that raises, or a
+:class:`Applied` runs them. The calls never fail the run: a function that raises, or a
 worker that left, is left out (its setting is then not restored there).
 """
 
@@ -13,7 +13,7 @@ import asyncio
 import inspect
 from typing import Callable
 
-__all__ = ["Applied", "Calls", "Got", "Setting", "applied", "apply_once", "together"]
+__all__ = ["Applied", "Calls", "Got", "Setting", "together"]
 
 
 class Calls:
@@ -130,7 +130,7 @@ class Setting(abc.ABC):
 
 
 class Applied:
-    """``with applied(client, *settings) as got:`` the body runs with ``settings`` on. The
+    """``with Applied(client, *settings) as got:`` the body runs with ``settings`` on. The
     undoing calls go to the workers that took the first ones and are still there (``lost()``
     false: all of them, without asking the scheduler). ``wait=False``: the body starts while
     the calls are on their way; it may send the undoing calls itself (:meth:`undo_soon`)."""
@@ -142,7 +142,10 @@ class Applied:
         self._undone: Got | None = None
 
     def __enter__(self) -> Got:
-        self.got = apply_once(self.client, *self.settings, wait=self.wait)
+        calls = Calls(self.client)
+        for s in self.settings:
+            s.on(calls)
+        self.got = calls.send(wait=self.wait)
         return self.got
 
     def undo_soon(self) -> None:
@@ -163,20 +166,6 @@ class Applied:
         undone = self._undone.wait()
         for s in self.settings:
             s.closed(undone)
-
-
-def applied(client, *settings: Setting, lost: Callable[[], bool] | None = None,
-            wait: bool = True) -> Applied:
-    """The context manager :class:`Applied`."""
-    return Applied(client, *settings, lost=lost, wait=wait)
-
-
-def apply_once(client, *settings: Setting, wait: bool = True) -> Got:
-    """Turn ``settings`` on for good; what the calls returned."""
-    calls = Calls(client)
-    for s in settings:
-        s.on(calls)
-    return calls.send(wait=wait)
 
 
 def _alive(client, workers) -> list:

@@ -19,7 +19,7 @@ import numpy as np
 
 from daskhpc._clock import waited_for
 from daskhpc.runtime._book import Book, invalidate, measure, public, settle, todo as todo_of
-from daskhpc.runtime._calls import applied
+from daskhpc.runtime._calls import Applied
 from daskhpc.runtime._checkpoint import load_arrays
 from daskhpc.runtime._engine import ProgramRunner, step_of_key, units_per_task
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
@@ -117,7 +117,7 @@ class _PhaseRun:
         settings = [Quiet((run_id, store.run)), FrozenHeap(), self.marks,
                     AttemptTopics(f"daskhpc-{run_id}a")]
         settings += [LowLatency()] if low_latency else []
-        self.app = applied(client, *settings, self.closing, lost=lambda: bool(self.losses),
+        self.app = Applied(client, *settings, self.closing, lost=lambda: bool(self.losses),
                            wait=False)
 
     def attempt(self):
@@ -557,11 +557,9 @@ def _publish_end(client, status: str, measured: dict | None = None, history=None
     """Tell the dashboard pages the run is over: planned and measured bytes, rows, the
     measured matrix, compute time per worker."""
     data: dict = {"status": status}
-    m = measured or {}
-    if m.get("planned_bytes") is not None:
-        data["planned_bytes"] = int(m["planned_bytes"])
-    if m.get("inter_worker_bytes") is not None:
-        data["measured_bytes"] = int(m["inter_worker_bytes"])
+    for name, key in (("planned_bytes", "planned_bytes"), ("measured_bytes", "inter_worker_bytes")):
+        if (measured or {}).get(key) is not None:
+            data[name] = int(measured[key])
     if history is not None:
         data["rows"] = list(history)
     if ledger is not None and ledger.entries is not None:

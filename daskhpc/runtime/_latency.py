@@ -9,7 +9,7 @@ the default.
 from __future__ import annotations
 
 from daskhpc._dask_internals import client_stream, scheduler_streams, worker_stream
-from daskhpc.runtime._calls import Setting, applied
+from daskhpc.runtime._calls import Applied, Setting
 
 __all__ = ["low_latency", "LowLatency"]
 
@@ -59,7 +59,7 @@ class LowLatency(Setting):
         if old is not None:
             calls.on_scheduler(_scheduler, None, calls.client.id, old)
         work_old = got.workers(self._work)
-        if work_old:          # (applied sends it to the workers still there)
+        if work_old:          # (Applied sends it to the workers still there)
             calls.on_workers(_restore, work_old)
 
 
@@ -72,4 +72,4 @@ def low_latency(client, interval: float = 0.0):
     >>> with low_latency(client):                                   # doctest: +SKIP
     ...     client.gather(futures)
     """
-    return applied(client, LowLatency(interval))
+    return Applied(client, LowLatency(interval))
