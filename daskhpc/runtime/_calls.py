@@ -1,9 +1,6 @@
-"""Settings a run puts on the cluster, with one call to the workers and one to the
-scheduler to turn them all on, and one of each to turn them off (docs/benchmarks.md).
-
-A :class:`Setting` names the worker and scheduler functions that turn it on and off;
-:class:`Applied` runs them. The calls never fail the run: a function that raises, or a
-worker that left, is left out (its setting is then not restored there).
+"""Settings a run puts on the cluster: one call to the workers and one to the scheduler
+turn them all on, one of each turns them off (docs/benchmarks.md). A call that raises,
+or a worker that left, is left out: the calls never fail the run.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Run a :class:`~daskhpc.comm.Program` on a Dask cluster: its steps as pinned task groups.
 
-Graph exchange: for every worker ``w`` (label ``"w0"``, ... in placement order) and step
-``t`` a group of tasks keyed ``("<program>-<token>", w, t, receiver)`` (``""``: sends to
-no other worker), whose inputs are the chain (the first task of ``w``'s group ``t - 1``)
-and the bundles ``(<program>-<token>, v, t - 1, w)`` of the workers ``v`` sending to
+Graph exchange: per worker ``w`` (``"w0"``, ... in placement order) and step ``t`` a
+group of tasks ``("<program>-<token>", w, t, receiver)`` reading the chain (``w``'s
+group ``t - 1``) and the bundles ``(.., v, t - 1, w)`` of the workers ``v`` sending to
 ``w``: one transfer per communicating worker pair and step. Direct exchange: one task
-per worker and window of steps (``steps_direct``; ``steps_single`` on one worker). A
-long program is submitted in windows; the client keeps each window's frontier.
+per worker and window of steps (``steps_direct``; ``steps_single`` on one worker).
 """
 
 from __future__ import annotations

@@ -5,12 +5,6 @@ for a worker of that address, which a nanny never brings back (new port), so wai
 it would hang. :class:`WorkerWatch` follows the scheduler's ``remove-worker`` events and
 :func:`gather_watching` waits in short slices, raising :class:`WorkerLost`; the workflow
 then re-maps the parts (:func:`replace_lost`) and restarts from its last checkpoint.
-
-Examples
---------
->>> with WorkerWatch(client, placement.workers) as watch:          # doctest: +SKIP
-...     values = gather_watching(client, futures, watch)
-... # WorkerLost: worker(s) lost during the run: tcp://127.0.0.1:40125
 """
 
 from __future__ import annotations
