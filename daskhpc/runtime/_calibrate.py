@@ -1,9 +1,6 @@
-"""Measure the alpha-beta cost ``t(m) = alpha + beta * m`` of a worker-to-worker message.
-
-:func:`calibrate` runs a chain of pinned tasks alternating between two workers
-(ping-pong, one transfer at a time); each transfer is timed by the receiver's
-``transfer_incoming_log`` (``stop - start``: its ``duration`` is clamped to 1 ms), the
-request, serialisation and wire together: what a dependent task waits for its input.
+"""Measure the alpha-beta cost ``t(m) = alpha + beta * m`` of a worker-to-worker message:
+a ping-pong chain of pinned tasks, each transfer timed by the receiver's
+``transfer_incoming_log`` (``stop - start``: its ``duration`` is clamped to 1 ms).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Full garbage collections kept off a run's path.
-
-A full collection scans every tracked object (about 250,000 on the client after the
-imports); one inside a short SSGD run doubled its cost (docs/benchmarks.md). While runs
-are on, the objects that existed when the first started are frozen (:func:`gc.freeze`)
-and the last one puts them back.
+"""Full garbage collections kept off a run's path: while runs are on, the objects that
+existed when the first started are frozen (:func:`gc.freeze`; a full collection inside a
+short SSGD run doubled its cost, docs/benchmarks.md).
 """
 
 from __future__ import annotations

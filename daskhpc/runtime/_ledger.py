@@ -1,9 +1,6 @@
-"""Measure the bytes and messages sent between workers, counted on the sender's side.
-
-Two sources per worker: the direct exchange's own log of pushes, and Dask's
-``transfer_outgoing_log`` of ``get_data`` replies (``who``: the receiver). That log keeps
-1000 entries, so while a ledger is open a *tap* copies its new entries every
-:data:`DRAIN_S`. P2P shuffle transfers go over their own channel and are not counted.
+"""Measure the bytes and messages sent between workers, counted on the sender's side: the
+direct exchange's log of pushes, and Dask's ``transfer_outgoing_log`` (1000 entries, so a
+*tap* copies it every :data:`DRAIN_S` while a ledger is open).
 """
 
 from __future__ import annotations

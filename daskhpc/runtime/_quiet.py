@@ -1,8 +1,5 @@
-"""A lost worker's data is an expected event of a recovery, not an error for the user.
-
-While a run is on, :class:`Quiet` drops the scheduler's ``Removing worker ... caused the
-cluster to lose ... data`` ERROR and WARNING lines when every key they name is the run's
-(the run's recovery record says it instead); anything else still reaches the user.
+"""A lost worker's data is an expected event of a recovery: while a run is on, :class:`Quiet`
+drops the scheduler's "caused the cluster to lose" lines when every key is the run's.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Unit reports: what workers tell the client at the end of each unit, as Dask events.
-
-An event travels worker -> scheduler -> client in order with the task's completion and
-before the news of that worker's death: the client learns what finished even when the
-futures it waits on never come.
+"""Unit reports, as Dask events: worker -> scheduler -> client in order with the task's
+completion and before the news of the worker's death, so the client learns what finished
+even when the futures it waits on never come.
 """
 
 from __future__ import annotations

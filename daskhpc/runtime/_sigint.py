@@ -1,8 +1,5 @@
-"""Worker preload: leave Ctrl-C to the client.
-
-A Ctrl-C reaches every process of the foreground group, a LocalCluster's workers too:
-each would die with a traceback and the client would try to recover. Workers keep
-running, silenced; the client gets KeyboardInterrupt, closes the cluster and exits 130.
+"""Worker preload: leave Ctrl-C to the client, which closes the cluster and exits 130
+(each worker would die with a traceback, and the client try to recover).
 """
 
 from __future__ import annotations

@@ -2,10 +2,6 @@
 
 Each worker keeps, per run (``token``), a :class:`~daskhpc.comm.Context` per part it owns
 (never a Dask value, so never copied, spilled or sent) and the messages not consumed yet.
-Step modes: graph exchange (:func:`step_group`: step ``t`` is a group of tasks, one per
-receiving worker; the first to run runs the step for every part and each returns its
-bundle ``{(src, dst): payload}``), direct exchange (:func:`steps_direct`, ``_exchange``)
-and one worker (:func:`steps_single`).
 
 .. warning::
    Tasks act on worker-side state: they must not be re-run one by one (Dask's retries
