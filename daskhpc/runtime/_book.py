@@ -7,7 +7,6 @@ import time
 
 from daskhpc.runtime._checkpoint import CheckpointDir
 from daskhpc.runtime._job import Job
-from daskhpc.runtime._network import _host_of
 from daskhpc.runtime._placement import Placement
 
 __all__ = ["Book", "public", "todo", "invalidate", "settle", "measure", "host_link_bytes"]
@@ -185,6 +184,11 @@ def measure(job: Job, ledger, placement: Placement, book: Book, meter: dict) -> 
     return out
 
 
+def _host(address: str) -> str:
+    """``tcp://10.0.0.2:4000`` -> ``10.0.0.2``."""
+    return address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
 def host_link_bytes(measured, planned=None) -> dict:
     """Per host, the sizeof bytes its link carried to and from other hosts: ``{host:
     {"measured": bytes, "planned": bytes or None}}`` from lists of ``(sender, receiver,
@@ -193,7 +197,7 @@ def host_link_bytes(measured, planned=None) -> dict:
 
     def add(pairs, what):
         for src, dst, nbytes in pairs:
-            a, b = _host_of(src), _host_of(dst)
+            a, b = _host(src), _host(dst)
             for h in (a, b):
                 row = out.setdefault(h, {"measured": 0, "planned": 0 if planned else None})
                 if a != b:

@@ -7,7 +7,6 @@ import time
 
 from daskhpc import _config
 from daskhpc.errors import InputError
-from daskhpc.runtime._connect import worker_info
 
 __all__ = ["WorkersMissing", "wait_for_cluster", "worker_timeout"]
 
@@ -65,7 +64,7 @@ def wait_for_cluster(client, timeout=None) -> None:
     cluster = getattr(client, "cluster", None)
     if cluster is not None:
         _refuse_adaptive(cluster)
-    have = len(worker_info(client))
+    have = _joined(client)
     # a joined scheduler (no cluster object here) says nothing of its plan: at least one
     need = _planned(cluster) if cluster is not None else 1
     if need is None or have >= need:
@@ -86,10 +85,15 @@ def wait_for_cluster(client, timeout=None) -> None:
                 f"get{fewer}") + ", or wait longer (worker_timeout=SECONDS, or "
                 "daskhpc.runtime.worker-timeout)")
         time.sleep(POLL_S)
-        have = len(worker_info(client))
+        have = _joined(client)
         if cluster is not None:
             _refuse_adaptive(cluster)      # adapt() may be called from another thread
             need = _planned(cluster) or 0  # scale() from another thread counts
+
+
+def _joined(client) -> int:
+    # the scheduler's own count, as worker_info (_connect imports this module)
+    return len(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
 def _planned(cluster) -> int | None:
