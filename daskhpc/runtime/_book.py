@@ -1,6 +1,5 @@
 """The frame's bookkeeping of one run: reports per unit, history rows, what the checkpoint
-holds, and the planned-vs-measured bytes of the last attempt.
-"""
+holds, and the planned-vs-measured bytes of the last attempt."""
 
 from __future__ import annotations
 
@@ -117,7 +116,7 @@ def invalidate(job: Job, book: Book, lost) -> dict:
 
 def settle(book: Book, units, drain, grace: float = 5.0) -> None:
     """Wait (briefly) until every unit of ``units`` has its row: reports travel as events
-    and may trail the futures by a moment."""
+    and may trail the futures."""
     deadline = time.monotonic() + grace
     while True:
         drain()
@@ -131,8 +130,8 @@ def settle(book: Book, units, drain, grace: float = 5.0) -> None:
 
 
 def measure(job: Job, ledger, placement: Placement, book: Book, meter: dict) -> dict:
-    """Measured bytes of the last attempt next to its plans on the same workers, per run
-    and per unit (only the units that ran: a run that stopped early ran fewer)."""
+    """Measured bytes of the last attempt next to its plans on the same workers, per run and
+    per unit (of the units that ran)."""
     if ledger is None or ledger.entries is None:
         return {"per_unit": {}}
     workers = list(placement.workers)
@@ -186,31 +185,14 @@ def measure(job: Job, ledger, placement: Placement, book: Book, meter: dict) -> 
 
 
 def _host(address: str) -> str:
-    """``tcp://10.0.0.2:4000`` -> ``10.0.0.2``: the host a worker's address names."""
+    """``tcp://10.0.0.2:4000`` -> ``10.0.0.2``."""
     return address.split("://", 1)[-1].rsplit(":", 1)[0]
 
 
 def host_link_bytes(measured, planned=None) -> dict:
-    """Per host, the bytes its link carried: what its workers sent to and received from
-    workers of other hosts (sizeof bytes, as ``planned_bytes`` counts them).
-
-    Parameters
-    ----------
-    measured, planned : list of (sender, receiver, nbytes)
-        Worker addresses and bytes of every message sent, and of every planned one
-        (None: no plan).
-
-    Returns
-    -------
-    dict
-        ``{host: {"measured": bytes, "planned": bytes or None}}``.
-
-    Examples
-    --------
-    >>> host_link_bytes([("tcp://h1:1", "tcp://h2:1", 10), ("tcp://h1:1", "tcp://h1:2", 5)],
-    ...                 [("tcp://h1:1", "tcp://h2:1", 10)])
-    {'h1': {'measured': 10, 'planned': 10}, 'h2': {'measured': 10, 'planned': 10}}
-    """
+    """Per host, the sizeof bytes its link carried to and from other hosts: ``{host:
+    {"measured": bytes, "planned": bytes or None}}`` from lists of ``(sender, receiver,
+    nbytes)``."""
     out: dict = {}
 
     def add(pairs, what):

@@ -1,21 +1,6 @@
-"""Settings a run puts on the cluster, made with one call to the workers and one to the
-scheduler.
-
-While a run is on, the frame unbatches the control messages (``_latency``), filters the
-lost-data lines of its keys (``_quiet``) and bounds Dask's logs (``_logs``); afterwards
-it puts the first two back. Each used to make its own ``client.run`` or
-``run_on_scheduler``, a round trip each (docs/benchmarks.md). A :class:`Setting` names
-the worker and scheduler functions that turn it on and off; :func:`applied` turns
-several on with one call of each kind and off the same way.
-
-The calls never fail the run: a function that raises, or a worker that left, is left
-out (its setting is then not restored there), as each setting did on its own.
-
-Examples
---------
->>> from daskhpc.runtime._latency import LowLatency
->>> with applied(client, LowLatency(0.0)):                     # doctest: +SKIP
-...     client.gather(futures)
+"""Settings a run puts on the cluster: one call to the workers and one to the scheduler
+turn them all on, one of each turns them off (docs/benchmarks.md). A call that raises,
+or a worker that left, is left out: the calls never fail the run.
 """
 
 from __future__ import annotations
@@ -25,12 +10,12 @@ import asyncio
 import inspect
 from typing import Callable
 
-__all__ = ["Applied", "Calls", "Got", "Setting", "applied", "apply_once", "together"]
+__all__ = ["Applied", "Calls", "Got", "Setting", "together"]
 
 
 class Calls:
     """Functions to run on every worker (``fn(*args, dask_worker=...)``) and on the
-    scheduler (``fn(*args, dask_scheduler=...)``), in the order given, sent together."""
+    scheduler (``fn(*args, dask_scheduler=...)``), in order, sent together."""
 
     def __init__(self, client):
         self.client = client
@@ -48,10 +33,9 @@ class Calls:
         return len(self.scheduler) - 1
 
     def send(self, workers: list | None = None, wait: bool = True) -> Got:
-        """Make the calls (the worker ones on ``workers``, default all), the worker and the
-        scheduler call at the same time (one round trip, not two in a row); never raises.
-        ``wait=False``: return at once, the calls on their way; the :class:`Got` waits for
-        them when first read (:meth:`Got.wait`)."""
+        """Make the calls (the worker ones on ``workers``, default all) at the same time;
+        never raises. ``wait=False``: return at once, the :class:`Got` waits when first
+        read."""
         calls = {}
         if self.workers and (workers is None or workers):
             calls["workers"] = self.client.run(_on_worker, self.workers, workers=workers,
@@ -86,14 +70,13 @@ def _received(calls: dict, sent) -> tuple[dict, list]:
 
 
 async def together(coros: list) -> list:
-    """Await ``coros`` at once (in the client's loop: ``client.sync(together, coros)``);
-    one that raised reads as its exception."""
+    """Await ``coros`` at once; one that raised reads as its exception."""
     return list(await asyncio.gather(*coros, return_exceptions=True))
 
 
 class Got:
     """What :meth:`Calls.send` brought back; failed calls read as absent. Made with a
-    callable (calls on their way): it is called when first read, or at :meth:`wait`."""
+    callable (calls on their way): called when first read."""
 
     def __init__(self, by_worker: dict | Callable, on_scheduler: list | None = None):
         self._later = by_worker if callable(by_worker) else None
@@ -130,7 +113,7 @@ class Got:
 
 class Setting(abc.ABC):
     """Something a run sets on the cluster: :meth:`on` adds the calls that set it,
-    :meth:`off` (given what ``on``'s calls returned) the calls that undo it."""
+    :meth:`off` those that undo it."""
 
     @abc.abstractmethod
     def on(self, calls: Calls) -> None:
@@ -144,17 +127,10 @@ class Setting(abc.ABC):
 
 
 class Applied:
-    """``with applied(client, *settings) as got:`` the body runs with ``settings`` on
-    (one call of each kind to turn them on, one to turn them off; the worker calls that
-    undo go to the workers still there that took the first ones: a call to a lost
-    worker's address waits for the connect timeout).
-    ``lost``: says whether the body saw workers leave; where it says no, the workers
-    that took the first calls are taken as there (no round trip to the scheduler to
-    ask, 2 ms at the end of every run). ``wait=False``: the body starts while the calls
-    that turn the settings on are on their way (it calls ``got.wait()`` before it needs
-    them: 2-3 ms of a run's client work done meanwhile). The body may start the undoing
-    calls itself (:meth:`undo_soon`, once its work on the cluster is done) and go on
-    while they are on their way; the exit then waits for them."""
+    """``with Applied(client, *settings) as got:`` the body runs with ``settings`` on. The
+    undoing calls go to the workers that took the first ones and are still there (``lost()``
+    false: all of them, without asking the scheduler). ``wait=False``: the body starts while
+    the calls are on their way; it may send the undoing calls itself (:meth:`undo_soon`)."""
 
     def __init__(self, client, *settings: Setting, lost: Callable[[], bool] | None = None,
                  wait: bool = True):
@@ -163,7 +139,10 @@ class Applied:
         self._undone: Got | None = None
 
     def __enter__(self) -> Got:
-        self.got = apply_once(self.client, *self.settings, wait=self.wait)
+        calls = Calls(self.client)
+        for s in self.settings:
+            s.on(calls)
+        self.got = calls.send(wait=self.wait)
         return self.got
 
     def undo_soon(self) -> None:
@@ -186,24 +165,8 @@ class Applied:
             s.closed(undone)
 
 
-def applied(client, *settings: Setting, lost: Callable[[], bool] | None = None,
-            wait: bool = True) -> Applied:
-    """The context manager :class:`Applied` (see there)."""
-    return Applied(client, *settings, lost=lost, wait=wait)
-
-
-def apply_once(client, *settings: Setting, wait: bool = True) -> Got:
-    """Turn ``settings`` on (for good: nothing undoes them); what the calls returned
-    (``wait=False``: on their way, see :meth:`Calls.send`)."""
-    calls = Calls(client)
-    for s in settings:
-        s.on(calls)
-    return calls.send(wait=wait)
-
-
 def _alive(client, workers) -> list:
-    """Those of ``workers`` the scheduler still has (``_connect.worker_addresses``'s
-    source: the client's cached view can be stale)."""
+    """Those of ``workers`` the scheduler still has."""
     try:
         now = client.sync(client.scheduler.identity, n_workers=-1)["workers"]
     except Exception:  # noqa: BLE001 - a cluster going away: nothing to restore
@@ -230,8 +193,8 @@ async def _on_scheduler(calls: list, dask_scheduler=None) -> list:
 
 
 async def _each(calls: list, name: str, server) -> list:
-    """Run ``calls`` here, each given ``server`` by keyword ``name`` (as distributed
-    does); every call's value, or :class:`_Failed`."""
+    """Run ``calls`` here, each given ``server`` by keyword ``name``; each value, or
+    :class:`_Failed`."""
     out = []
     for fn, args in calls:
         try:

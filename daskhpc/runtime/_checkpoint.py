@@ -1,34 +1,4 @@
-"""A checkpoint directory that long runs write step by step and resume from.
-
-Layout of ``DIR`` (``--checkpoint DIR`` on ``daskhpc run``)::
-
-    manifest.json      workflow, fingerprint of the run, the completed steps (+ metadata)
-    step-000004/       what the workers wrote for step 4 (one file per part, say)
-    ...                (the newest ``keep`` complete steps are kept)
-
-Workers write the step files themselves (:func:`save_arrays`, atomically), so ``DIR``
-must be on a file system every worker and the client see. A step counts once the client
-has seen all its files written and calls :meth:`CheckpointDir.complete`, which rewrites
-the manifest atomically: a run killed at any moment leaves the previous step usable.
-
-The fingerprint names everything that changes the numbers of the run (input, parts,
-seeds, hyper-parameters). Refused: a directory holding a different run's checkpoint (the
-message shows where the fingerprints differ), one with a checkpoint when ``resume`` is
-off, and one with step folders but no manifest. On resume the newest complete step's
-``.npz`` files are read through: a damaged one is named in a :class:`CheckpointWarning`
-and the run falls back to the newest intact step before it.
-
-Examples
---------
->>> import tempfile
->>> ck = CheckpointDir(tempfile.mkdtemp(), "demo", {"seed": 0})
->>> _ = save_arrays(ck.file(3, "part-0.npz"), x=np.arange(3))
->>> ck.complete(3, loss=1.5)
->>> ck.latest()
-(3, {'step': 3, 'loss': 1.5})
->>> load_arrays(ck.file(3, "part-0.npz"))["x"]
-array([0, 1, 2])
-"""
+"""A checkpoint directory that long runs write step by step and resume from."""
 
 from __future__ import annotations
 
@@ -60,7 +30,15 @@ class CheckpointWarning(UserWarning):
 
 
 class CheckpointDir:
-    """The checkpoint of one run in ``path`` (see the module docstring).
+    """The checkpoint of one run in ``path``.
+
+    ``path`` holds ``manifest.json`` (workflow, fingerprint, the complete steps) and
+    ``step-000004/``-style folders the workers write themselves (:func:`save_arrays`, on a
+    file system every worker sees). :meth:`complete` rewrites the manifest atomically, so a
+    run killed at any moment leaves the previous step usable. Refused: another run's
+    checkpoint (the message shows where the fingerprints differ), a checkpoint without
+    ``resume``, step folders without a manifest. On resume a damaged newest step is named in
+    a :class:`CheckpointWarning` and the run falls back to the newest intact one.
 
     Parameters
     ----------
@@ -68,12 +46,20 @@ class CheckpointDir:
         Created if missing.
     workflow : str
     fingerprint : dict
-        JSON-serialisable; must equal the stored one to continue.
+        JSON-serialisable; what changes the run's numbers. Must equal the stored one.
     resume : bool
-        Continue from a checkpoint found in ``path``; without it a non-empty
-        checkpoint is refused.
+        Continue from a checkpoint found in ``path``.
     keep : int
-        Complete steps to keep on disk (older step directories are removed).
+        Complete steps to keep on disk.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> ck = CheckpointDir(tempfile.mkdtemp(), "demo", {"seed": 0})
+    >>> _ = save_arrays(ck.file(3, "part-0.npz"), x=np.arange(3))
+    >>> ck.complete(3, loss=1.5)
+    >>> ck.latest()
+    (3, {'step': 3, 'loss': 1.5})
     """
 
     def __init__(self, path, workflow: str, fingerprint: dict, *, resume: bool = False,
@@ -118,8 +104,7 @@ class CheckpointDir:
             self._drop_damaged()
 
     def _drop_damaged(self) -> None:
-        """Leave out the newest complete steps whose files cannot be read, down to the
-        newest intact one (its files are what a resumed run loads)."""
+        """Leave out the newest complete steps whose files cannot be read."""
         done = self.manifest["complete"]
         while done:
             step = int(done[-1]["step"])
@@ -133,7 +118,6 @@ class CheckpointDir:
             warnings.warn(f"checkpoint step {step} is damaged ({problem}); {back}",
                           CheckpointWarning, stacklevel=3)
 
-    # -- reading --------------------------------------------------------------------
     def _read(self) -> dict | None:
         where = os.path.join(self.path, MANIFEST)
         if not os.path.exists(where):
@@ -164,7 +148,6 @@ class CheckpointDir:
         """Path of a run-wide file (e.g. the partition) next to the manifest."""
         return os.path.join(self.path, name)
 
-    # -- writing --------------------------------------------------------------------
     def write_extra(self, name: str, data: dict) -> str:
         """Write a run-wide JSON file next to the manifest, atomically; returns its path."""
         path = self.extra(name)
@@ -190,7 +173,7 @@ def _is_step(name: str) -> bool:
 
 
 def _different(old: dict, new: dict, keys: list) -> str:
-    """Say how two fingerprints differ: the input (digests) first, both values each."""
+    """How two fingerprints differ: the input digests first, both values each."""
     def short(v):
         t = repr(v)
         return f"{v[:12]}..." if isinstance(v, str) and len(v) == 64 else \
@@ -205,8 +188,7 @@ def _different(old: dict, new: dict, keys: list) -> str:
 
 
 def check_step(path: str, step: int) -> str | None:
-    """None if every file of ``step`` in checkpoint directory ``path`` reads back whole,
-    else what is wrong, naming the file (``.npz`` files are read through: CRCs)."""
+    """None if every ``.npz`` file of ``step`` reads back whole (CRCs), else what is wrong."""
     d = os.path.join(path, f"step-{int(step):06d}")
     if not os.path.isdir(d):
         return None          # a step that wrote no files (SpGEMM batches kept nowhere)
@@ -225,8 +207,7 @@ def check_step(path: str, step: int) -> str | None:
 
 
 def step_file(path: str, step: int, name: str) -> str:
-    """Path of file ``name`` of ``step`` in checkpoint directory ``path`` (created); what a
-    worker writes to without a :class:`CheckpointDir` of its own."""
+    """Path of file ``name`` of ``step`` in checkpoint directory ``path`` (created)."""
     d = os.path.join(path, f"step-{int(step):06d}")
     os.makedirs(d, exist_ok=True)
     return os.path.join(d, name)

@@ -1,9 +1,7 @@
 """Connect to a Dask cluster configured for pinned, communication-bound runs.
 
-``connect()`` is the one place where daskhpc starts or finds a cluster. A cluster
-it starts itself is set up for our graphs before anything runs: no work stealing
-(pinned placement is the point), no task fusion, and no active memory manager (it
-would drop replicas we made on purpose).
+A cluster ``connect()`` starts has no work stealing, no task fusion and no active memory
+manager (it would drop replicas made on purpose).
 """
 
 from __future__ import annotations
@@ -32,19 +30,16 @@ __all__ = ["connect", "worker_addresses", "worker_info", "in_order", "CLUSTER_CO
 #: Set before a cluster that ``connect()`` starts is built: the scheduler and the
 #: workers read these once, at start-up.
 CLUSTER_CONFIG: dict[str, Any] = {
-    # Stealing respects hard restrictions, but moves every unpinned task; our
-    # placement is the schedule, so nothing may move.
+    # our placement is the schedule: nothing may move
     "distributed.scheduler.work-stealing": False,
     # ReduceReplicas drops replicas that a broadcast made on purpose.
     "distributed.scheduler.active-memory-manager.start": False,
     # Fusion and annotation merging drop or intersect worker restrictions
-    # (docs/decisions.md, "The cluster's configuration"). They are client-side
-    # optimisations: submit_pinned never runs them, this only covers the workers' code.
+    # (docs/decisions.md, "The cluster's configuration").
     "optimization.fuse.active": False,
     "optimization.annotations.fuse": False,
-    # Dask's nannies set MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's mmap
-    # threshold at 128 kB: every larger numpy array is then an mmap + page faults + munmap
-    # (docs/gcn.md). Keep the trimming, the mmap threshold set and a larger trim one.
+    # Dask's MALLOC_TRIM_THRESHOLD_=65536 freezes glibc's mmap threshold at 128 kB: every
+    # larger array is an mmap + page faults + munmap (docs/gcn.md)
     "distributed.nanny.pre-spawn-environ": {
         "MALLOC_TRIM_THRESHOLD_": 128 * 2**20, "MALLOC_MMAP_THRESHOLD_": 32 * 2**20,
         "OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1},
@@ -70,18 +65,11 @@ def connect(
 ) -> Client:
     """Return a Client, starting a local cluster unless told where one is.
 
-    Three ways to get a cluster, tried in this order:
-
-    1. ``DASKHPC_MPI_CLIENT=1`` in the environment (set by the daskhpc dask-mpi
-       launcher on the client rank after ``dask_mpi.initialize()``):
-       ``Client()`` joins the scheduler dask-mpi already started.
-    2. ``address`` or ``scheduler_file``: join that scheduler. Without them, a
-       ``scheduler-address`` in ``dask.config`` (``DASK_SCHEDULER_ADDRESS``) is
-       joined, as ``Client()`` does.
-    3. Otherwise start a ``LocalCluster`` of ``n_workers`` worker processes,
-       one thread each, over TCP, with :data:`CLUSTER_CONFIG` applied before
-       the scheduler and workers start, and the daskhpc dashboard pages
-       (scheduler preload :mod:`daskhpc.dashboard.preload`).
+    Tried in order: ``DASKHPC_MPI_CLIENT=1`` (the daskhpc dask-mpi launcher's client rank)
+    joins the scheduler dask-mpi started; ``address`` or ``scheduler_file`` (else a
+    configured ``scheduler-address``) joins that scheduler; otherwise a ``LocalCluster`` of
+    ``n_workers`` one-thread worker processes over TCP starts with :data:`CLUSTER_CONFIG`
+    and the daskhpc dashboard pages.
 
     Parameters
     ----------
@@ -92,46 +80,28 @@ def connect(
     n_workers : int, optional
         Local workers to start; default ``daskhpc.runtime.workers``.
     dashboard_address : str, optional
-        Where the dashboard listens; default ``daskhpc.runtime.dashboard-address``.
-        If that port is taken, a free port on the same host is used instead.
+        Default ``daskhpc.runtime.dashboard-address`` (a free port if that one is taken).
     security : distributed.security.Security, optional
-        Credentials for a TLS scheduler. By default, with ``scheduler_file=F``, those
-        that ``python -m daskhpc.mpi --scheduler-file F`` leaves beside it
-        (:func:`scheduler_file_security`); otherwise Dask's config.
+        TLS credentials; default with ``scheduler_file``: :func:`scheduler_file_security`.
     processes : bool, default True
-        Worker processes (the default, and what measurements need: only real
-        TCP transfers report meaningful byte counts) or threads in this process.
+        Worker processes (only real TCP transfers give meaningful byte counts) or threads.
     **cluster_kwargs
-        Passed on to :class:`distributed.LocalCluster` (``threads_per_worker``,
-        ``protocol``, ``memory_limit``, ...).
+        Passed on to :class:`distributed.LocalCluster`.
 
     Returns
     -------
     distributed.Client
-        A client that owns the local cluster it started: ``client.close()``, or
-        leaving ``with connect() as client:``, shuts the workers down too. The
-        cluster is ``client.cluster``.
+        Closing it shuts down the local cluster it started (``client.cluster``).
 
     Notes
     -----
-    When joining a running scheduler from the environment (case 1, or case 2
-    through ``scheduler-address``), ``n_workers`` and cluster options are
-    ignored, so that one script runs on a laptop and under MPI; given together
-    with an explicit ``address`` or ``scheduler_file`` they are an error.
-    The settings in :data:`CLUSTER_CONFIG` cannot be applied to a scheduler that
-    is already running (cases 1 and 2). Whoever starts it sets them, e.g. with
-    ``DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING=False`` in the job environment.
-    Pinned tasks are safe either way: stealing respects hard restrictions.
-
-    Joining waits at most ``daskhpc.runtime.connect-timeout`` seconds (30) for a
-    scheduler file to appear and for the scheduler to answer, then fails with one
-    line, :class:`NoScheduler`; an address that refuses the connection (nothing
-    listens there) fails at once, and so does a scheduler file in a directory that does
-    not exist (:class:`~daskhpc.errors.InputError`: a bad option).
+    A scheduler joined from the environment ignores ``n_workers`` and cluster options; with
+    ``address`` or ``scheduler_file`` they are an error, and :data:`CLUSTER_CONFIG` is the
+    starter's to set. Joining waits at most ``daskhpc.runtime.connect-timeout`` seconds
+    (:class:`NoScheduler`); a refused connection fails at once.
 
     Examples
     --------
-    >>> from daskhpc.runtime import connect, worker_addresses
     >>> with connect(n_workers=2) as client:          # doctest: +SKIP
     ...     print(worker_addresses(client))
     ['tcp://127.0.0.1:40181', 'tcp://127.0.0.1:43911']
@@ -169,9 +139,7 @@ def connect(
     if security is not None:
         cluster_kwargs["security"] = security
     if processes and "worker_class" not in cluster_kwargs:
-        # A Nanny hands its config to the worker process it spawns. Passing it
-        # explicitly also covers workers added later by cluster.scale(), which
-        # are built after the dask.config.set below has been undone.
+        # explicit: also covers workers added later by cluster.scale()
         worker_preload = list(dask.config.get("distributed.worker.preload", None) or [])
         worker_preload += [m for m in (SIGINT_PRELOAD, LOGS_PRELOAD) if m not in worker_preload]
         cluster_kwargs["config"] = {
@@ -179,19 +147,16 @@ def connect(
             "distributed.worker.preload": worker_preload,
             **cluster_kwargs.get("config", {}),
         }
-    # The scheduler imports this while it is built: the daskhpc dashboard pages
-    # are served with Dask's own, and their data plugin is installed.
+    # the daskhpc dashboard pages, served with Dask's own
     preload = list(dask.config.get("distributed.scheduler.preload", None) or [])
     if DASHBOARD_PRELOAD not in preload:
         preload.append(DASHBOARD_PRELOAD)
     with dask.config.set({**CLUSTER_CONFIG, "distributed.scheduler.preload": preload}):
-        # Client(address=None, **kwargs) starts the LocalCluster itself and, as
-        # documented for Client.close, closes it again: no wrapper needed.
+        # the Client starts the LocalCluster and closes it again
         quiet_dask_noise()
         with warnings.catch_warnings():
-            # free_dashboard_address probed the port; another process may take it in the
-            # meantime: Dask then serves on another one, which the client's
-            # dashboard_link (printed by the CLI) names; its warning says no more
+            # another process may take the probed port first: Dask then serves on
+            # another one, which the client's dashboard_link names
             warnings.filterwarnings("ignore", message=r"Port \d+ is already in use",
                                     category=UserWarning)
             return start_without_sigint(lambda: Client(
@@ -204,11 +169,8 @@ def connect(
 
 
 def direct_to_workers(local: bool) -> bool | None:
-    """``Client(direct_to_workers=...)`` by ``daskhpc.runtime.direct-to-workers``: data
-    placed and gathered straight to and from the workers (one hop, not two: docs/hpc.md).
-    ``local``: a LocalCluster's client, whose workers are on its host; a joining client
-    goes straight only where the setting is true (None: Dask's default, through the
-    scheduler)."""
+    """``Client(direct_to_workers=...)`` by ``daskhpc.runtime.direct-to-workers``
+    (``local``: a LocalCluster's client; None: Dask's default)."""
     value = _config.get("runtime.direct-to-workers", "local")
     if value == "local":
         return True if local else None
@@ -216,29 +178,27 @@ def direct_to_workers(local: bool) -> bool | None:
 
 
 def _close_quietly(client: Client) -> None:
-    """Close a cluster a Ctrl-C stopped right after its start (no lost-data log lines)."""
+    """Close a cluster a Ctrl-C stopped right after its start, without log lines."""
     import logging
 
     logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
     client.close()
 
 
-#: Seconds ``connect`` waits for a scheduler file to appear and for a scheduler to answer
-#: (``daskhpc.runtime.connect-timeout``, e.g. ``DASK_DASKHPC__RUNTIME__CONNECT_TIMEOUT=120``
-#: in a batch job whose scheduler starts slowly).
+#: Seconds ``connect`` waits for a scheduler file and a scheduler's answer
+#: (``daskhpc.runtime.connect-timeout``).
 CONNECT_TIMEOUT_S = 30.0
 
 
 class NoScheduler(ConnectionError):
-    """No scheduler to join: its address refused the connection, it did not answer in the
-    bounded wait, or its scheduler file did not appear in it (the CLI prints the message
-    alone and exits 1)."""
+    """No scheduler to join: refused, no answer in the bounded wait, or no scheduler file
+    (the CLI prints the message alone)."""
 
     one_line = True
 
 
 def connect_timeout() -> float:
-    """The bounded wait of :func:`connect`, in seconds (see :data:`CONNECT_TIMEOUT_S`)."""
+    """The bounded wait of :func:`connect`, in seconds."""
     from dask.utils import parse_timedelta
 
     return float(parse_timedelta(_config.get("runtime.connect-timeout", CONNECT_TIMEOUT_S),
@@ -246,8 +206,7 @@ def connect_timeout() -> float:
 
 
 def _wait_for_file(scheduler_file, wait: float) -> None:
-    """Wait (bounded) for a scheduler file another process writes; one line if it never
-    comes. Dask's Client would wait for it forever, printing nothing."""
+    """Wait (bounded) for a scheduler file another process writes (Dask would wait forever)."""
     import time
 
     from daskhpc.errors import InputError
@@ -270,9 +229,8 @@ def _wait_for_file(scheduler_file, wait: float) -> None:
 
 
 def _refused(address) -> bool:
-    """Whether nothing listens at a TCP ``address`` (the connection is refused): then
-    waiting for an answer is pointless. Unreachable or slow hosts are left to the wait,
-    and so is TLS (a bare connection would make the scheduler log a failed handshake)."""
+    """Whether nothing listens at a TCP ``address``; unreachable hosts and TLS are left to
+    the wait."""
     from distributed.comm import parse_address, parse_host_port
 
     try:
@@ -289,7 +247,7 @@ def _refused(address) -> bool:
 
 
 def _scheduler_file_address(scheduler_file):
-    """The ``address`` a scheduler file holds, None if it cannot be read or has none."""
+    """The ``address`` a scheduler file holds, None if it cannot be read."""
     import json
 
     with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
@@ -299,8 +257,7 @@ def _scheduler_file_address(scheduler_file):
 
 
 def _join(address, scheduler_file, wait: float, security=None) -> Client:
-    """Client of a running scheduler, or :class:`NoScheduler`: at once where the connection
-    is refused, else after ``wait`` seconds."""
+    """Client of a running scheduler, or :class:`NoScheduler` (at once when refused)."""
     target = address or (_scheduler_file_address(scheduler_file) if scheduler_file else None)
     if target and _refused(target):
         where = f"{target} (from {scheduler_file})" if scheduler_file else target
@@ -351,9 +308,7 @@ def scheduler_file_security(scheduler_file: str):
 
 
 def _plain_scheduler(scheduler_file, pem: str) -> None:
-    # A TLS scheduler without credentials would fail deep in distributed (a TypeError
-    # about ssl_context): say what is missing instead (Client() reports a missing or
-    # broken scheduler file itself)
+    # a TLS scheduler without credentials would fail deep in distributed: say why
     address = _scheduler_file_address(scheduler_file)
     if str(address).startswith("tls://") and not dask.config.get(
             "distributed.comm.tls.client.cert", None):
@@ -367,18 +322,8 @@ def _plain_scheduler(scheduler_file, pem: str) -> None:
 def worker_addresses(client: Client) -> list[str]:
     """Addresses of the workers, in a stable order.
 
-    Sorted by worker name (numbers numerically, then strings), then address, so
-    that the same cluster gives the same order on every call and every rank:
-    LocalCluster names its workers 0, 1, 2, ... and dask-mpi by MPI rank.
-
-    Parameters
-    ----------
-    client : distributed.Client
-        A synchronous client.
-
-    Returns
-    -------
-    list of str
+    Sorted by worker name (numbers numerically), then address: the same order on every call
+    and every rank (LocalCluster names workers 0, 1, ...; dask-mpi by rank).
 
     Examples
     --------
@@ -390,12 +335,10 @@ def worker_addresses(client: Client) -> list[str]:
 
 
 def worker_info(client: Client) -> dict:
-    """``{address: info}`` of every worker, as the scheduler has them now (``name``,
-    ``nanny``, ``status``, ...), from a synchronous ``client``: what
-    ``client.scheduler_info()["workers"]`` should be."""
-    # Not client.scheduler_info(): it returns the client's shared cache, which the
-    # client's own periodic refresh (n_workers=0: no workers) may overwrite between the
-    # fetch and the read; on a loaded machine that made every worker look lost.
+    """``{address: info}`` of every worker as the scheduler has them now (``name``,
+    ``nanny``, ``status``, ...)."""
+    # not client.scheduler_info(): its cache's periodic refresh (n_workers=0) may
+    # overwrite it between fetch and read, and every worker looks lost
     return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
@@ -405,8 +348,7 @@ def in_order(names: dict) -> list[str]:
 
 
 def _natural(name: object) -> tuple:
-    # Worker names are ints (LocalCluster, dask-mpi) or strings ("gpu-3");
-    # compare digits as numbers so that worker 10 comes after worker 9.
+    # worker 10 after worker 9; names may be strings ("gpu-3")
     return tuple(
         (0, int(part), "") if part.isdigit() else (1, 0, part)
         for part in re.split(r"(\d+)", str(name))
@@ -415,11 +357,8 @@ def _natural(name: object) -> tuple:
 
 
 def free_dashboard_address(address: str | None) -> str | None:
-    """``address``, or the same host with port 0 if its port is taken (the launcher's
-    scheduler and ``connect``'s LocalCluster would otherwise warn and pick one)."""
-    # LocalCluster falls back to a random port on its own, but with a
-    # UserWarning; test runs (warnings are errors) and parallel sessions must
-    # not collide, so probe first and ask for port 0 when the port is taken.
+    """``address``, or the same host with port 0 if its port is taken."""
+    # LocalCluster falls back to a random port with a UserWarning: probe first
     if not address:
         return address
     host, _, port = address.rpartition(":")
@@ -437,14 +376,10 @@ def free_dashboard_address(address: str | None) -> str | None:
 
 @contextlib.contextmanager
 def connected(run):
-    """A client of the cluster ``run`` (:class:`~daskhpc.runtime.RunOptions`) names, for
-    the duration of a run: ``run.client``, else a new one joining ``scheduler_file`` /
-    ``scheduler_address`` or starting a LocalCluster of ``workers`` (closed at the end),
-    else the current client (``distributed.get_client``). A cluster object that is still
-    growing (``cluster.scale(n)`` of a dask-jobqueue cluster) is waited for, at most
-    ``run.worker_timeout`` seconds (:func:`~daskhpc.runtime._scaling.wait_for_cluster`).
-    The client process's objects are frozen meanwhile (``_gc``: no full collection of
-    the imports' objects inside a run)."""
+    """A client of the cluster ``run`` (:class:`~daskhpc.runtime.RunOptions`) names, for a
+    run: ``run.client``, a new one (joining, or a LocalCluster of ``workers``, closed at the
+    end), else ``get_client()``. A growing cluster is waited for (``run.worker_timeout``);
+    the client's objects are frozen meanwhile (``_gc``)."""
     with frozen():
         yield from _connected(run)
 

@@ -1,28 +1,10 @@
 """Run a :class:`~daskhpc.comm.Program` on a Dask cluster: its steps as pinned task groups.
 
-For every worker ``w`` (label ``"w0"``, ``"w1"``, ... in placement order) and step ``t``
-the graph has one *group* (see :mod:`._steps`): tasks keyed
-``("<program>-<token>", w, t, receiver)`` (``receiver`` ``""`` when the worker's parts send
-nothing to other workers at ``t``), all with the same inputs: the first task of the
-worker's group ``t - 1`` (its chain) and, for every worker ``v`` whose parts send to
-``w``'s parts at ``t - 1``, the task ``(<program>-<token>, v, t - 1, w)`` (the bundle).
-Nothing else: the scheduler sees the algorithm's structure, one transfer per
-communicating worker pair and step.
-
-The direct exchange has one task per worker and window of steps (``steps_direct``);
-when every part is on one worker, a window is one task of one loop (``steps_single``;
-``single`` says so). The graph exchange stays the per-step reference.
-
-A long program is submitted in *windows* of steps; the client keeps the futures of the
-frontier (the last chains and bundles of a window) for the next window, and can stop
-submitting when the run has converged. The parts are created by an init task per worker
-in the graph mode, by the first window's task in the direct modes.
-
-Examples
---------
->>> runner = ProgramRunner(client, program, placement, statics, token="ab12")  # doctest: +SKIP
->>> futs = runner.submit(range(program.nsteps))                    # doctest: +SKIP
->>> finals = runner.finals(client.gather(runner.finish()))         # doctest: +SKIP
+Graph exchange: per worker ``w`` (``"w0"``, ... in placement order) and step ``t`` a
+group of tasks ``("<program>-<token>", w, t, receiver)`` reading the chain (``w``'s
+group ``t - 1``) and the bundles ``(.., v, t - 1, w)`` of the workers ``v`` sending to
+``w``: one transfer per communicating worker pair and step. Direct exchange: one task
+per worker and window of steps (``steps_direct``; ``steps_single`` on one worker).
 """
 
 from __future__ import annotations
@@ -44,11 +26,8 @@ GRAPH_CODE_BYTES = 4 << 20
 
 
 def units_per_task() -> int:
-    """``daskhpc.runtime.units-per-task``: how many units one direct-mode task of a worker
-    runs (0: a whole window; 1: a task per unit, so a task's key names its unit).
-
-    Each task costs a scheduler round trip and the worker's bookkeeping (4-7 ms on 2 busy
-    cores, ``docs/benchmarks.md``): more than a short unit itself."""
+    """``daskhpc.runtime.units-per-task``: units per direct-mode task (0: a whole window). A
+    task costs a scheduler round trip (4-7 ms on 2 busy cores): more than a short unit."""
     from daskhpc import _config
 
     n = _config.get("runtime.units-per-task", 0)
@@ -67,7 +46,7 @@ def step_of_key(key) -> int | None:
 
 
 class ProgramRunner:
-    """One attempt of a program on ``placement`` (see the module docstring).
+    """One attempt of a program on ``placement``, as pinned tasks.
 
     Parameters
     ----------
@@ -87,13 +66,14 @@ class ProgramRunner:
     in_loop : bool
         Run the steps in the workers' event loops (short steps) instead of their threads.
     exchange : {"direct", "graph"}, optional
-        Default ``daskhpc.runtime.exchange``. ``graph``: messages between workers are
-        task results the receiver fetches (one task per receiving worker and step);
-        ``direct``: one task per worker and window of units (:func:`units_per_task`)
-        that runs their steps in a loop, messages pushed by the sender
-        (:mod:`._exchange`), so a step costs no scheduler round trip. The same results
-        either way. Direct, with every part on one worker: one task per window
+        As :class:`Job`; direct with every part on one worker: one task per window
         (:attr:`single`), no exchange at all.
+
+    Examples
+    --------
+    >>> runner = ProgramRunner(client, program, placement, statics, token="ab12")  # doctest: +SKIP
+    >>> futs = runner.submit(range(program.nsteps))                    # doctest: +SKIP
+    >>> finals = runner.finals(client.gather(runner.finish()))         # doctest: +SKIP
     """
 
     def __init__(self, client, program, placement, statics: dict, *, starts=None,
@@ -119,16 +99,12 @@ class ProgramRunner:
 
             transport()          # a bad setting fails here in one line, not in each worker
             register_once(client, Exchange(), NAME)
-        # one copy per worker, keyed after the run (runtime._quiet). Small code goes in
-        # the graph (a scatter per worker cost a round trip each): inside each worker's
-        # first loop task (direct), or as a pinned task of the first graph (graph mode).
-        # Larger code is scattered to each worker (a graph above 10 MB makes distributed
-        # warn), not broadcast (its "replicate" event breaks WorkerWatch's stream)
+        # one copy per worker: small code in the graph (a scatter costs a round trip),
+        # larger code scattered (distributed warns at a 10 MB graph), not broadcast (its
+        # "replicate" event breaks WorkerWatch's stream)
         keys = {lab: f"daskhpc-code-{token}-{lab}" for lab in self.address}
         self._code_tasks: dict = {}          # key -> (task, worker) until first submitted
         if self.direct and len(code.blob) * len(keys) <= GRAPH_CODE_BYTES:
-            # a loop of steps per worker: its first task brings the code (InlineCode),
-            # the later ones, chained after it, find it there (CodeRef)
             self.code = {lab: InlineCode(code, (token, lab)) for lab in self.address}
         elif len(code.blob) * len(keys) <= GRAPH_CODE_BYTES:
             self.code = dict(keys)
@@ -145,13 +121,11 @@ class ProgramRunner:
         init = {lab: ([statics[p] for p in parts],
                       [starts.get(p) for p in parts] if starts else None)
                 for lab, parts in self.parts.items()}
-        # direct: the parts are created by the first window's task (a task and a
-        # scheduler round trip fewer per worker and attempt)
+        # direct: the first window's task creates the parts (a round trip fewer)
         self._init: dict | None = init if self.direct else None
         if not self.direct:
             self._start(init)
 
-    # -- keys ---------------------------------------------------------------------------
     def _group(self, lab: str, t: int) -> list[tuple]:
         """Keys of worker ``lab``'s group at step t (the chain first)."""
         if t < 0:
@@ -170,7 +144,6 @@ class ProgramRunner:
                    for d in dsts if self.where[d] == lab} - {lab}
         return [(self.name, v, t, lab) for v in sorted(senders)]
 
-    # -- submission -----------------------------------------------------------------------
     def _start(self, init: dict) -> None:
         """Init tasks (one per worker) from ``{label: (statics, starts)}``."""
         tasks, where = {}, {}
@@ -182,10 +155,9 @@ class ProgramRunner:
         self._frontier = dict(zip(tasks, futs))
 
     def submit(self, steps: range, final: bool = False) -> list:
-        """Submit ``steps`` (consecutive, right after the last submitted one); returns the
-        futures of the new frontier (the last step's chains and bundles). ``final``: the
-        attempt's last steps; with a loop of steps per worker (direct exchange) its last
-        task also gives the final values, and :meth:`finish` submits nothing."""
+        """Submit ``steps`` (continuing the last submitted); the futures of the new
+        frontier. ``final``: the attempt's last steps (direct: its last task gives the final
+        values)."""
         if steps.start != self._last + 1:
             raise ValueError(f"steps must continue at {self._last + 1}, not {steps.start}")
         if self.direct and not steps:
@@ -201,8 +173,7 @@ class ProgramRunner:
             return None if init is not None else ref(self._group(lab, t - 1)[0])
 
         if self.direct:
-            # one loop task per worker and segment (``units_per_task`` units, or what is
-            # left of the window; every part on one worker: one task per window)
+            # one loop task per worker and segment of ``units_per_task`` units
             us = self.program.unit_steps          # the window's slice of it, not all of it
             mine = us[bisect.bisect_left(us, steps.start):bisect.bisect_left(us, steps.stop)]
             n = 0 if self.single else self.units_per_task
@@ -239,9 +210,8 @@ class ProgramRunner:
         return futs
 
     def finish(self) -> list:
-        """Submit the final tasks (one per worker, after the last step); their futures
-        (those of the last steps' tasks if they give the final values: ``submit(...,
-        final=True)``)."""
+        """Submit the final tasks (one per worker) and return their futures, or those of the
+        last steps when they give the final values."""
         if self._finals is not None:
             return self._finals
         if self._init is not None:            # nothing ran: the parts are made first
@@ -256,8 +226,7 @@ class ProgramRunner:
         return self._submit(tasks, where, list(tasks))
 
     def _submit(self, tasks: dict, where: dict, keep: list) -> list:
-        """``submit_pinned``, the code's tasks in the first graph (their futures then
-        replace the keys in :attr:`code`)."""
+        """``submit_pinned``, with the code's tasks in the first graph."""
         extra = list(self._code_tasks)
         for key, (task, worker) in self._code_tasks.items():
             tasks[key], where[key] = task, worker
@@ -269,16 +238,15 @@ class ProgramRunner:
         return futs[:len(keep)]
 
     def _code_of(self, lab: str):
-        """The code argument of worker ``lab``'s next task (in chain order): an
-        :class:`InlineCode` once, then its :class:`CodeRef`."""
+        """The code argument of worker ``lab``'s next task: an InlineCode once, then a
+        CodeRef."""
         code = self.code[lab]
         if isinstance(code, InlineCode):
             self.code[lab] = CodeRef(code.key)
         return code
 
     def code_futures(self) -> list:
-        """Futures of the steps' code on the workers (none before the first submit when
-        the code goes in the graph, none when the first task brings it)."""
+        """Futures of the steps' code on the workers, if scattered or submitted."""
         return [c for c in self.code.values()
                 if not isinstance(c, (str, InlineCode, CodeRef))]
 

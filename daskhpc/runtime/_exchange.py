@@ -1,39 +1,16 @@
 """Direct worker-to-worker exchange: a Program's messages pushed to their receiver.
 
-In the *graph* mode (the reference) a message between workers is a task result that the
-receiving worker fetches (a ``get_data`` round trip, scheduled by the scheduler). In the
-*direct* mode, in the spirit of distributed's P2P shuffle, the sending worker pushes the
-messages of a step to each receiver as soon as the step has computed them: one one-way
-write per (step, sending worker, receiving worker) on a connection the sender keeps open
-(no reply awaited; one connection keeps a sender's pushes in order). The receiver keeps
-them in a mailbox, and its next step waits (without holding a thread) until every
-message the plan says it gets has arrived. The scheduler sees one task per worker and
-window of units.
+The sending worker pushes a step's messages to each receiver as soon as the step has
+computed them (one one-way write per step, sender and receiver, in the spirit of
+distributed's P2P shuffle); the receiver's mailbox holds them until its next step, which
+waits without holding a thread. Deadlock-free: a step's sends follow its receives and are
+never waited for, and every message of step t comes from a step t task.
 
-Deadlock-free by construction: a step's sends happen after its receives and are never
-waited for, the plan says exactly which messages each step waits for, and every message
-of step t is sent by a step t task; so the wait-for relation follows the step order.
-
-Transport: between ``tcp://`` workers a push goes over a socket the Exchange opens
-itself (``daskhpc.runtime.transport: socket``, the default): pickled with protocol 5, its
-buffers out of band, one ``TCP_NODELAY`` connection per sender and receiver, one
-``sendmsg`` when the connection is free (a partial write is finished on the same
-connection with its lock held; a full socket or a busy connection makes it a task). The
-receiver reads each connection with an asyncio protocol (:class:`_Reader`), small
-messages several per system call, a large one into an aligned buffer of its own; a
-message it cannot unpickle fails the waiting steps of its run, with the reason
-(docs/decisions.md, "The direct exchange over its own sockets"). The receiver's port is
-asked for once per pair (``daskhpc_listen``). Any other address scheme (``tls://``,
-``ucx://``, ``inproc://``) and ``transport: dask`` use distributed's comm, so a secured
-cluster stays secured.
-
-Bytes: the exchange keeps its own ledger of what it sent (``log``, ``count``, ``sent``):
-every push is an entry shaped like a ``get_data`` reply (``who`` = receiver, ``keys`` =
-the graph mode's bundle key, ``total`` = payload sizeof, ``compressed`` = serialized
-frame bytes), so :class:`~daskhpc.runtime.TransferLedger` and the dashboard count it.
-
-Two RPC handlers (``daskhpc_push``, ``daskhpc_listen``) on the worker's server and its
-connection pool (:mod:`daskhpc._dask_internals`).
+Between ``tcp://`` workers a push goes over the Exchange's own ``TCP_NODELAY`` socket
+(``daskhpc.runtime.transport: socket``): pickle protocol 5 with buffers out of band, read
+by :class:`_Reader` (docs/decisions.md, "The direct exchange over its own sockets").
+Other schemes and ``transport: dask`` use distributed's comm. Every push is logged like a
+``get_data`` reply (``log``, ``count``, ``sent``) so :class:`TransferLedger` counts it.
 """
 
 from __future__ import annotations
@@ -57,23 +34,19 @@ __all__ = ["Exchange", "NAME", "extension", "transport"]
 NAME = EXCHANGE_PLUGIN
 #: Seconds between checks of a waiting step for a cancelled run.
 POLL_S = 0.5
-#: Seconds a push to a worker that cannot be reached waits for its run to end (the
-#: frame then restarts it) before it fails: distributed's connect timeout.
+#: Seconds a push to an unreachable worker waits for its run to end before it fails.
 UNREACHABLE_S = 30.0
-#: Seconds a connection to a worker's exchange port may take before the port counts as
-#: closed to us (the worker answered a moment before).
+#: Seconds a connection to a worker's exchange port may take before it counts as closed.
 CONNECT_S = 10.0
-#: A message's head: token bytes, out-of-band buffers, pickle bytes, buffer area bytes,
-#: send time (wall clock); then the token, the buffers' sizes, the pickle and the
-#: (aligned) buffer area. A connection's first message is a hello: the sender's worker
-#: address as its token, nothing else.
+#: A message's head: token bytes, buffers, pickle bytes, buffer area bytes, send time;
+#: then the token, the buffers' sizes, the pickle, the aligned buffer area. A hello (a
+#: connection's first message) has the sender's address as its token and nothing else.
 _HEAD = struct.Struct("<IIQQd")
 #: ``daskhpc.runtime.transport`` values (:func:`transport`).
 TRANSPORTS = ("socket", "dask")
 #: Messages up to this size are joined into one buffer and written at once.
 JOIN_BYTES = 1 << 16
-#: A reader's buffer: messages up to this size are read into it, several in one system
-#: call, their buffers copied out; a larger one is read into a buffer of its own.
+#: A reader's buffer: messages up to this size are read into it, several per system call.
 STAGE_BYTES = 1 << 17
 #: Byte alignment of every out-of-band buffer on the receiver (float64, int64).
 ALIGN = 8
@@ -84,9 +57,7 @@ class _Closed(OSError):
 
 
 def transport() -> str:
-    """``daskhpc.runtime.transport`` of this process: ``socket`` (pushes between ``tcp://``
-    workers over the Exchange's own TCP sockets, others through distributed) or ``dask``
-    (every push through distributed's comm)."""
+    """``daskhpc.runtime.transport`` of this process: ``socket`` or ``dask``."""
     from daskhpc import _config
 
     mode = _config.get("runtime.transport", "socket")
@@ -147,15 +118,13 @@ class Exchange(WorkerPlugin):
         for fut in self._waiters:
             _settle(fut)
 
-    # -- receiving --------------------------------------------------------------------
     async def receive(self, token: str, msgs: list, sender: str = "",
                       sent: float = 0.0) -> str:
         """RPC handler: ``msgs`` = ``[(mail id, payload), ...]`` for run ``token``."""
         return self.deliver(token, msgs, sender, sent)
 
     def deliver(self, token: str, msgs: list, sender: str = "", sent: float = 0.0) -> str:
-        """Put ``msgs`` (pushed by ``sender`` at ``sent``, wall-clock seconds) in run
-        ``token``'s mailbox and wake its waiting steps."""
+        """Put ``msgs`` in run ``token``'s mailbox and wake its waiting steps."""
         if token in self.dead:
             return "dropped"
         got = self.box.setdefault(token, {})
@@ -168,16 +137,15 @@ class Exchange(WorkerPlugin):
         return "OK"
 
     def undeliverable(self, token: str, why: str) -> None:
-        """A message of run ``token`` arrived but cannot be read here (its pickle names a
-        module this worker lacks): the run's waiting steps fail with ``why`` instead of
-        waiting for it forever."""
+        """A message of run ``token`` cannot be unpickled here: its waiting steps fail with
+        ``why``."""
         if token not in self.dead:
             self.unreadable.setdefault(token, why)
             self._wake()
 
     async def listen(self) -> dict:
-        """RPC handler: where this worker's exchange listens (opened on first call): the
-        ``port`` on the host of the worker's own address."""
+        """RPC handler: the ``port`` this worker's exchange listens on (opened on first
+        call)."""
         if self._server is None:
             from distributed.comm import get_address_host
 
@@ -201,11 +169,9 @@ class Exchange(WorkerPlugin):
             await loop.connect_accepted_socket(lambda: _Reader(self, peer), conn)
 
     async def wait(self, token: str, ids: list, keep: bool = False, clock=None) -> dict:
-        """``{mail id: payload}`` of every id in ``ids``, once all have arrived (taken
-        out of the mailbox unless ``keep``: a message several steps read).
-
-        ``clock`` (a :class:`daskhpc._clock.StepClock`) is told whose message the wait
-        ended with, and how long of it that message was on the wire."""
+        """``{mail id: payload}`` of every id in ``ids`` once all have arrived (removed
+        unless ``keep``). ``clock`` (a StepClock) is told whose message ended the wait and
+        how long it was on the wire."""
         if not ids:
             return {}
         loop = asyncio.get_running_loop()
@@ -253,10 +219,9 @@ class Exchange(WorkerPlugin):
             got.pop(i, None)
             came.pop(i, None)
 
-    # -- sending ----------------------------------------------------------------------
     async def push(self, token: str, address: str, key, msgs: list) -> None:
-        """Send ``msgs`` (``[(mail id, payload)]``) to the worker at ``address``, in one
-        message; log it as a transfer of ``key``."""
+        """Send ``msgs`` to the worker at ``address`` in one message, logged as a transfer
+        of ``key``."""
         from dask.sizeof import sizeof
 
         start = time.time()
@@ -269,8 +234,7 @@ class Exchange(WorkerPlugin):
             if sent == wire:
                 self.at_once += 1
             elif sent:
-                # part of it is on the wire: the rest goes before anything else does (the
-                # lock is free, _write_now saw it, and its acquire does not yield)
+                # the rest goes first: the lock is free, its acquire does not yield
                 self.in_part += 1
                 sock, lock = self.sockets[address]
                 await lock.acquire()
@@ -289,18 +253,15 @@ class Exchange(WorkerPlugin):
         self.sent[address] = self.sent.get(address, 0) + wire
 
     async def push_all(self, token: str, pushes: list) -> None:
-        """:meth:`push` every ``(address, key, msgs)`` of ``pushes``: one awaited here,
-        several at once (``asyncio.gather`` makes even one a task: a turn of the loop)."""
+        """:meth:`push` every ``(address, key, msgs)``; a single one without a task."""
         if len(pushes) == 1:
             await self.push(token, *pushes[0])
         elif pushes:
             await asyncio.gather(*(self.push(token, *p) for p in pushes))
 
     async def _tracked(self, token: str, address: str, send):
-        """Await the coroutine ``send`` as a task of its own, which the run's end
-        (:meth:`forget`) cancels: a push to a worker that died retries its connection
-        for distributed's connect timeout (30 s) and held this worker's task slot that
-        long, so the restart waited for it."""
+        """Await ``send`` as a task that the run's end (:meth:`forget`) cancels, so a push
+        to a dead worker does not hold the task slot for the connect timeout."""
         call = asyncio.ensure_future(send)
         inflight = self.pushing.setdefault(token, set())
         inflight.add(call)
@@ -315,12 +276,8 @@ class Exchange(WorkerPlugin):
             inflight.discard(call)
 
     def _write_now(self, address: str, out: list) -> int:
-        """Write a message (``out``: its buffers, gathered by one ``sendmsg``) at once on
-        the open connection to ``address`` if no push is writing there; the bytes that
-        went. No task, no turn of the event loop (the task of the other path cost two
-        turns a push). Nothing written (a full socket buffer, no connection yet): the
-        caller takes the other path; part of it: the caller sends the rest at once
-        (:meth:`_send_rest`), holding the connection's lock."""
+        """Write a message at once on the open, unlocked connection to ``address`` (no task,
+        no event loop turn); the bytes written, 0 when the caller must take the task path."""
         link = self.sockets.get(address)
         if link is None or link[1].locked() or (len(out) > 1 and not
                                                  (_SENDMSG and len(out) <= _IOV_MAX)):
@@ -336,31 +293,28 @@ class Exchange(WorkerPlugin):
 
     async def _send_rest(self, token: str, address: str, sock, out: list, sent: int,
                          msgs: list) -> None:
-        """The rest of a message :meth:`_write_now` wrote ``sent`` bytes of; on an error
-        the connection goes (the receiver drops the half message with it) and the whole
-        message is sent again (:meth:`_send_socket`)."""
+        """Finish a message :meth:`_write_now` wrote ``sent`` bytes of; on an error drop the
+        connection and send it again whole."""
         loop = asyncio.get_running_loop()
         try:
             for frame in _after(out, sent):
                 await loop.sock_sendall(sock, frame)
             return
-        except OSError:
+        except BaseException as e:
             self._drop(address, sock)
-        except BaseException:
-            self._drop(address, sock)
-            raise
+            if not isinstance(e, OSError):
+                raise
         await self._send_socket(token, address, msgs, out)
 
     def _via_socket(self, address: str) -> bool:
-        """Pushes to ``address`` go over the Exchange's socket (else distributed's comm):
-        a tcp:// worker whose exchange port was not found closed to us."""
+        """Pushes to ``address`` go over the Exchange's socket (tcp://, port not closed to
+        us)."""
         return (self.transport != "dask" and address.startswith("tcp://")
                 and self.ports.get(address, 0) is not None)
 
     async def _send_dask(self, token: str, address: str, msgs: list, sent: float) -> int:
-        """Write the message to the distributed comm kept open to ``address`` (made on
-        first use); returns its bytes once the frames are queued (no reply waited for: a
-        round trip per push was most of a short step, docs/decisions.md)."""
+        """Write the message on distributed's comm to ``address`` (no reply awaited); its
+        bytes."""
         from distributed.protocol import Serialized, serialize
 
         header, frames = serialize(msgs, on_error="raise")
@@ -377,14 +331,9 @@ class Exchange(WorkerPlugin):
         return sum(memoryview(f).nbytes for f in frames)
 
     async def _send_socket(self, token: str, address: str, msgs: list, out: list) -> int:
-        """Write the message (``out``: its buffers, :func:`_framed`) on the socket to
-        ``address``'s exchange; returns its bytes.
-
-        A worker that cannot be reached (gone, or restarted on the same address) is asked
-        for its port again once; then the push waits for its run to end (the frame's
-        restart cancels it) for at most :data:`UNREACHABLE_S`. A worker that answers but
-        whose port cannot be connected to (a firewall that lets only Dask's ports
-        through) gets this worker's pushes through distributed's comm from then on."""
+        """Write the message on the socket to ``address``; its bytes. An unreachable worker
+        is asked for its port again once, then the push waits for its run to end (at most
+        :data:`UNREACHABLE_S`); a closed port sends through distributed's comm from then on."""
         wire = sum(memoryview(p).nbytes for p in out)
         loop = asyncio.get_running_loop()
         for attempt in (0, 1):
@@ -404,27 +353,24 @@ class Exchange(WorkerPlugin):
                     for frame in out:
                         await loop.sock_sendall(sock, frame)
                     return wire
-                except OSError:                 # the next attempt
+                except BaseException as e:
                     self._drop(address, sock)
-                except BaseException:
-                    self._drop(address, sock)
-                    raise
+                    if not isinstance(e, OSError):     # (OSError: the next attempt)
+                        raise
         deadline = time.monotonic() + UNREACHABLE_S
         while token not in self.dead and time.monotonic() < deadline:
             await asyncio.sleep(POLL_S)
         raise OSError(f"cannot reach the exchange of worker {address}")
 
     def _drop(self, address: str, sock) -> None:
-        """Close a connection a message may be half written on (it would corrupt the
-        next one; the receiver discards what it read of it)."""
+        """Close a connection a message may be half written on."""
         if self.sockets.get(address, (None,))[0] is sock:
             del self.sockets[address]
         sock.close()
 
     async def _socket(self, address: str, fresh: bool):
-        """The open socket to ``address``'s exchange and its write lock (made on first
-        use; ``fresh``: forget the port and connection known so far). Raises
-        :class:`_Closed` when the worker told its port and the port refused us."""
+        """The socket to ``address``'s exchange and its write lock (``fresh``: reconnect).
+        Raises :class:`_Closed` when the worker told its port and the port refused us."""
         if fresh:
             self.ports.pop(address, None)
             old = self.sockets.pop(address, None)
@@ -466,8 +412,7 @@ class Exchange(WorkerPlugin):
         return link
 
     def forget(self, token: str) -> None:
-        """The run is over: drop its mail, wake its waiters and cancel its pushes (they
-        fail). Called in the worker's event loop (``client.run``)."""
+        """The run is over: drop its mail, wake its waiters, cancel its pushes."""
         self.dead.add(token)
         self.box.pop(token, None)
         self.came.pop(token, None)
@@ -478,15 +423,14 @@ class Exchange(WorkerPlugin):
 
 
 def _hello(address: str) -> bytes:
-    """A connection's first message: the sender's address (:data:`_HEAD`)."""
+    """A connection's first message: the sender's address."""
     tok = address.encode()
     return _HEAD.pack(len(tok), 0, 0, 0, 0.0) + tok
 
 
 def _framed(token: str, msgs: list, sent: float = 0.0) -> tuple[list, int]:
-    """The wire form of one push (:data:`_HEAD`, token, size table, pickle, aligned
-    buffers) as the buffers to write, and its bytes: a small message one buffer (one
-    system call), a large one its pieces (no copy)."""
+    """One push's wire form (:data:`_HEAD`, token, sizes, pickle, aligned buffers) as
+    buffers to write, and its bytes."""
     bufs: list = []
     data = _dumps(msgs, bufs.append)
     frames = [memoryview(b).cast("B") for b in (b.raw() for b in bufs)]
@@ -508,7 +452,7 @@ def _framed(token: str, msgs: list, sent: float = 0.0) -> tuple[list, int]:
 
 
 def _after(out: list, skip: int) -> list:
-    """The bytes of the buffers ``out`` after the first ``skip``, as memoryviews."""
+    """The bytes of the buffers ``out`` after the first ``skip``."""
     rest = []
     for buf in out:
         view = memoryview(buf).cast("B")
@@ -519,11 +463,8 @@ def _after(out: list, skip: int) -> list:
 
 
 def _dumps(msgs: list, buffer_callback) -> bytes:
-    """``msgs`` pickled (protocol 5, buffers out of band) as distributed pickles: plain
-    pickle, unless it refuses or would send an object of the sender's ``__main__`` by a
-    reference the receiver cannot resolve; then distributed's (cloudpickle). Its other
-    check, modules registered to be pickled by value, looks at the top object only, a
-    list here."""
+    """``msgs`` pickled (protocol 5, buffers out of band) as distributed does: plain pickle,
+    else cloudpickle when it refuses or refers to the sender's ``__main__``."""
     got: list = []
     try:
         data = pickle.dumps(msgs, protocol=5, buffer_callback=got.append)
@@ -540,12 +481,9 @@ def _dumps(msgs: list, buffer_callback) -> bytes:
 
 
 class _Reader(asyncio.BufferedProtocol):
-    """The messages of one sender's connection, in order, read by the event loop as they
-    arrive and put in the mailbox in the same turn of the loop (no task, no reader added
-    and removed per message). Messages of up to :data:`STAGE_BYTES` are read into one
-    buffer, several per system call; a larger one into a buffer of its own, whose buffer
-    area starts aligned (no copy). A sender whose push was cancelled half-way closes the
-    connection, so a message is whole or absent."""
+    """The messages of one sender's connection, delivered in the event loop as they arrive:
+    small ones several per read from a stage buffer, a large one into its own aligned
+    buffer. A cancelled sender closes the connection, so a message is whole or absent."""
 
     def __init__(self, exchange: Exchange, peer):
         self.exchange, self.peer = exchange, peer
@@ -592,8 +530,8 @@ class _Reader(asyncio.BufferedProtocol):
             self.lo, self.hi = 0, k
 
     def _read_apart(self, n: int) -> None:
-        """Read the message at stage[lo:hi] (``n`` bytes in all) into a buffer of its
-        own, placed so that its buffer area starts at a multiple of :data:`ALIGN`."""
+        """Read the message at stage[lo:hi] (``n`` bytes) into its own buffer, its buffer
+        area aligned."""
         ntok, nbuf, npk, _, _ = _HEAD.unpack_from(self.stage, self.lo)
         pad = -(_HEAD.size + ntok + 8 * nbuf + npk) % ALIGN
         self.big = memoryview(bytearray(pad + n))[pad:]
@@ -602,8 +540,8 @@ class _Reader(asyncio.BufferedProtocol):
         self.lo = self.hi = 0
 
     def _take(self, msg, copy: bool) -> None:
-        """Unpickle one whole message (``copy``: its buffer area lives in the stage) and
-        deliver it."""
+        """Unpickle one whole message and deliver it (``copy``: its buffers live in the
+        stage)."""
         ntok, nbuf, npk, area, sent = _HEAD.unpack_from(msg)
         at = _HEAD.size + ntok
         token = bytes(msg[_HEAD.size:at]).decode()
@@ -633,8 +571,7 @@ def _length(buf, at: int) -> int:
 
 
 def _offsets(sizes) -> list:
-    """Where each out-of-band buffer starts in the message's buffer area: the previous
-    one's end rounded up to :data:`ALIGN`."""
+    """Where each out-of-band buffer starts: the previous one's end rounded up to ALIGN."""
     starts, at = [], 0
     for n in sizes:
         starts.append(at)
@@ -663,6 +600,8 @@ def _iov_max() -> int:
 
 
 _IOV_MAX = _iov_max()
+
+
 def extension(worker) -> Exchange | None:
     """The worker's :class:`Exchange`, if installed."""
     return worker.plugins.get(NAME)

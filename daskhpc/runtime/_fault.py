@@ -1,19 +1,10 @@
 """Notice lost workers while a pinned graph runs, and re-place their parts.
 
-A pinned task (hard worker restriction) whose worker dies does not fail: the scheduler
-parks it as *no-worker* and waits for a worker of that address to come back, which a
-nanny never brings (it restarts the process on a new port). Waiting on such futures
-would hang. :class:`WorkerWatch` subscribes to the scheduler's ``remove-worker`` events
-and :func:`gather_watching` waits on futures in short slices, raising
-:class:`WorkerLost` as soon as a watched worker is gone. The workflow then cancels the
-attempt, re-maps the parts with :meth:`Placement.remap <daskhpc.runtime.Placement.remap>`
-(:func:`replace_lost`) and restarts from its last checkpoint (or from the start).
-
-Examples
---------
->>> with WorkerWatch(client, placement.workers) as watch:          # doctest: +SKIP
-...     values = gather_watching(client, futures, watch)
-... # WorkerLost: worker(s) lost during the run: tcp://127.0.0.1:40125
+A pinned task whose worker dies does not fail: the scheduler parks it as *no-worker*
+for a worker of that address, which a nanny never brings back (new port), so waiting on
+it would hang. :class:`WorkerWatch` follows the scheduler's ``remove-worker`` events and
+:func:`gather_watching` waits in short slices, raising :class:`WorkerLost`; the workflow
+then re-maps the parts (:func:`replace_lost`) and restarts from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -59,11 +50,9 @@ class WorkerLost(RuntimeError):
 class WorkerWatch:
     """Record the departure of any of ``workers`` (a context manager).
 
-    Subscribes to the scheduler's ``all`` event topic, where it logs a ``remove-worker``
-    event for every worker it removes. The subscription takes effect a moment later: a
-    worker lost before that is seen by :meth:`refresh`, which :func:`gather_watching`
-    calls after one slice, then every second. A client keeps one handler per topic, so
-    one watch per client at a time.
+    Subscribes to the scheduler's ``all`` event topic (``remove-worker`` events); a worker
+    lost before the subscription takes effect is seen by :meth:`refresh`. A client keeps one
+    handler per topic, so one watch per client at a time.
     """
 
     def __init__(self, client, workers, timeout: float | None = None):
@@ -97,14 +86,9 @@ class WorkerWatch:
             return frozenset(self._lost)
 
     def refresh(self) -> None:
-        """Compare with the workers alive now (a fallback to the events), and count as
-        lost a worker the scheduler has not heard from in ``timeout`` seconds.
-
-        A host cut off with its processes alive closes nothing: the scheduler keeps the
-        worker until its connection times out, which nothing bounds for an idle one. Its
-        heartbeat stops at once, so the time since the scheduler last saw it bounds the
-        detection; the scheduler is then told to remove it.
-        """
+        """Compare with the workers alive now, and count as lost a worker the scheduler has
+        not heard from in ``timeout`` seconds (a host cut off closes nothing; its heartbeat
+        stops at once). The scheduler is told to remove it."""
         workers = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
         gone = self.workers - set(workers)
         now = time.monotonic()
@@ -116,10 +100,8 @@ class WorkerWatch:
                 self._seen[addr] = (seen, now)
             else:
                 quiet[addr] = now - before[1]
-        # one worker silent past the timeout (or one the scheduler dropped: its
-        # connection timed out first); with it, any silent for half of it: a network
-        # that failed took them at once (the scheduler's own host, a switch), and
-        # counting them one timeout apart would cost a timeout each
+        # one worker silent past the timeout (or dropped): with it, any silent for half
+        # of it (a failed network takes them at once; one timeout each would cost more)
         cue = bool(gone) or any(t > self.timeout for t in quiet.values())
         silent = {a: f"no heartbeat for {t:.0f} s: its host is cut off or hung"
                   for a, t in quiet.items() if cue and t > self.timeout / 2}
@@ -134,8 +116,8 @@ class WorkerWatch:
                 self._why.update(silent)
 
     def _silence(self, addr: str, now: float) -> dict:
-        """``{addr: why}`` if the scheduler dropped ``addr`` after a silence of more than
-        half the timeout (its connection timed out first: a host cut off), else {}."""
+        """``{addr: why}`` if the scheduler dropped ``addr`` after a silence of over half
+        the timeout, else {}."""
         t = now - self._seen[addr][1] if addr in self._seen else 0.0
         return {addr: f"no heartbeat for {t:.0f} s, then dropped by the scheduler: its "
                       "host is cut off or hung"} if t > self.timeout / 2 else {}
@@ -162,8 +144,7 @@ async def _remove_workers(addresses, dask_scheduler=None) -> None:
 
 def register_once(client, plugin, name: str) -> None:
     """Register the worker plugin ``plugin`` as ``name`` unless the scheduler has one
-    (registering again broadcasts it, and a cut-off worker holds that call until its
-    connection times out)."""
+    (registering again broadcasts it, and a cut-off worker holds that call)."""
     def has(dask_scheduler, name=name):
         return name in dask_scheduler.worker_plugins
 
@@ -171,16 +152,14 @@ def register_once(client, plugin, name: str) -> None:
         try:
             client.register_plugin(plugin, name=name)
         except OSError:
-            # a worker that cannot be reached: the scheduler keeps the plugin for the
-            # others and for newcomers, and the run's watch counts that worker lost
+            # an unreachable worker: the plugin is kept, the watch counts it lost
             if not client.run_on_scheduler(has):
                 raise
 
 
 def run_on_workers(client, fn, *args, workers=None, **kwargs) -> dict:
-    """``client.run(fn, *args, workers=workers)`` without the workers that cannot be
-    reached (the run's :class:`WorkerWatch` counts them lost) or that the scheduler no
-    longer lists (a call to a cut-off host waits for the connect timeout, 30 s); other
+    """``client.run(fn, *args, workers=workers)`` without the workers that cannot be reached
+    or that the scheduler no longer lists (a call to a cut-off host waits 30 s); other
     errors are raised."""
     if workers is not None:
         alive = set(worker_addresses(client))
@@ -204,19 +183,17 @@ def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
     client : distributed.Client
     futures : list of Future
     watch : WorkerWatch
-        Entered (subscribed) by the caller.
+        Entered by the caller.
     poll : float
         Seconds between checks while futures are pending.
     on_poll : callable, optional
-        Called after every slice (e.g. to record finished checkpoint tasks).
+        Called after every slice.
     values : bool
         Gather the values (False: only wait until the futures are done).
     when_done : callable, optional
         Called once every future is done, before their values are gathered.
     wake : threading.Event, optional
-        Ends a slice early when set (news for ``on_poll``: a checkpoint's report, which
-        must be recorded before a job that loses a rank is killed); the last future's
-        end sets it too. Without it a slice is :func:`distributed.wait` of ``poll``.
+        Ends a slice early when set (news for ``on_poll``); the last future's end sets it.
 
     Returns
     -------
@@ -251,9 +228,7 @@ def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
         except TimeoutError:
             pass
         except Exception:
-            # A lost worker takes scattered data with it and the scheduler forgets the
-            # tasks that needed it (their futures are cancelled): report the loss, the
-            # cause, rather than the dependents' cancellation, once its event is in.
+            # a lost worker's data cancels its dependents: report the loss, the cause
             _settle(watch, poll)
             raise
         if any(f.status in ("error", "cancelled") for f in pending):
@@ -273,8 +248,8 @@ def gather_watching(client, futures, watch: WorkerWatch, *, poll: float = 0.1,
 
 
 def _settle(watch: WorkerWatch, poll: float, grace: float = 2.0) -> None:
-    """Raise WorkerLost if the failure just seen comes from a lost worker (waiting up
-    to ``grace`` s for the scheduler's event); return otherwise."""
+    """Raise WorkerLost if the failure just seen comes from a lost worker (waiting up to
+    ``grace`` s for its event)."""
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         watch.check()
@@ -286,14 +261,10 @@ def _settle(watch: WorkerWatch, poll: float, grace: float = 2.0) -> None:
 def replace_lost(client, placement, lost, *, wait_s: float = 5.0):
     """The placement with the parts of ``lost`` workers moved to workers alive now.
 
-    Waits up to ``wait_s`` seconds for the cluster to get back to its size (a nanny
-    restarts a killed worker on a new address); new workers take the orphaned parts
-    first (:meth:`Placement.remap`), else the survivors share them.
-
-    Raises
-    ------
-    RuntimeError
-        No worker is left.
+    Waits up to ``wait_s`` seconds for the cluster to regain its size (a nanny restarts a
+    killed worker on a new address); new workers take the orphaned parts first
+    (:meth:`Placement.remap`), else the survivors share them. Raises ``RuntimeError`` when no
+    worker is left.
     """
     want = len(set(placement.workers))
     deadline = time.monotonic() + wait_s
@@ -307,16 +278,14 @@ def replace_lost(client, placement, lost, *, wait_s: float = 5.0):
                            + (": every worker at once, so the likely cause is the network "
                               "of the scheduler's host (or of this client's), not the "
                               "workers" if len(set(placement.workers)) > 1 else ""))
-    # survivors first, in their old order, so that kept parts keep their place;
-    # new workers after them in stable order
+    # survivors first, in their old order: kept parts keep their place
     old = [w for w in placement.workers if w in alive]
     new = [w for w in alive if w not in old]
     return placement.remap(old + new)
 
 
 def scatter_to(client, data, worker: str):
-    """``client.scatter(data, workers=[worker])`` (a dict of Futures for a dict, else a
-    Future), or :class:`WorkerLost` if ``worker`` has left (:func:`lost_in_scatter`)."""
+    """``client.scatter(data, workers=[worker])``, or WorkerLost if ``worker`` has left."""
     try:
         return client.scatter(data, workers=[worker], broadcast=False, hash=False)
     except (KeyError, TimeoutError) as e:
@@ -328,21 +297,18 @@ def scatter_to(client, data, worker: str):
 
 
 def lost_in_scatter(error: BaseException, worker: str) -> bool:
-    """Whether a scatter to ``worker`` failed with ``error`` because the worker left
-    after it was listed as alive: distributed then raises ``KeyError(worker)`` (or, for
-    a closing worker, ``TimeoutError("No valid workers found")``)."""
+    """Whether a scatter to ``worker`` failed with ``error`` because the worker left after
+    it was listed (``KeyError(worker)``, or ``TimeoutError("No valid workers found")``)."""
     if isinstance(error, KeyError):
         return bool(error.args) and error.args[0] == worker
     return isinstance(error, TimeoutError) and "No valid workers" in str(error)
 
 
 def release_futures(futures) -> None:
-    """Drop the client's claim on ``futures`` now, whoever else still holds them (how an
-    attempt ends after a loss).
+    """Drop the client's claim on ``futures`` now, whoever else holds them.
 
     Not ``client.cancel``: cancelling a key with a dependent no client wants fails an
-    assertion in the scheduler, which drops this client's stream and every key it held.
-    Releasing is what a garbage-collected Future does; done explicitly because
+    assertion in the scheduler, which drops the client's stream. Explicit because
     distributed's exception reference cycles keep Futures alive until the next ``gc``.
     """
     for f in futures:
@@ -352,11 +318,9 @@ def release_futures(futures) -> None:
 def gather_direct(client, pairs: list) -> list:
     """``client.gather(futures, direct=True)`` that raises WorkerLost, not hangs.
 
-    ``pairs``: ``(Future, worker holding it)``. A direct gather of a result whose worker
-    died waits for it to be computed again, which a pinned task never is; so the gather
-    runs in a thread while this one watches the workers, and on a loss cancels the lost
-    futures and raises. Cancelling is safe only for futures no task depends on any more
-    (:func:`release_futures`): gather results after their attempt is over.
+    ``pairs``: ``(Future, worker holding it)``. The gather runs in a thread while this one
+    watches the workers; on a loss it cancels the lost futures (safe only for futures no
+    task depends on any more: gather after the attempt is over) and raises.
     """
     futures = [f for f, _ in pairs]
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spgemm-gather")
@@ -371,8 +335,7 @@ def gather_direct(client, pairs: list) -> list:
                 except concurrent.futures.TimeoutError:
                     pass
                 except Exception:
-                    # a block lost with its worker can fail the gather before the
-                    # loss is seen here: report the loss, which is the cause
+                    # the gather may fail before the loss is seen: report the cause
                     time.sleep(0.2)
                     watch.refresh()
                     if not watch.lost:

@@ -1,28 +1,9 @@
-"""The workflow frame: one run loop for every workflow.
+"""The workflow frame: one run loop for every workflow (:func:`run_phase` runs a job).
 
-A workflow describes its run as a :class:`Job` (dask-free pieces: the per-part static
-data, the :class:`~daskhpc.comm.Program` of the remaining iterations or a function that
-builds one attempt's graph, how reports become history rows, a fingerprint) and
-:func:`run_job` does the rest, the same way for everybody (several jobs in one run:
-:func:`~daskhpc.runtime.run_phases`; :func:`run_phase` here runs each job):
-
-* place the parts (:class:`Placement`) and keep their data on the workers (:class:`PartStore`);
-* run *attempts*: submit the program (in windows of units when the job can stop early),
-  collect the units' reports as they arrive (history rows, progress, the user's callback,
-  the dashboard), mark checkpoint steps complete;
-* notice a lost worker (:class:`WorkerWatch`), release the attempt, re-place its parts
-  (the nanny's replacement first), re-send only moved data, and start again from the
-  newest checkpoint (ordered jobs) or with the units that are not safe (unordered ones),
-  up to ``max_restarts``; one error when it gives up, one record per recovery;
-* measure the bytes between workers (:class:`TransferLedger`) next to the plan projected
-  on the same workers, per run and per unit.
-
-Examples
---------
->>> job = Job("demo", nparts=4, units=10, program=make_program,    # doctest: +SKIP
-...           statics=statics, row=lambda u, rep: {"loss": rep[0]["loss"]})
->>> out = run_job(client, job, checkpoint="ck/", resume=True)      # doctest: +SKIP
->>> out.history[-1]["loss"], out.measured["inter_worker_bytes"]    # doctest: +SKIP
+Places the parts and keeps their data on the workers, runs attempts (windows of units,
+reports as they arrive, checkpoint steps), recovers from a lost worker up to
+``max_restarts`` (re-place, re-send moved data, restart from the newest checkpoint or
+with the units not safe), and measures the bytes between workers next to the plan.
 """
 
 from __future__ import annotations
@@ -38,7 +19,7 @@ import numpy as np
 
 from daskhpc._clock import waited_for
 from daskhpc.runtime._book import Book, invalidate, measure, public, settle, todo as todo_of
-from daskhpc.runtime._calls import applied
+from daskhpc.runtime._calls import Applied
 from daskhpc.runtime._checkpoint import load_arrays
 from daskhpc.runtime._engine import ProgramRunner, step_of_key, units_per_task
 from daskhpc.runtime._fault import (WorkerLost, WorkerWatch, gather_watching, release_futures,
@@ -67,20 +48,16 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
               callback: Callable | None = None, progress_bar: bool | None = None,
               low_latency: bool = True, announce: bool = True,
               warm_up: bool = True, rows_at_end: bool = False) -> Outcome:
-    """Run ``job`` on a run's ``store`` and checkpoint ``ck`` (``run_phases`` opened them
-    and prepared the kernels); its recovery records are appended to the run's
-    ``recoveries`` (one budget of ``max_restarts``). ``announce``: publish an attempt
-    graph's plan; ``warm_up``: run ``job.warm_up`` on every worker first;
-    ``rows_at_end``: the run's end, published next, carries the history rows (the
-    attempt that completes leaves its last rows to it: one scheduler call fewer)."""
+    """Run ``job`` on a run's ``store`` and checkpoint ``ck``; recovery records go to the
+    run's ``recoveries`` (one budget of ``max_restarts``). ``rows_at_end``: the run's end
+    carries the last history rows (one scheduler call fewer)."""
     t_start = time.perf_counter() if t_start is None else t_start
     if job.statics is not None:
         statics = job.statics if isinstance(job.statics, dict) else dict(enumerate(job.statics))
         _put_surviving(client, store, "static", statics)
     book = Book(job, ck, t_start)
     resumed_from = book.restart_unit() if job.ordered and book.durable else None
-    # a resumed run whose checkpoint holds every unit: nothing is left to run, and the
-    # report says so (instead of "0 B in 0 messages")
+    # a resumed run whose checkpoint holds every unit: the report says so
     complete = ck is not None and job.units > 0 and not todo_of(job, book)
     if warm_up and job.warm_up is not None:
         warm(client, job.warm_up)
@@ -122,8 +99,8 @@ def run_phase(client, job: Job | GraphJob, store, ck, recoveries: list, *, run_i
 
 
 class _PhaseRun:
-    """A phase's attempts and what they share: the run's settings on the cluster, the
-    last attempt's ledger and ``meter`` (its plans and key -> unit map), the losses."""
+    """A phase's attempts and what they share: the settings on the cluster, the last
+    attempt's ledger and ``meter`` (plans, key -> unit), the losses."""
 
     def __init__(self, client, job, store, ck, book: Book, run_id: str, callback, announce,
                  rows_at_end: bool, low_latency: bool):
@@ -134,31 +111,25 @@ class _PhaseRun:
         self.todo: list = []
         self.bar = self.got = None
         self.t0 = time.perf_counter()
-        # one call to the workers and one to the scheduler set what the run needs and one
-        # each puts it back (_calls): the recovery filter, the objects frozen (no full
-        # garbage collection of the imports' objects inside the run), low latency and the
-        # first attempt's TransferLedger marks; the last attempt's ledger is read in the
-        # undo call, first (LedgerClose)
+        # one call each to the workers and the scheduler sets the run's settings, one
+        # puts them back (_calls); the last ledger is read in the undo call (LedgerClose)
         self.marks, self.closing = LogMarks(), LedgerClose()
         settings = [Quiet((run_id, store.run)), FrozenHeap(), self.marks,
                     AttemptTopics(f"daskhpc-{run_id}a")]
         settings += [LowLatency()] if low_latency else []
-        self.app = applied(client, *settings, self.closing, lost=lambda: bool(self.losses),
+        self.app = Applied(client, *settings, self.closing, lost=lambda: bool(self.losses),
                            wait=False)
 
     def attempt(self):
-        """Run the units not done yet under a :class:`TransferLedger`; the job's value,
-        or :class:`WorkerLost`."""
+        """Run the units not done yet under a TransferLedger: the job's value, or
+        WorkerLost."""
         token = f"{self.run_id}a{self.attempts}"
         self.todo = todo_of(self.job, self.book)
         with warnings.catch_warnings():
             # a worker that died took its transfer log along (the recovery says so)
             warnings.filterwarnings("ignore", message="workers left during")
-            # the settings' calls are on their way while the first attempt builds its
-            # graph and places its data; its ledger takes their marks before it submits.
-            # It is read in the undo call only where that call reaches its workers: the
-            # first attempt's (after a loss the undo goes to the workers of the start
-            # still there, not to their replacements)
+            # the first attempt's ledger takes the settings call's marks; only it is read
+            # in the undo call (after a loss the undo misses the replacements)
             first_marks = None if self.attempts else (lambda: self.marks.marks(self.got))
             with TransferLedger(self.client, settle=0.5, marks=first_marks,
                                 closing=None if self.losses else self.closing) as ledger:
@@ -170,10 +141,8 @@ class _PhaseRun:
                     ledger.then = _worker_cleanup(self.job, token, self.meter)
 
     def work_done(self) -> None:
-        """The attempt's last tasks are done: the call that reads the ledger, cleans up
-        and undoes the settings goes while the final values are gathered (3-4 ms less a
-        run). After a loss the ledger reads its logs itself (and a worker lost during
-        that gather: the recovery runs with the settings undone, slower but the same)."""
+        """The attempt's last tasks are done: send the call that reads the ledger, cleans up
+        and undoes the settings while the final values are gathered."""
         if not self.losses:
             self.ledger.then = _worker_cleanup(self.job, self.token, self.meter)
             self.closing.ledger = self.ledger
@@ -197,33 +166,29 @@ class _PhaseRun:
                 done = True
                 return value
             except WorkerLost:
-                # reports the workers sent before the loss may still be on their way (the
-                # loss can be seen first by polling): take them, so the restart is as
-                # late as the checkpoints allow
+                # take the reports still on their way: the restart is as late as can be
                 deadline = time.monotonic() + 0.5
                 while time.monotonic() < deadline:
                     self.drain()
                     time.sleep(0.02)
                 raise
             except Exception:
-                # the run stops early (Diverged, ...): let the workers cancel the released
-                # tasks before the cleanup ends their waits, or each logs "Compute Failed"
-                # with a traceback on the user's terminal
+                # stopped early (Diverged, ...): let the workers cancel the released tasks
+                # before the cleanup ends their waits, or each logs "Compute Failed"
                 release_futures(self.futures)
                 with contextlib.suppress(Exception):
                     _quiesce(client, token)
                 raise
             finally:
                 release_futures(self.futures)
-                # (the attempt that completes may leave its last rows to the run's end)
                 self.drain(force=True, publish=not (done and self.rows_at_end))
                 if job.program is None and self.meter.get("cleanup") is not None:
                     with contextlib.suppress(Exception):
                         self.meter["cleanup"]()
 
     def recover(self, error: WorkerLost, t_lost: float) -> dict:
-        """After the loss of ``error.lost`` (seen at ``t_lost``): the units invalidated,
-        the parts re-placed, the new workers warmed up; the recovery's record."""
+        """After losing ``error.lost``: invalidate units, re-place parts, warm the new
+        workers; the recovery's record."""
         job, book, store, lost = self.job, self.book, self.store, error.lost
         # a host that went silent does not come back in seconds: no wait for it
         silent = bool(error.why) and set(error.why) >= set(lost)
@@ -252,15 +217,13 @@ class _PhaseRun:
         return rec
 
     def gather(self, futures: list, **kw):
-        """:func:`gather_watching` of the attempt's ``futures``, draining its reports."""
         return gather_watching(self.client, futures, self.watch, on_poll=self.drain,
                                wake=self.wake, **kw)
 
 
 class _Rows:
-    """An attempt's reports as they arrive (``_Rows()`` takes what came): rows to the
-    book, the progress bar, the callback and the dashboard; a row that is not finite
-    ends the run (:class:`Diverged`)."""
+    """An attempt's reports as they arrive: rows to the book, progress bar, callback and
+    dashboard; a row that is not finite raises Diverged."""
 
     def __init__(self, client, job, book: Book, bar, callback, inbox):
         self.client, self.job, self.book, self.bar = client, job, book, bar
@@ -285,8 +248,7 @@ class _Rows:
             if self.callback is not None:
                 self.callback(row)
         self.unpublished.extend(rows)
-        # the dashboard gets the rows at most once a second: a scheduler round trip per
-        # unit competed with the run itself (10-25 % of a short SSGD epoch, measured)
+        # at most once a second: a round trip per unit cost 10-25 % of a short SSGD epoch
         if publish and self.unpublished and (force or stop or
                                              time.monotonic() - self.last > PUBLISH_S):
             _publish(self.client, "history", rows=list(self.unpublished))
@@ -296,7 +258,8 @@ class _Rows:
             raise stop
 
     def _divergence(self, row: dict) -> Diverged | None:
-        """A NaN/inf loss, objective or fit in ``row`` (when the job checks): the error."""
+        """The Diverged error for a NaN/inf value in ``row`` (when the job checks), else
+        None."""
         job = self.job
         bad = not_finite({k: v for k, v in row.items() if k != "unit"}) if job.finite else None
         if bad is None:
@@ -306,8 +269,7 @@ class _Rows:
 
 
 def _execution(job, store, meter: dict, ledger, history: list) -> dict:
-    """The report's ``execution``: the workers, how a Program's steps ran and where the
-    last attempt's steps spent their time."""
+    """The report's ``execution``: workers, how a Program's steps ran, the step time split."""
     execution = {"workers": len(store.placement.workers), "units": job.unit_name}
     if job.program is not None:
         single = bool(meter.get("single_worker"))      # the last attempt's (_run_program)
@@ -321,13 +283,10 @@ def _execution(job, store, meter: dict, ledger, history: list) -> dict:
 
 
 def step_split(ledger, units: int) -> dict | None:
-    """The report's ``execution["steps"]``: where the workers' time in the last attempt's
-    steps went, per worker (``compute_s``, ``wait_s`` for other workers' messages,
-    ``send_s``, ``steps``: what its cleanup returned, ``daskhpc._clock.step_times``) and
-    over its ``units``, and ``waited_for``: the worker the others waited for
-    (:func:`daskhpc._clock.waited_for`: a slow link's host or a slow host; where no wait
-    was timed, the worker with the most time computing and sending) and
-    ``waited_for_s``, its seconds of blame; None when no worker timed its steps."""
+    """The report's ``execution["steps"]``: per worker ``compute_s``, ``wait_s``,
+    ``send_s``, ``steps`` of the last attempt, and ``waited_for``
+    (``daskhpc._clock.waited_for``, else the busiest worker) with ``waited_for_s``; None
+    when no worker timed its steps."""
     got = {w: v for w, v in (getattr(ledger, "then_values", None) or {}).items()
            if isinstance(v, dict) and v.get("steps")}
     if not got:
@@ -340,15 +299,13 @@ def step_split(ledger, units: int) -> dict | None:
 
 
 def _worker_cleanup(job, token: str, meter: dict):
-    """``(fn, *args)`` that ends an attempt on every worker (a program's registries, or
-    the attempt graph's own ``worker_cleanup``)."""
+    """``(fn, *args)`` that ends an attempt on every worker."""
     return (cleanup, token) if job.program is not None else meter.get("worker_cleanup")
 
 
 def _put_surviving(client, store, name: str, values: dict) -> None:
-    """``store.put(name, values)`` on the workers that are left: a worker lost while the
-    data goes out (before any attempt can recover it) takes its parts to the others;
-    every worker lost raises ``replace_lost``'s one line."""
+    """``store.put`` on the workers left: a worker lost meanwhile moves its parts to the
+    others."""
     while True:
         try:
             store.put(name, values)
@@ -358,14 +315,9 @@ def _put_surviving(client, store, name: str, values: dict) -> None:
 
 
 def _move_off(client, store, old: Placement, lost: set, wait_s: float = 5.0):
-    """The placement without the ``lost`` workers, and the parts moved to it.
-
-    A worker listed as alive when the new placement is made can leave before its parts
-    reach it (a second worker killed, or the scheduler removing the first one late, on a
-    loaded machine): that is a loss too, and the parts go to a placement without it.
-    Ends: every round leaves out one more worker, and ``replace_lost`` raises when none
-    is left.
-    """
+    """The placement without the ``lost`` workers, and the parts moved to it. A worker that
+    leaves before its parts reach it is a loss too; each round drops one more worker and
+    ``replace_lost`` raises when none is left."""
     moved: list = []
     while True:
         placement = replace_lost(client, old, lost, wait_s=wait_s)
@@ -379,8 +331,7 @@ def _move_off(client, store, old: Placement, lost: set, wait_s: float = 5.0):
 
 
 def _restored(job, ck, first: int) -> dict | None:
-    """The parts' states saved before unit ``first`` (None at the start): the job's
-    ``restore``, else each part's ``part-{p}.npz`` of the checkpoint step."""
+    """The parts' states saved before unit ``first`` (None at the start)."""
     if first == 0:
         return None
     if job.restore is not None:
@@ -389,7 +340,7 @@ def _restored(job, ck, first: int) -> dict | None:
 
 
 def _run_graph(run: _PhaseRun):
-    """An attempt of a graph job: the graph the job builds, window after window."""
+    """An attempt of a graph job, window after window."""
     job, store, ck = run.job, run.store, run.ck
     first = run.todo[0] if run.todo else job.units
     ordered = job.ordered and ck is not None and job.restore is not None
@@ -410,10 +361,8 @@ def _run_graph(run: _PhaseRun):
 
 
 def _run_windows(run: _PhaseRun, g):
-    """Submit an attempt's graph window after window (``AttemptGraph.next``): the next
-    window is built while one runs and submitted once it is done, so the scheduler holds
-    one window and forgets it when it is over. Returns the last window's graph and the
-    values of its ``wanted`` keys (``run.futures`` lists what the client holds)."""
+    """Submit an attempt's graph window after window: the next is built while one runs, so
+    the scheduler holds one window. The last window's graph and its ``wanted`` values."""
     while True:
         submitted = submit_pinned(run.client, g.tasks, g.where, g.wanted + g.hold)
         run.futures[:] = submitted[:len(g.wanted)]
@@ -428,8 +377,7 @@ def _run_windows(run: _PhaseRun, g):
 
 
 def _run_program(run: _PhaseRun):
-    """An attempt of a program job: its units' steps in windows, then the final values
-    (from the saved states, here, when the checkpoint holds every unit)."""
+    """An attempt of a program job: its units' steps in windows, then the final values."""
     job, store, ck = run.job, run.store, run.ck
     first = run.todo[0] if run.todo else job.units
     starts = _restored(job, ck, first)
@@ -441,8 +389,6 @@ def _run_program(run: _PhaseRun):
         statics = [store.data["static"][p] for p in range(job.nparts)]
         finals, _ = run_local(prog, statics, [starts[p] for p in range(job.nparts)])
         return job.assemble(finals) if job.assemble else finals
-    # (replay, statics built on the workers from a Dask collection: the final values
-    # there, without reports or checkpoint steps)
     plans = [(prog.plan(), prog.unit_of)]      # (one pass over the steps' plans)
     _publish_plan(run.client, job, store.placement, plans, False)
     run.meter.update(plans=plans, broadcast=False,
@@ -461,18 +407,16 @@ def _run_program(run: _PhaseRun):
     if len(ends) != len(run.todo):
         raise RuntimeError(f"{job.name}: the program for units {run.todo[0]}..{run.todo[-1]} "
                            f"has {len(ends)} reported steps")
-    # a program with a stop rule of its own, direct exchange: the workers end the run
-    # where the rule says (no window per unit waited for by the client)
+    # a program's own stop rule with direct exchange: the workers end the run
     on_workers = runner.direct and prog.stop is not None and job.stop is not None
     ran = _unit_windows(run, runner, ends, on_workers)
     return _program_end(run, runner, ends, ran, on_workers)
 
 
 def _unit_windows(run: _PhaseRun, runner, ends: list, on_workers: bool) -> int:
-    """Submit the steps of the units (``ends``: each one's last step) in windows; the
-    number of units run, fewer when the job's stop rule ends the run after a window.
-    Without a stop rule (or with the workers' own) each window is submitted before the
-    previous one is waited for, and the client holds only the windows not waited for."""
+    """Submit the units' steps (``ends``: each one's last step) in windows; the number of
+    units run (fewer when the stop rule ends the run). Without a client-side stop rule
+    windows are submitted without waiting for the previous one."""
     job, prog = run.job, runner.program
     window = job.window or (1 if job.stop and not on_workers else max(len(ends), 1))
     last = job.stop is None or on_workers         # the client never stops the run early
@@ -500,8 +444,8 @@ def _unit_windows(run: _PhaseRun, runner, ends: list, on_workers: bool) -> int:
 
 
 def _program_end(run: _PhaseRun, runner, ends: list, ran: int, on_workers: bool):
-    """After ``ran`` units: the steps after the last report, the final values, the
-    units' rows settled and the workers' stop rule checked against the job's."""
+    """After ``ran`` units: the steps after the last report, the final values, rows settled,
+    the workers' stop rule checked."""
     job, prog = run.job, runner.program
     after = ends[-1] + 1 if ends else 0
     if ran == len(ends) and after < prog.nsteps:             # steps after the last report
@@ -509,7 +453,6 @@ def _program_end(run: _PhaseRun, runner, ends: list, ran: int, on_workers: bool)
     fin = runner.finish()
     run.futures += fin
     kept = _kept_finals(run.client, runner, fin, job.nparts) if job.keep_finals else None
-    # (a stop rule on the workers: their registries are read below, so no early cleanup)
     values = run.gather(kept or fin, values=kept is None,
                        when_done=None if on_workers else run.work_done)
     if on_workers:
@@ -524,8 +467,7 @@ def _program_end(run: _PhaseRun, runner, ends: list, ran: int, on_workers: bool)
 
 
 def _kept_finals(client, runner, fin: list, nparts: int) -> list:
-    """Per part, a future of its final value on its own worker (``Job.keep_finals``):
-    a pinned task picks it from its worker's final task (no transfer)."""
+    """Per part, a future of its final value on its own worker (``Job.keep_finals``)."""
     tasks, where = {}, {}
     for f, (lab, parts) in zip(fin, runner.parts.items()):
         for p in parts:
@@ -537,14 +479,7 @@ def _kept_finals(client, runner, fin: list, nparts: int) -> list:
 
 
 def unit_ranges(units) -> list:
-    """Units as ``[first, last]`` runs of consecutive integers (a recovery's record says
-    what it redoes in a few numbers, not one per unit).
-
-    Examples
-    --------
-    >>> unit_ranges([479, 480, 481, 7, 9, 10])
-    [[7, 7], [9, 10], [479, 481]]
-    """
+    """Units as ``[first, last]`` runs of consecutive integers, sorted."""
     runs: list = []
     for u in sorted(int(u) for u in units):
         if runs and u == runs[-1][1] + 1:
@@ -555,8 +490,8 @@ def unit_ranges(units) -> list:
 
 
 def _stopped_units(client, token: str, prog, ran: int) -> tuple[int, bool]:
-    """``(units run, stopped)``: how many units the workers ran, and whether the
-    program's stop rule ended them (else all ``ran`` did)."""
+    """``(units run, stopped)``: how many units the workers ran, and whether the program's
+    stop rule ended them."""
     said = {u for u in run_on_workers(client, stopped_at, token).values() if u is not None}
     if len(said) > 1:
         raise RuntimeError(f"{prog.name}: the workers stopped after different units "
@@ -565,8 +500,8 @@ def _stopped_units(client, token: str, prog, ran: int) -> tuple[int, bool]:
 
 
 def _check_stop(job, history: list, ran: int, stopped: bool) -> None:
-    """The workers' rule (``Program.stop``) must be the job's on the ``ran`` units of this
-    attempt: true where they stopped, false before."""
+    """The workers' rule (``Program.stop``) must agree with the job's on this attempt's
+    ``ran`` units."""
     says = [bool(job.stop(history[:n])) for n in range(len(history) - ran + 1,
                                                          len(history) + 1)]
     if says[:-1].count(True) or (bool(says) and says[-1] != stopped):
@@ -576,9 +511,8 @@ def _check_stop(job, history: list, ran: int, stopped: bool) -> None:
 
 
 def _prepare_kernels(client, workflow: str) -> None:
-    """A LocalCluster's workers share this machine's numba cache: compile the workflow's
-    kernels once here instead of in every worker (remote workers: the command line
-    prepares them, ``daskhpc._numba``)."""
+    """A LocalCluster's workers share this machine's numba cache: compile the kernels once
+    here."""
     from distributed import LocalCluster
 
     if isinstance(getattr(client, "cluster", None), LocalCluster):
@@ -588,7 +522,7 @@ def _prepare_kernels(client, workflow: str) -> None:
 
 
 def _running(token: str, dask_worker=None) -> int:
-    """Tasks of run ``token`` still executing on this worker (not cancelled yet)."""
+    """Tasks of run ``token`` still executing on this worker."""
     return sum(1 for k, ts in dask_worker.state.tasks.items()
                if token in str(k) and ts.state in ("executing", "long-running"))
 
@@ -603,7 +537,7 @@ def _quiesce(client, token: str, wait: float = 2.0) -> None:
 
 
 def _publish(client, topic: str, **data) -> None:
-    """Feed the dashboard pages (``publish`` never fails a run: it logs instead)."""
+    """Feed the dashboard pages (``publish`` logs instead of failing a run)."""
     from daskhpc.dashboard import publish
 
     publish(client, topic, **data)
@@ -612,8 +546,7 @@ def _publish(client, topic: str, **data) -> None:
 def _publish_start(client, label: str, workflow: str, placement: Placement,
                    units: int | None = None, unit_name: str | None = None,
                    sent: dict | None = None) -> None:
-    """Tell the dashboard pages a run starts (the measured matrix counts from here;
-    ``sent``: the workers' counters, read already)."""
+    """Tell the dashboard pages a run starts (``sent``: the workers' counters)."""
     more = {k: v for k, v in (("units", units), ("unit_name", unit_name)) if v is not None}
     _publish(client, "run", name=label, workflow=workflow, workers=list(placement.workers),
              sent=sent, **more)
@@ -621,16 +554,12 @@ def _publish_start(client, label: str, workflow: str, placement: Placement,
 
 def _publish_end(client, status: str, measured: dict | None = None, history=None,
                  ledger=None, execution: dict | None = None) -> None:
-    """Tell the dashboard pages the run is over, with the numbers of its report: the
-    planned and measured bytes the summary prints, the history rows with their per-unit
-    bytes, the measured matrix of the ledger they come from, and the steps' compute time
-    per worker (``execution.steps``)."""
+    """Tell the dashboard pages the run is over: planned and measured bytes, rows, the
+    measured matrix, compute time per worker."""
     data: dict = {"status": status}
-    m = measured or {}
-    if m.get("planned_bytes") is not None:
-        data["planned_bytes"] = int(m["planned_bytes"])
-    if m.get("inter_worker_bytes") is not None:
-        data["measured_bytes"] = int(m["inter_worker_bytes"])
+    for name, key in (("planned_bytes", "planned_bytes"), ("measured_bytes", "inter_worker_bytes")):
+        if (measured or {}).get(key) is not None:
+            data[name] = int(measured[key])
     if history is not None:
         data["rows"] = list(history)
     if ledger is not None and ledger.entries is not None:
@@ -646,7 +575,7 @@ def _publish_end(client, status: str, measured: dict | None = None, history=None
 
 @contextlib.contextmanager
 def _failed_ends(client, announce: bool):
-    """A run that fails ends on the dashboard too (its heading must not say it runs)."""
+    """A run that fails ends on the dashboard too."""
     try:
         yield
     except Exception as e:
@@ -656,14 +585,12 @@ def _failed_ends(client, announce: bool):
 
 
 def _publish_plan(client, job: Job, placement: Placement, plans, broadcast) -> None:
-    """The attempt's planned bytes between workers for the whole run, and per unit
-    (what the measured matrix adds up to as units complete): one definition with the
-    report's (``Book.measure``)."""
+    """Publish the attempt's planned bytes between workers, per run and per unit (as
+    ``Book.measure`` counts them)."""
     from daskhpc.dashboard import plan_fields
 
     workers = list(placement.workers)
     owner = [workers.index(placement.worker(p)) for p in range(job.nparts)]
     entries = [e if len(e) > 2 else (e[0], e[1], broadcast) for e in plans]
-    # (not waited for: it goes while the run starts; the end, published next, waits)
     _publish(client, "plan", workers=workers, unit="bytes per run", wait=False,
              **plan_fields(entries, owner, len(workers), job.units))

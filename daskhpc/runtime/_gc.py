@@ -1,17 +1,6 @@
-"""Full garbage collections kept off a run's path.
-
-A collection of Python's oldest generation scans every tracked object of the process
-(about 250,000 on the client after the imports of dask, distributed, numba and scipy);
-one landed inside a short SSGD run and doubled its own cost (docs/benchmarks.md). While a
-run is on, the objects that existed when it started are frozen (:func:`gc.freeze`):
-collections then scan only what the run made. When the last run of the process ends
-they are put back (:func:`gc.unfreeze`), and the next full collection frees whatever of
-them became garbage meanwhile: nothing is kept for good. Runs may overlap (threads, or
-several clients of one cluster): the objects are frozen by the first and put back by
-the last.
-
-:func:`frozen` is the client's; :class:`FrozenHeap`, a run setting (``_calls``), does the
-same on the workers and the scheduler in the run's settings calls.
+"""Full garbage collections kept off a run's path: while runs are on, the objects that
+existed when the first started are frozen (:func:`gc.freeze`; a full collection inside a
+short SSGD run doubled its cost, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -48,7 +37,7 @@ def _unfreeze(**_server) -> None:
 
 @contextmanager
 def frozen():
-    """The body runs with the process's objects of now frozen (module docstring)."""
+    """The body runs with the process's objects of now frozen."""
     _freeze()
     try:
         yield

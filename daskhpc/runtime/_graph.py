@@ -1,17 +1,10 @@
 """Task graphs whose every task is pinned on one worker.
 
-We build low-level graphs ourselves (one task per part and phase) and give each
-key a hard worker restriction. The graph is submitted with ``client.get``, which
-does not run dask's low-level optimiser: fusion would otherwise merge tasks
-of different workers and drop or intersect their restrictions.
-
 .. warning::
-   Per-key restrictions travel as *callable* layer annotations: the scheduler
-   calls ``annotation(key)`` for every key of the layer (``HLGExpr.
-   __dask_annotations__`` in dask 2026.8). A plain ``{key: value}`` dict is
-   handed whole to every key and makes ``update_graph`` fail with
-   "unhashable type: 'dict'". We pass bound ``dict.__getitem__`` methods, which
-   pickle without importing daskhpc on the scheduler.
+   Per-key restrictions travel as *callable* layer annotations (bound
+   ``dict.__getitem__``): the scheduler calls ``annotation(key)`` for every key
+   (``HLGExpr.__dask_annotations__`` in dask 2026.8); a plain dict would be handed whole
+   to every key and fail ``update_graph``.
 """
 
 from __future__ import annotations
@@ -35,30 +28,25 @@ def pinned_graph(tasks: Mapping[Any, Any], workers: Mapping[Any, str]) -> HighLe
     Parameters
     ----------
     tasks : mapping
-        ``{key: task}``. A task is an old-style tuple ``(func, arg, ...)`` whose
-        arguments may be other keys of the graph or Futures (pass the Future
-        itself: a bare string naming data the client already holds is *not*
-        resolved, the task receives the string); a ``dask._task_spec.Task``
-        (with ``TaskRef`` arguments) or a ``DataNode`` also work, as does any
-        literal value. Keys are str or tuples like ``("spmv", 3)``.
+        ``{key: task}``: an old-style tuple ``(func, arg, ...)`` whose arguments may be
+        other keys of the graph or Futures (a bare string naming client data is *not*
+        resolved), a ``dask._task_spec.Task`` or ``DataNode``, or a literal.
     workers : mapping
-        ``{key: address}`` for every key of ``tasks`` (a list of addresses is
-        accepted too and means "any of these").
+        ``{key: address}`` for every key (a list of addresses means any of these).
 
     Returns
     -------
     HighLevelGraph
-        One ``MaterializedLayer`` named ``"daskhpc-pinned"`` with the
-        annotations ``workers`` and ``allow_other_workers=False`` on every key.
+        One ``MaterializedLayer`` named ``"daskhpc-pinned"`` with the annotations
+        ``workers`` and ``allow_other_workers=False`` on every key.
 
     Examples
     --------
     >>> from operator import add
     >>> hlg = pinned_graph({"x": (add, 1, 2), "y": (add, "x", 1)},
     ...                    {"x": "tcp://a:1", "y": "tcp://b:1"})
-    >>> layer = hlg.layers["daskhpc-pinned"]
-    >>> layer.annotations["workers"]("y"), layer.annotations["allow_other_workers"]("y")
-    (['tcp://b:1'], False)
+    >>> hlg.layers["daskhpc-pinned"].annotations["workers"]("y")
+    ['tcp://b:1']
     """
     missing = [k for k in tasks if k not in workers]
     if missing:
@@ -83,14 +71,16 @@ def submit_pinned(
 ) -> list[Future]:
     """Submit a pinned graph and return futures for ``keys``.
 
+    ``client.get`` skips dask's low-level optimiser, whose fusion would merge tasks of
+    different workers and drop their restrictions.
+
     Parameters
     ----------
     client : distributed.Client
     tasks, workers : mapping
         As for :func:`pinned_graph`.
     keys : iterable
-        Keys to hold futures for, in the order wanted. Keys that are not asked
-        for are released once their dependents have run.
+        Keys to hold futures for, in order; the others are released once used.
 
     Returns
     -------
@@ -99,17 +89,13 @@ def submit_pinned(
     Examples
     --------
     >>> from operator import add
-    >>> a, b = worker_addresses(client)                               # doctest: +SKIP
     >>> [y] = submit_pinned(client, {"x": (add, 1, 2), "y": (add, "x", 1)},
     ...                     {"x": a, "y": b}, ["y"])                   # doctest: +SKIP
-    >>> y.result()                                                    # doctest: +SKIP
-    4
     """
     keys = list(keys)
     unknown = [k for k in keys if k not in tasks]
     if unknown:
         raise KeyError(f"keys not in the graph: {unknown[:3]}")
-    # client.get skips the low-level optimiser, so annotations arrive intact.
     return client.get(pinned_graph(tasks, workers), keys, sync=False)
 
 

@@ -1,27 +1,4 @@
-"""One engine for scheduler plugins that hold tasks back until a policy lets them run.
-
-SSGD's stratum order and SpGEMM's batch admission both decide *when* pinned tasks may
-start, on top of the graph's dependencies. The deciding is a pure policy (a plain object,
-tested without Dask); this engine does the Dask part once: in ``update_graph`` it *parks*
-the tasks the policy holds (their worker restriction is swapped for an address no worker
-has, so they wait in ``no-worker``), on every completion it asks the policy what is
-released, and from a new stimulus it restores the real restrictions and moves the tasks
-to ``processing``. It records one timeline row per unit of every finished task.
-
-An adapter subclasses :class:`HoldingPlugin` and says, for a key, which *units* of its
-policy it belongs to (None: not ours), which of them must wait, and what a completion
-releases. Rows have the fields ``key, run, worker, sent, done, start, stop, held, state``
-(``sent``/``done``: the scheduler's clock when the task went to its worker and when its
-result came back; ``start``/``stop``: the worker's compute span) plus the adapter's own.
-
-``distributed.scheduler.no-workers-timeout`` must stay unset, or parked tasks would be
-failed.
-
-Examples
---------
->>> install(client, StratumOrderPlugin)                       # doctest: +SKIP
->>> rows = take(client, StratumOrderPlugin.name, "ssgd-step-ab12")   # doctest: +SKIP
-"""
+"""One engine for scheduler plugins that hold tasks back until a policy lets them run."""
 
 from __future__ import annotations
 
@@ -36,7 +13,22 @@ PARKED = "tcp://daskhpc-parked.invalid:1"
 
 
 class HoldingPlugin(SchedulerPlugin):
-    """The engine; subclasses implement :meth:`units_of`, :meth:`hold`, :meth:`finish`."""
+    """The engine under scheduler plugins that hold pinned tasks back (SSGD's stratum
+    order, SpGEMM's batch admission) until a pure policy releases them.
+
+    In ``update_graph`` it *parks* the tasks the policy holds (their restriction swapped for
+    :data:`PARKED`, so they wait in ``no-worker``), on every completion asks the policy
+    what is released, and restores the real restrictions from a new stimulus. Subclasses
+    implement :meth:`units_of`, :meth:`hold` and :meth:`finish`. One timeline row per unit
+    of every finished task: ``key, run, worker, sent, done`` (the scheduler's clock),
+    ``start, stop`` (the worker's compute span), ``held, state`` and the adapter's fields.
+    ``distributed.scheduler.no-workers-timeout`` must stay unset.
+
+    Examples
+    --------
+    >>> install(client, StratumOrderPlugin)                       # doctest: +SKIP
+    >>> rows = take(client, StratumOrderPlugin.name, "ssgd-step-ab12")   # doctest: +SKIP
+    """
 
     name = "daskhpc-holding"
     idempotent = True
@@ -50,7 +42,6 @@ class HoldingPlugin(SchedulerPlugin):
         self._held: set = set()        # units that were held at some point
         self._sent: dict = {}          # key -> scheduler time it went to processing
 
-    # -- what an adapter says ------------------------------------------------------------
     def units_of(self, key) -> list | None:
         """The policy units ``key`` belongs to, or None if the key is not ours."""
         raise NotImplementedError
@@ -73,7 +64,6 @@ class HoldingPlugin(SchedulerPlugin):
         """Timeline fields of one unit of a finished key (``run`` at least)."""
         return {"run": unit[0]}
 
-    # -- the engine -------------------------------------------------------------------------
     async def start(self, scheduler) -> None:
         self.scheduler = scheduler
 

@@ -1,10 +1,5 @@
-"""What a workflow hands the frame (:class:`Job`), and what it gets back (:class:`Outcome`).
-
-A job is dask-free data and callables: the per-part static data, the units and how
-their reports become history rows, and either a :class:`~daskhpc.comm.Program` of the
-remaining units (a :class:`Job`) or a function that builds one attempt's graph
-(a :class:`GraphJob`: :class:`Attempt` in, :class:`AttemptGraph` out). :func:`~daskhpc.runtime.run_job` runs it (``_frame``).
-"""
+"""What a workflow hands the frame (:class:`Job`, :class:`GraphJob`), and what it gets
+back (:class:`Outcome`)."""
 
 from __future__ import annotations
 
@@ -35,8 +30,8 @@ class GaveUp(WorkerLost):
 class Diverged(RuntimeError):
     """A unit reported a value that is not finite (NaN or inf): the run stopped there.
 
-    ``unit``, ``key`` (the history row field, ``a.b[2]`` inside nested values) and
-    ``value``; ``row`` is the whole history row. The CLI prints the message alone (exit 1).
+    ``unit``, ``key`` (the history row field, ``a.b[2]`` inside nested values), ``value``
+    and ``row``. The CLI prints the message alone (exit 1).
     """
 
     one_line = True
@@ -50,16 +45,8 @@ class Diverged(RuntimeError):
 
 
 def not_finite(value, key: str = ""):
-    """``(key, value)`` of the first number in ``value`` (a history row; nested dicts and
-    lists too) that is NaN or infinite, or None. Strings, None and booleans are skipped.
-
-    Examples
-    --------
-    >>> not_finite({"loss": 1.0, "fit": [0.5, float("nan")]})
-    ('fit[1]', nan)
-    >>> not_finite({"loss": 1.0, "note": "nan"}) is None
-    True
-    """
+    """``(key, value)`` of the first NaN or infinite number in ``value`` (a history row,
+    nested dicts and lists too), or None. Strings, None and booleans are skipped."""
     if isinstance(value, dict):
         for k, v in value.items():
             got = not_finite(v, f"{key}.{k}" if key else str(k))
@@ -78,9 +65,7 @@ def not_finite(value, key: str = ""):
 
 @dataclass
 class _Units:
-    """What every job hands :func:`run_job`: its units, how their reports become history
-    rows, the per-part data, checkpoints and placement (see :class:`Job` and
-    :class:`GraphJob` for the parameters)."""
+    """What every job hands :func:`run_job` (parameters: :class:`Job`, :class:`GraphJob`)."""
 
     name: str
     nparts: int
@@ -104,8 +89,7 @@ class _Units:
 
 @dataclass
 class Job(_Units):
-    """A :class:`~daskhpc.comm.Program` job: what :func:`run_job` runs for the
-    bulk-synchronous workflows (units of Program steps, on either exchange).
+    """A :class:`~daskhpc.comm.Program` job: units of Program steps, on either exchange.
 
     Parameters
     ----------
@@ -117,8 +101,7 @@ class Job(_Units):
     row : callable
         ``row(unit, {reporter: values}) -> dict``: the history row of a complete unit.
     fingerprint : dict or callable
-        What must be equal to continue a checkpoint (inputs, parts, seeds, options), or a
-        function returning it: called only by a run with a checkpoint (it hashes inputs).
+        What must be equal to continue a checkpoint (a callable: called when needed).
     program : callable
         ``program(first_unit) -> Program`` of units ``first_unit .. units - 1``.
     statics : dict or list, optional
@@ -126,46 +109,30 @@ class Job(_Units):
     assemble : callable, optional
         ``assemble(finals) -> value`` from the parts' ``final`` values (in part order).
     restore : callable, optional
-        ``restore(checkpoint, n) -> start`` after ``n`` complete units (default: every
-        part's ``part-<p>.npz`` of step n).
+        ``restore(checkpoint, n) -> start`` after ``n`` units (default: ``part-<p>.npz``).
     reporters, savers : callable, optional
-        ``reporters(unit) -> set``: who must report a unit (default every part);
-        ``savers(unit) -> set``: the reporters whose ``saved`` reports make the unit's
-        checkpoint complete (default: all of ``reporters``).
+        ``reporters(unit) -> set``: who reports a unit (default every part);
+        ``savers(unit) -> set``: whose ``saved`` reports complete its checkpoint.
     stop : callable, optional
-        ``stop(history) -> bool`` after every unit: end the run early (convergence). The
-        program is then submitted one window of ``window`` units at a time.
+        ``stop(history) -> bool`` after every unit: end the run early (convergence).
     window : int, optional
-        Units per submission (default: all at once, or 1 with ``stop``). Graph-building
-        jobs get it as ``Attempt.window`` and build their windows themselves
-        (``AttemptGraph.next``).
-    placement : callable, optional
-        ``placement(workers) -> Placement`` (default round robin).
-    part_of : callable, optional
-        Part of a static-data key (default: keys are parts).
-    warm_up : callable, optional
-        Run on every worker before anything is timed (load compiled kernels).
+        Units per submission (default: all at once, or 1 with ``stop``).
+    placement, part_of, warm_up, opened : callable, optional
+        ``placement(workers) -> Placement`` (default round robin); the part of a
+        static-data key (default: keys are parts); run on every worker before anything is
+        timed; ``opened(checkpoint)`` once the checkpoint directory is accepted.
     unit_name : str
-        What a unit is ("epochs", "iterations", "batches"): progress and messages.
-    opened : callable, optional
-        ``opened(checkpoint)`` once the checkpoint directory is accepted (write run-wide
-        files next to its manifest, e.g. the partition).
+        What a unit is ("epochs", "iterations", "batches").
     in_loop : bool
         Run steps in the workers' event loops (short steps).
     exchange : {"direct", "graph"}, optional
-        Messages pushed directly by the sender, one task per worker and window
-        (``runtime._exchange``: a message costs no scheduler round trip), or as task
-        dependencies, one task group per worker and step (the reference); the results
-        are the same bit for bit. Default ``daskhpc.runtime.exchange`` (direct).
-    finite : bool
-        Every number of every history row must be finite: a NaN or inf (a diverged loss,
-        objective or fit) stops the run with :class:`Diverged` (default True).
-    diverged_hint : str
-        Appended to the :class:`Diverged` message (what the user may change, e.g.
-        "try a smaller --lr").
+        Messages pushed by the sender (one task per worker and window) or as task
+        dependencies (the reference); the same results. Default ``daskhpc.runtime.exchange``.
+    finite, diverged_hint : bool, str
+        A NaN or inf in a history row stops the run with :class:`Diverged` (default True);
+        the hint is appended to its message (e.g. "try a smaller --lr").
     keep_finals : bool
-        The parts' final values stay on their workers: the run's value is one
-        ``distributed.Future`` per part (in part order; ``assemble`` is not called).
+        The run's value is one ``distributed.Future`` per part, on its worker.
     """
 
     program: Callable | None = None
@@ -187,8 +154,8 @@ class Job(_Units):
 
 @dataclass
 class GraphJob(_Units):
-    """A job whose attempts are graphs the workflow builds (graphs that are not
-    bulk-synchronous programs: SSGD's sub-epoch groups, SpGEMM's broadcast DAG).
+    """A job whose attempts are graphs the workflow builds (SSGD's sub-epoch groups,
+    SpGEMM's broadcast DAG).
 
     Parameters
     ----------
@@ -196,19 +163,16 @@ class GraphJob(_Units):
         ``attempt(Attempt) -> AttemptGraph`` builds one attempt's graph.
     ordered : bool
         Units build on each other: a restart continues from the newest checkpoint. If
-        False (independent batches) only units that are not *safe* run again.
+        False only units that are not *safe* run again.
     lost : callable, optional
         Unordered jobs: ``lost(workers, safe_units, durable_units) -> dict`` with
-        ``invalidated`` (the units whose results died with the workers) and any fields the
-        job wants in the recovery record.
+        ``invalidated`` (units whose results died) and fields for the recovery record.
     entry, unentry : callable, optional
         ``entry(unit, row) -> (step, meta)``: how a complete unit is recorded in the
-        checkpoint manifest (default: step ``unit + 1``, "state after unit + 1 units",
-        with the row as ``history``); ``unentry(meta) -> (unit, row)`` reads it back.
+        checkpoint manifest (default: step ``unit + 1``, the row as ``history``);
+        ``unentry(meta) -> (unit, row)`` reads it back.
     **others
-        As :class:`Job` (name, nparts, units, row, fingerprint, statics, restore,
-        reporters, savers, stop, window, placement, part_of, warm_up, unit_name, opened,
-        finite, diverged_hint).
+        As :class:`Job`.
     """
 
     attempt: Callable | None = None
@@ -250,27 +214,17 @@ class AttemptGraph:
     """One attempt's graph and how to read it.
 
     ``tasks``/``where``: the pinned graph; ``wanted``: the keys to wait on;
-    ``collect(values)`` turns their values into the run's value; ``cleanup()`` runs after
-    the attempt, failed or not, and ``worker_cleanup`` (``(fn, *args)``) on every worker
-    then, as ``fn(*args, dask_worker=...)``, in the frame's closing call of the attempt
-    (one round trip fewer than a ``client.run`` of its own). For planned-vs-measured
-    bytes: ``plans``, a list of ``(Plan, unit_of_phase)`` or ``(Plan, unit_of_phase,
-    broadcast)`` (part-level plans of what the attempt sends, a phase mapped to its unit;
-    ``broadcast``: its messages are keys fetched once per receiving worker, default
-    ``broadcast`` below), or a callable that returns that list when the bytes are
-    measured (after the attempt's tasks: a plan still being computed while they run,
-    which the frame then does not show; the job publishes its own), and
-    ``unit_of_key(key)`` (the unit of a transferred key, or None).
-    ``hold``: keys whose futures outlive the attempt (results a later step needs, such as
-    SpGEMM's kept blocks): submitted with the graph, handed to ``held({key: Future})``,
-    and never released by the frame.
+    ``collect(values)``: the run's value; ``cleanup()`` runs after the attempt, and
+    ``worker_cleanup`` (``(fn, *args)``) on every worker in the frame's closing call. For
+    planned-vs-measured bytes: ``plans``, a list of ``(Plan, unit_of_phase[, broadcast])``
+    or a callable returning it after the attempt's tasks (the job then publishes its own),
+    and ``unit_of_key(key)``. ``hold``: keys whose futures outlive the attempt, handed to
+    ``held({key: Future})`` and never released by the frame.
 
-    Windows: ``next()``, if given, builds the graph of the next window of units (or
-    returns None after the last one) while this one runs; the frame submits it once this
-    one's ``wanted`` keys are all done (they must say the whole window is), so no task
-    may depend on another window's. The last window's ``collect`` gets the values of its
-    ``wanted``; the first one's ``plans``, ``unit_of_key``, ``cleanup`` and
-    ``worker_cleanup`` serve the whole attempt.
+    ``next()``, if given, builds the next window's graph (None after the last) while this
+    one runs; it is submitted once this one's ``wanted`` keys are done, so no task may
+    depend on another window's. The first window's ``plans``, ``unit_of_key``, ``cleanup``
+    and ``worker_cleanup`` serve the whole attempt.
     """
 
     tasks: dict

@@ -1,31 +1,18 @@
-"""Shorter batching of Dask's control messages while a latency-bound run is in flight.
-
-The scheduler talks to each worker through a ``BatchedSend`` that sends at most once per
-5 ms, each worker back through one of 2 ms, the client to the scheduler once per 10 ms
-(hard-coded in ``distributed``): a chain of short dependent tasks advances at most one
-task per ~5-7 ms per worker, whatever the tasks cost. :func:`low_latency` sets the
-intervals of the running streams for the duration of a run and restores them afterwards
-(more, smaller control messages are the price). The streams are internals of
-``distributed`` (:mod:`daskhpc._dask_internals`); workers that join during the run keep
-the default.
-
-Examples
---------
->>> with low_latency(client):                                   # doctest: +SKIP
-...     client.gather(futures)
+"""Shorter batching of Dask's control messages (5 ms scheduler to worker, 2 ms back, 10 ms
+from the client, hard-coded in ``distributed``) while a latency-bound run is in flight.
 """
 
 from __future__ import annotations
 
 from daskhpc._dask_internals import client_stream, scheduler_streams, worker_stream
-from daskhpc.runtime._calls import Setting, applied
+from daskhpc.runtime._calls import Applied, Setting
 
 __all__ = ["low_latency", "LowLatency"]
 
 
 def _scheduler(interval, client_id, previous=None, dask_scheduler=None):
-    """The scheduler's streams to the workers and to the client ``client_id`` at
-    ``interval``, or back at ``previous`` (what the first call returned)."""
+    """The scheduler's streams to the workers and to ``client_id`` at ``interval``, or back
+    at ``previous``."""
     old = {}
     for addr, bs in scheduler_streams(dask_scheduler, client_id).items():
         old[addr] = bs.interval
@@ -46,7 +33,7 @@ def _restore(old: dict, dask_worker=None):
 
 
 class LowLatency(Setting):
-    """The batching intervals at ``interval`` s while a run is on (``_calls``)."""
+    """The batching intervals at ``interval`` s while a run is on."""
 
     def __init__(self, interval: float = 0.0):
         self.interval = interval
@@ -68,11 +55,17 @@ class LowLatency(Setting):
         if old is not None:
             calls.on_scheduler(_scheduler, None, calls.client.id, old)
         work_old = got.workers(self._work)
-        if work_old:          # (applied sends it to the workers still there)
+        if work_old:          # (Applied sends it to the workers still there)
             calls.on_workers(_restore, work_old)
 
 
 def low_latency(client, interval: float = 0.0):
     """Run the body with the client <-> scheduler <-> worker batching intervals at
-    ``interval`` s."""
-    return applied(client, LowLatency(interval))
+    ``interval`` s (more, smaller control messages are the price).
+
+    Examples
+    --------
+    >>> with low_latency(client):                                   # doctest: +SKIP
+    ...     client.gather(futures)
+    """
+    return Applied(client, LowLatency(interval))

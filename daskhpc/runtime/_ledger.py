@@ -1,19 +1,6 @@
-"""Measure the bytes and messages that moved between workers, counted where they were
-sent.
-
-Two sources on every worker, both read from the sender's side:
-
-- the direct exchange's pushes: the :class:`~daskhpc.runtime.Exchange` keeps its own
-  ledger of what it wrote (one entry per push: receiver, key, sizeof, wire bytes);
-- Dask's transfers: every ``get_data`` reply is an entry of the worker's
-  ``transfer_outgoing_log`` (:func:`daskhpc._dask_internals.outgoing_log`), whose ``who``
-  is the receiving worker (None for the client and the scheduler). That log keeps 1000
-  entries: while a ledger is open, a *tap* on the worker copies its new entries every
-  :data:`DRAIN_S`, so a run's transfers are all counted however many there are.
-
-The ledger remembers where each worker's sources ended when it was entered and, on
-exit, sums the entries written since whose receiver is a worker. Transfers of P2P
-shuffles go over their own channel and are not counted.
+"""Measure the bytes and messages sent between workers, counted on the sender's side: the
+direct exchange's log of pushes, and Dask's ``transfer_outgoing_log`` (1000 entries, so a
+*tap* copies it every :data:`DRAIN_S` while a ledger is open).
 """
 
 from __future__ import annotations
@@ -44,18 +31,10 @@ __all__ = ["TransferLedger", "LogMarks", "LedgerClose", "logged_transfers"]
 class TransferLedger:
     """Bytes and messages sent between workers while the ledger is open.
 
-    Two byte counts are kept for every message:
-
-    ``bytes`` (reported as ``inter_worker_bytes``)
-        What the sending worker wrote to the socket: all frames plus their length
-        headers (a 1 MiB float64 array travels as 1,048,867 bytes). Not counted: the
-        receiver's ``get_data`` request, its "OK", and TCP/IP headers.
-    ``sizeof``
-        Dask's ``sizeof`` estimate of the values sent, without framing: 1,048,576
-        for the same array.
-
-    A message is one ``get_data`` batch, which may carry several keys from the same
-    sender to the same receiver, or one push of the direct exchange.
+    Each message (one ``get_data`` batch, or one push of the direct exchange) counts as
+    ``bytes`` (``inter_worker_bytes``: what the sender wrote to the socket, frames and their
+    length headers; a 1 MiB float64 array is 1,048,867 bytes) and ``sizeof`` (Dask's
+    estimate of the values, no framing: 1,048,576).
 
     Parameters
     ----------
@@ -64,13 +43,10 @@ class TransferLedger:
     settle : float, default 2.0
         On exit, seconds to wait at most for transfers still being written.
     marks : dict or callable, optional
-        Where the workers' logs end, taken already (a :class:`LogMarks` setting's call):
-        the first :meth:`start` uses them instead of asking the workers. A callable
-        gives them (or None: ask the workers) when :meth:`ready` is called, at the
-        latest when the ledger stops: a call still on its way when the ledger starts.
+        Where the workers' logs end, taken already (:class:`LogMarks`), or a callable giving
+        them when :meth:`ready` is called.
     closing : LedgerClose, optional
-        A body that completes leaves the reading of the logs to this setting's undo call
-        (the run's; one round trip fewer); a body that fails reads them at once.
+        A body that completes leaves reading the logs to this setting's undo call.
 
     Attributes
     ----------
@@ -82,12 +58,10 @@ class TransferLedger:
 
     Notes
     -----
-    Transfers in flight when the ledger is entered are counted if they finish after it.
-    A worker that leaves before the exit takes its counts with it, and workers that join
-    are counted from their start (the last 1000 of Dask's transfers at most). Where
-    entries were lost (more than 1000 replies of one worker within :data:`DRAIN_S`, or
-    more than :data:`KEPT` messages), the totals are lower bounds. A ``RuntimeWarning``
-    says so in both cases.
+    A worker that leaves before the exit takes its counts with it; workers that join are
+    counted from their start. Where entries were lost (more than 1000 replies of one worker
+    within :data:`DRAIN_S`, or more than :data:`KEPT` messages) the totals are lower bounds.
+    Both cases warn (``RuntimeWarning``).
 
     Examples
     --------
@@ -96,7 +70,6 @@ class TransferLedger:
     >>> led.report()                                              # doctest: +SKIP
     {'inter_worker_bytes': 1048867, 'inter_worker_bytes_sizeof': 1048576,
      'inter_worker_messages': 1}
-    >>> workers, bytes_src_dst = led.matrix()                     # doctest: +SKIP
     """
 
     def __init__(self, client: Client, *, settle: float = 2.0, marks: dict | None = None,
@@ -105,17 +78,13 @@ class TransferLedger:
         self.settle = settle
         self._given = marks
         self._closing = closing
-        #: ``(fn, *args)`` every worker runs in the closing call of ``__exit__``, before
-        #: its log is read (the body sets it: a run's cleanup, one round trip fewer)
+        #: ``(fn, *args)`` every worker runs in the closing call, before its log is read
         self.then: tuple | None = None
-        #: what :attr:`then` returned on each worker (``{address: value}``), once read
         self.then_values: dict = {}
         self._marks: dict[str, dict] | None = None
         self._later = None               # a callable ``marks=`` not taken yet (ready)
         self._workers: list[str] = []
         self.entries: list[dict] | None = None
-
-    # -- running -------------------------------------------------------------
 
     def start(self) -> TransferLedger:
         """Remember where every worker's log ends now (``__enter__`` calls this)."""
@@ -127,8 +96,7 @@ class TransferLedger:
         return self
 
     def ready(self) -> TransferLedger:
-        """Take the marks of a callable ``marks=`` now: before the first transfer to
-        count (the frame calls it before it submits the run's tasks)."""
+        """Take the marks of a callable ``marks=`` now, before the first transfer to count."""
         later, self._later = self._later, None
         if later is not None:
             self._take(later())
@@ -140,8 +108,7 @@ class TransferLedger:
 
     def stop(self, first=None) -> TransferLedger:
         """Collect the messages logged since :meth:`start` (``__exit__`` calls this).
-        ``first``: ``(fn, *args)`` each worker runs before, in the same call
-        (``__exit__`` passes :attr:`then`)."""
+        ``first``: ``(fn, *args)`` each worker runs before, in the same call."""
         self.ready()
         if self._marks is None:
             raise RuntimeError("TransferLedger.stop() before start()")
@@ -149,7 +116,7 @@ class TransferLedger:
                                               first))
 
     def _collected(self, collected: dict) -> TransferLedger:
-        """The entries of ``{worker: _log_since's answer}`` (``stop``, ``LedgerClose``)."""
+        """The entries of ``{worker: _log_since's answer}``."""
         lost = sorted(set(self._marks) - set(collected))
         if lost:
             warnings.warn(f"workers left during the measurement, their sends are not counted: "
@@ -177,14 +144,11 @@ class TransferLedger:
             else:
                 self.stop(self.then)
             return
-        # the body failed (a lost worker, say): collect what there is, without the
-        # warning about departed workers, and let the body's exception through
+        # the body failed (a lost worker, say): collect what there is, quietly
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             with contextlib.suppress(Exception):    # never mask the body's exception
                 self.stop(self.then)
-
-    # -- results -------------------------------------------------------------
 
     @property
     def bytes_total(self) -> int:
@@ -209,16 +173,9 @@ class TransferLedger:
         Returns
         -------
         workers : list of str
-            Row and column order: workers in stable order (those that joined
-            during the run last, and any sender/receiver no longer known).
+            Row and column order: workers in stable order (those that joined last).
         counts : numpy.ndarray of int64, shape (K, K)
             ``counts[src, dst]``; the diagonal is zero.
-
-        Examples
-        --------
-        >>> workers, m = led.matrix()                                # doctest: +SKIP
-        >>> m.sum() == led.bytes_total                               # doctest: +SKIP
-        True
         """
         if what not in ("bytes", "sizeof", "messages"):
             raise ValueError(f"what must be 'bytes', 'sizeof' or 'messages', not {what!r}")
@@ -234,13 +191,7 @@ class TransferLedger:
 
     def by_worker(self) -> dict[str, dict[str, int]]:
         """Per worker: ``sent_bytes``, ``received_bytes``, ``sent_messages``,
-        ``received_messages`` (wire bytes).
-
-        Examples
-        --------
-        >>> led.by_worker()["tcp://127.0.0.1:40181"]["sent_bytes"]   # doctest: +SKIP
-        1048867
-        """
+        ``received_messages``."""
         workers, nbytes = self.matrix("bytes")
         _, nmsgs = self.matrix("messages")
         return {w: {"sent_bytes": int(nbytes[i].sum()), "received_bytes": int(nbytes[:, i].sum()),
@@ -249,14 +200,8 @@ class TransferLedger:
                 for i, w in enumerate(workers)}
 
     def report(self) -> dict[str, int]:
-        """The measured section of a run report.
-
-        Returns
-        -------
-        dict
-            ``inter_worker_bytes`` (wire bytes), ``inter_worker_bytes_sizeof``
-            (sizeof estimate, no framing), ``inter_worker_messages``.
-        """
+        """The measured section of a run report: ``inter_worker_bytes``,
+        ``inter_worker_bytes_sizeof``, ``inter_worker_messages``."""
         return {"inter_worker_bytes": self.bytes_total,
                 "inter_worker_bytes_sizeof": self.sizeof_total,
                 "inter_worker_messages": self.messages_total}
@@ -275,9 +220,6 @@ class TransferLedger:
 
     def _order(self, worker: str) -> tuple:
         return (0, self._workers.index(worker)) if worker in self._workers else (1, worker)
-
-
-# -- run on the workers (through client.run) ----------------------------------
 
 
 def _fingerprint(entry: dict) -> tuple:
@@ -303,10 +245,8 @@ KEPT = 100_000
 
 
 class _Tap:
-    """One worker's ``get_data`` replies since its first ledger opened, copied from
-    Dask's transfer log (which keeps 1000) every :data:`DRAIN_S` while a ledger is
-    open; ``total`` counts every entry ever copied, ``lost`` where entries were lost
-    (the log overran between two copies)."""
+    """One worker's ``get_data`` replies copied from Dask's log every :data:`DRAIN_S` while
+    a ledger is open; ``total`` counts every entry copied, ``lost`` where the log overran."""
 
     def __init__(self, worker):
         log = outgoing_log(worker)
@@ -355,9 +295,8 @@ def _tap(worker) -> _Tap:
 
 
 class LogMarks(Setting):
-    """Where every worker's log ends, taken by a run's settings call (:mod:`._calls`):
-    its first :class:`TransferLedger` starts from them (``marks=``), one round trip
-    fewer."""
+    """Where every worker's log ends, taken by a run's settings call: its first ledger's
+    ``marks=``."""
 
     def on(self, calls) -> None:
         self.index = calls.on_workers(_log_mark)
@@ -369,10 +308,8 @@ class LogMarks(Setting):
 
 
 class LedgerClose(Setting):
-    """Reads the logs of a run's completed :class:`TransferLedger` (``closing=``) in the
-    run's undo call, after the ledger's ``then``: the worker call that undoes the
-    settings does it (one round trip fewer a run). Put it last among the settings: its
-    call then runs first on each worker, before the others are undone."""
+    """Reads a run's completed ledger (``closing=``) in the run's undo call. Put it last
+    among the settings: its call then runs first on each worker."""
 
     ledger: TransferLedger | None = None
 
@@ -392,8 +329,7 @@ class LedgerClose(Setting):
 
 
 def _log_mark(dask_worker) -> dict:
-    """Where this worker's two sources end now; its tap follows Dask's log until the
-    ledger reads it (run in the worker's event loop, through ``client.run``)."""
+    """Where this worker's two sources end now; its tap follows Dask's log until read."""
     tap = _tap(dask_worker)
     tap.drain(dask_worker)
     tap.open += 1
@@ -405,7 +341,7 @@ def _log_mark(dask_worker) -> dict:
 
 
 def _pushes(ext, mark) -> tuple[list, bool]:
-    """The exchange's ledger entries after ``mark`` (its ``count`` then; None: all)."""
+    """The exchange's log entries after ``mark`` (None: all) and whether some are missing."""
     if ext is None or not hasattr(ext, "log"):
         return [], False
     entries = list(ext.log)
@@ -416,7 +352,7 @@ def _pushes(ext, mark) -> tuple[list, bool]:
 
 
 def _last(entries: list, n: int) -> list:
-    """The last ``n`` of ``entries`` (all of them if fewer)."""
+    """The last ``n`` of ``entries``."""
     return entries[max(0, len(entries) - n):] if n > 0 else []
 
 
@@ -425,9 +361,7 @@ async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
     if first is not None:
         with contextlib.suppress(Exception):    # as the call on its own was: never fails this
             then = first[0](*first[1:], dask_worker=dask_worker)
-    # The receiver's task can finish a moment before the sender appends its log entry
-    # (after the receiver's "OK"); transfer_outgoing_count drops in the same step. (It
-    # counts the client's gathers too, which run meanwhile: polled finely.)
+    # the sender logs a transfer after the receiver's "OK": wait for the count to drop
     deadline = time.monotonic() + settle
     while dask_worker.transfer_outgoing_count and time.monotonic() < deadline:
         await asyncio.sleep(0.001)
@@ -446,8 +380,7 @@ async def _log_since(marks: dict, settle: float, first, dask_worker) -> dict:
         pushed, gone = _pushes(ext, mark["push"])
         wrapped = wrapped or gone
     new += pushed
-    # pickled here: the scheduler relays one bytes object, not a dict per entry
-    # (who=None: a client or scheduler gather, not worker-to-worker)
+    # pickled: the scheduler relays one bytes object (who=None: a client's gather)
     entries = [{"receiver": e["who"], "bytes": int(e["compressed"]),
                 "sizeof": int(e["total"]), "keys": dict(e["keys"]), "start": e["start"],
                 "stop": e["stop"]} for e in new if e["who"] is not None]
@@ -461,9 +394,7 @@ def _entries(got: dict) -> list:
 
 
 def logged_transfers(client, settle: float = 2.0) -> list[dict]:
-    """Every worker-to-worker transfer still in the workers' logs (the last 1000 of
-    Dask's and the direct exchange's pushes), one entry per message, with ``sender``;
-    for before/after differences in tests (a run's traffic: use
-    :class:`TransferLedger`)."""
+    """Every worker-to-worker transfer still in the workers' logs, with ``sender``: for
+    before/after differences (a run's traffic: :class:`TransferLedger`)."""
     logs = client.run(_log_since, {}, settle, None)
     return [{"sender": w, **e} for w, log in logs.items() for e in _entries(log)]

@@ -1,21 +1,4 @@
-"""The network a run is priced on: measured on its cluster, or a named profile.
-
-:func:`measure_network` calibrates a cluster (``daskhpc info --calibrate``, ``run
---network calibrate``): alpha and beta of a message between two workers on different
-hosts where there are two hosts, whether their link is full duplex (two opposite
-transfers at once take about as long as one), the seconds per flop of a sparse kernel
-and of a dense product with every worker computing at once (as in a step), and a step's
-floor over every worker. :func:`network_for` turns a ``--network`` value into a
-:class:`~daskhpc.comm.CostModel`; :func:`worker_hosts` says which workers share a host
-(their link), :func:`cluster_name` what a saved calibration is filed under.
-
-Examples
---------
->>> network_for("ethernet-10g").name
-'ethernet-10g'
->>> network_for("calibrate", client).name                         # doctest: +SKIP
-'calibrate'
-"""
+"""The network a run is priced on: measured on its cluster, or a named profile."""
 
 from __future__ import annotations
 
@@ -45,9 +28,8 @@ def worker_hosts(client: Client, workers=None) -> list[str]:
 
 def placed_hosts(client: Client, placement) -> tuple[list[int], list[str] | None]:
     """``(owner, hosts)`` of a :class:`~daskhpc.runtime.Placement` as
-    :meth:`daskhpc.comm.CostModel.step` takes them: the worker index of every part, the
-    host of every worker. On one host (a LocalCluster) ``hosts`` is None: every worker
-    then counts as its own link, the loopback a calibration of that machine measured."""
+    :meth:`daskhpc.comm.CostModel.step` takes them: the worker index of every part, the host
+    of every worker (None on one host: every worker its own link)."""
     workers = list(placement.workers)
     index = {w: i for i, w in enumerate(workers)}
     owner = [index[placement.worker(p)] for p in range(placement.nparts)]
@@ -61,8 +43,8 @@ def _host_of(address: str) -> str:
 
 
 def cluster_name(client: Client) -> str:
-    """What the calibration of ``client``'s cluster is saved under when not named:
-    ``local`` for a scheduler on this machine's loopback, else its address."""
+    """What the calibration of ``client``'s cluster is saved under when not named: ``local``
+    for a scheduler on the loopback, else its address."""
     address = client.scheduler.address
     host = _host_of(address)
     return "local" if host in ("127.0.0.1", "localhost", "::1", "[::1]") else address
@@ -70,10 +52,8 @@ def cluster_name(client: Client) -> str:
 
 def kernel_flop_seconds(n: int = 200_000, density: float = 1e-5, width: int = 16,
                         repeats: int = 5, fastest: bool = True) -> float:
-    """Seconds per flop of a CSR x dense product (``width`` columns) on this core: the
-    fastest of ``repeats`` (the median with ``fastest=False``). What ``flop_s`` prices a
-    unit of load with; the workflows count their loads in the same flops (2 per
-    multiply-add)."""
+    """Seconds per flop (2 per multiply-add) of a CSR x dense product on this core: the
+    fastest of ``repeats`` (the median with ``fastest=False``)."""
     import scipy.sparse as sp
 
     rng = np.random.default_rng(0)
@@ -88,17 +68,16 @@ def kernel_flop_seconds(n: int = 200_000, density: float = 1e-5, width: int = 16
 
 def dense_flop_seconds(rows: int = 20_000, inner: int = 64, width: int = 16,
                        repeats: int = 5, fastest: bool = True) -> float:
-    """Seconds per flop of a dense ``(rows x inner) @ (inner x width)`` product (numpy's
-    BLAS; GCN's H W shape class) on this core, the fastest of ``repeats`` (the median with
-    ``fastest=False``): what ``dense_flop_s`` prices a unit of dense load with."""
+    """Seconds per flop of a dense ``(rows x inner) @ (inner x width)`` product (GCN's H W)
+    on this core, as :func:`kernel_flop_seconds`."""
     rng = np.random.default_rng(0)
     H, W = rng.random((rows, inner)), rng.random((inner, width))
     return _timed(lambda: H @ W, repeats, fastest) / (2.0 * rows * inner * width)
 
 
 def _timed(f, repeats: int, fastest: bool = True) -> float:
-    """Seconds of the fastest (else the median) of ``repeats`` calls of ``f`` after a
-    first one (allocation, caches)."""
+    """Seconds of the fastest (else the median) of ``repeats`` calls of ``f`` after a first
+    one."""
     f()
     times = []
     for _ in range(repeats):
@@ -109,10 +88,8 @@ def _timed(f, repeats: int, fastest: bool = True) -> float:
 
 
 def busy_flop_seconds(client: Client, workers) -> tuple[float, float]:
-    """``(flop_s, dense_flop_s)`` with every worker of ``workers`` timing the kernels at
-    once, the median over workers of each one's median: the rate a bulk-synchronous step
-    sees, its workers computing together on cores they may share (4 worker processes on
-    2 cores run at half a core each), other load included."""
+    """``(flop_s, dense_flop_s)`` with every worker timing the kernels at once (the median
+    over workers): the rate a bulk-synchronous step sees on shared cores."""
     def rate(f, **kw):
         got = client.run(f, workers=list(workers), fastest=False, **kw)
         return float(np.median(list(got.values())))
@@ -130,13 +107,9 @@ def _nbytes(x) -> int:
 
 def link_duplex(client: Client, pair, nbytes: int = 4 * 2 ** 20,
                 repeats: int = 3) -> dict:
-    """Whether the link between ``pair``'s workers is full duplex: the fastest of
-    ``repeats`` one-way transfers of ``nbytes`` against the fastest of two opposite ones
-    at once (fresh keys each time, so nothing is cached). ``ratio`` about 1: full duplex
-    (each direction its own rate); about 2: the directions share the link.
-
-    Returns ``{"duplex": bool, "ratio": float, "one_way_s": float, "both_s": float}``.
-    """
+    """Whether the link between ``pair``'s workers is full duplex: one-way transfers of
+    ``nbytes`` against two opposite ones at once (``ratio`` about 1: duplex; 2: shared).
+    ``{"duplex", "ratio", "one_way_s", "both_s"}``."""
     from distributed import wait
 
     a, b = pair
@@ -165,31 +138,31 @@ def link_duplex(client: Client, pair, nbytes: int = 4 * 2 ** 20,
 
 def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int = 40,
                     transfer: bool = True) -> dict:
-    """Calibrate ``client``'s cluster: a calibration entry for
-    :func:`daskhpc.comm.save_calibration`.
+    """Calibrate ``client``'s cluster: an entry for :func:`daskhpc.comm.save_calibration`.
 
-    Two workers on different hosts exchange messages of 8 B to 4 MiB (two workers of one
-    host where there is one host) and then send 4 MiB one way and both ways at once
-    (:func:`link_duplex`); every worker at once times a sparse kernel and a dense
-    product, then sends rings of 8 B and 4 MiB (:func:`busy_ring`).
+    Two workers on different hosts (where there are two) exchange messages of 8 B to 4 MiB
+    and test their link's duplex; every worker at once times the kernels and sends rings of
+    8 B and 4 MiB.
 
     Parameters
     ----------
     exchanges : tuple of str
-        The exchange modes whose Program messages are timed (``calibrate_exchange``).
+        The exchange modes whose Program messages are timed.
     steps : int
         Ping-pong steps per size in each mode.
     transfer : bool
-        Also time Dask's own transfers (``calibrate``; what ``daskhpc.comm.alpha`` keeps).
+        Also time Dask's own transfers (``calibrate``).
 
     Returns
     -------
     dict
-        ``alpha``, ``beta`` (of the first exchange mode, or of every worker sending at once
-        where that is dearer: what a run's messages cost; ``ring_beta``),
-        ``duplex`` (and ``duplex_ratio``), ``flop_s``, ``dense_flop_s`` (every worker busy
-        at once), ``floor_s``, ``exchange`` (per mode), ``transfer`` (if timed), ``workers``,
-        ``hosts`` (distinct), ``pair`` (the two workers timed).
+        ``alpha``, ``beta`` (of the first mode, or the busy ring's ``ring_beta`` where that
+        is dearer), ``duplex``, ``duplex_ratio``, ``flop_s``, ``dense_flop_s``, ``floor_s``,
+        ``exchange`` (per mode), ``transfer`` (if timed), ``workers``, ``hosts``, ``pair``.
+
+    Examples
+    --------
+    >>> cal = measure_network(client)                                 # doctest: +SKIP
     """
     from daskhpc.runtime._calibrate import calibrate, calibrate_exchange
     from daskhpc.runtime._connect import worker_addresses
@@ -221,16 +194,10 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
 
 def busy_ring(client: Client, cal: dict, exchange: str, workers, hosts,
               nbytes: int = 4 * 2 ** 20) -> dict:
-    """A step's floor and a byte's cost with every worker taking part, from two rings
-    (:func:`~daskhpc.runtime.calibrate_ring`): of 8 bytes (40 steps) and of ``nbytes``
-    (5 steps).
-
-    Returns ``floor_s``: the small ring's step less its alpha-beta price (``cal``'s
-    alpha, beta and duplex), at least 0, what every phase adds; ``ring_beta``: the
-    large ring's seconds a byte over the small one's (every link sending and receiving
-    at once, every worker's CPU busy moving bytes); and ``beta``: the larger of ``cal``'s
-    (two workers, the others idle) and that, what a step's bytes cost.
-    """
+    """A step's floor and a byte's cost with every worker taking part, from rings of 8 bytes
+    and ``nbytes``: ``floor_s`` (the small ring's step less its alpha-beta price),
+    ``ring_beta`` (the large ring's seconds per byte over the small one's) and ``beta``, the
+    larger of ``cal``'s and that."""
     from daskhpc.comm import Plan
     from daskhpc.runtime._calibrate import calibrate_ring
 
@@ -248,8 +215,7 @@ def busy_ring(client: Client, cal: dict, exchange: str, workers, hosts,
 
 
 def _pair_across_hosts(workers, hosts) -> tuple[str, str]:
-    """Two workers on different hosts (their link is what a step waits for), else the
-    first two."""
+    """Two workers on different hosts, else the first two."""
     for i in range(1, len(workers)):
         if hosts[i] != hosts[0]:
             return workers[0], workers[i]
@@ -260,11 +226,15 @@ def network_for(network: str | None, client: Client | None = None,
                 exchange: str = "direct", *, auto: bool = False) -> CostModel:
     """The :class:`~daskhpc.comm.CostModel` of a ``--network`` value.
 
-    ``calibrate`` measures ``client``'s cluster now (the ``exchange`` mode's messages, a
-    short ping-pong, the link's duplex and the kernel rates); a profile name is looked up; ``calibrated``
-    prefers the entry saved for this cluster (:func:`cluster_name`); None: ``calibrate``
-    when the run chooses its layout (``auto``) on a cluster, else a saved calibration if
-    there is one, else the built-in defaults.
+    ``calibrate`` measures ``client``'s cluster now; a profile name is looked up;
+    ``calibrated`` prefers the entry saved for this cluster (:func:`cluster_name`); None:
+    ``calibrate`` when the run chooses its layout (``auto``) on a cluster, else a saved
+    calibration if there is one, else the built-in defaults.
+
+    Examples
+    --------
+    >>> network_for("ethernet-10g").name
+    'ethernet-10g'
     """
     if network is None and auto and client is not None:
         network = "calibrate"

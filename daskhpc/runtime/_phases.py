@@ -1,26 +1,4 @@
-"""A run of several phases in one frame; :func:`run_job` is the run of one.
-
-SpGEMM counts the largest C block of a cell (Symbolic3D), decides from it how many
-batches to cut, then runs the batches: two jobs, one run. :func:`run_phases` opens the
-checkpoint, keeps the part data on the workers (one :class:`PartStore`), prepares the
-kernels, announces the run to the dashboard and publishes its ``end`` once, and gives
-every phase the same restart budget. A :class:`Phase` is a name and a function of the
-:class:`PhaseContext` that returns the phase's job (None: skip it); what a later phase or
-a resumed run needs goes in the checkpoint with :meth:`PhaseContext.remember`.
-
-Examples
---------
->>> def count(ctx):                                   # skipped once the total is known
-...     return None if "total" in ctx.facts else count_job()
->>> def sweep(ctx):
-...     if "total" not in ctx.facts:
-...         ctx.remember(total=ctx.outcomes["count"].value)
-...     return sweep_job(ctx.facts["total"])
->>> outs = run_phases(client, [Phase("count", count, checkpointed=False),
-...                            Phase("sweep", sweep)], name="demo", nparts=4,
-...                   checkpoint="ck/", resume=True)              # doctest: +SKIP
->>> outs["sweep"].history                                         # doctest: +SKIP
-"""
+"""A run of several phases in one frame; :func:`run_job` is the run of one."""
 
 from __future__ import annotations
 
@@ -58,16 +36,14 @@ class Phase:
     job : callable
         ``job(PhaseContext) -> Job | GraphJob | None``, called when the phases before it
         are done (None: nothing to run). The run's ``fingerprint``, ``placement`` and
-        ``warm_up`` hold for every phase (a job's own are not read, but a job's
-        ``warm_up`` other than the run's runs when its phase starts).
+        ``warm_up`` hold for every phase (a job's other ``warm_up`` runs when its phase
+        starts).
     checkpointed : bool
-        Its units are the checkpoint's steps (one phase of a run at most; the others
-        keep what a resumed run needs with :meth:`PhaseContext.remember`).
+        Its units are the checkpoint's steps (one phase at most).
     shown : bool
         Its units move the progress bar and reach the user's callback.
     plan : bool
-        The frame publishes its attempt graph's plan to the dashboard (False: the
-        workflow publishes its own).
+        The frame publishes its attempt graph's plan (False: the workflow does).
     """
 
     name: str
@@ -80,9 +56,9 @@ class Phase:
 @dataclass
 class PhaseContext:
     """What a phase's ``job`` function gets: ``client``, ``store`` (the run's
-    :class:`PartStore`), ``checkpoint`` (the open :class:`CheckpointDir` or None),
-    ``outcomes`` (``{phase: Outcome}`` of the phases run so far) and ``facts`` (what
-    earlier phases, or the run this one resumes, remembered)."""
+    :class:`PartStore`), ``checkpoint`` (a :class:`CheckpointDir` or None), ``outcomes``
+    (``{phase: Outcome}`` so far) and ``facts`` (what earlier phases, or the run resumed,
+    remembered)."""
 
     client: Any
     store: PartStore
@@ -91,8 +67,7 @@ class PhaseContext:
     facts: dict = field(default_factory=dict)
 
     def remember(self, **facts) -> None:
-        """Keep JSON-serialisable ``facts`` for the rest of the run, and in the checkpoint
-        (written at once: a run that dies before its next step resumes with them)."""
+        """Keep JSON-serialisable ``facts`` for the run, and in the checkpoint at once."""
         self.facts.update(json.loads(json.dumps(facts)))
         if self.checkpoint is not None:
             self.checkpoint.write_extra(FACTS, self.facts)
@@ -106,7 +81,10 @@ def run_phases(client, phases, *, name: str, nparts: int, fingerprint: dict | No
                keep: int = 2, max_restarts: int = 3, callback: Callable | None = None,
                progress_bar: bool | None = None, low_latency: bool = True, store=None,
                announce: bool = True) -> dict[str, Outcome]:
-    """Run ``phases`` (a list of :class:`Phase`) in order as one run (module docstring).
+    """Run ``phases`` (a list of :class:`Phase`) in order as one run.
+
+    One checkpoint, part store, kernel preparation, dashboard run and restart budget for
+    every phase (SpGEMM: its symbolic step, then its batches).
 
     Parameters
     ----------
@@ -116,35 +94,40 @@ def run_phases(client, phases, *, name: str, nparts: int, fingerprint: dict | No
         The workflow: checkpoint manifest, kernels to prepare, the dashboard's run.
     nparts : int
     fingerprint : dict or callable, optional
-        What must be equal to continue the checkpoint (a callable: called only when there
-        is one).
+        What must be equal to continue the checkpoint (a callable: called when needed).
     placement : Placement or callable, optional
         The parts' workers, or ``placement(workers) -> Placement`` (default round robin).
     part_of : callable, optional
         Part of a part-data key (default: keys are parts).
     warm_up : callable, optional
-        Run on every worker once, before anything is timed (load compiled kernels).
+        Run on every worker once, before anything is timed.
     opened : callable, optional
         ``opened(checkpoint)`` once the checkpoint directory is accepted.
     label, units, unit_name : optional
         The dashboard's run: its name (default ``"<name> K=<nparts>"``), unit count
         and what a unit is.
     checkpoint : path or CheckpointDir, optional
-        The run's checkpoint directory (see :func:`run_job`); ``keep`` complete steps.
-    resume, max_restarts, callback, progress_bar, low_latency
+        As :func:`run_job`; ``keep`` complete steps.
+    resume, max_restarts, callback, progress_bar, low_latency, store, announce
         As :func:`run_job`; ``max_restarts`` is the whole run's budget.
-    store : PartStore, optional
-        Part data already on the workers (kept; default: a new store, released at the end).
-    announce : bool
-        Tell the dashboard the run starts, and that it ended: "finished" (a run of one
-        phase with its report's bytes and rows; a run of several leaves the pages the
-        counters of all its phases) or "failed: <exception>".
 
     Returns
     -------
     dict
-        ``{phase name: Outcome}`` of the phases that ran, in order; each recovery record
-        in an outcome carries its ``phase``.
+        ``{phase name: Outcome}`` of the phases that ran; each recovery record carries
+        its ``phase``.
+
+    Examples
+    --------
+    >>> def count(ctx):                                   # skipped once the total is known
+    ...     return None if "total" in ctx.facts else count_job()
+    >>> def sweep(ctx):
+    ...     if "total" not in ctx.facts:
+    ...         ctx.remember(total=ctx.outcomes["count"].value)
+    ...     return sweep_job(ctx.facts["total"])
+    >>> outs = run_phases(client, [Phase("count", count, checkpointed=False),
+    ...                            Phase("sweep", sweep)], name="demo", nparts=4,
+    ...                   checkpoint="ck/", resume=True)              # doctest: +SKIP
     """
     if max_restarts < 0:
         raise ValueError(f"max_restarts must be >= 0, not {max_restarts}")
@@ -198,7 +181,7 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
             max_restarts: int = 3, callback: Callable | None = None,
             progress_bar: bool | None = None, low_latency: bool = True,
             placement: Placement | None = None, store=None, announce: bool = True) -> Outcome:
-    """Run ``job`` on ``client``'s cluster: a run of one phase (``_frame``'s docstring).
+    """Run ``job`` on ``client``'s cluster: a run of one phase.
 
     Parameters
     ----------
@@ -206,8 +189,7 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
     job : Job or GraphJob
     checkpoint : path or CheckpointDir, optional
         A directory every worker and the client see: each part writes its state there
-        after every unit, and a lost worker costs only the units since the newest one
-        (an already opened :class:`CheckpointDir` is used as it is).
+        after every unit, and a lost worker costs only the units since the newest one.
     resume : bool
         Continue the run recorded in ``checkpoint`` (same fingerprint).
     max_restarts : int
@@ -215,24 +197,26 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
     callback : callable, optional
         ``callback(row)`` for every unit as it completes (history rows).
     progress_bar : bool, optional
-        Force the progress display on (lines when not on a terminal) or off (default:
-        ``daskhpc.runtime.progress``: a bar on a terminal, nothing when piped).
+        Force the progress display on or off (default: ``daskhpc.runtime.progress``).
     low_latency : bool
         Unbatch scheduler <-> worker control messages during the run.
     placement : Placement, optional
         Override ``job.placement``.
     store : PartStore, optional
-        Part data already on the workers (e.g. built there from a Dask collection; its
-        placement is used and kept up to date across recoveries). Default: a new one,
-        released at the end.
+        Part data already on the workers (kept; its placement follows recoveries).
+        Default: a new one, released at the end.
     announce : bool
-        Tell the dashboard a run starts (its measured counters start from zero), an
-        attempt graph's plan, and that the run ended (``end``: "finished" with the
-        report's bytes, or "failed: <exception>").
+        Tell the dashboard the run starts, an attempt graph's plan, and that it ended
+        ("finished", or "failed: <exception>").
 
     Returns
     -------
     Outcome
+
+    Examples
+    --------
+    >>> out = run_job(client, job, checkpoint="ck/", resume=True)      # doctest: +SKIP
+    >>> out.history[-1], out.measured["inter_worker_bytes"]            # doctest: +SKIP
     """
     return run_phases(
         client, [Phase(job.name, lambda ctx: job)], name=job.name, nparts=job.nparts,
@@ -249,11 +233,10 @@ def run_on_parts(client, job: Job | GraphJob, build: Callable, *, rebuild=None,
                  **frame) -> Outcome:
     """:func:`run_job` on part data built on the workers (a Dask collection's parts).
 
-    ``build(placement) -> {part: Future}`` makes every part's data on its worker in
-    ``placement`` (default ``job.placement``, else round robin); once it is there the
-    objects in ``release`` (the collection the parts came from) are released, a part
-    store adopts the parts as ``name`` (``rebuild``: see :meth:`PartStore.adopt`), the
-    run uses them and they are released at the end. ``frame``: :func:`run_job`'s keywords.
+    ``build(placement) -> {part: Future}`` makes every part's data on its worker; then the
+    objects in ``release`` are released, a part store adopts the parts as ``name``
+    (``rebuild``: :meth:`PartStore.adopt`) and the run uses them. ``frame``: :func:`run_job`'s
+    keywords.
     """
     from distributed import wait
 
@@ -275,8 +258,7 @@ def run_on_parts(client, job: Job | GraphJob, build: Callable, *, rebuild=None,
 
 @contextlib.contextmanager
 def _released(store):
-    """Release the run's own part data at its end, a failed one's too (a phase that
-    raised left it on the workers before)."""
+    """Release the run's own part data at its end, a failed one's too."""
     try:
         yield
     finally:
@@ -302,7 +284,7 @@ def _open(checkpoint, name, fingerprint, resume, keep, opened) -> CheckpointDir 
 
 
 def _facts(ck: CheckpointDir | None) -> dict:
-    """What the phases of the run in ``ck`` remembered (its fingerprint matched)."""
+    """What the phases of the run in ``ck`` remembered."""
     path = None if ck is None else ck.extra(FACTS)
     if path is None or not os.path.exists(path):
         return {}

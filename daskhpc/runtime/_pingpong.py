@@ -1,18 +1,5 @@
-"""Ping-pong inside a run: the per-message cost of each exchange mode.
-
-A Program over two parts on two workers where, in every step, one part sends an ``n``-byte
-payload to the other, which answers in the next step: a chain of dependent messages, one
-per step, nothing else. The time of a unit of ``steps`` steps divided by ``steps`` is the
-cost of one message as a Program pays it (scheduling the step, moving the payload, running
-an empty step): the alpha of that exchange mode. :func:`daskhpc.runtime.calibrate` fits
-alpha and beta over several sizes with it.
-
-Examples
---------
->>> prog = pingpong_program(steps=4, nbytes=1024, units=1)
->>> prog.nsteps, prog.plan().report()["planned_bytes"]
-(5, 4096)
-"""
+"""Ping-pong and ring Programs: the per-message cost of each exchange mode
+(:func:`daskhpc.runtime.calibrate_exchange`)."""
 
 from __future__ import annotations
 
@@ -42,8 +29,8 @@ def _lap(ctx):
 
 
 def pingpong_program(steps: int, nbytes: int, units: int = 1, first_unit: int = 0) -> Program:
-    """``units`` units of ``steps`` messages each, alternating direction, then a reported
-    step that sends nothing."""
+    """``units`` units of ``steps`` messages between two parts, alternating direction, then
+    a reported step that sends nothing."""
     prog = Program(2, "pingpong", init=_init, first_unit=first_unit)
     plans = [Plan(2, [0], [p], [1 - p], volume=[int(nbytes)], unit="bytes",
                   words_per_unit=1, word_bytes=1) for p in (0, 1)]
@@ -56,10 +43,8 @@ def pingpong_program(steps: int, nbytes: int, units: int = 1, first_unit: int = 
 
 def ring_program(steps: int, nparts: int, units: int = 1, nbytes: int = 8,
                  first_unit: int = 0) -> Program:
-    """``units`` units of ``steps`` steps in which every part sends its ``nbytes``
-    payload to the next (a ring: every part sends and receives one message a step), then
-    a reported step: with 8 bytes, its time a step is a step's floor over ``nparts``
-    workers."""
+    """``units`` units of ``steps`` steps in which every part sends ``nbytes`` to the next,
+    then a reported step."""
     prog = Program(nparts, "ring", init=_init, first_unit=first_unit)
     ring = Plan(nparts, [0] * nparts, list(range(nparts)),
                 [(p + 1) % nparts for p in range(nparts)], volume=[int(nbytes)] * nparts,

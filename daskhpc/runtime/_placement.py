@@ -1,11 +1,4 @@
-"""Which worker owns which part.
-
-A partition of the data into ``nparts`` parts (from ``daskhpc.hypergraph``) is
-placed on workers once; every task that computes on part ``p`` is pinned on
-``placement.worker(p)``. The default is round robin over the workers in a
-stable order, so that the same cluster always gives the same placement. When a
-worker is lost, :meth:`Placement.remap` moves only its parts.
-"""
+"""Which worker owns which part."""
 
 from __future__ import annotations
 
@@ -21,7 +14,8 @@ __all__ = ["Placement"]
 
 
 class Placement:
-    """A map from part number to worker address.
+    """A map from part number to worker address: every task of part ``p`` is pinned on
+    ``placement.worker(p)``.
 
     Parameters
     ----------
@@ -41,8 +35,6 @@ class Placement:
     'tcp://b:1'
     >>> pl.parts_of("tcp://a:1")
     [0, 2, 4]
-    >>> pl.remap(["tcp://b:1", "tcp://c:1"]).parts_of("tcp://c:1")
-    [0, 2]
     """
 
     def __init__(
@@ -72,13 +64,7 @@ class Placement:
 
     @classmethod
     def from_client(cls, client: Client, nparts: int) -> Placement:
-        """Round-robin placement over the client's workers in stable order.
-
-        Examples
-        --------
-        >>> Placement.from_client(client, 8)                # doctest: +SKIP
-        Placement(8 parts on 2 workers: 'tcp://127.0.0.1:40181': [0, 2, 4, 6], ...)
-        """
+        """Round-robin placement over the client's workers in stable order."""
         return cls(nparts, worker_addresses(client))
 
     @property
@@ -107,21 +93,10 @@ class Placement:
     def remap(self, alive_workers: Iterable[str]) -> Placement:
         """Move the parts of lost workers onto the workers still alive.
 
-        Parts whose worker is in ``alive_workers`` stay where they are. Each
-        orphaned part, in ascending order, goes to the alive worker that owns
-        fewest parts at that moment, ties broken by the order of
-        ``alive_workers``; new workers (not in this placement) therefore fill up
-        first. The result depends only on the arguments.
-
-        Parameters
-        ----------
-        alive_workers : iterable of str
-            Workers that are up now, e.g. ``worker_addresses(client)``.
-
-        Returns
-        -------
-        Placement
-            Over ``alive_workers``, in the given order.
+        Parts whose worker is in ``alive_workers`` stay. Each orphaned part, in ascending order,
+        goes to the alive worker owning fewest parts then (ties: the order of
+        ``alive_workers``), so new workers fill up first. Returns a placement over
+        ``alive_workers``, in the given order.
 
         Examples
         --------

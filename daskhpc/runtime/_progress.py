@@ -1,39 +1,4 @@
-"""Progress of a long run (batches, epochs) in a terminal, a job log or a notebook.
-
-A workflow wraps the wait for its per-step futures::
-
-    with progress(batch_futures, "spgemm batches"):
-        client.gather(batch_futures)
-
-or, when steps are counted another way (the frame counts completed units from their
-reports), gives the total and advances it::
-
-    with progress(20, "cpals iterations") as bar:
-        ...; bar.advance()
-
-and, depending on where it runs, the user sees
-
-- in a Jupyter notebook (an ipykernel): one output of the cell, updated in place (an
-  HTML progress bar with the same text), at most every few tenths of a second;
-- on a terminal (stderr is a TTY): one line redrawn in place,
-  ``spgemm batches [#########-----------]  9/20  3.1 s``;
-- in a batch job's log (``python -m daskhpc.mpi`` turns this on): a line every
-  ``interval`` seconds (2) while the run goes, whether steps completed or not (while
-  the count stands still the lines slow down: 4, 8, ... up to :data:`QUIET_MAX_S`
-  apart), and a last line with the total time;
-- elsewhere (scripts piped to files, tests): nothing.
-
-Setting ``daskhpc.runtime.progress`` (``DASK_DASKHPC__RUNTIME__PROGRESS``) to
-``true`` forces lines even without a terminal, ``false`` turns it off.
-
-Examples
---------
->>> from daskhpc.runtime import progress
->>> futs = client.map(slow, range(10))              # doctest: +SKIP
->>> with progress(futs, "steps"):                   # doctest: +SKIP
-...     results = client.gather(futs)
-steps [####################] 10/10  2.0 s
-"""
+"""Progress of a long run (batches, epochs) in a terminal, a job log or a notebook."""
 
 from __future__ import annotations
 
@@ -57,6 +22,11 @@ QUIET_MAX_S = 60.0
 class progress:  # noqa: N801 - used like a function: `with progress(futs, label):`
     """Show how many of ``futures`` are done while the block runs.
 
+    In a notebook: one output updated in place (an HTML bar); on a terminal: one line
+    redrawn in place, ``spgemm batches [#########-----------]  9/20  3.1 s``; in a batch
+    job's log (``python -m daskhpc.mpi``, or ``daskhpc.runtime.progress: true``): a line
+    every ``interval`` seconds and a last one with the total time; elsewhere nothing.
+
     Parameters
     ----------
     futures : list of distributed.Future, or int
@@ -65,19 +35,21 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
     label : str
         What the steps are, e.g. ``"spgemm batches"``.
     mode : {"auto", "on", "notebook", "bar", "lines", "off"}, optional
-        Default from ``daskhpc.runtime.progress``: unset means ``auto`` (one
-        updating display in a notebook, a bar on a TTY, else nothing), ``True`` means
-        ``on`` (``auto`` but lines instead of nothing), ``False`` means ``off``.
+        Default from ``daskhpc.runtime.progress``: unset means ``auto`` (a display in a
+        notebook, a bar on a TTY, else nothing), ``True`` means ``on`` (``auto`` but lines
+        instead of nothing), ``False`` means ``off``.
     file : file object, default sys.stderr
     interval : float, default 2.0
-        Seconds between two lines in ``lines`` mode (a line is due every ``interval``
-        while steps complete; each line that repeats the last count doubles the gap, up
-        to :data:`QUIET_MAX_S`).
+        Seconds between two lines in ``lines`` mode; each line that repeats the last count
+        doubles the gap, up to :data:`QUIET_MAX_S`.
 
     Examples
     --------
-    >>> with progress([], "nothing", mode="off"):
-    ...     pass
+    >>> with progress(futs, "steps"):                   # doctest: +SKIP
+    ...     results = client.gather(futs)
+    steps [####################] 10/10  2.0 s
+    >>> with progress(20, "cpals iterations") as bar:   # doctest: +SKIP
+    ...     bar.advance()
     """
 
     def __init__(self, futures, label: str, *, mode: str | None = None, file=None,
@@ -111,8 +83,7 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         for fut in self.futures:
             fut.add_done_callback(self._one_done)
         if self.mode == "lines" and self.interval > 0:
-            # steps can complete seconds apart, or in bursts (a window of epochs at once):
-            # a log must still show every `interval` that the run goes on
+            # a log shows every `interval` that the run goes on, steps done or not
             self._last = self._t0
             self._clock = threading.Thread(target=self._tick, name="daskhpc-progress",
                                            daemon=True)
@@ -139,9 +110,7 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         with self._lock:
             self.done += 1
             now = time.perf_counter()
-            # in a log, the last step is said once, by __exit__ ("done in"); a notebook's
-            # display is redrawn at most every NOTEBOOK_S (each update is a message)
-            # (the first step is said at once)
+            # the first step at once, the last by __exit__; then at most every _every()
             if self.mode == "bar" or ((now - self._last >= self._every() or self._said <= 0)
                                       and self.done < self.total):
                 self._print()
@@ -151,8 +120,7 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         return NOTEBOOK_S if self.mode == "notebook" else self.interval
 
     def _tick(self) -> None:
-        """Lines mode: a line whenever one is due, whether a step completed or not
-        (checked four times an interval: a step's line is at most that late)."""
+        """Lines mode: a line whenever one is due, whether a step completed or not."""
         while not self._stop.wait(self.interval / 4):
             with self._lock:
                 now = time.perf_counter()
@@ -163,7 +131,7 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
                 self._last = now
 
     def _bundle(self, done: int, elapsed: float, final: bool = False) -> dict:
-        """The notebook display: an HTML bar and, for other front ends, the text."""
+        """The notebook display: an HTML bar and the text."""
         text = f"{self.label}: {done}/{self.total} {'done in' if final else 'after'} " \
                f"{elapsed:.1f} s"
         return {"text/plain": text,
@@ -187,8 +155,7 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
         else:
             state = "done in" if final else "after"
             self.file.write(f"{self.label}: {done}/{self.total} {state} {elapsed:.1f} s\n")
-            # the same count again: the next line waits twice as long (a long step must not
-            # fill the log); a new count brings the lines back to every interval
+            # the same count again: the next line waits twice as long
             self._gap = min(2 * self._gap, max(QUIET_MAX_S, self.interval)) \
                 if done == self._said else self.interval
             self._said = done

@@ -1,17 +1,5 @@
-"""A lost worker's data is an expected event of a recovery, not an error for the user.
-
-When a worker dies, the scheduler logs ``Removing worker ... caused the cluster to lose
-scattered data, which can't be recovered: {keys}`` as an ERROR (and a WARNING that lost
-results "will be recomputed elsewhere"). The frame recovers from exactly that and says
-so in the run's recovery record. While a run is on, the :class:`Quiet` setting
-(``_calls``) drops those two lines from the scheduler's logger when every key they name
-belongs to the run; anything else still reaches the user.
-
-Examples
---------
->>> from daskhpc.runtime._calls import applied
->>> with applied(client, Quiet(["ab12cd"])):                       # doctest: +SKIP
-...     ...                              # a worker dies: no ERROR line, the run recovers
+"""A lost worker's data is an expected event of a recovery: while a run is on, :class:`Quiet`
+drops the scheduler's "caused the cluster to lose" lines when every key is the run's.
 """
 
 from __future__ import annotations
@@ -95,8 +83,8 @@ def _loud(runs: tuple, dask_scheduler=None) -> list:
 
 
 class Quiet(Setting):
-    """The filter on for the keys of ``runs`` (run ids: the frame names every key of a
-    run with one) while a run is on (``_calls``)."""
+    """The filter on for the keys of ``runs`` (run ids in every key of a run) while a run is
+    on."""
 
     def __init__(self, runs):
         self.runs = tuple(dict.fromkeys(runs))

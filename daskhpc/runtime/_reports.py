@@ -1,22 +1,6 @@
-"""Unit reports: what workers tell the client at the end of each iteration, as Dask events.
-
-A task that finishes a *unit* (an epoch, an iteration, a batch) of some of the run's
-parts calls :func:`send_report` with their values. The event travels worker ->
-scheduler -> client on Dask's existing streams, in order with the task's completion and
-before the news of that worker's death: the client learns what finished even when the
-futures it waits on never come. :class:`ReportInbox` collects them on the client.
-
-A report names its *reporters* (part ids, or strings such as ``"eval-3"``); ``saved``
-says their checkpoint files of this unit were written before it left. A loop of short
-units (:class:`ReportBatch`) sends ``{"batch": [report, ...]}`` at most once per
-:data:`COALESCE_S`; the inbox hands them out one by one.
-
-Examples
---------
->>> inbox = ReportInbox(client, "daskhpc-ab12")                     # doctest: +SKIP
->>> with inbox:                                                     # doctest: +SKIP
-...     ...                    # tasks call send_report("daskhpc-ab12", unit, {0: {...}})
-...     for msg in inbox.drain(): print(msg["unit"], msg["reports"])
+"""Unit reports, as Dask events: worker -> scheduler -> client in order with the task's
+completion and before the news of the worker's death, so the client learns what finished
+even when the futures it waits on never come.
 """
 
 from __future__ import annotations
@@ -30,9 +14,8 @@ from daskhpc.runtime._calls import Setting
 
 __all__ = ["send_report", "ReportInbox", "ReportBatch", "AttemptTopics", "COALESCE_S"]
 
-#: Seconds a worker may hold the reports of finished units before it sends them. Every
-#: event costs the worker, the scheduler and the client some CPU, which 2 workers on 2
-#: cores take from a step (docs/benchmarks.md). A progress bar moves 4 times a second.
+#: Seconds a worker may hold the reports of finished units: every event costs CPU a step
+#: could use (docs/benchmarks.md); a progress bar moves 4 times a second.
 COALESCE_S = 0.25
 
 _HELD: dict = {}      # (topic, worker address) -> the ReportBatch holding its reports
@@ -43,12 +26,15 @@ def send_report(topic: str, unit: int, values: dict, *, start: float | None = No
                 strata: list | None = None) -> None:
     """Send ``{reporter: values}`` of ``unit`` to the clients subscribed to ``topic``.
 
-    Values must be msgpack-able (numbers, strings, lists, dicts with string keys).
-    ``strata``: strata-timeline rows of the unit's sub-steps (dicts: ``run``, ``key``,
-    ``substep`` or ``subepoch``, ``start``, ``stop``, ...; ``worker`` is filled in), for
-    the dashboard, which reads them from the event on the scheduler (docs/dashboard.md).
-    Outside a worker (a local run) this does nothing; while a :class:`ReportBatch` of
-    ``topic`` is holding (``with batch.holding():``) the report goes to it.
+    Reporters are part ids or strings such as ``"eval-3"``; values must be msgpack-able.
+    ``saved``: their checkpoint files of this unit are written. ``strata``: strata-timeline
+    rows of the unit's sub-steps for the dashboard (docs/dashboard.md; ``worker`` is filled
+    in). Outside a worker this does nothing; while a :class:`ReportBatch` of ``topic`` is
+    holding, the report goes to it.
+
+    Examples
+    --------
+    >>> send_report("daskhpc-ab12", 3, {0: {"loss": 0.5}})               # doctest: +SKIP
     """
     try:
         from distributed import get_worker
@@ -74,20 +60,23 @@ def _message(worker, unit: int, values: dict, start, stop, saved: bool,
         msg["strata"] = [{"worker": worker.address, **r} for r in strata]
     sent = sent_now(worker)
     if sent:
-        # the worker's bytes to other workers so far: the dashboard compares the bytes of
-        # the units done (not of the units in flight too) with their plan
+        # the worker's bytes sent so far: the dashboard's units done vs their plan
         msg["sent"] = int(sum(sent.values()))
     return msg
 
 
 class ReportBatch:
-    """Reports of the units one task runs, sent together (see the module docstring).
+    """Reports of the units one task runs, sent together.
 
-    ``add`` holds a unit's report and sends what is held once :data:`COALESCE_S` passed
-    since the last event, or at once when the unit was checkpointed (``saved``: the frame
-    must learn of a checkpoint before the worker can die with it unsaid); ``flush`` (at
-    the end of the task, so the last unit is never held back) sends the rest.
-    :meth:`holding` makes :func:`send_report` of its topic add to it.
+    :meth:`add` holds a unit's report and sends what is held once :data:`COALESCE_S` passed
+    since the last event, or at once for a checkpointed unit (the frame must learn of it
+    before the worker can die); :meth:`flush` sends the rest, as ``{"batch": [...]}``.
+
+    Examples
+    --------
+    >>> batch = ReportBatch("daskhpc-ab12", get_worker())              # doctest: +SKIP
+    >>> with batch.holding():                                          # doctest: +SKIP
+    ...     send_report("daskhpc-ab12", 0, {0: {"loss": 0.5}})
     """
 
     def __init__(self, topic: str, worker, every: float = COALESCE_S):
@@ -105,9 +94,8 @@ class ReportBatch:
 
     @contextmanager
     def holding(self):
-        """While the block runs, the worker's :func:`send_report` calls of the topic add
-        to this batch (code that reports unit by unit, run as one task); what is held is
-        sent when the block ends."""
+        """While the block runs, the worker's :func:`send_report` calls of the topic add to
+        this batch; what is held is sent when it ends."""
         key = (self.topic, self.worker.address)
         _HELD[key] = self
         try:
@@ -126,23 +114,22 @@ class ReportBatch:
 
 
 def _forget_topic(topic: str, dask_scheduler=None) -> None:
-    """Drop the events of an attempt's topic (nobody reads them after the attempt)."""
+    """Drop the events of an attempt's topic."""
     from daskhpc._dask_internals import forget_topic
 
     forget_topic(dask_scheduler, topic)
 
 
 def _forget_topics(prefix: str, dask_scheduler=None) -> None:
-    """Drop the events of every topic named ``prefix...`` (a run's attempts)."""
+    """Drop the events of every topic named ``prefix...``."""
     from daskhpc._dask_internals import forget_topics
 
     forget_topics(dask_scheduler, prefix)
 
 
 class AttemptTopics(Setting):
-    """The report topics of a run's attempts (``prefix`` + attempt number) on the
-    scheduler, every one's events forgotten by the run's undo call, instead of a
-    scheduler call per attempt (:class:`ReportInbox` with ``forget=False``)."""
+    """The report topics of a run's attempts (``prefix`` + attempt number), forgotten by the
+    run's undo call rather than a scheduler call per attempt."""
 
     def __init__(self, prefix: str):
         self.prefix = prefix
@@ -159,9 +146,16 @@ def _key(reporter):
 
 
 class ReportInbox:
-    """The reports of one attempt, as they arrive (a context manager that subscribes).
+    """The reports of one attempt as they arrive, one by one (a context manager).
+
     ``forget``: drop the topic's events on the scheduler on exit (else an
-    :class:`AttemptTopics` setting does)."""
+    :class:`AttemptTopics` setting does).
+
+    Examples
+    --------
+    >>> with ReportInbox(client, "daskhpc-ab12") as inbox:              # doctest: +SKIP
+    ...     for msg in inbox.drain(): print(msg["unit"], msg["reports"])
+    """
 
     def __init__(self, client, topic: str, *, forget: bool = True):
         self.client, self.topic = client, topic

@@ -1,23 +1,5 @@
-"""A run on a cluster that is still growing: wait (bounded) for the workers it was scaled to.
-
-In a notebook on a login node, ``cluster = SLURMCluster(...); cluster.scale(4)`` returns at
-once and the batch jobs join later (minutes, in a busy queue). A run places its parts on
-the workers it sees when it starts, so it waits for every worker the cluster was asked
-for (the cluster's ``plan``: :class:`distributed.SpecCluster` and every dask-jobqueue
-cluster) and fails with one line if they do not come within
-``daskhpc.runtime.worker-timeout`` seconds.
-
-Adaptive scaling (``cluster.adapt()``) is refused: it retires idle workers, and a worker
-that holds pinned parts and waits for its next unit looks idle to it; a retired owner is a
-lost worker to the run (a restart from the checkpoint), every time.
-
-Examples
---------
->>> from distributed import Client, LocalCluster
->>> cluster = LocalCluster(n_workers=0, processes=False)       # doctest: +SKIP
->>> cluster.scale(2); client = Client(cluster)                 # doctest: +SKIP
->>> wait_for_cluster(client)       # returns once both are in  # doctest: +SKIP
-"""
+"""A run on a cluster that is still growing: wait (bounded) for the workers it was scaled
+to."""
 
 from __future__ import annotations
 
@@ -36,20 +18,15 @@ POLL_S = 0.2
 
 
 class WorkersMissing(TimeoutError):
-    """Fewer workers joined than the cluster was scaled to, within the bounded wait (the
-    message says how many and what to do; the CLI prints it alone)."""
+    """Fewer workers joined than the cluster was scaled to, within the bounded wait (the CLI
+    prints the message alone)."""
 
     one_line = True
 
 
 def worker_timeout(value=None) -> float:
-    """The bounded wait in seconds: ``value`` (a number or ``"2 minutes"``), else the config.
-
-    Examples
-    --------
-    >>> worker_timeout(5), worker_timeout("2 minutes")
-    (5.0, 120.0)
-    """
+    """The bounded wait in seconds: ``value`` (a number or ``"2 minutes"``), else the
+    config."""
     from dask.utils import parse_timedelta
 
     if value is None:
@@ -60,8 +37,11 @@ def worker_timeout(value=None) -> float:
 def wait_for_cluster(client, timeout=None) -> None:
     """Return once the client's cluster has every worker it was scaled to.
 
-    A client without a cluster object in this process (a scheduler address or file) waits
-    for one worker only: its workers are whoever joined.
+    A run places its parts on the workers it sees when it starts, so after
+    ``cluster.scale(4)`` (a dask-jobqueue cluster whose jobs join minutes later) it waits
+    for the cluster's ``plan``, at most ``daskhpc.runtime.worker-timeout`` seconds. A client
+    without a cluster object here waits for one worker. Adaptive scaling is refused: it
+    retires workers that hold pinned parts while they wait, a lost worker every time.
 
     Parameters
     ----------
@@ -75,6 +55,11 @@ def wait_for_cluster(client, timeout=None) -> None:
         The cluster scales adaptively, or it has no worker and was asked for none.
     WorkersMissing
         Not every worker joined in time.
+
+    Examples
+    --------
+    >>> cluster.scale(2); client = Client(cluster)                 # doctest: +SKIP
+    >>> wait_for_cluster(client)       # returns once both are in  # doctest: +SKIP
     """
     cluster = getattr(client, "cluster", None)
     if cluster is not None:
@@ -107,14 +92,12 @@ def wait_for_cluster(client, timeout=None) -> None:
 
 
 def _joined(client) -> int:
-    # the scheduler's own count (connect.worker_addresses's way: not the client's cache);
-    # this module is imported by _connect, so it does not import it back
+    # the scheduler's own count, as worker_info (_connect imports this module)
     return len(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
 def _planned(cluster) -> int | None:
-    """How many workers the cluster was asked for, or None if it does not say (a cluster
-    class that is no SpecCluster)."""
+    """How many workers the cluster was asked for, or None if it does not say."""
     try:
         return len(cluster.plan)
     except (AttributeError, TypeError, NotImplementedError):
@@ -122,8 +105,7 @@ def _planned(cluster) -> int | None:
 
 
 def _refuse_adaptive(cluster) -> None:
-    # Cluster.adapt() keeps its Adaptive in _adaptive (distributed's own repr reads it the
-    # same way); a stopped one no longer scales
+    # Cluster.adapt() keeps its Adaptive in _adaptive (as distributed's repr reads it)
     adaptive = getattr(cluster, "_adaptive", None)
     if adaptive is not None and getattr(adaptive, "state", None) in ("starting", "running"):
         raise InputError(

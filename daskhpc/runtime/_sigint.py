@@ -1,14 +1,5 @@
-"""Worker preload: leave Ctrl-C to the client.
-
-A Ctrl-C in a terminal sends SIGINT to every process of the foreground group, the worker
-processes a LocalCluster spawned included. Each would die printing its own traceback
-(~70 lines for two workers), and the client would see lost workers and try to recover
-instead of stopping. Workers keep running on SIGINT, with their logging silenced; the
-client process gets KeyboardInterrupt, closes the cluster (its nannies stop the workers)
-and exits 130.
-
-Before the preload runs (a worker process spends seconds importing Dask), the workers are
-protected by :func:`start_without_sigint`, which ``connect()`` starts a LocalCluster with.
+"""Worker preload: leave Ctrl-C to the client, which closes the cluster and exits 130
+(each worker would die with a traceback, and the client try to recover).
 """
 
 from __future__ import annotations
@@ -21,17 +12,13 @@ import threading
 
 
 def dask_setup(worker) -> None:  # noqa: ARG001 - the preload protocol passes the worker
-    """Leave Ctrl-C to the client in this worker process (a signal handler needs the
-    main thread): the worker keeps running, and stops logging."""
+    """Leave Ctrl-C to the client in this worker process (in the main thread)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _quiet)
 
 
 def _quiet(signum, frame) -> None:  # noqa: ARG001 - a signal handler's signature
-    # The user pressed Ctrl-C: the client ends the run and closes the cluster. What this
-    # worker would log meanwhile ("Compute Failed" for a task that waited for a message
-    # of the run that ended, seen under load) is no news; the handler runs before any
-    # of that, as the client reacts only after the same Ctrl-C.
+    # the client ends the run: what this worker would log meanwhile is no news
     import logging
 
     logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
@@ -40,13 +27,10 @@ def _quiet(signum, frame) -> None:  # noqa: ARG001 - a signal handler's signatur
 def start_without_sigint(start, close):
     """``start()`` (a LocalCluster's start-up) with Ctrl-C held back until it returns.
 
-    The worker processes it spawns are born with SIGINT ignored (the one signal state a
-    new program inherits; a two-line shell wrapper of the interpreter sets it), so a
-    Ctrl-C while they import Dask is no traceback in each. In this process a Ctrl-C
-    meanwhile is only recorded; once ``start`` returned, ``close(started)`` runs and
-    KeyboardInterrupt is raised: nothing is left half started for ``atexit`` to trip
-    over. Outside the main thread (where signals cannot be handled) ``start()`` runs
-    as it is.
+    The worker processes are born with SIGINT ignored (through a shell wrapper of the
+    interpreter), so a Ctrl-C while they import Dask prints nothing there. Here it is only
+    recorded; once ``start`` returned, ``close(started)`` runs and KeyboardInterrupt is
+    raised. Outside the main thread ``start()`` runs as it is.
     """
     if threading.current_thread() is not threading.main_thread():
         return start()

@@ -1,28 +1,11 @@
 """What runs on the workers when a :class:`~daskhpc.comm.Program` runs on a cluster.
 
-Each worker process keeps, per run (``token``), a :class:`~daskhpc.comm.Context` for every
-part it owns (its state lives there for the whole attempt: never a Dask value, so never
-copied, spilled or sent) and the messages its parts sent and nobody consumed yet.
-
-The step modes:
-
-* graph exchange (:func:`step_group`, :func:`step_group_in_loop`): step ``t`` of the
-  worker's parts is a *group* of tasks with the same inputs (the group of step ``t - 1``
-  and the bundles other workers sent): one task per receiving worker (or one). The first
-  task of the group to run runs the step for every part of the worker; each returns its
-  bundle, ``{(src, dst): payload}`` for one receiving worker. One transfer per
-  communicating worker pair and step, as :meth:`~daskhpc.comm.Plan.placed` counts them.
-* direct exchange (:func:`steps_direct`): one task per worker and window of steps, the
-  messages pushed to their receivers (``_exchange``).
-* one worker (:func:`steps_single`): a window of steps in one loop, nothing to exchange.
-
-Messages between two parts of one worker stay in the registry. The loops report their
-units coalesced (:class:`~daskhpc.runtime._reports.ReportBatch`).
+Each worker keeps, per run (``token``), a :class:`~daskhpc.comm.Context` per part it owns
+(never a Dask value, so never copied, spilled or sent) and the messages not consumed yet.
 
 .. warning::
    Tasks act on worker-side state: they must not be re-run one by one (Dask's retries
-   stay off). A lost worker ends the attempt; the frame re-places the parts and starts
-   again from the newest checkpoint (``_frame``).
+   stay off); a lost worker ends the attempt (``_frame``).
 """
 
 from __future__ import annotations
@@ -36,9 +19,8 @@ from daskhpc.comm import Context
 from daskhpc._clock import CLOCKS, step_clock, step_times
 
 __all__ = ["ProgramCode", "Packed", "InlineCode", "CodeRef", "unpack", "init_group",
-           "step_group",
-           "step_group_in_loop", "steps_direct", "steps_single", "final_group", "stopped_at",
-           "cleanup", "registry_size"]
+           "step_group", "step_group_in_loop", "steps_direct", "steps_single",
+           "final_group", "stopped_at", "cleanup"]
 
 _CONTEXTS: dict = {}    # (token, part) -> Context
 _LOCAL: dict = {}       # (token, t, dst part) -> {src part: payload}
@@ -51,9 +33,7 @@ _REGISTRIES = (_CONTEXTS, _LOCAL, _REMOTE, _DONE, _UNIT_START, _STOPPED, _CODE, 
 
 
 class Packed:
-    """``obj`` pickled once, here, and sent as those bytes: a worker that receives it gets
-    ``obj`` back (unpickled with the garbage collector paused: its passes over the code's
-    many small objects cost most of the time)."""
+    """``obj`` pickled once, here; a worker unpickles it with the garbage collector paused."""
 
     def __init__(self, obj):
         from daskhpc._dask_internals import dumps
@@ -66,19 +46,16 @@ class Packed:
 
 
 class InlineCode:
-    """The steps' code as an argument of the first task of a worker's loop of steps
-    (:class:`Packed` inside), kept on the worker under ``key`` for the attempt's later
-    tasks there (:class:`CodeRef`, which the chain of the loop's tasks orders after it).
-    A task of its own for the code cost a scheduler round trip before the loop began."""
+    """The steps' code as an argument of the first task of a worker's loop, kept on the
+    worker under ``key`` for later tasks (:class:`CodeRef`): no task, no round trip of its
+    own."""
 
     def __init__(self, code: Packed | None, key: tuple, blob: bytes | None = None):
         self.code, self.key = code, key
         self.blob = code.blob if code is not None else blob
 
     def __reduce__(self):
-        # the bytes alone: whoever unpickles the task (the scheduler too) keeps them as
-        # bytes, only the task unpacks them (a Packed would be unpacked by the scheduler
-        # and pickled again as objects to the worker)
+        # bytes alone: the scheduler does not unpack them, only the task does
         return InlineCode, (None, self.key, self.blob)
 
 
@@ -90,9 +67,8 @@ class CodeRef:
 
 
 def _code(code) -> "ProgramCode":
-    """The code a task got: a worker in another process has it unpickled already, an
-    in-process one (``processes=False``) gets the :class:`Packed` object; an
-    :class:`InlineCode` is kept for the :class:`CodeRef` of later tasks."""
+    """The code a task got (unpickled, :class:`Packed`, or kept from an
+    :class:`InlineCode`)."""
     if isinstance(code, CodeRef):
         try:
             return _CODE[code.key]
@@ -107,7 +83,7 @@ def _code(code) -> "ProgramCode":
 
 
 def unpack(blob: bytes):
-    """The object :class:`Packed` pickled (the task that puts a run's code on a worker)."""
+    """The object :class:`Packed` pickled."""
     from daskhpc._dask_internals import loads
 
     with _collector_paused():
@@ -126,12 +102,8 @@ def _collector_paused():
 
 
 class ProgramCode:
-    """The parts of a Program the workers need (no plans): scattered once per attempt.
-
-    ``dests[t]`` maps a part to the receivers its plan names at step ``t``; ``where``
-    maps a part to the label of its worker; ``topic`` is where reports go and ``ckpt``
-    the checkpoint directory (or None).
-    """
+    """The parts of a Program the workers need (no plans): ``dests[t]`` maps a part to its
+    receivers at step ``t``, ``where`` a part to its worker's label."""
 
     def __init__(self, program, where: dict, topic: str | None, ckpt: str | None,
                  address: dict | None = None, in_loop: bool = False):
@@ -174,8 +146,8 @@ def init_group(code: ProgramCode, token: str, label: str, parts: tuple, statics:
 
 def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
               bundles, batch=None) -> None:
-    """Step t for every part of the worker; outboxes to the registry (a unit's report to
-    ``batch``, a :class:`~daskhpc.runtime._reports.ReportBatch`, when given)."""
+    """Step t for every part of the worker; outboxes to the registry, a unit's report to
+    ``batch`` when given."""
     from daskhpc.comm import PlanMismatch, Program
 
     start = time.perf_counter()
@@ -218,8 +190,7 @@ def _run_step(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
 
 def _report(code: ProgramCode, token: str, label: str, parts: tuple, unit: int,
             batch=None) -> None:
-    """Checkpoint (if the run keeps one) and send the parts' values of ``unit`` (to
-    ``batch``, which sends them with other units', when given)."""
+    """Checkpoint (if kept) and send the parts' values of ``unit``."""
     values, saved = {}, False
     for p in parts:
         ctx = _CONTEXTS[(token, p)]
@@ -243,8 +214,8 @@ def _report(code: ProgramCode, token: str, label: str, parts: tuple, unit: int,
 
 def step_group(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
                for_worker: str | None, chain, *bundles):
-    """A task of step t's group on this worker: run the step unless a task of the group
-    already did, then return the bundle for worker ``for_worker`` (None: no bundle)."""
+    """A task of step t's group: run the step unless the group did, return the bundle for
+    ``for_worker``."""
     code = _code(code)
     if _DONE[(token, label)] < t:
         _run_step(code, token, label, t, parts, bundles)
@@ -254,24 +225,15 @@ def step_group(code: ProgramCode, token: str, label: str, t: int, parts: tuple,
 
 
 async def step_group_in_loop(code, token, label, t, parts, for_worker, chain, *bundles):
-    """:func:`step_group` in the worker's event loop instead of its thread pool: a short
-    step costs less there than the hand-off to a thread and back (long steps block the
-    loop and the heartbeats: programs choose)."""
+    """:func:`step_group` in the worker's event loop: cheaper for short steps."""
     return step_group(code, token, label, t, parts, for_worker, chain, *bundles)
 
 
 async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: int,
                        parts: tuple, chain, statics=None, starts=None, final=False):
-    """Steps ``t0 .. t1 - 1`` of the worker's parts in the direct exchange mode
-    (``_exchange``): for each, wait for the messages the plan says arrive from other
-    workers, run the step, push what it sends to other workers (one write per receiving
-    worker). The units' reports go as :func:`steps_single`'s do, coalesced; once the task
-    is cancelled (the run stopped) the loop ends at the next unit.
-
-    ``statics`` (and ``starts``): the first task of the attempt creates the parts
-    (:func:`init_group`), which saves a task and its scheduler round trip per worker;
-    ``final``: the last task returns :func:`final_group`'s value (the same saving at the
-    end), else None."""
+    """Steps ``t0 .. t1 - 1`` in the direct mode: wait for the plan's messages, run the
+    step, push what it sends (one write per receiver). ``statics`` (``starts``): create the
+    parts first; ``final``: return :func:`final_group`'s value."""
     from daskhpc.runtime._exchange import extension
 
     code = _code(code)
@@ -290,9 +252,8 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
 
 
 async def _receive(ext, code: ProgramCode, token: str, label: str, t: int, clock) -> dict:
-    """The messages of step ``t - 1`` from other workers that step ``t`` reads,
-    ``{(src, dst): payload}``; the wait is timed (whom it waited for: the exchange's
-    ``wait`` tells ``clock``)."""
+    """The messages from other workers that step ``t`` reads, ``{(src, dst): payload}``; the
+    wait is timed."""
     waited = time.perf_counter()
     ids = [(t - 1, *m) for m in code.incoming[t - 1].get(label, [])] if t else []
     got = await ext.wait(token, ids, clock=clock) if ids else {}
@@ -313,15 +274,8 @@ async def _send(ext, code: ProgramCode, token: str, label: str, t: int, clock) -
 
 def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
                  parts: tuple, chain, statics=None, starts=None, final=False):
-    """Steps ``t0 .. t1 - 1`` when this worker holds every part of the attempt: one loop,
-    no exchange (messages between parts stay in the registry), the same step functions in
-    the same order as every other mode (the same results, bit for bit).
-
-    Reports of short units go together, at most one event per ``COALESCE_S`` (a
-    checkpointed unit's at once), the last when the window ends; once the task is
-    cancelled the loop ends at the next unit. ``statics``, ``starts`` and ``final`` as in
-    :func:`steps_direct`.
-    """
+    """Steps ``t0 .. t1 - 1`` when this worker holds every part: one loop, no exchange, the
+    same results bit for bit. Arguments as :func:`steps_direct`."""
     code = _code(code)
     with _Loop(code, token, label, t1, parts, statics, starts) as loop:
         for t in loop.steps(t0, t1):
@@ -330,9 +284,8 @@ def steps_single(code: ProgramCode, token: str, label: str, t0: int, t1: int,
 
 
 class _Loop:
-    """A task's loop of steps up to ``t1 - 1`` on this worker: the parts made first if
-    it is the attempt's first task (``statics``), its units' reports coalesced
-    (``batch``, a ReportBatch, sent when the loop ends)."""
+    """A task's loop of steps up to ``t1 - 1``: creates the parts on the first task,
+    coalesces the units' reports (``batch``)."""
 
     def __init__(self, code: ProgramCode, token: str, label: str, t1: int, parts: tuple,
                  statics, starts):
@@ -355,9 +308,8 @@ class _Loop:
             self.batch.flush()
 
     def steps(self, t0: int, t1: int):
-        """The steps to run: none once the program's stop rule ended it (this task's
-        unit or an earlier one's), and none after a unit's end once nobody waits for the
-        task any more (cancelled: the run stopped, diverged or failed)."""
+        """The steps to run: none after the program's stop rule ended it, none after a
+        unit's end once the task is cancelled."""
         for t in range(t0, t1):
             if (self.token, self.label) in _STOPPED:
                 return
@@ -369,8 +321,7 @@ class _Loop:
 
 
 def _last(code: ProgramCode, token: str, label: str, parts: tuple, final: bool):
-    """What a loop of steps returns: the final values if it is the attempt's last (and
-    the run not cleaned up already: a cancelled task's value is nobody's)."""
+    """The final values if this is the attempt's last loop and the run is not cleaned up."""
     if not final or any((token, p) not in _CONTEXTS for p in parts):
         return None
     return final_group(code, token, label, parts, None)
@@ -385,14 +336,12 @@ def final_group(code: ProgramCode, token: str, label: str, parts: tuple, chain) 
 
 
 def stopped_at(token: str) -> int | None:
-    """The unit after which run ``token``'s program stopped on this worker (its ``stop``
-    rule), None if it did not (through ``client.run``)."""
+    """The unit after which run ``token``'s program stopped here, or None."""
     return next((u for (tok, _), u in _STOPPED.items() if tok == token), None)
 
 
 def cleanup(token: str, dask_worker=None) -> dict:
-    """Forget every context and message of run ``token`` (through ``client.run``);
-    returns the worker's time split of its steps (``daskhpc._clock.step_times``)."""
+    """Forget run ``token``'s contexts and messages; the worker's step time split."""
     times = step_times(token, forget=True)   # (the clocks' totals stay counted)
     if dask_worker is not None:
         from daskhpc.runtime._exchange import extension
@@ -404,8 +353,3 @@ def cleanup(token: str, dask_worker=None) -> dict:
         for key in [k for k in reg if k[0] == token]:
             del reg[key]
     return times
-
-
-def registry_size() -> int:
-    """Entries held for all runs in this process (tests check nothing leaks)."""
-    return sum(len(r) for r in _REGISTRIES)

@@ -1,17 +1,4 @@
-"""Part data on the workers: scattered once, scattered again only where parts moved.
-
-A run's static data (each part's nonzeros, index maps, ...) goes to the worker of its part
-once and stays for the whole run, across attempts: :meth:`PartStore.move` (after a lost
-worker, with the new placement) re-sends only the parts whose worker changed. The client
-keeps its copy for that purpose until :meth:`PartStore.release`, or builds a moved part
-again (:meth:`PartStore.put_each`: no copy kept).
-
-Examples
---------
->>> store = PartStore(client, placement, "ab12")                   # doctest: +SKIP
->>> futs = store.put("static", {p: data[p] for p in range(K)})     # doctest: +SKIP
->>> moved = store.move(new_placement)                              # doctest: +SKIP
-"""
+"""Part data on the workers: scattered once, scattered again only where parts moved."""
 
 from __future__ import annotations
 
@@ -24,6 +11,10 @@ __all__ = ["PartStore"]
 class PartStore:
     """Named per-part data sets on the workers of a placement.
 
+    A run's static data goes to the worker of its part once and stays across attempts:
+    :meth:`move` (after a lost worker) re-sends only the parts whose worker changed, from
+    the client's copy (kept until :meth:`release`) or built again (:meth:`put_each`).
+
     Parameters
     ----------
     client : distributed.Client
@@ -32,7 +23,13 @@ class PartStore:
         Run id (the scattered keys' names).
     part_of : callable, optional
         The part a data key belongs to (default: keys are part numbers; SpGEMM keys its
-        blocks by grid cell and maps a cell to its rank).
+        blocks by grid cell).
+
+    Examples
+    --------
+    >>> store = PartStore(client, placement, "ab12")                   # doctest: +SKIP
+    >>> futs = store.put("static", {p: data[p] for p in range(K)})     # doctest: +SKIP
+    >>> moved = store.move(new_placement)                              # doctest: +SKIP
     """
 
     def __init__(self, client, placement, run: str, part_of=None):
@@ -50,9 +47,9 @@ class PartStore:
     def put(self, name: str, values: dict, *, transient: bool = False) -> dict:
         """Scatter ``{part: value}`` to the parts' workers; returns ``{part: Future}``.
 
-        Putting a name again replaces its data (new keys: a scatter to a key that exists
-        would keep the old value). ``transient`` data belongs to one attempt: a move
-        drops it instead of sending it again (the next attempt puts its own)."""
+        Putting a name again replaces its data (new keys). ``transient`` data belongs to one
+        attempt: a move drops it instead of sending it again.
+        """
         if transient:
             self.transient.add(name)
         self._drop(name)
@@ -63,9 +60,8 @@ class PartStore:
         return self.futures[name]
 
     def put_each(self, name: str, parts, build, *, transient: bool = False) -> dict:
-        """Scatter ``build(part)`` of every part, one part at a time, keeping no client
-        copy (the client holds one part's data, not the set's): a move builds the moved
-        parts again, unless ``transient`` (never sent again). Returns ``{part: Future}``."""
+        """Scatter ``build(part)`` of every part, one at a time, keeping no client copy: a
+        move builds the moved parts again, unless ``transient``. Returns ``{part: Future}``."""
         self._drop(name)
         parts = list(parts)
         if transient:
@@ -81,13 +77,11 @@ class PartStore:
         return self.futures[name]
 
     def adopt(self, name: str, futures: dict, rebuild=None) -> dict:
-        """Record ``{part: Future}`` that tasks pinned on the parts' workers made (data
-        built on the workers, e.g. from a Dask collection: the client has no copy).
+        """Record ``{part: Future}`` that tasks pinned on the parts' workers made (no client copy).
 
-        ``rebuild(parts, placement) -> {part: Future}`` builds the given parts again on
-        their workers in ``placement`` (a collection read and routed again): a move of
-        such a part (its worker lost) calls it; without it the move raises
-        :class:`RuntimeError`: there is nothing to send again."""
+        ``rebuild(parts, placement) -> {part: Future}`` builds moved parts again; without it a
+        move of such a part raises :class:`RuntimeError`.
+        """
         self._drop(name)
         self.data.pop(name, None)
         self.built.pop(name, None)
@@ -105,15 +99,14 @@ class PartStore:
         return self.futures.get(name)
 
     def _drop(self, name: str) -> None:
-        """Release data set ``name``'s futures (the workers free it) and its records."""
+        """Release data set ``name``'s futures and its records."""
         release_futures(self.futures.pop(name, {}).values())
         self.where.pop(name, None)
 
     def _scatter(self, name: str, values: dict) -> None:
-        """Send ``values`` to their parts' workers, to every worker at once (a scatter
-        each, docs/benchmarks.md); a part's Future and ``where`` change only once its
-        data is there, so a scatter that a lost worker stops half way (:class:`WorkerLost`,
-        after the parts that arrived are recorded) leaves every record true."""
+        """Send ``values`` to their parts' workers, every worker at once; a part's records
+        change only once its data is there, so a scatter a lost worker stops half way
+        (WorkerLost) leaves them true."""
         self.generation += 1
         by_worker: dict[str, dict] = {}
         for p, v in values.items():
@@ -145,9 +138,8 @@ class PartStore:
     def move(self, placement) -> list:
         """Adopt ``placement``; scatter again the data of parts not on their worker.
 
-        Returns the parts (keys of the data sets) that moved. A worker lost while they
-        move raises :class:`WorkerLost`; a ``move`` to the next placement then sends
-        what is still not in place.
+        Returns the parts that moved. A worker lost meanwhile raises :class:`WorkerLost`; a
+        ``move`` to the next placement then sends what is still not in place.
         """
         self.placement = placement
         moved_all = set()
@@ -181,9 +173,8 @@ class PartStore:
         return sorted(moved_all, key=_label)
 
     def _rebuilt(self, name: str, parts: list) -> None:
-        """Build adopted ``parts`` again on their workers (``adopt``'s ``rebuild``); their
-        records change once all are there (a worker lost meanwhile: :class:`WorkerLost`,
-        and the next ``move`` builds them again)."""
+        """Build adopted ``parts`` again on their workers; their records change once all are
+        there."""
         from daskhpc.runtime._fault import WorkerWatch, gather_watching
 
         new = self.rebuild[name](list(parts), self.placement)

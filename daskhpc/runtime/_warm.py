@@ -1,12 +1,5 @@
-"""A workflow's warm-up (loading its numba kernels before anything is timed) runs once in
-each worker process.
-
-The frame ran it on every worker at the start of every run, though a process keeps the
-kernels it loaded (GCN's took 19 ms of every fit on Cora, docs/benchmarks.md).
-:func:`warm_once` remembers, in the worker
-process, which warm-ups it ran (by function and arguments); a new worker process (a
-replacement after a loss) has none and runs them.
-"""
+"""A workflow's warm-up (loading its numba kernels) runs once in each worker process
+(GCN's took 19 ms of every fit on Cora, docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -41,11 +34,9 @@ def warm(client, fn, workers=None) -> None:
 
 
 def started(client, fn=None, count: bool = False) -> dict | None:
-    """A run's first worker call: the warm-up ``fn`` (once per process, :func:`warm_once`)
-    and, with ``count``, each worker's sent-bytes counters now (the dashboard's zero of
-    the run): ``{worker: counters}``, None without ``count`` or where the call failed
-    without a warm-up (the dashboard then reads them itself; a warm-up's failure
-    raises, as it did on its own). One round trip, not one for each (docs/benchmarks.md)."""
+    """A run's first worker call, one round trip: the warm-up ``fn`` (once per process) and,
+    with ``count``, each worker's sent-bytes counters now (``{worker: counters}``, else
+    None; None too where the call failed without a warm-up)."""
     try:
         got = run_on_workers(client, _started, fn, count)
     except Exception:

@@ -11,7 +11,7 @@ import numpy as np
 from daskhpc._dask_internals import worker_stream
 from daskhpc.comm import run_local
 from daskhpc.runtime import Job, run_job
-from daskhpc.runtime._calls import Setting, applied
+from daskhpc.runtime._calls import Applied, Setting
 from daskhpc.runtime._latency import LowLatency
 from daskhpc.testing import toy_program, toy_row
 
@@ -83,7 +83,7 @@ def _interval(dask_worker=None):
 
 def test_a_failing_setting_leaves_the_others(client2):
     before = client2.run(_interval)
-    with applied(client2, Broken(), LowLatency(0.0)) as got:
+    with Applied(client2, Broken(), LowLatency(0.0)) as got:
         assert set(client2.run(_interval).values()) == {0.0}
         assert got.workers(0) == {} and got.scheduler(0) is None
         assert set(got.workers(1)) == set(before)
@@ -95,7 +95,7 @@ def test_settings_on_their_way_and_undone_early(client2):
     has them); ``undo_soon`` inside the body sends the undoing calls at once and the
     exit waits for them: the settings are off inside the body already."""
     before = client2.run(_interval)
-    app = applied(client2, LowLatency(0.0), wait=False)
+    app = Applied(client2, LowLatency(0.0), wait=False)
     with app as got:
         assert got.wait() is got
         assert set(got.workers(0)) == set(before)
