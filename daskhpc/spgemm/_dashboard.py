@@ -47,8 +47,7 @@ class BatchProgress(Component):
 
     @log_errors
     def update(self) -> None:
-        st = self.state
-        if st is None or not st.batches:
+        if (st := self.state) is None or not st.batches:
             return
         run, tl = next(reversed(st.batches.items()))   # the latest run
         batches = tl.get("batches", [])
