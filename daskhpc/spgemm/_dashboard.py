@@ -76,7 +76,8 @@ class BatchProgress(Component):
         _, measured = st.measured_matrix(self.plugin.sent())
         self.summary.text = (
             f"<b>spgemm {run}</b>: {done}/{len(batches)} batches consumed, window "
-            f"{tl.get('window', '?')}" + (f", budget {format_bytes(budget)} per worker" if budget else "")
+            f"{tl.get('window', '?')}"
+            + (f", budget {format_bytes(budget)} per worker" if budget else "")
             + (f"; <b style='color:red'>{len(bad)} admission violations</b>" if bad
                else "; admission order kept")
             + "<br>bytes between workers: " + bytes_text(st.bytes_summary(float(measured.sum())),
