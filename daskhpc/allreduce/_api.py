@@ -12,7 +12,6 @@ from daskhpc.comm import run_local_history
 from daskhpc.errors import InputError
 from daskhpc.report import new_report
 
-from ._cost import network_costs
 from ._plan import plan_sections
 from ._program import assemble, program, row, statics
 from ._result import AllreduceResult
@@ -221,7 +220,7 @@ def _allreduce(client, run, vectors, algorithm, N, nparts, density, seed, dtype,
         from daskhpc.runtime import network_for
 
         model = network_for(run.network, client, exchange_mode(run.exchange))
-        options = {**options, **network_costs(model, options)}
+        options = model.fill(options)
     collection = vectors is not None and is_collection(vectors)
     if collection:                         # one rank per row, run where its row is
         from ._collect import rank_futures

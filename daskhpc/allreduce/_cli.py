@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from daskhpc._workflows import Call, RunOptions, Workflow
 
-from ._cost import network_costs
 from ._setup import CommandOptions, read_vectors, validate_input
 
 __all__ = ["Allreduce"]
@@ -39,7 +38,7 @@ class Allreduce(Workflow):
             from daskhpc.comm import network_model
 
             model = network_model(call.network)
-            kw.update(network_costs(model, kw))
+            kw = model.fill(kw)
             report = plan(**kw)
             net = ((report.get("plan") or {}).get("prediction") or {}).get("network")
             if net is not None:         # priced on the profile's alpha and beta: its name

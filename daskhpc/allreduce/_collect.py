@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskhpc.errors import InputError
+from daskhpc.io import check_array
 
 __all__ = ["rank_futures"]
 
@@ -22,16 +23,8 @@ def rank_futures(client, X) -> tuple[list, int, dict]:
     if not hasattr(X, "chunks") or X.ndim != 2:
         raise InputError(f"vectors: a {getattr(X, 'ndim', '?')}-D Dask collection; give a "
                          "2-D Dask Array, one row per rank")
-    if any(np.isnan(c) for cs in X.chunks for c in cs):
-        raise InputError("vectors: the Dask Array's chunk sizes are unknown (nan); call "
-                         ".compute_chunk_sizes() first")
-    if getattr(X.dtype, "kind", "O") not in "iuf":
-        raise InputError(f"vectors: the Dask Array's dtype is {X.dtype}; values must be "
-                         "integers or floats")
-    mod = type(X._meta).__module__ or ""
-    if not mod.startswith(("numpy", "scipy.sparse", "sparse")):
-        raise InputError(f"vectors: chunks of type {type(X._meta).__name__}; use numpy, "
-                         "scipy.sparse or sparse.COO chunks")
+    check_array(X, "vectors", ("numpy", "scipy.sparse", "sparse"),
+                "numpy, scipy.sparse or sparse.COO", kinds="iuf", values="integers or floats")
     P, N = (int(n) for n in X.shape)
     if P < 1:
         raise InputError("vectors: an allreduce needs at least one vector (row)")

@@ -29,8 +29,7 @@ import math
 from ._registry import ALGORITHMS, DEFAULT_GROUP, DENSE, SPARSE
 from ._stream import INDEX_BYTES
 
-__all__ = ["expected_union", "predicted_times", "choose", "cost_model", "network_costs",
-           "CANDIDATES"]
+__all__ = ["expected_union", "predicted_times", "choose", "cost_model", "CANDIDATES"]
 
 #: what ``auto`` chooses among
 CANDIDATES = SPARSE + DENSE
@@ -152,9 +151,3 @@ def cost_model(alpha: float | None = None, beta: float | None = None,
                         beta=base.beta if beta is None else float(beta),
                         floor_s=base.floor_s if floor is None else float(floor))
 
-
-def network_costs(model, given: dict) -> dict:
-    """``alpha``, ``beta`` and ``floor`` of a network's model where ``given`` lacks them."""
-    return {"alpha": model.alpha if given.get("alpha") is None else given["alpha"],
-            "beta": model.beta if given.get("beta") is None else given["beta"],
-            "floor": model.floor_s if given.get("floor") is None else given["floor"]}

@@ -31,9 +31,7 @@ class AllreduceStages(Component):
     @log_errors
     def update(self) -> None:
         rows = self.rows("allreduce", "stage_bytes")
-        if not rows:
-            for src in (self.stage_source, self.call_source) if rows is not None else ():
-                update_source(src, {k: [] for k in src.data})
+        if self.cleared(rows, self.stage_source, self.call_source):
             return
         last = rows[-1]
         labels = [f"{i}" for i in range(len(last["stage_bytes"]))]

@@ -1,30 +1,9 @@
 """The cost model: what a message, and a bulk-synchronous step, costs on a network.
 
-One message of n bytes costs ``alpha + beta * n`` (latency, inverse bandwidth). A step
-of a workflow is bulk-synchronous (Valiant's BSP: ``w + g h + l``): every part computes
-its share, then the step's messages cross the network, then the next step starts. On a
-real cluster the messages do not travel independently: every part on a host sends and
-receives through that host's one link, so a phase lasts as long as
-
-* its busiest worker computes (the papers' max-load): ``flop_s`` seconds per unit of
-  sparse load and ``dense_flop_s`` per unit of dense load (a BLAS product runs tens of
-  times faster a flop than a sparse kernel), a worker's parts one after the other (one
-  thread per worker), and
-* its busiest host's link carries everything the host sends and receives to and from
-  other hosts (the papers' max-volume and max-messages, counted per host):
-  ``alpha * messages + beta * bytes``; with ``duplex`` (a switched port, a shaped
-  ``tc`` link: each direction has its own rate) the two directions are separate and the
-  busier one counts, else sends and receives add up.
-
-Traffic between parts of one worker is free (it never leaves the process); between two
-workers of one host it costs ``memory_beta`` per byte (a copy through memory). Every
-phase also pays the runtime's fixed cost ``floor_s`` (its barrier and task round trip).
-A step's time is the sum of its phases: ``sum_t (floor + max_w compute_tw + max_h
-link_th)``.
-
-``alpha`` and ``beta`` come from ``daskhpc info --calibrate`` (measured on a cluster) or a
-named network profile (:mod:`daskhpc.comm._network`). The defaults are what that command
-measured on a 2-core LocalCluster over loopback TCP. No dask here.
+One message of n bytes costs ``alpha + beta * n``; a bulk-synchronous step (Valiant's BSP,
+``w + g h + l``) costs ``sum_t (floor + max_w compute_tw + max_h link_th)`` over its
+phases: the busiest worker's compute and the busiest host's link (docs/architecture.md,
+"comm"). No dask here.
 
 Examples
 --------
@@ -200,6 +179,11 @@ class CostModel:
     def replace(self, **changes) -> CostModel:
         """A copy with ``changes`` (e.g. another ``flop_s``)."""
         return CostModel(**{**asdict(self), **changes})
+
+    def fill(self, given: dict) -> dict:
+        """``given`` with this model's ``alpha``, ``beta`` and ``floor`` where it lacks them."""
+        mine = {"alpha": self.alpha, "beta": self.beta, "floor": self.floor_s}
+        return {**given, **{k: v for k, v in mine.items() if given.get(k) is None}}
 
     def as_dict(self) -> dict:
         return {"name": self.name, "alpha_s": self.alpha, "beta_s_per_byte": self.beta,

@@ -8,23 +8,9 @@
 * ``ethernet-10g``: 10 Gbit/s Ethernet with TCP: alpha 30 us, beta 1 / 1.25 GB/s;
 * ``default``: the loopback calibration of the development machine (:mod:`._cost`).
 
-The two named fabrics are public figures, not measurements of ours. The bandwidth is
-the line rate (100 Gbit/s = 12.5 GB/s; 10 Gbit/s = 1.25 GB/s); point-to-point benchmarks
-(OSU's osu_bw) reach about 95 % of it. The latency is the one-way small-message latency
-that MPI ping-pong benchmarks (osu_latency) report on such fabrics: about 1-2 us over
-InfiniBand with RDMA, about 20-50 us over 10 GbE through the kernel's TCP stack. They
-describe the wire: a Dask run adds its own per-message cost (serialisation, the event
-loop), which only ``calibrated`` includes. Both ports are full duplex (``duplex``: a
-host sends and receives at the line rate at once). Both assume a core that runs the
-sparse kernels at 1 GFlop/s (``flop_s`` 1 ns; memory-bound kernels such as SpMV reach
-about 1-2 GFlop/s per core), dense products at 10 GFlop/s (``dense_flop_s``; a BLAS
-GEMM of tall-skinny blocks on one AVX2 core) and a copy between workers of one host at
-10 GB/s.
-
-Saved calibrations live in ``daskhpc-calibration.yaml`` in Dask's configuration
-directory (``$DASK_CONFIG``, default ``~/.config/dask``), under ``daskhpc.comm.clusters``;
-the last one saved is also ``daskhpc.comm.alpha``/``beta``, which Dask's configuration
-reads. No dask here.
+Where the figures come from, and what each profile assumes of a core: docs/cli.md,
+"Networks". Saved calibrations live in ``daskhpc-calibration.yaml`` in Dask's configuration
+directory, under ``daskhpc.comm.clusters``. No dask here.
 
 Examples
 --------

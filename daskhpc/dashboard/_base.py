@@ -77,10 +77,18 @@ class Component:
     def rows(self, workflow: str, field: str) -> list | None:
         """The current run's history rows that have ``field`` ([] unless it is a
         ``workflow`` run; None before the plugin is installed)."""
-        st = self.state
-        if st is None:
+        if (st := self.state) is None:
             return None
         return [r for r in st.history if field in r] if st.run.get("workflow") == workflow else []
+
+    def cleared(self, rows: list | None, *sources) -> bool:
+        """True if there are no ``rows`` (the ``sources`` emptied once the plugin is
+        installed)."""
+        if rows:
+            return False
+        for src in sources if rows is not None else ():
+            update_source(src, {k: [] for k in src.data})
+        return True
 
     # bokeh is imported in these methods: importing daskhpc.dashboard (to publish) must
     # not load it

@@ -48,8 +48,7 @@ class CommMatrix(Component):
 
     @log_errors
     def update(self) -> None:
-        st = self.state
-        if st is None:
+        if (st := self.state) is None:
             return
         workers, measured = st.measured_matrix(self.plugin.sent())
         _, planned = st.planned_matrix()
@@ -100,8 +99,7 @@ class WorkerLoad(Component):
 
     @log_errors
     def update(self) -> None:
-        st = self.state
-        if st is None:
+        if (st := self.state) is None:
             return
         workers = st.workers(self.scheduler.workers)
         if not workers:

@@ -200,14 +200,11 @@ def _lp(net_ptr, pins, vptr, vnets, vpins, costs, weights, parts, nparts, lmax, 
 def refine(h: Hypergraph, parts: np.ndarray, nparts: int, *, objective: str = "soed",
            epsilon: float = 0.03, seed: int = 0, passes: int = 4,
            max_net_size: int = 128, stop_fraction: float = 0.002) -> np.ndarray:
-    """Improve ``parts`` by sequential label propagation.
+    """Improve ``parts`` by sequential label propagation (docs/partitioning.md, ``lp``).
 
-    The cheap path for instances where Mt-KaHyPar's coarsening barely shrinks the pins
-    (dense power-law rating matrices at large K): move single vertices to the part that
-    lowers the objective most, under the balance bound, for a few passes. Gains are exact
-    (from the pin counts per net and part); candidate parts come from v's *small* nets
-    only (a large net touches almost every part). Ties break by index, so the result is a
-    function of the input and the seed.
+    Single vertices move to the part that lowers the objective most, under the balance
+    bound, with exact gains; ties break by index, so the result depends only on the input
+    and the seed.
 
     Parameters
     ----------

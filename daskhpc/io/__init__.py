@@ -13,8 +13,8 @@ Examples
 ((610, 9724), 100836)
 """
 
-from ._collections import (Nonzeros, gathered, is_collection, labels_route, read_nonzeros,
-                           rereading, route)
+from ._collections import (Nonzeros, check_array, gathered, is_collection, labels_route,
+                           read_nonzeros, rereading, route)
 from ._collections_edges import (Edges, Rows, check_rows, join_rows, read_edge_list,
                                  read_rows, rows_route)
 from ._collections_ratings import (ratings_files, read_ratings_frame, repeat_error,
@@ -37,7 +37,7 @@ __all__ = ["read", "detect_format", "formats_of", "read_matrix_market", "read_sn
            "read_node_labels", "ReadError", "SparseInput", "FORMATS", "expand_patterns",
            # Dask collections (daskhpc.io._collections; dask imported only when used)
            "is_collection", "read_nonzeros", "route", "labels_route", "Nonzeros", "gathered",
-           "rereading"]
+           "rereading", "check_array"]
 # edge lists and dense row collections (gcn, linear)
 __all__ += ["read_edge_list", "Edges", "read_rows", "Rows", "rows_route", "join_rows",
             "check_rows"]

@@ -13,7 +13,7 @@ from daskhpc._narrow import index_dtype
 from daskhpc.errors import InputError
 
 __all__ = ["is_collection", "read_nonzeros", "Nonzeros", "route", "labels_route",
-           "DATAFRAME_EXTRA", "gathered", "rereading"]
+           "DATAFRAME_EXTRA", "gathered", "rereading", "check_array"]
 
 #: What to install for DataFrame input (``pip install "daskhpc[dataframe]"``).
 DATAFRAME_EXTRA = 'dask.dataframe needs pandas and pyarrow: pip install "daskhpc[dataframe]"'
@@ -272,15 +272,34 @@ def _checked_count(stats, cols, order, name, shape, pieces, what, **rules) -> in
     return nnz
 
 
-def _sized_numbers(x, name, chunks=("numpy", "scipy.sparse"),
-                   use="numpy or scipy.sparse") -> None:
-    """A one-line InputError unless the chunk sizes are known, the dtype numeric and the
-    chunks from the ``chunks`` modules."""
+def check_array(x, name: str, chunks=("numpy", "scipy.sparse"),
+                use: str = "numpy or scipy.sparse", kinds: str = "biuf",
+                values: str = "numbers") -> None:
+    """Raise a one-line InputError unless the Dask Array's chunk sizes are known, its dtype
+    numeric and its chunks from the ``chunks`` modules.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+    name : str
+        What the message calls ``x``.
+    chunks : tuple of str
+        Modules the chunk type may come from; ``use`` names them in the message.
+    kinds : str
+        The dtype kinds allowed; ``values`` names them in the message.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from daskhpc.io import check_array
+    >>> check_array(da.ones((4, 3), chunks=2), "X")
+    """
     if any(np.isnan(c) for cs in x.chunks for c in cs):
         raise InputError(f"{name}: the Dask Array's chunk sizes are unknown (nan); call "
                          ".compute_chunk_sizes() first")
-    if getattr(x.dtype, "kind", "O") not in "biuf":
-        raise InputError(f"{name}: the Dask Array's dtype is {x.dtype}; values must be numbers")
+    if getattr(x.dtype, "kind", "O") not in kinds:
+        raise InputError(f"{name}: the Dask Array's dtype is {x.dtype}; values must be "
+                         f"{values}")
     meta = type(x._meta)
     if not (meta.__module__ or "").startswith(chunks):
         raise InputError(f"{name}: chunks of type {meta.__name__}; use {use} chunks")
@@ -291,8 +310,7 @@ def _array_check(x, order, name, min_order) -> tuple:
         raise InputError(f"{name}: a {x.ndim}-D Dask Array, need {order}-D")
     if x.ndim < min_order:
         raise InputError(f"{name}: a {x.ndim}-D Dask Array, need at least {min_order}-D")
-    _sized_numbers(x, name, ("scipy.sparse", "sparse", "numpy"),
-                   "scipy.sparse, sparse.COO or numpy")
+    check_array(x, name, ("scipy.sparse", "sparse", "numpy"), "scipy.sparse, sparse.COO or numpy")
     return tuple(int(s) for s in x.shape)
 
 

@@ -9,7 +9,7 @@ from daskhpc.arrays import unique_sorted
 from daskhpc.errors import InputError
 
 from ._collections import (_checked_count, _column_kinds, _frame_piece, _kind, _named_columns,
-                           _Pieces, _sized_numbers, _summary, _values_of, dataframe_module,
+                           _Pieces, _summary, _values_of, check_array, dataframe_module,
                            gathered)
 
 __all__ = ["Edges", "read_edge_list", "Rows", "read_rows", "check_rows", "rows_route",
@@ -172,7 +172,7 @@ def check_rows(x, *, name: str = "features", rows: int | None = None) -> None:
         raise InputError(f"{name}: {type(x).__name__} is not a Dask Array")
     if x.ndim not in (1, 2):
         raise InputError(f"{name}: a {x.ndim}-D Dask Array; need rows (1-D or 2-D)")
-    _sized_numbers(x, name)
+    check_array(x, name)
     if rows is not None and x.shape[0] != rows:
         raise InputError(f"{name}: {x.shape[0]} rows for {rows} nodes/rows")
 
@@ -206,10 +206,16 @@ def rows_route(part_rows: list, offsets: np.ndarray) -> list:
     return out
 
 
-def join_rows(segments):
-    """The rows a part received (:func:`route` segments, in piece order) as one block."""
+def join_rows(segments, order: int | None = None):
+    """The rows a part received (:func:`route` segments, in piece order) as one block;
+    with ``order``, ``(ids, values)`` segments (``with_ids``) as one ``(ids, values)``."""
     import scipy.sparse as sp
 
+    if order is not None:
+        if not segments:
+            return np.zeros((order, 0), np.int64), np.zeros(0)
+        return (np.concatenate([sg[0] for sg in segments], axis=1),
+                np.concatenate([sg[1] for sg in segments]))
     if segments and sp.issparse(segments[0]):
         return sp.vstack(segments, format="csr")
     return np.concatenate(segments) if segments else None

@@ -158,11 +158,7 @@ def _fit(client, run, X, y, nparts, test, in_loop, options):
     if run.network is not None:       # the allreduce choice on this network (calibrate: measured)
         from daskhpc.runtime import network_for
 
-        net = network_for(run.network, client, exchange_mode(run.exchange))
-        options = {**options,
-                   "alpha": net.alpha if options.get("alpha") is None else options["alpha"],
-                   "beta": net.beta if options.get("beta") is None else options["beta"],
-                   "floor": net.floor_s if options.get("floor") is None else options["floor"]}
+        options = network_for(run.network, client, exchange_mode(run.exchange)).fill(options)
     nz = None
     if is_collection(X) or is_collection(y) or _collect.test_collection(test):
         s, nz, y = _collect.prepare_collection(client, X, y, nparts, test, options)

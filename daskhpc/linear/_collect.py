@@ -16,7 +16,8 @@ import scipy.sparse as sp
 
 from daskhpc._workflows import checked_options
 from daskhpc.errors import InputError
-from daskhpc.io import is_collection, labels_route, read_nonzeros, rereading, route
+from daskhpc.io import (check_array, is_collection, join_rows, labels_route, read_nonzeros,
+                        rereading, route)
 
 from ._data import load
 from ._program import statics
@@ -96,9 +97,7 @@ def prepare_collection(client, X, y, nparts, test, options):
                          "scipy.sparse row chunks (rows x features)")
     if X.ndim != 2:
         raise InputError(f"X: a {X.ndim}-D Dask Array; need a 2-D matrix (rows x features)")
-    if any(np.isnan(c) for cs in X.chunks for c in cs):
-        raise InputError("X: the Dask Array's chunk sizes are unknown (nan); call "
-                         ".compute_chunk_sizes() first")
+    check_array(X, "X", ("scipy.sparse", "sparse", "numpy"), "scipy.sparse, sparse.COO or numpy")
     M, F = (int(n) for n in X.shape)
     if is_collection(y) and getattr(y, "ndim", 1) == 1 and hasattr(y, "chunks") \
             and not any(np.isnan(c) for c in y.chunks[0]) and y.shape[0] != M:
@@ -179,11 +178,7 @@ def rebuilder(client, s, nz):
 
 def _csr_rows(rows, width, intercept, segments):
     """``X[rows]`` of the entries routed here, as the client slices it (intercept last)."""
-    if segments:
-        ids = np.concatenate([sg[0] for sg in segments], axis=1)
-        vals = np.concatenate([sg[1] for sg in segments])
-    else:
-        ids, vals = np.zeros((2, 0), np.int64), np.zeros(0)
+    ids, vals = join_rows(segments, order=2)
     X = sp.csr_array((vals, (np.searchsorted(rows, ids[0]), ids[1])),
                      shape=(rows.size, width))
     X.sum_duplicates()

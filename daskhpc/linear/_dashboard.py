@@ -33,9 +33,7 @@ class AccuracyCurve(Component):
     @log_errors
     def update(self) -> None:
         rows = self.rows("linear", "train_accuracy")
-        if not rows:
-            if rows is not None:
-                update_source(self.source, {k: [] for k in self.source.data})
+        if self.cleared(rows, self.source):
             return
         nan = float("nan")
         update_source(self.source, {

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from daskhpc.errors import InputError
+from daskhpc.io import join_rows
 
 from ._block import CscBlock
 from ._symbolic import inverse as _inverse
@@ -127,11 +128,7 @@ def _local_index(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
 def _cell_block(arg, *segments) -> CscBlock:
     """One cell's block from its nonzeros (original ids), as the client's cut makes it."""
     rows, cols = arg
-    if segments:
-        ids = np.concatenate([sg[0] for sg in segments], axis=1)
-        vals = np.concatenate([sg[1] for sg in segments])
-    else:
-        ids, vals = np.zeros((2, 0), np.int64), np.zeros(0)
+    ids, vals = join_rows(segments, order=2)
     m = sp.csc_array((vals, (_local_index(rows, ids[0]), _local_index(cols, ids[1]))),
                      shape=(rows.size, cols.size))
     return CscBlock.from_scipy(m)

@@ -47,8 +47,7 @@ class BatchProgress(Component):
 
     @log_errors
     def update(self) -> None:
-        st = self.state
-        if st is None or not st.batches:
+        if (st := self.state) is None or not st.batches:
             return
         run, tl = next(reversed(st.batches.items()))   # the latest run
         batches = tl.get("batches", [])
@@ -77,7 +76,8 @@ class BatchProgress(Component):
         _, measured = st.measured_matrix(self.plugin.sent())
         self.summary.text = (
             f"<b>spgemm {run}</b>: {done}/{len(batches)} batches consumed, window "
-            f"{tl.get('window', '?')}" + (f", budget {format_bytes(budget)} per worker" if budget else "")
+            f"{tl.get('window', '?')}"
+            + (f", budget {format_bytes(budget)} per worker" if budget else "")
             + (f"; <b style='color:red'>{len(bad)} admission violations</b>" if bad
                else "; admission order kept")
             + "<br>bytes between workers: " + bytes_text(st.bytes_summary(float(measured.sum())),
