@@ -4,9 +4,6 @@ SSGD's direct loop, answered by :func:`step_times` at the attempt's cleanup. No 
 
 from __future__ import annotations
 
-__all__ = ["StepClock", "step_clock", "step_times", "compute_total", "waited_total",
-           "waited_for", "CLOCKS"]
-
 #: (token, worker label) -> StepClock, in each worker process
 CLOCKS: dict = {}
 

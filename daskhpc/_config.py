@@ -11,8 +11,6 @@ from typing import Any
 import dask.config
 import yaml
 
-__all__ = ["get", "progress_setting"]
-
 _YAML = os.path.join(os.path.dirname(__file__), "daskhpc.yaml")
 
 with open(_YAML) as f:

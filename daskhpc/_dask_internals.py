@@ -8,11 +8,6 @@ from __future__ import annotations
 LAZY_NAMES = ["dumps", "loads", "log_errors", "get_ip", "import_term", "applications",
               "template_variables", "BokehApplication", "BOKEH_THEME", "env"]
 
-__all__ = ["INTERNALS", "LAZY", "changed", "outgoing_log", "incoming_log",
-           "scheduler_streams", "worker_stream", "client_stream", "add_handlers",
-           "remove_handlers", "pooled_connect", "pooled_reuse", "pooled_call", "forget_topic",
-           "forget_topics", "run_message", "broadcast", "register_worker_plugin", *LAZY_NAMES]
-
 #: What each internal is used for (the checks in tests/test_dask_internals.py name them).
 INTERNALS = {
     "Worker.transfer_outgoing_log": "the bytes on the wire and the keys of each get_data "

@@ -21,9 +21,6 @@ from typing import Callable
 
 from daskhpc import _mpi_security
 
-__all__ = ["BAD_OPTIONS", "CLIENT_RANK", "FAILED", "LOST_RANK", "Launcher", "OK",
-           "SCHEDULER_RANK", "add_options", "client_task", "configure", "worker_kwargs"]
-
 #: Exit statuses (``daskhpc.cli`` uses 0, 1 and 2 the same way).
 OK, FAILED, BAD_OPTIONS, LOST_RANK = 0, 1, 2, 3
 SCHEDULER_RANK, CLIENT_RANK = 0, 1

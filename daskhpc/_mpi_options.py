@@ -10,8 +10,6 @@ import json
 import os
 import sys
 
-__all__ = ["BadOptions", "Job", "env_rank", "quiet_unless", "resolve"]
-
 
 class BadOptions(Exception):
     """Options that cannot work; the job ends with status 2 before start-up."""

@@ -14,11 +14,6 @@ import importlib.util
 import os
 import socket
 
-__all__ = ["SecurityError", "available", "config", "credentials_path", "link_dashboard_host",
-           "load_credentials", "new_credentials", "offer", "read_credentials", "security", "share",
-           "tls_protocol",
-           "tunnel_hint", "write_credentials"]
-
 #: Transports that can carry TLS, and the secure scheme each one becomes.
 TLS_SCHEMES = {"tcp": "tls", "tls": "tls"}
 #: Roles of distributed's TLS config; one credential serves all three.

@@ -15,9 +15,6 @@ import time
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-__all__ = ["ABORT_TOPIC", "JobWatch", "LOST_RANK", "NAME", "dask_setup", "listen_for_end",
-           "quiet_logs", "received_status", "record_status", "set_abort"]
-
 NAME = "daskhpc-mpi-watch"
 #: The event topic on which the scheduler tells the client rank that the job ends, and why.
 ABORT_TOPIC = "daskhpc-job-abort"

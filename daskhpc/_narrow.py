@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["index_dtype", "narrow_values", "hash_wide"]
-
 
 def index_dtype(n: int) -> type:
     """int32 when it holds the indices ``0..n-1``, else int64."""

@@ -6,8 +6,6 @@ from __future__ import annotations
 import sys
 import types
 
-__all__ = ["in_kernel", "displayable"]
-
 
 def in_kernel() -> bool:
     """True inside a Jupyter kernel: its shell has a ``kernel`` (a terminal IPython's has none)."""

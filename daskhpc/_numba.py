@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from daskhpc import _workflows
 from daskhpc._ticker import start_ticker, stop_ticker
 
-__all__ = ["KernelsReport", "prepare_kernels", "usable_cores", "warmup_of"]
-
 _MESSAGE = "compiling kernels (first run only) ..."
 
 #: ``(workflow, command)`` prepared in this process already: the next run of the process

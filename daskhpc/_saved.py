@@ -18,9 +18,6 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-__all__ = ["save", "load", "write_csv", "read_pieces", "write_npz", "file_digest", "FORMAT",
-           "FORMAT_VERSION"]
-
 FORMAT = "daskhpc-result"
 FORMAT_VERSION = 2            # 2: attributes kept as save_npz pieces
 MANIFEST = "manifest.json"

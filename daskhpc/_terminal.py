@@ -12,8 +12,6 @@ import time
 
 from daskhpc._ticker import start_ticker, stop_ticker
 
-__all__ = ["stage", "json_on_stdout", "progress_mode"]
-
 
 def progress_mode(file=None) -> str:
     """``"tick"`` (a terminal), ``"lines"`` (``daskhpc.runtime.progress: true`` off a

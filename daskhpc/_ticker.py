@@ -6,8 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-__all__ = ["start_ticker", "stop_ticker"]
-
 #: The ticking line's writer, a process of its own: a thread would need the GIL, which a
 #: partitioner's native call (Mt-KaHyPar, KaHyPar) holds for its whole run, so the
 #: seconds froze and then jumped (1 s to 42 s on a9a). It stops at EOF on its stdin,

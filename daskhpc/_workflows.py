@@ -26,10 +26,6 @@ from typing import Any, Callable, ClassVar
 from daskhpc.errors import InputError
 from daskhpc.report import summarize, write_report
 
-__all__ = ["GROUP", "EXCHANGES", "EXCHANGE_PLUGIN", "Call", "RunOptions", "Workflow",
-           "available", "load", "option", "exchange_mode", "options_of", "checked_options",
-           "check_dashboard_address", "check_declared", "check_bounds", "check_parts"]
-
 GROUP = "daskhpc.workflows"
 
 #: How a Program's messages travel between workers (docs/decisions.md): pushed by the

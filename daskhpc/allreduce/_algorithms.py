@@ -14,8 +14,6 @@ import numpy as np
 
 from ._stream import Format, Stream, concat, densify, merge, take
 
-__all__ = ["Algorithm", "RecDbl", "SplitAllGather", "HalvingDoubling", "Ring", "blocks"]
-
 
 def blocks(nblocks: int, N: int) -> np.ndarray:
     """Block bounds: ``floor(N / nblocks)`` items each, the last block the rest."""

@@ -19,8 +19,6 @@ from ._serial import serial_allreduce
 from ._setup import Setup, options_of, prepare
 from ._synthetic import uniform_vectors
 
-__all__ = ["allreduce", "plan", "allreduce_local", "sections", "setup_of"]
-
 
 def setup_of(vectors=None, nparts=None, *, N=None, density=None, seed=0, dtype="float64",
              **options) -> Setup:

@@ -10,8 +10,6 @@ from daskhpc._workflows import Call, RunOptions, Workflow
 
 from ._setup import CommandOptions, read_vectors, validate_input
 
-__all__ = ["Allreduce"]
-
 
 class Allreduce(Workflow):
     """Sparse allreduce (Renggli 2017, chapters 3-4)."""

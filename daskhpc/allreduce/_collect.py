@@ -11,8 +11,6 @@ import numpy as np
 from daskhpc.errors import InputError
 from daskhpc.io import check_array
 
-__all__ = ["rank_futures"]
-
 
 def rank_futures(client, X) -> tuple[list, int, dict]:
     """``(futures, N, source)``: a Future per row of ``X`` on its chunk's worker (X checked)."""

@@ -29,8 +29,6 @@ import math
 from ._registry import ALGORITHMS, DEFAULT_GROUP, DENSE, SPARSE
 from ._stream import INDEX_BYTES
 
-__all__ = ["expected_union", "predicted_times", "choose", "cost_model", "CANDIDATES"]
-
 #: what ``auto`` chooses among
 CANDIDATES = SPARSE + DENSE
 

@@ -7,8 +7,6 @@ from daskhpc._dask_internals import log_errors
 
 from daskhpc.dashboard import EMPTY, Component, format_bytes, update_source
 
-__all__ = ["AllreduceStages", "PANELS"]
-
 
 class AllreduceStages(Component):
     """Planned payload bytes per stage (sum over ranks) and milliseconds per call."""

@@ -14,8 +14,6 @@ from ._plan import dense_bound_plan, stage_plan
 from ._registry import make
 from ._stream import Format, Stream, canon, from_payload, to_payload
 
-__all__ = ["append_allreduce", "as_stream"]
-
 
 def as_stream(x, N: int, fmt: Format) -> Stream:
     """A part's contribution as a canonical stream over [0, N).

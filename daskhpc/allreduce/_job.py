@@ -19,9 +19,6 @@ from ._program import assemble, program, row, statics
 from ._setup import check_vector, finish, one_vector, options_of, stream_of
 from ._stream import Format, Stream, from_payload, to_payload
 
-__all__ = ["warm_up", "run_program", "are_futures", "from_futures", "with_values",
-           "input_task", "describe_task", "short_stages"]
-
 
 def warm_up():
     """Load the numba kernels on a worker (before anything is timed)."""

@@ -10,8 +10,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["merge_sum", "merge_union"]
-
 
 @numba.njit(cache=True)
 def merge_sum(i1, v1, i2, v2):

@@ -6,8 +6,6 @@ framing (``framing_bytes_per_message``).
 
 from __future__ import annotations
 
-__all__ = ["owner_index", "measure"]
-
 
 def owner_index(owner, workers):
     """Worker index of every rank (workers in stable order) and the workers used."""

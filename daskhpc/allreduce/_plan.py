@@ -13,8 +13,6 @@ from daskhpc.comm import Plan
 
 from ._stream import HEADER_BYTES, Stream, canon
 
-__all__ = ["simulate", "call_plan", "dense_bound_plan", "stage_plan", "plan_sections"]
-
 
 def _as_index_stream(s, N, fmt) -> Stream:
     if isinstance(s, Stream):

@@ -10,8 +10,6 @@ from daskhpc.comm import Program
 from ._embed import append_allreduce
 from ._stream import Stream, from_payload, to_payload
 
-__all__ = ["statics", "program", "row", "assemble"]
-
 
 def statics(setup) -> list[dict]:
     """Per part: ``{"N": N, "payload": payload}`` (as ``_job.input_task`` makes on a worker)."""

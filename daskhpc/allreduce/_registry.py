@@ -5,8 +5,6 @@ from __future__ import annotations
 from ._algorithms import Algorithm, HalvingDoubling, RecDbl, Ring, SplitAllGather, _log2
 from ._stream import Format, merge
 
-__all__ = ["Folded", "make", "ALGORITHMS", "SPARSE", "DENSE", "DEFAULT_GROUP"]
-
 
 class Folded(Algorithm):
     """An algorithm over Q = 2^floor(log2 P) ranks, folded when P is not a power of two.

@@ -6,8 +6,6 @@ import numpy as np
 
 from daskhpc.report import WorkflowResult
 
-__all__ = ["AllreduceResult"]
-
 
 class AllreduceResult(WorkflowResult):
     """Outcome of an allreduce run.

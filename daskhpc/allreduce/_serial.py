@@ -6,8 +6,6 @@ import numpy as np
 
 from ._setup import as_vectors
 
-__all__ = ["serial_allreduce"]
-
 
 def serial_allreduce(vectors, N: int | None = None) -> np.ndarray:
     """``sum_i v_i`` as a dense array, summed in rank order.

@@ -17,10 +17,6 @@ from ._plan import call_plan
 from ._registry import ALGORITHMS, DEFAULT_GROUP, make
 from ._stream import Format, Stream, canon
 
-__all__ = ["CommandOptions", "Options", "Setup", "prepare", "as_vectors", "check_vector",
-           "stream_of", "finish", "options_of", "one_vector", "read_vectors",
-           "validate_input"]
-
 MAX_N = 2 ** 32          # uint32 indices (section 4.1.1)
 
 

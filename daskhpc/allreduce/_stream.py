@@ -6,9 +6,6 @@ import numpy as np
 
 from ._kernels import merge_sum, merge_union
 
-__all__ = ["Format", "Stream", "merge", "take", "concat", "densify", "canon",
-           "to_payload", "from_payload", "HEADER_BYTES", "INDEX_BYTES"]
-
 #: c: bytes of one sparse index (uint32, section 4.1.1)
 INDEX_BYTES = 4
 #: the stream header: the item count (``unsigned nofitems``, Listing 4.1)

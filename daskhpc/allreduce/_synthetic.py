@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["uniform_vectors"]
-
 
 def uniform_vectors(N: int, nparts: int, density: float, *, seed: int = 0,
                     dtype="float64") -> list[tuple[np.ndarray, np.ndarray]]:

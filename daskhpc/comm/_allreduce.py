@@ -8,8 +8,6 @@ import numpy as np
 
 from ._plan import Plan
 
-__all__ = ["AllreduceSchedule", "Round", "tree_sum"]
-
 
 @dataclass(frozen=True)
 class Round:

@@ -7,8 +7,6 @@ import numpy as np
 
 from ._plan import Plan
 
-__all__ = ["expand_plan", "fold_plan", "row_volume"]
-
 
 def _pairs(owner, lam_ptr, lam_parts, nparts: int):
     """(row, needing part) pairs whose part is not the row's owner."""

@@ -24,9 +24,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-__all__ = ["CostModel", "StepCost", "rank_layouts", "DEFAULT_ALPHA", "DEFAULT_BETA",
-           "DEFAULT_FLOP_S", "DEFAULT_DENSE_FLOP_S"]
-
 # Measured with `daskhpc info --calibrate` on the 2-core development machine (loopback TCP,
 # worker processes): alpha 0.6-1.0 ms, beta 3.5-5.3e-10 s/byte. Dask's per-transfer cost is
 # dominated by the get_data round trip and (de)serialisation, not by the wire.

@@ -27,10 +27,6 @@ from daskhpc.errors import InputError
 
 from ._cost import CostModel
 
-__all__ = ["PROFILES", "PROFILE_SOURCES", "NETWORKS", "network_model", "plan_network",
-           "calibration_path",
-           "save_calibration", "saved_calibrations"]
-
 PROFILES = {
     "infiniband-100g": CostModel(alpha=1.5e-6, beta=1 / 12.5e9, flop_s=1e-9,
                                  memory_beta=1e-10, duplex=True, name="infiniband-100g",

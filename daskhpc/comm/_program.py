@@ -11,8 +11,6 @@ import numpy as np
 from ._allreduce import AllreduceSchedule
 from ._plan import Plan
 
-__all__ = ["Program", "Step", "Context", "run_local", "PlanMismatch"]
-
 
 #: A fused step's label names this many calls; a longer chain its first and last.
 LABELLED_CALLS = 3

@@ -14,9 +14,6 @@ import numpy as np
 from daskhpc.dashboard._state import PLUGIN_NAME
 from daskhpc.report import format_bytes as report_bytes
 
-__all__ = ["Component", "update_source", "worker_label", "format_bytes", "bytes_text", "EMPTY",
-           "UPDATE_MS"]
-
 UPDATE_MS = 500
 EMPTY = "<i>No daskhpc run on this scheduler yet.</i>"
 

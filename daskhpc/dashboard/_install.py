@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["install", "serve", "served"]
-
 logger = logging.getLogger(__name__)
 NAV_PAGE = "daskhpc"
 

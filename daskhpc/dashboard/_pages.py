@@ -14,8 +14,6 @@ from daskhpc._dask_internals import BOKEH_THEME, env, log_errors
 from daskhpc.dashboard._base import (EMPTY, UPDATE_MS, Component, bytes_text, update_source,
                                      worker_label)
 
-__all__ = ["CommMatrix", "WorkerLoad", "PAGES", "workflow_panels", "heading_text"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -18,9 +18,6 @@ from daskhpc._clock import compute_total, waited_total
 from daskhpc._workflows import EXCHANGE_PLUGIN
 from daskhpc.dashboard._state import PLUGIN_NAME, DashboardState
 
-__all__ = ["DashboardPlugin", "TransferCounter", "PLUGIN_NAME", "SENT_METRIC", "STEPS_METRIC",
-           "WAITED_METRIC"]
-
 logger = logging.getLogger(__name__)
 
 #: Key of the per-destination sent-bytes dict in a worker's heartbeat metrics.

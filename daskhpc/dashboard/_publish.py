@@ -12,8 +12,6 @@ import numpy as np
 from daskhpc.dashboard._plugin import SENT_METRIC, DashboardPlugin
 from daskhpc.dashboard._state import PLUGIN_NAME, TOPICS
 
-__all__ = ["publish", "ensure_plugin", "plan_matrix", "plan_fields", "sent_now"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -13,8 +13,6 @@ import numpy as np
 
 from daskhpc._clock import waited_for as _waited_for
 
-__all__ = ["DashboardState", "TOPICS", "PLUGIN_NAME"]
-
 #: Name of the scheduler plugin that holds the state.
 PLUGIN_NAME = "daskhpc-dashboard"
 

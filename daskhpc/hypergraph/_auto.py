@@ -6,9 +6,6 @@ import numpy as np
 
 from ._hypergraph import Hypergraph
 
-__all__ = ["choose_partitioner", "mtkahypar_preset", "partition_work",
-           "DETERMINISTIC_WORK", "MTKAHYPAR_WORK", "LP_MAX_BYTES"]
-
 DETERMINISTIC_WORK = 1.5e6
 MTKAHYPAR_WORK = 6.0e6
 LP_MAX_BYTES = 4 * 2**30

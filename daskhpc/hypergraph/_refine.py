@@ -10,8 +10,6 @@ from ._metrics import max_part_weight
 from ._prepare import combined_weights
 from ._simple import partition_random
 
-__all__ = ["refine", "partition_lp", "vertex_nets"]
-
 # Candidate parts tried exactly per vertex (the best by small-net overlap).
 _CANDIDATES = 4
 

@@ -12,9 +12,6 @@ import numpy as np
 from daskhpc._narrow import index_dtype
 from daskhpc.errors import InputError
 
-__all__ = ["is_collection", "read_nonzeros", "Nonzeros", "route", "labels_route",
-           "DATAFRAME_EXTRA", "gathered", "rereading", "check_array"]
-
 #: What to install for DataFrame input (``pip install "daskhpc[dataframe]"``).
 DATAFRAME_EXTRA = 'dask.dataframe needs pandas and pyarrow: pip install "daskhpc[dataframe]"'
 

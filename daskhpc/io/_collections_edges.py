@@ -12,9 +12,6 @@ from ._collections import (_checked_count, _column_kinds, _frame_piece, _kind, _
                            _Pieces, _summary, _values_of, check_array, dataframe_module,
                            gathered)
 
-__all__ = ["Edges", "read_edge_list", "Rows", "read_rows", "check_rows", "rows_route",
-           "join_rows"]
-
 
 class Edges:
     """A validated edge list whose original ids stay on the workers.

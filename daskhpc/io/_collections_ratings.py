@@ -13,8 +13,6 @@ from ._collections import (_checked_count, _column_kinds, _kind, _named_columns,
 from ._common import first_repeat
 from ._paths import expand_patterns
 
-__all__ = ["read_ratings_frame", "ratings_files", "repeated_pair", "repeat_error"]
-
 
 def read_ratings_frame(x, client, *, columns=None, name: str = "ratings"):
     """Check a DataFrame of ratings with ORIGINAL ids and persist it as dense nonzeros.

@@ -17,9 +17,6 @@ from ._errors import ReadError
 if TYPE_CHECKING:  # pydata sparse pulls in numba: import it only where needed
     import sparse
 
-__all__ = ["FORMATS", "SparseInput", "Lines", "read_bytes", "arrow_head", "dense_ids", "as_int",
-           "check_finite", "csr", "parses", "first_repeat", "gunzip"]
-
 FORMATS = ("mtx", "snap", "tns", "libsvm", "ratings")
 
 _GZIP_MAGIC = b"\x1f\x8b"

@@ -18,8 +18,6 @@ from ._ratings import read_ratings
 from ._snap import read_snap
 from ._tns import read_tns
 
-__all__ = ["read", "detect_format", "formats_of", "parse_format"]
-
 _READERS = {"mtx": read_matrix_market, "snap": read_snap, "tns": read_tns,
             "libsvm": read_libsvm, "ratings": read_ratings, "edges": read_edge_csv}
 

@@ -8,8 +8,6 @@ import numpy as np
 from ._common import Lines, SparseInput, as_int, csr, parses, read_bytes
 from ._errors import ReadError
 
-__all__ = ["read_edge_csv"]
-
 
 def read_edge_csv(path, *, directed: bool = True, symmetrize: bool = False,
                   num_nodes: int | None = None, header: bool | None = None) -> SparseInput:

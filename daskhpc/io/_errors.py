@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from daskhpc.errors import InputError
 
-__all__ = ["ReadError"]
-
 
 class ReadError(InputError):
     """A file could not be read; names the file, the line and the problem.

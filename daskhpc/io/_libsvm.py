@@ -9,8 +9,6 @@ import numpy as np
 from ._common import Lines, SparseInput, as_int, check_finite, csr, read_bytes
 from ._errors import ReadError
 
-__all__ = ["read_libsvm"]
-
 _COMMENT = re.compile(rb"#[^\n]*")
 _QID = re.compile(rb"(?<!\S)qid:\S*")
 

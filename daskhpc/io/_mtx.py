@@ -11,8 +11,6 @@ from daskhpc._narrow import index_dtype
 from ._common import _GZIP_MAGIC, Lines, SparseInput, as_int, check_finite, csr, read_bytes
 from ._errors import ReadError
 
-__all__ = ["read_matrix_market"]
-
 _FIELDS = ("real", "double", "integer", "pattern")
 _SYMMETRIES = ("general", "symmetric", "skew-symmetric")
 

@@ -14,8 +14,6 @@ import scipy.sparse as sp
 from ._common import csr, read_bytes
 from ._errors import ReadError
 
-__all__ = ["read_node_features", "read_node_labels"]
-
 
 def read_node_features(path, *, num_nodes: int | None = None,
                        num_features: int | None = None) -> sp.csr_array:

@@ -7,8 +7,6 @@ import os
 
 from daskhpc.errors import InputError
 
-__all__ = ["expand_patterns"]
-
 #: the characters that make a path a pattern (``glob``'s own)
 _MAGIC = frozenset("*?[")
 

@@ -13,8 +13,6 @@ from ._common import (Lines, SparseInput, arrow_head, as_int, check_finite, csr,
                       first_repeat, parses, read_bytes)
 from ._errors import ReadError
 
-__all__ = ["read_ratings"]
-
 # a comma at the start of a line, or followed by another comma or the line end
 _EMPTY_FIELD = re.compile(rb"(?m)^[ \t]*,|,[ \t]*(?=,|\r?$)")
 #: A line's first token that is not a comment, and the rest of the line

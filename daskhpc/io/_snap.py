@@ -8,8 +8,6 @@ import numpy as np
 from ._common import Lines, SparseInput, as_int, check_finite, csr, dense_ids, read_bytes
 from ._errors import ReadError
 
-__all__ = ["read_snap", "undirected_hint", "VALUES"]
-
 
 #: What ``values=`` may do with a third column.
 VALUES = ("ignore", "weights")

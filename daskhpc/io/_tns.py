@@ -9,8 +9,6 @@ from ._common import (_GZIP_MAGIC, _UTF8_BOM, Lines, SparseInput, arrow_head, as
                       check_finite, read_bytes)
 from ._errors import ReadError
 
-__all__ = ["read_tns", "read_tns_arrays"]
-
 #: Bytes of text parsed at once (a block's line index and numbers are a few times it)
 BLOCK = 1 << 20
 

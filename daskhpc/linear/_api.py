@@ -21,8 +21,6 @@ from ._serial import run_serial
 from ._setup import prepare
 from ._update import stop_rule
 
-__all__ = ["fit", "fit_local", "serial_fit", "plan", "sections"]
-
 
 def plan(X, y=None, nparts: int = 4, *, test=None, epochs_shown: int = 1, command=None,
          **options) -> dict:

@@ -8,8 +8,6 @@ from daskhpc._workflows import Call, RunOptions, Workflow
 from . import _api
 from ._setup import CommandOptions, validate_input
 
-__all__ = ["Linear"]
-
 
 class Linear(Workflow):
     """Data-parallel linear classifiers over the sparse allreduce (Renggli 2017)."""

@@ -24,9 +24,6 @@ from ._program import statics
 from ._setup import Options, prepare, setup_of
 from ._update import power_iteration
 
-__all__ = ["prepare_collection", "part_statics", "full_setup", "rebuilder",
-           "test_collection"]
-
 
 def _labels(client, y, M: int, what: str = "y", of: str = "X"):
     """The labels on the client: a Dask Array checked from its metadata, then computed."""

@@ -8,8 +8,6 @@ from daskhpc._dask_internals import log_errors
 
 from daskhpc.dashboard import EMPTY, Component, format_bytes, update_source
 
-__all__ = ["AccuracyCurve", "PANELS"]
-
 
 class AccuracyCurve(Component):
     """Accuracy (train, test) per epoch and allreduce bytes per epoch."""

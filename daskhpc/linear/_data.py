@@ -17,8 +17,6 @@ import scipy.sparse as sp
 from daskhpc.errors import InputError
 from daskhpc.io import read
 
-__all__ = ["LinearData", "load", "features", "labels", "check_width"]
-
 
 @dataclass(eq=False)
 class LinearData:

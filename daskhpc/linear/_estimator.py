@@ -15,8 +15,6 @@ from daskhpc.errors import InputError
 
 from ._api import fit, serial_fit
 
-__all__ = ["SGDClassifier", "LogisticRegression"]
-
 _LOSSES = {"log_loss": "log", "hinge": "hinge"}
 
 

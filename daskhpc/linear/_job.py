@@ -8,8 +8,6 @@ from ._program import assemble, program, row, statics, warm_up
 from ._setup import Setup
 from ._update import stop_rule
 
-__all__ = ["linear_job"]
-
 
 def linear_job(s: Setup, fingerprint: dict, *, with_statics: bool = True,
                in_loop: bool = True, exchange: str = "direct"):

@@ -11,9 +11,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["margins", "coefficients", "batch_gradient", "losses", "LOSSES", "margins_ovr",
-           "coefficients_ovr", "batch_gradient_ovr", "losses_ovr"]
-
 LOSSES = {"log": 0, "hinge": 1}
 
 

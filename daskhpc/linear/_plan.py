@@ -10,8 +10,6 @@ from daskhpc.comm import Plan
 
 from ._setup import Setup
 
-__all__ = ["sections", "epoch_seconds", "GRADIENT_FLOPS"]
-
 #: flops of one stored entry of a batch row in one model's gradient: the margin's
 #: multiply-add, then the gradient's
 GRADIENT_FLOPS = 4

@@ -23,8 +23,6 @@ from ._topk import topk_approx, topk_exact
 from ._update import (bottou_t0, epoch_steps, l1_penalty, l1_share, mean_step, penalty_value,
                       rows_before, step, step_cap)
 
-__all__ = ["statics", "program", "row", "assemble", "fingerprint", "warm_up"]
-
 
 def statics(setup, rows: bool = True) -> list[dict]:
     """Per part: its rows (CSR pieces, unless ``rows=False``), labels, test rows, constants."""

@@ -11,8 +11,6 @@ from daskhpc.errors import InputError
 from daskhpc.io import read
 from daskhpc.report import WorkflowResult
 
-__all__ = ["LinearResult", "predict_file"]
-
 
 class LinearResult(WorkflowResult):
     """A trained linear classifier (logistic regression or linear SVM; binary, or

@@ -14,8 +14,6 @@ from ._topk import topk_approx, topk_exact
 from ._update import (bottou_t0, epoch_steps, l1_penalty, l1_share, mean_step,
                       no_improvement, penalty_value, rows_before, step, step_cap)
 
-__all__ = ["run_serial"]
-
 
 def _loss(m, y, loss):
     z = -y * m

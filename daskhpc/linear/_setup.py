@@ -25,9 +25,6 @@ from ._data import LinearData, load
 from ._kernels import LOSSES, batch_features
 from ._update import PENALTIES, SCHEDULES, curvature, row_weights
 
-__all__ = ["CommandOptions", "warm_weights", "Options", "Setup", "prepare", "setup_of",
-           "permutation", "validate_input"]
-
 #: ``--batch auto``: the least B (Renggli's mini-batch, and every B with one part)
 MIN_BATCH = 8
 #: ``--batch auto``: at least this many steps (updates) per part and epoch: fewer, larger

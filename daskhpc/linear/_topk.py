@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["topk_exact", "approx_probabilities", "topk_approx"]
-
 
 def topk_exact(g: np.ndarray, k: int) -> np.ndarray:
     """Ascending indices of the ``min(k, N)`` largest ``|g|`` (Algorithm 2, line 9).

@@ -14,11 +14,6 @@ import math
 
 import numpy as np
 
-__all__ = ["SCHEDULES", "PENALTIES", "CAP", "bottou_t0", "eta", "curvature",
-           "power_iteration", "batch_steps", "epoch_steps", "step_cap", "step", "mean_step",
-           "rows_before", "l1_share", "l1_penalty", "row_weights", "penalty_value",
-           "no_improvement", "stop_rule"]
-
 SCHEDULES = ("optimal", "constant", "invscaling")
 #: The largest step on a mean gradient, in units of 1 / L (measured: docs/linear.md)
 CAP = 6.0

@@ -9,8 +9,6 @@ from daskhpc.runtime._checkpoint import CheckpointDir
 from daskhpc.runtime._job import Job
 from daskhpc.runtime._placement import Placement
 
-__all__ = ["Book", "public", "todo", "invalidate", "settle", "measure", "host_link_bytes"]
-
 
 class Book:
     """Reports per unit, the rows of complete units, what the checkpoint holds."""

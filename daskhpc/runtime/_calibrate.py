@@ -20,8 +20,6 @@ from daskhpc.runtime._ledger import TransferLedger
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["calibrate", "calibrate_exchange", "calibrate_ring"]
-
 
 def calibrate(
     client: Client,

@@ -10,8 +10,6 @@ import asyncio
 import inspect
 from typing import Callable
 
-__all__ = ["Applied", "Calls", "Got", "Setting", "together"]
-
 
 class Calls:
     """Functions to run on every worker (``fn(*args, dask_worker=...)``) and on the

@@ -15,9 +15,6 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-__all__ = ["CheckpointDir", "CheckpointWarning", "save_arrays", "load_arrays", "array_digest",
-           "step_file", "check_step"]
-
 MANIFEST = "manifest.json"
 
 #: What a damaged file raises when it is read (np.load of a truncated .npz: BadZipFile,

@@ -23,10 +23,6 @@ from ._gc import frozen
 from ._logs import quiet_dask_noise
 from ._sigint import start_without_sigint
 
-__all__ = ["connect", "worker_addresses", "worker_info", "in_order", "CLUSTER_CONFIG",
-           "free_dashboard_address", "scheduler_file_security", "check_dashboard_address",
-           "connected", "connect_timeout", "NoScheduler"]
-
 #: Set before a cluster that ``connect()`` starts is built: the scheduler and the
 #: workers read these once, at start-up.
 CLUSTER_CONFIG: dict[str, Any] = {

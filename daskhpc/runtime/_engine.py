@@ -18,8 +18,6 @@ from daskhpc.runtime._steps import (CodeRef, InlineCode, Packed, ProgramCode, fi
                                     init_group, step_group, step_group_in_loop, steps_direct,
                                     steps_single, unpack)
 
-__all__ = ["ProgramRunner", "step_of_key", "units_per_task"]
-
 #: The steps' code goes in the attempt's graph (a task per worker) while its copies take
 #: at most this many bytes, else it is scattered (distributed warns at a 10 MB graph).
 GRAPH_CODE_BYTES = 4 << 20

@@ -29,8 +29,6 @@ from daskhpc._dask_internals import (add_handlers, pooled_call, pooled_connect, 
                                      remove_handlers)
 from daskhpc._workflows import EXCHANGE_PLUGIN
 
-__all__ = ["Exchange", "NAME", "extension", "transport"]
-
 NAME = EXCHANGE_PLUGIN
 #: Seconds between checks of a waiting step for a cancelled run.
 POLL_S = 0.5

@@ -16,10 +16,6 @@ import time
 
 from daskhpc.runtime._connect import worker_addresses
 
-__all__ = ["WorkerLost", "WorkerWatch", "gather_watching", "replace_lost", "release_futures",
-           "gather_direct", "scatter_to", "lost_in_scatter", "run_on_workers", "host_timeout",
-           "register_once"]
-
 
 def host_timeout() -> float:
     """Seconds without a worker's heartbeat before a run counts it lost

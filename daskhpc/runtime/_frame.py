@@ -37,8 +37,6 @@ from daskhpc.runtime._reports import AttemptTopics, ReportInbox
 from daskhpc.runtime._steps import cleanup, stopped_at
 from daskhpc.runtime._warm import warm
 
-__all__ = ["run_phase"]
-
 #: Seconds between two publications of history rows to the dashboard.
 PUBLISH_S = 1.0
 

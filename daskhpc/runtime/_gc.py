@@ -11,8 +11,6 @@ from contextlib import contextmanager
 
 from daskhpc.runtime._calls import Setting
 
-__all__ = ["frozen", "FrozenHeap"]
-
 _lock = threading.Lock()
 _runs = 0           # runs of this process that are on
 

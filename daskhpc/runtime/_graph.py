@@ -17,8 +17,6 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-__all__ = ["pinned_graph", "submit_pinned"]
-
 LAYER_NAME = "daskhpc-pinned"
 
 

@@ -6,8 +6,6 @@ import time
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-__all__ = ["HoldingPlugin", "PARKED", "install", "call", "take"]
-
 #: An address no worker can have: tasks restricted to it wait in no-worker.
 PARKED = "tcp://daskhpc-parked.invalid:1"
 

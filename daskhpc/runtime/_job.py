@@ -14,9 +14,6 @@ from daskhpc.runtime._fault import WorkerLost
 from daskhpc.runtime._ledger import TransferLedger
 from daskhpc.runtime._placement import Placement
 
-__all__ = ["Job", "GraphJob", "Attempt", "AttemptGraph", "Outcome", "GaveUp", "Diverged",
-           "exchange_mode", "not_finite"]
-
 
 class GaveUp(WorkerLost):
     """More workers were lost than the run may recover from (``max_restarts``)."""

@@ -7,8 +7,6 @@ from __future__ import annotations
 from daskhpc._dask_internals import client_stream, scheduler_streams, worker_stream
 from daskhpc.runtime._calls import Applied, Setting
 
-__all__ = ["low_latency", "LowLatency"]
-
 
 def _scheduler(interval, client_id, previous=None, dask_scheduler=None):
     """The scheduler's streams to the workers and to ``client_id`` at ``interval``, or back

@@ -25,8 +25,6 @@ from daskhpc.runtime._fault import run_on_workers
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["TransferLedger", "LogMarks", "LedgerClose", "logged_transfers"]
-
 
 class TransferLedger:
     """Bytes and messages sent between workers while the ledger is open.

@@ -8,8 +8,6 @@ import logging
 import os
 import sys
 
-__all__ = ["quiet_dask_noise", "is_noise"]
-
 #: The loggers whose handlers (one shared StreamHandler) ``distributed`` sets up.
 LOGGERS = ("distributed", "bokeh", "tornado")
 

@@ -12,10 +12,6 @@ from daskhpc.comm import CostModel, network_model
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["measure_network", "network_for", "worker_hosts", "cluster_name",
-           "kernel_flop_seconds", "dense_flop_seconds", "busy_flop_seconds", "link_duplex",
-           "placed_hosts", "busy_ring"]
-
 
 def worker_hosts(client: Client, workers=None) -> list[str]:
     """The host (IP address or name, as the scheduler sees it) of every worker."""

@@ -19,8 +19,6 @@ from daskhpc.runtime._placement import Placement
 from daskhpc.runtime._store import PartStore
 from daskhpc.runtime._warm import started
 
-__all__ = ["run_job", "run_on_parts", "run_phases", "Phase", "PhaseContext", "FACTS"]
-
 #: The run's facts (``PhaseContext.remember``), next to the checkpoint's manifest.
 FACTS = "phases.json"
 

@@ -7,8 +7,6 @@ import numpy as np
 
 from daskhpc.comm import Plan, Program
 
-__all__ = ["pingpong_program", "pingpong_row", "ring_program"]
-
 
 def _init(ctx, start):
     ctx.state["buf"] = np.ones(int(ctx.static), dtype=np.uint8)

@@ -10,8 +10,6 @@ from daskhpc.runtime._connect import worker_addresses
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["Placement"]
-
 
 class Placement:
     """A map from part number to worker address: every task of part ``p`` is pinned on

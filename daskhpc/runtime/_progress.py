@@ -10,8 +10,6 @@ import time
 from daskhpc import _config
 from daskhpc._notebook import in_kernel
 
-__all__ = ["progress"]
-
 BAR = 20
 #: Seconds between two updates of a notebook's display.
 NOTEBOOK_S = 0.25

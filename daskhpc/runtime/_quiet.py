@@ -11,8 +11,6 @@ from collections import deque
 
 from daskhpc.runtime._calls import Setting
 
-__all__ = ["Quiet", "RecoveryFilter", "FILTER"]
-
 #: The scheduler's logger (``distributed.scheduler``, distributed 2026.8).
 LOGGER = "distributed.scheduler"
 #: What the two lines of ``Scheduler.remove_worker`` say.

@@ -12,8 +12,6 @@ from contextlib import contextmanager, suppress
 from daskhpc.dashboard import sent_now
 from daskhpc.runtime._calls import Setting
 
-__all__ = ["send_report", "ReportInbox", "ReportBatch", "AttemptTopics", "COALESCE_S"]
-
 #: Seconds a worker may hold the reports of finished units: every event costs CPU a step
 #: could use (docs/benchmarks.md); a progress bar moves 4 times a second.
 COALESCE_S = 0.25

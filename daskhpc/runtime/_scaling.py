@@ -8,8 +8,6 @@ import time
 from daskhpc import _config
 from daskhpc.errors import InputError
 
-__all__ = ["WorkersMissing", "wait_for_cluster", "worker_timeout"]
-
 #: Seconds a run waits for the workers its cluster was scaled to
 #: (``daskhpc.runtime.worker-timeout``; ``worker_timeout=`` of a run wins).
 WORKER_TIMEOUT_S = 120.0

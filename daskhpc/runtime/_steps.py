@@ -18,10 +18,6 @@ import time
 from daskhpc.comm import Context
 from daskhpc._clock import CLOCKS, step_clock, step_times
 
-__all__ = ["ProgramCode", "Packed", "InlineCode", "CodeRef", "unpack", "init_group",
-           "step_group", "step_group_in_loop", "steps_direct", "steps_single",
-           "final_group", "stopped_at", "cleanup"]
-
 _CONTEXTS: dict = {}    # (token, part) -> Context
 _LOCAL: dict = {}       # (token, t, dst part) -> {src part: payload}
 _REMOTE: dict = {}      # (token, t, worker label) -> {(src, dst): payload}

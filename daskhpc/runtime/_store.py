@@ -5,8 +5,6 @@ from __future__ import annotations
 from daskhpc.runtime._calls import together
 from daskhpc.runtime._fault import WorkerLost, lost_in_scatter, release_futures
 
-__all__ = ["PartStore"]
-
 
 class PartStore:
     """Named per-part data sets on the workers of a placement.

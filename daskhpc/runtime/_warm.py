@@ -7,8 +7,6 @@ import functools
 
 from daskhpc.runtime._fault import run_on_workers
 
-__all__ = ["warm", "warm_once", "started"]
-
 _DONE: set = set()       # this process's warm-ups already run
 
 

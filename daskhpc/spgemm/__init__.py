@@ -23,7 +23,8 @@ Hussain, Selvitopi, Buluç, Azad. Communication-Avoiding and Memory-Constrained
 Sparse Matrix-Matrix Multiplication at Extreme Scale. IPDPS 2021.
 """
 
-from ._api import multiply, plan, serial_multiply
+from ._api import multiply, plan
+from ._serial import serial_multiply
 from ._apps import aat, column_stochastic, mcl_step, triangle_count
 from ._block import CscBlock
 from ._consumers import (Consumer, Count, Keep, MaskedSum, Prune, Write, load_batch,

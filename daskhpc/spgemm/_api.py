@@ -20,14 +20,11 @@ from ._memory import warm_up
 from ._plan import plan_sections
 from ._data import like_input
 from ._result import SpgemmResult
-from ._serial import serial_check, serial_multiply
+from ._serial import serial_check
 from ._saving import pieces_descriptor, prepare_save
 from ._setup import Setup, prepare
 from ._symbolic import (BYTES_PER_UNMERGED, WORKING_HEADROOM, batch_lower_bound,
                         planned_batches)
-
-__all__ = ["choose_grid", "multiply", "plan", "serial_multiply", "over_budget",
-           "warn_over_budget"]
 
 
 def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",

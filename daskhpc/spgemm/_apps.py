@@ -10,8 +10,6 @@ from daskhpc.spgemm._consumers import MaskedSum, Prune
 from daskhpc.spgemm._api import as_given, multiply
 from daskhpc.spgemm._data import like_input, matrix_of
 
-__all__ = ["aat", "triangle_count", "mcl_step", "column_stochastic"]
-
 
 def aat(a, **kwargs):
     """``A·Aᵀ`` (sequence overlap, Jaccard similarity; section V-G) with :func:`multiply`."""

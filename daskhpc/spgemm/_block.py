@@ -7,8 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["CscBlock"]
-
 
 @dataclass(eq=False)
 class CscBlock:

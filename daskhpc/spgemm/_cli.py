@@ -11,8 +11,6 @@ from daskhpc.report import new_report
 
 from ._setup import Options, parse_batches
 
-__all__ = ["Spgemm"]
-
 
 class Spgemm(Workflow):
     """Memory-constrained batched 2D/3D SUMMA SpGEMM (Hussain et al., IPDPS 2021)."""

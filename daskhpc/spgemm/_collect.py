@@ -20,8 +20,6 @@ from daskhpc.io import join_rows
 from ._block import CscBlock
 from ._symbolic import inverse as _inverse
 
-__all__ = ["read_inputs", "pattern", "route_blocks", "client_of", "to_dask_array", "rebuilder"]
-
 
 def read_inputs(client, a, b, columns=None) -> dict:
     """``{"A": Nonzeros, "B": Nonzeros}`` for the inputs that are collections (A·A: B is A)."""

@@ -14,9 +14,6 @@ from daskhpc.errors import InputError
 from daskhpc.spgemm import _local
 from daskhpc.spgemm._block import CscBlock
 
-__all__ = ["Consumer", "Keep", "Write", "Count", "Prune", "MaskedSum", "parse_consumer",
-           "load_batch", "assemble"]
-
 
 class Consumer:
     """Base class of what happens to each batch of C; subclasses override what they need.

@@ -12,8 +12,6 @@ from daskhpc._dask_internals import log_errors
 from daskhpc.dashboard import (EMPTY, Component, bytes_text, format_bytes, update_source,
                                worker_label)
 
-__all__ = ["BatchProgress", "PANELS"]
-
 
 class BatchProgress(Component):
     """SpGEMM batches over time (waiting, computing, consuming) and memory against the budget."""

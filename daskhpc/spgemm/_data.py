@@ -10,8 +10,6 @@ import scipy.sparse as sp
 from daskhpc._narrow import index_dtype
 from daskhpc.errors import InputError
 
-__all__ = ["check_inputs", "as_csr", "matrix_of", "like_input", "permutations", "localize"]
-
 
 def check_inputs(a, b) -> tuple[sp.csr_array, sp.csr_array]:
     """float64 canonical CSR copies of A and B (a path is read), or an InputError."""

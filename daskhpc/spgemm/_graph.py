@@ -13,8 +13,6 @@ from ._grid import Layout
 from ._plugin import step_key
 from ._tasks import summary
 
-__all__ = ["symbolic_graph", "batch_graph", "step_of_key", "kept_name", "step_key"]
-
 
 #: ledger key name -> communicating step of the report
 _STEP_OF = {"sendA": "a_bcast", "bpiece": "b_bcast", "part": "fiber",

@@ -17,8 +17,6 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-__all__ = ["Grid", "Layout", "bounds"]
-
 
 def bounds(n: int, parts: int) -> np.ndarray:
     """``parts + 1`` boundaries cutting ``range(n)`` into near-equal ranges."""

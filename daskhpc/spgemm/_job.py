@@ -31,8 +31,6 @@ from ._setup import fingerprint
 from ._symbolic import WORKING_HEADROOM, planned_batches, planning_memory
 from ._tasks import load_kept, save_piece, save_piece_from
 
-__all__ = ["symbolic_job", "Phases", "Batches", "measured_steps", "worker_owner"]
-
 
 def _owner(s, placement) -> dict:
     return {cell: placement.worker(s.grid.rank(*cell)) for cell in s.grid.cells()}

@@ -14,11 +14,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["column_flops", "column_bounds", "merge_bounds", "symbolic_dense", "symbolic_hash",
-           "symbolic_masked", "SEMIRINGS", "spa_multiply", "hash_multiply", "spa_merge",
-           "hash_merge", "spa_semiring", "hash_semiring", "spa_merge_semiring",
-           "hash_merge_semiring", "sort_columns", "select_columns", "topk_columns"]
-
 _EMPTY = np.int32(-1)
 _HASH = np.int64(107)  # Nagasaka et al.'s multiplicative hash
 

@@ -16,8 +16,6 @@ from daskhpc.comm import CostModel, StepCost
 from ._grid import Grid
 from ._plan import step_plans
 
-__all__ = ["grids", "multiply_cost"]
-
 #: flops of a nonzero into or out of an accumulator (measured 12-30 ns on one core)
 MERGE_FLOPS = 2
 

@@ -15,10 +15,6 @@ import numpy as np
 from daskhpc.spgemm import _kernels as K
 from daskhpc.spgemm._block import CscBlock
 
-__all__ = ["local_symbolic", "local_multiply", "fused_multiply", "merge", "sort",
-           "select_columns", "topk", "choose_accumulator", "semiring_code", "DENSE_ROWS",
-           "DENSE_WORK_FACTOR", "RESERVE_BYTES"]
-
 
 #: The dense accumulator's largest block: 2**19 int32 rows = 2 MiB, about one core's L2.
 DENSE_ROWS = 1 << 19

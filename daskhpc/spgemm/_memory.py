@@ -10,8 +10,6 @@ import re
 
 from daskhpc.errors import InputError
 
-__all__ = ["parse_bytes", "reset_peak", "read_peak"]
-
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 

@@ -14,9 +14,6 @@ import numpy as np
 from daskhpc.comm import Plan
 from daskhpc.spgemm._symbolic import GridSymbolic
 
-__all__ = ["step_plans", "run_plan", "table2", "plan_sections", "placed_volume",
-           "WORDS_PER_UNIT", "WORD_BYTES"]
-
 WORDS_PER_UNIT = 3
 WORD_BYTES = 4
 STEPS = ("symbolic", "a_bcast", "b_bcast", "fiber")

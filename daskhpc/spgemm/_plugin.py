@@ -12,9 +12,6 @@ from daskhpc.runtime import HoldingPlugin, call, install
 
 from ._policy import BatchPolicy
 
-__all__ = ["BatchAdmission", "PLUGIN_NAME", "ensure_plugin", "register_run",
-           "fetch_timeline", "step_key"]
-
 PLUGIN_NAME = "daskhpc-batch-admission"
 PRODUCT_STEP = "cblock"   # Merge-Fiber output: the batch's product is finished
 DONE_STEP = "done"        # after every consumer task of the batch

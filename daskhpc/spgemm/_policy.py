@@ -6,8 +6,6 @@ batches hold memory at once; the scheduler plugin (:mod:`._plugin`) feeds it eve
 
 from __future__ import annotations
 
-__all__ = ["BatchPolicy"]
-
 
 class BatchPolicy:
     """Admit batch ``t + window`` once batch ``t`` has been consumed.

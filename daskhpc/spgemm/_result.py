@@ -8,8 +8,6 @@ import scipy.sparse as sp
 
 from daskhpc.report import WorkflowResult, new_report
 
-__all__ = ["SpgemmResult", "serial_statement", "reference_name"]
-
 
 #: the serial reference of ``plus_times``, the one semiring scipy computes
 SCIPY = "scipy's product"

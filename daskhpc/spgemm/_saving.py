@@ -12,9 +12,6 @@ import shutil
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["write_whole", "write_chunks", "copy_pieces", "prepare_save", "piece_name",
-           "pieces_descriptor", "PIECES"]
-
 #: The sub-directory of ``--save DIR`` that holds C's pieces (the result's ``matrix``).
 PIECES = "matrix"
 

@@ -12,8 +12,6 @@ from ._data import like_input
 from ._result import SpgemmResult, reference_name, serial_statement
 from ._setup import Setup
 
-__all__ = ["serial_multiply", "serial_check", "compare_products", "compare_counts"]
-
 
 def serial_multiply(a, b=None, *, semiring: str = "plus_times", mask=None,
                     complement: bool = False) -> sp.csr_array:

@@ -26,9 +26,6 @@ from ._data import as_csr, check_inputs, localize, permutations
 from ._symbolic import (BYTES_PER_UNMERGED, cell_block, cell_input_nnz, grid_symbolic,
                         inverse, planned_batches)
 
-__all__ = ["Options", "parse_batches", "Setup", "prepare", "fingerprint", "matrix_digest",
-           "check_semiring", "check_mask", "KEEPS"]
-
 
 @dataclass
 class Options:

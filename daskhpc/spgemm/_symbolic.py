@@ -20,10 +20,6 @@ from daskhpc._narrow import index_dtype
 from daskhpc.errors import InputError
 from daskhpc.spgemm._grid import Grid, Layout
 
-__all__ = ["GridSymbolic", "grid_symbolic", "batch_count", "batches_for", "batch_lower_bound",
-           "cell_input_nnz", "cell_block", "inverse", "planned_batches", "planning_memory",
-           "BYTES_PER_UNMERGED", "WORKING_HEADROOM"]
-
 #: r of Algorithm 3: bytes per stored nonzero, 12 (int32 row, float64 value) twice, as
 #: a step that makes a new block keeps its input alive while it writes.
 BYTES_PER_UNMERGED = 24

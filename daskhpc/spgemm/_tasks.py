@@ -14,11 +14,6 @@ from daskhpc.runtime import load_arrays, save_arrays, send_report
 from . import _local
 from ._block import CscBlock
 
-__all__ = ["summary", "send", "b_piece", "stage_multiply", "stage_symbolic", "cell_total",
-           "fused_layer", "fused_part", "fused_own", "mask_piece", "merge_layer", "fiber_part",
-           "merge_fiber", "consume", "batch_done", "batch_done_reported", "save_kept",
-           "load_kept", "save_piece", "save_piece_from", "piece_matrix"]
-
 
 @sizeof.register(CscBlock)
 def _sizeof_block(block: CscBlock) -> int:
