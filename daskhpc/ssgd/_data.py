@@ -47,6 +47,10 @@ class Ratings:
     def nnz(self) -> int:
         return int(self.vals.size)
 
+    def matrix(self) -> sp.csr_array:
+        """The ratings as an ``N x M`` CSR array (explicit zeros kept)."""
+        return sp.csr_array((self.vals, (self.rows, self.cols)), shape=self.shape)
+
     def subset(self, take: np.ndarray) -> "Ratings":
         """The ratings at positions (or where the boolean mask) ``take``."""
         take = np.asarray(take)
