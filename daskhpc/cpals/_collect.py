@@ -1,11 +1,6 @@
 """A Dask DataFrame (or Array) of nonzeros as ``fit``'s tensor: the values stay on the
-workers.
-
-The client reads only the pins, makes the canonical coordinates, partitions and plans
-as for an in-memory tensor and builds the parts' statics without values; each nonzero
-is routed to the workers of the parts holding it (:func:`daskhpc.io.route`), put in
-canonical order and summed there as in memory, so the factors are the same bits.
-``||X||^2`` is summed part by part: the fit agrees to about 1e-16."""
+workers, routed to the parts holding them and summed there in canonical order as in
+memory (the same factors, bit for bit; ``||X||^2`` is summed part by part, to 1e-16)."""
 
 from __future__ import annotations
 

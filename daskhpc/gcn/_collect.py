@@ -1,11 +1,9 @@
 """A Dask DataFrame edge list (and Dask Array node data) as ``fit``'s graph.
 
-The edges are read on the workers (:func:`daskhpc.io.read_edge_list`), their ids
-numbered as the SNAP reader numbers them; only the pins reach the client, which builds
-A_hat, partitions and plans as for the file. Features given as a Dask Array stay on the
-workers: each part's rows are routed to its worker and row-normalised there, the very
-arrays the in-memory path scatters. Labels as a Dask Array are computed to the client.
-The predictions come back as a Dask Array chunked like the features."""
+Only the edges' pins reach the client (ids numbered as the SNAP reader numbers them),
+which builds A_hat, partitions and plans as for the file; features given as a Dask Array
+are routed to the parts' workers and row-normalised there, the very arrays the in-memory
+path scatters. The predictions come back as a Dask Array chunked like the features."""
 
 from __future__ import annotations
 

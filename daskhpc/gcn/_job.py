@@ -1,10 +1,7 @@
-"""The frame's :class:`~daskhpc.runtime.Job` of a GCN run, and what its checkpoint holds.
-
-Units are epochs (mini-batch steps with ``minibatch=``). A checkpoint step holds every
-part's weights and Adam state; the row partition is saved beside the manifest and read
-back on resume (Mt-KaHyPar ``large_k`` is not reproducible). ``epochs`` and
-``eval_every`` may change on resume. Also the parts of ``fit`` that are not the frame's:
-:func:`prepare_run`, plan sections, history rows and the serial check."""
+"""The frame's :class:`~daskhpc.runtime.Job` of a GCN run, and what its checkpoint holds:
+every part's weights and Adam state, and the row partition beside the manifest (read back
+on resume: Mt-KaHyPar ``large_k`` is not reproducible). Also ``fit``'s pieces that are
+not the frame's: :func:`prepare_run`, plan sections, history rows, the serial check."""
 
 from __future__ import annotations
 

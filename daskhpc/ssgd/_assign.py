@@ -60,11 +60,9 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
            seed: int = 0, partition_file=None, source=None, row_nnz=None) -> Assignment:
     """Partition the rows of ``train`` into K parts and its columns into K blocks.
 
-    ``partitioner`` is the :func:`daskhpc.hypergraph.partition` backend for ``hp`` (``auto``:
-    the size rule); ``rank`` F is the net cost, so SOED is the P2P volume in words. A
-    ``partition_file`` may number the rows (columns) of ``train`` or, with ``source``, of
-    the matrix before empty ones were dropped. ``row_nnz``: training ratings per row if
-    counted elsewhere."""
+    ``rank`` F is the net cost, so SOED is the P2P volume in words; a ``partition_file`` may
+    number the rows of ``train`` or, with ``source``, of the matrix before empty ones were
+    dropped."""
     if partition not in PARTITIONS:
         raise InputError(f"unknown --partition {partition!r}; choose one of {list(PARTITIONS)}")
     N, M = train.shape

@@ -17,11 +17,10 @@ STEP = "ssgd-step"
 class WindowGraph:
     """The graph of an attempt, built one window of epochs at a time.
 
-    No task of a window depends on a task of another (a Dask dependency would keep every
-    task of the run in the scheduler); the frame submits a window once the one before is
-    done and the part states carry over on the workers. Graph mode: a bundle read after its
+    No task of a window depends on another window's (that would keep every task of the run
+    in the scheduler): part states carry over on the workers, and a bundle read after its
     window is fetched by a ``stash`` task on its receiver (:class:`~daskhpc.ssgd._tasks.Stashed`).
-    Direct mode: one task per worker and window (or per ``per_task`` epochs)."""
+    """
 
     def __init__(self, s: Setup, where_part, data, token: str, ckpt_paths=None,
                  direct: bool = False, per_task: int = 0):

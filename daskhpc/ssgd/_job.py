@@ -1,13 +1,10 @@
 """SSGD on the workflow frame: one attempt's pinned graph, in windows of epochs.
 
-Graph mode tasks (hard worker restrictions; P is the worker's parts, one label like
-``"0+1"``): ``init`` (P) creates the part states; ``step`` (P, e, k, B, i) runs
-sub-epoch k of epoch e as a group, one task per *bundle* (all messages to one other
-worker), whose value is the only H traffic; messages between parts of one worker are
-read from the sender's state; ``evsend`` / ``eval`` the test error, ``ckpt`` (p, e) and
-``final`` (p). Direct mode: one ``epoch`` (P, e) task per worker and window runs all of
-it (``_tasks.epochs_direct``), messages pushed. Parts report each epoch's loss, test
-error and checkpoint as unit reports; the frame (``run_job``) does the rest."""
+Graph mode: ``init`` (P) creates the states of a worker's parts P; ``step`` (P, e, k, B,
+i) runs sub-epoch k of epoch e as a group, one task per *bundle* (all messages to one
+other worker), whose value is the only H traffic; ``evsend`` / ``eval``, ``ckpt`` (p, e)
+and ``final`` (p). Direct mode: one ``epoch`` (P, e) task per worker and window
+(``_tasks.epochs_direct``), messages pushed."""
 
 from __future__ import annotations
 

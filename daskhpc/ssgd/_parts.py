@@ -26,10 +26,8 @@ def _held_columns(s: Setup, p: int) -> list[np.ndarray]:
 
 
 def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
-    """The :class:`~daskhpc.ssgd._tasks.PartData` of part ``p``.
-
-    A sender with the same ``owner`` (worker) is read from its state, so p keeps the
-    sender's positions; after ``checkpoint_epochs`` p saves W and its newest held H rows."""
+    """The :class:`~daskhpc.ssgd._tasks.PartData` of part ``p``; a sender with the same
+    ``owner`` (worker) is read from its state."""
     K, o, lay = s.K, s.options, s.layout
     N = s.train.shape[0]
     rows = np.flatnonzero(lay.row_parts == p)

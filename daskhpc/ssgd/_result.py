@@ -258,10 +258,8 @@ class SSGDResult(WorkflowResult):
 
 
 def predict_file(result: SSGDResult, path: str) -> dict:
-    """``daskhpc predict DIR RATINGS``: predictions of a ratings file's pairs and their RMSE.
-
-    With the training pattern (``seen``) the column ``trained`` marks the pairs trained on,
-    and ``train_rmse`` / ``held_out_rmse`` split the ``rmse``."""
+    """``daskhpc predict DIR RATINGS``: predictions of a ratings file's pairs and their RMSE
+    (with ``seen``: split into ``train_rmse`` and ``held_out_rmse``)."""
     from daskhpc.io import read_ratings
 
     got = read_ratings(path)

@@ -214,10 +214,9 @@ def work(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray, c
          *msgs):
     """Sub-epoch T of the worker's parts (unless done by the group), then send ``bundle``.
 
-    ``bundle`` lists the messages ``(q, m, src)`` for one other worker (empty: send
-    nothing). ``meta`` has a row ``(dst, q, m, e, src, ts, slot)`` per input: with
-    ``src = -1`` the next of ``msgs`` holds it at ``slot``, else it is read from part src's
-    state on this worker as after sub-epoch ts. ``chain`` only orders the groups."""
+    ``meta`` has a row ``(dst, q, m, e, src, ts, slot)`` per input: with ``src = -1`` the
+    next of ``msgs`` holds it at ``slot``, else it is read from part src's state on this
+    worker as after sub-epoch ts. ``chain`` only orders the groups."""
     it = iter(_unstash(token, T, msgs) if _STASH else msgs)
     inputs = [(row, None if row[4] >= 0 else _slot(next(it), row[6])) for row in meta.tolist()]
     for d in team:
@@ -258,10 +257,8 @@ async def epochs_direct(team: list, token: str, label: str, epochs: bytes, chain
                         first: bool = False, last: bool = False):
     """Epochs of the worker's parts in the direct exchange mode, in the event loop.
 
-    Per step ``(T, meta, waits, drop, out)``: wait for the pushed bundles ``waits``, sweep,
-    push ``out``, drop bundles past their last reader; then each epoch's test error and
-    checkpoints. A cancelled task stops at the next epoch; ``first`` creates the states,
-    ``last`` returns ``{part: final}``."""
+    Per step ``(T, meta, waits, drop, out)``: wait for the bundles ``waits``, sweep, push
+    ``out``, drop bundles past their last reader; then the epoch's test error and checkpoints."""
     from distributed import get_worker
 
     from daskhpc.runtime import Exchange, ReportBatch
