@@ -1,20 +1,17 @@
 """CP-ALS sparse tensor decomposition with coarse- and fine-grain MTTKRP over parts.
 
-The tensor's work is partitioned either by slices (coarse grain, Algorithm 3: every part
-owns whole slices and receives only factor rows) or by nonzeros (fine grain, Algorithm 4:
-partial MTTKRP rows are folded to their owners and the new rows expanded back), by the
-paper's hypergraph models (``hp``, Mt-KaHyPar) or its baselines (coarse ``block``, fine
-``random``). The distributed algorithm is a :class:`daskhpc.comm.Program`; run in one
-process (``run_local``) it is the partition-aware reference, equal to the plain serial
-reference to rounding.
+The tensor's work is partitioned by slices (coarse grain, Algorithm 3: parts receive
+only factor rows) or by nonzeros (fine grain, Algorithm 4: partial MTTKRP rows folded to
+their owners, new rows expanded back), by the paper's hypergraph models (``hp``) or its
+baselines (coarse ``block``, fine ``random``). The distributed :class:`daskhpc.comm.Program`
+run in one process (``run_local``) is the partition-aware reference.
 
 * :func:`fit`: CP-ALS on a Dask cluster (the workflow frame: checkpoints, lost workers,
   measured bytes against the plan, the serial checks);
 * :func:`serial_fit`: plain serial CP-ALS (Algorithms 1-2, Tensor Toolbox conventions);
 * :func:`plan`: the per-iteration communication (Table 2 columns) without a cluster;
 * :func:`prepare`, :func:`statics`, :func:`program`: the pieces ``fit`` runs on the kit;
-  :func:`cpals_job`: all of them as the kit's Job (``daskhpc.runtime.run_job`` runs it:
-  one prepared tensor, several runs);
+  :func:`cpals_job`: all of them as the kit's Job (one prepared tensor, several runs);
 * :func:`mttkrp`: the coordinate MTTKRP kernel;
 * :func:`power_law_tensor` / :func:`write_tns`: seeded synthetic inputs at scale.
 

@@ -1,30 +1,9 @@
 """The dense R x R steps of CP-ALS, shared by the serial reference and the Program.
 
-* :func:`hadamard_grams`: ``H = *_{m != n} U_m^T U_m`` (Algorithm 1, the matrix whose
-  pseudo-inverse is V);
-* :func:`pinv_sym`: ``V = H^+`` by a symmetric eigendecomposition. H is positive
-  semi-definite and is singular whenever some factor has rank < R (a one-nonzero tensor,
-  an over-factored one); a Cholesky solve (SPLATT's DPOTRF) then fails or returns NaN,
-  while the pseudo-inverse gives the minimum-norm least-squares solution;
-* :func:`solve_rows`: the mode-n update ``U = M (H + reg I)^+`` of the rows of ``M``
-  (``reg = 0``: plain ALS; ``reg > 0``: the L2-regularised normal equations of SPLATT's
-  ``--reg`` and tensorly's ``l2_reg``), for a nonnegative run projected onto ``U >= 0``
-  (projected ALS); row by row, so a part solving its own rows gets the whole matrix's bits;
-* :func:`column_scale`: the Tensor Toolbox normalisation (its ``cp_als``, ref. [6] of
-  the paper): 2-norms of the columns in the first iteration, ``max(|column max|, 1)``
-  after; a zero column keeps divisor 1 (lambda_r = 0) instead of dividing by zero;
-* :func:`fit_value`: ``1 - sqrt(max(||X||^2 + lambda^T (*_m U_m^T U_m) lambda -
-  2 <M_N U_N, lambda>, 0)) / ||X||`` (Tensor Toolbox, from the last mode's MTTKRP).
-
-Examples
---------
->>> import numpy as np
->>> H = np.array([[1.0, 1.0], [1.0, 1.0]])            # rank 1: Cholesky would fail
->>> np.round(pinv_sym(H), 12).tolist()
-[[0.25, 0.25], [0.25, 0.25]]
->>> column_scale(np.array([9.0, 0.0]), None, first=True)     # a zero column: divisor 1
-(array([3., 0.]), array([3., 1.]))
-"""
+``H = *_{m != n} U_m^T U_m`` (Algorithm 1), ``V = H^+`` by a symmetric eigendecomposition
+(H is singular whenever a factor has rank < R, where SPLATT's Cholesky fails), the row
+update ``U = M (H + reg I)^+`` (projected onto U >= 0 for a nonnegative run), the Tensor
+Toolbox normalisation and fit (the paper's ref. [6])."""
 
 from __future__ import annotations
 
@@ -44,11 +23,8 @@ def hadamard_grams(grams, skip: int | None = None) -> np.ndarray:
 
 
 def pinv_sym(H: np.ndarray) -> np.ndarray:
-    """Pseudo-inverse of a symmetric positive semi-definite matrix.
-
-    Eigenvalues at most ``R * eps * max |w|`` count as zero (MATLAB's ``pinv`` rule);
-    an all-zero H gives V = 0.
-    """
+    """Pseudo-inverse of a symmetric PSD matrix: eigenvalues at most ``R eps max |w|`` count
+    as zero (MATLAB's ``pinv`` rule)."""
     w, Q = np.linalg.eigh(H)
     top = float(np.max(np.abs(w))) if w.size else 0.0
     keep = w > H.shape[0] * np.finfo(np.float64).eps * top
@@ -59,8 +35,7 @@ def pinv_sym(H: np.ndarray) -> np.ndarray:
 
 def solve_rows(M: np.ndarray, grams, n: int, reg: float = 0.0,
                nonnegative: bool = False) -> np.ndarray:
-    """``M (H + reg I)^+`` with ``H`` the Hadamard product of the Grams but mode ``n``'s;
-    negative entries set to 0 when ``nonnegative``."""
+    """``M (H + reg I)^+``, H the Hadamard product of the other Grams; projected if nonnegative."""
     H = hadamard_grams(grams, skip=n)
     if reg:
         H[np.diag_indices_from(H)] += reg
@@ -71,17 +46,8 @@ def solve_rows(M: np.ndarray, grams, n: int, reg: float = 0.0,
 
 
 def column_scale(sumsq, absmax, first: bool):
-    """``(lambda, divisor)`` of the new factor's columns.
-
-    Parameters
-    ----------
-    sumsq : array (R,)
-        Squared 2-norms of the columns (used when ``first``).
-    absmax : array (R,) or None
-        ``max_i |U(i, r)|`` (used after the first iteration).
-    first : bool
-        The first iteration (2-norm) or a later one (max-norm, at least 1).
-    """
+    """``(lambda, divisor)`` of the new columns: 2-norms (from ``sumsq``) in the first
+    iteration, ``max(absmax, 1)`` after; a zero column keeps divisor 1."""
     lam = np.sqrt(sumsq) if first else np.maximum(absmax, 1.0)
     return lam, np.where(lam > 0.0, lam, 1.0)
 

@@ -1,19 +1,5 @@
 """The public functions: ``fit`` (distributed, on the workflow frame), ``serial_fit`` (the
-plain serial reference) and ``plan`` (no cluster).
-
-``fit`` builds on the same ``prepare`` as the others, and hands the frame the Job of
-``_job`` (``statics``, ``program``, ``row``, ``stop``, ``assemble`` of ``_program``).
-
-Examples
---------
->>> from daskhpc import datasets
->>> rep = plan(datasets.path("tensor"), 4, grain="fine", partition="random", rank=10)
->>> rep["plan"]["unit"], rep["plan"]["words_per_unit"], len(rep["modes"])
-('rows', 10, 3)
->>> res = serial_fit(datasets.path("tensor"), 4, iters=3, tol=0)
->>> len(res.history), [f.shape for f in res.factors]
-(3, [(135, 4), (46, 4), (135, 4)])
-"""
+plain serial reference) and ``plan`` (no cluster)."""
 
 from __future__ import annotations
 
@@ -55,54 +41,43 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
     ----------
     X : path, sparse.COO, SparseInput, (coords, values, shape), or Dask collection
         A sparse tensor of order >= 3. A Dask DataFrame of nonzeros (0-based ids of every
-        mode, then the value; ``columns`` names them, default the columns in order) or a
-        Dask Array of ``sparse.COO`` chunks is read on the workers: only its ids reach
-        the client, its values go straight to the parts' workers (docs/collections.md).
+        mode, then the value) or a Dask Array of ``sparse.COO`` chunks is read on the
+        workers: only its ids reach the client (docs/collections.md).
     rank : int
         R, the number of rank-one components.
     nparts : int, optional
-        K, the number of parts (default: one per worker); parts are dealt round robin
-        over the workers.
+        K, the number of parts (default: one per worker), dealt round robin.
     grain, partition : str
         ``fine`` (``hp`` or ``random``) or ``coarse`` (``hp`` or ``block``).
     iters, tol : int, float
         At most ``iters`` iterations; with ``tol > 0`` stop once the fit changes by less
-        than ``tol`` (the workers decide it themselves with the direct exchange; the graph
-        exchange waits for every iteration on the client, docs/cpals.md).
+        than ``tol``.
     seed : int
         Initial factors (a function of seed, mode, row, column) and random partitions.
     partitioner, epsilon, partition_file
         As for :func:`plan`.
     reg : float
-        L2 regularisation (SPLATT's ``--reg``, tensorly's ``l2_reg``): every mode's solve
-        is ``U_n = M (H + reg I)^+``, ``H`` the Hadamard product of the other Grams.
+        L2 regularisation (SPLATT's ``--reg``): each solve is ``U_n = M (H + reg I)^+``.
     nonnegative : bool
-        Projected ALS: each solve's negative entries set to 0 (no factor has a negative
-        entry; one MTTKRP per mode, the same messages).
+        Projected ALS: each solve's negative entries set to 0.
     init : {"random", "svd"} or list of arrays
-        Initial factors: the seeded random rows, the R leading left singular vectors of
-        each unfolding (absolute values for a nonnegative run; seeded random columns
-        where ``I_n < R``), or N given arrays ``I_n x R``; the parts get the rows they hold.
+        Initial factors: seeded random rows, the R leading left singular vectors of each
+        unfolding, or N given arrays ``I_n x R``.
     columns, shape : optional
         A DataFrame's id and value columns, and the tensor's shape (default: the
         largest ids + 1).
     in_loop : bool, optional
-        Run steps in the workers' event loops (default: when they are short,
-        ``_job.in_loop_default``).
+        Run steps in the workers' event loops (default: when they are short).
     run : RunOptions, optional
-        How the run runs (client, checkpoint/resume, max_restarts, progress, callback,
-        exchange, check_serial), or the same names as keywords
-        (:class:`daskhpc.runtime.RunOptions`). ``check_serial`` also runs the
-        partition-aware reference (bit for bit) and the plain serial one (to 1e-9
-        relative); ``resume`` continues the run in ``checkpoint`` (same tensor, parts,
-        rank, seed; ``iters`` may grow); ``callback(row)`` gets every iteration's row
-        (iteration, fit, time_s).
+        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
+        max_restarts, progress, callback, exchange, check_serial), or the same names as
+        keywords. ``check_serial`` also runs the partition-aware reference (bit for bit)
+        and the plain serial one (to 1e-9 relative).
 
     Returns
     -------
     CPResult
-        ``weights``, ``factors``, the history (fit, time, planned and measured bytes
-        per iteration) and the full report.
+        ``weights``, ``factors``, the per-iteration history and the full report.
 
     References
     ----------
@@ -173,9 +148,7 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
 
 
 def _chosen(client, run, X, nparts, partition_file, options):
-    """``(setup, layouts)``: the asked layout (layouts None), or with ``partition="auto"``
-    the grain and partition the model predicts fastest on this cluster (``layouts``:
-    all of them, fastest first)."""
+    """``(setup, layouts)``: the asked layout, or ``auto``'s fastest (and all)."""
     from daskhpc.runtime import (Placement, exchange_mode, network_for, placed_hosts,
                                  worker_addresses)
 
@@ -189,10 +162,7 @@ def _chosen(client, run, X, nparts, partition_file, options):
 
 
 def _run_scattered(client, s, job, run):
-    """``fit`` on a tensor in memory: every part's statics made and sent to its worker one
-    at a time (``_parts.iter_statics``), so the client holds one part's data at once
-    besides the tensor, and no copy of them during the run (a lost worker's parts are
-    made again from the tensor)."""
+    """``fit`` on a tensor in memory: each part's statics made and sent in turn."""
     from daskhpc.runtime import run_on_parts
 
     return run_on_parts(client, job, lambda placement: _scatter_statics(client, s, placement),
@@ -202,8 +172,7 @@ def _run_scattered(client, s, job, run):
 
 
 def _scatter_statics(client, s, placement, parts=None) -> dict:
-    """``{part: Future}``: the statics of ``parts`` (default all), each made and sent to
-    its worker in turn."""
+    """``{part: Future}``: the statics of ``parts`` (default all), made and sent in turn."""
     out = {}
     for p, st in iter_statics(s, parts):
         out[p] = client.scatter(st, workers=[placement.worker(p)], broadcast=False,
@@ -213,9 +182,7 @@ def _scatter_statics(client, s, placement, parts=None) -> dict:
 
 
 def _run_collection(client, s, job, source, run):
-    """``fit`` on a collection: the parts' statics built on their workers (``_collect``),
-    kept in the part store the frame runs on; with ``check_serial`` also the tensor
-    with its values on the client (the serial references need them)."""
+    """``fit`` on a collection: the parts' statics built on their workers."""
     from daskhpc.runtime import run_on_parts
 
     nz, can = source
@@ -236,25 +203,8 @@ def serial_fit(data, rank: int = 10, *, iters: int = 20, tol: float = 1e-4, seed
                command=None) -> CPResult:
     """CP-ALS in one process on the whole tensor: the plain serial reference.
 
-    Parameters
-    ----------
-    data : path, sparse.COO, SparseInput, or (coords, values, shape)
-        A sparse tensor of order >= 3 (a FROSTT ``.tns`` file, ...).
-    rank : int
-        R, the number of rank-one components.
-    iters, tol : int, float
-        At most ``iters`` iterations; stop when the fit changes by less than ``tol``
-        (``tol=0``: run all of them).
-    seed : int
-        Initial factors are uniform [0, 1) numbers drawn from (seed, mode, row, column).
-    reg, nonnegative, init
-        As for :func:`fit`.
-    callback : callable, optional
-        ``callback(row)`` after every iteration (``row``: iteration, fit, time_s).
-
-    Returns
-    -------
-    CPResult
+    ``data`` (a tensor of order >= 3) and the options are :func:`fit`'s (``tol=0``: run
+    every iteration); ``callback(row)`` is called after every iteration.
 
     References
     ----------
@@ -291,12 +241,10 @@ def plan(data, nparts: int, *, rank: int = 10, grain: str = "fine", partition: s
          partition_file=None, command=None, network=None) -> dict:
     """The communication of one CP-ALS iteration on ``nparts`` parts, without a cluster.
 
-    Returns the JSON report (docs/cli.md): ``plan`` (tot/max/sum-max/max-max volume
-    and messages of the point-to-point phases, in factor rows of ``words_per_unit`` = R
-    words), ``allreduce`` (the R x R Gram all-reduces, reported separately),
-    ``modes`` (per mode the columns of the paper's Table 2: computational load, volume
-    and messages, max and average over parts), ``partition`` (balance per mode, km1,
-    displaced rows), ``timing``.
+    Returns the JSON report (docs/cli.md): ``plan`` (volume and messages of the
+    point-to-point phases, in factor rows of R words), ``allreduce`` (the Gram
+    all-reduces), ``modes`` (per mode the paper's Table 2 columns), ``partition`` and
+    ``timing``.
 
     Examples
     --------
@@ -353,15 +301,7 @@ def sections(s: Setup, history=None, command=None) -> dict:
 
 
 def _quality(history, tol: float) -> dict:
-    """``fit`` per iteration, ``final_fit``, ``iterations``; with ``tol > 0`` whether the
-    tol rule stopped the run (``converged``) and the last change of the fit.
-
-    Examples
-    --------
-    >>> q = _quality([{"fit": 0.30}, {"fit": 0.32}, {"fit": 0.3201}], 1e-3)
-    >>> q["iterations"], q["converged"], round(q["fit_change"], 6)
-    (3, True, 0.0001)
-    """
+    """``fit``, ``final_fit``, ``iterations``, and with ``tol > 0`` whether it converged."""
     fits = [h["fit"] for h in history]
     q = {"fit": fits, "final_fit": fits[-1] if fits else None, "iterations": len(fits)}
     if tol > 0 and len(fits) >= 2:

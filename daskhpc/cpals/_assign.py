@@ -1,31 +1,14 @@
 """Who does what: the four partitions of the hypertensor paper's experiments.
 
-* **coarse-hp** (section 3.1): the coarse-grain hypergraph (:func:`hypergraph.tensor_coarse`,
-  one vertex and one net per index of every mode, N weight constraints) partitioned for
-  connectivity-1, so km1 is exactly the rows an iteration sends. Our partitioners take
-  one combined weight, so the per-mode balance is reported, not guaranteed.
-* **coarse-block** (DFacTo-like baseline): each mode's slices cut into consecutive
-  ranges of about equal nonzeros.
-* **fine-hp** (section 3.2, the single-constraint alternative): the nonzeros partitioned
-  on :func:`hypergraph.tensor_fine`, then factor rows placed by the paper's post-pass
-  (:func:`hypergraph.assign_factor_rows`).
-* **fine-random** (baseline): nonzeros and the rows of every mode dealt at random,
-  balanced to one.
+* **coarse-hp** (section 3.1): the coarse-grain hypergraph for km1 (exactly the rows an
+  iteration sends); the per-mode balance is reported, not guaranteed.
+* **coarse-block** (DFacTo-like): each mode's slices cut into ranges of equal nonzeros.
+* **fine-hp** (section 3.2): the nonzeros on the fine-grain hypergraph, factor rows
+  placed by the paper's post-pass (:func:`hypergraph.assign_factor_rows`).
+* **fine-random**: nonzeros and every mode's rows dealt at random.
 
-``owners[m][i]`` (mu_m) owns row i of U_m. In the fine grain, nonzero e is processed by
-``nnz_parts[e]`` in every mode; in the coarse grain, by ``owners[n][i_n]`` in mode n (the
-nonzero is replicated on the owners of its N slices).
-
-Examples
---------
->>> from daskhpc.cpals._data import as_tensor
->>> X = as_tensor(([[0, 1, 2], [1, 2, 0], [2, 0, 1]], [1.0, 1.0, 1.0], (3, 3, 3)))
->>> d = distribute(X, 3, grain="coarse", partition="block")
->>> [o.tolist() for o in d.owners]
-[[0, 1, 2], [0, 1, 2], [0, 1, 2]]
->>> d.work_parts(X, 0).tolist()
-[0, 1, 2]
-"""
+``owners[m][i]`` (mu_m) owns row i of U_m; nonzero e is processed by ``nnz_parts[e]``
+(fine) or by ``owners[n][i_n]`` in mode n (coarse: replicated on its N slices' owners)."""
 
 from __future__ import annotations
 
@@ -67,12 +50,6 @@ class Distribution:
     km1: int | None = None            # of the hypergraph the method partitioned (rows)
     meta: dict = field(default_factory=dict)
 
-    def work_parts(self, X: Tensor, mode: int) -> np.ndarray:
-        """The part that computes each nonzero's Hadamard product in ``mode``."""
-        if self.grain == "fine":
-            return self.nnz_parts
-        return self.owners[mode][X.coords[mode]]
-
     def loads(self, X: Tensor, mode: int) -> np.ndarray:
         """Nonzeros each part processes in ``mode`` (the paper's computational load)."""
         if self.grain == "fine":
@@ -83,12 +60,8 @@ class Distribution:
                            minlength=self.nparts).astype(np.int64)
 
     def connectivity(self, X: Tensor, mode: int) -> tuple[np.ndarray, np.ndarray]:
-        """Lambda_i of every row of mode ``mode`` as CSR (ptr over rows, sorted parts).
-
-        Fine grain: the parts holding a nonzero of slice i (they produce partial
-        M(i, :) rows and need the new U(i, :)). Coarse grain: the parts computing, in
-        another mode m, a nonzero of slice i (they need U(i, :)).
-        """
+        """Lambda_i of every row of mode ``mode`` as CSR: the parts holding a nonzero of slice i
+        (fine), or computing one in another mode (coarse)."""
         K, N = self.nparts, X.order
         if self.grain == "fine":
             return pairs_csr(X.coords[mode], self.nnz_parts, X.shape[mode], K)
@@ -139,8 +112,8 @@ def _bits_csr(bits, nparts):  # pragma: no cover - numba
 
 
 def _pairs_by_bits(rows, parts_list, nrows: int, nparts: int):
-    """:func:`pairs_csr` of ``rows`` against each array of ``parts_list`` (the same rows
-    each time) with a bit per (row, part): no sort, no copy of the rows."""
+    """:func:`pairs_csr` of ``rows`` against each of ``parts_list``, with a bit per (row,
+    part): no sort, no copy of the rows."""
     bits = np.zeros((int(nrows), (int(nparts) + 63) // 64), np.uint64)
     r = np.ascontiguousarray(rows)          # any integer dtype: no int64 copy of the pins
     for parts in parts_list:
@@ -156,14 +129,7 @@ def _row_parts(rows, parts, nrows, nparts):
 
 
 def pairs_csr(rows, parts, nrows: int, nparts: int) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (row, part) pairs as CSR over rows, parts ascending.
-
-    Examples
-    --------
-    >>> ptr, ps = pairs_csr(np.array([1, 0, 1, 1]), np.array([2, 0, 0, 2]), 3, 3)
-    >>> ptr.tolist(), ps.tolist()
-    ([0, 1, 3, 3], [0, 0, 2])
-    """
+    """Distinct (row, part) pairs as CSR over rows, parts ascending."""
     if _bits_fit(nrows, nparts, np.size(rows)):
         return _pairs_by_bits(rows, [parts], nrows, nparts)
     return _row_parts(np.ascontiguousarray(rows), np.ascontiguousarray(parts), int(nrows),
@@ -171,14 +137,7 @@ def pairs_csr(rows, parts, nrows: int, nparts: int) -> tuple[np.ndarray, np.ndar
 
 
 def block_slices(slice_nnz, nparts: int) -> np.ndarray:
-    """Consecutive slices with about equal nonzeros per part: slice i goes to the part
-    whose share ``[k nnz / K, (k + 1) nnz / K)`` holds the midpoint of its nonzeros.
-
-    Examples
-    --------
-    >>> block_slices(np.array([5, 1, 1, 1, 1, 1]), 2).tolist()
-    [0, 1, 1, 1, 1, 1]
-    """
+    """Consecutive slices with about equal nonzeros per part (by each slice's midpoint)."""
     w = np.asarray(slice_nnz, dtype=np.float64)
     total = w.sum()
     mid = np.cumsum(w) - w / 2.0
@@ -186,11 +145,7 @@ def block_slices(slice_nnz, nparts: int) -> np.ndarray:
 
 
 def random_parts(n: int, nparts: int, seed: int, stream: int, dtype=np.int64) -> np.ndarray:
-    """A seeded permutation of ``n`` items dealt round robin (part sizes differ by <= 1).
-
-    The permutation is shuffled in int32 (the same draws as ``permutation(n)``, half the
-    bytes) and dealt a block at a time into ``dtype`` (:func:`part_dtype` for the
-    nonzeros: 2 bytes each, not 8)."""
+    """A seeded permutation of ``n`` items dealt round robin, a block at a time."""
     perm = np.arange(n, dtype=index_dtype(n))
     np.random.default_rng([int(seed), 0xC9A15, int(stream)]).shuffle(perm)
     out = np.empty(n, dtype=dtype)
@@ -201,8 +156,7 @@ def random_parts(n: int, nparts: int, seed: int, stream: int, dtype=np.int64) ->
 
 
 def part_counts(labels: np.ndarray, nparts: int) -> np.ndarray:
-    """``np.bincount(labels, minlength=nparts)`` a block at a time (bincount widens its
-    input to int64: a whole copy of the labels at once, 8 bytes a nonzero)."""
+    """``np.bincount(labels, minlength=nparts)`` a block at a time (no int64 copy)."""
     out = np.zeros(nparts, np.int64)
     for lo in range(0, labels.size, BLOCK):
         out += np.bincount(labels[lo:lo + BLOCK], minlength=nparts)[:nparts]
@@ -221,9 +175,8 @@ def coarse_block(X: Tensor, nparts: int) -> np.ndarray:
 
 
 def fine_start(X: Tensor, nparts: int) -> np.ndarray:
-    """Nonzeros in contiguous blocks of equal size, ordered by the mode whose slices a
-    random partition spreads most (sum_i min(|slice i|, K) - 1): that mode's rows then
-    cost almost nothing, a far better start for label propagation than random parts."""
+    """Nonzeros in equal contiguous blocks ordered by the mode a random partition spreads
+    most: a far better start for label propagation than random parts."""
     K = nparts
     spread = [int((np.minimum(np.bincount(X.coords[m]), K) - 1).sum()) for m in range(X.order)]
     m = int(np.argmax(spread))
@@ -235,9 +188,8 @@ def fine_start(X: Tensor, nparts: int) -> np.ndarray:
 
 def _hp(d: Distribution, h, K: int, partitioner: str, epsilon: float, seed: int, start,
         **kw) -> np.ndarray:
-    """``hg.partition`` for km1; where ``auto`` falls back to label propagation (instances
-    too large for Mt-KaHyPar), the propagation starts from ``start()`` (the grain's block
-    partition) instead of a random one, so hp is never worse than that baseline."""
+    """``hg.partition`` for km1; where ``auto`` falls back to label propagation, it starts from
+    ``start()`` (the grain's block partition), so hp is never worse than that baseline."""
     if partitioner == "auto":
         choice = hg.choose_partitioner(h, K)
         if choice["backend"] == "lp" and K > 1:
@@ -253,26 +205,8 @@ def _hp(d: Distribution, h, K: int, partitioner: str, epsilon: float, seed: int,
 def distribute(X: Tensor, nparts: int, *, grain: str = "fine", partition: str = "hp",
                partitioner: str = "auto", epsilon: float = 0.03, seed: int = 0,
                partition_file=None) -> Distribution:
-    """Partition ``X``'s work and factor rows over ``nparts`` parts.
-
-    Parameters
-    ----------
-    X : Tensor
-    nparts : int
-    grain : {"fine", "coarse"}
-    partition : {"hp", "random", "block"}
-        fine: ``hp`` or ``random``; coarse: ``hp`` or ``block``.
-    partitioner : str
-        Backend for ``hp`` (``auto`` picks Mt-KaHyPar's deterministic or default preset,
-        or label propagation, by size: :mod:`daskhpc.hypergraph._auto`).
-    epsilon : float
-        Allowed imbalance (hp partitions and the fine-grain row post-pass).
-    seed : int
-    partition_file : path, optional
-        One part id per line: per nonzero (fine; rows are then placed by the post-pass)
-        or per vertex of the coarse model (coarse: the indices of mode 1, then mode 2,
-        ...), as ``daskhpc partition tensor-fine|tensor-coarse --save-partition`` writes.
-    """
+    """Partition ``X``'s work and factor rows over ``nparts`` parts; ``partition_file``: a part
+    id per nonzero (fine) or per coarse-model vertex (mode 1's indices first)."""
     if grain not in GRAINS:
         raise InputError(f"unknown --grain {grain!r}; choose one of {list(GRAINS)}")
     if partition_file is None and partition not in PARTITIONS[grain]:

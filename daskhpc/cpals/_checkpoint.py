@@ -1,24 +1,6 @@
 """What a CP-ALS checkpoint holds besides the frame's per-iteration part files: the
-distribution (who owns which nonzeros and factor rows), so a resumed run uses the same
-parts even where the partitioner is not deterministic (Mt-KaHyPar's default preset, label
-propagation).
-
-The frame writes every part's rows, Grams and lambda after each iteration
-(``_program._save``, ``step-<n>/part-<p>.npz``); the distribution is written once, next to
-the manifest, when the checkpoint directory is opened, and read back by ``fit(...,
-resume=True)`` before ``prepare`` (whose fingerprint covers it).
-
-Examples
---------
->>> import tempfile
->>> from daskhpc.cpals._setup import prepare
->>> s = prepare(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)),
-...             2, grain="fine", partition="random", rank=2)
->>> path = tempfile.mkdtemp() + "/d.npz"
->>> d = load_distribution(write_distribution(s.dist, path), s.tensor, 2)
->>> d.method, [o.tolist() for o in d.owners] == [o.tolist() for o in s.dist.owners]
-('random', True)
-"""
+distribution, written once beside the manifest and read back on resume, so a resumed
+run uses the same parts even where the partitioner is not deterministic."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
 """CP-ALS as a :class:`~daskhpc.runtime.Workflow`: what ``daskhpc plan|run cpals``,
-``daskhpc demo`` and the launchers know of it (flags from ``_setup.Options``).
-
-Examples
---------
->>> import argparse
->>> p = argparse.ArgumentParser()
->>> CPALS.add_arguments(p, "plan")
->>> call, _ = CPALS.call_of(p.parse_args(["x.tns", "--parts", "4", "--grain", "coarse",
-...                                       "--partition", "block"]))
->>> call.options.grain, call.options.partition, call.options.rank
-('coarse', 'block', 10)
-"""
+``daskhpc demo`` and the launchers know of it (flags from ``_setup.Options``)."""
 
 from __future__ import annotations
 
@@ -52,8 +41,7 @@ class CPALS(Workflow):
                         partition_file=call.partition_file, run=run, **opts).report()
 
     def demo(self, client) -> dict:
-        """The bundled UMLS tensor, fine-hp over 2 parts, R = 10, 10 iterations, checked
-        against both serial references."""
+        """The bundled UMLS tensor, fine-hp over 2 parts, R = 10, 10 iterations, checked."""
         return _api.fit(datasets.path("tensor"), 10, 2, client=client, grain="fine",
                         partition="hp", iters=10, tol=0, check_serial=True).report()
 
@@ -66,19 +54,7 @@ class CPALS(Workflow):
 
 
 def stop_words(report: dict) -> str:
-    """Why the iterations ended, when ``--tol`` could have ended them early.
-
-    Examples
-    --------
-    >>> stop_words({"iters": 20, "tol": 1e-3, "quality": {"iterations": 6,
-    ...             "converged": True, "fit_change": 4.2e-4}})
-    'converged at iteration 6 of 20: the fit changed by 0.00042 < --tol 0.001'
-    >>> stop_words({"iters": 5, "tol": 1e-3, "quality": {"iterations": 5,
-    ...             "converged": False, "fit_change": 0.01}})
-    'ran all 5 iterations: the fit still changed by 0.01 >= --tol 0.001'
-    >>> stop_words({"iters": 5, "tol": 0, "quality": {"iterations": 5}})
-    ''
-    """
+    """Why the iterations ended, when ``--tol`` could have ended them early."""
     q = report.get("quality") or {}
     if "converged" not in q:
         return ""
@@ -90,8 +66,7 @@ def stop_words(report: dict) -> str:
 
 
 def summary(report: dict) -> str:
-    """What the CLI prints: the common block, Table 2's columns per mode, per-iteration
-    plan, the Gram all-reduce, the plain serial check."""
+    """What the CLI prints for a plan or a run."""
     lines = [summarize({k: v for k, v in report.items() if k != "plan"})]
     stopped = stop_words(report)
     if stopped:

@@ -1,20 +1,11 @@
 """A Dask DataFrame (or Array) of nonzeros as ``fit``'s tensor: the values stay on the
-workers.
-
-The client reads only the pins (:func:`daskhpc.io.read_nonzeros`): from them it makes the
-canonical coordinates (lexicographic, duplicates merged), partitions and plans exactly as
-for an in-memory tensor, and builds every part's static data without its values. Each
-nonzero then goes from its piece's worker to the worker of every part that holds it
-(:func:`daskhpc.io.route`), where the part's values are put in canonical order and
-duplicates summed in the order the in-memory path sums them: every part holds the very
-arrays it would hold from the in-memory COO, and the factors come out bit for bit the
-same. ``||X||^2`` (for the fit) is summed part by part instead of over the whole value
-vector at once, so the fit agrees to rounding (about 1e-16), not bit for bit.
-"""
+workers, routed to the parts holding them and summed there in canonical order as in
+memory (the same factors, bit for bit; ``||X||^2`` is summed part by part, to 1e-16)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import attrgetter
 
 import numpy as np
 
@@ -29,10 +20,8 @@ __all__ = ["read_tensor", "part_statics", "rebuilder"]
 
 
 class Canonical:
-    """The pins of a collection in canonical order: ``coords`` (N x nnz, unique, sorted,
-    the pins' dtype) and ``canon`` (per nonzero of the collection, its canonical index;
-    int32 below 2**31 nonzeros; None when the collection is already in canonical order,
-    sorted without repeats: then ``coords`` are the pins themselves, no copy)."""
+    """The pins in canonical order: ``coords`` (unique, sorted) and ``canon`` (each
+    collection nonzero's canonical index; None when already canonical, no copy)."""
 
     def __init__(self, pins: np.ndarray):
         self.duplicates = False
@@ -53,11 +42,9 @@ class Canonical:
 
 def read_tensor(client, X, *, columns=None, shape=None,
                 keep_pins: bool = False) -> tuple[Tensor, object, Canonical]:
-    """``(tensor, nonzeros, canonical)``: the tensor's pattern (its ``vals`` a read-only
-    placeholder of ones, which never reaches a worker), the collection on the workers,
-    and the canonical order of its nonzeros. The pins (the collection's ids in its
-    order) are dropped once in canonical order unless ``keep_pins`` (``check_serial``:
-    :func:`full_tensor` needs them)."""
+    """``(tensor, nonzeros, canonical)``: the pattern (``vals`` a placeholder of ones), the
+    collection on the workers and its canonical order; the pins dropped unless
+    ``keep_pins`` (``check_serial``)."""
     nz = read_nonzeros(X, client, columns=columns, shape=shape, name="tensor", min_order=3)
     for m, n in enumerate(nz.shape):
         if n < 2:
@@ -85,9 +72,7 @@ def full_tensor(client, nz, can: Canonical, X: Tensor) -> Tensor:
 
 def part_statics(client, s, nz, can: Canonical, placement, only=None,
                  normx2: float | None = None) -> dict:
-    """``({part: Future}, normx2)``: every part's :class:`PartStatic` (or ``only``'s),
-    built on its worker; ``normx2`` (``||X||^2``) summed over the parts unless given
-    (a rebuild of some parts: the run's own)."""
+    """``({part: Future}, normx2)``: each part's statics built on its worker."""
     from distributed import wait
 
     K = s.K
@@ -132,9 +117,9 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
     futs = route(client, nz, takes, where, _part_static, args, name="cpals", parts=only)
     if normx2 is None:
         wait(list(futs.values()))
-        partial = client.gather([client.submit(_partial_norm, futs[p], workers=[where[p]],
-                                               allow_other_workers=False, pure=False)
-                                 for p in range(K)])
+        partial = client.gather([client.submit(attrgetter("_partial_norm2"), futs[p],
+                                               workers=[where[p]], allow_other_workers=False,
+                                               pure=False) for p in range(K)])
         normx2 = float(sum(partial))
     out = {p: client.submit(_with_norm, f, normx2, workers=[where[p]],
                             allow_other_workers=False, pure=False) for p, f in futs.items()}
@@ -146,8 +131,7 @@ def part_statics(client, s, nz, can: Canonical, placement, only=None,
 
 
 def rebuilder(client, s, nz, can: Canonical):
-    """``rebuild(parts, placement)`` for the part store: the collection read again and
-    the ``parts``' statics built on their workers in ``placement`` (a lost worker's)."""
+    """``rebuild(parts, placement)``: the lost parts' nonzeros read and routed again."""
     return rereading(client, [nz], lambda parts, placement: part_statics(
         client, s, nz, can, placement, parts, s.tensor.normx2)[0])
 
@@ -167,10 +151,6 @@ def _part_static(arg, *segments):
     st = replace(shell, vals=narrow_values(v))     # float32 when exact, as in memory
     st._partial_norm2 = norm2
     return st
-
-
-def _partial_norm(static) -> float:
-    return static._partial_norm2
 
 
 def _with_norm(static, normx2: float):

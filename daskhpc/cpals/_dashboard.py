@@ -1,11 +1,5 @@
-"""The CP-ALS panel of the daskhpc dashboard (named by its
-Workflow's ``dashboard``): the fit after every iteration and the iteration's time,
-live, from the history rows the frame publishes (topic ``history``).
-
-The generic pages already show planned vs measured bytes between workers
-(``/individual-daskhpc-comm``); this panel is ``/individual-daskhpc-cpals-fit`` and joins
-``/daskhpc`` while a CP-ALS run is the current one.
-"""
+"""The CP-ALS panel of the daskhpc dashboard (``/individual-daskhpc-cpals-fit``): the fit
+and time of every iteration, live, from the history rows the frame publishes."""
 
 from __future__ import annotations
 
@@ -22,8 +16,7 @@ EMPTY = "<i>No CP-ALS run yet (daskhpc run cpals, or dh.cpals.fit).</i>"
 
 
 def fit_rows(run: dict, history: list) -> dict:
-    """The panel's columns from the current run and its history rows (empty unless the
-    run is a CP-ALS one): iteration, fit, time per iteration in ms."""
+    """The panel's columns (iteration, fit, ms) of the current run, if it is a CP-ALS one."""
     data = {"iteration": [], "fit": [], "time_ms": [], "total": []}
     if (run or {}).get("workflow") != "cpals":
         return data

@@ -1,26 +1,7 @@
 """The tensor a CP-ALS run factors: validated COO coordinates, values and shape.
 
-Everything downstream (partitions, plans, kernels, serial and distributed runs) sees one
-:class:`Tensor`: ``coords`` (N x nnz, 0-based) in canonical order (lexicographic,
-duplicates summed, as ``sparse.COO`` keeps them), ``vals`` and ``shape``. The arrays are
-as narrow as holds them exactly (int32 indices while the shape allows, float32 values
-when every value is a float32 number): a tensor's raw 16 bytes a nonzero, not 32. Every
-computation on them is done in float64 (a float32 value widens exactly), so the results
-do not depend on the storage. A mistake a user can fix raises
-:class:`~daskhpc.errors.InputError` with one line saying what and where.
-
-Examples
---------
->>> t = as_tensor(([[0, 1, 1], [2, 0, 0], [1, 1, 1]], [1.0, 2.0, 3.0], (2, 3, 2)))
->>> t.shape, t.nnz, t.order
-((2, 3, 2), 2, 3)
->>> t.vals.tolist()                     # (1, 0, 1) appeared twice: summed
-[1.0, 5.0]
->>> as_tensor(([[0, 1], [1, 0]], [1.0, 1.0], (2, 2)))
-Traceback (most recent call last):
-...
-daskhpc.errors.InputError: input: CP-ALS needs a tensor of order 3 or more, got a matrix (order 2)
-"""
+Arrays are as narrow as holds them exactly (int32 indices, float32 values when exact);
+every computation widens them to float64, so results do not depend on the storage."""
 
 from __future__ import annotations
 
@@ -42,9 +23,9 @@ class Tensor:
 
     Attributes
     ----------
-    coords : int32 (or int64, a mode of 2**31 rows or more) array (N, nnz)
+    coords : int32 (or int64) array (N, nnz)
         0-based index of every nonzero in every mode, lexicographically sorted, no
-        duplicates (explicit zeros are kept: they are part of the sparsity pattern).
+        duplicates (explicit zeros kept).
     vals : float32 (every value a float32 number) or float64 array (nnz,)
     shape : tuple of int
     source : dict
@@ -90,21 +71,26 @@ class Tensor:
 
 
 def as_tensor(data) -> Tensor:
-    """Validate ``data`` and return it as a canonical :class:`Tensor`.
+    """Validate ``data`` and return it as a canonical :class:`Tensor` (duplicates summed).
 
     Parameters
     ----------
     data : path, SparseInput, sparse.COO, Tensor, dense ndarray, or (coords, values, shape)
         A FROSTT ``.tns`` file (any reader :func:`daskhpc.io.read` knows), what a reader
-        returned, a ``sparse.COO`` of order >= 3, a dense numpy array of order >= 3
-        (its nonzeros), or coordinates ``(N, nnz)`` with values and shape.
+        returned, a ``sparse.COO`` or dense array of order >= 3, or coordinates ``(N, nnz)``
+        with values and shape.
 
     Raises
     ------
     InputError
-        A matrix (order < 3) where a tensor is needed; no nonzeros or only zero values;
-        a NaN or infinite value; a negative index or one beyond the shape; a mode with a
-        single slice (a dimension of size 1: drop that mode instead).
+        Order < 3, no nonzeros or only zeros, a non-finite value, an index out of the
+        shape, or a mode with a single slice.
+
+    Examples
+    --------
+    >>> t = as_tensor(([[0, 1, 1], [2, 0, 0], [1, 1, 1]], [1.0, 2.0, 3.0], (2, 3, 2)))
+    >>> t.shape, t.nnz, t.vals.tolist()                # (1, 0, 1) appeared twice: summed
+    ((2, 3, 2), 2, [1.0, 5.0])
     """
     where = "input"
     if isinstance(data, Tensor):
@@ -209,8 +195,7 @@ def _order_state(coords):  # pragma: no cover - numba
 
 
 def _sum_duplicates(coords: np.ndarray, vals: np.ndarray):
-    """Lexicographic order, equal coordinates merged by summing (COO semantics; the sums
-    in float64)."""
+    """Lexicographic order, equal coordinates merged by summing (in float64)."""
     state = _order_state(np.ascontiguousarray(coords))
     if state == 0:   # readers and sparse.COO hand us sorted data: no sort, no copy
         return coords, vals

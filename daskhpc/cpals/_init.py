@@ -1,25 +1,9 @@
 """Initial factors other than the seeded random rows: the SVD initialisation and factors
 the caller gives.
 
-* :func:`svd_factors`: per mode n, the R leading left singular vectors of the unfolding
-  ``X_(n)`` (tensorly's ``init="svd"``), from the sparse Gram ``X_(n) X_(n)^T`` (its
-  eigenvectors), never densifying the tensor: the unfolding's columns are the distinct
-  (other-mode) fibres that hold a nonzero, so no column index overflows. Signs are
-  fixed (each vector's largest-magnitude entry positive) so the result is deterministic;
-  where ``I_n < R`` the missing columns are the seeded random ones (``init_rows``); for a
-  nonnegative run the absolute values are taken (tensorly does the same for ``cp``
-  inits of its nonnegative solvers);
-* :func:`given_factors`: a list of N arrays ``I_n x R`` checked (shape, finite) and
-  copied to float64.
-
-Examples
---------
->>> from daskhpc.cpals._data import as_tensor
->>> X = as_tensor(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)))
->>> F = svd_factors(X, 2, seed=0)
->>> [f.shape for f in F], bool(abs(F[0][:, 0] @ F[0][:, 0] - 1) < 1e-12)
-([(3, 2), (3, 2), (3, 2)], True)
-"""
+:func:`svd_factors`: per mode the R leading left singular vectors of ``X_(n)``
+(tensorly's ``init="svd"``) from the sparse Gram ``X_(n) X_(n)^T``, sign-fixed; columns
+beyond ``I_n`` seeded random, absolute values for a nonnegative run."""
 
 from __future__ import annotations
 

@@ -1,30 +1,6 @@
 """The pieces ``fit`` hands the workflow frame (``daskhpc.runtime.run_job``), and the
-checks it runs on what comes back.
-
-* :func:`cpals_job`: the frame's ``Job``: iterations are its units, the Program of
-  ``_program`` (from any first iteration: checkpoints resume), the per-part statics, the
-  history row (iteration, fit), the fingerprint, the Tensor Toolbox stop rule when
-  ``tol > 0`` (the frame then submits one iteration at a time), a warm-up that loads the
-  numba kernels on every worker, and whether steps run in the workers' event loops
-  (short steps) or their threads;
-* :func:`serial_check`: the ``serial_check`` section: the distributed result against the
-  partition-aware reference (``run_local`` of the same program: bit for bit) and against
-  the plain serial reference (``_serial``: to ``rtol``, another summation order);
-* :func:`measured_section`: the frame's measured bytes and messages, with messages per
-  iteration, and without the messages of the last step of a run that stopped early
-  (nobody fetched them: the frame's plan counts them, the wire did not carry them).
-
-Examples
---------
->>> from daskhpc.cpals._setup import prepare
->>> s = prepare(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)),
-...             2, grain="fine", partition="random", rank=2, iters=4, tol=0)
->>> job = cpals_job(s)
->>> job.units, job.unit_name, job.stop is None, job.in_loop, job.exchange
-(4, 'iterations', True, True, 'direct')
->>> cpals_job(s, in_loop=False).in_loop          # threads, whatever the size
-False
-"""
+checks it runs on what comes back: :func:`cpals_job`, :func:`serial_check` and
+:func:`measured_section`."""
 
 from __future__ import annotations
 
@@ -53,8 +29,7 @@ IN_LOOP_WORK = 2_000_000
 
 
 def in_loop_default(s) -> bool:
-    """Short steps: the largest part's nonzeros per mode x R <= :data:`IN_LOOP_WORK`
-    (then the steps run in the workers' event loops)."""
+    """Short steps: the largest part's nonzeros per mode x R <= :data:`IN_LOOP_WORK`."""
     load = max(int(s.dist.loads(s.tensor, n).max()) for n in range(s.N))
     return load * s.R <= IN_LOOP_WORK
 
@@ -62,32 +37,25 @@ def in_loop_default(s) -> bool:
 def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
               exchange: str | None = None, statics: bool = True):
     """The frame's Job for the run prepared in ``s``: what :func:`fit` hands
-    :func:`daskhpc.runtime.run_job` (public to run one prepared setup several times, e.g.
-    to compare exchange modes without partitioning again).
+    :func:`daskhpc.runtime.run_job` (e.g. to run one prepared setup several times).
 
     Parameters
     ----------
     s : Setup
         From :func:`daskhpc.cpals.prepare`.
     in_loop : bool, optional
-        Run the steps in the workers' event loops (default: when they are short,
-        :func:`in_loop_default`).
+        Run the steps in the workers' event loops (default: when they are short).
     stop : bool, optional
-        Apply the tol rule between iterations (default: when ``tol > 0``): the parts end
-        the run themselves with the direct exchange; with the graph exchange the frame
-        waits for every iteration before it submits the next one.
+        Apply the tol rule between iterations (default: when ``tol > 0``).
     exchange : {"direct", "graph"}, optional
-        How messages travel between workers (``"direct"``: pushed by the sender, one task
-        per worker and window of iterations; ``"graph"``: task results, one task group per worker
-        and step; default: the configured ``daskhpc.runtime.exchange``, resolved here so
-        that the report names it).
+        How messages travel between workers (default: the configured
+        ``daskhpc.runtime.exchange``).
 
     Returns
     -------
     daskhpc.runtime.Job
         ``run_job(client, job)`` returns the Outcome: ``value`` (lambda, factors),
-        ``history`` (per iteration: fit, time_s, compute_max_s, ...), ``measured``,
-        ``timing``.
+        ``history``, ``measured``, ``timing``.
 
     Examples
     --------
@@ -98,15 +66,12 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
     >>> job.units, job.exchange, job.stop is None
     (3, 'graph', True)
     >>> out = run_job(client, job)                                    # doctest: +SKIP
-    >>> [round(h["fit"], 3) for h in out.history]                     # doctest: +SKIP
     """
     from daskhpc.runtime import Job, exchange_mode
 
     use_stop = s.options.tol > 0 if stop is None else bool(stop)
     mode = exchange_mode(exchange)
     if in_loop is None:
-        # short steps in the loop, either exchange (the direct one's one-way pushes no
-        # longer wait for a busy receiver: docs/cpals.md)
         in_loop = in_loop_default(s)
     return Job("cpals", s.K, s.options.iters,
                row=functools.partial(P.row, s), fingerprint=functools.partial(P.fingerprint, s),
@@ -120,8 +85,7 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
 
 
 def warm_up_parts() -> None:
-    """Load the kernels that build a run's parts' data on the client (both grains: the
-    coarse grain's members pass too), on a tiny 3-mode tensor."""
+    """Load the kernels that build the parts' data on the client (both grains)."""
     dense = np.zeros((3, 3, 2))
     dense[[0, 1, 2, 0, 1, 2], [0, 1, 2, 1, 2, 0], [0, 1, 0, 1, 0, 1]] = 1.0
     for grain, partition in (("fine", "random"), ("coarse", "block")):
@@ -129,8 +93,7 @@ def warm_up_parts() -> None:
 
 
 def warm_up(order: int = 3) -> int:
-    """Load every numba kernel a CP-ALS step calls (from numba's cache, or compile it)
-    with the argument types a run uses, so the first iteration is not timed with it."""
+    """Load every numba kernel a CP-ALS step calls with a run's argument types."""
     R, n = 2, 4
     U = [init_rows(0, m, np.arange(n), R) for m in range(order)]
     M = np.empty((n, R))
@@ -157,14 +120,7 @@ def warm_up(order: int = 3) -> int:
 
 
 def serial_check(s, lam, factors, history, *, rtol: float = 1e-9) -> dict:
-    """The ``serial_check`` section of ``fit``'s report.
-
-    ``identical``/``max_abs_diff``: against the partition-aware reference (the same
-    Program in one process, ``run_local``, for as many iterations as the run made): the
-    same arithmetic, so equal bit for bit. ``plain_serial``: against the textbook serial
-    CP-ALS (``_serial.run_serial``, same options and stop rule), which sums in another
-    order: within ``rtol`` of each array's largest magnitude (factors, lambda, fits).
-    """
+    """The ``serial_check`` section: against the partition-aware and the textbook references."""
     n = len(history)
     fits = np.array([h["fit"] for h in history])
     s_n = replace(s, options=replace(s.options, iters=n))
@@ -198,14 +154,8 @@ def _rel(a, b) -> float:
 
 
 def measured_section(s, out, undelivered: bool) -> dict:
-    """The report's ``measured`` section from the frame's outcome, with messages per
-    iteration added to the history rows (``planned_messages``, ``measured_messages``:
-    transfers between workers, each one bundle of a step's messages between two workers).
-
-    ``undelivered``: the run stopped early (tol rule) in the graph exchange mode, so the
-    messages of its last reported step (they start the next iteration, which never ran)
-    were never fetched: they leave the planned counts.
-    """
+    """The report's ``measured`` section, with planned and measured messages per iteration;
+    ``undelivered``: a graph-mode run stopped by tol never fetched its last step's messages."""
     measured = dict(out.measured)
     rows = {h["unit"]: h for h in out.history}
     prog = last_program(s, out.recovery)

@@ -1,24 +1,9 @@
 """The MTTKRP of CP-ALS: numba kernels over the nonzeros of a mode grouped by row.
 
-Every loop has a fixed order (rows ascending, nonzeros in storage order, columns
-ascending), so a kernel's result depends only on its inputs: the partition-aware
-reference and the distributed run get the same bits.
-
-MTTKRP (hypertensor paper, Algorithm 2, generalised to order N):
-``M(i_n, :) += x * Hadamard_{m != n} U_m(i_m, :)`` for every nonzero. The nonzeros of
-mode n are stored sorted by their mode-n index (a CSR over the rows of M:
-``ptr``, the other modes' indices ``idx`` and the values ``val``), so a row of M is
-accumulated in registers and written once.
-
-Examples
---------
->>> import numpy as np
->>> ptr = np.array([0, 2, 3]); idx = np.array([[0, 1, 1], [1, 0, 1]]); val = np.ones(3)
->>> B = np.array([[1.0, 2.0], [3.0, 4.0]]); C = np.array([[1.0, 1.0], [2.0, 0.5]])
->>> M = np.zeros((2, 2)); mttkrp_rows(ptr, idx, val, (B, C), M)
->>> M.tolist()                         # row 0: B0*C1 + B1*C0, row 1: B1*C1
-[[5.0, 5.0], [6.0, 2.0]]
-"""
+``M(i_n, :) += x * Hadamard_{m != n} U_m(i_m, :)`` for every nonzero (the hypertensor
+paper's Algorithm 2, order N), over a CSR of mode n's rows (``ptr``, the other modes'
+indices ``idx``, ``val``). Every loop has a fixed order, so the partition-aware
+reference and the distributed run get the same bits."""
 
 from __future__ import annotations
 
@@ -33,11 +18,7 @@ __all__ = ["mttkrp", "slices", "Slices", "mttkrp_into", "mttkrp_rows", "mttkrp_f
 
 @numba.njit(cache=True)
 def mttkrp_rows(ptr, idx, val, factors, out):  # pragma: no cover - numba
-    """``out[i] = sum_{e in ptr[i]:ptr[i+1]} val[e] * Hadamard_f factors[f][idx[f, e]]``.
-
-    ``factors`` is a tuple of the other modes' factor rows (in the order of ``idx``'s
-    rows); ``out`` (rows x R) is overwritten.
-    """
+    """``out[i] = sum_{e in ptr[i]:ptr[i+1]} val[e] * Hadamard_f factors[f][idx[f, e]]``."""
     R = out.shape[1]
     nf = len(factors)
     acc = np.empty(R)
@@ -82,11 +63,8 @@ def _mttkrp_rows3(ptr, idx, val, B, C, out):  # pragma: no cover - numba
 
 @numba.njit(cache=True)
 def mttkrp_fibers(ptr, idx, val, factors, out):  # pragma: no cover - numba
-    """:func:`mttkrp_rows` where the nonzeros of a row come grouped by ``idx[0]``: the
-    group's factor row multiplies the group's sum once (fiber reuse).
-
-    ``out[i] = sum_groups factors[0][k] * sum_{e in group} val[e] * Hadamard_{f >= 1} ...``
-    """
+    """:func:`mttkrp_rows` where a row's nonzeros come grouped by ``idx[0]``: the group's
+    factor row multiplies the group's sum once (fiber reuse)."""
     R = out.shape[1]
     nf = len(factors)
     acc = np.empty(R)
@@ -187,13 +165,8 @@ FIBER_MIN = 3.0
 
 @dataclass(frozen=True)
 class Slices:
-    """The nonzeros of one mode grouped by row: what :func:`mttkrp_into` reads.
-
-    Row i's nonzeros are ``ptr[i]:ptr[i+1]``; ``idx`` ((N - 1) x nnz, int32 when every
-    index fits) holds their indices in the modes ``modes`` (the other modes; the first
-    is the shortest, and within a row the nonzeros are sorted by it), ``val`` their
-    values. ``fibers`` says whether :func:`mttkrp_fibers` is used.
-    """
+    """The nonzeros of one mode grouped by row (CSR ``ptr``, ``idx`` in the modes ``modes``,
+    the shortest first and sorted within a row, ``val``); ``fibers``: use fiber reuse."""
 
     ptr: np.ndarray
     idx: np.ndarray
@@ -282,19 +255,8 @@ ROW_FIRST_MAX = 4096
 
 def slices(coords, vals, mode: int, shape, fibers: bool | None = None,
            select=None) -> Slices:
-    """Group the nonzeros (``coords``: N x nnz) of mode ``mode`` by row.
-
-    ``fibers=None`` decides by the average group size (:data:`FIBER_MIN`). ``select``:
-    the positions of the nonzeros to take, ascending (None: all), as
-    ``slices(coords[:, select], vals[select], ...)`` without the copies.
-
-    Examples
-    --------
-    >>> s = slices(np.array([[0, 1, 0], [2, 0, 1], [1, 1, 0]]), np.array([1.0, 2.0, 3.0]),
-    ...            0, (2, 3, 2))
-    >>> s.ptr.tolist(), s.modes, s.idx.tolist(), s.val.tolist()
-    ([0, 2, 3], (2, 1), [[0, 1, 1], [1, 2, 0]], [3.0, 1.0, 2.0])
-    """
+    """Group the nonzeros (``coords``: N x nnz, or the positions ``select``) of mode ``mode``
+    by row; ``fibers=None`` decides by the average group size (:data:`FIBER_MIN`)."""
     # the part's own dtypes (int32 indices, float32 values: numba compiles for them and
     # widens each value exactly): no int64/float64 copy of the part
     coords = np.ascontiguousarray(coords)
@@ -321,8 +283,7 @@ def slices(coords, vals, mode: int, shape, fibers: bool | None = None,
 
 
 def mttkrp_into(s: Slices, factors, out) -> None:
-    """``out = MTTKRP`` of the rows of ``s``; ``factors[m]`` are mode m's factor rows
-    (indexed like ``s.idx``); ``out`` has one row per row of ``s``."""
+    """``out = MTTKRP`` of the rows of ``s`` with ``factors[m]`` mode m's rows."""
     F = tuple(factors[m] for m in s.modes)
     if len(F) == 2:
         (_mttkrp_fibers3 if s.fibers else _mttkrp_rows3)(s.ptr, s.idx, s.val, F[0], F[1], out)
@@ -356,8 +317,7 @@ def mttkrp(coords, vals, factors, mode: int) -> np.ndarray:
 
 
 def _warm_up_plan() -> None:
-    """The client's kernels (partition post-pass, row part sets): ``plan`` on a tiny
-    3-mode tensor with the default options (fine grain, hypergraph partition)."""
+    """The client's kernels: ``plan`` on a tiny 3-mode tensor with the default options."""
     from daskhpc import cpals
 
     dense = np.zeros((3, 3, 2))

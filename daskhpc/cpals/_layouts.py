@@ -1,25 +1,9 @@
 """What a CP-ALS iteration costs on a network, per layout, and the fastest one.
 
-An iteration runs the N modes in turn. In mode n every part computes its MTTKRP rows
-(``2 N R`` flops per nonzero it processes: the Hadamard product of N - 1 factor rows and
-the scaled accumulation), then (fine grain) folds its partial rows to their owners,
-every owner solves its rows (``2 R^2`` flops a row), expands the new rows to the parts
-that need them, and the R x R Grams are all-reduced; both loads at the dense rate.
-:func:`iteration_cost` prices that
-with a :class:`~daskhpc.comm.CostModel`; :func:`~daskhpc.cpals._setup.choose` prepares every layout of
-:data:`LAYOUTS` (grain and partition) and ranks them (``--partition auto`` runs the
-first).
-
-Examples
---------
->>> from daskhpc import datasets
->>> from daskhpc.comm import network_model
->>> from daskhpc.cpals._setup import choose
->>> name, s, rows = choose(datasets.path("tensor"), 4,
-...                        network_model("ethernet-10g"))          # doctest: +SKIP
->>> sorted(r["layout"] for r in rows)                             # doctest: +SKIP
-['coarse-block', 'coarse-hp', 'fine-hp', 'fine-random']
-"""
+In mode n every part computes its MTTKRP rows (``2 N R`` flops a nonzero), owners solve
+their rows (``2 R^2`` a row), rows are folded and expanded and the Grams all-reduced.
+:func:`iteration_cost` prices that with a :class:`~daskhpc.comm.CostModel`;
+``_setup.choose`` ranks the :data:`LAYOUTS`."""
 
 from __future__ import annotations
 
@@ -52,15 +36,8 @@ def iteration_load(s) -> np.ndarray:
 
 
 def iteration_cost(s, model: CostModel, owner=None, hosts=None) -> StepCost:
-    """Predicted seconds of one iteration of setup ``s`` (its Gram allreduces too).
-
-    The loads are priced at ``dense_flop_s``: the MTTKRP and the solve stream R-wide
-    factor rows that stay in cache, as a BLAS product does (the MTTKRP of the MovieLens
-    tensor, R 16: 0.07-0.09 ns a counted flop on one core, against 0.24 for the dense
-    product and 5 for the out-of-cache CSR kernel ``flop_s`` is timed on). The floor is
-    paid once a step of the program, which fuses a mode's last allreduce round, its
-    expand and the next mode's MTTKRP into one step: N fewer steps than the plans'
-    phases (N L coarse, N (L + 1) fine)."""
+    """Predicted seconds of one iteration of setup ``s``, its loads at ``dense_flop_s`` (cached
+    R-wide rows) and the floor once a program step."""
     free = model.replace(floor_s=0.0)
     cost = free.step(s.iteration_plan(), owner=owner, hosts=hosts,
                      dense_load=iteration_load(s))

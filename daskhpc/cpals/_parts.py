@@ -1,19 +1,6 @@
-"""What every part of a CP-ALS program holds (its static data), built once from a Setup.
-
-A part gets its nonzeros in local coordinates (row ids of its own row lists), the global
-ids of the rows of every mode it owns or needs, and, per mode and peer, the positions of
-the rows it sends and receives in the fold and the expand, in the order of the plan's
-messages (ascending global row).
-
-Examples
---------
->>> from daskhpc.cpals._setup import prepare
->>> s = prepare(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)),
-...             2, grain="fine", partition="random", rank=2)
->>> st = statics(s)
->>> sum(p.vals.size for p in st), [p.rows[0].tolist() for p in st]
-(4, [[0, 1], [0, 2]])
-"""
+"""What every part of a CP-ALS program holds (its static data), built once from a Setup:
+its nonzeros in local coordinates, the global ids of the rows it owns or needs, and per
+mode and peer the positions of the rows it sends and receives in the fold and expand."""
 
 from __future__ import annotations
 
@@ -31,17 +18,9 @@ __all__ = ["PartStatic", "statics", "iter_statics", "part_members"]
 
 @dataclass(eq=False)
 class PartStatic:
-    """One part's static data.
-
-    ``coords`` (N x nnz_p, local row ids) and ``vals``: the part's nonzeros; ``work[n]``:
-    which of them it processes in mode n (coarse grain; None = all); ``rows[m]``: global
-    ids of its local rows of mode m; ``own[m]``: positions of its owned rows among them;
-    ``fold_send[n][q]`` / ``fold_recv[n][q]``: positions (local / among owned) of the
-    partial rows sent to / received from part q; ``exp_send[n][q]`` (among owned) /
-    ``exp_recv[n][q]`` (local): the same for the expand. ``U0[m]``: the initial rows of
-    its local rows (init svd or given; None: the seeded rows, made by the part itself);
-    ``reg`` and ``nonnegative``: the solve's options (``_als.solve_rows``).
-    """
+    """One part's static data: ``work[n]`` the nonzeros it processes in mode n (None: all),
+    ``rows[m]`` its local rows' global ids, ``own[m]`` its owned rows among them, ``fold_*``
+    and ``exp_*[n][q]`` the positions sent to / received from part q, ``U0`` given rows."""
 
     part: int
     grain: str
@@ -112,20 +91,8 @@ def _first(coords, owners, offsets, n, e, p):  # pragma: no cover - numba
 
 
 def part_members(setup) -> tuple[list, list]:
-    """Per part the nonzeros it holds (ascending), and per part and mode the positions
-    among them of those it works on (coarse grain: the slices it owns; None: all of
-    them, as in the fine grain).
-
-    Examples
-    --------
-    >>> from daskhpc.cpals._setup import prepare
-    >>> s = prepare(([[0, 1, 1], [0, 0, 1], [0, 1, 0]], [1.0, 2.0, 3.0], (2, 2, 2)), 2,
-    ...             grain="coarse", partition="block", rank=2)
-    >>> members, work = part_members(s)
-    >>> [m.tolist() for m in members], [[None if w is None else w.tolist() for w in ws]
-    ...                                 for ws in work]
-    ([[0, 1, 2], [1, 2]], [[[0], [0, 1], [0, 2]], [None, [1], [0]]])
-    """
+    """Per part the nonzeros it holds (ascending), and per part and mode the positions among
+    them it works on (coarse: its owned slices; None: all)."""
     X, d, K, N = setup.tensor, setup.dist, setup.K, setup.N
     if d.grain == "fine":
         return _group(d.nnz_parts, K), [[None] * N for _ in range(K)]
@@ -133,20 +100,14 @@ def part_members(setup) -> tuple[list, list]:
     offsets = np.cumsum([0] + [o.size for o in d.owners]).astype(np.int64)
     ptr, e, works = _members(np.ascontiguousarray(X.coords, dtype=np.int64),
                              np.concatenate(d.owners).astype(np.int64), offsets, int(K))
+    work = [[np.flatnonzero(works[n, ptr[p]:ptr[p + 1]]) for n in range(N)] for p in range(K)]
+    # None where a part works on all its nonzeros (one part: nothing to select)
     return ([e[ptr[p]:ptr[p + 1]] for p in range(K)],
-            [[_subset(np.flatnonzero(works[n, ptr[p]:ptr[p + 1]]), ptr[p + 1] - ptr[p])
-              for n in range(N)] for p in range(K)])
-
-
-def _subset(pos: np.ndarray, n: int) -> np.ndarray | None:
-    """``pos`` (ascending positions among ``n``), or None where it is all of them (one
-    part: nothing to send, nothing to select)."""
-    return None if pos.size == n else pos
+            [[None if w.size == ptr[p + 1] - ptr[p] else w for w in work[p]] for p in range(K)])
 
 
 def _where_label(labels: np.ndarray, p: int, n: int) -> np.ndarray:
-    """The ``n`` positions of ``labels == p``, ascending: int32 below 2**31 nonzeros (no
-    boolean mask and no int64 positions of the whole tensor)."""
+    """The ``n`` positions of ``labels == p``, ascending, int32 where they fit."""
     out = np.empty(n, index_dtype(labels.size))
     _fill_where(labels, p, out)
     return out
@@ -175,10 +136,8 @@ def _look_up(ids, nz, every, where, out):  # pragma: no cover - numba
 
 def _local(ids: np.ndarray, nz: np.ndarray, every: bool, own: np.ndarray, size: int,
            out: np.ndarray):
-    """The part's rows of a mode (the rows ``ids[nz]`` of its nonzeros, ``ids`` if
-    ``every``, and its own rows ``own``, ascending) and the local ids of its own rows;
-    the nonzeros' local ids go to ``out``. A mark and a lookup table over the mode's
-    ``size`` rows: no sort, no copy of the nonzeros' ids."""
+    """The part's rows of a mode (its nonzeros' and its own, ascending) and its own rows'
+    local ids; the nonzeros' local ids go to ``out``. A mark and a lookup, no sort."""
     mark = np.zeros(size, bool)
     _mark_ids(ids, nz, every, mark)
     mark[own] = True
@@ -190,8 +149,7 @@ def _local(ids: np.ndarray, nz: np.ndarray, every: bool, own: np.ndarray, size: 
 
 
 def _values_of(vals: np.ndarray, nz: np.ndarray, every: bool) -> np.ndarray:
-    """The values of the nonzeros ``nz``; of a placeholder (a broadcast scalar: a Dask
-    collection's tensor, whose values stay on the workers) a view, not a copy."""
+    """The values of the nonzeros ``nz`` (of a placeholder, a view)."""
     if every:
         return vals
     if vals.ndim == 1 and vals.strides == (0,):
@@ -205,8 +163,7 @@ def statics(setup) -> list[PartStatic]:
 
 
 def iter_statics(setup, parts=None):
-    """``(part, PartStatic)`` of ``parts`` (default all), made one at a time: a caller
-    that sends each away keeps one part's data at once, not the tensor's again."""
+    """``(part, PartStatic)`` of ``parts`` (default all), made one at a time."""
     X, d, K, N = setup.tensor, setup.dist, setup.K, setup.N
     if d.grain == "fine":        # a part's nonzeros found when it is made
         members = work = None

@@ -1,29 +1,11 @@
 """The messages of one CP-ALS iteration, and the report sections of ``plan``.
 
-Per mode n (0-based), with Lambda_i the connectivity set of row i
-(:meth:`Distribution.connectivity`) and mu(i) its owner:
-
-* coarse grain (Algorithm 3 line 3): one *expand*: mu(i) sends U_n(i, :) to every other
-  part of Lambda_i; row i costs ``|Lambda_i U {mu(i)}| - 1``, i.e. ``lambda(n_n^i) - 1``
-  of the coarse hypergraph, and the iteration's total is its km1.
-* fine grain (Algorithm 4): a *fold* (lines 2-3: partial M_n(i, :) rows from Lambda_i to
-  mu(i)) then an *expand* (lines 5-6: the new U_n(i, :) back), the same rows with the
-  messages reversed; the iteration's total is 2 (km1 + displaced rows).
-
-Messages to one part are combined (one message per pair and phase); a unit is one factor
-row of R words. The R x R Gram all-reduce of every mode (Algorithm 3 line 4, Algorithm 4
-line 7) is a separate plan: recursive doubling (:class:`daskhpc.comm.AllreduceSchedule`)
-of R^2 + R words (the Gram and the column norms; + R for the fit after the last mode).
-
-Examples
---------
->>> from daskhpc.cpals._data import as_tensor
->>> from daskhpc.cpals._assign import Distribution
->>> X = as_tensor(([[0, 1, 2], [1, 2, 0], [2, 0, 1]], [1.0, 1.0, 1.0], (3, 3, 3)))
->>> d = Distribution("coarse", "given", 3, [np.full(3, p) for p in range(3)])  # mu_A=0 ...
->>> iteration_plan(X, d, rank=10).report()["tot_vol"]      # the paper's Figure 1
-18
-"""
+Per mode n, with Lambda_i the connectivity set of row i and mu(i) its owner: coarse
+grain (Algorithm 3 line 3), one *expand* from mu(i) to the rest of Lambda_i, the km1 of
+the coarse hypergraph; fine grain (Algorithm 4), a *fold* of partial rows to mu(i)
+(lines 2-3) and the *expand* back (lines 5-6), 2 (km1 + displaced rows). A unit is one
+factor row of R words; the Gram all-reduces (Algorithm 3 line 4, Algorithm 4 line 7)
+are a separate recursive-doubling plan of R^2 + R words (+ R for the fit)."""
 
 from __future__ import annotations
 
@@ -62,9 +44,8 @@ def iteration_plan(X: Tensor, d: Distribution, rank: int, plans=None) -> Plan:
 
 
 def allreduce_words(rank: int, mode: int, order: int) -> int:
-    """Words of mode ``mode``'s all-reduce: the Gram of the new, unnormalised factor
-    (R^2; its diagonal gives the 2-norms), its column maxima (R; the max-norm), and
-    after the last mode the partial inner products of the fit (R)."""
+    """Words of mode ``mode``'s all-reduce: the new factor's Gram (R^2), column maxima (R)
+    and after the last mode the fit's inner products (R)."""
     R = int(rank)
     return R * R + R + (R if mode == order - 1 else 0)
 
@@ -80,8 +61,7 @@ def allreduce_plan(nparts: int, rank: int, order: int) -> Plan:
 
 
 def mode_table(X: Tensor, d: Distribution, plans) -> list[dict]:
-    """The columns of the paper's Table 2, per mode: computational load (nonzeros
-    processed), volume (rows sent) and messages sent, max and average over parts."""
+    """The paper's Table 2 per mode: load, volume and messages, max and average over parts."""
     K = d.nparts
     rows = []
     for n, mp in enumerate(plans):

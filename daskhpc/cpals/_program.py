@@ -1,45 +1,13 @@
 """CP-ALS as a :class:`daskhpc.comm.Program`: Algorithms 3 (coarse) and 4 (fine) per mode.
 
-Each part holds its nonzeros (local coordinates), the factor rows it owns and those it
-needs (``rows[m]``: global ids of its local rows of mode m, ascending). Per mode n:
-
-1. *mttkrp*: partial MTTKRP over the part's nonzeros of mode n (Algorithm 4 line 1;
-   Algorithm 3 line 1 over the owned slices);
-2. fine grain only, *fold*: partial rows to their owners (lines 2-3); an owner sums the
-   partials of a row in part-id order, its own among them;
-3. *solve*: ``U_new = M V`` for the owned rows, ``V = (*_{m != n} G_m + reg I)^+``
-   (``_als.solve_rows``; a nonnegative run then sets negative entries to 0); the local
-   Gram ``U_new^T U_new``, column maxima and (last mode) ``sum_i M(i, r) U_new(i, r)``
-   start one all-reduce (recursive doubling, :class:`daskhpc.comm.AllreduceSchedule`;
-   sums lower part id first, maxima exact); in the same step the *expand* sends the
-   unnormalised new rows to every part of Lambda_i (Algorithm 3 line 3, Algorithm 4
-   line 5), so the expand travels with the all-reduce instead of after it;
-4. *finish*: with the reduced vector every part knows lambda (2-norms from the Gram's
-   diagonal in the first iteration, ``max(|col max|, 1)`` after), normalises its new and
-   received rows, and has ``G_n = G' / (d d^T)``; after the last mode every part
-   computes the fit and reports it (the iteration's reported step).
-
-Steps are fused where the data allow: the all-reduce's last round, the expand's receipt
-and the next mode's MTTKRP share a step. With ``L`` all-reduce rounds (``log2 K`` for a
-power of two) an iteration is ``N L`` steps coarse and ``N (L + 1)`` fine (``N`` for
-K = 1). The partition-aware serial reference is ``run_local(program(s), statics(s))``.
-
-Examples
---------
->>> from daskhpc.comm import run_local
->>> from daskhpc.cpals._setup import prepare
->>> from daskhpc.cpals._data import as_tensor
->>> X = as_tensor(([[0, 1, 2, 0, 1], [1, 2, 0, 0, 1], [2, 0, 1, 0, 1]],
-...                [1.0, 2.0, 3.0, 4.0, 5.0], (3, 3, 3)))
->>> s = prepare(X, 2, grain="fine", partition="random", rank=2, iters=3, tol=0)
->>> prog = program(s)
->>> finals, reports = run_local(prog, statics(s))
->>> len(reports), prog.nsteps              # 3 iterations x 3 modes x 2 steps, + 1
-(3, 19)
->>> lam, factors = assemble(s, finals)
->>> [f.shape for f in factors]
-[(3, 2), (3, 2), (3, 2)]
-"""
+Each part holds its nonzeros in local coordinates and the factor rows it owns or needs.
+Per mode n: *mttkrp* over the part's nonzeros (Algorithm 4 line 1); fine grain *fold*,
+the partial rows to their owners, summed in part-id order (lines 2-3); *solve* ``U_new =
+M (*_{m != n} G_m + reg I)^+`` for the owned rows, whose Gram, column maxima and (last
+mode) fit terms start one all-reduce (recursive doubling) while the *expand* sends the
+new rows to Lambda_i (Algorithm 3 line 3, Algorithm 4 line 5); *finish*: lambda, the
+normalised rows and G_n, and after the last mode the fit. An iteration is ``N L`` steps
+coarse and ``N (L + 1)`` fine (L all-reduce rounds)."""
 
 from __future__ import annotations
 
@@ -108,8 +76,7 @@ def _final(ctx):
 
 @contextmanager
 def _clock(ctx):
-    """Add the wall and CPU seconds of the block to the part's count for the iteration
-    (reported with its fit): how much of an iteration was computing, how much waiting."""
+    """Add the block's wall and CPU seconds to the part's count for the iteration."""
     t0, c0 = time.perf_counter(), time.thread_time()
     yield
     S = ctx.state
@@ -118,8 +85,7 @@ def _clock(ctx):
 
 
 def _mttkrp(ctx, n: int, fold: bool = True):
-    """Partial MTTKRP of mode n (Algorithm 4 line 1); fine grain: the partial rows to
-    their owners (line 2)."""
+    """Partial MTTKRP of mode n (Algorithm 4 line 1), fine grain folded to owners (line 2)."""
     st: PartStatic = ctx.static
     S = ctx.state
     with _clock(ctx):
@@ -129,10 +95,9 @@ def _mttkrp(ctx, n: int, fold: bool = True):
 
 
 def _solve(ctx, n: int, first: bool, fold: bool):
-    """The allreduce's contribution (coarse grain: after the MTTKRP): the owners sum the
-    folded partial rows in part-id order, their own among them (line 3), solve (line 4);
-    the new rows' Gram, column maxima and (last mode) the fit's inner products, and the
-    unnormalised new rows to the parts that need them (line 5), sent with the vector."""
+    """The allreduce's contribution: the owners sum the folded partials in part-id order (line
+    3) and solve (line 4); the new rows' Gram, column maxima and fit terms, and the
+    unnormalised new rows to the parts that need them (line 5)."""
     st: PartStatic = ctx.static
     R, S = st.rank, ctx.state
     if not fold:
@@ -166,8 +131,8 @@ def _combine(a: np.ndarray, b: np.ndarray, R: int) -> np.ndarray:
 
 
 def _finish(ctx, vec, n: int):
-    """lambda, normalised own and received rows (Algorithm 4 line 6) and G_n from the
-    reduced vector; the fit after the last mode."""
+    """lambda, normalised own and received rows (Algorithm 4 line 6) and G_n from the reduced
+    vector; the fit after the last mode."""
     st: PartStatic = ctx.static
     R, N, S = st.rank, len(st.rows), ctx.state
     with _clock(ctx):
@@ -187,8 +152,7 @@ def _finish(ctx, vec, n: int):
 
 
 def _iteration(ctx, first: bool):
-    """A one-part run's iteration: the serial code's (``_serial.iteration``) on the part's
-    state, which then holds every row of every mode."""
+    """A one-part run's iteration: the serial code's on the part's state."""
     st: PartStatic = ctx.static
     S = ctx.state
     with _clock(ctx):
@@ -198,24 +162,35 @@ def _iteration(ctx, first: bool):
 
 
 def _fitted(ctx, fit: float) -> None:
-    """Report the iteration's fit (equal on every part: it is computed from the
-    allreduced Gram and norm terms) and keep the last two for the stop rule."""
+    """Report the iteration's fit (equal on every part) and keep the last two for the stop rule."""
     S = ctx.state
     S["fits"] = S.get("fits", [])[-1:] + [fit]
     ctx.report(fit=fit, compute_s=S.pop("busy"), cpu_s=S.pop("cpu"))
 
 
 def _stop(ctx, tol: float) -> bool:
-    """The Tensor Toolbox rule (:func:`stop`) on the part's own fits: every part has
-    the same, so the workers end the run without asking the client."""
+    """The Tensor Toolbox rule on the part's own fits: the workers end the run themselves."""
     return converged(ctx.state.get("fits", []), tol)
 
 
 # -- the program -----------------------------------------------------------------------
 
 def program(setup, first_unit: int = 0, stop: bool = False) -> Program:
-    """The run's steps from iteration ``first_unit`` to ``options.iters`` (see module doc);
-    ``stop``: the parts end it themselves once the fit changes by less than ``tol``."""
+    """The run's steps from iteration ``first_unit`` to ``options.iters``; ``stop``: the parts
+    end it themselves once the fit changes by less than ``tol``.
+
+    Examples
+    --------
+    >>> from daskhpc.comm import run_local
+    >>> from daskhpc.cpals import as_tensor, prepare
+    >>> X = as_tensor(([[0, 1, 2, 0, 1], [1, 2, 0, 0, 1], [2, 0, 1, 0, 1]],
+    ...                [1.0, 2.0, 3.0, 4.0, 5.0], (3, 3, 3)))
+    >>> s = prepare(X, 2, grain="fine", partition="random", rank=2, iters=3, tol=0)
+    >>> prog = program(s)
+    >>> finals, reports = run_local(prog, statics(s))
+    >>> len(reports), prog.nsteps              # 3 iterations x 3 modes x 2 steps, + 1
+    (3, 19)
+    """
     K, N, R = setup.K, setup.N, setup.R
     fine = setup.dist.grain == "fine" and K > 1
     rule = partial(_stop, tol=setup.options.tol) if stop and setup.options.tol > 0 else None
@@ -240,9 +215,7 @@ def program(setup, first_unit: int = 0, stop: bool = False) -> Program:
 
 
 def row(setup, unit: int, reports: dict) -> dict:
-    """The history row of iteration ``unit`` from the parts' reports: the fit (equal on
-    every part) and, where the parts timed their steps, the busiest part's compute
-    seconds (wall and CPU) and the sum over parts."""
+    """The history row of iteration ``unit``: the fit and the parts' compute seconds."""
     out = {"iteration": int(unit), "fit": float(reports[min(reports)]["fit"])}
     busy = [r["compute_s"] for r in reports.values() if "compute_s" in r]
     if busy:
@@ -269,8 +242,7 @@ def assemble(setup, finals) -> tuple[np.ndarray, list[np.ndarray]]:
 
 
 def fingerprint(setup) -> dict:
-    """What a checkpoint must match to be resumed: the tensor, the options that change
-    the arithmetic, and the partition (digests, not the arrays)."""
+    """What a checkpoint must match: digests of the tensor, options and partition."""
     X, d, o = setup.tensor, setup.dist, setup.options
     token = X.source.get("dask_token")     # a Dask collection: its values stay on the workers
     # as int64 indices and float64 values, whatever the storage: a tensor stored narrow

@@ -1,19 +1,4 @@
-"""What a CP-ALS run returns: lambda, the factors, the fit history and the report.
-
-Examples
---------
->>> import numpy as np
->>> r = CPResult(np.array([2.0]), [np.ones((2, 1)), np.ones((3, 1)), np.ones((2, 1))],
-...              history=[{"iteration": 0, "fit": 0.5, "time_s": 0.002}],
-...              info={"rank": 1, "parts": 2})
->>> print(r)
-CPResult(parts=2, rank=1)
-iteration  fit       time ms
-        0  0.500000      2.0
->>> r.reconstruct([[0, 1], [2, 0], [1, 1]]).tolist()
-[2.0, 2.0]
->>> weights, factors = r.to_tensorly()
-"""
+"""What a CP-ALS run returns: lambda, the factors, the fit history and the report."""
 
 from __future__ import annotations
 
@@ -39,6 +24,18 @@ class CPResult(WorkflowResult):
         ``planned_bytes`` / ``measured_bytes``).
     info : dict
         The report's sections (:meth:`report`).
+
+    Examples
+    --------
+    >>> r = CPResult(np.array([2.0]), [np.ones((2, 1)), np.ones((3, 1)), np.ones((2, 1))],
+    ...              history=[{"iteration": 0, "fit": 0.5, "time_s": 0.002}],
+    ...              info={"rank": 1, "parts": 2})
+    >>> print(r)
+    CPResult(parts=2, rank=1)
+    iteration  fit       time ms
+            0  0.500000      2.0
+    >>> r.reconstruct([[0, 1], [2, 0], [1, 1]]).tolist()
+    [2.0, 2.0]
     """
 
     workflow = "cpals"
@@ -73,10 +70,9 @@ class CPResult(WorkflowResult):
         return self.weights.copy(), [f.copy() for f in self.factors]
 
     def to_splatt(self, directory) -> list[str]:
-        """Write the model as ``splatt cpd`` does: ``mode1.mat`` ... ``modeN.mat`` (one
-        row per line, ``%+0.8e`` values separated by spaces) and ``lambda.mat`` (one
-        weight per line); returns the paths. SPLATT's text keeps 9 significant digits: the
-        exact model is what ``save`` writes.
+        """Write the model as ``splatt cpd`` does: ``mode1.mat`` ... ``modeN.mat`` (``%+0.8e``,
+        a row per line) and ``lambda.mat``; returns the paths (9 significant digits: ``save``
+        keeps the exact model).
 
         Examples
         --------
@@ -116,11 +112,9 @@ class CPResult(WorkflowResult):
 
 
 def predict_file(result: CPResult, path: str) -> dict:
-    """``daskhpc predict DIR TENSOR.tns``: the model's value at every coordinate of a
-    ``.tns`` file (duplicates summed, as ``read_tns``), the RMSE over them, and the fit
-    ``1 - ||X - M|| / ||X||`` of the model to the file taken as the whole tensor (the
-    run's own figure when the file is the training tensor; ``||M||^2 = w^T (*_m
-    A_m^T A_m) w``, the Hadamard product of the factors' Gram matrices)."""
+    """``daskhpc predict DIR TENSOR.tns``: the model's value at every coordinate of a ``.tns``
+    file, their RMSE, and the fit ``1 - ||X - M|| / ||X||`` to the file as the whole tensor
+    (``||M||^2 = w^T (*_m A_m^T A_m) w``)."""
     shape = tuple(int(f.shape[0]) for f in result.factors)
     t = read_tns(path, shape=shape).tensor           # refuses coordinates beyond the model
     coords, x = t.coords.astype(np.int64), np.asarray(t.data, np.float64)

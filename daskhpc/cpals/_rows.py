@@ -1,40 +1,20 @@
 """Row-wise helpers of CP-ALS: the R-wide dense products, column reductions, moving rows
-in and out of messages, and the seeded initial factor rows.
-
-Examples
---------
->>> import numpy as np
->>> U = np.array([[1.0, -3.0], [2.0, 0.5]])
->>> gram(U).tolist(), col_absmax(U).tolist()
-([[5.0, -2.0], [-2.0, 9.25]], [2.0, 3.0])
-"""
+in and out of messages, and the seeded initial factor rows."""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-__all__ = ["rows_times", "gram", "col_absmax", "col_inner", "sum_rows_into", "scatter_rows",
-           "init_rows"]
+__all__ = ["gram", "col_absmax", "col_inner", "sum_rows_into", "scatter_rows", "init_rows"]
 
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-def rows_times(M, V) -> np.ndarray:
-    """``M @ V`` (Algorithm 3 line 2 / Algorithm 4 line 4).
-
-    BLAS (about 4x our numba loop at R = 16). Each row's result does not depend on the
-    other rows (checked: any row subset gives the same bits), so a part multiplying its
-    own rows gets what the whole matrix would.
-    """
-    return np.ascontiguousarray(M, dtype=np.float64) @ V
-
-
 def gram(U) -> np.ndarray:
-    """``U^T U`` (R x R): numpy's ``syrk`` path, exactly symmetric; the same bits for the
-    same rows whatever runs it."""
+    """``U^T U`` (R x R): numpy's ``syrk`` path, exactly symmetric, the same bits anywhere."""
     U = np.ascontiguousarray(U, dtype=np.float64)
     return U.T @ U
 
@@ -104,17 +84,8 @@ def _init_rows(seed, mode, rows, R):  # pragma: no cover - numba
 
 
 def init_rows(seed: int, mode: int, rows, R: int) -> np.ndarray:
-    """Initial factor rows ``U_mode(rows, :)``: uniform [0, 1), a function of
-    (seed, mode, row, column) only, so every part makes the rows it needs itself.
-
-    Examples
-    --------
-    >>> a = init_rows(0, 1, np.arange(5), 3)
-    >>> bool(np.array_equal(a[[1, 3]], init_rows(0, 1, np.array([1, 3]), 3)))
-    True
-    >>> bool(a.min() >= 0.0 and a.max() < 1.0)
-    True
-    """
+    """Initial factor rows ``U_mode(rows, :)``: uniform [0, 1), a function of (seed, mode,
+    row, column) only, so every part makes the rows it needs itself."""
     if seed < 0:
         raise ValueError(f"the seed must be non-negative, got {seed}")
     return _init_rows(int(seed), int(mode), np.ascontiguousarray(rows, dtype=np.int64), int(R))

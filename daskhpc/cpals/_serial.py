@@ -1,27 +1,9 @@
 """The plain serial reference: CP-ALS (Algorithm 1) with the coordinate MTTKRP of
-Algorithm 2, on the whole tensor in one process, no partition.
+Algorithm 2, on the whole tensor in one process.
 
-Per iteration and mode n (0-based here):
-
-1. ``M = X_(n) (KR of the other factors)`` (:func:`._kernels.mttkrp_into`);
-2. ``V = (*_{m != n} U_m^T U_m + reg I)^+`` (symmetric eigendecomposition, never
-   Cholesky; ``reg``: L2 regularisation, SPLATT's ``--reg``, tensorly's ``l2_reg``);
-3. ``U_n = M V`` (nonnegative: negative entries set to 0, projected ALS), columns
-   normalised into lambda (Tensor Toolbox rules);
-4. ``G_n = U_n^T U_n``.
-
-After the last mode the fit comes from that mode's MTTKRP; the run stops after
-``iters`` iterations or when the fit changes by less than ``tol``.
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.cpals._data import as_tensor
->>> X = as_tensor(([[0], [1], [2]], [2.0], (3, 3, 3)))       # one nonzero
->>> out = run_serial(X, rank=3, iters=5, tol=0.0, seed=0)
->>> bool(out["history"][-1]["fit"] > 1 - 1e-7), bool(np.isfinite(out["lam"]).all())
-(True, True)
-"""
+Per mode n: ``M = X_(n) (KR of the other factors)``; ``U_n = M (*_{m != n} G_m + reg
+I)^+`` (projected for a nonnegative run), columns normalised into lambda (Tensor
+Toolbox); ``G_n = U_n^T U_n``. The fit comes from the last mode's MTTKRP."""
 
 from __future__ import annotations
 
@@ -44,11 +26,8 @@ def initial_factors(shape, rank: int, seed: int) -> list[np.ndarray]:
 
 def iteration(layout, U: list, G: list, first: bool, normx2: float, reg: float = 0.0,
               nonnegative: bool = False):
-    """One iteration over every mode (steps 1-4 above) on ``U`` and ``G`` in place, the
-    MTTKRP of mode n from ``layout[n]`` (:func:`._kernels.slices`); returns ``(lam, fit)``.
-
-    Also the whole iteration of a one-part run (``_program``): one worker runs this code.
-    """
+    """One iteration over every mode on ``U`` and ``G`` in place, with the MTTKRP slices
+    ``layout``; returns ``(lam, fit)`` (also a one-part run's whole iteration)."""
     N, R = len(U), U[0].shape[1]
     for n in range(N):
         M = np.empty((U[n].shape[0], R))
@@ -65,13 +44,7 @@ def iteration(layout, U: list, G: list, first: bool, normx2: float, reg: float =
 def run_serial(X: Tensor, rank: int, iters: int, tol: float, seed: int, *,
                reg: float = 0.0, nonnegative: bool = False, init=None,
                callback=None) -> dict:
-    """CP-ALS on ``X``; returns ``factors``, ``lam``, ``history`` (per iteration:
-    ``iteration``, ``fit``, ``time_s``).
-
-    ``reg``, ``nonnegative``: see the module docstring; ``init``: the initial factors
-    (N arrays I_n x R; None: the seeded ones); ``callback(row)`` is called after every
-    iteration with its history row.
-    """
+    """CP-ALS on ``X`` from ``init`` (None: seeded): ``factors``, ``lam``, ``history``."""
     N, R = X.order, int(rank)
     layout = [slices(X.coords, X.vals, n, X.shape) for n in range(N)]
     U = initial_factors(X.shape, R, seed) if init is None else \

@@ -1,15 +1,6 @@
 """Everything a run is made of, built once and shared by ``plan``, the serial references
 and ``fit``: the validated options, the tensor, its distribution over parts and the
-per-mode plans.
-
-Examples
---------
->>> from daskhpc.cpals._data import as_tensor
->>> X = as_tensor(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)))
->>> s = prepare(X, 2, grain="fine", partition="random", rank=4)
->>> s.nparts, s.options.grain, s.iteration_plan().report()["phases"]
-(2, 'fine', 6)
-"""
+per-mode plans."""
 
 from __future__ import annotations
 
@@ -38,20 +29,8 @@ __all__ = ["Options", "Setup", "prepare", "DEFAULTS", "validate_input", "choose"
 
 @dataclass
 class Options:
-    """Run options (the CLI flags of the same names).
-
-    ``rank`` defaults to the paper's R = 10; ``iters`` and ``tol`` follow the Tensor
-    Toolbox's ``cp_als`` stop rule (at most ``iters`` iterations; stop when the fit
-    changes by less than ``tol``; ``tol = 0`` runs all of them).
-
-    ``reg`` (SPLATT's ``--reg``, tensorly's ``l2_reg``): every mode-n solve is
-    ``U_n = M (H + reg I)^+`` with ``H`` the Hadamard product of the other modes' Grams,
-    the least-squares update with the penalty ``reg ||U_n||^2`` (the fit reported is the
-    plain fit to X). ``nonnegative``: projected ALS, the solve's negative entries set to 0
-    (one MTTKRP per mode, the same messages). ``init``: ``random`` (seeded rows),
-    ``svd`` (leading left singular vectors of each unfolding, ``_init.svd_factors``) or,
-    from the API only, a list of N arrays ``I_n x R``.
-    """
+    """Run options (the CLI flags of the same names): R = 10 as the paper, the Tensor
+    Toolbox's stop rule; ``init`` may also be (API only) a list of N arrays ``I_n x R``."""
 
     rank: int = option(10, "R, components", bounds=(1, None))
     iters: int = option(20, "iterations at most", modes=("run",), bounds=(1, None))
@@ -98,9 +77,7 @@ class Options:
 
 
 def _warm_start(init):
-    """A saved cpals model (its directory, or the result itself) as the factors to start
-    from, the weights folded into the first mode's (ALS solves each mode afresh, so only
-    the product matters); anything else unchanged."""
+    """A saved cpals model as starting factors (weights folded into mode 1); else unchanged."""
     if isinstance(init, (str, os.PathLike)) and str(init) not in INITS \
             and os.path.isdir(init):
         init = load(init, workflow="cpals")
@@ -150,8 +127,7 @@ class Setup:
         return allreduce_plan(self.K, self.R, self.N)
 
     def start_factors(self) -> list[np.ndarray] | None:
-        """The initial factors (whole, I_n x R) for ``init`` svd or given; None for the
-        seeded random rows, which every part makes itself (``init_rows``)."""
+        """The whole initial factors for ``init`` svd or given; None for the seeded rows."""
         o = self.options
         if o.init_name == "random":
             return None
@@ -177,11 +153,7 @@ class Setup:
 
 
 def validate_input(data, nparts=None, **options) -> Tensor:
-    """The options, the tensor (read and checked) and ``nparts`` against it: what a run
-    checks before its cluster starts (``daskhpc run cpals``: exit 2, one line).
-
-    Returns the tensor, which ``fit`` and ``plan`` take instead of the path (read once).
-    """
+    """The options, the tensor and ``nparts`` checked before a cluster starts."""
     checked_options(Options, options, "CP-ALS")   # options first: they cost nothing
     X = as_tensor(data)
     if nparts is not None:
@@ -197,19 +169,16 @@ def check_parts(nparts, X: Tensor) -> int:
 def prepare(data, nparts: int, *, partition_file=None, distribution=None, **options) -> Setup:
     """Validate the input and options, distribute the tensor and plan an iteration.
 
-    Parameters
-    ----------
-    data
-        Anything :func:`daskhpc.cpals._data.as_tensor` accepts.
-    nparts : int
-        K, the number of parts.
-    partition_file : path, optional
-        See :func:`daskhpc.cpals._assign.distribute`.
-    distribution : Distribution, optional
-        Use this distribution (a resumed run's, ``_checkpoint.load_distribution``) instead
-        of partitioning again; it must be of the same grain.
-    **options
-        Fields of :class:`Options`.
+    ``data``, ``nparts`` (K), ``partition_file`` and ``**options`` are :func:`fit`'s;
+    ``distribution`` (a resumed run's) replaces partitioning.
+
+    Examples
+    --------
+    >>> from daskhpc.cpals import as_tensor, prepare
+    >>> X = as_tensor(([[0, 1, 2, 0], [1, 2, 0, 0], [2, 0, 1, 0]], [1.0, 2.0, 3.0, 4.0], (3, 3, 3)))
+    >>> s = prepare(X, 2, grain="fine", partition="random", rank=4)
+    >>> s.nparts, s.options.grain, s.iteration_plan().report()["phases"]
+    (2, 'fine', 6)
     """
     opts = checked_options(Options, options, "CP-ALS")
     if opts.partition == "auto" and distribution is None:   # the fastest by the cost model
@@ -237,12 +206,7 @@ def prepare(data, nparts: int, *, partition_file=None, distribution=None, **opti
 
 def choose(data, nparts: int, model: CostModel, *, keep: str | None = None, owner=None,
            hosts=None, partition_file=None, **options):
-    """Prepare every layout, price an iteration of each, rank them fastest first.
-
-    Returns ``(name, setup, rows)``: the fastest layout (or ``keep``, a name such as
-    ``fine-hp``), its prepared setup, and one ``{"layout", "predicted_s_per_step",
-    ...}`` row per layout.
-    """
+    """``(name, setup, rows)``: every layout prepared and priced, the fastest (or ``keep``)."""
 
     X = as_tensor(data)                      # read once for every layout
     grain = options.get("grain", "fine")

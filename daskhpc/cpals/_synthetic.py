@@ -1,18 +1,4 @@
-"""A seeded power-law sparse tensor for plans and benchmarks at scale, and a .tns writer.
-
-Each mode's indices are drawn independently with Zipf-like weights ``(i + 1) ** -alpha``
-(a few very active users, popular items, busy days, and long tails), until exactly
-``nnz`` distinct coordinates exist; ids are then shuffled so that popularity does not
-follow the index order (block partitions see no free structure). Values are ratings
-1..5 from a rank-``rank`` non-negative model plus noise, so there is structure for
-CP-ALS to find. 10M nonzeros take a few seconds.
-
-Examples
---------
->>> X = power_law_tensor(20_000, seed=1)
->>> X.nnz, X.order, bool(X.vals.min() >= 1 and X.vals.max() <= 5)
-(20000, 3, True)
-"""
+"""A seeded power-law sparse tensor for plans and benchmarks at scale, and a .tns writer."""
 
 from __future__ import annotations
 
@@ -30,14 +16,17 @@ def power_law_tensor(nnz: int = 10_000_000, shape=None, alphas=None, rank: int =
                      noise: float = 0.5, seed: int = 0) -> Tensor:
     """Draw a power-law tensor with exactly ``nnz`` distinct nonzeros.
 
+    Each mode's indices follow Zipf-like weights ``(i + 1) ** -alpha``, ids shuffled off
+    the index order; values are ratings 1..5 from a non-negative rank-``rank`` model plus
+    noise.
+
     Parameters
     ----------
     nnz : int
     shape : tuple of int, optional
-        Default: Netflix-like user x item x day, ``(nnz / 200, nnz / 1000, 365)``
-        (at least 10 per mode).
+        Default: user x item x day, ``(nnz / 200, nnz / 1000, 365)`` (at least 10 a mode).
     alphas : tuple of float, optional
-        Zipf exponent per mode (default 0.6 users, 0.9 items, 0.3 days; 0.5 for more modes).
+        Zipf exponent per mode (default 0.6, 0.9, 0.3; 0.5 for more modes).
     rank, noise : int, float
         The non-negative model behind the values and the noise added to it.
     seed : int
@@ -46,6 +35,12 @@ def power_law_tensor(nnz: int = 10_000_000, shape=None, alphas=None, rank: int =
     -------
     Tensor
         Canonical (lexicographic) order.
+
+    Examples
+    --------
+    >>> X = power_law_tensor(20_000, seed=1)
+    >>> X.nnz, X.order, bool(X.vals.min() >= 1 and X.vals.max() <= 5)
+    (20000, 3, True)
     """
     nnz = int(nnz)
     if shape is None:
@@ -87,8 +82,7 @@ def power_law_tensor(nnz: int = 10_000_000, shape=None, alphas=None, rank: int =
 
 
 def _zipf_like(rng, n: int, alpha: float, size: int) -> np.ndarray:
-    """Indices in [0, n) with density ~ (x + 1) ** -alpha: the continuous power law's
-    inverse CDF (a searchsorted on the discrete one costs seconds at 10M draws)."""
+    """Indices in [0, n) with density ~ (x + 1) ** -alpha, by the continuous inverse CDF."""
     u = rng.random(size)
     if abs(alpha - 1.0) < 1e-9:
         x = np.exp(u * np.log(n + 1.0)) - 1.0
@@ -144,9 +138,8 @@ def _format_int_lines(coords, vals, buf):  # pragma: no cover - numba
 
 
 def write_tns(path, X: Tensor, chunk: int = 1_000_000) -> None:
-    """Write ``X`` as FROSTT ``.tns`` (1-based indices, then the value; what
-    :func:`daskhpc.io.read` reads back). Integer values take a fast path; others are
-    written with ``repr`` precision (exact round trip)."""
+    """Write ``X`` as FROSTT ``.tns`` (1-based indices, then the value); integer values take
+    a fast path, others ``repr`` precision."""
     integral = bool(np.all(X.vals == np.rint(X.vals)) and np.all(np.abs(X.vals) < 2.0**53))
     with open(path, "wb") as f:
         for a in range(0, X.nnz, chunk):

@@ -1,14 +1,5 @@
 """The public functions: ``fit`` (on a Dask cluster), ``serial_fit`` (reference),
-``local_fit`` (the distributed program run in one process) and ``plan``.
-
-Examples
---------
->>> r = plan("cora", 4, partition="rp")
->>> r["plan"]["tot_msgs"], r["volume"]["symmetric"]
-(48, True)
->>> res = fit("cora", nparts=4, client=client, epochs=30)          # doctest: +SKIP
->>> res.report()["measured"]["inter_worker_messages"]              # doctest: +SKIP
-"""
+``local_fit`` (the distributed program run in one process) and ``plan``."""
 
 from __future__ import annotations
 
@@ -48,53 +39,41 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
     Parameters
     ----------
     graph, features, labels, split
-        As :func:`serial_fit`: ``"cora"``, a Planetoid ``.npz``, a Facebook-style
-        directory, a graph file (seeded random node data), a GraphData, or a scipy
-        matrix with ``features``, ``labels`` and ``split`` ((train, val, test) indices
-        or masks).
+        ``"cora"``, a Planetoid ``.npz``, a Facebook-style directory, a graph file (seeded
+        random node data), a GraphData, a PyG ``Data``, or a scipy matrix with
+        ``features``, ``labels`` and ``split`` ((train, val, test) indices or masks).
     nparts : int, optional
-        K, the row blocks. Default: the number of workers. Parts are dealt to workers
-        round robin; messages between parts of one worker never leave it.
+        K, the row blocks. Default: the number of workers (parts dealt round robin).
     layers, partition, epochs, optimizer, dropout, seed
         Hidden widths ((16,): 2 layers), the row partition (``hp``, ``gp``, ``rp``,
         ``random``), epochs, ``adam`` or ``sgd``, dropout, seed.
     minibatch : bool or dict, optional
         Mini-batch training (section 4.3.3): ``True`` or ``{"batch_size": 0.5 (a fraction
         of the nodes, or a count), "steps": 200, "sampler": "node" or "uniform",
-        "shp": True}``; one batch per unit, each exchanging along its own plan, on the
-        SHP partition (Algorithm 3) unless ``shp`` is False.
+        "shp": True}``, on the SHP partition (Algorithm 3) unless ``shp`` is False.
     in_loop : bool or "auto"
-        Run the steps in the workers' event loops (short steps; ``auto`` decides from the
-        part's share of the work, ``_job.short_steps``).
+        Run the steps in the workers' event loops (short steps).
     partition_file : path, optional
         One part id per line (``daskhpc partition ... --save-partition``).
     columns : list of str, optional
-        A Dask DataFrame edge list's source, target (and weight) columns (default: its
-        columns in order). Such a graph is read on the workers, its original ids
-        numbered as the SNAP reader numbers them; ``features`` (n x F) and ``labels``
-        may then be Dask Arrays: the features stay on the workers and ``predictions``
-        comes back as a Dask Array (docs/collections.md).
+        A Dask DataFrame edge list's source, target (and weight) columns. Such a graph is
+        read on the workers; ``features`` and ``labels`` may then be Dask Arrays, and
+        ``predictions`` comes back as one (docs/collections.md).
     run : RunOptions, optional
         How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
         max_restarts, progress, callback, exchange, check_serial), or the same names
-        among the keywords. ``checkpoint`` keeps the weights and Adam state after every
-        epoch, and the row partition; ``check_serial`` runs the partition-aware serial
-        reference (``serial_check.identical``: the same bits) and the plain one
-        (``serial_check.textbook``: weights within 1e-10 relative in float64, 1e-4 in
-        float32).
+        among the keywords. ``check_serial`` compares with the partition-aware reference
+        (``identical``) and the plain one (``textbook``: 1e-10 relative in float64).
     **options
-        The other :class:`~daskhpc.gcn._setup.Options`: ``lr``, ``weight_decay``,
-        ``bias``, ``order``, ``eval_every``, ``partitioner``, ``epsilon``, ``weights``
-        (``"nnz+features"``: rows balanced by their feature nonzeros too), ``symmetrize``,
-        ``dtype`` (``"float64"``, or ``"float32"``: features, weights,
-        messages and kernels in float32, half the bytes exchanged), ``random_features``,
-        ``random_classes``.
+        ``lr``, ``weight_decay``, ``bias``, ``order``, ``eval_every``, ``partitioner``,
+        ``epsilon``, ``weights`` (``"nnz+features"``: feature nonzeros balanced too),
+        ``symmetrize``, ``dtype`` (``"float32"`` halves the bytes exchanged),
+        ``random_features``, ``random_classes``.
 
     Returns
     -------
     GCNResult
-        Weights, predictions, logits, the history (per epoch: losses and accuracies,
-        ``time_s``, ``planned_bytes``, ``measured_bytes``) and the full report.
+        Weights, predictions, logits, the per-epoch history and the full report.
 
     References
     ----------
@@ -182,9 +161,7 @@ def _fit(client, run, graph, features, labels, split, nparts, minibatch, in_loop
 
 def _chosen(client, run, exchange, graph, features, labels, split, nparts, minibatch,
             partition_file, options):
-    """With ``partition="auto"``: ``(setup, layouts)`` of the layout the model predicts
-    fastest on this cluster (the setup None when the run prepares it itself: mini-batches,
-    a resumed partition); else ``(None, None)``."""
+    """With ``partition="auto"``: ``(setup or None, layouts)``; else ``(None, None)``."""
     if options.get("partition") != "auto":
         return None, None
     from daskhpc.runtime import Placement, network_for, placed_hosts, worker_addresses
@@ -200,15 +177,13 @@ def _chosen(client, run, exchange, graph, features, labels, split, nparts, minib
 
 
 def _with_tokens(fingerprint, tokens: dict) -> dict:
-    """The checkpoint fingerprint of a run on Dask collections: the job's, and the
-    collections' dask tokens."""
+    """The checkpoint fingerprint of a run on Dask collections: the job's and their tokens."""
     return {**fingerprint(), "collection": tokens.get("edges"),
             "features_collection": tokens.get("features")}
 
 
 def _run_collection(client, s, job, source, run):
-    """``fit`` with the features on the workers: every part's static data built on its
-    worker (``_collect.part_statics``), kept in the part store the frame runs on."""
+    """``fit`` with the features on the workers: each part's statics built on its worker."""
     from daskhpc.runtime import run_on_parts
 
     # check_serial: the serial references run on the client, with the features there
@@ -223,22 +198,8 @@ def serial_fit(graph, features=None, labels=None, split=None, *, command=None, c
                **options) -> GCNResult:
     """Full-batch GCN training on the whole graph in this process (the textbook reference).
 
-    Parameters
-    ----------
-    graph
-        ``"cora"``, a Planetoid ``.npz``, a Facebook-style directory, a graph file
-        (structure only: seeded random node data), a GraphData, or a scipy matrix with
-        ``features``, ``labels`` and ``split`` ((train, val, test) node indices or masks).
-    callback : callable, optional
-        ``callback(row)`` after every epoch.
-    **options
-        :class:`~daskhpc.gcn._setup.Options`: ``layers`` ((16,)), ``epochs`` (200),
-        ``optimizer`` ("adam" or "sgd"), ``lr`` (0.01), ``weight_decay`` (5e-4, layer 1),
-        ``dropout`` (0.5), ``bias`` (True), ``eval_every`` (1), ``symmetrize``, ``seed``.
-
-    Returns
-    -------
-    GCNResult
+    ``graph``, ``features``, ``labels``, ``split`` and ``**options`` are :func:`fit`'s;
+    ``callback(row)`` is called after every epoch.
 
     References
     ----------
@@ -264,11 +225,10 @@ def serial_fit(graph, features=None, labels=None, split=None, *, command=None, c
 
 def local_fit(graph, nparts: int, features=None, labels=None, split=None, *, command=None,
               partition_file=None, **options) -> GCNResult:
-    """The distributed program (``_program``) run part by part in this process.
+    """The distributed program run part by part in this process.
 
-    The partition-aware serial reference: what ``fit`` computes on a cluster, bit for
-    bit; its weights equal :func:`serial_fit`'s to about 1e-14 (the dW sums are taken in
-    part order) and its predictions are the same.
+    What ``fit`` computes on a cluster, bit for bit; its weights equal
+    :func:`serial_fit`'s to about 1e-14 (the dW sums are taken in part order).
 
     Examples
     --------
@@ -293,12 +253,10 @@ def plan(graph, nparts: int, features=None, labels=None, split=None, *, command=
          partition_file=None, compare_rp: bool = True, network=None, **options) -> dict:
     """The messages of one epoch and the paper's metrics, without a cluster.
 
-    Returns the JSON report: ``plan`` (the epoch's Plan report: rows, per-message words
-    d_{k-1} forward and d_k backward), ``volume`` (km1 of the forward and backward
-    patterns and the formula sum_k (d_{k-1} + d_k) km1), ``per_part`` (Table 2's avg/max
-    volume in words and messages), ``allreduce`` (the dW reduction, apart),
-    ``graph_model`` (the GP estimate next to the true rows), ``vs_rp`` (ratios to the
-    paper's random rows, and Table 2's numbers where the paper has the graph).
+    Returns the JSON report: ``plan`` (the epoch's Plan report), ``volume`` (km1 of the
+    forward and backward patterns, sum_k (d_{k-1} + d_k) km1), ``per_part`` (Table 2's
+    avg/max volume and messages), ``allreduce`` (the dW reduction), ``graph_model`` (the
+    GP estimate) and ``vs_rp`` (ratios to the paper's random rows, and Table 2's numbers).
 
     Examples
     --------

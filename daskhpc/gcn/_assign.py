@@ -1,29 +1,14 @@
 """The 1D row partition of A_hat (GCN paper, section 4.3) and its models.
 
-* ``hp``: the column-net hypergraph of A_hat (vertex i = row i with weight = its nonzeros,
-  net j = column j with pins {i : a_ij != 0}, eq. (10)), partitioned for connectivity-1
-  (km1): the forward volume of one layer exactly (section 4.3.2).
-* ``gp``: the graph model (section 4.3.1): the symmetrised graph without self loops,
-  unit edge costs, the same vertex weights, partitioned for edge cut (our ``graph``
-  backend: Mt-KaHyPar's graph mode; the paper used METIS).
-* ``rp``: the paper's RP: rows dealt to parts uniformly at random, evenly (a seeded
-  permutation cut into K parts whose row counts differ by at most one).
-* ``random``: our balanced random (heaviest rows first onto the lightest part).
+* ``hp``: the column-net hypergraph of A_hat (eq. (10)) for km1: one layer's forward
+  volume exactly (section 4.3.2).
+* ``gp``: the graph model (4.3.1), the symmetrised graph for edge cut (Mt-KaHyPar's
+  graph mode; the paper used METIS).
+* ``rp``: the paper's RP, a seeded permutation dealt evenly; ``random``: balanced random.
 
-A row weighs its nonzeros in A_hat (``weights="nnz"``, the paper's), or those plus the
-nonzeros of its feature row (``"nnz+features"``: layer 1 multiplies the sparse feature
-rows too). ``"cost"`` weighs what an epoch spends on the row: its dense work (the H and
-C wide rows of every layer, forward and backward) costs about as much as ``ROW_COST``
-nonzeros of A_hat, a feature nonzero about half of one. The measurements behind both:
-docs/gcn.md.
-
-Examples
---------
->>> from daskhpc.gcn._data import as_graph
->>> a = assign(as_graph("cora"), 4, partition="rp")
->>> np.bincount(a.parts).tolist()
-[677, 677, 677, 677]
-"""
+A row weighs its nonzeros in A_hat (``"nnz"``, the paper's), plus its feature row's
+(``"nnz+features"``), or an epoch's cost on it (``"cost"``: ``ROW_COST`` nonzeros of
+dense work, a feature nonzero half of one; docs/gcn.md)."""
 
 from __future__ import annotations
 
@@ -68,10 +53,8 @@ def paper_random(n: int, nparts: int, seed: int = 0) -> np.ndarray:
 
 
 def hp_backend(h, nparts: int) -> dict:
-    """``auto`` for HP: the hypergraph size rule (:mod:`daskhpc.hypergraph._auto`), except
-    that where it falls back to label propagation at K >= 64, Mt-KaHyPar's ``large_k``
-    preset is used, then refined by label propagation (better than label propagation
-    alone, far faster than the default preset: docs/gcn.md)."""
+    """``auto`` for HP: the hypergraph size rule, but Mt-KaHyPar's ``large_k`` preset refined
+    by label propagation where the rule falls back to label propagation at K >= 64."""
     c = hg.choose_partitioner(h, nparts)
     if c["backend"] == "lp" and nparts >= 64:
         c = {"backend": "mtkahypar", "options": {"preset": "large_k"}, "work": c["work"],
@@ -82,23 +65,7 @@ def hp_backend(h, nparts: int) -> dict:
 def assign(graph, nparts: int, *, partition: str = "hp", partitioner: str = "auto",
            epsilon: float = 0.03, seed: int = 0, partition_file=None,
            weights: str = "nnz") -> Assignment:
-    """Partition the rows of A_hat into ``nparts`` parts (see the module docstring).
-
-    Parameters
-    ----------
-    graph : daskhpc.gcn._data.Graph
-    nparts : int
-    partition : {"hp", "gp", "rp", "random"}
-    partitioner : str
-        Backend for ``hp`` (``auto``: Mt-KaHyPar, or label propagation where Mt-KaHyPar
-        would take minutes; see :mod:`daskhpc.hypergraph._auto`).
-    epsilon : float
-        Allowed imbalance of the rows' nonzero counts (the paper used 0.01).
-    partition_file : path, optional
-        One part id per line; overrides ``partition``.
-    weights : {"nnz", "nnz+features", "cost"}
-        A row's weight (module docstring; checked with the other options, ``_setup``).
-    """
+    """Partition the rows of A_hat into ``nparts`` parts (or read ``partition_file``)."""
     if partition not in PARTITIONS:
         raise InputError(f"unknown --partition {partition!r}; choose one of {list(PARTITIONS)}")
     n = graph.n

@@ -1,17 +1,5 @@
 """GCN training as a :class:`~daskhpc.runtime.Workflow`: what ``daskhpc plan|run gcn``,
-``daskhpc demo`` and the launchers know of it (flags from ``_setup.Options`` and the
-command's own below).
-
-Examples
---------
->>> import argparse
->>> p = argparse.ArgumentParser()
->>> GCN.add_arguments(p, "plan")
->>> call, _ = GCN.call_of(p.parse_args(["cora", "--parts", "4", "--partition", "gp",
-...                                     "--layers", "32,16"]))
->>> call.options.partition, call.options.layers
-('gp', (32, 16))
-"""
+``daskhpc demo`` and the launchers know of it (flags from ``_setup.CommandOptions``)."""
 
 from __future__ import annotations
 
@@ -56,8 +44,7 @@ class GCN(Workflow):
                         run=run, **call.options.fit_keywords()).report()
 
     def demo(self, client) -> dict:
-        """Cora, one part per worker (HP rows), 50 epochs, checked against both serial
-        references (a few seconds)."""
+        """Cora, one part per worker (HP rows), 50 epochs, checked against both references."""
         from daskhpc.runtime import worker_addresses
 
         return _api.fit("cora", nparts=len(worker_addresses(client)), client=client,

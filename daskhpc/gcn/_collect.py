@@ -1,23 +1,9 @@
 """A Dask DataFrame edge list (and Dask Array node data) as ``fit``'s graph.
 
-* The edges ``(source, target[, weight])`` are read on the workers
-  (:func:`daskhpc.io.read_edge_list`): their original ids are numbered as the SNAP
-  edge-list reader numbers them (the sorted unique ids of both columns become
-  ``0..n-1``, by a tree of unions on the workers; ids already ``0..n-1`` are kept), and
-  only the dense pins reach the client, which builds A_hat (the pattern: a weight column
-  is checked, then ignored, as the file reader ignores a third column), partitions its
-  rows and plans the exchanges exactly as for the file.
-* Features (``n x F``, row i = node i, numpy or scipy.sparse chunks) given as a Dask Array
-  stay on the workers: every part's rows go from their chunks' workers to the part's
-  worker (:func:`daskhpc.io.route`), where they are row-normalised and put into the
-  part's static data: the very arrays the in-memory path scatters, so the run is the
-  file run bit for bit.
-* Labels (one integer a node: fewer numbers than the pins) given as a Dask Array are
-  computed to the client, which checks them against the split as for arrays.
-
-After the run the predictions come back as a Dask Array chunked like the features (or
-the labels) row chunks, each chunk on the worker of the features' chunk.
-"""
+Only the edges' pins reach the client (ids numbered as the SNAP reader numbers them),
+which builds A_hat, partitions and plans as for the file; features given as a Dask Array
+are routed to the parts' workers and row-normalised there, the very arrays the in-memory
+path scatters. The predictions come back as a Dask Array chunked like the features."""
 
 from __future__ import annotations
 
@@ -44,8 +30,7 @@ __all__ = ["prepare_collection", "part_statics", "full_setup", "predictions_arra
 
 
 class Source:
-    """What a collection run keeps besides the Setup: the features on the workers (or
-    None), the chunks of the predictions, and the inputs' tokens."""
+    """What a collection run keeps: the features on the workers, chunks and tokens."""
 
     def __init__(self, rows, chunks, tokens):
         self.rows, self.chunks, self.tokens = rows, chunks, tokens
@@ -70,8 +55,7 @@ def _labels_meta(y, n_hint=None):
 
 def prepare_collection(client, graph, features, labels, split, nparts, minibatch,
                        checkpoint, resume, partition_file, options, columns=None):
-    """``(setup, source)`` of a run whose graph is a Dask DataFrame edge list (module
-    docstring); ``features``/``labels`` Dask Arrays or arrays, ``split`` arrays."""
+    """``(setup, source)`` of a run whose graph is a Dask DataFrame edge list."""
     opts = checked_options(Options, dict(options), "GCN")   # options first: cost nothing
     if not is_collection(graph):
         raise InputError("features or labels as a Dask Array need the graph as a Dask "
@@ -139,8 +123,7 @@ def short_steps_of(s, source, workers: int) -> bool:
 
 
 def part_statics(client, shells: list, source, placement, parts=None) -> dict:
-    """``{part: Future}``: every part's static data (or ``parts``') on its worker, its
-    feature rows routed there from the features' chunks and row-normalised there."""
+    """``{part: Future}``: each part's statics on its worker, features routed there."""
     from distributed import wait
 
     K = len(shells)
@@ -166,17 +149,13 @@ def part_statics(client, shells: list, source, placement, parts=None) -> dict:
 
 
 def rebuilder(client, shells: list, source):
-    """``rebuild(parts, placement)`` for the part store: the features read again and
-    the ``parts``' static data built on their workers in ``placement`` (a lost
-    worker's)."""
+    """``rebuild(parts, placement)``: the lost parts' features read and routed again."""
     return rereading(client, [source.rows], lambda parts, placement: part_statics(
         client, shells, source, placement, parts))
 
 
 def _part_static(shell, *segments):
-    """On the part's worker: its feature rows as the client would cut them from the
-    row-normalised features (``take_rows(features(g.X), rows)``, dense or CSR as the
-    whole matrix is: ``shell["dense_x"]``), batches' rows from them."""
+    """On the part's worker: its feature rows as the client would cut them, and its batches'."""
     block = join_rows(list(segments))
     if block is None:
         block = np.zeros((0, 0))
@@ -198,9 +177,8 @@ def _part_static(shell, *segments):
 
 
 def _normalized_dense(block, dtype) -> np.ndarray:
-    """``features(row_normalize(csr(block)), dtype, dense=True)`` of a dense block
-    without zeros (its CSR stores every value, row by row), with no CSR copy: the row
-    sums are the same ``reduceat`` over the same values, each value divided once."""
+    """``features(row_normalize(csr(block)), dtype, dense=True)`` of a dense block without
+    zeros, with no CSR copy (the same sums, each value divided once)."""
     B = np.array(block, dtype=np.float64, order="C")
     n, f = B.shape
     s = np.add.reduceat(B.ravel(), np.arange(0, n * f, f))
@@ -220,8 +198,7 @@ def full_setup(client, s, source):
 
 
 def predictions_array(client, predictions: np.ndarray, source, workers: list):
-    """The predictions as a Dask Array: chunked like the features' rows (each chunk sent
-    to the worker of the features' chunk), else in one chunk per worker."""
+    """The predictions as a Dask Array chunked like the features' rows."""
     import dask.array as da
 
     n = predictions.size

@@ -1,18 +1,5 @@
-"""The GCN panel of the daskhpc dashboard (named by its Workflow's ``dashboard``):
-accuracy per split and the training loss per epoch, from the history rows the frame
-publishes while the run goes (topic ``history``). The generic pages already show the
-planned and measured bytes between workers.
-
-Examples
---------
->>> from daskhpc.dashboard import DashboardState
->>> st = DashboardState()
->>> st.publish("run", {"name": "gcn K=2", "workflow": "gcn", "workers": []})
->>> st.publish("history", {"rows": [{"unit": 0, "epoch": 0, "train_loss": 1.9,
-...                                  "val_acc": 0.3, "test_acc": 0.31}]})
->>> curves(st)["val_acc"]
-[0.3]
-"""
+"""The GCN panel of the daskhpc dashboard: accuracy per split and the training loss per
+epoch, from the history rows the frame publishes (topic ``history``)."""
 
 from __future__ import annotations
 
@@ -29,8 +16,7 @@ KEYS = ("epoch", "train_acc", "val_acc", "test_acc", "train_loss", "val_loss", "
 
 
 def curves(state) -> dict:
-    """The columns the panel draws, from ``state.history`` of the current GCN run
-    (NaN where an epoch was not evaluated)."""
+    """The columns the panel draws from the current GCN run's history (NaN: not evaluated)."""
     nan = float("nan")
     out: dict = {k: [] for k in KEYS}
     if state is None or state.run.get("workflow") != "gcn":

@@ -1,16 +1,9 @@
 """The graph a GCN trains on: A_hat, row-normalised features, labels, split; all checked.
 
-:func:`as_graph` accepts a :class:`~daskhpc.datasets.GraphData`, a name (``"cora"``), a
-PyTorch Geometric ``Data`` object (``_pyg``: duck-typed, torch is not imported), a
-Planetoid ``.npz``, a Facebook-style directory (``edges.csv``, ``features.json``,
-``target.csv``), any graph file :func:`daskhpc.io.read` reads (SNAP edge lists: structure
-only, so seeded random features and labels are drawn, as the paper's Table 2 does), or a
-scipy matrix with ``features``, ``labels`` and ``split`` given.
-
-:func:`normalized_adjacency` is eq. (1)'s A_hat = D^-1/2 (A + I) D^-1/2 with the
-diagonal of A + I set to 1 (a graph that already has self loops gets 1, not 2), D the row
-sums of A + I. Row i of A lists the nodes row i aggregates from (Z = A_hat H W).
-"""
+:func:`as_graph` reads a GraphData, a name (``"cora"``), a PyG ``Data`` (duck-typed), a
+Planetoid ``.npz``, a Facebook-style directory, any graph file :func:`daskhpc.io.read`
+reads (structure only: seeded random node data, as the paper's Table 2), or a scipy
+matrix with ``features``, ``labels`` and ``split``."""
 
 from __future__ import annotations
 
@@ -33,25 +26,8 @@ __all__ = ["Graph", "as_graph", "normalized_adjacency", "row_normalize", "random
 
 @dataclass(eq=False)
 class Graph:
-    """A checked node-classification problem (what ``prepare`` works on).
-
-    Attributes
-    ----------
-    A : scipy.sparse.csr_array
-        A_hat (n x n, float64, sorted indices, diagonal present).
-    X : scipy.sparse.csr_array
-        Row-normalised features (n x d_0).
-    y : numpy.ndarray
-        int64 labels in ``[0, num_classes)``.
-    masks : dict
-        ``{"train", "val", "test"}`` -> bool arrays of length n.
-    num_classes : int
-    name : str
-    symmetric : bool
-        Whether A_hat is symmetric (then the backward pass uses the forward pattern).
-    source : dict
-        For the report's ``input`` section.
-    """
+    """A checked node-classification problem: ``A`` is A_hat (CSR, diagonal present), ``X``
+    the row-normalised features, ``y`` labels (< 0: unlabeled), ``masks`` the splits."""
 
     A: sp.csr_array
     X: sp.csr_array
@@ -77,14 +53,7 @@ class Graph:
 
 
 def normalized_adjacency(A) -> sp.csr_array:
-    """A_hat = D^-1/2 (A + I) D^-1/2 with diag(A + I) = 1 (eq. (1)); the pattern of A only.
-
-    Examples
-    --------
-    >>> A = sp.csr_array(np.array([[0, 1], [1, 1.0]]))
-    >>> normalized_adjacency(A).toarray().round(4).tolist()
-    [[0.5, 0.5], [0.5, 0.5]]
-    """
+    """A_hat = D^-1/2 (A + I) D^-1/2 with diag(A + I) = 1 (eq. (1)); the pattern of A only."""
     A = sp.csr_array(A)
     n = A.shape[0]
     P = sp.csr_array((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)
@@ -101,8 +70,7 @@ def normalized_adjacency(A) -> sp.csr_array:
 
 
 def _symmetric(M) -> bool:
-    """Whether a canonical CSR ``M`` (sorted, no duplicates, no stored zeros: A_hat) equals
-    its transpose: the arrays compared, no difference matrix built."""
+    """Whether a canonical CSR ``M`` equals its transpose (arrays compared, no difference)."""
     T = sp.csr_array(M.T)
     T.sort_indices()
     return bool(np.array_equal(M.indptr, T.indptr) and np.array_equal(M.indices, T.indices)
@@ -110,9 +78,8 @@ def _symmetric(M) -> bool:
 
 
 def row_normalize(X, copy: bool = True) -> sp.csr_array:
-    """Every row divided by its sum (rows summing to 0 stay as they are; PyG's
-    ``NormalizeFeatures``); ``copy=False`` divides a float64 CSR ``X`` in place (features
-    read from a file: nobody else holds them)."""
+    """Every row divided by its sum (zero rows kept; PyG's ``NormalizeFeatures``);
+    ``copy=False`` divides a float64 CSR ``X`` in place."""
     X = sp.csr_array(X).astype(np.float64, copy=copy)   # divided in place below
     X.sum_duplicates()
     X.sort_indices()
@@ -127,10 +94,7 @@ def row_normalize(X, copy: bool = True) -> sp.csr_array:
 
 
 def random_node_data(n: int, features: int = 64, classes: int = 8, seed: int = 0):
-    """Seeded uniform features (n x features), labels and a 20-per-class split.
-
-    For graphs without node data (SNAP edge lists), as the GCN paper's Table 2 runs do.
-    """
+    """Seeded uniform features, labels and a 20-per-class split (graphs without node data)."""
     rng = np.random.default_rng([int(seed), 0x6C4])
     X = rng.random((n, features))
     y = rng.integers(0, classes, n)
@@ -138,17 +102,7 @@ def random_node_data(n: int, features: int = 64, classes: int = 8, seed: int = 0
 
 
 def random_data_note(source: dict) -> str | None:
-    """What to tell the user when the labels were drawn (``random_node_data`` in the
-    graph's source), else None: the accuracies of such a run measure nothing.
-
-    Examples
-    --------
-    >>> print(random_data_note({"path": "/d/g.txt", "random_node_data": {"features": 64,
-    ...                         "classes": 8, "seed": 0}}))            # doctest: +ELLIPSIS
-    g.txt has no node data: seeded random features (64) and labels (8 classes) were drawn ...
-    >>> random_data_note({"name": "cora"}) is None
-    True
-    """
+    """What to tell the user when the node data were drawn, else None."""
     r = source.get("random_node_data")
     name = Path(str(source.get("path") or source.get("name") or "the graph")).name
     f = source.get("random_features")
@@ -163,17 +117,7 @@ def random_data_note(source: dict) -> str | None:
 
 
 def undirected_note(source: dict) -> str | None:
-    """What to tell the user when a graph read as directed looks undirected
-    (``looks_undirected`` in the graph's source, from the reader), else None.
-
-    Examples
-    --------
-    >>> print(undirected_note({"path": "/d/g.txt", "looks_undirected": "every edge goes "
-    ...     "from the lower node id to the higher, none reversed"}))  # doctest: +ELLIPSIS
-    g.txt looks like an undirected graph (every edge goes from ... --symmetrize ...
-    >>> undirected_note({"path": "/d/g.txt"}) is None
-    True
-    """
+    """What to tell the user when a graph read as directed looks undirected, else None."""
     why = source.get("looks_undirected")
     if not why:
         return None
@@ -266,27 +210,8 @@ def _load(source, seed: int, features: int, classes: int):
 
 def as_graph(source, features=None, labels=None, split=None, *, symmetrize: bool = False,
              seed: int = 0, random_features: int = 64, random_classes: int = 8) -> Graph:
-    """Check the input and build the :class:`Graph` (A_hat, normalised X, masks).
-
-    Parameters
-    ----------
-    source : GraphData, str, path, PyG Data or scipy.sparse matrix
-        See the module docstring.
-    features, labels, split : optional
-        With a matrix ``source``: node features (n x d_0, sparse or dense), int labels
-        (n), and (train, val, test) index arrays or boolean masks. With other sources they
-        replace what the source has.
-    symmetrize : bool
-        Use the pattern of A + A^T (the graph as undirected).
-    seed, random_features, random_classes
-        Random node data for graphs without any (SNAP edge lists).
-
-    Raises
-    ------
-    InputError
-        An empty graph, a non-square adjacency, features or labels not matching the node
-        count, labels out of range, a split without a training node.
-    """
+    """Check the input and build the :class:`Graph`; ``features``, ``labels``, ``split`` go with
+    a matrix ``source`` (or replace the source's); ``symmetrize`` uses A + A^T."""
     if isinstance(source, Graph) and features is None and labels is None and split is None \
             and (source.symmetric or not symmetrize):
         return source                 # a symmetric graph is its own symmetrization

@@ -1,36 +1,7 @@
-"""The frame's :class:`~daskhpc.runtime.Job` of a GCN run, and what its checkpoint holds.
-
-Units are epochs (mini-batch steps with ``minibatch=``). The Job hands the frame the
-per-part static data (``_parts.statics``), the Program of the remaining epochs
-(``_program.program``), how the parts' reports become a history row (``_program.row``)
-and the assembled result (``_program.assemble``). A checkpoint's step n is every part's
-weights and Adam state after n epochs (``_program._save``), written by the part's worker;
-the row partition is saved next to the manifest on first use (``opened``) and read back
-on ``--resume``, so a resumed job uses the same rows even where the partitioner is not
-reproducible run to run (Mt-KaHyPar ``large_k`` at K >= 64, docs/gcn.md).
-
-The fingerprint covers what changes the numbers: the graph, features, labels and split,
-the parts and the partition, the model and optimiser options, the order of SpMM and GEMM,
-the seed and the mini-batch sampler. ``epochs`` (mini-batch ``steps``) and
-``eval_every`` may change on resume: epoch e computes the same whatever the run's length.
-
-Around it, the pieces of ``fit`` that are not the frame's: the run's Setup
-(:func:`prepare_run`: the checkpoint's partition on resume, mini-batches with their SHP
-partition), its plan sections, history rows and the serial check.
-
-No dask here (the frame imports it).
-
-Examples
---------
->>> from daskhpc.gcn._setup import prepare
->>> s = prepare_run("cora", None, None, None, 2, {"steps": 3, "shp": False}, None, False,
-...                 None, {"partition": "rp", "seed": 0})
->>> minibatch_info(s)["steps"], plan_info(s)["plan"]["unit"]
-(3, 'rows')
->>> job = gcn_job(prepare("cora", 2, partition="rp", epochs=3))
->>> job.units, job.unit_name, sorted(fingerprint(prepare("cora", 2, partition="rp")))[:3]
-(3, 'epochs', ['bias', 'dims', 'dropout'])
-"""
+"""The frame's :class:`~daskhpc.runtime.Job` of a GCN run, and what its checkpoint holds:
+every part's weights and Adam state, and the row partition beside the manifest (read back
+on resume: Mt-KaHyPar ``large_k`` is not reproducible). Also ``fit``'s pieces that are
+not the frame's: :func:`prepare_run`, plan sections, history rows, the serial check."""
 
 from __future__ import annotations
 
@@ -69,7 +40,7 @@ def _digest(*arrays) -> str:
 
 
 def fingerprint(s) -> dict:
-    """What must not change between a run and its resumption (see the module docstring)."""
+    """What must not change between a run and its resumption."""
     g, o = s.graph, s.options
     m = g.masks
     fp = {"graph": _digest(g.A.indptr, g.A.indices, g.A.data),
@@ -113,20 +84,13 @@ def saved_method(path) -> dict:
 
 
 def steps_per_epoch(s) -> int:
-    """Program steps of one training epoch (2L - 1 exchanges and layer steps, then the
-    allreduce's rounds plus its update step; the next epoch's first exchange is fused
-    into the update)."""
+    """Program steps of one epoch: 2L - 1, then the allreduce's rounds and its update step."""
     return 2 * s.L - 1 + len(AllreduceSchedule(s.K).rounds) + 1
 
 
 def short_steps(s, workers: int) -> bool:
-    """``in_loop="auto"``: run the steps in the workers' event loops unless a part's step
-    is long. A step's work is about the part's share of nnz(A_hat) x the widest exchanged
-    row plus its features' nonzeros x d_1 (the layer-1 GEMM). In the direct exchange the
-    hand-off of every step to a worker thread and back cost more than a fifth of a
-    Facebook epoch (5-step epochs of 2-6 ms steps; docs/gcn.md); a step in the loop holds
-    the worker's heartbeats and the pushes it receives until it ends, so steps above
-    ~2e8 multiply-adds (a few hundred ms) go to the thread."""
+    """``in_loop="auto"``: steps in the workers' event loops unless a part's step is long
+    (above ~2e8 multiply-adds it would hold the worker's heartbeats)."""
     parts_per_worker = max(1, -(-s.K // max(int(workers), 1)))
     g = s.graph
     work = (g.A.nnz * max(s.widths + (s.dims[-1],)) + g.X.nnz * s.dims[1]) / s.K
@@ -134,9 +98,7 @@ def short_steps(s, workers: int) -> bool:
 
 
 def gcn_job(s, *, in_loop: bool = False, exchange: str | None = None):
-    """The frame's Job for the run prepared in ``s`` (epochs, or mini-batch steps, are its
-    units). ``exchange``: ``"direct"`` (messages pushed by the sender, one task per worker
-    and epoch) or ``"graph"`` (one task group per worker and step); default the kit's."""
+    """The frame's Job for the run prepared in ``s``."""
     from daskhpc.runtime import Job
 
     extra = {} if exchange is None else {"exchange": exchange}
@@ -150,12 +112,7 @@ def gcn_job(s, *, in_loop: bool = False, exchange: str | None = None):
 
 
 def warm_up(dtypes=("float64",)) -> bool:
-    """Prepare a worker before anything is timed: load the numba
-    kernels (from numba's cache): a tiny directed graph with sparse, then dense, features
-    through two epochs of the program in both orders of SpMM and GEMM, in each of ``dtypes`` (the
-    client compiles the default float64 only, so that a first run or ``daskhpc demo``
-    does not also compile float32; a run's workers load its own dtype). Run on every worker by the
-    frame."""
+    """Load the numba kernels on a worker before anything is timed (each of ``dtypes``)."""
     import scipy.sparse as sp
 
     rng = np.random.default_rng(0)
@@ -185,8 +142,7 @@ MINIBATCH = {"batch_size": 0.5, "steps": 200, "sampler": "node", "shp": True}
 
 def prepare_run(graph, features, labels, split, nparts, minibatch, checkpoint, resume,
                  partition_file, options):
-    """``prepare`` for ``fit``: the checkpoint's saved partition on resume, and the
-    mini-batches (with the SHP partition of Algorithm 3) when asked for."""
+    """``prepare`` for ``fit``: the checkpoint's partition on resume, the mini-batches."""
     saved = None
     if checkpoint is not None and resume and partition_file is None:
         saved = partition_file = partition_path(checkpoint)
@@ -223,7 +179,7 @@ def prepare_run(graph, features, labels, split, nparts, minibatch, checkpoint, r
 
 
 def rows(history) -> list:
-    """History rows; ``final_*`` only on the last (a resumed run's earlier end kept its)."""
+    """History rows; ``final_*`` only on the last."""
     out = [dict(h) for h in history]
     for h in out[:-1]:
         for k in [k for k in h if k.startswith("final_")]:
@@ -232,8 +188,7 @@ def rows(history) -> list:
 
 
 def plan_info(s) -> dict:
-    """The run's plan sections: the paper's per-epoch totals (full batch) or the steps'
-    exchanges (mini-batch), the exact volumes and the dW allreduce."""
+    """The run's plan sections: full-batch totals, or the mini-batch steps' exchanges."""
     if not s.batches:
         return plan_sections(s, compare_rp=False, graph_model=False)
     plans = [p["forward"] for p in s.batches["plans"]] + \
@@ -261,8 +216,7 @@ TEXTBOOK_RTOL = {"float64": 1e-10, "float32": 1e-4}
 
 
 def serial_check(s, value) -> dict:
-    """Against the partition-aware reference (bitwise, in either dtype) and the textbook
-    one (within :data:`TEXTBOOK_RTOL` of the run's dtype)."""
+    """Against the partition-aware reference (bitwise) and the textbook one."""
     finals, _ = run_local(program(s), statics(s))
     ref = assemble(s, finals)
     out = compare_arrays(list(zip(value["params"], ref["params"])) +

@@ -1,20 +1,10 @@
 """Numba kernels of a GCN layer: SpMM fused with the GEMM, its transposes, dropout masks.
 
-Every kernel walks a row's nonzeros in their stored order and sums in a fixed order, so a
-row's result depends only on the row's entries and the rows it reads, not on which part
-computes it: the part-local matrices keep each row's entries in global column order
-(``_program``), so Z rows are bitwise those of the serial reference (eq. (7) =
-eq. (6) row by row). Single-threaded on purpose (one part per worker thread).
-
-Every kernel computes in the dtype of its dense operands (float64, or float32 with
-``dtype="float32"``): outputs and accumulators are allocated with that dtype, so a
-float32 run sums in float32 as PyTorch does; numba compiles (and caches) one
-specialisation per dtype.
-
-Dropout keeps entry (row, col) of layer k's input in epoch e when
-``hash(seed, e, k, row, col) >= p``: a counter-based draw (SplitMix64 finaliser), the
-same on every part whatever the partition.
-"""
+Every kernel walks a row's nonzeros in stored order, so a row's result depends only on
+its entries and the rows it reads, not on the part: Z rows are bitwise the serial
+reference's (eq. (7) = eq. (6) row by row). Kernels compute in their operands' dtype (a
+float32 run sums in float32, as PyTorch). Dropout keeps (row, col) of layer k in epoch e
+when ``hash(seed, e, k, row, col) >= p`` (SplitMix64), the same on every part."""
 
 from __future__ import annotations
 
@@ -75,9 +65,8 @@ def keep_csr(seed, epoch, layer, rows, indptr, indices, p):  # pragma: no cover 
 @numba.njit(cache=True)
 def dropout_csr(indptr, indices, data, rows, seed, epoch, layer, p,
                 scale):  # pragma: no cover - numba
-    """The CSR block without the entries :func:`keep_csr` drops, the others times
-    ``scale`` (in the data's dtype): ``(indptr, indices, data)``. One pass for the mask,
-    one to copy (boolean indexing and a cumsum in numpy cost 5x more on 2.6M entries)."""
+    """The CSR block without the entries :func:`keep_csr` drops, the others times ``scale``
+    (one pass for the mask, one to copy: 5x faster than numpy)."""
     keep = keep_csr(seed, epoch, layer, rows, indptr, indices, p)
     n = rows.size
     ptr = np.zeros(n + 1, np.int64)
@@ -100,8 +89,7 @@ def dropout_csr(indptr, indices, data, rows, seed, epoch, layer, p,
 
 @numba.njit(cache=True)
 def dropout_dense(H, rows, seed, epoch, layer, p, scale):  # pragma: no cover - numba
-    """H with the entries :func:`keep_dense` drops set to 0, the others times ``scale``
-    (1 / (1 - p), given in H's dtype)."""
+    """H with the entries :func:`keep_dense` drops set to 0, the others times ``scale``."""
     key = _key(seed, epoch, layer)
     n, d = H.shape
     out = np.empty((n, d), H.dtype)
@@ -138,11 +126,7 @@ def spmm_gemm(indptr, indices, data, H, W, b):  # pragma: no cover - numba
 
 @numba.njit(cache=True)
 def spmm_gemm_csr(indptr, indices, data, hptr, hidx, hval, W, b):  # pragma: no cover
-    """The same with a sparse H (CSR): only the features the row's neighbours have.
-
-    The accumulator's features are multiplied by W in the order they were first met,
-    which depends only on the row's entries and the neighbours' rows.
-    """
+    """The same with a sparse H (CSR); the accumulator's features meet W in first-met order."""
     n, d_in, d_out = indptr.size - 1, W.shape[0], W.shape[1]
     Z = np.empty((n, d_out), W.dtype)
     acc = np.zeros(d_in, W.dtype)
@@ -247,10 +231,9 @@ def gemm_t(P, W):  # pragma: no cover - numba
 
 @numba.njit(cache=True)
 def adam(p, g, m, v, wd, b1, c1b, b2, c2b, sqrt_c2, eps, step):  # pragma: no cover - numba
-    """One Adam step on a flat parameter in place, in PyTorch's order of operations
-    (``_model.update``): g' = g + wd p; m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
-    p -= step (m / (sqrt(v) / sqrt(c2) + eps)) (``g`` itself is not changed). The scalars come in p's dtype (as
-    numpy takes Python floats), one pass instead of about fifteen array temporaries."""
+    """One Adam step on a flat parameter in place, in PyTorch's order of operations:
+    g' = g + wd p; m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
+    p -= step (m / (sqrt(v) / sqrt(c2) + eps))."""
     for i in range(p.size):
         gi = g[i] + wd * p[i] if wd != 0 else g[i]
         mi = m[i] * b1 + c1b * gi
@@ -263,8 +246,7 @@ def adam(p, g, m, v, wd, b1, c1b, b2, c2b, sqrt_c2, eps, step):  # pragma: no co
 @numba.njit(cache=True)
 def adam_rows(p, g, m, v, rows, wd, b1, c1b, b2, c2b, sqrt_c2, eps,
               step):  # pragma: no cover - numba
-    """:func:`adam` on the rows ``rows`` of 2-D arrays only (the rows of W^1 a part
-    keeps, ``_plan.first_layer_rows``): the same operations on every element."""
+    """:func:`adam` on the rows ``rows`` of 2-D arrays only (the W^1 rows a part keeps)."""
     for r in rows:
         for j in range(p.shape[1]):
             gi = g[r, j] + wd * p[r, j] if wd != 0 else g[r, j]
@@ -276,10 +258,7 @@ def adam_rows(p, g, m, v, rows, wd, b1, c1b, b2, c2b, sqrt_c2, eps,
 
 
 def softmax_xent(Z, y):
-    """Row-wise log-softmax loss and softmax probabilities of logits ``Z``.
-
-    Returns ``(loss per row, probabilities)``; ``loss[i] = -log softmax(Z[i])[y[i]]``.
-    """
+    """``(loss per row, probabilities)`` of logits ``Z``: loss = -log softmax(Z[i])[y[i]]."""
     zmax = Z.max(axis=1, keepdims=True)
     e = np.exp(Z - zmax)
     s = e.sum(axis=1, keepdims=True)

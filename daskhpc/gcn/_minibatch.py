@@ -1,23 +1,10 @@
 """Mini-batch training and the stochastic hypergraph model (section 4.3.3, Algorithm 3).
 
-Sampler (GraphSAINT-style node sampler, Zeng et al. ICLR 2020): a batch draws
-``batch_size`` nodes with replacement, node v with probability proportional to
-||A_hat[:, v]||^2, and keeps the distinct ones; the batch trains on the induced subgraph,
-normalised again by eq. (1) (no GraphSAINT loss/aggregator bias corrections). Batch i of
-step t is drawn from ``default_rng([seed, t, i])``: the same batches on every part.
-
-SHP (Algorithm 3): b batches (lines 1-2: the column-net hypergraph of each induced
-subgraph, nets in global vertex ids), merged with the nets of different batches kept
-distinct (line 3), partitioned for km1 with the full-batch vertex weights (line 4). The
-number of nets follows Hoeffding's bound (eqs. 12-14): |N| >= (p-1)^2 ln(2/delta) /
-(2 eps^2) nets estimate the expected connectivity within eps with probability 1-delta.
-A batch's exchange is its own column-net's km1 under the partition (the plan of a batch).
-
-Examples
---------
->>> hoeffding_nets(27, 0.5, 0.1)
-4051
-"""
+Batches are GraphSAINT node samples (Zeng et al. ICLR 2020): ``batch_size`` draws with
+replacement, p_v proportional to ||A_hat[:, v]||^2, on the induced subgraph normalised
+again by eq. (1); batch i of step t comes from ``default_rng([seed, t, i])``. SHP merges
+the batches' column nets (kept distinct) and partitions them for km1 with full-batch
+vertex weights; Hoeffding's bound (eqs. 12-14) sets the number of nets."""
 
 from __future__ import annotations
 
@@ -48,13 +35,18 @@ MODEL, HELDOUT = 10**9, 2 * 10**9
 
 
 def hoeffding_nets(nparts: int, epsilon: float, delta: float) -> int:
-    """Eq. (14): the fewest nets for ``|lambda' - lambda| < epsilon`` w.p. >= 1 - delta."""
+    """Eq. (14): the fewest nets for ``|lambda' - lambda| < epsilon`` w.p. >= 1 - delta.
+
+    Examples
+    --------
+    >>> hoeffding_nets(27, 0.5, 0.1)
+    4051
+    """
     return int(math.ceil((nparts - 1) ** 2 * math.log(2.0 / delta) / (2.0 * epsilon ** 2)))
 
 
 def node_probabilities(A, sampler: str = "node") -> np.ndarray:
-    """GraphSAINT's node sampler: p_v proportional to ||A_hat[:, v]||^2 (``"node"``), or
-    every node alike (``"uniform"``)."""
+    """GraphSAINT's node sampler, p_v ~ ||A_hat[:, v]||^2 (``"node"``), or ``"uniform"``."""
     A = sp.csr_array(A)
     if sampler == "uniform":
         return np.full(A.shape[0], 1.0 / A.shape[0])
@@ -73,11 +65,7 @@ def _sub(A, nodes):
 
 
 def stochastic_hypergraph(A, batches, weights=None) -> hg.Hypergraph:
-    """Algorithm 3 lines 2-3: every batch's column nets (global vertex ids), merged.
-
-    ``daskhpc.hypergraph.stochastic`` draws its own uniform batches; this one takes the
-    sampler's batches (it could become an option there).
-    """
+    """Algorithm 3 lines 2-3: every batch's column nets (global vertex ids), merged."""
     A = sp.csr_array(A)
     ptrs, pins, total = [np.zeros(1, np.int64)], [], 0
     for nodes in batches:
@@ -93,8 +81,7 @@ def stochastic_hypergraph(A, batches, weights=None) -> hg.Hypergraph:
 
 
 def _model_batches(prob, size: int, seed: int, need: int, rows: float) -> tuple[list, int]:
-    """The batches of the stochastic hypergraph: drawn until they hold ``need`` nets (one
-    per batch node, its self loop) and ``rows`` drawn nodes."""
+    """The stochastic hypergraph's batches: until ``need`` nets and ``rows`` drawn nodes."""
     batches, nets = [], 0
     while nets < need or len(batches) * size < rows:
         batches.append(sample_batch(prob, size, seed, MODEL, len(batches)))
@@ -115,13 +102,9 @@ def minibatch_plan(graph, nparts_list=(3, 9, 27), *, batch_size: int | float = 0
                    sampler: str = "node") -> dict:
     """SHP against HP on held-out batches (the paper's Figure 5 experiment).
 
-    For every K: b batches build the stochastic hypergraph, b the larger of Hoeffding's
-    count (``hoeffding_nets`` nets, one per batch node) and ``coverage`` x n / batch size
-    (every node in about ``coverage`` batches: with fewer, the nodes no batch drew have no
-    nets and SHP places them blindly; the paper drew 10,000 batches); SHP partitions it,
-    HP the full-batch column-net; both are scored by the mean forward-exchange rows of
-    ``heldout`` fresh batches.
-    """
+    For every K, batches build the stochastic hypergraph (Hoeffding's count of nets, and
+    every node in about ``coverage`` batches); SHP partitions it, HP the full-batch
+    column-net; both are scored by the mean forward-exchange rows of ``heldout`` batches."""
     g = graph if hasattr(graph, "A") else as_graph(graph, seed=seed)
     A, n = g.A, g.n
     size = int(round(batch_size * n)) if isinstance(batch_size, float) else int(batch_size)
@@ -152,12 +135,7 @@ def minibatch_plan(graph, nparts_list=(3, 9, 27), *, batch_size: int | float = 0
 
 def attach_batches(setup, *, batch_size: int | float = 0.5, steps: int = 200,
                    sampler: str = "node") -> None:
-    """Draw the training steps' batches and their exchange plans into ``setup.batches``.
-
-    Batch t is ``sample_batch(prob, size, seed, t, 0)``; batches without a training node
-    are skipped (they would not change the weights). Each batch's plan is its own
-    column-net (and, directed, row-net) pattern under the setup's partition.
-    """
+    """Draw the steps' batches (with a training node) and their plans into ``setup.batches``."""
     g, K, seed = setup.graph, setup.K, setup.options.seed
     n = g.n
     size = int(round(batch_size * n)) if isinstance(batch_size, float) else int(batch_size)
@@ -186,8 +164,7 @@ def attach_batches(setup, *, batch_size: int | float = 0.5, steps: int = 200,
 
 def shp_assignment(setup, *, batch_size, epsilon: float = 0.5, delta: float = 0.1,
                    coverage: float = 20.0, sampler: str = "node"):
-    """Algorithm 3: the SHP row partition (stochastic hypergraph of Hoeffding-many nets,
-    full-batch vertex weights, km1)."""
+    """Algorithm 3: the SHP row partition (Hoeffding-many nets, full-batch weights, km1)."""
     g, K, seed = setup.graph, setup.K, setup.options.seed
     n = g.n
     size = int(round(batch_size * n)) if isinstance(batch_size, float) else int(batch_size)
@@ -210,10 +187,8 @@ def minibatch_fit(graph, nparts: int = 1, features=None, labels=None, split=None
                   shp: bool = True, local: bool = False, **options):
     """Mini-batch training, one sampled batch per Adam step, evaluated on the whole graph.
 
-    ``local=False``: the serial reference (``_serial.run_serial`` over the batches);
-    ``local=True``: the distributed program (every step exchanges along its batch's own
-    plan) run part by part in this process, on the SHP partition (``shp=True``) or the
-    ``partition`` option's. Evaluation runs only after the last step (``final_*``).
+    ``local=False``: the serial reference; ``local=True``: the distributed program run part
+    by part in this process, on the SHP partition (``shp=True``) or ``partition``'s.
 
     Examples
     --------

@@ -1,21 +1,10 @@
 """The GCN's pieces on a block of rows, shared by the serial reference and the parts.
 
-A block is ``rows`` (global ids, ascending) of A_hat (or A_hat^T) whose column indices
-point into an *extended* input block (the block's own rows, then the rows received);
-entries stay in global column order, so every kernel sums exactly as the serial
-reference does (``_kernels``).
-
-* :func:`init_params`: Glorot-uniform weights from the seed, zero biases (PyG's GCNConv).
-* :func:`dropout`: the input of layer k with entries dropped by the (seed, epoch, k, row,
-  col) hash and survivors scaled by 1 / (1 - p).
-* :func:`layer`: Z = A_hat H W + b for the block (eqs. (1) and (7)), summing (A_hat H)
-  first; :func:`layer_input` / :func:`layer_output` split a layer around its exchange in
-  either order (section 4.4: the order of SpMM and GEMM does not change the pattern).
-* :func:`head`: softmax cross-entropy over the training rows: the loss, G^L (eq. (2)),
-  and the metric sums.
-* :func:`update`: Adam (PyTorch's arithmetic) or plain gradient descent (eq. (5)), with
-  L2 weight decay on layer 1.
-"""
+A block is ``rows`` of A_hat (or A_hat^T) whose column indices point into an extended
+input block (its own rows, then those received), entries in global column order, so
+every kernel sums as the serial reference does. Glorot weights (PyG's GCNConv), hashed
+dropout, Z = A_hat H W + b in either order around the exchange (section 4.4), the
+softmax cross-entropy head (eq. (2)), Adam (PyTorch's arithmetic) or SGD (eq. (5))."""
 
 from __future__ import annotations
 
@@ -50,10 +39,6 @@ class Csr(tuple):
         return cls((M.indptr.astype(np.int64), M.indices.astype(np.int64),
                     M.data.astype(dtype)))
 
-    @property
-    def nrows(self) -> int:
-        return self[0].size - 1
-
     def take(self, local) -> "Csr":
         """Rows ``local`` (in that order)."""
         ptr, idx, val = self
@@ -75,10 +60,7 @@ class Csr(tuple):
 
 
 def init_params(dims, seed: int, bias: bool = True, dtype=np.float64) -> list:
-    """[W^1, b^1, ..., W^L, b^L]: Glorot uniform, zeros; identical on every part.
-
-    Drawn in float64 and rounded to ``dtype``: a float32 run starts from the float64
-    run's weights rounded."""
+    """[W^1, b^1, ..., W^L, b^L]: Glorot uniform, zeros; drawn in float64, then ``dtype``."""
     rng = np.random.default_rng([int(seed), 0x6C1])
     out = []
     for k in range(1, len(dims)):
@@ -107,9 +89,7 @@ def dense_features(nnz: int, n: int, d: int) -> bool:
 
 
 def features(M, dtype=np.float64, dense: bool | None = None):
-    """Node features for the kernels: a dense array if :func:`dense_features` (or
-    ``dense``: the run's choice, taken from the whole matrix, so that every part and
-    the serial reference compute alike), else :class:`Csr`."""
+    """Node features for the kernels: dense if :func:`dense_features` (or ``dense``), else Csr."""
     M = sp.csr_array(M)
     if dense is None:
         dense = dense_features(M.nnz, *M.shape)
@@ -134,8 +114,7 @@ def layer(A, H, W, b):
 
 
 def layer_input(H, W, transform: bool):
-    """What layer k exchanges for its input rows: H itself (aggregate first, the paper's
-    order: d_{k-1} words per row) or Y = H W (transform first: d_k words per row)."""
+    """What layer k exchanges: H (aggregate first, d_{k-1} words a row) or Y = H W (d_k)."""
     if not transform:
         return H
     if isinstance(H, Csr):
@@ -152,12 +131,8 @@ def layer_output(A, ext, W, b, transform: bool):
 
 
 def head(Z, y, train, val, test, n_train, evaluate: bool):
-    """Loss, G^L and metric sums of a block of logits ``Z``.
-
-    Returns ``(G, sums)``: G = (softmax(Z) - onehot(y)) / n_train on training rows (0
-    elsewhere); ``sums`` = [training loss sum] when not ``evaluate`` (the dropout pass),
-    or [loss sum, correct count] for train, val, test (the evaluation pass).
-    """
+    """``(G, sums)`` of a block of logits: G = (softmax(Z) - onehot(y)) / n_train on training
+    rows; sums the training loss, or with ``evaluate`` per split the loss and correct count."""
     loss, prob = kn.softmax_xent(Z, y)
     if evaluate:
         right = Z.argmax(axis=1) == y
@@ -173,9 +148,8 @@ def head(Z, y, train, val, test, n_train, evaluate: bool):
 
 
 def backward(AT, Gext, G, Hin, W, with_input: bool):
-    """Layer k's backward on a block: P = A_hat^T G (eq. (3), ``Gext``: the block's rows
-    of G^k then those received), dW = H^T P (eq. (4)), db = column sums of the block's
-    own rows ``G``, and dH = P W^T when the layer below needs it."""
+    """Layer k's backward on a block: P = A_hat^T G (eq. (3)), dW = H^T P (eq. (4)), db, and
+    dH = P W^T when the layer below needs it."""
     P = kn.spmm(*AT, Gext)
     if isinstance(Hin, Csr):
         dW = kn.tgemm_csr(*Hin, P, W.shape[0])
@@ -187,8 +161,7 @@ def backward(AT, Gext, G, Hin, W, with_input: bool):
 
 
 def pack(grads, metrics) -> np.ndarray:
-    """One vector for the allreduce, in the gradients' dtype: every gradient, then the
-    metric sums (float32 counts are exact up to 2^24 nodes)."""
+    """One vector for the allreduce: every gradient, then the metric sums."""
     dtype = next((g.dtype for g in grads if g is not None), np.float64)
     return np.concatenate([g.ravel() for g in grads] + [np.asarray(metrics, dtype)])
 
@@ -202,13 +175,8 @@ def unpack(vec, params) -> tuple[list, np.ndarray]:
 
 
 def update(params, grads, state, opts, rows0=None) -> None:
-    """One optimiser step on every parameter, in place (identical on every part).
-
-    ``state``: {"t": steps done, "m": [...], "v": [...]} (Adam moments). Weight decay
-    adds ``wd * p`` to the gradients of layer 1 (PyTorch's Adam ``weight_decay`` on the
-    first layer's parameter group, as PyG's GCN example). ``rows0``: only these rows of
-    W^1 are stepped (the part's, ``_plan.first_layer_rows``); the others are not read.
-    """
+    """One optimiser step on every parameter, in place; weight decay on layer 1 only (PyG's
+    example); ``rows0``: only these rows of W^1 are stepped."""
     wd = opts.weight_decay
     if opts.optimizer == "sgd":
         for i, (p, g) in enumerate(zip(params, grads)):

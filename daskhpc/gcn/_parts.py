@@ -1,12 +1,7 @@
-"""Per-part static data of the GCN program: each part's rows of A_hat (and A_hat^T) with
-column ids into its extended input block, its send lists, features and labels; the same
-for every mini-batch step.
-
-The extended input block of part m is its own rows, then the rows received from each
-sender in ascending sender order (the inbox order), each message's rows ascending; the
-A_hat block keeps every row's entries in global column order, so the kernels sum them in
-the serial reference's order.
-"""
+"""Per-part static data of the GCN program: rows of A_hat (and A_hat^T) with column ids
+into the extended input block (own rows, then each sender's in ascending order), send
+lists, features, labels; the same per mini-batch step. Entries stay in global column
+order, so the kernels sum in the serial reference's order."""
 
 from __future__ import annotations
 
@@ -61,8 +56,8 @@ def _part_blocks(plans, A, AT, symmetric, parts, K, dtype):
 
 
 def statics(setup) -> list[dict]:
-    """Per part: its rows, A_hat and A_hat^T blocks, send lists, features, labels (and,
-    for mini-batch training, the same of every batch, in ``"batches"``).
+    """Per part: its rows, A_hat and A_hat^T blocks, send lists, features, labels (and each
+    mini-batch's, in ``"batches"``).
 
     Examples
     --------

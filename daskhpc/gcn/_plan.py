@@ -1,28 +1,10 @@
 """The messages of one GCN epoch (section 4, Algorithms 1-2) and the ``plan`` report.
 
-Forward, layer k (Algorithm 1 lines 3-9): the owner of row j of H^{k-1} sends it once to
-every other part whose rows of A_hat have a nonzero in column j: the send sets X_mn of
-eq. (8) and receive sets R_m of eq. (9) are the connectivity sets of the column-net
-hypergraph of A_hat (net j = column j), so layer k moves d_{k-1} x km1 words. Backward,
-layer k (Algorithm 2 lines 4-10): rows of G^k, d_k words each, along A_hat^T (the exact
-gradient on a directed graph; the column-net of A_hat^T is the row-net of A_hat). For a
-symmetric A_hat both patterns are the same and one epoch moves
-
-    sum_k (d_{k-1} + d_k) x km1 words in 2 L x (communicating pairs) messages.
-
-(Eq. (11)'s factor 2 counts every net twice; the sum above is the volume.) The dW
-allreduces (Algorithm 2 line 13) are a separate dense recursive doubling, reported apart;
-with sparse features dW^1's rows go only between the parts whose rows have entries in
-them (:func:`first_layer_rows`).
-
-Examples
---------
->>> from daskhpc.gcn._setup import prepare
->>> s = prepare("cora", 4, partition="rp")
->>> p = epoch_plan(s)
->>> p.nphases, p.report()["tot_msgs"] == 2 * 2 * 12
-(4, True)
-"""
+Forward layer k: row j of H^{k-1} goes once to every part whose A_hat rows have column j
+(eqs. (8)-(9): the connectivity sets of the column-net of A_hat), d_{k-1} x km1 words.
+Backward: rows of G^k, d_k words each, along A_hat^T (the row-net of A_hat). For a
+symmetric A_hat an epoch moves sum_k (d_{k-1} + d_k) x km1 words (eq. (11) counts every
+net twice). The dW allreduces (Algorithm 2 line 13) are reported apart."""
 
 from __future__ import annotations
 
@@ -76,9 +58,7 @@ def exchange_plans(setup) -> dict:
 
 
 def epoch_plan(setup) -> Plan:
-    """One training epoch: L forward phases (w_k words per row: d_{k-1} in the paper's
-    aggregate-first order, d_k transform-first), then L backward phases k = L .. 1 (d_k
-    words per row)."""
+    """One training epoch: L forward phases, then L backward phases k = L .. 1."""
     d, L = setup.dims, setup.L
     ex = exchange_plans(setup)
     phases = [ex["forward"].rephased(0)] * L + [ex["backward"].rephased(0)] * L
@@ -99,17 +79,15 @@ def allreduce_words(setup) -> int:
 
 
 def vector_words(setup) -> int:
-    """Length of the vector the dense allreduce sums: :func:`allreduce_words`, less dW^1's
-    d_0 x d_1 words when they travel as rows (:func:`first_layer_rows`)."""
+    """Length of the dense allreduce's vector, less dW^1 when it travels as rows."""
     d = setup.dims
     rows = first_layer_rows(setup)
     return allreduce_words(setup) - (d[0] * d[1] if rows is not None else 0)
 
 
 def _incidence(X, parts):
-    """The (part, feature) pairs of the parts' feature supports, part-major and sorted:
-    where part m's dW^1 rows can be nonzero (dW^1_m = dropout(X_m)^T P_m, eq. (4) at
-    k = 1). Returns ``(part, feature)`` arrays."""
+    """``(part, feature)`` pairs of the parts' feature supports, sorted: where part m's dW^1
+    rows can be nonzero (dW^1_m = dropout(X_m)^T P_m, eq. (4) at k = 1)."""
     d = X.shape[1]
     key = np.unique(np.repeat(np.asarray(parts, np.int64), np.diff(X.indptr)) * d +
                     X.indices)
@@ -117,9 +95,7 @@ def _incidence(X, parts):
 
 
 def _shared(part, feat):
-    """The messages of dW^1's shared rows: ``(src, dst, feature)`` of every feature two
-    parts have (both directions), sorted by src, dst, feature, and each message's first
-    index; built per feature, so the work is the rows sent, not K^2."""
+    """``(src, dst, feature, message starts)`` of dW^1's shared rows, built per feature."""
     order = np.lexsort((part, feat))
     f, p = feat[order], part[order]
     starts = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
@@ -142,12 +118,7 @@ def _shared(part, feat):
 
 def _cheaper(setup, rows_sent, messages) -> bool:
     """Whether dW^1 as rows beats its dense recursive doubling: fewer words from every
-    part that sends rows, and less time for the slowest part by the default alpha-beta
-    model (0.8 ms a message: many small messages can cost more than a few rounds). The
-    rounds stay either way (the rest of the vector); rows add the messages to parts other
-    than the first round's partner (that one rides in its array) and take dW^1's words
-    out of them.
-    ``messages()`` gives ``_shared``'s messages, built only when the words are fewer."""
+    sending part and less time for the slowest by the default alpha-beta model."""
     K, d, wb = setup.K, setup.dims, setup.word_bytes
     dense = AllreduceSchedule(K).plan(d[0] * d[1])
     dense_sent = np.bincount(dense.src, weights=dense.message_bytes() / dense.word_bytes,
@@ -159,26 +130,17 @@ def _cheaper(setup, rows_sent, messages) -> bool:
     partner = np.full(K, -1)
     partner[dense.src[first]] = dense.dst[first]
     extra = np.bincount(src[new], weights=dst[new] != partner[src[new]], minlength=K)
-    model = CostModel()     # the defaults, not dask's config: plan() stays free of dask,
-    #                         and a plan and its run choose alike on every machine
+    model = CostModel()     # the defaults, not dask's config: a plan and its run agree
     t_rows = model.alpha * extra + model.beta * wb * rows_sent
     return bool(t_rows.max() < (model.beta * wb * dense_sent).max())
 
 
 def first_layer_rows(setup) -> dict | None:
-    """dW^1 as rows between the parts that share them, or None (a dense allreduce).
+    """dW^1 as rows between the parts that share them (``{"keep", "send", "plan"}``), or None.
 
-    With sparse features and layer 1 transformed first (part m reads only the rows S_m
-    of W^1 that its own feature rows have entries in), part m's dW^1 is zero outside S_m:
-    m sends part n the rows S_m ∩ S_n, and keeps (updates) only S_m (part 0 also the rows
-    no part has). Every kept row's total is the allreduce's tree over the parts with the
-    absent ones' exact zeros, so the weights are bitwise the dense allreduce's. Chosen
-    where it is cheaper (:func:`_cheaper`: fewer words from every part, and less time by
-    the default alpha-beta model, :class:`~daskhpc.comm.CostModel`).
-
-    Returns ``{"keep": [rows of part m], "send": [{n: rows}], "plan": Plan}`` (rows:
-    global feature ids, ascending).
-    """
+    With sparse features transformed first, part m's dW^1 is zero outside the rows S_m its
+    features touch: it sends part n S_m ∩ S_n and keeps S_m; each kept row's total is the
+    allreduce's tree, so the weights are bitwise the dense ones (chosen where :func:`_cheaper`)."""
     pat = setup.patterns()
     if "w1" in pat:
         return pat["w1"]
@@ -208,8 +170,7 @@ def first_layer_rows(setup) -> dict | None:
 
 
 def graph_model_rows(A, parts) -> int:
-    """The graph model's estimate of rows moved per exchange: 2 x cut edges of the
-    symmetrised graph (section 4.3.1: every cut edge counted both ways)."""
+    """The graph model's rows per exchange: 2 x cut edges of the symmetrised graph (4.3.1)."""
     G = hg.symmetric_graph(A)          # both directions of every edge are stored
     rows = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
     parts = np.asarray(parts)
@@ -237,8 +198,7 @@ def _summary(plan: Plan) -> dict:
 
 
 def plan_sections(setup, *, compare_rp: bool = True, graph_model: bool = True) -> dict:
-    """The report sections of ``daskhpc plan gcn`` (no cluster); a run's report leaves
-    out the comparisons (``compare_rp``, ``graph_model``: each builds the graph again)."""
+    """The report sections of ``daskhpc plan gcn``; a run leaves out the comparisons."""
     plan = epoch_plan(setup)
     rep = plan.report()
     rep["unit"], rep["words_per_unit"] = "rows", int(max(setup.dims))
@@ -287,15 +247,7 @@ def plan_sections(setup, *, compare_rp: bool = True, graph_model: bool = True) -
 
 
 def vs_rp_line(rp: dict) -> str:
-    """The summary's ``vs RP`` line: Table 2's ratios to the random partition (``n/a`` and
-    the reason where RP sends nothing), and the paper's where it has them.
-
-    Examples
-    --------
-    >>> vs_rp_line({"avg_vol": 0.5, "max_vol": 0.25, "avg_msgs": 1.0, "max_msgs": None,
-    ...             "unavailable": {"max_msgs": "RP sends nothing"}})
-    'vs RP: avg vol 0.500, max vol 0.250, avg msgs 1.000, max msgs n/a (RP sends nothing)'
-    """
+    """The summary's ``vs RP`` line: Table 2's ratios to the random partition."""
     why = rp.get("unavailable") or {}
     keys = ("avg_vol", "max_vol", "avg_msgs", "max_msgs")
     if all(rp.get(k) is None for k in keys):

@@ -1,38 +1,20 @@
 """The distributed GCN epoch as a :class:`daskhpc.comm.Program` (Algorithms 1-2).
 
-Part m owns rows ``rows_m`` of A_hat, H^k, Z^k and G^k; the weights (and Adam's moments)
-are replicated, but for W^1's rows with sparse features (``_plan.first_layer_rows``: part
-m steps only the rows its features have; dW^1's shared rows travel with the allreduce's
-first messages, not in its vector). Steps of epoch e (L layers, R allreduce rounds;
-2L + R per epoch):
+Part m owns rows of A_hat, H^k, Z^k and G^k; the weights and Adam's moments are
+replicated (W^1 with sparse features: only the rows the part's features have,
+``_plan.first_layer_rows``). Steps of an epoch:
 
-1. ``forward k`` (k = 1 .. L): receive the rows of layer k's input that its A_hat rows
-   need (eq. (9)), Z_m = (A_mm H_m + sum_n A_mn H_nm) W^k + b^k (eq. (7)); for k < L
-   send the rows of dropout(ReLU(Z)) other parts need (eq. (8)); for k = L the loss and
-   G^L (eq. (2)), and send G^L's rows along A_hat^T.
-   The first forward exchange (dropout(X)) is sent by the previous epoch's last step.
-2. ``backward k`` (k = L .. 2): receive G^k rows, P = (A_hat^T)_m G^k, the part's dW^k,
-   db^k (eq. (4)), G^{k-1} = dropout'(P W^T) * ReLU'(Z^{k-1}) (eq. (3)); send its rows.
-3. ``allreduce i`` (i = 0 .. R): step 0 receives G^1 and does layer 1's backward, then
-   the vector [every dW, db, the metric sums] goes through the kit's recursive doubling
-   (summed in part-id order, identical on every part); the last step updates the
-   weights (Adam), reports the epoch, and sends the next epoch's first exchange.
+1. ``forward k``: receive the input rows the part's A_hat rows need (eq. (9)), Z_m =
+   (A_mm H_m + sum_n A_mn H_nm) W^k + b^k (eq. (7)), send dropout(ReLU(Z))'s rows
+   (eq. (8)); at k = L the loss and G^L (eq. (2)), sent along A_hat^T.
+2. ``backward k`` (k = L .. 2): P = (A_hat^T)_m G^k, dW^k, db^k (eq. (4)), G^{k-1} =
+   dropout'(P W^T) * ReLU'(Z^{k-1}) (eq. (3)); send its rows.
+3. ``allreduce``: layer 1's backward, then [dW, db, metric sums] by recursive doubling
+   (part-id order); the last step updates the weights and sends the next epoch's first
+   exchange.
 
-On evaluated epochs the forward steps also carry the rows of the pass without dropout
-(same weights): the messages are twice as wide, the step count is the same. After the
-last epoch a forward pass without dropout gives the predictions (L more steps).
-
-``run_local(program(setup), statics(setup))`` is the partition-aware serial reference.
-
-Examples
---------
->>> from daskhpc.comm import run_local
->>> from daskhpc.gcn._setup import prepare
->>> s = prepare("cora", 2, partition="rp", epochs=2)
->>> finals, reports = run_local(program(s), statics(s))
->>> len(reports), assemble(s, finals)["predictions"].shape
-(2, (2708,))
-"""
+Evaluated epochs carry the rows of the pass without dropout too (messages twice as
+wide); after the last epoch a forward pass without dropout gives the predictions."""
 
 from __future__ import annotations
 
@@ -84,8 +66,7 @@ def _final(ctx):
 
 
 def _blk(static, epoch):
-    """The part's data of ``epoch``: its mini-batch (``static["batches"]``, one per step)
-    or the whole graph (full batch, and the final evaluation)."""
+    """The part's data of ``epoch``: its mini-batch, or the whole graph."""
     batches = static.get("batches")
     return batches[epoch] if batches is not None and epoch < len(batches) else static
 
@@ -170,9 +151,8 @@ def _backward(ctx, k, epoch):
 
 
 def _gradients(ctx, epoch):
-    """The allreduce's contribution: layer 1's backward from the received G^1 rows, then
-    [every dW, db, the metric sums]; with ``w1`` (``_plan.first_layer_rows``) dW^1 stays
-    out of the vector and its shared rows go to the parts that keep them."""
+    """The allreduce's contribution: layer 1's backward, then [dW, db, metric sums]; with
+    ``w1`` dW^1 stays out of the vector and its shared rows go to the parts keeping them."""
     st, w1 = ctx.state, ctx.static.get("w1")
     _backward_layer(ctx, 1, epoch)
     st.pop("G", None)
@@ -184,8 +164,7 @@ def _gradients(ctx, epoch):
 
 
 def _first_layer_total(ctx, own, w1):
-    """dW^1's total on the part's kept rows, in place in ``own``: the dense allreduce's
-    arithmetic (the tree over every part, an absent part's row an exact zero)."""
+    """dW^1's total on the part's kept rows, in place: the dense allreduce's arithmetic."""
     shared = w1["shared"]
     if shared.size:
         stack = [np.zeros((shared.size, own.shape[1]), own.dtype) for _ in range(ctx.nparts)]
@@ -200,8 +179,7 @@ def _first_layer_total(ctx, own, w1):
 
 
 def _apply(ctx, total, epoch):
-    """With the reduced gradients every part takes the same optimiser step (Adam); with
-    ``w1`` on its kept rows of W^1 only."""
+    """Every part takes the same optimiser step with the reduced gradients."""
     st, w1 = ctx.state, ctx.static.get("w1")
     if w1 is None:
         grads, sums = unpack(total, st["params"])
@@ -223,7 +201,7 @@ def _words(plan: Plan, words: int, name: str, word_bytes: int) -> Plan:
 
 def program(setup, first_unit: int = 0) -> Program:
     """The steps of epochs (or mini-batch steps) ``first_unit`` .. E-1 and the final
-    evaluation on the whole graph. A mini-batch step exchanges along its own batch's plan.
+    evaluation on the whole graph.
 
     Examples
     --------
@@ -289,8 +267,7 @@ def program(setup, first_unit: int = 0) -> Program:
 
 
 def row(setup, unit: int, reports: dict) -> dict:
-    """The history row of epoch ``unit`` from the parts' reports (part 0's reduced sums;
-    the final evaluation summed over parts in part order)."""
+    """The history row of epoch ``unit`` from the parts' reports."""
     first = reports[min(reports)]
     out = metrics_row(setup, unit, np.asarray(first["sums"], float)[:NMETRICS],
                       setup.options.evaluates(unit) and not setup.batches)

@@ -1,31 +1,9 @@
-"""A graph given as a PyTorch Geometric ``Data`` object, mapped onto what a Planetoid npz
-gives (:func:`daskhpc.datasets.planetoid`).
+"""A graph given as a PyTorch Geometric ``Data`` object, duck-typed (torch is not
+imported), mapped onto what a Planetoid npz gives.
 
-Detected by its attributes (``edge_index``), never by importing torch: tensors become
-numpy arrays through their own ``detach()``, ``cpu()`` and ``numpy()``.
-
-* ``edge_index`` (2 x E, integer): edge (j, i) carries node j's features to node i
-  (PyG's ``source_to_target`` flow), so row i of A lists ``edge_index[0]`` where
-  ``edge_index[1] == i``; only the pattern counts (``edge_weight``, ``edge_attr`` and
-  repeated edges are ignored, as for every input).
-* ``x`` (N x F; absent: None, and ``_data`` draws seeded random features of
-  ``random_features`` columns, said on stderr); ``y`` (N, or N x 1 as OGB stores it; -1
-  or NaN: unlabeled; absent: None, and ``_data`` draws the node data of a structure-only
-  graph); ``train_mask``, ``val_mask``, ``test_mask`` (bool, N; all absent:
-  :func:`daskhpc.datasets.class_split` over the labeled nodes).
-
-Examples
---------
->>> import numpy as np
->>> class Data:                        # any object with these attributes
-...     edge_index = np.array([[0, 1, 1, 2], [1, 0, 2, 1]])
-...     x = np.eye(3, dtype=np.float32)
-...     y = np.array([0, 1, -1])
-...     train_mask = np.array([True, True, False])
->>> A, X, y, split, src = from_pyg(Data())
->>> A.toarray().tolist(), src["pyg"]["split"]
-([[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]], 'masks')
-"""
+Row i of A lists ``edge_index[0]`` where ``edge_index[1] == i`` (PyG's
+``source_to_target`` flow; only the pattern counts). Without ``x`` or ``y`` ``_data``
+draws seeded node data; without masks the split is ``class_split`` over labeled nodes."""
 
 from __future__ import annotations
 
@@ -51,8 +29,7 @@ def is_pyg_data(obj) -> bool:
 
 
 def _array(t, what: str):
-    """A tensor (torch, or anything with ``numpy()``) or array as numpy; sparse tensors
-    (torch COO or CSR) as a scipy CSR matrix. None stays None."""
+    """A tensor or array as numpy, a sparse tensor as scipy CSR; None stays None."""
     if t is None:
         return None
     try:
@@ -107,8 +84,7 @@ def _masks(data, n):
 
 
 def _labeled_split(y, seed: int):
-    """:func:`~daskhpc.datasets.class_split` over the labeled nodes (20 per class, 500,
-    1000), as node ids of the whole graph: the split of a Data without masks."""
+    """The split of a Data without masks: ``class_split`` over the labeled nodes."""
     yf = y.astype(np.float64)
     lab = np.flatnonzero(~np.isnan(yf) & (yf >= 0))
     return tuple(lab[s] for s in class_split(y[lab], 20, min(500, lab.size // 4),
@@ -116,16 +92,7 @@ def _labeled_split(y, seed: int):
 
 
 def from_pyg(data, seed: int = 0):
-    """(adjacency, features, labels, split, source) of a PyG ``Data`` (see the module
-    docstring): features None without ``x``; labels and split None without ``y``;
-    ``seed``: the split drawn where the Data has labels but no masks.
-
-    Raises
-    ------
-    InputError
-        ``edge_index`` not 2 x E integers or naming a node outside [0, N), labels of
-        several columns, masks that are not one bool per node.
-    """
+    """(adjacency, features or None, labels or None, split or None, source) of a PyG ``Data``."""
     ei = _array(data.edge_index, "edge_index")
     if sp.issparse(ei) or ei.ndim != 2 or ei.shape[0] != 2 or \
             (ei.size and not np.issubdtype(ei.dtype, np.integer)):

@@ -1,14 +1,4 @@
-"""What ``fit`` and ``serial_fit`` return: weights, predictions, history, report.
-
-Examples
---------
->>> r = GCNResult(params=[], predictions=None, history=[{"epoch": 0, "train_loss": 1.9,
-...               "val_acc": 0.3, "test_acc": 0.31, "time_s": 0.004}], info={"parts": 1})
->>> print(r)
-GCNResult(parts=1)
-epoch  train loss  val acc  test acc  time ms
-    0  1.90000     0.3000   0.3100        4.0
-"""
+"""What ``fit`` and ``serial_fit`` return: weights, predictions, history, report."""
 
 from __future__ import annotations
 
@@ -25,7 +15,7 @@ __all__ = ["GCNResult", "predict_file", "sections", "quality", "best_val", "rand
 
 
 class GCNResult(WorkflowResult):
-    """Outcome of a GCN training run.
+    """Outcome of a GCN training run: prints as a table, plots, gives the JSON report.
 
     Attributes
     ----------
@@ -37,11 +27,19 @@ class GCNResult(WorkflowResult):
         n x classes outputs of the last layer.
     history : list of dict
         Per epoch: ``train_loss`` (the dropout pass), and on evaluated epochs
-        ``{train,val,test}_acc``, ``val_loss``, ``test_loss``, ``train_eval_loss`` (weights
-        at the start of the epoch, no dropout); ``time_s``; the last row adds
+        ``{train,val,test}_acc`` and losses (no dropout); ``time_s``; the last row adds
         ``final_*`` (weights after the last epoch).
     info : dict
         The report sections.
+
+    Examples
+    --------
+    >>> r = GCNResult(params=[], predictions=None, history=[{"epoch": 0, "train_loss": 1.9,
+    ...               "val_acc": 0.3, "test_acc": 0.31, "time_s": 0.004}], info={"parts": 1})
+    >>> print(r)
+    GCNResult(parts=1)
+    epoch  train loss  val acc  test acc  time ms
+        0  1.90000     0.3000   0.3100        4.0
     """
 
     workflow = "gcn"
@@ -66,11 +64,9 @@ class GCNResult(WorkflowResult):
         return self.info.get("quality", {}).get("final_test_acc")
 
     def to_pyg_state_dict(self, prefix: str = "conv") -> dict:
-        """The weights by the names of a PyG model whose layers are ``GCNConv`` modules
-        ``conv1`` ... ``convL`` (PyG's GCN example): ``convK.lin.weight`` is W^K
-        transposed (torch's ``Linear`` keeps out x in) and ``convK.bias`` is b^K. Numpy
-        arrays; ``model.load_state_dict({k: torch.from_numpy(v) for k, v in
-        sd.items()})`` loads them (a model built with ``bias=False`` has no bias keys).
+        """The weights by the names of PyG's GCN example model (``GCNConv`` layers ``conv1`` ...
+        ``convL``): ``convK.lin.weight`` is W^K transposed, ``convK.bias`` is b^K; numpy
+        arrays for ``model.load_state_dict``.
 
         Examples
         --------
@@ -101,8 +97,7 @@ RANDOM_CAVEAT = "random node data: the accuracies are not a measure of anything"
 
 
 def random_caveat(report: dict) -> str:
-    """``"; " + RANDOM_CAVEAT`` for a report (or result info) whose labels were drawn
-    (``input.random_node_data``), else ``""``: the suffix of the summary's accuracy line."""
+    """``"; " + RANDOM_CAVEAT`` for a report whose labels were drawn, else ``""``."""
     inp = report.get("input")
     return f"; {RANDOM_CAVEAT}" if isinstance(inp, dict) and inp.get("random_node_data") \
         else ""
@@ -124,8 +119,7 @@ def sections(s, command=None, partitioned: bool = True) -> dict:
 
 
 def best_val(history) -> dict:
-    """Model selection as PyG's GCN example reports it: the test accuracy of the evaluated
-    epoch with the best validation accuracy (the first such epoch)."""
+    """PyG's example's model selection: the test accuracy at the best validation accuracy."""
     ev = [h for h in history if "val_acc" in h and "test_acc" in h]
     if not ev:
         return {}
@@ -135,8 +129,7 @@ def best_val(history) -> dict:
 
 
 def quality(s, history, final) -> dict:
-    """The report's ``quality`` section: losses and accuracies per epoch, the final
-    numbers and the model selection of :func:`best_val`."""
+    """The report's ``quality`` section: per-epoch numbers, final ones, :func:`best_val`."""
     q = {"train_loss": [h["train_loss"] for h in history]}
     for key in ("val_acc", "test_acc"):
         vals = [h[key] for h in history if key in h]
@@ -149,15 +142,9 @@ def quality(s, history, final) -> dict:
 
 
 def predict_file(result: GCNResult, source) -> dict:
-    """``daskhpc predict DIR GRAPH``: the saved weights' class of every node of a graph
-    (a data set name, a directory, a Planetoid ``.npz`` or an edge list, as ``run gcn``
-    takes it; an edge list gets the run's seeded random node data), and the accuracy of
-    each split the graph has.
-
-    The forward pass is the serial reference's (:func:`._serial.evaluate`, the layers'
-    order from the run's ``order``): on the training graph it gives the run's final
-    accuracies bit for bit.
-    """
+    """``daskhpc predict DIR GRAPH``: the saved weights' class of every node of a graph (read
+    as ``run gcn`` reads it) and each split's accuracy, by the serial reference's forward
+    pass (the run's final accuracies, bit for bit, on its own graph)."""
     rep = result.info
     rnd = (rep.get("input") or {}).get("random_node_data") or {}
     g = as_graph(str(source), symmetrize=bool(rep.get("symmetrize", False)),

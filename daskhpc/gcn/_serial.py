@@ -1,18 +1,9 @@
 """The plain serial reference: full-batch GCN training on the whole graph, no partition.
 
-Each epoch (section 3.1): the training forward pass with dropout (eq. (1)), the loss and
-G^L (eq. (2)), the backward pass k = L .. 1 (eqs. (3)-(4), with A_hat^T), the optimiser
-step (eq. (5), or Adam); and, on evaluated epochs, a forward pass without dropout with the
-same weights (the epoch's accuracy and loss per split). After the last epoch a final
-evaluation gives the predictions.
-
-Examples
---------
->>> from daskhpc.gcn._setup import prepare
->>> out = run_serial(prepare("cora", epochs=3))
->>> len(out["history"]), out["predictions"].shape
-(3, (2708,))
-"""
+Each epoch (section 3.1): the forward pass with dropout (eq. (1)), the loss and G^L
+(eq. (2)), the backward pass with A_hat^T (eqs. (3)-(4)), the optimiser step (eq. (5) or
+Adam), and on evaluated epochs a forward pass without dropout; the final evaluation gives
+the predictions."""
 
 from __future__ import annotations
 
@@ -97,9 +88,7 @@ def epochs_of(setup) -> int:
 
 
 def run_serial(setup, *, callback=None) -> dict:
-    """Train on the whole graph (or on ``setup.batches``, one batch per step); returns
-    ``params``, ``history``, ``predictions``, ``logits``, ``final`` (the final evaluation
-    on the whole graph)."""
+    """Train on the whole graph (or its batches): params, history, predictions, logits, final."""
     o = setup.options
     L, dims, p = setup.L, setup.dims, o.dropout
     full = full_block(setup)

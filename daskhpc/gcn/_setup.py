@@ -1,13 +1,6 @@
 """Everything a GCN run is made of, built once: options, the checked graph, the row
 partition and the exchange patterns. Shared by ``plan``, ``serial_fit``, ``run_local`` and
-``fit``.
-
-Examples
---------
->>> s = prepare("cora", 4, partition="rp", epochs=2)
->>> s.dims, s.assignment.parts.size
-((1433, 16, 7), 2708)
-"""
+``fit``."""
 
 from __future__ import annotations
 
@@ -39,11 +32,7 @@ ORDERS = ("auto", "aggregate", "transform")
 
 @dataclass
 class Options:
-    """Run options (the CLI flags of the same names; docs/gcn.md).
-
-    Defaults are PyG's GCN example: 2 layers, 16 hidden, Adam lr 0.01, weight decay
-    5e-4 on the first layer, dropout 0.5, 200 epochs.
-    """
+    """Run options (the CLI flags of the same names): PyG's GCN example's defaults."""
 
     layers: tuple = option((16,), "hidden widths d_1,...,d_{L-1} (16: a 2-layer GCN)",
                            type=lambda text: parse_layers(text))
@@ -111,13 +100,7 @@ DEFAULTS = Options()
 
 
 def parse_layers(text) -> tuple:
-    """``"32,16"`` -> ``(32, 16)`` (the ``--layers`` flag).
-
-    Examples
-    --------
-    >>> parse_layers("32,16")
-    (32, 16)
-    """
+    """``"32,16"`` -> ``(32, 16)`` (the ``--layers`` flag)."""
     try:
         return tuple(int(t) for t in str(text).split(",") if t.strip())
     except ValueError:
@@ -127,8 +110,7 @@ def parse_layers(text) -> tuple:
 
 @dataclass
 class CommandOptions(Options):
-    """The training options, and what only the command line spells as flags: the plan's
-    comparison with random rows, ``fit(minibatch=...)`` and ``fit(in_loop=...)``."""
+    """The training options plus the command line's own flags."""
 
     compare: bool = option(True, "plan only: skip the comparison with random rows (RP)",
                            flag="--no-compare", modes=("plan",))
@@ -194,9 +176,8 @@ class Setup:
 
     @property
     def transform(self) -> tuple:
-        """Per layer k = 1..L: whether Y = H W is formed before the exchange (its rows,
-        d_k words, are sent) instead of H's rows (d_{k-1} words, the paper's order).
-        ``auto`` transforms first where d_k < d_{k-1} (DGL's rule)."""
+        """Per layer k = 1..L: whether Y = H W is formed before the exchange (d_k words a row)
+        instead of sending H's rows (d_{k-1}, the paper's order); DGL's rule for ``auto``."""
         d, o = self.dims, self.options.order
         return tuple(o == "transform" or (o == "auto" and d[k] < d[k - 1])
                      for k in range(1, len(d)))
@@ -208,8 +189,7 @@ class Setup:
         return tuple(d[k] if t else d[k - 1] for k, t in zip(range(1, len(d)), self.transform))
 
     def patterns(self) -> dict:
-        """Connectivity sets of the forward (column-net of A_hat) and backward (column-net
-        of A_hat^T = row-net of A_hat) exchanges (``_plan.patterns``)."""
+        """Connectivity sets of the forward (column-net of A_hat) and backward exchanges."""
         if self._patterns is None:
             self._patterns = patterns(self)
         return self._patterns
@@ -222,11 +202,7 @@ class Setup:
 
 
 def validate_input(graph, nparts=None, **options) -> Graph:
-    """The options, the graph (read and checked) and ``nparts`` against it: what a run
-    checks before its cluster starts (``daskhpc run gcn``: exit 2, one line).
-
-    Returns the :class:`Graph`, which ``fit`` and ``plan`` take instead of the source.
-    """
+    """The options, the graph and ``nparts`` checked before a cluster starts."""
     opts = checked_options(Options, options, "GCN")   # options first: they cost nothing
     g = as_graph(graph, symmetrize=opts.symmetrize, seed=opts.seed,
                  random_features=opts.random_features, random_classes=opts.random_classes)
@@ -239,24 +215,14 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
             partition_file=None, **options) -> Setup:
     """Check the input and options and build the setup of a run.
 
-    Parameters
-    ----------
-    graph
-        Anything :func:`daskhpc.gcn._data.as_graph` accepts (``"cora"``, a path,
-        GraphData, a scipy matrix with ``features``, ``labels``, ``split``).
-    nparts : int
-        K, the number of row blocks (parts).
-    partition_file : path, optional
-        One part id per line (``--save-partition`` of ``daskhpc partition``).
-    **options
-        Fields of :class:`Options`.
+    ``graph``, ``nparts`` (K), ``features``, ``labels``, ``split``, ``partition_file`` and
+    ``**options`` are :func:`fit`'s.
 
     Returns
     -------
     Setup
-        ``graph`` (A_hat, features, labels, masks), ``assignment.parts`` (the row part of
-        every node), ``dims`` and ``timing``: what ``fit``, ``serial_fit``, ``local_fit``
-        and ``plan`` run on (a ``Setup.graph`` passed to them is not read again).
+        ``graph``, ``assignment.parts`` (every node's part), ``dims`` and ``timing``: what
+        ``fit``, ``serial_fit``, ``local_fit`` and ``plan`` run on.
 
     Examples
     --------
@@ -290,15 +256,7 @@ def prepare(graph, nparts: int = 1, features=None, labels=None, split=None, *,
 
 
 def warm_params(init, dims, bias: bool, dtype=np.float64) -> list:
-    """The weights a warm start begins with: a saved gcn model's (its directory or its
-    result; already arrays: checked again), each of the run's shape, in the run's
-    ``dtype``.
-
-    Raises
-    ------
-    InputError
-        Not a gcn model, or layers of other widths than this run's (d_0, ..., d_L).
-    """
+    """A warm start's weights, checked against the run's layers and cast to ``dtype``."""
     if isinstance(init, (str, os.PathLike)):
         init = load_saved(init, workflow="gcn")
     params = getattr(init, "params", init)
@@ -316,11 +274,7 @@ def warm_params(init, dims, bias: bool, dtype=np.float64) -> list:
 
 def choose(graph, nparts: int, model: CostModel, features=None, labels=None, split=None, *,
            keep: str | None = None, owner=None, hosts=None, partition_file=None, **options):
-    """Prepare every layout, price an epoch of each, rank them fastest first.
-
-    Returns ``(name, setup, rows)``: the fastest layout (or ``keep``), its prepared
-    setup, and one ``{"layout", "predicted_s_per_step", ...}`` row per layout.
-    """
+    """``(name, setup, rows)``: every layout prepared and priced, the fastest (or ``keep``)."""
 
     options = {k: v for k, v in options.items() if k != "partition"}
     read = {}

@@ -1,22 +1,19 @@
 """Matrix completion by stratified SGD on Dask: DSGD, point-to-point and Hold-and-Combine.
 
-K row blocks (rows of R and W) and K column blocks (columns of R and H); in sub-epoch k
-part p updates column block (p + k) mod K (ring strata). Only the H rows the sparsity
-requires move between workers (the d-gap rows of eq. (7), found by the bitwise dynamic
-programme of Algorithm 2), either right after each update (P2P, Algorithm 1) or held and
-combined into O(K lg K) messages per part and epoch (H&C, Algorithm 3); DSGD, which sends
-whole blocks, is the baseline. Rows are partitioned at random or by the column-net
-hypergraph model for SOED (section V). A scheduler plugin keeps the run serializable, and
-the distributed factors equal the serial reference's bit for bit.
+K row blocks and K column blocks; in sub-epoch k part p updates column block (p + k) mod K
+(ring strata). Only the d-gap rows of H (eq. (7), Algorithm 2) move, right after each
+update (P2P, Algorithm 1) or combined into O(K lg K) messages per part and epoch (H&C,
+Algorithm 3); DSGD, sending whole blocks, is the baseline. Rows are partitioned at random
+or by the column-net hypergraph for SOED (section V). The distributed factors equal the
+serial reference's bit for bit.
 
 * :func:`fit` runs on a Dask cluster and returns an :class:`SSGDResult`;
 * :func:`serial_fit` is the serial reference (same strata, same update order);
 * :func:`plan` computes the section VI metrics of an epoch without a cluster;
 * :class:`MatrixFactorization` is an estimator over them: (user, item, rating) rows by
   original id in, ``predict``/``recommend`` out (biased model by default);
-* :func:`prepare` builds the dask-free :class:`Setup` all three share (split, row parts
-  and column blocks, strata, the run's message plan); :func:`sgd_block` is the SGD sweep
-  over one block that every part runs (the kernel alone, e.g. to time it);
+* :func:`prepare` builds the dask-free :class:`Setup` all three share; :func:`sgd_block`
+  is the SGD sweep over one block that every part runs;
 * :class:`StratumPolicy` / :class:`StratumOrderPlugin` are the order rules and their
   scheduler adapter; :func:`power_law_ratings` makes seeded synthetic inputs.
 

@@ -1,18 +1,4 @@
-"""The public functions: ``fit`` (distributed), ``serial_fit`` (reference) and ``plan``.
-
-Examples
---------
->>> import daskhpc as dh
->>> from daskhpc import datasets
->>> r = dh.ssgd.plan(datasets.ratings(), 4, strategy="hc", partition="random")
->>> r["plan"]["tot_msgs"] <= 4 * 4 * 3
-True
->>> client = dh.connect(n_workers=2)                             # doctest: +SKIP
->>> res = dh.ssgd.fit(datasets.ratings(), 2, client=client, epochs=5)  # doctest: +SKIP
->>> res                                                          # doctest: +SKIP
-SSGDResult(strategy=hc, parts=2, rank=16, epochs=5)
-...
-"""
+"""The public functions: ``fit`` (distributed), ``serial_fit`` (reference) and ``plan``."""
 
 from __future__ import annotations
 
@@ -42,19 +28,16 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
     Parameters
     ----------
     data : path, SparseInput, scipy.sparse matrix, (rows, cols, vals[, shape]), or Dask collection
-        The ratings (users x items); or what ``daskhpc.ssgd._input.load`` made of them.
-        A ``dask.dataframe`` of (user, item, rating) with original ids (integers or
-        strings, mapped as a ratings file's are: the same rows give the same run), or a
-        ``dask.array`` of sparse chunks (0-based indices): the ratings stay on the
-        workers, only the ids come to the client (docs/collections.md).
+        The ratings (users x items). A ``dask.dataframe`` of (user, item, rating) with
+        original ids, or a ``dask.array`` of sparse chunks (0-based indices): the ratings
+        stay on the workers, only the ids come to the client (docs/collections.md).
     nparts : int, optional
         K: row blocks, column blocks and sub-epochs per epoch. Default: the number of
         workers. Consecutive parts share a worker (``ring_placement``).
     order_plugin : bool
         Enforce and record the stratum order with the scheduler plugin.
     low_latency : bool
-        Send Dask's scheduler <-> worker control messages unbatched during the run
-        (the default 2-5 ms batching dominates small epochs; see ``runtime._latency``).
+        Send Dask's scheduler <-> worker control messages unbatched during the run.
     placement : daskhpc.runtime.Placement, optional
     partition_file : path, optional
         Row parts, ``-``, column blocks (the SSGD paper code's format).
@@ -63,12 +46,7 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
     run : RunOptions, optional
         How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
         max_restarts, progress, callback, exchange, check_serial), or the same names as
-        keywords. With ``checkpoint`` a lost worker costs only the epochs since the last
-        checkpoint (without, the run restarts from the start: same result);
-        ``resume`` continues from the newest complete epoch with its saved partition;
-        ``check_serial`` runs the serial reference and reports whether W and H are
-        bit-identical; ``exchange="graph"`` runs a task group per sub-epoch with the
-        stratum-order plugin in the scheduler (bit-identical to ``direct``).
+        keywords; ``check_serial`` reports whether W and H equal the serial reference's.
     **options
         ``rank`` (16), ``epochs`` (20), ``strategy`` ("hc", "p2p" or "dsgd"),
         ``partition`` ("hp" or "random"), ``partitioner`` ("mtkahypar"), ``strata``
@@ -77,10 +55,6 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
         ``init_scale``, ``epsilon``, ``ring_seed``, ``biased`` (False: the model
         mu + b_u + b_i + w_u . h_i; its H rows travel with their bias, one word more),
         ``reg_bias`` (``reg``).
-
-    Returns
-    -------
-    SSGDResult
 
     References
     ----------
@@ -102,7 +76,9 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
         if collection:
             from ._collect import read_input
 
-            _collection_first(options, nparts, run)
+            checked_options(Options, options, "SSGD")     # before anything is read
+            if nparts is not None:
+                check_parts(nparts)
             data = read_input(client, data, columns=columns,
                               keep_empty=bool(options.get("keep_empty", False)))
         elif columns is not None:
@@ -114,13 +90,6 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
         finally:
             if collection:
                 data.values.release()
-
-
-def _collection_first(options, nparts, run) -> None:
-    """What a collection run can refuse before it reads anything."""
-    checked_options(Options, options, "SSGD")
-    if nparts is not None:
-        check_parts(nparts)
 
 
 def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, placement,
@@ -136,9 +105,8 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
     if checkpoint is not None and resume and partition_file is None:
         from ._checkpoint import check_input, partition_path
 
-        # the route of a fresh run (format=, empty rows dropped): same ratings, same
-        # fingerprint; prepare below takes this Input as it is (a collection's is read:
-        # its values are digested on the workers, which the fingerprint checks)
+        # read as a fresh run reads it: the same fingerprint (a collection's values are
+        # digested on the workers)
         collection = getattr(data, "values", None) is not None
         if not collection:
             data = load(data, format=options.get("format"),
@@ -155,8 +123,7 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
         out = run_job(client, job, low_latency=low_latency, placement=placement,
                       **run.frame())
     else:
-        # every part's ratings routed to its worker first (``_collect.Values``); the parts
-        # and the keeper hold them then
+        # every part's ratings routed to its worker first (``_collect.Values``)
         out = run_on_parts(client, job, lambda pl: s.values.part_values(s, pl),
                            rebuild=s.values.rebuilder(s), release=[s.values.nz],
                            name="values", placement=placement, low_latency=low_latency,
@@ -183,9 +150,7 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
 
 
 def _prepared(client, data, nparts, partition_file, options, run, exchange):
-    """``(setup, cost model, layouts)``: the asked layout, or with ``partition="auto"``
-    the one the model predicts fastest on this cluster (``layouts``: all of them,
-    fastest first; None when not chosen)."""
+    """``(setup, cost model, layouts)``: the asked layout, or ``auto``'s fastest (and all)."""
     from daskhpc.runtime import network_for, placed_hosts, worker_addresses
 
     from ._job import ring_placement
@@ -201,8 +166,7 @@ def _prepared(client, data, nparts, partition_file, options, run, exchange):
 
 
 def _named(res: SSGDResult, s: Setup) -> SSGDResult:
-    """The model's names for predictions and recommendations: original ids, the training
-    pattern, the rating range."""
+    """The model's names: original ids, the training pattern, the rating range."""
     import scipy.sparse as sp
 
     rows, cols = s.index_maps
@@ -224,7 +188,7 @@ def _named(res: SSGDResult, s: Setup) -> SSGDResult:
 
 
 def _plain(ids) -> np.ndarray:
-    """Ids as an array numpy saves without pickle (strings as unicode, not objects)."""
+    """Ids as an array numpy saves without pickle (strings as unicode)."""
     a = np.asarray(ids)
     return a.astype(str) if a.dtype == object else a
 
@@ -254,9 +218,8 @@ def plan(data, nparts: int, *, partition_file=None, command=None, network=None,
          **options) -> dict:
     """The communication plan of one epoch (section VI metrics), without a cluster.
 
-    Returns the JSON report: ``plan`` (tot/max/sum-max/max-max vol and msgs per epoch,
-    in rows of H; ``words_per_unit`` = F, F + 1 with ``biased=True``: the bias travels
-    with its row), ``partition``, ``timing``; plus ``run_plan``
+    Returns the JSON report: ``plan`` (tot/max/sum-max/max-max vol and msgs per epoch, in
+    rows of H of ``words_per_unit`` words), ``partition``, ``timing``; plus ``run_plan``
     (all epochs) and ``eval_plan`` (test-error messages) when they apply.
 
     Examples

@@ -2,26 +2,10 @@
 
 * Rows: ``"random"`` (seeded, balanced by nonzeros) or ``"hp"``: the column-net hypergraph
   of section V (vertex = row with weight nnz, net = column with cost F) partitioned for
-  SOED, eq. (14), which is the P2P volume of one epoch. With the default partitioner
-  (``auto``) the backend is chosen by the instance's size
-  (:mod:`daskhpc.hypergraph._auto`): Mt-KaHyPar's deterministic preset for small
-  instances, its default preset for medium ones, and label propagation from the random
-  partition where Mt-KaHyPar would take many minutes (the 10M-rating matrix at K = 1024).
-* Columns: random and balanced: a seeded permutation dealt round robin, so block sizes
-  differ by at most one (section VI-A).
-* Or both from a partition file in the paper code's format: the row part ids, a line
-  ``-``, the column block ids; a file with only the row part ids keeps random columns
-  (the public code's ``-d``).
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.ssgd._data import as_ratings
->>> r = as_ratings((np.array([0, 1, 2, 3]), np.array([0, 1, 2, 0]), np.ones(4)))
->>> a = assign(r, 2, partition="random", seed=0)
->>> np.bincount(a.row_parts).tolist(), np.bincount(a.col_blocks).tolist()
-([2, 2], [2, 1])
-"""
+  SOED, eq. (14), the P2P volume of one epoch; ``auto`` picks the backend by size.
+* Columns: a seeded permutation dealt round robin (section VI-A).
+* Or both from a partition file in the paper code's format: row part ids, ``-``, column
+  block ids (only row part ids: random columns, the public code's ``-d``)."""
 
 from __future__ import annotations
 
@@ -76,39 +60,9 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
            seed: int = 0, partition_file=None, source=None, row_nnz=None) -> Assignment:
     """Partition the rows of ``train`` into K parts and its columns into K blocks.
 
-    Parameters
-    ----------
-    train : Ratings
-        The training ratings (the matrix whose epochs are planned).
-    nparts : int
-        K.
-    partition : {"hp", "random"}
-        How rows are partitioned when no ``partition_file`` is given.
-    partitioner : str
-        Backend of :func:`daskhpc.hypergraph.partition` for ``hp``. ``auto`` (the
-        default) applies the size rule of :mod:`daskhpc.hypergraph._auto` (Mt-KaHyPar
-        direct k-way SOED where it is fast enough, else ``lp``); other names are used as
-        given (``mtkahypar``: its deterministic preset at any size; ``kahypar``:
-        recursive bisection with the 2F/F net costs of section V; ``lp``, ...).
-    rank : int
-        F, the net cost (so the partition's SOED is the P2P volume in words).
-    epsilon : float
-        Allowed imbalance of the row blocks' nonzero counts.
-    seed : int
-    partition_file : path, optional
-        Row part ids, ``-``, column block ids (or only row part ids): one per row
-        (column) of ``train``, or one per row (column) of the matrix as read when empty
-        ones were dropped (``daskhpc partition`` of the same file).
-    source : daskhpc.ssgd._input.Input, optional
-        Which rows and columns of the file ``train`` kept (for such a partition file).
-    row_nnz : int array, optional
-        Training ratings per row, when counted elsewhere (a random partition reads only
-        these).
-
-    Returns
-    -------
-    Assignment
-    """
+    ``rank`` F is the net cost, so SOED is the P2P volume in words; a ``partition_file`` may
+    number the rows of ``train`` or, with ``source``, of the matrix before empty ones were
+    dropped."""
     if partition not in PARTITIONS:
         raise InputError(f"unknown --partition {partition!r}; choose one of {list(PARTITIONS)}")
     N, M = train.shape
@@ -125,9 +79,6 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
             column_net(sp.coo_array((train.vals, (train.rows, train.cols)),
                                     shape=train.shape), net_cost=int(rank))
         method, backend = partition, (partitioner if partition == "hp" else "random")
-        # The default ``auto`` must stay usable at K = 1024 on 10M ratings, where every
-        # Mt-KaHyPar preset takes many minutes: the size rule picks the backend. A named
-        # backend is used as named.
         p = hg_partition(h, nparts, backend, objective="soed", epsilon=epsilon, seed=seed)
         rows, backend, choice = p.parts, p.partitioner, p.meta.get("auto")
     return Assignment(rows, cols, nparts, method, backend, {}, time.perf_counter() - t0,
@@ -135,18 +86,7 @@ def assign(train: Ratings, nparts: int, *, partition: str = "hp",
 
 
 def row_weights(train: Ratings, rank: int, row_nnz=None) -> Hypergraph:
-    """The column-net model's vertices and weights (nonzeros per row) without its nets.
-
-    A random partition reads only these; the nets would be a copy of every rating's
-    column (8 bytes a pin) on the client for nothing. Same parts as the full model.
-
-    Examples
-    --------
-    >>> from daskhpc.ssgd._data import as_ratings
-    >>> h = row_weights(as_ratings(([0, 0, 1], [0, 1, 1], [1.0, 2.0, 3.0])), 8)
-    >>> h.num_vertices, h.num_pins, h.vertex_weights.ravel().tolist()
-    (2, 0, [2, 1])
-    """
+    """The column-net model's vertices and weights (nonzeros per row) without its nets."""
     N, M = train.shape
     return Hypergraph(N, np.zeros(1, np.int64), np.zeros(0, np.int64),
                       np.bincount(train.rows, minlength=N) if row_nnz is None else row_nnz,
@@ -156,12 +96,7 @@ def row_weights(train: Ratings, rank: int, row_nnz=None) -> Hypergraph:
 
 def partition_report(a: Assignment, row_nnz: np.ndarray, pins_col: np.ndarray,
                      rank: int) -> dict:
-    """imbalance, km1, soed and cut of the row partition (net cost F), from the pins and
-    the training ratings per row.
-
-    The same numbers as ``daskhpc.hypergraph.Partition.report()`` on the column-net
-    model, computed from the (column, part) pairs the plan needs anyway.
-    """
+    """imbalance, km1, soed and cut of the row partition (net cost F) from the pins."""
     K = a.nparts
     lam = np.bincount(pins_col, minlength=a.col_blocks.size)
     w = np.bincount(a.row_parts, weights=row_nnz, minlength=K).astype(np.int64)
@@ -176,16 +111,8 @@ def partition_report(a: Assignment, row_nnz: np.ndarray, pins_col: np.ndarray,
 
 
 def imbalance_floor(row_nnz: np.ndarray, K: int) -> dict:
-    """The least imbalance any partition of these rows into ``K`` parts can have.
-
-    A row is never split: the heaviest part weighs at least the heaviest row, and at
-    least the even share ``ceil(nnz / K)``. Either way, over the even share.
-
-    Examples
-    --------
-    >>> imbalance_floor(np.array([10, 1, 1, 1, 1]), 2)["imbalance_lower_bound"]
-    0.4285714285714286
-    """
+    """The least imbalance of any partition of these rows into ``K`` parts: a row is never
+    split, so the heaviest part weighs at least max(heaviest row, ceil(nnz / K))."""
     total = int(row_nnz.sum())
     if not total:
         return {}
@@ -197,13 +124,8 @@ def imbalance_floor(row_nnz: np.ndarray, K: int) -> dict:
 
 
 def read_partition(path, N: int, M: int, K: int | None, source=None):
-    """``(row parts, column blocks or None)`` of partition file ``path`` for an
-    ``N x M`` input; ``K`` None checks no part id against a part count.
-
-    A file may hold one id per row of the input (``N``) or, when ``source`` (an
-    ``Input``) dropped empty rows, one per row of the matrix as read: then the dropped
-    rows' ids are left out. Errors name the file and line and both counts.
-    """
+    """``(row parts, column blocks or None)`` of partition file ``path`` for an ``N x M`` input
+    (or, given ``source``, for the file before empty rows were dropped)."""
     with open(path, encoding="utf-8") as f:
         has_sep = any(line.strip() == "-" for line in f)
     rows, cols = read_pair_file(path, nparts=K) if has_sep else \

@@ -1,26 +1,10 @@
-"""Per-epoch checkpoints of an SSGD run (``--checkpoint DIR``, ``--resume``): what is
-SSGD's own; the directory, its manifest and the completed steps are the frame's
-(``daskhpc.runtime.CheckpointDir``, ``run_job``).
+"""Per-epoch checkpoints of an SSGD run (``--checkpoint DIR``, ``--resume``); the directory,
+manifest and completed steps are the frame's (``daskhpc.runtime.CheckpointDir``).
 
-Step n of the checkpoint is the state after n epochs: one file per part, written by the
-part's worker at the end of epoch n-1 (``_tasks.checkpoint``): its W rows and the H rows
-it holds the newest copy of (together the parts hold every H row that has been
-updated; the others are still initial). The manifest keeps each complete epoch's
-history row, so a resumed run reports the whole run.
-
-The row partition is saved next to the manifest in the SSGD pair format on first use
-and read back on ``--resume``: a resumed job uses the same blocks even where the
-partitioner is not deterministic. The fingerprint covers what changes the numbers
-(ratings, parts, rank, seeds, learning rate, regularisation, initial scale, split,
-strata, partition, the biased model); ``--epochs`` and ``--strategy`` may change on
-resume (all strategies compute the same W and H; more epochs continue the same schedule).
-
-Examples
---------
->>> W, H = restore(setup, checkpoint_dir, 7)                       # doctest: +SKIP
->>> setup.resumed(7, W, H).epoch0                                  # doctest: +SKIP
-7
-"""
+Step n is the state after n epochs: per part its W rows and the H rows it holds the
+newest copy of. The row partition is saved beside the manifest and read back on resume
+(partitioners need not be deterministic). The fingerprint covers what changes the
+numbers; ``--epochs`` and ``--strategy`` may change on resume."""
 
 from __future__ import annotations
 
@@ -46,8 +30,7 @@ def fingerprint(s: Setup) -> dict:
     from daskhpc.runtime import array_digest
 
     o, r = s.options, s.ratings
-    # a collection's ratings (a DataFrame's ids too) are digested on the keeper worker
-    # (_collect.Values)
+    # a collection's ratings (a DataFrame's ids too) are digested on the keeper
     ids = s.values.stats["ids_digest"] if r.on_workers else \
         array_digest(r.rows, r.cols) if s.values is not None else None
     ratings = r.digest() if s.values is None else \
@@ -62,11 +45,7 @@ def fingerprint(s: Setup) -> dict:
 
 
 def check_input(path, ratings, collection: bool = False) -> None:
-    """Refuse to resume checkpoint ``path`` with other ratings than it was made from,
-    before its saved partition is read (which would fail on the wrong row count).
-    A ``collection``'s values are on the workers: its ids are checked here (a
-    DataFrame's are on the workers too: its shape only), its values' digest (the
-    keeper's) by the fingerprint."""
+    """Refuse to resume ``path`` with other ratings than it was made from."""
     import json
 
     from daskhpc.errors import InputError

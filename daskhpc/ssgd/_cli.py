@@ -1,15 +1,5 @@
 """SSGD as a :class:`~daskhpc.runtime.Workflow`: what ``daskhpc plan|run ssgd``,
-``daskhpc demo`` and the launchers know of it (flags from ``_setup.Options``).
-
-Examples
---------
->>> import argparse
->>> p = argparse.ArgumentParser()
->>> SSGD.add_arguments(p, "plan")
->>> call, _ = SSGD.call_of(p.parse_args(["r.csv", "--parts", "4", "--strategy", "p2p"]))
->>> call.options.strategy, call.options.rank, call.options.partition
-('p2p', 16, 'hp')
-"""
+``daskhpc demo`` and the launchers know of it (flags from ``_setup.Options``)."""
 
 from __future__ import annotations
 
@@ -32,8 +22,7 @@ class SSGD(Workflow):
     dashboard = "daskhpc.ssgd._dashboard"
 
     def check(self, call: Call) -> None:
-        """Read and validate the ratings once (empty rows dropped or refused, ids mapped),
-        and the partition file against them when ``--parts`` is given."""
+        """Read and validate the ratings once, and the partition file against them."""
         from ._assign import read_partition
         from ._data import check_parts
 

@@ -1,26 +1,16 @@
 """Ratings from a Dask collection: the ids on the client, the ratings on the workers.
 
-A ``dask.dataframe`` of (user, item, rating) with original ids is mapped as the ratings
-file reader maps a file (:func:`daskhpc.io.read_ratings_frame`); its ids stay on the
-workers too: the client holds what the split, the partition and the plans need, made
-there per piece and merged (train ratings per row, the (column, part) pairs, ratings per
-block), O(rows + columns) and never O(ratings). A ``dask.array`` of sparse chunks holds
-0-based indices, as the in-memory API takes them (its nonzeros in row-major order, as for
-a scipy matrix; empty rows and columns dropped alike); the client keeps its pins. Either
-way the client never holds a rating:
-
-* the *keeper*, one worker, holds the training ratings in training order and the test
-  ratings in test order (routed there worker to worker): the mean, the clip range, the
-  checkpoint digest and the final objective are computed there, on the very arrays the
-  file path computes them on, so every number is the same bit for bit;
-* every part's ratings, block by block and then its test ratings, in the order
-  :func:`~daskhpc.ssgd._parts.part_data` puts them, are routed to the part's worker
-  (:func:`daskhpc.io.route`) and put into its ``PartData`` there (``with_values``).
-"""
+A ``dask.dataframe`` (original ids) is mapped as the ratings reader maps a file, its ids
+staying on the workers too: the client gets O(rows + columns) summaries merged from the
+pieces. A ``dask.array`` of sparse chunks holds 0-based indices (row-major, empty rows
+and columns dropped). The *keeper*, one worker, holds the training and test ratings in
+file-path order (mean, clip range, digest and objective come out the same bits); every
+part's ratings are routed to its worker (:func:`daskhpc.io.route`, ``with_values``)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import itemgetter
 
 import numpy as np
 
@@ -84,21 +74,8 @@ def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input
 
 
 class Values:
-    """The ratings of a collection on the workers (module docstring).
-
-    Parameters
-    ----------
-    client : distributed.Client
-    nz : daskhpc.io.Nonzeros
-    order : int array or None
-        Collection position of every rating in :class:`Ratings` order (None: the same,
-        a DataFrame's, whose ids stay on the workers).
-    remap : (array, array) or None
-        New row and column of every row and column of the collection (empty ones
-        dropped), for the ids the keeper reads from the pieces.
-    maps : (array or None, array or None)
-        A DataFrame's original ids (what a repeated pair is named by).
-    """
+    """The ratings of a collection on the workers; ``order``: each rating's collection position
+    (None: a DataFrame's), ``remap``: new ids of the kept rows and columns."""
 
     def __init__(self, client, nz, order, remap, maps=(None, None)):
         self.client, self.nz, self.order, self.remap = client, nz, order, remap
@@ -113,11 +90,8 @@ class Values:
         return self.order is None
 
     def hold_out(self, test_fraction: float, seed: int) -> dict:
-        """Split as :func:`~daskhpc.ssgd._data.split` does; route the training and
-        test ratings to the keeper; returns its ``mean``, ``clip`` and ``digest``.
-
-        For a DataFrame the mask is made on the keeper's worker and each piece labels
-        its ratings there; a repeated (user, item) pair is refused from the keeper."""
+        """Split as ``_data.split`` does and route the ratings to the keeper; returns its stats
+        (a DataFrame's repeated (user, item) pair is refused here)."""
         n = self.nz.nnz
         who = self._first_worker()
         ntrain = shape = None               # a DataFrame's: counted and checked there
@@ -142,8 +116,7 @@ class Values:
         return self.stats
 
     def split(self, ratings: Ratings, test_fraction: float, seed: int):
-        """``(train, test)`` of a DataFrame's placeholder ``ratings`` (their sizes), and
-        the keeper's stats (:meth:`hold_out`)."""
+        """``(train, test)`` placeholders of a DataFrame's ``ratings`` and the keeper's stats."""
         stats = self.hold_out(test_fraction, seed)
         return (*(Ratings(placeholder(k, np.int64), placeholder(k, np.int64),
                           placeholder(k), ratings.shape, dict(ratings.source))
@@ -168,16 +141,13 @@ class Values:
         return self._merged(_train_rows, self.nz.shape[0])
 
     def train_ids(self) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, cols) of the training ratings on the client (a hypergraph partition
-        of a DataFrame needs its every pin)."""
+        """(rows, cols) of the training ratings on the client, for a hypergraph partition."""
         ids = self.client.submit(_keeper_ids, self._kept(), self.stats["ntrain"],
                                  pure=False).result()
         return ids[0], ids[1]
 
     def pins(self, row_parts: np.ndarray, col_blocks: np.ndarray, K: int) -> dict:
-        """A DataFrame's ``train``/``test`` (column, part) pairs (``column * K +
-        part``, sorted, distinct) and its training ``blocks`` counts (K x K, part then
-        column block), made per piece on the workers."""
+        """A DataFrame's ``train``/``test`` (column, part) keys and K x K training ``blocks``."""
         rp, cb = self.client.scatter([row_parts, col_blocks], broadcast=True, hash=False)
         got = self.client.submit(_merged_pins, *self._each(_piece_pins, rp, cb, K),
                                  pure=False).result()
@@ -224,17 +194,14 @@ class Values:
         return self.keeper
 
     def rebuilder(self, s):
-        """``rebuild(parts, placement)`` for the part store: the collection read again
-        and the ``parts``' ratings routed to their workers in ``placement`` (a lost
-        worker's parts; the others stay where they are)."""
+        """``rebuild(parts, placement)``: the lost parts' ratings read and routed again."""
         from daskhpc.io import rereading
 
         return rereading(self.client, [self.nz], lambda parts, placement: self.part_values(
             s, placement, parts))
 
     def part_values(self, s, placement, parts=None) -> dict:
-        """``{part: Future}`` of each part's ratings (or of ``parts``') on its worker
-        (module docstring)."""
+        """``{part: Future}`` of each part's ratings (or of ``parts``') on its worker."""
         K = s.K
         a = s.assignment
         where = {p: placement.worker(p) for p in range(K)}
@@ -257,8 +224,7 @@ class Values:
 
     def _route(self, labels, groups: int, nparts: int, where: dict, *, with_ids=False,
                parts=None, join=None):
-        """``labels``: per rating in Ratings order, or ``(fn, *args)``, which labels
-        each piece on its worker (``fn(piece, lo, mask, *args)``)."""
+        """``labels``: per rating in Ratings order, or ``(fn, *args)`` labelling each piece."""
         from daskhpc.io import route
 
         nz = self.nz
@@ -266,9 +232,9 @@ class Values:
         takes, counts, perms = [], [], {}
         if isinstance(labels, tuple):
             made = self._each(_labelled, G, *labels)
-            bounds = self.client.gather([self.client.submit(_second, f, pure=False)
+            bounds = self.client.gather([self.client.submit(itemgetter(1), f, pure=False)
                                          for f in made])
-            takes = [(self.client.submit(_first, f, pure=False), b[::groups])
+            takes = [(self.client.submit(itemgetter(0), f, pure=False), b[::groups])
                      for f, b in zip(made, bounds)]
             del made
             counts = [np.diff(b).reshape(nparts, groups) for b in bounds]
@@ -289,8 +255,7 @@ class Values:
                      with_ids=with_ids, name="ssgd", parts=parts)
 
     def _perms(self, label, groups, nparts) -> dict:
-        """Per part: the permutation from the join's order (label, collection position)
-        to (label, Ratings position)."""
+        """Per part: permutation from (label, collection position) to (label, Ratings position)."""
         inv = np.empty_like(self.order)
         inv[self.order] = np.arange(self.order.size)
         g = np.argsort(label, kind="stable")
@@ -319,8 +284,7 @@ class Values:
                                   workers=who[:1] or None, pure=False).result()
 
     def gather(self) -> tuple:
-        """(train values, test values, ids or None) on the client (``check_serial``
-        only; the ids, training then test, of a DataFrame)."""
+        """(train values, test values, a DataFrame's ids or None) for ``check_serial``."""
         from daskhpc.io import gathered
 
         gathered("ratings", self.nz.nnz, 8 * self.nz.nnz)
@@ -353,9 +317,8 @@ def full_setup(s):
 
 
 def with_values(d, vals):
-    """On the part's worker: ``d`` (a PartData without ratings) with its ratings; for a
-    DataFrame ``vals`` is ``(ids, values, sizes)`` (the part's blocks, then its test
-    ratings), whose ids become its local rows and columns here."""
+    """On the part's worker: ``d`` with its ratings; a DataFrame's ``vals`` is ``(ids, values,
+    sizes)``, whose ids become local rows and columns here."""
     if isinstance(vals, tuple):
         return _with_ids(d, *vals)
     ends = np.cumsum([b.size for b in d.bli])
@@ -369,8 +332,7 @@ def with_values(d, vals):
 # -- on the workers ------------------------------------------------------------------------
 
 def _part_join(arg, *segments):
-    """Group the segments' values by label (part's block, then test), in collection
-    order within a label; then into Ratings order (``perm``, for a Dask Array)."""
+    """Group the segments' values by label in collection order, then into Ratings order."""
     counts, perm = arg
     ids = None
     if segments and isinstance(segments[0], tuple):
@@ -393,9 +355,7 @@ def _part_join(arg, *segments):
 
 
 def _with_ids(d, ids, vals, sizes):
-    """:func:`with_values` of a DataFrame: local rows and columns as the file path's
-    :func:`~daskhpc.ssgd._parts.part_data` numbers them (``d.rows`` and the held
-    columns are ascending)."""
+    """:func:`with_values` of a DataFrame, numbering as ``_parts.part_data`` does."""
     K = d.K
     it = index_dtype(max(d.rows.size, *(c.size for c in d.cols)))
     ends = np.cumsum(sizes)[:-1]
@@ -419,14 +379,6 @@ def _take(lab, G):
 
 def _labelled(piece, lo, mask, G, fn, *args):
     return _take(fn(piece, lo, mask, *args), G)
-
-
-def _first(x):
-    return x[0]
-
-
-def _second(x):
-    return x[1]
 
 
 def _piece_mask(mask, lo, n):
@@ -483,15 +435,12 @@ def _merged_pins(*got):
 
 
 def _summed(*arrays):
-    out = np.array(arrays[0], copy=True)
-    for a in arrays[1:]:
-        out += a
-    return out
+    return sum(arrays[1:], np.array(arrays[0], copy=True))
 
 
 def _keeper_stats(keeper, ntrain, mask, shape) -> dict:
-    """Mean, clip range and digests; with ``shape`` (a DataFrame's) the training count
-    from ``mask`` and the first repeated pair (collection positions) or None."""
+    """Mean, clip range and digests; for a DataFrame (``shape``) also the training count and
+    the first repeated pair (collection positions) or None."""
     from daskhpc.io import repeated_pair
 
     ids, v = keeper

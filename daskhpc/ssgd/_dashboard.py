@@ -1,5 +1,4 @@
-"""The SSGD strata timeline panel of the daskhpc dashboard (named by its Workflow's ``dashboard``).
-"""
+"""The SSGD strata timeline panel of the daskhpc dashboard."""
 
 from __future__ import annotations
 
@@ -38,9 +37,8 @@ class StrataTimeline(Component):
         st = self.state
         if st is None:
             return
-        # The scheduler's clock (``sent`` to the worker, result ``done``) where the row
-        # has it: one clock for every task. The workers' ``start``/``stop`` arrive
-        # shifted by the scheduler's latency estimate (off by seconds, docs/ssgd.md).
+        # the scheduler's clock (``sent``, ``done``) where the row has it: the workers'
+        # ``start``/``stop`` are shifted by its latency estimate (docs/ssgd.md)
         rows = [(r.get("sent", r.get("start")), r.get("done", r.get("stop")), r)
                 for r in st.strata_rows() if r.get("worker")]
         rows = [x for x in rows if x[0] is not None]
@@ -75,15 +73,8 @@ class StrataTimeline(Component):
 
 
 def shown_text(state) -> str:
-    """What of the run the timeline shows, when it is not every row (a long run passes
-    the state's row limit): e.g. "; every 4th epoch shown (0, 4, 8, ...) of a run of 88.80 s".
-
-    Examples
-    --------
-    >>> from daskhpc.dashboard import DashboardState
-    >>> shown_text(DashboardState())
-    ''
-    """
+    """What of the run the timeline shows when not every row (past the state's row limit),
+    e.g. "; every 4th epoch shown (0, 4, 8, ...) of a run of 88.80 s"."""
     thin = state.strata_thinning()
     first, last = thin["span"]
     whole = f" of a run of {last - first:.2f} s" if first is not None and last is not None \

@@ -1,20 +1,7 @@
 """The ratings a run trains on: validated triplets, and a seeded train/test split.
 
-Everything downstream (partition, strata, plans, kernels) sees one :class:`Ratings`
-object: COO triplets in a fixed order plus the matrix shape. Input mistakes a user can
-fix (NaN ratings, empty rows or columns, more parts than rows) raise
-:class:`~daskhpc.errors.InputError` with a message that says what and where.
-
-Examples
---------
->>> import numpy as np
->>> r = as_ratings((np.array([0, 1, 1]), np.array([1, 0, 1]), np.array([4.0, 3.0, 5.0])))
->>> r.shape, r.nnz
-((2, 2), 3)
->>> train, test = split(r, 1 / 3, seed=0)
->>> train.nnz, test.nnz
-(2, 1)
-"""
+Input mistakes a user can fix (NaN ratings, empty rows or columns, more parts than rows)
+raise :class:`~daskhpc.errors.InputError` saying what and where."""
 
 from __future__ import annotations
 
@@ -35,27 +22,11 @@ __all__ = ["Ratings", "as_ratings", "raw_ratings", "split", "holdout_mask", "che
 
 @dataclass(eq=False)
 class Ratings:
-    """Rating triplets ``(rows[t], cols[t], vals[t])`` of an ``N x M`` matrix.
+    """Rating triplets ``(rows[t], cols[t], vals[t])`` of an ``N x M`` (users x items) matrix.
 
-    Attributes
-    ----------
-    rows, cols : int32 or int64 arrays
-    vals : float32 or float64 array
-        As given (the readers' 32-bit triplets stay so: 12 bytes a rating, not 24);
-        other dtypes become int64 and float64. Or zero-stride arrays
-        (``np.broadcast_to``): placeholders that take no memory, for ratings whose values
-        (and, read from a DataFrame, ids) stay on the workers (a Dask collection); they
-        stay so through :meth:`subset`.
-    shape : (int, int)
-        ``(N, M)``: users x items. Rows and columns without a rating are allowed here
-        (a train split may lose some); :func:`as_ratings` refuses them in the input.
-    source : dict
-        What the ratings came from (the report's ``input`` section).
-    order : str or (float, int)
-        ``"given"``: the caller's arrays (:func:`split` copies them); ``"file"``: read
-        here, in file order; ``(test_fraction, seed)``: read here and reordered in place
-        by :func:`split`, its training ratings first (``digest`` is of file order).
-    """
+    32-bit arrays stay so; zero-stride ones (:func:`placeholder`) stand for values kept on
+    the workers. ``order``: ``"given"``, ``"file"`` (read here) or ``(test_fraction, seed)``
+    (reordered in place by :func:`split`, training ratings first)."""
 
     rows: np.ndarray
     cols: np.ndarray
@@ -81,8 +52,7 @@ class Ratings:
         return sp.csr_array((self.vals, (self.rows, self.cols)), shape=self.shape)
 
     def subset(self, take: np.ndarray) -> "Ratings":
-        """The ratings at positions ``take`` (same shape, order of ``take``), or where the
-        boolean mask ``take`` is True."""
+        """The ratings at positions (or where the boolean mask) ``take``."""
         take = np.asarray(take)
         n = int(np.count_nonzero(take)) if take.dtype == bool else take.size
         vals = placeholder(n) if _placeholder(self.vals) else self.vals[take]
@@ -119,8 +89,7 @@ class Ratings:
 
 
 def _file_order(a: np.ndarray, is_test: np.ndarray, chunk: int = 1 << 20):
-    """``a`` (training ratings first, as :func:`split` put them) back in file order, a
-    ``chunk`` at a time."""
+    """``a`` (training ratings first) back in file order, a ``chunk`` at a time."""
     n = a.size - int(np.count_nonzero(is_test))
     tr = te = 0
     for lo in range(0, a.size, chunk):
@@ -139,20 +108,8 @@ def kept(a, dtypes) -> np.ndarray:
 
 
 def mean_of(v: np.ndarray, chunk: int = 1 << 20) -> float:
-    """The mean of ``v`` summed in float64 (the same bits for float32 and float64 arrays
-    of the same values: a float32 array is widened first).
-
-    A float32 array is widened a ``chunk`` at a time where every partial sum is exact in
-    float64 (its values' lowest bits and their total leave room: half stars, any usual
-    ratings), so that any order of the sum gives the bits of the whole array's; else at
-    once (8 bytes a rating).
-
-    Examples
-    --------
-    >>> v = np.arange(1, 11, dtype=np.float32) / 2
-    >>> mean_of(v, chunk=3) == mean_of(v.astype(np.float64)) == 2.75
-    True
-    """
+    """The mean of ``v`` summed in float64, the same bits for float32 and float64 arrays
+    (a float32 array a chunk at a time where every partial sum is exact)."""
     v = np.asarray(v)
     if not v.size:
         return 0.0
@@ -173,17 +130,7 @@ def mean_of(v: np.ndarray, chunk: int = 1 << 20) -> float:
 
 
 def wide_digest(*arrays, chunk: int = 1 << 20) -> str:
-    """:func:`daskhpc.runtime.array_digest` of the arrays widened to int64 / float64,
-    without their wide copies: 32-bit ids and ratings keep the digest (and the
-    checkpoints) they had as 64-bit arrays.
-
-    Examples
-    --------
-    >>> from daskhpc.runtime import array_digest
-    >>> ids = np.arange(6, dtype=np.int32).reshape(2, 3)
-    >>> wide_digest(ids, chunk=2) == array_digest(ids.astype(np.int64))
-    True
-    """
+    """``array_digest`` of the arrays widened to 64 bits, without wide copies."""
     import hashlib
 
     h = hashlib.sha256()
@@ -201,34 +148,8 @@ def _placeholder(v) -> bool:
 
 
 def as_ratings(data, *, names=None) -> Ratings:
-    """Validate ``data`` and return it as :class:`Ratings`.
-
-    Parameters
-    ----------
-    data : path, SparseInput, scipy.sparse matrix/array, Ratings or (rows, cols, vals[, shape])
-        A file any :func:`daskhpc.io.read` reader accepts (ratings CSV, MatrixMarket...),
-        what a reader returned, a sparse matrix (stored entries are ratings, explicit
-        zeros included), or COO triplets.
-    names : callable, optional
-        ``names(axis, i)`` -> how the user's file names row (0) or column ``i`` (e.g.
-        ``"user alice"``); errors use it. Default: ``"row i"``, 0-based indices.
-
-    Raises
-    ------
-    InputError
-        No ratings, a NaN or infinite rating, a row (user) or column (item) without any
-        rating, or negative / out-of-range indices.
-
-    Examples
-    --------
-    >>> import scipy.sparse as sp
-    >>> as_ratings(sp.csr_array([[1.0, 0], [0, 2.0]])).nnz
-    2
-    >>> as_ratings(sp.csr_array([[1.0, 0], [0, 0]]))
-    Traceback (most recent call last):
-    ...
-    daskhpc.errors.InputError: input: row 1 has no ratings (1 of 2 rows are empty); ...
-    """
+    """Validate ``data`` (a file, a reader's result, a sparse matrix or COO triplets) as
+    :class:`Ratings`; ``names(axis, i)`` names rows and columns in errors."""
     if isinstance(data, (str, os.PathLike)):
         from daskhpc.io import read
 
@@ -249,27 +170,13 @@ def as_ratings(data, *, names=None) -> Ratings:
             int(rows.max()) + 1 if rows.size else 0, int(cols.max()) + 1 if cols.size else 0)
         r = Ratings(rows, cols, vals, shape, {"shape": [int(shape[0]), int(shape[1])],
                                               "nnz": int(np.size(vals))})
-    _validate(r, names or _index_names)
+    _validate(r, names or (lambda axis, i: f"{('row', 'column')[axis]} {int(i)}"))
     return r
 
 
-def _index_names(axis: int, i: int) -> str:
-    return f"{('row', 'column')[axis]} {int(i)}"
-
-
 class FileNames:
-    """``names(axis, i)``: how the user's file names row (0) or column ``i``: ``user
-    alice`` / ``item 5000`` (ratings files: original ids), ``row 3`` (original ids of
-    SNAP nodes, 1-based in MatrixMarket and LIBSVM, 0-based for in-memory inputs).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> FileNames((np.array([1000, 5000]), None), 0, "ratings")(0, 1)
-    'user 5000'
-    >>> FileNames((None, None), 1, "mtx")(1, 0)
-    'column 1'
-    """
+    """``names(axis, i)``: how the user's file names row (0) or column ``i`` (``user alice``,
+    ``row 3``: original ids, 1-based in MatrixMarket and LIBSVM)."""
 
     def __init__(self, maps, base: int = 0, fmt: str | None = None):
         self.maps, self.base, self.fmt = maps, int(base), fmt
@@ -297,8 +204,7 @@ class FileNames:
 
 
 def raw_ratings(data):
-    """``(Ratings not yet validated, FileNames)`` of a reader's result, ``(Ratings,
-    None)`` of a sparse matrix (row-major), ``(None, None)`` for other inputs."""
+    """``(unvalidated Ratings, FileNames or None)`` of a reader's result or a sparse matrix."""
     if hasattr(data, "matrix") and hasattr(data, "describe"):
         return _from_input(data), FileNames.of(data)
     if sp.issparse(data):
@@ -358,18 +264,9 @@ def check_parts(nparts: int, r: Ratings) -> int:
 
 
 def split(r: Ratings, test_fraction: float, seed: int = 0) -> tuple[Ratings, Ratings]:
-    """Hold out a seeded random ``test_fraction`` of the ratings.
+    """Hold out a seeded random ``test_fraction`` of the ratings, both halves in input order.
 
-    Both halves keep the input's order (the test set is a sorted random sample), so the
-    same seed always gives the same split. Users or items that end up only in the test
-    set are predicted from their initial factors (cold start).
-
-    Examples
-    --------
-    >>> r = as_ratings((np.arange(10) % 3, np.arange(10) % 4, np.ones(10)))
-    >>> [x.nnz for x in split(r, 0.2, seed=1)]
-    [8, 2]
-    """
+    Users or items only in the test set are predicted from their initial factors."""
     is_test = holdout_mask(r.nnz, test_fraction, seed)
     if is_test is None:
         return r, r.subset(np.zeros(0, np.int64))

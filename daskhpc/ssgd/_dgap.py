@@ -1,34 +1,15 @@
 """d-gap rows (eq. (7)): which H rows each part must send to which part, once per epoch.
 
-A row h_j of block H_beta is updated by the parts Lambda(j) that hold a rating in column j.
-In a ring strata these parts update H_beta in the fixed ring order x, x-1, x-2, ...
-(mod K), so after part x updates h_j it must send it to the *next* part in that order
-that also updates h_j; the last one sends it to the first one of the next epoch. Rows
-with a single updater never move (section V: each cut net costs lambda(n_j) rows).
-
-:func:`dgap_successors` computes these successors with the bitwise dynamic programme of
-Algorithm 2 (as implemented by ``get_shared_cols_efficient`` in the paper's public code):
-for each block beta and part x, with B_beta^y the bit string of the rows y updates,
+In a ring strata the parts Lambda(j) that update h_j do so in the ring order x, x-1, ...
+(mod K): after x updates h_j it sends it to the next of them (the last to the first of
+the next epoch); rows with one updater never move. :func:`dgap_successors` runs the
+bitwise dynamic programme of Algorithm 2 (``get_shared_cols_efficient``), eq. (10):
 
     Psi^{x,y} = (B^x AND B^y) XOR (B^x AND B^y AND mask),  mask = OR of B^z, z between x, y
 
-(eq. (10)), walking y along the ring and OR-ing B^y into ``mask`` after each step. The
-printed Algorithm 2 seeds ``mask`` with the first successor's bits before the loop, which
-would give that successor no rows; we start from an empty mask, as eq. (10) and the public
-code do. The walk stops early once every row of B^x has found its successor.
-
-:func:`successors_by_connectivity` gets the same triples from the sorted connectivity
-sets (one vectorised pass over the pins) and serves as an independent check.
-
-Examples
---------
->>> import numpy as np
->>> pins_col = np.array([0, 0, 1, 1, 1]); pins_part = np.array([0, 2, 0, 1, 3])
->>> col_blocks = np.array([0, 0])
->>> x, y, j = dgap_successors(pins_col, pins_part, col_blocks, 4)
->>> sorted(zip(x.tolist(), y.tolist(), j.tolist()))
-[(0, 2, 0), (0, 3, 1), (1, 0, 1), (2, 0, 0), (3, 1, 1)]
-"""
+from an empty mask, as eq. (10) and the public code do (the printed Algorithm 2 seeds it
+with the first successor's bits). :func:`successors_by_connectivity` is an independent
+check from the sorted connectivity sets."""
 
 from __future__ import annotations
 
@@ -37,7 +18,7 @@ import numpy as np
 
 from daskhpc.arrays import unique_sorted
 
-__all__ = ["dgap_successors", "successors_by_connectivity", "pins_of", "unique"]
+__all__ = ["dgap_successors", "successors_by_connectivity", "pins_of"]
 
 _DEBRUIJN = 0x03F79D71B4CB0A89
 
@@ -54,30 +35,11 @@ def _ctz_table() -> np.ndarray:
 _CTZ = _ctz_table()
 
 
-def unique(a) -> np.ndarray:
-    """Sorted distinct values of an integer array (sort + mask; kept for importers).
-
-    ``np.unique`` of numpy 2.4 takes a hash-table path that is ~100x slower than a sort
-    on large high-cardinality int64 arrays; see :func:`daskhpc.hypergraph._unique.unique_sorted`.
-
-    >>> unique(np.array([3, 1, 3, 2])).tolist()
-    [1, 2, 3]
-    """
-    return unique_sorted(a)
-
-
 def pins_of(rows, cols, row_parts, ncols: int, nparts: int) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (column, part) pairs: part x updates h_j. Sorted by column, then part.
-
-    Examples
-    --------
-    >>> c, p = pins_of(np.array([0, 1, 1]), np.array([2, 2, 0]), np.array([1, 0]), 3, 2)
-    >>> c.tolist(), p.tolist()
-    ([0, 2, 2], [0, 0, 1])
-    """
+    """Distinct (column, part) pairs: part x updates h_j. Sorted by column, then part."""
     rows, cols, row_parts = np.asarray(rows), np.asarray(cols), np.asarray(row_parts)
     if ncols * nparts > rows.size:
-        key = unique(cols.astype(np.int64) * nparts + row_parts[rows])
+        key = unique_sorted(cols.astype(np.int64) * nparts + row_parts[rows])
         return key // nparts, key % nparts
     # a mark per (column, part), set a chunk of ratings at a time: no 64-bit keys (and
     # their sort) of every rating, 24 bytes a rating
@@ -138,22 +100,8 @@ def _walk(K, nw, woff, bits, count, col_ptr, col_ids, ctz, out_x, out_y, out_j):
 
 
 def dgap_successors(pins_col, pins_part, col_blocks, nparts: int):
-    """Successor of every row update with Algorithm 2 (bitwise dynamic programme).
-
-    Parameters
-    ----------
-    pins_col, pins_part : int arrays
-        The (column j, part x) pairs of :func:`pins_of`.
-    col_blocks : int array
-        Column block of every column.
-    nparts : int
-
-    Returns
-    -------
-    x, y, j : int64 arrays
-        Part x sends row h_j to part y (y is the next part after x in the ring order that
-        updates h_j). Rows with one updater do not appear.
-    """
+    """``(x, y, j)``: part x sends row h_j to part y, the next updater of h_j in the ring order
+    (Algorithm 2 over the :func:`pins_of` pairs); rows with one updater do not appear."""
     K = int(nparts)
     pins_col = np.ascontiguousarray(pins_col, np.int64)
     pins_part = np.ascontiguousarray(pins_part, np.int64)
@@ -183,11 +131,8 @@ def dgap_successors(pins_col, pins_part, col_blocks, nparts: int):
 
 
 def successors_by_connectivity(pins_col, pins_part, nparts: int):
-    """The same (x, y, j) triples from the sorted connectivity sets, vectorised.
-
-    With Lambda(j) sorted ascending as a_0 < ... < a_{l-1}, the ring order x, x-1, ...
-    makes a_{i-1} the successor of a_i and a_{l-1} the successor of a_0.
-    """
+    """The same (x, y, j) triples: with Lambda(j) sorted a_0 < ... < a_{l-1}, a_{i-1} follows
+    a_i and a_{l-1} follows a_0."""
     pins_col = np.asarray(pins_col, np.int64)
     pins_part = np.asarray(pins_part, np.int64)
     order = np.lexsort((pins_part, pins_col))

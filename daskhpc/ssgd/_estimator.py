@@ -1,23 +1,4 @@
-"""An estimator over :func:`~daskhpc.ssgd.fit`: ratings by original id in, predictions out.
-
-:class:`MatrixFactorization` takes (user, item, rating) rows as the user has them (any
-ids: numbers or strings), fits the (by default biased) model serially or on a Dask
-cluster, and predicts any (user, item) pair, known or not, the way Surprise's ``SVD``
-does: a pair whose user or item was not in the training ratings gets the mean rating
-plus the biases that are known. ``get_params``/``set_params`` follow scikit-learn's
-conventions without importing it.
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.ssgd import MatrixFactorization
->>> r = np.array([[10, 7, 4.0], [10, 8, 2.0], [20, 7, 5.0], [20, 9, 3.0], [30, 8, 1.0]])
->>> mf = MatrixFactorization(n_factors=2, epochs=5).fit(r)
->>> mf.predict([[10, 7], [99, 7]]).shape           # user 99 is unknown: mu + b_i
-(2,)
->>> mf.get_params()["n_factors"]
-2
-"""
+"""An estimator over :func:`~daskhpc.ssgd.fit`: ratings by original id in, predictions out."""
 
 from __future__ import annotations
 
@@ -35,6 +16,10 @@ __all__ = ["MatrixFactorization"]
 class MatrixFactorization:
     """Matrix factorisation by stratified SGD (``daskhpc.ssgd.fit``) with original ids.
 
+    Any (user, item) pair is predicted as Surprise's ``SVD`` does: an unknown user or item
+    gets the mean rating plus the biases that are known. ``get_params``/``set_params``
+    follow scikit-learn's conventions without importing it.
+
     Parameters
     ----------
     n_factors : int
@@ -42,21 +27,18 @@ class MatrixFactorization:
     epochs : int
         SGD epochs.
     lr, reg : float
-        Initial learning rate and L2 regularisation of the factors (``fit``'s ``lr`` and
-        ``reg``: 0.02 and 0.1 by default, the SSGD defaults; the learning rate decays as
-        lr / (1 + 0.05 n^1.5) in epoch n).
+        Initial learning rate and L2 regularisation of the factors (``fit``'s).
     biased : bool
         The model mu + b_u + b_i + p_u . q_i (True) or p_u . q_i.
     reg_bias : float, optional
         L2 regularisation of the biases (default ``reg``).
     client : distributed.Client, optional
         Fit on this cluster (``nparts`` parts, default one per worker); None fits in
-        this process (``serial_fit``, one part): the same algorithm without a cluster.
+        this process (``serial_fit``, one part).
     nparts : int, optional
         K, the parts (row blocks) of the stratified SGD.
     strategy, partition : str
-        ``fit``'s communication strategy ("hc", "p2p", "dsgd") and row partition ("hp",
-        "random"); only used with a client.
+        ``fit``'s communication strategy and row partition; only used with a client.
     init_scale : float, optional
         As ``fit``'s (default: std 0.1 for the biased model).
     seed : int
@@ -68,6 +50,15 @@ class MatrixFactorization:
     ----------
     result_ : SSGDResult
         The fitted model (history, report, factors, ``save``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from daskhpc.ssgd import MatrixFactorization
+    >>> r = np.array([[10, 7, 4.0], [10, 8, 2.0], [20, 7, 5.0], [20, 9, 3.0], [30, 8, 1.0]])
+    >>> mf = MatrixFactorization(n_factors=2, epochs=5).fit(r)
+    >>> mf.predict([[10, 7], [99, 7]]).shape           # user 99 is unknown: mu + b_i
+    (2,)
     """
 
     def __init__(self, n_factors: int = 100, epochs: int = 20, lr: float = 0.02,
@@ -75,19 +66,9 @@ class MatrixFactorization:
                  client=None, nparts: int | None = None, strategy: str = "hc",
                  partition: str = "random", init_scale: float | None = None, seed: int = 0,
                  test_fraction: float = 0.0):
-        self.n_factors = n_factors
-        self.epochs = epochs
-        self.lr = lr
-        self.reg = reg
-        self.biased = biased
-        self.reg_bias = reg_bias
-        self.client = client
-        self.nparts = nparts
-        self.strategy = strategy
-        self.partition = partition
-        self.init_scale = init_scale
-        self.seed = seed
-        self.test_fraction = test_fraction
+        given = locals()            # stored unchanged, scikit-learn's convention
+        for name in self._PARAMS:
+            setattr(self, name, given[name])
 
     _PARAMS = ("n_factors", "epochs", "lr", "reg", "biased", "reg_bias", "client", "nparts",
                "strategy", "partition", "init_scale", "seed", "test_fraction")
@@ -106,9 +87,7 @@ class MatrixFactorization:
         return self
 
     def __sklearn_clone__(self) -> MatrixFactorization:
-        """scikit-learn's ``clone``: a new unfitted estimator with copies of the
-        parameters and the same ``client`` (a live connection, which cannot be copied,
-        and the cluster the clone is to run on)."""
+        """scikit-learn's ``clone``: copies of the parameters, the same (live) ``client``."""
         params = {k: v if k == "client" else copy.deepcopy(v)
                   for k, v in self.get_params().items()}
         return type(self)(**params)
@@ -119,11 +98,9 @@ class MatrixFactorization:
                    if v is not d and not (type(v) is type(d) and v == d)]
         return f"MatrixFactorization({', '.join(changed)})"
 
-    # -- fitting -----------------------------------------------------------------------
     def fit(self, ratings) -> MatrixFactorization:
-        """Fit on ``ratings``: rows (user id, item id, rating), an (n, 3) array, a
-        DataFrame (its first three columns) or a sequence of triples. Ids are kept as
-        given (numbers or strings)."""
+        """Fit on ``ratings``: (user id, item id, rating) rows as an (n, 3) array, a DataFrame
+        (its first three columns) or a sequence of triples; ids are kept as given."""
         users, items, vals = _columns(ratings, 3, "ratings")
         try:
             vals = vals.astype(np.float64)
@@ -149,7 +126,6 @@ class MatrixFactorization:
         self.result_ = res
         return self
 
-    # -- using the model ---------------------------------------------------------------
     def _fitted(self):
         res = getattr(self, "result_", None)
         if res is None:
@@ -157,14 +133,10 @@ class MatrixFactorization:
         return res
 
     def predict(self, pairs) -> np.ndarray:
-        """Predicted ratings of (user id, item id) ``pairs`` (an (n, 2) array, a
-        DataFrame's first two columns, or a sequence of pairs), clipped to the training
-        ratings' range.
+        """Predicted ratings of (user id, item id) ``pairs``, clipped to the training range.
 
-        A pair whose user or item the training ratings did not have is predicted as
-        Surprise's ``SVD`` does: the mean training rating mu, plus b_u if the user is
-        known and b_i if the item is known (the unbiased model: mu).
-        """
+        An unknown user or item is predicted as Surprise's ``SVD`` does: mu, plus b_u if the
+        user is known and b_i if the item is known."""
         res = self._fitted()
         users, items = _columns(pairs, 2, "pairs")
         u, ku = res.lookup(0, users)
@@ -178,11 +150,9 @@ class MatrixFactorization:
 
     def recommend(self, user, n: int = 10, exclude_seen: bool = True,
                   shrink: float = SHRINK) -> np.ndarray:
-        """The ``n`` item ids of highest predicted rating for ``user``, best first,
-        without the items the user rated (``exclude_seen``), an item's lift over the
-        user's baseline damped by its few ratings (``shrink``:
-        :meth:`SSGDResult.recommend`). An unknown user gets the items of highest mu +
-        b_i, damped the same way (biased model; the unbiased one raises KeyError)."""
+        """The ``n`` item ids of highest predicted rating for ``user``, as
+        :meth:`SSGDResult.recommend`; an unknown user gets the items of highest mu + b_i
+        (biased model; the unbiased one raises KeyError)."""
         res = self._fitted()
         _, known = res.lookup(0, [user])
         if known[0] or not res.biased:

@@ -1,12 +1,4 @@
-"""The pinned graph of all epochs of an SSGD attempt (see ``_job`` for the task table).
-
-Examples
---------
->>> graph = WindowGraph(setup, placement.worker, part_futures, "ab12")  # doctest: +SKIP
->>> tasks, where, follow = graph.window(0, setup.E)                    # doctest: +SKIP
->>> sorted(follow)                                                     # doctest: +SKIP
-['ckpt', 'eval', 'final']
-"""
+"""The pinned graph of all epochs of an SSGD attempt (see ``_job`` for the task table)."""
 
 from __future__ import annotations
 
@@ -25,20 +17,9 @@ STEP = "ssgd-step"
 class WindowGraph:
     """The graph of an attempt, built one window of epochs at a time.
 
-    ``window(e0, e1)`` returns the tasks of epochs ``e0 .. e1 - 1`` (and the final tasks
-    when ``e1`` is the last epoch) and the keys the client follows: done, they say the
-    whole window is done. No task of a window depends on a task of another: the frame
-    submits a window once the one before is done (each part's state on its worker
-    carries over), so the scheduler forgets a window once it is over. A Dask dependency
-    between windows would keep every task of the run in the scheduler: a released task
-    stays as long as one of its dependents does, and the chain of steps runs from the
-    first epoch to the last. Graph mode: a bundle read after its window is fetched by a
-    ``stash`` task on its receiver in its own window (the transfer the reader would have
-    made) and read from that worker's registry (:class:`~daskhpc.ssgd._tasks.Stashed`).
-    The work per window is proportional to its epochs, not to the run's. Direct mode: a
-    window is one task per worker (``per_task`` epochs each, if set), so its windows are
-    longer (``_job.DIRECT_SUBEPOCHS``, growing to ``_job.DIRECT_MAX_SUBEPOCHS``): the
-    workers wait for the client between windows.
+    No task of a window depends on another window's (that would keep every task of the run
+    in the scheduler): part states carry over on the workers, and a bundle read after its
+    window is fetched by a ``stash`` task on its receiver (:class:`~daskhpc.ssgd._tasks.Stashed`).
     """
 
     def __init__(self, s: Setup, where_part, data, token: str, ckpt_paths=None,
@@ -86,16 +67,9 @@ class WindowGraph:
         return self.group_key(self.where_part(p), T)
 
     def _messages(self, e0: int, e1: int):
-        """Bundles and consumers of the instances that can matter to epochs e0 .. e1 - 1.
-
-        ``bundles[(w, ts)][w_dst] = (key, [(q, m, src), ...])``: the messages a worker
-        sends after sub-epoch ts, one task (and one transfer) per receiving worker. A
-        message between parts on the same worker is no task and no dependency: the
-        receiver's group comes after the sender's in the worker's chain and reads the
-        rows from the sender's state. ``consumers[(dst, T)] = [(bundle key or None,
-        (dst, q, m, e, src or -1, ts, slot))]``; ``last[key]``: the last sub-epoch that
-        reads bundle ``key``.
-        """
+        """``(bundles, consumers, last)`` of the instances that matter to epochs e0 .. e1 - 1:
+        ``bundles[(w, ts)][w_dst] = (key, [(q, m, src)])``, ``consumers[(dst, T)]`` the inputs
+        of each step, ``last[key]`` a bundle's last reader."""
         s, K, E = self.s, self.s.K, self.s.E
         rp = s.runplan
         q_, m_, e_, ts_ = self._inst
@@ -127,15 +101,8 @@ class WindowGraph:
         return bundles, consumers, last
 
     def window(self, e0: int, e1: int):
-        """Tasks of epochs ``e0 .. e1 - 1``; see the class docstring.
-
-        Returns
-        -------
-        tasks, workers : dict
-        follow : dict
-            ``eval[(p, e)]``, ``ckpt[(p, e)]`` and ``final[p]`` keys of this window, and
-            ``done``: the other keys to wait for (the workers' last steps, stashes).
-        """
+        """``(tasks, workers, follow)`` of epochs ``e0 .. e1 - 1``; ``follow`` holds the ``eval``,
+        ``ckpt`` and ``final`` keys and ``done``, the other keys to wait for."""
         s, K, E = self.s, self.s.K, self.s.E
         rp, data, token, name = s.runplan, self.data, self.token, self.name
         T0, T1 = e0 * K, e1 * K
@@ -224,12 +191,7 @@ class WindowGraph:
         return tasks, where, follow
 
     def _direct_epochs(self, tasks, where, w, parts, team, e0, e1, consumers, bundles, last):
-        """Tasks of worker w for epochs e0 .. e1 - 1, ``per_task`` epochs each (0: one
-        task), keyed by their last epoch (the run's last task returns the parts' finals).
-        Per epoch: per sub-epoch what it waits for (the bundle keys of its inputs from
-        other workers, in ``meta`` order), what it may then drop (bundles read for the last
-        time) and the bundles it pushes ``(receiver, key, items)``; then the test error and
-        checkpoint of the worker's parts, if any."""
+        """Worker w's direct-mode tasks for epochs e0 .. e1 - 1, ``per_task`` epochs each."""
         K = self.s.K
         epochs = []
         for e in range(e0, e1):
@@ -249,9 +211,7 @@ class WindowGraph:
         for i in range(0, len(epochs), n):
             chunk = epochs[i:i + n]
             key = self.epoch_key(w, chunk[-1][0])
-            # the run's first task creates the part states, its last returns the finals
-            # the epochs' specs as one pickle: the scheduler walks nested lists and tuples
-            # for keys (docs/decisions.md)
+            # the specs as one pickle: the scheduler walks nested lists and tuples for keys
             tasks[key] = (_tasks.epochs_direct, team, self.token, self.label(parts),
                           pickle.dumps(chunk, protocol=5), prev, chunk[0][0] == 0,
                           chunk[-1][0] == self.s.E - 1)
@@ -259,11 +219,9 @@ class WindowGraph:
             prev = key
 
     def _eval_spec(self, w, parts, e):
-        """Epoch e's test error on worker w in the direct mode, or None if e is not
-        evaluated: ``(q, sends, needs)`` with ``sends = [(receiver, key, [(mail id, m,
-        src)])]``, the messages w's parts send, one push per receiving worker (receiver
-        None: parts of w, kept on w), and ``needs = {part: [(m, mail id)]}`` in message
-        order."""
+        """Direct mode: epoch e's test error on worker w, ``(q, sends, needs)`` (None if not
+        evaluated); ``sends = [(receiver or None, key, [(mail id, m, src)])]``,
+        ``needs = {part: [(m, mail id)]}``."""
         if e not in self._evaluated:
             return None
         s = self.s

@@ -1,17 +1,6 @@
 """The input of a run, read and validated once: the ratings without empty rows and
-columns, and how the user's file names each row and column.
-
-``daskhpc run ssgd`` reads it in the workflow's ``check`` (before the cluster starts) and
-hands the same :class:`Input` to ``fit``; ``prepare`` and the resume path of ``fit`` take
-it through :func:`load` as well, so every route reads, drops and names alike.
-
-Examples
---------
->>> import numpy as np, scipy.sparse as sp
->>> inp = load(sp.csr_array(np.array([[1.0, 2.0], [0.0, 0.0], [3.0, 0.0]])))
->>> inp.ratings.shape, inp.kept[0].tolist(), inp.name(0, 1)
-((2, 2), [0, 2], 'row 2')
-"""
+columns, and how the user's file names each row and column (the CLI's check, ``prepare``
+and ``fit``'s resume path all take it through :func:`load`)."""
 
 from __future__ import annotations
 
@@ -30,27 +19,8 @@ __all__ = ["Input", "load"]
 
 @dataclass(eq=False)
 class Input:
-    """Validated ratings and the names of their rows and columns.
-
-    Attributes
-    ----------
-    ratings : Ratings
-        Without empty rows and columns (or refused, ``keep_empty``).
-    index_maps : (array or None, array or None)
-        Original id of every row and column of ``ratings`` (None: number ``i + base``).
-    kept : (array or None, array or None)
-        Row and column of the matrix as read of every row and column of ``ratings``
-        (None: none was dropped).
-    file_shape : (int, int)
-        The matrix as read, empty rows and columns included.
-    base : int
-        1 where the file numbers rows and columns from 1 (MatrixMarket, LIBSVM).
-    format : str or None
-        The reader's format (None for in-memory inputs).
-    values : daskhpc.ssgd._collect.Values or None
-        For a Dask collection: its ratings, which stay on the workers (``ratings.vals``
-        is then a placeholder of zeros).
-    """
+    """Validated ratings and the names of their rows and columns: ``index_maps`` (original
+    ids), ``kept`` (their indices in the matrix as read), ``values`` (a collection's)."""
 
     ratings: Ratings
     index_maps: tuple = (None, None)
@@ -66,20 +36,12 @@ class Input:
         return self.ratings.source.get("path", "input")
 
     def name(self, axis: int, i: int) -> str:
-        """How the user's file names row (``axis`` 0) or column ``i`` of ``ratings``
-        (see :class:`~daskhpc.ssgd._data.FileNames`)."""
+        """How the user's file names row (``axis`` 0) or column ``i`` of ``ratings``."""
         return FileNames(self.index_maps, self.base, self.format)(axis, i)
 
 
 def load(data, *, format: str | None = None, keep_empty: bool = False) -> Input:
-    """Read (a path) and validate the ratings; drop empty rows and columns.
-
-    Users or items with no rating (e.g. a MatrixMarket matrix with empty rows) are
-    dropped, which changes nothing for the others; the report's ``input`` says what was
-    dropped (``dropped_empty``, ``notes``). ``keep_empty=True`` (``--keep-empty``)
-    refuses them instead, naming the first one as the file does. An :class:`Input` is
-    returned as it is.
-    """
+    """Read (a path) and validate the ratings; drop (or, ``keep_empty``, refuse) empty rows."""
     if isinstance(data, Input):
         return data
     if isinstance(data, (str, os.PathLike)):
@@ -132,4 +94,3 @@ def _loaded(data, keep_empty: bool) -> Input:
     r = Ratings(new[0][raw.rows], new[1][raw.cols], raw.vals, shape, source)
     return Input(as_ratings(r, names=FileNames(out_maps, base, fmt)), out_maps, kept,
                  raw.shape, base, fmt)
-

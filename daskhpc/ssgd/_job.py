@@ -1,37 +1,10 @@
 """SSGD on the workflow frame: one attempt's pinned graph, in windows of epochs.
 
-Tasks (all with a hard worker restriction); P is the worker's parts (one label like
-``"0+1"`` when it holds several):
-
-``init`` (P)               the parts' states, created on their worker (``_tasks``)
-``step`` (P, e, k, B, i)   sub-epoch k of epoch e of every part in P (updating blocks B),
-                           as a group: one task per *bundle* (all messages from this
-                           worker to one other worker after this sub-epoch), or one task
-                           if the worker sends nothing. Inputs: the previous group's task
-                           i=0 and the bundles its parts consume now. Whichever task of
-                           the group runs first sweeps; the value of a task is its bundle,
-                           the only H traffic, fetched by the receiving worker. Messages
-                           between parts of one worker are read from the sender's state.
-``evsend`` / ``eval``      test error after an evaluated epoch (see ``_runplan``)
-``ckpt`` (p, e)            part p's state after epoch e, written to the checkpoint
-``final`` (p)              W_p and the H rows p holds the newest copy of (after the run)
-
-That is the graph mode. In the direct mode a worker runs a window of epochs in one task
-``epoch`` (P, e) (``e``: its last epoch): init, sub-epochs, test errors, checkpoints and
-finals inside it (``_tasks.epochs_direct``), every message pushed to its receiver.
-
-Every part reports the end of each epoch (its loss partial sum), its test error and its
-checkpoint as unit reports (``daskhpc.runtime.send_report``); the frame
-(``daskhpc.runtime.run_job``, with the Job of :func:`ssgd_job`) turns them into the
-history, marks checkpoint steps complete, and does placement, recovery, progress and
-measurement.
-
-Examples
---------
->>> from daskhpc.ssgd._setup import prepare                     # doctest: +SKIP
->>> out = run_job(client, ssgd_job(prepare(ratings, 4, strategy="hc")))  # doctest: +SKIP
->>> out.measured["inter_worker_bytes"]                          # doctest: +SKIP
-"""
+Graph mode: ``init`` (P) creates the states of a worker's parts P; ``step`` (P, e, k, B,
+i) runs sub-epoch k of epoch e as a group, one task per *bundle* (all messages to one
+other worker), whose value is the only H traffic; ``evsend`` / ``eval``, ``ckpt`` (p, e)
+and ``final`` (p). Direct mode: one ``epoch`` (P, e) task per worker and window
+(``_tasks.epochs_direct``), messages pushed."""
 
 from __future__ import annotations
 
@@ -54,12 +27,8 @@ __all__ = ["ssgd_job", "attempt_graph", "ring_placement", "WINDOW"]
 #: Epochs per submitted window (``Job.window``): the scheduler holds at most two windows
 #: of tasks, however many epochs the run has (docs/ssgd.md).
 WINDOW = 8
-#: Sub-epochs of the first window in the direct mode (at least ``WINDOW`` epochs): a
-#: window is one task per worker there, so it can be longer (the workers idle for a round
-#: trip to the client between windows: a Dask dependency between windows would keep them
-#: all in the scheduler); what bounds it is the size of the steps' specs it carries, which
-#: the client builds before the first window is submitted (12 ms for 256 epochs of K = 2)
-#: and while the window before runs for the others.
+#: Sub-epochs of the first window in the direct mode (at least ``WINDOW`` epochs): one
+#: task per worker, bounded by the size of the step specs the client builds for it.
 DIRECT_SUBEPOCHS = 512
 #: Each next window of the direct mode is twice as long, up to this many sub-epochs: a
 #: window's end stalls the workers (docs/benchmarks.md).
@@ -68,12 +37,7 @@ DIRECT_MAX_SUBEPOCHS = 4096
 
 def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
                   exchange: str = "graph") -> AttemptGraph:
-    """The graph of the epochs ``ctx.todo`` on ``ctx.placement`` (from ``ctx.start``).
-
-    ``exchange``: ``graph`` (a task group per sub-epoch, bundles fetched; the stratum-order
-    plugin orders and records them) or ``direct`` (a task per worker and window of epochs,
-    or ``units-per-task`` epochs, bundles pushed; the timeline comes from the parts' own
-    step logs, and their epoch reports carry it to the dashboard)."""
+    """The graph of the epochs ``ctx.todo`` on ``ctx.placement`` (from ``ctx.start``)."""
     direct = exchange == "direct"
     if not ctx.todo:                   # the checkpoint is at the end: nothing to run
         return AttemptGraph({}, {}, [], collect=lambda _: ctx.start)
@@ -172,27 +136,16 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
 
 
 def ring_placement(nparts: int, workers) -> Placement:
-    """Consecutive parts on the same worker: parts ``[w K / W, (w + 1) K / W)`` on worker w.
-
-    A block travels p -> p-1 -> p-2 ..., so with more parts than workers this keeps most
-    ring neighbours together: their messages (including every distance-1 message, the
-    ones P2P and H&C send after every sub-epoch) then stay inside a worker and need no
-    task. Round robin would put every ring neighbour on another worker.
-
-    Examples
-    --------
-    >>> ring_placement(4, ["a", "b"]).as_dict()
-    {0: 'a', 1: 'a', 2: 'b', 3: 'b'}
-    """
+    """Consecutive parts on the same worker: parts ``[w K / W, (w + 1) K / W)`` on worker w,
+    so most ring neighbours (every distance-1 message of P2P and H&C) share a worker and
+    their messages need no task."""
     workers = list(workers)
     W = len(workers)
     return Placement(nparts, workers, [workers[p * W // nparts] for p in range(nparts)])
 
 
 def _publish_strata(client, timeline) -> None:
-    """The stratum-order plugin's rows of the attempt, for the dashboard (its sampler can
-    miss the last ones). The plan is the frame's to publish (the attempt's ``plans``, one
-    definition with the report). Never fails the run: ``publish`` logs instead."""
+    """The plugin's rows of the attempt, for the dashboard (its sampler can miss the last)."""
     from daskhpc.dashboard import publish
 
     publish(client, "strata", rows=[{k: v for k, v in r.items() if k != "T"}
@@ -200,9 +153,7 @@ def _publish_strata(client, timeline) -> None:
 
 
 def _step_log_timeline(finals: dict, placement, run: str, K: int) -> list[dict]:
-    """Timeline rows (as the stratum-order plugin records them) from the parts' own step
-    logs, for the direct mode: worker clocks, fine on one machine and for the order check
-    of :func:`~daskhpc.ssgd.check_timeline` (one clock per worker)."""
+    """Direct mode: timeline rows, as the plugin records them, from the parts' step logs."""
     return [{"run": run, "part": p, "epoch": e, "subepoch": k, "T": (e, k), "block": b,
              "worker": placement.worker(p), "start": t0, "stop": t1, "held": False,
              "state": "memory"}
@@ -212,13 +163,7 @@ def _step_log_timeline(finals: dict, placement, run: str, K: int) -> list[dict]:
 def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,
              placement=None, timeline: list | None = None, exchange: str = "graph",
              window: int | None = None):
-    """The frame's Job for the run prepared in ``s`` (epochs are its units).
-
-    ``timeline``, if given, receives the stratum-order plugin's rows of the last attempt.
-    ``window``: epochs per submission (default ``WINDOW``; direct exchange:
-    ``DIRECT_SUBEPOCHS`` sub-epochs, at least ``WINDOW`` epochs, each next window twice as
-    long up to ``DIRECT_MAX_SUBEPOCHS``).
-    """
+    """The frame's Job for the run prepared in ``s`` (epochs are its units)."""
     K, o = s.K, s.options
     evaluated = set(s.runplan.eval_epochs.tolist())
 
@@ -252,4 +197,3 @@ def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True
         placement=placement or functools.partial(ring_placement, K), warm_up=_tasks.warm_up,
         unit_name="epochs", opened=lambda ck: save_partition(s, ck), window=window,
         diverged_hint=f"try a smaller --lr than {o.lr:g}")
-

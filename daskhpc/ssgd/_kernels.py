@@ -1,31 +1,10 @@
 """numba kernels: the SGD sweep over one block, seeded initial factors, test error.
 
-One kernel serves the serial reference and every worker: both call :func:`sgd_block`
-on the same ratings in the same order, so the distributed factors equal the serial
-ones bit for bit (no fastmath: the sums are evaluated in source order, whatever the
-arrays' alignment).
-
-* The update order of a block is a Fisher-Yates shuffle driven by a SplitMix64 stream
-  seeded from (seed, epoch, part, block): reproducible, and no permutation arrays to
-  ship (the paper's code reshuffles every block every epoch too, ``gen_perm_arr``).
-* Per rating r_ij with e = r_ij - w_i . h_j (the paper's eqs. (3)-(4)):
-  ``w_i += lr (e h_j - reg w_i)`` and ``h_j += lr (e w_i_old - reg h_j)``.
-* The sweep also sums the objective terms ``0.5 (e^2 + reg (|w_i|^2 + |h_j|^2))``
-  evaluated just before each update (the running training loss).
-* The biased model (``biased=True``) keeps b_i and c_j in an extra last column of W and
-  H: :func:`sgd_block_biased`, :func:`sse_block_biased`.
-* Initial factors are a function of (seed, matrix, row id): every worker can build the
-  initial rows it holds without any communication, and they agree with the serial run.
-
-Examples
---------
->>> import numpy as np
->>> W = init_rows(0, 0, np.arange(2), 4, 0.5); H = init_rows(0, 1, np.arange(3), 4, 0.5)
->>> loss = sgd_block(W, H, np.array([0, 1]), np.array([2, 0]), np.array([4.0, 1.0]),
-...                  0.01, 0.05, block_seed(0, 0, 0, 0))
->>> bool(loss > 0)
-True
-"""
+The serial reference and every worker call :func:`sgd_block` on the same ratings in the
+same order, so the factors agree bit for bit (no fastmath). A block's update order is a
+Fisher-Yates shuffle driven by SplitMix64 seeded from (seed, epoch, part, block), as the
+paper's code reshuffles (``gen_perm_arr``); initial factors are a function of (seed,
+matrix, row id), so each worker builds its rows without communication."""
 
 from __future__ import annotations
 
@@ -95,9 +74,7 @@ def _order(n, seed):
 
 @numba.njit(cache=True)
 def _shuffled(li, lj, val, seed):
-    """The ratings in the order of ``_order(n, seed)``, as new arrays: a sweep through
-    them reads in sequence, 2.5-3x faster than one that indexes through the order (500k
-    ratings, F = 16), with the same updates in the same order."""
+    """The ratings in ``_order(n, seed)`` as new arrays: read in sequence, 2.5-3x faster."""
     order = _order(val.size, seed)
     return li[order], lj[order], val[order]
 
@@ -119,6 +96,9 @@ def _dot_norms(W, H, i, j, F):
 def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
     """One SGD sweep over the ratings of a block, in seeded random order, in place.
 
+    Per rating r_ij, with e = r_ij - w_i . h_j: ``w_i += lr (e h_j - reg w_i)`` and
+    ``h_j += lr (e w_i - reg h_j)`` with the old w_i (eqs. (3)-(4)).
+
     Parameters
     ----------
     W, H : float64 arrays (n_w, F), (n_h, F)
@@ -130,10 +110,9 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
     lr, reg : float
         Learning rate of this epoch and regularisation.
     seed : uint64
-        Shuffle seed (a run draws one per epoch, part and block: :func:`block_seed`).
+        Shuffle seed (one per epoch, part and block).
     shuffle : bool
-        False: the ratings in their stored order (``seed`` unused): faster, the rows of
-        W in runs (docs/ssgd.md).
+        False: the ratings in their stored order (``seed`` unused).
 
     Returns
     -------
@@ -188,16 +167,9 @@ def sse_block(W, H, li, lj, val, lo, hi):
 
 @numba.njit(cache=True)
 def sgd_block_biased(W, H, li, lj, val, lr, reg, reg_bias, mu, seed, shuffle=True):
-    """:func:`sgd_block` for the biased model r_ij ~ mu + b_i + c_j + w_i . h_j.
-
-    The last column of W holds the row biases b_i, the last of H the column biases c_j
-    (so every message that moves an H row moves its bias too); the other F columns are
-    the factors. Per rating, with e = r_ij - (mu + b_i + c_j + w_i . h_j):
-    ``b_i += lr (e - reg_bias b_i)``, ``c_j += lr (e - reg_bias c_j)`` and the factors
-    as in :func:`sgd_block` (Koren's biased SVD, as Surprise's ``SVD`` updates it). The
-    objective terms add ``0.5 reg_bias (b_i^2 + c_j^2)``. Same shuffle (or stored order)
-    as :func:`sgd_block`.
-    """
+    """:func:`sgd_block` for the biased model r_ij ~ mu + b_i + c_j + w_i . h_j (Koren's,
+    as Surprise's ``SVD`` updates it): the last columns of W and H hold the biases, updated
+    ``b += lr (e - reg_bias b)``; the loss adds ``0.5 reg_bias (b_i^2 + c_j^2)``."""
     n = val.size
     F = W.shape[1] - 1
     if shuffle:
@@ -239,27 +211,21 @@ def sse_block_biased(W, H, li, lj, val, lo, hi, mu):
 
 
 def sweep(W, H, li, lj, val, lr, reg, seed, bias=None, shuffle=True) -> float:
-    """The sweep of the run's model: :func:`sgd_block`, or with ``bias = (reg_bias, mu)``
-    :func:`sgd_block_biased`; ``shuffle=False``: in stored order."""
+    """:func:`sgd_block`, or with ``bias = (reg_bias, mu)`` :func:`sgd_block_biased`."""
     if bias is None:
         return sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle)
     return sgd_block_biased(W, H, li, lj, val, lr, reg, bias[0], bias[1], seed, shuffle)
 
 
 def error_sse(W, H, li, lj, val, lo, hi, bias=None) -> float:
-    """Squared error of clipped predictions of the run's model (``bias`` as in
-    :func:`sweep`)."""
+    """Squared error of clipped predictions of the run's model (``bias`` as in :func:`sweep`)."""
     if bias is None:
         return sse_block(W, H, li, lj, val, lo, hi)
     return sse_block_biased(W, H, li, lj, val, lo, hi, bias[1])
 
 
 def initial_rows(seed, which, ids, rank, scale, biased=False) -> np.ndarray:
-    """Initial rows of W (``which=0``) or H (``which=1``) of the run's model.
-
-    Unbiased: :func:`init_rows`, U[0, scale). Biased: the factors centred, U[-scale/2,
-    scale/2) (the biases and mu carry the mean), and a last column of zero biases.
-    """
+    """Initial rows of W or H: U[0, scale); biased: centred, and a last column of zeros."""
     X = init_rows(seed, which, ids, rank, scale)
     if not biased:
         return X
@@ -270,11 +236,8 @@ def initial_rows(seed, which, ids, rank, scale, biased=False) -> np.ndarray:
 
 @numba.njit(cache=True)
 def pair_terms(W, H, rows, cols, vals, F, biased, mu, reg, reg_bias, lo, hi):
-    """Per rating k, in one pass over the factor rows (no gathered copies of W and H):
-    ``terms[k] = e^2 + reg (|w_i|^2 + |h_j|^2) (+ reg_bias (b_i^2 + b_j^2))`` with
-    ``e = r - prediction`` (the objective's term), and ``c[k] = r - clip(prediction,
-    lo, hi)`` (the train RMSE's). ``biased``: the last columns are the biases, the
-    prediction ``w.h + mu + b_i + b_j``."""
+    """Per rating k in one pass: ``terms[k]``, the objective's term e^2 + reg (|w_i|^2 +
+    |h_j|^2) (+ reg_bias (b_i^2 + b_j^2)), and ``c[k] = r - clip(prediction, lo, hi)``."""
     n = rows.size
     terms = np.empty(n)
     c = np.empty(n)

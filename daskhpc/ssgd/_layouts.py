@@ -1,22 +1,8 @@
 """What an SSGD epoch costs on a network, per row partition, and the fastest one.
 
-An epoch is K sub-epochs; in sub-epoch t part p updates the ratings of its block
-(p, b) with t = subepoch(p, b), about ``6 F`` flops each (the dot product w.h, then
-both rows updated), then sends what the strategy sends after sub-epoch t (the epoch
-plan's phase t). :func:`epoch_cost` prices that with a
-:class:`~daskhpc.comm.CostModel`; :func:`~daskhpc.ssgd._setup.choose` prepares every layout of
-:data:`LAYOUTS` and ranks them (``--partition auto`` runs the first).
-
-Examples
---------
->>> from daskhpc import datasets
->>> from daskhpc.comm import network_model
->>> from daskhpc.ssgd._setup import choose
->>> name, s, rows = choose(datasets.ratings(), 4, network_model("ethernet-10g"),
-...                        epochs=1)                             # doctest: +SKIP
->>> [r["layout"] for r in rows]                                  # doctest: +SKIP
-['hp', 'random']
-"""
+In sub-epoch t part p updates its block (p, b), t = subepoch(p, b), about ``6 F`` flops a
+rating, then sends the epoch plan's phase t: :func:`epoch_cost` prices that with a
+:class:`~daskhpc.comm.CostModel` and ``_setup.choose`` ranks the :data:`LAYOUTS`."""
 
 from __future__ import annotations
 

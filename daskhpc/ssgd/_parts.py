@@ -1,32 +1,19 @@
-"""Cut a prepared run (:class:`~daskhpc.ssgd._setup.Setup`) into per-part static data.
-
-For part p: its W rows, the H rows it holds in each block (P2P/H&C: the columns it has
-ratings in; DSGD: the whole block, which travels), its block ratings in local indices
-(same order as the serial reference), and, for every message it sends or receives,
-where the message's rows come from or go to in its local arrays.
-
-Examples
---------
->>> from daskhpc import datasets
->>> from daskhpc.ssgd._setup import prepare
->>> s = prepare(datasets.ratings(), 2, partition="random", epochs=1, strategy="p2p")
->>> d = part_data(s, 0)
->>> d.rows.size + part_data(s, 1).rows.size
-610
-"""
+"""Cut a prepared run (:class:`~daskhpc.ssgd._setup.Setup`) into per-part static data:
+W rows, held H rows per block (DSGD: whole blocks), block ratings in local indices (the
+serial order), and where each message's rows come from or go to."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from daskhpc._narrow import index_dtype, narrow_values
-from ._dgap import unique
+from daskhpc.arrays import unique_sorted
 from ._kernels import learning_rate
 from ._runplan import holders
 from ._setup import Setup
 from ._tasks import PartData
 
-__all__ = ["part_data", "all_part_data"]
+__all__ = ["part_data"]
 
 
 def _held_columns(s: Setup, p: int) -> list[np.ndarray]:
@@ -39,24 +26,17 @@ def _held_columns(s: Setup, p: int) -> list[np.ndarray]:
 
 
 def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
-    """The :class:`~daskhpc.ssgd._tasks.PartData` of part ``p``.
-
-    ``owner[q]`` names the worker of part q (any hashable); messages from a part with
-    the same owner are read from that part's state, so p keeps the sender's positions.
-    ``checkpoint_epochs`` (local epoch numbers) are those after which p saves its W and
-    the H rows it holds the newest copy of.
-    """
+    """The :class:`~daskhpc.ssgd._tasks.PartData` of part ``p``; a sender with the same
+    ``owner`` (worker) is read from its state."""
     K, o, lay = s.K, s.options, s.layout
     N = s.train.shape[0]
     rows = np.flatnonzero(lay.row_parts == p)
     cols = _held_columns(s, p)
     tr = s.train
-    # a DataFrame's ratings and ids are on the workers: the part's worker makes its
-    # blocks (_collect.with_values)
+    # a DataFrame's blocks are made on the part's worker (_collect.with_values)
     bli, blj, bval, local_row = [None] * K, [None] * K, [None] * K, None
     if not tr.on_workers:
-        # local W and H rows in 32 bits where they fit: the parts' (row, column) of
-        # every rating are built here for all parts, 8 bytes a rating instead of 16
+        # local W and H rows in 32 bits where they fit: 8 bytes a rating, not 16
         it = index_dtype(max(s.train.shape))
         local_row = np.full(N, -1, it)
         local_row[rows] = np.arange(rows.size)
@@ -69,8 +49,7 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
             bli[b] = local_row[tr.rows[sel]]
             local_col[cols[b]] = np.arange(cols[b].size)
             blj[b] = local_col[tr.cols[sel]]
-            # a collection's ratings are put in on the part's worker (with_values)
-            # float32 where it keeps every rating: 12 bytes a rating on the worker
+            # float32 where exact; a collection's are put in on the worker (with_values)
             bval[b] = None if s.values is not None else narrow_values(tr.vals[sel])
     E, e0 = s.E, s.epoch0
     blocks = np.array([[int(s.strata.block(p, k, e)) for k in range(K)] for e in range(E)],
@@ -99,8 +78,7 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
 
 
 def _newest_held(s: Setup, p: int, cols, epoch: int) -> list:
-    """``[(block, local positions)]`` of the H rows whose newest copy p holds after
-    ``epoch`` (what p contributes to the assembled H, or to a checkpoint)."""
+    """``[(block, local positions)]`` of the H rows whose newest copy p holds after ``epoch``."""
     fh = holders(s.layout, s.strata, s.options.strategy, epoch)
     held = [(b, np.flatnonzero(fh[cols[b]] == p)) for b in range(s.K)]
     return [(b, pos) for b, pos in held if pos.size]
@@ -145,7 +123,7 @@ def _evaluation(s: Setup, p: int, d: PartData, local_row: np.ndarray) -> None:
         d.test_cols = col[part == p]
     else:
         sel = s.test_of(p)
-        d.test_cols = unique(t.cols[sel])
+        d.test_cols = unique_sorted(t.cols[sel])
         d.test_li = local_row[t.rows[sel]]
         d.test_lj = np.searchsorted(d.test_cols, t.cols[sel])
         d.test_val = None if s.values is not None else narrow_values(t.vals[sel])
@@ -164,10 +142,6 @@ def _evaluation(s: Setup, p: int, d: PartData, local_row: np.ndarray) -> None:
             if ev["src"][m] == p:
                 blk = lay.col_blocks[c]
                 d.ev_send[(q, int(m))] = [(int(b), np.searchsorted(d.cols[b], c[blk == b]))
-                                          for b in unique(blk)]
+                                          for b in unique_sorted(blk)]
             if ev["dst"][m] == p:
                 d.ev_recv[(q, int(m))] = np.searchsorted(d.test_cols, c)
-
-
-def all_part_data(s: Setup, owner=None, checkpoint_epochs=()) -> list[PartData]:
-    return [part_data(s, p, owner, checkpoint_epochs) for p in range(s.K)]

@@ -1,32 +1,12 @@
 """One epoch of communication for DSGD, P2P and Hold-and-Combine, as messages and Plans.
 
-Vocabulary (times are sub-epochs counted from the start of the epoch):
-
-* a *piece* is one H row (or, for DSGD, one whole block) that part ``src`` updated at
-  ``tx`` and part ``dst`` uses next at ``ty`` (``ty >= K`` means the next epoch);
-* the strategy picks the send time ``ts`` of each piece, ``tx <= ts < ty``:
-
-  - DSGD (section III-B): every block goes to the next part after every sub-epoch;
-  - P2P (Algorithm 1): the d-gap rows of eq. (7), sent right after the update, ts = tx;
-  - H&C (Algorithm 3): rows for a part at ring distance d wait and leave together once
-    per window of d sub-epochs: ts = floor(tx / d) * d + d - 1 (the public code's
-    ``smart_schedule_msg_send``); this may fall into the next epoch;
-
-* a *message* is all pieces with the same (ts, src, dst); in the epoch Plan its phase is
-  ``ts mod K``, the sub-epoch after whose computation it is sent. The section VI metrics
-  (tot/sum-max/max-max vol and msgs) are :meth:`daskhpc.comm.Plan.report` over these
-  phases: one phase is one sub-epoch, as in the public code's ``print_stat``.
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.ssgd._strata import RingStrata
->>> lay = Layout.build(np.array([0, 1, 1, 0]), np.array([0, 0, 1, 1]),
-...                    row_parts=np.array([0, 1]), col_blocks=np.array([0, 1]), nparts=2)
->>> pat = epoch_pattern(lay, RingStrata(2), "p2p")
->>> pat.plan(rank=16).report()["tot_vol"]
-4
-"""
+A *piece* is one H row (DSGD: one whole block) that part ``src`` updated at sub-epoch
+``tx`` and part ``dst`` uses next at ``ty`` (``ty >= K``: the next epoch). The strategy
+picks its send time ``ts``: DSGD (section III-B) and P2P (Algorithm 1) send at once,
+ts = tx; H&C (Algorithm 3) holds rows for ring distance d and sends once per window,
+ts = floor(tx / d) * d + d - 1 (``smart_schedule_msg_send``). A *message* is all pieces
+with the same (ts, src, dst); its phase is ``ts mod K``, so :meth:`daskhpc.comm.Plan.report`
+gives the section VI metrics per sub-epoch, as the public code's ``print_stat``."""
 
 from __future__ import annotations
 
@@ -50,10 +30,8 @@ STRATEGIES = ("dsgd", "p2p", "hc")
 class Layout:
     """The static structure every plan and the driver share.
 
-    ``pins_col[t], pins_part[t]``: part ``pins_part[t]`` holds a training rating in
-    column ``pins_col[t]`` (the connectivity sets, sorted by column then part);
-    ``block_cols[block_ptr[b]:block_ptr[b+1]]`` are the columns of block b, ascending.
-    """
+    ``(pins_col[t], pins_part[t])``: the connectivity sets, sorted by column then part;
+    ``block_cols[block_ptr[b]:block_ptr[b+1]]``: the columns of block b, ascending."""
 
     nparts: int
     shape: tuple[int, int]
@@ -66,9 +44,7 @@ class Layout:
 
     @classmethod
     def build(cls, rows, cols, *, row_parts, col_blocks, nparts, shape=None, pins=None):
-        """``pins``: the (column, part) keys ``column * nparts + part`` (sorted,
-        distinct), when they were made elsewhere (on the workers); ``rows`` and
-        ``cols`` are then not read."""
+        """``pins``: the (column, part) keys when made on the workers."""
         row_parts = np.asarray(row_parts, np.int64)
         col_blocks = np.asarray(col_blocks, np.int64)
         if shape is None:
@@ -80,20 +56,10 @@ class Layout:
         return cls(int(nparts), tuple(shape), row_parts, col_blocks, pc, pp,
                    ptr.astype(np.int64), order.astype(np.int64))
 
-    @property
-    def block_sizes(self) -> np.ndarray:
-        return np.diff(self.block_ptr)
-
 
 def row_pieces(lay: Layout, strata: RingStrata, epoch: int = 0, method: str = "bitwise"):
-    """The H rows that move in ``epoch``: (src, dst, col, tx, ty) arrays.
-
-    With a fixed ring every row with lambda >= 2 updaters hops lambda times per epoch, and
-    the successor of each update comes from Algorithm 2 (``method="bitwise"``) or the
-    connectivity sets (``"connectivity"``). With per-epoch seeds (random strata) the
-    order inside the epoch is still the ring's, but the last update of an epoch is
-    followed by the first of the next epoch's ring, so that hop is recomputed.
-    """
+    """The H rows that move in ``epoch``: (src, dst, col, tx, ty) arrays (random strata: an
+    epoch's last update links to the next epoch's first)."""
     K = lay.nparts
     blk = lay.col_blocks
     if strata.fixed:
@@ -137,13 +103,7 @@ def block_moves(lay: Layout, strata: RingStrata, epoch: int = 0):
 
 
 def send_times(strategy: str, tx: np.ndarray, ty: np.ndarray, K: int) -> np.ndarray:
-    """ts of every piece: right after the update, or Algorithm 3's combined window.
-
-    Examples
-    --------
-    >>> send_times("hc", np.array([0, 1, 2, 3]), np.array([3, 4, 5, 6]), 4).tolist()
-    [2, 2, 2, 5]
-    """
+    """ts of every piece: right after the update, or Algorithm 3's combined window."""
     if strategy in ("dsgd", "p2p"):
         return tx.copy()
     d = ty - tx
@@ -156,13 +116,8 @@ def send_times(strategy: str, tx: np.ndarray, ty: np.ndarray, K: int) -> np.ndar
 
 @dataclass(eq=False)
 class Pattern:
-    """The messages of one epoch, grouped (ts, src, dst), each as segments by ``ty``.
-
-    Per message m: ``src[m]``, ``dst[m]``, ``ts[m]`` and segments
-    ``seg_ptr[m]:seg_ptr[m+1]``; per segment s: the receiving sub-epoch ``seg_ty[s]``,
-    the block ``seg_block[s]`` and its rows ``cols[col_ptr[s]:col_ptr[s+1]]``. A DSGD
-    segment is a whole block (``whole=True``; ``cols`` then lists the block's columns).
-    """
+    """The messages of one epoch, grouped (ts, src, dst): message m's segments
+    ``seg_ptr[m]:seg_ptr[m+1]``, segment s block ``seg_block[s]``'s rows for ``seg_ty[s]``."""
 
     nparts: int
     strategy: str
@@ -199,11 +154,7 @@ class Pattern:
 
 
 def ranges(starts, lengths) -> np.ndarray:
-    """Concatenated ``arange(starts[i], starts[i] + lengths[i])``, vectorised.
-
-    >>> ranges(np.array([5, 0]), np.array([2, 3])).tolist()
-    [5, 6, 0, 1, 2]
-    """
+    """Concatenated ``arange(starts[i], starts[i] + lengths[i])``, vectorised."""
     starts = np.asarray(starts, np.int64)
     lengths = np.asarray(lengths, np.int64)
     total = int(lengths.sum())
@@ -214,11 +165,7 @@ def ranges(starts, lengths) -> np.ndarray:
 
 
 def run_starts(*keys) -> np.ndarray:
-    """Index of the first element of every run of equal ``keys`` tuples (sorted arrays).
-
-    >>> run_starts(np.array([0, 0, 1, 1]), np.array([5, 5, 5, 6])).tolist()
-    [0, 2, 3]
-    """
+    """Index of the first element of every run of equal ``keys`` tuples (sorted arrays)."""
     new = np.ones(keys[0].size, dtype=bool)
     if keys[0].size:
         new[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in keys])
@@ -248,7 +195,7 @@ def epoch_pattern(lay: Layout, strata: RingStrata, strategy: str, epoch: int = 0
     ep = None if strata.fixed else epoch
     if strategy == "dsgd":
         src, dst, block, tx, ty = block_moves(lay, strata, epoch)
-        vol = lay.block_sizes[block]
+        vol = np.diff(lay.block_ptr)[block]
         ptr = np.concatenate([[0], np.cumsum(vol)]).astype(np.int64)
         # K * M rows in all: list them only while that stays small (volumes suffice).
         cols = lay.block_cols[ranges(lay.block_ptr[block], vol)] \

@@ -1,18 +1,9 @@
 """The stratum-order scheduler plugin: :class:`StratumPolicy` on the kit's holding engine.
 
 A step key ``("ssgd-step-<token>", part(s), epoch, subepoch, block(s), i)`` holds the
-units ``(run, part, (epoch, subepoch), block)`` of every part it sweeps. A unit whose
-predecessors (same part, same block) are neither done nor upstream in the graph is parked
-until they finish (:class:`daskhpc.runtime.HoldingPlugin` does the parking). The rows
-(``scheduler.plugins["daskhpc-stratum-order"].timeline``, or :func:`fetch_timeline`) are
-the strata timeline of the dashboard page.
-
-Examples
---------
->>> client.register_plugin(StratumOrderPlugin())                # doctest: +SKIP
->>> fetch_timeline(client, "ssgd-step-1234")[:1]                # doctest: +SKIP
-[{'key': ..., 'part': 0, 'epoch': 0, 'subepoch': 0, 'block': 0, 'worker': ..., ...}]
-"""
+units of every part it sweeps; a unit whose predecessors are neither done nor upstream
+is parked until they finish (:class:`daskhpc.runtime.HoldingPlugin`). Its rows are the
+dashboard's strata timeline."""
 
 from __future__ import annotations
 
@@ -81,8 +72,7 @@ def register(client) -> None:
 
 
 def installed(client) -> bool:
-    """Whether the scheduler has the plugin (it then records every SSGD step group,
-    whether the run asked for it or not)."""
+    """Whether the scheduler has the plugin (it then records every SSGD step group)."""
     def has(dask_scheduler):
         return NAME in dask_scheduler.plugins
 

@@ -1,30 +1,4 @@
-"""The stratum-order policy: which SSGD steps may run now (a plain object, no Dask).
-
-A *unit* is one sub-epoch of one part: ``(run, part, T, block)`` with ``T`` the
-absolute sub-epoch (epoch * K + k). Stratified SGD is serializable when
-
-1. the units of a part run in order of T (a worker's sub-epochs run in order), and
-2. the units that update the same H block run one at a time, in order of T
-   (the block travels from one part to the next; no two parts update it at once).
-
-So a unit may start once its two predecessors are done: the previous unit of its part
-and the previous unit on its block. :class:`StratumPolicy` tracks units and answers
-"may this run?" and "which held units does this completion release?";
-:func:`check_timeline` verifies a recorded timeline against both rules. The scheduler
-plugin (``_plugin``) is a thin adapter around it.
-
-Examples
---------
->>> pol = StratumPolicy()
->>> pol.add([("r", 0, 0, 0), ("r", 1, 0, 1), ("r", 0, 1, 1), ("r", 1, 1, 0)])
->>> pol.predecessors(("r", 0, 1, 1))
-[('r', 0, 0, 0), ('r', 1, 0, 1)]
->>> pol.ready(("r", 0, 1, 1))
-False
->>> pol.hold(("r", 0, 1, 1))
->>> pol.finish(("r", 0, 0, 0)), pol.finish(("r", 1, 0, 1))
-([], [('r', 0, 1, 1)])
-"""
+"""The stratum-order policy: which SSGD steps may run now (a plain object, no Dask)."""
 
 from __future__ import annotations
 
@@ -35,7 +9,23 @@ __all__ = ["StratumPolicy", "check_timeline"]
 
 
 class StratumPolicy:
-    """Tracks SSGD units and the order rules between them."""
+    """Tracks SSGD units and the order rules between them.
+
+    A unit ``(run, part, T, block)`` is one sub-epoch T of one part. Stratified SGD is
+    serializable when the units of a part run in order of T and the units on one H block
+    run one at a time in order of T: a unit may start once the previous unit of its part
+    and the previous unit on its block are done.
+
+    Examples
+    --------
+    >>> pol = StratumPolicy()
+    >>> pol.add([("r", 0, 0, 0), ("r", 1, 0, 1), ("r", 0, 1, 1), ("r", 1, 1, 0)])
+    >>> pol.predecessors(("r", 0, 1, 1))
+    [('r', 0, 0, 0), ('r', 1, 0, 1)]
+    >>> pol.hold(("r", 0, 1, 1))
+    >>> pol.finish(("r", 0, 0, 0)), pol.finish(("r", 1, 0, 1))
+    ([], [('r', 0, 1, 1)])
+    """
 
     def __init__(self):
         self._by_part: dict[tuple, list[int]] = defaultdict(list)    # (run, part) -> Ts
@@ -69,8 +59,7 @@ class StratumPolicy:
         return self._adjacent(unit, -1)
 
     def _adjacent(self, unit, d: int) -> list[tuple]:
-        """The unit ``d`` steps along (-1: previous, +1: next) of the same part, and the
-        one on the same block (once, if they are the same)."""
+        """The unit ``d`` steps along (-1: previous) of the same part and of the same block."""
         run, part, T, block = unit
         out = []
         ts = self._by_part[(run, part)]
@@ -131,10 +120,9 @@ def check_timeline(records) -> list[str]:
     ----------
     records : iterable of dict
         With ``run``, ``part``, ``T``, ``block`` and a span: ``sent``/``done`` (the
-        scheduler's clock, used when present) or ``start``/``stop``. Several records of
-        one unit (one per task of its group) are merged: the unit occupies the block
-        from its first start to the end of its first finished task (that task did the
-        sweep; the others only read).
+        scheduler's clock, used when present) or ``start``/``stop``. The records of one
+        unit (one per task of its group) are merged: from its first start to the end of its
+        first finished task (the sweep).
 
     Examples
     --------

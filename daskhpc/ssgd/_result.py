@@ -1,19 +1,4 @@
-"""What ``fit`` returns: factors, per-epoch history, plan vs measured bytes, the report.
-
-:class:`SSGDResult` is a :class:`daskhpc.report.WorkflowResult`: it prints as a table
-(``repr``), renders as HTML in notebooks, draws the loss and test RMSE with bokeh
-(``plot``) and gives the full JSON report of docs/cli.md (``report``).
-
-Examples
---------
->>> r = SSGDResult(W=None, H=None, history=[{"epoch": 0, "lr": 0.02, "train_loss": 5.0,
-...                "time_s": 0.01, "planned_bytes": 1024, "measured_bytes": 1315}],
-...                info={"strategy": "hc", "parts": 2})
->>> print(r)                                                      # doctest: +ELLIPSIS
-SSGDResult(strategy=hc, parts=2)
-epoch  lr      train loss  time ms  planned B  measured B
-    0  0.0200  5.00000        10.0       1024        1315
-"""
+"""What ``fit`` returns: factors, per-epoch history, plan vs measured bytes, the report."""
 
 from __future__ import annotations
 
@@ -30,7 +15,7 @@ SHRINK = 25.0
 
 
 class SSGDResult(WorkflowResult):
-    """Outcome of an SSGD run.
+    """Outcome of an SSGD run: prints as a table, plots, gives the JSON report.
 
     Attributes
     ----------
@@ -38,18 +23,26 @@ class SSGDResult(WorkflowResult):
         The factors (N x F users, M x F items): rating (i, j) ~ W[i] @ H[j], or with the
         biased model ~ mu + user_bias[i] + item_bias[j] + W[i] @ H[j].
     mu : float
-        The mean training rating (what the biased model adds; None in results saved
-        before it was kept).
+        The mean training rating (what the biased model adds).
     user_bias, item_bias : numpy.ndarray or None
         The biased model's b_u (N) and b_i (M); None for the unbiased model.
     history : list of dict
-        Per epoch: ``epoch``, ``lr``, ``train_loss`` (running objective of the sweep),
-        ``test_rmse`` (exact, after the epoch; where evaluated), ``time_s``, and for
-        distributed runs ``planned_bytes`` / ``measured_bytes`` of that epoch's sends.
+        Per epoch: ``epoch``, ``lr``, ``train_loss``, ``test_rmse`` (where evaluated),
+        ``time_s``, and for distributed runs ``planned_bytes`` / ``measured_bytes``.
     info : dict
         The JSON report's sections (see :meth:`report`).
     timeline : list of dict, optional
         Steps as the stratum-order plugin recorded them.
+
+    Examples
+    --------
+    >>> r = SSGDResult(W=None, H=None, history=[{"epoch": 0, "lr": 0.02, "train_loss": 5.0,
+    ...                "time_s": 0.01, "planned_bytes": 1024, "measured_bytes": 1315}],
+    ...                info={"strategy": "hc", "parts": 2})
+    >>> print(r)                                                      # doctest: +ELLIPSIS
+    SSGDResult(strategy=hc, parts=2)
+    epoch  lr      train loss  time ms  planned B  measured B
+        0  0.0200  5.00000        10.0       1024        1315
     """
 
     workflow = "ssgd"
@@ -91,15 +84,10 @@ class SSGDResult(WorkflowResult):
         return self.user_bias is not None
 
     def predict(self, users, items) -> np.ndarray:
-        """Predicted ratings ``W[u] . H[i]`` (biased model: ``mu + b_u + b_i + W[u] .
-        H[i]``), clipped to the training range, of the pairs ``(users[k], items[k])``,
-        named by their original ids when the input had ids (a ratings file, an edge
-        list), by index otherwise.
+        """Predicted ratings of the pairs ``(users[k], items[k])``, clipped to the training range.
 
-        Raises
-        ------
-        KeyError
-            An id the training data did not have, named.
+        Users and items are named by their original ids when the input had ids, by index
+        otherwise; an unknown one is a KeyError.
 
         Examples
         --------
@@ -110,7 +98,7 @@ class SSGDResult(WorkflowResult):
         return self._clip(self._scores(self.index(0, users), self.index(1, items)))
 
     def _scores(self, u: np.ndarray, i: np.ndarray) -> np.ndarray:
-        """Unclipped predictions of the pairs of row indices u and column indices i."""
+        """Unclipped predictions of row indices u and column indices i."""
         out = np.einsum("if,if->i", self.W[u], self.H[i])
         if self.biased:
             out = self.mu + self.user_bias[u] + self.item_bias[i] + out
@@ -121,9 +109,7 @@ class SSGDResult(WorkflowResult):
 
     def recommend(self, user, n: int = 10, exclude_seen: bool = True,
                   shrink: float = SHRINK) -> np.ndarray:
-        """The ``n`` items of highest predicted rating for ``user``, best first (their
-        original ids where the input had ids), leaving out the items the user rated in
-        training (``exclude_seen``), ranked with an item's few ratings taken into account.
+        """The ``n`` items of highest predicted rating for ``user`` (original id), best first.
 
         Parameters
         ----------
@@ -134,13 +120,9 @@ class SSGDResult(WorkflowResult):
         exclude_seen : bool
             Leave out the items the user rated in training.
         shrink : float
-            An item is ranked by its predicted lift over the user's baseline (the mean
-            prediction of the items the user rated) times n_i / (n_i + ``shrink``), n_i
-            its training ratings: the damping of Koren's baseline estimates (lambda_2 =
-            25). An item two users rated, all 5 stars, then needs a lift over 13 times
-            that of an item 500 rated to rank above it; an item no training rating
-            names ranks at the baseline. 0 ranks by the prediction alone. ``predict``
-            is not changed.
+            Items rank by their predicted lift over the user's baseline (the mean prediction
+            of the items the user rated) times n_i / (n_i + ``shrink``), n_i the item's
+            training ratings (Koren's damping, lambda_2 = 25); 0 ranks by the prediction alone.
 
         Examples
         --------
@@ -182,8 +164,7 @@ class SSGDResult(WorkflowResult):
         return kept[1]
 
     def shrunk(self, scores: np.ndarray, base: float, shrink: float = SHRINK) -> np.ndarray:
-        """``base + n_i / (n_i + shrink) * (scores - base)``: what :meth:`recommend`
-        ranks (``scores`` unchanged without ``seen`` or with ``shrink`` 0)."""
+        """``base + n_i / (n_i + shrink) * (scores - base)``: what :meth:`recommend` ranks."""
         counts = self.item_counts()
         if not shrink or counts is None:
             return np.array(scores, dtype=np.float64)
@@ -192,7 +173,7 @@ class SSGDResult(WorkflowResult):
         return base + counts / (counts + float(shrink)) * (scores - base)
 
     def _best(self, scores: np.ndarray, n: int) -> np.ndarray:
-        """The ``n`` items of highest score, best first, ties by index (ids if any)."""
+        """The ``n`` items of highest score, best first, ties by index."""
         n = int(min(n, np.isfinite(scores).sum()))
         top = np.argpartition(-scores, n - 1)[:n] if n else np.array([], np.int64)
         top = top[np.lexsort((top, -scores[top]))]
@@ -201,21 +182,17 @@ class SSGDResult(WorkflowResult):
     def to_dask(self, client=None, chunks: int | None = None) -> tuple:
         """W and H as ``dask.array`` arrays whose row blocks are held by the workers.
 
-        For the next Dask computation on the factors (e.g. scoring a DataFrame of pairs
-        with ``map_blocks``) without building them into every task graph. Row i is the
-        run's row i (``row_ids[i]`` names it, as for ``W``).
-
         Parameters
         ----------
         client : distributed.Client, optional
-            Default: the current client (``distributed.get_client()``).
+            Default: the current client.
         chunks : int, optional
             Rows per block (default: the rows split evenly over the workers).
 
         Returns
         -------
         (dask.array.Array, dask.array.Array)
-            W (users x F) and H (items x F), float64; ``.compute()`` gives ``W``, ``H``.
+            W (users x F) and H (items x F); ``.compute()`` gives ``W``, ``H``.
         """
         import dask.array as da
 
@@ -240,9 +217,7 @@ class SSGDResult(WorkflowResult):
         return out[0], out[1]
 
     def lookup(self, axis: int, ids) -> tuple[np.ndarray, np.ndarray]:
-        """``(indices, known)``: row (``axis`` 0) or column indices of ``ids`` (original
-        ids, or indices when the input had none) and which of them the training data had
-        (an unknown one's index is 0)."""
+        """``(indices, known)`` of ``ids`` on ``axis`` (0: users); an unknown one's index is 0."""
         names = self.row_ids if axis == 0 else self.col_ids
         ids = np.atleast_1d(np.asarray(ids))
         size = (self.W if axis == 0 else self.H).shape[0]
@@ -263,8 +238,7 @@ class SSGDResult(WorkflowResult):
         return np.where(bad, 0, idx), ~np.asarray(bad, bool)
 
     def index(self, axis: int, ids) -> np.ndarray:
-        """Row (``axis`` 0) or column indices of ``ids`` (original ids, or indices when
-        the input had none); an unknown one is a KeyError naming it."""
+        """Indices of ``ids`` on ``axis`` (0: users); an unknown one is a KeyError naming it."""
         what = ("user", "item")[axis]
         ids = np.atleast_1d(np.asarray(ids))
         idx, known = self.lookup(axis, ids)
@@ -284,21 +258,8 @@ class SSGDResult(WorkflowResult):
 
 
 def predict_file(result: SSGDResult, path: str) -> dict:
-    """``daskhpc predict DIR RATINGS``: the saved model's prediction of every (user, item)
-    of a ratings file, by original id, and its RMSE against the file's ratings.
-
-    Where the model knows its training pattern (``seen``), the records are told apart:
-    the column ``trained`` (1: the model trained on this (user, item)), and beside
-    ``rmse`` (every record) ``train_rmse`` (the trained pairs) and ``held_out_rmse``
-    (the others). On the run's own input file these are the run's ``final_train_rmse``
-    and ``final_test_rmse``: the file holds the held-out test split too.
-
-    Raises
-    ------
-    InputError
-        An unreadable file, or a user or item the training data did not have (named,
-        with its record's number).
-    """
+    """``daskhpc predict DIR RATINGS``: predictions of a ratings file's pairs and their RMSE
+    (with ``seen``: split into ``train_rmse`` and ``held_out_rmse``)."""
     from daskhpc.io import read_ratings
 
     got = read_ratings(path)
@@ -330,14 +291,7 @@ def _rmse(err: np.ndarray) -> float:
 
 
 def _trained(seen, u: np.ndarray, i: np.ndarray) -> np.ndarray:
-    """Whether each pair (u[k], i[k]) is stored in the CSR pattern ``seen``.
-
-    Examples
-    --------
-    >>> import scipy.sparse as sp
-    >>> _trained(sp.csr_array([[1, 0], [1, 1]]), np.array([0, 0, 1]), np.array([0, 1, 1]))
-    array([ True, False,  True])
-    """
+    """Whether each pair (u[k], i[k]) is stored in the CSR pattern ``seen``."""
     seen = seen.tocsr() if not hasattr(seen, "indptr") else seen
     key = u.astype(np.int64) * seen.shape[1] + i
     rows = np.repeat(np.arange(seen.shape[0], dtype=np.int64), np.diff(seen.indptr))

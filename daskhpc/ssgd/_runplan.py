@@ -1,30 +1,11 @@
 """A whole run's messages: the epoch patterns of :mod:`._plan` laid out over E epochs.
 
-A fixed ring repeats one pattern every epoch; random strata get a pattern per epoch. An
-*instance* is message m of pattern q sent in epoch e, at absolute sub-epoch
-``e * K + ts[m]``; its segments are consumed at ``e * K + seg_ty``. Instances whose every
-segment would be consumed after the last epoch are left out, and nothing arrives from
-before the first epoch (every part starts from the same seeded initial H), so the run
-sends exactly the instances listed here: :meth:`RunPlan.run_plan` is what the transfer
-ledger is compared against.
-
-Evaluation. The test RMSE after epoch e needs, for each test rating (i, j), the row h_j
-as its last updater left it. That row is fetched from the part holding the final copy
-(for DSGD the block's last updater) by one extra message per (holder, part) pair and
-epoch, planned here separately (:meth:`RunPlan.eval_plan`), never mixed into the
-section VI metrics. Training-loss numbers need no messages (see ``_kernels``).
-
-Examples
---------
->>> import numpy as np
->>> from daskhpc.ssgd._strata import RingStrata
->>> from daskhpc.ssgd._plan import Layout
->>> lay = Layout.build(np.array([0, 1, 1, 0]), np.array([0, 0, 1, 1]),
-...                    row_parts=np.array([0, 1]), col_blocks=np.array([0, 1]), nparts=2)
->>> rp = RunPlan.build(lay, RingStrata(2), "p2p", epochs=3)
->>> rp.epoch_plan().report()["tot_vol"], rp.run_plan().report()["tot_vol"]
-(4, 10)
-"""
+An *instance* is message m of pattern q sent in epoch e at sub-epoch ``e * K + ts[m]``;
+instances consumed after the last epoch are left out and nothing arrives from before
+the first, so :meth:`RunPlan.run_plan` is exactly what the run sends (the transfer
+ledger is compared against it). The test RMSE after epoch e needs every test column's
+newest h_j: one extra message per (holder, part) pair and epoch (:meth:`RunPlan.eval_plan`),
+never mixed into the section VI metrics."""
 
 from __future__ import annotations
 
@@ -32,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from daskhpc.arrays import unique_sorted
 from daskhpc.comm import Plan
 
-from ._dgap import unique
 from ._plan import Layout, Pattern, epoch_pattern, run_starts
 from ._strata import RingStrata
 
@@ -56,11 +37,8 @@ class Instances:
 
 
 def holders(lay: Layout, strata: RingStrata, strategy: str, epoch: int) -> np.ndarray:
-    """Part holding the newest copy of every H row at the end of ``epoch`` (-1: none).
-
-    P2P and H&C: the row's last updater in the epoch. DSGD: the last updater of its
-    block, which received the whole block. Rows nobody updates keep their initial value.
-    """
+    """Part holding the newest copy of every H row after ``epoch`` (-1: none): its last
+    updater, for DSGD its block's last updater."""
     K = lay.nparts
     M = lay.col_blocks.size
     if strategy == "dsgd":
@@ -75,18 +53,8 @@ def holders(lay: Layout, strata: RingStrata, strategy: str, epoch: int) -> np.nd
 
 @dataclass(eq=False)
 class RunPlan:
-    """Epoch patterns, their instances over the run, and the evaluation messages.
-
-    Attributes
-    ----------
-    patterns : list of Pattern
-        One (fixed ring) or one per epoch (random strata); ``patterns[q].epoch`` is None
-        for a pattern that repeats.
-    instances : Instances
-    eval_patterns : list of dict
-        Per epoch (or one, repeated): ``src``, ``dst`` per message and, per message, the
-        columns it carries (``ptr``, ``cols``), sorted by block then column.
-    """
+    """Epoch patterns (one for a fixed ring), their instances over the run, and the
+    evaluation messages."""
 
     layout: Layout
     strata: RingStrata
@@ -104,11 +72,7 @@ class RunPlan:
     def build(cls, lay: Layout, strata: RingStrata, strategy: str, epochs: int,
               rank: int = 1, test=None, eval_every: int | None = 1,
               method: str = "bitwise", epoch0: int = 0, test_pins=None):
-        """Epochs are numbered from 0 here; ``epoch0`` (the run's epochs before this
-        plan, when it continues a checkpoint) only shifts which ones are evaluated:
-        every ``eval_every``-th epoch of the whole run, and the last. ``test_pins``: the
-        test ratings' (column, part) keys ``column * K + part`` (sorted, distinct), when
-        made elsewhere (on the workers); ``test`` then only gives their number."""
+        """``epoch0`` (epochs before this plan) only shifts which epochs are evaluated."""
         E = int(epochs)
         patterns = [epoch_pattern(lay, strata, strategy, e, method)
                     for e in ([0] if strata.fixed else range(E))]
@@ -118,7 +82,7 @@ class RunPlan:
             rp.eval_epochs = np.array([e for e in range(E) if e == E - 1 or (
                 eval_every and (epoch0 + e + 1) % eval_every == 0)], np.int64)
             K = lay.nparts
-            rp.test_pins = unique(test.cols * K + lay.row_parts[test.rows]) \
+            rp.test_pins = unique_sorted(test.cols * K + lay.row_parts[test.rows]) \
                 if test_pins is None else test_pins
             rp.eval_patterns = [rp._eval_pattern(rp.test_pins, e)
                                 for e in ([0] if strata.fixed else range(E))]
@@ -126,7 +90,7 @@ class RunPlan:
 
     @property
     def instances(self) -> Instances:
-        """The messages of the run (built on first use: E x messages-per-epoch rows)."""
+        """The messages of the run (built on first use)."""
         if self._instances is None:
             self._instances = self._instantiate()
         return self._instances
@@ -205,4 +169,3 @@ class RunPlan:
             lay = self.layout
             return lay.block_cols[lay.block_ptr[b]:lay.block_ptr[b + 1]]
         return pat.cols[pat.col_ptr[s]:pat.col_ptr[s + 1]]
-

@@ -1,21 +1,8 @@
 """The serial reference: the same strata, blocks, update order and kernel in one process.
 
-Sub-epoch k of epoch e runs the K blocks (p, block(p, k, e)) one after another on the
-full W and H. Blocks of one stratum share no row and no column, so their order inside
-the sub-epoch does not matter; the distributed run executes them in parallel and must
-produce the same W and H bit for bit. Loss and test error are summed in the same order
-as the distributed run sums them (per part over sub-epochs, then over parts), so the
-reported numbers agree exactly too.
-
-Examples
---------
->>> from daskhpc import datasets
->>> from daskhpc.ssgd._setup import prepare
->>> s = prepare(datasets.ratings(), 2, partition="random", epochs=2)
->>> out = run_serial(s)
->>> out["W"].shape, len(out["history"])
-((610, 16), 2)
-"""
+The K blocks of a stratum share no row or column, so running them one after another
+gives the distributed run's W and H bit for bit; losses and test errors are summed in
+the driver's order (per part over sub-epochs, then over parts)."""
 
 from __future__ import annotations
 
@@ -42,8 +29,7 @@ def initial_factors(s: Setup) -> tuple[np.ndarray, np.ndarray]:
 
 
 def assemble(s: Setup, pieces) -> tuple[np.ndarray, np.ndarray]:
-    """Full W and H from the parts' ``(part, {"W", "cols", "rows"})`` pieces (a run's
-    finals, a checkpoint's files): rows nobody updated stay initial."""
+    """Full W and H from the parts' pieces; rows nobody updated stay initial."""
     W, H = initial_factors(s)
     for p, f in pieces:
         W[s.layout.row_parts == p] = f["W"]
@@ -62,8 +48,7 @@ def test_sse_by_part(s: Setup, W: np.ndarray, H: np.ndarray) -> np.ndarray:
 
 
 def run_serial(s: Setup) -> dict:
-    """Run SSGD serially; returns ``W``, ``H`` (with the biases as their last column for
-    the biased model) and the per-epoch ``history``."""
+    """Run SSGD serially: ``W``, ``H`` (biased: biases in the last column) and ``history``."""
     K, o = s.K, s.options
     W, H = initial_factors(s)
     ptr, idx = s.blocks()
@@ -109,19 +94,11 @@ CHUNK = 1 << 20
 
 
 def value_quality(rows, cols, vals, test_vals, W, H, o, mu, clip) -> dict:
-    """The quality numbers that need the ratings: the final objective and train RMSE
-    (with W, H) and the global mean's test RMSE. Run on the client, or for a collection
-    on the worker that holds the training ratings in training order: the same bits.
-    ``mu``: the training ratings' mean (the biased model's, and the global mean's)."""
+    """The final objective and train RMSE, and the global mean's test RMSE."""
     q = {}
     if W is not None:
-        # one pass (pair_terms), not W[rows] and H[cols] gathered (docs/benchmarks.md),
-        # a chunk of ratings at a time: its sums, added in order (16 bytes a rating for
-        # the whole would be the client's largest term)
-        # the model's own predictions are clipped to the training range, as the test
-        # RMSE's are: the train RMSE of the same predictions (the objective keeps e)
-        # the ids and ratings as they are (32-bit ones: int64 and float64 copies would
-        # be 12 bytes a rating more)
+        # one pass (pair_terms) a chunk at a time, on the ids and ratings as they are:
+        # no gathered W[rows] or 64-bit copies (docs/benchmarks.md)
         rows, cols = (_typed(a, (np.int32, np.int64)) for a in (rows, cols))
         vals = _typed(vals, (np.float32, np.float64))
         W, H = np.ascontiguousarray(W), np.ascontiguousarray(H)
@@ -138,8 +115,7 @@ def value_quality(rows, cols, vals, test_vals, W, H, o, mu, clip) -> dict:
         q["final_objective"] = 0.5 * obj
         q["final_train_rmse"] = float(np.sqrt(sq / vals.size)) if vals.size else 0.0
     if test_vals.size:
-        mean = mu            # the training ratings' mean (mean_of(vals), Setup.mu)
         # widened: a float32 array minus a Python float stays float32 (NEP 50)
         q["global_mean_rmse"] = float(np.sqrt(np.mean((np.asarray(test_vals, np.float64) -
-                                                       mean) ** 2)))
+                                                       mu) ** 2)))
     return q

@@ -1,14 +1,6 @@
 """Everything a run is made of, built once on the client and shared by the serial
-reference, the distributed driver and ``plan``: options, split, partition, strata,
-the run's message plan and the ratings of every block.
-
-Examples
---------
->>> from daskhpc import datasets
->>> s = prepare(datasets.ratings(), nparts=2, partition="random", epochs=2)
->>> s.train.nnz + s.test.nnz, s.runplan.epoch_plan().report()["tot_msgs"]
-(100836, 4)
-"""
+reference, the distributed driver and ``plan``: options, split, partition, strata, the
+run's message plan and the ratings of every block."""
 
 from __future__ import annotations
 
@@ -37,17 +29,12 @@ __all__ = ["warm_start", "Options", "Setup", "prepare", "DEFAULTS", "Input", "lo
 class Options:
     """Run options (the CLI flags of the same names).
 
-    ``lr`` and ``reg`` default to values that beat the global-mean predictor on
-    ml-latest-small by more than 10 % test RMSE in 20 epochs (docs/ssgd.md).
-    ``init_scale=None`` draws initial factors from U[0, 2 sqrt(mean / F)), so that
-    w_i . h_j starts near the mean rating. ``biased=True`` fits mu + b_i + c_j + w_i . h_j
-    (mu the training mean; the biases start at 0, the factors from U[-s/2, s/2) with
-    s = 0.35 by default); W and H then have F + 1 columns, the last one the biases.
-    """
+    ``lr`` and ``reg`` beat the global mean on ml-latest-small by over 10 % test RMSE in 20
+    epochs (docs/ssgd.md); ``biased=True``: W and H get a last column of biases."""
 
     @property
     def width(self) -> int:
-        """Columns of W and H: F, and one more for the biases of the biased model."""
+        """Columns of W and H: F, plus the bias column of the biased model."""
         return int(self.rank) + int(bool(self.biased))
 
     @property
@@ -150,13 +137,8 @@ class Setup:
         return self.options.epochs - self.epoch0
 
     def resumed(self, epoch0: int, W: np.ndarray, H: np.ndarray) -> Setup:
-        """The rest of the run, from W and H as they were after ``epoch0`` epochs.
-
-        Same partition, blocks and options; the strata, learning rates and update
-        orders of the remaining epochs are those of the uninterrupted run (they depend
-        on the run's epoch number, not on where a run started), so the result is the
-        same bit for bit. Used by checkpoint recovery and ``--resume``.
-        """
+        """The rest of the run from W and H after ``epoch0`` epochs, equal bit for bit to the
+        uninterrupted run (strata, learning rates and orders depend on the run's epoch number)."""
         o = self.options
         if not 0 <= epoch0 < o.epochs:
             raise ValueError(f"cannot resume after epoch {epoch0} of {o.epochs}")
@@ -184,9 +166,8 @@ class Setup:
         return (self.options.bias_reg, self.mu) if self.options.biased else None
 
     def blocks(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(ptr, idx)``: training ratings of block (p, b) are
-        ``idx[ptr[p * K + b]:ptr[p * K + b + 1]]`` (positions in ``train``, in order,
-        32-bit where they fit; ``idx`` None where the ratings are on the workers)."""
+        """``(ptr, idx)``: block (p, b)'s training ratings are ``idx[ptr[p * K + b]:ptr[p * K + b +
+        1]]`` (positions in ``train``; ``idx`` None where the ratings are on the workers)."""
         if self._blocks is None:
             K, t = self.K, self.train
             rp, cb = self.assignment.row_parts, self.assignment.col_blocks
@@ -226,34 +207,21 @@ class Setup:
 def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     """Validate the input and options and build the setup of a run.
 
-    Parameters
-    ----------
-    data
-        Anything :func:`daskhpc.ssgd._data.as_ratings` accepts, or the
-        :class:`~daskhpc.ssgd._input.Input` :func:`~daskhpc.ssgd._input.load` made (read
-        once, e.g. by the CLI's check before the cluster starts).
-    nparts : int
-        K, the number of parts (row blocks, column blocks, sub-epochs per epoch).
-    partition_file : path, optional
-        Row parts ``-`` column blocks (the paper code's format).
-    **options
-        Fields of :class:`Options` (those of :func:`daskhpc.ssgd.fit`).
+    ``data``, ``nparts`` (K), ``partition_file`` and ``**options`` are :func:`fit`'s;
+    ``data`` may also be the ``Input`` the CLI's check read.
 
     Returns
     -------
     Setup
-        ``ratings`` (as numbered here), ``train``/``test``, ``assignment`` (``row_parts``,
-        ``col_blocks``), ``strata``, ``runplan`` and ``timing``; what ``fit``,
-        ``serial_fit`` and ``plan`` run on.
+        ``ratings``, ``train``/``test``, ``assignment`` (``row_parts``, ``col_blocks``),
+        ``strata``, ``runplan`` and ``timing``: what ``fit``, ``serial_fit`` and ``plan`` run on.
 
     Examples
     --------
-    >>> from daskhpc import datasets, hypergraph, ssgd
+    >>> from daskhpc import datasets, ssgd
     >>> s = ssgd.prepare(datasets.ratings(), 2, partition="random", test_fraction=0.0)
     >>> s.ratings.nnz, s.assignment.row_parts.size == s.ratings.shape[0]
     (100836, True)
-    >>> hypergraph.write_pair_file("k2.part", s.assignment.row_parts,
-    ...                            s.assignment.col_blocks)         # doctest: +SKIP
     """
     opts = checked_options(Options, options, "SSGD")
     if opts.partition == "auto":        # the layout the cost model predicts fastest
@@ -312,15 +280,7 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
 
 
 def warm_start(s: Setup, init) -> tuple[np.ndarray, np.ndarray]:
-    """The W and H a warm start begins with: the saved model's rows for the users and
-    items it knows (matched by original id), the seeded initial rows for the others.
-
-    Raises
-    ------
-    InputError
-        Not an ssgd model, another rank, or the biased model where this run's is not (or
-        the other way round).
-    """
+    """The W and H of a warm start: the saved rows by original id, seeded ones for the rest."""
     import os
 
     from ._kernels import initial_rows
@@ -350,13 +310,8 @@ def warm_start(s: Setup, init) -> tuple[np.ndarray, np.ndarray]:
 
 def choose(data, nparts: int, model: CostModel, *, keep: str | None = None, owner=None,
            hosts=None, partition_file=None, **options):
+    """``(name, setup, rows)``: every layout prepared and priced, the fastest (or ``keep``)."""
     options = {k: v for k, v in options.items() if k != "partition"}
-    """Prepare every layout, price an epoch of each, rank them fastest first.
-
-    Returns ``(name, setup, rows)``: the fastest layout (or ``keep``), its prepared
-    setup, and one ``{"layout", "predicted_s_per_step", ...}`` row per layout.
-    """
-
     # read once: every layout prepares the same ratings
     data = load(data, format=options.get("format"),
                 keep_empty=bool(options.get("keep_empty", False)))

@@ -1,17 +1,4 @@
-"""A seeded power-law ratings matrix, for plans and benchmarks at scale.
-
-Users and items are drawn independently with Zipf-like weights ``(i + 1) ** -alpha``
-(a few very active users, a few blockbuster items, a long tail of both), until exactly
-``nnz`` distinct (user, item) pairs exist; users and items that drew nothing are dropped,
-so every row and column has a rating. Values come from a low-rank model plus noise,
-rounded to half stars in [0.5, 5]: there is signal for SGD to find.
-
-Examples
---------
->>> r = power_law_ratings(20_000, seed=1)
->>> r.nnz, bool(r.vals.min() >= 0.5), bool(r.vals.max() <= 5.0)
-(20000, True, True)
-"""
+"""A seeded power-law ratings matrix, for plans and benchmarks at scale."""
 
 from __future__ import annotations
 
@@ -31,29 +18,36 @@ def power_law_ratings(nnz: int = 10_000_000, n_users: int | None = None,
                       seed: int = 0, path=None, format: str = "csv") -> Ratings:
     """Draw a power-law ratings matrix with exactly ``nnz`` ratings.
 
+    Users and items are drawn with Zipf-like weights ``(i + 1) ** -alpha`` until ``nnz``
+    distinct pairs exist (unused ones dropped); values are a low-rank model plus noise,
+    rounded to half stars in [0.5, 5].
+
     Parameters
     ----------
     nnz : int
         Number of distinct ratings.
     n_users, n_items : int, optional
-        Candidate users and items (default nnz / 50 and nnz / 200); unused ones are
-        dropped, so the final shape can be slightly smaller.
+        Candidate users and items (default nnz / 50 and nnz / 200).
     alpha_users, alpha_items : float
         Zipf exponents of user activity and item popularity.
     rank, noise : int, float
         The low-rank model behind the values and the noise added to it.
     seed : int
     path : path, optional
-        Also write the ratings there: ``format="csv"`` (one file,
-        :func:`write_ratings_csv`) or ``"parquet"`` (a directory of files,
-        :func:`write_ratings_parquet`, for ``dask.dataframe.read_parquet`` or
-        ``daskhpc run ssgd DIR``). Both hold the same rows in the same order.
+        Also write the ratings there (:func:`write_ratings_csv`, or a directory of
+        :func:`write_ratings_parquet` files).
     format : {"csv", "parquet"}
 
     Returns
     -------
     Ratings
         Triplets sorted by user then item.
+
+    Examples
+    --------
+    >>> r = power_law_ratings(20_000, seed=1)
+    >>> r.nnz, bool(r.vals.min() >= 0.5), bool(r.vals.max() <= 5.0)
+    (20000, True, True)
     """
     if format not in ("csv", "parquet"):
         raise ValueError(f"format must be 'csv' or 'parquet', not {format!r}")
@@ -107,11 +101,8 @@ def write_ratings_csv(path, r: Ratings, chunk: int = 1_000_000) -> None:
 
 def write_ratings_parquet(path, r: Ratings, files: int = 8,
                           row_group: int = 1_000_000) -> list:
-    """Write ``userId, movieId, rating`` (int64, int64, float64) as a directory of
-    Parquet files ``part-000.parquet``, ... (rows in order; names sort in that order).
-
-    Needs pandas and pyarrow (the ``dataframe`` extra). Returns the files' paths.
-    """
+    """Write ``userId, movieId, rating`` as a directory of Parquet files ``part-000.parquet``,
+    ... in row order (needs pandas and pyarrow); returns the paths."""
     import os
 
     try:

@@ -1,33 +1,15 @@
 """What runs on the workers: a part's static data, its state, and the task functions.
 
-A part's :class:`PartData` (its W rows, the H rows it holds per block, its block ratings,
-where each message's rows come from and go to) is scattered once to the part's worker.
-Its :class:`PartState` lives in a registry in that worker process for the whole run
-(W never leaves the worker; the state is not a Dask value, so it is never copied,
-spilled or sent).
-
-One sub-epoch of a part is a *group* of tasks with the same inputs (the previous group's
-first task, and the messages the part consumes now): one task per message the part sends
-after this sub-epoch, or a single task if it sends none. Whichever task of the group runs
-first performs the SGD sweep; every task then returns the rows of its own message. This
-puts the sweep and its sends in one scheduler round trip (a separate "extract" task per
-message would add a second one per sub-epoch; docs/ssgd.md has the measurements).
-
-H blocks are versioned: a sweep of block b at sub-epoch T appends a new array, and the
-last three versions are kept, so a send task that runs late still reads the rows as they
-were after its send sub-epoch (and fails loudly if it ran more than two visits late).
+A part's :class:`PartData` is scattered once to its worker; its :class:`PartState` lives
+in a registry in that worker process for the whole run (never a Dask value, so never
+copied, spilled or sent). One sub-epoch of a part is a group of tasks with the same
+inputs, one per message it sends next: whichever runs first does the SGD sweep, each
+returns its message's rows (one scheduler round trip per sub-epoch). H blocks keep their
+last three versions, so a late send task still reads the rows of its sub-epoch.
 
 .. warning::
-   Tasks act on worker-side state, so they must not be re-run: Dask's task retries must
-   stay off. A lost worker ends the attempt; the driver re-places the parts and runs
-   again from the last checkpoint (``_job``), never re-running single tasks.
-
-Examples
---------
->>> st = PartState(np.zeros((1, 2)), [[(-1, np.ones((2, 2)))]])
->>> version(st, 0, 5).shape
-(2, 2)
-"""
+   Tasks act on worker-side state and must not be re-run (Dask task retries stay off);
+   a lost worker ends the attempt and ``_job`` resumes from the last checkpoint."""
 
 from __future__ import annotations
 
@@ -74,8 +56,7 @@ class PartData:
     bval: list                       # per block: the ratings, in block order
     send: dict = field(default_factory=dict)      # (q, m) -> [(block, positions)]
     recv: dict = field(default_factory=dict)      # (q, m) -> [(ty, block, lo, hi, pos)]
-    local: dict = field(default_factory=dict)     # (q, m) -> sender's [(block, positions)]
-                                                  # for senders on the same worker
+    local: dict = field(default_factory=dict)     # (q, m) -> a local sender's send spec
     eval_epochs: frozenset = frozenset()
     test_cols: np.ndarray | None = None
     test_li: np.ndarray | None = None
@@ -88,16 +69,14 @@ class PartData:
     ev_init: dict = field(default_factory=dict)   # q -> test positions of unheld rows
     final_held: list = field(default_factory=list)  # [(block, local positions)]
     topic: str | None = None         # event topic of the unit reports (runtime.send_report)
-    strata: str | None = None        # the run's timeline id: the epoch's report carries its
-                                     # sweeps as strata rows (no scheduler plugin sees them)
+    strata: str | None = None        # timeline id: epoch reports carry the sweeps' rows
     epoch0: int = 0                  # epochs of the run before this setup's epoch 0
     shuffle: bool = True             # the ratings of a block in seeded random order
     W0: np.ndarray | None = None     # resuming: the W rows to start from
     H0: dict | None = None           # resuming: block -> the held H rows to start from
     ckpt_epochs: frozenset = frozenset()   # epochs after which the part checkpoints
     ckpt_held: dict = field(default_factory=dict)  # epoch (-1: every) -> [(block, pos)]
-    bias: tuple | None = None        # biased model: (reg_bias, mu); W and H have F + 1
-                                     # columns, the last one the biases
+    bias: tuple | None = None        # biased model: (reg_bias, mu); a bias column more
 
     @property
     def width(self) -> int:
@@ -136,8 +115,7 @@ def warm_up() -> bool:
     """Load the compiled kernels (numba cache) before anything is timed."""
     W, H, i = np.zeros((1, 2)), np.zeros((1, 2)), np.zeros(1, np.int64)
     seed = block_seed(0, 0, 0, 0)
-    # the parts' local indices are int32 and their ratings float32 where they fit
-    # (_parts.part_data): those types as well as the serial reference's
+    # the parts' int32 indices and float32 ratings, and the serial reference's types
     for ix, v in ((i, np.ones(1)), (i.astype(np.int32), np.ones(1, np.float32)),
                   (i.astype(np.int32), np.ones(1))):
         sgd_block(W, H, ix, ix, v, 0.1, 0.1, seed, True)
@@ -172,8 +150,7 @@ def _rows(spec, st: PartState, T: int, whole: bool) -> np.ndarray:
 
 
 def _inbox(d: PartData, token: str, inputs):
-    """(q, m, e, message rows) of the part's inputs: fetched messages as they are;
-    messages from a part on this worker read from its state at their send time."""
+    """(q, m, e, rows) of the inputs; a sender on this worker is read from its state."""
     for (_, q, m, ei, src, ts, _slot), arr in inputs:
         if src >= 0:
             arr = _rows(d.local[(q, m)], _REGISTRY[(token, src)], ts, d.whole)
@@ -216,16 +193,13 @@ def _sweep(st: PartState, d: PartData, token: str, T: int, inputs) -> None:
 
 @dataclass(frozen=True)
 class Stashed:
-    """An input of a step read from the worker's registry, not a task dependency: a
-    bundle sent in an earlier window of the run (``_graph.WindowGraph``)."""
+    """A step's input read from the worker's registry: a bundle of an earlier window."""
 
     key: str            # str() of the bundle's task key (a key itself would be resolved)
 
 
 def stash(token: str, name: str, last: int, bundle):
-    """Keep ``bundle`` (fetched from its sender, as its reader would have) in this
-    worker's registry as ``name`` for the steps of a later window, until sub-epoch
-    ``last``."""
+    """Keep ``bundle`` as ``name`` for later windows' steps, until sub-epoch ``last``."""
     _STASH[(token, name)] = (bundle, last)
 
 
@@ -238,18 +212,11 @@ def _unstash(token: str, T: int, msgs) -> list:
 
 def work(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray, chain,
          *msgs):
-    """Sub-epoch T of every part of the worker (unless a task of the group did it),
-    then send ``bundle``: the messages ``(q, m, src)`` for one other worker, as a list
-    of row arrays, or the array itself for a single message (empty bundle: a group of
-    one task that sends nothing).
+    """Sub-epoch T of the worker's parts (unless done by the group), then send ``bundle``.
 
-    ``meta`` has a row ``(dst, q_i, m_i, e_i, src_i, ts_i, slot_i)`` per input of the
-    group's parts: message m_i of pattern q_i for epoch e_i, for part dst. With
-    ``src_i = -1`` the next value of ``msgs`` is the bundle holding it at ``slot_i``;
-    otherwise the sender is part src_i on this worker, nothing was sent, and the rows
-    are read from its state as they were after sub-epoch ts_i. ``chain`` is the
-    previous group's first task: a dependency only, for order.
-    """
+    ``meta`` has a row ``(dst, q, m, e, src, ts, slot)`` per input: with ``src = -1`` the
+    next of ``msgs`` holds it at ``slot``, else it is read from part src's state on this
+    worker as after sub-epoch ts. ``chain`` only orders the groups."""
     it = iter(_unstash(token, T, msgs) if _STASH else msgs)
     inputs = [(row, None if row[4] >= 0 else _slot(next(it), row[6])) for row in meta.tolist()]
     for d in team:
@@ -262,8 +229,7 @@ def work(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray, c
 
 
 def _bundle(by_part: dict, token: str, T: int, items: np.ndarray):
-    """The rows of the messages ``items`` ``(q, m, src)`` as their senders left them after
-    sub-epoch T: a list of arrays, or a lone message as a bare array."""
+    """The rows of ``items`` ``(q, m, src)`` after sub-epoch T (a lone one as a bare array)."""
     out = [_rows(by_part[src].send[(q, m)], _REGISTRY[(token, src)], T, by_part[src].whole)
            for q, m, src in items.tolist()]
     return out[0] if len(out) == 1 else out
@@ -271,14 +237,8 @@ def _bundle(by_part: dict, token: str, T: int, items: np.ndarray):
 
 async def work_in_loop(team: list, token: str, T: int, bundle: np.ndarray, meta: np.ndarray,
                        chain, *msgs):
-    """:func:`work` run by the worker's event loop instead of its thread pool.
-
-    Dask runs a coroutine-function task in the event loop (``TaskSpec.is_coro``); a
-    sub-epoch's sweep is short (0.1-1 ms at K = 4 on ml-latest-small), so handing it to
-    a thread and back costs more than it blocks the loop. The worker's state machine
-    still counts it against the worker's threads (one here), so it never runs at the same
-    time as another task of the worker: the part states are not touched concurrently.
-    """
+    """:func:`work` in the worker's event loop (a sweep is shorter than a thread hand-off);
+    the worker still counts it against its one thread."""
     return work(team, token, T, bundle, meta, chain, *msgs)
 
 
@@ -295,18 +255,10 @@ def epoch_key(token: str, label: str, e: int) -> tuple:
 
 async def epochs_direct(team: list, token: str, label: str, epochs: bytes, chain,
                         first: bool = False, last: bool = False):
-    """Epochs of the worker's parts in the direct exchange mode, in the worker's event
-    loop (sub-epochs are short). Per epoch ``(e, steps, ev, ckpts)``: for each sub-epoch
-    ``(T, meta, waits, drop, out)`` wait until the bundles ``waits`` (keys) pushed by
-    other workers are here, sweep (:func:`work`), push each bundle of ``out``
-    ``(receiver, key, items)``; bundles stay until their last reader (``drop``). Then
-    the parts' test error (``ev``, see ``_graph.WindowGraph._eval_spec``: the test rows
-    of H pushed like the bundles) and checkpoints (``ckpts``: part -> path), as the
-    graph mode's ``evaluate`` and ``checkpoint`` tasks do. Once the task is cancelled
-    (the run stopped) the loop ends at the next epoch. The attempt's ``first`` task
-    creates the part states (:func:`init`), its ``last`` returns ``{part: final}``
-    (:func:`final`): one task per worker for a run of one window. ``epochs`` comes
-    pickled (``_graph``)."""
+    """Epochs of the worker's parts in the direct exchange mode, in the event loop.
+
+    Per step ``(T, meta, waits, drop, out)``: wait for the bundles ``waits``, sweep, push
+    ``out``, drop bundles past their last reader; then the epoch's test error and checkpoints."""
     from distributed import get_worker
 
     from daskhpc.runtime import Exchange, ReportBatch
@@ -318,9 +270,8 @@ async def epochs_direct(team: list, token: str, label: str, epochs: bytes, chain
     key = epoch_key(token, label, epochs[-1][0])
     if first:
         init(team, token)
-    # the epochs' reports go out together, at most one event per COALESCE_S (a
-    # checkpoint's at once): an event per part and epoch slowed the sweeps at an epoch's
-    # end (docs/benchmarks.md)
+    # the reports go out together, at most one event per COALESCE_S: an event per part
+    # and epoch slowed the sweeps (docs/benchmarks.md)
     topic = team[0].topic
     with ReportBatch(topic, worker).holding() if topic else contextlib.nullcontext():
         return await _epochs(team, token, epochs, ext, by_part, worker, key, last,
@@ -328,7 +279,7 @@ async def epochs_direct(team: list, token: str, label: str, epochs: bytes, chain
 
 
 async def _epochs(team, token, epochs, ext, by_part, worker, key, last, spent):
-    """The loop of :func:`epochs_direct`; ``spent``: its StepClock (the report's split)."""
+    """The loop of :func:`epochs_direct`; ``spent`` is its StepClock."""
     spent.exchange = True
     clock = time.perf_counter
     for e, steps, ev, ckpts in epochs:
@@ -358,8 +309,7 @@ async def _epochs(team, token, epochs, ext, by_part, worker, key, last, spent):
 
 
 async def _evaluate_direct(ext, by_part: dict, token: str, e: int, ev) -> dict:
-    """``{part: test SSE}`` of the worker's parts after epoch e (direct mode): push the
-    test rows of H other workers' parts read, then evaluate with the ones they push."""
+    """``{part: test SSE}`` after epoch e: push the test H rows others read, evaluate."""
     q, sends, needs = ev
     have, pushes = {}, []
     for receiver, key, items in sends:
@@ -409,10 +359,7 @@ def evaluate(d: PartData, token: str, e: int, q: int, ids: np.ndarray, chain, *m
 
 
 def checkpoint(d: PartData, token: str, e: int, path: str, chain, sse=None) -> str:
-    """Write the part's state as epoch e left it to ``path``: W, the H rows it holds the
-    newest copy of, and what the epoch's history row needs (the loss partial sum, the
-    step times, the test error ``sse`` when the epoch is evaluated). The file is all a
-    step needs: a step whose files all exist is complete, whatever the client saw."""
+    """Write the part's state after epoch e to ``path``: its files make the step complete."""
     from daskhpc.runtime import save_arrays
 
     st = _REGISTRY[(token, d.part)]
@@ -428,16 +375,14 @@ def checkpoint(d: PartData, token: str, e: int, path: str, chain, sse=None) -> s
 
 
 def final(d: PartData, token: str, chain) -> dict:
-    """After the last sub-epoch: W, the H rows the part holds the newest copy of, the
-    per-epoch loss partial sums and the step log."""
+    """After the last sub-epoch: W, the newest held H rows, the losses and the step log."""
     st = _REGISTRY[(token, d.part)]
     return {"W": st.W, **_held(d, st, None, d.final_held), "loss": dict(st.loss),
             "log": list(st.log)}
 
 
 def _held(d: PartData, st: PartState, T, held) -> dict:
-    """``cols`` and ``rows``: the global ids and the rows of the held H rows ``held``
-    ``[(block, positions)]``, as sub-epoch T left them (None: the newest)."""
+    """``cols`` and ``rows`` of the held H rows ``[(block, positions)]`` after sub-epoch T."""
     rows = [(st.H[b][-1][1] if T is None else version(st, b, T))[pos] for b, pos in held]
     return {"cols": np.concatenate([d.cols[b][pos] for b, pos in held]) if held
             else np.zeros(0, np.int64),
@@ -445,9 +390,7 @@ def _held(d: PartData, st: PartState, T, held) -> dict:
 
 
 def cleanup(token: str, dask_worker=None) -> dict:
-    """Drop the run's states from this worker's registry (through ``client.run``), and its
-    mail if the run exchanged directly. Returns the direct mode's time split of the
-    worker's sub-epochs (``daskhpc._clock.step_times``; empty without)."""
+    """Drop the run's states and mail from this worker; return its direct-mode time split."""
 
     ext = None if dask_worker is None else dask_worker.plugins.get(EXCHANGE_PLUGIN)
     if ext is not None:

@@ -81,11 +81,11 @@ def test_prepare_on_placeholders_copies_no_values():
 
 
 def test_part_data_holds_32_bit_local_rows():
-    from daskhpc.ssgd._parts import all_part_data
+    from daskhpc.ssgd._parts import part_data
 
     r = ratings(30_000, 600, 300)
     s = prepare(r, 3, partition="random", epochs=1, test_fraction=0.1)
-    datas = all_part_data(s)
+    datas = [part_data(s, p) for p in range(s.K)]
     held = sum(b.nbytes for d in datas for b in d.bli + d.blj)
     assert sum(b.size for d in datas for b in d.bli) == s.train.nnz
     assert held == 8 * s.train.nnz                  # 4 bytes a row and 4 a column
@@ -100,7 +100,7 @@ def test_a_frame_leaves_its_ratings_and_ids_on_the_workers(client2, tmp_path):
     import pandas as pd
 
     from daskhpc.ssgd._collect import read_input
-    from daskhpc.ssgd._parts import all_part_data
+    from daskhpc.ssgd._parts import part_data
 
     def frame(r, name, parts):
         for k, sel in enumerate(np.array_split(np.arange(r.nnz), parts)):
@@ -112,7 +112,7 @@ def test_a_frame_leaves_its_ratings_and_ids_on_the_workers(client2, tmp_path):
         inp = read_input(client2, data)
         try:
             s = prepare(inp, 2, partition="random", epochs=1, test_fraction=0.1)
-            return s, all_part_data(s, [0, 1])
+            return s, [part_data(s, p, [0, 1]) for p in range(s.K)]
         finally:
             inp.values.release()
 
