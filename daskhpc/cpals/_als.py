@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["hadamard_grams", "pinv_sym", "solve_rows", "column_scale", "fit_value", "converged"]
-
 
 def hadamard_grams(grams, skip: int | None = None) -> np.ndarray:
     """Element-wise product of the Grams, mode order, leaving out mode ``skip``."""

@@ -25,8 +25,6 @@ from ._serial import run_serial
 from ._setup import Options, Setup, choose, prepare
 from ._data import as_tensor
 
-__all__ = ["fit", "serial_fit", "plan", "sections"]
-
 
 def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
         partition: str = "hp", iters: int = 20, tol: float = 1e-4, seed: int = 0,

@@ -25,9 +25,6 @@ from daskhpc.errors import InputError
 from ._kernels import counting_order
 from ._data import Tensor
 
-__all__ = ["Distribution", "distribute", "GRAINS", "PARTITIONS", "block_slices",
-           "random_parts", "part_dtype", "part_counts", "pairs_csr"]
-
 GRAINS = ("fine", "coarse")
 #: Items dealt or counted at once (their int64 temporaries' size) by :func:`random_parts`
 #: and :func:`part_counts`

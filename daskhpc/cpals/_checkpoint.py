@@ -13,9 +13,6 @@ from daskhpc.errors import InputError
 from ._assign import Distribution
 from ._data import Tensor
 
-__all__ = ["DISTRIBUTION", "distribution_path", "write_distribution", "save_distribution",
-           "load_distribution"]
-
 DISTRIBUTION = "distribution.npz"
 
 

@@ -12,8 +12,6 @@ from daskhpc.report import summarize, summary_line
 from . import _api
 from ._setup import Options, validate_input
 
-__all__ = ["CPALS", "stop_words"]
-
 
 class CPALS(Workflow):
     """CP-ALS sparse tensor decomposition (Kaya and Ucar, Algorithms 3 and 4)."""

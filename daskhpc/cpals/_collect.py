@@ -16,8 +16,6 @@ from daskhpc.io import labels_route, read_nonzeros, rereading, route, rows_route
 from ._parts import iter_statics, part_members
 from ._data import Tensor, _order_state, as_tensor
 
-__all__ = ["read_tensor", "part_statics", "rebuilder"]
-
 
 class Canonical:
     """The pins in canonical order: ``coords`` (unique, sorted) and ``canon`` (each

@@ -10,8 +10,6 @@ from daskhpc._dask_internals import log_errors
 
 from daskhpc.dashboard import Component, update_source
 
-__all__ = ["FitCurve", "PANELS", "fit_rows"]
-
 EMPTY = "<i>No CP-ALS run yet (daskhpc run cpals, or dh.cpals.fit).</i>"
 
 

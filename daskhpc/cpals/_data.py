@@ -14,8 +14,6 @@ import numpy as np
 from daskhpc._narrow import index_dtype, narrow_values
 from daskhpc.errors import InputError
 
-__all__ = ["Tensor", "as_tensor"]
-
 
 @dataclass(eq=False)
 class Tensor:

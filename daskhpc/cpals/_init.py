@@ -15,8 +15,6 @@ from daskhpc.errors import InputError
 from ._rows import init_rows
 from ._data import Tensor
 
-__all__ = ["svd_factors", "given_factors", "DENSE_GRAM_ROWS"]
-
 #: Up to this many rows the Gram X_(n) X_(n)^T is made dense and fully diagonalised
 #: (exact, deterministic); above it ARPACK (``eigsh``) finds the R leading eigenvectors.
 DENSE_GRAM_ROWS = 4096

@@ -19,9 +19,6 @@ from ._rows import col_absmax, col_inner, init_rows, scatter_rows, sum_rows_into
 from ._serial import run_serial
 from ._setup import prepare
 
-__all__ = ["cpals_job", "warm_up", "serial_check", "measured_section", "last_program",
-           "in_loop_default", "IN_LOOP_WORK"]
-
 #: Steps run in the workers' event loops (no thread hand-off) when a worker's MTTKRP work
 #: per mode, nonzeros x R, is at most this (about 1-2 ms of compute, measured); longer
 #: steps would block the loop, and the heartbeats, for their whole duration.

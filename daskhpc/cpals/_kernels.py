@@ -12,9 +12,6 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-__all__ = ["mttkrp", "slices", "Slices", "mttkrp_into", "mttkrp_rows", "mttkrp_fibers",
-           "counting_order"]
-
 
 @numba.njit(cache=True)
 def mttkrp_rows(ptr, idx, val, factors, out):  # pragma: no cover - numba

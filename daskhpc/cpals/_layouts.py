@@ -11,8 +11,6 @@ import numpy as np
 
 from daskhpc.comm import CostModel, StepCost
 
-__all__ = ["LAYOUTS", "layout_name", "iteration_load", "iteration_cost"]
-
 #: (grain, partition) of every layout ``--partition auto`` chooses between
 LAYOUTS = (("fine", "hp"), ("fine", "random"), ("coarse", "hp"), ("coarse", "block"))
 

@@ -13,8 +13,6 @@ from daskhpc._narrow import index_dtype
 
 from ._assign import part_counts
 
-__all__ = ["PartStatic", "statics", "iter_statics", "part_members"]
-
 
 @dataclass(eq=False)
 class PartStatic:

@@ -16,9 +16,6 @@ from daskhpc.comm import AllreduceSchedule, Plan, expand_plan, row_volume
 from ._assign import Distribution, part_counts
 from ._data import Tensor
 
-__all__ = ["mode_plans", "iteration_plan", "allreduce_plan", "allreduce_words",
-           "mode_table", "partition_section"]
-
 
 def mode_plans(X: Tensor, d: Distribution, rank: int) -> list[dict]:
     """Per mode: ``{"fold": Plan or None, "expand": Plan, "lam": (ptr, parts)}``."""

@@ -7,8 +7,6 @@ import numpy as np
 from daskhpc.io import read_tns
 from daskhpc.report import WorkflowResult
 
-__all__ = ["CPResult", "predict_file"]
-
 
 class CPResult(WorkflowResult):
     """Outcome of a CP-ALS run: ``X ~ sum_r weights[r] * outer(factors[0][:, r], ...)``.

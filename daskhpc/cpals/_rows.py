@@ -6,8 +6,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["gram", "col_absmax", "col_inner", "sum_rows_into", "scatter_rows", "init_rows"]
-
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)

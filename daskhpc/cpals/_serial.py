@@ -16,8 +16,6 @@ from ._kernels import mttkrp_into, slices
 from ._rows import col_absmax, col_inner, gram, init_rows
 from ._data import Tensor
 
-__all__ = ["run_serial", "initial_factors", "iteration"]
-
 
 def initial_factors(shape, rank: int, seed: int) -> list[np.ndarray]:
     """U_m(i, :) for every mode and row: :func:`._kernels.init_rows` of (seed, m, i)."""

@@ -24,8 +24,6 @@ from ._rows import gram
 from ._serial import initial_factors
 from ._data import Tensor, as_tensor
 
-__all__ = ["Options", "Setup", "prepare", "DEFAULTS", "validate_input", "choose"]
-
 
 @dataclass
 class Options:

@@ -9,8 +9,6 @@ from daskhpc.arrays import unique_sorted
 
 from ._data import Tensor
 
-__all__ = ["power_law_tensor", "write_tns"]
-
 
 def power_law_tensor(nnz: int = 10_000_000, shape=None, alphas=None, rank: int = 8,
                      noise: float = 0.5, seed: int = 0) -> Tensor:

@@ -25,9 +25,6 @@ from ._result import GCNResult, quality, sections
 from ._serial import run_serial
 from ._setup import Options, choose, prepare
 
-__all__ = ["fit", "serial_fit", "local_fit", "plan"]
-
-
 
 def fit(graph, features=None, labels=None, split=None, nparts: int | None = None, *,
         layers=(16,), partition: str = "hp", epochs: int = 200, optimizer: str = "adam",

@@ -20,8 +20,6 @@ import numpy as np
 import daskhpc.hypergraph as hg
 from daskhpc.errors import InputError
 
-__all__ = ["Assignment", "assign", "paper_random", "hp_backend", "PARTITIONS", "WEIGHTS"]
-
 PARTITIONS = ("hp", "gp", "rp", "random")
 WEIGHTS = ("nnz", "nnz+features", "cost")
 #: ``weights="cost"``: a row's own dense work in nonzeros of A_hat (docs/gcn.md)

@@ -11,8 +11,6 @@ from ._plan import vs_rp_line
 from ._result import random_caveat
 from ._setup import CommandOptions, Options, validate_input
 
-__all__ = ["GCN"]
-
 
 class GCN(Workflow):
     """Full-batch and mini-batch GCN training on 1D row partitions (Demirci et al.)."""

@@ -25,9 +25,6 @@ from ._job import prepare_run, short_steps
 from ._model import dense_features, features, take_rows
 from ._setup import Options
 
-__all__ = ["prepare_collection", "part_statics", "full_setup", "predictions_array",
-           "rebuilder"]
-
 
 class Source:
     """What a collection run keeps: the features on the workers, chunks and tokens."""

@@ -8,8 +8,6 @@ from daskhpc._dask_internals import log_errors
 
 from daskhpc.dashboard import Component, update_source
 
-__all__ = ["AccuracyCurve", "PANELS", "curves"]
-
 SPLITS = (("train_acc", "train", "navy"), ("val_acc", "validation", "darkorange"),
           ("test_acc", "test", "firebrick"))
 KEYS = ("epoch", "train_acc", "val_acc", "test_acc", "train_loss", "val_loss", "time_ms")

@@ -20,9 +20,6 @@ from daskhpc.io import read
 
 from ._pyg import from_pyg, is_pyg_data
 
-__all__ = ["Graph", "as_graph", "normalized_adjacency", "row_normalize", "random_node_data",
-           "random_data_note", "undirected_note"]
-
 
 @dataclass(eq=False)
 class Graph:

@@ -22,10 +22,6 @@ from ._program import assemble, program, row, statics
 from ._serial import epochs_of, run_serial
 from ._setup import prepare
 
-__all__ = ["gcn_job", "fingerprint", "partition_path", "save_partition", "saved_method",
-           "steps_per_epoch", "warm_up", "short_steps", "MINIBATCH", "prepare_run", "rows",
-           "plan_info", "minibatch_info", "serial_check", "TEXTBOOK_RTOL"]
-
 PARTITION = "partition.txt"
 PARTITION_INFO = "partition.json"
 

@@ -11,9 +11,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["spmm_gemm", "spmm_gemm_csr", "spmm", "gemm", "csr_gemm", "tgemm", "tgemm_csr",
-           "gemm_t", "keep_dense", "keep_csr", "dropout_csr", "adam", "softmax_xent"]
-
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _G = np.uint64(0x9E3779B97F4A7C15)

@@ -15,8 +15,6 @@ from daskhpc.comm import CostModel, StepCost
 
 from ._plan import epoch_plan, vector_words
 
-__all__ = ["LAYOUTS", "epoch_load", "epoch_loads", "epoch_cost"]
-
 #: The row partitions ``--partition auto`` chooses between
 LAYOUTS = ("hp", "random")
 

@@ -24,10 +24,6 @@ from ._result import GCNResult, sections
 from ._serial import run_serial
 from ._setup import prepare
 
-__all__ = ["hoeffding_nets", "sample_batch", "stochastic_hypergraph", "batch_volume",
-           "minibatch_plan", "minibatch_fit", "attach_batches", "shp_assignment",
-           "node_probabilities"]
-
 
 # step numbers of the batches that build the stochastic hypergraph and of the held-out
 # batches that score it (training steps are 0, 1, ...): distinct random streams

@@ -15,10 +15,6 @@ import scipy.sparse as sp
 
 from . import _kernels as kn
 
-__all__ = ["init_params", "dropout", "layer", "layer_input", "layer_output", "head",
-           "backward", "update", "pack", "unpack", "NMETRICS", "Csr", "features",
-           "dense_features", "take_rows", "DENSE_FEATURES"]
-
 NMETRICS = 7      # train loss (dropout pass); per split: eval loss sum, correct count
 BETAS, EPS = (0.9, 0.999), 1e-8
 #: Node features with at least this share of their entries stored are kept as a dense

@@ -13,8 +13,6 @@ from daskhpc.comm import Plan
 from ._model import Csr, dense_features, features
 from ._plan import exchange_plans, first_layer_rows
 
-__all__ = ["statics"]
-
 
 def _block(M, own, ext_global, loc, dtype):
     """Own rows of M (entries in global column order) with columns -> extended ids."""

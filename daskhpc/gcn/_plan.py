@@ -21,9 +21,6 @@ from daskhpc.report import ratio_or_none, unavailable
 from ._assign import Assignment, paper_random
 from ._model import dense_features
 
-__all__ = ["patterns", "exchange_plans", "epoch_plan", "allreduce_words", "vector_words",
-           "first_layer_rows", "plan_sections", "graph_model_rows", "vs_rp_line"]
-
 # Table 2 of the paper (P = 512): HP and GP normalised by RP (avg/max volume and messages).
 PAPER_TABLE2 = {
     "soc-Slashdot0902": {"hp": {"avg_vol": 0.74, "max_vol": 0.69, "avg_msgs": 0.86,

@@ -26,11 +26,9 @@ from daskhpc.comm import Plan, Program, tree_sum
 
 from ._model import (NMETRICS, Csr, backward, dropout, head, init_params, layer_input,
                      layer_output, pack, take_rows, unpack, update)
-from ._parts import statics
+from ._parts import statics  # noqa: F401 - the skeleton's _program.statics
 from ._plan import exchange_plans, first_layer_rows, vector_words
 from ._serial import epochs_of, final_row, metrics_row
-
-__all__ = ["statics", "program", "row", "assemble"]
 
 
 # -- step functions (module level: they are pickled to workers) ---------------------------

@@ -13,8 +13,6 @@ import scipy.sparse as sp
 from daskhpc.datasets import class_split
 from daskhpc.errors import InputError
 
-__all__ = ["is_pyg_data", "from_pyg"]
-
 MASKS = (("train", "train_mask"), ("val", "val_mask"), ("test", "test_mask"))
 
 

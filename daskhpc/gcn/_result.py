@@ -11,8 +11,6 @@ from ._data import as_graph
 from ._model import Csr, features
 from ._serial import evaluate
 
-__all__ = ["GCNResult", "predict_file", "sections", "quality", "best_val", "random_caveat", "RANDOM_CAVEAT"]
-
 
 class GCNResult(WorkflowResult):
     """Outcome of a GCN training run: prints as a table, plots, gives the JSON report.

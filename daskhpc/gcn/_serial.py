@@ -14,8 +14,6 @@ import numpy as np
 from ._model import (NMETRICS, Csr, backward, dropout, features, head, init_params,
                      layer_input, layer_output, pack, take_rows, unpack, update)
 
-__all__ = ["run_serial", "metrics_row", "final_row", "full_block", "batch_block", "epochs_of"]
-
 
 def _counts(setup) -> dict:
     m = setup.graph.masks

@@ -22,9 +22,6 @@ from ._layouts import LAYOUTS, epoch_cost
 from ._model import init_params
 from ._plan import patterns
 
-__all__ = ["CommandOptions", "warm_params", "Options", "Setup", "prepare", "DEFAULTS",
-           "validate_input", "choose"]
-
 
 DTYPES = ("float64", "float32")
 ORDERS = ("auto", "aggregate", "transform")

@@ -17,8 +17,6 @@ from ._serial import run_serial, value_quality
 from ._result import SSGDResult
 from ._setup import Options, Setup, choose, load, prepare
 
-__all__ = ["fit", "serial_fit", "plan"]
-
 
 def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
         low_latency: bool = True, placement=None, partition_file=None,

@@ -23,9 +23,6 @@ from daskhpc.hypergraph import read_part_file
 
 from ._data import Ratings
 
-__all__ = ["Assignment", "assign", "random_col_blocks", "partition_report", "imbalance_floor",
-           "PARTITIONS", "read_partition"]
-
 PARTITIONS = ("hp", "random")
 
 

@@ -14,8 +14,6 @@ from dataclasses import replace
 from ._serial import assemble
 from ._setup import Setup
 
-__all__ = ["fingerprint", "partition_path", "save_partition", "restore", "check_input"]
-
 PARTITION = "partition.txt"
 
 

@@ -8,8 +8,6 @@ from daskhpc.errors import InputError
 
 from ._setup import Options, load
 
-__all__ = ["SSGD"]
-
 
 class SSGD(Workflow):
     """Matrix completion by stratified SGD (Abubaker, Karsavuran, Aykanat, TKDE 2023)."""

@@ -21,8 +21,6 @@ from ._input import Input
 from ._data import (Ratings, holdout_mask, mean_of, placeholder,
                     wide_digest)
 
-__all__ = ["read_input", "Values", "with_values", "full_setup"]
-
 
 def read_input(client, data, *, columns=None, keep_empty: bool = False) -> Input:
     """The :class:`Input` of a collection, its ``values`` a :class:`Values`."""

@@ -10,8 +10,6 @@ from daskhpc._dask_internals import log_errors
 
 from daskhpc.dashboard import Component, update_source, worker_label
 
-__all__ = ["StrataTimeline", "PANELS", "shown_text"]
-
 
 class StrataTimeline(Component):
     """Sub-steps (strata, sub-epochs) per worker over time, from a strata-timeline source."""

@@ -15,10 +15,6 @@ from daskhpc._narrow import hash_wide
 from daskhpc._workflows import check_parts as kit_check_parts
 from daskhpc.errors import InputError
 
-__all__ = ["Ratings", "as_ratings", "raw_ratings", "split", "holdout_mask", "check_parts",
-           "FileNames", "placeholder", "mean_of",
-           "wide_digest"]
-
 
 @dataclass(eq=False)
 class Ratings:

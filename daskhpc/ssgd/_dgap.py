@@ -18,8 +18,6 @@ import numpy as np
 
 from daskhpc.arrays import unique_sorted
 
-__all__ = ["dgap_successors", "successors_by_connectivity", "pins_of"]
-
 _DEBRUIJN = 0x03F79D71B4CB0A89
 
 

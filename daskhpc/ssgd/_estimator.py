@@ -10,8 +10,6 @@ from daskhpc.errors import InputError
 
 from ._result import SHRINK
 
-__all__ = ["MatrixFactorization"]
-
 
 class MatrixFactorization:
     """Matrix factorisation by stratified SGD (``daskhpc.ssgd.fit``) with original ids.

@@ -9,8 +9,6 @@ import numpy as np
 from . import _tasks
 from ._setup import Setup
 
-__all__ = ["WindowGraph", "STEP"]
-
 STEP = "ssgd-step"
 
 

@@ -14,8 +14,6 @@ from daskhpc.errors import InputError
 
 from ._data import FileNames, Ratings, as_ratings, raw_ratings
 
-__all__ = ["Input", "load"]
-
 
 @dataclass(eq=False)
 class Input:

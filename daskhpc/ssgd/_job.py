@@ -22,8 +22,6 @@ from ._checkpoint import fingerprint, restore, save_partition
 from ._kernels import learning_rate
 from ._setup import Setup
 
-__all__ = ["ssgd_job", "attempt_graph", "ring_placement", "WINDOW"]
-
 #: Epochs per submitted window (``Job.window``): the scheduler holds at most two windows
 #: of tasks, however many epochs the run has (docs/ssgd.md).
 WINDOW = 8

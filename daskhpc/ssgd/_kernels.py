@@ -11,10 +11,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["sgd_block", "sgd_block_biased", "init_rows", "initial_rows", "sse_block",
-           "sse_block_biased", "sweep", "error_sse", "pair_terms", "block_seed",
-           "learning_rate"]
-
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 

@@ -10,8 +10,6 @@ import numpy as np
 
 from daskhpc.comm import CostModel, StepCost
 
-__all__ = ["LAYOUTS", "FLOPS_PER_RATING", "epoch_load", "epoch_cost"]
-
 #: The row partitions ``--partition auto`` chooses between
 LAYOUTS = ("hp", "random")
 #: flops of one rating's update per word of a row: 2 F for w.h, 2 F for each row's update

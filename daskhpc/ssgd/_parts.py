@@ -13,8 +13,6 @@ from ._runplan import holders
 from ._setup import Setup
 from ._tasks import PartData
 
-__all__ = ["part_data"]
-
 
 def _held_columns(s: Setup, p: int) -> list[np.ndarray]:
     lay = s.layout

@@ -20,9 +20,6 @@ from daskhpc.comm import Plan
 from ._dgap import dgap_successors, pins_of, successors_by_connectivity
 from ._strata import RingStrata
 
-__all__ = ["STRATEGIES", "Layout", "Pattern", "epoch_pattern", "row_pieces", "send_times",
-           "ranges", "run_starts"]
-
 STRATEGIES = ("dsgd", "p2p", "hc")
 
 

@@ -11,8 +11,6 @@ from daskhpc.runtime import HoldingPlugin, install, take
 
 from ._policy import StratumPolicy
 
-__all__ = ["StratumOrderPlugin", "register", "installed", "fetch_timeline", "NAME"]
-
 NAME = "daskhpc-stratum-order"
 PREFIX = "ssgd-step-"
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections import defaultdict
 
-__all__ = ["StratumPolicy", "check_timeline"]
-
 
 class StratumPolicy:
     """Tracks SSGD units and the order rules between them.

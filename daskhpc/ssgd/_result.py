@@ -7,8 +7,6 @@ import numpy as np
 from daskhpc.errors import InputError
 from daskhpc.report import WorkflowResult
 
-__all__ = ["predict_file", "SSGDResult", "SHRINK"]
-
 #: ``recommend``'s default damping of an item's predicted lift by its training ratings
 #: n_i: n_i / (n_i + SHRINK); Koren's lambda_2 of the baseline estimates (KDD 2008)
 SHRINK = 25.0

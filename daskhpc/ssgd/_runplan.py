@@ -19,8 +19,6 @@ from daskhpc.comm import Plan
 from ._plan import Layout, Pattern, epoch_pattern, run_starts
 from ._strata import RingStrata
 
-__all__ = ["RunPlan", "holders", "Instances"]
-
 
 @dataclass(eq=False)
 class Instances:

@@ -15,8 +15,6 @@ from ._kernels import (block_seed, error_sse, initial_rows, learning_rate, pair_
 from ._data import kept as _typed
 from ._setup import Setup
 
-__all__ = ["run_serial", "initial_factors", "assemble", "value_quality"]
-
 
 def initial_factors(s: Setup) -> tuple[np.ndarray, np.ndarray]:
     """The W and H every part starts from: seeded, or the state a run resumes from."""

@@ -15,14 +15,12 @@ from daskhpc.comm import CostModel, network_model, plan_network, rank_layouts
 from daskhpc.errors import InputError
 
 from ._assign import Assignment, assign, partition_report
-from ._input import Input, load
+from ._input import load
 from ._layouts import LAYOUTS, epoch_cost
 from ._plan import STRATEGIES, Layout
 from ._data import Ratings, check_parts, placeholder, split
 from ._runplan import RunPlan
 from ._strata import RingStrata
-
-__all__ = ["warm_start", "Options", "Setup", "prepare", "DEFAULTS", "Input", "load", "choose"]
 
 
 @dataclass

@@ -12,8 +12,6 @@ import numpy as np
 
 from daskhpc.errors import InputError
 
-__all__ = ["RingStrata", "STRATA"]
-
 STRATA = ("ring", "random")
 
 

@@ -9,8 +9,6 @@ from daskhpc.errors import InputError
 
 from ._data import Ratings
 
-__all__ = ["power_law_ratings", "write_ratings_csv", "write_ratings_parquet"]
-
 
 def power_law_ratings(nnz: int = 10_000_000, n_users: int | None = None,
                       n_items: int | None = None, alpha_users: float = 0.6,

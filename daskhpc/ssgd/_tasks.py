@@ -26,10 +26,6 @@ from daskhpc._workflows import EXCHANGE_PLUGIN
 from ._kernels import (block_seed, error_sse, init_rows, initial_rows, sgd_block,
                        sgd_block_biased, sse_block, sse_block_biased, sweep)
 
-__all__ = ["PartData", "PartState", "Stashed", "stash", "init", "work", "work_in_loop",
-           "epoch_key", "epochs_direct", "eval_send", "evaluate", "checkpoint", "final",
-           "warm_up", "cleanup", "version"]
-
 KEEP_VERSIONS = 3
 _REGISTRY: dict = {}   # (token, part) -> PartState, in each worker process
 _STASH: dict = {}      # (token, bundle key) -> (bundle, last sub-epoch that reads it)
