@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -73,8 +73,6 @@ class Setup:
         """max_i |H_i| (the thesis's k)."""
         return max((s.nitems if not s.dense else self.N) for s in self.streams)
 
-    def describe(self) -> dict:
-        return {"options": asdict(self.options), "parts": self.nparts, "N": self.N}
 
 
 def one_vector(v, N, r):

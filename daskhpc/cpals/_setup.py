@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -145,9 +145,6 @@ class Setup:
             self._grams = [gram(U) for U in start]
         return self._grams
 
-    def describe(self) -> dict:
-        o = asdict(replace(self.options, init=self.options.init_name))
-        return {"options": o, "parts": self.K}
 
 
 def validate_input(data, nparts=None, **options) -> Tensor:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -191,11 +191,6 @@ class Setup:
             self._patterns = patterns(self)
         return self._patterns
 
-    def describe(self) -> dict:
-        o = asdict(self.options)
-        o["layers"] = list(self.options.layers)
-        o["init"] = None if self.options.init is None else "saved"     # not the arrays
-        return {"options": o, "parts": self.K, "dims": list(self.dims)}
 
 
 def validate_input(graph, nparts=None, **options) -> Graph:

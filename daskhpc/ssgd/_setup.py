@@ -5,7 +5,7 @@ run's message plan and the ratings of every block."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -198,8 +198,6 @@ class Setup:
         """Positions in ``test`` of part p's test ratings, in order."""
         return np.flatnonzero(self.assignment.row_parts[self.test.rows] == p)
 
-    def describe(self) -> dict:
-        return {"options": asdict(self.options), "parts": self.K}
 
 
 def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
