@@ -433,7 +433,10 @@ def _merged_pins(*got):
 
 
 def _summed(*arrays):
-    return sum(arrays[1:], np.array(arrays[0], copy=True))
+    out = np.array(arrays[0], copy=True)
+    for a in arrays[1:]:
+        out += a            # in place: one array however many pieces, its dtype kept
+    return out
 
 
 def _keeper_stats(keeper, ntrain, mask, shape) -> dict:
