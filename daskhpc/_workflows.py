@@ -392,8 +392,8 @@ class Workflow(ABC):
     checkpoints, exchange : bool
         Whether ``run`` takes ``--checkpoint/--resume`` and ``--exchange``.
     kernels, dashboard : str or None
-        The module with ``WARMUP`` (default: the package's ``_kernels``, if any), and the
-        one with ``PANELS``, the workflow's dashboard panels.
+        The module with ``WARMUP``, and the one with ``PANELS``, the workflow's dashboard
+        panels (default: the package's ``_kernels`` and ``_dashboard``, if any).
     """
 
     name: ClassVar[str]
@@ -462,7 +462,7 @@ class Workflow(ABC):
 
     def panels(self) -> dict:
         """``{key: (Component class, title)}``: the workflow's dashboard panels."""
-        module = self._module(self.dashboard) if self.dashboard else None
+        module = self._module(self.dashboard or f"{self._package()}._dashboard")
         return dict(getattr(module, "PANELS", {})) if module is not None else {}
 
     # -- the command line, generated ----------------------------------------------------

@@ -20,7 +20,6 @@ class Allreduce(Workflow):
     inputs = "none or 'uniform' (the uniform model), or one .npy/.npz vector per rank"
     checkpoints = False          # a call is short: nothing to resume
     by_name = ("uniform",)
-    dashboard = "daskhpc.allreduce._dashboard"
 
     def check(self, call: Call) -> None:
         """The vector files read and checked before a cluster starts."""

@@ -20,7 +20,6 @@ class CPALS(Workflow):
     help = "CP-ALS sparse tensor decomposition (coarse- and fine-grain MTTKRP)"
     Options = Options
     inputs = "a sparse tensor (FROSTT .tns)"
-    dashboard = "daskhpc.cpals._dashboard"
 
     def check(self, call: Call) -> None:
         """The tensor read and checked, and --parts against it (the run reuses it)."""

@@ -20,7 +20,6 @@ class GCN(Workflow):
     Options = CommandOptions
     inputs = "a graph: 'cora', a Planetoid .npz, a node-table directory or an edge list"
     by_name = ("cora",)
-    dashboard = "daskhpc.gcn._dashboard"
 
     def check(self, call: Call) -> None:
         """The graph read and checked, and --parts against it (the run reuses it)."""

@@ -16,7 +16,6 @@ class Linear(Workflow):
     help = "data-parallel logistic regression / linear SVM, Top-k SGD, over the sparse allreduce"
     Options = CommandOptions
     inputs = "a LIBSVM training file"
-    dashboard = "daskhpc.linear._dashboard"
 
     def check(self, call: Call) -> None:
         """The options, the files and their widths, and --parts, before the cluster starts."""

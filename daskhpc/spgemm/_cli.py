@@ -20,7 +20,6 @@ class Spgemm(Workflow):
     Options = Options
     inputs = "A (and B) as MatrixMarket, SNAP, LIBSVM or ratings files"
     exchange = False
-    dashboard = "daskhpc.spgemm._dashboard"
 
     def check(self, call: Call) -> None:
         """Every option and the inputs, before a cluster starts."""

@@ -17,7 +17,6 @@ class SSGD(Workflow):
     Options = Options
     inputs = ("a ratings file (CSV/TSV, MatrixMarket, SNAP edge list, LIBSVM), or Parquet "
               "files, a directory of them, or several CSV files: read by the workers")
-    dashboard = "daskhpc.ssgd._dashboard"
 
     def check(self, call: Call) -> None:
         """Read and validate the ratings once, and the partition file against them."""

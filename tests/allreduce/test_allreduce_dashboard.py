@@ -16,7 +16,7 @@ def test_panel_shows_bytes_per_stage_and_time_per_call():
     from daskhpc import _workflows
     from daskhpc.allreduce._dashboard import PANELS, AllreduceStages
 
-    assert _workflows.load("allreduce").dashboard == "daskhpc.allreduce._dashboard"
+    assert _workflows.load("allreduce").panels()["allreduce"][0] is AllreduceStages
     assert PANELS["allreduce"][0] is AllreduceStages
     st = DashboardState()
     panel = AllreduceStages(scheduler_with(st))
