@@ -13,7 +13,7 @@ from daskhpc.io import is_collection
 from daskhpc.report import new_report, run_sections
 
 from ._als import converged
-from ._checkpoint import distribution_path, load_distribution
+from ._checkpoint import DISTRIBUTION, load_distribution
 from ._collect import full_tensor, part_statics, read_tensor, rebuilder
 from ._init import given_factors, svd_factors
 from ._job import cpals_job, measured_section, serial_check
@@ -89,7 +89,8 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
     >>> res = dh.cpals.fit("umls.tns", 10, 4, client=client, tol=0)  # doctest: +SKIP
     >>> res.fit[-1], res.report()["measured"]["inter_worker_bytes"]   # doctest: +SKIP
     """
-    from daskhpc.runtime import connected, network_for, placed_hosts, worker_addresses
+    from daskhpc.runtime import (CheckpointDir, connected, network_for, placed_hosts,
+                                 worker_addresses)
 
     run = RunOptions.of(run, **run_options)
     checkpoint, resume = run.checkpoint, run.resume
@@ -110,7 +111,8 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
             source = (nz, can)
         elif columns is not None or shape is not None:
             raise InputError("columns= and shape= are for a Dask collection input")
-        saved = distribution_path(checkpoint) if checkpoint is not None and resume else None
+        saved = CheckpointDir.saved(checkpoint, DISTRIBUTION) if checkpoint is not None \
+            and resume else None
         layouts = None
         try:
             if saved is not None:

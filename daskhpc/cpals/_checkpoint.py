@@ -16,12 +16,6 @@ from ._data import Tensor
 DISTRIBUTION = "distribution.npz"
 
 
-def distribution_path(path) -> str | None:
-    """The distribution saved in checkpoint directory ``path``, if there is one."""
-    p = os.path.join(os.fspath(path), DISTRIBUTION)
-    return p if os.path.exists(p) else None
-
-
 def write_distribution(d: Distribution, path: str) -> str:
     """Write ``d`` (grain, method, partitioner, owners per mode, nonzero parts) to ``path``."""
     from daskhpc.runtime import save_arrays
@@ -36,7 +30,7 @@ def write_distribution(d: Distribution, path: str) -> str:
 
 def save_distribution(s, ck) -> None:
     """The checkpoint's ``opened`` hook: write the distribution once."""
-    if distribution_path(ck.path) is None:
+    if not os.path.exists(ck.extra(DISTRIBUTION)):
         write_distribution(s.dist, ck.extra(DISTRIBUTION))
 
 

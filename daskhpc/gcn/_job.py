@@ -56,15 +56,9 @@ def fingerprint(s) -> dict:
     return fp
 
 
-def partition_path(path) -> str | None:
-    """The partition saved in checkpoint directory ``path``, if there is one."""
-    p = os.path.join(os.fspath(path), PARTITION)
-    return p if os.path.exists(p) else None
-
-
 def save_partition(s, ck) -> None:
     """Write the row partition (one part id per line) and how it was made, once."""
-    if partition_path(ck.path) is None:
+    if not os.path.exists(ck.extra(PARTITION)):
         a = s.assignment
         np.savetxt(ck.extra(PARTITION), a.parts, fmt="%d")
         ck.write_extra(PARTITION_INFO, {"method": a.method, "partitioner": a.partitioner})
@@ -139,9 +133,11 @@ MINIBATCH = {"batch_size": 0.5, "steps": 200, "sampler": "node", "shp": True}
 def prepare_run(graph, features, labels, split, nparts, minibatch, checkpoint, resume,
                  partition_file, options):
     """``prepare`` for ``fit``: the checkpoint's partition on resume, the mini-batches."""
+    from daskhpc.runtime import CheckpointDir
+
     saved = None
     if checkpoint is not None and resume and partition_file is None:
-        saved = partition_file = partition_path(checkpoint)
+        saved = partition_file = CheckpointDir.saved(checkpoint, PARTITION)
     mb = None
     if minibatch:
         mb = dict(MINIBATCH)

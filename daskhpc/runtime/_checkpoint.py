@@ -145,6 +145,12 @@ class CheckpointDir:
         """Path of a run-wide file (e.g. the partition) next to the manifest."""
         return os.path.join(self.path, name)
 
+    @staticmethod
+    def saved(path, name: str) -> str | None:
+        """The run-wide file ``name`` next to the manifest in ``path``, if there is one."""
+        p = os.path.join(os.fspath(path), name)
+        return p if os.path.exists(p) else None
+
     def write_extra(self, name: str, data: dict) -> str:
         """Write a run-wide JSON file next to the manifest, atomically; returns its path."""
         path = self.extra(name)

@@ -92,8 +92,8 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
 
 def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, placement,
          partition_file):
-    from daskhpc.runtime import (exchange_mode, placed_hosts, run_job, run_on_parts,
-                                 worker_addresses)
+    from daskhpc.runtime import (CheckpointDir, exchange_mode, placed_hosts, run_job,
+                                 run_on_parts, worker_addresses)
 
     from ._job import ssgd_job
 
@@ -101,7 +101,7 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
     if nparts is None:
         nparts = len(worker_addresses(client))
     if checkpoint is not None and resume and partition_file is None:
-        from ._checkpoint import check_input, partition_path
+        from ._checkpoint import PARTITION, check_input
 
         # read as a fresh run reads it: the same fingerprint (a collection's values are
         # digested on the workers)
@@ -110,7 +110,7 @@ def _fit(client, data, nparts, run, options, *, order_plugin, low_latency, place
             data = load(data, format=options.get("format"),
                         keep_empty=bool(options.get("keep_empty", False)))
         check_input(checkpoint, data.ratings, collection)   # before its partition is read
-        partition_file = partition_path(checkpoint)    # the blocks of the first job
+        partition_file = CheckpointDir.saved(checkpoint, PARTITION)   # the first job's blocks
     exchange = exchange_mode(run.exchange)
     s, model, layouts = _prepared(client, data, nparts, partition_file, options, run,
                                   exchange)

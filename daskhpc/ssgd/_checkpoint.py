@@ -17,12 +17,6 @@ from ._setup import Setup
 PARTITION = "partition.txt"
 
 
-def partition_path(path) -> str | None:
-    """The partition saved in checkpoint directory ``path``, if there is one."""
-    p = os.path.join(os.fspath(path), PARTITION)
-    return p if os.path.exists(p) else None
-
-
 def fingerprint(s: Setup) -> dict:
     """What must not change between a run and its resumption."""
     from daskhpc.runtime import array_digest
@@ -74,7 +68,7 @@ def save_partition(s: Setup, ck) -> None:
     """Write the row parts and column blocks next to the manifest (once)."""
     from daskhpc.hypergraph import write_pair_file
 
-    if partition_path(ck.path) is None:
+    if not os.path.exists(ck.extra(PARTITION)):
         write_pair_file(ck.extra(PARTITION), s.assignment.row_parts, s.assignment.col_blocks)
 
 
