@@ -17,8 +17,8 @@ import scipy.sparse as sp
 from daskhpc._narrow import index_dtype
 from daskhpc._workflows import checked_options
 from daskhpc.errors import InputError
-from daskhpc.io import (check_rows, is_collection, join_rows, read_edge_list, read_rows,
-                        rereading, route, rows_route)
+from daskhpc.io import (check_array, check_rows, is_collection, join_rows, read_edge_list,
+                        read_rows, rereading, route, rows_route)
 
 from ._data import as_graph, random_node_data, row_normalize
 from ._job import prepare_run, short_steps
@@ -41,11 +41,7 @@ def _labels_meta(y, n_hint=None):
     if not hasattr(y, "chunks") or y.ndim != 1:
         raise InputError(f"labels: a {type(y).__name__} of {getattr(y, 'ndim', '?')} "
                          "dimensions; give a 1-D Dask Array (one label a node)")
-    if any(np.isnan(c) for c in y.chunks[0]):
-        raise InputError("labels: the Dask Array's chunk sizes are unknown (nan); call "
-                         ".compute_chunk_sizes() first")
-    if getattr(y.dtype, "kind", "O") not in "biuf":
-        raise InputError(f"labels: dtype {y.dtype}; labels must be numbers (class ids)")
+    check_array(y, "labels", values="numbers (class ids)")
     if n_hint is not None and y.shape[0] != n_hint:
         raise InputError(f"labels: {y.shape[0]} labels for {n_hint} nodes")
 
