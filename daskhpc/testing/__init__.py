@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from ._traced import Traced, traced
+
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["assert_placement", "inter_worker_bytes", "KillOnce", "TaskKey", "VALIDATE",
-           "validated_client", "toy_program", "toy_row"]
+__all__ = ["assert_placement", "inter_worker_bytes", "KillOnce", "TaskKey", "Traced",
+           "traced", "VALIDATE", "validated_client", "toy_program", "toy_row"]
 
 #: Both state machines check their invariants after every transition.
 VALIDATE = {"distributed.scheduler.validate": True, "distributed.worker.validate": True}

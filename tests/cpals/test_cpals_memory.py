@@ -4,8 +4,6 @@ the client's peaks (tracemalloc) near the tensor's raw 16 bytes a nonzero."""
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
@@ -13,6 +11,7 @@ from daskhpc.cpals import as_tensor, prepare
 from daskhpc.cpals._assign import part_counts, random_parts
 from daskhpc.cpals._kernels import mttkrp
 from daskhpc.cpals._parts import iter_statics, statics
+from daskhpc.testing import traced
 
 SHAPE = (300, 200, 40)
 
@@ -28,14 +27,10 @@ def tns(tmp_path, n=100_000, seed=0, vals=None, name="t.tns"):
     return path
 
 
-def traced(fn):
-    tracemalloc.start()
-    try:
+def peak_of(fn):
+    with traced() as t:
         out = fn()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return out, peak
+    return out, t.peak
 
 
 def test_tensor_dtypes(tmp_path):
@@ -101,17 +96,17 @@ def test_client_peaks_near_the_raw_size(tmp_path, monkeypatch):
     path = tns(tmp_path, 200_000)
     small = prepare(tns(tmp_path, 500, name="small.tns"), 2, partition="random")
     list(iter_statics(small))                            # the kernels loaded
-    X, peak = traced(lambda: as_tensor(path))
+    X, peak = peak_of(lambda: as_tensor(path))
     raw = 16 * X.nnz
     assert X.coords.nbytes + X.vals.nbytes == raw
     assert peak < 2.5 * raw           # the tensor and one block of the text's parse
-    s, peak = traced(lambda: prepare(X, 2, grain="fine", partition="random", rank=4))
+    s, peak = peak_of(lambda: prepare(X, 2, grain="fine", partition="random", rank=4))
     assert peak < 0.5 * raw           # the part ids (2 B) and the shuffle's int32
     # the parts made one at a time: at most one part's data besides the tensor
     def send_each():
         for _, st in iter_statics(s):
             del st                    # sent away (fit scatters it to its worker)
-    _, peak = traced(send_each)
+    _, peak = peak_of(send_each)
     assert peak < 0.8 * raw           # a half's indices (6 B), values (2 B), positions (4 B)
 
 

@@ -1,12 +1,11 @@
 """What the client holds while it sets a run up: counts of bytes, not times."""
 
-import tracemalloc
-
 import numpy as np
 import scipy.sparse as sp
 
 from daskhpc import gcn
 from daskhpc.gcn._data import row_normalize
+from daskhpc.testing import traced
 
 
 def _graph(n=3000, f=400, seed=0):
@@ -21,12 +20,9 @@ def test_the_parts_features_are_cut_without_densifying_the_whole_matrix():
     A, X, y, split = _graph()
     s = gcn.prepare(A, 8, features=X, labels=y, split=split, partition="rp", epochs=1)
     dense = X.shape[0] * X.shape[1] * s.dtype.itemsize
-    tracemalloc.start()
-    try:
+    with traced() as t:
         parts = gcn.statics(s)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = t.peak
     got = np.concatenate([p["X"] for p in parts])
     order = np.concatenate([p["rows"] for p in parts])
     want = np.asarray(s.graph.X.toarray(), s.dtype)[order]

@@ -3,12 +3,11 @@ size, and per-byte temporaries of one block, not of the file (counts, not times)
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
 from daskhpc.io import _common, read_ratings
+from daskhpc.testing import traced
 
 TEXTS = [b"# c\n1 2\n\n3\t4 5\r\n", b"  a  bb ccc\n\n\nd", b"x\n", b"\n\n", b"",
          b"1,2,3.5\n10,20,4.0\n100,200,0.5\n", b"   \n  word", b"abc"]
@@ -47,12 +46,9 @@ def test_indexing_a_file_holds_no_per_byte_array_of_the_file(monkeypatch, tmp_pa
     size = ratings_csv(path, 60_000)
     data = path.read_bytes()
     monkeypatch.setattr(_common, "CHUNK", 1 << 14)
-    tracemalloc.start()
-    try:
+    with traced() as t:
         _common.Lines(path, data)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = t.peak
     # kept: starts, ends, ntok (8 bytes a line each) and a byte a line, about 1.6 bytes
     # a byte of this file; flags, a running count over every byte of the file and every
     # token's start came on top before (about 11 bytes a byte in all)
@@ -77,12 +73,9 @@ def test_reading_ratings_peaks_at_about_twice_what_it_returns(monkeypatch, tmp_p
     ratings_csv(path, n)
     monkeypatch.setattr(_common, "CHUNK", 1 << 14)     # a file of many blocks
     read_ratings(path)                 # its kernels loaded (numba) outside the count
-    tracemalloc.start()
-    try:
+    with traced() as t:
         r = read_ratings(path)
-        kept, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    kept, peak = t.held, t.peak
     assert r.matrix.nnz == n
     # returned: the CSR matrix and the rows, columns and values (about 47 bytes a
     # rating); on top, the text, its index and the parsed table are dropped before the

@@ -3,12 +3,11 @@ anything it does not take is left to the general parse (counts, not times)."""
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
 from daskhpc.io import _ratings, read_ratings
+from daskhpc.testing import traced
 
 SAME = {
     "header": "userId,movieId,rating\n3,10,4.5\n1,7,3.0\n3,7,0.5\n",
@@ -89,12 +88,9 @@ def ratings_csv(path, n: int) -> None:
 
 
 def peak_of(fn) -> int:
-    tracemalloc.start()
-    try:
+    with traced() as t:
         fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return t.peak
 
 
 def test_the_streaming_parse_holds_no_text_index_or_float_table(tmp_path, monkeypatch):

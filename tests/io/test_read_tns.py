@@ -144,9 +144,8 @@ def test_blocks_read_as_the_whole(tmp_path, monkeypatch):
 def test_arrays_memory(tmp_path, monkeypatch):
     """The parse holds the result (16 bytes a nonzero) and one block's temporaries: not
     the text, not float64 numbers of the whole file."""
-    import tracemalloc
-
     from daskhpc.io import _tns, read_tns_arrays
+    from daskhpc.testing import traced
 
     n = 200_000
     rng = np.random.default_rng(0)
@@ -154,12 +153,9 @@ def test_arrays_memory(tmp_path, monkeypatch):
     path = tmp_path / "big.tns"
     np.savetxt(path, table, fmt="%d")
     monkeypatch.setattr(_tns, "BLOCK", 1 << 16)
-    tracemalloc.start()
-    try:
+    with traced() as t:
         c, v, _ = read_tns_arrays(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = t.peak
     raw = c.nbytes + v.nbytes
     assert raw == 16 * n
     assert peak < raw + 40 * _tns.BLOCK        # the text alone is over 17 bytes a line
