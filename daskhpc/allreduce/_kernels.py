@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def merge_sum(i1, v1, i2, v2):
     """Union of two sorted unique index streams, values summed where both have one."""
     n1, n2 = i1.size, i2.size
@@ -48,7 +48,7 @@ def merge_sum(i1, v1, i2, v2):
     return oi[:n].copy(), ov[:n].copy()
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def merge_union(i1, i2):
     """Union of two sorted unique index streams (the index-only walk of the plan)."""
     n1, n2 = i1.size, i2.size

@@ -46,7 +46,7 @@ def _grouped(nparts, src, dst, rows, phase, **kw) -> Plan:
                 rows, nphases=phase + 1, **kw)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _counting_order(key, nkeys):  # pragma: no cover - numba
     # argsort(key, kind="stable") of keys in [0, nkeys)
     at = np.zeros(nkeys + 1, np.int64)

@@ -74,14 +74,14 @@ def _bits_fit(nrows: int, nparts: int, entries: int) -> bool:
     return nrows * ((nparts + 63) // 64) <= 2 * entries
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _mark(bits, rows, parts):  # pragma: no cover - numba
     for e in range(rows.size):
         p = parts[e]
         bits[rows[e], p >> 6] |= np.uint64(1) << np.uint64(p & 63)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bits_csr(bits, nparts):  # pragma: no cover - numba
     nrows, W = bits.shape
     ptr = np.zeros(nrows + 1, np.int64)

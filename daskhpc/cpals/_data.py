@@ -172,7 +172,7 @@ def _canonical(coords, vals, shape, where: str) -> Tensor:
                    **({"path": where} if where != "input" else {})})
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _order_state(coords):  # pragma: no cover - numba
     # 0: strictly increasing (lexicographic); 1: non-decreasing with repeats; 2: unsorted.
     # One pass, no per-nonzero temporaries (numpy's differences held 2x the tensor).

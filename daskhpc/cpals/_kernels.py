@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def mttkrp_rows(ptr, idx, val, factors, out):  # pragma: no cover - numba
     """``out[i] = sum_{e in ptr[i]:ptr[i+1]} val[e] * Hadamard_f factors[f][idx[f, e]]``."""
     R = out.shape[1]
@@ -40,7 +40,7 @@ def mttkrp_rows(ptr, idx, val, factors, out):  # pragma: no cover - numba
             out[i, r] = acc[r]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _mttkrp_rows3(ptr, idx, val, B, C, out):  # pragma: no cover - numba
     # mttkrp_rows for order 3, with the two factor rows in registers
     R = out.shape[1]
@@ -58,7 +58,7 @@ def _mttkrp_rows3(ptr, idx, val, B, C, out):  # pragma: no cover - numba
             out[i, r] = acc[r]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def mttkrp_fibers(ptr, idx, val, factors, out):  # pragma: no cover - numba
     """:func:`mttkrp_rows` where a row's nonzeros come grouped by ``idx[0]``: the group's
     factor row multiplies the group's sum once (fiber reuse)."""
@@ -97,7 +97,7 @@ def mttkrp_fibers(ptr, idx, val, factors, out):  # pragma: no cover - numba
             out[i, r] = acc[r]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _mttkrp_fibers3(ptr, idx, val, C, B, out):  # pragma: no cover - numba
     # mttkrp_fibers for order 3: idx[0] indexes C (the group), idx[1] B
     R = out.shape[1]
@@ -124,13 +124,13 @@ def _mttkrp_fibers3(ptr, idx, val, C, B, out):  # pragma: no cover - numba
             out[i, r] = acc[r]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def counting_order(keys, nkeys):  # pragma: no cover - numba
     # stable counting sort: positions of the nonzeros grouped by key, storage order kept
     return _counting_order(keys, nkeys, True, np.empty(0, np.int64))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _key_ptr(keys, nkeys, every, sel):  # pragma: no cover - numba
     # where each key's positions start once grouped by key: counts, then their prefix sum
     ptr = np.zeros(nkeys + 1, np.int64)
@@ -141,7 +141,7 @@ def _key_ptr(keys, nkeys, every, sel):  # pragma: no cover - numba
     return ptr
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _counting_order(keys, nkeys, every, sel):  # pragma: no cover - numba
     # counting_order of the positions ``sel`` (in their order), or of all if ``every``
     n = keys.size if every else sel.size
@@ -172,7 +172,7 @@ class Slices:
     fibers: bool
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _group_rows_lsd(coords, vals, every, sel, mode, modes, nrows, nouter, idx,
                     val):  # pragma: no cover - numba
     # the nonzeros sorted by (row of ``mode``, index of ``modes[0]``), storage order kept
@@ -195,7 +195,7 @@ def _group_rows_lsd(coords, vals, every, sel, mode, modes, nrows, nouter, idx,
     return ptr, groups
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _group_rows_by_row(coords, vals, every, sel, mode, modes, nrows, nouter, idx,
                        val):  # pragma: no cover - numba
     # the same order as _group_rows_lsd: one counting sort by row, then each row's
@@ -236,7 +236,7 @@ def _group_rows_by_row(coords, vals, every, sel, mode, modes, nrows, nouter, idx
     return ptr, groups
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _put(coords, vals, modes, e, k, w, idx, val):  # pragma: no cover - numba
     idx[0, w] = k
     for j in range(1, modes.size):

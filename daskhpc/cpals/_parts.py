@@ -51,7 +51,7 @@ def _group(labels: np.ndarray, K: int) -> list[np.ndarray]:
     return [order[bounds[p]:bounds[p + 1]] for p in range(K)]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _members(coords, owners, offsets, K):  # pragma: no cover - numba
     # coarse grain: per part, the nonzeros one of whose N slices it owns (the owner of
     # row i of mode n: owners[offsets[n] + i]), ascending, and per mode whether it
@@ -79,7 +79,7 @@ def _members(coords, owners, offsets, K):  # pragma: no cover - numba
     return ptr, out, works
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _first(coords, owners, offsets, n, e, p):  # pragma: no cover - numba
     # is p the owner of e's slice in no mode before n?
     for m in range(n):
@@ -111,7 +111,7 @@ def _where_label(labels: np.ndarray, p: int, n: int) -> np.ndarray:
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _fill_where(labels, p, out):  # pragma: no cover - numba
     k = 0
     for t in range(labels.size):
@@ -120,13 +120,13 @@ def _fill_where(labels, p, out):  # pragma: no cover - numba
             k += 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _mark_ids(ids, nz, every, mark):  # pragma: no cover - numba
     for t in range(ids.size if every else nz.size):
         mark[ids[t] if every else ids[nz[t]]] = True
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _look_up(ids, nz, every, where, out):  # pragma: no cover - numba
     for t in range(out.size):
         out[t] = where[ids[t] if every else ids[nz[t]]]

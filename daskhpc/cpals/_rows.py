@@ -17,7 +17,7 @@ def gram(U) -> np.ndarray:
     return U.T @ U
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def col_absmax(U):  # pragma: no cover - numba
     """``max_i |U[i, r]|`` per column (0 for no rows)."""
     n, R = U.shape
@@ -30,7 +30,7 @@ def col_absmax(U):  # pragma: no cover - numba
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def col_inner(A, B):  # pragma: no cover - numba
     """``sum_i A[i, r] * B[i, r]`` per column, rows ascending."""
     n, R = A.shape
@@ -41,7 +41,7 @@ def col_inner(A, B):  # pragma: no cover - numba
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def sum_rows_into(acc, pos, rows):  # pragma: no cover - numba
     """``acc[pos[k]] += rows[k]`` (a fold: partial MTTKRP rows added at their owner)."""
     R = acc.shape[1]
@@ -51,7 +51,7 @@ def sum_rows_into(acc, pos, rows):  # pragma: no cover - numba
             acc[p, r] += rows[k, r]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def scatter_rows(dst, pos, rows):  # pragma: no cover - numba
     """``dst[pos[k]] = rows[k]`` (an expand: received factor rows put in place)."""
     R = dst.shape[1]
@@ -61,7 +61,7 @@ def scatter_rows(dst, pos, rows):  # pragma: no cover - numba
             dst[p, r] = rows[k, r]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _mix(z):  # pragma: no cover - numba
     # splitmix64's finaliser: a bijection of uint64 with good avalanche
     z = (z ^ (z >> np.uint64(30))) * _M1
@@ -69,7 +69,7 @@ def _mix(z):  # pragma: no cover - numba
     return z ^ (z >> np.uint64(31))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _init_rows(seed, mode, rows, R):  # pragma: no cover - numba
     out = np.empty((rows.size, R))
     base = _mix(_mix(np.uint64(seed) + _GOLD) + np.uint64(mode) * _GOLD)

@@ -90,7 +90,7 @@ def _zipf_like(rng, n: int, alpha: float, size: int) -> np.ndarray:
     return np.minimum(x.astype(np.int64), n - 1)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _model_values(coords, F):  # pragma: no cover - numba
     # sum_r prod_m F[m][coords[m, e], r]: the non-negative model behind the values
     N, nnz = coords.shape
@@ -107,7 +107,7 @@ def _model_values(coords, F):  # pragma: no cover - numba
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _format_int_lines(coords, vals, buf):  # pragma: no cover - numba
     # "i1 i2 ... iN v\n" with 1-based indices and integer values, into buf; returns length
     N, n = coords.shape

@@ -16,28 +16,28 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _G = np.uint64(0x9E3779B97F4A7C15)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _mix(z):  # pragma: no cover - numba
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
     return z ^ (z >> np.uint64(31))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _key(seed, epoch, layer):  # pragma: no cover - numba
     k = _mix(np.uint64(seed) * _G + np.uint64(1))
     k = _mix(k ^ (np.uint64(epoch) * _G + np.uint64(2)))
     return _mix(k ^ (np.uint64(layer) * _G + np.uint64(3)))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _uniform(key, row, col):  # pragma: no cover - numba
     h = _mix(key ^ (np.uint64(row) * _G))
     h = _mix(h ^ (np.uint64(col) + _G))
     return np.float64(h >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def keep_dense(seed, epoch, layer, rows, d, p):  # pragma: no cover - numba
     """(len(rows), d) bool: entry (rows[i], c) survives dropout ``p``."""
     key = _key(seed, epoch, layer)
@@ -48,7 +48,7 @@ def keep_dense(seed, epoch, layer, rows, d, p):  # pragma: no cover - numba
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def keep_csr(seed, epoch, layer, rows, indptr, indices, p):  # pragma: no cover - numba
     """bool per stored entry of a CSR block whose row i is global row ``rows[i]``."""
     key = _key(seed, epoch, layer)
@@ -59,7 +59,7 @@ def keep_csr(seed, epoch, layer, rows, indptr, indices, p):  # pragma: no cover 
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def dropout_csr(indptr, indices, data, rows, seed, epoch, layer, p,
                 scale):  # pragma: no cover - numba
     """The CSR block without the entries :func:`keep_csr` drops, the others times ``scale``
@@ -84,7 +84,7 @@ def dropout_csr(indptr, indices, data, rows, seed, epoch, layer, p,
     return ptr, idx, val
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def dropout_dense(H, rows, seed, epoch, layer, p, scale):  # pragma: no cover - numba
     """H with the entries :func:`keep_dense` drops set to 0, the others times ``scale``."""
     key = _key(seed, epoch, layer)
@@ -99,7 +99,7 @@ def dropout_dense(H, rows, seed, epoch, layer, p, scale):  # pragma: no cover - 
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def spmm_gemm(indptr, indices, data, H, W, b):  # pragma: no cover - numba
     """Z = (A H) W + b row by row (eq. (6)): the SpMM row, then its product with W."""
     n, d_in, d_out = indptr.size - 1, W.shape[0], W.shape[1]
@@ -121,7 +121,7 @@ def spmm_gemm(indptr, indices, data, H, W, b):  # pragma: no cover - numba
     return Z
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def spmm_gemm_csr(indptr, indices, data, hptr, hidx, hval, W, b):  # pragma: no cover
     """The same with a sparse H (CSR); the accumulator's features meet W in first-met order."""
     n, d_in, d_out = indptr.size - 1, W.shape[0], W.shape[1]
@@ -154,7 +154,7 @@ def spmm_gemm_csr(indptr, indices, data, hptr, hidx, hval, W, b):  # pragma: no 
     return Z
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def spmm(indptr, indices, data, G):  # pragma: no cover - numba
     """P = A G (eq. (3)'s SpMM; with A_hat^T's rows, the exact backward)."""
     n, d = indptr.size - 1, G.shape[1]
@@ -167,7 +167,7 @@ def spmm(indptr, indices, data, G):  # pragma: no cover - numba
     return P
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def gemm(H, W):  # pragma: no cover - numba
     """Y = H W row by row (the transform-first order: Y's rows are what is sent)."""
     n, d_in, d_out = H.shape[0], W.shape[0], W.shape[1]
@@ -184,7 +184,7 @@ def gemm(H, W):  # pragma: no cover - numba
 csr_gemm = spmm
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def tgemm(H, P):  # pragma: no cover - numba
     """H^T P summed over rows in order (eq. (4): this part's share of dW)."""
     n, d_in, d_out = H.shape[0], H.shape[1], P.shape[1]
@@ -198,7 +198,7 @@ def tgemm(H, P):  # pragma: no cover - numba
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def tgemm_csr(hptr, hidx, hval, P, d_in):  # pragma: no cover - numba
     """H^T P for a sparse H (CSR, n rows)."""
     d_out = P.shape[1]
@@ -211,7 +211,7 @@ def tgemm_csr(hptr, hidx, hval, P, d_in):  # pragma: no cover - numba
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def gemm_t(P, W):  # pragma: no cover - numba
     """P W^T (eq. (3): S = (A G) W^T), row by row."""
     n, d_out, d_in = P.shape[0], W.shape[1], W.shape[0]
@@ -226,7 +226,7 @@ def gemm_t(P, W):  # pragma: no cover - numba
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def adam(p, g, m, v, wd, b1, c1b, b2, c2b, sqrt_c2, eps, step):  # pragma: no cover - numba
     """One Adam step on a flat parameter in place, in PyTorch's order of operations:
     g' = g + wd p; m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
@@ -240,7 +240,7 @@ def adam(p, g, m, v, wd, b1, c1b, b2, c2b, sqrt_c2, eps, step):  # pragma: no co
         p[i] -= step * (mi / (np.sqrt(vi) / sqrt_c2 + eps))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def adam_rows(p, g, m, v, rows, wd, b1, c1b, b2, c2b, sqrt_c2, eps,
               step):  # pragma: no cover - numba
     """:func:`adam` on the rows ``rows`` of 2-D arrays only (the W^1 rows a part keeps)."""

@@ -9,7 +9,7 @@ from ._hypergraph import Hypergraph
 from ._metrics import connectivity_sets, max_part_weight
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _place_rows(order, lam_ptr, lam_parts, nparts, cap):  # pragma: no cover - numba
     owner = np.empty(order.size, np.int64)
     load = np.zeros(nparts, np.int64)

@@ -32,7 +32,7 @@ def connectivity_sets(h: Hypergraph, parts, nparts: int) -> tuple[np.ndarray, np
     return net_parts(h.net_ptr, h.pins, parts, int(nparts))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def net_parts(net_ptr, pins, parts, nparts):  # pragma: no cover - numba
     """:func:`connectivity_sets` of CSR nets ``(net_ptr, pins)`` without a
     :class:`Hypergraph` (no checks), linear in the pins.

@@ -99,7 +99,7 @@ def tensor_fine(X, net_cost: int = 1) -> Hypergraph:
                       {"shape": list(shape), "offsets": offsets.tolist(), "nnz": nnz})
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _fine_pins(coords, offsets, num_nets):  # pragma: no cover - numba
     N, nnz = coords.shape
     ptr = np.zeros(num_nets + 1, np.int64)
@@ -118,7 +118,7 @@ def _fine_pins(coords, offsets, num_nets):  # pragma: no cover - numba
     return ptr, pins
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _coarse_pins(coords, offsets, slice_ptr, slice_nnz):  # pragma: no cover - numba
     # Net n (index i of mode m): t_m^i itself and the vertices of every index of the
     # nonzeros of slice i, each once (stamp), ascending.

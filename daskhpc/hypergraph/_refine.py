@@ -14,7 +14,7 @@ from ._simple import partition_random
 _CANDIDATES = 4
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _vertex_nets(net_ptr, pins, num_vertices):  # pragma: no cover - numba
     # Counting sort of the pins by vertex: nets of each vertex in increasing net order.
     vptr = np.zeros(num_vertices + 1, np.int64)
@@ -40,7 +40,7 @@ def vertex_nets(h: Hypergraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return _vertex_nets(h.net_ptr, h.pins, h.num_vertices)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _cost(lam, soed):  # pragma: no cover - numba
     # Objective of one net of unit cost with connectivity lam.
     if soed:
@@ -48,13 +48,13 @@ def _cost(lam, soed):  # pragma: no cover - numba
     return lam - 1 if lam > 0 else 0
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _better(s1, q1, s2, q2):  # pragma: no cover - numba
     # Higher score first, then the lower part id.
     return s1 > s2 or (s1 == s2 and q1 < q2)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _lp(net_ptr, pins, vptr, vnets, vpins, costs, weights, parts, nparts, lmax, soed, orders,
         max_net_size, min_moves):  # pragma: no cover - numba
     M = net_ptr.size - 1

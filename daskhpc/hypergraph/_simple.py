@@ -29,7 +29,7 @@ def partition_block(h: Hypergraph, nparts: int, **_) -> np.ndarray:
     return _split_by_weight(combined_weights(h), nparts)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _greedy_lightest(order, weights, nparts):  # pragma: no cover - numba
     parts = np.empty(order.size, np.int64)
     load = np.zeros(nparts, np.int64)

@@ -121,7 +121,7 @@ def _with_intercept(X):
     return sp.csr_array((data, indices, indptr), shape=(n, F + 1))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _append_column(indptr, indices, data, F, out_indices, out_data):
     """Each row's entries, then a 1 in column F, into ``out_*`` (sequential copies)."""
     k = 0

@@ -14,7 +14,7 @@ import numpy as np
 LOSSES = {"log": 0, "hinge": 1}
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def margins(indptr, indices, data, rows, w):
     """``m_j = x_j . w`` for the given rows (summed in CSR order)."""
     out = np.empty(rows.size, np.float64)
@@ -27,7 +27,7 @@ def margins(indptr, indices, data, rows, w):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def coefficients(m, y, loss):
     """Gradient factor per row: grad f_j(w) = coef_j x_j."""
     out = np.empty(m.size, np.float64)
@@ -40,7 +40,7 @@ def coefficients(m, y, loss):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def batch_gradient(indptr, indices, data, rows, coef):
     """``sum_j coef_j x_j`` over ``rows`` as sorted (uint32 index, value) pairs.
 
@@ -80,7 +80,7 @@ def batch_gradient(indptr, indices, data, rows, coef):
     return oi[:m].copy(), ov[:m].copy()
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _dense_gradient(indptr, indices, data, rows, coef, M):
     """:func:`batch_gradient` over features ``[0, M)`` in a dense scratch vector."""
     acc = np.empty(M, np.float64)
@@ -108,7 +108,7 @@ def _dense_gradient(indptr, indices, data, rows, coef, M):
     return oi, ov
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def batch_features(indptr, indices, rows, B, T, N):
     """The index sets of :func:`batch_gradient` for the ``T`` batches: ``(ptr, idx)``."""
     mark = np.zeros(N, np.bool_)
@@ -135,7 +135,7 @@ def batch_features(indptr, indices, rows, B, T, N):
     return ptr, out[:k].copy()
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def losses(m, y, loss):
     """Per-row loss of the margins ``m``."""
     out = np.empty(m.size, np.float64)
@@ -148,7 +148,7 @@ def losses(m, y, loss):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def margins_ovr(indptr, indices, data, rows, w, K, N):
     """``m[j, k] = x_j . w_k`` (w class-major, K blocks of N), each in CSR order."""
     out = np.empty((rows.size, K), np.float64)
@@ -162,7 +162,7 @@ def margins_ovr(indptr, indices, data, rows, w, K, N):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def coefficients_ovr(m, cls, loss):
     """Gradient factors of the K binary problems: row j is +1 for class ``cls[j]``."""
     n, K = m.shape
@@ -178,7 +178,7 @@ def coefficients_ovr(m, cls, loss):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def batch_gradient_ovr(indptr, indices, data, rows, coef, N):
     """``sum_j coef[j, k] x_j`` for every class k as one sorted vector of length K N."""
     K = coef.shape[1]
@@ -220,7 +220,7 @@ def batch_gradient_ovr(indptr, indices, data, rows, coef, N):
     return oi, ov
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def losses_ovr(m, cls, loss):
     """Per-row loss summed over the K one-vs-rest problems."""
     n, K = m.shape
@@ -280,7 +280,7 @@ WARMUP_PLAN = (_warm_up_plan,)
 WARMUP = ("daskhpc.linear._program:warm_up", _warm_up_run)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def serial_epoch(indptr, indices, data, y, sw, order, start, B, T, a, b, counts, w, wbar,
                  mask, K, N, loss, reg, l1, q, u):
     """One epoch of plain serial SGD without Top-k (``_serial``'s reference); returns u.

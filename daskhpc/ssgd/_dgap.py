@@ -50,7 +50,7 @@ def pins_of(rows, cols, row_parts, ncols: int, nparts: int) -> tuple[np.ndarray,
     return key // nparts, key % nparts
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _fill_bits(pins_col, pins_part, block_of, local_of, woff, nw, bits):
     for t in range(pins_col.size):
         j = pins_col[t]
@@ -60,7 +60,7 @@ def _fill_bits(pins_col, pins_part, block_of, local_of, woff, nw, bits):
         bits[w] |= np.uint64(1) << np.uint64(loc & 63)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _walk(K, nw, woff, bits, count, col_ptr, col_ids, ctz, out_x, out_y, out_j):
     """Algorithm 2 for every block and part; returns the number of triples written."""
     n = 0
