@@ -233,7 +233,10 @@ async def steps_direct(code: ProgramCode, token: str, label: str, t0: int, t1: i
     from daskhpc.runtime._exchange import extension
 
     code = _code(code)
-    with _Loop(code, token, label, t1, parts, statics, starts) as loop:
+    if statics is not None:   # off the event loop too: a large part's init takes minutes,
+        # and a loop that long blocked sends no heartbeat (the run counts the worker lost)
+        await asyncio.to_thread(init_group, code, token, label, parts, statics, starts)
+    with _Loop(code, token, label, t1, parts, None, None) as loop:
         ext, clock = extension(loop.worker), step_clock(token, label)
         clock.exchange = True            # its waits and sends are timed
         for t in loop.steps(t0, t1):
