@@ -74,7 +74,8 @@ def calibrate_and_save(client, save: bool = False, name: str | None = None) -> d
     out["cluster"] = name or cluster_name(client)
     if save:
         entry = {k: out[k] for k in ("alpha", "beta", "flop_s", "dense_flop_s", "floor_s",
-                                     "ring_beta", "duplex", "duplex_ratio", "exchange",
-                                     "transfer", "workers", "hosts") if k in out}
+                                     "cache_flop_s", "cache_bytes", "fan_beta", "ring_beta",
+                                     "duplex", "duplex_ratio", "exchange", "transfer",
+                                     "workers", "hosts") if k in out}
         out["saved_to"] = save_calibration(out["cluster"], entry)
     return out

@@ -364,12 +364,13 @@ def cmd_info(args) -> dict:
         print(f"alpha = {t['alpha']:.3e} s per message, beta = {t['beta']:.3e} s per byte "
               f"({1 / t['beta'] / 1e9:.2f} GB/s) (a Dask transfer)")
         print(f"compute, every worker at once: {cal['flop_s']:.3e} s per flop of a sparse "
-              f"kernel ({1e-9 / cal['flop_s']:.2f} GFlop/s), {cal['dense_flop_s']:.3e} s per "
+              f"kernel ({1e-9 / cal['flop_s']:.2f} GFlop/s; {cal['cache_flop_s']:.3e} in "
+              f"{cal['cache_bytes'] / 2**20:.2f} MiB of cache), {cal['dense_flop_s']:.3e} s per "
               f"flop of a dense product ({1e-9 / cal['dense_flop_s']:.2f} GFlop/s); a step's "
               f"floor {cal['floor_s'] * 1e3:.2f} ms")
         print(f"link: {'full' if cal['duplex'] else 'half'} duplex (two opposite transfers "
               f"at once take {cal['duplex_ratio']:.2f}x one); every worker sending at once: "
-              f"beta = {cal['ring_beta']:.3e} s per byte")
+              f"beta = {cal['ring_beta']:.3e} s per byte, all to all {cal['fan_beta']:.3e}")
         for mode, fit in cal["exchange"].items():
             print(f"  program messages, {mode} exchange: alpha = {fit['alpha']:.3e} s, "
                   f"beta = {fit['beta']:.3e} s/byte")

@@ -63,6 +63,21 @@ def test_ssgd_auto_runs_what_the_model_predicts_fastest(capsys, tmp_path):
         pytest.approx(rep["plan"]["predicted_s_per_step"])
 
 
+def test_ssgd_blocks_that_fit_the_cache_compute_at_its_rate():
+    from daskhpc.ssgd._layouts import epoch_cost, epoch_load
+    from daskhpc.ssgd._setup import prepare
+
+    s = prepare(datasets.path("ratings"), 4, partition="random", strategy="dsgd",
+                eval_every=None)
+    ws = epoch_load(s, working_set=True)
+    # a block's rows of W and H and its ratings: more than its ratings alone, under 1 MiB
+    assert (ws > 0).sum() == 16 and ws.max() < 1 << 20
+    m = network_model("ethernet-10g").replace(flop_s=4e-9, cache_flop_s=4e-10)
+    fits, spills = epoch_cost(s, m), epoch_cost(s, m.replace(cache_bytes=ws.min() - 1))
+    assert spills.compute_s == pytest.approx(10 * fits.compute_s)
+    assert spills.comm_s == pytest.approx(fits.comm_s)
+
+
 def test_cpals_auto_chooses_grain_and_partition(capsys, tmp_path):
     rep, _ = planned(capsys, tmp_path, "cpals", datasets.path("tensor"), "--parts", 4,
                      "--partition", "auto", "--network", "ethernet-10g")

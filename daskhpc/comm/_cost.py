@@ -36,6 +36,10 @@ DEFAULT_FLOP_S = 3.0e-9
 # numpy's BLAS matmul of a (20,000 x 64) by (64 x 16) block (GCN's H W shape class) on one
 # core of the same machine: 0.2-0.4 ns a flop, 10-35x the sparse kernel's rate.
 DEFAULT_DENSE_FLOP_S = 3.0e-10
+# The sparse kernel with its operands in a core's cache (2,000 rows, 16,000 nonzeros: 0.7
+# MB) on the same core: 0.17-0.20 ns a flop, 6-10x out of cache; its L2 holds 1 MiB.
+DEFAULT_CACHE_FLOP_S = 3.0e-10
+DEFAULT_CACHE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,12 @@ class CostModel:
         cores).
     dense_flop_s : float
         Seconds per flop of a dense (BLAS) product on one worker, likewise.
+    cache_flop_s, cache_bytes : float
+        Seconds per unit of sparse load where the part's working set (the bytes its kernel
+        touches in the phase) is at most ``cache_bytes`` (a core's cache), likewise.
+    fan_beta : float
+        Seconds per byte over a host's link in a phase in which it exchanges with several
+        other hosts at once (all-to-all; at least ``beta``).
     memory_beta : float
         Seconds per byte between two workers of one host (0: free).
     duplex : bool
@@ -79,6 +89,9 @@ class CostModel:
     name: str = "default"
     dense_flop_s: float = DEFAULT_DENSE_FLOP_S
     floor_s: float = 0.0
+    cache_flop_s: float = DEFAULT_CACHE_FLOP_S
+    cache_bytes: float = DEFAULT_CACHE_BYTES
+    fan_beta: float = 0.0
 
     def message(self, nbytes: float) -> float:
         """Seconds to send one message of ``nbytes``."""
@@ -89,7 +102,7 @@ class CostModel:
         return plan.estimate_time(self.alpha, self.beta)
 
     def step(self, plan, load=None, *, owner=None, hosts=None,
-             broadcast: bool = False, dense_load=None) -> StepCost:
+             broadcast: bool = False, dense_load=None, working_set=None) -> StepCost:
         """Predicted seconds of one bulk-synchronous step: ``plan``'s messages after
         ``load``'s compute, parts placed on workers and workers on hosts.
 
@@ -105,6 +118,9 @@ class CostModel:
         dense_load : array, optional
             Flops of dense (BLAS) products per part, shaped as ``load``: priced at
             ``dense_flop_s``.
+        working_set : array, optional
+            Bytes per part its sparse kernel touches, shaped as ``load``: where at most
+            ``cache_bytes``, ``load`` is priced at ``cache_flop_s`` (default: none fits).
         owner : sequence of int, optional
             Worker of every part (default: part p on worker p).
         hosts : sequence, optional
@@ -125,7 +141,10 @@ class CostModel:
         host_of = _host_index(hosts, nworkers)
         nhosts = int(host_of.max()) + 1 if host_of.size else 0
         nphases = int(plan.nphases) if plan is not None else 1
-        work = _phase_load(load, nphases, K) * self.flop_s
+        work = _phase_load(load, nphases, K)
+        fits = (_phase_load(working_set, work.shape[0], K)[:work.shape[0]] <= self.cache_bytes
+                if working_set is not None else False)
+        work = work * np.where(fits, self.cache_flop_s, self.flop_s)
         if dense_load is not None:
             dense = _phase_load(dense_load, nphases, K) * self.dense_flop_s
             rows = max(work.shape[0], dense.shape[0])
@@ -135,8 +154,8 @@ class CostModel:
         per_worker = np.zeros((nphases, nworkers))
         np.add.at(per_worker, (slice(None), owner), work[:nphases] if work.size else 0.0)
         compute = per_worker.max(axis=1) if nworkers else np.zeros(nphases)
-        sent_b, recv_b, sent_m, recv_m, memory = (np.zeros((nphases, nhosts))
-                                                  for _ in range(5))
+        sent_b, recv_b, sent_m, recv_m, memory, fan_out, fan_in = (
+            np.zeros((nphases, nhosts)) for _ in range(7))
         if plan is not None and plan.num_messages:
             w = plan.placed(owner, nworkers, broadcast=broadcast)  # bundled per worker pair
             hs, hd = host_of[w.src], host_of[w.dst]
@@ -147,8 +166,14 @@ class CostModel:
                 vals = np.broadcast_to(values, b.shape)[away]
                 np.add.at(table, (w.phase[away], at[away]), vals)
             np.add.at(memory, (w.phase[~away], hs[~away]), b[~away] * self.memory_beta)
-        send = self.alpha * sent_m + self.beta * sent_b
-        recv = self.alpha * recv_m + self.beta * recv_b
+            # hosts a host sends to, and receives from, in a phase
+            t, s, d = np.unique(np.stack([w.phase, hs, hd])[:, away], axis=1)
+            np.add.at(fan_out, (t, s), 1)
+            np.add.at(fan_in, (t, d), 1)
+        # all to all: flows from or to several hosts share a link worse than one flow does
+        fan_beta = max(self.beta, self.fan_beta)
+        send = self.alpha * sent_m + np.where(fan_out > 1, fan_beta, self.beta) * sent_b
+        recv = self.alpha * recv_m + np.where(fan_in > 1, fan_beta, self.beta) * recv_b
         link = np.maximum(send, recv) if self.duplex else send + recv
         per_host = link + memory
         comm = per_host.max(axis=1) if nhosts else np.zeros(nphases)
@@ -186,7 +211,8 @@ class CostModel:
         return {"name": self.name, "alpha_s": self.alpha, "beta_s_per_byte": self.beta,
                 "flop_s": self.flop_s, "dense_flop_s": self.dense_flop_s,
                 "memory_beta_s_per_byte": self.memory_beta, "duplex": self.duplex,
-                "floor_s": self.floor_s}
+                "floor_s": self.floor_s, "cache_flop_s": self.cache_flop_s,
+                "cache_bytes": self.cache_bytes, "fan_beta_s_per_byte": self.fan_beta}
 
     @classmethod
     def from_config(cls, exchange: str | None = None) -> CostModel:
@@ -197,18 +223,21 @@ class CostModel:
             from daskhpc import _config
         except ImportError:                 # no dask installed
             return cls()
-        flop_s = float(_config.get("comm.flop-s", DEFAULT_FLOP_S) or DEFAULT_FLOP_S)
-        dense = float(_config.get("comm.dense-flop-s", DEFAULT_DENSE_FLOP_S)
-                      or DEFAULT_DENSE_FLOP_S)
-        floor = float(_config.get("comm.floor-s", 0.0) or 0.0)
+
+        def get(key, default):
+            return float(_config.get(f"comm.{key}", default) or default)
+
+        rates = dict(flop_s=get("flop-s", DEFAULT_FLOP_S), floor_s=get("floor-s", 0.0),
+                     dense_flop_s=get("dense-flop-s", DEFAULT_DENSE_FLOP_S),
+                     cache_flop_s=get("cache-flop-s", DEFAULT_CACHE_FLOP_S),
+                     cache_bytes=get("cache-bytes", DEFAULT_CACHE_BYTES),
+                     fan_beta=get("fan-beta", 0.0))
         if exchange is not None:
             fit = _config.get(f"comm.exchange.{exchange}", None)
             if fit:
-                return cls(float(fit["alpha"]), float(fit["beta"]), flop_s, name="calibrated",
-                           dense_flop_s=dense, floor_s=floor)
+                return cls(float(fit["alpha"]), float(fit["beta"]), name="calibrated", **rates)
         return cls(float(_config.get("comm.alpha", DEFAULT_ALPHA)),
-                   float(_config.get("comm.beta", DEFAULT_BETA)), flop_s, name="config",
-                   dense_flop_s=dense, floor_s=floor)
+                   float(_config.get("comm.beta", DEFAULT_BETA)), name="config", **rates)
 
 
 @dataclass

@@ -91,10 +91,9 @@ def save_calibration(name: str, entry: dict) -> str:
     # a Dask transfer's cost where it was timed, as that key has always held
     top = entry.get("transfer") or entry
     comm.update(alpha=float(top["alpha"]), beta=float(top["beta"]))
-    if entry.get("flop_s"):
-        comm["flop-s"] = float(entry["flop_s"])
-    if entry.get("dense_flop_s"):
-        comm["dense-flop-s"] = float(entry["dense_flop_s"])
+    for key in ("flop_s", "dense_flop_s", "cache_flop_s", "cache_bytes", "fan_beta"):
+        if entry.get(key):
+            comm[key.replace("_", "-")] = float(entry[key])
     if entry.get("floor_s") is not None:
         comm["floor-s"] = float(entry["floor_s"])
     if entry.get("exchange"):
@@ -178,4 +177,6 @@ def model_of(entry: dict, name: str, exchange: str | None = None) -> CostModel:
                      memory_beta=float(entry.get("memory_beta", 0.0)),
                      duplex=bool(entry.get("duplex", True)), name=name,
                      dense_flop_s=float(entry.get("dense_flop_s") or base.dense_flop_s),
-                     floor_s=float(entry.get("floor_s") or 0.0))
+                     floor_s=float(entry.get("floor_s") or 0.0),
+                     **{k: float(entry[k]) for k in ("cache_flop_s", "cache_bytes", "fan_beta")
+                        if entry.get(k)})

@@ -176,16 +176,18 @@ def calibrate_exchange(client: Client, exchange: str = "direct",
 
 
 def calibrate_ring(client: Client, exchange: str = "direct", steps: int = 40,
-                   workers: Sequence[str] | None = None, nbytes: int = 8) -> float:
+                   workers: Sequence[str] | None = None, nbytes: int = 8,
+                   fan: int = 1) -> float:
     """Seconds of a step of a Program in which each worker's part sends ``nbytes`` to the
-    next (a ring). With 8 bytes: a phase's floor (the barrier, scheduling, Python); with
-    MiBs: a byte's cost with every worker sending and receiving at once."""
+    next (a ring; to each of the next ``fan``). With 8 bytes: a phase's floor (the barrier,
+    scheduling, Python); with MiBs: a byte's cost with every worker sending and receiving
+    at once (with ``fan`` = workers - 1: all to all)."""
     from daskhpc.runtime._pingpong import ring_program
 
     workers = list(workers or worker_addresses(client))
     return _step_seconds(client, "ring", workers, nbytes, exchange, steps,
                          functools.partial(ring_program, int(steps), len(workers), 2,
-                                           int(nbytes)))
+                                           int(nbytes), fan=int(fan)))
 
 
 def _step_seconds(client, name: str, workers, nbytes: int, exchange: str, steps: int,

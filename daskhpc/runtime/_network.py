@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -71,6 +72,22 @@ def dense_flop_seconds(rows: int = 20_000, inner: int = 64, width: int = 16,
     return _timed(lambda: H @ W, repeats, fastest) / (2.0 * rows * inner * width)
 
 
+def core_cache_bytes() -> int:
+    """Bytes of this core's own largest data cache (Linux: the level 1-2 caches in sysfs;
+    else 1 MiB)."""
+    from daskhpc.comm._cost import DEFAULT_CACHE_BYTES
+
+    sizes = []
+    for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            level, kind, size = ((d / f).read_text().strip() for f in ("level", "type", "size"))
+        except OSError:
+            continue
+        if int(level) <= 2 and kind != "Instruction" and size.endswith("K"):
+            sizes.append(int(size[:-1]) << 10)
+    return max(sizes, default=DEFAULT_CACHE_BYTES)
+
+
 def _timed(f, repeats: int, fastest: bool = True) -> float:
     """Seconds of the fastest (else the median) of ``repeats`` calls of ``f`` after a first
     one."""
@@ -83,14 +100,19 @@ def _timed(f, repeats: int, fastest: bool = True) -> float:
     return float(min(times) if fastest else np.median(times))
 
 
-def busy_flop_seconds(client: Client, workers) -> tuple[float, float]:
-    """``(flop_s, dense_flop_s)`` with every worker timing the kernels at once (the median
-    over workers): the rate a bulk-synchronous step sees on shared cores."""
+def busy_flop_seconds(client: Client, workers) -> dict:
+    """``flop_s``, ``dense_flop_s`` and ``cache_flop_s`` (the sparse kernel on 0.7 MB) with
+    every worker timing the kernels at once (the median over workers): the rates a
+    bulk-synchronous step sees on shared cores; ``cache_bytes`` of the workers' cores."""
     def rate(f, **kw):
-        got = client.run(f, workers=list(workers), fastest=False, **kw)
+        got = client.run(f, workers=list(workers), **kw)
         return float(np.median(list(got.values())))
 
-    return rate(kernel_flop_seconds, repeats=7), rate(dense_flop_seconds, repeats=7)
+    return {"flop_s": rate(kernel_flop_seconds, repeats=7, fastest=False),
+            "dense_flop_s": rate(dense_flop_seconds, repeats=7, fastest=False),
+            "cache_flop_s": rate(kernel_flop_seconds, n=2000, density=4e-3, repeats=50,
+                                 fastest=False),
+            "cache_bytes": rate(core_cache_bytes)}
 
 
 def _payload(nbytes: int, salt: int) -> np.ndarray:
@@ -180,10 +202,11 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
         out["transfer"] = {"alpha": float(cal["alpha"]), "beta": float(cal["beta"])}
     both = link_duplex(client, pair)
     out.update(duplex=both["duplex"], duplex_ratio=round(both["ratio"], 3))
-    out["flop_s"], out["dense_flop_s"] = busy_flop_seconds(client, workers)
+    out.update(busy_flop_seconds(client, workers))
     out.update(busy_ring(client, out, exchanges[0], workers, hosts))
     for fit in modes.values():      # a step's bytes cost at least what the busy ring's do
         fit["beta"] = max(fit["beta"], out["ring_beta"])
+    out["fan_beta"] = max(out["fan_beta"], out["beta"])
     out.update(workers=len(workers), hosts=len(set(hosts)), pair=list(pair))
     return out
 
@@ -192,22 +215,27 @@ def busy_ring(client: Client, cal: dict, exchange: str, workers, hosts,
               nbytes: int = 4 * 2 ** 20) -> dict:
     """A step's floor and a byte's cost with every worker taking part, from rings of 8 bytes
     and ``nbytes``: ``floor_s`` (the small ring's step less its alpha-beta price),
-    ``ring_beta`` (the large ring's seconds per byte over the small one's) and ``beta``, the
-    larger of ``cal``'s and that."""
-    from daskhpc.comm import Plan
+    ``ring_beta`` (the large ring's seconds per byte over the small one's), ``beta``, the
+    larger of ``cal``'s and that, and ``fan_beta``: a byte's cost on the busiest link when
+    every worker sends ``nbytes`` split over all the others."""
     from daskhpc.runtime._calibrate import calibrate_ring
+    from daskhpc.runtime._pingpong import ring_plan as _ring
 
     K = len(workers)
-    ring = Plan(K, [0] * K, list(range(K)), [(p + 1) % K for p in range(K)],
-                volume=[8] * K, unit="bytes", words_per_unit=1, word_bytes=1)
+    hosts = hosts if len(set(hosts)) > 1 else None
     model = CostModel(alpha=cal["alpha"], beta=cal["beta"], duplex=cal["duplex"])
     small = calibrate_ring(client, exchange, 40, workers)
-    priced = model.step(ring, hosts=hosts if len(set(hosts)) > 1 else None).seconds
+    priced = model.step(_ring(K, 8), hosts=hosts).seconds
     big = calibrate_ring(client, exchange, 5, workers, nbytes)
     # a duplex link carries the ring's send and receive at once, else one after the other
     ring_beta = max(0.0, big - small) / (nbytes * (1 if cal["duplex"] else 2))
+    # all to all, the same bytes a worker: nbytes / (K - 1) to each other worker
+    fan = max(1, K - 1)
+    step = calibrate_ring(client, exchange, 5, workers, nbytes // fan, fan=fan)
+    links = model.replace(alpha=0.0, beta=1.0).step(_ring(K, nbytes // fan, fan), hosts=hosts)
     return {"floor_s": max(0.0, small - priced), "ring_beta": ring_beta,
-            "beta": max(cal["beta"], ring_beta)}
+            "beta": max(cal["beta"], ring_beta),
+            "fan_beta": max(0.0, step - small) / max(links.seconds, 1.0)}
 
 
 def _pair_across_hosts(workers, hosts) -> tuple[str, str]:
@@ -241,8 +269,9 @@ def network_for(network: str | None, client: Client | None = None,
             raise InputError("--network calibrate measures a cluster: it is for daskhpc run "
                              "(plan takes a profile or calibrated)")
         got = measure_network(client, exchanges=(exchange,), steps=10, transfer=False)
-        return CostModel(alpha=got["alpha"], beta=got["beta"], flop_s=got["flop_s"],
-                         dense_flop_s=got["dense_flop_s"], duplex=got["duplex"],
-                         floor_s=got["floor_s"], name="calibrate")
+        return CostModel(alpha=got["alpha"], beta=got["beta"], duplex=got["duplex"],
+                         name="calibrate", **{k: got[k] for k in (
+                             "flop_s", "dense_flop_s", "floor_s", "cache_flop_s",
+                             "cache_bytes", "fan_beta")})
     return network_model(network, cluster_name(client) if client is not None else None,
                          exchange)

@@ -18,8 +18,8 @@ def _bounce(ctx, sender: int):
     return {1 - ctx.part: ctx.state["buf"]}
 
 
-def _pass(ctx):
-    return {(ctx.part + 1) % ctx.nparts: ctx.state["buf"]}
+def _pass(ctx, fan=1):
+    return {(ctx.part + k) % ctx.nparts: ctx.state["buf"] for k in range(1, fan + 1)}
 
 
 def _lap(ctx):
@@ -40,18 +40,24 @@ def pingpong_program(steps: int, nbytes: int, units: int = 1, first_unit: int = 
 
 
 def ring_program(steps: int, nparts: int, units: int = 1, nbytes: int = 8,
-                 first_unit: int = 0) -> Program:
-    """``units`` units of ``steps`` steps in which every part sends ``nbytes`` to the next,
-    then a reported step."""
+                 first_unit: int = 0, fan: int = 1) -> Program:
+    """``units`` units of ``steps`` steps in which every part sends ``nbytes`` to each of
+    the next ``fan`` parts, then a reported step."""
     prog = Program(nparts, "ring", init=_init, first_unit=first_unit)
-    ring = Plan(nparts, [0] * nparts, list(range(nparts)),
-                [(p + 1) % nparts for p in range(nparts)], volume=[int(nbytes)] * nparts,
-                unit="bytes", words_per_unit=1, word_bytes=1)
+    ring = ring_plan(nparts, nbytes, fan)
     for _ in range(first_unit, units):
         for _ in range(steps):
-            prog.step(_pass, sends=ring, label="pass")
+            prog.step(_pass, fan, sends=ring, label="pass")
         prog.step(_lap, report=True, label="lap")
     return prog
+
+
+def ring_plan(K: int, nbytes: int, fan: int = 1) -> Plan:
+    """The Plan of a step in which every part sends ``nbytes`` to each of the next ``fan``."""
+    src = np.repeat(np.arange(K), fan)
+    dst = (src + np.tile(np.arange(1, fan + 1), K)) % K
+    return Plan(K, [0] * src.size, src.tolist(), dst.tolist(), volume=[int(nbytes)] * src.size,
+                unit="bytes", words_per_unit=1, word_bytes=1)
 
 
 def pingpong_row(unit: int, reports: dict) -> dict:

@@ -62,6 +62,35 @@ def test_dense_load_at_its_own_rate_and_a_floor_per_phase():
     assert M.step(None, [[11000, 2000], [4000, 4500]]).compute_s == pytest.approx(15.5)
 
 
+def test_parts_whose_working_set_fits_the_cache_compute_at_its_rate():
+    # loads [[1000, 2000], [3000, 0]]; working sets [[100, 5000], [200, 0]] bytes, a
+    # 1000-byte cache at 0.0001 s: phase 0 max(0.1, 2) = 2 s, phase 1 0.3 s
+    m = M.replace(cache_flop_s=0.0001, cache_bytes=1000)
+    c = m.step(None, [[1000, 2000], [3000, 0]], working_set=[[100, 5000], [200, 0]])
+    assert c.phase_s == pytest.approx([2.0, 0.3])
+    # no working set: nothing fits, every flop at flop_s
+    assert m.step(None, [[1000, 2000], [3000, 0]]).phase_s == pytest.approx([2.0, 3.0])
+
+
+def test_links_of_an_all_to_all_phase_pay_the_fan_beta():
+    # 4 hosts, each sends 800 B to each other one (3 messages, 2400 B a direction):
+    # duplex, beta 0.01: 3 + 24 = 27 s; at a fan_beta of 0.02 the bytes cost 48: 51 s
+    m = M.replace(duplex=True, fan_beta=0.02)
+    a2a = Plan.from_messages(4, [(0, h, g, rows(100)) for h in range(4) for g in range(4)
+                                 if h != g])
+    assert M.replace(duplex=True).step(a2a).comm_s == pytest.approx(27.0)
+    assert m.step(a2a).comm_s == pytest.approx(51.0)
+    # a ring sends to one host and receives from one: beta (9 s)
+    ring = Plan.from_messages(4, [(0, h, (h + 1) % 4, rows(100)) for h in range(4)])
+    assert m.step(ring).comm_s == pytest.approx(9.0)
+    # host 0 receives from hosts 1 and 2 (fan in), sends to one: its receives at fan_beta
+    two = Plan.from_messages(3, [(0, 1, 0, rows(100)), (0, 2, 0, rows(100)),
+                                 (0, 0, 1, rows(100))])
+    assert m.step(two).comm_s == pytest.approx(2 + 1600 * 0.02)
+    # a fan_beta below beta changes nothing
+    assert M.replace(duplex=True, fan_beta=0.001).step(a2a).comm_s == pytest.approx(27.0)
+
+
 def test_busiest_host_not_sum_of_messages():
     # 3 hosts: 0 -> 1 (800 B), 0 -> 2 (800 B), 1 -> 2 (400 B), one phase.
     # host 0: 2 msgs, 1600 B -> 18; host 1: 2 msgs, 1200 B -> 14; host 2: 2 msgs, 1200 B -> 14
@@ -208,6 +237,24 @@ def test_a_calibration_keeps_its_floor_and_each_exchange_modes_messages(tmp_path
     # a task graph's messages: the graph mode's alpha and beta, the same floor
     g = network_model("calibrated:vc", exchange="graph")
     assert (g.alpha, g.beta, g.floor_s) == (8.0, 1.0, 0.25)
+    # the in-cache rate, the cache and the all-to-all beta where a calibration has them
+    save_calibration("vc2", {**entry, "cache_flop_s": 0.0625, "cache_bytes": 4096,
+                             "fan_beta": 0.75})
+    c = network_model("calibrated:vc2")
+    assert (c.cache_flop_s, c.cache_bytes, c.fan_beta) == (0.0625, 4096, 0.75)
+    assert m.fan_beta == 0.0 and m.as_dict()["cache_bytes"] == m.cache_bytes
+    # the last calibration's in dask.config's daskhpc.comm (CostModel.from_config)
+    import dask
+    import yaml
+
+    from daskhpc.comm._network import calibration_path
+
+    with open(calibration_path()) as f:
+        comm = yaml.safe_load(f)["daskhpc"]["comm"]
+    with dask.config.set({f"daskhpc.comm.{k}": comm[k]
+                          for k in ("cache-flop-s", "cache-bytes", "fan-beta")}):
+        cfg = CostModel.from_config()
+    assert (cfg.cache_flop_s, cfg.cache_bytes, cfg.fan_beta) == (0.0625, 4096, 0.75)
     # a mode the calibration did not time: the entry's own
     assert model_of({"alpha": 3.0, "beta": 1.0}, "x", "graph").alpha == 3.0
 

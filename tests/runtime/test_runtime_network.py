@@ -14,6 +14,10 @@ def test_measure_save_and_read_back(client3, tmp_path, monkeypatch):
     assert got["alpha"] >= 0 and got["beta"] > 0 and got["flop_s"] > 0
     # a BLAS product runs faster a flop than the sparse kernel; the duplex is measured
     assert 0 < got["dense_flop_s"] < got["flop_s"]
+    # the sparse kernel on operands in cache runs faster a flop than out of cache; all
+    # to all a byte costs at least what it does in a ring
+    assert 0 < got["cache_flop_s"] < got["flop_s"] and got["cache_bytes"] >= 1 << 15
+    assert got["fan_beta"] >= got["beta"] > 0
     assert isinstance(got["duplex"], bool) and got["duplex_ratio"] > 0
     assert got["workers"] == 3 and got["hosts"] == 1          # a LocalCluster: one host
     assert got["pair"][0] != got["pair"][1]
@@ -23,6 +27,7 @@ def test_measure_save_and_read_back(client3, tmp_path, monkeypatch):
     assert (model.alpha, model.beta, model.flop_s) == (got["alpha"], got["beta"],
                                                       got["flop_s"])
     assert (model.dense_flop_s, model.duplex) == (got["dense_flop_s"], got["duplex"])
+    assert (model.cache_flop_s, model.fan_beta) == (got["cache_flop_s"], got["fan_beta"])
     # a step over every worker costs something beyond its 8-byte ring's alpha and beta
     assert got["floor_s"] >= 0 and model.floor_s == got["floor_s"]
     assert model.name == "calibrated:local"
