@@ -32,7 +32,7 @@ from daskhpc._version import __version__
 __all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
            "summary_line", "format_bytes", "already_complete", "unavailable", "ratio_or_none",
            "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES", "rerun_text",
-           "run_sections"]
+           "run_sections", "history_column"]
 
 #: The one meaning of ``planned_bytes`` in a report, a history row and the dashboard.
 PLANNED_BYTES = (
@@ -535,6 +535,11 @@ def format_bytes(n, spec: str = ".3g") -> str:
             return f"{n:,.0f} B" if unit == "B" else f"{n:{spec}} {unit}"
         n /= 1000
     return ""  # pragma: no cover
+
+
+def history_column(key: str, doc: str = "") -> property:
+    """A result's property: ``key`` of every history row that has it."""
+    return property(lambda self: [h[key] for h in self.history if key in h], doc=doc)
 
 
 class WorkflowResult:

@@ -145,9 +145,10 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
 
 
 @numba.njit(cache=True, nogil=True)
-def sse_block(W, H, li, lj, val, lo, hi):
-    """Sum of squared errors of clipped predictions min(max(w_i . h_j, lo), hi)."""
-    F = W.shape[1]
+def sse_block(W, H, li, lj, val, lo, hi, mu=0.0, biased=False):
+    """Sum of squared errors of clipped predictions min(max(w_i . h_j, lo), hi); ``biased``:
+    of the biased model's mu + b_i + c_j + w_i . h_j (last columns: the biases)."""
+    F = W.shape[1] - 1 if biased else W.shape[1]
     sse = 0.0
     for r in range(val.size):
         i = li[r]
@@ -155,8 +156,9 @@ def sse_block(W, H, li, lj, val, lo, hi):
         dot = 0.0
         for f in range(F):
             dot += W[i, f] * H[j, f]
-        p = min(max(dot, lo), hi)
-        e = val[r] - p
+        if biased:
+            dot = mu + W[i, F] + H[j, F] + dot
+        e = val[r] - min(max(dot, lo), hi)
         sse += e * e
     return sse
 
@@ -189,23 +191,6 @@ def sgd_block_biased(W, H, li, lj, val, lr, reg, reg_bias, mu, seed, shuffle=Tru
     return loss
 
 
-@numba.njit(cache=True, nogil=True)
-def sse_block_biased(W, H, li, lj, val, lo, hi, mu):
-    """:func:`sse_block` of the biased model (last columns: the biases)."""
-    F = W.shape[1] - 1
-    sse = 0.0
-    for r in range(val.size):
-        i = li[r]
-        j = lj[r]
-        dot = 0.0
-        for f in range(F):
-            dot += W[i, f] * H[j, f]
-        p = min(max(mu + W[i, F] + H[j, F] + dot, lo), hi)
-        e = val[r] - p
-        sse += e * e
-    return sse
-
-
 def sweep(W, H, li, lj, val, lr, reg, seed, bias=None, shuffle=True) -> float:
     """:func:`sgd_block`, or with ``bias = (reg_bias, mu)`` :func:`sgd_block_biased`."""
     if bias is None:
@@ -215,9 +200,8 @@ def sweep(W, H, li, lj, val, lr, reg, seed, bias=None, shuffle=True) -> float:
 
 def error_sse(W, H, li, lj, val, lo, hi, bias=None) -> float:
     """Squared error of clipped predictions of the run's model (``bias`` as in :func:`sweep`)."""
-    if bias is None:
-        return sse_block(W, H, li, lj, val, lo, hi)
-    return sse_block_biased(W, H, li, lj, val, lo, hi, bias[1])
+    return sse_block(W, H, li, lj, val, lo, hi, 0.0 if bias is None else bias[1],
+                     bias is not None)
 
 
 def initial_rows(seed, which, ids, rank, scale, biased=False) -> np.ndarray:
