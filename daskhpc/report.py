@@ -576,7 +576,6 @@ class WorkflowResult:
         self.info = dict(info or {})
         self.history = list(history or [])
 
-    # -- the report ----------------------------------------------------------------------
     def report(self) -> dict:
         """The full JSON report of docs/cli.md (``daskhpc.report.write_report`` writes it)."""
         info = dict(self.info)
@@ -606,7 +605,6 @@ class WorkflowResult:
         """The lines the CLI prints after a run or a plan."""
         return summarize(self.report())
 
-    # -- display -------------------------------------------------------------------------
     def _cell(self, row: dict, col) -> str:
         key, _, fmt = col
         v = row.get(key)

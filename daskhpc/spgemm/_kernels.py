@@ -307,36 +307,6 @@ def symbolic_masked(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols, m_pt
                           np.full(nrows, -1, np.int64), mmode == 1)
 
 
-# A merge is a product without stages (an empty A and B stack): the pieces alone.
-
-@njit(inline="always", **_OPTS)
-def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
-    """Semiring sum of same-shape matrices, dense accumulator (Merge-Layer/-Fiber)."""
-    none = off[:1]
-    return _body(sr, 0, False, ptr, none, idx, val, ptr, none, idx, val, ptr, off, idx, val,
-                 ptr, idx, ptr, where, c_ptr, c_idx, c_val)
-
-
-@njit(inline="always", **_OPTS)
-def hash_merge_semiring(sr, ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
-    """Semiring sum of same-shape matrices, hash accumulator (section IV-D)."""
-    none = off[:1]
-    return _body(sr, 0, True, ptr, none, idx, val, ptr, none, idx, val, ptr, off, idx, val,
-                 ptr, idx, ptr, bound, c_ptr, c_idx, c_val)
-
-
-@njit(**_OPTS)
-def spa_merge(ptr, off, idx, val, where, c_ptr, c_idx, c_val):
-    """Sum of same-shape matrices, dense accumulator (Merge-Layer/-Fiber)."""
-    return spa_merge_semiring(PLUS_TIMES, ptr, off, idx, val, where, c_ptr, c_idx, c_val)
-
-
-@njit(**_OPTS)
-def hash_merge(ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
-    """Sum of same-shape matrices, hash accumulator (section IV-D)."""
-    return hash_merge_semiring(PLUS_TIMES, ptr, off, idx, val, bound, c_ptr, c_idx, c_val)
-
-
 # Our own stable merge sort, not ``np.argsort`` (each argsort kind costs numba 2-4 s
 # of compile). ``by_value``: value descending (NaN last), ties by row; else by row.
 
