@@ -12,51 +12,70 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def merge_sum(i1, v1, i2, v2, values=True):
-    """Union of two sorted unique index streams, values summed where both have one
-    (``values`` False: the indices only, ``v1`` and ``v2`` unread)."""
+def merge_sum(i1, v1, i2, v2):
+    """Union of two sorted unique index streams, values summed where both have one."""
     n1, n2 = i1.size, i2.size
     oi = np.empty(n1 + n2, np.uint32)
-    ov = np.empty(n1 + n2 if values else 0, v1.dtype)
+    ov = np.empty(n1 + n2, v1.dtype)
     a = b = n = 0
     # Listing 4.3, lines 39-57: the sparse branch of the two-pointer walk
     while a < n1 and b < n2:
         x, y = i1[a], i2[b]
         if x < y:
             oi[n] = x
-            if values:
-                ov[n] = v1[a]
+            ov[n] = v1[a]
             a += 1
         elif y < x:
             oi[n] = y
-            if values:
-                ov[n] = v2[b]
+            ov[n] = v2[b]
             b += 1
         else:
             oi[n] = x
-            if values:
-                ov[n] = v1[a] + v2[b]
+            ov[n] = v1[a] + v2[b]
             a += 1
             b += 1
         n += 1
     while a < n1:
         oi[n] = i1[a]
-        if values:
-            ov[n] = v1[a]
+        ov[n] = v1[a]
         a += 1
         n += 1
     while b < n2:
         oi[n] = i2[b]
-        if values:
-            ov[n] = v2[b]
+        ov[n] = v2[b]
         b += 1
         n += 1
     return oi[:n].copy(), ov[:n].copy()
 
 
+@numba.njit(cache=True, nogil=True)
 def merge_union(i1, i2):
     """Union of two sorted unique index streams (the index-only walk of the plan)."""
-    return merge_sum(i1, i1, i2, i2, False)[0]
+    n1, n2 = i1.size, i2.size
+    oi = np.empty(n1 + n2, np.uint32)
+    a = b = n = 0
+    while a < n1 and b < n2:
+        x, y = i1[a], i2[b]
+        if x < y:
+            oi[n] = x
+            a += 1
+        elif y < x:
+            oi[n] = y
+            b += 1
+        else:
+            oi[n] = x
+            a += 1
+            b += 1
+        n += 1
+    while a < n1:
+        oi[n] = i1[a]
+        a += 1
+        n += 1
+    while b < n2:
+        oi[n] = i2[b]
+        b += 1
+        n += 1
+    return oi[:n].copy()
 
 
 def _warm_up_plan() -> None:

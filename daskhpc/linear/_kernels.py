@@ -148,20 +148,34 @@ def losses(m, y, loss):
     return out
 
 
+@numba.njit(cache=True, nogil=True)
 def margins_ovr(indptr, indices, data, rows, w, K, N):
     """``m[j, k] = x_j . w_k`` (w class-major, K blocks of N), each in CSR order."""
-    return np.stack([margins(indptr, indices, data, rows, w[k * N:(k + 1) * N])
-                     for k in range(K)], axis=1)
+    out = np.empty((rows.size, K), np.float64)
+    for j in range(rows.size):
+        r = rows[j]
+        for k in range(K):
+            s = 0.0
+            for q in range(indptr[r], indptr[r + 1]):
+                s += data[q] * w[k * N + indices[q]]
+            out[j, k] = s
+    return out
 
 
-def _signs(m, cls):
-    """+1 where row j's class is the problem's, else -1 (the K binary problems' labels)."""
-    return np.where(cls[:, None] == np.arange(m.shape[1]), 1.0, -1.0)
-
-
+@numba.njit(cache=True, nogil=True)
 def coefficients_ovr(m, cls, loss):
     """Gradient factors of the K binary problems: row j is +1 for class ``cls[j]``."""
-    return coefficients(m.ravel(), _signs(m, cls).ravel(), loss).reshape(m.shape)
+    n, K = m.shape
+    out = np.empty((n, K), np.float64)
+    for j in range(n):
+        for k in range(K):
+            y = 1.0 if cls[j] == k else -1.0
+            z = y * m[j, k]
+            if loss == 0:
+                out[j, k] = -y / (1.0 + np.exp(z))
+            else:
+                out[j, k] = -y if z < 1.0 else 0.0
+    return out
 
 
 @numba.njit(cache=True, nogil=True)
@@ -206,12 +220,18 @@ def batch_gradient_ovr(indptr, indices, data, rows, coef, N):
     return oi, ov
 
 
+@numba.njit(cache=True, nogil=True)
 def losses_ovr(m, cls, loss):
-    """Per-row loss summed over the K one-vs-rest problems (in class order)."""
-    per = losses(m.ravel(), _signs(m, cls).ravel(), loss).reshape(m.shape)
-    out = np.zeros(m.shape[0])
-    for k in range(m.shape[1]):
-        out += per[:, k]
+    """Per-row loss summed over the K one-vs-rest problems."""
+    n, K = m.shape
+    out = np.zeros(n, np.float64)
+    for j in range(n):
+        for k in range(K):
+            z = -(1.0 if cls[j] == k else -1.0) * m[j, k]
+            if loss == 0:
+                out[j] += z + np.log1p(np.exp(-z)) if z > 0 else np.log1p(np.exp(z))
+            else:
+                out[j] += max(0.0, 1.0 + z)
     return out
 
 

@@ -168,17 +168,50 @@ def _stamp(m_ptr, m_idx, allow, j):  # pragma: no cover - numba
 
 
 @njit(inline="always", **_OPTS)
-def _spa_acc(sr, where, start, r, v, c_idx, c_val, pos):  # pragma: no cover - numba
-    """Add v to row r of the dense accumulator (entries from ``start`` on are this
-    column's); returns the next position."""
-    p = where[r]
-    if p >= start:
-        c_val[p] = _add(sr, c_val[p], v)
-        return pos
-    where[r] = pos
-    c_idx[pos] = r
-    c_val[pos] = v
-    return pos + 1
+def _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr,
+              p_off, p_idx, p_val, m_ptr, m_idx, allow, where, c_ptr, c_idx, c_val):
+    """:func:`spa_multiply` over semiring ``sr``; ``mmode`` 1 (2): rows in (not in) the mask."""
+    ncols = c_ptr.size - 1
+    inside = mmode == 1
+    c_ptr[0] = 0
+    pos = 0
+    for j in range(ncols):
+        start = pos
+        if mmode != 0:
+            _stamp(m_ptr, m_idx, allow, j)
+        for m in range(p_off.size - 1):        # pieces already masked by their makers
+            po = p_off[m]
+            for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
+                r = p_idx[t]
+                p = where[r]
+                if p >= start:
+                    c_val[p] = _add(sr, c_val[p], p_val[t])
+                else:
+                    where[r] = pos
+                    c_idx[pos] = r
+                    c_val[pos] = p_val[t]
+                    pos += 1
+        for s in range(a_off.size - 1):
+            ao = a_off[s]
+            bo = b_off[s]
+            for q in range(b_ptr[bo + j], b_ptr[bo + j + 1]):
+                i = b_idx[q]
+                bv = b_val[q]
+                for t in range(a_ptr[ao + i], a_ptr[ao + i + 1]):
+                    r = a_idx[t]
+                    if mmode != 0 and (allow[r] == j) != inside:
+                        continue
+                    v = _mul(sr, a_val[t], bv)
+                    p = where[r]
+                    if p >= start:
+                        c_val[p] = _add(sr, c_val[p], v)
+                    else:
+                        where[r] = pos
+                        c_idx[pos] = r
+                        c_val[pos] = v
+                        pos += 1
+        c_ptr[j + 1] = pos
+    return pos
 
 
 @njit(inline="always", **_OPTS)
@@ -200,38 +233,31 @@ def _hash_acc(sr, keys, slot, mask, r, v, c_idx, c_val, pos):  # pragma: no cove
 
 
 @njit(inline="always", **_OPTS)
-def _body(sr, mmode, hashed, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr,
-          p_off, p_idx, p_val, m_ptr, m_idx, allow, acc, c_ptr, c_idx, c_val):
-    """:func:`spa_multiply` (``acc``: ``where``) or with ``hashed`` :func:`hash_multiply`
-    (``acc``: ``bound``) over semiring ``sr``; ``mmode`` 1 (2): rows in (not in) the mask."""
+def _hash_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr,
+               p_off, p_idx, p_val, m_ptr, m_idx, allow, bound, c_ptr, c_idx, c_val):
+    """:func:`hash_multiply` over semiring ``sr`` with a mask (see :func:`_spa_body`)."""
     ncols = c_ptr.size - 1
     inside = mmode == 1
     maxb = 0
-    for j in range(ncols if hashed else 0):
-        maxb = max(maxb, acc[j])
+    for j in range(ncols):
+        maxb = max(maxb, bound[j])
     keys = np.full(_table_size(maxb), _EMPTY, np.int32)
-    slot = np.empty(keys.size, np.int64)
-    mask = 0
+    slot = np.empty(_table_size(maxb), np.int64)
     c_ptr[0] = 0
     pos = 0
     for j in range(ncols):
-        start = pos
-        if hashed:
-            if acc[j] == 0:
-                c_ptr[j + 1] = pos
-                continue
-            mask = _table_size(acc[j]) - 1
-            keys[:mask + 1] = _EMPTY
+        if bound[j] == 0:
+            c_ptr[j + 1] = pos
+            continue
         if mmode != 0:
             _stamp(m_ptr, m_idx, allow, j)
-        for m in range(p_off.size - 1):        # pieces already masked by their makers
+        size = _table_size(bound[j])
+        mask = size - 1
+        keys[:size] = _EMPTY
+        for m in range(p_off.size - 1):
             po = p_off[m]
             for t in range(p_ptr[po + j], p_ptr[po + j + 1]):
-                if hashed:
-                    pos = _hash_acc(sr, keys, slot, mask, p_idx[t], p_val[t], c_idx, c_val,
-                                    pos)
-                else:
-                    pos = _spa_acc(sr, acc, start, p_idx[t], p_val[t], c_idx, c_val, pos)
+                pos = _hash_acc(sr, keys, slot, mask, p_idx[t], p_val[t], c_idx, c_val, pos)
         for s in range(a_off.size - 1):
             ao = a_off[s]
             bo = b_off[s]
@@ -242,11 +268,8 @@ def _body(sr, mmode, hashed, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_
                     r = a_idx[t]
                     if mmode != 0 and (allow[r] == j) != inside:
                         continue
-                    v = _mul(sr, a_val[t], bv)
-                    if hashed:
-                        pos = _hash_acc(sr, keys, slot, mask, r, v, c_idx, c_val, pos)
-                    else:
-                        pos = _spa_acc(sr, acc, start, r, v, c_idx, c_val, pos)
+                    pos = _hash_acc(sr, keys, slot, mask, r, _mul(sr, a_val[t], bv), c_idx,
+                                    c_val, pos)
         c_ptr[j + 1] = pos
     return pos
 
@@ -259,16 +282,16 @@ def spa_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, 
     ``P_m``: pieces of the output's shape (the fused Merge-Fiber). ``where``: one entry per
     row, all < 0 (int32 halves its cache footprint below 2**31 entries). Returns the nnz."""
     # mmode 0: the mask's three arrays (c_ptr, c_idx, c_ptr here) are never read
-    return _body(PLUS_TIMES, 0, False, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-                 p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, where, c_ptr, c_idx, c_val)
+    return _spa_body(PLUS_TIMES, 0, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+                     p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, where, c_ptr, c_idx, c_val)
 
 
 @njit(**_OPTS)
 def hash_multiply(a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
                   p_idx, p_val, bound, c_ptr, c_idx, c_val):
     """:func:`spa_multiply` with a hash table per column, sized by ``bound[j]`` (§IV-D)."""
-    return _body(PLUS_TIMES, 0, True, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-                 p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, bound, c_ptr, c_idx, c_val)
+    return _hash_body(PLUS_TIMES, 0, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+                      p_ptr, p_off, p_idx, p_val, c_ptr, c_idx, c_ptr, bound, c_ptr, c_idx, c_val)
 
 
 # One kernel per semiring and accumulator: ``hashed`` and ``sr`` are closure constants
@@ -279,8 +302,13 @@ def _semiring_kernel(hashed, sr):
     def kernel(mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val, p_ptr, p_off,
                p_idx, p_val, m_ptr, m_idx, allow, acc, c_ptr, c_idx, c_val):
         # ``acc``: the tables' ``bound`` (hash) or ``where`` (dense)
-        return _body(sr, mmode, hashed, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
-                     p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, acc, c_ptr, c_idx, c_val)
+        if hashed == 1:
+            return _hash_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx,
+                              b_val, p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, acc,
+                              c_ptr, c_idx, c_val)
+        return _spa_body(sr, mmode, a_ptr, a_off, a_idx, a_val, b_ptr, b_off, b_idx, b_val,
+                         p_ptr, p_off, p_idx, p_val, m_ptr, m_idx, allow, acc, c_ptr, c_idx,
+                         c_val)
     return kernel
 
 
@@ -295,8 +323,8 @@ def hash_semiring(sr, mmode, *args):
     return _HASH_KERNELS[sr](mmode, *args)
 
 
-_SPA_KERNELS = tuple(_semiring_kernel(False, sr) for sr in range(len(SEMIRINGS)))
-_HASH_KERNELS = tuple(_semiring_kernel(True, sr) for sr in range(len(SEMIRINGS)))
+_SPA_KERNELS = tuple(_semiring_kernel(0, sr) for sr in range(len(SEMIRINGS)))
+_HASH_KERNELS = tuple(_semiring_kernel(1, sr) for sr in range(len(SEMIRINGS)))
 
 
 @njit(**_OPTS)
@@ -305,6 +333,36 @@ def symbolic_masked(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, nrows, ncols, m_pt
     return _symbolic_body(a_ptr, a_off, a_idx, b_ptr, b_off, b_idx, ncols,
                           np.full(nrows, -1, np.int64), True, m_ptr, m_idx,
                           np.full(nrows, -1, np.int64), mmode == 1)
+
+
+# A merge is a product without stages (an empty A and B stack): the pieces alone.
+
+@njit(inline="always", **_OPTS)
+def spa_merge_semiring(sr, ptr, off, idx, val, where, c_ptr, c_idx, c_val):
+    """Semiring sum of same-shape matrices, dense accumulator (Merge-Layer/-Fiber)."""
+    none = off[:1]
+    return _spa_body(sr, 0, ptr, none, idx, val, ptr, none, idx, val, ptr, off, idx, val,
+                     ptr, idx, ptr, where, c_ptr, c_idx, c_val)
+
+
+@njit(inline="always", **_OPTS)
+def hash_merge_semiring(sr, ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
+    """Semiring sum of same-shape matrices, hash accumulator (section IV-D)."""
+    none = off[:1]
+    return _hash_body(sr, 0, ptr, none, idx, val, ptr, none, idx, val, ptr, off, idx, val,
+                      ptr, idx, ptr, bound, c_ptr, c_idx, c_val)
+
+
+@njit(**_OPTS)
+def spa_merge(ptr, off, idx, val, where, c_ptr, c_idx, c_val):
+    """Sum of same-shape matrices, dense accumulator (Merge-Layer/-Fiber)."""
+    return spa_merge_semiring(PLUS_TIMES, ptr, off, idx, val, where, c_ptr, c_idx, c_val)
+
+
+@njit(**_OPTS)
+def hash_merge(ptr, off, idx, val, bound, c_ptr, c_idx, c_val):
+    """Sum of same-shape matrices, hash accumulator (section IV-D)."""
+    return hash_merge_semiring(PLUS_TIMES, ptr, off, idx, val, bound, c_ptr, c_idx, c_val)
 
 
 # Our own stable merge sort, not ``np.argsort`` (each argsort kind costs numba 2-4 s

@@ -128,23 +128,17 @@ def fused_multiply(a_blocks, b_blocks, *, add=(), sort: bool = False,
             exact = K.symbolic_masked(*sa[:3], *sb[:3], m, n, m_ptr, m_idx, mmode)
         cap = int(exact.sum()) + int(added.sum())
     ptr, idx, val = _outputs(n, cap)
-    _accumulate(sr, mmode, acc, (*sa, *sb, *sp_), (m_ptr, m_idx, allow), m, cap, bound, ptr,
-                idx, val)
-    return _finish(ptr, idx, val, (m, n), sort)
-
-
-def _accumulate(sr, mmode, acc, stacks, mask, m, cap, bound, ptr, idx, val) -> None:
-    """The kernel of semiring ``sr`` and accumulator ``acc`` on the A, B and piece
-    ``stacks``, into ``ptr, idx, val``; ``mask``: ``(m_ptr, m_idx, allow)``."""
     if sr == K.PLUS_TIMES and mmode == 0:      # the plain kernels: no branch inside
         if acc == "dense":
-            K.spa_multiply(*stacks, _where(m, cap), ptr, idx, val)
+            K.spa_multiply(*sa, *sb, *sp_, _where(m, cap), ptr, idx, val)
         else:
-            K.hash_multiply(*stacks, bound, ptr, idx, val)
+            K.hash_multiply(*sa, *sb, *sp_, bound, ptr, idx, val)
     elif acc == "dense":
-        K.spa_semiring(sr, mmode, *stacks, *mask, _where(m, cap), ptr, idx, val)
+        K.spa_semiring(sr, mmode, *sa, *sb, *sp_, m_ptr, m_idx, allow, _where(m, cap), ptr,
+                       idx, val)
     else:
-        K.hash_semiring(sr, mmode, *stacks, *mask, bound, ptr, idx, val)
+        K.hash_semiring(sr, mmode, *sa, *sb, *sp_, m_ptr, m_idx, allow, bound, ptr, idx, val)
+    return _finish(ptr, idx, val, (m, n), sort)
 
 
 def merge(blocks, *, sort: bool = False, accumulator: str = "auto", semiring=0) -> CscBlock:
@@ -164,9 +158,15 @@ def merge(blocks, *, sort: bool = False, accumulator: str = "auto", semiring=0) 
     acc = accumulator if accumulator != "auto" else choose_accumulator(m, cap)
     _valid(acc)
     ptr, idx, val = _outputs(n, cap)
-    none = _stack(())                   # a merge is a product without stages: the pieces
-    _accumulate(sr, 0, acc, (*none, *none, *parts), (_NO_PTR, _NO_IDX, _NO_PTR), m, cap,
-                bound, ptr, idx, val)
+    if acc == "dense":
+        if sr == K.PLUS_TIMES:
+            K.spa_merge(*parts, _where(m, cap), ptr, idx, val)
+        else:
+            K.spa_merge_semiring(sr, *parts, _where(m, cap), ptr, idx, val)
+    elif sr == K.PLUS_TIMES:
+        K.hash_merge(*parts, bound, ptr, idx, val)
+    else:
+        K.hash_merge_semiring(sr, *parts, bound, ptr, idx, val)
     return _finish(ptr, idx, val, shape, sort)
 
 
