@@ -37,8 +37,6 @@ def changed(what: str, detail: str) -> str:
             f"uses it for {INTERNALS[what]} (daskhpc/_dask_internals.py)")
 
 
-# -- transfer logs --------------------------------------------------------------------
-
 def outgoing_log(worker):
     """The worker's deque of ``get_data`` replies: dicts with ``who`` (the receiving
     worker, None for a client), ``keys`` (``{key: nbytes}``), ``total`` (sizeof),
@@ -51,8 +49,6 @@ def incoming_log(worker):
     """The worker's deque of fetches: dicts with ``keys``, ``start``, ``stop``."""
     return worker.transfer_incoming_log
 
-
-# -- control streams ------------------------------------------------------------------
 
 def scheduler_streams(scheduler, client_id: str | None = None) -> dict:
     """``{name: BatchedSend}``: the scheduler's streams to every worker (by address) and
@@ -73,8 +69,6 @@ def client_stream(client):
     """The client's ``BatchedSend`` to the scheduler, or None (not connected)."""
     return getattr(client, "scheduler_comm", None)
 
-
-# -- worker RPC -----------------------------------------------------------------------
 
 def add_handlers(worker, handlers: dict) -> None:
     """Serve ``{op: coroutine function}`` on the worker's server (other workers call
@@ -102,8 +96,6 @@ def pooled_call(worker, address: str):
     """An RPC proxy to the server at ``address`` (``await proxy.op(**kwargs)``)."""
     return worker.rpc(address)
 
-
-# -- scheduler ------------------------------------------------------------------------
 
 def forget_topic(scheduler, topic: str) -> None:
     """Drop the events the scheduler keeps of ``topic`` (its subscribers had them)."""
@@ -138,8 +130,6 @@ async def register_worker_plugin(scheduler, plugin, name: str) -> None:
 
     await scheduler.register_worker_plugin(None, dumps(plugin), name=name, idempotent=True)
 
-
-# -- names of distributed's private modules --------------------------------------------
 
 #: Objects of distributed's private modules, as names of this module imported on first
 #: use (the dashboard's pull in bokeh); :data:`INTERNALS` says what each is for.

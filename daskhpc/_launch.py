@@ -173,8 +173,6 @@ def default_interface(nodes: int | None = None) -> str | None:
                      f"{own[0][0] if own else 'eth0'}")
 
 
-# -- the client task ----------------------------------------------------------------
-
 def client_task(launcher: Launcher, opts, job, argv: list[str], size: int,
                 creds: dict | None, files: list[str], publish: bool = True,
                 on_client: Callable | None = None) -> int:

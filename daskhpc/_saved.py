@@ -95,8 +95,6 @@ def load(directory, workflow: str | None = None, *, classes: dict | None = None)
     return result
 
 
-# -- the model's structure, arrays out -------------------------------------------------
-
 def _flatten(value, name: str, arrays: dict):
     import scipy.sparse as sp
 

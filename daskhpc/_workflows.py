@@ -409,7 +409,6 @@ class Workflow(ABC):
     kernels: ClassVar[str | None] = None
     dashboard: ClassVar[str | None] = None
 
-    # -- hooks -----------------------------------------------------------------------
     def check(self, call: Call) -> None:
         """Read and validate the inputs before any cluster starts (one-line InputError);
         keep what was read in ``call.data``. Options were checked when made."""
@@ -465,7 +464,6 @@ class Workflow(ABC):
         module = self._module(self.dashboard or f"{self._package()}._dashboard")
         return dict(getattr(module, "PANELS", {})) if module is not None else {}
 
-    # -- the command line, generated ----------------------------------------------------
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser, mode: str) -> None:
         """The flags of ``daskhpc plan|run <name>``: the common ones, ``Options``, and for
@@ -498,7 +496,6 @@ class Workflow(ABC):
                     network=values.get("network"))
         return call, run
 
-    # -- internals --------------------------------------------------------------------
     def _package(self) -> str:
         return type(self).__module__.rsplit(".", 1)[0]
 
@@ -606,7 +603,6 @@ def suggest(parser: argparse.ArgumentParser, unknown: list) -> str:
     return ""
 
 
-# -- the registry --------------------------------------------------------------------
 _FOUND: dict = {}      # tuple(sys.path) -> available()
 
 

@@ -34,7 +34,6 @@ from daskhpc.io import expand_patterns, formats_of, read
 from daskhpc.report import new_report, prediction_lines, write_report
 
 
-# -- parsers --------------------------------------------------------------
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="OUT", help="write the JSON report here ('-' for stdout)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -140,7 +139,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# -- commands ---------------------------------------------------------------
 def cmd_partition(args) -> dict:
     from daskhpc._partition_cmd import format_table, partition_report
 

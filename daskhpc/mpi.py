@@ -136,8 +136,6 @@ def main(argv: list[str] | None = None) -> int:
     return _launch.reported_status(LAUNCHER, rank, "rank")   # its event loop has ended
 
 
-# -- start-up --------------------------------------------------------------------------
-
 def _start(opts, job: Job, rank: int) -> bool:
     from dask_mpi import initialize
 

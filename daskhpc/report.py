@@ -32,7 +32,7 @@ from daskhpc._version import __version__
 __all__ = ["WorkflowResult", "new_report", "to_json", "write_report", "summarize",
            "summary_line", "format_bytes", "already_complete", "unavailable", "ratio_or_none",
            "compare_arrays", "bytes_side_by_side", "PLANNED_BYTES", "rerun_text",
-           "run_sections"]
+           "run_sections", "history_column"]
 
 #: The one meaning of ``planned_bytes`` in a report, a history row and the dashboard.
 PLANNED_BYTES = (
@@ -537,6 +537,11 @@ def format_bytes(n, spec: str = ".3g") -> str:
     return ""  # pragma: no cover
 
 
+def history_column(key: str, doc: str = "") -> property:
+    """A result's property: ``key`` of every history row that has it."""
+    return property(lambda self: [h[key] for h in self.history if key in h], doc=doc)
+
+
 class WorkflowResult:
     """The outcome of a workflow run: report sections and a per-unit history.
 
@@ -571,7 +576,6 @@ class WorkflowResult:
         self.info = dict(info or {})
         self.history = list(history or [])
 
-    # -- the report ----------------------------------------------------------------------
     def report(self) -> dict:
         """The full JSON report of docs/cli.md (``daskhpc.report.write_report`` writes it)."""
         info = dict(self.info)
@@ -601,7 +605,6 @@ class WorkflowResult:
         """The lines the CLI prints after a run or a plan."""
         return summarize(self.report())
 
-    # -- display -------------------------------------------------------------------------
     def _cell(self, row: dict, col) -> str:
         key, _, fmt = col
         v = row.get(key)

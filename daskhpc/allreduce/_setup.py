@@ -74,7 +74,6 @@ class Setup:
         return max((s.nitems if not s.dense else self.N) for s in self.streams)
 
 
-
 def one_vector(v, N, r):
     """(idx, val) of one rank's vector, validated."""
     import scipy.sparse as sp

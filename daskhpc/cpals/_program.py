@@ -29,8 +29,6 @@ from ._serial import iteration
 from ._parts import PartStatic, statics  # noqa: F401 - statics for the example
 
 
-# -- the part's functions ---------------------------------------------------------------
-
 def _init(ctx, start):
     st: PartStatic = ctx.static
     N, R = len(st.rows), st.rank
@@ -170,8 +168,6 @@ def _stop(ctx, tol: float) -> bool:
     """The Tensor Toolbox rule on the part's own fits: the workers end the run themselves."""
     return converged(ctx.state.get("fits", []), tol)
 
-
-# -- the program -----------------------------------------------------------------------
 
 def program(setup, first_unit: int = 0, stop: bool = False) -> Program:
     """The run's steps from iteration ``first_unit`` to ``options.iters``; ``stop``: the parts

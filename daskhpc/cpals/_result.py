@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskhpc.io import read_tns
-from daskhpc.report import WorkflowResult
+from daskhpc.report import WorkflowResult, history_column
 
 
 class CPResult(WorkflowResult):
@@ -53,15 +53,8 @@ class CPResult(WorkflowResult):
     def rank(self) -> int:
         return int(self.weights.size)
 
-    @property
-    def fit(self) -> list[float]:
-        """The fit after every iteration (Tensor Toolbox definition)."""
-        return [h["fit"] for h in self.history]
-
-    @property
-    def iteration_times(self) -> list[float]:
-        """Seconds per iteration."""
-        return [h["time_s"] for h in self.history if "time_s" in h]
+    fit = history_column("fit", "The fit after every iteration (Tensor Toolbox definition).")
+    iteration_times = history_column("time_s", "Seconds per iteration.")
 
     def to_tensorly(self) -> tuple[np.ndarray, list[np.ndarray]]:
         """``(weights, factors)``: what ``tensorly.cp_tensor.CPTensor`` takes."""

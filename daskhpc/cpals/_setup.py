@@ -146,7 +146,6 @@ class Setup:
         return self._grams
 
 
-
 def validate_input(data, nparts=None, **options) -> Tensor:
     """The options, the tensor and ``nparts`` checked before a cluster starts."""
     checked_options(Options, options, "CP-ALS")   # options first: they cost nothing

@@ -149,8 +149,6 @@ def workflow_panels() -> dict:
     return out
 
 
-# -- documents ---------------------------------------------------------------------------
-
 def _individual(cls, title: str):
     def doc_fn(scheduler, extra, doc):
         with log_errors():

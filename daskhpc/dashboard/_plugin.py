@@ -132,7 +132,6 @@ class DashboardPlugin(SchedulerPlugin):
                            steps=self.steps() if counts else None,
                            waited=self.waited() if counts else None)
 
-    # -- read by the pages ---------------------------------------------------------------
     def sent(self) -> dict[str, dict[str, int]]:
         """``{src: {dst: cumulative bytes}}`` from the workers' last heartbeats."""
         if self.scheduler is None:
@@ -160,7 +159,6 @@ class DashboardPlugin(SchedulerPlugin):
         return {addr: dict(ws.metrics.get(WAITED_METRIC) or {})
                 for addr, ws in self.scheduler.workers.items()}
 
-    # -- scheduler hooks -----------------------------------------------------------------
     def transition(self, key, start, finish, *args, **kwargs) -> None:
         if start != "processing" or finish != "memory":
             return

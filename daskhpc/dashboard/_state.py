@@ -99,7 +99,6 @@ class DashboardState:
         self.batches, self.batches_seen = {}, {}
         self.history: list[dict] = []
 
-    # -- input ---------------------------------------------------------------------------
     def publish(self, topic: str, data: dict, *, now: float | None = None,
                 sent: dict[str, dict[str, int]] | None = None,
                 steps: dict[str, tuple] | None = None,
@@ -280,7 +279,6 @@ class DashboardState:
         seen = self.batches_seen.get(run)
         return now if seen is None or now - seen < stale else seen
 
-    # -- output --------------------------------------------------------------------------
     def workers(self, extra=()) -> list[str]:
         """Row order of the matrices: the run's workers, then the plan's, then others."""
         plan = self.topics.get("plan", {})

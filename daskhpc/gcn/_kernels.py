@@ -227,23 +227,10 @@ def gemm_t(P, W):  # pragma: no cover - numba
 
 
 @numba.njit(cache=True, nogil=True)
-def adam(p, g, m, v, wd, b1, c1b, b2, c2b, sqrt_c2, eps, step):  # pragma: no cover - numba
-    """One Adam step on a flat parameter in place, in PyTorch's order of operations:
-    g' = g + wd p; m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
+def adam(p, g, m, v, rows, wd, b1, c1b, b2, c2b, sqrt_c2, eps, step):  # pragma: no cover
+    """One Adam step on the rows ``rows`` of 2-D parameters in place, in PyTorch's order of
+    operations: g' = g + wd p; m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
     p -= step (m / (sqrt(v) / sqrt(c2) + eps))."""
-    for i in range(p.size):
-        gi = g[i] + wd * p[i] if wd != 0 else g[i]
-        mi = m[i] * b1 + c1b * gi
-        vi = v[i] * b2 + c2b * (gi * gi)
-        m[i] = mi
-        v[i] = vi
-        p[i] -= step * (mi / (np.sqrt(vi) / sqrt_c2 + eps))
-
-
-@numba.njit(cache=True, nogil=True)
-def adam_rows(p, g, m, v, rows, wd, b1, c1b, b2, c2b, sqrt_c2, eps,
-              step):  # pragma: no cover - numba
-    """:func:`adam` on the rows ``rows`` of 2-D arrays only (the W^1 rows a part keeps)."""
     for r in rows:
         for j in range(p.shape[1]):
             gi = g[r, j] + wd * p[r, j] if wd != 0 else g[r, j]

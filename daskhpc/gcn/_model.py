@@ -193,14 +193,14 @@ def update(params, grads, state, opts, rows0=None) -> None:
             scalars = (x(wd if i < 2 else 0.0), x(b1), x(1.0 - b1), x(b2), x(1.0 - b2),
                        x(math.sqrt(c2)), x(EPS), x(opts.lr / c1))
             if i == 0 and rows0 is not None:
-                kn.adam_rows(p, np.ascontiguousarray(g), m, v, rows0, *scalars)
-            else:
-                kn.adam(_flat(p), np.ascontiguousarray(g).reshape(-1), _flat(m), _flat(v),
-                        *scalars)
+                kn.adam(p, np.ascontiguousarray(g), m, v, rows0, *scalars)
+            else:       # the whole parameter as one row
+                kn.adam(_row(p), np.ascontiguousarray(g).reshape(1, -1), _row(m), _row(v),
+                        np.zeros(1, np.int64), *scalars)
 
 
-def _flat(a: np.ndarray) -> np.ndarray:
-    """A 1-D view of a parameter or moment updated in place (never a copy)."""
+def _row(a: np.ndarray) -> np.ndarray:
+    """A one-row view of a parameter or moment updated in place (never a copy)."""
     if not a.flags.c_contiguous:
         raise ValueError("GCN parameters and Adam moments must be C-contiguous")
-    return a.reshape(-1)
+    return a.reshape(1, -1)

@@ -190,8 +190,6 @@ def _apply(ctx, total, epoch):
     st["inputs"] = st["Z"] = st["xin"] = st["xin_eval"] = None
 
 
-# -- the program ---------------------------------------------------------------------------
-
 def _words(plan: Plan, words: int, name: str, word_bytes: int) -> Plan:
     return Plan(plan.nparts, plan.phase, plan.src, plan.dst, plan.ptr, plan.indices,
                 nphases=1, words_per_unit=int(words), word_bytes=word_bytes, name=name)

@@ -192,7 +192,6 @@ class Setup:
         return self._patterns
 
 
-
 def validate_input(graph, nparts=None, **options) -> Graph:
     """The options, the graph and ``nparts`` checked before a cluster starts."""
     opts = checked_options(Options, options, "GCN")   # options first: they cost nothing

@@ -157,12 +157,13 @@ def _grad(ctx, epoch, it):
 def _update(ctx, total, epoch, it, last):
     """``put``: the update every part applies (Algorithm 1 line 10), then the mean of iterates."""
     S, st = ctx.static, ctx.state
+    l1 = S["l1"]
     if st.get("steps_epoch") != epoch:       # the epoch's steps, as the serial reference
+        reg2 = S["reg"] if l1 == 0.0 else S["reg"] * (1.0 - l1)
         st["steps"] = epoch_steps(S["schedule"], S["lr"], S["power_t"], S["reg"], S["t0"],
-                                  _reg2(S), S["cap"], st["before"], epoch)
+                                  reg2, S["cap"], st["before"], epoch)
         st["steps_epoch"] = epoch
     a, b, n = st["steps"]
-    l1 = S["l1"]
     w = step(st["w"], total.to_dense(), a[it], b[it], n[it], st["mask"])
     if l1 > 0.0:
         st["u"] += a[it] * S["reg"] * l1
@@ -171,10 +172,6 @@ def _update(ctx, total, epoch, it, last):
     st["wbar"] = w.copy() if it == 0 else mean_step(st["wbar"], w, it)
     if last:
         _evaluate(ctx)
-
-
-def _reg2(S) -> float:
-    return S["reg"] if S["l1"] == 0.0 else S["reg"] * (1.0 - S["l1"])
 
 
 def _evaluate(ctx):

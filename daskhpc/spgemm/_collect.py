@@ -132,8 +132,6 @@ def _cell_block(arg, *segments) -> CscBlock:
     return CscBlock.from_scipy(m)
 
 
-# -- C on the workers as a dask array ------------------------------------------------------
-
 _NAME = re.compile(r"kept-(\w+)-([\d-]+)\.npz$")
 
 

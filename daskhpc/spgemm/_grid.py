@@ -147,7 +147,6 @@ class Layout:
         self.sub_bounds = [self.col_bounds[j] + bounds(int(self.col_bounds[j + 1]
                            - self.col_bounds[j]), self.b * l) for j in range(q)]
 
-    # -- A and B blocks ---------------------------------------------------
     def rows(self, i: int) -> tuple[int, int]:
         return int(self.row_bounds[i]), int(self.row_bounds[i + 1])
 

@@ -218,7 +218,6 @@ class Batches:
                    lost=self.lost, entry=self.entry, unentry=self.unentry,
                    part_of=lambda c: s.grid.rank(*c), unit_name="batches")
 
-    # -- reports and the checkpoint ------------------------------------------------------
     def _names(self, t: int) -> list:
         if self.ck is None or not self.s.consumer.keeps:
             return []
@@ -257,7 +256,6 @@ class Batches:
         self.loaded.append(t)
         return t, {"batch": t, "summary": meta["summary"], "files": self.files[t]}
 
-    # -- one attempt -----------------------------------------------------------------------
     def attempt(self, ctx) -> AttemptGraph:
         if not ctx.todo:                      # everything is safe: only the collection
             return AttemptGraph({}, {}, [], collect=self.collect)

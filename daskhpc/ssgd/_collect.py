@@ -327,8 +327,6 @@ def with_values(d, vals):
     return d
 
 
-# -- on the workers ------------------------------------------------------------------------
-
 def _part_join(arg, *segments):
     """Group the segments' values by label in collection order, then into Ratings order."""
     counts, perm = arg

@@ -103,8 +103,11 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         got = dict(zip(last["wanted"], values))
         # direct mode: a worker's last task returns its parts' finals
         finals = {p: got[k][p] if direct else got[k] for p, k in last["final"].items()}
-        if direct and timeline is not None:
-            timeline[:] = _step_log_timeline(finals, pl, f"{STEP}-{ctx.token}", K)
+        if direct and timeline is not None:     # rows as the plugin records them
+            timeline[:] = [{"run": f"{STEP}-{ctx.token}", "part": p, "epoch": e,
+                            "subepoch": k, "T": (e, k), "block": b, "worker": pl.worker(p),
+                            "start": t0, "stop": t1, "held": False, "state": "memory"}
+                           for p, f in sorted(finals.items()) for e, k, b, t0, t1 in f["log"]]
         return assemble(run, finals.items())
 
     def cleanup():
@@ -148,14 +151,6 @@ def _publish_strata(client, timeline) -> None:
 
     publish(client, "strata", rows=[{k: v for k, v in r.items() if k != "T"}
                                     for r in timeline])
-
-
-def _step_log_timeline(finals: dict, placement, run: str, K: int) -> list[dict]:
-    """Direct mode: timeline rows, as the plugin records them, from the parts' step logs."""
-    return [{"run": run, "part": p, "epoch": e, "subepoch": k, "T": (e, k), "block": b,
-             "worker": placement.worker(p), "start": t0, "stop": t1, "held": False,
-             "state": "memory"}
-            for p, f in sorted(finals.items()) for e, k, b, t0, t1 in f["log"]]
 
 
 def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,

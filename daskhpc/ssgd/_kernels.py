@@ -89,11 +89,15 @@ def _dot_norms(W, H, i, j, F):
 
 
 @numba.njit(cache=True, nogil=True)
-def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
+def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True, reg_bias=0.0, mu=0.0,
+              biased=False):
     """One SGD sweep over the ratings of a block, in seeded random order, in place.
 
     Per rating r_ij, with e = r_ij - w_i . h_j: ``w_i += lr (e h_j - reg w_i)`` and
-    ``h_j += lr (e w_i - reg h_j)`` with the old w_i (eqs. (3)-(4)).
+    ``h_j += lr (e w_i - reg h_j)`` with the old w_i (eqs. (3)-(4)). ``biased``: the model
+    r_ij ~ mu + b_i + c_j + w_i . h_j (Koren's, as Surprise's ``SVD`` updates it), the last
+    columns of W and H the biases, updated ``b += lr (e - reg_bias b)``; the loss adds
+    ``0.5 reg_bias (b_i^2 + c_j^2)``.
 
     Parameters
     ----------
@@ -109,6 +113,8 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
         Shuffle seed (one per epoch, part and block).
     shuffle : bool
         False: the ratings in their stored order (``seed`` unused).
+    reg_bias, mu, biased : float, float, bool
+        The biased model (above): the biases' regularisation and the global mean.
 
     Returns
     -------
@@ -126,7 +132,7 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
     (6.54, True)
     """
     n = val.size
-    F = W.shape[1]
+    F = W.shape[1] - 1 if biased else W.shape[1]
     if shuffle:      # gathered once: the sweep then reads li, lj, val in sequence
         li, lj, val = _shuffled(li, lj, val, seed)
     loss = 0.0
@@ -134,8 +140,16 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
         i = li[r]
         j = lj[r]
         dot, ww, hh = _dot_norms(W, H, i, j, F)
-        e = val[r] - dot
-        loss += 0.5 * (e * e + reg * (ww + hh))
+        if biased:
+            bi = W[i, F]
+            cj = H[j, F]
+            e = val[r] - (mu + bi + cj + dot)
+            loss += 0.5 * (e * e + reg * (ww + hh) + reg_bias * (bi * bi + cj * cj))
+            W[i, F] = bi + lr * (e - reg_bias * bi)
+            H[j, F] = cj + lr * (e - reg_bias * cj)
+        else:
+            e = val[r] - dot
+            loss += 0.5 * (e * e + reg * (ww + hh))
         for f in range(F):                   # eqs. (3), (4) with the old w_i in (4)
             w = W[i, f]
             h = H[j, f]
@@ -145,9 +159,10 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True):
 
 
 @numba.njit(cache=True, nogil=True)
-def sse_block(W, H, li, lj, val, lo, hi):
-    """Sum of squared errors of clipped predictions min(max(w_i . h_j, lo), hi)."""
-    F = W.shape[1]
+def sse_block(W, H, li, lj, val, lo, hi, mu=0.0, biased=False):
+    """Sum of squared errors of clipped predictions min(max(w_i . h_j, lo), hi); ``biased``:
+    of the biased model's mu + b_i + c_j + w_i . h_j (last columns: the biases)."""
+    F = W.shape[1] - 1 if biased else W.shape[1]
     sse = 0.0
     for r in range(val.size):
         i = li[r]
@@ -155,69 +170,24 @@ def sse_block(W, H, li, lj, val, lo, hi):
         dot = 0.0
         for f in range(F):
             dot += W[i, f] * H[j, f]
-        p = min(max(dot, lo), hi)
-        e = val[r] - p
-        sse += e * e
-    return sse
-
-
-@numba.njit(cache=True, nogil=True)
-def sgd_block_biased(W, H, li, lj, val, lr, reg, reg_bias, mu, seed, shuffle=True):
-    """:func:`sgd_block` for the biased model r_ij ~ mu + b_i + c_j + w_i . h_j (Koren's,
-    as Surprise's ``SVD`` updates it): the last columns of W and H hold the biases, updated
-    ``b += lr (e - reg_bias b)``; the loss adds ``0.5 reg_bias (b_i^2 + c_j^2)``."""
-    n = val.size
-    F = W.shape[1] - 1
-    if shuffle:
-        li, lj, val = _shuffled(li, lj, val, seed)
-    loss = 0.0
-    for r in range(n):
-        i = li[r]
-        j = lj[r]
-        dot, ww, hh = _dot_norms(W, H, i, j, F)
-        bi = W[i, F]
-        cj = H[j, F]
-        e = val[r] - (mu + bi + cj + dot)
-        loss += 0.5 * (e * e + reg * (ww + hh) + reg_bias * (bi * bi + cj * cj))
-        W[i, F] = bi + lr * (e - reg_bias * bi)
-        H[j, F] = cj + lr * (e - reg_bias * cj)
-        for f in range(F):
-            w = W[i, f]
-            h = H[j, f]
-            W[i, f] = w + lr * (e * h - reg * w)
-            H[j, f] = h + lr * (e * w - reg * h)
-    return loss
-
-
-@numba.njit(cache=True, nogil=True)
-def sse_block_biased(W, H, li, lj, val, lo, hi, mu):
-    """:func:`sse_block` of the biased model (last columns: the biases)."""
-    F = W.shape[1] - 1
-    sse = 0.0
-    for r in range(val.size):
-        i = li[r]
-        j = lj[r]
-        dot = 0.0
-        for f in range(F):
-            dot += W[i, f] * H[j, f]
-        p = min(max(mu + W[i, F] + H[j, F] + dot, lo), hi)
-        e = val[r] - p
+        if biased:
+            dot = mu + W[i, F] + H[j, F] + dot
+        e = val[r] - min(max(dot, lo), hi)
         sse += e * e
     return sse
 
 
 def sweep(W, H, li, lj, val, lr, reg, seed, bias=None, shuffle=True) -> float:
-    """:func:`sgd_block`, or with ``bias = (reg_bias, mu)`` :func:`sgd_block_biased`."""
+    """:func:`sgd_block`, with ``bias = (reg_bias, mu)`` of the biased model."""
     if bias is None:
         return sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle)
-    return sgd_block_biased(W, H, li, lj, val, lr, reg, bias[0], bias[1], seed, shuffle)
+    return sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle, bias[0], bias[1], True)
 
 
 def error_sse(W, H, li, lj, val, lo, hi, bias=None) -> float:
     """Squared error of clipped predictions of the run's model (``bias`` as in :func:`sweep`)."""
-    if bias is None:
-        return sse_block(W, H, li, lj, val, lo, hi)
-    return sse_block_biased(W, H, li, lj, val, lo, hi, bias[1])
+    return sse_block(W, H, li, lj, val, lo, hi, 0.0 if bias is None else bias[1],
+                     bias is not None)
 
 
 def initial_rows(seed, which, ids, rank, scale, biased=False) -> np.ndarray:

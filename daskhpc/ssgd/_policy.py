@@ -34,7 +34,6 @@ class StratumPolicy:
         self._done: set[tuple] = set()
         self._held: set[tuple] = set()
 
-    # -- registration -----------------------------------------------------------
     def add(self, units) -> None:
         """Register units ``(run, part, T, block)`` (any order, repeats ignored)."""
         for u in units:
@@ -51,7 +50,6 @@ class StratumPolicy:
     def __contains__(self, unit) -> bool:
         return tuple(unit) in self._units
 
-    # -- the rules ------------------------------------------------------------------
     def predecessors(self, unit) -> list[tuple]:
         """The previous unit of the same part and the previous unit on the same block."""
         return self._adjacent(unit, -1)
@@ -79,7 +77,6 @@ class StratumPolicy:
     def done(self, unit) -> bool:
         return tuple(unit) in self._done
 
-    # -- holding ------------------------------------------------------------------------
     def hold(self, unit) -> None:
         """Remember that ``unit`` is being held until it is :meth:`ready`."""
         self._held.add(tuple(unit))

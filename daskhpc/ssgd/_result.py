@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskhpc.errors import InputError
-from daskhpc.report import WorkflowResult
+from daskhpc.report import WorkflowResult, history_column
 
 #: ``recommend``'s default damping of an item's predicted lift by its training ratings
 #: n_i: n_i / (n_i + SHRINK); Koren's lambda_2 of the baseline estimates (KDD 2008)
@@ -64,17 +64,9 @@ class SSGDResult(WorkflowResult):
         super().__init__(info, history)
         self.W, self.H, self.timeline = W, H, timeline
 
-    @property
-    def train_loss(self) -> list[float]:
-        return [h["train_loss"] for h in self.history]
-
-    @property
-    def test_rmse(self) -> list[float]:
-        return [h["test_rmse"] for h in self.history if "test_rmse" in h]
-
-    @property
-    def epoch_times(self) -> list[float]:
-        return [h["time_s"] for h in self.history]
+    train_loss = history_column("train_loss", "The training loss of every epoch.")
+    test_rmse = history_column("test_rmse", "The test RMSE of the epochs that measured it.")
+    epoch_times = history_column("time_s", "Seconds per epoch.")
 
     @property
     def biased(self) -> bool:

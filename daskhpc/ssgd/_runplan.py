@@ -108,7 +108,6 @@ class RunPlan:
         return Instances(*(np.concatenate([p[i] for p in parts]).astype(np.int64)
                            for i in range(4)))
 
-    # -- evaluation messages ------------------------------------------------------
     def _eval_pattern(self, need, epoch: int) -> dict:
         lay = self.layout
         K = lay.nparts
@@ -126,7 +125,6 @@ class RunPlan:
     def eval_pattern(self, epoch: int) -> dict:
         return self.eval_patterns[0 if self.strata.fixed else epoch]
 
-    # -- Plans ------------------------------------------------------------------------
     def epoch_plan(self, epoch: int | None = None) -> Plan:
         """The section VI plan of one epoch (the steady-state one for random strata)."""
         if epoch is None:

@@ -66,7 +66,8 @@ def run_serial(s: Setup) -> dict:
                 sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
                 loss[p, k] = sweep(W, H, rows[sel], cols[sel], vals[sel], lr, o.reg,
                                    block_seed(o.seed, ge, p, b), bias, o.shuffle)
-        row = {"epoch": ge, "lr": lr, "train_loss": _sum_by_part(loss),
+        # each part's sum over its sub-epochs, then over parts (the driver's order)
+        row = {"epoch": ge, "lr": lr, "train_loss": _sum(_sum(r) for r in loss),
                "time_s": time.perf_counter() - t0}
         if e in evaluate:
             sse = test_sse_by_part(s, W, H)
@@ -80,11 +81,6 @@ def _sum(values) -> float:
     for v in values:
         total += float(v)
     return total
-
-
-def _sum_by_part(loss: np.ndarray) -> float:
-    """Sum over sub-epochs within each part, then over parts (the driver's order)."""
-    return _sum(_sum(row) for row in loss)
 
 
 #: Ratings :func:`value_quality` takes at a time

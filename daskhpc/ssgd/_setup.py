@@ -199,7 +199,6 @@ class Setup:
         return np.flatnonzero(self.assignment.row_parts[self.test.rows] == p)
 
 
-
 def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
     """Validate the input and options and build the setup of a run.
 

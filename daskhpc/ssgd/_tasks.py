@@ -23,8 +23,7 @@ import numpy as np
 from daskhpc._clock import step_clock, step_times
 from daskhpc._workflows import EXCHANGE_PLUGIN
 
-from ._kernels import (block_seed, error_sse, init_rows, initial_rows, sgd_block,
-                       sgd_block_biased, sse_block, sse_block_biased, sweep)
+from ._kernels import block_seed, error_sse, init_rows, initial_rows, sgd_block, sweep
 
 KEEP_VERSIONS = 3
 _REGISTRY: dict = {}   # (token, part) -> PartState, in each worker process
@@ -115,9 +114,9 @@ def warm_up() -> bool:
     for ix, v in ((i, np.ones(1)), (i.astype(np.int32), np.ones(1, np.float32)),
                   (i.astype(np.int32), np.ones(1))):
         sgd_block(W, H, ix, ix, v, 0.1, 0.1, seed, True)
-        sse_block(W, H, ix, ix, v, 0.0, 1.0)
-        sgd_block_biased(W, H, ix, ix, v, 0.1, 0.1, 0.1, 1.0, seed, True)
-        sse_block_biased(W, H, ix, ix, v, 0.0, 1.0, 1.0)
+        error_sse(W, H, ix, ix, v, 0.0, 1.0)
+        sweep(W, H, ix, ix, v, 0.1, 0.1, seed, (0.1, 1.0), True)
+        error_sse(W, H, ix, ix, v, 0.0, 1.0, (0.1, 1.0))
     init_rows(0, 0, i, 2, 1.0)
     return True
 

@@ -12,7 +12,7 @@ import pytest
 
 import daskhpc as dh
 from daskhpc.ssgd import MatrixFactorization, fit, plan, serial_fit
-from daskhpc.ssgd._kernels import block_seed, sgd_block_biased
+from daskhpc.ssgd._kernels import block_seed, sgd_block
 from daskhpc.ssgd._setup import prepare
 
 
@@ -23,8 +23,8 @@ def test_one_biased_update_is_korens_rule():
     H = np.array([[2.0, -1.0, -0.3]])         # [q_i | b_i]
     p0, q0, bu, bi = W[0, :2].copy(), H[0, :2].copy(), 0.2, -0.3
     lr, reg, reg_b, mu, r = 0.1, 0.05, 0.02, 3.5, 4.0
-    loss = sgd_block_biased(W, H, np.array([0]), np.array([0]), np.array([r]), lr, reg,
-                            reg_b, mu, block_seed(0, 0, 0, 0))
+    loss = sgd_block(W, H, np.array([0]), np.array([0]), np.array([r]), lr, reg,
+                     block_seed(0, 0, 0, 0), True, reg_b, mu, True)
     e = r - (mu + bu + bi + p0 @ q0)
     assert np.allclose(W[0, :2], p0 + lr * (e * q0 - reg * p0))
     assert np.allclose(H[0, :2], q0 + lr * (e * p0 - reg * q0))

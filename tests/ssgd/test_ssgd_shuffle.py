@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from daskhpc.ssgd import fit, serial_fit
-from daskhpc.ssgd._kernels import block_seed, sgd_block, sgd_block_biased
+from daskhpc.ssgd._kernels import block_seed, sgd_block
 from daskhpc.testing import workflow_call
 
 
@@ -48,8 +48,7 @@ def test_the_kernel_visits_the_stored_order():
     # the biased kernel with zero biases, mu 0 and reg_bias 0 is the unbiased one
     Wb = np.hstack([W0, np.zeros((5, 1))])
     Hb = np.hstack([H0, np.zeros((4, 1))])
-    sgd_block_biased(Wb, Hb, li, lj, val, 0.05, 0.1, 0.0, 0.0, block_seed(0, 0, 0, 0),
-                     False)
+    sgd_block(Wb, Hb, li, lj, val, 0.05, 0.1, block_seed(0, 0, 0, 0), False, 0.0, 0.0, True)
     assert np.isfinite(Wb).all() and not np.array_equal(Wb[:, :3], W0)
 
 
