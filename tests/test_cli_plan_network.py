@@ -64,12 +64,12 @@ def test_ssgd_auto_runs_what_the_model_predicts_fastest(capsys, tmp_path):
 
 
 def test_ssgd_blocks_that_fit_the_cache_compute_at_its_rate():
-    from daskhpc.ssgd._layouts import epoch_cost, epoch_load
+    from daskhpc.ssgd._layouts import epoch_cost, epoch_loads
     from daskhpc.ssgd._setup import prepare
 
     s = prepare(datasets.path("ratings"), 4, partition="random", strategy="dsgd",
                 eval_every=None)
-    ws = epoch_load(s, working_set=True)
+    ws = epoch_loads(s)[1]
     # a block's rows of W and H and its ratings: more than its ratings alone, under 1 MiB
     assert (ws > 0).sum() == 16 and ws.max() < 1 << 20
     m = network_model("ethernet-10g").replace(flop_s=4e-9, cache_flop_s=4e-10)

@@ -20,26 +20,23 @@ FLOPS_PER_RATING = 14
 RATING_BYTES = 16
 
 
-def epoch_load(s, working_set: bool = False) -> np.ndarray:
-    """(K sub-epochs, K parts): flops each part computes in each sub-epoch (``working_set``:
-    the bytes its sweep touches, its rows of W and H and its ratings)."""
-    K = s.K
+def epoch_loads(s) -> tuple[np.ndarray, np.ndarray]:
+    """(K sub-epochs, K parts) each: the flops each part computes in each sub-epoch, and
+    the bytes its sweep touches (its rows of W and H, its ratings)."""
+    K, a = s.K, s.assignment
     ptr, _ = s.blocks()
     counts = np.diff(ptr).reshape(K, K)          # [part, column block]
     p, b = np.divmod(np.arange(K * K), K)
     t = s.strata.subepoch(p, b, 0)
-    load = np.zeros((K, K))
-    if working_set:
-        a = s.assignment
-        rows = (np.bincount(a.row_parts, minlength=K)[p]
-                + np.bincount(a.col_blocks, minlength=K)[b])
-        load[t, p] = rows * s.options.width * 8 + counts[p, b] * RATING_BYTES
-    else:
-        load[t, p] = counts[p, b] * FLOPS_PER_RATING * s.options.width
-    return load
+    rows = np.bincount(a.row_parts, minlength=K)[p] + np.bincount(a.col_blocks, minlength=K)[b]
+    load, touched = np.zeros((K, K)), np.zeros((K, K))
+    load[t, p] = counts[p, b] * FLOPS_PER_RATING * s.options.width
+    touched[t, p] = rows * s.options.width * 8 + counts[p, b] * RATING_BYTES
+    return load, touched
 
 
 def epoch_cost(s, model: CostModel, owner=None, hosts=None) -> StepCost:
     """Predicted seconds of one epoch of setup ``s`` (its epoch plan after its loads)."""
-    return model.step(s.runplan.epoch_plan(), epoch_load(s), owner=owner, hosts=hosts,
-                      working_set=epoch_load(s, working_set=True))
+    load, touched = epoch_loads(s)
+    return model.step(s.runplan.epoch_plan(), load, owner=owner, hosts=hosts,
+                      working_set=touched)
