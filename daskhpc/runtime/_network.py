@@ -75,8 +75,6 @@ def dense_flop_seconds(rows: int = 20_000, inner: int = 64, width: int = 16,
 def core_cache_bytes() -> int:
     """Bytes of this core's own largest data cache (Linux: the level 1-2 caches in sysfs;
     else 1 MiB)."""
-    from daskhpc.comm._cost import DEFAULT_CACHE_BYTES
-
     sizes = []
     for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
@@ -85,7 +83,7 @@ def core_cache_bytes() -> int:
             continue
         if int(level) <= 2 and kind != "Instruction" and size.endswith("K"):
             sizes.append(int(size[:-1]) << 10)
-    return max(sizes, default=DEFAULT_CACHE_BYTES)
+    return max(sizes, default=int(CostModel.cache_bytes))
 
 
 def _timed(f, repeats: int, fastest: bool = True) -> float:
