@@ -52,11 +52,9 @@ def option(default=None, help: str = "", *, flag: str | None = None, choices=Non
         The values allowed, or the interval ``(low, high)`` a number lies in (None: that side
         unbounded; ``closed``: ``both``, ``left``, ``right`` or ``neither``, as
         scikit-learn's ``Interval``); API values are checked too, with one wording.
-    metavar, type
-        As argparse's (``type`` defaults to the default's type; a parser raising
-        :class:`~daskhpc.errors.InputError` gives a one-line error).
-    modes : tuple
-        The commands that take it (``plan``, ``run``); ``cli=False``: API only (a callback).
+    metavar, type, modes
+        As argparse's (``type``: the default's, or a parser raising InputError); the
+        commands that take it (``plan``, ``run``); ``cli=False``: API only (a callback).
 
     Examples
     --------
@@ -292,9 +290,8 @@ class RunOptions:
                 "progress_bar": self.progress}
 
     def finish(self, result):
-        """``result``, first saved to ``save`` and its report written to ``json`` when
-        they are set (the work is kept before anything is reported); the report's
-        ``saved`` section says where it was kept."""
+        """``result``, saved to ``save`` (its report's ``saved`` section says where) before
+        its report is written to ``json``, where they are set."""
         if self.save:
             result.info["saved"] = {"dir": str(self.save),
                                     **(result.info.get("saved") or {})}
@@ -334,12 +331,8 @@ def check_dashboard_address(address) -> None:
 
 @dataclass
 class Call:
-    """One command's inputs and options, as a workflow's hooks get them.
-
-    ``inputs`` are the command's input files (or dataset names), ``options`` the
-    workflow's ``Options``; ``data`` is what :meth:`Workflow.check` read, reused by
-    ``plan`` and ``run`` so that a file is read once.
-    """
+    """One command's inputs (files or dataset names) and ``options`` (the workflow's
+    ``Options``); ``data`` is what :meth:`Workflow.check` read, for ``plan`` and ``run``."""
 
     inputs: list
     options: Any
@@ -402,9 +395,8 @@ class Workflow(ABC):
     inputs: ClassVar[str] = "input file(s)"
     checkpoints: ClassVar[bool] = True
     exchange: ClassVar[bool] = True
-    #: inputs the workflow itself knows by name (gcn: ``cora``); on the command line the
-    #: other names of bundled data sets (``ratings``, ``tensor``, ``libsvm``, ...) are
-    #: their files
+    #: inputs the workflow itself knows by name (gcn: ``cora``); other bundled data sets'
+    #: names (``ratings``, ``tensor``, ...) are their files on the command line
     by_name: ClassVar[tuple] = ()
     kernels: ClassVar[str | None] = None
     dashboard: ClassVar[str | None] = None
@@ -430,12 +422,11 @@ class Workflow(ABC):
         return summarize(report)
 
     def predict(self, result, path: str) -> dict:
-        """``daskhpc predict DIR INPUT``: the saved ``result`` (the model of a run of this
-        workflow, :func:`daskhpc.load`) applied to the file ``path``: by default the
-        package's ``_result.predict_file(result, path)``, if it has one.
+        """``daskhpc predict DIR INPUT``: the saved ``result`` (:func:`daskhpc.load`) applied
+        to the file ``path``, by default by the package's ``_result.predict_file``.
 
-        Returns ``{"columns": {name: array}, "quality": {name: number}}``: one row per
-        input record (written as CSV), and the figures the input's known answers allow.
+        Returns ``{"columns": {name: array}, "quality": {name: number}}``: a row per input
+        record (written as CSV), and the figures the input's known answers allow.
         """
         apply = getattr(self._module(f"{self._package()}._result"), "predict_file", None)
         if apply is not None:
@@ -510,9 +501,8 @@ class Workflow(ABC):
 
 
 def options_of(cls: type, values: dict):
-    """An instance of dataclass ``cls`` from the entries of ``values`` named as its fields
-    (the others keep their defaults), checked: what its fields declare
-    (:func:`check_declared`), then its ``check()`` (if any)."""
+    """Dataclass ``cls`` from the ``values`` named as its fields (others: defaults), checked:
+    what its fields declare (:func:`check_declared`), then its ``check()`` (if any)."""
     obj = cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
     if not isinstance(obj, RunOptions):      # (checked when made)
         check_declared(obj)

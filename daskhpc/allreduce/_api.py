@@ -176,8 +176,7 @@ def allreduce(vectors=None, algorithm: str = "auto", *, N=None, nparts=None, den
         Bring every rank's total to the client (default: only for client-side vectors;
         else they stay on the workers, ``result.futures``).
     run : RunOptions, optional
-        :class:`daskhpc.runtime.RunOptions` (client, progress, callback, exchange,
-        check_serial as in :func:`allreduce_local`), or the same names as keywords.
+        :class:`daskhpc.runtime.RunOptions`, or its fields as keywords.
     **options
         ``repeat`` (calls, each a history row), ``group``, ``alpha``, ``beta``.
 

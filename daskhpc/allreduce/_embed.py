@@ -72,10 +72,9 @@ def append_allreduce(program, get, put, *, N: int | None = None, algorithm="ssar
     Parameters
     ----------
     program : daskhpc.comm.Program
-    get : callable
-        ``get(ctx) -> contribution`` (dense array, ``(idx, val)`` or Stream), picklable.
-    put : callable
-        ``put(ctx, total)`` with the total as a Stream over [0, N), identical on all parts.
+    get, put : callable
+        ``get(ctx) -> contribution`` (dense array, ``(idx, val)`` or Stream), picklable;
+        ``put(ctx, total)``, the total a Stream over [0, N), identical on all parts.
     N : int
         Vector length (taken from ``algorithm`` when it is an Algorithm).
     algorithm : str or Algorithm
@@ -88,17 +87,10 @@ def append_allreduce(program, get, put, *, N: int | None = None, algorithm="ssar
     plan : daskhpc.comm.Plan, optional
         The call's exact plan (:func:`~daskhpc.allreduce.call_plan`); default the dense
         bound of the algorithm.
-    fuse : bool
-        Run step 0 inside the program's last step (it must send nothing and not report).
-    report : bool
-        Make the last step a reported one (ends a unit).
-    count : bool
-        Add what each part sends to ``ctx.state["allreduce_sent"]``.
-
-    Returns
-    -------
-    int
-        Index of the step in which ``put`` runs.
+    fuse, report, count : bool
+        Run step 0 inside the program's last step (it must send nothing and not report);
+        make the last step a reported one; add what each part sends to
+        ``ctx.state["allreduce_sent"]``.
 
     Examples
     --------

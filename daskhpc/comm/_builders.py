@@ -76,9 +76,8 @@ def expand_plan(owner, lam_ptr, lam_parts, nparts: int, *, phase: int = 0,
         Connectivity sets as CSR: the parts needing row i are
         ``lam_parts[lam_ptr[i]:lam_ptr[i+1]]`` (the owner may or may not be among them;
         :func:`daskhpc.hypergraph.connectivity_sets` gives them for a net per row).
-    nparts : int
-    phase : int
-        Phase of every message (the plan has ``phase + 1`` phases).
+    nparts, phase : int
+        K, and the phase of every message (the plan has ``phase + 1`` phases).
     **plan_options
         ``unit``, ``words_per_unit``, ``word_bytes``, ``name`` of the :class:`Plan`.
 

@@ -48,29 +48,23 @@ class CostModel:
 
     Parameters
     ----------
-    alpha : float
-        Seconds per message over a host's link.
-    beta : float
-        Seconds per byte over a host's link.
-    flop_s : float
-        Seconds per unit of load (a flop of the workflow's sparse kernels) on one worker,
-        every worker computing at once (as a calibration times it: workers may share
-        cores).
-    dense_flop_s : float
-        Seconds per flop of a dense (BLAS) product on one worker, likewise.
+    alpha, beta : float
+        Seconds per message, and per byte, over a host's link.
+    flop_s, dense_flop_s : float
+        Seconds per unit of load (a flop of the workflow's sparse kernels), and per flop of
+        a dense (BLAS) product, on one worker while every worker computes (as a
+        calibration times it: workers may share cores).
     cache_flop_s, cache_bytes : float
         Seconds per unit of sparse load where the part's working set (the bytes its kernel
         touches in the phase) is at most ``cache_bytes`` (a core's cache), likewise.
     fan_beta : float
         Seconds per byte over a host's link in a phase in which it exchanges with several
         other hosts at once (all-to-all; at least ``beta``).
-    memory_beta : float
-        Seconds per byte between two workers of one host (0: free).
+    memory_beta, floor_s : float
+        Seconds per byte between two workers of one host (0: free); seconds every phase
+        costs however little it does (the runtime's barrier).
     duplex : bool
-        True: a link sends and receives at once (the busier direction counts); False: its
-        sends and receives share it (they add up).
-    floor_s : float
-        Seconds every phase costs however little it does (the runtime's barrier).
+        A link sends and receives at once (the busier direction counts), else they add up.
     name : str
         Where the numbers come from (a profile's name, ``calibrated``, ``default``).
 
@@ -109,25 +103,18 @@ class CostModel:
         Parameters
         ----------
         plan : Plan or None
-            The step's messages over K parts (its phases are the step's phases); None: a
-            step without messages.
-        load : array, optional
-            Units of load (flops) per part: shape ``(K,)`` (computed before the first
-            phase's messages) or ``(nphases, K)`` (part p computes ``load[t, p]`` before
-            phase t's messages). Default: none.
-        dense_load : array, optional
-            Flops of dense (BLAS) products per part, shaped as ``load``: priced at
-            ``dense_flop_s``.
+            The step's messages over K parts, its phases the step's (None: no messages).
+        load, dense_load : array, optional
+            Flops per part of sparse (``flop_s``) and dense (``dense_flop_s``) products:
+            ``(K,)`` before the first phase, or ``(nphases, K)`` (``[t, p]`` before phase t).
         working_set : array, optional
-            Bytes per part its sparse kernel touches, shaped as ``load``: where at most
-            ``cache_bytes``, ``load`` is priced at ``cache_flop_s`` (default: none fits).
-        owner : sequence of int, optional
-            Worker of every part (default: part p on worker p).
-        hosts : sequence, optional
-            Host of every worker (any hashable labels; default: every worker its own host).
+            Bytes per part its sparse kernel touches, shaped as ``load``: at most
+            ``cache_bytes`` prices ``load`` at ``cache_flop_s``.
+        owner, hosts : sequence, optional
+            Worker of every part (default: part p on worker p) and host of every worker
+            (hashable labels; default: a host each).
         broadcast : bool
-            Messages are keys a worker fetches once for all its parts (SpGEMM's
-            broadcasts; :meth:`Plan.placed`).
+            Messages are keys a worker fetches once for all its parts (:meth:`Plan.placed`).
 
         Returns
         -------
@@ -242,21 +229,10 @@ class CostModel:
 
 @dataclass
 class StepCost:
-    """The prediction of one step (:meth:`CostModel.step`).
-
-    Attributes
-    ----------
-    seconds : float
-        The step: ``compute_s + comm_s``.
-    compute_s, comm_s : float
-        Summed over phases: the busiest worker's compute, the busiest host's traffic.
-    phase_s : list of float
-        Every phase's time.
-    host_link_bytes, host_link_messages : list of int
-        Per host, what its link carries in the step (sent plus received, other hosts only).
-    busiest_host : int
-        The host whose link carries the most bytes (-1: no hosts).
-    """
+    """The prediction of one step (:meth:`CostModel.step`): ``seconds = compute_s + comm_s``,
+    each summed over phases (the busiest worker's compute, the busiest host's traffic);
+    ``phase_s`` per phase; ``host_link_bytes`` and ``host_link_messages`` per host (sent
+    plus received, other hosts only); ``busiest_host`` carries the most bytes (-1: none)."""
 
     seconds: float
     compute_s: float
@@ -323,8 +299,7 @@ def rank_layouts(candidates: dict, price, keep: str | None = None):
     Returns
     -------
     (str, object, list of dict)
-        The kept layout's name and build, and one row per layout, fastest first:
-        ``{"layout", "predicted_s_per_step", "compute_s", "comm_s", ...}``.
+        The kept layout's name and build, and a row per layout (``as_dict``), fastest first.
 
     Examples
     --------
@@ -358,8 +333,7 @@ def _host_index(hosts, nworkers: int) -> np.ndarray:
 
 def _pad(a: np.ndarray, rows: int) -> np.ndarray:
     """``a`` with zero rows appended up to ``rows``."""
-    return a if a.shape[0] >= rows else np.vstack([a, np.zeros((rows - a.shape[0],
-                                                                a.shape[1]))])
+    return np.pad(a, ((0, max(rows - a.shape[0], 0)), (0, 0)))
 
 
 def _phase_load(load, nphases: int, K: int) -> np.ndarray:
@@ -370,11 +344,7 @@ def _phase_load(load, nphases: int, K: int) -> np.ndarray:
     if a.ndim == 1:
         if a.shape != (K,):
             raise ValueError(f"load needs one entry per part ({K}), got {a.shape}")
-        out = np.zeros((nphases, K))
-        out[0] = a
-        return out
+        return _pad(a[None], nphases)
     if a.ndim != 2 or a.shape[1] != K:
         raise ValueError(f"load must be (K,) or (phases, K) with K = {K}, got {a.shape}")
-    if a.shape[0] < nphases:       # phases without compute
-        a = np.vstack([a, np.zeros((nphases - a.shape[0], K))])
-    return a
+    return _pad(a, nphases)       # phases without compute

@@ -243,26 +243,13 @@ class Plan:
                     self.name if name is None else name, dict(self.meta), self.words)
 
     def placed(self, owner, nworkers: int | None = None, *, broadcast: bool = False) -> "Plan":
-        """The plan between workers when part p lives on worker ``owner[p]``.
+        """The plan between ``nworkers`` workers (default ``max(owner) + 1``), volume only,
+        when part p lives on worker ``owner[p]``.
 
-        Messages between parts of one worker never leave it and are dropped; the others
-        are bundled as the runtime sends them: one message per (phase, sending worker,
-        receiving worker) carrying the sum of their units. With ``broadcast`` a message
-        stands for a key the receiver fetches (SpGEMM's block broadcasts): one worker
-        fetches a key once however many of its parts need it, so messages of the same
-        (phase, source part, receiving worker) count once before bundling.
-
-        Parameters
-        ----------
-        owner : sequence of int
-            Worker index of every part.
-        nworkers : int, optional
-            Default ``max(owner) + 1``.
-
-        Returns
-        -------
-        Plan
-            Over ``nworkers`` "parts" (the workers), volume only.
+        Messages within a worker are dropped; the others are bundled as the runtime sends
+        them, one per (phase, sending worker, receiving worker). With ``broadcast`` a
+        message is a key the receiver fetches once for all its parts (SpGEMM's block
+        broadcasts): those of one (phase, source part, receiving worker) count once.
 
         Examples
         --------

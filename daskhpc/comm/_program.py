@@ -32,21 +32,10 @@ class Step:
 
 
 class Context:
-    """What a step function sees of its part.
-
-    Attributes
-    ----------
-    part, nparts, step : int
-    unit : int
-        The iteration (epoch, batch) the step belongs to: reported steps end one.
-    static : object
-        The part's static data (it never changes).
-    state : dict
-        The part's own mutable state, kept between steps (on its worker).
-    inbox : dict
-        ``{sender part: payload}`` of the messages sent to this part in the previous
-        step, ascending by sender.
-    """
+    """What a step function sees of its part: ``part``, ``nparts``, ``step``, ``unit`` (the
+    iteration, which a reported step ends), ``static`` (the part's data, never changed),
+    ``state`` (its mutable state, kept on its worker) and ``inbox`` (``{sender: payload}``
+    of the previous step's messages to it, ascending by sender)."""
 
     __slots__ = ("part", "nparts", "step", "unit", "static", "state", "inbox", "reported")
 
@@ -124,19 +113,11 @@ class Program:
 
     def step(self, fn: Callable, *args, sends: Plan | list | None = None,
              report: bool = False, label: str = "") -> int:
-        """Append a step; returns its index.
+        """Append step ``fn(ctx, *args) -> {dst part: payload}`` (or None); returns its index.
 
-        Parameters
-        ----------
-        fn : callable
-            ``fn(ctx, *args) -> {dst part: payload}`` (or None when the part sends nothing).
-        sends : Plan or list of Plan, optional
-            The messages of this step, sent now whatever their phases; several plans are
-            merged (a part then sends one payload per receiver).
-        report : bool
-            The step ends a unit: every part's ``ctx.report(...)`` values go to the run.
-        label : str
-            Shown in timelines ("fold-0", "expand-2", ...).
+        ``sends``: the Plan(s) of its messages, sent now whatever their phases (several are
+        merged: one payload per receiver); ``report``: it ends a unit (the parts'
+        ``ctx.report`` values go to the run); ``label``: its name in timelines.
         """
         if isinstance(sends, (list, tuple)):
             plans = [p for p in sends if p is not None]
@@ -347,23 +328,10 @@ def _allreduce_round(ctx: Context, label: str, i: int, get, put, op, split: int)
 def run_local(program: Program, statics, starts=None, *, on_report=None):
     """Run ``program`` in this process, every part in turn (:class:`Program`).
 
-    Parameters
-    ----------
-    program : Program
-    statics : sequence
-        The static data of every part.
-    starts : sequence, optional
-        Per part, what ``init`` gets as ``start`` (default None).
-    on_report : callable, optional
-        ``on_report(unit, {part: values})`` after every reported step; a true return
-        ends the program after that unit.
-
-    Returns
-    -------
-    finals : list
-        ``final(ctx)`` of every part (None without ``final``).
-    reports : list of dict
-        Per unit of the program, ``{part: values}``.
+    ``statics``: every part's static data; ``starts``: per part, ``init``'s ``start``;
+    ``on_report(unit, {part: values})`` after every reported step (true: stop after that
+    unit). Returns ``(finals, reports)``: every part's ``final(ctx)`` (None without
+    ``final``) and per unit ``{part: values}``.
     """
     K = program.nparts
     if len(statics) != K:

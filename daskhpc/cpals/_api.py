@@ -67,10 +67,8 @@ def fit(X, rank: int = 10, nparts: int | None = None, *, grain: str = "fine",
     in_loop : bool, optional
         Run steps in the workers' event loops (default: when they are short).
     run : RunOptions, optional
-        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
-        max_restarts, progress, callback, exchange, check_serial), or the same names as
-        keywords. ``check_serial`` also runs the partition-aware reference (bit for bit)
-        and the plain serial one (to 1e-9 relative).
+        :class:`daskhpc.runtime.RunOptions`, or its fields as keywords; ``check_serial``
+        compares with the partition-aware reference (bit for bit) and plain CP-ALS (1e-9).
 
     Returns
     -------

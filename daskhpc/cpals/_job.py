@@ -40,19 +40,16 @@ def cpals_job(s, *, in_loop: bool | None = None, stop: bool | None = None,
     ----------
     s : Setup
         From :func:`daskhpc.cpals.prepare`.
-    in_loop : bool, optional
-        Run the steps in the workers' event loops (default: when they are short).
-    stop : bool, optional
-        Apply the tol rule between iterations (default: when ``tol > 0``).
+    in_loop, stop : bool, optional
+        Run the steps in the workers' event loops (default: when they are short); apply
+        the tol rule between iterations (default: when ``tol > 0``).
     exchange : {"direct", "graph"}, optional
-        How messages travel between workers (default: the configured
-        ``daskhpc.runtime.exchange``).
+        As :class:`daskhpc.runtime.Job`.
 
     Returns
     -------
     daskhpc.runtime.Job
-        ``run_job(client, job)`` returns the Outcome: ``value`` (lambda, factors),
-        ``history``, ``measured``, ``timing``.
+        Its Outcome's ``value`` is (lambda, factors).
 
     Examples
     --------

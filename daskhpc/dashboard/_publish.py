@@ -34,13 +34,8 @@ def publish(client, topic: str, *, sent: dict | None = None, wait: bool = True,
         ``run`` and ``end``: the workers' byte counters (``{worker: sent_now()}``), if
         the caller read them already (else read here: a round trip).
     wait : bool
-        False: return True at once; the client's next publication waits for this one, so
-        the topics arrive in order.
-
-    Returns
-    -------
-    bool
-        Whether the scheduler stored it.
+        Return whether the scheduler stored it; False: True at once (the client's next
+        publication waits for this one, so the topics arrive in order).
 
     Examples
     --------

@@ -53,24 +53,12 @@ MAX_ROWS = 20_000
 class DashboardState:
     """The data behind the daskhpc pages, kept on the scheduler.
 
-    Attributes
-    ----------
-    run : dict
-        The current run: ``name``, ``workflow``, ``workers``, ``started``.
-    topics : dict
-        The last value published under each topic of :data:`TOPICS`.
-    busy, tasks_done, memory_peak : dict
-        Per worker since the run started: task compute seconds (whole tasks; :meth:`load`
-        prefers the step clocks), tasks finished, the largest process memory seen.
-    batches : dict
-        ``{run: timeline}``: batch-admission timelines, live or final.
-    history : list of dict
-        The current run's completed units (topic ``history``): what workflow panels plot.
-    strata : dict
-        ``{(run, key or task): row}``: strata-timeline rows from every source, at most
-        :data:`MAX_ROWS`, thinned by epoch (:meth:`strata_thinning`).
-    updated : float
-        Time of the last change, for pages to skip redrawing.
+    ``run`` (``name``, ``workflow``, ``workers``, ``started``); ``topics``: the last value of
+    each of :data:`TOPICS`; per worker since the run started ``busy`` (task seconds;
+    :meth:`load` prefers the step clocks), ``tasks_done`` and ``memory_peak``; ``batches``
+    (``{run: timeline}``); ``history`` (the run's completed units, what panels plot);
+    ``strata`` (``{(run, key or task): row}``, thinned by epoch: :meth:`strata_thinning`);
+    ``updated``: the time of the last change, for pages to skip redrawing.
     """
 
     def __init__(self):

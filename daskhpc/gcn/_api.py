@@ -57,10 +57,9 @@ def fit(graph, features=None, labels=None, split=None, nparts: int | None = None
         read on the workers; ``features`` and ``labels`` may then be Dask Arrays, and
         ``predictions`` comes back as one (docs/collections.md).
     run : RunOptions, optional
-        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
-        max_restarts, progress, callback, exchange, check_serial), or the same names
-        among the keywords. ``check_serial`` compares with the partition-aware reference
-        (``identical``) and the plain one (``textbook``: 1e-10 relative in float64).
+        :class:`daskhpc.runtime.RunOptions`, or its fields as keywords; ``check_serial``
+        compares with the partition-aware reference (``identical``) and the plain one
+        (``textbook``: 1e-10 relative in float64).
     **options
         ``lr``, ``weight_decay``, ``bias``, ``order``, ``eval_every``, ``partitioner``,
         ``epsilon``, ``weights`` (``"nnz+features"``: feature nonzeros balanced too),

@@ -179,8 +179,8 @@ def partition(h: Hypergraph, nparts: int, partitioner: str = "mtkahypar", *,
         Allowed imbalance: every part weighs at most ``(1 + eps) * ceil(W / K)``.
     seed, threads : int
     memo : bool
-        Reuse this process's earlier result of the same deterministic Mt-KaHyPar call
-        (the same parts; ``meta["memo"]`` says so): ``MEMO_SIZE`` are kept.
+        Reuse this process's last ``MEMO_SIZE`` deterministic Mt-KaHyPar results
+        (``meta["memo"]`` says so).
     options
         Backend specific (``preset`` for Mt-KaHyPar, ``graph`` for the graph backend, ...).
 

@@ -207,18 +207,15 @@ def refine(h: Hypergraph, parts: np.ndarray, nparts: int, *, objective: str = "s
     Parameters
     ----------
     h : Hypergraph
-    parts : array of int, shape (num_vertices,)
-        The starting partition (left unchanged; a refined copy is returned).
-    nparts : int
+    parts, nparts : array of int (num_vertices,), int
+        The starting partition (left unchanged; a refined copy is returned) and K.
     objective : {"soed", "km1", "cut"}
         ``cut`` is refined as km1 (a net's km1 is zero exactly when it is uncut).
     epsilon : float
         No move may take a part above ``(1 + eps) * ceil(W / K)`` (parts that start above
         it, e.g. the part of a vertex heavier than that, only lose vertices).
-    seed : int
-        Seeds the vertex order of every pass.
-    passes : int
-        At most this many passes over all vertices.
+    seed, passes : int
+        Seed of every pass's vertex order; at most this many passes over all vertices.
     max_net_size : int
         Nets with more pins propose no candidate part (they still count in every gain).
     stop_fraction : float

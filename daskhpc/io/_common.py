@@ -45,10 +45,8 @@ class SparseInput:
     matrix : scipy.sparse.csr_array or None
         float64, canonical (sorted indices, no duplicate entries). None for a ratings
         file read with ``matrix=False``: ``meta`` holds its triplets and ``shape``.
-    tensor : sparse.COO or None
-        float64, 0-based coordinates.
-    labels : numpy.ndarray or None
-        float64 sample labels (``libsvm``).
+    tensor, labels : sparse.COO, numpy.ndarray or None
+        float64, 0-based coordinates; float64 sample labels (``libsvm``).
     index_maps : tuple
         Per mode, the file's id of each dense index (``index_maps[0][i]``: of row ``i``),
         int64 or str; None when the file's ids were already dense.

@@ -21,8 +21,7 @@ def read_edge_csv(path, *, directed: bool = True, symmetrize: bool = False,
     num_nodes : int, optional
         Number of nodes (ids must be below it); default: the largest id + 1.
     header : bool or None, default None
-        Whether the first data line is a header; by default it is when it holds a
-        token that is not a number.
+        Whether the first data line is a header (default: if a token is not a number).
 
     Returns
     -------

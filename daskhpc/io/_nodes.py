@@ -87,21 +87,17 @@ def read_node_labels(path, *, id_column: str = "id", label_column: str | None = 
     Parameters
     ----------
     path : str or os.PathLike
-    id_column : str
-        Column holding the node id (non-negative integers).
-    label_column : str, optional
-        Column holding the class; default the last column. Classes are numbered in the
-        sorted order of their names.
+    id_column, label_column : str
+        Columns of the node id (non-negative integers) and of the class (default the
+        last); classes are numbered in the sorted order of their names.
     num_nodes : int, optional
         Every node ``0..num_nodes-1`` must have exactly one row; default: the ids found
         must be exactly ``0..n-1``.
 
     Returns
     -------
-    labels : numpy.ndarray
-        int64 class id of every node.
-    classes : list of str
-        ``classes[c]`` is the name of class c.
+    labels, classes : numpy.ndarray, list of str
+        int64 class id of every node; ``classes[c]`` is the name of class c.
 
     Examples
     --------

@@ -127,10 +127,8 @@ def fit(X, y=None, nparts: int | None = None, *, test=None, in_loop: bool = True
     in_loop : bool
         Run the steps in the workers' event loops (they are short).
     run : RunOptions, optional
-        :class:`daskhpc.runtime.RunOptions` (client, checkpoint/resume, max_restarts,
-        progress, callback, exchange, check_serial), or the same names as keywords.
-        ``check_serial`` compares w with :func:`serial_fit` (``rtol`` 1e-12: the
-        gradient sums are reassociated).
+        :class:`daskhpc.runtime.RunOptions`, or its fields as keywords; ``check_serial``
+        compares w with :func:`serial_fit` (rtol 1e-12: the gradient sums are reassociated).
 
     Returns
     -------

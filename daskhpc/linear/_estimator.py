@@ -123,30 +123,23 @@ class SGDClassifier(_LinearClassifier):
     ----------
     client : distributed.Client, optional
         Train on this cluster; None: in this process, no cluster.
-    loss : {"log_loss", "hinge"}
-    penalty : {"l2", "l1", "elasticnet"}
-    alpha : float
-        Regularisation strength (``reg``); also sets the ``optimal`` schedule.
-    l1_ratio : float
-        The L1 share of ``elasticnet``.
+    loss, penalty : {"log_loss", "hinge"}, {"l2", "l1", "elasticnet"}
+    alpha, l1_ratio : float
+        Regularisation strength (``reg``; also sets the ``optimal`` schedule); the L1 share
+        of ``elasticnet``.
     fit_intercept : bool
     learning_rate : {"optimal", "constant", "invscaling"}
         scikit-learn's per-sample schedule; a step of n rows takes n per-sample steps
         (capped, docs/linear.md).
     eta0, power_t : float
         The per-sample step size of ``constant``/``invscaling`` and invscaling's exponent.
-    max_iter : int
-        Epochs (at most, with ``tol``).
-    tol : float or None
-        scikit-learn's stop rule with ``n_iter_no_change``; None (here the default):
-        every epoch runs. ``n_iter_`` says how many ran.
-    n_iter_no_change : int
+    max_iter, tol, n_iter_no_change : int, float or None, int
+        At most ``max_iter`` epochs, fewer by scikit-learn's stop rule (``tol``; None, the
+        default here: every epoch runs). ``n_iter_`` says how many ran.
     batch_size : int or "auto"
         Rows per part and iteration (B); auto: ``--batch auto`` (docs/linear.md).
-    class_weight : None, "balanced" or dict
-        Weights of the rows' losses per label.
-    random_state : int, RandomState or None
-        Seed of the row shares and batches (None: 0).
+    class_weight, random_state : None, "balanced" or dict; int, RandomState or None
+        Weights of the rows' losses per label; seed of the row shares and batches (None: 0).
     n_parts : int, optional
         P, data-parallel parts (default: the client's workers, 4 without a client).
     allreduce : str

@@ -34,10 +34,8 @@ def calibrate(
     ----------
     client : distributed.Client
         A synchronous client with at least two workers.
-    sizes : sequence of int
-        Message payloads in bytes (``uint8`` arrays of exactly this size).
-    repeats : int
-        Timed transfers per size, after one untimed warm-up transfer.
+    sizes, repeats : sequence of int, int
+        Payloads in bytes (``uint8`` arrays), and timed transfers per size after a warm-up.
     workers : pair of str, optional
         The two workers to use; default the first two in stable order.
 

@@ -44,10 +44,8 @@ class CheckpointDir:
     workflow : str
     fingerprint : dict
         JSON-serialisable; what changes the run's numbers. Must equal the stored one.
-    resume : bool
-        Continue from a checkpoint found in ``path``.
-    keep : int
-        Complete steps to keep on disk.
+    resume, keep : bool, int
+        Continue from a checkpoint found in ``path``; complete steps kept on disk.
 
     Examples
     --------

@@ -69,14 +69,12 @@ def connect(
 
     Parameters
     ----------
-    address : str, optional
-        Scheduler address, e.g. ``"tcp://10.0.0.1:8786"``.
-    scheduler_file : str, optional
-        Path to a scheduler file written by ``dask scheduler`` or ``dask-mpi``.
-    n_workers : int, optional
-        Local workers to start; default ``daskhpc.runtime.workers``.
-    dashboard_address : str, optional
-        Default ``daskhpc.runtime.dashboard-address`` (a free port if that one is taken).
+    address, scheduler_file : str, optional
+        Scheduler address (``"tcp://10.0.0.1:8786"``), or a scheduler file written by
+        ``dask scheduler`` or ``dask-mpi``.
+    n_workers, dashboard_address : int, str, optional
+        Local workers to start (default ``daskhpc.runtime.workers``), and the dashboard's
+        (default ``daskhpc.runtime.dashboard-address``; a free port if that one is taken).
     security : distributed.security.Security, optional
         TLS credentials; default with ``scheduler_file``: :func:`scheduler_file_security`.
     processes : bool, default True

@@ -51,14 +51,11 @@ class ProgramRunner:
     client : distributed.Client
     program : daskhpc.comm.Program
     placement : Placement
-    statics : dict
-        ``{part: Future}`` of every part's static data, on the part's worker.
-    starts : dict, optional
-        ``{part: start}`` handed to ``init`` (a checkpoint's arrays), None for a fresh start.
-    token : str
-        Unique per attempt (keys, worker-side registry).
-    topic : str, optional
-        Event topic of the unit reports.
+    statics, starts : dict
+        ``{part: Future}`` of every part's static data, on its worker; ``{part: start}``
+        for ``init`` (a checkpoint's arrays; None: a fresh start).
+    token, topic : str
+        Unique per attempt (keys, worker-side registry); event topic of the unit reports.
     checkpoint : str, optional
         Directory where parts write their state after each reported step.
     in_loop : bool

@@ -78,11 +78,7 @@ def submit_pinned(
     tasks, workers : mapping
         As for :func:`pinned_graph`.
     keys : iterable
-        Keys to hold futures for, in order; the others are released once used.
-
-    Returns
-    -------
-    list of distributed.Future
+        Keys to return futures for, in order; the others are released once used.
 
     Examples
     --------

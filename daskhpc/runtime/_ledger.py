@@ -40,11 +40,10 @@ class TransferLedger:
         A synchronous client.
     settle : float, default 2.0
         On exit, seconds to wait at most for transfers still being written.
-    marks : dict or callable, optional
-        Where the workers' logs end, taken already (:class:`LogMarks`), or a callable giving
-        them when :meth:`ready` is called.
-    closing : LedgerClose, optional
-        A body that completes leaves reading the logs to this setting's undo call.
+    marks, closing : optional
+        Where the workers' logs end (:class:`LogMarks`, or a callable giving them at
+        :meth:`ready`); a :class:`LedgerClose` whose undo call reads the logs after a body
+        that completes.
 
     Attributes
     ----------

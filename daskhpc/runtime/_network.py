@@ -162,10 +162,8 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
 
     Parameters
     ----------
-    exchanges : tuple of str
-        The exchange modes whose Program messages are timed.
-    steps : int
-        Ping-pong steps per size in each mode.
+    exchanges, steps : tuple of str, int
+        The exchange modes whose Program messages are timed; ping-pong steps per size.
     transfer : bool
         Also time Dask's own transfers (``calibrate``).
 

@@ -32,16 +32,12 @@ class Phase:
     name : str
         Its outcome's key, and the ``phase`` of its recovery records.
     job : callable
-        ``job(PhaseContext) -> Job | GraphJob | None``, called when the phases before it
-        are done (None: nothing to run). The run's ``fingerprint``, ``placement`` and
-        ``warm_up`` hold for every phase (a job's other ``warm_up`` runs when its phase
-        starts).
-    checkpointed : bool
-        Its units are the checkpoint's steps (one phase at most).
-    shown : bool
-        Its units move the progress bar and reach the user's callback.
-    plan : bool
-        The frame publishes its attempt graph's plan (False: the workflow does).
+        ``job(PhaseContext) -> Job | GraphJob | None`` once the phases before it are done
+        (None: nothing to run); the run's ``fingerprint``, ``placement`` and ``warm_up``
+        hold for every phase.
+    checkpointed, shown, plan : bool
+        Its units are the checkpoint's steps (one phase at most); they move the progress
+        bar and reach the callback; the frame publishes its plan (False: the workflow).
     """
 
     name: str
@@ -188,24 +184,18 @@ def run_job(client, job: Job | GraphJob, *, checkpoint=None, resume: bool = Fals
     checkpoint : path or CheckpointDir, optional
         A directory every worker and the client see: each part writes its state there
         after every unit, and a lost worker costs only the units since the newest one.
-    resume : bool
-        Continue the run recorded in ``checkpoint`` (same fingerprint).
-    max_restarts : int
-        Lost workers survived; one more raises :class:`GaveUp`.
-    callback : callable, optional
-        ``callback(row)`` for every unit as it completes (history rows).
-    progress_bar : bool, optional
-        Force the progress display on or off (default: ``daskhpc.runtime.progress``).
+    resume, max_restarts : bool, int
+        Continue the run in ``checkpoint`` (same fingerprint); lost workers survived
+        (one more raises :class:`GaveUp`).
+    callback, progress_bar : optional
+        ``callback(row)`` per unit done; the progress display forced on or off.
     low_latency : bool
         Unbatch scheduler <-> worker control messages during the run.
-    placement : Placement, optional
-        Override ``job.placement``.
-    store : PartStore, optional
-        Part data already on the workers (kept; its placement follows recoveries).
-        Default: a new one, released at the end.
+    placement, store : optional
+        Override ``job.placement``; part data already on the workers (kept, placed as
+        recoveries go; default: a new store, released at the end).
     announce : bool
-        Tell the dashboard the run starts, an attempt graph's plan, and that it ended
-        ("finished", or "failed: <exception>").
+        Tell the dashboard the run's start, attempt graphs' plans and end.
 
     Returns
     -------

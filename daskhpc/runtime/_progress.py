@@ -28,8 +28,7 @@ class progress:  # noqa: N801 - used like a function: `with progress(futs, label
     Parameters
     ----------
     futures : list of distributed.Future, or int
-        One per step (batch, epoch); completion of each one is a step done. An int is
-        the number of steps, counted by :meth:`advance`.
+        One per step (batch, epoch), or the number of steps, counted by :meth:`advance`.
     label : str
         What the steps are, e.g. ``"spgemm batches"``.
     mode : {"auto", "on", "notebook", "bar", "lines", "off"}, optional

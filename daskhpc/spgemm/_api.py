@@ -76,9 +76,8 @@ def multiply(a, b=None, *, grid=None, memory_per_worker=None, batches="auto",
     columns : list of str, optional
         A DataFrame input's row, column and value columns (default: its columns in order).
     run : RunOptions, optional
-        :class:`daskhpc.runtime.RunOptions` (client, checkpoint/resume, max_restarts,
-        progress, callback, check_serial, save), or the same names as keywords. ``save``:
-        the workers write C as ``save_npz`` pieces (``daskhpc.load(save).matrix`` reads it).
+        :class:`daskhpc.runtime.RunOptions`, or its fields as keywords. ``save``: the
+        workers write C as ``save_npz`` pieces (``daskhpc.load(save).matrix`` reads it).
 
     Returns
     -------

@@ -72,17 +72,11 @@ class SpgemmResult(WorkflowResult):
         ``(DIR, descriptor)``: the ``save_npz`` pieces the workers wrote, whose sum is C.
     grid, nbatches
         ``QxQxL`` and b.
-    timeline : dict
-        The admission plugin's batch timeline: ``window``, ``batches``, ``violations``.
-    quality, measured, plan, timing, memory, symbolic, checkpoint : dict
-        Sections of the JSON report (docs/cli.md).
-    recoveries : list of dict
-        One per lost worker the run survived (``lost``, ``phase``, ``batches_invalidated``,
-        the time lost, ...). Empty: no loss.
-    attempts : list of dict
-        ``attempt``, ``batches`` submitted, ``completed`` (in order of completion).
-    history : list of dict
-        Per batch: ``batch``, ``summary``, ``time_s``, planned and measured bytes.
+    timeline, quality, measured, plan, timing, memory, symbolic, checkpoint : dict
+        Sections of the JSON report (docs/cli.md); the timeline is the admission plugin's.
+    recoveries, attempts, history : list of dict
+        One per lost worker the run survived, per attempt (``batches`` submitted,
+        ``completed``) and per batch (``summary``, ``time_s``, planned and measured bytes).
 
     Examples
     --------

@@ -42,9 +42,8 @@ def fit(data, nparts: int | None = None, *, order_plugin: bool = True,
     columns : list of 3 str, optional
         A DataFrame's user, item and rating columns (default: its first three).
     run : RunOptions, optional
-        How the run runs (:class:`daskhpc.runtime.RunOptions`: client, checkpoint/resume,
-        max_restarts, progress, callback, exchange, check_serial), or the same names as
-        keywords; ``check_serial`` reports whether W and H equal the serial reference's.
+        :class:`daskhpc.runtime.RunOptions`, or its fields as keywords; ``check_serial``
+        reports whether W and H equal the serial reference's.
     **options
         ``rank`` (16), ``epochs`` (20), ``strategy`` ("hc", "p2p" or "dsgd"),
         ``partition`` ("hp" or "random"), ``partitioner`` ("mtkahypar"), ``strata``

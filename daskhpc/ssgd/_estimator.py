@@ -22,27 +22,13 @@ class MatrixFactorization:
     ----------
     n_factors : int
         F, latent factors (``rank``).
-    epochs : int
-        SGD epochs.
-    lr, reg : float
-        Initial learning rate and L2 regularisation of the factors (``fit``'s).
-    biased : bool
-        The model mu + b_u + b_i + p_u . q_i (True) or p_u . q_i.
-    reg_bias : float, optional
-        L2 regularisation of the biases (default ``reg``).
+    epochs, lr, reg, biased, reg_bias, init_scale, seed, test_fraction
+        As :func:`~daskhpc.ssgd.fit`'s (``biased``: mu + b_u + b_i + p_u . q_i, by default
+        with ``init_scale`` std 0.1; ``test_fraction`` 0: train on all ratings).
     client : distributed.Client, optional
-        Fit on this cluster (``nparts`` parts, default one per worker); None fits in
-        this process (``serial_fit``, one part).
-    nparts : int, optional
-        K, the parts (row blocks) of the stratified SGD.
-    strategy, partition : str
-        ``fit``'s communication strategy and row partition; only used with a client.
-    init_scale : float, optional
-        As ``fit``'s (default: std 0.1 for the biased model).
-    seed : int
-        Seed of the initial factors, the update order and the partition.
-    test_fraction : float
-        Ratings ``fit`` holds out for its test RMSE history (0: train on all of them).
+        Fit on this cluster; None fits in this process (``serial_fit``, one part).
+    nparts, strategy, partition
+        As ``fit``'s (K parts, default one per worker); only used with a client.
 
     Attributes
     ----------

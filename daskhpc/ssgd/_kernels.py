@@ -103,16 +103,12 @@ def sgd_block(W, H, li, lj, val, lr, reg, seed, shuffle=True, reg_bias=0.0, mu=0
     ----------
     W, H : float64 arrays (n_w, F), (n_h, F)
         Rows of W and H the block touches, indexed by ``li`` and ``lj``.
-    li, lj : int arrays
-        Row of W and row of H of each rating.
-    val : float64 array
-        The ratings.
+    li, lj, val : int, int, float64 arrays
+        Row of W, row of H and value of each rating.
     lr, reg : float
         Learning rate of this epoch and regularisation.
-    seed : uint64
-        Shuffle seed (one per epoch, part and block).
-    shuffle : bool
-        False: the ratings in their stored order (``seed`` unused).
+    seed, shuffle : uint64, bool
+        Shuffle seed (one per epoch, part and block); False: the stored order.
     reg_bias, mu, biased : float, float, bool
         The biased model (above): the biases' regularisation and the global mean.
 

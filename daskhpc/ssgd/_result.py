@@ -20,17 +20,13 @@ class SSGDResult(WorkflowResult):
     W, H : numpy.ndarray
         The factors (N x F users, M x F items): rating (i, j) ~ W[i] @ H[j], or with the
         biased model ~ mu + user_bias[i] + item_bias[j] + W[i] @ H[j].
-    mu : float
-        The mean training rating (what the biased model adds).
-    user_bias, item_bias : numpy.ndarray or None
-        The biased model's b_u (N) and b_i (M); None for the unbiased model.
+    mu, user_bias, item_bias : float, numpy.ndarray or None
+        The biased model's mean training rating, b_u (N) and b_i (M) (None: unbiased).
     history : list of dict
         Per epoch: ``epoch``, ``lr``, ``train_loss``, ``test_rmse`` (where evaluated),
         ``time_s``, and for distributed runs ``planned_bytes`` / ``measured_bytes``.
-    info : dict
-        The JSON report's sections (see :meth:`report`).
-    timeline : list of dict, optional
-        Steps as the stratum-order plugin recorded them.
+    info, timeline : dict, list of dict
+        The JSON report's sections (:meth:`report`); the stratum-order plugin's steps.
 
     Examples
     --------
@@ -105,8 +101,6 @@ class SSGDResult(WorkflowResult):
         ----------
         user
             The user's original id (its index when the input had none).
-        n : int
-            How many items.
         exclude_seen : bool
             Leave out the items the user rated in training.
         shrink : float

@@ -31,10 +31,9 @@ def power_law_ratings(nnz: int = 10_000_000, n_users: int | None = None,
     rank, noise : int, float
         The low-rank model behind the values and the noise added to it.
     seed : int
-    path : path, optional
+    path, format : path, {"csv", "parquet"}, optional
         Also write the ratings there (:func:`write_ratings_csv`, or a directory of
         :func:`write_ratings_parquet` files).
-    format : {"csv", "parquet"}
 
     Returns
     -------
