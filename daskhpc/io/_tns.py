@@ -3,6 +3,8 @@ block of lines at a time into narrow arrays allocated once."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ._common import (_GZIP_MAGIC, _UTF8_BOM, Lines, SparseInput, arrow_head, as_int,
@@ -65,25 +67,28 @@ def read_tns_arrays(path, *, shape=None) -> tuple[np.ndarray, np.ndarray, tuple]
     coords = vals = None
     n = line0 = 0
     order = first = None
-    for data in blocks:
-        lines = Lines(path, data)
-        try:
-            got = _parse(lines, order, first, line0, shape)
-        except ReadError as e:
-            if e.line is None:
-                raise
-            raise ReadError(path, e.line + line0, e.problem) from None
-        line0 += len(lines)
-        lines.release()
-        if got is None:
-            continue
-        c, v, k = got
-        if order is None:                # the first data line sets the order
-            order, first = c.shape[1], k + 1
-            coords = np.empty((order, cap), np.int32)
-            vals = np.empty(cap, np.float32)
-        coords, vals = _store(coords, vals, n, c.T, v)
-        n += v.size
+    # closed on a bad line too: a generator left to the garbage collector may close its
+    # file after the file's own finaliser warns it was left open
+    with contextlib.closing(blocks):
+        for data in blocks:
+            lines = Lines(path, data)
+            try:
+                got = _parse(lines, order, first, line0, shape)
+            except ReadError as e:
+                if e.line is None:
+                    raise
+                raise ReadError(path, e.line + line0, e.problem) from None
+            line0 += len(lines)
+            lines.release()
+            if got is None:
+                continue
+            c, v, k = got
+            if order is None:                # the first data line sets the order
+                order, first = c.shape[1], k + 1
+                coords = np.empty((order, cap), np.int32)
+                vals = np.empty(cap, np.float32)
+            coords, vals = _store(coords, vals, n, c.T, v)
+            n += v.size
     if n == 0:
         raise ReadError(path, None, "empty file")
     return _trimmed(coords, vals, n, cap, shape)

@@ -28,7 +28,8 @@ def _other_loops() -> list[asyncio.AbstractEventLoop]:
         mine = asyncio.get_running_loop()
     except RuntimeError:
         mine = None
-    return [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop)
+    # by type: isinstance on a dead weakref.proxy raises ReferenceError
+    return [o for o in gc.get_objects() if issubclass(type(o), asyncio.AbstractEventLoop)
             and o.is_running() and o is not mine]
 
 

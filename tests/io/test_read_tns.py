@@ -1,12 +1,19 @@
 """FROSTT .tns reader: real tensors, any order, malformations."""
 
 import gzip
+import os
 
 import numpy as np
 import pytest
 import sparse
 
 from daskhpc.io import ReadError, read, read_tns
+
+
+def open_paths() -> set:
+    """The files this process has open (Linux)."""
+    fds = "/proc/self/fd"
+    return {os.path.realpath(os.path.join(fds, fd)) for fd in os.listdir(fds)}
 
 
 def write(tmp_path, text, name="t.tns", gz=False):
@@ -139,6 +146,8 @@ def test_blocks_read_as_the_whole(tmp_path, monkeypatch):
         with pytest.raises(ReadError) as info:
             read_tns_arrays(path)
         assert info.value.line == k + 2 and problem in info.value.problem
+        # closed although the error's traceback still holds the reader
+        assert str(path) not in open_paths(), path
 
 
 def test_arrays_memory(tmp_path, monkeypatch):

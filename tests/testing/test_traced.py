@@ -4,6 +4,7 @@ import asyncio
 import threading
 import time
 import tracemalloc
+import weakref
 
 from daskhpc.testing import traced
 
@@ -49,3 +50,13 @@ def test_other_loops_are_paused_while_traced():
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+def test_a_dead_weak_proxy_does_not_stop_it():
+    class Gone:
+        pass
+
+    proxy = weakref.proxy(Gone())              # its referent is gone at once
+    with traced() as t:
+        a = bytearray(1 << 16)
+    assert t.peak >= len(a) and proxy is not None
