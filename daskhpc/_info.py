@@ -67,15 +67,14 @@ def calibrate_and_save(client, save: bool = False, name: str | None = None) -> d
     """Measure alpha, beta and the kernel rate on ``client``'s cluster (between two hosts
     where it has two); with ``save``, keep them as cluster ``name`` (default: ``local`` or
     the scheduler's address) for ``--network calibrated``."""
-    from daskhpc.comm import save_calibration
+    from daskhpc.comm import CostModel, save_calibration
     from daskhpc.runtime import cluster_name, measure_network
 
     out = measure_network(client)
     out["cluster"] = name or cluster_name(client)
     if save:
-        entry = {k: out[k] for k in ("alpha", "beta", "flop_s", "dense_flop_s", "floor_s",
-                                     "cache_flop_s", "cache_bytes", "fan_beta", "ring_beta",
-                                     "duplex", "duplex_ratio", "exchange", "transfer",
-                                     "workers", "hosts") if k in out}
+        entry = {k: out[k] for k in ("alpha", "beta", *CostModel.RATES, "ring_beta", "duplex",
+                                     "duplex_ratio", "exchange", "transfer", "workers",
+                                     "hosts") if k in out}
         out["saved_to"] = save_calibration(out["cluster"], entry)
     return out

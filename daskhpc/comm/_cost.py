@@ -21,6 +21,7 @@ Two hosts, one part each: part 0 computes 1e6 flops, then sends 1 MB to part 1.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -86,6 +87,10 @@ class CostModel:
     cache_flop_s: float = DEFAULT_CACHE_FLOP_S
     cache_bytes: float = DEFAULT_CACHE_BYTES
     fan_beta: float = 0.0
+    #: What a calibration measures besides alpha, beta and duplex (saved, loaded, and in
+    #: ``dask.config``'s ``daskhpc.comm`` with dashes)
+    RATES: ClassVar[tuple] = ("flop_s", "dense_flop_s", "floor_s", "cache_flop_s",
+                              "cache_bytes", "fan_beta")
 
     def message(self, nbytes: float) -> float:
         """Seconds to send one message of ``nbytes``."""
@@ -211,14 +216,8 @@ class CostModel:
         except ImportError:                 # no dask installed
             return cls()
 
-        def get(key, default):
-            return float(_config.get(f"comm.{key}", default) or default)
-
-        rates = dict(flop_s=get("flop-s", DEFAULT_FLOP_S), floor_s=get("floor-s", 0.0),
-                     dense_flop_s=get("dense-flop-s", DEFAULT_DENSE_FLOP_S),
-                     cache_flop_s=get("cache-flop-s", DEFAULT_CACHE_FLOP_S),
-                     cache_bytes=get("cache-bytes", DEFAULT_CACHE_BYTES),
-                     fan_beta=get("fan-beta", 0.0))
+        rates = {k: float(_config.get("comm." + k.replace("_", "-"), None) or getattr(cls, k))
+                 for k in cls.RATES}
         if exchange is not None:
             fit = _config.get(f"comm.exchange.{exchange}", None)
             if fit:

@@ -91,11 +91,9 @@ def save_calibration(name: str, entry: dict) -> str:
     # a Dask transfer's cost where it was timed, as that key has always held
     top = entry.get("transfer") or entry
     comm.update(alpha=float(top["alpha"]), beta=float(top["beta"]))
-    for key in ("flop_s", "dense_flop_s", "cache_flop_s", "cache_bytes", "fan_beta"):
-        if entry.get(key):
+    for key in CostModel.RATES:
+        if entry.get(key) is not None:
             comm[key.replace("_", "-")] = float(entry[key])
-    if entry.get("floor_s") is not None:
-        comm["floor-s"] = float(entry["floor_s"])
     if entry.get("exchange"):
         comm["exchange"] = entry["exchange"]
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -170,13 +168,8 @@ def model_of(entry: dict, name: str, exchange: str | None = None) -> CostModel:
     """The CostModel of a saved calibration ``entry`` (``exchange``: that mode's alpha and
     beta where it has them). Without ``duplex`` a link is full duplex, as switched ports
     and ``tc``-shaped links are."""
-    base = CostModel()
     fit = (entry.get("exchange") or {}).get(exchange) or entry
     return CostModel(alpha=float(fit["alpha"]), beta=float(fit["beta"]),
-                     flop_s=float(entry.get("flop_s") or base.flop_s),
                      memory_beta=float(entry.get("memory_beta", 0.0)),
                      duplex=bool(entry.get("duplex", True)), name=name,
-                     dense_flop_s=float(entry.get("dense_flop_s") or base.dense_flop_s),
-                     floor_s=float(entry.get("floor_s") or 0.0),
-                     **{k: float(entry[k]) for k in ("cache_flop_s", "cache_bytes", "fan_beta")
-                        if entry.get(k)})
+                     **{k: float(entry.get(k) or getattr(CostModel, k)) for k in CostModel.RATES})

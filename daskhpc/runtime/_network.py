@@ -215,20 +215,21 @@ def busy_ring(client: Client, cal: dict, exchange: str, workers, hosts,
     larger of ``cal``'s and that, and ``fan_beta``: a byte's cost on the busiest link when
     every worker sends ``nbytes`` split over all the others."""
     from daskhpc.runtime._calibrate import calibrate_ring
-    from daskhpc.runtime._pingpong import ring_plan as _ring
+    from daskhpc.runtime._pingpong import ring_plan
 
     K = len(workers)
     hosts = hosts if len(set(hosts)) > 1 else None
     model = CostModel(alpha=cal["alpha"], beta=cal["beta"], duplex=cal["duplex"])
     small = calibrate_ring(client, exchange, 40, workers)
-    priced = model.step(_ring(K, 8), hosts=hosts).seconds
+    priced = model.step(ring_plan(K, 8), hosts=hosts).seconds
     big = calibrate_ring(client, exchange, 5, workers, nbytes)
     # a duplex link carries the ring's send and receive at once, else one after the other
     ring_beta = max(0.0, big - small) / (nbytes * (1 if cal["duplex"] else 2))
     # all to all, the same bytes a worker: nbytes / (K - 1) to each other worker
     fan = max(1, K - 1)
     step = calibrate_ring(client, exchange, 5, workers, nbytes // fan, fan=fan)
-    links = model.replace(alpha=0.0, beta=1.0).step(_ring(K, nbytes // fan, fan), hosts=hosts)
+    plan = ring_plan(K, nbytes // fan, fan)
+    links = model.replace(alpha=0.0, beta=1.0).step(plan, hosts=hosts)
     return {"floor_s": max(0.0, small - priced), "ring_beta": ring_beta,
             "beta": max(cal["beta"], ring_beta),
             "fan_beta": max(0.0, step - small) / max(links.seconds, 1.0)}
@@ -266,8 +267,6 @@ def network_for(network: str | None, client: Client | None = None,
                              "(plan takes a profile or calibrated)")
         got = measure_network(client, exchanges=(exchange,), steps=10, transfer=False)
         return CostModel(alpha=got["alpha"], beta=got["beta"], duplex=got["duplex"],
-                         name="calibrate", **{k: got[k] for k in (
-                             "flop_s", "dense_flop_s", "floor_s", "cache_flop_s",
-                             "cache_bytes", "fan_beta")})
+                         name="calibrate", **{k: got[k] for k in CostModel.RATES})
     return network_model(network, cluster_name(client) if client is not None else None,
                          exchange)
