@@ -73,8 +73,8 @@ def calibrate_and_save(client, save: bool = False, name: str | None = None) -> d
     out = measure_network(client)
     out["cluster"] = name or cluster_name(client)
     if save:
-        entry = {k: out[k] for k in ("alpha", "beta", *CostModel.RATES, "ring_beta", "duplex",
-                                     "duplex_ratio", "exchange", "transfer", "workers",
-                                     "hosts") if k in out}
+        entry = {k: out[k] for k in ("alpha", "beta", *CostModel.RATES, "ring_alpha",
+                                     "ring_beta", "duplex", "duplex_ratio", "exchange",
+                                     "transfer", "workers", "hosts") if k in out}
         out["saved_to"] = save_calibration(out["cluster"], entry)
     return out

@@ -50,9 +50,16 @@ def epoch_loads(s) -> tuple[np.ndarray, np.ndarray]:
 
 
 def epoch_cost(s, model: CostModel, owner=None, hosts=None) -> StepCost:
-    """Predicted seconds of one full-batch epoch of setup ``s``."""
+    """Predicted seconds of one full-batch epoch of setup ``s``, with its share of the
+    evaluation forward pass (every ``eval_every`` epochs: its rows travel with the
+    training pass's, and its phases compute again)."""
+    every = int(s.options.eval_every)
+    share = 1.0 / every if every > 0 and not s.batches else 0.0   # mini-batch: no pass
     sparse, dense = epoch_loads(s)
-    cost = model.step(epoch_plan(s), sparse, owner=owner, hosts=hosts, dense_load=dense)
+    sparse[:s.L] *= 1 + share
+    dense[:s.L] *= 1 + share
+    cost = model.step(epoch_plan(s, share), sparse, owner=owner, hosts=hosts,
+                      dense_load=dense)
     nhosts = len(set(hosts[:max(owner) + 1])) if hosts is not None and owner is not None \
         else s.K
     return cost.plus_comm(model.allreduce(vector_words(s) * s.word_bytes, nhosts))

@@ -54,12 +54,14 @@ def exchange_plans(setup) -> dict:
     return pat["plans"]
 
 
-def epoch_plan(setup) -> Plan:
-    """One training epoch: L forward phases, then L backward phases k = L .. 1."""
+def epoch_plan(setup, evaluating: float = 0.0) -> Plan:
+    """One training epoch: L forward phases, then L backward phases k = L .. 1; forward rows
+    ``1 + evaluating`` times as wide (an epoch that evaluates sends both passes' rows)."""
     d, L = setup.dims, setup.L
     ex = exchange_plans(setup)
     phases = [ex["forward"].rephased(0)] * L + [ex["backward"].rephased(0)] * L
-    words = list(setup.widths) + [d[k] for k in range(L, 0, -1)]
+    words = [round(w * (1 + evaluating)) for w in setup.widths] + \
+        [d[k] for k in range(L, 0, -1)]
     p = Plan.concat(phases, words=np.concatenate(
         [np.full(q.num_messages, w, np.int64) for q, w in zip(phases, words)]))
     p.name = "gcn epoch"

@@ -48,9 +48,10 @@ def cluster_name(client: Client) -> str:
 
 
 def kernel_flop_seconds(n: int = 200_000, density: float = 1e-5, width: int = 16,
-                        repeats: int = 5, fastest: bool = True) -> float:
+                        repeats: int = 5, fastest: bool = True, seconds: float = 0.0) -> float:
     """Seconds per flop (2 per multiply-add) of a CSR x dense product on this core: the
-    fastest of ``repeats`` (the median with ``fastest=False``)."""
+    fastest of ``repeats`` (the median with ``fastest=False``; calls go on for at least
+    ``seconds``)."""
     import scipy.sparse as sp
 
     rng = np.random.default_rng(0)
@@ -60,16 +61,16 @@ def kernel_flop_seconds(n: int = 200_000, density: float = 1e-5, width: int = 16
     A = sp.csr_array((rng.random(nnz), (rng.integers(0, n, nnz), rng.integers(0, n, nnz))),
                      shape=(n, n))
     X = rng.random((n, width))
-    return _timed(lambda: A @ X, repeats, fastest) / (2.0 * A.nnz * width)
+    return _timed(lambda: A @ X, repeats, fastest, seconds) / (2.0 * A.nnz * width)
 
 
 def dense_flop_seconds(rows: int = 20_000, inner: int = 64, width: int = 16,
-                       repeats: int = 5, fastest: bool = True) -> float:
+                       repeats: int = 5, fastest: bool = True, seconds: float = 0.0) -> float:
     """Seconds per flop of a dense ``(rows x inner) @ (inner x width)`` product (GCN's H W)
     on this core, as :func:`kernel_flop_seconds`."""
     rng = np.random.default_rng(0)
     H, W = rng.random((rows, inner)), rng.random((inner, width))
-    return _timed(lambda: H @ W, repeats, fastest) / (2.0 * rows * inner * width)
+    return _timed(lambda: H @ W, repeats, fastest, seconds) / (2.0 * rows * inner * width)
 
 
 def core_cache_bytes() -> int:
@@ -86,12 +87,12 @@ def core_cache_bytes() -> int:
     return max(sizes, default=int(CostModel.cache_bytes))
 
 
-def _timed(f, repeats: int, fastest: bool = True) -> float:
-    """Seconds of the fastest (else the median) of ``repeats`` calls of ``f`` after a first
-    one."""
+def _timed(f, repeats: int, fastest: bool = True, seconds: float = 0.0) -> float:
+    """Seconds of the fastest (else the median) of at least ``repeats`` calls of ``f``
+    after a first one, going on for ``seconds``."""
     f()
-    times = []
-    for _ in range(repeats):
+    times, end = [], time.perf_counter() + seconds
+    while len(times) < repeats or time.perf_counter() < end:
         t0 = time.perf_counter()
         f()
         times.append(time.perf_counter() - t0)
@@ -101,15 +102,17 @@ def _timed(f, repeats: int, fastest: bool = True) -> float:
 def busy_flop_seconds(client: Client, workers) -> dict:
     """``flop_s``, ``dense_flop_s`` and ``cache_flop_s`` (the sparse kernel on 0.7 MB) with
     every worker timing the kernels at once (the median over workers): the rates a
-    bulk-synchronous step sees on shared cores; ``cache_bytes`` of the workers' cores."""
+    bulk-synchronous step sees on shared cores; ``cache_bytes`` of the workers' cores.
+    Each worker times for a second, so that the workers overlap though they start apart
+    (a few short calls can each find a core free, and time an idle machine's rate)."""
     def rate(f, **kw):
         got = client.run(f, workers=list(workers), **kw)
         return float(np.median(list(got.values())))
 
-    return {"flop_s": rate(kernel_flop_seconds, repeats=7, fastest=False),
-            "dense_flop_s": rate(dense_flop_seconds, repeats=7, fastest=False),
-            "cache_flop_s": rate(kernel_flop_seconds, n=2000, density=4e-3, repeats=50,
-                                 fastest=False),
+    kw = {"repeats": 7, "fastest": False, "seconds": 1.0}
+    return {"flop_s": rate(kernel_flop_seconds, **kw),
+            "dense_flop_s": rate(dense_flop_seconds, **kw),
+            "cache_flop_s": rate(kernel_flop_seconds, n=2000, density=4e-3, **kw),
             "cache_bytes": rate(core_cache_bytes)}
 
 
@@ -170,9 +173,10 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
     Returns
     -------
     dict
-        ``alpha``, ``beta`` (of the first mode, or the busy ring's ``ring_beta`` where that
-        is dearer), ``duplex``, ``duplex_ratio``, ``flop_s``, ``dense_flop_s``, ``floor_s``,
-        ``exchange`` (per mode), ``transfer`` (if timed), ``workers``, ``hosts``, ``pair``.
+        ``alpha``, ``beta`` (of the first mode, or the busy rings' ``ring_alpha`` and
+        ``ring_beta`` where those are dearer), ``duplex``, ``duplex_ratio``, ``flop_s``,
+        ``dense_flop_s``, ``floor_s``, ``exchange`` (per mode), ``transfer`` (if timed),
+        ``workers``, ``hosts``, ``pair``.
 
     Examples
     --------
@@ -200,8 +204,9 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
     out.update(duplex=both["duplex"], duplex_ratio=round(both["ratio"], 3))
     out.update(busy_flop_seconds(client, workers))
     out.update(busy_ring(client, out, exchanges[0], workers, hosts))
-    for fit in modes.values():      # a step's bytes cost at least what the busy ring's do
-        fit["beta"] = max(fit["beta"], out["ring_beta"])
+    for fit in modes.values():      # a step's messages cost at least what the busy rings' do
+        fit.update(alpha=max(fit["alpha"], out["ring_alpha"]),
+                   beta=max(fit["beta"], out["ring_beta"]))
     out["fan_beta"] = max(out["fan_beta"], out["beta"])
     out.update(workers=len(workers), hosts=len(set(hosts)), pair=list(pair))
     return out
@@ -209,30 +214,35 @@ def measure_network(client: Client, *, exchanges=("direct", "graph"), steps: int
 
 def busy_ring(client: Client, cal: dict, exchange: str, workers, hosts,
               nbytes: int = 4 * 2 ** 20) -> dict:
-    """A step's floor and a byte's cost with every worker taking part, from rings of 8 bytes
-    and ``nbytes``: ``floor_s`` (the small ring's step less its alpha-beta price),
-    ``ring_beta`` (the large ring's seconds per byte over the small one's), ``beta``, the
-    larger of ``cal``'s and that, and ``fan_beta``: a byte's cost on the busiest link when
-    every worker sends ``nbytes`` split over all the others."""
+    """A message's, a step's and a byte's cost with every worker taking part, from rings
+    of 8 bytes and ``nbytes``: ``ring_alpha`` (a message more in a step of the 8-byte all
+    to all than of the ring; ``alpha``, the larger of ``cal``'s and that), ``floor_s`` (the
+    small ring's step less its alpha-beta price), ``ring_beta`` (the large ring's seconds
+    per byte over the small one's), ``beta``, the larger of ``cal``'s and that, and
+    ``fan_beta``: a byte's cost on the busiest link when every worker sends ``nbytes``
+    split over all the others."""
     from daskhpc.runtime._calibrate import calibrate_ring
     from daskhpc.runtime._pingpong import ring_plan
 
-    K = len(workers)
+    K, ways = len(workers), 1 if cal["duplex"] else 2
     hosts = hosts if len(set(hosts)) > 1 else None
-    model = CostModel(alpha=cal["alpha"], beta=cal["beta"], duplex=cal["duplex"])
+    fan = max(1, K - 1)      # all to all: to each other worker
     small = calibrate_ring(client, exchange, 40, workers)
+    spread = calibrate_ring(client, exchange, 40, workers, 8, fan=fan) if fan > 1 else small
+    # a worker's messages share its core with the others' (and their sends with its link)
+    ring_alpha = max(0.0, spread - small) / (ways * max(fan - 1, 1))
+    model = CostModel(alpha=max(cal["alpha"], ring_alpha), beta=cal["beta"],
+                      duplex=cal["duplex"])
     priced = model.step(ring_plan(K, 8), hosts=hosts).seconds
     big = calibrate_ring(client, exchange, 5, workers, nbytes)
     # a duplex link carries the ring's send and receive at once, else one after the other
-    ring_beta = max(0.0, big - small) / (nbytes * (1 if cal["duplex"] else 2))
-    # all to all, the same bytes a worker: nbytes / (K - 1) to each other worker
-    fan = max(1, K - 1)
+    ring_beta = max(0.0, big - small) / (nbytes * ways)
     step = calibrate_ring(client, exchange, 5, workers, nbytes // fan, fan=fan)
-    plan = ring_plan(K, nbytes // fan, fan)
-    links = model.replace(alpha=0.0, beta=1.0).step(plan, hosts=hosts)
-    return {"floor_s": max(0.0, small - priced), "ring_beta": ring_beta,
-            "beta": max(cal["beta"], ring_beta),
-            "fan_beta": max(0.0, step - small) / max(links.seconds, 1.0)}
+    links = model.replace(alpha=0.0, beta=1.0).step(ring_plan(K, nbytes // fan, fan),
+                                                    hosts=hosts)
+    return {"floor_s": max(0.0, small - priced), "ring_alpha": ring_alpha,
+            "alpha": model.alpha, "ring_beta": ring_beta, "beta": max(cal["beta"], ring_beta),
+            "fan_beta": max(0.0, step - spread) / max(links.seconds, 1.0)}
 
 
 def _pair_across_hosts(workers, hosts) -> tuple[str, str]:

@@ -138,6 +138,30 @@ def test_rp_is_even_and_differs_from_balanced_random(graphs):
     assert not np.array_equal(rp, bal)
 
 
+def test_an_epoch_is_priced_with_its_share_of_the_evaluation(graphs):
+    """An epoch that evaluates sends the evaluation pass's rows with the training pass's
+    and computes its forward phases twice: the priced link bytes and compute count both
+    (every epoch by default), and half of that extra at ``eval_every=2``."""
+    from daskhpc.comm import CostModel
+    from daskhpc.gcn._layouts import epoch_cost, epoch_loads
+
+    g = graphs("cora")
+    a = assign(g, 4, partition="hp")
+    kf, kb = km1(g.A, a.parts), km1(sp.csr_array(g.A.T), a.parts)
+    model = CostModel(alpha=0.0, beta=1.0, flop_s=1.0, dense_flop_s=0.0, floor_s=0.0)
+    got = {}
+    for every, share in ((0, 0.0), (1, 1.0), (2, 0.5)):
+        s = Setup(Options(partition="hp", eval_every=every), 4, g, a)
+        got[every] = c = epoch_cost(s, model)
+        words = (1 + share) * sum(s.widths) * kf + sum(s.dims[1:]) * kb
+        assert sum(c.host_link_bytes) == pytest.approx(2 * s.word_bytes * words, rel=0.02)
+        sparse, _ = epoch_loads(s)
+        peak = sparse.max(axis=1)
+        assert c.compute_s == pytest.approx((1 + share) * peak[:s.L].sum() + peak[s.L:].sum())
+    assert sum(got[0].host_link_bytes) < sum(got[2].host_link_bytes) \
+        < sum(got[1].host_link_bytes)
+
+
 @pytest.mark.parametrize("partition", ["hp", "random"])
 def test_feature_weights_balance_both_sparse_operands(graphs, partition):
     """weights="nnz+features": the parts' nonzeros of A_hat plus their feature rows' are

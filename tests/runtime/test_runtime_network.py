@@ -18,6 +18,9 @@ def test_measure_save_and_read_back(client3, tmp_path, monkeypatch):
     # to all a byte costs at least what it does in a ring
     assert 0 < got["cache_flop_s"] < got["flop_s"] and got["cache_bytes"] >= 1 << 15
     assert got["fan_beta"] >= got["beta"] > 0
+    # a message costs at least what one more costs in the busy all to all of 8 bytes
+    assert got["alpha"] >= got["ring_alpha"] >= 0
+    assert got["exchange"]["direct"]["alpha"] >= got["ring_alpha"]
     assert isinstance(got["duplex"], bool) and got["duplex_ratio"] > 0
     assert got["workers"] == 3 and got["hosts"] == 1          # a LocalCluster: one host
     assert got["pair"][0] != got["pair"][1]
