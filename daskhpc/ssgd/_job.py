@@ -59,8 +59,6 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
 
     # made and sent a part at a time: the client holds one part's ratings at once
     futures = ctx.store.put_each("part", range(K), made, transient=True)
-    if run._blocks is not None and run._blocks[1] is not None:
-        run._blocks = None        # 4 bytes a rating; made again if an attempt needs it
     if run.values is not None:       # a collection: the ratings are on the parts' workers
         from ._collect import with_values
 
@@ -111,12 +109,16 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         return assemble(run, finals.items())
 
     def cleanup():
+        from daskhpc.dashboard import publish
+
         from ._plugin import fetch_timeline
 
         rows = fetch_timeline(ctx.client, f"{STEP}-{ctx.token}")
         if timeline is not None:
             timeline[:] = rows
-        _publish_strata(ctx.client, rows)
+        # the attempt's rows for the dashboard (its sampler can miss the last)
+        publish(ctx.client, "strata", rows=[{k: v for k, v in r.items() if k != "T"}
+                                            for r in rows])
 
     step, evsend = f"{STEP}-{ctx.token}", f"ssgd-evsend-{ctx.token}"
 
@@ -143,14 +145,6 @@ def ring_placement(nparts: int, workers) -> Placement:
     workers = list(workers)
     W = len(workers)
     return Placement(nparts, workers, [workers[p * W // nparts] for p in range(nparts)])
-
-
-def _publish_strata(client, timeline) -> None:
-    """The plugin's rows of the attempt, for the dashboard (its sampler can miss the last)."""
-    from daskhpc.dashboard import publish
-
-    publish(client, "strata", rows=[{k: v for k, v in r.items() if k != "T"}
-                                    for r in timeline])
 
 
 def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,

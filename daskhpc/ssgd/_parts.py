@@ -26,29 +26,20 @@ def _held_columns(s: Setup, p: int) -> list[np.ndarray]:
 def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
     """The :class:`~daskhpc.ssgd._tasks.PartData` of part ``p``; a sender with the same
     ``owner`` (worker) is read from its state."""
-    K, o, lay = s.K, s.options, s.layout
-    N = s.train.shape[0]
-    rows = np.flatnonzero(lay.row_parts == p)
-    cols = _held_columns(s, p)
-    tr = s.train
+    K, o, lay, tr = s.K, s.options, s.layout, s.train
+    rows, cols = np.flatnonzero(lay.row_parts == p), _held_columns(s, p)
     # a DataFrame's blocks are made on the part's worker (_collect.with_values)
     bli, blj, bval, local_row = [None] * K, [None] * K, [None] * K, None
     if not tr.on_workers:
-        # local W and H rows in 32 bits where they fit: 8 bytes a rating, not 16
-        it = index_dtype(max(s.train.shape))
-        local_row = np.full(N, -1, it)
+        # local W and H rows in 32 bits where they fit: 8 bytes a rating, not 16; local H
+        # rows by a lookup table, not a search (docs/benchmarks.md)
+        it = index_dtype(max(tr.shape))
+        local_row = np.full(tr.shape[0], -1, it)
         local_row[rows] = np.arange(rows.size)
-        ptr, idx = s.blocks()
-        # local H rows by a lookup table, not a search: a block's ratings come in the
-        # matrix's order, not the columns' (docs/benchmarks.md)
         local_col = np.empty(tr.shape[1], it)
         for b in range(K):
-            sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
-            bli[b] = local_row[tr.rows[sel]]
             local_col[cols[b]] = np.arange(cols[b].size)
-            blj[b] = local_col[tr.cols[sel]]
-            # float32 where exact; a collection's are put in on the worker (with_values)
-            bval[b] = None if s.values is not None else narrow_values(tr.vals[sel])
+        bli, blj, bval = s.block_ratings(p, (local_row, local_col))
     E, e0 = s.E, s.epoch0
     blocks = np.array([[int(s.strata.block(p, k, e)) for k in range(K)] for e in range(E)],
                       np.int64)

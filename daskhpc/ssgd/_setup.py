@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from daskhpc._narrow import index_dtype
+from daskhpc._narrow import counts, narrow_values
 from daskhpc._workflows import checked_options, option
 from daskhpc.comm import CostModel, network_model, plan_network, rank_layouts
 from daskhpc.errors import InputError
@@ -163,36 +163,41 @@ class Setup:
         """``(reg_bias, mu)`` of the biased model (what the kernels take), or None."""
         return (self.options.bias_reg, self.mu) if self.options.biased else None
 
-    def blocks(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(ptr, idx)``: block (p, b)'s training ratings are ``idx[ptr[p * K + b]:ptr[p * K + b +
-        1]]`` (positions in ``train``; ``idx`` None where the ratings are on the workers)."""
+    def blocks(self) -> np.ndarray:
+        """``ptr``: part p's ratings of column block b are ``ptr[p * K + b]:ptr[p * K + b + 1]``
+        in :meth:`block_ratings`' order (counted a chunk at a time: no position a rating)."""
         if self._blocks is None:
-            K, t = self.K, self.train
-            rp, cb = self.assignment.row_parts, self.assignment.col_blocks
-            # 16-bit keys where they fit, made in 16 bits (not cast from a 64-bit key of
-            # every rating): numpy's stable sort is then a radix sort
-            kt = np.uint16 if K * K <= 1 << 16 else np.int64
-            rp, cb = rp.astype(kt), cb.astype(kt)
-            it = index_dtype(t.nnz)
-            # a chunk's stable order at a time, each key's run put after the previous
-            # chunks' (a stable counting sort): 32-bit positions, no 8 bytes a rating
-            chunks = [slice(lo, lo + BLOCKS_CHUNK) for lo in range(0, t.nnz, BLOCKS_CHUNK)]
+            K, t, a = self.K, self.train, self.assignment
             count = np.zeros(K * K, np.int64)
-            for sl in chunks:
-                count += np.bincount(rp[t.rows[sl]] * kt(K) + cb[t.cols[sl]], minlength=K * K)
-            ptr = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
-            idx, at = np.empty(t.nnz, it), ptr[:-1].copy()
-            for sl in chunks:
-                key = rp[t.rows[sl]] * kt(K) + cb[t.cols[sl]]
-                order = np.argsort(key, kind="stable")
-                c = np.bincount(key, minlength=K * K)
-                start = np.concatenate([[0], np.cumsum(c)])
-                order += sl.start
-                for q in np.flatnonzero(c):
-                    idx[at[q]:at[q] + c[q]] = order[start[q]:start[q + 1]]
-                at += c
-            self._blocks = (ptr, idx)
+            for sl in (slice(lo, lo + BLOCKS_CHUNK) for lo in range(0, t.nnz, BLOCKS_CHUNK)):
+                count += np.bincount(a.row_parts[t.rows[sl]] * K + a.col_blocks[t.cols[sl]],
+                                     minlength=K * K)
+            self._blocks = np.concatenate([[0], np.cumsum(count)])
         return self._blocks
+
+    def block_ratings(self, p: int, local=(None, None)) -> tuple[list, list, list]:
+        """Part p's training ratings of every column block, in the matrix's order (the
+        serial one): rows and columns (through the lookup tables ``local``, if given) and
+        values (float32 where exact; None for a collection's), a chunk at a time."""
+        K, t, a = self.K, self.train, self.assignment
+        sizes = np.diff(self.blocks()[p * K:(p + 1) * K + 1])
+        made = [(t.rows, local[0]), (t.cols, local[1])]
+        if self.values is None:       # a collection's are put in on the worker (with_values)
+            made.append((t.vals, None))
+        out = [[np.empty(n, (x if m is None else m).dtype) for n in sizes] for x, m in made]
+        at = np.zeros(K, np.int64)
+        for lo in range(0, t.nnz, BLOCKS_CHUNK):
+            mine = np.flatnonzero(a.row_parts[t.rows[lo:lo + BLOCKS_CHUNK]] == p) + lo
+            blk = a.col_blocks[t.cols[mine]]
+            order = np.argsort(blk, kind="stable")
+            c = np.bincount(blk, minlength=K)
+            start = np.concatenate([[0], np.cumsum(c)])
+            for b in np.flatnonzero(c):
+                sel = mine[order[start[b]:start[b + 1]]]
+                for dst, (x, m) in zip(out, made):
+                    dst[b][at[b]:at[b] + c[b]] = x[sel] if m is None else m[x[sel]]
+            at += c
+        return out[0], out[1], [narrow_values(v) for v in out[2]] if len(out) > 2 else [None] * K
 
     def test_of(self, p: int) -> np.ndarray:
         """Positions in ``test`` of part p's test ratings, in order."""
@@ -232,7 +237,7 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
         row_nnz = inp.values.train_rows()
     else:
         train, test = split(ratings, opts.test_fraction, opts.seed)
-        row_nnz = np.bincount(train.rows, minlength=train.shape[0])
+        row_nnz = counts(train.rows, train.shape[0])
         if inp.values is not None:     # a dask.array: its ratings stay on the workers
             stats = inp.values.hold_out(opts.test_fraction, opts.seed)
     t0 = time.perf_counter()
@@ -270,7 +275,7 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
               {"partition_s": t1 - t0, "plan_s": t2 - t1}, index_maps=maps,
               values=inp.values)
     if spread is not None:       # block sizes only: the blocks are made on the workers
-        s._blocks = (np.concatenate([[0], np.cumsum(spread["blocks"])]), None)
+        s._blocks = np.concatenate([[0], np.cumsum(spread["blocks"])])
     return s if opts.init is None else s.resumed(0, *warm_start(s, opts.init))
 
 
