@@ -299,8 +299,7 @@ def holdout_mask(nnz: int, test_fraction: float, seed: int = 0) -> np.ndarray | 
             draws = np.concatenate([left, rng.bit_generator.random_raw(1 << 16).view(np.uint32)])
             used, i = tail_shuffle(data, max(nnz - n_test, 1), draws, i)
             left = draws[used:]
-        chosen = data[nnz - n_test:].copy()
-        del data
+        chosen, data = data[nnz - n_test:].copy(), None
     else:
         chosen = rng.choice(nnz, size=n_test, replace=False)
     is_test = np.zeros(nnz, dtype=bool)

@@ -16,7 +16,8 @@ from daskhpc.runtime import AttemptGraph, Exchange, GraphJob, Placement, registe
 
 from . import _tasks
 from ._graph import STEP, WindowGraph
-from ._parts import part_data
+from ._collect import with_values
+from ._parts import part_data, part_values
 from ._serial import assemble
 from ._checkpoint import fingerprint, restore, save_partition
 from ._kernels import learning_rate
@@ -57,16 +58,15 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         d.strata = f"{STEP}-{ctx.token}" if rows_from_parts else None
         return d
 
-    # made and sent a part at a time: the client holds one part's ratings at once
+    # made and sent a part at a time, its values after its ids: the client holds one
+    # kind of one part's ratings at once (a collection's values are on the workers)
     futures = ctx.store.put_each("part", range(K), made, transient=True)
-    if run.values is not None:       # a collection: the ratings are on the parts' workers
-        from ._collect import with_values
-
-        held = ctx.store["values"]
-        futures = {p: ctx.client.submit(with_values, futures[p], held[p], pure=False,
-                                        key=f"ssgd-values-{ctx.token}-{p}",
-                                        workers=[pl.worker(p)], allow_other_workers=False)
-                   for p in range(K)}
+    held = ctx.store["values"] if run.values is not None else ctx.store.put_each(
+        "vals", range(K), lambda p: part_values(run, p), transient=True)
+    futures = {p: ctx.client.submit(with_values, futures[p], held[p], pure=False,
+                                    key=f"ssgd-values-{ctx.token}-{p}",
+                                    workers=[pl.worker(p)], allow_other_workers=False)
+               for p in range(K)}
     paths = {(p, e): ctx.checkpoint.file(run.epoch0 + e + 1, f"part-{p}.npz")
              for p in range(K) for e in ck_epochs}
     # Futures (not their keys) in the tasks: the graph then knows they are data.

@@ -37,8 +37,7 @@ def assemble(s: Setup, pieces) -> tuple[np.ndarray, np.ndarray]:
 
 def test_sse_by_part(s: Setup, W: np.ndarray, H: np.ndarray) -> np.ndarray:
     """Squared test error of every part's test ratings (predictions clipped)."""
-    out = np.zeros(s.K)
-    t = s.test
+    out, t = np.zeros(s.K), s.test
     for p in range(s.K):
         idx = s.test_of(p)
         out[p] = error_sse(W, H, t.rows[idx], t.cols[idx], t.vals[idx], *s.clip, s.bias)

@@ -91,8 +91,8 @@ class Options:
 
 DEFAULTS = Options()
 
-#: Training ratings :meth:`Setup.blocks` orders at a time
-BLOCKS_CHUNK = 1 << 20
+#: Ratings :meth:`Setup.blocks` and :meth:`Setup.block_ratings` scan at a time
+BLOCKS_CHUNK = 1 << 18
 
 #: The biased model's default initial factors U[-s/2, s/2): standard deviation 0.1
 #: (s = 0.2 sqrt 3), Surprise's ``init_std_dev``.
@@ -175,15 +175,14 @@ class Setup:
             self._blocks = np.concatenate([[0], np.cumsum(count)])
         return self._blocks
 
-    def block_ratings(self, p: int, local=(None, None)) -> tuple[list, list, list]:
-        """Part p's training ratings of every column block, in the matrix's order (the
-        serial one): rows and columns (through the lookup tables ``local``, if given) and
-        values (float32 where exact; None for a collection's), a chunk at a time."""
+    def block_ratings(self, p: int, local=(None, None), kinds: str = "rcv") -> tuple:
+        """Part p's training ratings of every column block in the matrix's order (the serial
+        one), a chunk at a time: per kind of ``kinds`` the blocks' rows (``r``), columns (``c``;
+        both through the lookup tables ``local`` if given) or values (``v``; float32 if exact)."""
         K, t, a = self.K, self.train, self.assignment
         sizes = np.diff(self.blocks()[p * K:(p + 1) * K + 1])
-        made = [(t.rows, local[0]), (t.cols, local[1])]
-        if self.values is None:       # a collection's are put in on the worker (with_values)
-            made.append((t.vals, None))
+        made = [{"r": (t.rows, local[0]), "c": (t.cols, local[1]), "v": (t.vals, None)}[k]
+                for k in kinds]
         out = [[np.empty(n, (x if m is None else m).dtype) for n in sizes] for x, m in made]
         at = np.zeros(K, np.int64)
         for lo in range(0, t.nnz, BLOCKS_CHUNK):
@@ -197,11 +196,13 @@ class Setup:
                 for dst, (x, m) in zip(out, made):
                     dst[b][at[b]:at[b] + c[b]] = x[sel] if m is None else m[x[sel]]
             at += c
-        return out[0], out[1], [narrow_values(v) for v in out[2]] if len(out) > 2 else [None] * K
+        return tuple([narrow_values(v) for v in x] if k == "v" else x for k, x in zip(kinds, out))
 
     def test_of(self, p: int) -> np.ndarray:
-        """Positions in ``test`` of part p's test ratings, in order."""
-        return np.flatnonzero(self.assignment.row_parts[self.test.rows] == p)
+        """Positions in ``test`` of part p's test ratings, in order (a chunk at a time)."""
+        rp, t = self.assignment.row_parts, self.test
+        return np.concatenate([np.flatnonzero(rp[t.rows[lo:lo + BLOCKS_CHUNK]] == p) + lo
+                               for lo in range(0, t.nnz, BLOCKS_CHUNK)] + [np.zeros(0, int)])
 
 
 def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
@@ -263,12 +264,8 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
                        test_pins=None if spread is None else spread["test"])
     t2 = time.perf_counter()
     mean = train.mean() if stats is None else stats["mean"]
-    if opts.init_scale is not None:
-        scale = opts.init_scale
-    elif opts.biased:
-        scale = BIASED_INIT_SCALE
-    else:
-        scale = 2.0 * np.sqrt(max(mean, 1e-3) / opts.rank)
+    scale = opts.init_scale if opts.init_scale is not None else BIASED_INIT_SCALE if \
+        opts.biased else 2.0 * np.sqrt(max(mean, 1e-3) / opts.rank)
     clip = (float(train.vals.min()), float(train.vals.max())) if stats is None else \
         tuple(stats["clip"])
     s = Setup(opts, K, ratings, train, test, a, lay, strata, rp, float(scale), clip,

@@ -126,13 +126,17 @@ def test_a_frame_leaves_its_ratings_and_ids_on_the_workers(client2, tmp_path):
 
 
 def test_parts_hold_32_bit_ids_and_ratings_where_they_keep_every_value():
-    from daskhpc.ssgd._parts import part_data
+    from daskhpc.ssgd._collect import with_values
+    from daskhpc.ssgd._parts import part_data, part_values
+
+    def part_data_with_values(s, p):
+        return with_values(part_data(s, p), part_values(s, p))
 
     r = ratings(20_000, 800, 300)               # half stars: float32 keeps them
     s = prepare(r, 2, partition="random", epochs=1, test_fraction=0.1)
     held = 0
     for p in range(2):
-        d = part_data(s, p)
+        d = part_data_with_values(s, p)
         for b in range(2):
             assert d.bli[b].dtype == d.blj[b].dtype == np.int32
             assert d.bval[b].dtype == np.float32
@@ -141,8 +145,33 @@ def test_parts_hold_32_bit_ids_and_ratings_where_they_keep_every_value():
     # 12 bytes a training rating on the workers (int64 ids and float64: 24)
     assert held == 12 * s.train.nnz
     odd = Ratings(r.rows, r.cols, r.vals + 0.1, r.shape)     # not float32 numbers
-    d = part_data(prepare(odd, 2, partition="random", epochs=1), 0)
+    d = part_data_with_values(prepare(odd, 2, partition="random", epochs=1), 0)
     assert d.bval[0].dtype == np.float64 and d.bli[0].dtype == np.int32
+
+
+def test_a_parts_ids_and_values_are_made_apart():
+    from daskhpc.ssgd._collect import with_values
+    from daskhpc.ssgd._parts import part_data, part_values
+
+    r = ratings(1_000_000, 20_000, 2_000)
+    r = Ratings(r.rows.astype(np.int32), r.cols.astype(np.int32), r.vals.astype(np.float32),
+                r.shape)
+    s = prepare(r, 2, partition="random", epochs=1, test_fraction=0.1)
+    part_values(s, 0), part_data(s, 0)                 # imports first
+    n, n_test = int(np.diff(s.blocks())[:2].sum()), s.test_of(0).size
+    with traced() as t:
+        d = part_data(s, 0)
+    # the ids: 8 bytes a training rating, 12 a test rating (its columns' int64 search),
+    # and per row and column; with the values it was 12 and 16
+    assert all(v is None for v in d.bval) and d.test_val is None
+    assert t.held < 8 * n + 12 * n_test + 32 * sum(s.train.shape), t.held
+    with traced() as t:
+        vals = part_values(s, 0)
+    assert t.held < 4 * (n + n_test) + 4_096, t.held
+    full = with_values(d, vals)
+    for b, want in enumerate(s.block_ratings(0)[2]):
+        assert np.array_equal(full.bval[b], want)
+    assert np.array_equal(full.test_val, s.test.vals[s.test_of(0)])
 
 
 def test_32_bit_ratings_give_the_same_numbers():
