@@ -167,8 +167,7 @@ class Setup:
         """``ptr``: part p's ratings of column block b are ``ptr[p * K + b]:ptr[p * K + b + 1]``
         in :meth:`block_ratings`' order (counted a chunk at a time: no position a rating)."""
         if self._blocks is None:
-            K, t, a = self.K, self.train, self.assignment
-            count = np.zeros(K * K, np.int64)
+            K, t, a, count = self.K, self.train, self.assignment, np.zeros(self.K**2, np.int64)
             for sl in (slice(lo, lo + BLOCKS_CHUNK) for lo in range(0, t.nnz, BLOCKS_CHUNK)):
                 count += np.bincount(a.row_parts[t.rows[sl]] * K + a.col_blocks[t.cols[sl]],
                                      minlength=K * K)
@@ -184,10 +183,11 @@ class Setup:
         made = [{"r": (t.rows, local[0]), "c": (t.cols, local[1]), "v": (t.vals, None)}[k]
                 for k in kinds]
         out = [[np.empty(n, (x if m is None else m).dtype) for n in sizes] for x, m in made]
-        at = np.zeros(K, np.int64)
+        at, of_p = np.zeros(K, np.int64), a.row_parts == p         # a byte a row
+        cb = a.col_blocks.astype(np.uint16 if K <= 1 << 16 else np.int64)   # a radix sort
         for lo in range(0, t.nnz, BLOCKS_CHUNK):
-            mine = np.flatnonzero(a.row_parts[t.rows[lo:lo + BLOCKS_CHUNK]] == p) + lo
-            blk = a.col_blocks[t.cols[mine]]
+            mine = np.flatnonzero(of_p[t.rows[lo:lo + BLOCKS_CHUNK]]) + lo
+            blk = cb[t.cols[mine]]
             order = np.argsort(blk, kind="stable")
             c = np.bincount(blk, minlength=K)
             start = np.concatenate([[0], np.cumsum(c)])
