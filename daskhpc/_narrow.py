@@ -11,6 +11,14 @@ def index_dtype(n: int) -> type:
     return np.int32 if n < 2**31 else np.int64
 
 
+def counts(labels, n: int, chunk: int = 1 << 20) -> np.ndarray:
+    """``np.bincount(labels, minlength=n)[:n]`` without numpy's int64 copy of ``labels``."""
+    out = np.zeros(n, np.int64)
+    for lo in range(0, labels.size, chunk):
+        out += np.bincount(labels[lo:lo + chunk], minlength=n)[:n]
+    return out
+
+
 def narrow_values(v) -> np.ndarray:
     """``v`` as float32 when that keeps every value exactly (half-star ratings do), else as it
     is (a non-float array too)."""

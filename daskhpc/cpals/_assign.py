@@ -19,15 +19,14 @@ import numba
 import numpy as np
 
 from daskhpc import hypergraph as hg
-from daskhpc._narrow import index_dtype
+from daskhpc._narrow import counts as part_counts, index_dtype
 from daskhpc.errors import InputError
 
 from ._kernels import counting_order
 from ._data import Tensor
 
 GRAINS = ("fine", "coarse")
-#: Items dealt or counted at once (their int64 temporaries' size) by :func:`random_parts`
-#: and :func:`part_counts`
+#: Items dealt at once (their int64 temporaries' size) by :func:`random_parts`
 BLOCK = 1 << 20
 PARTITIONS = {"fine": ("hp", "random"), "coarse": ("hp", "block")}
 
@@ -118,19 +117,14 @@ def _pairs_by_bits(rows, parts_list, nrows: int, nparts: int):
     return _bits_csr(bits, int(nparts))
 
 
-def _row_parts(rows, parts, nrows, nparts):
-    # bucket the entries by row (counting sort), then each row's distinct parts as a net's:
-    # O(entries + K), no global sort of the (row, part) keys
-    ptr, order = counting_order(rows, nrows)
-    return hg.net_parts(ptr, order, parts, nparts)
-
-
 def pairs_csr(rows, parts, nrows: int, nparts: int) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (row, part) pairs as CSR over rows, parts ascending."""
     if _bits_fit(nrows, nparts, np.size(rows)):
         return _pairs_by_bits(rows, [parts], nrows, nparts)
-    return _row_parts(np.ascontiguousarray(rows), np.ascontiguousarray(parts), int(nrows),
-                      int(nparts))
+    # bucket the entries by row (counting sort), then each row's distinct parts as a net's:
+    # O(entries + K), no global sort of the (row, part) keys
+    ptr, order = counting_order(np.ascontiguousarray(rows), int(nrows))
+    return hg.net_parts(ptr, order, np.ascontiguousarray(parts), int(nparts))
 
 
 def block_slices(slice_nnz, nparts: int) -> np.ndarray:
@@ -150,19 +144,6 @@ def random_parts(n: int, nparts: int, seed: int, stream: int, dtype=np.int64) ->
         hi = min(n, lo + BLOCK)
         out[perm[lo:hi]] = np.arange(lo, hi, dtype=np.int64) % nparts
     return out
-
-
-def part_counts(labels: np.ndarray, nparts: int) -> np.ndarray:
-    """``np.bincount(labels, minlength=nparts)`` a block at a time (no int64 copy)."""
-    out = np.zeros(nparts, np.int64)
-    for lo in range(0, labels.size, BLOCK):
-        out += np.bincount(labels[lo:lo + BLOCK], minlength=nparts)[:nparts]
-    return out
-
-
-def part_dtype(nparts: int) -> type:
-    """The narrowest of int16/int32 that holds the part ids 0..nparts-1."""
-    return np.int16 if nparts <= 2**15 else np.int32
 
 
 def coarse_block(X: Tensor, nparts: int) -> np.ndarray:
@@ -232,7 +213,7 @@ def distribute(X: Tensor, nparts: int, *, grain: str = "fine", partition: str = 
         if partition_file is not None:
             d.nnz_parts = hg.read_part_file(partition_file, num_vertices=X.nnz, nparts=K)
         elif partition == "random":
-            d.nnz_parts = random_parts(X.nnz, K, seed, N, part_dtype(K))
+            d.nnz_parts = random_parts(X.nnz, K, seed, N, np.int16 if K <= 2**15 else np.int32)
             d.owners = [random_parts(X.shape[m], K, seed, m) for m in range(N)]
         else:
             h = hg.tensor_fine((X.coords, X.shape))

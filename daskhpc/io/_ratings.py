@@ -231,7 +231,10 @@ def _repeats(rows: np.ndarray, cols: np.ndarray, m: int) -> bool:
     # non-negative: 32-bit columns are their own uint32 keys' view
     key += cols.view(kt) if cols.dtype.itemsize == key.itemsize else cols.astype(kt)
     key.sort()
-    return bool(np.count_nonzero(key[1:] == key[:-1]))
+    for lo in range(0, key.size, BLOCK):      # a block's comparison at a time
+        if np.any(key[lo + 1:lo + BLOCK + 1] == key[lo:lo + BLOCK][:key.size - lo - 1]):
+            return True
+    return False
 
 
 def _line_count(path) -> int:
@@ -248,7 +251,7 @@ def _dense(ids: np.ndarray):
     span fewer values than there are ids (a lookup table of the span)."""
     lo, hi = int(ids.min()), int(ids.max())
     if hi - lo < ids.size:
-        off = ids - ids.dtype.type(lo) if lo else ids
+        off = np.subtract(ids, ids.dtype.type(lo), out=ids) if lo else ids     # ours
         seen = np.zeros(hi - lo + 1, bool)
         seen[off] = True
         if lo == 0 and seen.all():

@@ -61,9 +61,6 @@ class CscBlock:
     def nbytes(self) -> int:
         return int(self.ptr.nbytes + self.idx.nbytes + self.val.nbytes)
 
-    def col_counts(self) -> np.ndarray:
-        return np.diff(self.ptr)
-
     def to_scipy(self, fmt: str = "csc"):
         """A scipy sparse array (``csc`` or ``csr``); sorted if this block is."""
         idx_dtype = np.int32 if self.nnz < 2**31 else np.int64

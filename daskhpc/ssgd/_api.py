@@ -163,20 +163,21 @@ def _prepared(client, data, nparts, partition_file, options, run, exchange):
 
 
 def _named(res: SSGDResult, s: Setup) -> SSGDResult:
-    """The model's names: original ids, the training pattern, the rating range."""
+    """The model's names: original ids, the training pattern, the rating range (the run's
+    last use of ``s``: its ratings are let go first, the values' 4 bytes a rating with them)."""
     import scipy.sparse as sp
 
     rows, cols = s.index_maps
     res.row_ids = None if rows is None else _plain(rows)
     res.col_ids = None if cols is None else _plain(cols)
-    t = s.train
+    res.clip = tuple(float(c) for c in s.clip)
+    res.mu = s.mu
+    t, s.ratings, s.train, s.test = s.train, None, None, None
     if t.on_workers:            # a DataFrame's ids: made on the keeper, 5 bytes a rating
         res.seen = s.values.seen(t.shape)
     else:
-        res.seen = sp.csr_array((np.ones(t.nnz, np.int8), (t.rows, t.cols)), shape=t.shape)
-        res.seen.sum_duplicates()
-    res.clip = tuple(float(c) for c in s.clip)
-    res.mu = s.mu
+        t = (t.rows, t.cols, t.shape)
+        res.seen = sp.csr_array((np.ones(t[0].size, np.int8), t[:2]), shape=t[2])
     if s.options.biased and res.W is not None:   # the last columns are the biases
         F = s.options.rank
         res.user_bias, res.item_bias = res.W[:, F].copy(), res.H[:, F].copy()

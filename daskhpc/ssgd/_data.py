@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from daskhpc._narrow import hash_wide
+from daskhpc._narrow import counts, hash_wide
 from daskhpc._workflows import check_parts as kit_check_parts
 from daskhpc.errors import InputError
 
@@ -43,10 +43,6 @@ class Ratings:
     def nnz(self) -> int:
         return int(self.vals.size)
 
-    def matrix(self) -> sp.csr_array:
-        """The ratings as an ``N x M`` CSR array (explicit zeros kept)."""
-        return sp.csr_array((self.vals, (self.rows, self.cols)), shape=self.shape)
-
     def subset(self, take: np.ndarray) -> "Ratings":
         """The ratings at positions (or where the boolean mask) ``take``."""
         take = np.asarray(take)
@@ -69,15 +65,11 @@ class Ratings:
         """:func:`wide_digest` of rows, cols and vals in file order (a checkpoint's)."""
         import hashlib
 
-        h = hashlib.sha256()
-        arrays = (self.rows, self.cols, self.vals)
         if not isinstance(self.order, tuple):
-            hash_wide(h, arrays)
-            return h.hexdigest()
-        is_test = holdout_mask(self.nnz, *self.order)
-        for a in arrays:
-            for piece in _file_order(a, is_test):
-                hash_wide(h, [piece])
+            return wide_digest(self.rows, self.cols, self.vals)
+        h, is_test = hashlib.sha256(), holdout_mask(self.nnz, *self.order)
+        for a in (self.rows, self.cols, self.vals):
+            hash_wide(h, _file_order(a, is_test))
         return h.hexdigest()
 
     def __repr__(self):
@@ -242,7 +234,7 @@ def _validate(r: Ratings, names) -> None:
                          f"{names(1, r.cols[t])}) is not a finite number ({bad.size} such "
                          f"ratings)")
     for axis, (what, idx, n) in enumerate((("row", r.rows, N), ("column", r.cols, M))):
-        empty = np.flatnonzero(np.bincount(idx, minlength=n) == 0)
+        empty = np.flatnonzero(counts(idx, n) == 0)
         if empty.size:
             raise InputError(
                 f"{where}: {names(axis, empty[0])} has no ratings ({empty.size} of {n} "
@@ -275,10 +267,13 @@ def split(r: Ratings, test_fraction: float, seed: int = 0) -> tuple[Ratings, Rat
     n = r.nnz - int(np.count_nonzero(is_test))
     if r.order == "file":
         for a in (r.rows, r.cols, r.vals):
-            test = a[is_test]
-            a[:n] = a[~is_test]
+            test, at = a[is_test], 0
+            # a chunk's training ratings moved down at a time (never past the chunk)
+            for lo in range(0, a.size, 1 << 20):
+                kept = a[lo:lo + (1 << 20)][~is_test[lo:lo + (1 << 20)]]
+                a[at:at + kept.size] = kept
+                at += kept.size
             a[n:] = test
-            del test
         r.order = key
     return tuple(Ratings(r.rows[sl], r.cols[sl], r.vals[sl], r.shape, dict(r.source))
                  for sl in (slice(0, n), slice(n, None)))
@@ -294,6 +289,19 @@ def holdout_mask(nnz: int, test_fraction: float, seed: int = 0) -> np.ndarray | 
     if n_test >= nnz:
         raise InputError(f"--test-fraction {test_fraction} leaves no training ratings")
     rng = np.random.default_rng([int(seed), 0x55D])
+    if 10000 < nnz < 2**31 and n_test > nnz // 50:
+        from ._kernels import tail_shuffle
+
+        # rng.choice(nnz, n_test, replace=False)'s own draws on a 32-bit arange (its
+        # int64 one is 8 bytes a rating): the last n_test items after the shuffle
+        data, i, left = np.arange(nnz, dtype=np.int32), nnz - 1, np.zeros(0, np.uint32)
+        while i >= max(nnz - n_test, 1):
+            draws = np.concatenate([left, rng.bit_generator.random_raw(1 << 16).view(np.uint32)])
+            used, i = tail_shuffle(data, max(nnz - n_test, 1), draws, i)
+            left = draws[used:]
+        chosen, data = data[nnz - n_test:].copy(), None
+    else:
+        chosen = rng.choice(nnz, size=n_test, replace=False)
     is_test = np.zeros(nnz, dtype=bool)
-    is_test[rng.choice(nnz, size=n_test, replace=False)] = True
+    is_test[chosen] = True
     return is_test

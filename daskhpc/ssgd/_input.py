@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daskhpc._narrow import index_dtype
+from daskhpc._narrow import counts, index_dtype
 from daskhpc.errors import InputError
 
 from ._data import FileNames, Ratings, as_ratings, raw_ratings
@@ -33,10 +33,6 @@ class Input:
     def path(self) -> str:
         return self.ratings.source.get("path", "input")
 
-    def name(self, axis: int, i: int) -> str:
-        """How the user's file names row (``axis`` 0) or column ``i`` of ``ratings``."""
-        return FileNames(self.index_maps, self.base, self.format)(axis, i)
-
 
 def load(data, *, format: str | None = None, keep_empty: bool = False) -> Input:
     """Read (a path) and validate the ratings; drop (or, ``keep_empty``, refuse) empty rows."""
@@ -59,7 +55,7 @@ def _loaded(data, keep_empty: bool) -> Input:
         return Input(r, file_shape=r.shape)
     names = names or FileNames((None, None))
     maps, base, fmt = names.maps, names.base, names.fmt
-    keep = [np.bincount(idx, minlength=n) > 0 for idx, n in
+    keep = [counts(idx, n) > 0 for idx, n in
             ((raw.rows, raw.shape[0]), (raw.cols, raw.shape[1]))]
     empty = [np.flatnonzero(~k) for k in keep]
     if not any(e.size for e in empty) or raw.nnz == 0:

@@ -16,7 +16,8 @@ from daskhpc.runtime import AttemptGraph, Exchange, GraphJob, Placement, registe
 
 from . import _tasks
 from ._graph import STEP, WindowGraph
-from ._parts import part_data
+from ._collect import with_values
+from ._parts import part_data, part_values
 from ._serial import assemble
 from ._checkpoint import fingerprint, restore, save_partition
 from ._kernels import learning_rate
@@ -57,18 +58,15 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         d.strata = f"{STEP}-{ctx.token}" if rows_from_parts else None
         return d
 
-    # made and sent a part at a time: the client holds one part's ratings at once
+    # made and sent a part at a time, its values after its ids: the client holds one
+    # kind of one part's ratings at once (a collection's values are on the workers)
     futures = ctx.store.put_each("part", range(K), made, transient=True)
-    if run._blocks is not None and run._blocks[1] is not None:
-        run._blocks = None        # 4 bytes a rating; made again if an attempt needs it
-    if run.values is not None:       # a collection: the ratings are on the parts' workers
-        from ._collect import with_values
-
-        held = ctx.store["values"]
-        futures = {p: ctx.client.submit(with_values, futures[p], held[p], pure=False,
-                                        key=f"ssgd-values-{ctx.token}-{p}",
-                                        workers=[pl.worker(p)], allow_other_workers=False)
-                   for p in range(K)}
+    held = ctx.store["values"] if run.values is not None else ctx.store.put_each(
+        "vals", range(K), lambda p: part_values(run, p), transient=True)
+    futures = {p: ctx.client.submit(with_values, futures[p], held[p], pure=False,
+                                    key=f"ssgd-values-{ctx.token}-{p}",
+                                    workers=[pl.worker(p)], allow_other_workers=False)
+               for p in range(K)}
     paths = {(p, e): ctx.checkpoint.file(run.epoch0 + e + 1, f"part-{p}.npz")
              for p in range(K) for e in ck_epochs}
     # Futures (not their keys) in the tasks: the graph then knows they are data.
@@ -111,12 +109,16 @@ def attempt_graph(s: Setup, ctx, order_plugin: bool, timeline: list | None,
         return assemble(run, finals.items())
 
     def cleanup():
+        from daskhpc.dashboard import publish
+
         from ._plugin import fetch_timeline
 
         rows = fetch_timeline(ctx.client, f"{STEP}-{ctx.token}")
         if timeline is not None:
             timeline[:] = rows
-        _publish_strata(ctx.client, rows)
+        # the attempt's rows for the dashboard (its sampler can miss the last)
+        publish(ctx.client, "strata", rows=[{k: v for k, v in r.items() if k != "T"}
+                                            for r in rows])
 
     step, evsend = f"{STEP}-{ctx.token}", f"ssgd-evsend-{ctx.token}"
 
@@ -143,14 +145,6 @@ def ring_placement(nparts: int, workers) -> Placement:
     workers = list(workers)
     W = len(workers)
     return Placement(nparts, workers, [workers[p * W // nparts] for p in range(nparts)])
-
-
-def _publish_strata(client, timeline) -> None:
-    """The plugin's rows of the attempt, for the dashboard (its sampler can miss the last)."""
-    from daskhpc.dashboard import publish
-
-    publish(client, "strata", rows=[{k: v for k, v in r.items() if k != "T"}
-                                    for r in timeline])
 
 
 def ssgd_job(s: Setup, *, checkpointing: bool = False, order_plugin: bool = True,

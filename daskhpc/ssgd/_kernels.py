@@ -36,6 +36,25 @@ def block_seed(seed: int, epoch: int, part: int, block: int) -> np.uint64:
                             np.uint64(block)))
 
 
+@numba.njit(cache=True, nogil=True)
+def tail_shuffle(data, first, draws, i):
+    """Steps ``i, i - 1, ..., first`` of ``Generator.choice``'s partial Fisher-Yates (numpy's
+    ``_shuffle_int``, Lemire's bounded integers) on ``data`` from the 32-bit ``draws``:
+    ``(draws used, next step)``; a step the draws do not finish is left for the next call."""
+    at = 0
+    while i >= first:
+        step, excl, m = at, np.uint64(i) + np.uint64(1), np.uint64(0)
+        thr = (np.uint64(0xFFFFFFFF) - np.uint64(i)) % excl
+        while at == step or (m & np.uint64(0xFFFFFFFF)) < thr:      # rejected: again
+            if at == draws.size:
+                return step, i
+            m, at = np.uint64(draws[at]) * excl, at + 1
+        j = np.int64(m >> np.uint64(32))
+        data[i], data[j] = data[j], data[i]
+        i -= 1
+    return at, i
+
+
 def learning_rate(lr0: float, epoch: int) -> float:
     """lr_n = lr0 / (1 + 0.05 n^1.5), the paper code's ``update_stepSize`` (n from 0)."""
     return lr0 / (1.0 + 0.05 * epoch ** 1.5)

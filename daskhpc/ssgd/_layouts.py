@@ -24,7 +24,7 @@ def epoch_loads(s) -> tuple[np.ndarray, np.ndarray]:
     """(K sub-epochs, K parts) each: the flops each part computes in each sub-epoch, and
     the bytes its sweep touches (its rows of W and H, its ratings)."""
     K, a = s.K, s.assignment
-    ptr, _ = s.blocks()
+    ptr = s.blocks()
     counts = np.diff(ptr).reshape(K, K)          # [part, column block]
     p, b = np.divmod(np.arange(K * K), K)
     t = s.strata.subepoch(p, b, 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from daskhpc._narrow import index_dtype, narrow_values
+from daskhpc._narrow import index_dtype
 from daskhpc.arrays import unique_sorted
 from ._kernels import learning_rate
 from ._runplan import holders
@@ -24,31 +24,23 @@ def _held_columns(s: Setup, p: int) -> list[np.ndarray]:
 
 
 def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
-    """The :class:`~daskhpc.ssgd._tasks.PartData` of part ``p``; a sender with the same
-    ``owner`` (worker) is read from its state."""
-    K, o, lay = s.K, s.options, s.layout
-    N = s.train.shape[0]
-    rows = np.flatnonzero(lay.row_parts == p)
-    cols = _held_columns(s, p)
-    tr = s.train
+    """The :class:`~daskhpc.ssgd._tasks.PartData` of part ``p`` without its ratings' values
+    (:func:`part_values`, put in on its worker by ``_collect.with_values``); a sender with
+    the same ``owner`` (worker) is read from its state."""
+    K, o, lay, tr = s.K, s.options, s.layout, s.train
+    rows, cols = np.flatnonzero(lay.row_parts == p), _held_columns(s, p)
     # a DataFrame's blocks are made on the part's worker (_collect.with_values)
-    bli, blj, bval, local_row = [None] * K, [None] * K, [None] * K, None
+    bli, blj, local_row = [None] * K, [None] * K, None
     if not tr.on_workers:
-        # local W and H rows in 32 bits where they fit: 8 bytes a rating, not 16
-        it = index_dtype(max(s.train.shape))
-        local_row = np.full(N, -1, it)
+        # local W and H rows in 32 bits where they fit: 8 bytes a rating, not 16; local H
+        # rows by a lookup table, not a search (docs/benchmarks.md)
+        it = index_dtype(max(tr.shape))
+        local_row = np.full(tr.shape[0], -1, it)
         local_row[rows] = np.arange(rows.size)
-        ptr, idx = s.blocks()
-        # local H rows by a lookup table, not a search: a block's ratings come in the
-        # matrix's order, not the columns' (docs/benchmarks.md)
         local_col = np.empty(tr.shape[1], it)
         for b in range(K):
-            sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
-            bli[b] = local_row[tr.rows[sel]]
             local_col[cols[b]] = np.arange(cols[b].size)
-            blj[b] = local_col[tr.cols[sel]]
-            # float32 where exact; a collection's are put in on the worker (with_values)
-            bval[b] = None if s.values is not None else narrow_values(tr.vals[sel])
+        bli, blj = s.block_ratings(p, (local_row, local_col), "rc")
     E, e0 = s.E, s.epoch0
     blocks = np.array([[int(s.strata.block(p, k, e)) for k in range(K)] for e in range(E)],
                       np.int64)
@@ -57,7 +49,7 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
                  lr=np.array([learning_rate(o.lr, e0 + e) for e in range(E)]), reg=o.reg,
                  epoch0=e0, blocks=blocks, rows=rows, cols=cols,
                  init_blocks=(int(blocks[0, 0]),) if whole else tuple(range(K)),
-                 bli=bli, blj=blj, bval=bval, clip=s.clip,
+                 bli=bli, blj=blj, bval=[None] * K, clip=s.clip,
                  eval_epochs=frozenset(s.runplan.eval_epochs.tolist()), bias=s.bias,
                  shuffle=bool(o.shuffle))
     if s.start is not None:          # resuming: start from the checkpointed values
@@ -73,6 +65,11 @@ def part_data(s: Setup, p: int, owner=None, checkpoint_epochs=()) -> PartData:
         d.ckpt_held = {-1: _newest_held(s, p, cols, 0)} if s.strata.fixed else \
             {e: _newest_held(s, p, cols, e) for e in d.ckpt_epochs}
     return d
+
+
+def part_values(s: Setup, p: int) -> np.ndarray:
+    """Part p's ratings' values: its blocks' in order, then its test ratings'."""
+    return np.concatenate([*s.block_ratings(p, kinds="v")[0], s.test.vals[s.test_of(p)]])
 
 
 def _newest_held(s: Setup, p: int, cols, epoch: int) -> list:
@@ -124,7 +121,6 @@ def _evaluation(s: Setup, p: int, d: PartData, local_row: np.ndarray) -> None:
         d.test_cols = unique_sorted(t.cols[sel])
         d.test_li = local_row[t.rows[sel]]
         d.test_lj = np.searchsorted(d.test_cols, t.cols[sel])
-        d.test_val = None if s.values is not None else narrow_values(t.vals[sel])
     for q, ev in enumerate(rp.eval_patterns):
         epoch = 0 if ev["epoch"] is None else ev["epoch"]
         hold = holders(lay, s.strata, s.options.strategy, epoch)[d.test_cols]

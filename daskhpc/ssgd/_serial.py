@@ -37,8 +37,7 @@ def assemble(s: Setup, pieces) -> tuple[np.ndarray, np.ndarray]:
 
 def test_sse_by_part(s: Setup, W: np.ndarray, H: np.ndarray) -> np.ndarray:
     """Squared test error of every part's test ratings (predictions clipped)."""
-    out = np.zeros(s.K)
-    t = s.test
+    out, t = np.zeros(s.K), s.test
     for p in range(s.K):
         idx = s.test_of(p)
         out[p] = error_sse(W, H, t.rows[idx], t.cols[idx], t.vals[idx], *s.clip, s.bias)
@@ -49,11 +48,8 @@ def run_serial(s: Setup) -> dict:
     """Run SSGD serially: ``W``, ``H`` (biased: biases in the last column) and ``history``."""
     K, o = s.K, s.options
     W, H = initial_factors(s)
-    ptr, idx = s.blocks()
-    tr = s.train
-    rows, cols, vals = tr.rows, tr.cols, tr.vals
-    history = []
-    bias = s.bias
+    blocks = [s.block_ratings(p) for p in range(K)]      # [part][rows, cols, values][block]
+    history, bias = [], s.bias
     evaluate = set(s.runplan.eval_epochs.tolist())
     for e in range(s.E):              # epoch e here is epoch s.epoch0 + e of the run
         t0 = time.perf_counter()
@@ -63,8 +59,7 @@ def run_serial(s: Setup) -> dict:
         for k in range(K):
             for p in range(K):
                 b = int(s.strata.block(p, k, e))
-                sel = idx[ptr[p * K + b]:ptr[p * K + b + 1]]
-                loss[p, k] = sweep(W, H, rows[sel], cols[sel], vals[sel], lr, o.reg,
+                loss[p, k] = sweep(W, H, *(x[b] for x in blocks[p]), lr, o.reg,
                                    block_seed(o.seed, ge, p, b), bias, o.shuffle)
         # each part's sum over its sub-epochs, then over parts (the driver's order)
         row = {"epoch": ge, "lr": lr, "train_loss": _sum(_sum(r) for r in loss),

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from daskhpc._narrow import index_dtype
+from daskhpc._narrow import counts, narrow_values
 from daskhpc._workflows import checked_options, option
 from daskhpc.comm import CostModel, network_model, plan_network, rank_layouts
 from daskhpc.errors import InputError
@@ -91,8 +91,8 @@ class Options:
 
 DEFAULTS = Options()
 
-#: Training ratings :meth:`Setup.blocks` orders at a time
-BLOCKS_CHUNK = 1 << 20
+#: Ratings :meth:`Setup.blocks` and :meth:`Setup.block_ratings` scan at a time
+BLOCKS_CHUNK = 1 << 18
 
 #: The biased model's default initial factors U[-s/2, s/2): standard deviation 0.1
 #: (s = 0.2 sqrt 3), Surprise's ``init_std_dev``.
@@ -163,40 +163,46 @@ class Setup:
         """``(reg_bias, mu)`` of the biased model (what the kernels take), or None."""
         return (self.options.bias_reg, self.mu) if self.options.biased else None
 
-    def blocks(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(ptr, idx)``: block (p, b)'s training ratings are ``idx[ptr[p * K + b]:ptr[p * K + b +
-        1]]`` (positions in ``train``; ``idx`` None where the ratings are on the workers)."""
+    def blocks(self) -> np.ndarray:
+        """``ptr``: part p's ratings of column block b are ``ptr[p * K + b]:ptr[p * K + b + 1]``
+        in :meth:`block_ratings`' order (counted a chunk at a time: no position a rating)."""
         if self._blocks is None:
-            K, t = self.K, self.train
-            rp, cb = self.assignment.row_parts, self.assignment.col_blocks
-            # 16-bit keys where they fit, made in 16 bits (not cast from a 64-bit key of
-            # every rating): numpy's stable sort is then a radix sort
-            kt = np.uint16 if K * K <= 1 << 16 else np.int64
-            rp, cb = rp.astype(kt), cb.astype(kt)
-            it = index_dtype(t.nnz)
-            # a chunk's stable order at a time, each key's run put after the previous
-            # chunks' (a stable counting sort): 32-bit positions, no 8 bytes a rating
-            chunks = [slice(lo, lo + BLOCKS_CHUNK) for lo in range(0, t.nnz, BLOCKS_CHUNK)]
-            count = np.zeros(K * K, np.int64)
-            for sl in chunks:
-                count += np.bincount(rp[t.rows[sl]] * kt(K) + cb[t.cols[sl]], minlength=K * K)
-            ptr = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
-            idx, at = np.empty(t.nnz, it), ptr[:-1].copy()
-            for sl in chunks:
-                key = rp[t.rows[sl]] * kt(K) + cb[t.cols[sl]]
-                order = np.argsort(key, kind="stable")
-                c = np.bincount(key, minlength=K * K)
-                start = np.concatenate([[0], np.cumsum(c)])
-                order += sl.start
-                for q in np.flatnonzero(c):
-                    idx[at[q]:at[q] + c[q]] = order[start[q]:start[q + 1]]
-                at += c
-            self._blocks = (ptr, idx)
+            K, t, a, count = self.K, self.train, self.assignment, np.zeros(self.K**2, np.int64)
+            for sl in (slice(lo, lo + BLOCKS_CHUNK) for lo in range(0, t.nnz, BLOCKS_CHUNK)):
+                count += np.bincount(a.row_parts[t.rows[sl]] * K + a.col_blocks[t.cols[sl]],
+                                     minlength=K * K)
+            self._blocks = np.concatenate([[0], np.cumsum(count)])
         return self._blocks
 
+    def block_ratings(self, p: int, local=(None, None), kinds: str = "rcv") -> tuple:
+        """Part p's training ratings of every column block in the matrix's order (the serial
+        one), a chunk at a time: per kind of ``kinds`` the blocks' rows (``r``), columns (``c``;
+        both through the lookup tables ``local`` if given) or values (``v``; float32 if exact)."""
+        K, t, a = self.K, self.train, self.assignment
+        sizes = np.diff(self.blocks()[p * K:(p + 1) * K + 1])
+        made = [{"r": (t.rows, local[0]), "c": (t.cols, local[1]), "v": (t.vals, None)}[k]
+                for k in kinds]
+        out = [[np.empty(n, (x if m is None else m).dtype) for n in sizes] for x, m in made]
+        at, of_p = np.zeros(K, np.int64), a.row_parts == p         # a byte a row
+        cb = a.col_blocks.astype(np.uint16 if K <= 1 << 16 else np.int64)   # a radix sort
+        for lo in range(0, t.nnz, BLOCKS_CHUNK):
+            mine = np.flatnonzero(of_p[t.rows[lo:lo + BLOCKS_CHUNK]]) + lo
+            blk = cb[t.cols[mine]]
+            order = np.argsort(blk, kind="stable")
+            c = np.bincount(blk, minlength=K)
+            start = np.concatenate([[0], np.cumsum(c)])
+            for b in np.flatnonzero(c):
+                sel = mine[order[start[b]:start[b + 1]]]
+                for dst, (x, m) in zip(out, made):
+                    dst[b][at[b]:at[b] + c[b]] = x[sel] if m is None else m[x[sel]]
+            at += c
+        return tuple([narrow_values(v) for v in x] if k == "v" else x for k, x in zip(kinds, out))
+
     def test_of(self, p: int) -> np.ndarray:
-        """Positions in ``test`` of part p's test ratings, in order."""
-        return np.flatnonzero(self.assignment.row_parts[self.test.rows] == p)
+        """Positions in ``test`` of part p's test ratings, in order (a chunk at a time)."""
+        rp, t = self.assignment.row_parts, self.test
+        return np.concatenate([np.flatnonzero(rp[t.rows[lo:lo + BLOCKS_CHUNK]] == p) + lo
+                               for lo in range(0, t.nnz, BLOCKS_CHUNK)] + [np.zeros(0, int)])
 
 
 def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
@@ -232,7 +238,7 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
         row_nnz = inp.values.train_rows()
     else:
         train, test = split(ratings, opts.test_fraction, opts.seed)
-        row_nnz = np.bincount(train.rows, minlength=train.shape[0])
+        row_nnz = counts(train.rows, train.shape[0])
         if inp.values is not None:     # a dask.array: its ratings stay on the workers
             stats = inp.values.hold_out(opts.test_fraction, opts.seed)
     t0 = time.perf_counter()
@@ -258,19 +264,15 @@ def prepare(data, nparts: int, *, partition_file=None, **options) -> Setup:
                        test_pins=None if spread is None else spread["test"])
     t2 = time.perf_counter()
     mean = train.mean() if stats is None else stats["mean"]
-    if opts.init_scale is not None:
-        scale = opts.init_scale
-    elif opts.biased:
-        scale = BIASED_INIT_SCALE
-    else:
-        scale = 2.0 * np.sqrt(max(mean, 1e-3) / opts.rank)
+    scale = opts.init_scale if opts.init_scale is not None else BIASED_INIT_SCALE if \
+        opts.biased else 2.0 * np.sqrt(max(mean, 1e-3) / opts.rank)
     clip = (float(train.vals.min()), float(train.vals.max())) if stats is None else \
         tuple(stats["clip"])
     s = Setup(opts, K, ratings, train, test, a, lay, strata, rp, float(scale), clip,
               {"partition_s": t1 - t0, "plan_s": t2 - t1}, index_maps=maps,
               values=inp.values)
     if spread is not None:       # block sizes only: the blocks are made on the workers
-        s._blocks = (np.concatenate([[0], np.cumsum(spread["blocks"])]), None)
+        s._blocks = np.concatenate([[0], np.cumsum(spread["blocks"])])
     return s if opts.init is None else s.resumed(0, *warm_start(s, opts.init))
 
 

@@ -104,4 +104,5 @@ def ml_column_net():
     from daskhpc.ssgd._data import as_ratings, split
 
     train, _ = split(as_ratings(datasets.ratings()), 0.1, 0)
-    return hg.column_net(train.matrix(), net_cost=16)
+    return hg.column_net(sp.csr_array((train.vals, (train.rows, train.cols)), shape=train.shape),
+                         net_cost=16)

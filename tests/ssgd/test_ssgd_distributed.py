@@ -63,8 +63,13 @@ def test_serial_fit_is_the_reference_fit_compares_with(client4, ml_small):
 
 def test_setup_is_what_the_serial_and_distributed_runs_share(ml_small):
     s = prepare(ml_small, 4, strategy="hc", epochs=2, partition="random")
-    ptr, idx = s.blocks()
-    assert ptr[-1] == s.train.nnz and np.array_equal(np.sort(idx), np.arange(s.train.nnz))
+    ptr = s.blocks()
+    got = [s.block_ratings(p) for p in range(s.K)]
+    assert ptr[-1] == s.train.nnz
+    assert [x.size for p in range(s.K) for x in got[p][0]] == np.diff(ptr).tolist()
+    pairs = {(int(r), int(c)) for p in range(s.K) for b in range(s.K)
+             for r, c in zip(got[p][0][b], got[p][1][b])}
+    assert pairs == set(zip(s.train.rows.tolist(), s.train.cols.tolist()))
 
 
 @pytest.mark.parametrize("strategy", ["dsgd", "hc"])

@@ -119,20 +119,24 @@ def test_a_frame_leaves_its_ratings_and_ids_on_the_workers(client2, tmp_path):
         tracemalloc.stop()
     assert s.train.on_workers and s.train.nnz + s.test.nnz == r.nnz
     assert all(b is None for d in datas for b in d.bli)       # made on the part's worker
-    assert np.diff(s.blocks()[0]).sum() == s.train.nnz
+    assert np.diff(s.blocks()).sum() == s.train.nnz
     # measured 5.5 bytes a rating here, mostly fixed (Dask's messages, the part data);
     # one copy of the ids (int64) on the client would be 16
     assert peak < 8 * r.nnz, peak
 
 
 def test_parts_hold_32_bit_ids_and_ratings_where_they_keep_every_value():
-    from daskhpc.ssgd._parts import part_data
+    from daskhpc.ssgd._collect import with_values
+    from daskhpc.ssgd._parts import part_data, part_values
+
+    def part_data_with_values(s, p):
+        return with_values(part_data(s, p), part_values(s, p))
 
     r = ratings(20_000, 800, 300)               # half stars: float32 keeps them
     s = prepare(r, 2, partition="random", epochs=1, test_fraction=0.1)
     held = 0
     for p in range(2):
-        d = part_data(s, p)
+        d = part_data_with_values(s, p)
         for b in range(2):
             assert d.bli[b].dtype == d.blj[b].dtype == np.int32
             assert d.bval[b].dtype == np.float32
@@ -141,8 +145,33 @@ def test_parts_hold_32_bit_ids_and_ratings_where_they_keep_every_value():
     # 12 bytes a training rating on the workers (int64 ids and float64: 24)
     assert held == 12 * s.train.nnz
     odd = Ratings(r.rows, r.cols, r.vals + 0.1, r.shape)     # not float32 numbers
-    d = part_data(prepare(odd, 2, partition="random", epochs=1), 0)
+    d = part_data_with_values(prepare(odd, 2, partition="random", epochs=1), 0)
     assert d.bval[0].dtype == np.float64 and d.bli[0].dtype == np.int32
+
+
+def test_a_parts_ids_and_values_are_made_apart():
+    from daskhpc.ssgd._collect import with_values
+    from daskhpc.ssgd._parts import part_data, part_values
+
+    r = ratings(1_000_000, 20_000, 2_000)
+    r = Ratings(r.rows.astype(np.int32), r.cols.astype(np.int32), r.vals.astype(np.float32),
+                r.shape)
+    s = prepare(r, 2, partition="random", epochs=1, test_fraction=0.1)
+    part_values(s, 0), part_data(s, 0)                 # imports first
+    n, n_test = int(np.diff(s.blocks())[:2].sum()), s.test_of(0).size
+    with traced() as t:
+        d = part_data(s, 0)
+    # the ids: 8 bytes a training rating, 12 a test rating (its columns' int64 search),
+    # and per row and column; with the values it was 12 and 16
+    assert all(v is None for v in d.bval) and d.test_val is None
+    assert t.held < 8 * n + 12 * n_test + 32 * sum(s.train.shape), t.held
+    with traced() as t:
+        vals = part_values(s, 0)
+    assert t.held < 4 * (n + n_test) + 4_096, t.held
+    full = with_values(d, vals)
+    for b, want in enumerate(s.block_ratings(0)[2]):
+        assert np.array_equal(full.bval[b], want)
+    assert np.array_equal(full.test_val, s.test.vals[s.test_of(0)])
 
 
 def test_32_bit_ratings_give_the_same_numbers():
@@ -200,12 +229,14 @@ def write_csv(r: Ratings, path) -> str:
     return str(path)
 
 
-def test_a_file_is_read_as_32_bit_triplets_without_a_matrix(tmp_path):
+def test_a_file_is_read_as_32_bit_triplets_without_a_matrix(tmp_path, monkeypatch):
+    from daskhpc import _narrow
     from daskhpc.ssgd._input import load
 
     r = ratings(1_000_000, 20_000, 2_000)
     path = write_csv(r, tmp_path / "r.csv")
     load(path)                                   # imports first
+    monkeypatch.setattr(_narrow.counts, "__defaults__", (1 << 14,))   # chunks of counts
     with traced() as t:
         inp = load(path)
     held, peak = t.held, t.peak
@@ -213,10 +244,11 @@ def test_a_file_is_read_as_32_bit_triplets_without_a_matrix(tmp_path):
     assert (t.rows.dtype, t.cols.dtype, t.vals.dtype) == (np.int32, np.int32, np.float32)
     assert np.array_equal(t.vals, r.vals) and t.order == "file"
     # 12 bytes a rating held (the reader's int64 triplets and CSR matrix were 36 more);
-    # at the peak a 32-bit key a rating more (the repeated-pair check), a dense id
-    # column's lookup, and a block of the file (its line count)
+    # at the peak a 32-bit key a rating more (the repeated-pair check, compared a block
+    # at a time) or a dense id column's lookup (ids shifted in place), and a block of the
+    # file (its line count); empty rows and columns counted without int64 ids (8 more)
     assert 12 * r.nnz <= held < 13 * r.nnz, held
-    assert peak < 22 * r.nnz + (1 << 20), peak
+    assert peak < 17 * r.nnz + (1 << 20), peak
     assert inp.ratings.nnz == r.nnz and inp.file_shape == r.shape
 
 
@@ -227,6 +259,7 @@ def test_a_files_split_is_a_reordering_not_a_copy(tmp_path):
     r = ratings(1_000_000, 20_000, 2_000)
     inp = load(write_csv(r, tmp_path / "r.csv"))
     file_order = [a.copy() for a in (inp.ratings.rows, inp.ratings.cols, inp.ratings.vals)]
+    holdout_mask(20_000, 0.1, 0)                 # its kernel compiled first
     with traced() as t:
         train, test = split(inp.ratings, 0.1, seed=3)
     held = t.held
@@ -252,23 +285,32 @@ def test_a_files_split_is_a_reordering_not_a_copy(tmp_path):
     assert np.array_equal(given.rows, rows)
 
 
-def test_blocks_are_32_bit_positions_made_a_chunk_at_a_time(monkeypatch):
+def test_a_parts_blocks_are_made_a_chunk_at_a_time_without_positions(monkeypatch):
     from daskhpc.ssgd import _setup
 
     r = ratings(2_000_000, 40_000, 10_000)
+    r = Ratings(r.rows.astype(np.int32), r.cols.astype(np.int32), r.vals.astype(np.float32),
+                r.shape)                                # a file's 12 bytes a rating
     s = prepare(r, 3, partition="random", epochs=1, test_fraction=0.1)
     t, a = s.train, s.assignment
     stable = np.argsort(a.row_parts[t.rows] * 3 + a.col_blocks[t.cols], kind="stable")
     monkeypatch.setattr(_setup, "BLOCKS_CHUNK", 4_096)
+    s._blocks = None
     with traced() as m:
-        ptr, idx = s.blocks()
+        ptr = s.blocks()
+    assert m.peak < 40 * 4_096 and ptr[-1] == t.nnz, m.peak   # a chunk's keys, no more
+    with traced() as m:
+        got = s.block_ratings(1)
     held, peak = m.held, m.peak
-    assert idx.dtype == np.int32 and np.array_equal(idx, stable)
-    assert ptr[-1] == t.nnz
-    # 4 bytes a rating, and per chunk (measured: 240 kB on top): a sort of all of them
-    # would be 12 bytes a rating
-    assert held < 4.2 * t.nnz, held
-    assert peak < 4 * t.nnz + 40 * 4_096 + 524_288 < 8 * t.nnz, peak
+    n = int(ptr[6] - ptr[3])
+    for b in range(3):
+        sel = stable[ptr[3 + b]:ptr[4 + b]]
+        for x, whole in zip(got, (t.rows, t.cols, t.vals)):
+            assert x[b].dtype == whole.dtype and np.array_equal(x[b], whole[sel])
+    # the part's 12 bytes a rating, and a chunk's (measured: 32 bytes a chunk's rating);
+    # the blocks' positions were 4 bytes a rating of the whole matrix on top
+    assert 12 * n <= held < 12 * n + 16_384, held
+    assert peak < 12 * n + 48 * 4_096 + 16_384 < 12 * n + 4 * t.nnz, peak
 
 
 def test_the_mean_of_float32_ratings_is_summed_a_chunk_at_a_time_where_exact():
@@ -338,3 +380,73 @@ def test_transient_part_data_is_sent_a_part_at_a_time_and_not_kept():
     assert sent == [[0], [1], [2]]
     assert store.data["part"] == {0: None, 1: None, 2: None}
     assert all(ref() is None for ref in refs)
+
+
+def test_the_held_out_draw_is_numpys_without_its_64_bit_arange():
+    from daskhpc.ssgd._data import holdout_mask
+
+    for nnz, fraction, seed in ((20_000, 0.1, 0), (100_003, 0.3, 5), (50_000, 0.9, 1),
+                                (300_000, 0.021, 7), (5_000, 0.5, 2), (300_000, 0.01, 3)):
+        want = np.zeros(nnz, bool)
+        n_test = round(fraction * nnz)
+        want[np.random.default_rng([seed, 0x55D]).choice(nnz, n_test, replace=False)] = True
+        assert np.array_equal(holdout_mask(nnz, fraction, seed), want), (nnz, fraction)
+    holdout_mask(20_000, 0.1, 0)
+    n = 2_000_000
+    with traced() as t:
+        mask = holdout_mask(n, 0.1, 4)
+    # a 32-bit arange, its tail and a batch of draws (Generator.choice holds an int64
+    # arange: 8 bytes an item)
+    assert mask.sum() == n // 10 and t.peak < 4.5 * n + (1 << 20), t.peak
+
+
+def test_counts_make_no_64_bit_copy():
+    from daskhpc._narrow import counts
+
+    ids = np.random.default_rng(0).integers(0, 1_000, 2_000_000).astype(np.int32)
+    with traced() as t:
+        got = counts(ids, 1_000, chunk=1 << 14)
+    assert np.array_equal(got, np.bincount(ids, minlength=1_000))
+    assert t.peak < ids.nbytes / 4, t.peak      # np.bincount's copy: 2 ids.nbytes
+
+
+def test_the_seen_pattern_is_made_once_the_values_are_let_go(tmp_path, monkeypatch):
+    import weakref
+
+    import scipy.sparse as sp
+
+    from daskhpc.ssgd._api import _named
+    from daskhpc.ssgd._input import load
+    from daskhpc.ssgd._result import SSGDResult
+
+    r = ratings(50_000, 2_000, 500)
+    s = prepare(load(write_csv(r, tmp_path / "r.csv")), 2, partition="random", epochs=1)
+    values = weakref.ref(s.train.vals.base)
+    want = sp.csr_array((np.ones(s.train.nnz, np.int8), (s.train.rows, s.train.cols)),
+                        shape=s.train.shape)
+    mu, made, csr = s.mu, [], sp.csr_array
+
+    def spy(*args, **kw):
+        made.append(values() is None)
+        return csr(*args, **kw)
+
+    monkeypatch.setattr(sp, "csr_array", spy)
+    res = _named(SSGDResult(np.zeros((2, 2)), np.zeros((2, 2)), [], {}), s)
+    assert made == [True]                  # 4 bytes a rating fewer under the pattern
+    assert res.mu == mu and (res.seen != want).nnz == 0 and res.seen.has_canonical_format
+
+
+def test_a_files_split_holds_a_chunk_of_a_column_at_a_time():
+    from daskhpc.ssgd._data import holdout_mask
+
+    n, rng = 4_000_000, np.random.default_rng(0)
+    r = Ratings(rng.integers(0, 9_000, n).astype(np.int32), rng.integers(0, 900, n).astype(
+        np.int32), (rng.integers(1, 11, n) / 2).astype(np.float32), (9_000, 900), order="file")
+    kept = ~holdout_mask(n, 0.1, 3)
+    want = [a[kept] for a in (r.rows, r.cols, r.vals)]
+    with traced() as t:
+        train, _ = split(r, 0.1, seed=3)
+    # the held-out draw's 32-bit arange (numpy's choice: an int64 one, 8 bytes a rating),
+    # then a chunk of a column at a time (a column's copy was 4 bytes a rating more)
+    assert t.peak < 5 * n, t.peak
+    assert all(np.array_equal(a, w) for a, w in zip((train.rows, train.cols, train.vals), want))
