@@ -236,10 +236,11 @@ def pair_terms(W, H, rows, cols, vals, F, biased, mu, reg, reg_bias, lo, hi):
 
 
 def _warm_up_plan() -> None:
-    """The client's kernels: the plan's (the d-gap rows) and the report's."""
+    """The client's kernels: the plan's (the d-gap rows), the split's and the report's."""
     from ._dgap import dgap_successors
 
     dgap_successors(np.array([0, 0, 1]), np.array([0, 1, 0]), np.array([0, 1]), 2)
+    tail_shuffle(np.arange(2, dtype=np.int32), 1, np.zeros(0, np.uint32), 1)  # the split
     one, at = np.ones((1, 2)), np.zeros(1, np.int64)
     pair_terms(one, one, at, at, np.ones(1), 1, True, 0.0, 0.1, 0.1, 0.0, 1.0)
     # a collection's keeper: int32 ids and float32 ratings (_serial.value_quality)
